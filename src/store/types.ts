@@ -1,0 +1,301 @@
+/**
+ * The repository interfaces: everything the service keeps, one interface per concern. There are two
+ * implementations, `memory/` (the embedded default) and `mongo/`, and one contract test suite
+ * (`test/store/contract.ts`) that both must pass.
+ *
+ * Rules every implementation follows:
+ * - Expected outcomes (a duplicate, a cap reached) are return values, never exceptions.
+ * - An unreachable or timed-out backend throws `AppError("service_unavailable")`, never a driver error.
+ * - Records are returned as copies: mutating a returned object never changes what is stored.
+ * - Nothing secret is stored in the clear: API keys and grant tokens as SHA-256 hashes, hashed PANs as
+ *   an HMAC under the pepper (the domain computes these; the store only sees the results).
+ * - Time-based expiry (`expiresAt`) is enforced by readers against the injected clock; TTL deletion by
+ *   the backend is only housekeeping and may happen late.
+ */
+
+/** Environments of API keys and of the server (`RECEIPTS_ENV`). */
+export type Environment = "live" | "test" | "dev";
+/** Who an API key belongs to. */
+export type Role = "issuer" | "merchant";
+/** Rate-limit tier of an API key (section 9). */
+export type Tier = "sandbox" | "standard" | "enterprise";
+
+/** An API key as stored: only the SHA-256 hash of the key itself. */
+export interface ApiKeyRecord {
+  /** Public identifier, `key_<random>`; safe to log and show. */
+  id: string;
+  /** Lower-case hex SHA-256 of the full key string. */
+  keyHash: string;
+  /** The first characters of the key (`rk_dev_ab12`), to recognise it in listings. */
+  prefix: string;
+  env: Environment;
+  tenantId: string;
+  role: Role;
+  tier: Tier;
+  /** MerchantIds a merchant key may use; empty allows any. */
+  merchantIds: string[];
+  /** Free-text label set by the operator. */
+  name: string;
+  createdAt: Date;
+  revokedAt?: Date;
+}
+
+export interface ApiKeyStore {
+  /** Returns false when a key with the same id or hash exists. */
+  insert(record: ApiKeyRecord): Promise<boolean>;
+  findByHash(keyHash: string): Promise<ApiKeyRecord | undefined>;
+  list(): Promise<ApiKeyRecord[]>;
+  /** Marks the key revoked; false when no key has that id. Revoking twice keeps the first time. */
+  revoke(id: string, at: Date): Promise<boolean>;
+}
+
+/** Fixed-window counters shared by every instance (section 9). */
+export interface RateLimitStore {
+  /**
+   * Adds one to the counter `key` for the window that started at `windowStart` and returns the new
+   * count. The counter may be deleted any time after `expiresAt`.
+   */
+  increment(key: string, windowStart: Date, expiresAt: Date): Promise<number>;
+}
+
+/** A registered cardholder. */
+export interface UserRecord {
+  /** `usr_<random>`. */
+  userId: string;
+  /** The issuer tenant that registered the card. */
+  tenantId: string;
+  /** HMAC-SHA256 of the hashed PAN under the pepper, lower-case hex. Unique. */
+  panHash: string;
+  activeKeyId: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export type KeyStatus = "pending" | "active" | "rotated";
+
+/** A cardholder public key. `pending` keys were made by generate-keys and not registered yet. */
+export interface KeyRecord {
+  /** UUID v4. */
+  keyId: string;
+  tenantId: string;
+  /** Set once registered. */
+  userId?: string;
+  /** Base64 DER SubjectPublicKeyInfo. */
+  publicKey: string;
+  status: KeyStatus;
+  createdAt: Date;
+  registeredAt?: Date;
+  rotatedAt?: Date;
+}
+
+export type RegisterOutcome =
+  | { kind: "created"; user: UserRecord; key: KeyRecord }
+  | { kind: "rotated"; user: UserRecord; key: KeyRecord; previousKeyId: string }
+  /** Same panHash, same tenant, same key: nothing changed. */
+  | { kind: "unchanged"; user: UserRecord; key: KeyRecord }
+  /** The panHash is registered by another tenant. */
+  | { kind: "pan_taken" }
+  /** The keyId belongs to another user (or to a pending key of another tenant). */
+  | { kind: "key_taken" };
+
+export interface UserStore {
+  findById(userId: string): Promise<UserRecord | undefined>;
+  findByPanHash(panHash: string): Promise<UserRecord | undefined>;
+  /** Stores a key made by generate-keys (status `pending`). False if the keyId exists. */
+  insertPendingKey(key: KeyRecord): Promise<boolean>;
+  findKey(keyId: string): Promise<KeyRecord | undefined>;
+  /**
+   * Registers `key` (status `active`) for the card `panHash` of `tenantId`, atomically:
+   * - no user for panHash: creates `newUserId` with this key;
+   * - a user of the same tenant with another active key: makes this key active and the old one `rotated`;
+   * - the same key already active for that user: `unchanged`;
+   * - a user of another tenant: `pan_taken`; the keyId used by someone else: `key_taken`.
+   * A pending key with the same keyId and tenant is promoted. Concurrent calls for one panHash make
+   * exactly one user.
+   */
+  register(input: {
+    panHash: string;
+    tenantId: string;
+    newUserId: string;
+    key: KeyRecord;
+    now: Date;
+  }): Promise<RegisterOutcome>;
+}
+
+/** The AES key of a receipt wrapped to one RSA key. Bytes are base64 strings at rest. */
+export interface StoredKeyBundle {
+  keyId: string;
+  /** Base64 of the RSA-OAEP-256 wrapped AES key. */
+  encryptedAesKey: string;
+}
+
+/** A sealed receipt as stored. No plaintext field of the receipt is kept except its identity. */
+export interface ReceiptRecord {
+  /** Internal unique id, `rcp_<random>`; used for cursors. */
+  id: string;
+  receiptId: string;
+  merchantId: string;
+  transactionId: string;
+  version: string;
+  /** The merchant tenant that created it. */
+  merchantTenantId: string;
+  /** HMAC of the recipient's hashed PAN. */
+  panHash: string;
+  /** The recipient; unset while escrowed. */
+  userId?: string;
+  /** The issuer tenant of the recipient; unset while escrowed. */
+  issuerTenantId?: string;
+  keyBundle: StoredKeyBundle;
+  ciphertext: string;
+  iv: string;
+  authTag: string;
+  createdAt: Date;
+  isEscrowed: boolean;
+  escrowKeyId?: string;
+  /** Set while escrowed: deletion time of unreleased escrow. */
+  expiresAt?: Date;
+  /** Set for receipts created with a payment. */
+  paymentId?: string;
+}
+
+export interface ReceiptPage {
+  receipts: ReceiptRecord[];
+  /** Opaque; undefined on the last page. */
+  nextCursor?: string;
+}
+
+export interface ReceiptStore {
+  /** False when `(merchantId, receiptId)` exists. */
+  insert(receipt: ReceiptRecord): Promise<boolean>;
+  /** A user's receipts with this receiptId (one per merchant that used it). */
+  findByReceiptId(receiptId: string, userId: string): Promise<ReceiptRecord[]>;
+  /** A merchant tenant's receipts for a transactionId. */
+  findByTransaction(merchantTenantId: string, transactionId: string): Promise<ReceiptRecord[]>;
+  findByPaymentId(paymentId: string): Promise<ReceiptRecord | undefined>;
+  /** A user's receipts, newest first (createdAt desc, then id desc), `limit` per page. */
+  listByUser(userId: string, limit: number, cursor?: string): Promise<ReceiptPage>;
+  /** Escrowed receipts for panHash whose `expiresAt` is after `now`. */
+  listEscrowed(panHash: string, now: Date): Promise<ReceiptRecord[]>;
+  /**
+   * Releases one escrowed receipt to a user: sets the new key bundle, userId and issuerTenantId,
+   * clears isEscrowed/escrowKeyId/expiresAt. Only if it is still escrowed; returns whether it was.
+   */
+  release(
+    id: string,
+    to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
+  ): Promise<boolean>;
+}
+
+/** A payment as stored. The client secret is kept only as a hash. */
+export interface PaymentRecord {
+  /** `pay_<random>`. */
+  paymentId: string;
+  merchantTenantId: string;
+  merchantId: string;
+  transactionId: string;
+  receiptId: string;
+  gateway: string;
+  status: string;
+  amount: number;
+  currency: string;
+  orderId: string;
+  /** SHA-256 of the client secret (gateway_a), never the secret. */
+  clientSecretHash?: string;
+  createdAt: Date;
+}
+
+export type CreatePaymentOutcome =
+  | { kind: "created" }
+  /** `(merchantId, transactionId)` already has a payment. */
+  | { kind: "duplicate_transaction" }
+  /** `(merchantId, receiptId)` already has a receipt. */
+  | { kind: "duplicate_receipt" };
+
+export interface PaymentStore {
+  /** Stores the payment and its receipt together: both or neither. */
+  createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome>;
+  findById(paymentId: string): Promise<PaymentRecord | undefined>;
+}
+
+/** A decrypt grant. The token itself is a secret: only its SHA-256 is stored. */
+export interface GrantRecord {
+  tokenHash: string;
+  tenantId: string;
+  userId: string;
+  keyId: string;
+  purpose: "decrypt";
+  grantedAt: Date;
+  expiresAt: Date;
+  sourceIp: string;
+}
+
+export type GrantOutcome =
+  | { kind: "created" }
+  /** The user has `cap` unexpired grants; the oldest expires at `oldestExpiresAt`. */
+  | { kind: "cap_reached"; oldestExpiresAt: Date };
+
+export interface GrantStore {
+  /**
+   * Stores the grant unless the user already has `cap` grants unexpired at `now`. Atomic: concurrent
+   * calls never leave more than `cap` unexpired grants for a user.
+   */
+  create(grant: GrantRecord, cap: number, now: Date): Promise<GrantOutcome>;
+  /** The grant, whether or not expired (the caller checks `expiresAt`). */
+  findByHash(tokenHash: string): Promise<GrantRecord | undefined>;
+}
+
+/** A cached response for an `Idempotency-Key`. */
+export type IdempotencyBegin =
+  /** First use of the key: the caller must `complete` or `abandon` it. */
+  | { kind: "started" }
+  /** Another call with this key is still running. */
+  | { kind: "in_progress"; requestHash: string }
+  | { kind: "completed"; requestHash: string; response: string };
+
+export interface IdempotencyStore {
+  /** Claims `key` for a call with `requestHash`, atomically; records expire at `expiresAt`. */
+  begin(key: string, requestHash: string, expiresAt: Date, now: Date): Promise<IdempotencyBegin>;
+  /** Stores the response (serialized) of a started key. */
+  complete(key: string, response: string): Promise<void>;
+  /** Forgets a started key after its call failed, so a retry can run it again. */
+  abandon(key: string): Promise<void>;
+}
+
+/** An audit event: grants issued and decrypt uses. Never a secret. */
+export interface AuditEvent {
+  at: Date;
+  /** e.g. `grant.created`, `receipt.decrypted`, `payment.decrypted`. */
+  action: string;
+  tenantId: string;
+  requestId: string;
+  sourceIp: string;
+  userId?: string;
+  keyId?: string;
+  /** Non-secret reference: receiptId, paymentId, or the first 8 hex of a token hash. */
+  subject?: string;
+}
+
+export interface AuditStore {
+  append(event: AuditEvent): Promise<void>;
+  /** Newest first; for operators and tests. */
+  list(limit: number): Promise<AuditEvent[]>;
+}
+
+/** Every repository, plus the backend's lifecycle. */
+export interface Store {
+  /** "memory" or "mongodb", for logs and /readyz. */
+  readonly kind: string;
+  readonly apiKeys: ApiKeyStore;
+  readonly rateLimits: RateLimitStore;
+  readonly users: UserStore;
+  readonly receipts: ReceiptStore;
+  readonly payments: PaymentStore;
+  readonly grants: GrantStore;
+  readonly idempotency: IdempotencyStore;
+  readonly audit: AuditStore;
+  /** Creates indexes (idempotent). Called once at start-up. */
+  init(): Promise<void>;
+  /** Resolves when the backend answers; throws `service_unavailable` otherwise. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
