@@ -1,0 +1,23 @@
+import { createContextKey } from "@connectrpc/connect";
+import { type Logger, pino } from "pino";
+import type { ApiKeyRecord } from "../store/types.js";
+
+/**
+ * Request-scoped values, set by the transports and interceptors and read by handlers. They travel in
+ * Connect's `HandlerContext.values`, so every protocol (REST via the transcoder, gRPC, gRPC-Web,
+ * Connect) fills them the same way.
+ */
+
+/** The caller's IP address as the server saw it (set by the transport). */
+export const kRemoteAddress = createContextKey<string>("", { description: "client address" });
+
+/** The request id: the caller's `x-request-id` if sane, otherwise a new one (set by the first interceptor). */
+export const kRequestId = createContextKey<string>("", { description: "request id" });
+
+/** A pino child logger carrying the request id (set by the first interceptor). */
+export const kLogger = createContextKey<Logger>(pino({ level: "silent" }), { description: "request logger" });
+
+/** The authenticated API key (set by the auth interceptor); undefined on key-exempt calls. */
+export const kPrincipal = createContextKey<ApiKeyRecord | undefined>(undefined, {
+  description: "authenticated API key",
+});
