@@ -1,0 +1,156 @@
+import {
+  constants,
+  createCipheriv,
+  createDecipheriv,
+  type KeyObject,
+  privateDecrypt,
+  publicEncrypt,
+  randomBytes,
+} from "node:crypto";
+import { AppError, invalidRequest } from "../errors.js";
+
+/**
+ * The sealed-receipt format of SPEC section 5: a fresh AES-256-GCM key per receipt, wrapped with
+ * RSA-OAEP (SHA-256 for both the OAEP hash and MGF1), with the receipt's immutable identity as
+ * additional authenticated data. Anyone holding the private key can open it with WebCrypto or OpenSSL:
+ *
+ * 1. RSA-OAEP-256 decrypt `encryptedAesKey` with the private key: 32 raw bytes, the AES key.
+ * 2. AES-256-GCM decrypt `ciphertext` with that key, `iv` (12 bytes), `authTag` (16 bytes; WebCrypto
+ *    wants it appended to the ciphertext) and `additionalData` = {@link receiptAad}.
+ */
+
+/** JOSE name of the key-wrapping algorithm, sent as `keyBundle.algorithm`. */
+export const ENVELOPE_ALGORITHM = "RSA-OAEP-256";
+
+/** AES-256 key length, in bytes. */
+export const AES_KEY_BYTES = 32;
+
+/** AES-GCM IV length, in bytes: 96 bits, the size GCM is designed for (no extra GHASH pass). */
+export const IV_BYTES = 12;
+
+/** AES-GCM authentication tag length, in bytes: the full 128 bits. */
+export const AUTH_TAG_BYTES = 16;
+
+/** A receipt encrypted for one RSA key. Every field is raw bytes; the API carries them as base64. */
+export interface SealedReceipt {
+  /** The receipt's AES key, wrapped with RSA-OAEP-256 to the recipient's public key. */
+  encryptedAesKey: Buffer;
+  iv: Buffer;
+  ciphertext: Buffer;
+  authTag: Buffer;
+}
+
+/** The immutable identity of a receipt that its ciphertext is bound to. */
+export interface ReceiptIdentity {
+  version: string;
+  receiptId: string;
+  merchantId: string;
+  transactionId: string;
+}
+
+/**
+ * The additional authenticated data of a receipt: the UTF-8 bytes of
+ * `version + "\n" + receiptId + "\n" + merchantId + "\n" + transactionId`. Moving a ciphertext to
+ * another receipt therefore fails authentication. The keyId is deliberately absent, so that escrow
+ * release can re-wrap the AES key without touching the ciphertext. A component containing a line break
+ * is refused (`invalid_request`), since it would make two different identities encode the same way.
+ */
+export function receiptAad(id: ReceiptIdentity): Buffer {
+  const parts = [
+    ["version", id.version],
+    ["receiptId", id.receiptId],
+    ["merchantId", id.merchantId],
+    ["transactionId", id.transactionId],
+  ] as const;
+  const bad = parts.filter(([, value]) => value.includes("\n"));
+  if (bad.length > 0) {
+    throw invalidRequest(bad.map(([field]) => ({ field, description: "must not contain a line break" })));
+  }
+  return Buffer.from(parts.map(([, value]) => value).join("\n"), "utf8");
+}
+
+/**
+ * Encrypts a receipt to an RSA public key. Each call draws a new random AES key and IV, so sealing
+ * the same plaintext twice gives unrelated envelopes. The AES key is zeroed once wrapped.
+ */
+export function sealReceipt(plaintext: Uint8Array, aad: Uint8Array, publicKey: KeyObject): SealedReceipt {
+  const aesKey = randomBytes(AES_KEY_BYTES);
+  try {
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv("aes-256-gcm", aesKey, iv, { authTagLength: AUTH_TAG_BYTES });
+    cipher.setAAD(aad);
+    const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+    return { encryptedAesKey: wrapAesKey(aesKey, publicKey), iv, ciphertext, authTag: cipher.getAuthTag() };
+  } finally {
+    aesKey.fill(0);
+  }
+}
+
+/**
+ * Decrypts a sealed receipt with the recipient's private key and returns the plaintext. This is an RSA
+ * private-key operation (about a millisecond of CPU): in the server call it through `PrivateKeyPool`,
+ * which also checks first that the key is the right one. Any failure (wrong key, tampered or
+ * mis-bound ciphertext, malformed field) is an integrity failure: `internal_server_error` with a
+ * message that says nothing about the key or the plaintext.
+ */
+export function openSealedReceipt(sealed: SealedReceipt, aad: Uint8Array, privateKey: KeyObject): Buffer {
+  const aesKey = unwrapAesKey(sealed.encryptedAesKey, privateKey);
+  try {
+    if (sealed.iv.length !== IV_BYTES || sealed.authTag.length !== AUTH_TAG_BYTES) {
+      throw integrityError(new Error("iv or authTag has the wrong length"));
+    }
+    const decipher = createDecipheriv("aes-256-gcm", aesKey, sealed.iv, { authTagLength: AUTH_TAG_BYTES });
+    decipher.setAAD(aad);
+    decipher.setAuthTag(sealed.authTag);
+    try {
+      return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]);
+    } catch (cause) {
+      throw integrityError(cause);
+    }
+  } finally {
+    aesKey.fill(0);
+  }
+}
+
+/**
+ * Moves a receipt's AES key from one RSA key to another (escrow release): unwraps it with
+ * `fromPrivateKey` and wraps it to `toPublicKey`. The ciphertext, IV and tag are untouched, which is
+ * why the AAD leaves out the keyId. Fails like {@link openSealedReceipt} when the key cannot be unwrapped.
+ */
+export function rewrapAesKey(
+  encryptedAesKey: Uint8Array,
+  fromPrivateKey: KeyObject,
+  toPublicKey: KeyObject,
+): Buffer {
+  const aesKey = unwrapAesKey(encryptedAesKey, fromPrivateKey);
+  try {
+    return wrapAesKey(aesKey, toPublicKey);
+  } finally {
+    aesKey.fill(0);
+  }
+}
+
+/** RSA-OAEP with SHA-256; Node (OpenSSL) uses `oaepHash` for MGF1 too, which the WebCrypto test proves. */
+const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" } as const;
+
+function wrapAesKey(aesKey: Uint8Array, publicKey: KeyObject): Buffer {
+  return publicEncrypt({ key: publicKey, ...OAEP }, aesKey);
+}
+
+function unwrapAesKey(encryptedAesKey: Uint8Array, privateKey: KeyObject): Buffer {
+  let aesKey: Buffer;
+  try {
+    aesKey = privateDecrypt({ key: privateKey, ...OAEP }, encryptedAesKey);
+  } catch (cause) {
+    throw integrityError(cause);
+  }
+  if (aesKey.length !== AES_KEY_BYTES) {
+    aesKey.fill(0);
+    throw integrityError(new Error(`unwrapped key is ${aesKey.length} bytes`));
+  }
+  return aesKey;
+}
+
+function integrityError(cause: unknown): AppError {
+  return new AppError("internal_server_error", "The sealed receipt failed its integrity check.", { cause });
+}

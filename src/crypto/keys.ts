@@ -1,0 +1,241 @@
+import { createPrivateKey, createPublicKey, generateKeyPair, type KeyObject } from "node:crypto";
+import { promisify } from "node:util";
+import { invalidRequest } from "../errors.js";
+
+/** Modulus size of generated key pairs, in bits; also the smallest size accepted on input (section 5). */
+export const RSA_MODULUS_BITS = 2048;
+
+/**
+ * Largest RSA modulus accepted on input, in bits. Private-key operations grow with the cube of the
+ * modulus size, so an unbounded key would let one caller buy seconds of CPU per decrypt.
+ */
+export const RSA_MAX_MODULUS_BITS = 8192;
+
+/** Public exponent of generated key pairs (F4, the only exponent in common use). */
+export const RSA_PUBLIC_EXPONENT = 65537;
+
+/**
+ * Longest key string accepted, in characters. A PEM PKCS#8 private key of {@link RSA_MAX_MODULUS_BITS}
+ * bits is about 6,500 characters; anything much longer is not a key and is refused before parsing.
+ */
+export const MAX_KEY_INPUT_CHARS = 16_384;
+
+/** A freshly generated RSA key pair, both halves base64 DER without PEM armour. */
+export interface RsaKeyPair {
+  /** Base64 of the DER SubjectPublicKeyInfo. */
+  publicKey: string;
+  /** Base64 of the DER PKCS#8 PrivateKeyInfo, as mobile key stores and WebCrypto import it. */
+  privateKey: string;
+}
+
+const generateKeyPairAsync = promisify(generateKeyPair);
+
+/**
+ * Generates an RSA-2048 key pair with public exponent 65537. Generation runs on the libuv thread pool
+ * (it takes tens to hundreds of milliseconds), so it never stalls the event loop.
+ */
+export async function generateRsaKeyPair(): Promise<RsaKeyPair> {
+  const { publicKey, privateKey } = await generateKeyPairAsync("rsa", {
+    modulusLength: RSA_MODULUS_BITS,
+    publicExponent: RSA_PUBLIC_EXPONENT,
+    publicKeyEncoding: { type: "spki", format: "der" },
+    privateKeyEncoding: { type: "pkcs8", format: "der" },
+  });
+  return { publicKey: publicKey.toString("base64"), privateKey: privateKey.toString("base64") };
+}
+
+/** A parsed public key and its canonical encoding. */
+export interface ParsedPublicKey {
+  key: KeyObject;
+  /** Base64 DER SubjectPublicKeyInfo re-exported from `key`: the form to store and compare. */
+  spki: string;
+}
+
+const PUBLIC_KEY_FORMAT = "must be an RSA public key: base64 DER SubjectPublicKeyInfo or PEM";
+const PRIVATE_KEY_FORMAT = "must be an RSA private key: base64 DER PKCS#8 or PEM";
+
+/** DER encodings of the PEM labels accepted for each kind of key. */
+const PUBLIC_PEM_TYPES = { "PUBLIC KEY": "spki", "RSA PUBLIC KEY": "pkcs1" } as const;
+const PRIVATE_PEM_TYPES = { "PRIVATE KEY": "pkcs8", "RSA PRIVATE KEY": "pkcs1" } as const;
+
+/**
+ * Parses a cardholder's RSA public key given as base64 DER SubjectPublicKeyInfo or as PEM
+ * (`PUBLIC KEY`, or PKCS#1 `RSA PUBLIC KEY`). Throws `invalid_request` naming `field` when the key does
+ * not parse, is a private key, is not RSA, or is outside 2048..8192 bits. Messages never quote the input.
+ */
+export function parsePublicKey(input: string, field = "publicKey"): ParsedPublicKey {
+  const decoded = decodeKeyText(input);
+  if (decoded === undefined) throw keyError(field, PUBLIC_KEY_FORMAT);
+  if (decoded.label?.includes("PRIVATE")) throw privateSentAsPublic(field);
+  const type = decoded.label === undefined ? "spki" : publicDerType(decoded.label);
+  if (type === undefined || !isSingleDerSequence(decoded.der)) throw keyError(field, PUBLIC_KEY_FORMAT);
+  // createPublicKey derives a public key from a private one for PKCS#1 input, so refuse private keys first.
+  if (parsesAsPrivateKey(decoded.der)) throw privateSentAsPublic(field);
+  let key: KeyObject;
+  try {
+    key = createPublicKey({ key: decoded.der, format: "der", type });
+  } catch {
+    throw keyError(field, PUBLIC_KEY_FORMAT);
+  }
+  checkRsaKey(key, field);
+  return { key, spki: exportSpki(key) };
+}
+
+/**
+ * Parses an RSA private key given as base64 DER PKCS#8 or as PEM (`PRIVATE KEY`, or PKCS#1
+ * `RSA PRIVATE KEY`). Throws `invalid_request` naming `field` when it does not parse, is encrypted, is
+ * not RSA, or is outside 2048..8192 bits. The key material never appears in an error.
+ */
+export function parsePrivateKey(input: string, field = "privateKey"): KeyObject {
+  const decoded = decodeKeyText(input);
+  if (decoded === undefined) throw keyError(field, PRIVATE_KEY_FORMAT);
+  const type = decoded.label === undefined ? "pkcs8" : privateDerType(decoded.label);
+  if (type === undefined || !isSingleDerSequence(decoded.der)) throw keyError(field, PRIVATE_KEY_FORMAT);
+  let key: KeyObject;
+  try {
+    key = createPrivateKey({ key: decoded.der, format: "der", type });
+  } catch {
+    throw keyError(field, PRIVATE_KEY_FORMAT);
+  }
+  checkRsaKey(key, field);
+  return key;
+}
+
+/**
+ * The base64 DER SubjectPublicKeyInfo of a key's public half. For a private key this is what decides
+ * whether it belongs to a registered public key (same canonical encoding as {@link parsePublicKey}).
+ */
+export function spkiOfPrivateKey(key: KeyObject): string {
+  return exportSpki(key.type === "private" ? createPublicKey(key) : key);
+}
+
+/**
+ * A bounded least-recently-used cache of parsed public keys, keyed by keyId and SPKI, so that a
+ * registered user's key is parsed once rather than on every encrypt. Keying on the SPKI as well as the
+ * keyId means a stale entry can never be returned for a key whose material changed.
+ */
+export class PublicKeyCache {
+  private readonly entries = new Map<string, KeyObject>();
+
+  /** @param maxEntries how many keys to keep; the least recently used is evicted beyond that. */
+  constructor(private readonly maxEntries = 10_000) {
+    if (!Number.isInteger(maxEntries) || maxEntries < 1) throw new RangeError("maxEntries must be >= 1");
+  }
+
+  /** The parsed key for `keyId` with this SPKI, parsing (and validating) it on a miss. */
+  get(keyId: string, spki: string): KeyObject {
+    const cacheKey = `${keyId}\n${spki}`;
+    const hit = this.entries.get(cacheKey);
+    if (hit !== undefined) {
+      this.entries.delete(cacheKey);
+      this.entries.set(cacheKey, hit);
+      return hit;
+    }
+    const { key } = parsePublicKey(spki);
+    this.entries.set(cacheKey, key);
+    if (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next();
+      if (oldest.done !== true) this.entries.delete(oldest.value);
+    }
+    return key;
+  }
+
+  /** Number of cached keys. */
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+/** Key text reduced to DER bytes, with the PEM label when it came armoured. */
+interface DecodedKey {
+  der: Buffer;
+  label?: string;
+}
+
+const PEM_BLOCK = /^-----BEGIN ([A-Z0-9 ]+)-----\r?\n([A-Za-z0-9+/=\s]+?)\r?\n?-----END \1-----$/;
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+
+/**
+ * Decodes base64 DER or a single PEM block ourselves, so that Node never sees PEM: no certificates,
+ * no encrypted keys, no private key silently turned into its public half.
+ */
+function decodeKeyText(input: string): DecodedKey | undefined {
+  if (typeof input !== "string" || input.length > MAX_KEY_INPUT_CHARS) return undefined;
+  const text = input.trim();
+  const pem = PEM_BLOCK.exec(text);
+  if (pem !== null) {
+    const der = decodeBase64(pem[2] ?? "");
+    return der === undefined ? undefined : { der, label: pem[1] ?? "" };
+  }
+  if (text.startsWith("-----")) return undefined;
+  const der = decodeBase64(text);
+  return der === undefined ? undefined : { der };
+}
+
+/** Strict base64 (whitespace allowed between lines); Buffer.from alone silently skips bad characters. */
+function decodeBase64(text: string): Buffer | undefined {
+  const compact = text.replace(/\s+/g, "");
+  if (compact.length === 0 || compact.length % 4 !== 0 || !BASE64.test(compact)) return undefined;
+  return Buffer.from(compact, "base64");
+}
+
+/**
+ * Whether `der` is exactly one DER SEQUENCE with nothing after it. OpenSSL ignores trailing bytes,
+ * but a key with junk appended is a corrupted key and is better refused than silently trimmed.
+ */
+function isSingleDerSequence(der: Buffer): boolean {
+  if (der.length < 2 || der[0] !== 0x30) return false;
+  const first = der[1] ?? 0;
+  if (first < 0x80) return der.length === 2 + first;
+  const lengthBytes = first & 0x7f;
+  if (lengthBytes === 0 || lengthBytes > 3 || der.length < 2 + lengthBytes) return false;
+  let length = 0;
+  for (let i = 0; i < lengthBytes; i++) length = length * 256 + (der[2 + i] ?? 0);
+  return der.length === 2 + lengthBytes + length;
+}
+
+function publicDerType(label: string): "spki" | "pkcs1" | undefined {
+  return Object.hasOwn(PUBLIC_PEM_TYPES, label)
+    ? PUBLIC_PEM_TYPES[label as keyof typeof PUBLIC_PEM_TYPES]
+    : undefined;
+}
+
+function privateDerType(label: string): "pkcs8" | "pkcs1" | undefined {
+  return Object.hasOwn(PRIVATE_PEM_TYPES, label)
+    ? PRIVATE_PEM_TYPES[label as keyof typeof PRIVATE_PEM_TYPES]
+    : undefined;
+}
+
+function parsesAsPrivateKey(der: Buffer): boolean {
+  for (const type of ["pkcs8", "pkcs1"] as const) {
+    try {
+      createPrivateKey({ key: der, format: "der", type });
+      return true;
+    } catch {
+      // Not this encoding of a private key; try the next.
+    }
+  }
+  return false;
+}
+
+/** Only plain RSA (rsaEncryption) keys can do RSA-OAEP; RSA-PSS keys are restricted to signatures. */
+function checkRsaKey(key: KeyObject, field: string): void {
+  if (key.asymmetricKeyType === "rsa-pss")
+    throw keyError(field, "must be an RSA encryption key, not RSA-PSS");
+  if (key.asymmetricKeyType !== "rsa") throw keyError(field, "must be an RSA key");
+  const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
+  if (bits < RSA_MODULUS_BITS) throw keyError(field, `must be at least ${RSA_MODULUS_BITS} bits`);
+  if (bits > RSA_MAX_MODULUS_BITS) throw keyError(field, `must be at most ${RSA_MAX_MODULUS_BITS} bits`);
+}
+
+function exportSpki(key: KeyObject): string {
+  return key.export({ type: "spki", format: "der" }).toString("base64");
+}
+
+function privateSentAsPublic(field: string) {
+  return keyError(field, "must be a public key; never send a private key here");
+}
+
+function keyError(field: string, description: string) {
+  return invalidRequest([{ field, description }]);
+}

@@ -1,0 +1,222 @@
+import { type KeyObject, privateDecrypt } from "node:crypto";
+import type { Worker } from "node:worker_threads";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  openSealedReceipt,
+  type ReceiptIdentity,
+  receiptAad,
+  sealReceipt,
+} from "../../src/crypto/envelope.js";
+import {
+  generateRsaKeyPair,
+  parsePrivateKey,
+  parsePublicKey,
+  type RsaKeyPair,
+} from "../../src/crypto/keys.js";
+import { PrivateKeyPool } from "../../src/crypto/private-key-pool.js";
+import { AppError } from "../../src/errors.js";
+
+let user: RsaKeyPair;
+let stranger: RsaKeyPair;
+let escrow: RsaKeyPair;
+let userKey: KeyObject;
+let pool: PrivateKeyPool;
+
+const identity: ReceiptIdentity = {
+  version: "1.0",
+  receiptId: "r-1",
+  merchantId: "m-1",
+  transactionId: "t-1",
+};
+const aad = receiptAad(identity);
+
+beforeAll(async () => {
+  [user, stranger, escrow] = await Promise.all([
+    generateRsaKeyPair(),
+    generateRsaKeyPair(),
+    generateRsaKeyPair(),
+  ]);
+  userKey = parsePublicKey(user.publicKey).key;
+  pool = new PrivateKeyPool({ size: 2, escrowPrivateKey: escrow.privateKey });
+  await Promise.all([0, 1].map(() => openForUser(Buffer.from("warm-up"))));
+});
+
+afterAll(async () => {
+  await pool.close();
+});
+
+function openForUser(plaintext: Buffer, target = pool): Promise<Buffer> {
+  const sealed = sealReceipt(plaintext, aad, userKey);
+  return target.openReceipt({ privateKey: user.privateKey, expectedSpki: user.publicKey, sealed, aad });
+}
+
+async function rejection(promise: Promise<unknown>): Promise<AppError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(AppError);
+  return error as AppError;
+}
+
+/** The worker threads of a pool; only the crash test reaches in, to kill one. */
+function workersOf(target: PrivateKeyPool): (Worker | undefined)[] {
+  return (target as unknown as { slots: { worker: Worker | undefined }[] }).slots.map((slot) => slot.worker);
+}
+
+describe("PrivateKeyPool.openReceipt", () => {
+  it("decrypts a receipt with the owner's private key, base64 DER or PEM", async () => {
+    const plaintext = Buffer.from('{"receiptId":"r-1","totalAmount":1250}');
+    expect((await openForUser(plaintext)).equals(plaintext)).toBe(true);
+    const pem = parsePrivateKey(user.privateKey).export({ type: "pkcs8", format: "pem" }).toString();
+    const sealed = sealReceipt(plaintext, aad, userKey);
+    const opened = await pool.openReceipt({ privateKey: pem, expectedSpki: user.publicKey, sealed, aad });
+    expect(opened.equals(plaintext)).toBe(true);
+  });
+
+  it("refuses another key with forbidden before touching the receipt", async () => {
+    const sealed = sealReceipt(Buffer.from("secret"), aad, userKey);
+    // The receipt is corrupted too: reaching decryption would give internal_server_error, not forbidden.
+    const corrupted = { ...sealed, authTag: Buffer.alloc(16), encryptedAesKey: Buffer.alloc(3) };
+    const error = await rejection(
+      pool.openReceipt({
+        privateKey: stranger.privateKey,
+        expectedSpki: user.publicKey,
+        sealed: corrupted,
+        aad,
+      }),
+    );
+    expect(error.code).toBe("forbidden");
+    expect(error.message).toBe("The private key does not match the key of this grant.");
+  });
+
+  it("answers invalid_request on privateKey for a key that does not parse, without echoing it", async () => {
+    const sealed = sealReceipt(Buffer.from("secret"), aad, userKey);
+    const broken = user.privateKey.slice(0, 600);
+    for (const privateKey of [broken, user.publicKey, "not a key"]) {
+      const error = await rejection(
+        pool.openReceipt({ privateKey, expectedSpki: user.publicKey, sealed, aad }),
+      );
+      expect(error.code).toBe("invalid_request");
+      expect(error.violations.map((v) => v.field)).toEqual(["privateKey"]);
+      const shown = JSON.stringify({
+        message: error.message,
+        details: error.details,
+        cause: String(error.cause),
+      });
+      for (const part of [privateKey.slice(0, 40), privateKey.slice(200, 240)].filter((p) => p.length > 0)) {
+        expect(shown).not.toContain(part);
+      }
+    }
+  });
+
+  it("reports a receipt that fails its integrity check with the right key as internal_server_error", async () => {
+    const sealed = sealReceipt(Buffer.from("secret"), aad, userKey);
+    const tampered = { ...sealed, ciphertext: Buffer.from(sealed.ciphertext).fill(0) };
+    const error = await rejection(
+      pool.openReceipt({ privateKey: user.privateKey, expectedSpki: user.publicKey, sealed: tampered, aad }),
+    );
+    expect(error.code).toBe("internal_server_error");
+    expect(error.message).not.toContain("secret");
+    expect(error.message).not.toContain(user.privateKey.slice(100, 140));
+  });
+
+  it("answers 50 concurrent calls, each with its own plaintext", async () => {
+    const plaintexts = Array.from({ length: 50 }, (_, i) => Buffer.from(`receipt number ${i}`));
+    const opened = await Promise.all(plaintexts.map((p) => openForUser(p)));
+    expect(opened.map((b) => b.toString())).toEqual(plaintexts.map((b) => b.toString()));
+  });
+
+  it("leaves the caller's buffers intact (only copies are transferred)", async () => {
+    const sealed = sealReceipt(Buffer.from("intact"), aad, userKey);
+    const before = Buffer.concat([sealed.encryptedAesKey, sealed.iv, sealed.ciphertext, sealed.authTag, aad]);
+    await pool.openReceipt({ privateKey: user.privateKey, expectedSpki: user.publicKey, sealed, aad });
+    const after = Buffer.concat([sealed.encryptedAesKey, sealed.iv, sealed.ciphertext, sealed.authTag, aad]);
+    expect(after.equals(before)).toBe(true);
+  });
+
+  it("keeps the event loop responsive while it decrypts", async () => {
+    const envelopes = Array.from({ length: 40 }, (_, i) => sealReceipt(Buffer.from(`r${i}`), aad, userKey));
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    await Promise.all(
+      envelopes.map((sealed) =>
+        pool.openReceipt({ privateKey: user.privateKey, expectedSpki: user.publicKey, sealed, aad }),
+      ),
+    );
+    const duringPool = ticks;
+    // Control: the same work on the event loop lets no timer run at all.
+    const privateKey = parsePrivateKey(user.privateKey);
+    ticks = 0;
+    for (const sealed of envelopes) openSealedReceipt(sealed, aad, privateKey);
+    const duringInline = ticks;
+    clearInterval(timer);
+    expect(duringInline).toBe(0);
+    expect(duringPool).toBeGreaterThanOrEqual(3);
+  });
+});
+
+describe("PrivateKeyPool.rewrapFromEscrow", () => {
+  it("re-wraps an escrowed key to the user's key; the ciphertext stays the same and opens", async () => {
+    const plaintext = Buffer.from("escrowed receipt");
+    const sealed = sealReceipt(plaintext, aad, parsePublicKey(escrow.publicKey).key);
+    const ciphertext = Buffer.from(sealed.ciphertext);
+    const encryptedAesKey = await pool.rewrapFromEscrow(sealed.encryptedAesKey, user.publicKey);
+    expect(encryptedAesKey.equals(sealed.encryptedAesKey)).toBe(false);
+    const released = { ...sealed, encryptedAesKey };
+    expect(released.ciphertext.equals(ciphertext)).toBe(true);
+    const opened = await pool.openReceipt({
+      privateKey: user.privateKey,
+      expectedSpki: user.publicKey,
+      sealed: released,
+      aad,
+    });
+    expect(opened.equals(plaintext)).toBe(true);
+    expect(() => privateDecrypt(parsePrivateKey(escrow.privateKey), encryptedAesKey)).toThrow();
+  });
+
+  it("refuses a target key that is not a usable public key", async () => {
+    const sealed = sealReceipt(Buffer.from("x"), aad, parsePublicKey(escrow.publicKey).key);
+    const error = await rejection(pool.rewrapFromEscrow(sealed.encryptedAesKey, "junk"));
+    expect(error.code).toBe("invalid_request");
+  });
+
+  it("reports a key not wrapped to the escrow key as internal_server_error", async () => {
+    const sealed = sealReceipt(Buffer.from("x"), aad, userKey);
+    const error = await rejection(pool.rewrapFromEscrow(sealed.encryptedAesKey, user.publicKey));
+    expect(error.code).toBe("internal_server_error");
+  });
+});
+
+describe("PrivateKeyPool lifecycle", () => {
+  it("refuses an escrow key that does not parse, at construction", () => {
+    expect(() => new PrivateKeyPool({ escrowPrivateKey: "junk" })).toThrow(AppError);
+    expect(() => new PrivateKeyPool({ size: 0, escrowPrivateKey: escrow.privateKey })).toThrow(RangeError);
+  });
+
+  it("rejects pending and later calls with service_unavailable when closed", async () => {
+    const closing = new PrivateKeyPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    const pending = Array.from({ length: 5 }, () => rejection(openForUser(Buffer.from("late"), closing)));
+    await closing.close();
+    for (const error of await Promise.all(pending)) expect(error.code).toBe("service_unavailable");
+    expect((await rejection(openForUser(Buffer.from("after"), closing))).code).toBe("service_unavailable");
+    expect(workersOf(closing)).toEqual([undefined]);
+    await closing.close();
+  });
+
+  it("rejects the task of a worker that dies and replaces the worker", async () => {
+    const fragile = new PrivateKeyPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    try {
+      const lost = rejection(openForUser(Buffer.from("lost"), fragile));
+      const [worker] = workersOf(fragile);
+      await worker?.terminate();
+      const error = await lost;
+      expect(error.code).toBe("internal_server_error");
+      expect(error.message).toBe("The private-key worker stopped unexpectedly.");
+      expect((await openForUser(Buffer.from("next"), fragile)).toString()).toBe("next");
+      expect(workersOf(fragile)[0]).not.toBe(worker);
+    } finally {
+      await fragile.close();
+    }
+  });
+});
