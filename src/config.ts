@@ -1,0 +1,173 @@
+import { readFileSync } from "node:fs";
+import type { Environment, Tier } from "./store/types.js";
+
+/** Requests allowed per key per minute, for all calls and for generate-keys separately (section 9). */
+export interface TierLimits {
+  requestsPerMinute: number;
+  generateKeysPerMinute: number;
+}
+
+/** The service's configuration, read once from the environment at start-up. */
+export interface Config {
+  port: number;
+  host: string;
+  env: Environment;
+  store: "memory" | "mongodb";
+  mongodbUri: string | undefined;
+  mongodbDb: string;
+  /** Server secret for the HMAC of hashed PANs at rest. */
+  hashedPanPepper: string;
+  /** True when the pepper was generated for this process (development only). */
+  pepperGenerated: boolean;
+  /** Escrow private key, base64 DER PKCS#8 or PEM; undefined in development: one is generated at start-up. */
+  escrowPrivateKey: string | undefined;
+  /** Lifetime of a decrypt grant, 120-180 s. */
+  grantTtlSeconds: number;
+  /** How long an unreleased escrowed receipt is kept, in days. */
+  escrowRetentionDays: number;
+  bodyLimitBytes: number;
+  logLevel: string;
+  tiers: Record<Tier, TierLimits>;
+}
+
+/** The tier table of section 9, before `RATE_LIMIT_TIERS` overrides. */
+export const DEFAULT_TIERS: Record<Tier, TierLimits> = {
+  sandbox: { requestsPerMinute: 60, generateKeysPerMinute: 10 },
+  standard: { requestsPerMinute: 1_200, generateKeysPerMinute: 60 },
+  enterprise: { requestsPerMinute: 12_000, generateKeysPerMinute: 600 },
+};
+
+const ENVIRONMENTS: readonly string[] = ["live", "test", "dev"];
+const LOG_LEVELS: readonly string[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+/** A configuration that cannot be used; the message lists every bad variable. */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n  - ${problems.join("\n  - ")}`);
+    this.name = "ConfigError";
+  }
+}
+
+/**
+ * Reads and validates the configuration. Every bad value is reported at once, with the variable's name.
+ * Production (`RECEIPTS_ENV=live`) refuses to start without a pepper, an escrow key and MongoDB.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const problems: string[] = [];
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    const value = Number(raw);
+    if (!/^\d+$/.test(raw.trim()) || value < min || value > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
+      return fallback;
+    }
+    return value;
+  };
+  const oneOf = <T extends string>(name: string, allowed: readonly string[], fallback: T): T => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    if (!allowed.includes(raw)) problems.push(`${name} must be one of ${allowed.join(", ")} (got "${raw}")`);
+    return raw as T;
+  };
+
+  const receiptsEnv = oneOf<Environment>("RECEIPTS_ENV", ENVIRONMENTS, "dev");
+  const store = oneOf<"memory" | "mongodb">("STORE", ["memory", "mongodb"], "memory");
+  const mongodbUri = env.MONGODB_URI || undefined;
+  if (store === "mongodb" && !mongodbUri) problems.push("MONGODB_URI is required when STORE=mongodb");
+  if (mongodbUri && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) {
+    problems.push("MONGODB_URI must start with mongodb:// or mongodb+srv://");
+  }
+
+  let pepper = env.HASHED_PAN_PEPPER ?? "";
+  const pepperGenerated = pepper === "";
+  if (pepper !== "" && pepper.length < 32) problems.push("HASHED_PAN_PEPPER must be at least 32 characters");
+  if (pepperGenerated) pepper = randomSecret();
+
+  let escrowPrivateKey = env.ESCROW_PRIVATE_KEY || undefined;
+  const escrowFile = env.ESCROW_PRIVATE_KEY_FILE || undefined;
+  if (escrowPrivateKey && escrowFile) {
+    problems.push("set only one of ESCROW_PRIVATE_KEY and ESCROW_PRIVATE_KEY_FILE");
+  } else if (escrowFile) {
+    try {
+      escrowPrivateKey = readFileSync(escrowFile, "utf8").trim();
+    } catch {
+      problems.push(`ESCROW_PRIVATE_KEY_FILE cannot be read (${escrowFile})`);
+    }
+  }
+
+  if (receiptsEnv === "live") {
+    if (pepperGenerated) problems.push("HASHED_PAN_PEPPER is required in production (RECEIPTS_ENV=live)");
+    if (!escrowPrivateKey) {
+      problems.push(
+        "ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required in production (RECEIPTS_ENV=live)",
+      );
+    }
+    if (store !== "mongodb") problems.push("STORE=mongodb is required in production (RECEIPTS_ENV=live)");
+  } else if (store === "mongodb") {
+    // Data in MongoDB outlives the process: a per-process pepper or escrow key would orphan it.
+    if (pepperGenerated) problems.push("HASHED_PAN_PEPPER is required with STORE=mongodb");
+    if (!escrowPrivateKey)
+      problems.push("ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required with STORE=mongodb");
+  }
+
+  const config: Config = {
+    port: int("PORT", 8080, 0, 65_535),
+    host: env.HOST || "0.0.0.0",
+    env: receiptsEnv,
+    store,
+    mongodbUri,
+    mongodbDb: env.MONGODB_DB || "receipts",
+    hashedPanPepper: pepper,
+    pepperGenerated,
+    escrowPrivateKey,
+    grantTtlSeconds: int("GRANT_TTL_SECONDS", 180, 120, 180),
+    escrowRetentionDays: int("ESCROW_RETENTION_DAYS", 30, 1, 3_650),
+    bodyLimitBytes: int("BODY_LIMIT_BYTES", 1_048_576, 1_024, 64 * 1_048_576),
+    logLevel: oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
+    tiers: parseTiers(env.RATE_LIMIT_TIERS, problems),
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
+}
+
+/** Parses `RATE_LIMIT_TIERS`, a JSON object overriding any part of the tier table. */
+function parseTiers(raw: string | undefined, problems: string[]): Record<Tier, TierLimits> {
+  const tiers = structuredClone(DEFAULT_TIERS);
+  if (raw === undefined || raw.trim() === "") return tiers;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    problems.push("RATE_LIMIT_TIERS must be a JSON object");
+    return tiers;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    problems.push("RATE_LIMIT_TIERS must be a JSON object");
+    return tiers;
+  }
+  for (const [tier, limits] of Object.entries(parsed)) {
+    if (!Object.hasOwn(tiers, tier)) {
+      problems.push(`RATE_LIMIT_TIERS: unknown tier "${tier}" (tiers: ${Object.keys(tiers).join(", ")})`);
+      continue;
+    }
+    if (typeof limits !== "object" || limits === null) {
+      problems.push(`RATE_LIMIT_TIERS.${tier} must be an object`);
+      continue;
+    }
+    for (const [field, value] of Object.entries(limits)) {
+      if (field !== "requestsPerMinute" && field !== "generateKeysPerMinute") {
+        problems.push(`RATE_LIMIT_TIERS.${tier}: unknown field "${field}"`);
+      } else if (!Number.isSafeInteger(value) || (value as number) < 1) {
+        problems.push(`RATE_LIMIT_TIERS.${tier}.${field} must be a positive integer`);
+      } else {
+        tiers[tier as Tier][field] = value as number;
+      }
+    }
+  }
+  return tiers;
+}
+
+function randomSecret(): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url");
+}

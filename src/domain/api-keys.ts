@@ -1,0 +1,81 @@
+import { createHash } from "node:crypto";
+import { AppError } from "../errors.js";
+import { randomId } from "../ids.js";
+import type { ApiKeyRecord, Environment, Role, Store, Tier } from "../store/types.js";
+
+/** What an operator chooses when creating an API key. */
+export interface NewApiKey {
+  role: Role;
+  tier: Tier;
+  tenantId: string;
+  merchantIds?: string[];
+  name?: string;
+}
+
+/** SHA-256 of an API key, lower-case hex: the only form in which keys are stored. */
+export function hashApiKey(key: string): string {
+  return createHash("sha256").update(key, "utf8").digest("hex");
+}
+
+/**
+ * Creates an API key `rk_<env>_<random>` (256 bits) and stores its hash. The key itself is returned
+ * once, here, and cannot be recovered later.
+ */
+export async function createApiKey(
+  store: Store,
+  env: Environment,
+  input: NewApiKey,
+  now: Date,
+): Promise<{ key: string; record: ApiKeyRecord }> {
+  const key = randomId(`rk_${env}`, 32);
+  const record: ApiKeyRecord = {
+    id: randomId("key", 8),
+    keyHash: hashApiKey(key),
+    prefix: key.slice(0, 11),
+    env,
+    tenantId: input.tenantId,
+    role: input.role,
+    tier: input.tier,
+    merchantIds: input.merchantIds ?? [],
+    name: input.name ?? "",
+    createdAt: now,
+  };
+  if (!(await store.apiKeys.insert(record)))
+    throw new AppError("conflict", "An API key with this id exists.");
+  return { key, record };
+}
+
+const KEY_FORMAT = /^rk_(live|test|dev)_[A-Za-z0-9_-]{20,100}$/;
+
+/**
+ * Resolves the `X-API-Key` of a call to its record, or throws `unauthorized`. Keys are looked up by
+ * their SHA-256, so the comparison never touches the stored secret byte by byte.
+ */
+export async function authenticate(
+  store: Store,
+  serverEnv: Environment,
+  key: string | null,
+): Promise<ApiKeyRecord> {
+  if (key === null || key === "") {
+    throw new AppError("unauthorized", "Missing API key: send it in the X-API-Key header.");
+  }
+  const match = KEY_FORMAT.exec(key);
+  if (match === null) throw new AppError("unauthorized", "Invalid API key.");
+  if (match[1] !== serverEnv) {
+    throw new AppError(
+      "unauthorized",
+      `This API key is for the "${match[1]}" environment; this server runs "${serverEnv}".`,
+    );
+  }
+  const record = await store.apiKeys.findByHash(hashApiKey(key));
+  if (record === undefined) throw new AppError("unauthorized", "Invalid API key.");
+  if (record.revokedAt !== undefined) throw new AppError("unauthorized", "This API key has been revoked.");
+  return record;
+}
+
+/** Throws `forbidden` unless a merchant key may act for `merchantId` (an empty allow-list allows any). */
+export function assertMerchantAllowed(principal: ApiKeyRecord, merchantId: string): void {
+  if (principal.merchantIds.length > 0 && !principal.merchantIds.includes(merchantId)) {
+    throw new AppError("forbidden", "This API key may not act for this merchantId.");
+  }
+}

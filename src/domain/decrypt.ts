@@ -1,0 +1,82 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
+import { receiptAad } from "../crypto/envelope.js";
+import { AppError, Violations } from "../errors.js";
+import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
+import type { DomainDeps } from "./deps.js";
+import { type CallerInfo, validGrant } from "./grants.js";
+import { receiptFromPlaintext } from "./sealing.js";
+
+/** The credentials of a decrypt call: a grant token and the user's private key (memory only). */
+export interface DecryptCredentials {
+  tokenId: string;
+  /** Alias of tokenId. */
+  accessTokenId: string;
+  privateKey: string;
+}
+
+/** Checks the presence of a decrypt call's credentials, adding violations for the missing ones. */
+export function checkCredentials(input: DecryptCredentials, violations: Violations): string {
+  const tokenId = input.tokenId || input.accessTokenId;
+  if (input.tokenId && input.accessTokenId && input.tokenId !== input.accessTokenId) {
+    violations.add("accessTokenId", "must equal tokenId when both are given");
+  }
+  if (tokenId === "") violations.add("tokenId", "is required");
+  if (input.privateKey === "") violations.add("privateKey", "is required");
+  return tokenId;
+}
+
+/**
+ * Opens a stored receipt for the holder of a grant (section 7): the token must be valid for the
+ * caller's tenant, name the receipt's user and key, and the private key must match that key. The key
+ * check runs first in the private-key pool (off the event loop), so a wrong key never decrypts anything.
+ */
+export async function openWithGrant(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: DecryptCredentials,
+  find: (userId: string) => Promise<ReceiptRecord | undefined>,
+  caller: CallerInfo & { action: string },
+): Promise<Receipt> {
+  const violations = new Violations();
+  const tokenId = checkCredentials(input, violations);
+  violations.throwIfAny();
+
+  const grant = await validGrant(deps, principal, tokenId);
+  const key = await deps.store.users.findKey(grant.keyId);
+  if (!key) throw new AppError("not_found", "Key not found.");
+  const record = await find(grant.userId);
+  if (!record || record.issuerTenantId !== principal.tenantId) {
+    throw new AppError("not_found", "Receipt not found.");
+  }
+  if (record.userId !== grant.userId || record.keyBundle.keyId !== grant.keyId) {
+    throw new AppError("forbidden", "The access token is not valid for this receipt.");
+  }
+
+  const plaintext = await deps.pool.openReceipt({
+    privateKey: input.privateKey,
+    expectedSpki: key.publicKey,
+    sealed: {
+      encryptedAesKey: Buffer.from(record.keyBundle.encryptedAesKey, "base64"),
+      iv: Buffer.from(record.iv, "base64"),
+      ciphertext: Buffer.from(record.ciphertext, "base64"),
+      authTag: Buffer.from(record.authTag, "base64"),
+    },
+    aad: receiptAad(record),
+  });
+  const receipt = receiptFromPlaintext(plaintext);
+  const now = deps.clock.now();
+  receipt.keyId = record.keyBundle.keyId;
+  receipt.decryptedAt = timestampFromDate(now);
+  await deps.store.audit.append({
+    at: now,
+    action: caller.action,
+    tenantId: principal.tenantId,
+    requestId: caller.requestId,
+    sourceIp: caller.sourceIp,
+    userId: grant.userId,
+    keyId: grant.keyId,
+    subject: record.paymentId ?? record.receiptId,
+  });
+  return receipt;
+}

@@ -1,0 +1,27 @@
+import type { KeyObject } from "node:crypto";
+import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
+import type { PublicKeyCache } from "../crypto/keys.js";
+import type { PrivateKeyPool } from "../crypto/private-key-pool.js";
+import type { Store } from "../store/types.js";
+
+/** The escrow key's public half; its private half lives only in the private-key worker pool. */
+export interface EscrowKey {
+  /** `esc_<16 hex of SHA-256 of the SPKI>`: the same on every instance sharing the key. */
+  keyId: string;
+  publicKey: KeyObject;
+}
+
+/** Everything the domain needs from the outside world, passed in explicitly. */
+export interface DomainDeps {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** Server secret for the HMAC of hashed PANs. */
+  pepper: string;
+  grantTtlSeconds: number;
+  escrowRetentionDays: number;
+  publicKeys: PublicKeyCache;
+  pool: PrivateKeyPool;
+  escrow: EscrowKey;
+}

@@ -1,0 +1,85 @@
+import { AppError, invalidRequest, Violations } from "../../errors.js";
+import { MAX_MONEY } from "../limits.js";
+import { mockItems, mockTargetAmount, needsMockItems } from "../mock-items.js";
+import type { ValidReceipt } from "../receipt-rules.js";
+import {
+  type ChargeInput,
+  type ChargeResult,
+  itemsTotal,
+  type PaymentGateway,
+  randomHex,
+  systemRandomBytes,
+} from "./gateway.js";
+import type { SandboxDeps } from "./sandbox-a.js";
+
+/** The sandbox nonce of a card that is charged successfully (also what no nonce means). */
+export const NONCE_OK = "cnon:card-nonce-ok";
+/** The sandbox nonce of a card the issuer declines: the charge fails with `payment_declined`. */
+export const NONCE_DECLINED = "cnon:card-nonce-declined";
+
+const NONCE_RULE = `must be a sandbox card nonce: ${NONCE_OK} or ${NONCE_DECLINED}`;
+
+/**
+ * The offline sandbox of gateway_b, orders with card nonces in the style of Square: the amount is
+ * derived from the items (sum of `totalPrice` plus item tax amounts; from the mock items when the
+ * receipt has none), a stated `amount` must agree, and the sandbox nonce decides the outcome.
+ */
+export function createSandboxGatewayB(deps: SandboxDeps = {}): PaymentGateway {
+  const random = deps.random ?? systemRandomBytes;
+
+  /** Adds violations and returns the derived amount (meaningful only when none were added). */
+  function derive(receipt: ValidReceipt, violations: Violations): number {
+    if (
+      receipt.cardNonce !== undefined &&
+      receipt.cardNonce !== NONCE_OK &&
+      receipt.cardNonce !== NONCE_DECLINED
+    ) {
+      violations.add("cardNonce", NONCE_RULE);
+    }
+    if (receipt.items.length === 0 && !receipt.mockItems) {
+      violations.add(
+        "items",
+        "must not be empty when mockItems is false: gateway_b derives the amount from them",
+      );
+      return 0;
+    }
+    // The same deterministic items withMockItems seals, so the order of the two calls does not matter.
+    const items = needsMockItems(receipt)
+      ? mockItems(receipt.receiptId, mockTargetAmount(receipt))
+      : receipt.items;
+    const total = itemsTotal(items);
+    if (total > BigInt(MAX_MONEY)) {
+      violations.add("items", `must add up to at most ${MAX_MONEY} (totalPrice plus tax amounts)`);
+    } else if (receipt.amount !== undefined && BigInt(receipt.amount) !== total) {
+      violations.add("amount", `must be ${total}, the sum of the items' totalPrice and tax amounts`);
+    } else if (total === 0n) {
+      if (receipt.amount !== undefined) violations.add("amount", "must be greater than 0");
+      else violations.add("items", "must add up to an amount greater than 0");
+    }
+    return Number(total);
+  }
+
+  return {
+    name: "gateway_b",
+    checkPayment(receipt: ValidReceipt, violations: Violations): void {
+      derive(receipt, violations);
+    },
+    resolveAmount(receipt: ValidReceipt): number {
+      const violations = new Violations();
+      const amount = derive(receipt, violations);
+      violations.throwIfAny();
+      return amount;
+    },
+    async charge(input: ChargeInput): Promise<ChargeResult> {
+      if (!(Number.isSafeInteger(input.amount) && input.amount > 0)) {
+        throw invalidRequest([{ field: "amount", description: "must be greater than 0" }]);
+      }
+      if (input.cardNonce === NONCE_DECLINED)
+        throw new AppError("payment_declined", "The card was declined.");
+      if (input.cardNonce !== undefined && input.cardNonce !== NONCE_OK) {
+        throw invalidRequest([{ field: "cardNonce", description: NONCE_RULE }]);
+      }
+      return { status: "succeeded", orderId: `ord_${randomHex(random)}` };
+    },
+  };
+}

@@ -1,0 +1,87 @@
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { AppError } from "../errors.js";
+import type { DomainDeps } from "./deps.js";
+
+/** How long an idempotency key is remembered (section 7): 24 hours. */
+export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
+/** How long a retry waits for a concurrent first call with the same key before giving up. */
+const WAIT_FOR_FIRST_MS = 15_000;
+const POLL_MS = 20;
+
+const KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
+
+/** How a call's response is kept for replay. */
+export interface IdempotentCall<T> {
+  /** The caller's `Idempotency-Key`, or null/empty when none was sent. */
+  key: string | null;
+  /** Distinguishes callers: the same key from two API keys never collides. */
+  scope: string;
+  /** A stable hash of the request; the same key with another body is `conflict`. */
+  requestHash: string;
+  encode(value: T): Buffer;
+  decode(bytes: Buffer): T;
+}
+
+/**
+ * Runs `run` at most once per idempotency key: a retry with the same key and body gets the first
+ * response (also while the first call is still running: it waits for it), the same key with another
+ * body is `conflict`, and a failed first call is forgotten so a retry can run again. Stored responses
+ * are encrypted under a key derived from the server pepper, because they can hold a client secret.
+ */
+export async function withIdempotency<T>(
+  deps: DomainDeps,
+  call: IdempotentCall<T>,
+  run: () => Promise<T>,
+): Promise<T> {
+  if (call.key === null || call.key === "") return run();
+  if (!KEY_FORMAT.test(call.key)) {
+    throw new AppError("invalid_request", "The Idempotency-Key is not valid.", {
+      violations: [{ field: "Idempotency-Key", description: "must be 1-255 printable ASCII characters" }],
+    });
+  }
+  const storeKey = `${call.scope}:${call.key}`;
+  const sealKey = createHmac("sha256", deps.pepper).update("idempotency-responses").digest();
+  const deadline = Date.now() + WAIT_FOR_FIRST_MS;
+  for (;;) {
+    const now = deps.clock.now();
+    const begun = await deps.store.idempotency.begin(
+      storeKey,
+      call.requestHash,
+      new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
+      now,
+    );
+    if (begun.kind === "started") break;
+    if (begun.requestHash !== call.requestHash) {
+      throw new AppError("conflict", "This Idempotency-Key was used with a different request.");
+    }
+    if (begun.kind === "completed") return call.decode(open(sealKey, begun.response));
+    if (Date.now() > deadline) {
+      throw new AppError("conflict", "A request with this Idempotency-Key is still in progress.");
+    }
+    await sleep(POLL_MS);
+  }
+  let value: T;
+  try {
+    value = await run();
+  } catch (err) {
+    await deps.store.idempotency.abandon(storeKey);
+    throw err;
+  }
+  await deps.store.idempotency.complete(storeKey, seal(sealKey, call.encode(value)));
+  return value;
+}
+
+function seal(key: Buffer, plaintext: Buffer): string {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv("aes-256-gcm", key, iv);
+  const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  return Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64");
+}
+
+function open(key: Buffer, sealed: string): Buffer {
+  const bytes = Buffer.from(sealed, "base64");
+  const decipher = createDecipheriv("aes-256-gcm", key, bytes.subarray(0, 12));
+  decipher.setAuthTag(bytes.subarray(12, 28));
+  return Buffer.concat([decipher.update(bytes.subarray(28)), decipher.final()]);
+}

@@ -1,0 +1,369 @@
+import { fromJson, type JsonObject, toJson } from "@bufbuild/protobuf";
+import { type Timestamp, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { type LineItem, type Receipt, ReceiptSchema, type Tax } from "../../gen/receipts/v1/receipt_pb.js";
+import { Violations } from "../errors.js";
+import type { PaymentGateway } from "./gateways/gateway.js";
+import * as limits from "./limits.js";
+
+/**
+ * The receipt rules of SPEC section 6: one pass over a request's `Receipt` that collects every
+ * problem, then either throws one `invalid_request` naming every offending field or returns a
+ * normalised plain object ({@link ValidReceipt}) that the service seals.
+ *
+ * Money on the wire is int64 (`bigint` in the generated code); here it becomes `number`, which is
+ * exact because every money field is checked to be within `Number.MAX_SAFE_INTEGER`.
+ */
+
+/** Which endpoint a receipt arrived on: `encrypt` (receipt only) or `payment` (create payment). */
+export type ReceiptMode = "encrypt" | "payment";
+
+/** A tax on a line item. `rate` is a fraction (0.19 for 19%); `amount` in the smallest currency unit. */
+export type ReceiptTax = { name: string; rate: number; amount: number };
+
+/** A validated line item; prices in the smallest currency unit. */
+export type ReceiptLineItem = {
+  lineItemId: string;
+  name: string;
+  quantity: number;
+  unitPrice: number;
+  totalPrice: number;
+  category?: string;
+  taxes: ReceiptTax[];
+};
+
+/**
+ * A validated, normalised receipt: `version` defaulted, `currency` upper-cased, `recipientHashedPan`
+ * lower-cased, `mockItems` defaulted to true, `transactionDate` as an RFC 3339 UTC string (the proto
+ * JSON form). Optional fields are present exactly when the request set them. Field names are those of
+ * the JSON surface, so {@link sealedPlaintextOf} of it is the proto JSON of a `Receipt`.
+ */
+export type ValidReceipt = {
+  version: string;
+  receiptId: string;
+  merchantId: string;
+  merchantName: string;
+  transactionId: string;
+  transactionDate: string;
+  currency: string;
+  recipientHashedPan: string;
+  merchantStreet?: string;
+  merchantCity?: string;
+  merchantState?: string;
+  merchantPostalCode?: string;
+  merchantCountry?: string;
+  merchantTaxId?: string;
+  merchantContactEmail?: string;
+  transactionTimezone?: string;
+  paymentMethod?: string;
+  cardLast4?: string;
+  cardBrand?: string;
+  subtotal?: number;
+  taxAmount?: number;
+  totalAmount?: number;
+  items: ReceiptLineItem[];
+  mockItems: boolean;
+  amount?: number;
+  cardNonce?: string;
+};
+
+/** Input-only fields: instructions to the service, never sealed (the output-only ones never get this far). */
+export const INPUT_ONLY_FIELDS = ["recipientHashedPan", "mockItems", "cardNonce"] as const;
+
+/** The receipt fields that go into the sealed plaintext: everything but {@link INPUT_ONLY_FIELDS}. */
+export type SealedReceiptFields = Omit<ValidReceipt, (typeof INPUT_ONLY_FIELDS)[number]>;
+
+/** Options of {@link validateReceipt}; `now` is the injected clock's time, for the date range. */
+export type ValidateOptions =
+  | { mode: "encrypt"; now: Date }
+  | {
+      mode: "payment";
+      now: Date;
+      /** When given, its amount and nonce rules are checked in the same pass, so one error lists all. */
+      gateway?: PaymentGateway;
+    };
+
+/**
+ * Active ISO 4217 currency codes a card payment can be made in (ISO 4217 list one, 2025 edition),
+ * without fund codes (BOV, CHE, CLF, USN, ...), precious metals, SDR and the testing codes XTS / XXX.
+ */
+const CURRENCIES: ReadonlySet<string> = new Set(
+  `AED AFN ALL AMD AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN BWP BYN BZD
+   CAD CDF CHF CLP CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP
+   GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY KES KGS KHR KMF KPW KRW KWD
+   KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN
+   NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP
+   SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH UGX USD UYU UZS VED VES
+   VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG`.split(/\s+/),
+);
+
+const HASHED_PAN = /^[0-9A-Fa-f]{64}$/;
+const VERSION = /^[0-9]{1,4}(\.[0-9]{1,4}){0,2}$/;
+const CARD_LAST4 = /^[0-9]{4}$/;
+/** Atext of RFC 5322 plus non-ASCII letters and digits (internationalised addresses, RFC 6531). */
+const EMAIL_LOCAL = /^[\p{L}\p{N}!#$%&'*+/=?^_`{|}~-]+(\.[\p{L}\p{N}!#$%&'*+/=?^_`{|}~-]+)*$/u;
+const EMAIL_DOMAIN = /^([\p{L}\p{N}]([\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?\.)+[\p{L}]{2,63}$/u;
+/** The shape of an IANA zone name; excludes the numeric offsets newer engines would also accept. */
+const TIMEZONE_NAME = /^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/;
+/** C0 controls, DEL and C1 controls (Unicode category Cc). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const ID_RULE = "must start with a letter or digit and contain only letters, digits, '.', '_', ':' and '-'";
+const PAYMENTS_ONLY = "only accepted by payments";
+
+const CANONICAL_ZONES: ReadonlySet<string> = new Set([...Intl.supportedValuesOf("timeZone"), "UTC"]);
+
+type OptionalTextField =
+  | "merchantStreet"
+  | "merchantCity"
+  | "merchantState"
+  | "merchantPostalCode"
+  | "merchantCountry"
+  | "merchantTaxId"
+  | "merchantContactEmail"
+  | "transactionTimezone"
+  | "paymentMethod"
+  | "cardLast4"
+  | "cardBrand";
+
+/** Optional free-text fields: maximum length, and a format check returning the problem if any. */
+const OPTIONAL_TEXT: ReadonlyArray<
+  readonly [OptionalTextField, number, ((value: string) => string | null)?]
+> = [
+  ["merchantStreet", limits.MAX_STREET_LENGTH],
+  ["merchantCity", limits.MAX_PLACE_LENGTH],
+  ["merchantState", limits.MAX_PLACE_LENGTH],
+  ["merchantPostalCode", limits.MAX_POSTAL_CODE_LENGTH],
+  ["merchantCountry", limits.MAX_PLACE_LENGTH],
+  ["merchantTaxId", limits.MAX_TAX_ID_LENGTH],
+  ["merchantContactEmail", limits.MAX_EMAIL_LENGTH, (v) => (isEmail(v) ? null : "must be an email address")],
+  [
+    "transactionTimezone",
+    limits.MAX_TIMEZONE_LENGTH,
+    (v) => (isTimeZone(v) ? null : "must be an IANA time zone name, e.g. Europe/Berlin"),
+  ],
+  ["paymentMethod", limits.MAX_LABEL_LENGTH],
+  ["cardLast4", 4, (v) => (CARD_LAST4.test(v) ? null : "must be exactly 4 digits")],
+  ["cardBrand", limits.MAX_LABEL_LENGTH],
+];
+
+const MONEY_FIELDS = ["subtotal", "taxAmount", "totalAmount"] as const;
+
+/**
+ * Validates and normalises a receipt of an encrypt or create-payment request (SPEC section 6).
+ * Throws `invalid_request` listing every offending field (paths as in JSON, e.g.
+ * `items[3].taxes[0].rate`); returns the normalised receipt otherwise. With `mode: "encrypt"`, the
+ * payment fields `amount` and `cardNonce` are rejected; with `mode: "payment"` they are checked and,
+ * when `gateway` is given, so are that gateway's amount and nonce rules.
+ */
+export function validateReceipt(input: Receipt, options: ValidateOptions): ValidReceipt {
+  const v = new Violations();
+  const version = input.version === "" ? limits.DEFAULT_VERSION : input.version;
+  if (checkText(v, "version", version, limits.MAX_VERSION_LENGTH) && !VERSION.test(version)) {
+    v.add("version", "must be a version number such as 1.0");
+  }
+  const currency = input.currency.toUpperCase();
+  const receipt: ValidReceipt = {
+    version,
+    receiptId: identifier(v, "receiptId", input.receiptId),
+    merchantId: identifier(v, "merchantId", input.merchantId),
+    merchantName: requiredText(v, "merchantName", input.merchantName, limits.MAX_MERCHANT_NAME_LENGTH),
+    transactionId: identifier(v, "transactionId", input.transactionId),
+    transactionDate: transactionDate(v, input.transactionDate, options.now),
+    currency,
+    recipientHashedPan: input.recipientHashedPan.toLowerCase(),
+    items: [],
+    mockItems: input.mockItems ?? true,
+  };
+  if (input.currency === "") v.add("currency", "is required");
+  else if (!CURRENCIES.has(currency)) v.add("currency", "must be an ISO 4217 code");
+  if (input.recipientHashedPan === "") v.add("recipientHashedPan", "is required");
+  else if (!HASHED_PAN.test(input.recipientHashedPan)) {
+    v.add("recipientHashedPan", "must be 64 hexadecimal characters");
+  }
+  for (const [field, max, format] of OPTIONAL_TEXT) {
+    const value = input[field];
+    if (value === undefined) continue;
+    if (checkText(v, field, value, max)) {
+      const problem = format?.(value);
+      if (problem) v.add(field, problem);
+    }
+    receipt[field] = value;
+  }
+  for (const field of MONEY_FIELDS) {
+    const value = input[field];
+    if (value !== undefined) receipt[field] = money(v, field, value);
+  }
+  if (input.keyId !== undefined) v.add("keyId", "is output only");
+  if (input.decryptedAt !== undefined) v.add("decryptedAt", "is output only");
+
+  const beforePayment = v.list.length;
+  receipt.items = lineItems(v, input.items);
+  if (input.amount !== undefined) {
+    if (options.mode === "encrypt") v.add("amount", PAYMENTS_ONLY);
+    else receipt.amount = money(v, "amount", input.amount);
+  }
+  if (input.cardNonce !== undefined) {
+    if (options.mode === "encrypt") v.add("cardNonce", PAYMENTS_ONLY);
+    else if (checkText(v, "cardNonce", input.cardNonce, limits.MAX_CARD_NONCE_LENGTH)) {
+      receipt.cardNonce = input.cardNonce;
+    }
+  }
+  // Gateway rules compare the amount with the item totals: on broken items or a broken amount they
+  // would only add noise, so they wait until those are fixed.
+  if (options.mode === "payment" && options.gateway && v.list.length === beforePayment) {
+    options.gateway.checkPayment(receipt, v);
+  }
+  v.throwIfAny();
+  return receipt;
+}
+
+/**
+ * The fields of a receipt that are sealed: everything except the input-only `recipientHashedPan`,
+ * `mockItems` and `cardNonce` (the output-only `keyId` and `decryptedAt` are never in a
+ * {@link ValidReceipt}). Generate mock items first (`withMockItems`) so that they are sealed too.
+ * The result is the proto JSON of a `Receipt` with money as JSON numbers: `JSON.stringify` it.
+ */
+export function sealedPlaintextOf(receipt: ValidReceipt): SealedReceiptFields {
+  const { recipientHashedPan: _pan, mockItems: _mock, cardNonce: _nonce, ...sealed } = receipt;
+  return sealed;
+}
+
+/**
+ * The `Receipt` message of a validated receipt or of its sealed fields (e.g. decrypted plaintext), for
+ * code that needs the generated type. Both are proto JSON, so this is `fromJson`: a field that is not
+ * a `Receipt` field is an error, never silently dropped.
+ */
+export function toReceiptMessage(receipt: ValidReceipt | SealedReceiptFields): Receipt {
+  return fromJson(ReceiptSchema, receipt as JsonObject);
+}
+
+function identifier(v: Violations, field: string, value: string): string {
+  let problem: string | null = null;
+  if (value === "") problem = "is required";
+  else if (value.length > limits.MAX_ID_LENGTH)
+    problem = `must be at most ${limits.MAX_ID_LENGTH} characters`;
+  else if (!limits.ID_PATTERN.test(value)) problem = ID_RULE;
+  if (problem !== null) v.add(field, problem);
+  return value;
+}
+
+function requiredText(v: Violations, field: string, value: string, max: number): string {
+  if (value.trim() === "") v.add(field, "is required");
+  else checkText(v, field, value, max);
+  return value;
+}
+
+/** Adds a violation and returns false when `value` has control characters, bad UTF-16 or is too long. */
+function checkText(v: Violations, field: string, value: string, max: number): boolean {
+  let problem: string | null = null;
+  if (CONTROL.test(value)) problem = "must not contain control characters";
+  else if (LONE_SURROGATE.test(value)) problem = "must be valid Unicode text (it has an unpaired surrogate)";
+  else if (codePoints(value) > max) problem = `must be at most ${max} characters`;
+  if (problem !== null) v.add(field, problem);
+  return problem === null;
+}
+
+function codePoints(value: string): number {
+  let count = 0;
+  for (const _ of value) count++;
+  return count;
+}
+
+function transactionDate(v: Violations, value: Timestamp | undefined, now: Date): string {
+  if (value === undefined) {
+    v.add("transactionDate", "is required");
+    return "";
+  }
+  const ms = Number(value.seconds) * 1000 + Math.floor(value.nanos / 1e6);
+  if (!Number.isFinite(ms) || value.nanos < 0 || value.nanos > 999_999_999) {
+    v.add("transactionDate", "must be an RFC 3339 date-time");
+  } else if (ms < limits.MIN_TRANSACTION_DATE.getTime()) {
+    v.add("transactionDate", `must not be before ${limits.MIN_TRANSACTION_DATE.toISOString()}`);
+  } else if (ms > now.getTime() + limits.MAX_TRANSACTION_DATE_SKEW_MS) {
+    v.add("transactionDate", "must not be more than 24 hours in the future");
+  } else {
+    return toJson(TimestampSchema, value) as string;
+  }
+  return "";
+}
+
+function money(v: Violations, field: string, value: bigint): number {
+  if (value < 0n || value > BigInt(limits.MAX_MONEY)) {
+    v.add(field, `must be an integer between 0 and ${limits.MAX_MONEY}`);
+  }
+  return Number(value);
+}
+
+function lineItems(v: Violations, items: readonly LineItem[]): ReceiptLineItem[] {
+  if (items.length > limits.MAX_ITEMS) {
+    v.add("items", `must have at most ${limits.MAX_ITEMS} entries`);
+    return [];
+  }
+  const seen = new Set<string>();
+  return items.map((item, i) => {
+    const path = `items[${i}]`;
+    const lineItemId = identifier(v, `${path}.lineItemId`, item.lineItemId);
+    if (lineItemId !== "" && seen.has(lineItemId))
+      v.add(`${path}.lineItemId`, "must be unique within the receipt");
+    seen.add(lineItemId);
+    const out: ReceiptLineItem = {
+      lineItemId,
+      name: requiredText(v, `${path}.name`, item.name, limits.MAX_ITEM_NAME_LENGTH),
+      quantity: quantity(v, `${path}.quantity`, item.quantity),
+      unitPrice: money(v, `${path}.unitPrice`, item.unitPrice),
+      totalPrice: money(v, `${path}.totalPrice`, item.totalPrice),
+      taxes: taxes(v, `${path}.taxes`, item.taxes),
+    };
+    if (item.category !== undefined) {
+      checkText(v, `${path}.category`, item.category, limits.MAX_LABEL_LENGTH);
+      out.category = item.category;
+    }
+    return out;
+  });
+}
+
+function quantity(v: Violations, field: string, value: bigint): number {
+  if (value < BigInt(limits.MIN_QUANTITY) || value > BigInt(limits.MAX_QUANTITY)) {
+    v.add(field, `must be an integer between ${limits.MIN_QUANTITY} and ${limits.MAX_QUANTITY}`);
+  }
+  return Number(value);
+}
+
+function taxes(v: Violations, path: string, list: readonly Tax[]): ReceiptTax[] {
+  if (list.length > limits.MAX_TAXES_PER_ITEM) {
+    v.add(path, `must have at most ${limits.MAX_TAXES_PER_ITEM} entries`);
+    return [];
+  }
+  return list.map((tax, i) => {
+    const name = requiredText(v, `${path}[${i}].name`, tax.name, limits.MAX_LABEL_LENGTH);
+    if (!Number.isFinite(tax.rate) || tax.rate < limits.MIN_TAX_RATE || tax.rate > limits.MAX_TAX_RATE) {
+      v.add(`${path}[${i}].rate`, "must be a fraction between 0 and 1, e.g. 0.19 for 19%");
+    }
+    return { name, rate: tax.rate, amount: money(v, `${path}[${i}].amount`, tax.amount) };
+  });
+}
+
+function isEmail(value: string): boolean {
+  const at = value.lastIndexOf("@");
+  if (at <= 0) return false;
+  const local = value.slice(0, at);
+  const domain = value.slice(at + 1);
+  return (
+    codePoints(local) <= limits.MAX_EMAIL_LOCAL_PART_LENGTH &&
+    EMAIL_LOCAL.test(local) &&
+    EMAIL_DOMAIN.test(domain)
+  );
+}
+
+function isTimeZone(value: string): boolean {
+  if (CANONICAL_ZONES.has(value)) return true;
+  if (!TIMEZONE_NAME.test(value)) return false;
+  try {
+    // Accepts the IANA aliases (Asia/Calcutta, US/Eastern) that are not in the canonical list.
+    new Intl.DateTimeFormat("en", { timeZone: value });
+    return true;
+  } catch {
+    return false;
+  }
+}

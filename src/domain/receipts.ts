@@ -1,0 +1,122 @@
+import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
+import { AppError, Violations } from "../errors.js";
+import type { ApiKeyRecord, ReceiptPage, ReceiptRecord } from "../store/types.js";
+import { assertMerchantAllowed } from "./api-keys.js";
+import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
+import type { DomainDeps } from "./deps.js";
+import type { CallerInfo } from "./grants.js";
+import { prepareReceipt } from "./prepare.js";
+import { sealForRecipient, settleEscrowRace } from "./sealing.js";
+
+/** Default and maximum page sizes of receipt listings. */
+export const PAGE_SIZE = { default: 50, max: 200 } as const;
+
+/**
+ * Encrypts a receipt without a payment (section 6) and stores it, so the recipient's issuer can list
+ * it. `(merchantId, receiptId)` is unique: a second encrypt of the same pair is `conflict`.
+ */
+export async function encryptReceipt(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: Receipt,
+): Promise<ReceiptRecord> {
+  const receipt = prepareReceipt(input, deps.clock.now());
+  assertMerchantAllowed(principal, receipt.merchantId);
+  const record = await sealForRecipient(deps, principal, receipt);
+  if (!(await deps.store.receipts.insert(record))) {
+    throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
+  }
+  await settleEscrowRace(deps, record);
+  return record;
+}
+
+/** A decrypt-receipt request after transport decoding. */
+export interface DecryptReceiptInput extends DecryptCredentials {
+  receiptId: string;
+  merchantId: string;
+}
+
+/** Decrypts a receipt made by encrypt (section 7), for the holder of a grant. */
+export async function decryptReceipt(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: DecryptReceiptInput,
+  caller: CallerInfo,
+): Promise<Receipt> {
+  if (input.receiptId === "") {
+    const violations = new Violations();
+    violations.add("receiptId", "is required");
+    violations.throwIfAny();
+  }
+  return openWithGrant(
+    deps,
+    principal,
+    input,
+    async (userId) => {
+      const found = await deps.store.receipts.findByReceiptId(input.receiptId, userId);
+      const matching = input.merchantId ? found.filter((r) => r.merchantId === input.merchantId) : found;
+      if (matching.length > 1) {
+        throw new AppError("invalid_request", "Two merchants used this receiptId: send merchantId too.", {
+          violations: [{ field: "merchantId", description: "is required: the receiptId is ambiguous" }],
+        });
+      }
+      return matching[0];
+    },
+    { ...caller, action: "receipt.decrypted" },
+  );
+}
+
+/** Lists a user's sealed receipts, newest first, for the issuer tenant that owns the user. */
+export async function listReceipts(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: { userId: string; pageSize: number; pageToken: string },
+): Promise<ReceiptPage> {
+  const violations = new Violations();
+  if (input.userId === "") violations.add("userId", "is required");
+  if (input.pageSize < 0 || input.pageSize > PAGE_SIZE.max) {
+    violations.add("pageSize", `must be from 1 to ${PAGE_SIZE.max}`);
+  }
+  if (input.pageToken.length > 512) violations.add("pageToken", "is not a valid page token");
+  violations.throwIfAny();
+  const user = await deps.store.users.findById(input.userId);
+  if (!user || user.tenantId !== principal.tenantId) throw new AppError("not_found", "User not found.");
+  try {
+    return await deps.store.receipts.listByUser(
+      user.userId,
+      input.pageSize || PAGE_SIZE.default,
+      input.pageToken || undefined,
+    );
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    throw new AppError("invalid_request", "The page token is not valid.", {
+      violations: [{ field: "pageToken", description: "is not a valid page token" }],
+    });
+  }
+}
+
+/** A merchant's own sealed receipt for one of its transactions. */
+export async function getTransactionReceipt(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: { transactionId: string; merchantId: string },
+): Promise<ReceiptRecord> {
+  if (input.transactionId === "") {
+    const violations = new Violations();
+    violations.add("transactionId", "is required");
+    violations.throwIfAny();
+  }
+  const found = (await deps.store.receipts.findByTransaction(principal.tenantId, input.transactionId)).filter(
+    (r) =>
+      (input.merchantId === "" || r.merchantId === input.merchantId) &&
+      (principal.merchantIds.length === 0 || principal.merchantIds.includes(r.merchantId)),
+  );
+  if (found.length > 1) {
+    throw new AppError("invalid_request", "Two merchantIds used this transactionId: send merchantId too.", {
+      violations: [{ field: "merchantId", description: "is required: the transactionId is ambiguous" }],
+    });
+  }
+  const [record] = found;
+  if (!record) throw new AppError("not_found", "Receipt not found.");
+  return record;
+}

@@ -1,0 +1,87 @@
+import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
+import { receiptAad, sealReceipt } from "../crypto/envelope.js";
+import { randomId } from "../ids.js";
+import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
+import type { DomainDeps } from "./deps.js";
+import { releaseEscrow } from "./escrow.js";
+import { panHashOf } from "./pan.js";
+import {
+  type SealedReceiptFields,
+  sealedPlaintextOf,
+  toReceiptMessage,
+  type ValidReceipt,
+} from "./receipt-rules.js";
+
+/** The sealed plaintext of a receipt: the UTF-8 JSON of its fields (REST names, money as numbers), section 5. */
+export function plaintextOf(receipt: ValidReceipt): Buffer {
+  return Buffer.from(JSON.stringify(sealedPlaintextOf(receipt)), "utf8");
+}
+
+/** Parses a sealed plaintext back into a receipt message. */
+export function receiptFromPlaintext(plaintext: Uint8Array): Receipt {
+  return toReceiptMessage(JSON.parse(Buffer.from(plaintext).toString("utf8")) as SealedReceiptFields);
+}
+
+/**
+ * Seals a validated receipt to its recipient and returns the record to store (not yet stored). A card
+ * that no user has registered gets the receipt sealed to the escrow key, held for the retention period.
+ */
+export async function sealForRecipient(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  receipt: ValidReceipt,
+  paymentId?: string,
+): Promise<ReceiptRecord> {
+  const panHash = panHashOf(deps.pepper, receipt.recipientHashedPan);
+  const now = deps.clock.now();
+  const user = await deps.store.users.findByPanHash(panHash);
+  const key = user ? await deps.store.users.findKey(user.activeKeyId) : undefined;
+
+  const aad = receiptAad(receipt);
+  const publicKey = key ? deps.publicKeys.get(key.keyId, key.publicKey) : deps.escrow.publicKey;
+  const sealed = sealReceipt(plaintextOf(receipt), aad, publicKey);
+  const keyId = key ? key.keyId : deps.escrow.keyId;
+  const record: ReceiptRecord = {
+    id: randomId("rcp", 12),
+    receiptId: receipt.receiptId,
+    merchantId: receipt.merchantId,
+    transactionId: receipt.transactionId,
+    version: receipt.version,
+    merchantTenantId: principal.tenantId,
+    panHash,
+    keyBundle: { keyId, encryptedAesKey: sealed.encryptedAesKey.toString("base64") },
+    ciphertext: sealed.ciphertext.toString("base64"),
+    iv: sealed.iv.toString("base64"),
+    authTag: sealed.authTag.toString("base64"),
+    createdAt: now,
+    isEscrowed: key === undefined,
+  };
+  if (user && key) {
+    record.userId = user.userId;
+    record.issuerTenantId = user.tenantId;
+  } else {
+    record.escrowKeyId = deps.escrow.keyId;
+    record.expiresAt = new Date(now.getTime() + deps.escrowRetentionDays * 86_400_000);
+  }
+  if (paymentId !== undefined) record.paymentId = paymentId;
+  return record;
+}
+
+/**
+ * Closes the race between a new escrowed receipt and a registration of its card running at the same
+ * time: after storing an escrowed receipt, if the card is now registered, release it here. Either the
+ * registration's release or this one sees the receipt; `release` lets only one of them win.
+ */
+export async function settleEscrowRace(deps: DomainDeps, record: ReceiptRecord): Promise<void> {
+  if (!record.isEscrowed) return;
+  const user = await deps.store.users.findByPanHash(record.panHash);
+  const key = user ? await deps.store.users.findKey(user.activeKeyId) : undefined;
+  if (!user || !key) return;
+  await releaseEscrow(deps, {
+    panHash: record.panHash,
+    userId: user.userId,
+    issuerTenantId: user.tenantId,
+    keyId: key.keyId,
+    spki: key.publicKey,
+  });
+}

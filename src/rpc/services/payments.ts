@@ -1,0 +1,66 @@
+import { createHash } from "node:crypto";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  CreatePaymentRequestSchema,
+  type CreatePaymentResponse,
+  CreatePaymentResponseSchema,
+  type PaymentsService,
+} from "../../../gen/receipts/v1/payments_pb.js";
+import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
+import type { DomainDeps } from "../../domain/deps.js";
+import { withIdempotency } from "../../domain/idempotency.js";
+import { type CreatedPayment, createPayment, decryptPayment } from "../../domain/payments.js";
+import { callerOf, principalOf } from "../convert.js";
+
+/** PaymentsService: create (idempotent) and decrypt, adapted to the domain. */
+export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsService> {
+  return {
+    async createPayment(req, ctx) {
+      const principal = principalOf(ctx);
+      return withIdempotency<CreatePaymentResponse>(
+        deps,
+        {
+          key: ctx.requestHeader.get("idempotency-key"),
+          scope: principal.id,
+          requestHash: createHash("sha256").update(toBinary(CreatePaymentRequestSchema, req)).digest("hex"),
+          encode: (res) => Buffer.from(toBinary(CreatePaymentResponseSchema, res)),
+          decode: (bytes) => fromBinary(CreatePaymentResponseSchema, bytes),
+        },
+        async () =>
+          responseOf(
+            await createPayment(deps, principal, {
+              gateway: req.gateway,
+              receipt: req.receipt ?? create(ReceiptSchema),
+            }),
+          ),
+      );
+    },
+    async decryptPayment(req, ctx) {
+      return { receipt: await decryptPayment(deps, principalOf(ctx), req, callerOf(ctx)) };
+    },
+  };
+}
+
+function responseOf({ payment, receipt, clientSecret }: CreatedPayment): CreatePaymentResponse {
+  return create(CreatePaymentResponseSchema, {
+    paymentId: payment.paymentId,
+    gateway: payment.gateway,
+    status: payment.status,
+    amount: BigInt(payment.amount),
+    currency: payment.currency,
+    ...(clientSecret === undefined ? {} : { clientSecret }),
+    orderId: payment.orderId,
+    createdAt: timestampFromDate(payment.createdAt),
+    serviceMetadata: {
+      receiptId: payment.receiptId,
+      transactionId: payment.transactionId,
+      keyId: receipt.keyBundle.keyId,
+      isEscrowed: receipt.isEscrowed,
+      gateway: payment.gateway,
+      amount: BigInt(payment.amount),
+      currency: payment.currency,
+    },
+  });
+}

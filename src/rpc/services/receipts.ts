@@ -1,0 +1,32 @@
+import { create } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
+import type { ReceiptsService } from "../../../gen/receipts/v1/receipts_pb.js";
+import type { DomainDeps } from "../../domain/deps.js";
+import {
+  decryptReceipt,
+  encryptReceipt,
+  getTransactionReceipt,
+  listReceipts,
+} from "../../domain/receipts.js";
+import { callerOf, encryptedReceiptOf, principalOf } from "../convert.js";
+
+/** ReceiptsService: encrypt, decrypt, list, adapted to the domain. */
+export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsService> {
+  return {
+    async encryptReceipt(req, ctx) {
+      const record = await encryptReceipt(deps, principalOf(ctx), req.receipt ?? create(ReceiptSchema));
+      return { receipt: encryptedReceiptOf(record) };
+    },
+    async decryptReceipt(req, ctx) {
+      return { receipt: await decryptReceipt(deps, principalOf(ctx), req, callerOf(ctx)) };
+    },
+    async listReceipts(req, ctx) {
+      const page = await listReceipts(deps, principalOf(ctx), req);
+      return { receipts: page.receipts.map(encryptedReceiptOf), nextPageToken: page.nextCursor ?? "" };
+    },
+    async getTransactionReceipt(req, ctx) {
+      return { receipt: encryptedReceiptOf(await getTransactionReceipt(deps, principalOf(ctx), req)) };
+    },
+  };
+}

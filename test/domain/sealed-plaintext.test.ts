@@ -1,0 +1,104 @@
+import { clone, create, equals } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { describe, expect, it } from "vitest";
+import { ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { withMockItems } from "../../src/domain/mock-items.js";
+import {
+  INPUT_ONLY_FIELDS,
+  sealedPlaintextOf,
+  toReceiptMessage,
+  validateReceipt,
+} from "../../src/domain/receipt-rules.js";
+
+const NOW = new Date("2026-01-01T12:00:00Z");
+
+/** A payment receipt with every input field set, already in normalised form. */
+const full = create(ReceiptSchema, {
+  version: "1.0",
+  receiptId: "rcpt-0001",
+  merchantId: "merchant_42",
+  merchantName: "Corner Café",
+  transactionId: "txn:2026:0001",
+  transactionDate: timestampFromDate(new Date("2025-12-31T10:00:00Z")),
+  currency: "EUR",
+  recipientHashedPan: "ab".repeat(32),
+  merchantStreet: "Hauptstraße 1",
+  merchantCity: "Berlin",
+  merchantState: "BE",
+  merchantPostalCode: "10115",
+  merchantCountry: "DE",
+  merchantTaxId: "DE123456789",
+  merchantContactEmail: "billing@example.com",
+  transactionTimezone: "Europe/Berlin",
+  paymentMethod: "card",
+  cardLast4: "4242",
+  cardBrand: "visa",
+  subtotal: 700n,
+  taxAmount: 133n,
+  totalAmount: 833n,
+  items: [
+    {
+      lineItemId: "li-1",
+      name: "Coffee",
+      quantity: 2n,
+      unitPrice: 350n,
+      totalPrice: 700n,
+      category: "drinks",
+      taxes: [{ name: "VAT", rate: 0.19, amount: 133n }],
+    },
+  ],
+  mockItems: false,
+  amount: 833n,
+  cardNonce: "cnon:card-nonce-ok",
+});
+
+describe("sealedPlaintextOf", () => {
+  it("holds every receipt field except the input-only ones", () => {
+    const sealed = sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW }));
+    expect(INPUT_ONLY_FIELDS).toEqual(["recipientHashedPan", "mockItems", "cardNonce"]);
+    expect(Object.keys(sealed).sort()).toEqual(
+      [
+        ...[
+          "version",
+          "receiptId",
+          "merchantId",
+          "merchantName",
+          "transactionId",
+          "transactionDate",
+          "currency",
+        ],
+        ...["merchantStreet", "merchantCity", "merchantState", "merchantPostalCode", "merchantCountry"],
+        ...["merchantTaxId", "merchantContactEmail", "transactionTimezone", "paymentMethod", "cardLast4"],
+        ...["cardBrand", "subtotal", "taxAmount", "totalAmount", "items", "amount"],
+      ].sort(),
+    );
+  });
+
+  it("serialises money as JSON numbers and dates as RFC 3339", () => {
+    const json = JSON.stringify(sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW })));
+    expect(json).toContain('"subtotal":700');
+    expect(json).toContain('"amount":833');
+    expect(json).toContain('"quantity":2');
+    expect(json).toContain('"transactionDate":"2025-12-31T10:00:00Z"');
+    expect(json).not.toMatch(/"(subtotal|taxAmount|totalAmount|amount|quantity|unitPrice|totalPrice)":"/);
+  });
+
+  it("round-trips through JSON to the same Receipt message, minus the input-only fields", () => {
+    const json = JSON.stringify(sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW })));
+    const expected = clone(ReceiptSchema, full);
+    expected.recipientHashedPan = "";
+    expected.mockItems = undefined;
+    expected.cardNonce = undefined;
+    expect(equals(ReceiptSchema, toReceiptMessage(JSON.parse(json)), expected)).toBe(true);
+  });
+
+  it("seals generated mock items once they are filled in", () => {
+    const bare = clone(ReceiptSchema, full);
+    bare.items = [];
+    bare.mockItems = undefined;
+    const sealed = sealedPlaintextOf(withMockItems(validateReceipt(bare, { mode: "payment", now: NOW })));
+    expect(sealed.items.length).toBeGreaterThan(0);
+    expect(sealed.items.reduce((sum, item) => sum + item.totalPrice, 0)).toBe(833);
+    expect(toReceiptMessage(sealed).items.every((item) => item.category === "mock")).toBe(true);
+  });
+});

@@ -1,0 +1,81 @@
+import { create } from "@bufbuild/protobuf";
+import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { FakeClock } from "../../src/clock.js";
+import { generateRsaKeyPair, PublicKeyCache } from "../../src/crypto/keys.js";
+import { PrivateKeyPool } from "../../src/crypto/private-key-pool.js";
+import type { DomainDeps } from "../../src/domain/deps.js";
+import { createLogger } from "../../src/logging.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
+import type { ApiKeyRecord, Role, Store } from "../../src/store/types.js";
+import { hashPan } from "./harness.js";
+
+/** Domain dependencies over the memory store, a fake clock and a real private-key pool. */
+export interface DomainFixture {
+  deps: DomainDeps;
+  clock: FakeClock;
+  store: Store;
+  pool: PrivateKeyPool;
+  close(): Promise<void>;
+}
+
+/** Builds domain dependencies for tests; `store` lets a test wrap the memory store (fault injection). */
+export async function domainFixture(options: { store?: Store } = {}): Promise<DomainFixture> {
+  const clock = new FakeClock("2026-03-01T12:00:00Z");
+  const store = options.store ?? createMemoryStore();
+  const escrowPrivateKey = (await generateRsaKeyPair()).privateKey;
+  const pool = new PrivateKeyPool({ escrowPrivateKey, size: 1 });
+  const { createHash, createPublicKey } = await import("node:crypto");
+  const publicKey = createPublicKey({
+    key: Buffer.from(escrowPrivateKey, "base64"),
+    format: "der",
+    type: "pkcs8",
+  });
+  const spki = publicKey.export({ type: "spki", format: "der" });
+  const deps: DomainDeps = {
+    store,
+    clock,
+    logger: createLogger("silent"),
+    pepper: "test-pepper-test-pepper-test-pepper",
+    grantTtlSeconds: 180,
+    escrowRetentionDays: 30,
+    publicKeys: new PublicKeyCache(),
+    pool,
+    escrow: { keyId: `esc_${createHash("sha256").update(spki).digest("hex").slice(0, 16)}`, publicKey },
+  };
+  return { deps, clock, store, pool, close: () => pool.close() };
+}
+
+let counter = 0;
+
+/** An API key record (principal) of a tenant and role, as the access interceptor would set it. */
+export function principal(role: Role, tenantId: string, merchantIds: string[] = []): ApiKeyRecord {
+  counter += 1;
+  return {
+    id: `key_test${counter}`,
+    keyHash: `hash${counter}`,
+    prefix: "rk_dev_test",
+    env: "dev",
+    tenantId,
+    role,
+    tier: "standard",
+    merchantIds,
+    name: "",
+    createdAt: new Date("2026-01-01T00:00:00Z"),
+  };
+}
+
+/** A valid receipt request message for card `pan`. */
+export function receiptMessage(pan: string, overrides: Partial<Receipt> = {}): Receipt {
+  counter += 1;
+  return create(ReceiptSchema, {
+    receiptId: `r-${counter}`,
+    merchantId: "m-1",
+    merchantName: "Corner Coffee",
+    transactionId: `t-${counter}`,
+    transactionDate: { seconds: BigInt(Date.parse("2026-03-01T11:00:00Z") / 1000), nanos: 0 },
+    currency: "EUR",
+    recipientHashedPan: hashPan(pan),
+    items: [{ lineItemId: "1", name: "Tea", quantity: 1n, unitPrice: 300n, totalPrice: 300n }],
+    ...overrides,
+  });
+}

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, DEFAULT_TIERS, loadConfig } from "../../src/config.js";
+
+const PEPPER = "p".repeat(40);
+
+function problemsOf(env: NodeJS.ProcessEnv): string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
+
+describe("loadConfig", () => {
+  it("starts with safe development defaults and no configuration at all", () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({ port: 8080, env: "dev", store: "memory", grantTtlSeconds: 180 });
+    expect(config.escrowRetentionDays).toBe(30);
+    expect(config.bodyLimitBytes).toBe(1_048_576);
+    expect(config.pepperGenerated).toBe(true);
+    expect(config.hashedPanPepper.length).toBeGreaterThanOrEqual(32);
+    expect(config.tiers).toEqual(DEFAULT_TIERS);
+  });
+
+  it("reports every bad variable at once, by name", () => {
+    const problems = problemsOf({
+      PORT: "http",
+      GRANT_TTL_SECONDS: "60",
+      RECEIPTS_ENV: "prod",
+      LOG_LEVEL: "loud",
+    });
+    expect(problems).toHaveLength(4);
+    expect(problems.join("\n")).toMatch(/PORT.*"http"/);
+    expect(problems.join("\n")).toMatch(/GRANT_TTL_SECONDS must be an integer from 120 to 180/);
+    expect(problems.join("\n")).toMatch(/RECEIPTS_ENV must be one of live, test, dev/);
+    expect(problems.join("\n")).toMatch(/LOG_LEVEL/);
+  });
+
+  it("refuses production without pepper, escrow key and MongoDB", () => {
+    const problems = problemsOf({ RECEIPTS_ENV: "live" });
+    expect(problems.some((p) => p.startsWith("HASHED_PAN_PEPPER is required in production"))).toBe(true);
+    expect(
+      problems.some((p) => p.startsWith("ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required")),
+    ).toBe(true);
+    expect(problems.some((p) => p.startsWith("STORE=mongodb is required in production"))).toBe(true);
+  });
+
+  it("accepts a complete production configuration", () => {
+    const config = loadConfig({
+      RECEIPTS_ENV: "live",
+      STORE: "mongodb",
+      MONGODB_URI: "mongodb://db:27017",
+      HASHED_PAN_PEPPER: PEPPER,
+      ESCROW_PRIVATE_KEY: "MIIE...",
+    });
+    expect(config.pepperGenerated).toBe(false);
+    expect(config.hashedPanPepper).toBe(PEPPER);
+  });
+
+  it("requires a real pepper and escrow key with MongoDB even outside production", () => {
+    const problems = problemsOf({ STORE: "mongodb", MONGODB_URI: "mongodb://db" });
+    expect(problems).toEqual([
+      "HASHED_PAN_PEPPER is required with STORE=mongodb",
+      "ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required with STORE=mongodb",
+    ]);
+  });
+
+  it("rejects a short pepper and an unreadable escrow key file", () => {
+    const problems = problemsOf({ HASHED_PAN_PEPPER: "short", ESCROW_PRIVATE_KEY_FILE: "/nonexistent/key" });
+    expect(problems).toEqual([
+      "HASHED_PAN_PEPPER must be at least 32 characters",
+      "ESCROW_PRIVATE_KEY_FILE cannot be read (/nonexistent/key)",
+    ]);
+  });
+
+  it("overrides tiers from RATE_LIMIT_TIERS and names bad entries", () => {
+    const config = loadConfig({ RATE_LIMIT_TIERS: '{"standard":{"requestsPerMinute":1000000}}' });
+    expect(config.tiers.standard).toEqual({ requestsPerMinute: 1_000_000, generateKeysPerMinute: 60 });
+    expect(config.tiers.sandbox).toEqual(DEFAULT_TIERS.sandbox);
+    expect(problemsOf({ RATE_LIMIT_TIERS: "{" })).toEqual(["RATE_LIMIT_TIERS must be a JSON object"]);
+    expect(problemsOf({ RATE_LIMIT_TIERS: '{"gold":{}}' })[0]).toMatch(/unknown tier "gold"/);
+    expect(problemsOf({ RATE_LIMIT_TIERS: '{"sandbox":{"requestsPerMinute":-1}}' })[0]).toMatch(
+      /sandbox.requestsPerMinute must be a positive integer/,
+    );
+  });
+});
