@@ -1,0 +1,46 @@
+import { invalidRequest } from "../errors.js";
+
+/**
+ * The position after which a receipts page continues: the last receipt of the previous page. Pages are
+ * ordered by `createdAt` descending, then `id` descending, so the pair identifies a gap-free resume
+ * point even when several receipts share a timestamp.
+ */
+export interface ReceiptCursor {
+  createdAt: Date;
+  id: string;
+}
+
+/** Encodes a cursor as an opaque base64url token (clients must not parse it). */
+export function encodeCursor(cursor: ReceiptCursor): string {
+  return Buffer.from(JSON.stringify([cursor.createdAt.getTime(), cursor.id]), "utf8").toString("base64url");
+}
+
+/**
+ * Decodes a token made by {@link encodeCursor}. A token that was not made by it is a client error
+ * (`invalid_request` on `pageToken`), not a bug: page tokens come from requests.
+ */
+export function decodeCursor(token: string): ReceiptCursor {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
+  } catch {
+    parsed = undefined;
+  }
+  if (
+    Array.isArray(parsed) &&
+    parsed.length === 2 &&
+    Number.isSafeInteger(parsed[0]) &&
+    typeof parsed[1] === "string" &&
+    parsed[1].length > 0
+  ) {
+    return { createdAt: new Date(parsed[0] as number), id: parsed[1] };
+  }
+  throw invalidRequest([{ field: "pageToken", description: "is not a page token returned by this service" }]);
+}
+
+/** Whether `a` sorts before `b` in listing order (newest first, then id descending). */
+export function comesBefore(a: ReceiptCursor, b: ReceiptCursor): boolean {
+  const at = a.createdAt.getTime();
+  const bt = b.createdAt.getTime();
+  return at !== bt ? at > bt : a.id > b.id;
+}

@@ -1,0 +1,18 @@
+import type { Logger } from "pino";
+import type { Config } from "../config.js";
+import { createMemoryStore } from "./memory/index.js";
+import { createMongoStore } from "./mongo/index.js";
+import type { Store } from "./types.js";
+
+export { createMemoryStore } from "./memory/index.js";
+export { createMongoStore, type MongoStoreOptions } from "./mongo/index.js";
+
+/** Creates the store the configuration asks for: MongoDB (`STORE=mongodb`) or the in-memory default. */
+export async function createStore(
+  config: Pick<Config, "store" | "mongodbUri" | "mongodbDb">,
+  logger: Logger,
+): Promise<Store> {
+  if (config.store === "memory") return createMemoryStore();
+  if (config.mongodbUri === undefined) throw new Error("STORE=mongodb needs MONGODB_URI.");
+  return createMongoStore({ uri: config.mongodbUri, dbName: config.mongodbDb, logger });
+}

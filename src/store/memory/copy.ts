@@ -1,0 +1,49 @@
+/**
+ * Deep copy used on the way in and out of the memory store, so that no caller ever holds a reference
+ * to a stored object (the contract's "records are returned as copies"). Dates stay Dates.
+ */
+export const copy: <T>(value: T) => T = (value) => structuredClone(value);
+
+/** A secondary index of the memory store: one key to many record ids. */
+export class MultiIndex {
+  private readonly map = new Map<string, Set<string>>();
+
+  add(key: string, id: string): void {
+    let ids = this.map.get(key);
+    if (ids === undefined) {
+      ids = new Set();
+      this.map.set(key, ids);
+    }
+    ids.add(id);
+  }
+
+  delete(key: string, id: string): void {
+    const ids = this.map.get(key);
+    if (ids === undefined) return;
+    ids.delete(id);
+    if (ids.size === 0) this.map.delete(key);
+  }
+
+  get(key: string): string[] {
+    return [...(this.map.get(key) ?? [])];
+  }
+}
+
+/** How often (in store time) the memory store drops expired records, standing in for a TTL index. */
+export const SWEEP_INTERVAL_MS = 60_000;
+
+/**
+ * Deletes the entries of `map` that expired at `nowMs`, at most once per {@link SWEEP_INTERVAL_MS};
+ * returns the time of the last sweep. Readers check expiry themselves, so sweeping late is harmless.
+ */
+export function sweepExpired<V extends { expiresAt: Date }>(
+  map: Map<string, V>,
+  nowMs: number,
+  lastSweepMs: number,
+): number {
+  if (nowMs - lastSweepMs < SWEEP_INTERVAL_MS) return lastSweepMs;
+  for (const [key, value] of map) {
+    if (value.expiresAt.getTime() <= nowMs) map.delete(key);
+  }
+  return nowMs;
+}

@@ -1,0 +1,37 @@
+import type { IdempotencyBegin, IdempotencyStore } from "../types.js";
+import { sweepExpired } from "./copy.js";
+
+interface Entry {
+  requestHash: string;
+  expiresAt: Date;
+  response?: string;
+}
+
+/** Idempotency records held in memory. Each method checks and writes with no `await` in between. */
+export class MemoryIdempotency implements IdempotencyStore {
+  private readonly entries = new Map<string, Entry>();
+  private lastSweepMs = Number.NEGATIVE_INFINITY;
+
+  async begin(key: string, requestHash: string, expiresAt: Date, now: Date): Promise<IdempotencyBegin> {
+    this.lastSweepMs = sweepExpired(this.entries, now.getTime(), this.lastSweepMs);
+    const entry = this.entries.get(key);
+    if (entry !== undefined && entry.expiresAt > now) {
+      return entry.response === undefined
+        ? { kind: "in_progress", requestHash: entry.requestHash }
+        : { kind: "completed", requestHash: entry.requestHash, response: entry.response };
+    }
+    this.entries.set(key, { requestHash, expiresAt: new Date(expiresAt) });
+    return { kind: "started" };
+  }
+
+  /** Records the response of a started key; a completed or unknown key is left as it is. */
+  async complete(key: string, response: string): Promise<void> {
+    const entry = this.entries.get(key);
+    if (entry !== undefined && entry.response === undefined) entry.response = response;
+  }
+
+  /** Forgets a started key; a completed key keeps its response, so a retry still gets it. */
+  async abandon(key: string): Promise<void> {
+    if (this.entries.get(key)?.response === undefined) this.entries.delete(key);
+  }
+}

@@ -1,0 +1,32 @@
+import type { Store } from "../types.js";
+import { MemoryApiKeys } from "./api-keys.js";
+import { MemoryAudit } from "./audit.js";
+import { MemoryGrants } from "./grants.js";
+import { MemoryIdempotency } from "./idempotency.js";
+import { MemoryPayments } from "./payments.js";
+import { MemoryRateLimits } from "./rate-limits.js";
+import { MemoryReceipts } from "./receipts.js";
+import { MemoryUsers } from "./users.js";
+
+/**
+ * Creates the in-memory store, the embedded default for development and tests. Everything is lost when
+ * the process exits, and nothing is shared between processes (rate limits included). Every method does
+ * its check and its write with no `await` in between, which makes it atomic on Node's single thread.
+ */
+export function createMemoryStore(): Store {
+  const receipts = new MemoryReceipts();
+  return {
+    kind: "memory",
+    apiKeys: new MemoryApiKeys(),
+    rateLimits: new MemoryRateLimits(),
+    users: new MemoryUsers(),
+    receipts,
+    payments: new MemoryPayments(receipts),
+    grants: new MemoryGrants(),
+    idempotency: new MemoryIdempotency(),
+    audit: new MemoryAudit(),
+    init: async () => {},
+    ping: async () => {},
+    close: async () => {},
+  };
+}

@@ -1,0 +1,104 @@
+import { comesBefore, decodeCursor, encodeCursor } from "../cursor.js";
+import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
+import { compare } from "./api-keys.js";
+import { copy, MultiIndex } from "./copy.js";
+
+/** Sealed receipts held in memory, with the secondary indexes the queries need. */
+export class MemoryReceipts implements ReceiptStore {
+  private readonly byId = new Map<string, ReceiptRecord>();
+  private readonly idByMerchantReceipt = new Map<string, string>();
+  private readonly byUser = new MultiIndex();
+  private readonly byTransaction = new MultiIndex();
+  private readonly escrowedByPan = new MultiIndex();
+  private readonly idByPayment = new Map<string, string>();
+
+  /** Whether `receipt` can be stored: its id and its `(merchantId, receiptId)` are both unused. */
+  canInsert(receipt: ReceiptRecord): boolean {
+    return !this.byId.has(receipt.id) && !this.idByMerchantReceipt.has(merchantReceiptKey(receipt));
+  }
+
+  /** Stores a receipt that {@link canInsert} accepted, in the same synchronous step. */
+  put(receipt: ReceiptRecord): void {
+    const stored = copy(receipt);
+    this.byId.set(stored.id, stored);
+    this.idByMerchantReceipt.set(merchantReceiptKey(stored), stored.id);
+    this.byTransaction.add(transactionKey(stored.merchantTenantId, stored.transactionId), stored.id);
+    if (stored.userId !== undefined) this.byUser.add(stored.userId, stored.id);
+    if (stored.isEscrowed) this.escrowedByPan.add(stored.panHash, stored.id);
+    if (stored.paymentId !== undefined) this.idByPayment.set(stored.paymentId, stored.id);
+  }
+
+  async insert(receipt: ReceiptRecord): Promise<boolean> {
+    if (!this.canInsert(receipt)) return false;
+    this.put(receipt);
+    return true;
+  }
+
+  async findByReceiptId(receiptId: string, userId: string): Promise<ReceiptRecord[]> {
+    return this.copies(this.byUser.get(userId)).filter((r) => r.receiptId === receiptId);
+  }
+
+  async findByTransaction(merchantTenantId: string, transactionId: string): Promise<ReceiptRecord[]> {
+    return this.copies(this.byTransaction.get(transactionKey(merchantTenantId, transactionId)));
+  }
+
+  async findByPaymentId(paymentId: string): Promise<ReceiptRecord | undefined> {
+    const id = this.idByPayment.get(paymentId);
+    return id === undefined ? undefined : copy(this.byId.get(id));
+  }
+
+  async listByUser(userId: string, limit: number, cursor?: string): Promise<ReceiptPage> {
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new RangeError("The page size must be a positive integer.");
+    const after = cursor === undefined ? undefined : decodeCursor(cursor);
+    const newestFirst = this.records(this.byUser.get(userId))
+      .filter((r) => after === undefined || comesBefore(after, r))
+      .sort((a, b) => (comesBefore(a, b) ? -1 : 1));
+    const receipts = copy(newestFirst.slice(0, limit));
+    const last = receipts.at(-1);
+    if (newestFirst.length <= limit || last === undefined) return { receipts };
+    return { receipts, nextCursor: encodeCursor(last) };
+  }
+
+  async listEscrowed(panHash: string, now: Date): Promise<ReceiptRecord[]> {
+    return this.copies(this.escrowedByPan.get(panHash)).filter(
+      (r) => r.isEscrowed && r.expiresAt !== undefined && r.expiresAt > now,
+    );
+  }
+
+  async release(
+    id: string,
+    to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
+  ): Promise<boolean> {
+    const receipt = this.byId.get(id);
+    if (receipt === undefined || !receipt.isEscrowed) return false;
+    this.escrowedByPan.delete(receipt.panHash, id);
+    receipt.isEscrowed = false;
+    delete receipt.escrowKeyId;
+    delete receipt.expiresAt;
+    receipt.userId = to.userId;
+    receipt.issuerTenantId = to.issuerTenantId;
+    receipt.keyBundle = copy(to.keyBundle);
+    this.byUser.add(to.userId, id);
+    return true;
+  }
+
+  private records(ids: string[]): ReceiptRecord[] {
+    return ids.flatMap((id) => this.byId.get(id) ?? []);
+  }
+
+  /** Copies of the records, oldest first (then by id), the order the Mongo store returns them in. */
+  private copies(ids: string[]): ReceiptRecord[] {
+    return copy(
+      this.records(ids).sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || compare(a.id, b.id)),
+    );
+  }
+}
+
+function merchantReceiptKey(receipt: ReceiptRecord): string {
+  return `${receipt.merchantId}\u0000${receipt.receiptId}`;
+}
+
+function transactionKey(merchantTenantId: string, transactionId: string): string {
+  return `${merchantTenantId}\u0000${transactionId}`;
+}

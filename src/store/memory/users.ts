@@ -1,0 +1,45 @@
+import { planRegister, type RegisterInput } from "../register.js";
+import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
+import { copy } from "./copy.js";
+
+/** Users and their keys held in memory. `register` reads, decides and writes in one synchronous step. */
+export class MemoryUsers implements UserStore {
+  private readonly users = new Map<string, UserRecord>();
+  private readonly userIdByPan = new Map<string, string>();
+  private readonly keys = new Map<string, KeyRecord>();
+
+  async findById(userId: string): Promise<UserRecord | undefined> {
+    return copy(this.users.get(userId));
+  }
+
+  async findByPanHash(panHash: string): Promise<UserRecord | undefined> {
+    const userId = this.userIdByPan.get(panHash);
+    return userId === undefined ? undefined : copy(this.users.get(userId));
+  }
+
+  async insertPendingKey(key: KeyRecord): Promise<boolean> {
+    if (this.keys.has(key.keyId)) return false;
+    this.keys.set(key.keyId, copy(key));
+    return true;
+  }
+
+  async findKey(keyId: string): Promise<KeyRecord | undefined> {
+    return copy(this.keys.get(keyId));
+  }
+
+  async register(input: RegisterInput): Promise<RegisterOutcome> {
+    const userId = this.userIdByPan.get(input.panHash);
+    const user = userId === undefined ? undefined : this.users.get(userId);
+    const activeKey =
+      user !== undefined && user.activeKeyId !== input.key.keyId
+        ? this.keys.get(user.activeKeyId)
+        : undefined;
+    const plan = planRegister(input, { user, key: this.keys.get(input.key.keyId), activeKey });
+    if (plan.user !== undefined) {
+      this.users.set(plan.user.userId, copy(plan.user));
+      this.userIdByPan.set(plan.user.panHash, plan.user.userId);
+    }
+    for (const key of plan.keys) this.keys.set(key.keyId, copy(key));
+    return copy(plan.outcome);
+  }
+}

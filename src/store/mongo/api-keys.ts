@@ -1,0 +1,51 @@
+import type { ApiKeyRecord, ApiKeyStore } from "../types.js";
+import type { MongoContext } from "./connection.js";
+import { isDuplicateKey } from "./errors.js";
+import { COLLECTIONS } from "./indexes.js";
+
+/** API keys in the `apiKeys` collection, unique by `id` and by `keyHash`. */
+export class MongoApiKeys implements ApiKeyStore {
+  constructor(private readonly ctx: MongoContext) {}
+
+  private get collection() {
+    return this.ctx.collection<ApiKeyRecord>(COLLECTIONS.apiKeys);
+  }
+
+  insert(record: ApiKeyRecord): Promise<boolean> {
+    return this.ctx.run(async () => {
+      try {
+        // A copy: the driver adds `_id` to the document it is given.
+        await this.collection.insertOne({ ...record }, this.ctx.limit);
+        return true;
+      } catch (err) {
+        if (isDuplicateKey(err)) return false;
+        throw err;
+      }
+    });
+  }
+
+  findByHash(keyHash: string): Promise<ApiKeyRecord | undefined> {
+    return this.ctx.run(
+      async () => (await this.collection.findOne<ApiKeyRecord>({ keyHash }, this.ctx.read)) ?? undefined,
+    );
+  }
+
+  /** Every key, oldest first (then by id). */
+  list(): Promise<ApiKeyRecord[]> {
+    return this.ctx.run(() =>
+      this.collection.find<ApiKeyRecord>({}, this.ctx.read).sort({ createdAt: 1, id: 1 }).toArray(),
+    );
+  }
+
+  revoke(id: string, at: Date): Promise<boolean> {
+    return this.ctx.run(async () => {
+      // One atomic update that keeps an earlier revocation time: revoking twice keeps the first.
+      const result = await this.collection.updateOne(
+        { id },
+        [{ $set: { revokedAt: { $ifNull: ["$revokedAt", at] } } }],
+        this.ctx.limit,
+      );
+      return result.matchedCount === 1;
+    });
+  }
+}

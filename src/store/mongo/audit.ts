@@ -1,0 +1,26 @@
+import type { AuditEvent, AuditStore } from "../types.js";
+import type { MongoContext } from "./connection.js";
+import { COLLECTIONS } from "./indexes.js";
+
+/** The audit log in the `audit` collection. */
+export class MongoAudit implements AuditStore {
+  constructor(private readonly ctx: MongoContext) {}
+
+  private get collection() {
+    return this.ctx.collection<AuditEvent>(COLLECTIONS.audit);
+  }
+
+  append(event: AuditEvent): Promise<void> {
+    return this.ctx.run(async () => {
+      await this.collection.insertOne({ ...event }, this.ctx.limit);
+    });
+  }
+
+  /** Newest first by `at`; events with the same time, the last inserted first (ObjectIds grow). */
+  list(limit: number): Promise<AuditEvent[]> {
+    if (limit < 1) return Promise.resolve([]);
+    return this.ctx.run(() =>
+      this.collection.find<AuditEvent>({}, this.ctx.read).sort({ at: -1, _id: -1 }).limit(limit).toArray(),
+    );
+  }
+}

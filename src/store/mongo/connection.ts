@@ -1,0 +1,245 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import {
+  type ClientSession,
+  type Collection,
+  type Db,
+  type Document,
+  MongoClient,
+  MongoError,
+  MongoTopologyClosedError,
+  type TransactionOptions,
+  WriteConcern,
+} from "mongodb";
+import type { Logger } from "pino";
+import { AppError } from "../../errors.js";
+import { isUnavailable, storeUnavailable } from "./errors.js";
+
+/** Options of the MongoDB store. */
+export interface MongoStoreOptions {
+  /** Connection string, `mongodb://` or `mongodb+srv://`. Never logged: it may hold credentials. */
+  uri: string;
+  dbName: string;
+  /**
+   * Time limit of one database operation in milliseconds, default 3000. It bounds server selection,
+   * connecting, each socket read, the server's own work (`maxTimeMS`), the write concern and the
+   * retries of a transaction; a whole store call settles within twice this. So a store outage turns
+   * into `service_unavailable` within seconds.
+   */
+  operationTimeoutMs?: number;
+  /** Receives connection events (connected, connection failed); silent when absent. */
+  logger?: Pick<Logger, "info" | "warn">;
+}
+
+/** Default of {@link MongoStoreOptions.operationTimeoutMs}. */
+export const DEFAULT_OPERATION_TIMEOUT_MS = 3_000;
+
+/**
+ * Extra time a socket read waits beyond `maxTimeMS`, so that a slow server answers with its own
+ * MaxTimeMSExpired error (keeping the connection) before the socket timeout closes the connection.
+ */
+const SOCKET_MARGIN_MS = 1_000;
+
+/** A whole store call (which may chain operations and retries) settles within this many operation limits. */
+const CALL_TIMEOUT_FACTOR = 2;
+
+/**
+ * The MongoDB client shared by every repository, with the two things they all need: `run`, which
+ * connects on demand and turns driver failures into the contract's errors, and `transaction`, a
+ * time-bounded transaction runner.
+ */
+export class MongoContext {
+  readonly client: MongoClient;
+  readonly db: Db;
+  readonly timeoutMs: number;
+  /** Options for every operation outside a transaction: the server-side time limit. */
+  readonly limit: { maxTimeMS: number };
+  /** Options for every read outside a transaction: the time limit, and records without Mongo's `_id`. */
+  readonly read: { maxTimeMS: number; projection: { _id: 0 } };
+  private readonly logger: MongoStoreOptions["logger"];
+  private readonly transactionOptions: TransactionOptions;
+  private connecting: Promise<void> | undefined;
+  private connected = false;
+  private closed = false;
+
+  constructor(options: MongoStoreOptions) {
+    const timeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
+      throw new RangeError("operationTimeoutMs must be a positive integer.");
+    }
+    this.timeoutMs = timeoutMs;
+    this.limit = { maxTimeMS: timeoutMs };
+    this.read = { maxTimeMS: timeoutMs, projection: { _id: 0 } };
+    this.logger = options.logger;
+    // `timeoutMS` (client-side operation timeout) has no effect in driver 7.x, so the bound is built
+    // from the settings that do: selection, connect, socket, pool wait, maxTimeMS and wtimeout.
+    this.client = new MongoClient(options.uri, {
+      appName: "receipt-encryption-service",
+      serverSelectionTimeoutMS: timeoutMs,
+      connectTimeoutMS: timeoutMs,
+      socketTimeoutMS: timeoutMs + SOCKET_MARGIN_MS,
+      waitQueueTimeoutMS: timeoutMs,
+      writeConcern: { w: "majority", wtimeoutMS: timeoutMs },
+      ignoreUndefined: true,
+    });
+    this.db = this.client.db(options.dbName);
+    this.transactionOptions = {
+      readConcern: { level: "snapshot" },
+      writeConcern: new WriteConcern("majority", timeoutMs),
+      readPreference: "primary",
+      maxCommitTimeMS: timeoutMs,
+    };
+  }
+
+  /** A typed collection of the store's database. */
+  collection<T extends Document>(name: string): Collection<T> {
+    return this.db.collection<T>(name);
+  }
+
+  /** Options for a write inside the transaction of `session`. */
+  writeIn(session: ClientSession): { session: ClientSession; maxTimeMS: number } {
+    return { session, ...this.limit };
+  }
+
+  /** Options for a read inside the transaction of `session`. */
+  readIn(session: ClientSession): { session: ClientSession; maxTimeMS: number; projection: { _id: 0 } } {
+    return { session, ...this.read };
+  }
+
+  /**
+   * Runs one repository method: connects if needed, then maps failures. Unreachable, timed-out or
+   * closing databases become `service_unavailable`; other errors (bugs) pass through unchanged.
+   */
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.closed) throw storeUnavailable(new Error("The MongoDB store is closed."));
+    try {
+      return await this.withinDeadline(async () => {
+        await this.connect();
+        return await work();
+      });
+    } catch (err) {
+      if (err instanceof MongoTopologyClosedError && !this.closed) this.connected = false;
+      if (err instanceof AppError) throw err;
+      if (isUnavailable(err)) throw storeUnavailable(err);
+      throw err;
+    }
+  }
+
+  /**
+   * Settles within {@link CALL_TIMEOUT_FACTOR} x `operationTimeoutMs` whatever the driver does: each
+   * operation has its own limits, but a method may chain several, and the driver retries some once.
+   * A call that misses the deadline may still complete in the background; its result is dropped.
+   */
+  private async withinDeadline<T>(call: () => Promise<T>): Promise<T> {
+    const limitMs = this.timeoutMs * CALL_TIMEOUT_FACTOR;
+    const pending = call();
+    pending.catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(storeUnavailable(new Error(`No answer within ${limitMs} ms.`))),
+        limitMs,
+      );
+    });
+    try {
+      return await Promise.race([pending, expired]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Runs `work` in a transaction and commits it, retrying on transient errors (write conflicts,
+   * elections) with a short backoff until `operationTimeoutMs` has passed. The driver's own
+   * `withTransaction` keeps retrying for 120 s, far past any request's patience, hence this runner.
+   * `work` may run several times and must only touch the database through `session`.
+   *
+   * Transactions need a replica set or a sharded cluster, as every production deployment (and Atlas)
+   * is; a standalone `mongod` refuses them (run it with `--replSet rs0` and `rs.initiate()` locally).
+   */
+  async transaction<T>(work: (session: ClientSession) => Promise<T>): Promise<T> {
+    const deadline = performance.now() + this.timeoutMs;
+    const session = this.client.startSession();
+    try {
+      for (let attempt = 1; ; attempt++) {
+        session.startTransaction(this.transactionOptions);
+        let result: T;
+        try {
+          result = await work(session);
+        } catch (err) {
+          if (!(hasLabel(err, "TransientTransactionError") && (await pause(attempt, deadline)))) throw err;
+          await session.abortTransaction().catch(() => undefined);
+          continue;
+        }
+        try {
+          await this.commit(session, deadline);
+          return result;
+        } catch (err) {
+          if (hasLabel(err, "TransientTransactionError") && (await pause(attempt, deadline))) continue;
+          throw err;
+        }
+      }
+    } finally {
+      // Not awaited: after a failure, ending the session aborts the transaction, which waits for the
+      // server when it is down; the caller should not wait for that cleanup too.
+      void session.endSession().catch(() => undefined);
+    }
+  }
+
+  /** Closes the client; every later call fails with `service_unavailable`. Idempotent. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.client.close();
+  }
+
+  /** Commits, retrying while the outcome is unknown (a network error during commit) and time is left. */
+  private async commit(session: ClientSession, deadline: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await session.commitTransaction();
+        return;
+      } catch (err) {
+        // MaxTimeMSExpired during commit is final: the server gave up, retrying would only wait again.
+        const unknown =
+          err instanceof MongoError && err.hasErrorLabel("UnknownTransactionCommitResult") && err.code !== 50;
+        if (unknown && (await pause(attempt, deadline))) continue;
+        throw err;
+      }
+    }
+  }
+
+  /**
+   * Connects once, on first use. A failed first connection leaves the driver's client closed for good,
+   * so it is retried on the next call; once connected, the driver itself reconnects after outages.
+   */
+  private async connect(): Promise<void> {
+    if (this.connected) return;
+    this.connecting ??= this.client.connect().then(
+      () => {
+        this.connected = true;
+        this.connecting = undefined;
+        this.logger?.info({ db: this.db.databaseName }, "connected to MongoDB");
+      },
+      (err: unknown) => {
+        this.connecting = undefined;
+        this.logger?.warn({ err }, "cannot connect to MongoDB");
+        throw err;
+      },
+    );
+    await this.connecting;
+  }
+}
+
+function hasLabel(err: unknown, label: string): boolean {
+  return err instanceof MongoError && err.hasErrorLabel(label);
+}
+
+/**
+ * Waits before retry `attempt` (jittered, growing from 5 ms to 500 ms, as the driver's own runner
+ * does); false when the wait would end past `deadline`, meaning: give up.
+ */
+async function pause(attempt: number, deadline: number): Promise<boolean> {
+  const ms = Math.random() * Math.min(5 * 1.5 ** attempt, 500);
+  if (performance.now() + ms >= deadline) return false;
+  await sleep(ms);
+  return true;
+}

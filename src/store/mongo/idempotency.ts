@@ -1,0 +1,75 @@
+import type { IdempotencyBegin, IdempotencyStore } from "../types.js";
+import type { MongoContext } from "./connection.js";
+import { isDuplicateKey } from "./errors.js";
+import { COLLECTIONS } from "./indexes.js";
+
+/** One idempotency key: `_id` is the key itself, so the primary index makes claiming it atomic. */
+interface IdempotencyDoc {
+  _id: string;
+  requestHash: string;
+  expiresAt: Date;
+  /** Set by `complete`; absent while the first call runs. */
+  response?: string;
+}
+
+/** How often `begin` re-tries when the record it collided with vanished or expired meanwhile. */
+const BEGIN_ATTEMPTS = 5;
+
+/** Idempotency records in the `idempotency` collection; TTL on `expiresAt`. */
+export class MongoIdempotency implements IdempotencyStore {
+  constructor(private readonly ctx: MongoContext) {}
+
+  private get collection() {
+    return this.ctx.collection<IdempotencyDoc>(COLLECTIONS.idempotency);
+  }
+
+  /**
+   * Claims the key by inserting it; on a duplicate, reads the record that won. An expired record
+   * (not yet deleted by the TTL monitor) is taken over with a conditional replace, so that only one
+   * concurrent caller can take it over.
+   */
+  begin(key: string, requestHash: string, expiresAt: Date, now: Date): Promise<IdempotencyBegin> {
+    return this.ctx.run(async () => {
+      for (let attempt = 1; attempt <= BEGIN_ATTEMPTS; attempt++) {
+        try {
+          await this.collection.insertOne({ _id: key, requestHash, expiresAt }, this.ctx.limit);
+          return { kind: "started" };
+        } catch (err) {
+          if (!isDuplicateKey(err)) throw err;
+        }
+        const existing = await this.collection.findOne({ _id: key }, this.ctx.limit);
+        if (existing === null) continue;
+        if (existing.expiresAt > now) {
+          return existing.response === undefined
+            ? { kind: "in_progress", requestHash: existing.requestHash }
+            : { kind: "completed", requestHash: existing.requestHash, response: existing.response };
+        }
+        const replaced = await this.collection.replaceOne(
+          { _id: key, expiresAt: { $lte: now } },
+          { requestHash, expiresAt },
+          this.ctx.limit,
+        );
+        if (replaced.matchedCount === 1) return { kind: "started" };
+      }
+      throw new Error(`Idempotency key contended ${BEGIN_ATTEMPTS} times in a row.`);
+    });
+  }
+
+  /** Records the response of a started key; a completed or unknown key is left as it is. */
+  complete(key: string, response: string): Promise<void> {
+    return this.ctx.run(async () => {
+      await this.collection.updateOne(
+        { _id: key, response: { $exists: false } },
+        { $set: { response } },
+        this.ctx.limit,
+      );
+    });
+  }
+
+  /** Forgets a started key; a completed key keeps its response, so a retry still gets it. */
+  abandon(key: string): Promise<void> {
+    return this.ctx.run(async () => {
+      await this.collection.deleteOne({ _id: key, response: { $exists: false } }, this.ctx.limit);
+    });
+  }
+}

@@ -1,0 +1,48 @@
+import type { Store } from "../types.js";
+import { MongoApiKeys } from "./api-keys.js";
+import { MongoAudit } from "./audit.js";
+import { MongoContext, type MongoStoreOptions } from "./connection.js";
+import { MongoGrants } from "./grants.js";
+import { MongoIdempotency } from "./idempotency.js";
+import { INDEXES } from "./indexes.js";
+import { MongoPayments } from "./payments.js";
+import { MongoRateLimits } from "./rate-limits.js";
+import { MongoReceipts } from "./receipts.js";
+import { MongoUsers } from "./users.js";
+
+export { DEFAULT_OPERATION_TIMEOUT_MS, type MongoStoreOptions } from "./connection.js";
+
+/**
+ * Creates the MongoDB store. It connects on first use rather than here, so a service can start (and
+ * report `/readyz` as failing) while the database is down, and recovers when it comes back. Every
+ * operation is time-limited by `operationTimeoutMs`; an unreachable database gives
+ * `AppError("service_unavailable")`. `register` and `createWithReceipt` use transactions, so the
+ * deployment must be a replica set or sharded cluster (as Atlas and every production setup is).
+ * Rejects only for a malformed connection string.
+ */
+export async function createMongoStore(options: MongoStoreOptions): Promise<Store> {
+  const ctx = new MongoContext(options);
+  return {
+    kind: "mongodb",
+    apiKeys: new MongoApiKeys(ctx),
+    rateLimits: new MongoRateLimits(ctx),
+    users: new MongoUsers(ctx),
+    receipts: new MongoReceipts(ctx),
+    payments: new MongoPayments(ctx),
+    grants: new MongoGrants(ctx),
+    idempotency: new MongoIdempotency(ctx),
+    audit: new MongoAudit(ctx),
+    /** Creates every collection's indexes; creating an existing identical index is a no-op. */
+    init: () =>
+      ctx.run(async () => {
+        for (const [name, indexes] of Object.entries(INDEXES)) {
+          await ctx.collection(name).createIndexes(indexes, ctx.limit);
+        }
+      }),
+    ping: () =>
+      ctx.run(async () => {
+        await ctx.db.command({ ping: 1 });
+      }),
+    close: () => ctx.close(),
+  };
+}

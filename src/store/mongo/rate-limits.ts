@@ -1,0 +1,39 @@
+import type { RateLimitStore } from "../types.js";
+import type { MongoContext } from "./connection.js";
+import { isDuplicateKey } from "./errors.js";
+import { COLLECTIONS } from "./indexes.js";
+
+/** One fixed-window counter: `_id` names the key and the window. */
+interface CounterDoc {
+  _id: string;
+  key: string;
+  windowStart: Date;
+  count: number;
+  expiresAt: Date;
+}
+
+/** Fixed-window counters in the `rateLimits` collection, shared by every instance; TTL on `expiresAt`. */
+export class MongoRateLimits implements RateLimitStore {
+  constructor(private readonly ctx: MongoContext) {}
+
+  increment(key: string, windowStart: Date, expiresAt: Date): Promise<number> {
+    const counters = this.ctx.collection<CounterDoc>(COLLECTIONS.rateLimits);
+    const filter = { _id: `${key}|${windowStart.getTime()}` };
+    const update = { $inc: { count: 1 }, $setOnInsert: { key, windowStart, expiresAt } };
+    const options = { ...this.ctx.limit, upsert: true, returnDocument: "after" } as const;
+    return this.ctx.run(async () => {
+      // Two first increments can race to insert the counter; the server retries such an upsert on
+      // `_id` by itself, and the loser of a rare remaining race retries here, finding the document.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const counter = await counters.findOneAndUpdate(filter, update, options);
+          if (counter === null) throw new Error("An upsert with returnDocument 'after' returned nothing.");
+          return counter.count;
+        } catch (err) {
+          if (isDuplicateKey(err) && attempt < 3) continue;
+          throw err;
+        }
+      }
+    });
+  }
+}

@@ -1,0 +1,87 @@
+import type { ClientSession } from "mongodb";
+import { planRegister, type RegisterInput } from "../register.js";
+import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
+import type { MongoContext } from "./connection.js";
+import { isDuplicateKey } from "./errors.js";
+import { COLLECTIONS } from "./indexes.js";
+
+/** How often `register` starts over after losing a race on a unique index to a concurrent call. */
+const REGISTER_ATTEMPTS = 5;
+
+/** Users in `users` (unique userId and panHash) and their keys in `keys` (unique keyId). */
+export class MongoUsers implements UserStore {
+  constructor(private readonly ctx: MongoContext) {}
+
+  private get users() {
+    return this.ctx.collection<UserRecord>(COLLECTIONS.users);
+  }
+
+  private get keys() {
+    return this.ctx.collection<KeyRecord>(COLLECTIONS.keys);
+  }
+
+  findById(userId: string): Promise<UserRecord | undefined> {
+    return this.ctx.run(
+      async () => (await this.users.findOne<UserRecord>({ userId }, this.ctx.read)) ?? undefined,
+    );
+  }
+
+  findByPanHash(panHash: string): Promise<UserRecord | undefined> {
+    return this.ctx.run(
+      async () => (await this.users.findOne<UserRecord>({ panHash }, this.ctx.read)) ?? undefined,
+    );
+  }
+
+  insertPendingKey(key: KeyRecord): Promise<boolean> {
+    return this.ctx.run(async () => {
+      try {
+        await this.keys.insertOne({ ...key }, this.ctx.limit);
+        return true;
+      } catch (err) {
+        if (isDuplicateKey(err)) return false;
+        throw err;
+      }
+    });
+  }
+
+  findKey(keyId: string): Promise<KeyRecord | undefined> {
+    return this.ctx.run(
+      async () => (await this.keys.findOne<KeyRecord>({ keyId }, this.ctx.read)) ?? undefined,
+    );
+  }
+
+  /**
+   * Reads the user and the keys, decides with `planRegister`, and writes, in one transaction. Two
+   * concurrent calls that touch the same user or key conflict (the transaction retries and re-reads);
+   * two that both create a user for one panHash collide on the unique panHash index, and the loser
+   * starts over and finds the winner's user. So one panHash always gets exactly one user.
+   */
+  register(input: RegisterInput): Promise<RegisterOutcome> {
+    return this.ctx.run(async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await this.ctx.transaction((session) => this.registerIn(session, input));
+        } catch (err) {
+          if (isDuplicateKey(err) && attempt < REGISTER_ATTEMPTS) continue;
+          throw err;
+        }
+      }
+    });
+  }
+
+  private async registerIn(session: ClientSession, input: RegisterInput): Promise<RegisterOutcome> {
+    const read = this.ctx.readIn(session);
+    const user = (await this.users.findOne<UserRecord>({ panHash: input.panHash }, read)) ?? undefined;
+    const key = (await this.keys.findOne<KeyRecord>({ keyId: input.key.keyId }, read)) ?? undefined;
+    const activeKey =
+      user !== undefined && user.activeKeyId !== input.key.keyId
+        ? ((await this.keys.findOne<KeyRecord>({ keyId: user.activeKeyId }, read)) ?? undefined)
+        : undefined;
+    const plan = planRegister(input, { user, key, activeKey });
+
+    const write = { ...this.ctx.writeIn(session), upsert: true };
+    if (plan.user !== undefined) await this.users.replaceOne({ userId: plan.user.userId }, plan.user, write);
+    for (const k of plan.keys) await this.keys.replaceOne({ keyId: k.keyId }, k, write);
+    return plan.outcome;
+  }
+}

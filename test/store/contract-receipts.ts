@@ -1,0 +1,190 @@
+import { describe, expect, it } from "vitest";
+import { AppError } from "../../src/errors.js";
+import type { ReceiptRecord, Store } from "../../src/store/types.js";
+import { at, escrowedReceipt, hex64, payment, receipt, uid } from "./fixtures.js";
+
+/** The rules of `ReceiptStore` and `PaymentStore`. */
+export function receiptsContract(store: () => Store): void {
+  describe("receipts", () => {
+    it("refuses a second receipt with the same (merchantId, receiptId), not the same receiptId elsewhere", async () => {
+      const first = receipt("usr_1", { merchantId: "m-1", receiptId: "R-1", createdAt: at(0) });
+      expect(await store().receipts.insert(first)).toBe(true);
+      expect(await store().receipts.insert(receipt("usr_1", { merchantId: "m-1", receiptId: "R-1" }))).toBe(
+        false,
+      );
+      const otherMerchant = receipt("usr_1", { merchantId: "m-2", receiptId: "R-1", createdAt: at(1) });
+      expect(await store().receipts.insert(otherMerchant)).toBe(true);
+      expect(await store().receipts.findByReceiptId("R-1", "usr_1")).toEqual([first, otherMerchant]);
+      expect(await store().receipts.findByReceiptId("R-1", "usr_2")).toEqual([]);
+    });
+
+    it("finds a merchant tenant's receipts by transaction, and a payment's receipt", async () => {
+      const mine = receipt("usr_1", { merchantTenantId: "tnt_a", transactionId: "T-1", paymentId: "pay_1" });
+      const theirs = receipt("usr_1", { merchantTenantId: "tnt_b", transactionId: "T-1" });
+      await store().receipts.insert(mine);
+      await store().receipts.insert(theirs);
+      expect(await store().receipts.findByTransaction("tnt_a", "T-1")).toEqual([mine]);
+      expect(await store().receipts.findByTransaction("tnt_a", "T-2")).toEqual([]);
+      expect(await store().receipts.findByPaymentId("pay_1")).toEqual(mine);
+      expect(await store().receipts.findByPaymentId("pay_2")).toBeUndefined();
+    });
+
+    it("pages a user's receipts newest first, without gaps or repeats, across equal timestamps", async () => {
+      // Seven receipts; three share one timestamp, so the id must break the tie.
+      const seconds = [10, 40, 20, 20, 70, 20, 50];
+      const mine = seconds.map((s) => receipt("usr_1", { createdAt: at(s) }));
+      const others = [
+        receipt("usr_2", { createdAt: at(30) }),
+        escrowedReceipt(hex64(), at(999), { createdAt: at(30) }),
+      ];
+      for (const r of [...mine, ...others]) await store().receipts.insert(r);
+
+      const pages: ReceiptRecord[][] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await store().receipts.listByUser("usr_1", 3, cursor);
+        pages.push(page.receipts);
+        cursor = page.nextCursor;
+      } while (cursor !== undefined && pages.length < 10);
+
+      expect(pages.map((p) => p.length)).toEqual([3, 3, 1]);
+      const expected = [...mine].sort(
+        (a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1),
+      );
+      expect(pages.flat()).toEqual(expected);
+    });
+
+    it("ends on a full last page without an extra empty one", async () => {
+      for (let i = 0; i < 6; i++) await store().receipts.insert(receipt("usr_1", { createdAt: at(i) }));
+      const first = await store().receipts.listByUser("usr_1", 3);
+      expect(first.nextCursor).toBeDefined();
+      const second = await store().receipts.listByUser("usr_1", 3, first.nextCursor);
+      expect(second.receipts).toHaveLength(3);
+      expect(second.nextCursor).toBeUndefined();
+      expect(await store().receipts.listByUser("usr_nobody", 3)).toEqual({ receipts: [] });
+    });
+
+    it("rejects a page token it did not make as invalid_request", async () => {
+      for (const token of ["not-a-token", Buffer.from('{"a":1}').toString("base64url")]) {
+        const failure = await store()
+          .receipts.listByUser("usr_1", 3, token)
+          .catch((err: unknown) => err);
+        expect(failure).toBeInstanceOf(AppError);
+        expect((failure as AppError).code).toBe("invalid_request");
+      }
+    });
+
+    it("lists the escrowed receipts of a panHash that are unexpired at `now`", async () => {
+      const panHash = hex64();
+      const live = escrowedReceipt(panHash, at(100), { createdAt: at(0) });
+      const expired = escrowedReceipt(panHash, at(50));
+      const otherPan = escrowedReceipt(hex64(), at(100));
+      const delivered = receipt("usr_1", { panHash });
+      for (const r of [live, expired, otherPan, delivered]) await store().receipts.insert(r);
+      expect(await store().receipts.listEscrowed(panHash, at(50))).toEqual([live]);
+      expect(await store().receipts.listEscrowed(panHash, at(100))).toEqual([]);
+    });
+
+    it("releases an escrowed receipt once, to the user, keeping the ciphertext", async () => {
+      const panHash = hex64();
+      const escrowed = escrowedReceipt(panHash, at(100));
+      await store().receipts.insert(escrowed);
+      const to = {
+        userId: "usr_1",
+        issuerTenantId: "tnt_issuer",
+        keyBundle: { keyId: "k-user", encryptedAesKey: "d3JhcHBlZA==" },
+      };
+      expect(await store().receipts.release(escrowed.id, to)).toBe(true);
+      expect(await store().receipts.release(escrowed.id, { ...to, userId: "usr_2" })).toBe(false);
+
+      const { escrowKeyId: _k, expiresAt: _e, ...kept } = escrowed;
+      const released = { ...kept, ...to, isEscrowed: false };
+      expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([released]);
+      expect(await store().receipts.listEscrowed(panHash, at(0))).toEqual([]);
+      expect((await store().receipts.listByUser("usr_2", 10)).receipts).toEqual([]);
+    });
+
+    it("releases nothing that is not escrowed", async () => {
+      const delivered = receipt("usr_1");
+      await store().receipts.insert(delivered);
+      const to = {
+        userId: "usr_2",
+        issuerTenantId: "tnt_issuer",
+        keyBundle: { keyId: "k", encryptedAesKey: "eA==" },
+      };
+      expect(await store().receipts.release(delivered.id, to)).toBe(false);
+      expect(await store().receipts.release(uid("rcp"), to)).toBe(false);
+      expect(await store().receipts.findByReceiptId(delivered.receiptId, "usr_1")).toEqual([delivered]);
+    });
+
+    it("keeps what was stored when the caller mutates its objects", async () => {
+      const record = receipt("usr_1", { paymentId: "pay_1" });
+      const before = structuredClone(record);
+      await store().receipts.insert(record);
+      expect(record).toEqual(before);
+      record.keyBundle.keyId = "tampered";
+      const found = await store().receipts.findByPaymentId("pay_1");
+      expect(found).toEqual(before);
+      if (found) found.keyBundle.encryptedAesKey = "tampered";
+      expect(await store().receipts.findByPaymentId("pay_1")).toEqual(before);
+    });
+  });
+
+  describe("payments", () => {
+    it("stores a payment with its receipt", async () => {
+      const pay = payment();
+      const rec = receipt("usr_1", { paymentId: pay.paymentId, transactionId: pay.transactionId });
+      expect(await store().payments.createWithReceipt(pay, rec)).toEqual({ kind: "created" });
+      expect(await store().payments.findById(pay.paymentId)).toEqual(pay);
+      expect(await store().receipts.findByPaymentId(pay.paymentId)).toEqual(rec);
+      expect(await store().payments.findById(uid("pay"))).toBeUndefined();
+    });
+
+    it("refuses a second payment for (merchantId, transactionId), and keeps its receipt out", async () => {
+      const first = payment({ merchantId: "m-1", transactionId: "T-1" });
+      await store().payments.createWithReceipt(first, receipt("usr_1", { paymentId: first.paymentId }));
+      const second = payment({ merchantId: "m-1", transactionId: "T-1" });
+      const secondReceipt = receipt("usr_1", { paymentId: second.paymentId });
+      expect(await store().payments.createWithReceipt(second, secondReceipt)).toEqual({
+        kind: "duplicate_transaction",
+      });
+      expect(await store().payments.findById(second.paymentId)).toBeUndefined();
+      expect(await store().receipts.findByPaymentId(second.paymentId)).toBeUndefined();
+      // The receipt was not kept, so it can still be stored on its own.
+      expect(await store().receipts.insert(secondReceipt)).toBe(true);
+    });
+
+    it("refuses a payment whose receipt exists, and keeps the payment out", async () => {
+      const existing = receipt("usr_1", { merchantId: "m-1", receiptId: "R-1" });
+      await store().receipts.insert(existing);
+      const pay = payment({ merchantId: "m-1", transactionId: "T-9", receiptId: "R-1" });
+      const rec = receipt("usr_1", { merchantId: "m-1", receiptId: "R-1", paymentId: pay.paymentId });
+      expect(await store().payments.createWithReceipt(pay, rec)).toEqual({ kind: "duplicate_receipt" });
+      expect(await store().payments.findById(pay.paymentId)).toBeUndefined();
+      // The payment was not kept, so its transaction is still free.
+      const retry = payment({ merchantId: "m-1", transactionId: "T-9" });
+      const retryReceipt = receipt("usr_1", { merchantId: "m-1", paymentId: retry.paymentId });
+      expect(await store().payments.createWithReceipt(retry, retryReceipt)).toEqual({ kind: "created" });
+    });
+
+    it("creates exactly one of 10 concurrent payments for one transaction", async () => {
+      const attempts = Array.from({ length: 10 }, () => {
+        const pay = payment({ merchantTenantId: "tnt_m", merchantId: "m-1", transactionId: "T-1" });
+        return {
+          pay,
+          rec: receipt("usr_1", {
+            merchantTenantId: "tnt_m",
+            transactionId: "T-1",
+            paymentId: pay.paymentId,
+          }),
+        };
+      });
+      const outcomes = await Promise.all(
+        attempts.map(({ pay, rec }) => store().payments.createWithReceipt(pay, rec)),
+      );
+      expect(outcomes.filter((o) => o.kind === "created")).toHaveLength(1);
+      expect(outcomes.filter((o) => o.kind === "duplicate_transaction")).toHaveLength(9);
+      expect(await store().receipts.findByTransaction("tnt_m", "T-1")).toHaveLength(1);
+    });
+  });
+}

@@ -1,0 +1,222 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Store } from "../../src/store/types.js";
+import { receiptsContract } from "./contract-receipts.js";
+import { usersContract } from "./contract-users.js";
+import { apiKey, at, auditEvent, grant, uid } from "./fixtures.js";
+
+/**
+ * The store contract suite: every rule of `src/store/types.ts`, run against one implementation.
+ * `makeStore` must return a fresh, empty, initialised store; each test gets its own and closes it.
+ */
+export function runStoreContract(name: string, makeStore: () => Promise<Store>): void {
+  describe(`store contract: ${name}`, { timeout: 30_000 }, () => {
+    let current: Store | undefined;
+    const store = (): Store => {
+      if (current === undefined) throw new Error("no store: beforeEach did not run");
+      return current;
+    };
+    beforeEach(async () => {
+      current = await makeStore();
+    });
+    afterEach(async () => {
+      await current?.close();
+      current = undefined;
+    });
+
+    it("answers ping, and init can run again on an initialised store", async () => {
+      await expect(store().ping()).resolves.toBeUndefined();
+      await expect(store().init()).resolves.toBeUndefined();
+    });
+
+    apiKeysContract(store);
+    rateLimitsContract(store);
+    auditContract(store);
+    idempotencyContract(store);
+    grantsContract(store);
+    usersContract(store);
+    receiptsContract(store);
+  });
+}
+
+function apiKeysContract(store: () => Store): void {
+  describe("apiKeys", () => {
+    it("finds an inserted key by its hash, and nothing for an unknown hash", async () => {
+      const record = apiKey();
+      expect(await store().apiKeys.insert(record)).toBe(true);
+      expect(await store().apiKeys.findByHash(record.keyHash)).toEqual(record);
+      expect(await store().apiKeys.findByHash("0".repeat(64))).toBeUndefined();
+    });
+
+    it("refuses a second key with the same id or the same hash", async () => {
+      const first = apiKey();
+      await store().apiKeys.insert(first);
+      expect(await store().apiKeys.insert(apiKey({ id: first.id }))).toBe(false);
+      expect(await store().apiKeys.insert(apiKey({ keyHash: first.keyHash }))).toBe(false);
+      expect(await store().apiKeys.list()).toEqual([first]);
+    });
+
+    it("lists every key, oldest first", async () => {
+      const newest = apiKey({ createdAt: at(20) });
+      const oldest = apiKey({ createdAt: at(0) });
+      const middle = apiKey({ createdAt: at(10), role: "issuer", merchantIds: [] });
+      for (const record of [newest, oldest, middle]) await store().apiKeys.insert(record);
+      expect(await store().apiKeys.list()).toEqual([oldest, middle, newest]);
+    });
+
+    it("revokes a key once: a second revoke keeps the first time; an unknown id is false", async () => {
+      const record = apiKey();
+      await store().apiKeys.insert(record);
+      expect(await store().apiKeys.revoke(record.id, at(60))).toBe(true);
+      expect(await store().apiKeys.revoke(record.id, at(120))).toBe(true);
+      expect((await store().apiKeys.findByHash(record.keyHash))?.revokedAt).toEqual(at(60));
+      expect(await store().apiKeys.revoke(uid("key"), at(60))).toBe(false);
+    });
+
+    it("keeps what was stored when the caller mutates its objects, and leaves the caller's object as it was", async () => {
+      const record = apiKey();
+      const before = structuredClone(record);
+      await store().apiKeys.insert(record);
+      expect(record).toEqual(before);
+      record.merchantIds.push("m-evil");
+      record.name = "changed";
+      const found = await store().apiKeys.findByHash(before.keyHash);
+      expect(found).toEqual(before);
+      found?.merchantIds.push("m-evil");
+      expect(await store().apiKeys.findByHash(before.keyHash)).toEqual(before);
+    });
+  });
+}
+
+function rateLimitsContract(store: () => Store): void {
+  describe("rateLimits", () => {
+    it("counts per key and per window", async () => {
+      const limits = store().rateLimits;
+      const [w1, w2] = [at(0), at(60)];
+      expect(await limits.increment("key_a", w1, at(120))).toBe(1);
+      expect(await limits.increment("key_a", w1, at(120))).toBe(2);
+      expect(await limits.increment("key_b", w1, at(120))).toBe(1);
+      expect(await limits.increment("key_a", w2, at(180))).toBe(1);
+      expect(await limits.increment("key_a", w1, at(120))).toBe(3);
+    });
+
+    it("gives each of 20 concurrent increments its own count", async () => {
+      const counts = await Promise.all(
+        Array.from({ length: 20 }, () => store().rateLimits.increment("key_a", at(0), at(120))),
+      );
+      expect(counts.sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    });
+  });
+}
+
+function auditContract(store: () => Store): void {
+  describe("audit", () => {
+    it("lists events newest first, at most `limit`, with every field kept", async () => {
+      const first = auditEvent({ at: at(1), action: "grant.created", userId: "usr_1", subject: "ab12cd34" });
+      const third = auditEvent({ at: at(3), action: "payment.decrypted", subject: "pay_1", keyId: "k-1" });
+      const second = auditEvent({ at: at(2), action: "receipt.decrypted" });
+      for (const event of [first, third, second]) await store().audit.append(event);
+      expect(await store().audit.list(2)).toEqual([third, second]);
+      expect(await store().audit.list(10)).toEqual([third, second, first]);
+    });
+  });
+}
+
+function idempotencyContract(store: () => Store): void {
+  describe("idempotency", () => {
+    const expires = at(86_400);
+
+    it("starts a key once, reports it in progress, then replays the completed response", async () => {
+      const idem = store().idempotency;
+      expect(await idem.begin("idem-1", "hash-a", expires, at(0))).toEqual({ kind: "started" });
+      expect(await idem.begin("idem-1", "hash-a", expires, at(1))).toEqual({
+        kind: "in_progress",
+        requestHash: "hash-a",
+      });
+      await idem.complete("idem-1", '{"paymentId":"pay_1"}');
+      const completed = { kind: "completed", requestHash: "hash-a", response: '{"paymentId":"pay_1"}' };
+      expect(await idem.begin("idem-1", "hash-a", expires, at(2))).toEqual(completed);
+      // A different body with the same key gets the first call's hash, so the caller can refuse it.
+      expect(await idem.begin("idem-1", "hash-b", expires, at(3))).toEqual(completed);
+      expect(await idem.begin("idem-2", "hash-a", expires, at(3))).toEqual({ kind: "started" });
+    });
+
+    it("lets a retry start again after abandon, but never forgets a completed response", async () => {
+      const idem = store().idempotency;
+      await idem.begin("idem-1", "hash-a", expires, at(0));
+      await idem.abandon("idem-1");
+      expect(await idem.begin("idem-1", "hash-a", expires, at(1))).toEqual({ kind: "started" });
+      await idem.complete("idem-1", "first");
+      await idem.abandon("idem-1");
+      await idem.complete("idem-1", "second");
+      expect(await idem.begin("idem-1", "hash-a", expires, at(2))).toEqual({
+        kind: "completed",
+        requestHash: "hash-a",
+        response: "first",
+      });
+    });
+
+    it("treats a record expired at `now` as absent", async () => {
+      const idem = store().idempotency;
+      await idem.begin("idem-1", "hash-a", at(10), at(0));
+      await idem.complete("idem-1", "old");
+      expect(await idem.begin("idem-1", "hash-b", at(100), at(10))).toEqual({ kind: "started" });
+      expect(await idem.begin("idem-1", "hash-c", at(200), at(20))).toEqual({
+        kind: "in_progress",
+        requestHash: "hash-b",
+      });
+    });
+
+    it("starts exactly one of 20 concurrent calls with the same key", async () => {
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          store().idempotency.begin("idem-1", `hash-${i}`, expires, at(0)),
+        ),
+      );
+      expect(results.filter((r) => r.kind === "started")).toHaveLength(1);
+      expect(results.filter((r) => r.kind === "in_progress")).toHaveLength(19);
+    });
+  });
+}
+
+function grantsContract(store: () => Store): void {
+  describe("grants", () => {
+    const cap = 5;
+
+    it("stores a grant and finds it by token hash", async () => {
+      const record = grant("usr_1", at(0));
+      expect(await store().grants.create(record, cap, at(0))).toEqual({ kind: "created" });
+      expect(await store().grants.findByHash(record.tokenHash)).toEqual(record);
+      expect(await store().grants.findByHash("0".repeat(64))).toBeUndefined();
+    });
+
+    it("refuses a grant over the cap with the oldest expiry, and frees slots as grants expire", async () => {
+      const grants = store().grants;
+      for (let i = 0; i < cap; i++) {
+        expect(await grants.create(grant("usr_1", at(i * 10)), cap, at(i * 10))).toEqual({ kind: "created" });
+      }
+      const refused = grant("usr_1", at(45));
+      expect(await grants.create(refused, cap, at(45))).toEqual({
+        kind: "cap_reached",
+        oldestExpiresAt: at(180),
+      });
+      expect(await grants.findByHash(refused.tokenHash)).toBeUndefined();
+      // Another user is not affected by usr_1's cap.
+      expect(await grants.create(grant("usr_2", at(45)), cap, at(45))).toEqual({ kind: "created" });
+      // At 181 s the first grant has expired: one slot is free, and then the next oldest is reported.
+      expect(await grants.create(grant("usr_1", at(181)), cap, at(181))).toEqual({ kind: "created" });
+      expect(await grants.create(grant("usr_1", at(182)), cap, at(182))).toEqual({
+        kind: "cap_reached",
+        oldestExpiresAt: at(190),
+      });
+    });
+
+    it("creates exactly `cap` of 20 concurrent grants for one user", async () => {
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () => store().grants.create(grant("usr_1", at(0)), cap, at(0))),
+      );
+      expect(results.filter((r) => r.kind === "created")).toHaveLength(cap);
+      expect(results.filter((r) => r.kind === "cap_reached")).toHaveLength(20 - cap);
+      expect(await store().grants.create(grant("usr_1", at(180)), cap, at(180))).toEqual({ kind: "created" });
+    });
+  });
+}
