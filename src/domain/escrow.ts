@@ -1,4 +1,16 @@
-import type { DomainDeps } from "./deps.js";
+import { createHash, createPublicKey } from "node:crypto";
+import { parsePrivateKey } from "../crypto/keys.js";
+import type { DomainDeps, EscrowKey } from "./deps.js";
+
+/**
+ * The escrow key's public half and its stable id, from the private key in configuration. The id is
+ * derived from the public key, so every instance sharing the key names it the same way.
+ */
+export function escrowKeyOf(privateKey: string): EscrowKey {
+  const publicKey = createPublicKey(parsePrivateKey(privateKey, "ESCROW_PRIVATE_KEY"));
+  const spki = publicKey.export({ type: "spki", format: "der" });
+  return { keyId: `esc_${createHash("sha256").update(spki).digest("hex").slice(0, 16)}`, publicKey };
+}
 
 /** Where escrowed receipts of a card go once it registers. */
 export interface ReleaseTarget {

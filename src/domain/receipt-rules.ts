@@ -4,6 +4,7 @@ import { type LineItem, type Receipt, ReceiptSchema, type Tax } from "../../gen/
 import { Violations } from "../errors.js";
 import type { PaymentGateway } from "./gateways/gateway.js";
 import * as limits from "./limits.js";
+import { checkHashedPan } from "./pan.js";
 
 /**
  * The receipt rules of SPEC section 6: one pass over a request's `Receipt` that collects every
@@ -96,7 +97,6 @@ const CURRENCIES: ReadonlySet<string> = new Set(
    VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG`.split(/\s+/),
 );
 
-const HASHED_PAN = /^[0-9A-Fa-f]{64}$/;
 const VERSION = /^[0-9]{1,4}(\.[0-9]{1,4}){0,2}$/;
 const CARD_LAST4 = /^[0-9]{4}$/;
 /** Atext of RFC 5322 plus non-ASCII letters and digits (internationalised addresses, RFC 6531). */
@@ -171,16 +171,13 @@ export function validateReceipt(input: Receipt, options: ValidateOptions): Valid
     transactionId: identifier(v, "transactionId", input.transactionId),
     transactionDate: transactionDate(v, input.transactionDate, options.now),
     currency,
-    recipientHashedPan: input.recipientHashedPan.toLowerCase(),
+    recipientHashedPan: (input.recipientHashedPan ?? "").toLowerCase(),
     items: [],
     mockItems: input.mockItems ?? true,
   };
   if (input.currency === "") v.add("currency", "is required");
   else if (!CURRENCIES.has(currency)) v.add("currency", "must be an ISO 4217 code");
-  if (input.recipientHashedPan === "") v.add("recipientHashedPan", "is required");
-  else if (!HASHED_PAN.test(input.recipientHashedPan)) {
-    v.add("recipientHashedPan", "must be 64 hexadecimal characters");
-  }
+  checkHashedPan(input.recipientHashedPan ?? "", "recipientHashedPan", v);
   for (const [field, max, format] of OPTIONAL_TEXT) {
     const value = input[field];
     if (value === undefined) continue;

@@ -4,6 +4,7 @@ import { FakeClock } from "../../src/clock.js";
 import { generateRsaKeyPair, PublicKeyCache } from "../../src/crypto/keys.js";
 import { PrivateKeyPool } from "../../src/crypto/private-key-pool.js";
 import type { DomainDeps } from "../../src/domain/deps.js";
+import { escrowKeyOf } from "../../src/domain/escrow.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { ApiKeyRecord, Role, Store } from "../../src/store/types.js";
@@ -24,13 +25,6 @@ export async function domainFixture(options: { store?: Store } = {}): Promise<Do
   const store = options.store ?? createMemoryStore();
   const escrowPrivateKey = (await generateRsaKeyPair()).privateKey;
   const pool = new PrivateKeyPool({ escrowPrivateKey, size: 1 });
-  const { createHash, createPublicKey } = await import("node:crypto");
-  const publicKey = createPublicKey({
-    key: Buffer.from(escrowPrivateKey, "base64"),
-    format: "der",
-    type: "pkcs8",
-  });
-  const spki = publicKey.export({ type: "spki", format: "der" });
   const deps: DomainDeps = {
     store,
     clock,
@@ -40,7 +34,7 @@ export async function domainFixture(options: { store?: Store } = {}): Promise<Do
     escrowRetentionDays: 30,
     publicKeys: new PublicKeyCache(),
     pool,
-    escrow: { keyId: `esc_${createHash("sha256").update(spki).digest("hex").slice(0, 16)}`, publicKey },
+    escrow: escrowKeyOf(escrowPrivateKey),
   };
   return { deps, clock, store, pool, close: () => pool.close() };
 }
@@ -67,7 +61,7 @@ export function principal(role: Role, tenantId: string, merchantIds: string[] = 
 /** A valid receipt request message for card `pan`. */
 export function receiptMessage(pan: string, overrides: Partial<Receipt> = {}): Receipt {
   counter += 1;
-  return create(ReceiptSchema, {
+  const receipt = create(ReceiptSchema, {
     receiptId: `r-${counter}`,
     merchantId: "m-1",
     merchantName: "Corner Coffee",
@@ -76,6 +70,6 @@ export function receiptMessage(pan: string, overrides: Partial<Receipt> = {}): R
     currency: "EUR",
     recipientHashedPan: hashPan(pan),
     items: [{ lineItemId: "1", name: "Tea", quantity: 1n, unitPrice: 300n, totalPrice: 300n }],
-    ...overrides,
   });
+  return Object.assign(receipt, overrides);
 }

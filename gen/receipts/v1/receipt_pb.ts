@@ -12,12 +12,12 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/receipt.proto.
  */
 export const file_receipts_v1_receipt: GenFile = /*@__PURE__*/
-  fileDesc("ChlyZWNlaXB0cy92MS9yZWNlaXB0LnByb3RvEgtyZWNlaXB0cy52MSKMCQoHUmVjZWlwdBIPCgd2ZXJzaW9uGAEgASgJEhIKCnJlY2VpcHRfaWQYAiABKAkSEwoLbWVyY2hhbnRfaWQYAyABKAkSFQoNbWVyY2hhbnRfbmFtZRgEIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgFIAEoCRI0ChB0cmFuc2FjdGlvbl9kYXRlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghjdXJyZW5jeRgHIAEoCRIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgIIAEoCRIcCg9tZXJjaGFudF9zdHJlZXQYCSABKAlIAIgBARIaCg1tZXJjaGFudF9jaXR5GAogASgJSAGIAQESGwoObWVyY2hhbnRfc3RhdGUYCyABKAlIAogBARIhChRtZXJjaGFudF9wb3N0YWxfY29kZRgMIAEoCUgDiAEBEh0KEG1lcmNoYW50X2NvdW50cnkYDSABKAlIBIgBARIcCg9tZXJjaGFudF90YXhfaWQYDiABKAlIBYgBARIjChZtZXJjaGFudF9jb250YWN0X2VtYWlsGA8gASgJSAaIAQESIQoUdHJhbnNhY3Rpb25fdGltZXpvbmUYECABKAlIB4gBARIbCg5wYXltZW50X21ldGhvZBgRIAEoCUgIiAEBEhcKCmNhcmRfbGFzdDQYEiABKAlICYgBARIXCgpjYXJkX2JyYW5kGBMgASgJSAqIAQESGQoIc3VidG90YWwYFCABKANCAjACSAuIAQESGwoKdGF4X2Ftb3VudBgVIAEoA0ICMAJIDIgBARIdCgx0b3RhbF9hbW91bnQYFiABKANCAjACSA2IAQESJAoFaXRlbXMYFyADKAsyFS5yZWNlaXB0cy52MS5MaW5lSXRlbRIXCgptb2NrX2l0ZW1zGBggASgISA6IAQESFwoGYW1vdW50GBkgASgDQgIwAkgPiAEBEhcKCmNhcmRfbm9uY2UYGiABKAlIEIgBARITCgZrZXlfaWQYGyABKAlIEYgBARI1CgxkZWNyeXB0ZWRfYXQYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSBKIAQFCEgoQX21lcmNoYW50X3N0cmVldEIQCg5fbWVyY2hhbnRfY2l0eUIRCg9fbWVyY2hhbnRfc3RhdGVCFwoVX21lcmNoYW50X3Bvc3RhbF9jb2RlQhMKEV9tZXJjaGFudF9jb3VudHJ5QhIKEF9tZXJjaGFudF90YXhfaWRCGQoXX21lcmNoYW50X2NvbnRhY3RfZW1haWxCFwoVX3RyYW5zYWN0aW9uX3RpbWV6b25lQhEKD19wYXltZW50X21ldGhvZEINCgtfY2FyZF9sYXN0NEINCgtfY2FyZF9icmFuZEILCglfc3VidG90YWxCDQoLX3RheF9hbW91bnRCDwoNX3RvdGFsX2Ftb3VudEINCgtfbW9ja19pdGVtc0IJCgdfYW1vdW50Qg0KC19jYXJkX25vbmNlQgkKB19rZXlfaWRCDwoNX2RlY3J5cHRlZF9hdCK6AQoITGluZUl0ZW0SFAoMbGluZV9pdGVtX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSFAoIcXVhbnRpdHkYAyABKANCAjACEhYKCnVuaXRfcHJpY2UYBCABKANCAjACEhcKC3RvdGFsX3ByaWNlGAUgASgDQgIwAhIVCghjYXRlZ29yeRgGIAEoCUgAiAEBEh8KBXRheGVzGAcgAygLMhAucmVjZWlwdHMudjEuVGF4QgsKCV9jYXRlZ29yeSI1CgNUYXgSDAoEbmFtZRgBIAEoCRIMCgRyYXRlGAIgASgBEhIKBmFtb3VudBgDIAEoA0ICMAIiSQoJS2V5QnVuZGxlEhkKEWVuY3J5cHRlZF9hZXNfa2V5GAEgASgMEg4KBmtleV9pZBgCIAEoCRIRCglhbGdvcml0aG0YAyABKAkiiQMKEEVuY3J5cHRlZFJlY2VpcHQSDwoHdmVyc2lvbhgBIAEoCRISCgpyZWNlaXB0X2lkGAIgASgJEg4KBmtleV9pZBgDIAEoCRIqCgprZXlfYnVuZGxlGAQgASgLMhYucmVjZWlwdHMudjEuS2V5QnVuZGxlEhIKCmNpcGhlcnRleHQYBSABKAwSCgoCaXYYBiABKAwSEAoIYXV0aF90YWcYByABKAwSEwoLbWVyY2hhbnRfaWQYCCABKAkSFgoOdHJhbnNhY3Rpb25faWQYCSABKAkSLgoKY3JlYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLaXNfZXNjcm93ZWQYCyABKAgSGgoNZXNjcm93X2tleV9pZBgMIAEoCUgAiAEBEjMKCmV4cGlyZXNfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAGIAQFCEAoOX2VzY3Jvd19rZXlfaWRCDQoLX2V4cGlyZXNfYXRiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChlyZWNlaXB0cy92MS9yZWNlaXB0LnByb3RvEgtyZWNlaXB0cy52MSKaCQoHUmVjZWlwdBIPCgd2ZXJzaW9uGAEgASgJEhIKCnJlY2VpcHRfaWQYAiABKAkSEwoLbWVyY2hhbnRfaWQYAyABKAkSFQoNbWVyY2hhbnRfbmFtZRgEIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgFIAEoCRI0ChB0cmFuc2FjdGlvbl9kYXRlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghjdXJyZW5jeRgHIAEoCRIhChRyZWNpcGllbnRfaGFzaGVkX3BhbhgIIAEoCUgAiAEBEhwKD21lcmNoYW50X3N0cmVldBgJIAEoCUgBiAEBEhoKDW1lcmNoYW50X2NpdHkYCiABKAlIAogBARIbCg5tZXJjaGFudF9zdGF0ZRgLIAEoCUgDiAEBEiEKFG1lcmNoYW50X3Bvc3RhbF9jb2RlGAwgASgJSASIAQESHQoQbWVyY2hhbnRfY291bnRyeRgNIAEoCUgFiAEBEhwKD21lcmNoYW50X3RheF9pZBgOIAEoCUgGiAEBEiMKFm1lcmNoYW50X2NvbnRhY3RfZW1haWwYDyABKAlIB4gBARIhChR0cmFuc2FjdGlvbl90aW1lem9uZRgQIAEoCUgIiAEBEhsKDnBheW1lbnRfbWV0aG9kGBEgASgJSAmIAQESFwoKY2FyZF9sYXN0NBgSIAEoCUgKiAEBEhcKCmNhcmRfYnJhbmQYEyABKAlIC4gBARIVCghzdWJ0b3RhbBgUIAEoA0gMiAEBEhcKCnRheF9hbW91bnQYFSABKANIDYgBARIZCgx0b3RhbF9hbW91bnQYFiABKANIDogBARIkCgVpdGVtcxgXIAMoCzIVLnJlY2VpcHRzLnYxLkxpbmVJdGVtEhcKCm1vY2tfaXRlbXMYGCABKAhID4gBARITCgZhbW91bnQYGSABKANIEIgBARIXCgpjYXJkX25vbmNlGBogASgJSBGIAQESEwoGa2V5X2lkGBsgASgJSBKIAQESNQoMZGVjcnlwdGVkX2F0GBwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgTiAEBQhcKFV9yZWNpcGllbnRfaGFzaGVkX3BhbkISChBfbWVyY2hhbnRfc3RyZWV0QhAKDl9tZXJjaGFudF9jaXR5QhEKD19tZXJjaGFudF9zdGF0ZUIXChVfbWVyY2hhbnRfcG9zdGFsX2NvZGVCEwoRX21lcmNoYW50X2NvdW50cnlCEgoQX21lcmNoYW50X3RheF9pZEIZChdfbWVyY2hhbnRfY29udGFjdF9lbWFpbEIXChVfdHJhbnNhY3Rpb25fdGltZXpvbmVCEQoPX3BheW1lbnRfbWV0aG9kQg0KC19jYXJkX2xhc3Q0Qg0KC19jYXJkX2JyYW5kQgsKCV9zdWJ0b3RhbEINCgtfdGF4X2Ftb3VudEIPCg1fdG90YWxfYW1vdW50Qg0KC19tb2NrX2l0ZW1zQgkKB19hbW91bnRCDQoLX2NhcmRfbm9uY2VCCQoHX2tleV9pZEIPCg1fZGVjcnlwdGVkX2F0Iq4BCghMaW5lSXRlbRIUCgxsaW5lX2l0ZW1faWQYASABKAkSDAoEbmFtZRgCIAEoCRIQCghxdWFudGl0eRgDIAEoAxISCgp1bml0X3ByaWNlGAQgASgDEhMKC3RvdGFsX3ByaWNlGAUgASgDEhUKCGNhdGVnb3J5GAYgASgJSACIAQESHwoFdGF4ZXMYByADKAsyEC5yZWNlaXB0cy52MS5UYXhCCwoJX2NhdGVnb3J5IjEKA1RheBIMCgRuYW1lGAEgASgJEgwKBHJhdGUYAiABKAESDgoGYW1vdW50GAMgASgDIkkKCUtleUJ1bmRsZRIZChFlbmNyeXB0ZWRfYWVzX2tleRgBIAEoDBIOCgZrZXlfaWQYAiABKAkSEQoJYWxnb3JpdGhtGAMgASgJIokDChBFbmNyeXB0ZWRSZWNlaXB0Eg8KB3ZlcnNpb24YASABKAkSEgoKcmVjZWlwdF9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSKgoKa2V5X2J1bmRsZRgEIAEoCzIWLnJlY2VpcHRzLnYxLktleUJ1bmRsZRISCgpjaXBoZXJ0ZXh0GAUgASgMEgoKAml2GAYgASgMEhAKCGF1dGhfdGFnGAcgASgMEhMKC21lcmNoYW50X2lkGAggASgJEhYKDnRyYW5zYWN0aW9uX2lkGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2lzX2VzY3Jvd2VkGAsgASgIEhoKDWVzY3Jvd19rZXlfaWQYDCABKAlIAIgBARIzCgpleHBpcmVzX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBQhAKDl9lc2Nyb3dfa2V5X2lkQg0KC19leHBpcmVzX2F0YgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * A receipt document: what a merchant sends to be encrypted and what a cardholder gets back after
  * decryption. One message serves both directions so the field names and values round-trip exactly.
- * Money fields are integers in the smallest currency unit (JSON numbers on the REST surface).
+ * Money fields are int64 in the smallest currency unit (JSON numbers on the REST surface).
  * Fields marked "input only" are instructions to the service and are never part of the sealed
  * plaintext; fields marked "output only" are set by the service on decryption and rejected on input.
  *
@@ -66,9 +66,9 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
   /**
    * Input only: SHA-256 of the card number, 64 hexadecimal characters.
    *
-   * @generated from field: string recipient_hashed_pan = 8;
+   * @generated from field: optional string recipient_hashed_pan = 8;
    */
-  recipientHashedPan: string;
+  recipientHashedPan?: string | undefined;
 
   /**
    * @generated from field: optional string merchant_street = 9;
@@ -130,17 +130,17 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
   cardBrand?: string | undefined;
 
   /**
-   * @generated from field: optional int64 subtotal = 20 [jstype = JS_NUMBER];
+   * @generated from field: optional int64 subtotal = 20;
    */
   subtotal?: bigint | undefined;
 
   /**
-   * @generated from field: optional int64 tax_amount = 21 [jstype = JS_NUMBER];
+   * @generated from field: optional int64 tax_amount = 21;
    */
   taxAmount?: bigint | undefined;
 
   /**
-   * @generated from field: optional int64 total_amount = 22 [jstype = JS_NUMBER];
+   * @generated from field: optional int64 total_amount = 22;
    */
   totalAmount?: bigint | undefined;
 
@@ -159,7 +159,7 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
   /**
    * Payment amount (payments only). Required by gateway_a, derived from the items by gateway_b.
    *
-   * @generated from field: optional int64 amount = 25 [jstype = JS_NUMBER];
+   * @generated from field: optional int64 amount = 25;
    */
   amount?: bigint | undefined;
 
@@ -209,17 +209,17 @@ export type LineItem = Message<"receipts.v1.LineItem"> & {
   name: string;
 
   /**
-   * @generated from field: int64 quantity = 3 [jstype = JS_NUMBER];
+   * @generated from field: int64 quantity = 3;
    */
   quantity: bigint;
 
   /**
-   * @generated from field: int64 unit_price = 4 [jstype = JS_NUMBER];
+   * @generated from field: int64 unit_price = 4;
    */
   unitPrice: bigint;
 
   /**
-   * @generated from field: int64 total_price = 5 [jstype = JS_NUMBER];
+   * @generated from field: int64 total_price = 5;
    */
   totalPrice: bigint;
 
@@ -260,7 +260,7 @@ export type Tax = Message<"receipts.v1.Tax"> & {
   rate: number;
 
   /**
-   * @generated from field: int64 amount = 3 [jstype = JS_NUMBER];
+   * @generated from field: int64 amount = 3;
    */
   amount: bigint;
 };

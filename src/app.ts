@@ -1,0 +1,118 @@
+import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import { Health } from "../gen/grpc/health/v1/health_pb.js";
+import { KeysService } from "../gen/receipts/v1/keys_pb.js";
+import { OnboardingService } from "../gen/receipts/v1/onboarding_pb.js";
+import { PaymentsService } from "../gen/receipts/v1/payments_pb.js";
+import { ReceiptsService } from "../gen/receipts/v1/receipts_pb.js";
+import { type Clock, systemClock } from "./clock.js";
+import type { Config } from "./config.js";
+import { generateRsaKeyPair, PublicKeyCache } from "./crypto/keys.js";
+import { PrivateKeyPool } from "./crypto/private-key-pool.js";
+import type { DomainDeps } from "./domain/deps.js";
+import { escrowKeyOf } from "./domain/escrow.js";
+import { createHttpServer, type HttpServer } from "./http/server.js";
+import { createMetrics, metricsInterceptor } from "./metrics.js";
+import { errorInterceptor } from "./rpc/error-mapping.js";
+import { healthService } from "./rpc/health.js";
+import { accessInterceptor, requestContextInterceptor } from "./rpc/interceptors.js";
+import { keysService } from "./rpc/services/keys.js";
+import { onboardingService } from "./rpc/services/onboarding.js";
+import { paymentsService } from "./rpc/services/payments.js";
+import { receiptsService } from "./rpc/services/receipts.js";
+import type { Store } from "./store/types.js";
+
+/** What `buildApp` needs: configuration, a store, a logger, and optionally a clock (tests). */
+export interface AppDeps {
+  config: Config;
+  store: Store;
+  logger: Logger;
+  clock?: Clock;
+  /** Private-key worker threads; default: one per core. */
+  workers?: number;
+}
+
+/** A built service: the HTTP server (not listening yet) and what it was built from. */
+export interface App {
+  server: HttpServer;
+  domain: DomainDeps;
+  /** Stops accepting, finishes in-flight calls, stops workers, closes the store. */
+  close(): Promise<void>;
+}
+
+/** The services served on every protocol, in the order of the README. */
+export const SERVICES = [OnboardingService, KeysService, ReceiptsService, PaymentsService] as const;
+
+/**
+ * Builds the service from its dependencies: domain, interceptors, and one HTTP server serving REST,
+ * gRPC, gRPC-Web and Connect. `main` only reads config, builds and listens; tests build on port 0.
+ */
+export async function buildApp({
+  config,
+  store,
+  logger,
+  clock = systemClock,
+  workers,
+}: AppDeps): Promise<App> {
+  const escrowPrivateKey = config.escrowPrivateKey ?? (await generateRsaKeyPair()).privateKey;
+  if (config.escrowPrivateKey === undefined) {
+    logger.warn(
+      "ESCROW_PRIVATE_KEY not set: using an escrow key generated for this process (development only)",
+    );
+  }
+  const escrow = escrowKeyOf(escrowPrivateKey);
+  const pool = new PrivateKeyPool({ escrowPrivateKey, ...(workers === undefined ? {} : { size: workers }) });
+  const domain: DomainDeps = {
+    store,
+    clock,
+    logger,
+    pepper: config.hashedPanPepper,
+    grantTtlSeconds: config.grantTtlSeconds,
+    escrowRetentionDays: config.escrowRetentionDays,
+    publicKeys: new PublicKeyCache(),
+    pool,
+    escrow,
+  };
+
+  const metrics = createMetrics();
+  const ready = async () => {
+    try {
+      await store.ping();
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  // Order matters: the first interceptor is the outermost. Every protocol runs this one list once.
+  const interceptors: Interceptor[] = [
+    requestContextInterceptor(logger),
+    metricsInterceptor(metrics),
+    errorInterceptor,
+    accessInterceptor({ store, config, clock }),
+  ];
+  const routes = (router: ConnectRouter) => {
+    router.service(OnboardingService, onboardingService(domain));
+    router.service(KeysService, keysService(domain));
+    router.service(ReceiptsService, receiptsService(domain));
+    router.service(PaymentsService, paymentsService(domain));
+    router.service(Health, healthService(ready));
+  };
+  const server = await createHttpServer({
+    routes,
+    services: [...SERVICES],
+    interceptors,
+    logger,
+    bodyLimitBytes: config.bodyLimitBytes,
+    metrics,
+    ready,
+  });
+  return {
+    server,
+    domain,
+    async close() {
+      await server.close();
+      await pool.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,365 @@
+import {
+  type DescField,
+  type DescMessage,
+  type DescMethod,
+  type DescMethodUnary,
+  type DescService,
+  getOption,
+  type JsonObject,
+  type JsonValue,
+  type MessageShape,
+  ScalarType,
+} from "@bufbuild/protobuf";
+import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
+import { http } from "../../gen/google/api/annotations_pb.js";
+import type { HttpRule } from "../../gen/google/api/http_pb.js";
+import { type FieldViolation, invalidRequest } from "../errors.js";
+import { decodeJson, is64BitInteger, messageToJson, validateJson } from "../rpc/json.js";
+
+/**
+ * The REST surface as the protos declare it: every unary method's `google.api.http` rule (and its
+ * `additional_bindings`) read from the descriptors, and the mapping of path, query and body onto the
+ * request message and of the response (or its `response_body` field) onto the `data` of the envelope.
+ * Pure functions of the descriptors; `transcoder.ts` mounts them on Fastify.
+ */
+
+/** HTTP verbs a binding may use. */
+export type HttpVerb = "GET" | "POST" | "PUT" | "DELETE" | "PATCH";
+const VERBS = new Set<string>(["GET", "POST", "PUT", "DELETE", "PATCH"]);
+
+/** A `{field.path}` variable of a path template and the Fastify route parameter that carries it. */
+export interface PathVariable {
+  /** Route parameter name (`p0`, `p1`, ...): field paths may contain dots, parameter names may not. */
+  param: string;
+  /** The field path from the request message down to a singular scalar or enum field. */
+  fields: DescField[];
+}
+
+/** One REST endpoint: a method, its verb and path, and where the body and the response go. */
+export interface HttpBinding {
+  method: DescMethodUnary;
+  verb: HttpVerb;
+  /** The path template as written in the proto, e.g. `/api/v1/receipts/{user_id}`. */
+  template: string;
+  /** The Fastify route path, e.g. `/api/v1/receipts/:p0`. */
+  routePath: string;
+  variables: PathVariable[];
+  /** `*`: the body is the request; a field: the body is that field; none: no body. */
+  body: { kind: "none" } | { kind: "all" } | { kind: "field"; field: DescField };
+  /** The response field rendered as `data` (`response_body`), or the whole response. */
+  responseField: DescField | undefined;
+}
+
+/**
+ * Reads the HTTP bindings of every unary method of `services` that has a `google.api.http` option.
+ * Throws at start-up on a rule this transcoder cannot serve (wildcard templates, unknown fields), so
+ * a proto change can never silently drop an endpoint.
+ */
+export function httpBindings(services: readonly DescService[]): HttpBinding[] {
+  const bindings: HttpBinding[] = [];
+  for (const service of services) {
+    for (const method of service.methods) {
+      if (!isUnary(method)) continue;
+      const rule = getOption(method, http);
+      if (rule.pattern.case === undefined) continue;
+      for (const r of [rule, ...rule.additionalBindings]) bindings.push(toBinding(method, r));
+    }
+  }
+  return bindings;
+}
+
+function isUnary(method: DescMethod): method is DescMethodUnary {
+  return method.methodKind === "unary";
+}
+
+function toBinding(method: DescMethodUnary, rule: HttpRule): HttpBinding {
+  const where = `${method.parent.typeName}.${method.name}`;
+  let verb: string;
+  let template: string;
+  switch (rule.pattern.case) {
+    case "custom":
+      verb = rule.pattern.value.kind.toUpperCase();
+      template = rule.pattern.value.path;
+      break;
+    case undefined:
+      throw new Error(`${where}: an additional binding has no pattern`);
+    default:
+      verb = rule.pattern.case.toUpperCase();
+      template = rule.pattern.value;
+  }
+  if (!VERBS.has(verb)) throw new Error(`${where}: unsupported HTTP verb ${verb}`);
+  const { routePath, variables } = parseTemplate(template, method.input, where);
+  const body =
+    rule.body === ""
+      ? { kind: "none" as const }
+      : rule.body === "*"
+        ? { kind: "all" as const }
+        : {
+            kind: "field" as const,
+            field: topField(method.input, rule.body, where),
+          };
+  const responseField =
+    rule.responseBody === "" ? undefined : topField(method.output, rule.responseBody, where);
+  return { method, verb: verb as HttpVerb, template, routePath, variables, body, responseField };
+}
+
+function topField(message: DescMessage, name: string, where: string): DescField {
+  const field = message.fields.find((f) => f.name === name);
+  if (field === undefined) throw new Error(`${where}: ${message.typeName} has no field "${name}"`);
+  return field;
+}
+
+const VARIABLE = /^\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}$/;
+
+/** Turns `/a/{b.c}/d` into the Fastify path `/a/:p0/d`; only whole-segment `{field.path}` variables. */
+function parseTemplate(template: string, input: DescMessage, where: string) {
+  if (!template.startsWith("/")) throw new Error(`${where}: path "${template}" must start with "/"`);
+  const variables: PathVariable[] = [];
+  const segments = template
+    .slice(1)
+    .split("/")
+    .map((segment) => {
+      const match = VARIABLE.exec(segment);
+      if (match?.[1] !== undefined) {
+        const fields = resolveFieldPath(input, match[1].split("."), false);
+        const last = fields?.at(-1);
+        if (fields === undefined || last === undefined || !isSingularLeaf(last)) {
+          throw new Error(`${where}: "${segment}" must name a singular scalar field`);
+        }
+        const param = `p${variables.length}`;
+        variables.push({ param, fields });
+        return `:${param}`;
+      }
+      if (/[{}*]/.test(segment)) throw new Error(`${where}: unsupported path segment "${segment}"`);
+      return segment.replaceAll(":", "::");
+    });
+  return { routePath: `/${segments.join("/")}`, variables };
+}
+
+function isSingularLeaf(field: DescField): boolean {
+  return (
+    field.fieldKind === "scalar" ||
+    field.fieldKind === "enum" ||
+    (field.fieldKind === "message" && isStringLike(field.message))
+  );
+}
+
+/** Well-known messages whose JSON form is a single string or scalar, so a URL can carry them. */
+function isStringLike(message: DescMessage): boolean {
+  return (
+    isWrapperDesc(message) ||
+    ["google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.FieldMask"].includes(
+      message.typeName,
+    )
+  );
+}
+
+/** Follows `a.b.c` through singular message fields, by proto name (and JSON name if `jsonNames`). */
+function resolveFieldPath(
+  message: DescMessage,
+  names: string[],
+  jsonNames: boolean,
+): DescField[] | undefined {
+  const fields: DescField[] = [];
+  let current: DescMessage | undefined = message;
+  for (const name of names) {
+    const field: DescField | undefined = current?.fields.find(
+      (f) => f.name === name || (jsonNames && f.jsonName === name),
+    );
+    if (field === undefined) return undefined;
+    fields.push(field);
+    current = field.fieldKind === "message" && !isStringLike(field.message) ? field.message : undefined;
+  }
+  return fields;
+}
+
+/** The raw parts of an HTTP request that map onto the request message. */
+export interface HttpRequestParts {
+  params: Record<string, string | undefined>;
+  query: Record<string, string | string[] | undefined>;
+  /** The parsed JSON body, `undefined` when there is none. */
+  body: unknown;
+}
+
+/**
+ * Builds the request message of `binding` from path parameters, query and body. Every problem (an
+ * invalid path segment, an unknown query parameter, each bad body field) is collected and thrown as
+ * one `invalid_request`. Query parameters are named by proto or JSON field name (`page_size`,
+ * `pageSize`, dotted for nested fields) and coerced by field type; unknown ones are rejected like
+ * unknown body fields.
+ */
+export function decodeHttpRequest(binding: HttpBinding, parts: HttpRequestParts): MessageShape<DescMessage> {
+  const violations: FieldViolation[] = [];
+  const { leaves, bound } = urlLeaves(binding, parts, violations);
+  const fromUrl: JsonObject = {};
+  for (const leaf of leaves) setPath(fromUrl, leaf.fields, leaf.value);
+  violations.push(...validateJson(binding.method.input, fromUrl));
+  const json = bodyJson(binding, parts.body, bound, violations);
+  if (violations.length > 0) throw invalidRequest(violations);
+  for (const leaf of leaves) setPath(json, leaf.fields, leaf.value);
+  return decodeJson(binding.method.input, json);
+}
+
+/** A value from the URL (path or query) for the field at the end of `fields`. */
+interface UrlLeaf {
+  fields: DescField[];
+  value: JsonValue;
+}
+
+/** The typed values of the path variables and query parameters, and the top fields the path binds. */
+function urlLeaves(binding: HttpBinding, parts: HttpRequestParts, violations: FieldViolation[]) {
+  const leaves: UrlLeaf[] = [];
+  const bound = new Set<DescField>();
+  for (const variable of binding.variables) {
+    const raw = parts.params[variable.param] ?? "";
+    bound.add(variable.fields[0] as DescField);
+    const value = coerce(variable.fields, raw, violations);
+    if (value !== undefined) leaves.push({ fields: variable.fields, value });
+  }
+  for (const [key, raw] of Object.entries(parts.query)) {
+    if (raw === undefined) continue;
+    const fields =
+      binding.body.kind === "all" ? undefined : resolveFieldPath(binding.method.input, key.split("."), true);
+    const top = fields?.[0];
+    if (fields === undefined || top === undefined || !isQueryLeaf(fields)) {
+      violations.push({ field: key, description: "unknown query parameter" });
+    } else if (bound.has(top) || (binding.body.kind === "field" && binding.body.field === top)) {
+      violations.push({ field: key, description: "is set by the URL path or body, not the query" });
+    } else {
+      const value = coerce(fields, raw, violations, key);
+      if (value !== undefined) leaves.push({ fields, value });
+    }
+  }
+  return { leaves, bound };
+}
+
+/**
+ * The request JSON the body contributes: the whole request (`body: "*"`), one field (`body:
+ * "receipt"`, with violations named relative to the body) or nothing. Body problems are collected.
+ */
+function bodyJson(
+  binding: HttpBinding,
+  body: unknown,
+  bound: Set<DescField>,
+  violations: FieldViolation[],
+): JsonObject {
+  const input = binding.method.input;
+  if (binding.body.kind === "all") {
+    const whole = body ?? {};
+    violations.push(...validateJson(input, whole));
+    if (!isObject(whole)) return {};
+    for (const field of bound) {
+      if (Object.hasOwn(whole, field.jsonName) || Object.hasOwn(whole, field.name)) {
+        violations.push({
+          field: field.jsonName,
+          description: "is set by the URL path; leave it out of the body",
+        });
+      }
+    }
+    return { ...(whole as JsonObject) };
+  }
+  if (binding.body.kind === "field") {
+    const field = binding.body.field;
+    const value = body ?? (field.fieldKind === "message" ? {} : undefined);
+    if (field.fieldKind === "message" && !isStringLike(field.message)) {
+      violations.push(...validateJson(field.message, value));
+    } else {
+      violations.push(...validateJson(input, { [field.jsonName]: value }));
+    }
+    return value === undefined ? {} : { [field.jsonName]: value as JsonValue };
+  }
+  return {};
+}
+
+/** Renders the response of `binding` as the `data` of the REST envelope. */
+export function encodeHttpResponse(binding: HttpBinding, message: MessageShape<DescMessage>): JsonValue {
+  const json = messageToJson(binding.method.output, message);
+  if (binding.responseField === undefined) return json;
+  return (isObject(json) ? json[binding.responseField.jsonName] : undefined) ?? null;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isQueryLeaf(fields: DescField[]): boolean {
+  const last = fields.at(-1);
+  if (last === undefined) return false;
+  if (last.fieldKind === "list") return last.listKind !== "message";
+  return isSingularLeaf(last);
+}
+
+function setPath(target: JsonObject, fields: DescField[], value: JsonValue): void {
+  let node = target;
+  fields.forEach((field, i) => {
+    if (i === fields.length - 1) {
+      node[field.jsonName] = value;
+      return;
+    }
+    const next = node[field.jsonName];
+    const child: JsonObject = isObject(next) ? (next as JsonObject) : {};
+    node[field.jsonName] = child;
+    node = child;
+  });
+}
+
+/**
+ * Converts URL text to the JSON value of the field at the end of `fields`: numbers and booleans are
+ * parsed, everything else stays a string for the JSON checks. Returns undefined after recording a
+ * violation.
+ */
+function coerce(
+  fields: DescField[],
+  raw: string | string[],
+  violations: FieldViolation[],
+  name = fields.map((f) => f.jsonName).join("."),
+): JsonValue | undefined {
+  const field = fields.at(-1) as DescField;
+  const values = Array.isArray(raw) ? raw : [raw];
+  if (field.fieldKind === "list") {
+    const type = field.listKind === "scalar" ? field.scalar : ScalarType.STRING;
+    const items = values.map((v) => coerceScalar(type, v));
+    if (items.some((item) => item === undefined)) return invalid(violations, name, type);
+    return items as JsonValue[];
+  }
+  if (values.length !== 1) {
+    violations.push({ field: name, description: "must be given once" });
+    return undefined;
+  }
+  const text = values[0] as string;
+  let type = ScalarType.STRING;
+  if (field.fieldKind === "scalar") type = field.scalar;
+  else if (field.fieldKind === "message" && isWrapperDesc(field.message))
+    type = field.message.fields[0].scalar;
+  const value = coerceScalar(type, text);
+  return value === undefined ? invalid(violations, name, type) : value;
+}
+
+function invalid(violations: FieldViolation[], name: string, type: ScalarType): undefined {
+  const what = type === ScalarType.BOOL ? "true or false" : isInteger(type) ? "an integer" : "a number";
+  violations.push({ field: name, description: `must be ${what}` });
+  return undefined;
+}
+
+function isInteger(type: ScalarType): boolean {
+  return (
+    is64BitInteger(type) ||
+    [
+      ScalarType.INT32,
+      ScalarType.UINT32,
+      ScalarType.SINT32,
+      ScalarType.FIXED32,
+      ScalarType.SFIXED32,
+    ].includes(type)
+  );
+}
+
+function coerceScalar(type: ScalarType, text: string): JsonValue | undefined {
+  if (type === ScalarType.BOOL) return text === "true" ? true : text === "false" ? false : undefined;
+  if (isInteger(type)) return /^-?\d{1,16}$/.test(text) ? Number(text) : undefined;
+  if (type === ScalarType.DOUBLE || type === ScalarType.FLOAT) {
+    const n = Number(text);
+    return text.trim() !== "" && Number.isFinite(n) ? n : undefined;
+  }
+  return text;
+}

@@ -1,0 +1,46 @@
+import { randomUUID } from "node:crypto";
+import type { JsonValue } from "@bufbuild/protobuf";
+import { ConnectError } from "@connectrpc/connect";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { toRestError } from "../rpc/error-mapping.js";
+
+/**
+ * The REST envelope of spec section 3 on the wire: `{"success":true,"data":...}` and
+ * `{"success":false,"error":{...}}`, and the request id every HTTP response carries.
+ */
+
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The request id of an HTTP request: the caller's `X-Request-Id` when it is a sane token (letters,
+ * digits, `._:-`, at most 128 characters), otherwise a new UUID. Used as Fastify's `genReqId`; it also
+ * writes the id back into the request headers so the RPC interceptors see (and echo) the same id.
+ */
+export function assignRequestId(raw: { headers: Record<string, string | string[] | undefined> }): string {
+  const given = raw.headers["x-request-id"];
+  const id = typeof given === "string" && SANE_REQUEST_ID.test(given) ? given : randomUUID();
+  raw.headers["x-request-id"] = id;
+  return id;
+}
+
+/** Sends a 200 success envelope around `data`. */
+export function sendSuccess(reply: FastifyReply, data: JsonValue): FastifyReply {
+  return reply.code(200).type("application/json; charset=utf-8").send({ success: true, data });
+}
+
+/**
+ * Sends the error envelope for anything thrown on the REST surface, through the one error mapping
+ * (`toRestError`). A 5xx that did not come out of an RPC (whose interceptor already logged it) is
+ * logged here with its cause; the client only ever sees the generic message.
+ */
+export function sendError(request: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
+  const rest = toRestError(err, request.id);
+  if (rest.status >= 500 && !(err instanceof ConnectError)) {
+    request.log.error({ err, code: rest.body.error.code }, "request failed");
+  }
+  return reply
+    .code(rest.status)
+    .headers(rest.headers)
+    .type("application/json; charset=utf-8")
+    .send(rest.body);
+}

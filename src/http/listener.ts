@@ -1,0 +1,174 @@
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer as createHttp2Server, type Http2ServerRequest, type Http2Session } from "node:http2";
+import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
+
+/**
+ * One TCP port for HTTP/1.1 and cleartext HTTP/2 (h2c, "prior knowledge" as gRPC clients use it).
+ *
+ * Node's cleartext HTTP/2 server cannot fall back to HTTP/1.1 and Node has no h2c Upgrade, so a
+ * `net.Server` reads the first bytes of each connection, compares them with the 24-byte HTTP/2 client
+ * preface and hands the socket (bytes put back) to an `http2` or an `http` server that never listens
+ * itself. Both call the same request handler (Fastify's), which serves both through the compatibility
+ * API.
+ */
+
+/** The HTTP/2 connection preface every HTTP/2 client sends first (RFC 9113, section 3.4). */
+const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+
+/** A request handler as Fastify's `serverFactory` hands it over. */
+export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** Timeouts of a {@link DualProtocolListener}, all in milliseconds. */
+export interface ListenerOptions {
+  /** How long a new connection may take to send its first bytes before it is closed. Default 5 000. */
+  sniffTimeoutMs?: number;
+  /** HTTP/1.1: time to receive a request's complete headers (slow-loris bound). Default 10 000. */
+  headersTimeoutMs?: number;
+  /** HTTP/1.1: time to receive a complete request, body included. Default 30 000. */
+  requestTimeoutMs?: number;
+  /** HTTP/1.1: how long an idle keep-alive connection is kept open. Default 5 000. */
+  keepAliveTimeoutMs?: number;
+  /** HTTP/1.1: how often the two request timeouts above are checked. Default 1 000. */
+  timeoutCheckIntervalMs?: number;
+  /**
+   * HTTP/2: how long a session may be idle before it is closed with a GOAWAY. gRPC clients reconnect
+   * transparently; a client that sends the preface and then nothing is let go. Default 72 000 (Fastify's).
+   */
+  http2IdleTimeoutMs?: number;
+}
+
+/** The one-port listener: the `net.Server` to give Fastify, plus a graceful drain. */
+export interface DualProtocolListener {
+  /** The server that listens; returned from Fastify's `serverFactory`. */
+  readonly server: NetServer;
+  /**
+   * Stops accepting connections, lets requests in flight finish and closes every connection: HTTP/2
+   * sessions get a GOAWAY, idle HTTP/1.1 keep-alive sockets are closed at once and busy ones after
+   * their response. Whatever is still open after `graceMs` milliseconds is destroyed.
+   */
+  drain(graceMs: number): Promise<void>;
+}
+
+/** Creates the one-port HTTP/1.1 + h2c listener that feeds every request to `handler`. */
+export function createDualProtocolListener(
+  handler: RequestHandler,
+  options: ListenerOptions = {},
+): DualProtocolListener {
+  const sniffTimeoutMs = options.sniffTimeoutMs ?? 5_000;
+  const sockets = new Set<Socket>();
+  const sniffing = new Set<Socket>();
+  const sessions = new Set<Http2Session>();
+  const responses = new Set<ServerResponse>();
+  let draining = false;
+  let drained: (() => void) | undefined;
+
+  const h1 = createHttpServer({
+    headersTimeout: options.headersTimeoutMs ?? 10_000,
+    requestTimeout: options.requestTimeoutMs ?? 30_000,
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? 5_000,
+    connectionsCheckingInterval: options.timeoutCheckIntervalMs ?? 1_000,
+  });
+  // Registered before the handler so that a response started during a drain says "Connection: close".
+  h1.on("request", (_req: IncomingMessage, res: ServerResponse) => {
+    responses.add(res);
+    if (draining) res.setHeader("connection", "close");
+    res.once("close", () => {
+      responses.delete(res);
+      if (draining) setImmediate(() => h1.closeIdleConnections());
+    });
+  });
+  h1.on("request", handler);
+
+  // Fastify serves HTTP/2 through Node's compatibility API, which mirrors the HTTP/1.1 objects.
+  const h2 = createHttp2Server({}, handler as unknown as (req: Http2ServerRequest) => void);
+  const http2IdleTimeoutMs = options.http2IdleTimeoutMs ?? 72_000;
+  h2.on("session", (session: Http2Session) => {
+    sessions.add(session);
+    session.setTimeout(http2IdleTimeoutMs, () => session.close());
+    session.once("close", () => sessions.delete(session));
+    if (draining) session.close();
+  });
+
+  const server = createNetServer({ noDelay: true }, (socket) => {
+    sockets.add(socket);
+    socket.once("close", () => {
+      sockets.delete(socket);
+      if (sockets.size === 0) drained?.();
+    });
+    if (draining) {
+      socket.destroy();
+      return;
+    }
+    sniffing.add(socket);
+    sniff(socket, sniffTimeoutMs, (isHttp2) => {
+      sniffing.delete(socket);
+      if (isHttp2) {
+        h2.emit("connection", socket);
+      } else {
+        h1.emit("connection", socket);
+        // The HTTP/1.1 parser reads straight from the socket's handle; the bytes put back reach it
+        // only once the stream flows again. (The HTTP/2 session drains the put-back bytes itself.)
+        socket.resume();
+      }
+    });
+  });
+  // An http.Server only tracks its connections (for closeIdleConnections and the header/request
+  // timeouts) once it has seen "listening"; it never listens itself, so it is told when we do.
+  server.on("listening", () => h1.emit("listening"));
+
+  async function drain(graceMs: number): Promise<void> {
+    draining = true;
+    if (server.listening) server.close();
+    for (const socket of sniffing) socket.destroy();
+    for (const session of sessions) session.close();
+    for (const res of responses) if (!res.headersSent) res.setHeader("connection", "close");
+    h1.closeIdleConnections();
+    if (sockets.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, graceMs);
+        timer.unref();
+        drained = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    for (const session of sessions) session.destroy();
+    for (const socket of sockets) socket.destroy();
+    // Stops the timeout checks of the HTTP/1.1 server; it has no connections of its own to wait for.
+    h1.close();
+  }
+
+  return { server, drain };
+}
+
+/**
+ * Reads the first bytes of `socket` until they either match the whole HTTP/2 preface or stop
+ * matching it, then puts them back and calls `done`. A socket silent for `timeoutMs` is destroyed.
+ */
+function sniff(socket: Socket, timeoutMs: number, done: (isHttp2: boolean) => void): void {
+  let head: Buffer = Buffer.alloc(0);
+  const timer = setTimeout(() => socket.destroy(), timeoutMs);
+  const onError = (): void => {
+    socket.destroy();
+  };
+  const cleanup = (): void => {
+    clearTimeout(timer);
+    socket.off("data", onData);
+    socket.off("error", onError);
+    socket.off("close", cleanup);
+  };
+  const onData = (chunk: Buffer): void => {
+    head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
+    const n = Math.min(head.length, HTTP2_PREFACE.length);
+    const matches = head.subarray(0, n).equals(HTTP2_PREFACE.subarray(0, n));
+    if (matches && head.length < HTTP2_PREFACE.length) return;
+    cleanup();
+    socket.pause();
+    socket.unshift(head);
+    done(matches);
+  };
+  socket.on("data", onData);
+  socket.on("error", onError);
+  socket.once("close", cleanup);
+}

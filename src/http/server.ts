@@ -1,0 +1,210 @@
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { DescService } from "@bufbuild/protobuf";
+import {
+  type ConnectRouter,
+  type ContextValues,
+  createContextValues,
+  type Interceptor,
+} from "@connectrpc/connect";
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyRequest,
+  LogController,
+} from "fastify";
+import type { Logger } from "pino";
+import { AppError, ERRORS, type ErrorCode } from "../errors.js";
+import { kObserved, type Metrics, registerMetricsRoute } from "../metrics.js";
+import { kRemoteAddress, kRequestId } from "../rpc/context.js";
+import type { HttpBinding } from "./bindings.js";
+import { assignRequestId, sendError, sendSuccess } from "./envelope.js";
+import { createDualProtocolListener, type DualProtocolListener, type ListenerOptions } from "./listener.js";
+import { kProtocol, type Protocol, protocolOf } from "./protocol.js";
+import { registerTranscoder } from "./transcoder.js";
+
+/** What {@link createHttpServer} needs. */
+export interface HttpServerOptions {
+  /** Registers the Connect service implementations (also the gRPC health service). */
+  routes: (router: ConnectRouter) => void;
+  /** The services whose `google.api.http` bindings are served as REST. */
+  services: readonly DescService[];
+  /** The one interceptor list, used as the same instances by every protocol (shared rate limits). */
+  interceptors: Interceptor[];
+  logger: Logger;
+  /** Largest request body in bytes, for REST JSON and RPC messages alike (spec: 1 MiB default). */
+  bodyLimitBytes: number;
+  /** When given, `GET /metrics` is served and requests that never reach an RPC are counted too. */
+  metrics?: Metrics;
+  /** When given, `GET /readyz` answers 200 while it resolves true and 503 otherwise. */
+  ready?: () => Promise<boolean>;
+  /** Adds plain routes (e.g. the OpenAPI document) before the server starts. */
+  addRoutes?: (app: FastifyInstance) => void | Promise<void>;
+  /** How long `close()` lets in-flight calls finish before closing connections, in ms. Default 10 000. */
+  shutdownGraceMs?: number;
+  /** Connection timeouts of the one-port listener. */
+  listener?: ListenerOptions;
+}
+
+/** The service's one HTTP server: REST, gRPC, gRPC-Web and Connect on one port. */
+export interface HttpServer {
+  readonly app: FastifyInstance;
+  /** The REST endpoints served, read from the protos. */
+  readonly bindings: HttpBinding[];
+  /** Starts listening (port 0 picks a free port) and returns the bound address. */
+  listen(port: number, host?: string): Promise<AddressInfo>;
+  /** Stops accepting, lets in-flight calls finish (bounded by `shutdownGraceMs`), then closes. */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the HTTP server: one Fastify app on a one-port HTTP/1.1 + h2c listener, the Connect plugin
+ * (gRPC, gRPC-Web, Connect) and the REST transcoder sharing one router definition and one interceptor
+ * list, `/healthz`, `/readyz`, `/metrics`, and the REST error envelope for every failure that happens
+ * before a handler (unknown path 404, body too large 413, wrong Content-Type 415, malformed JSON 400).
+ */
+export async function createHttpServer(options: HttpServerOptions): Promise<HttpServer> {
+  let listener: DualProtocolListener | undefined;
+  // Typed as Fastify's base logger so the app keeps the default instance type plugins expect.
+  const logger: FastifyBaseLogger = options.logger;
+  const app = Fastify({
+    loggerInstance: logger,
+    // Request lines come from the RPC interceptors and from the onResponse hook below.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: "requestId" }),
+    bodyLimit: options.bodyLimitBytes,
+    genReqId: assignRequestId,
+    // Requests arriving on open connections during a drain are served; the drain closes those connections.
+    return503OnClosing: false,
+    serverFactory: (handler) => {
+      listener = createDualProtocolListener(handler, options.listener);
+      return listener.server as unknown as Server;
+    },
+    frameworkErrors: (_error, request, reply) => {
+      sendError(request, reply, new AppError("invalid_request", "The request URL is malformed."));
+    },
+  });
+
+  const contexts = new WeakMap<FastifyRequest, ContextValues>();
+  const contextFor = (request: FastifyRequest, protocol: Protocol): ContextValues => {
+    let values = contexts.get(request);
+    if (values === undefined) {
+      values = createContextValues();
+      values.set(kRemoteAddress, clientAddress(request));
+      values.set(kProtocol, protocol);
+      contexts.set(request, values);
+    }
+    return values;
+  };
+
+  app.addHook("onRequest", async (request, reply) => {
+    reply.header("x-request-id", request.id);
+  });
+  app.setErrorHandler((error: FastifyError, request, reply) =>
+    sendError(request, reply, fromFastifyError(error, options)),
+  );
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split("?")[0]?.slice(0, 200) ?? "";
+    return sendError(request, reply, new AppError("not_found", `No endpoint ${request.method} ${path}.`));
+  });
+  // Bodies of unknown paths are not read, so an odd Content-Type still gets 404 rather than 415.
+  app.addContentTypeParser("*", (_request, _payload, done) => done(null, undefined));
+
+  await app.register(fastifyConnectPlugin, {
+    routes: options.routes,
+    interceptors: options.interceptors,
+    grpc: true,
+    grpcWeb: true,
+    connect: true,
+    readMaxBytes: options.bodyLimitBytes,
+    contextValues: (request) => contextFor(request, protocolOf(request.headers["content-type"])),
+  });
+  const bindings = await registerTranscoder(app, {
+    routes: options.routes,
+    services: options.services,
+    interceptors: options.interceptors,
+    contextValues: (request) => contextFor(request, "rest"),
+    bodyLimitBytes: options.bodyLimitBytes,
+  });
+
+  app.get("/healthz", async (_request, reply) => sendSuccess(reply, { status: "ok" }));
+  const ready = options.ready;
+  if (ready !== undefined) {
+    app.get("/readyz", async (request, reply) => {
+      const ok = await ready().catch(() => false);
+      if (ok) return sendSuccess(reply, { status: "ready" });
+      return sendError(request, reply, new AppError("service_unavailable", "The service is not ready."));
+    });
+  }
+  const metrics = options.metrics;
+  if (metrics !== undefined) registerMetricsRoute(app, metrics);
+  await options.addRoutes?.(app);
+
+  // One log line (and one metric) for each request that never reached an RPC, whose interceptors
+  // do both for the others: unknown paths, rejected bodies, health and metrics routes.
+  app.addHook("onResponse", async (request, reply) => {
+    const values = contexts.get(request);
+    if (values !== undefined && (values.get(kObserved) || values.get(kRequestId) !== "")) return;
+    const status = reply.raw.statusCode;
+    const rpc = (request.routeOptions.config as { rpc?: string } | undefined)?.rpc;
+    const method = rpc ?? request.routeOptions.url ?? "unmatched";
+    metrics?.observe(
+      { protocol: values?.get(kProtocol) ?? (rpc ? "rest" : "http"), method, code: codeForStatus(status) },
+      reply.elapsedTime / 1000,
+    );
+    const line = { route: method, status, latencyMs: Math.round(reply.elapsedTime * 100) / 100 };
+    if (status >= 400) request.log.info(line, "request");
+    else request.log.debug(line, "request");
+  });
+
+  const graceMs = options.shutdownGraceMs ?? 10_000;
+  app.addHook("preClose", async () => {
+    await listener?.drain(graceMs);
+  });
+  await app.ready();
+
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    bindings,
+    async listen(port, host = "0.0.0.0") {
+      await app.listen({ port, host });
+      return app.server.address() as AddressInfo;
+    },
+    close() {
+      closing ??= app.close();
+      return closing;
+    },
+  };
+}
+
+/** The caller's IP address, without the `::ffff:` prefix of IPv4 clients on a dual-stack socket. */
+function clientAddress(request: FastifyRequest): string {
+  const address = request.ip ?? "";
+  return address.startsWith("::ffff:") ? address.slice(7) : address;
+}
+
+/** Turns Fastify's own failures (body parsing, limits) into domain errors for the envelope. */
+function fromFastifyError(error: FastifyError, options: HttpServerOptions): unknown {
+  if (error instanceof AppError) return error;
+  switch (error.code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new AppError("payload_too_large", `The body is larger than ${options.bodyLimitBytes} bytes.`);
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return new AppError("unsupported_media_type", "The Content-Type must be application/json.");
+    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
+      return new AppError("invalid_request", "The Content-Length does not match the body.");
+  }
+  const status = error.statusCode ?? 500;
+  if (status >= 500) return error;
+  const code = codeForStatus(status);
+  return new AppError(code === "ok" ? "invalid_request" : code, "The request is invalid.");
+}
+
+/** The error code for an HTTP status, for requests that failed before an RPC; `ok` below 400. */
+function codeForStatus(status: number): ErrorCode | "ok" {
+  if (status < 400) return "ok";
+  const code = (Object.keys(ERRORS) as ErrorCode[]).find((c) => ERRORS[c].http === status);
+  return code ?? (status >= 500 ? "internal_server_error" : "invalid_request");
+}

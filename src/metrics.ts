@@ -1,0 +1,95 @@
+import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import type { FastifyInstance } from "fastify";
+import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
+import { kProtocol } from "./http/protocol.js";
+import { errorCodeOf } from "./rpc/error-mapping.js";
+
+/** Labels of one observed request: wire protocol, RPC or route, and `ok` or the string error code. */
+export interface RequestLabels {
+  /** `rest`, `grpc`, `grpc-web`, `connect`, or `http` for plain routes and failures before an RPC. */
+  protocol: string;
+  /** `receipts.v1.OnboardingService/Register`, or a route template such as `/healthz`. */
+  method: string;
+  /** `ok`, or the error code of the registry (`invalid_request`, ...). */
+  code: string;
+}
+
+/** The service's Prometheus metrics, on their own registry (never prom-client's global one). */
+export interface Metrics {
+  readonly registry: Registry;
+  /** Counts one request and records its latency in seconds. */
+  observe(labels: RequestLabels, seconds: number): void;
+}
+
+/** Latency buckets in seconds: from cheap reads to an RSA key generation under load. */
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/**
+ * Creates the metrics: default process metrics (CPU, memory, event loop, GC),
+ * `http_requests_total{protocol,method,code}` and `http_request_duration_seconds{protocol,method}`.
+ * `defaultMetrics: false` leaves the process metrics out (tests that build many servers).
+ */
+export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
+  const registry = new Registry();
+  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+  const requests = new Counter({
+    name: "http_requests_total",
+    help: "Requests served, by wire protocol, RPC method (or route) and result code.",
+    labelNames: ["protocol", "method", "code"] as const,
+    registers: [registry],
+  });
+  const latency = new Histogram({
+    name: "http_request_duration_seconds",
+    help: "Time from receiving a request to its response, in seconds.",
+    labelNames: ["protocol", "method"] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  return {
+    registry,
+    observe(labels, seconds) {
+      requests.inc(labels);
+      latency.observe({ protocol: labels.protocol, method: labels.method }, seconds);
+    },
+  };
+}
+
+/**
+ * Set by {@link metricsInterceptor} once it has observed a call, so the HTTP server does not count the
+ * same request a second time at the HTTP level.
+ */
+export const kObserved = createContextKey(false, {
+  description: "request counted by the metrics interceptor",
+});
+
+/**
+ * A Connect interceptor that observes every RPC, whatever its protocol: REST (through the transcoder),
+ * gRPC, gRPC-Web and Connect. The code label is read from the mapped error, so place it outside the
+ * error interceptor. Streaming calls are observed when their response starts.
+ */
+export function metricsInterceptor(metrics: Metrics): Interceptor {
+  return (next) => async (req) => {
+    const started = performance.now();
+    const labels = {
+      protocol: req.contextValues.get(kProtocol) ?? "in-memory",
+      method: `${req.service.typeName}/${req.method.name}`,
+    };
+    req.contextValues.set(kObserved, true);
+    try {
+      const res = await next(req);
+      metrics.observe({ ...labels, code: "ok" }, (performance.now() - started) / 1000);
+      return res;
+    } catch (err) {
+      metrics.observe({ ...labels, code: errorCodeOf(err) }, (performance.now() - started) / 1000);
+      throw err;
+    }
+  };
+}
+
+/** Registers `GET path` (default `/metrics`) serving the registry in the Prometheus text format. */
+export function registerMetricsRoute(app: FastifyInstance, metrics: Metrics, path = "/metrics"): void {
+  app.get(path, async (_request, reply) => {
+    const body = await metrics.registry.metrics();
+    return reply.type(metrics.registry.contentType).send(body);
+  });
+}

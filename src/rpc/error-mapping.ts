@@ -1,0 +1,180 @@
+import { randomUUID } from "node:crypto";
+import { ConnectError, type Interceptor, type StreamResponse } from "@connectrpc/connect";
+import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { AppError, ERRORS, type ErrorCode, type FieldViolation, isErrorCode } from "../errors.js";
+import { kLogger, kRequestId } from "./context.js";
+
+/**
+ * The one place that turns errors into what each surface sends: gRPC, gRPC-Web and Connect get a
+ * `ConnectError` (status from the registry, `google.rpc.ErrorInfo` + `google.rpc.BadRequest` details,
+ * `x-request-id` and `retry-after` metadata); REST gets the `{success:false, error}` envelope derived
+ * from that same `ConnectError`, so the two can never disagree.
+ */
+
+/** The `domain` of every `google.rpc.ErrorInfo` the service sends. */
+export const ERROR_DOMAIN = "receipts.v1";
+
+/** The message sent for every error that is not a domain error; the cause is only logged. */
+const INTERNAL_MESSAGE = "Internal server error.";
+
+/** Response headers that belong to a wire protocol and must not be copied to another surface. */
+const PROTOCOL_HEADERS = new Set([
+  "connection",
+  "content-encoding",
+  "content-length",
+  "content-type",
+  "keep-alive",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "accept-encoding",
+]);
+
+/** Whether a header belongs to the transport (`content-type`, `grpc-*`, `connect-*`, ...), not the call. */
+export function isProtocolHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return (
+    PROTOCOL_HEADERS.has(lower) ||
+    lower.startsWith(":") ||
+    lower.startsWith("grpc-") ||
+    lower.startsWith("connect-")
+  );
+}
+
+/** The `google.rpc.ErrorInfo` reason of an error this service produced, if it carries one. */
+function ourReason(err: ConnectError): ErrorCode | undefined {
+  for (const info of err.findDetails(ErrorInfoSchema)) {
+    if (info.domain === ERROR_DOMAIN && isErrorCode(info.reason)) return info.reason;
+  }
+  return undefined;
+}
+
+/** The string error code of any thrown value: its own for domain errors, `internal_server_error` otherwise. */
+export function errorCodeOf(err: unknown): ErrorCode {
+  if (err instanceof AppError) return err.code;
+  if (err instanceof ConnectError) return ourReason(err) ?? "internal_server_error";
+  return "internal_server_error";
+}
+
+/**
+ * Maps anything thrown by a handler or interceptor to the `ConnectError` every RPC protocol sends.
+ * An `AppError` keeps its code and message; a `ConnectError` that already carries our ErrorInfo is
+ * kept (with `x-request-id` added); anything else becomes `internal_server_error` with a generic
+ * message, so no stack, driver message or secret reaches a client. The original is kept as `cause`
+ * for logging only.
+ */
+export function toConnectError(err: unknown, requestId: string): ConnectError {
+  if (err instanceof ConnectError && ourReason(err) !== undefined) {
+    if (!err.metadata.has("x-request-id")) err.metadata.set("x-request-id", requestId);
+    return err;
+  }
+  const app = err instanceof AppError ? err : undefined;
+  const code: ErrorCode = app?.code ?? "internal_server_error";
+  const metadata = new Headers(app?.headers);
+  metadata.set("x-request-id", requestId);
+  if (app?.retryAfterSeconds !== undefined) {
+    metadata.set("retry-after", String(Math.max(0, Math.ceil(app.retryAfterSeconds))));
+  }
+  const details: ConstructorParameters<typeof ConnectError>[3] = [
+    { desc: ErrorInfoSchema, value: { reason: code, domain: ERROR_DOMAIN } },
+  ];
+  if (app !== undefined && app.violations.length > 0) {
+    details.push({
+      desc: BadRequestSchema,
+      value: { fieldViolations: app.violations.map((v) => ({ field: v.field, description: v.description })) },
+    });
+  }
+  return new ConnectError(app?.message ?? INTERNAL_MESSAGE, ERRORS[code].grpc, metadata, details, err);
+}
+
+/** The REST error envelope of section 3 of the spec, with the HTTP status and headers to send. */
+export interface RestError {
+  status: number;
+  body: {
+    success: false;
+    error: { code: ErrorCode; message: string; details: string; timestamp: string; request_id: string };
+  };
+  /** Headers to send with the error (rate limits, `retry-after`, `x-request-id`, ...). */
+  headers: Record<string, string>;
+}
+
+/**
+ * Maps anything thrown on the REST surface to its envelope. It goes through {@link toConnectError}
+ * first and reads the code back from the ErrorInfo reason, so REST and RPC answers always agree.
+ * `details` lists the field violations as `field: problem; field2: problem` ("" when none).
+ * `requestId` is used when the error does not carry an `x-request-id` already.
+ */
+export function toRestError(
+  err: unknown,
+  requestId: string = randomUUID(),
+  now: Date = new Date(),
+): RestError {
+  const connectError = toConnectError(err, requestId);
+  const code = ourReason(connectError) ?? "internal_server_error";
+  const violations: FieldViolation[] = connectError
+    .findDetails(BadRequestSchema)
+    .flatMap((b) => b.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
+  const headers: Record<string, string> = {};
+  connectError.metadata.forEach((value, name) => {
+    if (!isProtocolHeader(name)) headers[name] = value;
+  });
+  const id = connectError.metadata.get("x-request-id") ?? requestId;
+  headers["x-request-id"] = id;
+  return {
+    status: ERRORS[code].http,
+    body: {
+      success: false,
+      error: {
+        code,
+        message: connectError.rawMessage,
+        details: violations.map((v) => `${v.field}: ${v.description}`).join("; "),
+        timestamp: now.toISOString(),
+        request_id: id,
+      },
+    },
+    headers,
+  };
+}
+
+/**
+ * A Connect interceptor that maps every error of the calls under it with {@link toConnectError}, and
+ * logs the cause of every 5xx through the request logger (`kLogger`). Put it inside the interceptor
+ * that sets `kRequestId` and `kLogger`, so the error carries the request's id.
+ */
+export const errorInterceptor: Interceptor = (next) => async (req) => {
+  const map = (err: unknown): ConnectError => {
+    const requestId = req.contextValues.get(kRequestId) || randomUUID();
+    const mapped = toConnectError(err, requestId);
+    const code = errorCodeOf(mapped);
+    if (ERRORS[code].http >= 500) {
+      const cause = err instanceof ConnectError && err === mapped ? err.cause : err;
+      req.contextValues
+        .get(kLogger)
+        .error(
+          { err: cause, code, procedure: `${req.service.typeName}/${req.method.name}` },
+          "request failed",
+        );
+    }
+    return mapped;
+  };
+  try {
+    const res = await next(req);
+    return res.stream ? mapStreamErrors(res, map) : res;
+  } catch (err) {
+    throw map(err);
+  }
+};
+
+/** Wraps a streaming response so an error raised while streaming is mapped too. */
+function mapStreamErrors(res: StreamResponse, map: (err: unknown) => ConnectError): StreamResponse {
+  const source = res.message;
+  async function* mapped() {
+    try {
+      yield* source;
+    } catch (err) {
+      throw map(err);
+    }
+  }
+  return { ...res, message: mapped() };
+}

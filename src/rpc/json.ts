@@ -1,0 +1,396 @@
+import {
+  type DescEnum,
+  type DescField,
+  type DescMessage,
+  fromJson,
+  type JsonObject,
+  type JsonValue,
+  type MessageShape,
+  ScalarType,
+  toJson,
+} from "@bufbuild/protobuf";
+import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
+import { type FieldViolation, invalidRequest } from "../errors.js";
+
+/**
+ * JSON <-> protobuf messages for the REST surface, driven by the message descriptors only.
+ *
+ * Input is checked field by field before `fromJson` sees it, so one response names every problem
+ * (`items[2].unitPrice: must be an integer`) instead of the first one `fromJson` trips over, and so the
+ * REST rules of the spec (section 3) hold: unknown fields are rejected by name, 64-bit integers
+ * (money) are JSON integers and never strings. Output renders every field, implicit defaults
+ * included, with 64-bit integers as JSON numbers.
+ */
+
+/** How deeply messages (and Struct values) may nest in a request body. */
+export const MAX_JSON_DEPTH = 32;
+
+/** At most this many violations are reported for one request; the rest are summarised. */
+const MAX_VIOLATIONS = 100;
+
+/** Keys that are never fields: accepting them would invite prototype pollution further down. */
+const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
+
+const INT32_RANGE = { min: -2147483648, max: 2147483647 };
+const UINT32_RANGE = { min: 0, max: 4294967295 };
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))$/;
+const DURATION = /^-?\d{1,12}(\.\d{1,9})?s$/;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
+const BASE64URL = /^[A-Za-z0-9_-]*$/;
+
+/** Whether a scalar type is a 64-bit integer (rendered as a string by plain protobuf JSON). */
+export function is64BitInteger(type: ScalarType): boolean {
+  return (
+    type === ScalarType.INT64 ||
+    type === ScalarType.UINT64 ||
+    type === ScalarType.SINT64 ||
+    type === ScalarType.FIXED64 ||
+    type === ScalarType.SFIXED64
+  );
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isJsonObject(value: JsonValue): value is JsonObject {
+  return isPlainObject(value);
+}
+
+/** Field lookup by JSON name and proto name, per message; a Map so "constructor" never hits Object. */
+const fieldIndex = new WeakMap<DescMessage, Map<string, DescField>>();
+function fieldsByName(desc: DescMessage): Map<string, DescField> {
+  let index = fieldIndex.get(desc);
+  if (index === undefined) {
+    index = new Map();
+    for (const field of desc.fields) {
+      index.set(field.name, field);
+      index.set(field.jsonName, field);
+    }
+    fieldIndex.set(desc, index);
+  }
+  return index;
+}
+
+function join(path: string, name: string): string {
+  return path === "" ? name : `${path}.${name}`;
+}
+
+/** Walks a JSON value alongside a message descriptor and collects every problem. */
+class JsonChecker {
+  readonly violations: FieldViolation[] = [];
+  private dropped = 0;
+
+  constructor(private readonly maxDepth: number) {}
+
+  add(field: string, description: string): void {
+    if (this.violations.length < MAX_VIOLATIONS)
+      this.violations.push({ field: field || "body", description });
+    else this.dropped++;
+  }
+
+  finish(): FieldViolation[] {
+    if (this.dropped > 0)
+      this.violations.push({ field: "(more)", description: `${this.dropped} more problems` });
+    return this.violations;
+  }
+
+  message(desc: DescMessage, json: unknown, path: string, depth: number): void {
+    if (depth > this.maxDepth) {
+      this.add(path, `nesting is deeper than ${this.maxDepth} levels`);
+      return;
+    }
+    if (this.wellKnown(desc, json, path, depth)) return;
+    if (!isPlainObject(json)) {
+      this.add(path, "must be a JSON object");
+      return;
+    }
+    const index = fieldsByName(desc);
+    const seen = new Map<number, string>();
+    const oneofs = new Map<string, string>();
+    for (const [key, value] of Object.entries(json)) {
+      const field = FORBIDDEN_KEYS.has(key) ? undefined : index.get(key);
+      const at = join(path, key);
+      if (field === undefined) {
+        this.add(at, "unknown field");
+        continue;
+      }
+      const first = seen.get(field.number);
+      if (first !== undefined) {
+        this.add(at, `is the same field as ${first}; set it once`);
+        continue;
+      }
+      seen.set(field.number, key);
+      if (value === null) continue;
+      if (field.oneof !== undefined) {
+        const other = oneofs.get(field.oneof.name);
+        if (other !== undefined) this.add(at, `cannot be set together with ${other}`);
+        oneofs.set(field.oneof.name, key);
+      }
+      this.field(field, value, at, depth);
+    }
+  }
+
+  private field(field: DescField, value: unknown, path: string, depth: number): void {
+    switch (field.fieldKind) {
+      case "scalar":
+        this.scalar(field.scalar, value, path);
+        return;
+      case "enum":
+        this.enumValue(field.enum, value, path);
+        return;
+      case "message":
+        this.message(field.message, value, path, depth + 1);
+        return;
+      case "list":
+        if (!Array.isArray(value)) {
+          this.add(path, "must be a JSON array");
+          return;
+        }
+        value.forEach((item: unknown, i) => {
+          const at = `${path}[${i}]`;
+          if (item === null) this.add(at, "must not be null");
+          else if (field.listKind === "scalar") this.scalar(field.scalar, item, at);
+          else if (field.listKind === "enum") this.enumValue(field.enum, item, at);
+          else this.message(field.message, item, at, depth + 1);
+        });
+        return;
+      case "map":
+        if (!isPlainObject(value)) {
+          this.add(path, "must be a JSON object");
+          return;
+        }
+        for (const [key, item] of Object.entries(value)) {
+          const at = join(path, key);
+          if (FORBIDDEN_KEYS.has(key)) this.add(at, "is not an allowed key");
+          else if (!this.mapKeyValid(field.mapKey, key)) this.add(at, "is not a valid key");
+          else if (item === null) this.add(at, "must not be null");
+          else if (field.mapKind === "scalar") this.scalar(field.scalar, item, at);
+          else if (field.mapKind === "enum") this.enumValue(field.enum, item, at);
+          else this.message(field.message, item, at, depth + 1);
+        }
+        return;
+    }
+  }
+
+  private mapKeyValid(type: ScalarType, key: string): boolean {
+    if (type === ScalarType.STRING) return true;
+    if (type === ScalarType.BOOL) return key === "true" || key === "false";
+    return /^-?\d{1,20}$/.test(key) && this.integerProblem(type, Number(key)) === undefined;
+  }
+
+  scalar(type: ScalarType, value: unknown, path: string): void {
+    switch (type) {
+      case ScalarType.STRING:
+        if (typeof value !== "string") this.add(path, "must be a string");
+        return;
+      case ScalarType.BOOL:
+        if (typeof value !== "boolean") this.add(path, "must be true or false");
+        return;
+      case ScalarType.DOUBLE:
+      case ScalarType.FLOAT:
+        if (typeof value !== "number" || !Number.isFinite(value)) this.add(path, "must be a number");
+        return;
+      case ScalarType.BYTES:
+        if (typeof value !== "string" || !(BASE64.test(value) || BASE64URL.test(value))) {
+          this.add(path, "must be a base64 string");
+        }
+        return;
+      default: {
+        if (typeof value === "string") {
+          this.add(path, "must be a JSON integer, not a string");
+          return;
+        }
+        const problem = typeof value === "number" ? this.integerProblem(type, value) : "must be an integer";
+        if (problem !== undefined) this.add(path, problem);
+      }
+    }
+  }
+
+  /** What is wrong with `value` as an integer of `type`, if anything. */
+  private integerProblem(type: ScalarType, value: number): string | undefined {
+    if (!Number.isInteger(value)) return "must be an integer";
+    if (is64BitInteger(type)) {
+      if (!Number.isSafeInteger(value)) return `must be an integer between ±${Number.MAX_SAFE_INTEGER}`;
+      if (type === ScalarType.UINT64 || type === ScalarType.FIXED64) {
+        return value < 0 ? "must not be negative" : undefined;
+      }
+      return undefined;
+    }
+    const unsigned = type === ScalarType.UINT32 || type === ScalarType.FIXED32;
+    const range = unsigned ? UINT32_RANGE : INT32_RANGE;
+    if (value < range.min || value > range.max) return `must be an integer from ${range.min} to ${range.max}`;
+    return undefined;
+  }
+
+  private enumValue(desc: DescEnum, value: unknown, path: string): void {
+    const known =
+      typeof value === "string"
+        ? desc.values.some((v) => v.name === value)
+        : typeof value === "number" && desc.values.some((v) => v.number === value);
+    if (!known) {
+      const names = desc.values.slice(0, 10).map((v) => v.name);
+      this.add(path, `must be one of ${names.join(", ")}${desc.values.length > 10 ? ", ..." : ""}`);
+    }
+  }
+
+  /** Checks the well-known types that have their own JSON form; false when `desc` is not one. */
+  private wellKnown(desc: DescMessage, json: unknown, path: string, depth: number): boolean {
+    if (isWrapperDesc(desc)) {
+      this.scalar(desc.fields[0].scalar, json, path);
+      return true;
+    }
+    switch (desc.typeName) {
+      case "google.protobuf.Timestamp":
+        if (!isRfc3339(json)) this.add(path, "must be an RFC 3339 timestamp, e.g. 2026-01-31T12:00:00Z");
+        return true;
+      case "google.protobuf.Duration":
+        if (typeof json !== "string" || !DURATION.test(json))
+          this.add(path, 'must be a duration such as "1.5s"');
+        return true;
+      case "google.protobuf.FieldMask":
+        if (typeof json !== "string") this.add(path, "must be a string");
+        return true;
+      case "google.protobuf.Any":
+        this.add(path, "is not supported in JSON requests");
+        return true;
+      case "google.protobuf.Struct":
+      case "google.protobuf.ListValue":
+      case "google.protobuf.Value": {
+        const wantObject = desc.typeName === "google.protobuf.Struct";
+        const wantArray = desc.typeName === "google.protobuf.ListValue";
+        if (wantObject && !isPlainObject(json)) this.add(path, "must be a JSON object");
+        else if (wantArray && !Array.isArray(json)) this.add(path, "must be a JSON array");
+        else if (jsonDepth(json, this.maxDepth - depth) > this.maxDepth - depth) {
+          this.add(path, `nesting is deeper than ${this.maxDepth} levels`);
+        }
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+}
+
+/** Depth of a JSON value, counting stops once it exceeds `limit`. */
+function jsonDepth(value: unknown, limit: number): number {
+  if (typeof value !== "object" || value === null) return 0;
+  if (limit < 0) return 1;
+  let deepest = 0;
+  for (const item of Object.values(value)) {
+    deepest = Math.max(deepest, jsonDepth(item, limit - 1));
+    if (deepest > limit) break;
+  }
+  return deepest + 1;
+}
+
+/** Whether `value` is an RFC 3339 date-time string naming a real instant in years 0001-9999. */
+function isRfc3339(value: unknown): boolean {
+  if (typeof value !== "string") return false;
+  const m = RFC3339.exec(value);
+  if (m === null) return false;
+  const [year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0] = m.slice(1, 7).map(Number);
+  const date = new Date(Date.UTC(year, month - 1, day));
+  date.setUTCFullYear(year);
+  const offsetOk = m[9] === undefined || (Number(m[9]) < 24 && Number(m[10]) < 60);
+  return (
+    year >= 1 &&
+    date.getUTCMonth() === month - 1 &&
+    date.getUTCDate() === day &&
+    hour < 24 &&
+    minute < 60 &&
+    second < 60 &&
+    offsetOk
+  );
+}
+
+/**
+ * Checks a parsed JSON request against a message descriptor and returns every problem found, each
+ * named by its lowerCamelCase path (`items[2].unitPrice`), prefixed with `prefix` when given. An
+ * empty list means `fromJson` will accept the value. Nesting is bounded by `maxDepth`.
+ */
+export function validateJson(
+  schema: DescMessage,
+  json: unknown,
+  prefix = "",
+  maxDepth = MAX_JSON_DEPTH,
+): FieldViolation[] {
+  const checker = new JsonChecker(maxDepth);
+  if (!isPlainObject(json)) checker.add(prefix === "" ? "body" : prefix, "must be a JSON object");
+  else checker.message(schema, json, prefix, 0);
+  return checker.finish();
+}
+
+/**
+ * Converts a parsed JSON request to a message of `schema`. Every problem is collected first and
+ * thrown as one `invalid_request` naming each offending field; unknown fields are rejected.
+ */
+export function parseJsonBody<Desc extends DescMessage>(schema: Desc, json: unknown): MessageShape<Desc> {
+  const violations = validateJson(schema, json);
+  if (violations.length > 0) throw invalidRequest(violations);
+  return decodeJson(schema, json as JsonValue);
+}
+
+/** `fromJson` for a value that passed {@link validateJson}; any remaining failure is `invalid_request`. */
+export function decodeJson<Desc extends DescMessage>(schema: Desc, json: JsonValue): MessageShape<Desc> {
+  try {
+    return fromJson(schema, json, { ignoreUnknownFields: false });
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : "cannot be decoded";
+    throw invalidRequest([{ field: "body", description: reason }]);
+  }
+}
+
+/**
+ * Renders a message as REST JSON: lowerCamelCase names, implicit defaults included (`isEscrowed:
+ * false`, `releasedReceipts: 0`), unset optional fields absent, and 64-bit integers as JSON numbers
+ * (money is never a string, spec section 3). A 64-bit value beyond JavaScript's safe range stays a
+ * string rather than be silently rounded; the domain never produces one.
+ */
+export function messageToJson<Desc extends DescMessage>(
+  schema: Desc,
+  message: MessageShape<Desc>,
+): JsonValue {
+  const json = toJson(schema, message, { alwaysEmitImplicit: true });
+  return numbersFor64Bit(schema, json);
+}
+
+function toNumber(value: JsonValue): JsonValue {
+  if (typeof value !== "string") return value;
+  const n = Number(value);
+  return Number.isSafeInteger(n) ? n : value;
+}
+
+function numbersFor64Bit(desc: DescMessage, json: JsonValue): JsonValue {
+  if (isWrapperDesc(desc)) return is64BitInteger(desc.fields[0].scalar) ? toNumber(json) : json;
+  if (!isJsonObject(json) || desc.typeName.startsWith("google.protobuf.")) return json;
+  for (const field of desc.fields) {
+    const value = json[field.jsonName];
+    if (value === undefined || value === null) continue;
+    json[field.jsonName] = convertField(field, value);
+  }
+  return json;
+}
+
+function convertField(field: DescField, value: JsonValue): JsonValue {
+  switch (field.fieldKind) {
+    case "scalar":
+      return is64BitInteger(field.scalar) ? toNumber(value) : value;
+    case "message":
+      return numbersFor64Bit(field.message, value);
+    case "enum":
+      return value;
+    case "list":
+      if (!Array.isArray(value)) return value;
+      if (field.listKind === "scalar") return is64BitInteger(field.scalar) ? value.map(toNumber) : value;
+      if (field.listKind === "message") return value.map((item) => numbersFor64Bit(field.message, item));
+      return value;
+    case "map":
+      if (!isJsonObject(value)) return value;
+      for (const [key, item] of Object.entries(value)) {
+        if (field.mapKind === "scalar" && is64BitInteger(field.scalar)) value[key] = toNumber(item);
+        if (field.mapKind === "message") value[key] = numbersFor64Bit(field.message, item);
+      }
+      return value;
+  }
+}

@@ -1,0 +1,41 @@
+import type { DescMethod } from "@bufbuild/protobuf";
+import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
+import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
+import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
+import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import type { Role } from "../store/types.js";
+
+/**
+ * Which API key roles may call each RPC (section 1). A method not listed here is `public` (no key:
+ * health checks); a new RPC must be added here or it is not reachable with a key at all, which fails
+ * safe. `test/rpc/roles.test.ts` checks every method of the four services is listed.
+ */
+const ROLES = new Map<string, readonly Role[]>(
+  (
+    [
+      [OnboardingService.method.generateKeys, ["issuer"]],
+      [OnboardingService.method.register, ["issuer"]],
+      [KeysService.method.grantAccess, ["issuer"]],
+      [ReceiptsService.method.encryptReceipt, ["merchant"]],
+      [ReceiptsService.method.decryptReceipt, ["issuer"]],
+      [ReceiptsService.method.listReceipts, ["issuer"]],
+      [ReceiptsService.method.getTransactionReceipt, ["merchant"]],
+      [PaymentsService.method.createPayment, ["merchant"]],
+      [PaymentsService.method.decryptPayment, ["issuer"]],
+    ] as const
+  ).map(([method, roles]) => [methodKey(method), roles]),
+);
+
+function methodKey(method: DescMethod): string {
+  return `${method.parent.typeName}/${method.name}`;
+}
+
+/** The services whose methods need an API key. */
+export const API_SERVICES = [OnboardingService, KeysService, ReceiptsService, PaymentsService] as const;
+
+/** The roles allowed to call `method`, `"public"` for key-exempt methods, or `[]` for unknown ones. */
+export function rolesFor(method: DescMethod): readonly Role[] | "public" {
+  const roles = ROLES.get(methodKey(method));
+  if (roles) return roles;
+  return API_SERVICES.some((s) => s.typeName === method.parent.typeName) ? [] : "public";
+}
