@@ -4,7 +4,8 @@ import { connect as connectTcp } from "node:net";
 import { Metadata } from "@grpc/grpc-js";
 import { afterEach, describe, expect, it } from "vitest";
 import { type GrantAccessResponse, KeysService } from "../../gen/receipts/v1/keys_pb.js";
-import { gate, grpcClient, grpcUnary, startTestServer, type TestServer } from "./support.js";
+import { grpcClient, grpcUnary } from "../support/grpc.js";
+import { gate, startTestServer, type TestServer } from "./support.js";
 
 /** Resolves with the time (ms) until the server closes a raw TCP connection that sends `bytes`. */
 function timeUntilClosed(port: number, bytes?: string): Promise<{ ms: number; received: string }> {

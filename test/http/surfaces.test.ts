@@ -14,7 +14,8 @@ import {
 import { type GrantAccessResponse, KeysService } from "../../gen/receipts/v1/keys_pb.js";
 import { OnboardingService, type RegisterResponse } from "../../gen/receipts/v1/onboarding_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
-import { grpcClient, grpcUnary, http2Request, startTestServer, type TestServer } from "./support.js";
+import { grpcClient, grpcUnary } from "../support/grpc.js";
+import { http2Request, startTestServer, type TestServer } from "./support.js";
 
 describe("one port, four protocols, one interceptor chain", () => {
   let t: TestServer;
