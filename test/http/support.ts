@@ -1,16 +1,7 @@
 import { connect as connectHttp2 } from "node:http2";
-import type { DescMessage, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter, Interceptor, ServiceImpl } from "@connectrpc/connect";
-import {
-  credentials,
-  type Client as GrpcClient,
-  type Metadata,
-  makeGenericClientConstructor,
-  type ServiceDefinition,
-  type ServiceError,
-} from "@grpc/grpc-js";
 import { pino } from "pino";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
