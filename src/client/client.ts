@@ -1,0 +1,251 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import {
+  Code,
+  type CallOptions as ConnectCallOptions,
+  ConnectError,
+  createClient,
+  type Transport,
+} from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { type GrantAccessResponse, KeysService } from "../../gen/receipts/v1/keys_pb.js";
+import {
+  type GenerateKeysResponse,
+  OnboardingService,
+  type RegisterResponse,
+} from "../../gen/receipts/v1/onboarding_pb.js";
+import { type CreatePaymentResponse, PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
+import type { EncryptedReceipt, Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { type ListReceiptsResponse, ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import { toApiError } from "./errors.js";
+import { type RetryOptions, realSleep, retryPolicyOf, type Sleep, withRetry } from "./retry.js";
+
+/** A payment gateway of SPEC section 7. */
+export type Gateway = "gateway_a" | "gateway_b";
+
+/** A receipt to encrypt or pay with: the generated `Receipt` init shape (money as `bigint`). */
+export type ReceiptInput = MessageInitShape<typeof ReceiptSchema>;
+
+/** Per-call options of every client method. */
+export interface CallOptions {
+  /** Aborts the call, including any wait between attempts. */
+  signal?: AbortSignal;
+}
+
+/** Per-call options of the creates (`createPayment`, `encryptReceipt`). */
+export interface CreateOptions extends CallOptions {
+  /** The `Idempotency-Key` of this logical call; by default a fresh one from the client's generator. */
+  idempotencyKey?: string;
+}
+
+/** Options of `listReceipts`; `pageSize` defaults to 50 on the server, at most 200. */
+export interface ListReceiptsOptions extends CallOptions {
+  pageSize?: number;
+  /** The `nextPageToken` of the previous page; empty or unset for the first page. */
+  pageToken?: string;
+}
+
+/** Options of {@link createReceiptsClient}. */
+export interface ReceiptsClientOptions {
+  /** The service's base URL, e.g. `http://localhost:8080`. */
+  baseUrl: string;
+  /** The API key (`rk_<env>_...`), sent as `x-api-key` on every call. */
+  apiKey: string;
+  /**
+   * The protocol: `connect` (Connect over HTTP/1.1, the default) or `grpc` (gRPC over cleartext
+   * HTTP/2). The service serves both on the same port.
+   */
+  transport?: "connect" | "grpc";
+  /** Attempts and delays; the defaults are the rules of SPEC section 13 (3 attempts, 1 s, 2 s). */
+  retry?: RetryOptions;
+  /** Waits between attempts; inject a fake in tests. Default: a timer. */
+  sleep?: Sleep;
+  /** Generates `Idempotency-Key` values for creates. Default: `crypto.randomUUID()`. */
+  idempotencyKey?: () => string;
+  /** Deadline of each attempt, in milliseconds; a timed-out attempt is retried. 0 disables. Default 30 000. */
+  timeoutMs?: number;
+  /** A ready-made transport used instead of the one `baseUrl` and `transport` describe (tests). */
+  transportOverride?: Transport;
+}
+
+/** Default deadline of one attempt, in milliseconds: generous for key generation on a busy server. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/**
+ * A typed client of the receipt service for both roles (issuer and merchant). Every method retries
+ * transient failures by the rules of SPEC section 13 and throws a `ReceiptsApiError` when it gives up.
+ */
+export interface ReceiptsClient {
+  /** Issuer: generates an RSA-2048 key pair; the private key is returned once and never kept. */
+  generateKeys(options?: CallOptions): Promise<GenerateKeysResponse>;
+  /** Issuer: registers a cardholder's public key under the hashed PAN (rotates an existing key). */
+  register(
+    request: { hashedPan: string; publicKey: string; keyId: string },
+    options?: CallOptions,
+  ): Promise<RegisterResponse>;
+  /** Issuer: a 2-3 minute decrypt grant for a user's key, after the user consented on the device. */
+  grantAccess(
+    request: { userId: string; keyId: string },
+    options?: CallOptions,
+  ): Promise<GrantAccessResponse>;
+  /**
+   * Merchant: seals a receipt to its recipient (or escrow) and stores it. Sends an `Idempotency-Key`;
+   * the receipt's unique `(merchantId, receiptId)` is what keeps a retry from storing it twice (a
+   * retry after a lost response gets `conflict`).
+   */
+  encryptReceipt(receipt: ReceiptInput, options?: CreateOptions): Promise<EncryptedReceipt>;
+  /**
+   * Merchant: charges through a gateway and stores the payment with its sealed receipt. Every
+   * attempt of one call sends the same `Idempotency-Key`, so a retry never pays twice.
+   */
+  createPayment(
+    gateway: Gateway,
+    receipt: ReceiptInput,
+    options?: CreateOptions,
+  ): Promise<CreatePaymentResponse>;
+  /**
+   * Issuer: decrypts a payment's receipt on the server. The private key crosses the network; prefer
+   * `openReceipt` on the device where possible.
+   */
+  decryptPayment(
+    request: { paymentId: string; tokenId: string; privateKey: string },
+    options?: CallOptions,
+  ): Promise<Receipt>;
+  /** Issuer: decrypts a stored receipt on the server; `merchantId` when two merchants used the receiptId. */
+  decryptReceipt(
+    request: { receiptId: string; tokenId: string; privateKey: string; merchantId?: string },
+    options?: CallOptions,
+  ): Promise<Receipt>;
+  /** Issuer: one page of a user's sealed receipts, newest first. */
+  listReceipts(userId: string, options?: ListReceiptsOptions): Promise<ListReceiptsResponse>;
+  /** Issuer: every sealed receipt of a user, newest first, fetching page after page as it is iterated. */
+  listAllReceipts(
+    userId: string,
+    options?: Omit<ListReceiptsOptions, "pageToken">,
+  ): AsyncGenerator<EncryptedReceipt, void, undefined>;
+  /** Merchant: its own sealed receipt of a transaction; `merchantId` when the transactionId is ambiguous. */
+  getTransactionReceipt(
+    transactionId: string,
+    merchantId?: string,
+    options?: CallOptions,
+  ): Promise<EncryptedReceipt>;
+}
+
+/**
+ * Creates a {@link ReceiptsClient}. Throws `RangeError` / `TypeError` for invalid options, so that a
+ * misconfiguration fails at start-up rather than on the first call.
+ */
+export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsClient {
+  if (options.apiKey === "") throw new TypeError("apiKey must not be empty");
+  const policy = retryPolicyOf(options.retry);
+  const sleep = options.sleep ?? realSleep;
+  const newIdempotencyKey = options.idempotencyKey ?? (() => globalThis.crypto.randomUUID());
+  const timeoutMs = timeoutOf(options.timeoutMs);
+  const transport = withHeader(transportOf(options), "x-api-key", options.apiKey);
+
+  const onboarding = createClient(OnboardingService, transport);
+  const keys = createClient(KeysService, transport);
+  const receipts = createClient(ReceiptsService, transport);
+  const payments = createClient(PaymentsService, transport);
+
+  /** One logical call: every attempt gets the same headers (so the same idempotency key). */
+  const call = <T>(
+    options: CallOptions | undefined,
+    attempt: (callOptions: ConnectCallOptions) => Promise<T>,
+    headers: Record<string, string> = {},
+  ): Promise<T> => {
+    const callOptions: ConnectCallOptions = { headers };
+    if (timeoutMs !== undefined) callOptions.timeoutMs = timeoutMs;
+    if (options?.signal !== undefined) callOptions.signal = options.signal;
+    return withRetry(() => attempt(callOptions), policy, sleep, options?.signal);
+  };
+  const idempotencyHeader = (options: CreateOptions | undefined) => ({
+    "idempotency-key": options?.idempotencyKey ?? newIdempotencyKey(),
+  });
+
+  const listReceipts = (userId: string, options: ListReceiptsOptions = {}) =>
+    call(options, (o) =>
+      receipts.listReceipts(
+        { userId, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" },
+        o,
+      ),
+    );
+
+  return {
+    generateKeys: (options) => call(options, (o) => onboarding.generateKeys({}, o)),
+    register: (request, options) => call(options, (o) => onboarding.register(request, o)),
+    grantAccess: (request, options) => call(options, (o) => keys.grantAccess(request, o)),
+    encryptReceipt: (receipt, options) =>
+      call(
+        options,
+        async (o) => present((await receipts.encryptReceipt({ receipt }, o)).receipt),
+        idempotencyHeader(options),
+      ),
+    createPayment: (gateway, receipt, options) =>
+      call(options, (o) => payments.createPayment({ gateway, receipt }, o), idempotencyHeader(options)),
+    decryptPayment: (request, options) =>
+      call(options, async (o) => present((await payments.decryptPayment(request, o)).receipt)),
+    decryptReceipt: (request, options) =>
+      call(options, async (o) => present((await receipts.decryptReceipt(request, o)).receipt)),
+    listReceipts,
+    async *listAllReceipts(userId, options = {}) {
+      let pageToken = "";
+      do {
+        const page = await listReceipts(userId, { ...options, pageToken });
+        yield* page.receipts;
+        if (page.nextPageToken !== "" && page.nextPageToken === pageToken) {
+          const loop = new ConnectError("The server returned the same page token twice.", Code.DataLoss);
+          throw toApiError(loop, 1, false);
+        }
+        pageToken = page.nextPageToken;
+      } while (pageToken !== "");
+    },
+    getTransactionReceipt: (transactionId, merchantId = "", options) =>
+      call(options, async (o) =>
+        present((await receipts.getTransactionReceipt({ transactionId, merchantId }, o)).receipt),
+      ),
+  };
+}
+
+function transportOf(options: ReceiptsClientOptions): Transport {
+  if (options.transportOverride !== undefined) return options.transportOverride;
+  const protocol = options.transport ?? "connect";
+  if (protocol === "grpc") return createGrpcTransport({ baseUrl: options.baseUrl });
+  if (protocol === "connect") return createConnectTransport({ baseUrl: options.baseUrl, httpVersion: "1.1" });
+  throw new RangeError(`transport must be "connect" or "grpc", not ${JSON.stringify(protocol)}`);
+}
+
+function timeoutOf(timeoutMs: number | undefined): number | undefined {
+  if (timeoutMs === undefined) return DEFAULT_TIMEOUT_MS;
+  if (!Number.isFinite(timeoutMs) || timeoutMs < 0) {
+    throw new RangeError("timeoutMs must be a non-negative number of milliseconds");
+  }
+  return timeoutMs === 0 ? undefined : timeoutMs;
+}
+
+/**
+ * The client's interceptor: wraps any transport (a real one or a test's) so that every request, each
+ * retry included, carries the header. `createClient` takes no interceptors of its own, and the
+ * transports take theirs only when built, which `transportOverride` is not.
+ */
+function withHeader(transport: Transport, name: string, value: string): Transport {
+  const add = (init: ConstructorParameters<typeof Headers>[0]): Headers => {
+    const header = new Headers(init);
+    header.set(name, value);
+    return header;
+  };
+  return {
+    unary: (method, signal, timeoutMs, header, input, contextValues) =>
+      transport.unary(method, signal, timeoutMs, add(header), input, contextValues),
+    stream: (method, signal, timeoutMs, header, input, contextValues) =>
+      transport.stream(method, signal, timeoutMs, add(header), input, contextValues),
+  };
+}
+
+/**
+ * The message of a response that must carry one. Its absence is a broken server, not a transient
+ * failure: `DataLoss`, which is never retried.
+ */
+function present<T>(value: T | undefined): T {
+  if (value === undefined) throw new ConnectError("The response has no receipt.", Code.DataLoss);
+  return value;
+}

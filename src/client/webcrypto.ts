@@ -1,0 +1,356 @@
+import { fromBase64, toBase64 } from "./base64.js";
+
+/**
+ * The sealed-receipt envelope of SPEC section 5 with WebCrypto only (`globalThis.crypto.subtle`), so
+ * that an issuer app opens receipts on the device (the private key never crosses the network) and a
+ * merchant can seal on its side, in Node, a browser or React Native alike. No `node:` module and no
+ * `Buffer` here. The format:
+ *
+ * - a fresh 256-bit AES key per receipt, wrapped with RSA-OAEP, SHA-256 for the hash and for MGF1;
+ * - AES-256-GCM with a 96-bit IV and a 128-bit tag (`authTag`, kept apart from `ciphertext`);
+ * - additional authenticated data: UTF-8 of `version "\n" receiptId "\n" merchantId "\n" transactionId`;
+ * - plaintext: UTF-8 JSON of the receipt fields without `recipientHashedPan`, `mockItems`, `cardNonce`.
+ */
+
+/** Bytes as the API carries them: base64 text (the JSON surface) or raw bytes (generated messages). */
+export type EnvelopeBytes = string | Uint8Array;
+
+/**
+ * A sealed receipt: the JSON of an `EncryptedReceipt` (base64 strings, as the REST surface and
+ * `toJson` give it) or the generated message itself (`Uint8Array` fields). Extra fields are ignored.
+ */
+export interface ReceiptEnvelope {
+  version: string;
+  receiptId: string;
+  merchantId: string;
+  transactionId: string;
+  keyBundle?: { encryptedAesKey: EnvelopeBytes; keyId?: string; algorithm?: string } | undefined;
+  ciphertext: EnvelopeBytes;
+  iv: EnvelopeBytes;
+  authTag: EnvelopeBytes;
+}
+
+/** An envelope made by {@link sealReceipt}: the JSON shape of `EncryptedReceipt`, bytes in base64. */
+export interface SealedEnvelope {
+  version: string;
+  receiptId: string;
+  merchantId: string;
+  transactionId: string;
+  keyId: string;
+  keyBundle: { encryptedAesKey: string; keyId: string; algorithm: typeof KEY_WRAP_ALGORITHM };
+  ciphertext: string;
+  iv: string;
+  authTag: string;
+}
+
+/** A tax on a line item; `rate` a fraction (0.19), `amount` in the smallest currency unit. */
+export interface ReceiptTaxJson {
+  name: string;
+  rate: number;
+  amount: number;
+}
+
+/** A line item; prices in the smallest currency unit. */
+export interface ReceiptLineItemJson {
+  lineItemId: string;
+  name: string;
+  quantity: number;
+  unitPrice: number;
+  totalPrice: number;
+  category?: string;
+  taxes?: ReceiptTaxJson[];
+}
+
+/**
+ * A receipt in its JSON form (SPEC section 6): lowerCamelCase names, money as JSON integers in the
+ * smallest currency unit, `transactionDate` as RFC 3339. The input-only fields are accepted by
+ * {@link sealReceipt} and left out of the sealed plaintext.
+ */
+export interface ReceiptJson {
+  /** Receipt format version; {@link sealReceipt} uses "1.0" when unset. */
+  version?: string;
+  receiptId: string;
+  merchantId: string;
+  merchantName: string;
+  transactionId: string;
+  transactionDate: string;
+  currency: string;
+  merchantStreet?: string;
+  merchantCity?: string;
+  merchantState?: string;
+  merchantPostalCode?: string;
+  merchantCountry?: string;
+  merchantTaxId?: string;
+  merchantContactEmail?: string;
+  transactionTimezone?: string;
+  paymentMethod?: string;
+  cardLast4?: string;
+  cardBrand?: string;
+  subtotal?: number;
+  taxAmount?: number;
+  totalAmount?: number;
+  items?: ReceiptLineItemJson[];
+  amount?: number;
+  /** Input only, never sealed. */
+  recipientHashedPan?: string;
+  /** Input only, never sealed. */
+  mockItems?: boolean;
+  /** Input only, never sealed. */
+  cardNonce?: string;
+}
+
+/** The identity a sealed receipt is bound to, and the keyId to record; each defaults from the receipt. */
+export interface SealIdentity {
+  version?: string;
+  receiptId?: string;
+  merchantId?: string;
+  transactionId?: string;
+  /** The id of the recipient's key, recorded in the envelope. Default "". */
+  keyId?: string;
+}
+
+/** JOSE name of the key wrapping, `keyBundle.algorithm`. */
+export const KEY_WRAP_ALGORITHM = "RSA-OAEP-256";
+
+/** Why an envelope could not be opened or made. */
+export type EnvelopeErrorCode = "invalid_key" | "invalid_envelope" | "invalid_receipt" | "integrity_failure";
+
+/**
+ * A failure of {@link openReceipt} or {@link sealReceipt}. `integrity_failure` covers a wrong key and a
+ * tampered or mis-bound envelope alike: WebCrypto cannot tell them apart, and neither should a caller.
+ */
+export class EnvelopeError extends Error {
+  readonly code: EnvelopeErrorCode;
+
+  constructor(code: EnvelopeErrorCode, message: string, options?: { cause: unknown }) {
+    super(message, options);
+    this.name = "EnvelopeError";
+    this.code = code;
+  }
+}
+
+type Subtle = typeof globalThis.crypto.subtle;
+/** WebCrypto's `CryptoKey`, named without depending on the DOM or Node type libraries. */
+export type WebCryptoKey = Awaited<ReturnType<Subtle["importKey"]>>;
+
+const INPUT_ONLY_FIELDS = ["recipientHashedPan", "mockItems", "cardNonce"] as const;
+const IDENTITY_FIELDS = ["receiptId", "merchantId", "transactionId"] as const;
+const RSA_OAEP = { name: "RSA-OAEP", hash: "SHA-256" } as const;
+const AES_KEY_BYTES = 32;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+const MIN_RSA_BITS = 2048;
+
+/**
+ * Opens a sealed receipt with the recipient's private key and returns the receipt's JSON. The key is
+ * base64 DER PKCS#8 (what generate-keys returns), a PKCS#8 PEM, or a `CryptoKey` already imported
+ * for RSA-OAEP with SHA-256 (e.g. a non-extractable key kept in IndexedDB). Throws
+ * {@link EnvelopeError}; the plaintext's own identity fields must match the envelope's.
+ */
+export async function openReceipt(
+  envelope: ReceiptEnvelope,
+  privateKey: string | WebCryptoKey,
+): Promise<ReceiptJson> {
+  const subtle = subtleCrypto();
+  const key = typeof privateKey === "string" ? await importRsaKey(privateKey, "private") : privateKey;
+  if (envelope.keyBundle === undefined) throw new EnvelopeError("invalid_envelope", "keyBundle is missing");
+  const { algorithm } = envelope.keyBundle;
+  if (algorithm !== undefined && algorithm !== "" && algorithm !== KEY_WRAP_ALGORITHM) {
+    throw new EnvelopeError("invalid_envelope", `keyBundle.algorithm must be ${KEY_WRAP_ALGORITHM}`);
+  }
+  const wrapped = bytesOf(envelope.keyBundle.encryptedAesKey, "keyBundle.encryptedAesKey");
+  const iv = bytesOf(envelope.iv, "iv", IV_BYTES);
+  const authTag = bytesOf(envelope.authTag, "authTag", TAG_BYTES);
+  const ciphertext = bytesOf(envelope.ciphertext, "ciphertext");
+  const additionalData = aadOf(envelope);
+
+  const rawKey = new Uint8Array(await integrity(() => subtle.decrypt(RSA_OAEP, key, wrapped)));
+  let plaintext: ArrayBuffer;
+  try {
+    if (rawKey.length !== AES_KEY_BYTES) throw integrityError("the unwrapped key is not 256 bits");
+    const aesKey = await subtle.importKey("raw", rawKey, { name: "AES-GCM" }, false, ["decrypt"]);
+    const sealed = new Uint8Array(ciphertext.length + TAG_BYTES);
+    sealed.set(ciphertext);
+    sealed.set(authTag, ciphertext.length);
+    plaintext = await integrity(() =>
+      subtle.decrypt({ name: "AES-GCM", iv, additionalData, tagLength: TAG_BYTES * 8 }, aesKey, sealed),
+    );
+  } finally {
+    rawKey.fill(0);
+  }
+  return receiptOf(plaintext, envelope);
+}
+
+/**
+ * Seals a receipt to an RSA public key (base64 DER SPKI, as register takes it, or a `PUBLIC KEY`
+ * PEM), in the format the service produces and {@link openReceipt} opens. The AAD is the receipt's
+ * version (default "1.0"), receiptId, merchantId and transactionId; `identity` may supply or pin them
+ * (a value that disagrees with the receipt's is refused) and names the recipient's `keyId`. Each call
+ * draws a new AES key and IV.
+ */
+export async function sealReceipt(
+  receipt: ReceiptJson,
+  publicKey: string | WebCryptoKey,
+  identity: SealIdentity = {},
+): Promise<SealedEnvelope> {
+  const subtle = subtleCrypto();
+  const key = typeof publicKey === "string" ? await importRsaKey(publicKey, "public") : publicKey;
+  const plain = sealedFieldsOf(receipt, identity);
+  const id = {
+    version: String(plain.version),
+    receiptId: String(plain.receiptId),
+    merchantId: String(plain.merchantId),
+    transactionId: String(plain.transactionId),
+  };
+  const plaintext = new TextEncoder().encode(JSON.stringify(plain));
+  const rawKey = globalThis.crypto.getRandomValues(new Uint8Array(AES_KEY_BYTES));
+  try {
+    const aesKey = await subtle.importKey("raw", rawKey, { name: "AES-GCM" }, false, ["encrypt"]);
+    const iv = globalThis.crypto.getRandomValues(new Uint8Array(IV_BYTES));
+    const sealed = new Uint8Array(
+      await subtle.encrypt(
+        { name: "AES-GCM", iv, additionalData: aadOf(id), tagLength: TAG_BYTES * 8 },
+        aesKey,
+        plaintext,
+      ),
+    );
+    const encryptedAesKey = new Uint8Array(await subtle.encrypt(RSA_OAEP, key, rawKey));
+    const keyId = identity.keyId ?? "";
+    return {
+      ...id,
+      keyId,
+      keyBundle: { encryptedAesKey: toBase64(encryptedAesKey), keyId, algorithm: KEY_WRAP_ALGORITHM },
+      ciphertext: toBase64(sealed.subarray(0, sealed.length - TAG_BYTES)),
+      iv: toBase64(iv),
+      authTag: toBase64(sealed.subarray(sealed.length - TAG_BYTES)),
+    };
+  } finally {
+    rawKey.fill(0);
+  }
+}
+
+/**
+ * Imports an RSA key for RSA-OAEP with SHA-256: base64 DER (PKCS#8 for `private`, SPKI for `public`)
+ * or the matching PEM. PKCS#1 PEM (`RSA PRIVATE KEY`) is refused: WebCrypto cannot import it.
+ * Keys under 2048 bits are refused, as the service refuses them.
+ */
+export async function importRsaKey(text: string, kind: "private" | "public"): Promise<WebCryptoKey> {
+  const format = kind === "private" ? "pkcs8" : "spki";
+  const label = kind === "private" ? "PRIVATE KEY" : "PUBLIC KEY";
+  const pem = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----/.exec(text);
+  if (pem !== null && pem[1] !== label) {
+    throw new EnvelopeError(
+      "invalid_key",
+      `a ${pem[1]} PEM is not accepted; WebCrypto imports ${label} (${format})`,
+    );
+  }
+  const der = fromBase64((pem === null ? text : (pem[2] ?? "")).replace(/\s+/g, ""));
+  if (der === undefined || der.length === 0) {
+    throw new EnvelopeError("invalid_key", `the ${kind} key must be base64 DER ${format} or PEM`);
+  }
+  let key: WebCryptoKey;
+  try {
+    key = await subtleCrypto().importKey(format, der, RSA_OAEP, false, [
+      kind === "private" ? "decrypt" : "encrypt",
+    ]);
+  } catch (cause) {
+    throw new EnvelopeError("invalid_key", `the ${kind} key is not an RSA ${format} key`, { cause });
+  }
+  const { modulusLength } = key.algorithm as { modulusLength?: number };
+  if (modulusLength === undefined || modulusLength < MIN_RSA_BITS) {
+    throw new EnvelopeError("invalid_key", `the ${kind} key must be RSA of at least ${MIN_RSA_BITS} bits`);
+  }
+  return key;
+}
+
+function subtleCrypto(): Subtle {
+  const subtle = globalThis.crypto?.subtle as Subtle | undefined;
+  if (subtle === undefined) throw new Error("WebCrypto (globalThis.crypto.subtle) is not available here");
+  return subtle;
+}
+
+/** The additional authenticated data of SPEC section 5; a line break in a part would make it ambiguous. */
+function aadOf(id: Pick<ReceiptEnvelope, "version" | "receiptId" | "merchantId" | "transactionId">) {
+  const parts = [id.version, id.receiptId, id.merchantId, id.transactionId];
+  if (parts.some((part) => typeof part !== "string" || part.includes("\n"))) {
+    throw new EnvelopeError(
+      "invalid_envelope",
+      "version, receiptId, merchantId and transactionId must be strings without line breaks",
+    );
+  }
+  return new TextEncoder().encode(parts.join("\n"));
+}
+
+/** The bytes of an envelope field, copied (so WebCrypto gets a plain ArrayBuffer), length-checked. */
+function bytesOf(value: EnvelopeBytes, field: string, length?: number): Uint8Array<ArrayBuffer> {
+  const bytes = typeof value === "string" ? fromBase64(value) : new Uint8Array(value);
+  if (bytes === undefined) throw new EnvelopeError("invalid_envelope", `${field} is not base64`);
+  if (length !== undefined && bytes.length !== length) {
+    throw new EnvelopeError("invalid_envelope", `${field} must be ${length} bytes`);
+  }
+  return bytes;
+}
+
+function integrityError(detail: string, cause?: unknown): EnvelopeError {
+  return new EnvelopeError(
+    "integrity_failure",
+    `the sealed receipt failed its integrity check (wrong key, or tampered with): ${detail}`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+/** Runs a WebCrypto decryption, turning its failure (an opaque `OperationError`) into an integrity failure. */
+async function integrity(decrypt: () => Promise<ArrayBuffer>): Promise<ArrayBuffer> {
+  try {
+    return await decrypt();
+  } catch (cause) {
+    throw integrityError("decryption failed", cause);
+  }
+}
+
+/** Parses a plaintext and checks that it describes the receipt the envelope is bound to. */
+function receiptOf(plaintext: ArrayBuffer, envelope: ReceiptEnvelope): ReceiptJson {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(plaintext));
+  } catch (cause) {
+    throw integrityError("the plaintext is not UTF-8 JSON", cause);
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw integrityError("the plaintext is not a JSON object");
+  }
+  const fields = parsed as Record<string, unknown>;
+  for (const field of ["version", ...IDENTITY_FIELDS] as const) {
+    if (field in fields && fields[field] !== envelope[field]) {
+      throw integrityError(`the plaintext's ${field} differs from the envelope's`);
+    }
+  }
+  return parsed as ReceiptJson;
+}
+
+/** The sealed plaintext object: the receipt without input-only fields, version first, identity filled in. */
+function sealedFieldsOf(receipt: ReceiptJson, identity: SealIdentity): Record<string, unknown> {
+  const { version: ownVersion, ...rest } = receipt as ReceiptJson & Record<string, unknown>;
+  for (const field of INPUT_ONLY_FIELDS) delete rest[field];
+  const version = pick("version", identity.version, ownVersion) ?? "1.0";
+  const plain: Record<string, unknown> = { version, ...rest };
+  for (const field of IDENTITY_FIELDS) {
+    const value = pick(field, identity[field], receipt[field]);
+    if (value === undefined || value === "") {
+      throw new EnvelopeError("invalid_receipt", `${field} is required`);
+    }
+    plain[field] = value;
+  }
+  return plain;
+}
+
+/** The value of an identity field given by the caller and/or the receipt; the two must agree. */
+function pick(field: string, given: string | undefined, own: unknown): string | undefined {
+  if (own !== undefined && typeof own !== "string") {
+    throw new EnvelopeError("invalid_receipt", `${field} must be a string`);
+  }
+  if (given !== undefined && own !== undefined && given !== own) {
+    throw new EnvelopeError("invalid_receipt", `identity.${field} differs from the receipt's ${field}`);
+  }
+  return given ?? own;
+}

@@ -1,0 +1,232 @@
+import { generateKeyPairSync } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { create, toJson } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { beforeAll, describe, expect, it } from "vitest";
+import { EncryptedReceiptSchema, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { EnvelopeError, importRsaKey, openReceipt, sealReceipt } from "../../src/client/webcrypto.js";
+import { openSealedReceipt, receiptAad, sealReceipt as serviceSeal } from "../../src/crypto/envelope.js";
+import {
+  generateRsaKeyPair,
+  parsePrivateKey,
+  parsePublicKey,
+  type RsaKeyPair,
+} from "../../src/crypto/keys.js";
+import { sealedPlaintextOf, validateReceipt } from "../../src/domain/receipt-rules.js";
+import { plaintextOf, receiptFromPlaintext } from "../../src/domain/sealing.js";
+import { encryptedReceiptOf } from "../../src/rpc/convert.js";
+import { rejectionOf } from "./support.js";
+
+/**
+ * SPEC sections 5 and 13: the client's WebCrypto envelope and the service's Node one are the same
+ * format, both ways, down to the plaintext bytes.
+ */
+
+const NOW = new Date("2026-01-01T12:00:00Z");
+
+/** A receipt through the service's own validation: what the service would seal for it. */
+const valid = validateReceipt(
+  create(ReceiptSchema, {
+    version: "1.0",
+    receiptId: "rcpt-0001",
+    merchantId: "merchant_42",
+    merchantName: "Bäckerei Müller – Filiale 3",
+    transactionId: "txn:2026:0001",
+    transactionDate: timestampFromDate(new Date("2025-12-31T10:00:00Z")),
+    currency: "EUR",
+    recipientHashedPan: "ab".repeat(32),
+    merchantCity: "Berlin",
+    cardLast4: "4242",
+    subtotal: 700n,
+    taxAmount: 133n,
+    totalAmount: 833n,
+    items: [
+      {
+        lineItemId: "li-1",
+        name: "Brezel 🥨",
+        quantity: 2n,
+        unitPrice: 350n,
+        totalPrice: 700n,
+        taxes: [{ name: "VAT", rate: 0.19, amount: 133n }],
+      },
+    ],
+    mockItems: false,
+    amount: 833n,
+    cardNonce: "cnon:card-nonce-ok",
+  }),
+  { mode: "payment", now: NOW },
+);
+
+let pair: RsaKeyPair;
+let other: RsaKeyPair;
+
+beforeAll(async () => {
+  [pair, other] = await Promise.all([generateRsaKeyPair(), generateRsaKeyPair()]);
+});
+
+/** Seals `valid` the way the service does and returns the API's `EncryptedReceipt` message. */
+function sealedByService() {
+  const sealed = serviceSeal(plaintextOf(valid), receiptAad(valid), parsePublicKey(pair.publicKey).key);
+  return encryptedReceiptOf({
+    id: "rcp_1",
+    receiptId: valid.receiptId,
+    merchantId: valid.merchantId,
+    transactionId: valid.transactionId,
+    version: valid.version,
+    merchantTenantId: "ten_m",
+    panHash: "hmac",
+    keyBundle: { keyId: "key-1", encryptedAesKey: sealed.encryptedAesKey.toString("base64") },
+    ciphertext: sealed.ciphertext.toString("base64"),
+    iv: sealed.iv.toString("base64"),
+    authTag: sealed.authTag.toString("base64"),
+    createdAt: NOW,
+    isEscrowed: false,
+  });
+}
+
+const pemOf = (label: string, base64: string) =>
+  `-----BEGIN ${label}-----\n${base64.match(/.{1,64}/g)?.join("\n")}\n-----END ${label}-----\n`;
+
+describe("openReceipt (WebCrypto) opens what the service sealed", () => {
+  it("from the JSON of the REST surface (base64 strings), with the same plaintext bytes", async () => {
+    const json = toJson(EncryptedReceiptSchema, sealedByService()) as Record<string, unknown>;
+    expect(typeof json.ciphertext).toBe("string");
+
+    const opened = await openReceipt(json as unknown as Parameters<typeof openReceipt>[0], pair.privateKey);
+
+    expect(opened).toEqual(sealedPlaintextOf(valid));
+    expect(Buffer.from(JSON.stringify(opened), "utf8").equals(plaintextOf(valid))).toBe(true);
+  });
+
+  it("from the generated message (Uint8Array fields) and a PEM private key", async () => {
+    const opened = await openReceipt(sealedByService(), pemOf("PRIVATE KEY", pair.privateKey));
+    expect(opened).toEqual(sealedPlaintextOf(valid));
+  });
+
+  it("with an already imported CryptoKey", async () => {
+    const key = await importRsaKey(pair.privateKey, "private");
+    expect((await openReceipt(sealedByService(), key)).receiptId).toBe("rcpt-0001");
+  });
+
+  it("refuses the wrong key, a moved ciphertext and a flipped tag bit as integrity failures", async () => {
+    const message = sealedByService();
+    const wrongKey = await rejectionOf(openReceipt(message, other.privateKey));
+    const moved = await rejectionOf(openReceipt({ ...message, receiptId: "rcpt-0002" }, pair.privateKey));
+    const tag = message.authTag.slice();
+    tag[0] = (tag[0] ?? 0) ^ 1;
+    const flipped = await rejectionOf(openReceipt({ ...message, authTag: tag }, pair.privateKey));
+
+    for (const err of [wrongKey, moved, flipped]) {
+      expect(err).toBeInstanceOf(EnvelopeError);
+      expect(err).toMatchObject({ code: "integrity_failure" });
+    }
+  });
+
+  it("refuses a malformed envelope or key before decrypting", async () => {
+    const message = sealedByService();
+    const shortIv = await rejectionOf(openReceipt({ ...message, iv: new Uint8Array(8) }, pair.privateKey));
+    const notBase64 = await rejectionOf(openReceipt({ ...message, ciphertext: "***" }, pair.privateKey));
+    const noBundle = await rejectionOf(openReceipt({ ...message, keyBundle: undefined }, pair.privateKey));
+    const pkcs1 = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({
+      type: "pkcs1",
+      format: "pem",
+    }) as string;
+    const pkcs1Pem = await rejectionOf(openReceipt(message, pkcs1));
+    const publicAsPrivate = await rejectionOf(openReceipt(message, pair.publicKey));
+
+    expect([shortIv, notBase64, noBundle]).toMatchObject(Array(3).fill({ code: "invalid_envelope" }));
+    expect([pkcs1Pem, publicAsPrivate]).toMatchObject(Array(2).fill({ code: "invalid_key" }));
+  });
+});
+
+describe("sealReceipt (WebCrypto) seals what the service opens", () => {
+  /** The validated receipt as JSON, input-only fields included: what a merchant would send. */
+  const requestJson = () => JSON.parse(JSON.stringify(valid)) as Parameters<typeof sealReceipt>[0];
+
+  it("with the exact plaintext bytes the service itself would seal, input-only fields left out", async () => {
+    const envelope = await sealReceipt(requestJson(), pair.publicKey, { keyId: "key-1" });
+
+    const plaintext = openSealedReceipt(
+      {
+        encryptedAesKey: Buffer.from(envelope.keyBundle.encryptedAesKey, "base64"),
+        iv: Buffer.from(envelope.iv, "base64"),
+        ciphertext: Buffer.from(envelope.ciphertext, "base64"),
+        authTag: Buffer.from(envelope.authTag, "base64"),
+      },
+      receiptAad(valid),
+      parsePrivateKey(pair.privateKey),
+    );
+
+    expect(plaintext.equals(plaintextOf(valid))).toBe(true);
+    expect(plaintext.toString("utf8")).not.toContain("recipientHashedPan");
+    expect(receiptFromPlaintext(plaintext).items[0]?.totalPrice).toBe(700n);
+    expect(envelope).toMatchObject({
+      version: "1.0",
+      receiptId: "rcpt-0001",
+      merchantId: "merchant_42",
+      transactionId: "txn:2026:0001",
+      keyId: "key-1",
+      keyBundle: { keyId: "key-1", algorithm: "RSA-OAEP-256" },
+    });
+    expect(Buffer.from(envelope.iv, "base64")).toHaveLength(12);
+    expect(Buffer.from(envelope.authTag, "base64")).toHaveLength(16);
+  });
+
+  it("defaults the version to 1.0 and binds it in the AAD; accepts a PEM public key", async () => {
+    const { version: _version, ...unversioned } = requestJson();
+    const envelope = await sealReceipt(unversioned, pemOf("PUBLIC KEY", pair.publicKey));
+
+    const plaintext = openSealedReceipt(
+      {
+        encryptedAesKey: Buffer.from(envelope.keyBundle.encryptedAesKey, "base64"),
+        iv: Buffer.from(envelope.iv, "base64"),
+        ciphertext: Buffer.from(envelope.ciphertext, "base64"),
+        authTag: Buffer.from(envelope.authTag, "base64"),
+      },
+      receiptAad({ ...valid, version: "1.0" }),
+      parsePrivateKey(pair.privateKey),
+    );
+    expect(JSON.parse(plaintext.toString("utf8"))).toMatchObject({ version: "1.0", receiptId: "rcpt-0001" });
+    expect(envelope.version).toBe("1.0");
+  });
+
+  it("round-trips through openReceipt, with a fresh key and IV each time", async () => {
+    const first = await sealReceipt(requestJson(), pair.publicKey);
+    const second = await sealReceipt(requestJson(), pair.publicKey);
+
+    expect(await openReceipt(first, pair.privateKey)).toEqual(sealedPlaintextOf(valid));
+    expect(second.iv).not.toBe(first.iv);
+    expect(second.keyBundle.encryptedAesKey).not.toBe(first.keyBundle.encryptedAesKey);
+  });
+
+  it("refuses an identity that contradicts the receipt, a missing id and a line break", async () => {
+    const contradicts = await rejectionOf(sealReceipt(requestJson(), pair.publicKey, { receiptId: "other" }));
+    const missing = await rejectionOf(sealReceipt({ ...requestJson(), transactionId: "" }, pair.publicKey));
+    const lineBreak = await rejectionOf(
+      sealReceipt({ ...requestJson(), merchantId: "m\n1" }, pair.publicKey),
+    );
+
+    expect(contradicts).toMatchObject({ code: "invalid_receipt" });
+    expect(missing).toMatchObject({ code: "invalid_receipt" });
+    expect(lineBreak).toMatchObject({ code: "invalid_envelope" });
+  });
+
+  it("refuses an RSA key under 2048 bits, as the service does", async () => {
+    const weak = generateKeyPairSync("rsa", { modulusLength: 1024 })
+      .publicKey.export({ type: "spki", format: "der" })
+      .toString("base64");
+    expect(await rejectionOf(sealReceipt(requestJson(), weak))).toMatchObject({ code: "invalid_key" });
+  });
+});
+
+describe("the WebCrypto module", () => {
+  it.each(["webcrypto.ts", "base64.ts"])("%s uses no Node module and no Buffer", (file) => {
+    const source = readFileSync(new URL(`../../src/client/${file}`, import.meta.url), "utf8")
+      .replace(/\/\*[\s\S]*?\*\//g, "")
+      .replace(/^\s*\/\/.*$/gm, "");
+    expect(source).not.toMatch(/from\s+["']node:|require\(|\bBuffer\b|\batob\b|\bbtoa\b/);
+    expect([...source.matchAll(/from\s+["']([^"']+)["']/g)].map((m) => m[1])).toEqual(
+      file === "webcrypto.ts" ? ["./base64.js"] : [],
+    );
+  });
+});
