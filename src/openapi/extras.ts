@@ -1,0 +1,86 @@
+import type { DescMethod, JsonObject } from "@bufbuild/protobuf";
+import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
+import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import type { ErrorCode } from "../errors.js";
+
+/**
+ * The HTTP facts of an operation that a `google.api.http` rule cannot express: request headers it
+ * reads (spec sections 7 and 10) and error codes only it can return. Everything else in the OpenAPI
+ * document comes from the descriptors; this table is the one hand-written part, keyed by RPC so a
+ * renamed method fails the OpenAPI tests instead of silently losing its headers.
+ */
+
+/** A request header parameter, stored once under `components.parameters[id]`. */
+export interface HeaderParameter {
+  /** Component name, e.g. `IdempotencyKey`. */
+  id: string;
+  /** Header name as sent, e.g. `Idempotency-Key`. */
+  name: string;
+  required: boolean;
+  description: string;
+  schema: JsonObject;
+}
+
+/** What an operation has beyond its proto declaration. */
+export interface OperationExtras {
+  headers?: readonly HeaderParameter[];
+  /** Codes this operation can return that other operations cannot (see {@link methodSpecificCodes}). */
+  errors?: readonly ErrorCode[];
+}
+
+/** `Idempotency-Key` of payment creation (section 7): a retry with the same key never pays twice. */
+export const IDEMPOTENCY_KEY: HeaderParameter = {
+  id: "IdempotencyKey",
+  name: "Idempotency-Key",
+  required: false,
+  description:
+    "Makes the call safe to retry: a retry with the same key and body returns the first response and " +
+    "creates nothing; the same key with a different body is `conflict`. Kept 24 hours. Without it, a " +
+    "second create for the same (merchantId, transactionId) is `conflict`.",
+  schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x20-\\x7E]+$" },
+};
+
+/** `X-Receipt-Signature` (section 10): the merchant's Ed25519 signature over the receipt fields. */
+export const RECEIPT_SIGNATURE: HeaderParameter = {
+  id: "ReceiptSignature",
+  name: "X-Receipt-Signature",
+  required: false,
+  description:
+    "Base64 Ed25519 signature over the RFC 8785 canonical JSON of the receipt fields (the body without " +
+    "recipientHashedPan, mockItems and cardNonce). Required once the merchant has registered a signing " +
+    "key; missing or wrong is `invalid_signature`.",
+  schema: { type: "string", format: "byte", contentEncoding: "base64" },
+};
+
+/** `X-Request-Id`, accepted on every request and echoed on every response (section 3). */
+export const REQUEST_ID: HeaderParameter = {
+  id: "RequestId",
+  name: "X-Request-Id",
+  required: false,
+  description:
+    "The caller's request id, echoed in the response and logs when it is a sane token of at most 128 " +
+    "characters (letters, digits, `._:-`); otherwise the service assigns a new one.",
+  schema: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,128}$" },
+};
+
+/** `Service/Method` of an RPC, the key of {@link DEFAULT_EXTRAS}. */
+export function rpcName(method: DescMethod): string {
+  return `${method.parent.typeName}/${method.name}`;
+}
+
+/** The extras of the four services' operations. */
+export const DEFAULT_EXTRAS: ReadonlyMap<string, OperationExtras> = new Map<string, OperationExtras>([
+  [
+    rpcName(ReceiptsService.method.encryptReceipt),
+    { headers: [RECEIPT_SIGNATURE], errors: ["invalid_signature"] },
+  ],
+  [
+    rpcName(PaymentsService.method.createPayment),
+    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature", "payment_declined"] },
+  ],
+]);
+
+/** Codes that only the operations whose extras list them can return. */
+export function methodSpecificCodes(extras: ReadonlyMap<string, OperationExtras>): Set<ErrorCode> {
+  return new Set([...extras.values()].flatMap((e) => e.errors ?? []));
+}

@@ -1,0 +1,79 @@
+import { clone, create, createFileRegistry, type JsonObject } from "@bufbuild/protobuf";
+import {
+  FileDescriptorProtoSchema,
+  file_google_protobuf_timestamp,
+  SourceCodeInfo_LocationSchema,
+  SourceCodeInfoSchema,
+} from "@bufbuild/protobuf/wkt";
+import { describe, expect, it } from "vitest";
+import { file_google_api_annotations } from "../../gen/google/api/annotations_pb.js";
+import { file_receipts_v1_keys } from "../../gen/receipts/v1/keys_pb.js";
+import { leadingComment } from "../../src/openapi/comments.js";
+import { buildOpenApi } from "../../src/openapi/openapi.js";
+import { doc, operation } from "./support.js";
+
+/**
+ * The generated code carries no source info, so the served document uses generated summaries; given
+ * descriptors with source info (e.g. from a `buf build` image), the proto comments are used instead.
+ */
+function keysServiceWithComments() {
+  const proto = clone(FileDescriptorProtoSchema, file_receipts_v1_keys.proto);
+  const location = (path: number[], text: string) =>
+    create(SourceCodeInfo_LocationSchema, { path, span: [0, 0, 0], leadingComments: text });
+  proto.sourceCodeInfo = create(SourceCodeInfoSchema, {
+    location: [
+      location([6, 0], " Short-lived decrypt grants, for card issuers.\n"),
+      location(
+        [6, 0, 2, 0],
+        " Grants a 2-3 minute token. The user consented on the device.\n Second line.\n",
+      ),
+      location([4, 1, 2, 0], ' "tok_..." with at least 128 bits of randomness.\n'),
+    ],
+  });
+  const deps = new Map([
+    [`${file_google_api_annotations.name}.proto`, file_google_api_annotations],
+    [`${file_google_protobuf_timestamp.name}.proto`, file_google_protobuf_timestamp],
+  ]);
+  const registry = createFileRegistry(proto, (name) => deps.get(name));
+  const service = registry.getService("receipts.v1.KeysService");
+  if (service === undefined) throw new Error("KeysService not in the registry");
+  return service;
+}
+
+describe("proto comments", () => {
+  it("are absent from the generated descriptors, so operations get a summary from the method name", () => {
+    const op = operation("/api/v1/keys/grant-access", "post");
+    expect(op.summary).toBe("Grant access");
+    expect(op.description).toBe(
+      "The REST form of the RPC `receipts.v1.KeysService/GrantAccess`.\n\nNeeds an API key of role `issuer`.",
+    );
+  });
+
+  it("become summary, description and field descriptions when the descriptors carry source info", () => {
+    const service = keysServiceWithComments();
+    const method = service.methods[0];
+    if (method === undefined) throw new Error("no method");
+    expect(leadingComment(method)).toBe(
+      "Grants a 2-3 minute token. The user consented on the device.\nSecond line.",
+    );
+
+    const withComments = buildOpenApi([service]);
+    const op = withComments.paths["/api/v1/keys/grant-access"]?.post as JsonObject;
+    expect(op.summary).toBe("Grants a 2-3 minute token.");
+    expect(op.description).toMatch(
+      /^Grants a 2-3 minute token\. The user consented on the device\.\nSecond line\.\n\n/,
+    );
+    expect(withComments.tags).toContainEqual({
+      name: "KeysService",
+      description: "Short-lived decrypt grants, for card issuers.",
+    });
+    const response = withComments.components.schemas.GrantAccessResponse?.properties as JsonObject;
+    expect(response.tokenId).toEqual({
+      type: "string",
+      description: '"tok_..." with at least 128 bits of randomness.',
+    });
+    expect(doc.components.schemas.GrantAccessResponse?.properties).toMatchObject({
+      tokenId: { type: "string" },
+    });
+  });
+});
