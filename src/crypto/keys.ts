@@ -1,6 +1,12 @@
 import { createPrivateKey, createPublicKey, generateKeyPair, type KeyObject } from "node:crypto";
 import { promisify } from "node:util";
 import { invalidRequest } from "../errors.js";
+import {
+  rsaPrivateJwkFromPkcs1,
+  rsaPrivateJwkFromPkcs8,
+  rsaPublicJwkFromPkcs1,
+  rsaPublicJwkFromSpki,
+} from "./der.js";
 
 /** Modulus size of generated key pairs, in bits; also the smallest size accepted on input (section 5). */
 export const RSA_MODULUS_BITS = 2048;
@@ -69,6 +75,14 @@ export function parsePublicKey(input: string, field = "publicKey"): ParsedPublic
   if (decoded.label?.includes("PRIVATE")) throw privateSentAsPublic(field);
   const type = decoded.label === undefined ? "spki" : publicDerType(decoded.label);
   if (type === undefined || !isSingleDerSequence(decoded.der)) throw keyError(field, PUBLIC_KEY_FORMAT);
+  const jwk = type === "spki" ? rsaPublicJwkFromSpki(decoded.der) : rsaPublicJwkFromPkcs1(decoded.der);
+  if (jwk !== undefined) {
+    // The canonical structure of a public key, so neither a private key nor anything but this key; an
+    // SPKI read this way is already the canonical encoding.
+    const key = createPublicKey({ key: jwk, format: "jwk" });
+    checkRsaKey(key, field);
+    return { key, spki: type === "spki" ? decoded.der.toString("base64") : exportSpki(key) };
+  }
   // createPublicKey derives a public key from a private one for PKCS#1 input, so refuse private keys first.
   if (parsesAsPrivateKey(decoded.der)) throw privateSentAsPublic(field);
   let key: KeyObject;
@@ -91,9 +105,13 @@ export function parsePrivateKey(input: string, field = "privateKey"): KeyObject 
   if (decoded === undefined) throw keyError(field, PRIVATE_KEY_FORMAT);
   const type = decoded.label === undefined ? "pkcs8" : privateDerType(decoded.label);
   if (type === undefined || !isSingleDerSequence(decoded.der)) throw keyError(field, PRIVATE_KEY_FORMAT);
+  const jwk = type === "pkcs8" ? rsaPrivateJwkFromPkcs8(decoded.der) : rsaPrivateJwkFromPkcs1(decoded.der);
   let key: KeyObject;
   try {
-    key = createPrivateKey({ key: decoded.der, format: "der", type });
+    key =
+      jwk === undefined
+        ? createPrivateKey({ key: decoded.der, format: "der", type })
+        : createPrivateKey({ key: jwk, format: "jwk" });
   } catch {
     throw keyError(field, PRIVATE_KEY_FORMAT);
   }
@@ -102,11 +120,67 @@ export function parsePrivateKey(input: string, field = "privateKey"): KeyObject 
 }
 
 /**
+ * Whether a private key is the private half of the public key `spki` (base64 DER SubjectPublicKeyInfo,
+ * as stored). Compares the key material, which costs microseconds; re-encoding the private key's
+ * public half to compare encodings cost more than the decryption the check guards.
+ */
+export function privateKeyMatches(privateKey: KeyObject, spki: string): boolean {
+  try {
+    const der = Buffer.from(spki, "base64");
+    const jwk = rsaPublicJwkFromSpki(der);
+    const expected =
+      jwk === undefined
+        ? createPublicKey({ key: der, format: "der", type: "spki" })
+        : createPublicKey({ key: jwk, format: "jwk" });
+    return createPublicKey(privateKey).equals(expected);
+  } catch {
+    return false;
+  }
+}
+
+/**
  * The base64 DER SubjectPublicKeyInfo of a key's public half. For a private key this is what decides
  * whether it belongs to a registered public key (same canonical encoding as {@link parsePublicKey}).
  */
 export function spkiOfPrivateKey(key: KeyObject): string {
   return exportSpki(key.type === "private" ? createPublicKey(key) : key);
+}
+
+const ED25519_KEY_FORMAT =
+  "must be an Ed25519 public key: base64 DER SubjectPublicKeyInfo, PEM, or base64 of the raw 32 bytes";
+
+/** Length of a raw Ed25519 public key (RFC 8032), in bytes. */
+export const ED25519_RAW_KEY_BYTES = 32;
+
+/** The DER SubjectPublicKeyInfo header of an Ed25519 key (RFC 8410): prepended to the raw 32 bytes. */
+const ED25519_SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
+
+/**
+ * Parses a merchant's Ed25519 signing key (section 10) given as base64 DER SubjectPublicKeyInfo, as
+ * PEM (`PUBLIC KEY`), or as base64 of the raw 32-byte key (what most Ed25519 libraries export).
+ * Throws `invalid_request` naming `field` when it does not parse, is a private key, or is of another
+ * type (RSA, EC, Ed448, ...). Messages never quote the input.
+ */
+export function parseEd25519PublicKey(input: string, field = "publicKey"): ParsedPublicKey {
+  const decoded = decodeKeyText(input);
+  if (decoded === undefined) throw keyError(field, ED25519_KEY_FORMAT);
+  if (decoded.label?.includes("PRIVATE")) throw privateSentAsPublic(field);
+  if (decoded.label !== undefined && decoded.label !== "PUBLIC KEY")
+    throw keyError(field, ED25519_KEY_FORMAT);
+  const der =
+    decoded.label === undefined && decoded.der.length === ED25519_RAW_KEY_BYTES
+      ? Buffer.concat([ED25519_SPKI_PREFIX, decoded.der])
+      : decoded.der;
+  if (!isSingleDerSequence(der)) throw keyError(field, ED25519_KEY_FORMAT);
+  if (parsesAsPrivateKey(der)) throw privateSentAsPublic(field);
+  let key: KeyObject;
+  try {
+    key = createPublicKey({ key: der, format: "der", type: "spki" });
+  } catch {
+    throw keyError(field, ED25519_KEY_FORMAT);
+  }
+  if (key.asymmetricKeyType !== "ed25519") throw keyError(field, "must be an Ed25519 key");
+  return { key, spki: exportSpki(key) };
 }
 
 /**

@@ -10,6 +10,7 @@ import { gatewayByName } from "./gateways/index.js";
 import type { CallerInfo } from "./grants.js";
 import { prepareReceipt } from "./prepare.js";
 import { sealForRecipient, settleEscrowRace } from "./sealing.js";
+import { applyMerchantSignature } from "./signatures.js";
 
 /** A created payment as returned to the merchant; `clientSecret` is shown only in this response. */
 export interface CreatedPayment {
@@ -21,18 +22,21 @@ export interface CreatedPayment {
 /**
  * Charges through the gateway and stores the payment together with its sealed receipt (section 7).
  * Without an idempotency key, a second payment for `(merchantId, transactionId)` is `conflict`.
- * Idempotent replays are handled by {@link withIdempotency} around this call.
+ * Idempotent replays are handled by {@link withIdempotency} around this call. `signature` is the
+ * `X-Receipt-Signature` header, required once the merchantId has a signing key (section 10).
  */
 export async function createPayment(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  input: { gateway: string; receipt: Receipt },
+  input: { gateway: string; receipt: Receipt; signature?: string | null },
 ): Promise<CreatedPayment> {
   const gateway = gatewayByName(input.gateway);
   const receipt = prepareReceipt(input.receipt, deps.clock.now(), gateway);
   assertMerchantAllowed(principal, receipt.merchantId);
   const amount = gateway.resolveAmount(receipt);
   receipt.amount = amount;
+  // After the amount is resolved: the receipt is sealed (and must be signed) with the amount charged.
+  await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
 
   const paymentId = randomId("pay", 12);
   const record = await sealForRecipient(deps, principal, receipt, paymentId);

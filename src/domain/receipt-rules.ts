@@ -65,9 +65,18 @@ export type ValidReceipt = {
   mockItems: boolean;
   amount?: number;
   cardNonce?: string;
+  /**
+   * Set by the service, never from input: the merchant's verified Ed25519 signature (base64) and the
+   * id of its key, sealed with the receipt so the cardholder's app can verify it (section 10).
+   */
+  merchantSignature?: string;
+  merchantKeyId?: string;
 };
 
-/** Input-only fields: instructions to the service, never sealed (the output-only ones never get this far). */
+/**
+ * Input-only fields: instructions to the service, never sealed. Of the output-only fields, `keyId` and
+ * `decryptedAt` never get this far; `merchantSignature` and `merchantKeyId` are set by the service and sealed.
+ */
 export const INPUT_ONLY_FIELDS = ["recipientHashedPan", "mockItems", "cardNonce"] as const;
 
 /** The receipt fields that go into the sealed plaintext: everything but {@link INPUT_ONLY_FIELDS}. */
@@ -193,6 +202,10 @@ export function validateReceipt(input: Receipt, options: ValidateOptions): Valid
   }
   if (input.keyId !== undefined) v.add("keyId", "is output only");
   if (input.decryptedAt !== undefined) v.add("decryptedAt", "is output only");
+  if (input.merchantSignature !== undefined) {
+    v.add("merchantSignature", "is output only: send the signature in the X-Receipt-Signature header");
+  }
+  if (input.merchantKeyId !== undefined) v.add("merchantKeyId", "is output only");
 
   const beforePayment = v.list.length;
   receipt.items = lineItems(v, input.items);
@@ -218,7 +231,8 @@ export function validateReceipt(input: Receipt, options: ValidateOptions): Valid
 /**
  * The fields of a receipt that are sealed: everything except the input-only `recipientHashedPan`,
  * `mockItems` and `cardNonce` (the output-only `keyId` and `decryptedAt` are never in a
- * {@link ValidReceipt}). Generate mock items first (`withMockItems`) so that they are sealed too.
+ * {@link ValidReceipt}). Generate mock items first (`withMockItems`) so that they are sealed too, and
+ * set a verified merchant signature (`signatures.ts`) first so that it is sealed with them.
  * The result is the proto JSON of a `Receipt` with money as JSON numbers: `JSON.stringify` it.
  */
 export function sealedPlaintextOf(receipt: ValidReceipt): SealedReceiptFields {

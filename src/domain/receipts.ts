@@ -7,6 +7,7 @@ import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
 import { prepareReceipt } from "./prepare.js";
 import { sealForRecipient, settleEscrowRace } from "./sealing.js";
+import { applyMerchantSignature } from "./signatures.js";
 
 /** Default and maximum page sizes of receipt listings. */
 export const PAGE_SIZE = { default: 50, max: 200 } as const;
@@ -14,14 +15,18 @@ export const PAGE_SIZE = { default: 50, max: 200 } as const;
 /**
  * Encrypts a receipt without a payment (section 6) and stores it, so the recipient's issuer can list
  * it. `(merchantId, receiptId)` is unique: a second encrypt of the same pair is `conflict`.
+ * `signature` is the `X-Receipt-Signature` header, required once the merchantId has a signing key
+ * (section 10).
  */
 export async function encryptReceipt(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: Receipt,
+  signature: string | null = null,
 ): Promise<ReceiptRecord> {
   const receipt = prepareReceipt(input, deps.clock.now());
   assertMerchantAllowed(principal, receipt.merchantId);
+  await applyMerchantSignature(deps, input, receipt, signature);
   const record = await sealForRecipient(deps, principal, receipt);
   if (!(await deps.store.receipts.insert(record))) {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
@@ -81,18 +86,12 @@ export async function listReceipts(
   violations.throwIfAny();
   const user = await deps.store.users.findById(input.userId);
   if (!user || user.tenantId !== principal.tenantId) throw new AppError("not_found", "User not found.");
-  try {
-    return await deps.store.receipts.listByUser(
-      user.userId,
-      input.pageSize || PAGE_SIZE.default,
-      input.pageToken || undefined,
-    );
-  } catch (err) {
-    if (err instanceof AppError) throw err;
-    throw new AppError("invalid_request", "The page token is not valid.", {
-      violations: [{ field: "pageToken", description: "is not a valid page token" }],
-    });
-  }
+  // The store rejects a page token it did not make with invalid_request on pageToken.
+  return deps.store.receipts.listByUser(
+    user.userId,
+    input.pageSize || PAGE_SIZE.default,
+    input.pageToken || undefined,
+  );
 }
 
 /** A merchant's own sealed receipt for one of its transactions. */

@@ -20,6 +20,7 @@ const ROLES = new Map<string, readonly Role[]>(
       [ReceiptsService.method.decryptReceipt, ["issuer"]],
       [ReceiptsService.method.listReceipts, ["issuer"]],
       [ReceiptsService.method.getTransactionReceipt, ["merchant"]],
+      [ReceiptsService.method.registerSigningKey, ["merchant"]],
       [PaymentsService.method.createPayment, ["merchant"]],
       [PaymentsService.method.decryptPayment, ["issuer"]],
     ] as const

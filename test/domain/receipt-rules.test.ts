@@ -229,6 +229,13 @@ const CASES: Case[] = [
   ["negative totalAmount", { totalAmount: -5n }, "totalAmount", "must be an integer between 0 and"],
   ["keyId on input", { keyId: "k-1" }, "keyId", "is output only"],
   ["decryptedAt on input", { decryptedAt: at("2025-12-31T10:00:00Z") }, "decryptedAt", "is output only"],
+  [
+    "merchantSignature on input",
+    { merchantSignature: "c2ln" },
+    "merchantSignature",
+    "X-Receipt-Signature header",
+  ],
+  ["merchantKeyId on input", { merchantKeyId: "mk_1" }, "merchantKeyId", "is output only"],
   ["amount on encrypt", { amount: 100n }, "amount", "only accepted by payments"],
   ["cardNonce on encrypt", { cardNonce: "cnon:card-nonce-ok" }, "cardNonce", "only accepted by payments"],
   ["control char in a required field", { merchantName: "Café\u0007" }, "merchantName", "control characters"],

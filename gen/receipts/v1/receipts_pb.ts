@@ -5,6 +5,8 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { EncryptedReceipt, Receipt } from "./receipt_pb.js";
 import { file_receipts_v1_receipt } from "./receipt_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -13,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/receipts.proto.
  */
 export const file_receipts_v1_receipts: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEiPgoVRW5jcnlwdFJlY2VpcHRSZXF1ZXN0EiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkgKFkVuY3J5cHRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQigAEKFURlY3J5cHRSZWNlaXB0UmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJEhAKCHRva2VuX2lkGAIgASgJEhMKC3ByaXZhdGVfa2V5GAMgASgJEhMKC21lcmNoYW50X2lkGAQgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgFIAEoCSI/ChZEZWNyeXB0UmVjZWlwdFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0Ik0KE0xpc3RSZWNlaXB0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJgChRMaXN0UmVjZWlwdHNSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIksKHEdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QSFgoOdHJhbnNhY3Rpb25faWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkiTwodR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQy1QQKD1JlY2VpcHRzU2VydmljZRKNAQoORW5jcnlwdFJlY2VpcHQSIi5yZWNlaXB0cy52MS5FbmNyeXB0UmVjZWlwdFJlcXVlc3QaIy5yZWNlaXB0cy52MS5FbmNyeXB0UmVjZWlwdFJlc3BvbnNlIjKC0+STAiw6B3JlY2VpcHRiB3JlY2VpcHQiGC9hcGkvdjEvcmVjZWlwdHMvZW5jcnlwdBKHAQoORGVjcnlwdFJlY2VpcHQSIi5yZWNlaXB0cy52MS5EZWNyeXB0UmVjZWlwdFJlcXVlc3QaIy5yZWNlaXB0cy52MS5EZWNyeXB0UmVjZWlwdFJlc3BvbnNlIiyC0+STAiY6ASpiB3JlY2VpcHQiGC9hcGkvdjEvcmVjZWlwdHMvZGVjcnlwdBJ3CgxMaXN0UmVjZWlwdHMSIC5yZWNlaXB0cy52MS5MaXN0UmVjZWlwdHNSZXF1ZXN0GiEucmVjZWlwdHMudjEuTGlzdFJlY2VpcHRzUmVzcG9uc2UiIoLT5JMCHBIaL2FwaS92MS9yZWNlaXB0cy97dXNlcl9pZH0SrgEKFUdldFRyYW5zYWN0aW9uUmVjZWlwdBIpLnJlY2VpcHRzLnYxLkdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QaKi5yZWNlaXB0cy52MS5HZXRUcmFuc2FjdGlvblJlY2VpcHRSZXNwb25zZSI+gtPkkwI4YgdyZWNlaXB0Ei0vYXBpL3YxL3RyYW5zYWN0aW9ucy97dHJhbnNhY3Rpb25faWR9L3JlY2VpcHRiBnByb3RvMw", [file_google_api_annotations, file_receipts_v1_receipt]);
+  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEiPgoVRW5jcnlwdFJlY2VpcHRSZXF1ZXN0EiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkgKFkVuY3J5cHRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQigAEKFURlY3J5cHRSZWNlaXB0UmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJEhAKCHRva2VuX2lkGAIgASgJEhMKC3ByaXZhdGVfa2V5GAMgASgJEhMKC21lcmNoYW50X2lkGAQgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgFIAEoCSI/ChZEZWNyeXB0UmVjZWlwdFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0Ik0KE0xpc3RSZWNlaXB0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJgChRMaXN0UmVjZWlwdHNSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIksKHEdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QSFgoOdHJhbnNhY3Rpb25faWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkiTwodR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiRAoZUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBITCgttZXJjaGFudF9pZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgJIpABChpSZWdpc3RlclNpZ25pbmdLZXlSZXNwb25zZRIXCg9tZXJjaGFudF9rZXlfaWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkSEQoJYWxnb3JpdGhtGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wMucFCg9SZWNlaXB0c1NlcnZpY2USjQEKDkVuY3J5cHRSZWNlaXB0EiIucmVjZWlwdHMudjEuRW5jcnlwdFJlY2VpcHRSZXF1ZXN0GiMucmVjZWlwdHMudjEuRW5jcnlwdFJlY2VpcHRSZXNwb25zZSIygtPkkwIsOgdyZWNlaXB0YgdyZWNlaXB0IhgvYXBpL3YxL3JlY2VpcHRzL2VuY3J5cHQShwEKDkRlY3J5cHRSZWNlaXB0EiIucmVjZWlwdHMudjEuRGVjcnlwdFJlY2VpcHRSZXF1ZXN0GiMucmVjZWlwdHMudjEuRGVjcnlwdFJlY2VpcHRSZXNwb25zZSIsgtPkkwImOgEqYgdyZWNlaXB0IhgvYXBpL3YxL3JlY2VpcHRzL2RlY3J5cHQSdwoMTGlzdFJlY2VpcHRzEiAucmVjZWlwdHMudjEuTGlzdFJlY2VpcHRzUmVxdWVzdBohLnJlY2VpcHRzLnYxLkxpc3RSZWNlaXB0c1Jlc3BvbnNlIiKC0+STAhwSGi9hcGkvdjEvcmVjZWlwdHMve3VzZXJfaWR9Eq4BChVHZXRUcmFuc2FjdGlvblJlY2VpcHQSKS5yZWNlaXB0cy52MS5HZXRUcmFuc2FjdGlvblJlY2VpcHRSZXF1ZXN0GioucmVjZWlwdHMudjEuR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2UiPoLT5JMCOGIHcmVjZWlwdBItL2FwaS92MS90cmFuc2FjdGlvbnMve3RyYW5zYWN0aW9uX2lkfS9yZWNlaXB0Eo8BChJSZWdpc3RlclNpZ25pbmdLZXkSJi5yZWNlaXB0cy52MS5SZWdpc3RlclNpZ25pbmdLZXlSZXF1ZXN0GicucmVjZWlwdHMudjEuUmVnaXN0ZXJTaWduaW5nS2V5UmVzcG9uc2UiKILT5JMCIjoBKiIdL2FwaS92MS9yZWNlaXB0cy9zaWduaW5nLWtleXNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
 
 /**
  * @generated from message receipts.v1.EncryptReceiptRequest
@@ -206,6 +208,70 @@ export const GetTransactionReceiptResponseSchema: GenMessage<GetTransactionRecei
   messageDesc(file_receipts_v1_receipts, 7);
 
 /**
+ * @generated from message receipts.v1.RegisterSigningKeyRequest
+ */
+export type RegisterSigningKeyRequest = Message<"receipts.v1.RegisterSigningKeyRequest"> & {
+  /**
+   * The merchantId whose receipts the key signs; must be allowed for the calling API key. A merchantId
+   * registered by another merchant tenant is refused with conflict.
+   *
+   * @generated from field: string merchant_id = 1;
+   */
+  merchantId: string;
+
+  /**
+   * Ed25519 public key: base64 DER SubjectPublicKeyInfo, PEM ("PUBLIC KEY"), or base64 of the raw
+   * 32 bytes.
+   *
+   * @generated from field: string public_key = 2;
+   */
+  publicKey: string;
+};
+
+/**
+ * Describes the message receipts.v1.RegisterSigningKeyRequest.
+ * Use `create(RegisterSigningKeyRequestSchema)` to create a new message.
+ */
+export const RegisterSigningKeyRequestSchema: GenMessage<RegisterSigningKeyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 8);
+
+/**
+ * @generated from message receipts.v1.RegisterSigningKeyResponse
+ */
+export type RegisterSigningKeyResponse = Message<"receipts.v1.RegisterSigningKeyResponse"> & {
+  /**
+   * "mk_..."; a new one for every new key. Sealed receipts name it in Receipt.merchant_key_id.
+   *
+   * @generated from field: string merchant_key_id = 1;
+   */
+  merchantKeyId: string;
+
+  /**
+   * @generated from field: string merchant_id = 2;
+   */
+  merchantId: string;
+
+  /**
+   * Always "Ed25519".
+   *
+   * @generated from field: string algorithm = 3;
+   */
+  algorithm: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp registered_at = 4;
+   */
+  registeredAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.RegisterSigningKeyResponse.
+ * Use `create(RegisterSigningKeyResponseSchema)` to create a new message.
+ */
+export const RegisterSigningKeyResponseSchema: GenMessage<RegisterSigningKeyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 9);
+
+/**
  * Receipts without a payment: encrypt (merchants), list and decrypt (issuers).
  *
  * @generated from service receipts.v1.ReceiptsService
@@ -250,6 +316,19 @@ export const ReceiptsService: GenService<{
     methodKind: "unary";
     input: typeof GetTransactionReceiptRequestSchema;
     output: typeof GetTransactionReceiptResponseSchema;
+  },
+  /**
+   * Registers the Ed25519 public key that signs a merchantId's receipts (section 10), or replaces it
+   * (rotation: the new key gets a new merchant_key_id; receipts already sealed keep the old id). From
+   * then on every encrypt and create for that merchantId must carry the X-Receipt-Signature header
+   * (gRPC metadata x-receipt-signature); see Receipt.merchant_signature for what is signed.
+   *
+   * @generated from rpc receipts.v1.ReceiptsService.RegisterSigningKey
+   */
+  registerSigningKey: {
+    methodKind: "unary";
+    input: typeof RegisterSigningKeyRequestSchema;
+    output: typeof RegisterSigningKeyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_receipts, 0);

@@ -12,6 +12,7 @@ import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
 import type { DomainDeps } from "../../domain/deps.js";
 import { withIdempotency } from "../../domain/idempotency.js";
 import { type CreatedPayment, createPayment, decryptPayment } from "../../domain/payments.js";
+import { SIGNATURE_HEADER } from "../../domain/signatures.js";
 import { callerOf, principalOf } from "../convert.js";
 
 /** PaymentsService: create (idempotent) and decrypt, adapted to the domain. */
@@ -33,6 +34,7 @@ export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsSe
             await createPayment(deps, principal, {
               gateway: req.gateway,
               receipt: req.receipt ?? create(ReceiptSchema),
+              signature: ctx.requestHeader.get(SIGNATURE_HEADER),
             }),
           ),
       );

@@ -1,4 +1,5 @@
 import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
 import type { ReceiptsService } from "../../../gen/receipts/v1/receipts_pb.js";
@@ -9,13 +10,19 @@ import {
   getTransactionReceipt,
   listReceipts,
 } from "../../domain/receipts.js";
+import { registerSigningKey, SIGNATURE_HEADER } from "../../domain/signatures.js";
 import { callerOf, encryptedReceiptOf, principalOf } from "../convert.js";
 
-/** ReceiptsService: encrypt, decrypt, list, adapted to the domain. */
+/** ReceiptsService: encrypt, decrypt, list, signing keys, adapted to the domain. */
 export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsService> {
   return {
     async encryptReceipt(req, ctx) {
-      const record = await encryptReceipt(deps, principalOf(ctx), req.receipt ?? create(ReceiptSchema));
+      const record = await encryptReceipt(
+        deps,
+        principalOf(ctx),
+        req.receipt ?? create(ReceiptSchema),
+        ctx.requestHeader.get(SIGNATURE_HEADER),
+      );
       return { receipt: encryptedReceiptOf(record) };
     },
     async decryptReceipt(req, ctx) {
@@ -27,6 +34,10 @@ export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsSe
     },
     async getTransactionReceipt(req, ctx) {
       return { receipt: encryptedReceiptOf(await getTransactionReceipt(deps, principalOf(ctx), req)) };
+    },
+    async registerSigningKey(req, ctx) {
+      const key = await registerSigningKey(deps, principalOf(ctx), req);
+      return { ...key, registeredAt: timestampFromDate(key.registeredAt) };
     },
   };
 }

@@ -3,6 +3,7 @@ import { MemoryApiKeys } from "./api-keys.js";
 import { MemoryAudit } from "./audit.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
+import { MemoryMerchantKeys } from "./merchant-keys.js";
 import { MemoryPayments } from "./payments.js";
 import { MemoryRateLimits } from "./rate-limits.js";
 import { MemoryReceipts } from "./receipts.js";
@@ -25,6 +26,7 @@ export function createMemoryStore(): Store {
     grants: new MemoryGrants(),
     idempotency: new MemoryIdempotency(),
     audit: new MemoryAudit(),
+    merchantKeys: new MemoryMerchantKeys(),
     init: async () => {},
     ping: async () => {},
     close: async () => {},

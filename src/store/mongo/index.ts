@@ -5,6 +5,7 @@ import { MongoContext, type MongoStoreOptions } from "./connection.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
 import { INDEXES } from "./indexes.js";
+import { MongoMerchantKeys } from "./merchant-keys.js";
 import { MongoPayments } from "./payments.js";
 import { MongoRateLimits } from "./rate-limits.js";
 import { MongoReceipts } from "./receipts.js";
@@ -32,6 +33,7 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     grants: new MongoGrants(ctx),
     idempotency: new MongoIdempotency(ctx),
     audit: new MongoAudit(ctx),
+    merchantKeys: new MongoMerchantKeys(ctx),
     /** Creates every collection's indexes; creating an existing identical index is a no-op. */
     init: () =>
       ctx.run(async () => {

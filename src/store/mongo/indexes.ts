@@ -12,7 +12,7 @@ export const COLLECTIONS = {
   idempotency: "idempotency",
   rateLimits: "rateLimits",
   apiKeys: "apiKeys",
-  /** Reserved for merchant signing keys (section 10); no repository uses it yet. */
+  /** Merchant signing keys (section 10), one document per merchantId. */
   merchantKeys: "merchantKeys",
   audit: "audit",
 } as const;
@@ -59,5 +59,6 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { keyHash: 1 }, name: "uniq_keyHash", unique: true },
     { key: { createdAt: 1, id: 1 }, name: "list" },
   ],
+  [COLLECTIONS.merchantKeys]: [{ key: { merchantId: 1 }, name: "uniq_merchantId", unique: true }],
   [COLLECTIONS.audit]: [{ key: { at: -1 }, name: "list" }],
 };

@@ -1,0 +1,289 @@
+import { createPublicKey, verify } from "node:crypto";
+import { type DescMessage, type JsonObject, type JsonValue, ScalarType, toJson } from "@bufbuild/protobuf";
+import canonicalizeModule from "canonicalize";
+import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { parseEd25519PublicKey } from "../crypto/keys.js";
+import { AppError, Violations } from "../errors.js";
+import { randomId } from "../ids.js";
+import type { ApiKeyRecord, MerchantKeyRecord } from "../store/types.js";
+import { assertMerchantAllowed } from "./api-keys.js";
+import type { DomainDeps } from "./deps.js";
+import * as limits from "./limits.js";
+import { INPUT_ONLY_FIELDS, sealedPlaintextOf, type ValidReceipt } from "./receipt-rules.js";
+
+/**
+ * Merchant signatures (SPEC section 10): a merchant registers an Ed25519 public key for a merchantId;
+ * from then on every receipt of that merchantId must come with an `X-Receipt-Signature` over its
+ * content, and the verified signature is sealed inside the receipt so the cardholder's app can check
+ * after decryption that the merchant wrote it, without trusting this service.
+ *
+ * What is signed, for a receipt given as JSON (the merchant's request body, or a decrypted receipt):
+ * the UTF-8 bytes of the RFC 8785 canonical JSON of that object without {@link UNSIGNED_FIELDS} and
+ * with every member whose value is `null`, `""` or `[]` removed, recursively ({@link receiptSigningInput}).
+ * The service takes that JSON from the decoded request message ({@link receiptJsonOf}), so REST and
+ * gRPC callers sign the same thing.
+ */
+
+/** The only signing algorithm. */
+export const SIGNATURE_ALGORITHM = "Ed25519";
+
+/** The request header (gRPC metadata) carrying the signature, lower-case as in `Headers`. */
+export const SIGNATURE_HEADER = "x-receipt-signature";
+
+/** Length of an Ed25519 signature (RFC 8032), in bytes. */
+const SIGNATURE_BYTES = 64;
+
+/**
+ * Receipt members a signature does not cover: the input-only instructions to the service, and what
+ * the service adds (`keyId`, `decryptedAt`, and the signature with its key id).
+ */
+export const UNSIGNED_FIELDS: readonly string[] = [
+  ...INPUT_ONLY_FIELDS,
+  "keyId",
+  "decryptedAt",
+  "merchantSignature",
+  "merchantKeyId",
+];
+
+/**
+ * RFC 8785 canonical JSON (the RFC's reference implementation). The package is CommonJS with a typing
+ * that declares an ES default export, which NodeNext reads as `{ default }`; at run time the default
+ * import is the function itself, so its type is restated here.
+ */
+const canonicalize = canonicalizeModule as unknown as (input: unknown) => string | undefined;
+
+/** A merchant signing key as returned by {@link registerSigningKey}. */
+export interface RegisteredSigningKey {
+  merchantKeyId: string;
+  merchantId: string;
+  algorithm: typeof SIGNATURE_ALGORITHM;
+  registeredAt: Date;
+}
+
+/**
+ * Registers the Ed25519 key that signs `merchantId`'s receipts, or replaces the tenant's current one
+ * (rotation: a new `merchantKeyId`; the replaced key moves to the record's history, and receipts
+ * sealed before keep naming it). Registering the current key again changes nothing and returns it,
+ * so a retry is harmless. The merchantId must be allowed for the API key (`forbidden`), and a
+ * merchantId whose key another merchant tenant registered is `conflict`.
+ */
+export async function registerSigningKey(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: { merchantId: string; publicKey: string },
+): Promise<RegisteredSigningKey> {
+  const violations = new Violations();
+  if (input.merchantId === "") violations.add("merchantId", "is required");
+  else if (input.merchantId.length > limits.MAX_ID_LENGTH || !limits.ID_PATTERN.test(input.merchantId)) {
+    violations.add("merchantId", "is not a valid merchantId");
+  }
+  let spki = "";
+  if (input.publicKey === "") violations.add("publicKey", "is required");
+  else {
+    try {
+      spki = parseEd25519PublicKey(input.publicKey, "publicKey").spki;
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      for (const v of err.violations) violations.add(v.field, v.description);
+    }
+  }
+  violations.throwIfAny();
+  assertMerchantAllowed(principal, input.merchantId);
+
+  const current = await deps.store.merchantKeys.findByMerchantId(input.merchantId);
+  if (current !== undefined && current.tenantId !== principal.tenantId) throw merchantIdTaken();
+  if (current !== undefined && current.publicKey === spki) return registered(current);
+  const key: Omit<MerchantKeyRecord, "previousKeys"> = {
+    merchantKeyId: randomId("mk", 12),
+    merchantId: input.merchantId,
+    tenantId: principal.tenantId,
+    algorithm: SIGNATURE_ALGORITHM,
+    publicKey: spki,
+    registeredAt: deps.clock.now(),
+  };
+  const outcome = await deps.store.merchantKeys.put(key);
+  if (outcome.kind === "taken") throw merchantIdTaken();
+  return registered(key);
+}
+
+/**
+ * Checks the signature of a receipt request when its merchantId has a registered key, and on success
+ * sets `merchantSignature` and `merchantKeyId` on `receipt` so that they are sealed with it. Call it
+ * after validation and after every field the service derives (the gateway's amount) is set: the
+ * receipt must be sealed exactly as it was signed.
+ *
+ * Without a registered key the header is ignored and nothing is sealed: merchants can roll signing
+ * out to their terminals before registering the key, and registering it turns enforcement on.
+ * Throws `invalid_signature` when the header is missing, malformed or does not verify, and
+ * `invalid_request` (naming the fields) when the service would seal something other than what was
+ * signed (a lower-case currency, a defaulted version, generated mock items, a derived amount), since
+ * the cardholder could then not verify the signature.
+ */
+export async function applyMerchantSignature(
+  deps: DomainDeps,
+  request: Receipt,
+  receipt: ValidReceipt,
+  header: string | null,
+): Promise<void> {
+  const key = await deps.store.merchantKeys.findByMerchantId(receipt.merchantId);
+  if (key === undefined) return;
+  const signature = decodeSignature(header);
+  const signed = signedFormOf(receiptJsonOf(request));
+  assertSealedAsSigned(signed, signedFormOf(sealedPlaintextOf(receipt) as JsonObject));
+  const data = Buffer.from(canonicalJson(signed), "utf8");
+  if (!verifies(data, key.publicKey, signature)) {
+    throw signatureError("does not verify with the merchantId's signing key over this receipt");
+  }
+  receipt.merchantSignature = signature.toString("base64");
+  receipt.merchantKeyId = key.merchantKeyId;
+}
+
+/**
+ * The JSON of a decoded receipt message as the service checks a signature against it: the REST JSON
+ * form of a `Receipt` (lowerCamelCase names, every non-optional field present, optional fields
+ * present exactly when set, int64 as JSON integers, timestamps as protobuf renders them: RFC 3339
+ * UTC with `Z` and 0, 3, 6 or 9 fractional digits). For a REST body in that form this gives the
+ * body back, whatever order its members came in.
+ */
+export function receiptJsonOf(receipt: Receipt): JsonObject {
+  const json = toJson(ReceiptSchema, receipt, { alwaysEmitImplicit: true }) as JsonObject;
+  return int64AsNumbers(ReceiptSchema, json);
+}
+
+/**
+ * The signed form of a receipt's JSON: without {@link UNSIGNED_FIELDS} at the top level, and with
+ * every member whose value is `null`, `""` or `[]` removed at any depth (array elements are kept).
+ */
+export function signedFormOf(receipt: JsonObject): JsonObject {
+  const out: JsonObject = {};
+  for (const [name, value] of Object.entries(receipt)) {
+    if (!UNSIGNED_FIELDS.includes(name)) keepMember(out, name, value);
+  }
+  return out;
+}
+
+/**
+ * The bytes a receipt signature covers: UTF-8 of the RFC 8785 canonical JSON of
+ * {@link signedFormOf}. The same function serves the merchant (on its request body) and the
+ * cardholder's app (on the decrypted receipt).
+ */
+export function receiptSigningInput(receipt: JsonObject): Buffer {
+  return Buffer.from(canonicalJson(signedFormOf(receipt)), "utf8");
+}
+
+function keepMember(out: JsonObject, name: string, value: JsonValue | undefined): void {
+  const pruned = withoutEmptyMembers(value);
+  if (pruned === undefined || pruned === null || pruned === "") return;
+  if (Array.isArray(pruned) && pruned.length === 0) return;
+  out[name] = pruned;
+}
+
+function withoutEmptyMembers(value: JsonValue | undefined): JsonValue | undefined {
+  if (Array.isArray(value)) return value.map((element) => withoutEmptyMembers(element) ?? null);
+  if (typeof value !== "object" || value === null) return value;
+  const out: JsonObject = {};
+  for (const [name, member] of Object.entries(value)) keepMember(out, name, member);
+  return out;
+}
+
+function canonicalJson(value: JsonObject): string {
+  const text = canonicalize(value);
+  if (text === undefined) throw new AppError("internal_server_error", "A receipt has no canonical JSON.");
+  return text;
+}
+
+/** Turns protobuf JSON's 64-bit integer strings into numbers, in place, guided by the descriptor. */
+function int64AsNumbers(desc: DescMessage, json: JsonObject): JsonObject {
+  for (const field of desc.fields) {
+    const value = json[field.jsonName];
+    if (value === undefined || value === null) continue;
+    if (field.fieldKind === "scalar" && is64Bit(field.scalar)) json[field.jsonName] = Number(value);
+    else if (field.fieldKind === "list" && field.listKind === "scalar" && is64Bit(field.scalar)) {
+      json[field.jsonName] = (value as JsonValue[]).map(Number);
+    } else if (field.fieldKind === "message" && !isWellKnown(field.message)) {
+      int64AsNumbers(field.message, value as JsonObject);
+    } else if (field.fieldKind === "list" && field.listKind === "message" && !isWellKnown(field.message)) {
+      for (const element of value as JsonObject[]) int64AsNumbers(field.message, element);
+    }
+  }
+  return json;
+}
+
+function is64Bit(type: ScalarType): boolean {
+  return (
+    type === ScalarType.INT64 ||
+    type === ScalarType.UINT64 ||
+    type === ScalarType.SINT64 ||
+    type === ScalarType.FIXED64 ||
+    type === ScalarType.SFIXED64
+  );
+}
+
+/** Well-known types have their own JSON forms (a Timestamp is a string). */
+function isWellKnown(desc: DescMessage): boolean {
+  return desc.typeName.startsWith("google.protobuf.");
+}
+
+/** The signature bytes of the header: standard or URL-safe base64 of exactly 64 bytes. */
+function decodeSignature(header: string | null): Buffer {
+  if (header === null || header === "") {
+    throw signatureError(
+      "is required: this merchantId has a registered signing key, so its receipts must be signed",
+    );
+  }
+  const text = header.trim();
+  const bytes = /^(?:[A-Za-z0-9+/]+|[A-Za-z0-9_-]+)={0,2}$/.test(text) ? Buffer.from(text, "base64") : null;
+  if (bytes === null || bytes.length !== SIGNATURE_BYTES) {
+    throw signatureError(`must be the base64 of a ${SIGNATURE_BYTES}-byte Ed25519 signature`);
+  }
+  return bytes;
+}
+
+/** Hints for the fields the service changes while validating, when a signed receipt differs there. */
+const SEALED_FORM_HINTS: Readonly<Record<string, string>> = {
+  version: "is required in a signed receipt (otherwise the service seals the default version)",
+  currency: "must be upper-case in a signed receipt (the service seals it upper-cased)",
+  items: "are required in a signed receipt: generated mock items cannot be signed",
+  amount: "is required in a signed payment: the service seals the amount it charges",
+};
+
+/** Throws `invalid_request` naming each top-level field whose sealed value differs from the signed one. */
+function assertSealedAsSigned(signed: JsonObject, sealed: JsonObject): void {
+  const violations = new Violations();
+  for (const name of new Set([...Object.keys(signed), ...Object.keys(sealed)])) {
+    if (canonicalize(signed[name]) !== canonicalize(sealed[name])) {
+      violations.add(
+        name,
+        SEALED_FORM_HINTS[name] ?? "must be sent in a signed receipt exactly as the service seals it",
+      );
+    }
+  }
+  violations.throwIfAny(
+    "A signed receipt must be sent exactly as the service seals it, so that the cardholder can verify the signature.",
+  );
+}
+
+/** Ed25519 verification; a stored key that does not parse is a bug (500), not a bad signature. */
+function verifies(data: Buffer, spki: string, signature: Buffer): boolean {
+  const key = createPublicKey({ key: Buffer.from(spki, "base64"), format: "der", type: "spki" });
+  return verify(null, data, key, signature);
+}
+
+function signatureError(problem: string): AppError {
+  return new AppError("invalid_signature", `The X-Receipt-Signature header ${problem}.`, {
+    violations: [{ field: "X-Receipt-Signature", description: problem }],
+  });
+}
+
+function merchantIdTaken(): AppError {
+  return new AppError("conflict", "Another merchant has registered a signing key for this merchantId.");
+}
+
+function registered(key: Omit<MerchantKeyRecord, "previousKeys">): RegisteredSigningKey {
+  return {
+    merchantKeyId: key.merchantKeyId,
+    merchantId: key.merchantId,
+    algorithm: key.algorithm,
+    registeredAt: key.registeredAt,
+  };
+}
