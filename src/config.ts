@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
 import type { Environment, Tier } from "./store/types.js";
 
 /** Requests allowed per key per minute, for all calls and for generate-keys separately (section 9). */
@@ -26,6 +27,11 @@ export interface Config {
   /** How long an unreleased escrowed receipt is kept, in days. */
   escrowRetentionDays: number;
   bodyLimitBytes: number;
+  /**
+   * Time limit of one store call in milliseconds (`STORE_TIMEOUT_MS`, default 5000): a slower call
+   * answers `service_unavailable` rather than hold its request open (see `withTimeLimit`).
+   */
+  storeTimeoutMs: number;
   logLevel: string;
   tiers: Record<Tier, TierLimits>;
 }
@@ -124,6 +130,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     grantTtlSeconds: int("GRANT_TTL_SECONDS", 180, 120, 180),
     escrowRetentionDays: int("ESCROW_RETENTION_DAYS", 30, 1, 3_650),
     bodyLimitBytes: int("BODY_LIMIT_BYTES", 1_048_576, 1_024, 64 * 1_048_576),
+    storeTimeoutMs: int("STORE_TIMEOUT_MS", DEFAULT_STORE_TIMEOUT_MS, 10, 120_000),
     logLevel: oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
     tiers: parseTiers(env.RATE_LIMIT_TIERS, problems),
   };

@@ -19,15 +19,20 @@ export function hashApiKey(key: string): string {
 
 /**
  * Creates an API key `rk_<env>_<random>` (256 bits) and stores its hash. The key itself is returned
- * once, here, and cannot be recovered later.
+ * once, here, and cannot be recovered later. `given` stores a key generated elsewhere instead (the
+ * cluster primary hands its development keys to every worker); it must have the same format.
  */
 export async function createApiKey(
   store: Store,
   env: Environment,
   input: NewApiKey,
   now: Date,
+  given?: string,
 ): Promise<{ key: string; record: ApiKeyRecord }> {
-  const key = randomId(`rk_${env}`, 32);
+  if (given !== undefined && KEY_FORMAT.exec(given)?.[1] !== env) {
+    throw new AppError("invalid_request", `A given API key must look like rk_${env}_<random>.`);
+  }
+  const key = given ?? randomId(`rk_${env}`, 32);
   const record: ApiKeyRecord = {
     id: randomId("key", 8),
     keyHash: hashApiKey(key),

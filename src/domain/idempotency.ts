@@ -5,6 +5,12 @@ import type { DomainDeps } from "./deps.js";
 
 /** How long an idempotency key is remembered (section 7): 24 hours. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
+/**
+ * How long a started key is presumed to belong to a live call. A call that has not completed after
+ * this long died with its process (a live one is bounded by the store's time limits far sooner), so
+ * a retry with the same request takes the key over instead of finding it "in progress" for 24 hours.
+ */
+export const IDEMPOTENCY_LEASE_MS = 60_000;
 /** How long a retry waits for a concurrent first call with the same key before giving up. */
 const WAIT_FOR_FIRST_MS = 15_000;
 const POLL_MS = 20;
@@ -50,6 +56,7 @@ export async function withIdempotency<T>(
       call.requestHash,
       new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
       now,
+      new Date(now.getTime() + IDEMPOTENCY_LEASE_MS),
     );
     if (begun.kind === "started") break;
     if (begun.requestHash !== call.requestHash) {
@@ -65,10 +72,20 @@ export async function withIdempotency<T>(
   try {
     value = await run();
   } catch (err) {
-    await deps.store.idempotency.abandon(storeKey);
+    // The call's own error is the answer; if the key cannot be released now, its lease frees it later.
+    await deps.store.idempotency.abandon(storeKey).catch((cause: unknown) => {
+      deps.logger.warn({ err: cause }, "could not release an idempotency key; its lease will");
+    });
     throw err;
   }
-  await deps.store.idempotency.complete(storeKey, seal(sealKey, call.encode(value)));
+  // The call has happened (a payment exists): its response is the answer even if it cannot be cached.
+  // A retry then finds the key in progress until the lease runs out, and its rerun is refused as a
+  // duplicate transaction, so nothing is ever done twice.
+  await deps.store.idempotency
+    .complete(storeKey, seal(sealKey, call.encode(value)))
+    .catch((cause: unknown) => {
+      deps.logger.warn({ err: cause }, "could not store the response of an idempotency key");
+    });
   return value;
 }
 

@@ -71,17 +71,25 @@ export async function sealForRecipient(
  * Closes the race between a new escrowed receipt and a registration of its card running at the same
  * time: after storing an escrowed receipt, if the card is now registered, release it here. Either the
  * registration's release or this one sees the receipt; `release` lets only one of them win.
+ *
+ * The receipt (and its payment) are stored by then, so a failure here must not turn the call into an
+ * error: the caller would retry something that already happened. The receipt stays escrowed, and the
+ * next registration of the card (every register call releases pending escrow) releases it.
  */
 export async function settleEscrowRace(deps: DomainDeps, record: ReceiptRecord): Promise<void> {
   if (!record.isEscrowed) return;
-  const user = await deps.store.users.findByPanHash(record.panHash);
-  const key = user ? await deps.store.users.findKey(user.activeKeyId) : undefined;
-  if (!user || !key) return;
-  await releaseEscrow(deps, {
-    panHash: record.panHash,
-    userId: user.userId,
-    issuerTenantId: user.tenantId,
-    keyId: key.keyId,
-    spki: key.publicKey,
-  });
+  try {
+    const user = await deps.store.users.findByPanHash(record.panHash);
+    const key = user ? await deps.store.users.findKey(user.activeKeyId) : undefined;
+    if (!user || !key) return;
+    await releaseEscrow(deps, {
+      panHash: record.panHash,
+      userId: user.userId,
+      issuerTenantId: user.tenantId,
+      keyId: key.keyId,
+      spki: key.publicKey,
+    });
+  } catch (err) {
+    deps.logger.warn({ err, receiptId: record.id }, "escrow release after storing a receipt failed");
+  }
 }

@@ -245,7 +245,8 @@ function bodyJson(
 ): JsonObject {
   const input = binding.method.input;
   if (binding.body.kind === "all") {
-    const whole = body ?? {};
+    // Only a missing body means "no fields"; a JSON `null` is a body of the wrong type.
+    const whole = body === undefined ? {} : body;
     violations.push(...validateJson(input, whole));
     if (!isObject(whole)) return {};
     for (const field of bound) {
@@ -260,7 +261,7 @@ function bodyJson(
   }
   if (binding.body.kind === "field") {
     const field = binding.body.field;
-    const value = body ?? (field.fieldKind === "message" ? {} : undefined);
+    const value = body === undefined && field.fieldKind === "message" ? {} : body;
     if (field.fieldKind === "message" && !isStringLike(field.message)) {
       violations.push(...validateJson(field.message, value));
     } else {

@@ -10,6 +10,9 @@ export interface ReceiptCursor {
   id: string;
 }
 
+/** The largest time a JavaScript Date can hold (±100,000,000 days), in ms; beyond it a Date is invalid. */
+const MAX_DATE_MS = 8.64e15;
+
 /** Encodes a cursor as an opaque base64url token (clients must not parse it). */
 export function encodeCursor(cursor: ReceiptCursor): string {
   return Buffer.from(JSON.stringify([cursor.createdAt.getTime(), cursor.id]), "utf8").toString("base64url");
@@ -30,6 +33,7 @@ export function decodeCursor(token: string): ReceiptCursor {
     Array.isArray(parsed) &&
     parsed.length === 2 &&
     Number.isSafeInteger(parsed[0]) &&
+    Math.abs(parsed[0] as number) <= MAX_DATE_MS &&
     typeof parsed[1] === "string" &&
     parsed[1].length > 0
   ) {

@@ -246,15 +246,28 @@ export interface GrantStore {
 
 /** A cached response for an `Idempotency-Key`. */
 export type IdempotencyBegin =
-  /** First use of the key: the caller must `complete` or `abandon` it. */
+  /** First use of the key, or a takeover of a stale one: the caller must `complete` or `abandon` it. */
   | { kind: "started" }
-  /** Another call with this key is still running. */
+  /** Another call with this key is still running (its lease has not run out). */
   | { kind: "in_progress"; requestHash: string }
   | { kind: "completed"; requestHash: string; response: string };
 
 export interface IdempotencyStore {
-  /** Claims `key` for a call with `requestHash`, atomically; records expire at `expiresAt`. */
-  begin(key: string, requestHash: string, expiresAt: Date, now: Date): Promise<IdempotencyBegin>;
+  /**
+   * Claims `key` for a call with `requestHash`, atomically; records expire at `expiresAt`. A claim
+   * is leased until `leaseUntil`: a started key that is still not completed at a later `now` is taken
+   * to belong to a call that died with its process, and the next `begin` with the same
+   * `requestHash` takes it over (`started`, with a new lease). Exactly one of several concurrent
+   * callers takes it over; a different `requestHash` never does (it sees `in_progress`), and a
+   * completed key is never taken over. The lease must outlast any call that is still alive.
+   */
+  begin(
+    key: string,
+    requestHash: string,
+    expiresAt: Date,
+    now: Date,
+    leaseUntil: Date,
+  ): Promise<IdempotencyBegin>;
   /** Stores the response (serialized) of a started key. */
   complete(key: string, response: string): Promise<void>;
   /** Forgets a started key after its call failed, so a retry can run it again. */
@@ -281,6 +294,52 @@ export interface AuditStore {
   list(limit: number): Promise<AuditEvent[]>;
 }
 
+/** How many replaced keys a {@link MerchantKeyRecord} keeps in `previousKeys` (the oldest go first). */
+export const MERCHANT_KEY_HISTORY = 20;
+
+/** A signing key a merchantId used before a rotation; receipts sealed then name its id. */
+export interface PreviousMerchantKey {
+  merchantKeyId: string;
+  publicKey: string;
+  registeredAt: Date;
+  /** When the key that replaced it was registered. */
+  replacedAt: Date;
+}
+
+/** The Ed25519 key that signs a merchantId's receipts (section 10): one current key per merchantId. */
+export interface MerchantKeyRecord {
+  /** `mk_<random>`; sealed receipts name the key that verified their signature. */
+  merchantKeyId: string;
+  /** Unique: one merchant tenant owns a merchantId's signing key. */
+  merchantId: string;
+  /** The merchant tenant that registered it; only this tenant may replace it. */
+  tenantId: string;
+  algorithm: "Ed25519";
+  /** Base64 DER SubjectPublicKeyInfo. */
+  publicKey: string;
+  registeredAt: Date;
+  /** The keys this one replaced, oldest first, at most {@link MERCHANT_KEY_HISTORY}. */
+  previousKeys: PreviousMerchantKey[];
+}
+
+export type MerchantKeyPutOutcome =
+  | { kind: "created" }
+  /** The tenant's previous key of the merchantId moved to `previousKeys`. */
+  | { kind: "replaced"; previousKeyId: string }
+  /** The merchantId's key belongs to another tenant: nothing changed. */
+  | { kind: "taken" };
+
+export interface MerchantKeyStore {
+  /**
+   * Makes `key` the current signing key of its merchantId, atomically: stores it when the merchantId
+   * has none; when the same tenant has one, appends that one to `previousKeys` (with `replacedAt` =
+   * `key.registeredAt`, keeping the newest {@link MERCHANT_KEY_HISTORY}) and puts `key` in its place;
+   * when another tenant has one, changes nothing. Concurrent puts for one merchantId keep one record.
+   */
+  put(key: Omit<MerchantKeyRecord, "previousKeys">): Promise<MerchantKeyPutOutcome>;
+  findByMerchantId(merchantId: string): Promise<MerchantKeyRecord | undefined>;
+}
+
 /** Every repository, plus the backend's lifecycle. */
 export interface Store {
   /** "memory" or "mongodb", for logs and /readyz. */
@@ -293,6 +352,7 @@ export interface Store {
   readonly grants: GrantStore;
   readonly idempotency: IdempotencyStore;
   readonly audit: AuditStore;
+  readonly merchantKeys: MerchantKeyStore;
   /** Creates indexes (idempotent). Called once at start-up. */
   init(): Promise<void>;
   /** Resolves when the backend answers; throws `service_unavailable` otherwise. */

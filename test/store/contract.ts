@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Store } from "../../src/store/types.js";
+import { merchantKeysContract } from "./contract-merchant-keys.js";
 import { receiptsContract } from "./contract-receipts.js";
 import { usersContract } from "./contract-users.js";
 import { apiKey, at, auditEvent, grant, uid } from "./fixtures.js";
@@ -35,6 +36,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     grantsContract(store);
     usersContract(store);
     receiptsContract(store);
+    merchantKeysContract(store);
   });
 }
 
@@ -124,31 +126,33 @@ function auditContract(store: () => Store): void {
 function idempotencyContract(store: () => Store): void {
   describe("idempotency", () => {
     const expires = at(86_400);
+    /** A lease that outlasts every test below except the lease tests. */
+    const lease = at(3_600);
 
     it("starts a key once, reports it in progress, then replays the completed response", async () => {
       const idem = store().idempotency;
-      expect(await idem.begin("idem-1", "hash-a", expires, at(0))).toEqual({ kind: "started" });
-      expect(await idem.begin("idem-1", "hash-a", expires, at(1))).toEqual({
+      expect(await idem.begin("idem-1", "hash-a", expires, at(0), lease)).toEqual({ kind: "started" });
+      expect(await idem.begin("idem-1", "hash-a", expires, at(1), lease)).toEqual({
         kind: "in_progress",
         requestHash: "hash-a",
       });
       await idem.complete("idem-1", '{"paymentId":"pay_1"}');
       const completed = { kind: "completed", requestHash: "hash-a", response: '{"paymentId":"pay_1"}' };
-      expect(await idem.begin("idem-1", "hash-a", expires, at(2))).toEqual(completed);
+      expect(await idem.begin("idem-1", "hash-a", expires, at(2), lease)).toEqual(completed);
       // A different body with the same key gets the first call's hash, so the caller can refuse it.
-      expect(await idem.begin("idem-1", "hash-b", expires, at(3))).toEqual(completed);
-      expect(await idem.begin("idem-2", "hash-a", expires, at(3))).toEqual({ kind: "started" });
+      expect(await idem.begin("idem-1", "hash-b", expires, at(3), lease)).toEqual(completed);
+      expect(await idem.begin("idem-2", "hash-a", expires, at(3), lease)).toEqual({ kind: "started" });
     });
 
     it("lets a retry start again after abandon, but never forgets a completed response", async () => {
       const idem = store().idempotency;
-      await idem.begin("idem-1", "hash-a", expires, at(0));
+      await idem.begin("idem-1", "hash-a", expires, at(0), lease);
       await idem.abandon("idem-1");
-      expect(await idem.begin("idem-1", "hash-a", expires, at(1))).toEqual({ kind: "started" });
+      expect(await idem.begin("idem-1", "hash-a", expires, at(1), lease)).toEqual({ kind: "started" });
       await idem.complete("idem-1", "first");
       await idem.abandon("idem-1");
       await idem.complete("idem-1", "second");
-      expect(await idem.begin("idem-1", "hash-a", expires, at(2))).toEqual({
+      expect(await idem.begin("idem-1", "hash-a", expires, at(2), lease)).toEqual({
         kind: "completed",
         requestHash: "hash-a",
         response: "first",
@@ -157,10 +161,10 @@ function idempotencyContract(store: () => Store): void {
 
     it("treats a record expired at `now` as absent", async () => {
       const idem = store().idempotency;
-      await idem.begin("idem-1", "hash-a", at(10), at(0));
+      await idem.begin("idem-1", "hash-a", at(10), at(0), lease);
       await idem.complete("idem-1", "old");
-      expect(await idem.begin("idem-1", "hash-b", at(100), at(10))).toEqual({ kind: "started" });
-      expect(await idem.begin("idem-1", "hash-c", at(200), at(20))).toEqual({
+      expect(await idem.begin("idem-1", "hash-b", at(100), at(10), lease)).toEqual({ kind: "started" });
+      expect(await idem.begin("idem-1", "hash-c", at(200), at(20), lease)).toEqual({
         kind: "in_progress",
         requestHash: "hash-b",
       });
@@ -169,11 +173,47 @@ function idempotencyContract(store: () => Store): void {
     it("starts exactly one of 20 concurrent calls with the same key", async () => {
       const results = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
-          store().idempotency.begin("idem-1", `hash-${i}`, expires, at(0)),
+          store().idempotency.begin("idem-1", `hash-${i}`, expires, at(0), lease),
         ),
       );
       expect(results.filter((r) => r.kind === "started")).toHaveLength(1);
       expect(results.filter((r) => r.kind === "in_progress")).toHaveLength(19);
+    });
+
+    it("lets a retry of the same request take over a started key once its lease has run out", async () => {
+      const idem = store().idempotency;
+      // A call started at 0 and died with its process: it never completes nor abandons its key.
+      expect(await idem.begin("idem-1", "hash-a", expires, at(0), at(60))).toEqual({ kind: "started" });
+      expect(await idem.begin("idem-1", "hash-a", expires, at(59), at(119))).toEqual({
+        kind: "in_progress",
+        requestHash: "hash-a",
+      });
+      expect(await idem.begin("idem-1", "hash-a", expires, at(60), at(120))).toEqual({ kind: "started" });
+      // The takeover holds a new lease: the key is in progress again until it runs out.
+      expect(await idem.begin("idem-1", "hash-a", expires, at(61), at(121))).toEqual({
+        kind: "in_progress",
+        requestHash: "hash-a",
+      });
+      await idem.complete("idem-1", "done");
+      expect(await idem.begin("idem-1", "hash-a", expires, at(500), at(560))).toEqual({
+        kind: "completed",
+        requestHash: "hash-a",
+        response: "done",
+      });
+    });
+
+    it("never lets another request take over a stale key, and lets one of many retries take it", async () => {
+      const idem = store().idempotency;
+      await idem.begin("idem-1", "hash-a", expires, at(0), at(60));
+      expect(await idem.begin("idem-1", "hash-b", expires, at(90), at(150))).toEqual({
+        kind: "in_progress",
+        requestHash: "hash-a",
+      });
+      const retries = await Promise.all(
+        Array.from({ length: 10 }, () => idem.begin("idem-1", "hash-a", expires, at(90), at(150))),
+      );
+      expect(retries.filter((r) => r.kind === "started")).toHaveLength(1);
+      expect(retries.filter((r) => r.kind === "in_progress")).toHaveLength(9);
     });
   });
 }

@@ -3,6 +3,7 @@ import { type App, buildApp } from "../../src/app.js";
 import { type Clock, systemClock } from "../../src/clock.js";
 import { type Config, loadConfig } from "../../src/config.js";
 import { createApiKey, type NewApiKey } from "../../src/domain/api-keys.js";
+import type { ListenerOptions } from "../../src/http/listener.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Store } from "../../src/store/types.js";
@@ -23,7 +24,16 @@ export interface TestService {
 
 /** Starts the whole service (embedded store) on 127.0.0.1:0, as `main` would. */
 export async function startService(
-  options: { env?: NodeJS.ProcessEnv; clock?: Clock; store?: Store; logLines?: string[] } = {},
+  options: {
+    env?: NodeJS.ProcessEnv;
+    clock?: Clock;
+    store?: Store;
+    logLines?: string[];
+    /** Connection timeouts, to see idle and slow clients cut off without waiting seconds. */
+    listener?: ListenerOptions;
+    /** How long `close()` waits for calls in flight (default 10 s). */
+    shutdownGraceMs?: number;
+  } = {},
 ): Promise<TestService> {
   const config = loadConfig({
     RECEIPTS_ENV: "dev",
@@ -38,7 +48,15 @@ export async function startService(
     lines ? { write: (line: string) => lines.push(line) } : undefined,
   );
   const clock = options.clock ?? systemClock;
-  const app = await buildApp({ config, store, logger, clock, workers: 2 });
+  const app = await buildApp({
+    config,
+    store,
+    logger,
+    clock,
+    workers: 2,
+    ...(options.listener === undefined ? {} : { listener: options.listener }),
+    ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+  });
   const address = await app.server.listen(0, "127.0.0.1");
   const port = typeof address === "string" ? Number(new URL(address).port) : address.port;
   const newKey = async (input: NewApiKey) => (await createApiKey(store, "dev", input, clock.now())).key;

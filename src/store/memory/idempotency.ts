@@ -4,6 +4,8 @@ import { sweepExpired } from "./copy.js";
 interface Entry {
   requestHash: string;
   expiresAt: Date;
+  /** Until when the call that started the key is presumed alive. */
+  leaseUntil: Date;
   response?: string;
 }
 
@@ -12,15 +14,23 @@ export class MemoryIdempotency implements IdempotencyStore {
   private readonly entries = new Map<string, Entry>();
   private lastSweepMs = Number.NEGATIVE_INFINITY;
 
-  async begin(key: string, requestHash: string, expiresAt: Date, now: Date): Promise<IdempotencyBegin> {
+  async begin(
+    key: string,
+    requestHash: string,
+    expiresAt: Date,
+    now: Date,
+    leaseUntil: Date,
+  ): Promise<IdempotencyBegin> {
     this.lastSweepMs = sweepExpired(this.entries, now.getTime(), this.lastSweepMs);
     const entry = this.entries.get(key);
     if (entry !== undefined && entry.expiresAt > now) {
-      return entry.response === undefined
-        ? { kind: "in_progress", requestHash: entry.requestHash }
-        : { kind: "completed", requestHash: entry.requestHash, response: entry.response };
+      if (entry.response !== undefined) {
+        return { kind: "completed", requestHash: entry.requestHash, response: entry.response };
+      }
+      const stale = entry.leaseUntil <= now && entry.requestHash === requestHash;
+      if (!stale) return { kind: "in_progress", requestHash: entry.requestHash };
     }
-    this.entries.set(key, { requestHash, expiresAt: new Date(expiresAt) });
+    this.entries.set(key, { requestHash, expiresAt: new Date(expiresAt), leaseUntil: new Date(leaseUntil) });
     return { kind: "started" };
   }
 

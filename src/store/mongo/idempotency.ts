@@ -8,6 +8,8 @@ interface IdempotencyDoc {
   _id: string;
   requestHash: string;
   expiresAt: Date;
+  /** Until when the call that started the key is presumed alive; absent on records from before leases. */
+  leaseUntil?: Date;
   /** Set by `complete`; absent while the first call runs. */
   response?: string;
 }
@@ -25,28 +27,44 @@ export class MongoIdempotency implements IdempotencyStore {
 
   /**
    * Claims the key by inserting it; on a duplicate, reads the record that won. An expired record
-   * (not yet deleted by the TTL monitor) is taken over with a conditional replace, so that only one
-   * concurrent caller can take it over.
+   * (not yet deleted by the TTL monitor), or a started one of the same request whose lease has run
+   * out, is taken over with a conditional replace, so that only one concurrent caller can take it over.
    */
-  begin(key: string, requestHash: string, expiresAt: Date, now: Date): Promise<IdempotencyBegin> {
+  begin(
+    key: string,
+    requestHash: string,
+    expiresAt: Date,
+    now: Date,
+    leaseUntil: Date,
+  ): Promise<IdempotencyBegin> {
     return this.ctx.run(async () => {
+      const claim = { requestHash, expiresAt, leaseUntil };
       for (let attempt = 1; attempt <= BEGIN_ATTEMPTS; attempt++) {
         try {
-          await this.collection.insertOne({ _id: key, requestHash, expiresAt }, this.ctx.limit);
+          await this.collection.insertOne({ _id: key, ...claim }, this.ctx.limit);
           return { kind: "started" };
         } catch (err) {
           if (!isDuplicateKey(err)) throw err;
         }
         const existing = await this.collection.findOne({ _id: key }, this.ctx.limit);
         if (existing === null) continue;
-        if (existing.expiresAt > now) {
-          return existing.response === undefined
-            ? { kind: "in_progress", requestHash: existing.requestHash }
-            : { kind: "completed", requestHash: existing.requestHash, response: existing.response };
+        const expired = existing.expiresAt <= now;
+        if (!expired && existing.response !== undefined) {
+          return { kind: "completed", requestHash: existing.requestHash, response: existing.response };
         }
+        const stale =
+          existing.requestHash === requestHash && !(existing.leaseUntil && existing.leaseUntil > now);
+        if (!expired && !stale) return { kind: "in_progress", requestHash: existing.requestHash };
         const replaced = await this.collection.replaceOne(
-          { _id: key, expiresAt: { $lte: now } },
-          { requestHash, expiresAt },
+          expired
+            ? { _id: key, expiresAt: { $lte: now } }
+            : {
+                _id: key,
+                requestHash,
+                response: { $exists: false },
+                leaseUntil: { $not: { $gt: now } },
+              },
+          claim,
           this.ctx.limit,
         );
         if (replaced.matchedCount === 1) return { kind: "started" };

@@ -1,0 +1,160 @@
+import type { ConnectError, ConnectRouter } from "@connectrpc/connect";
+import {
+  createAsyncIterable,
+  encodeEnvelope,
+  type UniversalHandler,
+  type UniversalServerRequest,
+  type UniversalServerResponse,
+} from "@connectrpc/connect/protocol";
+import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
+import { AppError } from "../errors.js";
+import { toConnectError } from "../rpc/error-mapping.js";
+import { requestIdFrom } from "../rpc/interceptors.js";
+
+/**
+ * Requests whose message cannot be decoded are the caller's fault, and are answered as such.
+ *
+ * connect-es decodes a request before any interceptor runs, and reports a body that is not valid
+ * protobuf binary (truncated, a wrong wire type, invalid UTF-8 in a string field) as INTERNAL with
+ * the message "parse binary: ..." (its decoder is shared with clients, where a bad message is the
+ * server's fault). A client would then retry it as a server error, and metrics would count a bug.
+ * {@link answerUndecodableAsInvalid} re-labels exactly that error as `invalid_request`
+ * (INVALID_ARGUMENT, HTTP 400 on Connect) with the service's ErrorInfo, BadRequest and request id,
+ * on gRPC, gRPC-Web and Connect alike. Everything else passes through untouched.
+ */
+
+/** The message prefix connect-es gives a request it cannot decode from protobuf binary. */
+const UNDECODABLE = "parse binary: ";
+
+/** Options for the JSON codec of Connect and gRPC-JSON: text that is not UTF-8 is refused, not repaired. */
+export const STRICT_JSON_OPTIONS = {
+  ignoreUnknownFields: true,
+  textDecoder: new TextDecoder("utf-8", { fatal: true }),
+};
+
+/** Wraps `routes` so that every handler it registers answers undecodable requests as invalid. */
+export function answerUndecodableAsInvalid(
+  routes: (router: ConnectRouter) => void,
+): (router: ConnectRouter) => void {
+  return (router) => {
+    routes(router);
+    const handlers = router.handlers.map(wrapHandler);
+    router.handlers.splice(0, router.handlers.length, ...handlers);
+  };
+}
+
+function wrapHandler(handler: UniversalHandler): UniversalHandler {
+  const wrapped = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
+    const response = await handler(request);
+    const invalid = (message: string) =>
+      toConnectError(
+        new AppError("invalid_request", "The request message cannot be decoded.", {
+          violations: [{ field: "body", description: message.slice(UNDECODABLE.length) }],
+        }),
+        requestIdFrom(request.header.get("x-request-id")),
+      );
+    const type = response.header?.get("content-type") ?? "";
+    if (type.startsWith("application/grpc-web")) return grpcWeb(response, invalid);
+    if (type.startsWith("application/grpc")) return grpc(response, invalid);
+    if (response.status === 500) return connectUnary(response, invalid);
+    return response;
+  };
+  return Object.assign(wrapped, {
+    protocolNames: handler.protocolNames,
+    service: handler.service,
+    method: handler.method,
+    requestPath: handler.requestPath,
+    allowedMethods: handler.allowedMethods,
+    supportedContentType: handler.supportedContentType,
+  });
+}
+
+type Relabel = (message: string) => ConnectError;
+
+/** gRPC: the status is in the trailers, complete by the time the handler has answered. */
+function grpc(response: UniversalServerResponse, invalid: Relabel): UniversalServerResponse {
+  const message = undecodableMessage(response.trailer);
+  if (response.trailer === undefined || message === undefined) return response;
+  for (const name of ["grpc-status", "grpc-message", "grpc-status-details-bin"])
+    response.trailer.delete(name);
+  setTrailerStatus(response.trailer, invalid(message));
+  return response;
+}
+
+/** gRPC-Web: the trailers are the first (and only) frame of the body of a call that never ran. */
+async function grpcWeb(
+  response: UniversalServerResponse,
+  invalid: Relabel,
+): Promise<UniversalServerResponse> {
+  if (response.body === undefined) return response;
+  const it = response.body[Symbol.asyncIterator]();
+  const first = await it.next();
+  if (first.done) return { ...response, body: createAsyncIterable([]) };
+  const frame = first.value;
+  const message = frame[0] === trailerFlag ? undecodableMessage(trailerParse(frame.subarray(5))) : undefined;
+  if (message === undefined) return { ...response, body: prepend(frame, it) };
+  await it.return?.();
+  const trailer = setTrailerStatus(new Headers(), invalid(message));
+  return { ...response, body: createAsyncIterable([encodeEnvelope(trailerFlag, trailerSerialize(trailer))]) };
+}
+
+/** Connect unary: an error is a JSON body with an HTTP status; only uncompressed 500s are read. */
+async function connectUnary(
+  response: UniversalServerResponse,
+  invalid: Relabel,
+): Promise<UniversalServerResponse> {
+  if (response.body === undefined || response.header?.has("content-encoding")) return response;
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of response.body) chunks.push(chunk);
+  const bytes = Buffer.concat(chunks);
+  let parsed: { code?: unknown; message?: unknown } = {};
+  try {
+    parsed = JSON.parse(bytes.toString("utf8")) as typeof parsed;
+  } catch {
+    // Not a Connect error body: pass it on as it is.
+  }
+  const message = parsed.code === "internal" ? parsed.message : undefined;
+  if (typeof message !== "string" || !message.startsWith(UNDECODABLE)) {
+    return { ...response, body: createAsyncIterable([bytes]) };
+  }
+  const error = invalid(message);
+  const body = errorToJsonBytes(error, {});
+  const header = new Headers(response.header);
+  error.metadata.forEach((value, name) => {
+    header.set(name, value);
+  });
+  header.set("content-length", String(body.byteLength));
+  return { ...response, status: codeToHttpStatus(error.code), header, body: createAsyncIterable([body]) };
+}
+
+/** The decoder's message, when `trailer` carries connect-es's INTERNAL for an undecodable request. */
+function undecodableMessage(trailer: Headers | undefined): string | undefined {
+  if (trailer?.get("grpc-status") !== "13") return undefined;
+  let message: string;
+  try {
+    message = decodeURIComponent(trailer.get("grpc-message") ?? "");
+  } catch {
+    return undefined;
+  }
+  return message.startsWith(UNDECODABLE) ? message : undefined;
+}
+
+/** `first`, then the rest of `it`. */
+function prepend(first: Uint8Array, it: AsyncIterator<Uint8Array>): AsyncIterable<Uint8Array> {
+  return {
+    [Symbol.asyncIterator]() {
+      let pending: Uint8Array | undefined = first;
+      return {
+        next: async () => {
+          if (pending === undefined) return it.next();
+          const value = pending;
+          pending = undefined;
+          return { done: false, value };
+        },
+        return: async (value?: unknown) => (await it.return?.(value)) ?? { done: true, value: undefined },
+      };
+    },
+  };
+}
