@@ -4,6 +4,7 @@ import { createApiKey } from "../domain/api-keys.js";
 import { createLogger } from "../logging.js";
 import { createStore } from "../store/index.js";
 import type { Role, Store, Tier } from "../store/types.js";
+import { DemoError, runDemo } from "./demo.js";
 
 /** Exit codes scripts can rely on. */
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
@@ -15,6 +16,7 @@ Commands:
   keys create   Create an API key (printed once)
   keys list     List API keys (hashes never shown)
   keys revoke   Revoke an API key by id
+  demo          Run the five steps plus escrow against a running server, printing each call
 
 Run "receipts <command> --help" for a command's options. The store is the one configured by the
 environment (STORE, MONGODB_URI, MONGODB_DB, RECEIPTS_ENV), as for the server.`,
@@ -30,6 +32,17 @@ The key is printed once, on stdout; only its SHA-256 is stored.`,
   list: `Usage: receipts keys list [--json]
 
 Lists every API key: id, prefix, environment, tenant, role, tier, merchantIds, created, revoked.`,
+  demo: `Usage: receipts demo [--url <url>] [--issuer-key <key>] [--merchant-key <key>]
+
+Runs the five steps of the flow (generate keys, register, create payment, grant, decrypt) and escrow
+(encrypt for an unregistered card, register it, list) against a running server over REST, printing
+each request and response with private keys, tokens and client secrets masked.
+
+Options (or environment):
+  --url <url>              the server (RECEIPTS_URL, default http://localhost:8080)
+  --issuer-key <key>       an issuer API key (RECEIPTS_ISSUER_KEY)
+  --merchant-key <key>     a merchant API key (RECEIPTS_MERCHANT_KEY)
+With the embedded store, use the two keys npm start prints.`,
   revoke: `Usage: receipts keys revoke <key-id>
 
 Revokes the key; calls with it then get 401 unauthorized.`,
@@ -38,13 +51,24 @@ Revokes the key; calls with it then get 401 unauthorized.`,
 class UsageError extends Error {}
 
 /** Runs the command line with `argv` (without node and script); returns the exit code. */
-export async function runCli(argv: string[], out = process.stdout, err = process.stderr): Promise<number> {
+export async function runCli(
+  argv: string[],
+  out: NodeJS.WritableStream = process.stdout,
+  err: NodeJS.WritableStream = process.stderr,
+): Promise<number> {
   const [group, command, ...rest] = argv;
   const wantsHelp = argv.includes("--help") || argv.includes("-h");
   try {
     if (group === undefined || (group !== "keys" && wantsHelp)) {
       out.write(`${HELP.root}\n`);
       return group === undefined ? EXIT.usage : EXIT.ok;
+    }
+    if (group === "demo") {
+      if (wantsHelp) {
+        out.write(`${HELP.demo}\n`);
+        return EXIT.ok;
+      }
+      return await demo(argv.slice(1), out);
     }
     if (group !== "keys") throw new UsageError(`Unknown command "${group}".`);
     if (command !== "create" && command !== "list" && command !== "revoke") {
@@ -80,6 +104,10 @@ export async function runCli(argv: string[], out = process.stdout, err = process
     if (e instanceof UsageError) {
       err.write(`${e.message}\nRun "receipts --help" for usage.\n`);
       return EXIT.usage;
+    }
+    if (e instanceof DemoError) {
+      err.write(`Demo failed: ${e.message}\n`);
+      return EXIT.failure;
     }
     if (e instanceof ConfigError) {
       err.write(`${e.message}\n`);
@@ -130,6 +158,23 @@ async function create(
   );
   out.write(`Created ${record.role} key ${record.id} for tenant ${record.tenantId} (tier ${record.tier}).\n`);
   out.write(`API key (shown once, store it now): ${key}\n`);
+  return EXIT.ok;
+}
+
+async function demo(args: string[], out: NodeJS.WritableStream): Promise<number> {
+  const { values } = parse(args, {
+    url: { type: "string", default: process.env.RECEIPTS_URL ?? "http://localhost:8080" },
+    "issuer-key": { type: "string", default: process.env.RECEIPTS_ISSUER_KEY ?? "" },
+    "merchant-key": { type: "string", default: process.env.RECEIPTS_MERCHANT_KEY ?? "" },
+  });
+  const issuerKey = String(values["issuer-key"]);
+  const merchantKey = String(values["merchant-key"]);
+  if (!issuerKey || !merchantKey) {
+    throw new UsageError(
+      "demo needs --issuer-key and --merchant-key (or RECEIPTS_ISSUER_KEY, RECEIPTS_MERCHANT_KEY).",
+    );
+  }
+  await runDemo({ baseUrl: String(values.url), issuerKey, merchantKey, out });
   return EXIT.ok;
 }
 

@@ -1,0 +1,162 @@
+import { createHash, randomUUID } from "node:crypto";
+
+/** Where the demo runs and with which keys. */
+export interface DemoOptions {
+  baseUrl: string;
+  issuerKey: string;
+  merchantKey: string;
+  out: NodeJS.WritableStream;
+}
+
+/** A failed demo step; the message says which and why. */
+export class DemoError extends Error {}
+
+/** Fields printed as `[masked]`: secrets a terminal recording must not keep. */
+const MASKED = new Set(["privateKey", "tokenId", "accessTokenId", "clientSecret"]);
+
+/**
+ * Runs the five steps of the flow plus escrow against a running server over REST, printing each
+ * request and response (secrets masked). Uses fresh random test card numbers, so it can run repeatedly.
+ */
+export async function runDemo({ baseUrl, issuerKey, merchantKey, out }: DemoOptions): Promise<void> {
+  const api = `${baseUrl.replace(/\/$/, "")}/api/v1`;
+  const suffix = randomUUID().slice(0, 8);
+  const call = async (title: string, key: string, path: string, body?: unknown, headers = {}) => {
+    out.write(`\n== ${title}\n${body === undefined ? "GET" : "POST"} ${path}\n`);
+    if (body !== undefined) out.write(`${show(body)}\n`);
+    const res = await fetch(`${api}${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: {
+        "x-api-key": key,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+        ...headers,
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    }).catch((err: unknown) => {
+      throw new DemoError(`cannot reach ${baseUrl}: ${err instanceof Error ? err.message : String(err)}`);
+    });
+    const json = (await res.json().catch(() => ({}))) as {
+      success?: boolean;
+      data?: Record<string, unknown>;
+    };
+    out.write(`-> ${res.status}\n${show(json)}\n`);
+    if (!res.ok || json.success !== true || json.data === undefined) {
+      throw new DemoError(`step "${title}" failed with HTTP ${res.status}`);
+    }
+    return json.data;
+  };
+  const text = (data: Record<string, unknown>, field: string) => String(data[field] ?? "");
+
+  const pan = `4111${suffix
+    .replace(/[^0-9]/g, "7")
+    .padEnd(12, "0")
+    .slice(0, 12)}`;
+  const hashedPan = sha256(pan);
+  out.write(`Test card ${pan.slice(0, 4)}...${pan.slice(-4)}; the service only ever sees SHA-256(PAN).\n`);
+
+  const keys = await call("1. Issuer: generate a key pair", issuerKey, "/onboarding/generate-keys", {});
+  const user = await call(
+    "2. Issuer: register the public key under the hashed PAN",
+    issuerKey,
+    "/onboarding/register",
+    {
+      hashedPan,
+      publicKey: keys.publicKey,
+      keyId: keys.keyId,
+    },
+  );
+  const receipt = {
+    receiptId: `demo-r-${suffix}`,
+    merchantId: "demo-merchant",
+    merchantName: "Demo Coffee",
+    transactionId: `demo-t-${suffix}`,
+    transactionDate: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
+    currency: "EUR",
+    recipientHashedPan: hashedPan,
+    amount: 950,
+    items: [
+      { lineItemId: "1", name: "Flat white", quantity: 2, unitPrice: 350, totalPrice: 700 },
+      { lineItemId: "2", name: "Croissant", quantity: 1, unitPrice: 250, totalPrice: 250 },
+    ],
+  };
+  const payment = await call(
+    "3. Merchant: create a payment with a sealed receipt",
+    merchantKey,
+    "/payments/gateway_a/create",
+    receipt,
+    {
+      "idempotency-key": randomUUID(),
+    },
+  );
+  const grant = await call(
+    '4. Issuer: the user taps "View receipt" -> a short grant',
+    issuerKey,
+    "/keys/grant-access",
+    {
+      userId: user.userId,
+      keyId: keys.keyId,
+    },
+  );
+  await call("5. Issuer: decrypt the payment's receipt", issuerKey, "/payments/decrypt", {
+    paymentId: payment.paymentId,
+    tokenId: grant.tokenId,
+    privateKey: keys.privateKey,
+  });
+
+  const laterPan = sha256(`${pan}-later`);
+  const escrowed = await call(
+    "Escrow: a receipt for a card nobody registered yet",
+    merchantKey,
+    "/receipts/encrypt",
+    {
+      ...receipt,
+      amount: undefined,
+      receiptId: `demo-e-${suffix}`,
+      transactionId: `demo-e-${suffix}`,
+      recipientHashedPan: laterPan,
+    },
+  );
+  const laterKeys = await call(
+    "Escrow: the card's issuer generates a key pair",
+    issuerKey,
+    "/onboarding/generate-keys",
+    {},
+  );
+  const released = await call(
+    "Escrow: registering the card releases the receipt",
+    issuerKey,
+    "/onboarding/register",
+    {
+      hashedPan: laterPan,
+      publicKey: laterKeys.publicKey,
+      keyId: laterKeys.keyId,
+    },
+  );
+  const listed = await call(
+    "Escrow: the user's receipts, now sealed to the user's key",
+    issuerKey,
+    `/receipts/${text(released, "userId")}`,
+  );
+  const first = (listed.receipts as Array<Record<string, unknown>> | undefined)?.[0];
+  out.write(
+    `\nDone: escrowed=${String(escrowed.isEscrowed)}, released=${String(released.releasedReceipts)}, ` +
+      `ciphertext unchanged=${String(first?.ciphertext === escrowed.ciphertext)}.\n`,
+  );
+}
+
+/** Pretty JSON with secrets masked and long base64 values shortened. */
+function show(value: unknown): string {
+  return JSON.stringify(
+    value,
+    (key, v: unknown) => {
+      if (MASKED.has(key) && typeof v === "string") return "[masked]";
+      if (typeof v === "string" && v.length > 72) return `${v.slice(0, 40)}... (${v.length} chars)`;
+      return v;
+    },
+    2,
+  );
+}
+
+function sha256(value: string): string {
+  return createHash("sha256").update(value).digest("hex");
+}

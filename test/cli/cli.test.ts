@@ -1,0 +1,86 @@
+import { Writable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EXIT, runCli } from "../../src/cli/main.js";
+import { startService, type TestService } from "../support/harness.js";
+
+/** A stream that keeps what is written to it. */
+function capture(): Writable & { text: () => string } {
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      chunks.push(String(chunk));
+      done();
+    },
+  });
+  return Object.assign(stream, { text: () => chunks.join("") });
+}
+
+describe("receipts command line", () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await startService();
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  it("demo runs the five steps and escrow against a running server, masking secrets", async () => {
+    const out = capture();
+    const err = capture();
+    const code = await runCli(
+      ["demo", "--url", svc.baseUrl, "--issuer-key", svc.issuerKey, "--merchant-key", svc.merchantKey],
+      out,
+      err,
+    );
+    const text = out.text();
+    expect(err.text()).toBe("");
+    expect(code).toBe(EXIT.ok);
+    for (const step of ["== 1.", "== 2.", "== 3.", "== 4.", "== 5.", "Escrow: registering"]) {
+      expect(text).toContain(step);
+    }
+    expect(text).toContain('"merchantName": "Demo Coffee"');
+    expect(text).toContain('"releasedReceipts": 1');
+    expect(text).toContain("Done: escrowed=true, released=1, ciphertext unchanged=true.");
+    expect(text).toContain('"privateKey": "[masked]"');
+    expect(text).not.toMatch(/"privateKey": "MII/);
+    expect(text).not.toMatch(/tok_[A-Za-z0-9_-]{20}/);
+    expect(text).not.toMatch(/_secret_[0-9a-f]{8}/);
+  });
+
+  it("demo exits 1 with a clear message when a step fails, and 2 without keys", async () => {
+    const err = capture();
+    const code = await runCli(
+      ["demo", "--url", svc.baseUrl, "--issuer-key", svc.merchantKey, "--merchant-key", svc.merchantKey],
+      capture(),
+      err,
+    );
+    expect(code).toBe(EXIT.failure);
+    expect(err.text()).toMatch(/Demo failed: step "1. Issuer: generate a key pair" failed with HTTP 403/);
+    const usage = capture();
+    expect(await runCli(["demo", "--url", svc.baseUrl], capture(), usage)).toBe(EXIT.usage);
+    expect(usage.text()).toMatch(/demo needs --issuer-key and --merchant-key/);
+  });
+
+  it("has --help on every command and usage errors exit 2", async () => {
+    for (const args of [
+      ["--help"],
+      ["keys", "--help"],
+      ["keys", "create", "--help"],
+      ["keys", "list", "--help"],
+      ["keys", "revoke", "--help"],
+      ["demo", "--help"],
+    ]) {
+      const out = capture();
+      expect(await runCli(args, out, capture())).toBe(EXIT.ok);
+      expect(out.text()).toMatch(/^Usage: receipts/);
+    }
+    expect(await runCli(["bogus"], capture(), capture())).toBe(EXIT.usage);
+    expect(await runCli([], capture(), capture())).toBe(EXIT.usage);
+  });
+
+  it("refuses to manage keys in the embedded store, which lives inside the server", async () => {
+    const err = capture();
+    expect(await runCli(["keys", "list"], capture(), err)).toBe(EXIT.config);
+    expect(err.text()).toMatch(/embedded in-memory store lives inside the server process/);
+  });
+});
