@@ -12,16 +12,8 @@ export function hashToken(tokenId: string): string {
   return createHash("sha256").update(tokenId, "utf8").digest("hex");
 }
 
-/** A grant as returned to the issuer; `tokenId` is shown once. */
-export interface Grant {
-  tokenId: string;
-  userId: string;
-  keyId: string;
-  purpose: "decrypt";
-  grantedAt: Date;
-  expiresAt: Date;
-  sourceIp: string;
-}
+/** A grant as returned to the issuer: the stored record's public fields plus `tokenId`, shown once. */
+export type Grant = Omit<GrantRecord, "tokenHash" | "tenantId"> & { tokenId: string };
 
 /** Who asked, for the audit log. */
 export interface CallerInfo {

@@ -5,22 +5,17 @@ import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { panHashOf } from "../../src/domain/pan.js";
 import { createPayment, decryptPayment } from "../../src/domain/payments.js";
 import { decryptReceipt, encryptReceipt, listReceipts } from "../../src/domain/receipts.js";
-import { AppError } from "../../src/errors.js";
 import { uuid } from "../../src/ids.js";
-import { type DomainFixture, domainFixture, principal, receiptMessage } from "../support/domain.js";
+import {
+  type DomainFixture,
+  domainFixture,
+  principal,
+  receiptMessage,
+  rejection,
+} from "../support/domain.js";
 import { hashPan } from "../support/harness.js";
 
 const caller = { requestId: "req-1", sourceIp: "203.0.113.7" };
-
-async function rejection(promise: Promise<unknown>): Promise<AppError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof AppError) return err;
-    throw err;
-  }
-  throw new Error("expected a rejection");
-}
 
 describe("receipt flow rules (domain)", () => {
   let f: DomainFixture;

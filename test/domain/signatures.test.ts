@@ -15,9 +15,8 @@ import {
   registerSigningKey,
   signedFormOf,
 } from "../../src/domain/signatures.js";
-import { AppError } from "../../src/errors.js";
 import { messageToJson } from "../../src/rpc/json.js";
-import { type DomainFixture, domainFixture, principal } from "../support/domain.js";
+import { type DomainFixture, domainFixture, principal, rejection } from "../support/domain.js";
 import { hashPan } from "../support/harness.js";
 import {
   cardholderVerifies,
@@ -27,16 +26,6 @@ import {
   signBody,
   signingInput,
 } from "../support/signatures.js";
-
-async function rejection(promise: Promise<unknown>): Promise<AppError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof AppError) return err;
-    throw err;
-  }
-  throw new Error("expected a rejection");
-}
 
 let counter = 0;
 

@@ -1,4 +1,3 @@
-import { generateKeyPairSync } from "node:crypto";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { type Client, status } from "@grpc/grpc-js";
 import fc from "fast-check";
@@ -18,6 +17,7 @@ import {
   rawGrpcClient,
   rpcPath,
   SERVER_FAULTS,
+  SIGNING_KEY,
   send,
   UNLIMITED_TIERS,
 } from "./support.js";
@@ -28,11 +28,6 @@ import {
  * status), within the request deadline. The seed is fixed so CI is deterministic; `FC_RUNS` and
  * `FC_SEED` (a number, or `random`) turn it into a longer fuzzing run (`npm run test:fuzz`).
  */
-
-/** A valid Ed25519 public key, for a signing-key registration that could succeed. */
-const SIGNING_KEY = generateKeyPairSync("ed25519")
-  .publicKey.export({ type: "spki", format: "der" })
-  .toString("base64");
 
 /** Any JSON value, nested a few levels: the raw material of hostile bodies and fields. */
 const anyJson = fc.jsonValue({ maxDepth: 3 });

@@ -1,4 +1,3 @@
-import { generateKeyPairSync } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 import {
@@ -18,6 +17,7 @@ import {
   grantFor,
   onboard,
   REST_ROUTES,
+  SIGNING_KEY,
   send,
   UNLIMITED_TIERS,
 } from "./support.js";
@@ -28,11 +28,6 @@ interface PostRoute {
   key: () => string;
   body: () => Record<string, unknown>;
 }
-
-/** A valid Ed25519 public key, for a signing-key registration that could succeed. */
-const SIGNING_KEY = generateKeyPairSync("ed25519")
-  .publicKey.export({ type: "spki", format: "der" })
-  .toString("base64");
 
 /** Path segments no id looks like: traversal, encoded operators, bad UTF-8, header injection, ... */
 const ODD_SEGMENTS = [

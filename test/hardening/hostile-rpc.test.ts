@@ -1,4 +1,3 @@
-import { generateKeyPairSync } from "node:crypto";
 import { type DescMethod, ScalarType } from "@bufbuild/protobuf";
 import { type Client, status } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -20,14 +19,10 @@ import {
   rawGrpcClient,
   rpcPath,
   SERVER_FAULTS,
+  SIGNING_KEY,
   send,
   UNLIMITED_TIERS,
 } from "./support.js";
-
-/** A valid Ed25519 public key, for a signing-key registration that could succeed. */
-const SIGNING_KEY = generateKeyPairSync("ed25519")
-  .publicKey.export({ type: "spki", format: "der" })
-  .toString("base64");
 
 /** Body-level cases a protobuf JSON decoder accepts by design: unknown fields are skipped. */
 const TOLERATED_BODIES = new Set([

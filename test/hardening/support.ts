@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from "node:crypto";
 import { create, type DescMethod, toBinary } from "@bufbuild/protobuf";
 import { Client, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import { expect } from "vitest";
@@ -236,3 +237,8 @@ export const UNLIMITED_TIERS = JSON.stringify({
 export function errorLines(lines: readonly string[]): string[] {
   return lines.filter((line) => (JSON.parse(line) as { level: number }).level >= 50);
 }
+
+/** A valid Ed25519 public key, for a signing-key registration that could succeed. */
+export const SIGNING_KEY = generateKeyPairSync("ed25519")
+  .publicKey.export({ type: "spki", format: "der" })
+  .toString("base64");

@@ -5,6 +5,7 @@ import { generateRsaKeyPair, PublicKeyCache } from "../../src/crypto/keys.js";
 import { PrivateKeyPool } from "../../src/crypto/private-key-pool.js";
 import type { DomainDeps } from "../../src/domain/deps.js";
 import { escrowKeyOf } from "../../src/domain/escrow.js";
+import { AppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { ApiKeyRecord, Role, Store } from "../../src/store/types.js";
@@ -72,4 +73,15 @@ export function receiptMessage(pan: string, overrides: Partial<Receipt> = {}): R
     items: [{ lineItemId: "1", name: "Tea", quantity: 1n, unitPrice: 300n, totalPrice: 300n }],
   });
   return Object.assign(receipt, overrides);
+}
+
+/** The AppError a promise rejects with; fails the test if it resolves or rejects with anything else. */
+export async function rejection(promise: Promise<unknown>): Promise<AppError> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof AppError) return err;
+    throw err;
+  }
+  throw new Error("expected a rejection");
 }
