@@ -11,15 +11,18 @@ import { generateRsaKeyPair, PublicKeyCache } from "./crypto/keys.js";
 import { PrivateKeyPool } from "./crypto/private-key-pool.js";
 import type { DomainDeps } from "./domain/deps.js";
 import { escrowKeyOf } from "./domain/escrow.js";
+import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
 import { createMetrics, metricsInterceptor } from "./metrics.js";
+import { serviceOpenApi } from "./openapi/openapi.js";
 import { errorInterceptor } from "./rpc/error-mapping.js";
 import { healthService } from "./rpc/health.js";
-import { accessInterceptor, requestContextInterceptor } from "./rpc/interceptors.js";
+import { accessInterceptor, requestContextInterceptor, requestMeter } from "./rpc/interceptors.js";
 import { keysService } from "./rpc/services/keys.js";
 import { onboardingService } from "./rpc/services/onboarding.js";
 import { paymentsService } from "./rpc/services/payments.js";
 import { receiptsService } from "./rpc/services/receipts.js";
+import { withTimeLimit } from "./store/time-limit.js";
 import type { Store } from "./store/types.js";
 
 /** What `buildApp` needs: configuration, a store, a logger, and optionally a clock (tests). */
@@ -30,6 +33,10 @@ export interface AppDeps {
   clock?: Clock;
   /** Private-key worker threads; default: one per core. */
   workers?: number;
+  /** Connection timeouts of the listener (idle, slow headers); defaults as in `ListenerOptions`. */
+  listener?: ListenerOptions;
+  /** How long `close()` lets in-flight calls finish, in ms; default 10 000. */
+  shutdownGraceMs?: number;
 }
 
 /** A built service: the HTTP server (not listening yet) and what it was built from. */
@@ -49,11 +56,15 @@ export const SERVICES = [OnboardingService, KeysService, ReceiptsService, Paymen
  */
 export async function buildApp({
   config,
-  store,
+  store: backend,
   logger,
   clock = systemClock,
   workers,
+  listener,
+  shutdownGraceMs,
 }: AppDeps): Promise<App> {
+  // Every store call the service makes is bounded, whatever the backend: a stalled store answers 503.
+  const store = withTimeLimit(backend, config.storeTimeoutMs);
   const escrowPrivateKey = config.escrowPrivateKey ?? (await generateRsaKeyPair()).privateKey;
   if (config.escrowPrivateKey === undefined) {
     logger.warn(
@@ -90,6 +101,7 @@ export async function buildApp({
     errorInterceptor,
     accessInterceptor({ store, config, clock }),
   ];
+  const openApi = JSON.stringify(serviceOpenApi());
   const routes = (router: ConnectRouter) => {
     router.service(OnboardingService, onboardingService(domain));
     router.service(KeysService, keysService(domain));
@@ -105,6 +117,12 @@ export async function buildApp({
     bodyLimitBytes: config.bodyLimitBytes,
     metrics,
     ready,
+    meter: requestMeter({ store, config, clock }),
+    ...(listener === undefined ? {} : { listener }),
+    ...(shutdownGraceMs === undefined ? {} : { shutdownGraceMs }),
+    addRoutes: (app) => {
+      app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
+    },
   });
   return {
     server,

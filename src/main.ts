@@ -1,6 +1,7 @@
+import cluster from "node:cluster";
 import { buildApp } from "./app.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { createApiKey } from "./domain/api-keys.js";
+import { createDevKeys, devKeysBanner, devKeysFromEnv } from "./dev-keys.js";
 import { createLogger } from "./logging.js";
 import { createStore } from "./store/index.js";
 
@@ -29,36 +30,18 @@ async function main(): Promise<void> {
     logger.warn("HASHED_PAN_PEPPER not set: using a pepper generated for this process (development only)");
   }
 
-  const app = await buildApp({ config, store, logger });
+  // Created before listening, so that no request (on any cluster worker) can arrive before its key.
+  const devKeys =
+    config.env === "dev" && store.kind === "memory"
+      ? await createDevKeys(store, new Date(), devKeysFromEnv(process.env))
+      : undefined;
+
+  const app = await buildApp({ config, store, logger, shutdownGraceMs: SHUTDOWN_GRACE_MS });
   const address = await app.server.listen(config.port, config.host);
   logger.info({ address, env: config.env, store: store.kind }, "receipts service listening");
-
-  if (config.env === "dev" && store.kind === "memory") {
-    const now = new Date();
-    const issuer = await createApiKey(
-      store,
-      "dev",
-      { role: "issuer", tier: "standard", tenantId: "dev-issuer" },
-      now,
-    );
-    const merchant = await createApiKey(
-      store,
-      "dev",
-      { role: "merchant", tier: "standard", tenantId: "dev-merchant" },
-      now,
-    );
-    // Printed to the terminal, not logged: keys never go to the log stream.
-    process.stdout.write(
-      [
-        "",
-        "Development API keys (embedded store, valid until the server stops):",
-        `  issuer   (tenant dev-issuer):   ${issuer.key}`,
-        `  merchant (tenant dev-merchant): ${merchant.key}`,
-        "",
-        "",
-      ].join("\n"),
-    );
-  }
+  // Printed to the terminal, not logged: keys never go to the log stream. A cluster primary prints
+  // the keys it handed to its workers, once.
+  if (devKeys !== undefined && !cluster.isWorker) process.stdout.write(devKeysBanner(devKeys));
 
   let stopping = false;
   const stop = (signal: string) => {

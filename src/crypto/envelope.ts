@@ -5,9 +5,9 @@ import {
   type KeyObject,
   privateDecrypt,
   publicEncrypt,
-  randomBytes,
 } from "node:crypto";
 import { AppError, invalidRequest } from "../errors.js";
+import { secureRandomBytes } from "./random.js";
 
 /**
  * The sealed-receipt format of SPEC section 5: a fresh AES-256-GCM key per receipt, wrapped with
@@ -74,9 +74,9 @@ export function receiptAad(id: ReceiptIdentity): Buffer {
  * the same plaintext twice gives unrelated envelopes. The AES key is zeroed once wrapped.
  */
 export function sealReceipt(plaintext: Uint8Array, aad: Uint8Array, publicKey: KeyObject): SealedReceipt {
-  const aesKey = randomBytes(AES_KEY_BYTES);
+  const aesKey = secureRandomBytes(AES_KEY_BYTES);
   try {
-    const iv = randomBytes(IV_BYTES);
+    const iv = secureRandomBytes(IV_BYTES);
     const cipher = createCipheriv("aes-256-gcm", aesKey, iv, { authTagLength: AUTH_TAG_BYTES });
     cipher.setAAD(aad);
     const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);

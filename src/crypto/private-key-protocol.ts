@@ -8,8 +8,10 @@ import { AppError, type ErrorCode, type FieldViolation, isErrorCode } from "../e
 
 /** `workerData` of each worker. */
 export interface WorkerInit {
-  /** The escrow private key, base64 DER PKCS#8 or PEM; parsed once when the worker starts. */
+  /** The escrow private key, base64 DER PKCS#8 or PEM; parsed once, when first needed. */
   escrowPrivateKey: string;
+  /** A nice value (1-19) for the worker's thread, on Linux: lower priority than the event loop. */
+  niceness?: number;
 }
 
 /** A unit of private-key work. */
@@ -24,7 +26,8 @@ export type WorkerTask =
       authTag: Uint8Array;
       aad: Uint8Array;
     }
-  | { op: "rewrap"; encryptedAesKey: Uint8Array; toSpki: string };
+  | { op: "rewrap"; encryptedAesKey: Uint8Array; toSpki: string }
+  | { op: "generate" };
 
 /** A task as posted to a worker, with the id its response carries. */
 export type WorkerRequest = WorkerTask & { id: number };
@@ -84,4 +87,19 @@ export function describeCause(cause: unknown): string | undefined {
   return code.startsWith("ERR_OSSL")
     ? `${cause.name} (${code}): ${cause.message}`
     : `${cause.name} (${code})`;
+}
+
+/** A generated key pair in one transferable buffer: `u32 length of the SPKI`, SPKI DER, PKCS#8 DER. */
+export function packKeyPair(spki: Uint8Array, pkcs8: Uint8Array): Uint8Array {
+  const packed = new Uint8Array(4 + spki.length + pkcs8.length);
+  new DataView(packed.buffer).setUint32(0, spki.length);
+  packed.set(spki, 4);
+  packed.set(pkcs8, 4 + spki.length);
+  return packed;
+}
+
+/** The two DER encodings of a {@link packKeyPair} buffer, as views of it. */
+export function unpackKeyPair(packed: Buffer): { spki: Buffer; pkcs8: Buffer } {
+  const spkiLength = packed.readUInt32BE(0);
+  return { spki: packed.subarray(4, 4 + spkiLength), pkcs8: packed.subarray(4 + spkiLength) };
 }

@@ -1,26 +1,54 @@
+import { generateKeyPairSync, type KeyObject } from "node:crypto";
+import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import { AppError } from "../errors.js";
 import { openSealedReceipt, rewrapAesKey } from "./envelope.js";
-import { parsePrivateKey, parsePublicKey, spkiOfPrivateKey } from "./keys.js";
+import {
+  parsePrivateKey,
+  parsePublicKey,
+  privateKeyMatches,
+  RSA_MODULUS_BITS,
+  RSA_PUBLIC_EXPONENT,
+} from "./keys.js";
 import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./private-key-protocol.js";
-import { serializeError } from "./private-key-protocol.js";
+import { packKeyPair, serializeError } from "./private-key-protocol.js";
 
 /**
  * The body of a `PrivateKeyPool` worker thread: every RSA private-key operation of the server runs
- * here, off the event loop. It answers each request with exactly one response and never lets an
+ * here, off the event loop, and so does request-driven key generation (on workers of lower priority). It answers each request with exactly one response and never lets an
  * exception escape, so a worker only dies when it is terminated or the runtime fails.
  */
 
 const port = parentPort;
 if (port === null) throw new Error("private-key-worker must run in a worker thread");
 
-const escrowPrivateKey = parsePrivateKey((workerData as WorkerInit).escrowPrivateKey, "escrowPrivateKey");
+const init = workerData as WorkerInit;
+// Linux keeps a nice value per thread, so this lowers this worker only (elsewhere it would be the
+// whole process: skipped there).
+if (init.niceness !== undefined && process.platform === "linux") {
+  try {
+    setPriority(init.niceness);
+  } catch {
+    // Not allowed here: run at the default priority.
+  }
+}
+
+let escrowPrivateKey: KeyObject | undefined;
+function escrowKey(): KeyObject {
+  escrowPrivateKey ??= parsePrivateKey(init.escrowPrivateKey, "escrowPrivateKey");
+  return escrowPrivateKey;
+}
 
 port.on("message", (request: WorkerRequest) => {
   let response: WorkerResponse;
   let transfer: ArrayBuffer[] = [];
   try {
-    const result = new Uint8Array(run(request));
+    const output = run(request);
+    // A view of a shared buffer (Node's Buffer pool) is copied: only a buffer of its own can move.
+    const result =
+      output.byteOffset === 0 && output.byteLength === output.buffer.byteLength
+        ? new Uint8Array(output.buffer as ArrayBuffer)
+        : new Uint8Array(output);
     response = { id: request.id, ok: true, result };
     transfer = [result.buffer];
   } catch (error) {
@@ -29,12 +57,12 @@ port.on("message", (request: WorkerRequest) => {
   port.postMessage(response, transfer);
 });
 
-function run(task: WorkerTask): Buffer {
+function run(task: WorkerTask): Uint8Array {
   switch (task.op) {
     case "open": {
       const privateKey = parsePrivateKey(task.privateKey, "privateKey");
       // The key must be the grant's key before any receipt byte is touched (section 5).
-      if (spkiOfPrivateKey(privateKey) !== task.expectedSpki) {
+      if (!privateKeyMatches(privateKey, task.expectedSpki)) {
         throw new AppError("forbidden", "The private key does not match the key of this grant.");
       }
       const sealed = {
@@ -46,7 +74,18 @@ function run(task: WorkerTask): Buffer {
       return openSealedReceipt(sealed, task.aad, privateKey);
     }
     case "rewrap":
-      return rewrapAesKey(task.encryptedAesKey, escrowPrivateKey, parsePublicKey(task.toSpki).key);
+      return rewrapAesKey(task.encryptedAesKey, escrowKey(), parsePublicKey(task.toSpki).key);
+    case "generate": {
+      const pair = generateKeyPairSync("rsa", {
+        modulusLength: RSA_MODULUS_BITS,
+        publicExponent: RSA_PUBLIC_EXPONENT,
+        publicKeyEncoding: { type: "spki", format: "der" },
+        privateKeyEncoding: { type: "pkcs8", format: "der" },
+      });
+      const packed = packKeyPair(pair.publicKey, pair.privateKey);
+      pair.privateKey.fill(0);
+      return packed;
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-import { generateRsaKeyPair, parsePublicKey } from "../crypto/keys.js";
+import { parsePublicKey } from "../crypto/keys.js";
 import { AppError, Violations } from "../errors.js";
 import { isUuidV4, randomId, uuid } from "../ids.js";
 import type { ApiKeyRecord, KeyRecord } from "../store/types.js";
@@ -18,11 +18,12 @@ export interface GeneratedKeys {
 }
 
 /**
- * Generates an RSA-2048 key pair off the event loop and remembers only its public key (as a pending
- * key of the caller's tenant), so that `register` can check the pair it is given.
+ * Generates an RSA-2048 key pair off the event loop (on the pool's key-generation workers, which yield
+ * the CPU to the event loop) and remembers only its public key (as a pending key of the caller's
+ * tenant), so that `register` can check the pair it is given.
  */
 export async function generateKeys(deps: DomainDeps, principal: ApiKeyRecord): Promise<GeneratedKeys> {
-  const pair = await generateRsaKeyPair();
+  const pair = await deps.pool.generateKeyPair();
   const keyId = uuid();
   const stored = await deps.store.users.insertPendingKey({
     keyId,

@@ -24,6 +24,7 @@ import { assignRequestId, sendError, sendSuccess } from "./envelope.js";
 import { createDualProtocolListener, type DualProtocolListener, type ListenerOptions } from "./listener.js";
 import { kProtocol, type Protocol, protocolOf } from "./protocol.js";
 import { registerTranscoder } from "./transcoder.js";
+import { answerUndecodableAsInvalid, STRICT_JSON_OPTIONS } from "./undecodable.js";
 
 /** What {@link createHttpServer} needs. */
 export interface HttpServerOptions {
@@ -40,6 +41,11 @@ export interface HttpServerOptions {
   metrics?: Metrics;
   /** When given, `GET /readyz` answers 200 while it resolves true and 503 otherwise. */
   ready?: () => Promise<boolean>;
+  /**
+   * Counts a REST request that never reached an RPC (unknown path, unreadable body) against the
+   * caller's rate limit and returns the rate-limit headers for its response.
+   */
+  meter?: (apiKey: string | undefined, remoteAddress: string) => Promise<Record<string, string>>;
   /** Adds plain routes (e.g. the OpenAPI document) before the server starts. */
   addRoutes?: (app: FastifyInstance) => void | Promise<void>;
   /** How long `close()` lets in-flight calls finish before closing connections, in ms. Default 10 000. */
@@ -69,7 +75,12 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   let listener: DualProtocolListener | undefined;
   // Typed as Fastify's base logger so the app keeps the default instance type plugins expect.
   const logger: FastifyBaseLogger = options.logger;
+  const graceMs = options.shutdownGraceMs ?? 10_000;
   const app = Fastify({
+    // Fastify bounds every close hook by this timeout too, the drain below included: it must outlast
+    // the grace period, or a connection held open until the end of it would make close() fail, and
+    // the store would never be closed.
+    pluginTimeout: graceMs + 5_000,
     loggerInstance: logger,
     // Request lines come from the RPC interceptors and from the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: "requestId" }),
@@ -112,7 +123,8 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   app.addContentTypeParser("*", (_request, _payload, done) => done(null, undefined));
 
   await app.register(fastifyConnectPlugin, {
-    routes: options.routes,
+    routes: answerUndecodableAsInvalid(options.routes),
+    jsonOptions: STRICT_JSON_OPTIONS,
     interceptors: options.interceptors,
     grpc: true,
     grpcWeb: true,
@@ -141,6 +153,21 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   if (metrics !== undefined) registerMetricsRoute(app, metrics);
   await options.addRoutes?.(app);
 
+  // Every /api response carries the rate-limit headers, also when the request never reached the RPC.
+  const meter = options.meter;
+  if (meter !== undefined) {
+    app.addHook("onSend", async (request, reply, payload) => {
+      if (reply.hasHeader("x-ratelimit-limit") || !request.url.startsWith("/api/")) return payload;
+      const apiKey = request.headers["x-api-key"];
+      const headers = await meter(
+        typeof apiKey === "string" ? apiKey : undefined,
+        clientAddress(request),
+      ).catch(() => ({}));
+      reply.headers(headers);
+      return payload;
+    });
+  }
+
   // One log line (and one metric) for each request that never reached an RPC, whose interceptors
   // do both for the others: unknown paths, rejected bodies, health and metrics routes.
   app.addHook("onResponse", async (request, reply) => {
@@ -158,7 +185,6 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     else request.log.debug(line, "request");
   });
 
-  const graceMs = options.shutdownGraceMs ?? 10_000;
   app.addHook("preClose", async () => {
     await listener?.drain(graceMs);
   });

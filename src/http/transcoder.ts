@@ -1,21 +1,17 @@
-import { randomUUID } from "node:crypto";
 import type { DescService } from "@bufbuild/protobuf";
-import {
-  type ConnectRouter,
-  type ContextValues,
-  createRouterTransport,
-  type Interceptor,
-} from "@connectrpc/connect";
+import type { ConnectRouter, ContextValues, Interceptor } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { invalidRequest } from "../errors.js";
 import { isProtocolHeader } from "../rpc/error-mapping.js";
 import { decodeHttpRequest, encodeHttpResponse, type HttpBinding, httpBindings } from "./bindings.js";
 import { sendError, sendSuccess } from "./envelope.js";
+import { createUnaryInvoker } from "./invoke.js";
 
 /**
- * The REST transcoder: one Fastify route per `google.api.http` binding, each calling the same Connect
- * router in memory (`createRouterTransport`), so REST calls run the very interceptors and handlers
- * that gRPC, gRPC-Web and Connect calls run. No route is written by hand.
+ * The REST transcoder: one Fastify route per `google.api.http` binding, each calling the service
+ * implementations in process through the same interceptor instances (`createUnaryInvoker`), so REST
+ * calls run the very interceptors and handlers that gRPC, gRPC-Web and Connect calls run, once each.
+ * No route is written by hand.
  */
 
 /** What the transcoder needs; `interceptors` must be the instances the Connect plugin uses. */
@@ -29,28 +25,11 @@ export interface TranscoderOptions {
   bodyLimitBytes: number;
 }
 
+/** Decodes request bodies; throws on bytes that are not UTF-8. */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
 /** Request headers that describe the HTTP exchange rather than the call, never forwarded. */
 const HOP_HEADERS = new Set(["host", "cookie", "expect", "proxy-authorization", "http2-settings"]);
-
-/**
- * Carries a call's context values across the in-memory transport, which passes only headers to the
- * router: the transcoder parks the values under a random token in this header and {@link
- * contextBridge} (the router's outermost interceptor) swaps them in and removes the header. Only the
- * transcoder's own router has the bridge, so the header means nothing on any other surface.
- */
-const CALL_TOKEN_HEADER = "x-receipts-transcoder-call";
-
-/** Context values waiting for their in-memory call, by token. */
-type PendingCalls = Map<string, ContextValues>;
-
-function contextBridge(pending: PendingCalls): Interceptor {
-  return (next) => (req) => {
-    const token = req.header.get(CALL_TOKEN_HEADER);
-    req.header.delete(CALL_TOKEN_HEADER);
-    const values = token === null ? undefined : pending.get(token);
-    return next(values === undefined ? req : { ...req, contextValues: values });
-  };
-}
 
 /**
  * Registers the REST routes of every binding of `services` on `app`, in their own plugin scope with a
@@ -62,19 +41,17 @@ export async function registerTranscoder(
   options: TranscoderOptions,
 ): Promise<HttpBinding[]> {
   const bindings = httpBindings(options.services);
-  const pending: PendingCalls = new Map();
-  const transport = createRouterTransport(options.routes, {
-    router: { interceptors: [contextBridge(pending), ...options.interceptors] },
-  });
+  const invoke = createUnaryInvoker(options.routes, options.interceptors);
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser(
       "application/json",
-      { parseAs: "string", bodyLimit: options.bodyLimitBytes },
-      (_request, text, done) => {
-        if (text === "") return done(null, undefined);
+      { parseAs: "buffer", bodyLimit: options.bodyLimitBytes },
+      (_request, bytes, done) => {
+        if (bytes.length === 0) return done(null, undefined);
         try {
-          done(null, JSON.parse(text as string));
+          // JSON text is UTF-8 (RFC 8259): invalid bytes are refused, never turned into U+FFFD.
+          done(null, JSON.parse(STRICT_UTF8.decode(bytes as Buffer)));
         } catch {
           done(
             invalidRequest(
@@ -101,29 +78,39 @@ export async function registerTranscoder(
     request: FastifyRequest,
     reply: FastifyReply,
   ): Promise<FastifyReply> {
-    const abort = new AbortController();
+    let controller: AbortController | undefined;
+    let gone = false;
+    const signal = () => {
+      controller ??= new AbortController();
+      if (gone) controller.abort();
+      return controller.signal;
+    };
     const onClose = () => {
-      if (!reply.raw.writableFinished) abort.abort();
+      if (reply.raw.writableFinished) return;
+      gone = true;
+      controller?.abort();
     };
     reply.raw.once("close", onClose);
-    const token = randomUUID();
     try {
       const message = decodeHttpRequest(binding, {
         params: request.params as Record<string, string>,
         query: request.query as Record<string, string | string[]>,
         body: request.body,
       });
-      pending.set(token, options.contextValues(request));
-      const headers = forwardedHeaders(request);
-      headers.set(CALL_TOKEN_HEADER, token);
-      const res = await transport.unary(binding.method, abort.signal, undefined, headers, message);
+      const res = await invoke({
+        method: binding.method,
+        message,
+        header: forwardedHeaders(request),
+        contextValues: options.contextValues(request),
+        signal,
+        url: request.url,
+      });
       copyHeaders(res.header, reply);
       copyHeaders(res.trailer, reply);
       return sendSuccess(reply, encodeHttpResponse(binding, res.message));
     } catch (err) {
       return sendError(request, reply, err);
     } finally {
-      pending.delete(token);
       reply.raw.off("close", onClose);
     }
   }

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { DescMethod } from "@bufbuild/protobuf";
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
@@ -22,29 +21,39 @@ export function requestIdFrom(header: string | null): string {
  * The outermost interceptor: assigns the request id, puts a child logger in the context, echoes
  * `x-request-id` on every response (errors included), and writes one log line per call with route,
  * status, latency and tenant (never the key).
+ *
+ * The request line is written through a child logger without redaction: every field of it is set
+ * here and none is secret, and redacting it was most of the cost of logging at info level (about 9 of
+ * 10 microseconds per call). Everything else logged for a call goes through the redacting child in
+ * `kLogger`.
  */
 export function requestContextInterceptor(root: Logger): Interceptor {
+  const lines = root.child({}, { redact: [] });
   return (next) => async (req) => {
     const started = performance.now();
     const requestId = requestIdFrom(req.header.get("x-request-id"));
-    const log = root.child({ requestId });
     req.contextValues.set(kRequestId, requestId);
-    req.contextValues.set(kLogger, log);
-    const line = (status: string) => ({
-      route: `/${req.service.typeName}/${req.method.name}`,
-      status,
-      latencyMs: Math.round((performance.now() - started) * 100) / 100,
-      tenant: req.contextValues.get(kPrincipal)?.tenantId,
-    });
+    req.contextValues.set(kLogger, root.child({ requestId }));
+    const logLine = (status: string) => {
+      if (!lines.isLevelEnabled("info")) return;
+      const line = {
+        requestId,
+        route: `/${req.service.typeName}/${req.method.name}`,
+        status,
+        latencyMs: Math.round((performance.now() - started) * 100) / 100,
+        tenant: req.contextValues.get(kPrincipal)?.tenantId,
+      };
+      lines.info(line, "request");
+    };
     try {
       const res = await next(req);
       res.header.set("x-request-id", requestId);
-      log.info(line("ok"), "request");
+      logLine("ok");
       return res;
     } catch (err) {
       const connectError = ConnectError.from(err);
       connectError.metadata.set("x-request-id", requestId);
-      log.info(line(errorReason(connectError)), "request");
+      logLine(errorReason(connectError));
       throw connectError;
     }
   };
@@ -55,7 +64,7 @@ function errorReason(err: ConnectError): string {
   return err.findDetails(ErrorInfoSchema)[0]?.reason || `grpc_${err.code}`;
 }
 
-/** What the access interceptor needs. */
+/** What the access interceptor and the meter need. */
 export interface AccessOptions {
   store: Store;
   config: Pick<Config, "env" | "tiers">;
@@ -64,27 +73,23 @@ export interface AccessOptions {
 
 const WINDOW_MS = 60_000;
 
+/** Which counter a call uses: generate-keys is limited separately because it costs CPU. */
+type Bucket = "all" | "keygen";
+
 /**
  * Authentication, role check and rate limiting, in one pass so that every response carries the
  * rate-limit headers, 401s included. Calls without a valid key are limited per client address at the
  * sandbox tier, which also slows down key guessing. Counters live in the store, so REST, gRPC and
  * Connect, and every instance of the service, share one counter per key.
  */
-export function accessInterceptor({ store, config, clock }: AccessOptions): Interceptor {
+export function accessInterceptor(options: AccessOptions): Interceptor {
   return (next) => async (req) => {
     const roles = rolesFor(req.method);
     if (roles === "public") return next(req);
 
-    let principal: ApiKeyRecord | undefined;
-    let authError: AppError | undefined;
-    try {
-      principal = await authenticate(store, config.env, req.header.get("x-api-key"));
-    } catch (err) {
-      if (!(err instanceof AppError) || err.code !== "unauthorized") throw err;
-      authError = err;
-    }
-
-    const headers = await countCall(req.method, principal, req.contextValues.get(kRemoteAddress));
+    const { principal, authError } = await identify(options, req.header.get("x-api-key"));
+    const bucket: Bucket = req.method.name === "GenerateKeys" ? "keygen" : "all";
+    const headers = await countCall(options, bucket, principal, req.contextValues.get(kRemoteAddress));
     try {
       if (authError) throw authError;
       if (principal && !roles.includes(principal.role)) {
@@ -101,37 +106,67 @@ export function accessInterceptor({ store, config, clock }: AccessOptions): Inte
       throw err;
     }
   };
+}
 
-  /** Counts one call in the current window; throws `rate_limit_exceeded` past the limit. */
-  async function countCall(
-    method: DescMethod,
-    principal: ApiKeyRecord | undefined,
-    remoteAddress: string,
-  ): Promise<Record<string, string>> {
-    const tier: TierLimits = config.tiers[principal?.tier ?? "sandbox"];
-    const isKeygen = method.name === "GenerateKeys";
-    const limit = isKeygen ? tier.generateKeysPerMinute : tier.requestsPerMinute;
-    const subject = principal ? principal.id : `ip:${remoteAddress || "unknown"}`;
-    const nowMs = clock.now().getTime();
-    const windowStart = Math.floor(nowMs / WINDOW_MS) * WINDOW_MS;
-    const reset = windowStart + WINDOW_MS;
-    const count = await store.rateLimits.increment(
-      `${subject}:${isKeygen ? "keygen" : "all"}:${windowStart}`,
-      new Date(windowStart),
-      new Date(reset + WINDOW_MS),
-    );
-    const headers = {
-      "x-ratelimit-limit": String(limit),
-      "x-ratelimit-remaining": String(Math.max(0, limit - count)),
-      "x-ratelimit-reset": String(reset / 1000),
-    };
-    if (count > limit) {
-      const retryAfterSeconds = Math.max(1, Math.ceil((reset - nowMs) / 1000));
-      throw new AppError("rate_limit_exceeded", `Rate limit of ${limit} requests per minute exceeded.`, {
-        retryAfterSeconds,
-        headers,
-      });
+/**
+ * Counts a request that failed before reaching an RPC (unknown path, unreadable or oversized body)
+ * against its caller's limit, and returns the rate-limit headers for its response. Such requests cost
+ * the server too, and the spec wants the headers on every response.
+ */
+export function requestMeter(options: AccessOptions) {
+  return async (apiKey: string | undefined, remoteAddress: string): Promise<Record<string, string>> => {
+    const { principal } = await identify(options, apiKey ?? null);
+    try {
+      return await countCall(options, "all", principal, remoteAddress);
+    } catch (err) {
+      if (err instanceof AppError && err.code === "rate_limit_exceeded") return err.headers;
+      throw err;
     }
-    return headers;
+  };
+}
+
+/** The caller's key record, or the `unauthorized` error to answer with once the call is counted. */
+async function identify(
+  { store, config }: AccessOptions,
+  apiKey: string | null,
+): Promise<{ principal?: ApiKeyRecord; authError?: AppError }> {
+  try {
+    return { principal: await authenticate(store, config.env, apiKey) };
+  } catch (err) {
+    if (!(err instanceof AppError) || err.code !== "unauthorized") throw err;
+    return { authError: err };
   }
+}
+
+/** Counts one call in the current fixed window; throws `rate_limit_exceeded` past the limit. */
+async function countCall(
+  { store, config, clock }: AccessOptions,
+  bucket: Bucket,
+  principal: ApiKeyRecord | undefined,
+  remoteAddress: string,
+): Promise<Record<string, string>> {
+  const tier: TierLimits = config.tiers[principal?.tier ?? "sandbox"];
+  const limit = bucket === "keygen" ? tier.generateKeysPerMinute : tier.requestsPerMinute;
+  const subject = principal ? principal.id : `ip:${remoteAddress || "unknown"}`;
+  const nowMs = clock.now().getTime();
+  const windowStart = Math.floor(nowMs / WINDOW_MS) * WINDOW_MS;
+  const reset = windowStart + WINDOW_MS;
+  const count = await store.rateLimits.increment(
+    `${subject}:${bucket}:${windowStart}`,
+    new Date(windowStart),
+    new Date(reset + WINDOW_MS),
+  );
+  const headers = {
+    "x-ratelimit-limit": String(limit),
+    "x-ratelimit-remaining": String(Math.max(0, limit - count)),
+    "x-ratelimit-reset": String(reset / 1000),
+  };
+  if (count > limit) {
+    const retryAfterSeconds = Math.max(1, Math.ceil((reset - nowMs) / 1000));
+    throw new AppError("rate_limit_exceeded", `Rate limit of ${limit} requests per minute exceeded.`, {
+      retryAfterSeconds,
+      headers,
+    });
+  }
+  return headers;
 }

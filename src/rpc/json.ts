@@ -3,14 +3,15 @@ import {
   type DescField,
   type DescMessage,
   fromJson,
-  type JsonObject,
   type JsonValue,
   type MessageShape,
   ScalarType,
-  toJson,
 } from "@bufbuild/protobuf";
 import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { type FieldViolation, invalidRequest } from "../errors.js";
+import { is64BitInteger } from "./json-output.js";
+
+export { is64BitInteger, messageToJson } from "./json-output.js";
 
 /**
  * JSON <-> protobuf messages for the REST surface, driven by the message descriptors only.
@@ -38,23 +39,8 @@ const DURATION = /^-?\d{1,12}(\.\d{1,9})?s$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
 
-/** Whether a scalar type is a 64-bit integer (rendered as a string by plain protobuf JSON). */
-export function is64BitInteger(type: ScalarType): boolean {
-  return (
-    type === ScalarType.INT64 ||
-    type === ScalarType.UINT64 ||
-    type === ScalarType.SINT64 ||
-    type === ScalarType.FIXED64 ||
-    type === ScalarType.SFIXED64
-  );
-}
-
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function isJsonObject(value: JsonValue): value is JsonObject {
-  return isPlainObject(value);
 }
 
 /** Field lookup by JSON name and proto name, per message; a Map so "constructor" never hits Object. */
@@ -338,59 +324,5 @@ export function decodeJson<Desc extends DescMessage>(schema: Desc, json: JsonVal
   } catch (err) {
     const reason = err instanceof Error ? err.message : "cannot be decoded";
     throw invalidRequest([{ field: "body", description: reason }]);
-  }
-}
-
-/**
- * Renders a message as REST JSON: lowerCamelCase names, implicit defaults included (`isEscrowed:
- * false`, `releasedReceipts: 0`), unset optional fields absent, and 64-bit integers as JSON numbers
- * (money is never a string, spec section 3). A 64-bit value beyond JavaScript's safe range stays a
- * string rather than be silently rounded; the domain never produces one.
- */
-export function messageToJson<Desc extends DescMessage>(
-  schema: Desc,
-  message: MessageShape<Desc>,
-): JsonValue {
-  const json = toJson(schema, message, { alwaysEmitImplicit: true });
-  return numbersFor64Bit(schema, json);
-}
-
-function toNumber(value: JsonValue): JsonValue {
-  if (typeof value !== "string") return value;
-  const n = Number(value);
-  return Number.isSafeInteger(n) ? n : value;
-}
-
-function numbersFor64Bit(desc: DescMessage, json: JsonValue): JsonValue {
-  if (isWrapperDesc(desc)) return is64BitInteger(desc.fields[0].scalar) ? toNumber(json) : json;
-  if (!isJsonObject(json) || desc.typeName.startsWith("google.protobuf.")) return json;
-  for (const field of desc.fields) {
-    const value = json[field.jsonName];
-    if (value === undefined || value === null) continue;
-    json[field.jsonName] = convertField(field, value);
-  }
-  return json;
-}
-
-function convertField(field: DescField, value: JsonValue): JsonValue {
-  switch (field.fieldKind) {
-    case "scalar":
-      return is64BitInteger(field.scalar) ? toNumber(value) : value;
-    case "message":
-      return numbersFor64Bit(field.message, value);
-    case "enum":
-      return value;
-    case "list":
-      if (!Array.isArray(value)) return value;
-      if (field.listKind === "scalar") return is64BitInteger(field.scalar) ? value.map(toNumber) : value;
-      if (field.listKind === "message") return value.map((item) => numbersFor64Bit(field.message, item));
-      return value;
-    case "map":
-      if (!isJsonObject(value)) return value;
-      for (const [key, item] of Object.entries(value)) {
-        if (field.mapKind === "scalar" && is64BitInteger(field.scalar)) value[key] = toNumber(item);
-        if (field.mapKind === "message") value[key] = numbersFor64Bit(field.message, item);
-      }
-      return value;
   }
 }

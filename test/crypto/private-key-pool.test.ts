@@ -1,4 +1,5 @@
 import { type KeyObject, privateDecrypt } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
 import type { Worker } from "node:worker_threads";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -11,9 +12,10 @@ import {
   generateRsaKeyPair,
   parsePrivateKey,
   parsePublicKey,
+  privateKeyMatches,
   type RsaKeyPair,
 } from "../../src/crypto/keys.js";
-import { PrivateKeyPool } from "../../src/crypto/private-key-pool.js";
+import { KEYGEN_NICENESS, PrivateKeyPool } from "../../src/crypto/private-key-pool.js";
 import { AppError } from "../../src/errors.js";
 
 let user: RsaKeyPair;
@@ -219,4 +221,31 @@ describe("PrivateKeyPool lifecycle", () => {
       await fragile.close();
     }
   });
+});
+
+describe("PrivateKeyPool.generateKeyPair", () => {
+  it("generates RSA-2048 pairs in base64 DER whose halves belong together", async () => {
+    const [a, b] = await Promise.all([pool.generateKeyPair(), pool.generateKeyPair()]);
+    for (const pair of [a, b]) {
+      const publicKey = parsePublicKey(pair.publicKey);
+      expect(publicKey.key.asymmetricKeyDetails).toMatchObject({
+        modulusLength: 2048,
+        publicExponent: 65537n,
+      });
+      expect(privateKeyMatches(parsePrivateKey(pair.privateKey), publicKey.spki)).toBe(true);
+    }
+    expect(a.publicKey).not.toBe(b.publicKey);
+  });
+
+  it.runIf(process.platform === "linux")(
+    "runs key generation on threads of lower priority than the event loop",
+    async () => {
+      await pool.generateKeyPair();
+      const nice = (tid: string) =>
+        Number(readFileSync(`/proc/self/task/${tid}/stat`, "utf8").split(") ")[1]?.split(" ")[16]);
+      const niceness = readdirSync("/proc/self/task").map(nice);
+      expect(nice(String(process.pid))).toBe(0);
+      expect(niceness).toContain(KEYGEN_NICENESS);
+    },
+  );
 });

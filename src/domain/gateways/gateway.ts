@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { secureRandomBytes } from "../../crypto/random.js";
 import type { Violations } from "../../errors.js";
 import type { ReceiptLineItem, ValidReceipt } from "../receipt-rules.js";
 
@@ -63,8 +63,8 @@ export interface PaymentGateway {
 /** A source of cryptographically strong random bytes, injected so tests can pin generated ids. */
 export type RandomBytes = (size: number) => Uint8Array;
 
-/** The default {@link RandomBytes}: `crypto.randomBytes`. */
-export const systemRandomBytes: RandomBytes = (size) => randomBytes(size);
+/** The default {@link RandomBytes}: the CSPRNG, through the service's pooled reader. */
+export const systemRandomBytes: RandomBytes = (size) => secureRandomBytes(size);
 
 /** Bytes of randomness in generated order ids and client secrets: 128 bits, as hex. */
 export const RANDOM_ID_BYTES = 16;

@@ -1,0 +1,122 @@
+import { pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
+import { seedService } from "./fixtures.js";
+import { measure, type Sample } from "./load.js";
+import { LOADS, loadName, type Phase, serviceLoads } from "./phases.js";
+import { stopAll } from "./processes.js";
+import { cpuSeconds, initClockTicks, type Service, startService } from "./targets.js";
+
+/**
+ * Before/after figures of a change: the same loads against two builds of the service, started side
+ * by side, in alternating slices (so the background load of a shared machine weighs on both), with
+ * the CPU each process spent per request, which contention changes much less than throughput.
+ *
+ *   node dist/bench/ab.js --before /path/to/other/dist [--only rest-encrypt,grpc-decrypt]
+ *     [--seconds 12] [--rounds 6] [--warmup 2] [--log-level warn]
+ *
+ * `--before` is the `dist` directory of the other build (e.g. a copy made before the change); this
+ * build is the "after". Exits 0 unless something crashed.
+ */
+
+const { values: args } = parseArgs({
+  options: {
+    before: { type: "string" },
+    only: { type: "string" },
+    seconds: { type: "string", default: "12" },
+    rounds: { type: "string", default: "6" },
+    warmup: { type: "string", default: "2" },
+    "log-level": { type: "string", default: "warn" },
+  },
+});
+
+const settings = {
+  connections: 16,
+  grpcConcurrency: 16,
+  keygenConnections: 8,
+  rawKeygenConcurrency: 4,
+  seconds: Number(args.seconds),
+  rounds: Number(args.rounds),
+  warmup: Number(args.warmup),
+};
+
+/** A load on one build, counting the service's CPU seconds as it runs. */
+function metered(svc: Service, phase: Phase) {
+  const totals = { cpu: 0 };
+  const run: Phase = async (seconds, rate) => {
+    const before = cpuSeconds(svc.child.pid);
+    const sample = await phase(seconds, rate);
+    totals.cpu += cpuSeconds(svc.child.pid) - before;
+    return sample;
+  };
+  return { run, totals };
+}
+
+async function main(): Promise<void> {
+  if (args.before === undefined) throw new Error("--before <dist directory of the other build> is required");
+  await initClockTicks();
+  const logLevel = args["log-level"];
+  const beforeSrc = new URL("src/", pathToFileURL(`${args.before.replace(/\/$/, "")}/`));
+  const afterSrc = new URL("../src/", import.meta.url);
+  const [before, after] = await Promise.all([
+    startService("before", beforeSrc, { logLevel }),
+    startService("after", afterSrc, { logLevel }),
+  ]);
+  const [beforeSeed, afterSeed] = await Promise.all([
+    seedService(before.url, before.keys, 4, 20),
+    seedService(after.url, after.keys, 4, 20),
+  ]);
+  const beforeLoads = serviceLoads(before, beforeSeed, settings);
+  const afterLoads = serviceLoads(after, afterSeed, settings);
+  const only = args.only === undefined ? undefined : new Set(args.only.split(","));
+  const rows = [
+    "| load | before req/s | p50 ms | p99 ms | CPU ms/req | after req/s | p50 ms | p99 ms | CPU ms/req | req/s change |",
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+  ];
+  for (const [surface, operation] of LOADS) {
+    const name = loadName(surface, operation);
+    if (only !== undefined && !only.has(name)) continue;
+    const a = metered(before, beforeLoads[name] as Phase);
+    const b = metered(after, afterLoads[name] as Phase);
+    await a.run(settings.warmup);
+    await b.run(settings.warmup);
+    a.totals.cpu = 0;
+    b.totals.cpu = 0;
+    const samplesA: Sample[] = [];
+    const samplesB: Sample[] = [];
+    const slice = settings.seconds / settings.rounds;
+    // ABBA order: whichever build runs second in a round does not always run second.
+    for (let round = 0; round < settings.rounds; round++) {
+      if (round % 2 === 0) {
+        samplesA.push(await a.run(slice));
+        samplesB.push(await b.run(slice));
+      } else {
+        samplesB.push(await b.run(slice));
+        samplesA.push(await a.run(slice));
+      }
+    }
+    const [ma, mb] = [measure(...samplesA), measure(...samplesB)];
+    const cpuA = (a.totals.cpu / Math.max(1, ma.ok)) * 1000;
+    const cpuB = (b.totals.cpu / Math.max(1, mb.ok)) * 1000;
+    const change = `${mb.rps >= ma.rps ? "+" : ""}${(((mb.rps - ma.rps) / ma.rps) * 100).toFixed(0)}%`;
+    const row =
+      `| ${surface} ${operation} | ${ma.rps.toFixed(0)} | ${ma.p50.toFixed(1)} | ${ma.p99.toFixed(1)} | ${cpuA.toFixed(2)} ` +
+      `| ${mb.rps.toFixed(0)} | ${mb.p50.toFixed(1)} | ${mb.p99.toFixed(1)} | ${cpuB.toFixed(2)} | ${change} |`;
+    rows.push(row);
+    process.stdout.write(`${row}\n`);
+  }
+  await stopAll();
+  process.stdout.write(
+    `\nLOG_LEVEL=${logLevel}, ${settings.seconds} s each in ${settings.rounds} alternating slices\n${rows.join("\n")}\n`,
+  );
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`ab failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    void stopAll().finally(() => process.exit(1));
+  },
+);
+process.once("SIGINT", () => {
+  void stopAll().finally(() => process.exit(130));
+});

@@ -1,0 +1,304 @@
+import {
+  constants,
+  createCipheriv,
+  createDecipheriv,
+  createPublicKey,
+  generateKeyPair,
+  type KeyObject,
+  privateDecrypt,
+  publicEncrypt,
+  randomBytes,
+} from "node:crypto";
+import { createServer as createHttp2Server, type ServerHttp2Stream } from "node:http2";
+import { promisify } from "node:util";
+import { create, fromBinary, fromJson, type JsonObject, toBinary, toJson } from "@bufbuild/protobuf";
+import { timestampNow } from "@bufbuild/protobuf/wkt";
+import Fastify from "fastify";
+import {
+  CreatePaymentRequestSchema,
+  CreatePaymentResponseSchema,
+  DecryptPaymentRequestSchema,
+  DecryptPaymentResponseSchema,
+} from "../gen/receipts/v1/payments_pb.js";
+import { ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
+import { EncryptReceiptRequestSchema, EncryptReceiptResponseSchema } from "../gen/receipts/v1/receipts_pb.js";
+import { parsePrivateKey } from "../src/crypto/keys.js";
+
+/**
+ * The benchmark's baseline: the service's cryptography with no framework around it, so the service's
+ * throughput can be read as a fraction of what the crypto allows on this machine, in the same run.
+ *
+ * - HTTP/1.1 (Fastify, bare routes): encrypt and create = AES-256-GCM with a fresh key and IV, the key
+ *   wrapped with RSA-OAEP-256 to a public key parsed once; decrypt = parse the PKCS#8 private key sent
+ *   (with the service's own parser), RSA-OAEP-256 unwrap, AES-256-GCM open, synchronously on the event
+ *   loop; list = the same number of sealed receipts as the service returns; raw-keygen =
+ *   `crypto.generateKeyPair` (async) in a loop.
+ * - gRPC (a bare `node:http2` stream handler, framing by hand): the same encrypt and decrypt.
+ *
+ * Started by `run.ts` as a child process with `BASELINE_PORT` and `BASELINE_GRPC_PORT`, on 127.0.0.1.
+ */
+
+const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" } as const;
+const generateKeyPairAsync = promisify(generateKeyPair);
+
+/** What the bench sends to `/setup`: the recipients' public keys and the receipt to seal for decrypt. */
+interface Setup {
+  publicKeys: string[];
+  receipt: Record<string, unknown>;
+  listCount: number;
+}
+
+interface Sealed {
+  encryptedAesKey: Buffer;
+  iv: Buffer;
+  ciphertext: Buffer;
+  authTag: Buffer;
+}
+
+let recipients: { keyId: string; key: KeyObject }[] = [];
+let fixtures: { sealed: Sealed; aad: Buffer; keyId: string }[] = [];
+let listing: unknown[] = [];
+let next = 0;
+
+function aadOf(r: { version?: unknown; receiptId?: unknown; merchantId?: unknown; transactionId?: unknown }) {
+  return Buffer.from(`${r.version ?? "1.0"}\n${r.receiptId}\n${r.merchantId}\n${r.transactionId}`, "utf8");
+}
+
+function seal(plaintext: Buffer, aad: Buffer, key: KeyObject): Sealed {
+  const aesKey = randomBytes(32);
+  const iv = randomBytes(12);
+  const cipher = createCipheriv("aes-256-gcm", aesKey, iv, { authTagLength: 16 });
+  cipher.setAAD(aad);
+  const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  const encryptedAesKey = publicEncrypt({ key, ...OAEP }, aesKey);
+  return { encryptedAesKey, iv, ciphertext, authTag: cipher.getAuthTag() };
+}
+
+/**
+ * Opens a sealed receipt with a base64 PKCS#8 key, parsed as the service parses it (`parsePrivateKey`:
+ * the DER read into a JWK, which Node imports far faster than DER), so both sides pay the same.
+ */
+function open(sealed: Sealed, aad: Buffer, privateKeyBase64: string): Buffer {
+  const key = parsePrivateKey(privateKeyBase64);
+  const aesKey = privateDecrypt({ key, ...OAEP }, sealed.encryptedAesKey);
+  const decipher = createDecipheriv("aes-256-gcm", aesKey, sealed.iv, { authTagLength: 16 });
+  decipher.setAAD(aad);
+  decipher.setAuthTag(sealed.authTag);
+  return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]);
+}
+
+/** Seals a receipt (REST JSON field names, `recipientHashedPan` left out) to the next recipient. */
+function sealNext(body: Record<string, unknown>) {
+  const { recipientHashedPan: _pan, ...fields } = body;
+  const recipient = recipients[next++ % recipients.length];
+  if (recipient === undefined) throw new Error("baseline not set up");
+  const sealed = seal(Buffer.from(JSON.stringify(fields), "utf8"), aadOf(fields), recipient.key);
+  return {
+    version: String(fields.version ?? "1.0"),
+    receiptId: String(fields.receiptId),
+    keyId: recipient.keyId,
+    merchantId: String(fields.merchantId),
+    transactionId: String(fields.transactionId),
+    sealed,
+  };
+}
+
+/** A sealed receipt as the REST API renders it. */
+function encryptJson(body: Record<string, unknown>) {
+  const { sealed, ...ids } = sealNext(body);
+  return {
+    ...ids,
+    keyBundle: {
+      encryptedAesKey: sealed.encryptedAesKey.toString("base64"),
+      keyId: ids.keyId,
+      algorithm: "RSA-OAEP-256",
+    },
+    ciphertext: sealed.ciphertext.toString("base64"),
+    iv: sealed.iv.toString("base64"),
+    authTag: sealed.authTag.toString("base64"),
+    createdAt: new Date().toISOString(),
+    isEscrowed: false,
+  };
+}
+
+/** Opens fixture `paymentId` ("bpay-<n>") with the private key the caller sent. */
+function decryptFixture(paymentId: string, privateKey: string) {
+  const fixture = fixtures[Number(paymentId.slice(5))];
+  if (fixture === undefined) throw new Error(`no fixture ${paymentId}`);
+  const plaintext = open(fixture.sealed, fixture.aad, privateKey);
+  return { fixture, receipt: JSON.parse(plaintext.toString("utf8")) as Record<string, unknown> };
+}
+
+async function rawKeygen(seconds: number, concurrency: number) {
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  let count = 0;
+  const loop = async () => {
+    while (performance.now() < deadline) {
+      const pair = await generateKeyPairAsync("rsa", {
+        modulusLength: 2048,
+        publicExponent: 65537,
+        publicKeyEncoding: { type: "spki", format: "der" },
+        privateKeyEncoding: { type: "pkcs8", format: "der" },
+      });
+      pair.publicKey.toString("base64");
+      pair.privateKey.toString("base64");
+      if (performance.now() <= deadline) count++;
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, loop));
+  return { count, seconds, rate: count / seconds };
+}
+
+const app = Fastify({ logger: false, bodyLimit: 1_048_576 });
+
+app.post("/setup", async (request) => {
+  const setup = request.body as Setup;
+  recipients = setup.publicKeys.map((spki, i) => ({
+    keyId: `baseline-key-${i}`,
+    key: createPublicKey({ key: Buffer.from(spki, "base64"), format: "der", type: "spki" }),
+  }));
+  const { recipientHashedPan: _pan, ...fields } = setup.receipt;
+  fixtures = recipients.map((r) => ({
+    sealed: seal(Buffer.from(JSON.stringify(fields), "utf8"), aadOf(fields), r.key),
+    aad: aadOf(fields),
+    keyId: r.keyId,
+  }));
+  listing = Array.from({ length: setup.listCount }, (_, i) =>
+    encryptJson({ ...setup.receipt, receiptId: `list-${i}` }),
+  );
+  return { success: true, data: { recipients: recipients.length } };
+});
+
+app.post("/receipts/encrypt", async (request) => ({
+  success: true,
+  data: encryptJson(request.body as Record<string, unknown>),
+}));
+
+app.post("/payments/:gateway/create", async (request) => {
+  const sealed = encryptJson(request.body as Record<string, unknown>);
+  const paymentId = `pay_${randomBytes(12).toString("base64url")}`;
+  return {
+    success: true,
+    data: {
+      paymentId,
+      gateway: (request.params as { gateway: string }).gateway,
+      status: "succeeded",
+      amount: (request.body as { amount?: number }).amount,
+      receipt: sealed,
+    },
+  };
+});
+
+app.post("/payments/decrypt", async (request) => {
+  const { paymentId, privateKey } = request.body as { paymentId: string; privateKey: string };
+  const { fixture, receipt } = decryptFixture(paymentId, privateKey);
+  return {
+    success: true,
+    data: { ...receipt, keyId: fixture.keyId, decryptedAt: new Date().toISOString() },
+  };
+});
+
+app.get("/receipts/:userId", async () => ({ success: true, data: { receipts: listing, nextPageToken: "" } }));
+
+app.post("/raw-keygen", async (request) => {
+  const { seconds, concurrency } = request.body as { seconds: number; concurrency: number };
+  return { success: true, data: await rawKeygen(seconds, concurrency) };
+});
+
+/** gRPC without a framework: one length-prefixed message in, one out, `grpc-status` in the trailers. */
+function serveGrpc(stream: ServerHttp2Stream, path: string, body: Buffer): void {
+  const message = body.subarray(5);
+  let reply: Uint8Array;
+  if (path === "/receipts.v1.ReceiptsService/EncryptReceipt") {
+    const req = fromBinary(EncryptReceiptRequestSchema, message);
+    const json = toJson(ReceiptSchema, req.receipt ?? create(ReceiptSchema)) as Record<string, unknown>;
+    const { sealed, ...ids } = sealNext(json);
+    reply = toBinary(
+      EncryptReceiptResponseSchema,
+      create(EncryptReceiptResponseSchema, {
+        receipt: {
+          ...ids,
+          keyBundle: { encryptedAesKey: sealed.encryptedAesKey, keyId: ids.keyId, algorithm: "RSA-OAEP-256" },
+          ciphertext: sealed.ciphertext,
+          iv: sealed.iv,
+          authTag: sealed.authTag,
+          createdAt: timestampNow(),
+        },
+      }),
+    );
+  } else if (path === "/receipts.v1.PaymentsService/CreatePayment") {
+    const req = fromBinary(CreatePaymentRequestSchema, message);
+    const json = toJson(ReceiptSchema, req.receipt ?? create(ReceiptSchema)) as Record<string, unknown>;
+    const { sealed: _sealed, ...ids } = sealNext(json);
+    const amount = req.receipt?.amount ?? 0n;
+    reply = toBinary(
+      CreatePaymentResponseSchema,
+      create(CreatePaymentResponseSchema, {
+        paymentId: `pay_${randomBytes(12).toString("base64url")}`,
+        gateway: req.gateway,
+        status: "succeeded",
+        amount,
+        currency: req.receipt?.currency ?? "",
+        createdAt: timestampNow(),
+        serviceMetadata: {
+          receiptId: ids.receiptId,
+          transactionId: ids.transactionId,
+          keyId: ids.keyId,
+          amount,
+        },
+      }),
+    );
+  } else if (path === "/receipts.v1.PaymentsService/DecryptPayment") {
+    const req = fromBinary(DecryptPaymentRequestSchema, message);
+    const { fixture, receipt } = decryptFixture(req.paymentId, req.privateKey);
+    const out = fromJson(ReceiptSchema, receipt as JsonObject);
+    out.keyId = fixture.keyId;
+    out.decryptedAt = timestampNow();
+    reply = toBinary(DecryptPaymentResponseSchema, create(DecryptPaymentResponseSchema, { receipt: out }));
+  } else {
+    stream.respond({ ":status": 200, "content-type": "application/grpc" }, { endStream: true });
+    return;
+  }
+  const frame = Buffer.alloc(5 + reply.length);
+  frame.writeUInt32BE(reply.length, 1);
+  frame.set(reply, 5);
+  stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
+  stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+  stream.end(frame);
+}
+
+const grpc = createHttp2Server();
+grpc.on("stream", (stream, headers) => {
+  const chunks: Buffer[] = [];
+  stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+  stream.on("end", () => {
+    try {
+      serveGrpc(stream, String(headers[":path"]), Buffer.concat(chunks));
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      stream.respond(
+        {
+          ":status": 200,
+          "content-type": "application/grpc",
+          "grpc-status": "13",
+          "grpc-message": encodeURIComponent(message),
+        },
+        { endStream: true },
+      );
+    }
+  });
+});
+
+const port = Number(process.env.BASELINE_PORT ?? 0);
+const grpcPort = Number(process.env.BASELINE_GRPC_PORT ?? 0);
+await app.listen({ port, host: "127.0.0.1" });
+await new Promise<void>((resolve) => grpc.listen(grpcPort, "127.0.0.1", resolve));
+process.stdout.write("baseline ready\n");
+
+const stop = () => {
+  grpc.close();
+  app.close().finally(() => process.exit(0));
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);

@@ -1,0 +1,153 @@
+import { createHash } from "node:crypto";
+
+/**
+ * The data a benchmark run needs: receipts with fresh ids, cardholders registered through the REST
+ * API (key pair, registration, one payment each, for decrypt), a cardholder with a fixed number of
+ * receipts (for listing), and grants obtained right before each decrypt phase (they expire after
+ * three minutes).
+ */
+
+/** The development API keys a service prints at start-up. */
+export interface ApiKeys {
+  issuer: string;
+  merchant: string;
+}
+
+/** The development API keys in a service's output, once both are printed. */
+export function parseDevKeys(log: string): ApiKeys | undefined {
+  const issuer = /issuer\s+\(tenant [^)]*\):\s+(rk_dev_\S+)/.exec(log)?.[1];
+  const merchant = /merchant\s+\(tenant [^)]*\):\s+(rk_dev_\S+)/.exec(log)?.[1];
+  return issuer === undefined || merchant === undefined ? undefined : { issuer, merchant };
+}
+
+/** SHA-256 hex of a (test) card number, as an issuer app sends it. */
+export function hashPan(pan: string): string {
+  return createHash("sha256").update(pan).digest("hex");
+}
+
+const runTag = Date.now().toString(36);
+let counter = 0;
+
+/** A fresh id for this run: receiptIds and transactionIds must be unique per merchant. */
+export function nextId(): string {
+  return `${runTag}-${(counter++).toString(36)}`;
+}
+
+/** A realistic receipt body for encrypt (or, with `amount`, for create payment), two line items. */
+export function receiptJson(recipientHashedPan: string, amount?: number): Record<string, unknown> {
+  const id = nextId();
+  return {
+    receiptId: `r-${id}`,
+    merchantId: "m-bench",
+    merchantName: "Corner Coffee",
+    transactionId: `t-${id}`,
+    transactionDate: "2026-01-01T09:30:00Z",
+    currency: "EUR",
+    recipientHashedPan,
+    merchantCity: "Lisbon",
+    paymentMethod: "card",
+    cardLast4: "4242",
+    cardBrand: "visa",
+    items: [
+      { lineItemId: "1", name: "Flat white", quantity: 2, unitPrice: 350, totalPrice: 700 },
+      { lineItemId: "2", name: "Croissant", quantity: 1, unitPrice: 250, totalPrice: 250 },
+    ],
+    totalAmount: 950,
+    ...(amount === undefined ? {} : { amount }),
+  };
+}
+
+/** A registered cardholder: its key pair and a payment whose receipt is sealed to it. */
+export interface Cardholder {
+  userId: string;
+  keyId: string;
+  publicKey: string;
+  privateKey: string;
+  hashedPan: string;
+  paymentId: string;
+}
+
+/** What the service was seeded with. */
+export interface Seed {
+  /** Recipients of encrypts and payments, and owners of the payments decrypted. */
+  cardholders: Cardholder[];
+  /** A cardholder holding exactly `listCount` receipts, never a recipient afterwards. */
+  lister: Cardholder;
+  listCount: number;
+}
+
+/** POSTs JSON and returns the `data` of the envelope; throws with the error envelope otherwise. */
+export async function postJson(url: string, apiKey: string, body: unknown): Promise<Record<string, unknown>> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": apiKey },
+    body: JSON.stringify(body),
+  });
+  const envelope = (await res.json()) as { success: boolean; data?: Record<string, unknown> };
+  if (!res.ok || envelope.data === undefined) {
+    throw new Error(`POST ${url}: ${res.status} ${JSON.stringify(envelope)}`);
+  }
+  return envelope.data;
+}
+
+async function cardholder(base: string, keys: ApiKeys, name: string): Promise<Cardholder> {
+  const pair = await postJson(`${base}/api/v1/onboarding/generate-keys`, keys.issuer, {});
+  const hashedPan = hashPan(`bench-card-${runTag}-${name}`);
+  const user = await postJson(`${base}/api/v1/onboarding/register`, keys.issuer, {
+    hashedPan,
+    publicKey: pair.publicKey,
+    keyId: pair.keyId,
+  });
+  const payment = await postJson(
+    `${base}/api/v1/payments/gateway_a/create`,
+    keys.merchant,
+    receiptJson(hashedPan, 950),
+  );
+  return {
+    userId: String(user.userId),
+    keyId: String(pair.keyId),
+    publicKey: String(pair.publicKey),
+    privateKey: String(pair.privateKey),
+    hashedPan,
+    paymentId: String(payment.paymentId),
+  };
+}
+
+/** Registers `count` cardholders and a lister with `listCount` receipts on the service at `base`. */
+export async function seedService(
+  base: string,
+  keys: ApiKeys,
+  count: number,
+  listCount: number,
+): Promise<Seed> {
+  const cardholders: Cardholder[] = [];
+  for (let i = 0; i < count; i++) cardholders.push(await cardholder(base, keys, `holder-${i}`));
+  const lister = await cardholder(base, keys, "lister");
+  for (let i = 1; i < listCount; i++) {
+    await postJson(`${base}/api/v1/receipts/encrypt`, keys.merchant, receiptJson(lister.hashedPan));
+  }
+  return { cardholders, lister, listCount };
+}
+
+/** A fresh grant per cardholder (tokenIds, in the order of `cardholders`). */
+export async function grantAll(base: string, keys: ApiKeys, cardholders: Cardholder[]): Promise<string[]> {
+  const tokens: string[] = [];
+  for (const c of cardholders) {
+    const grant = await postJson(`${base}/api/v1/keys/grant-access`, keys.issuer, {
+      userId: c.userId,
+      keyId: c.keyId,
+    });
+    tokens.push(String(grant.tokenId));
+  }
+  return tokens;
+}
+
+/** Round-robin over the cardholders: the next one, for recipients and decrypts. */
+export function rotation<T>(items: readonly T[]): () => T {
+  let i = 0;
+  return () => {
+    const item = items[i++ % items.length];
+    if (item === undefined) throw new Error("empty rotation");
+    return item;
+  };
+}

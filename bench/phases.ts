@@ -1,0 +1,213 @@
+import {
+  type Cardholder,
+  grantAll,
+  hashPan,
+  postJson,
+  receiptJson,
+  rotation,
+  type Seed,
+} from "./fixtures.js";
+import { grpcTarget } from "./grpc.js";
+import { type HttpLoad, runCalls, runHttp, type Sample } from "./load.js";
+import type { Baseline, Service } from "./targets.js";
+
+/**
+ * The loads of a run, each a {@link Phase} that runs for a given time, by name: REST through
+ * autocannon and gRPC through a closed loop of calls. The service and the baseline get the same loads
+ * under the same names, with the same bodies (fresh receipt ids, rotating cardholders), so any two
+ * targets can be compared load by load: service against baseline, or one build against another.
+ */
+
+/** A load: given a duration (and optionally a fixed rate), runs and returns what it saw. */
+export type Phase = (seconds: number, rate?: number) => Promise<Sample>;
+
+/** The comparable loads, in the order of the report. */
+export const LOADS = [
+  ["REST", "encrypt"],
+  ["REST", "create payment"],
+  ["REST", "decrypt"],
+  ["REST", "list receipts"],
+  ["REST", "generate-keys"],
+  ["gRPC", "encrypt"],
+  ["gRPC", "create payment"],
+  ["gRPC", "decrypt"],
+] as const;
+
+/** The name of a load on the command line: `rest-encrypt`, `grpc-create-payment`, ... */
+export function loadName(surface: string, operation: string): string {
+  return `${surface}-${operation}`.toLowerCase().replaceAll(" ", "-");
+}
+
+/** The loads of one target by {@link loadName}. */
+export type Loads = Record<string, Phase>;
+
+/** How hard the phases push. */
+export interface LoadSettings {
+  /** autocannon connections of the REST phases. */
+  connections: number;
+  /** Concurrent calls of the gRPC phases. */
+  grpcConcurrency: number;
+  /** autocannon connections of the generate-keys phase. */
+  keygenConnections: number;
+  /** Concurrent `generateKeyPair` calls of the raw baseline. */
+  rawKeygenConcurrency: number;
+}
+
+/**
+ * Connections of a fixed-rate phase. autocannon paces each connection with its own timer and starts
+ * them together, so N connections send their requests in bursts of N: at 1,500 req/s, 16 connections
+ * put p50 at 4.5 ms and p99 at 11 ms where 4 gave 0.8 and 4.9 ms, the rest being requests queued
+ * behind their own burst. Four connections sustain the rates measured here with room to spare.
+ */
+export const RATE_CONNECTIONS = 4;
+
+/** An HTTP/1.1 phase over `connections` keep-alive connections ({@link RATE_CONNECTIONS} at a fixed rate). */
+export function http(load: Omit<HttpLoad, "seconds" | "rate" | "connections">, connections: number): Phase {
+  return (seconds, rate) =>
+    runHttp({
+      ...load,
+      seconds,
+      ...(rate === undefined
+        ? { connections }
+        : { rate, connections: Math.min(connections, RATE_CONNECTIONS) }),
+    });
+}
+
+function callLoop(call: () => Promise<unknown>, concurrency: number): Phase {
+  return (seconds) => runCalls({ call, concurrency, seconds });
+}
+
+/** Grants live three minutes; the decrypt loads take new ones when theirs are older than this. */
+const GRANT_REFRESH_MS = 60_000;
+
+/** The loads against the service at `svc`, seeded with `seed`. */
+export function serviceLoads(svc: Service, seed: Seed, settings: LoadSettings): Loads {
+  const holders = seed.cardholders;
+  const next = rotation(holders);
+  const rest = (load: Omit<HttpLoad, "seconds" | "rate" | "connections">) => http(load, settings.connections);
+  const merchant = { "x-api-key": svc.keys.merchant };
+  const issuer = { "x-api-key": svc.keys.issuer };
+  let tokens: string[] = [];
+  let grantedAt = 0;
+  const withGrants =
+    (phase: Phase): Phase =>
+    async (seconds, rate) => {
+      if (Date.now() - grantedAt > GRANT_REFRESH_MS) {
+        tokens = await grantAll(svc.url, svc.keys, holders);
+        grantedAt = Date.now();
+      }
+      return phase(seconds, rate);
+    };
+  let d = 0;
+  const credentials = () => {
+    const i = d++ % holders.length;
+    const h = holders[i] as Cardholder;
+    return { paymentId: h.paymentId, tokenId: tokens[i] ?? "", privateKey: h.privateKey };
+  };
+  const grpc = grpcTarget(svc.url, svc.keys, holders, credentials);
+  return {
+    "rest-encrypt": rest({
+      url: `${svc.url}/api/v1/receipts/encrypt`,
+      method: "POST",
+      headers: merchant,
+      body: () => JSON.stringify(receiptJson(next().hashedPan)),
+    }),
+    "rest-create-payment": rest({
+      url: `${svc.url}/api/v1/payments/gateway_a/create`,
+      method: "POST",
+      headers: merchant,
+      body: () => JSON.stringify(receiptJson(next().hashedPan, 950)),
+    }),
+    "rest-decrypt": withGrants(
+      rest({
+        url: `${svc.url}/api/v1/payments/decrypt`,
+        method: "POST",
+        headers: issuer,
+        body: () => JSON.stringify(credentials()),
+      }),
+    ),
+    "rest-list-receipts": rest({
+      url: `${svc.url}/api/v1/receipts/${seed.lister.userId}`,
+      method: "GET",
+      headers: issuer,
+    }),
+    "rest-generate-keys": http(
+      {
+        url: `${svc.url}/api/v1/onboarding/generate-keys`,
+        method: "POST",
+        headers: issuer,
+        body: () => "{}",
+      },
+      settings.keygenConnections,
+    ),
+    "grpc-encrypt": callLoop(grpc.encrypt, settings.grpcConcurrency),
+    "grpc-create-payment": callLoop(grpc.createPayment, settings.grpcConcurrency),
+    "grpc-decrypt": withGrants(callLoop(grpc.decrypt, settings.grpcConcurrency)),
+  };
+}
+
+/**
+ * The same loads against the baseline (set up with the cardholders of `seed`): the same bodies, the
+ * same private keys; generate-keys is the raw `generateKeyPair` rate instead of an endpoint.
+ */
+export function baselineLoads(base: Baseline, svc: Service, seed: Seed, settings: LoadSettings): Loads {
+  const holders = seed.cardholders;
+  const next = rotation(holders);
+  const rest = (load: Omit<HttpLoad, "seconds" | "rate" | "connections">) => http(load, settings.connections);
+  let d = 0;
+  const credentials = () => {
+    const i = d++ % holders.length;
+    return { paymentId: `bpay-${i}`, tokenId: "unused", privateKey: (holders[i] as Cardholder).privateKey };
+  };
+  const grpc = grpcTarget(base.grpcUrl, svc.keys, holders, credentials);
+  return {
+    "rest-encrypt": rest({
+      url: `${base.url}/receipts/encrypt`,
+      method: "POST",
+      headers: {},
+      body: () => JSON.stringify(receiptJson(next().hashedPan)),
+    }),
+    "rest-create-payment": rest({
+      url: `${base.url}/payments/gateway_a/create`,
+      method: "POST",
+      headers: {},
+      body: () => JSON.stringify(receiptJson(next().hashedPan, 950)),
+    }),
+    "rest-decrypt": rest({
+      url: `${base.url}/payments/decrypt`,
+      method: "POST",
+      headers: {},
+      body: () => JSON.stringify(credentials()),
+    }),
+    "rest-list-receipts": rest({
+      url: `${base.url}/receipts/${seed.lister.userId}`,
+      method: "GET",
+      headers: {},
+    }),
+    "rest-generate-keys": async (seconds) => {
+      const raw = await postJson(`${base.url}/raw-keygen`, "", {
+        seconds,
+        concurrency: settings.rawKeygenConcurrency,
+      });
+      const count = Number(raw.count);
+      return { ok: count, latencies: [], failed: 0, seconds, failures: {} };
+    },
+    "grpc-encrypt": callLoop(grpc.encrypt, settings.grpcConcurrency),
+    "grpc-create-payment": callLoop(grpc.createPayment, settings.grpcConcurrency),
+    "grpc-decrypt": callLoop(grpc.decrypt, settings.grpcConcurrency),
+  };
+}
+
+/** REST encrypt for a card nobody registered (sealed to escrow): the same work on every cluster worker. */
+export function escrowEncrypt(svc: Service, connections: number): Phase {
+  const pan = hashPan("bench-unregistered-card");
+  return http(
+    {
+      url: `${svc.url}/api/v1/receipts/encrypt`,
+      method: "POST",
+      headers: { "x-api-key": svc.keys.merchant },
+      body: () => JSON.stringify(receiptJson(pan)),
+    },
+    connections,
+  );
+}

@@ -1,0 +1,98 @@
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { type ApiKeys, parseDevKeys } from "./fixtures.js";
+import { type Child, freePort, startNode, waitReady } from "./processes.js";
+
+/**
+ * The processes a run measures: the service as `npm start` runs it (built `dist/src/main.js`, embedded
+ * store) or as a node:cluster (`dist/src/cluster.js`), and the baseline. All listen on 127.0.0.1 only.
+ */
+
+/** A running service: where it listens and the development API keys it printed. */
+export interface Service {
+  child: Child;
+  url: string;
+  keys: ApiKeys;
+}
+
+/** A running baseline: its HTTP/1.1 and its gRPC (h2c) addresses. */
+export interface Baseline {
+  child: Child;
+  url: string;
+  grpcUrl: string;
+}
+
+/** Limits the bench cannot reach: every call must measure the service, never a 429. */
+const UNREACHABLE_LIMITS = JSON.stringify({
+  standard: { requestsPerMinute: 1_000_000_000, generateKeysPerMinute: 1_000_000_000 },
+});
+
+/** Options of {@link startService}. */
+export interface ServiceOptions {
+  logLevel: string;
+  /** Run `cluster.js` with this many workers instead of one `main.js` process. */
+  clusterWorkers?: number;
+  /** Write a V8 CPU profile into this directory when the process exits. */
+  cpuProfileDir?: string;
+}
+
+/** Starts the service from `dist/` and waits until it answers and has printed its API keys. */
+export async function startService(name: string, distSrc: URL, options: ServiceOptions): Promise<Service> {
+  const port = await freePort();
+  const clustered = options.clusterWorkers !== undefined;
+  const script = new URL(clustered ? "cluster.js" : "main.js", distSrc);
+  const env: Record<string, string> = {
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    RECEIPTS_ENV: "dev",
+    STORE: "memory",
+    LOG_LEVEL: options.logLevel,
+    RATE_LIMIT_TIERS: UNREACHABLE_LIMITS,
+  };
+  if (clustered) env.CLUSTER_WORKERS = String(options.clusterWorkers);
+  const execArgv =
+    options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`];
+  const child = startNode(name, script.pathname, env, execArgv);
+  const url = `http://127.0.0.1:${port}`;
+  const keys = await waitReady(child, `${url}/healthz`, parseDevKeys);
+  return { child, url, keys };
+}
+
+/** Starts the baseline server (`dist/bench/baseline.js`). */
+export async function startBaseline(distBench: URL): Promise<Baseline> {
+  const [port, grpcPort] = [await freePort(), await freePort()];
+  const child = startNode("baseline", new URL("baseline.js", distBench).pathname, {
+    BASELINE_PORT: String(port),
+    BASELINE_GRPC_PORT: String(grpcPort),
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitReady(child, `${url}/receipts/ping`, (log) =>
+    log.includes("baseline ready") ? true : undefined,
+  );
+  return { child, url, grpcUrl: `http://127.0.0.1:${grpcPort}` };
+}
+
+/** CPU time used so far by process `pid` (all its threads), in seconds; NaN where /proc is missing. */
+export function cpuSeconds(pid: number): number {
+  if (process.platform !== "linux") return Number.NaN;
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / clockTicks;
+}
+
+let clockTicks = 100;
+/** Reads the kernel's clock tick rate once (`getconf CLK_TCK`), used by {@link cpuSeconds}. */
+export async function initClockTicks(): Promise<void> {
+  if (process.platform !== "linux") return;
+  const out = await new Promise<string>((resolve) => {
+    const child = spawn("getconf", ["CLK_TCK"]);
+    let text = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+    });
+    child.on("close", () => resolve(text));
+    child.on("error", () => resolve(""));
+  });
+  const ticks = Number(out.trim());
+  if (Number.isFinite(ticks) && ticks > 0) clockTicks = ticks;
+}

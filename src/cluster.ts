@@ -1,0 +1,123 @@
+import cluster, { type Worker } from "node:cluster";
+import { availableParallelism } from "node:os";
+import { fileURLToPath } from "node:url";
+import { ConfigError, loadConfig } from "./config.js";
+import { generateRsaKeyPair } from "./crypto/keys.js";
+import { DEV_KEYS_ENV, devKeysBanner } from "./dev-keys.js";
+import { randomId } from "./ids.js";
+import { createLogger } from "./logging.js";
+
+/**
+ * `node dist/src/cluster.js`: the service as `CLUSTER_WORKERS` processes (default: one per core), each
+ * running `main.js`, all sharing one listening port through node:cluster, so a machine's cores all
+ * serve requests. Configuration is the same as for `main.js`.
+ *
+ * Secrets a lone process would generate for itself when they are not configured (the hashed-PAN
+ * pepper, the escrow key and, in development with the embedded store, the two API keys) are generated
+ * once here and handed to every worker, so every worker hashes, seals and authenticates alike. Data is
+ * only shared through a shared store: with the embedded store each worker has its own (a receipt
+ * stored by one worker is unknown to the others), which suits load tests of stateless calls; use
+ * MongoDB otherwise. A worker that dies after it started listening is replaced; SIGTERM or SIGINT
+ * stops the workers gracefully, then the primary.
+ */
+
+/** Largest accepted `CLUSTER_WORKERS`. */
+const MAX_WORKERS = 256;
+
+/** How long the workers get to finish in-flight calls on shutdown before they are killed. */
+const SHUTDOWN_LIMIT_MS = 20_000;
+
+async function primary(): Promise<void> {
+  const env = process.env;
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig(env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    process.exit(78);
+  }
+  const rawCount = env.CLUSTER_WORKERS ?? "";
+  const count = rawCount === "" ? availableParallelism() : Number(rawCount);
+  if (!Number.isInteger(count) || count < 1 || count > MAX_WORKERS) {
+    process.stderr.write(
+      `Invalid configuration:\n  - CLUSTER_WORKERS must be an integer from 1 to ${MAX_WORKERS}\n`,
+    );
+    process.exit(78);
+  }
+  const logger = createLogger(config.logLevel);
+
+  const shared: Record<string, string> = {};
+  if (config.pepperGenerated) {
+    shared.HASHED_PAN_PEPPER = config.hashedPanPepper;
+    logger.warn(
+      "HASHED_PAN_PEPPER not set: the workers share a pepper generated for this run (development only)",
+    );
+  }
+  if (config.escrowPrivateKey === undefined) {
+    shared.ESCROW_PRIVATE_KEY = (await generateRsaKeyPair()).privateKey;
+    logger.warn(
+      "ESCROW_PRIVATE_KEY not set: the workers share an escrow key generated for this run (development only)",
+    );
+  }
+  const devKeys =
+    config.env === "dev" && config.store === "memory"
+      ? { issuer: randomId("rk_dev", 32), merchant: randomId("rk_dev", 32) }
+      : undefined;
+  if (devKeys !== undefined) shared[DEV_KEYS_ENV] = JSON.stringify(devKeys);
+
+  cluster.setupPrimary({ exec: fileURLToPath(new URL("./main.js", import.meta.url)) });
+  let stopping = false;
+  let listening = 0;
+  const fork = (): Worker => {
+    const worker = cluster.fork(shared);
+    let started = false;
+    worker.once("listening", () => {
+      started = true;
+      listening++;
+      if (listening === count && devKeys !== undefined) process.stdout.write(devKeysBanner(devKeys));
+    });
+    worker.once("exit", (code, signal) => {
+      if (stopping) return;
+      if (!started) {
+        logger.error({ code, signal }, "a cluster worker failed to start; stopping");
+        stop(1);
+        return;
+      }
+      logger.error({ code, signal, pid: worker.process.pid }, "a cluster worker died; starting another");
+      fork();
+    });
+    return worker;
+  };
+  for (let i = 0; i < count; i++) fork();
+  logger.info({ workers: count }, "cluster started");
+
+  function stop(exitCode: number): void {
+    if (stopping) return;
+    stopping = true;
+    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
+    const timer = setTimeout(() => {
+      for (const w of workers) w.process.kill("SIGKILL");
+      process.exit(1);
+    }, SHUTDOWN_LIMIT_MS);
+    timer.unref();
+    let left = workers.length;
+    if (left === 0) process.exit(exitCode);
+    for (const w of workers) {
+      w.once("exit", () => {
+        left--;
+        if (left === 0) process.exit(exitCode);
+      });
+      w.process.kill("SIGTERM");
+    }
+  }
+  process.on("SIGTERM", () => stop(0));
+  process.on("SIGINT", () => stop(0));
+}
+
+if (cluster.isPrimary) {
+  primary().catch((err: unknown) => {
+    process.stderr.write(`cluster failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

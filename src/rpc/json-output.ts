@@ -1,0 +1,249 @@
+import {
+  type DescEnum,
+  type DescField,
+  type DescMessage,
+  type JsonObject,
+  type JsonValue,
+  type MessageShape,
+  ScalarType,
+  toJson,
+} from "@bufbuild/protobuf";
+import {
+  FeatureSet_FieldPresence,
+  isWrapperDesc,
+  type Timestamp,
+  TimestampSchema,
+} from "@bufbuild/protobuf/wkt";
+
+/**
+ * Messages rendered as REST JSON (spec section 3): lowerCamelCase names, implicit defaults included
+ * (`isEscrowed: false`, `releasedReceipts: 0`), unset optional fields absent, 64-bit integers as JSON
+ * numbers, bytes as standard base64, timestamps as RFC 3339 UTC.
+ *
+ * This is what `toJson(schema, message, { alwaysEmitImplicit: true })` produces with its 64-bit
+ * strings turned into numbers afterwards, and that pair remains the path for messages this module
+ * does not compile (well-known types other than Timestamp, oneofs, proto2 features). For the service's
+ * own messages a writer is compiled once per message type from its descriptor: `toJson` looks every
+ * field up through reflection on each call, which made rendering a page of receipts cost more than
+ * the rest of the request.
+ */
+
+/** Whether a scalar type is a 64-bit integer (rendered as a string by plain protobuf JSON). */
+export function is64BitInteger(type: ScalarType): boolean {
+  return (
+    type === ScalarType.INT64 ||
+    type === ScalarType.UINT64 ||
+    type === ScalarType.SINT64 ||
+    type === ScalarType.FIXED64 ||
+    type === ScalarType.SFIXED64
+  );
+}
+
+/**
+ * Renders a message as REST JSON. A 64-bit value beyond JavaScript's safe range stays a string rather
+ * than be silently rounded; the domain never produces one.
+ */
+export function messageToJson<Desc extends DescMessage>(
+  schema: Desc,
+  message: MessageShape<Desc>,
+): JsonValue {
+  return writerFor(schema)(message as unknown as Fields);
+}
+
+/** A message's own properties, read by field `localName`. */
+type Fields = Record<string, unknown>;
+type Writer = (message: Fields) => JsonValue;
+
+const writers = new WeakMap<DescMessage, Writer>();
+
+function writerFor(desc: DescMessage): Writer {
+  let writer = writers.get(desc);
+  if (writer === undefined) {
+    writer = compile(desc);
+    writers.set(desc, writer);
+  }
+  return writer;
+}
+
+function compile(desc: DescMessage): Writer {
+  if (desc.typeName === "google.protobuf.Timestamp") return (m) => timestampJson(m as unknown as Timestamp);
+  const compilable =
+    !desc.typeName.startsWith("google.protobuf.") &&
+    desc.oneofs.length === 0 &&
+    desc.fields.every((f) => f.presence !== FeatureSet_FieldPresence.LEGACY_REQUIRED);
+  if (!compilable) return (m) => reflective(desc, m);
+  const fields = [...desc.fields].sort((a, b) => a.number - b.number).map(fieldWriter);
+  return (message) => {
+    const json: JsonObject = {};
+    for (const write of fields) write(message, json);
+    return json;
+  };
+}
+
+type FieldWriter = (message: Fields, json: JsonObject) => void;
+
+function fieldWriter(field: DescField): FieldWriter {
+  const { localName, jsonName } = field;
+  const explicit = field.presence !== FeatureSet_FieldPresence.IMPLICIT;
+  const value = valueWriter(field);
+  if (!explicit) {
+    return (m, json) => {
+      json[jsonName] = value(m[localName]);
+    };
+  }
+  return (m, json) => {
+    const v = m[localName];
+    if (v !== undefined && Object.hasOwn(m, localName)) json[jsonName] = value(v);
+  };
+}
+
+function valueWriter(field: DescField): (value: unknown) => JsonValue {
+  switch (field.fieldKind) {
+    case "scalar":
+      return scalarWriter(field.scalar);
+    case "enum":
+      return enumWriter(field.enum);
+    case "message": {
+      const desc = field.message;
+      return (v) => writerFor(desc)(v as Fields);
+    }
+    case "list": {
+      const item =
+        field.listKind === "scalar"
+          ? scalarWriter(field.scalar)
+          : field.listKind === "enum"
+            ? enumWriter(field.enum)
+            : (v: unknown) => writerFor(field.message)(v as Fields);
+      return (v) => (v as unknown[]).map(item);
+    }
+    case "map": {
+      const item =
+        field.mapKind === "scalar"
+          ? scalarWriter(field.scalar)
+          : field.mapKind === "enum"
+            ? enumWriter(field.enum)
+            : (v: unknown) => writerFor(field.message)(v as Fields);
+      return (v) => {
+        const json: JsonObject = {};
+        for (const [key, entry] of Object.entries(v as Fields)) json[key] = item(entry);
+        return json;
+      };
+    }
+  }
+}
+
+const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+function scalarWriter(type: ScalarType): (value: unknown) => JsonValue {
+  if (is64BitInteger(type)) return (v) => int64Json(v as bigint | string);
+  switch (type) {
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT:
+      return (v) => {
+        const n = v as number;
+        if (Number.isFinite(n)) return n;
+        return Number.isNaN(n) ? "NaN" : n > 0 ? "Infinity" : "-Infinity";
+      };
+    case ScalarType.BYTES:
+      return (v) => {
+        const bytes = v as Uint8Array;
+        return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+      };
+    default:
+      return (v) => v as JsonValue;
+  }
+}
+
+/** A JSON number when exact, else the decimal string (as protobuf JSON has it). */
+function int64Json(value: bigint | string): JsonValue {
+  if (typeof value === "bigint")
+    return value >= MIN_SAFE && value <= MAX_SAFE ? Number(value) : value.toString();
+  return toNumber(value);
+}
+
+function enumWriter(desc: DescEnum): (value: unknown) => JsonValue {
+  if (desc.typeName === "google.protobuf.NullValue") return () => null;
+  return (v) => desc.value[v as number]?.name ?? (v as number);
+}
+
+const MIN_TIMESTAMP_MS = Date.parse("0001-01-01T00:00:00Z");
+const MAX_TIMESTAMP_MS = Date.parse("9999-12-31T23:59:59Z");
+
+/** RFC 3339 in UTC with 0, 3, 6 or 9 fractional digits, exactly as protobuf JSON writes it. */
+function timestampJson(ts: Timestamp): JsonValue {
+  const ms = Number(ts.seconds) * 1000;
+  // Out of range: protobuf's own writer throws the error that explains it.
+  if (ms < MIN_TIMESTAMP_MS || ms > MAX_TIMESTAMP_MS || ts.nanos < 0 || ts.nanos > 999_999_999) {
+    return toJson(TimestampSchema, ts);
+  }
+  let fraction = "";
+  if (ts.nanos > 0) {
+    const digits = (ts.nanos + 1_000_000_000).toString().substring(1);
+    fraction = digits.endsWith("000000")
+      ? `.${digits.substring(0, 3)}`
+      : digits.endsWith("000")
+        ? `.${digits.substring(0, 6)}`
+        : `.${digits}`;
+  }
+  return `${new Date(ms).toISOString().slice(0, 19)}${fraction}Z`;
+}
+
+/**
+ * The reflective path: protobuf JSON with implicit defaults, then 64-bit strings made numbers. It
+ * renders what the compiled writers do not handle, and is the reference they are tested against.
+ */
+export function messageToJsonReflective<Desc extends DescMessage>(
+  schema: Desc,
+  message: MessageShape<Desc>,
+): JsonValue {
+  return numbersFor64Bit(schema, toJson(schema, message, { alwaysEmitImplicit: true }));
+}
+
+function reflective(desc: DescMessage, message: Fields): JsonValue {
+  return messageToJsonReflective(desc, message as MessageShape<DescMessage>);
+}
+
+function toNumber(value: JsonValue): JsonValue {
+  if (typeof value !== "string") return value;
+  const n = Number(value);
+  return Number.isSafeInteger(n) ? n : value;
+}
+
+function numbersFor64Bit(desc: DescMessage, json: JsonValue): JsonValue {
+  if (isWrapperDesc(desc)) return is64BitInteger(desc.fields[0].scalar) ? toNumber(json) : json;
+  if (!isJsonObject(json) || desc.typeName.startsWith("google.protobuf.")) return json;
+  for (const field of desc.fields) {
+    const value = json[field.jsonName];
+    if (value === undefined || value === null) continue;
+    json[field.jsonName] = convertField(field, value);
+  }
+  return json;
+}
+
+function isJsonObject(value: JsonValue): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function convertField(field: DescField, value: JsonValue): JsonValue {
+  switch (field.fieldKind) {
+    case "scalar":
+      return is64BitInteger(field.scalar) ? toNumber(value) : value;
+    case "message":
+      return numbersFor64Bit(field.message, value);
+    case "enum":
+      return value;
+    case "list":
+      if (!Array.isArray(value)) return value;
+      if (field.listKind === "scalar") return is64BitInteger(field.scalar) ? value.map(toNumber) : value;
+      if (field.listKind === "message") return value.map((item) => numbersFor64Bit(field.message, item));
+      return value;
+    case "map":
+      if (!isJsonObject(value)) return value;
+      for (const [key, item] of Object.entries(value)) {
+        if (field.mapKind === "scalar" && is64BitInteger(field.scalar)) value[key] = toNumber(item);
+        if (field.mapKind === "message") value[key] = numbersFor64Bit(field.message, item);
+      }
+      return value;
+  }
+}

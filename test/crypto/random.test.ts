@@ -1,0 +1,24 @@
+import { describe, expect, it } from "vitest";
+import { secureRandomBytes } from "../../src/crypto/random.js";
+
+describe("secureRandomBytes", () => {
+  it("hands out fresh buffers of the size asked, across pool refills and past the pooled size", () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 2_000; i++) {
+      const size = [12, 32, 44, 257][i % 4] as number;
+      const bytes = secureRandomBytes(size);
+      expect(bytes).toHaveLength(size);
+      seen.add(bytes.toString("hex"));
+    }
+    expect(seen.size).toBe(2_000);
+  });
+
+  it("gives buffers that do not share memory, so zeroing a key leaves the others intact", () => {
+    const key = secureRandomBytes(32);
+    const iv = secureRandomBytes(12);
+    const ivCopy = Buffer.from(iv);
+    key.fill(0);
+    expect(iv.equals(ivCopy)).toBe(true);
+    expect(key.buffer).not.toBe(iv.buffer);
+  });
+});

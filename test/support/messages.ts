@@ -1,0 +1,99 @@
+import { create, type DescField, type DescMessage, type MessageShape, ScalarType } from "@bufbuild/protobuf";
+import fc from "fast-check";
+import { SERVICES } from "../../src/app.js";
+
+/**
+ * Random messages of any descriptor, for tests that compare two ways of converting them: a random
+ * subset of fields set to random values of their type (64-bit values beyond JavaScript's safe range,
+ * NaN and infinities included), nested messages a few levels deep.
+ */
+
+const int64 = fc.oneof(
+  fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+  fc.bigInt({ min: -(2n ** 53n), max: 2n ** 53n }),
+);
+
+function scalar(type: ScalarType): fc.Arbitrary<unknown> {
+  switch (type) {
+    case ScalarType.STRING:
+      return fc.string();
+    case ScalarType.BOOL:
+      return fc.boolean();
+    case ScalarType.BYTES:
+      return fc.uint8Array({ maxLength: 40 });
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT:
+      return fc.oneof(
+        fc.double(),
+        fc.constantFrom(Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY),
+      );
+    case ScalarType.INT64:
+    case ScalarType.SINT64:
+    case ScalarType.SFIXED64:
+      return int64;
+    case ScalarType.UINT64:
+    case ScalarType.FIXED64:
+      return fc.bigInt({ min: 0n, max: 2n ** 64n - 1n });
+    case ScalarType.UINT32:
+    case ScalarType.FIXED32:
+      return fc.integer({ min: 0, max: 4_294_967_295 });
+    default:
+      return fc.integer({ min: -2_147_483_648, max: 2_147_483_647 });
+  }
+}
+
+/** A message of `desc` with a random subset of its fields set to random values. */
+export function message(desc: DescMessage, depth = 0): fc.Arbitrary<MessageShape<DescMessage>> {
+  if (desc.typeName === "google.protobuf.Timestamp") {
+    return fc
+      .record({
+        seconds: fc.bigInt({ min: -62_135_596_800n, max: 253_402_300_799n }),
+        nanos: fc.oneof(
+          fc.constant(0),
+          fc.integer({ min: 0, max: 999 }).map((n) => n * 1_000_000),
+          fc.integer({ min: 0, max: 999_999_999 }),
+        ),
+      })
+      .map((init) => create(desc, init));
+  }
+  const entries = desc.fields.map((field) => [field.localName, value(field, depth)] as const);
+  return fc
+    .record(Object.fromEntries(entries), { requiredKeys: [] })
+    .map((init) => create(desc, init as never));
+}
+
+function value(field: DescField, depth: number): fc.Arbitrary<unknown> {
+  switch (field.fieldKind) {
+    case "scalar":
+      return scalar(field.scalar);
+    case "enum":
+      return fc.constantFrom(...field.enum.values.map((v) => v.number));
+    case "message":
+      return depth > 3 ? fc.constant(undefined) : message(field.message, depth + 1);
+    case "list": {
+      const item =
+        field.listKind === "scalar"
+          ? scalar(field.scalar)
+          : field.listKind === "enum"
+            ? fc.constantFrom(...field.enum.values.map((v) => v.number))
+            : message(field.message, depth + 1);
+      return depth > 3 ? fc.constant([]) : fc.array(item, { maxLength: 3 });
+    }
+    case "map":
+      return fc.constant({});
+  }
+}
+
+/** Every message reachable from the requests (`"input"`) or responses (`"output"`) of the services. */
+export function reachableMessages(side: "input" | "output"): DescMessage[] {
+  const seen = new Set<DescMessage>();
+  const visit = (desc: DescMessage) => {
+    if (seen.has(desc)) return;
+    seen.add(desc);
+    for (const f of desc.fields) {
+      if (f.fieldKind === "message" || (f.fieldKind === "list" && f.listKind === "message")) visit(f.message);
+    }
+  };
+  for (const service of SERVICES) for (const method of service.methods) visit(method[side]);
+  return [...seen];
+}
