@@ -117,6 +117,35 @@ describe("keys, limits and envelopes on every protocol of one port", () => {
     expect((err as ConnectError).code).toBe(Code.PermissionDenied);
   });
 
+  it("meters requests that never reach an RPC (404, 415, malformed JSON) on the caller's counter", async () => {
+    const key = await svc.newKey({ role: "issuer", tier: "sandbox", tenantId: "t-meter" });
+    const send = (path: string, contentType: string, body: string) =>
+      fetch(`${svc.baseUrl}${path}`, {
+        method: "POST",
+        headers: { "content-type": contentType, "x-api-key": key },
+        body,
+      });
+    const unknown = await send("/api/v1/nope", "application/json", "{}");
+    const wrongType = await send(GRANT, "text/plain", "hello");
+    const malformed = await send(GRANT, "application/json", "{not json");
+    expect([unknown.status, wrongType.status, malformed.status]).toEqual([404, 415, 400]);
+    expect([unknown, wrongType, malformed].map((r) => r.headers.get("x-ratelimit-remaining"))).toEqual([
+      "5",
+      "4",
+      "3",
+    ]);
+    expect(malformed.headers.get("x-ratelimit-limit")).toBe("6");
+    expect((await post(svc, GRANT, key, body)).headers.get("x-ratelimit-remaining")).toBe("2");
+  });
+
+  it("serves the OpenAPI document of the REST surface without a key", async () => {
+    const res = await fetch(`${svc.baseUrl}/openapi.json`);
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as { openapi: string; paths: Record<string, unknown> };
+    expect(doc.openapi).toMatch(/^3\.1/);
+    expect(Object.keys(doc.paths)).toContain("/api/v1/payments/{gateway}/create");
+  });
+
   it("serves health, readiness, metrics and the gRPC health service without a key", async () => {
     expect((await fetch(`${svc.baseUrl}/healthz`)).status).toBe(200);
     expect((await fetch(`${svc.baseUrl}/readyz`)).status).toBe(200);
