@@ -1,0 +1,81 @@
+import { availableParallelism } from "node:os";
+import { parseArgs } from "node:util";
+
+/**
+ * The options of `npm run bench` (see `run.ts`) and the settings they give: durations, load shape,
+ * which measurements to run and where the results go.
+ */
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    seconds: { type: "string" },
+    rounds: { type: "string" },
+    warmup: { type: "string" },
+    "rss-seconds": { type: "string" },
+    connections: { type: "string" },
+    "no-cluster": { type: "boolean", default: false },
+    "no-logging": { type: "boolean", default: false },
+    profile: { type: "boolean", default: false },
+    only: { type: "string" },
+  },
+});
+
+const num = (value: string | undefined, fallback: number) => (value === undefined ? fallback : Number(value));
+/**
+ * generate-keys is measured three times as long as the other loads (in a full run): the time to find
+ * an RSA key's primes varies widely from key to key, and a rate of about a dozen keys a second needs a
+ * few hundred keys before it means anything.
+ */
+export const KEYGEN_SCALE = args.quick ? 1 : 3;
+/** Grants live 180 s; the sustained run must end before the grants it uses expire. */
+const MAX_RSS_SECONDS = 170;
+
+export const settings = {
+  mode: args.quick ? "quick" : "full",
+  seconds: num(args.seconds, args.quick ? 0.8 : 8),
+  /** Slices per comparison, alternating service and baseline. */
+  rounds: num(args.rounds, args.quick ? 1 : 4),
+  warmup: num(args.warmup, args.quick ? 0.3 : 2),
+  rssSeconds: Math.min(MAX_RSS_SECONDS, num(args["rss-seconds"], args.quick ? 4 : 120)),
+  connections: num(args.connections, 16),
+  grpcConcurrency: 16,
+  keygenConnections: 8,
+  /** Concurrent `generateKeyPair` calls of the raw baseline: one per core ("on both cores"). */
+  rawKeygenConcurrency: availableParallelism(),
+  cardholders: args.quick ? 2 : 4,
+  listCount: args.quick ? 5 : 20,
+  clusterWorkers: 2,
+  cluster: !args["no-cluster"],
+  logging: !args["no-logging"],
+  profile: args.profile,
+};
+
+/** `--only a,b`: run only these measurements (names as printed by `--only help`). */
+const only = args.only === undefined ? undefined : new Set(args.only.split(","));
+const MEASUREMENTS = [
+  "rest-encrypt",
+  "rest-create-payment",
+  "rest-decrypt",
+  "rest-list-receipts",
+  "rest-generate-keys",
+  "grpc-encrypt",
+  "grpc-create-payment",
+  "grpc-decrypt",
+  "half-rate",
+  "keygen-load",
+  "logging",
+  "rss",
+  "cluster",
+];
+if (only?.has("help")) {
+  process.stdout.write(
+    `measurements: ${MEASUREMENTS.join(", ")} (half-rate and keygen-load need rest-encrypt)\n`,
+  );
+  process.exit(0);
+}
+export const wanted = (name: string) => only === undefined || only.has(name);
+/** Only a complete full run replaces the committed `latest.*`; quick and partial runs write `*.tmp`. */
+export const outputName =
+  settings.mode === "full" && only === undefined ? "latest" : `${settings.mode}-partial`;
+export const outputSuffix = outputName === "latest" ? "" : ".tmp";
