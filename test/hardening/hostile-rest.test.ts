@@ -14,10 +14,9 @@ import {
   errorLines,
   expectRestRefusal,
   fillPath,
-  grantFor,
-  onboard,
   REST_ROUTES,
   SIGNING_KEY,
+  seedTargets,
   send,
   UNLIMITED_TIERS,
 } from "./support.js";
@@ -61,15 +60,7 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
 
   beforeAll(async () => {
     svc = await startService({ env: { RATE_LIMIT_TIERS: UNLIMITED_TIERS }, logLines });
-    holder = await onboard(svc, "4111111111111111");
-    receipt = receiptBody({ recipientHashedPan: holder.hashedPan });
-    expect((await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, receipt)).status).toBe(200);
-    const pay = await post(svc, "/api/v1/payments/gateway_a/create", svc.merchantKey, {
-      ...receiptBody({ recipientHashedPan: holder.hashedPan }),
-      amount: 950,
-    });
-    paymentId = pay.body.data.paymentId;
-    tokenId = await grantFor(svc, holder);
+    ({ holder, receipt, paymentId, tokenId } = await seedTargets(svc));
   });
 
   afterAll(async () => {

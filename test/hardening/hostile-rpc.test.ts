@@ -4,22 +4,21 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import { rolesFor } from "../../src/rpc/roles.js";
-import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+import { hashPan, receiptBody, startService, type TestService } from "../support/harness.js";
 import { type Hostile, hostileBodies, hostileValues } from "./cases.js";
 import {
   type Answer,
   type Cardholder,
   connectRaw,
   errorLines,
-  grantFor,
   grpcRaw,
   grpcTyped,
-  onboard,
   RPCS,
   rawGrpcClient,
   rpcPath,
   SERVER_FAULTS,
   SIGNING_KEY,
+  seedTargets,
   send,
   UNLIMITED_TIERS,
 } from "./support.js";
@@ -68,17 +67,10 @@ describe("hostile input over gRPC (grpc-js) and Connect: every RPC refuses it wi
     // A short grace: the oversize gRPC request leaves its stream half-open until shutdown cuts it.
     svc = await startService({ env: { RATE_LIMIT_TIERS: UNLIMITED_TIERS }, logLines, shutdownGraceMs: 500 });
     grpc = rawGrpcClient(svc.port);
-    holder = await onboard(svc, "4111111111111111");
-    const receipt = receiptBody({ recipientHashedPan: holder.hashedPan });
-    receiptId = receipt.receiptId as string;
-    transactionId = receipt.transactionId as string;
-    expect((await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, receipt)).status).toBe(200);
-    const pay = await post(svc, "/api/v1/payments/gateway_a/create", svc.merchantKey, {
-      ...receiptBody({ recipientHashedPan: holder.hashedPan }),
-      amount: 950,
-    });
-    paymentId = pay.body.data.paymentId;
-    tokenId = await grantFor(svc, holder);
+    const targets = await seedTargets(svc);
+    ({ holder, paymentId, tokenId } = targets);
+    receiptId = targets.receipt.receiptId as string;
+    transactionId = targets.receipt.transactionId as string;
   });
 
   afterAll(async () => {

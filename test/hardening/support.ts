@@ -7,7 +7,7 @@ import { ERRORS, type ErrorCode, isErrorCode } from "../../src/errors.js";
 import { httpBindings } from "../../src/http/bindings.js";
 import { API_SERVICES, rolesFor } from "../../src/rpc/roles.js";
 import type { Role } from "../../src/store/types.js";
-import { type Envelope, hashPan, post, type TestService } from "../support/harness.js";
+import { type Envelope, hashPan, post, receiptBody, type TestService } from "../support/harness.js";
 
 /**
  * Shared pieces of the hardening tests: requests that can never hang (every one has a deadline),
@@ -242,3 +242,24 @@ export function errorLines(lines: readonly string[]): string[] {
 export const SIGNING_KEY = generateKeyPairSync("ed25519")
   .publicKey.export({ type: "spki", format: "der" })
   .toString("base64");
+
+/** What the hostile-input suites aim at: a cardholder with a stored receipt, a payment and a live grant. */
+export interface Targets {
+  holder: Cardholder;
+  receipt: Record<string, unknown>;
+  paymentId: string;
+  tokenId: string;
+}
+
+/** Registers a cardholder, encrypts one receipt and pays one payment for it, and grants access. */
+export async function seedTargets(svc: TestService): Promise<Targets> {
+  const holder = await onboard(svc, "4111111111111111");
+  const receipt = receiptBody({ recipientHashedPan: holder.hashedPan });
+  expect((await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, receipt)).status).toBe(200);
+  const pay = await post(svc, "/api/v1/payments/gateway_a/create", svc.merchantKey, {
+    ...receiptBody({ recipientHashedPan: holder.hashedPan }),
+    amount: 950,
+  });
+  expect(pay.status).toBe(200);
+  return { holder, receipt, paymentId: pay.body.data.paymentId, tokenId: await grantFor(svc, holder) };
+}
