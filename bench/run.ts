@@ -311,7 +311,9 @@ const RSS_DECRYPT_RATE = 200;
  * {@link RSS_DECRYPT_RATE} (the private-key pool). The embedded store keeps every receipt, payment and
  * audit event in memory by design, so loads that create data would measure the data; these add only an
  * audit event (about 540 bytes) per decrypt. The first tenth of the samples is left out (the heap
- * growing to its working size); growth compares the medians of the next tenth and the last.
+ * growing to its working size); growth compares the medians of the first and the last third of the
+ * rest. RSS rises and falls by about 30% with each full garbage collection (every 20 to 30 s here), so
+ * windows shorter than that would compare the phase of that cycle rather than the trend.
  */
 async function sustainedRss({ svc, loads }: Fresh): Promise<NonNullable<Extras["rss"]>> {
   const decrypt = loadOf(loads, "rest-decrypt");
@@ -319,10 +321,10 @@ async function sustainedRss({ svc, loads }: Fresh): Promise<NonNullable<Extras["
   const sampler = sampleRss(svc.child.pid);
   await Promise.all([decrypt(settings.rssSeconds, RSS_DECRYPT_RATE), list(settings.rssSeconds)]);
   const samplesMiB = sampler.stop().map((bytes) => bytes / 1_048_576);
-  const skip = Math.max(1, Math.floor(samplesMiB.length * 0.1));
-  const window = Math.max(1, Math.floor(samplesMiB.length * 0.1));
-  const startMiB = median(samplesMiB.slice(skip, skip + window));
-  const endMiB = median(samplesMiB.slice(-window));
+  const settled = samplesMiB.slice(Math.max(1, Math.floor(samplesMiB.length * 0.1)));
+  const third = Math.max(1, Math.floor(settled.length / 3));
+  const startMiB = median(settled.slice(0, third));
+  const endMiB = median(settled.slice(-third));
   log(`RSS ${startMiB.toFixed(0)} -> ${endMiB.toFixed(0)} MiB`);
   return {
     seconds: settings.rssSeconds,

@@ -35,7 +35,7 @@ export const settings = {
   mode: args.quick ? "quick" : "full",
   seconds: num(args.seconds, args.quick ? 0.8 : 8),
   /** Slices per comparison, alternating service and baseline. */
-  rounds: num(args.rounds, args.quick ? 1 : 4),
+  rounds: num(args.rounds, args.quick ? 1 : 8),
   warmup: num(args.warmup, args.quick ? 0.3 : 2),
   rssSeconds: Math.min(MAX_RSS_SECONDS, num(args["rss-seconds"], args.quick ? 4 : 120)),
   connections: num(args.connections, 16),
