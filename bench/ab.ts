@@ -4,7 +4,7 @@ import { seedService } from "./fixtures.js";
 import { measure, type Sample } from "./load.js";
 import { LOADS, loadName, type Phase, serviceLoads } from "./phases.js";
 import { stopAll } from "./processes.js";
-import { cpuSeconds, initClockTicks, type Service, startService } from "./targets.js";
+import { cpuSeconds, initClockTicks, type Service, startService, waitIdle } from "./targets.js";
 
 /**
  * Before/after figures of a change: the same loads against two builds of the service, started side
@@ -45,6 +45,8 @@ function metered(svc: Service, phase: Phase) {
   const run: Phase = async (seconds, rate) => {
     const before = cpuSeconds(svc.child.pid);
     const sample = await phase(seconds, rate);
+    // Work still queued when the load stopped belongs to this build, not to the next slice's.
+    await waitIdle(svc.child.pid);
     totals.cpu += cpuSeconds(svc.child.pid) - before;
     return sample;
   };

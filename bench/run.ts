@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -32,6 +32,7 @@ import {
   type Service,
   startBaseline,
   startService,
+  waitIdle,
 } from "./targets.js";
 
 /**
@@ -127,7 +128,11 @@ async function main(): Promise<void> {
   log(
     `receipts bench (${settings.mode}): ${settings.seconds} s per phase after ${settings.warmup} s warm-up`,
   );
-  if (settings.profile) mkdirSync(profileDir, { recursive: true });
+  if (settings.profile) {
+    // Profiles of an earlier run would be summarised with this one's.
+    rmSync(profileDir, { recursive: true, force: true });
+    mkdirSync(profileDir, { recursive: true });
+  }
   const base = await startBaseline(distBench);
   const comparisons: Comparison[] = [];
   const extras: Extras = {};
@@ -189,6 +194,7 @@ async function compare(
   let warmedUp = false;
   const measured = async (seconds: number) => {
     const s = await withCpu(svc.child.pid, () => loadOf(loads, name)(seconds));
+    await waitIdle(svc.child.pid);
     // The first call is the warm-up, which the measurement leaves out.
     if (warmedUp) {
       serviceCpu += s.serviceCpu;
@@ -215,7 +221,7 @@ async function compare(
 }
 
 /** REST encrypt at half its measured maximum, alone and (alternating) while keygen runs at full load. */
-async function atHalfRate({ loads }: Fresh, encryptMax: number): Promise<Extras> {
+async function atHalfRate({ svc, loads }: Fresh, encryptMax: number): Promise<Extras> {
   const rate = Math.max(1, Math.round(encryptMax / 2));
   const atRate: Phase = (seconds) => loadOf(loads, "rest-encrypt")(seconds, rate);
   if (!wanted("keygen-load")) {
@@ -230,6 +236,7 @@ async function atHalfRate({ loads }: Fresh, encryptMax: number): Promise<Extras>
     await sleep(500);
     const sample = await atRate(seconds);
     keygen.push(await generating);
+    await waitIdle(svc.child.pid);
     return sample;
   };
   const [alone, during] = await alternate(atRate, duringKeygen);

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 import { type ApiKeys, parseDevKeys } from "./fixtures.js";
 import { type Child, freePort, startNode, waitReady } from "./processes.js";
 
@@ -95,4 +96,19 @@ export async function initClockTicks(): Promise<void> {
   });
   const ticks = Number(out.trim());
   if (Number.isFinite(ticks) && ticks > 0) clockTicks = ticks;
+}
+
+/**
+ * Waits until process `pid` is idle (under a tenth of a core over 100 ms), at most `maxMs`: work a load
+ * left queued when it stopped (key generations take half a second each) must not run during the
+ * next slice, which would charge it to the other side of a comparison.
+ */
+export async function waitIdle(pid: number, maxMs = 5_000): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  while (Date.now() < deadline) {
+    const before = cpuSeconds(pid);
+    await sleep(100);
+    const used = cpuSeconds(pid) - before;
+    if (!(used > 0.01)) return;
+  }
 }
