@@ -1,10 +1,16 @@
 import { type ClientHttp2Session, connect, constants } from "node:http2";
-import { create, type DescMessage, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  create,
+  type DescMessage,
+  fromJson,
+  type JsonObject,
+  type MessageInitShape,
+  toBinary,
+} from "@bufbuild/protobuf";
 import { CreatePaymentRequestSchema, DecryptPaymentRequestSchema } from "../gen/receipts/v1/payments_pb.js";
 import { type Receipt, ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
 import { EncryptReceiptRequestSchema } from "../gen/receipts/v1/receipts_pb.js";
-import { type Cardholder, nextId } from "./fixtures.js";
+import { type Cardholder, receiptJson } from "./fixtures.js";
 
 /**
  * The gRPC load generator: unary calls over one HTTP/2 cleartext session per target (as a gRPC channel
@@ -33,28 +39,9 @@ class GrpcCallError extends Error {
   }
 }
 
-/** The gRPC request body of a fresh receipt with the same content as `receiptJson`. */
-function receiptMessage(recipientHashedPan: string, amount?: bigint): Receipt {
-  const id = nextId();
-  return create(ReceiptSchema, {
-    receiptId: `r-${id}`,
-    merchantId: "m-bench",
-    merchantName: "Corner Coffee",
-    transactionId: `t-${id}`,
-    transactionDate: timestampFromDate(new Date("2026-01-01T09:30:00Z")),
-    currency: "EUR",
-    recipientHashedPan,
-    merchantCity: "Lisbon",
-    paymentMethod: "card",
-    cardLast4: "4242",
-    cardBrand: "visa",
-    items: [
-      { lineItemId: "1", name: "Flat white", quantity: 2n, unitPrice: 350n, totalPrice: 700n },
-      { lineItemId: "2", name: "Croissant", quantity: 1n, unitPrice: 250n, totalPrice: 250n },
-    ],
-    totalAmount: 950n,
-    ...(amount === undefined ? {} : { amount }),
-  });
+/** The gRPC request body of a fresh receipt: `receiptJson` decoded, so both surfaces send the same receipt. */
+function receiptMessage(recipientHashedPan: string, amount?: number): Receipt {
+  return fromJson(ReceiptSchema, receiptJson(recipientHashedPan, amount) as JsonObject);
 }
 
 /** A length-prefixed gRPC message (uncompressed). */
@@ -127,7 +114,7 @@ export function grpcTarget(
     createPayment() {
       const body = frame(CreatePaymentRequestSchema, {
         gateway: "gateway_a",
-        receipt: receiptMessage(nextHolder().hashedPan, 950n),
+        receipt: receiptMessage(nextHolder().hashedPan, 950),
       });
       return unary(open(), "/receipts.v1.PaymentsService/CreatePayment", apiKeys.merchant, body);
     },

@@ -37,14 +37,23 @@ export function withTimeLimit(store: Store, timeoutMs: number = DEFAULT_STORE_TI
   };
 }
 
-/** A view of `repository` whose methods each settle within `timeoutMs`. */
+/**
+ * A view of `repository` whose methods each settle within `timeoutMs`. Each method's wrapper is made
+ * once and reused: store calls are on every request's path.
+ */
 function limitMethods<T extends object>(repository: T, name: string, timeoutMs: number): T {
+  const wrappers = new Map<PropertyKey, { of: unknown; wrapper: (...args: unknown[]) => Promise<unknown> }>();
   return new Proxy(repository, {
     get(target, property, receiver) {
       const value: unknown = Reflect.get(target, property, receiver);
       if (typeof value !== "function") return value;
-      return async (...args: unknown[]) =>
-        withinDeadline(value.apply(target, args), `${name}.${String(property)}`, timeoutMs);
+      const cached = wrappers.get(property);
+      if (cached?.of === value) return cached.wrapper;
+      const what = `${name}.${String(property)}`;
+      const wrapper = async (...args: unknown[]) =>
+        withinDeadline(value.apply(target, args), what, timeoutMs);
+      wrappers.set(property, { of: value, wrapper });
+      return wrapper;
     },
   });
 }
