@@ -133,7 +133,7 @@ async function main(): Promise<void> {
     rmSync(profileDir, { recursive: true, force: true });
     mkdirSync(profileDir, { recursive: true });
   }
-  const base = await startBaseline(distBench);
+  const base = await startBaseline(distBench, settings.profile ? profileDir : undefined);
   const comparisons: Comparison[] = [];
   const extras: Extras = {};
 

@@ -59,13 +59,12 @@ export async function startService(name: string, distSrc: URL, options: ServiceO
   return { child, url, keys };
 }
 
-/** Starts the baseline server (`dist/bench/baseline.js`). */
-export async function startBaseline(distBench: URL): Promise<Baseline> {
+/** Starts the baseline server (`dist/bench/baseline.js`), writing a V8 CPU profile into `cpuProfileDir` if given. */
+export async function startBaseline(distBench: URL, cpuProfileDir?: string): Promise<Baseline> {
   const [port, grpcPort] = [await freePort(), await freePort()];
-  const child = startNode("baseline", new URL("baseline.js", distBench).pathname, {
-    BASELINE_PORT: String(port),
-    BASELINE_GRPC_PORT: String(grpcPort),
-  });
+  const execArgv = cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${cpuProfileDir}`];
+  const env = { BASELINE_PORT: String(port), BASELINE_GRPC_PORT: String(grpcPort) };
+  const child = startNode("baseline", new URL("baseline.js", distBench).pathname, env, execArgv);
   const url = `http://127.0.0.1:${port}`;
   await waitReady(child, `${url}/receipts/ping`, (log) =>
     log.includes("baseline ready") ? true : undefined,
