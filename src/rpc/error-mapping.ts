@@ -150,7 +150,7 @@ export const errorInterceptor: Interceptor = (next) => async (req) => {
     if (ERRORS[code].http >= 500) {
       const cause = err instanceof ConnectError && err === mapped ? err.cause : err;
       req.contextValues
-        .get(kLogger)
+        .get(kLogger)()
         .error(
           { err: cause, code, procedure: `${req.service.typeName}/${req.method.name}` },
           "request failed",

@@ -33,7 +33,11 @@ export function requestContextInterceptor(root: Logger): Interceptor {
     const started = performance.now();
     const requestId = requestIdFrom(req.header.get("x-request-id"));
     req.contextValues.set(kRequestId, requestId);
-    req.contextValues.set(kLogger, root.child({ requestId }));
+    let logger: Logger | undefined;
+    req.contextValues.set(kLogger, () => {
+      logger ??= root.child({ requestId });
+      return logger;
+    });
     const logLine = (status: string) => {
       if (!lines.isLevelEnabled("info")) return;
       const line = {

@@ -21,27 +21,28 @@ export function withTimeLimit(store: Store, timeoutMs: number = DEFAULT_STORE_TI
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
     throw new RangeError("The store time limit must be a positive integer of milliseconds.");
   }
+  const deadlines = new Deadlines(timeoutMs);
   // Every repository (any object-valued member, so one added later is bounded too).
   const limited = Object.fromEntries(
     Object.entries(store).map(([name, member]: [string, unknown]) => [
       name,
-      typeof member === "object" && member !== null ? limitMethods(member, name, timeoutMs) : member,
+      typeof member === "object" && member !== null ? limitMethods(member, name, deadlines) : member,
     ]),
   ) as unknown as Store;
   return {
     ...limited,
     kind: store.kind,
     init: () => store.init(),
-    ping: () => withinDeadline(store.ping(), "ping", timeoutMs),
+    ping: () => deadlines.bound(() => store.ping(), "ping"),
     close: () => store.close(),
   };
 }
 
 /**
- * A view of `repository` whose methods each settle within `timeoutMs`. Each method's wrapper is made
- * once and reused: store calls are on every request's path.
+ * A view of `repository` whose methods each settle within the time limit. Each method's wrapper is
+ * made once and reused: store calls are on every request's path.
  */
-function limitMethods<T extends object>(repository: T, name: string, timeoutMs: number): T {
+function limitMethods<T extends object>(repository: T, name: string, deadlines: Deadlines): T {
   const wrappers = new Map<PropertyKey, { of: unknown; wrapper: (...args: unknown[]) => Promise<unknown> }>();
   return new Proxy(repository, {
     get(target, property, receiver) {
@@ -50,31 +51,77 @@ function limitMethods<T extends object>(repository: T, name: string, timeoutMs: 
       const cached = wrappers.get(property);
       if (cached?.of === value) return cached.wrapper;
       const what = `${name}.${String(property)}`;
-      const wrapper = async (...args: unknown[]) =>
-        withinDeadline(value.apply(target, args), what, timeoutMs);
+      const wrapper = (...args: unknown[]) => deadlines.bound(() => value.apply(target, args), what);
       wrappers.set(property, { of: value, wrapper });
       return wrapper;
     },
   });
 }
 
-/** Settles like `call`, or rejects with `service_unavailable` once `timeoutMs` has passed. */
-async function withinDeadline<T>(call: T | Promise<T>, what: string, timeoutMs: number): Promise<T> {
-  const pending = Promise.resolve(call);
-  pending.catch(() => undefined);
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      reject(
+interface PendingCall {
+  /** `performance.now()` after which the call is answered with `service_unavailable`. */
+  deadline: number;
+  what: string;
+  reject: (err: AppError) => void;
+}
+
+/**
+ * The calls in flight and one timer for all of them. Every call gets the same time limit, so
+ * deadlines come in the order the calls started: the set (which iterates in insertion order) is a
+ * queue, and a single timer armed for its head replaces a timer per call, which cost more than the
+ * memory store's own work.
+ */
+class Deadlines {
+  private readonly pending = new Set<PendingCall>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly timeoutMs: number) {}
+
+  /** Settles like `call()` (a synchronous throw becomes a rejection), or rejects once the limit has passed. */
+  bound<T>(call: () => T | Promise<T>, what: string): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const entry: PendingCall = { deadline: performance.now() + this.timeoutMs, what, reject };
+      this.pending.add(entry);
+      this.timer ??= this.arm(this.timeoutMs);
+      const settle = () => this.pending.delete(entry);
+      try {
+        Promise.resolve(call()).then(
+          (value) => {
+            settle();
+            resolve(value);
+          },
+          (err: unknown) => {
+            settle();
+            reject(err);
+          },
+        );
+      } catch (err) {
+        settle();
+        reject(err);
+      }
+    });
+  }
+
+  private arm(ms: number): NodeJS.Timeout {
+    // Unreferenced: a pending store call keeps its request (and so the process) busy anyway.
+    return setTimeout(() => this.expire(), Math.max(1, Math.ceil(ms))).unref();
+  }
+
+  /** Rejects every call past its deadline (settling later is then ignored) and re-arms for the next one. */
+  private expire(): void {
+    const now = performance.now();
+    for (const entry of this.pending) {
+      if (entry.deadline > now) {
+        this.timer = this.arm(entry.deadline - now);
+        return;
+      }
+      this.pending.delete(entry);
+      entry.reject(
         new AppError("service_unavailable", "The store is unavailable.", {
-          cause: new Error(`store call ${what} did not settle within ${timeoutMs} ms`),
+          cause: new Error(`store call ${entry.what} did not settle within ${this.timeoutMs} ms`),
         }),
       );
-    }, timeoutMs);
-  });
-  try {
-    return await Promise.race([pending, expired]);
-  } finally {
-    clearTimeout(timer);
+    }
+    this.timer = undefined;
   }
 }

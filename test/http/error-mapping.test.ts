@@ -100,7 +100,7 @@ describe("errorInterceptor", () => {
         router: {
           interceptors: [
             (next) => (req) => {
-              req.contextValues.set(kLogger, logger);
+              req.contextValues.set(kLogger, () => logger);
               return next(req);
             },
             errorInterceptor,

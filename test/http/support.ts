@@ -146,7 +146,7 @@ export function requestIdInterceptor(logger: pino.Logger): Interceptor {
   return (next) => async (req) => {
     const id = req.header.get("x-request-id") ?? "no-id";
     req.contextValues.set(kRequestId, id);
-    req.contextValues.set(kLogger, logger.child({ requestId: id }));
+    req.contextValues.set(kLogger, () => logger.child({ requestId: id }));
     const res = await next(req);
     res.header.set("x-request-id", id);
     return res;
