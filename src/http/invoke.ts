@@ -16,6 +16,7 @@ import {
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
+import { CallHeaders } from "./call-headers.js";
 
 /**
  * Unary calls into the service implementations in the same process, through the interceptor list,
@@ -68,8 +69,8 @@ export function createUnaryInvoker(
       timeoutMs: () => undefined,
       requestMethod: req.requestMethod,
       requestHeader: req.header,
-      responseHeader: new Headers(),
-      responseTrailer: new Headers(),
+      responseHeader: new CallHeaders(),
+      responseTrailer: new CallHeaders(),
       protocolName: PROTOCOL_NAME,
       values: req.contextValues,
       url: req.url,

@@ -21,6 +21,7 @@ import { kObserved, type Metrics, registerMetricsRoute } from "../metrics.js";
 import { kRemoteAddress, kRequestId } from "../rpc/context.js";
 import type { HttpBinding } from "./bindings.js";
 import { assignRequestId, sendError, sendSuccess } from "./envelope.js";
+import { lazyChildLogger } from "./lazy-logger.js";
 import { createDualProtocolListener, type DualProtocolListener, type ListenerOptions } from "./listener.js";
 import { kProtocol, type Protocol, protocolOf } from "./protocol.js";
 import { registerTranscoder } from "./transcoder.js";
@@ -86,6 +87,9 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: "requestId" }),
     bodyLimit: options.bodyLimitBytes,
     genReqId: assignRequestId,
+    // Fastify makes a child logger for every request; ours makes it only when something is logged.
+    // (The parent is the pino logger passed as `loggerInstance`.)
+    childLoggerFactory: (parent, bindings) => lazyChildLogger(parent as Logger, bindings),
     // Requests arriving on open connections during a drain are served; the drain closes those connections.
     return503OnClosing: false,
     serverFactory: (handler) => {
@@ -109,8 +113,10 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     return values;
   };
 
-  app.addHook("onRequest", async (request, reply) => {
+  // Hooks on every request take Fastify's callback form: an async hook costs a promise per request.
+  app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
+    done();
   });
   app.setErrorHandler((error: FastifyError, request, reply) =>
     sendError(request, reply, fromFastifyError(error, options)),
@@ -156,21 +162,25 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   // Every /api response carries the rate-limit headers, also when the request never reached the RPC.
   const meter = options.meter;
   if (meter !== undefined) {
-    app.addHook("onSend", async (request, reply, payload) => {
-      if (reply.hasHeader("x-ratelimit-limit") || !request.url.startsWith("/api/")) return payload;
+    app.addHook("onSend", (request, reply, payload, done) => {
+      if (reply.hasHeader("x-ratelimit-limit") || !request.url.startsWith("/api/")) {
+        done(null, payload);
+        return;
+      }
       const apiKey = request.headers["x-api-key"];
-      const headers = await meter(
-        typeof apiKey === "string" ? apiKey : undefined,
-        clientAddress(request),
-      ).catch(() => ({}));
-      reply.headers(headers);
-      return payload;
+      meter(typeof apiKey === "string" ? apiKey : undefined, clientAddress(request))
+        .catch(() => ({}))
+        .then((headers) => {
+          reply.headers(headers);
+          done(null, payload);
+        });
     });
   }
 
   // One log line (and one metric) for each request that never reached an RPC, whose interceptors
   // do both for the others: unknown paths, rejected bodies, health and metrics routes.
-  app.addHook("onResponse", async (request, reply) => {
+  app.addHook("onResponse", (request, reply, done) => {
+    done();
     const values = contexts.get(request);
     if (values !== undefined && (values.get(kObserved) || values.get(kRequestId) !== "")) return;
     const status = reply.raw.statusCode;

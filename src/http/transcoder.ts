@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { invalidRequest } from "../errors.js";
 import { isProtocolHeader } from "../rpc/error-mapping.js";
 import { decodeHttpRequest, encodeHttpResponse, type HttpBinding, httpBindings } from "./bindings.js";
+import { CallHeaders } from "./call-headers.js";
 import { sendError, sendSuccess } from "./envelope.js";
 import { createUnaryInvoker } from "./invoke.js";
 
@@ -78,19 +79,19 @@ export async function registerTranscoder(
     request: FastifyRequest,
     reply: FastifyReply,
   ): Promise<FastifyReply> {
+    // The call's abort signal, made (and tied to the connection) only if something asks for it.
     let controller: AbortController | undefined;
-    let gone = false;
+    const onClose = () => {
+      if (!reply.raw.writableFinished) controller?.abort();
+    };
     const signal = () => {
-      controller ??= new AbortController();
-      if (gone) controller.abort();
+      if (controller === undefined) {
+        controller = new AbortController();
+        if (reply.raw.destroyed && !reply.raw.writableFinished) controller.abort();
+        else reply.raw.once("close", onClose);
+      }
       return controller.signal;
     };
-    const onClose = () => {
-      if (reply.raw.writableFinished) return;
-      gone = true;
-      controller?.abort();
-    };
-    reply.raw.once("close", onClose);
     try {
       const message = decodeHttpRequest(binding, {
         params: request.params as Record<string, string>,
@@ -111,19 +112,18 @@ export async function registerTranscoder(
     } catch (err) {
       return sendError(request, reply, err);
     } finally {
-      reply.raw.off("close", onClose);
+      if (controller !== undefined) reply.raw.off("close", onClose);
     }
   }
 }
 
 /** The request's headers as call metadata: API key, request id, idempotency key, signature, ... */
 function forwardedHeaders(request: FastifyRequest): Headers {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(request.headers)) {
-    if (value === undefined || HOP_HEADERS.has(name) || isProtocolHeader(name)) continue;
-    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
-  }
-  return headers;
+  return CallHeaders.fromNode(request.headers, notForwarded);
+}
+
+function notForwarded(name: string): boolean {
+  return HOP_HEADERS.has(name) || isProtocolHeader(name);
 }
 
 function copyHeaders(from: Headers, reply: FastifyReply): void {
