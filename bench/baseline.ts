@@ -23,6 +23,7 @@ import {
 import { ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
 import { EncryptReceiptRequestSchema, EncryptReceiptResponseSchema } from "../gen/receipts/v1/receipts_pb.js";
 import { parsePrivateKey } from "../src/crypto/keys.js";
+import { registerFloor, setUpFloor } from "./floor.js";
 
 /**
  * The benchmark's baseline: the service's cryptography with no framework around it, so the service's
@@ -41,11 +42,15 @@ import { parsePrivateKey } from "../src/crypto/keys.js";
 const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" } as const;
 const generateKeyPairAsync = promisify(generateKeyPair);
 
-/** What the bench sends to `/setup`: the recipients' public keys and the receipt to seal for decrypt. */
+/**
+ * What the bench sends to `/setup`: the recipients' public keys and the receipt to seal for decrypt;
+ * for the floor route, the API key it accepts and the recipients' hashed PANs (same order as the keys).
+ */
 interface Setup {
   publicKeys: string[];
   receipt: Record<string, unknown>;
   listCount: number;
+  floor?: { apiKey: string; hashedPans: string[] };
 }
 
 interface Sealed {
@@ -167,8 +172,17 @@ app.post("/setup", async (request) => {
   listing = Array.from({ length: setup.listCount }, (_, i) =>
     encryptJson({ ...setup.receipt, receiptId: `list-${i}` }),
   );
+  if (setup.floor !== undefined) {
+    const hashedPans = setup.floor.hashedPans;
+    setUpFloor(
+      setup.floor.apiKey,
+      recipients.map((r, i) => ({ hashedPan: hashedPans[i] ?? "", keyId: r.keyId, key: r.key })),
+    );
+  }
   return { success: true, data: { recipients: recipients.length } };
 });
+
+registerFloor(app, { seal });
 
 app.post("/receipts/encrypt", async (request) => ({
   success: true,

@@ -195,6 +195,13 @@ export function baselineLoads(base: Baseline, svc: Service, seed: Seed, settings
     "grpc-encrypt": callLoop(grpc.encrypt, settings.grpcConcurrency),
     "grpc-create-payment": callLoop(grpc.createPayment, settings.grpcConcurrency),
     "grpc-decrypt": callLoop(grpc.decrypt, settings.grpcConcurrency),
+    // Not a comparison of its own: the hand-written floor of REST encrypt (bench/floor.ts).
+    "rest-encrypt-floor": rest({
+      url: `${base.url}/floor/receipts/encrypt`,
+      method: "POST",
+      headers: { "x-api-key": svc.keys.merchant },
+      body: () => JSON.stringify(receiptJson(next().hashedPan)),
+    }),
   };
 }
 

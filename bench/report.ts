@@ -40,6 +40,11 @@ export interface Extras {
   };
   /** REST encrypt (escrowed recipients) on one process and on a node:cluster of `workers`. */
   cluster?: { workers: number; single: Measurement; cluster: Measurement };
+  /**
+   * REST encrypt on the hand-written floor (the bare route plus the bookkeeping of a real encrypt,
+   * bench/floor.ts) and on the bare route, alternating: how close any implementation can get.
+   */
+  floor?: { floor: Measurement; baseline: Measurement };
   /** REST encrypt with LOG_LEVEL=warn (the bench default) and LOG_LEVEL=info (one line per request). */
   logging?: { warn: Measurement; info: Measurement };
 }
@@ -203,6 +208,14 @@ export function renderMarkdown(results: Results): string {
       `- RSS during ${e.rss.seconds} s of ${e.rss.workload}: ${e.rss.startMiB.toFixed(0)} MiB -> ` +
         `${e.rss.endMiB.toFixed(0)} MiB (min ${Math.min(...e.rss.samplesMiB).toFixed(0)}, ` +
         `max ${Math.max(...e.rss.samplesMiB).toFixed(0)}).`,
+    );
+  }
+  if (e.floor) {
+    const f = e.floor;
+    extra.push(
+      `- Floor of REST encrypt (bench/floor.ts: the bare route plus key lookup, rate count, field checks, ` +
+        `recipient lookup, duplicate check and storing, by hand): ${rps(f.floor.rps)} req/s vs ` +
+        `${rps(f.baseline.rps)} for the bare route (${pct(f.floor.rps / f.baseline.rps)}).`,
     );
   }
   if (e.cluster) {

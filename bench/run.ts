@@ -149,6 +149,7 @@ async function main(): Promise<void> {
   if (encryptMax !== undefined && (wanted("half-rate") || wanted("keygen-load"))) {
     Object.assign(extras, await withService("warn", (fresh) => atHalfRate(fresh, encryptMax)));
   }
+  if (wanted("floor")) extras.floor = await withService("warn", (fresh) => floorVsBaseline(fresh, base));
   if (settings.logging && wanted("logging")) extras.logging = await loggingCost();
   if (wanted("rss")) extras.rss = await withService("warn", sustainedRss);
   if (settings.cluster && wanted("cluster")) {
@@ -182,11 +183,7 @@ async function compare(
   surface: Comparison["surface"],
   operation: string,
 ): Promise<Comparison> {
-  await postJson(`${base.url}/setup`, "", {
-    publicKeys: seed.cardholders.map((c) => c.publicKey),
-    receipt: receiptJson(hashPan("baseline-card")),
-    listCount: settings.listCount,
-  });
+  await setUpBaseline(base, svc, seed);
   const name = loadName(surface, operation);
   const raw = name === "rest-generate-keys";
   let serviceCpu = 0;
@@ -218,6 +215,28 @@ async function compare(
     loaderCores: loaderCpu / service.seconds,
     ...(raw ? { baselineKind: "raw" as const } : {}),
   };
+}
+
+/** Gives the baseline the run's cardholders (and the floor route the merchant key). */
+async function setUpBaseline(base: Baseline, svc: Service, seed: Seed): Promise<void> {
+  await postJson(`${base.url}/setup`, "", {
+    publicKeys: seed.cardholders.map((c) => c.publicKey),
+    receipt: receiptJson(hashPan("baseline-card")),
+    listCount: settings.listCount,
+    floor: { apiKey: svc.keys.merchant, hashedPans: seed.cardholders.map((c) => c.hashedPan) },
+  });
+}
+
+/** The hand-written floor of REST encrypt (bench/floor.ts) against the bare crypto route, alternating. */
+async function floorVsBaseline({ svc, seed }: Fresh, base: Baseline): Promise<NonNullable<Extras["floor"]>> {
+  await setUpBaseline(base, svc, seed);
+  const loads = baselineLoads(base, svc, seed, settings);
+  const [floor, baseline] = await alternate(
+    loadOf(loads, "rest-encrypt-floor"),
+    loadOf(loads, "rest-encrypt"),
+  );
+  log(`floor of REST encrypt: ${describe(floor)} vs baseline ${describe(baseline)}`);
+  return { floor, baseline };
 }
 
 /** REST encrypt at half its measured maximum, alone and (alternating) while keygen runs at full load. */

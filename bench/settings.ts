@@ -64,6 +64,7 @@ const MEASUREMENTS = [
   "grpc-decrypt",
   "half-rate",
   "keygen-load",
+  "floor",
   "logging",
   "rss",
   "cluster",

@@ -1,0 +1,188 @@
+import { createHash, createHmac, type KeyObject, randomBytes, randomUUID } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+
+/**
+ * The "floor" of REST encrypt: the baseline's bare route plus the bookkeeping every real encrypt has
+ * to do, written by hand as directly as we can: look the API key up by its SHA-256, count the call in
+ * a rate-limit window, check every field of the receipt, find the recipient by the HMAC of its hashed
+ * PAN, seal, refuse a duplicate `(merchantId, receiptId)`, keep the sealed record, and answer with the
+ * request id and rate-limit headers. No framework, no protobuf, no interceptors, no store interface.
+ *
+ * It answers one question: how close to the bare crypto route can any implementation of the spec's
+ * encrypt get on this machine? The service's own ratio reads against this one.
+ */
+
+/** What the floor needs from the baseline: its sealing and the recipients set up for the run. */
+export interface FloorDeps {
+  seal(
+    plaintext: Buffer,
+    aad: Buffer,
+    key: KeyObject,
+  ): {
+    encryptedAesKey: Buffer;
+    iv: Buffer;
+    ciphertext: Buffer;
+    authTag: Buffer;
+  };
+}
+
+interface Recipient {
+  keyId: string;
+  key: KeyObject;
+}
+
+const PEPPER = randomBytes(32);
+const LIMIT = 100_000_000;
+const WINDOW_MS = 60_000;
+const HASHED_PAN = /^[0-9a-fA-F]{64}$/;
+const CURRENCY = /^[A-Za-z]{3}$/;
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+const REQUIRED = ["receiptId", "merchantId", "merchantName", "transactionId", "currency"] as const;
+const OPTIONAL = [
+  "version",
+  "merchantStreet",
+  "merchantCity",
+  "merchantState",
+  "merchantPostalCode",
+  "merchantCountry",
+  "merchantTaxId",
+  "merchantContactEmail",
+  "transactionTimezone",
+  "paymentMethod",
+  "cardBrand",
+  "cardLast4",
+] as const;
+const MONEY = ["subtotal", "taxAmount", "totalAmount"] as const;
+const ITEM_MONEY = ["quantity", "unitPrice", "totalPrice"] as const;
+
+const apiKeys = new Map<string, { id: string; tenantId: string }>();
+const counters = new Map<string, number>();
+const recipients = new Map<string, Recipient>();
+const stored = new Map<string, object>();
+
+function panHash(hashedPan: string): string {
+  return createHmac("sha256", PEPPER).update(hashedPan.toLowerCase()).digest("hex");
+}
+
+/** Registers the API key and the cardholders (hashed PAN -> key) the floor serves. */
+export function setUpFloor(
+  apiKey: string,
+  cardholders: { hashedPan: string; keyId: string; key: KeyObject }[],
+) {
+  apiKeys.set(createHash("sha256").update(apiKey).digest("hex"), { id: "key_floor", tenantId: "floor" });
+  for (const c of cardholders) recipients.set(panHash(c.hashedPan), { keyId: c.keyId, key: c.key });
+}
+
+function isMoney(value: unknown): boolean {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
+/** Every problem of the receipt, as the service words them (`field: reason`). */
+function problemsOf(body: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  for (const name of REQUIRED) {
+    const value = body[name];
+    if (typeof value !== "string" || value === "" || value.length > 256)
+      problems.push(`${name}: is required`);
+  }
+  for (const name of OPTIONAL) {
+    const value = body[name];
+    if (value !== undefined && (typeof value !== "string" || value.length > 256)) {
+      problems.push(`${name}: must be a string`);
+    }
+  }
+  for (const name of MONEY) {
+    if (body[name] !== undefined && !isMoney(body[name])) problems.push(`${name}: must be an amount`);
+  }
+  const date = body.transactionDate;
+  if (typeof date !== "string" || !RFC3339.test(date) || Number.isNaN(Date.parse(date))) {
+    problems.push("transactionDate: must be an RFC 3339 timestamp");
+  }
+  if (typeof body.currency === "string" && !CURRENCY.test(body.currency))
+    problems.push("currency: must be ISO 4217");
+  const pan = body.recipientHashedPan;
+  if (typeof pan !== "string" || !HASHED_PAN.test(pan)) problems.push("recipientHashedPan: must be 64 hex");
+  const items = body.items ?? [];
+  if (!Array.isArray(items) || items.length > 500) problems.push("items: must be a list of at most 500");
+  else {
+    items.forEach((item: Record<string, unknown>, i) => {
+      if (typeof item?.name !== "string" || item.name.length > 256)
+        problems.push(`items[${i}].name: is required`);
+      for (const name of ITEM_MONEY) {
+        if (!isMoney(item?.[name])) problems.push(`items[${i}].${name}: must be an amount`);
+      }
+    });
+  }
+  for (const key of Object.keys(body)) {
+    if (!KNOWN.has(key)) problems.push(`${key}: unknown field`);
+  }
+  return problems;
+}
+
+const KNOWN = new Set<string>([
+  ...REQUIRED,
+  ...OPTIONAL,
+  ...MONEY,
+  "transactionDate",
+  "recipientHashedPan",
+  "items",
+  "mockItems",
+]);
+
+/** Mounts `POST /floor/receipts/encrypt` on the baseline's Fastify app. */
+export function registerFloor(app: FastifyInstance, deps: FloorDeps): void {
+  app.post("/floor/receipts/encrypt", async (request, reply) => {
+    const requestId = randomUUID();
+    reply.header("x-request-id", requestId);
+    const key = request.headers["x-api-key"];
+    const principal =
+      typeof key === "string" ? apiKeys.get(createHash("sha256").update(key).digest("hex")) : undefined;
+    if (principal === undefined)
+      return reply.code(401).send({ success: false, error: { code: "unauthorized" } });
+    const nowMs = Date.now();
+    const windowStart = Math.floor(nowMs / WINDOW_MS) * WINDOW_MS;
+    const counter = `${principal.id}:all:${windowStart}`;
+    const count = (counters.get(counter) ?? 0) + 1;
+    counters.set(counter, count);
+    reply.header("x-ratelimit-limit", String(LIMIT));
+    reply.header("x-ratelimit-remaining", String(Math.max(0, LIMIT - count)));
+    reply.header("x-ratelimit-reset", String((windowStart + WINDOW_MS) / 1000));
+
+    const body = request.body as Record<string, unknown>;
+    const problems = problemsOf(body);
+    if (problems.length > 0) {
+      return reply
+        .code(400)
+        .send({ success: false, error: { code: "invalid_request", details: problems.join("; ") } });
+    }
+    const { recipientHashedPan, mockItems: _mock, ...fields } = body;
+    const hash = panHash(recipientHashedPan as string);
+    const recipient = recipients.get(hash);
+    if (recipient === undefined)
+      return reply.code(404).send({ success: false, error: { code: "not_found" } });
+    const version = String(fields.version ?? "1.0");
+    const aad = Buffer.from(`${version}\n${fields.receiptId}\n${fields.merchantId}\n${fields.transactionId}`);
+    const sealed = deps.seal(Buffer.from(JSON.stringify(fields)), aad, recipient.key);
+    const unique = `${fields.merchantId}\u0000${fields.receiptId}`;
+    if (stored.has(unique)) return reply.code(409).send({ success: false, error: { code: "conflict" } });
+    const receipt = {
+      version,
+      receiptId: String(fields.receiptId),
+      keyId: recipient.keyId,
+      keyBundle: {
+        encryptedAesKey: sealed.encryptedAesKey.toString("base64"),
+        keyId: recipient.keyId,
+        algorithm: "RSA-OAEP-256",
+      },
+      ciphertext: sealed.ciphertext.toString("base64"),
+      iv: sealed.iv.toString("base64"),
+      authTag: sealed.authTag.toString("base64"),
+      merchantId: String(fields.merchantId),
+      transactionId: String(fields.transactionId),
+      createdAt: new Date(nowMs).toISOString(),
+      isEscrowed: false,
+    };
+    stored.set(unique, { ...receipt, tenantId: principal.tenantId, panHash: hash });
+    return { success: true, data: receipt };
+  });
+}
