@@ -2,13 +2,13 @@ import {
   type DescEnum,
   type DescField,
   type DescMessage,
-  fromJson,
   type JsonValue,
   type MessageShape,
   ScalarType,
 } from "@bufbuild/protobuf";
 import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { type FieldViolation, invalidRequest } from "../errors.js";
+import { messageFromJson } from "./json-input.js";
 import { is64BitInteger } from "./json-output.js";
 
 export { is64BitInteger, messageToJson } from "./json-output.js";
@@ -317,10 +317,13 @@ export function parseJsonBody<Desc extends DescMessage>(schema: Desc, json: unkn
   return decodeJson(schema, json as JsonValue);
 }
 
-/** `fromJson` for a value that passed {@link validateJson}; any remaining failure is `invalid_request`. */
+/**
+ * `fromJson` for a value that passed {@link validateJson}, through the compiled readers of
+ * json-input.ts; any remaining failure is `invalid_request`.
+ */
 export function decodeJson<Desc extends DescMessage>(schema: Desc, json: JsonValue): MessageShape<Desc> {
   try {
-    return fromJson(schema, json, { ignoreUnknownFields: false });
+    return messageFromJson(schema, json);
   } catch (err) {
     const reason = err instanceof Error ? err.message : "cannot be decoded";
     throw invalidRequest([{ field: "body", description: reason }]);
