@@ -37,6 +37,8 @@ export interface AppDeps {
   listener?: ListenerOptions;
   /** How long `close()` lets in-flight calls finish, in ms; default 10 000. */
   shutdownGraceMs?: number;
+  /** Whether unary gRPC calls take the fast path (`HttpServerOptions.grpcFastPath`); default true. */
+  grpcFastPath?: boolean;
 }
 
 /** A built service: the HTTP server (not listening yet) and what it was built from. */
@@ -62,6 +64,7 @@ export async function buildApp({
   workers,
   listener,
   shutdownGraceMs,
+  grpcFastPath,
 }: AppDeps): Promise<App> {
   // Every store call the service makes is bounded, whatever the backend: a stalled store answers 503.
   const store = withTimeLimit(backend, config.storeTimeoutMs);
@@ -120,6 +123,7 @@ export async function buildApp({
     meter: requestMeter({ store, config, clock }),
     ...(listener === undefined ? {} : { listener }),
     ...(shutdownGraceMs === undefined ? {} : { shutdownGraceMs }),
+    ...(grpcFastPath === undefined ? {} : { grpcFastPath }),
     addRoutes: (app) => {
       app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
     },

@@ -8,6 +8,7 @@ import {
 import {
   type ConnectRouter,
   type ContextValues,
+  createContextKey,
   createMethodImplSpec,
   createServiceImplSpec,
   type HandlerContext,
@@ -40,13 +41,15 @@ export interface UnaryCall {
   signal: () => AbortSignal;
   /** The URL the request arrived on. */
   url: string;
+  /** What handlers see as `ctx.protocolName`: `rest` unless given (the gRPC fast path says `grpc`). */
+  protocolName?: string;
 }
 
 /** Runs one unary call through the interceptors and the implementation; rejects as they throw. */
 export type UnaryInvoker = (call: UnaryCall) => Promise<UnaryResponse>;
 
-/** The protocol name handlers see for calls made through an {@link UnaryInvoker}. */
-const PROTOCOL_NAME = "rest";
+/** `ctx.protocolName` of a call made through an {@link UnaryInvoker}, carried from the call to its context. */
+const kProtocolName = createContextKey("rest", { description: "protocol name of an in-process call" });
 
 /**
  * An invoker for the unary methods that `routes` registers, wrapped by `interceptors` (the first is
@@ -71,7 +74,7 @@ export function createUnaryInvoker(
       requestHeader: req.header,
       responseHeader: new CallHeaders(),
       responseTrailer: new CallHeaders(),
-      protocolName: PROTOCOL_NAME,
+      protocolName: req.contextValues.get(kProtocolName),
       values: req.contextValues,
       url: req.url,
     };
@@ -86,8 +89,9 @@ export function createUnaryInvoker(
     };
   };
   for (const interceptor of [...interceptors].reverse()) next = interceptor(next as never) as typeof next;
-  return (call) =>
-    next({
+  return (call) => {
+    if (call.protocolName !== undefined) call.contextValues.set(kProtocolName, call.protocolName);
+    return next({
       stream: false,
       service: call.method.parent,
       method: call.method,
@@ -100,6 +104,7 @@ export function createUnaryInvoker(
       contextValues: call.contextValues,
       message: call.message,
     });
+  };
 }
 
 type UnarySpec = Extract<MethodImplSpec, { kind: "unary" }>;

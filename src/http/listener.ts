@@ -1,5 +1,10 @@
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { createServer as createHttp2Server, type Http2ServerRequest, type Http2Session } from "node:http2";
+import {
+  createServer as createHttp2Server,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type Http2Session,
+} from "node:http2";
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 
 /**
@@ -9,7 +14,7 @@ import { createServer as createNetServer, type Server as NetServer, type Socket 
  * `net.Server` reads the first bytes of each connection, compares them with the 24-byte HTTP/2 client
  * preface and hands the socket (bytes put back) to an `http2` or an `http` server that never listens
  * itself. Both call the same request handler (Fastify's), which serves both through the compatibility
- * API.
+ * API; an optional {@link Http2Claim} may serve an HTTP/2 request before it gets there.
  */
 
 /** The HTTP/2 connection preface every HTTP/2 client sends first (RFC 9113, section 3.4). */
@@ -17,6 +22,12 @@ const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 
 /** A request handler as Fastify's `serverFactory` hands it over. */
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * Looks at an HTTP/2 request before the request handler does: returns true when it serves the request
+ * itself (the handler never sees it), false to leave it to the handler untouched.
+ */
+export type Http2Claim = (req: Http2ServerRequest, res: Http2ServerResponse) => boolean;
 
 /** Timeouts of a {@link DualProtocolListener}, all in milliseconds. */
 export interface ListenerOptions {
@@ -49,10 +60,14 @@ export interface DualProtocolListener {
   drain(graceMs: number): Promise<void>;
 }
 
-/** Creates the one-port HTTP/1.1 + h2c listener that feeds every request to `handler`. */
+/**
+ * Creates the one-port HTTP/1.1 + h2c listener that feeds every request to `handler`, except the
+ * HTTP/2 requests that `claim` serves itself.
+ */
 export function createDualProtocolListener(
   handler: RequestHandler,
   options: ListenerOptions = {},
+  claim?: Http2Claim,
 ): DualProtocolListener {
   const sniffTimeoutMs = options.sniffTimeoutMs ?? 5_000;
   const sockets = new Set<Socket>();
@@ -80,7 +95,15 @@ export function createDualProtocolListener(
   h1.on("request", handler);
 
   // Fastify serves HTTP/2 through Node's compatibility API, which mirrors the HTTP/1.1 objects.
-  const h2 = createHttp2Server({}, handler as unknown as (req: Http2ServerRequest) => void);
+  const h2Handler = handler as unknown as (req: Http2ServerRequest, res: Http2ServerResponse) => void;
+  const h2 = createHttp2Server(
+    {},
+    claim === undefined
+      ? h2Handler
+      : (req, res) => {
+          if (!claim(req, res)) h2Handler(req, res);
+        },
+  );
   const http2IdleTimeoutMs = options.http2IdleTimeoutMs ?? 72_000;
   h2.on("session", (session: Http2Session) => {
     sessions.add(session);

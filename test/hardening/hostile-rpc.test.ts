@@ -64,7 +64,8 @@ describe("hostile input over gRPC (grpc-js) and Connect: every RPC refuses it wi
   let cases = 0;
 
   beforeAll(async () => {
-    // A short grace: the oversize gRPC request leaves its stream half-open until shutdown cuts it.
+    // A short grace: an oversize request over Connect or gRPC-Web can leave its stream half-open until
+    // shutdown cuts it (binary gRPC answers it and resets the stream).
     svc = await startService({ env: { RATE_LIMIT_TIERS: UNLIMITED_TIERS }, logLines, shutdownGraceMs: 500 });
     grpc = rawGrpcClient(svc.port);
     const targets = await seedTargets(svc);

@@ -20,7 +20,9 @@ describe("CallHeaders", () => {
     headers.set("X-Request-Id", "r1");
     headers.delete("X-API-KEY");
     const seen: [string, string][] = [];
-    headers.forEach((value, name) => seen.push([name, value]));
+    headers.forEach((value, name) => {
+      seen.push([name, value]);
+    });
     expect(seen).toEqual([
       ["set-cookie", "a=1, b=2"],
       ["x-trace", "1, 2"],

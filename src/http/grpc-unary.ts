@@ -1,0 +1,365 @@
+import {
+  constants,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type ServerHttp2Stream,
+} from "node:http2";
+import {
+  type DescMethod,
+  type DescMethodUnary,
+  fromBinary,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  type ContextValues,
+  createConnectRouter,
+  createContextKey,
+  type Interceptor,
+  type UnaryResponse,
+} from "@connectrpc/connect";
+import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { AppError } from "../errors.js";
+import { toConnectError } from "../rpc/error-mapping.js";
+import { CallHeaders } from "./call-headers.js";
+import { assignRequestId } from "./envelope.js";
+import { COMPRESSED_FLAG, EnvelopeReader, encodeEnvelope } from "./grpc-envelope.js";
+import { createUnaryInvoker, type UnaryCall } from "./invoke.js";
+import type { Http2Claim } from "./listener.js";
+
+/**
+ * Unary gRPC calls served straight from the HTTP/2 stream, before Fastify and without Connect's
+ * transport. A gRPC call through the Connect plugin cost about three times the CPU of the same call
+ * over REST: Fastify routing, connect-es's async-iterable pipeline, three abort controllers and their
+ * DOMExceptions, Web `Headers`, per call. This path does what the REST transcoder does (the
+ * implementations called in process through the same interceptor instances, `createUnaryInvoker`) and
+ * the gRPC wire format by hand: read the one length-prefixed message, decode it, answer with one
+ * message and `grpc-status` trailers.
+ *
+ * The answers are the Connect path's, field for field: the same response headers (`x-request-id`,
+ * the interceptors' rate-limit headers), the same trailers for every error (`setTrailerStatus`, with
+ * the error's metadata), the same refusals of malformed bodies with connect-es's messages, undecodable
+ * messages as `invalid_request` as `undecodable.ts` does it, the same context values, so the same
+ * rate limits, logs and metrics. Three differences: responses are never compressed (identity is
+ * always acceptable to a gRPC client, and the service's messages are mostly ciphertext); a call that
+ * outlives its `grpc-timeout` is answered DEADLINE_EXCEEDED when the deadline passes, where connect-es
+ * only aborts its signal and answers once the handler is done (by then the client has long gone); and
+ * an answer sent before the request body has all arrived (a message over the limit) is followed by
+ * RST_STREAM NO_ERROR rather than leaving the stream half-open until the client gives up.
+ *
+ * Everything else is left to the Connect plugin: gRPC-Web, Connect, `application/grpc+json`, a
+ * `grpc-encoding` other than identity, a `grpc-timeout` connect-es would refuse, streaming methods,
+ * unknown paths, methods other than POST, and HTTP/1.1 (the hook only sees HTTP/2).
+ */
+
+/** What {@link createGrpcUnaryHandler} needs: the routes and interceptors the Connect plugin gets. */
+export interface GrpcUnaryOptions {
+  routes: (router: ConnectRouter) => void;
+  /** The one interceptor list, the same instances the Connect plugin and the transcoder use. */
+  interceptors: readonly Interceptor[];
+  /** The largest request message in bytes (Connect's `readMaxBytes`); larger is RESOURCE_EXHAUSTED. */
+  bodyLimitBytes: number;
+  /**
+   * The request-scoped values of a call from `remoteAddress` (the socket's, as Node reports it), as
+   * the Connect plugin gets them.
+   */
+  contextValues: (remoteAddress: string) => ContextValues;
+  /**
+   * Called for a call answered before it reached the interceptors (a body that does not frame or
+   * decode, a message over the limit, a deadline that passed while the body was read), so the HTTP
+   * server can count and log it as it does such requests on the Connect path.
+   */
+  onRefused?: (refusal: GrpcRefusal) => void;
+}
+
+/** A call answered before the interceptors ran. */
+export interface GrpcRefusal {
+  /** The request path, `/receipts.v1.KeysService/GrantAccess`. */
+  path: string;
+  requestId: string;
+  /** From the request's arrival to its answer. */
+  elapsedMs: number;
+}
+
+/**
+ * True in the context values of a call served by this fast path; lets tests (and a curious
+ * interceptor) tell it from a call that went through the Connect plugin. Nothing reaches the client.
+ */
+export const kGrpcFastPath = createContextKey(false, { description: "served by the gRPC unary fast path" });
+
+/** The Content-Type of every gRPC answer: what connect-es sends for binary gRPC. */
+const CONTENT_TYPE = "application/grpc+proto";
+
+/** The gRPC content types with the binary codec, as connect-es matches them. */
+const BINARY_GRPC = /^application\/grpc(?:\+proto)?$/i;
+
+/** The longest timer Node can arm; a longer `grpc-timeout` is as good as none. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A claim for the one-port listener that serves the unary binary gRPC calls of `options.routes` and
+ * leaves every other request to Fastify.
+ */
+export function createGrpcUnaryHandler(options: GrpcUnaryOptions): Http2Claim {
+  const methods = unaryMethods(options.routes);
+  const invoke = createUnaryInvoker(options.routes, options.interceptors);
+  return (req, res) => {
+    if (req.method !== "POST") return false;
+    const method = methods.get(req.url);
+    if (method === undefined) return false;
+    const headers = req.headers;
+    const type = headers["content-type"];
+    if (type === undefined || !BINARY_GRPC.test(type)) return false;
+    const encoding = headers["grpc-encoding"];
+    if (encoding !== undefined && encoding !== "identity") return false;
+    const authority = headers[":authority"] ?? headers.host;
+    if (typeof authority !== "string") return false;
+    let timeoutMs: number | undefined;
+    const timeout = headers["grpc-timeout"];
+    if (timeout !== undefined) {
+      const parsed = parseTimeout(
+        typeof timeout === "string" ? timeout : String(timeout),
+        Number.MAX_SAFE_INTEGER,
+      );
+      if (parsed.error !== undefined) return false;
+      timeoutMs = parsed.timeoutMs;
+    }
+    serveCall({ req, res, method, url: `http://${authority}${req.url}`, timeoutMs, invoke, options });
+    return true;
+  };
+}
+
+/** One call the fast path has taken on. */
+interface CallSetup {
+  req: Http2ServerRequest;
+  res: Http2ServerResponse;
+  method: DescMethodUnary;
+  url: string;
+  timeoutMs: number | undefined;
+  invoke: (call: UnaryCall) => Promise<UnaryResponse>;
+  options: GrpcUnaryOptions;
+}
+
+/**
+ * Reads the request message, runs the call and answers it. The call's abort signal is made only if
+ * something asks for it; it is aborted when the client goes away or the deadline passes.
+ */
+function serveCall({ req, res, method, url, timeoutMs, invoke, options }: CallSetup): void {
+  const started = performance.now();
+  const stream = req.stream;
+  const path = req.url;
+  const requestId = assignRequestId(req);
+  const values = options.contextValues(remoteAddress(stream));
+  values.set(kGrpcFastPath, true);
+  const reader = new EnvelopeReader(options.bodyLimitBytes);
+  let message: MessageShape<DescMethodUnary["input"]> | undefined;
+  let phase: "reading" | "calling" | "done" = "reading";
+  let requestEnded = false;
+  let controller: AbortController | undefined;
+  let abandoned = false;
+  let abandonReason: unknown;
+  let timer: NodeJS.Timeout | undefined;
+
+  const abandon = (reason?: unknown): void => {
+    if (abandoned) return;
+    abandoned = true;
+    abandonReason = reason;
+    controller?.abort(reason);
+  };
+  const signal = (): AbortSignal => {
+    if (controller === undefined) {
+      controller = new AbortController();
+      if (abandoned) controller.abort(abandonReason);
+    }
+    return controller.signal;
+  };
+
+  const onData = (chunk: Buffer): void => {
+    if (phase !== "reading") return;
+    reader.push(chunk);
+    try {
+      for (let envelope = reader.next(); envelope !== undefined; envelope = reader.next()) {
+        // connect-es decodes a second message before it refuses it as one too many.
+        const decoded = decode(method, envelope.flags, envelope.data, requestId);
+        if (message !== undefined) {
+          throw new ConnectError(
+            "protocol error: received extra input message for unary method",
+            Code.Unimplemented,
+          );
+        }
+        message = decoded;
+      }
+    } catch (err) {
+      refuse(asConnectError(err));
+    }
+  };
+  const onEnd = (): void => {
+    requestEnded = true;
+    if (phase !== "reading") return;
+    if (reader.pendingBytes > 0) {
+      refuse(new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument));
+    } else if (message === undefined) {
+      refuse(new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented));
+    } else {
+      phase = "calling";
+      const header = CallHeaders.fromNode(req.headers, isPseudoHeader);
+      invoke({ method, message, header, contextValues: values, signal, url, protocolName: "grpc" }).then(
+        succeed,
+        fail,
+      );
+    }
+  };
+  const onClose = (): void => {
+    clearTimeout(timer);
+    if (phase === "done") return;
+    phase = "done";
+    abandon();
+  };
+  const onDeadline = (): void => {
+    const metadata = { "x-request-id": requestId };
+    const error = new ConnectError("the operation timed out", Code.DeadlineExceeded, metadata);
+    abandon(error);
+    if (phase === "reading") refuse(error);
+    else if (phase === "calling") answerError(error);
+  };
+
+  function succeed(response: UnaryResponse): void {
+    if (phase !== "calling") return;
+    let body: Uint8Array;
+    try {
+      body = toBinary(method.output, response.message as MessageShape<DescMethodUnary["output"]>);
+    } catch (err) {
+      fail(new ConnectError(`serialize binary: ${messageOf(err)}`, Code.Internal));
+      return;
+    }
+    finish();
+    const headers = baseHeaders(requestId);
+    response.header.forEach((value, name) => {
+      headers[name] = value;
+    });
+    const trailers: Record<string, string> = { "grpc-status": "0" };
+    response.trailer.forEach((value, name) => {
+      trailers[name] = value;
+    });
+    write(headers, trailers, encodeEnvelope(body));
+  }
+  function fail(err: unknown): void {
+    if (phase === "calling") answerError(asConnectError(err));
+  }
+  function answerError(error: ConnectError): void {
+    finish();
+    write(baseHeaders(requestId), headersObject(setTrailerStatus(new CallHeaders(), error)));
+  }
+  function refuse(error: ConnectError): void {
+    answerError(error);
+    options.onRefused?.({ path, requestId, elapsedMs: performance.now() - started });
+  }
+  function finish(): void {
+    phase = "done";
+    clearTimeout(timer);
+    stream.off("data", onData);
+  }
+  /**
+   * Sends the one answer. A complete answer to a request still being sent is followed by RST_STREAM
+   * NO_ERROR (RFC 9113, section 8.1), so a client stuck in flow control, or sending a body over the
+   * limit, stops rather than holding the stream open. Node's compatibility response sends the
+   * trailers on "wantTrailers"; a reset in that same turn would drop them, so it waits one turn.
+   */
+  function write(headers: Record<string, string>, trailers: Record<string, string>, body?: Buffer): void {
+    if (stream.destroyed || stream.closed) return;
+    try {
+      if (!requestEnded) stream.once("wantTrailers", () => setImmediate(stopRequest));
+      res.writeHead(200, headers);
+      res.addTrailers(trailers);
+      if (body === undefined) res.end();
+      else res.end(body);
+    } catch {
+      // A header value an interceptor set that HTTP/2 refuses: the stream is reset rather than left open.
+      stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+    }
+  }
+
+  function stopRequest(): void {
+    if (!requestEnded && !stream.closed) stream.close(constants.NGHTTP2_NO_ERROR);
+  }
+
+  stream.on("data", onData);
+  stream.once("end", onEnd);
+  stream.once("close", onClose);
+  if (timeoutMs !== undefined && timeoutMs <= MAX_TIMER_MS) timer = setTimeout(onDeadline, timeoutMs);
+}
+
+/**
+ * Decodes one request message as connect-es would: a compressed one is refused (no `grpc-encoding`
+ * was negotiated), and bytes that do not decode are `invalid_request` as in `undecodable.ts`.
+ */
+function decode(
+  method: DescMethodUnary,
+  flags: number,
+  data: Buffer,
+  requestId: string,
+): MessageShape<DescMethodUnary["input"]> {
+  if ((flags & COMPRESSED_FLAG) === COMPRESSED_FLAG) {
+    throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
+  }
+  try {
+    return fromBinary(method.input, data);
+  } catch (err) {
+    throw toConnectError(
+      new AppError("invalid_request", "The request message cannot be decoded.", {
+        violations: [{ field: "body", description: messageOf(err) }],
+      }),
+      requestId,
+    );
+  }
+}
+
+/** The unary methods `routes` registers, by request path (`/package.Service/Method`). */
+function unaryMethods(routes: (router: ConnectRouter) => void): Map<string, DescMethodUnary> {
+  const router = createConnectRouter();
+  routes(router);
+  const methods = new Map<string, DescMethodUnary>();
+  for (const { method, requestPath } of router.handlers) {
+    if (isUnary(method)) methods.set(requestPath, method);
+  }
+  return methods;
+}
+
+function isUnary(method: DescMethod): method is DescMethodUnary {
+  return method.methodKind === "unary";
+}
+
+/** The headers of every answer, before those the interceptors set. */
+function baseHeaders(requestId: string): Record<string, string> {
+  return { "x-request-id": requestId, "content-type": CONTENT_TYPE };
+}
+
+function headersObject(headers: Headers): Record<string, string> {
+  const result: Record<string, string> = {};
+  headers.forEach((value, name) => {
+    result[name] = value;
+  });
+  return result;
+}
+
+function isPseudoHeader(name: string): boolean {
+  return name.startsWith(":");
+}
+
+function remoteAddress(stream: ServerHttp2Stream): string {
+  return stream.session?.socket.remoteAddress ?? "";
+}
+
+/** What connect-es makes of anything thrown that is not a `ConnectError`. */
+function asConnectError(err: unknown): ConnectError {
+  return err instanceof ConnectError
+    ? err
+    : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,100 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GrantAccessRequestSchema } from "../../gen/receipts/v1/keys_pb.js";
+import { RegisterRequestSchema } from "../../gen/receipts/v1/onboarding_pb.js";
+import { type App, buildApp } from "../../src/app.js";
+import { loadConfig } from "../../src/config.js";
+import { createApiKey } from "../../src/domain/api-keys.js";
+import { createLogger } from "../../src/logging.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
+import { framed, type RawAnswer, rawGrpc } from "./grpc-raw.js";
+
+/**
+ * The whole service (real interceptors: request id, metrics, error mapping, API key, role, rate
+ * limit) with and without the gRPC fast path: the same calls must get the same answers, headers and
+ * trailers, rate-limit metadata and `retry-after` included.
+ */
+
+const GRANT = "/receipts.v1.KeysService/GrantAccess";
+const REGISTER = "/receipts.v1.OnboardingService/Register";
+
+/** Two requests per minute for sandbox keys (and for callers without a key), so the limit is reached. */
+const TIERS = JSON.stringify({ sandbox: { requestsPerMinute: 2, generateKeysPerMinute: 2 } });
+
+interface Service {
+  app: App;
+  baseUrl: string;
+  sandboxKey: string;
+  standardKey: string;
+}
+
+async function start(grpcFastPath: boolean): Promise<Service> {
+  const config = loadConfig({ RECEIPTS_ENV: "dev", LOG_LEVEL: "silent", RATE_LIMIT_TIERS: TIERS });
+  const store = createMemoryStore();
+  await store.init();
+  const app = await buildApp({ config, store, logger: createLogger("silent"), workers: 1, grpcFastPath });
+  const { port } = await app.server.listen(0, "127.0.0.1");
+  const key = async (tier: "sandbox" | "standard") =>
+    (await createApiKey(store, "dev", { role: "issuer", tier, tenantId: `t-${tier}` }, new Date())).key;
+  return {
+    app,
+    baseUrl: `http://127.0.0.1:${port}`,
+    sandboxKey: await key("sandbox"),
+    standardKey: await key("standard"),
+  };
+}
+
+/** The answer with the clock-dependent rate-limit values checked for shape and then blanked. */
+function comparable(answer: RawAnswer) {
+  const blank = (h: Record<string, string>) => {
+    const copy = { ...h };
+    for (const name of ["retry-after", "x-ratelimit-reset"]) {
+      if (copy[name] === undefined) continue;
+      expect(copy[name]).toMatch(/^\d+$/);
+      copy[name] = "<n>";
+    }
+    return copy;
+  };
+  return {
+    headers: blank(answer.headers),
+    trailers: blank(answer.trailers),
+    body: answer.body.toString("hex"),
+  };
+}
+
+describe("the whole service answers gRPC calls alike with and without the fast path", () => {
+  let on: Service;
+  let off: Service;
+  beforeAll(async () => {
+    [on, off] = await Promise.all([start(true), start(false)]);
+  });
+  afterAll(async () => {
+    await Promise.all([on.app.close(), off.app.close()]);
+  });
+
+  it("answers unauthenticated, forbidden-by-limit, invalid and unknown calls identically", async () => {
+    const grant = framed(GrantAccessRequestSchema, { userId: "usr_nobody", keyId: "key_nobody" });
+    const register = framed(RegisterRequestSchema, { hashedPan: "nope", publicKey: "" });
+    const cases: Array<[string, string, Buffer, (s: Service) => Record<string, string>]> = [
+      ["no API key", GRANT, grant, () => ({})],
+      ["unknown API key", GRANT, grant, () => ({ "x-api-key": `rk_dev_${"z".repeat(43)}` })],
+      ["not found, 1 of 2", GRANT, grant, (s) => ({ "x-api-key": s.sandboxKey })],
+      ["not found, 2 of 2", GRANT, grant, (s) => ({ "x-api-key": s.sandboxKey })],
+      ["rate limited", GRANT, grant, (s) => ({ "x-api-key": s.sandboxKey })],
+      ["violations", REGISTER, register, (s) => ({ "x-api-key": s.standardKey })],
+    ];
+    const codes: string[] = [];
+    for (const [label, path, body, headers] of cases) {
+      const id = { "x-request-id": `app-${label.replaceAll(/[^a-z0-9]+/g, "-")}` };
+      const fast = await rawGrpc(on.baseUrl, path, body, { ...headers(on), ...id });
+      const slow = await rawGrpc(off.baseUrl, path, body, { ...headers(off), ...id });
+      expect(comparable(fast), label).toEqual(comparable(slow));
+      expect(fast.trailers["x-request-id"], label).toBe(id["x-request-id"]);
+      expect(fast.trailers["x-ratelimit-limit"], label).toBeDefined();
+      if (label === "rate limited") expect(fast.trailers["retry-after"]).toMatch(/^\d+$/);
+      codes.push(fast.trailers["grpc-status"] ?? "");
+    }
+    // UNAUTHENTICATED twice (counted against the caller's address), NOT_FOUND twice, then
+    // RESOURCE_EXHAUSTED for the key's third call, INVALID_ARGUMENT with field violations.
+    expect(codes).toEqual(["16", "16", "5", "5", "8", "3"]);
+  });
+});
