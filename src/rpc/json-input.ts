@@ -385,7 +385,7 @@ interface WellFormed {
 const nativeWellFormed = (String.prototype as WellFormed).isWellFormed;
 
 /** Whether a string has no lone surrogates: protobuf-es rejects those (its `checkUtf8`). */
-function isWellFormed(value: string): boolean {
+export function isWellFormed(value: string): boolean {
   if (nativeWellFormed !== undefined) return nativeWellFormed.call(value);
   try {
     encodeURIComponent(value);

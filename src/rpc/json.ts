@@ -8,7 +8,7 @@ import {
 } from "@bufbuild/protobuf";
 import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { type FieldViolation, invalidRequest } from "../errors.js";
-import { messageFromJson } from "./json-input.js";
+import { isWellFormed, messageFromJson } from "./json-input.js";
 import { is64BitInteger } from "./json-output.js";
 
 export { is64BitInteger, messageToJson } from "./json-output.js";
@@ -169,6 +169,9 @@ class JsonChecker {
     switch (type) {
       case ScalarType.STRING:
         if (typeof value !== "string") this.add(path, "must be a string");
+        // Not encodable as UTF-8, so protobuf refuses it; say which field rather than "body".
+        else if (!isWellFormed(value))
+          this.add(path, "must be valid Unicode text (it has an unpaired surrogate)");
         return;
       case ScalarType.BOOL:
         if (typeof value !== "boolean") this.add(path, "must be true or false");

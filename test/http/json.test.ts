@@ -3,6 +3,7 @@ import { StructSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { HealthListResponseSchema } from "../../gen/grpc/health/v1/health_pb.js";
 import { EncryptedReceiptSchema, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { EncryptReceiptRequestSchema } from "../../gen/receipts/v1/receipts_pb.js";
 import { AppError } from "../../src/errors.js";
 import { messageToJson, parseJsonBody, validateJson } from "../../src/rpc/json.js";
 
@@ -75,6 +76,25 @@ describe("validateJson", () => {
       "statuses.c.status: must be one of UNKNOWN, SERVING, NOT_SERVING, SERVICE_UNKNOWN",
       "statuses.__proto__x: must not be null",
     ]);
+  });
+
+  it("names a string field holding an unpaired surrogate", () => {
+    const problems = validateJson(EncryptReceiptRequestSchema, {
+      receipt: { merchantName: "Caf\ud800", items: [{ name: "ok\udc00x" }] },
+    });
+    expect(problems).toEqual([
+      {
+        field: "receipt.merchantName",
+        description: "must be valid Unicode text (it has an unpaired surrogate)",
+      },
+      {
+        field: "receipt.items[0].name",
+        description: "must be valid Unicode text (it has an unpaired surrogate)",
+      },
+    ]);
+    expect(
+      validateJson(EncryptReceiptRequestSchema, { receipt: { merchantName: "Caf\u00e9 \ud83d\ude00" } }),
+    ).toEqual([]);
   });
 
   it("bounds nesting depth", () => {
