@@ -44,15 +44,7 @@ export function rawGrpc(
   timeoutMs = 5_000,
 ): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
-    const session = connect(baseUrl);
-    session.on("error", () => undefined);
-    const stream = session.request({
-      ":method": "POST",
-      ":path": path,
-      "content-type": "application/grpc",
-      te: "trailers",
-      ...headers,
-    });
+    const { session, stream } = openCall(baseUrl, path, headers);
     const answer: RawAnswer = { headers: {}, trailers: {}, body: Buffer.alloc(0), rstCode: 0, closed: false };
     const chunks: Buffer[] = [];
     const timer = setTimeout(() => {
@@ -97,14 +89,7 @@ export async function cancelledGrpc(
   body: Buffer,
   options: { afterMs: number; endRequest: boolean },
 ): Promise<void> {
-  const session = connect(baseUrl);
-  session.on("error", () => undefined);
-  const stream = session.request({
-    ":method": "POST",
-    ":path": path,
-    "content-type": "application/grpc",
-    te: "trailers",
-  });
+  const { session, stream } = openCall(baseUrl, path);
   stream.on("error", () => undefined);
   if (options.endRequest) stream.end(body);
   else stream.write(body);
@@ -117,4 +102,18 @@ function plain(headers: Record<string, unknown>): Record<string, string> {
   const result: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) result[name] = String(value);
   return result;
+}
+
+/** A new HTTP/2 session to `baseUrl` and one gRPC request on it (headers sent, body not yet). */
+function openCall(baseUrl: string, path: string, headers: Record<string, string> = {}) {
+  const session = connect(baseUrl);
+  session.on("error", () => undefined);
+  const stream = session.request({
+    ":method": "POST",
+    ":path": path,
+    "content-type": "application/grpc",
+    te: "trailers",
+    ...headers,
+  });
+  return { session, stream };
 }
