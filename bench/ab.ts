@@ -13,9 +13,11 @@ import { cpuSeconds, initClockTicks, type Service, startService, waitIdle } from
  *
  *   node dist/bench/ab.js --before /path/to/other/dist [--only rest-encrypt,grpc-decrypt]
  *     [--seconds 12] [--rounds 6] [--warmup 2] [--log-level warn]
+ *     [--before-flags "..."] [--after-flags "--max-semi-space-size=64"]
  *
  * `--before` is the `dist` directory of the other build (e.g. a copy made before the change); this
- * build is the "after". Exits 0 unless something crashed.
+ * build is the "after". `--before` may be this build's own `dist` to compare Node flags alone.
+ * Exits 0 unless something crashed.
  */
 
 const { values: args } = parseArgs({
@@ -26,8 +28,13 @@ const { values: args } = parseArgs({
     rounds: { type: "string", default: "6" },
     warmup: { type: "string", default: "2" },
     "log-level": { type: "string", default: "warn" },
+    "before-flags": { type: "string", default: "" },
+    "after-flags": { type: "string", default: "" },
   },
 });
+
+/** Space-separated Node flags of one side (`--after-flags "--max-semi-space-size=64"`). */
+const flagsOf = (value: string | undefined) => (value ?? "").split(" ").filter((flag) => flag !== "");
 
 const settings = {
   connections: 16,
@@ -60,8 +67,8 @@ async function main(): Promise<void> {
   const beforeSrc = new URL("src/", pathToFileURL(`${args.before.replace(/\/$/, "")}/`));
   const afterSrc = new URL("../src/", import.meta.url);
   const [before, after] = await Promise.all([
-    startService("before", beforeSrc, { logLevel }),
-    startService("after", afterSrc, { logLevel }),
+    startService("before", beforeSrc, { logLevel, nodeFlags: flagsOf(args["before-flags"]) }),
+    startService("after", afterSrc, { logLevel, nodeFlags: flagsOf(args["after-flags"]) }),
   ]);
   const [beforeSeed, afterSeed] = await Promise.all([
     seedService(before.url, before.keys, 4, 20),

@@ -35,6 +35,8 @@ export interface ServiceOptions {
   clusterWorkers?: number;
   /** Write a V8 CPU profile into this directory when the process exits. */
   cpuProfileDir?: string;
+  /** Extra Node/V8 flags for the service process (e.g. to measure one with `bench/ab.js`). */
+  nodeFlags?: string[];
 }
 
 /** Starts the service from `dist/` and waits until it answers and has printed its API keys. */
@@ -51,8 +53,10 @@ export async function startService(name: string, distSrc: URL, options: ServiceO
     RATE_LIMIT_TIERS: UNREACHABLE_LIMITS,
   };
   if (clustered) env.CLUSTER_WORKERS = String(options.clusterWorkers);
-  const execArgv =
-    options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`];
+  const execArgv = [
+    ...(options.nodeFlags ?? []),
+    ...(options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`]),
+  ];
   const child = startNode(name, script.pathname, env, execArgv);
   const url = `http://127.0.0.1:${port}`;
   const keys = await waitReady(child, `${url}/healthz`, parseDevKeys);
