@@ -40,7 +40,8 @@ import {
  * framework, in one run on this machine, and writes `bench/results/latest.{json,md}`.
  *
  * Options: `--quick` (about a minute, for smoke tests), `--seconds N` per measured phase, `--rounds N`
- * alternating slices per phase, `--warmup N`, `--rss-seconds N`, `--connections N`, `--no-cluster`,
+ * alternating slices per phase, `--warmup N`, `--rss-seconds N`, `--connections N` (REST),
+ * `--grpc-concurrency N` (calls in flight in the gRPC phases, default 16), `--no-cluster`,
  * `--no-logging`, `--only a,b` (a subset; `--only help` lists the names), `--profile` (V8 CPU profiles
  * of the service processes, summarised at the end). Only a complete full run writes `latest.*`; quick
  * and partial runs write `*.tmp` files. Everything it starts is stopped at the end, on error, on

@@ -14,6 +14,7 @@ const { values: args } = parseArgs({
     warmup: { type: "string" },
     "rss-seconds": { type: "string" },
     connections: { type: "string" },
+    "grpc-concurrency": { type: "string" },
     "no-cluster": { type: "boolean", default: false },
     "no-logging": { type: "boolean", default: false },
     profile: { type: "boolean", default: false },
@@ -39,7 +40,7 @@ export const settings = {
   warmup: num(args.warmup, args.quick ? 0.3 : 2),
   rssSeconds: Math.min(MAX_RSS_SECONDS, num(args["rss-seconds"], args.quick ? 4 : 120)),
   connections: num(args.connections, 16),
-  grpcConcurrency: 16,
+  grpcConcurrency: num(args["grpc-concurrency"], 16),
   keygenConnections: 8,
   /** Concurrent `generateKeyPair` calls of the raw baseline: one per core ("on both cores"). */
   rawKeygenConcurrency: availableParallelism(),
