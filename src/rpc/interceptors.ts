@@ -97,7 +97,11 @@ export function accessInterceptor(options: AccessOptions): Interceptor {
     try {
       if (authError) throw authError;
       if (principal && !roles.includes(principal.role)) {
-        throw new AppError("forbidden", `A ${principal.role} API key may not call ${req.method.name}.`);
+        const article = principal.role === "issuer" ? "An" : "A";
+        throw new AppError(
+          "forbidden",
+          `${article} ${principal.role} API key may not call ${req.method.name}.`,
+        );
       }
       req.contextValues.set(kPrincipal, principal);
       const res = await next(req);

@@ -112,6 +112,9 @@ describe("keys, limits and envelopes on every protocol of one port", () => {
     const rest = await post(svc, GRANT, svc.merchantKey, body);
     expect(rest.status).toBe(403);
     expect(rest.body.error?.code).toBe("forbidden");
+    expect(rest.body.error?.message).toBe("A merchant API key may not call GrantAccess.");
+    const asIssuer = await post(svc, "/api/v1/receipts/encrypt", svc.issuerKey, {});
+    expect(asIssuer.body.error?.message).toBe("An issuer API key may not call EncryptReceipt.");
     const { client, headers } = connectKeys(svc.merchantKey);
     const err = await client.grantAccess(body, { headers }).catch((e: unknown) => ConnectError.from(e));
     expect((err as ConnectError).code).toBe(Code.PermissionDenied);
