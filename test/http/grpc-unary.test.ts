@@ -324,3 +324,32 @@ describe("calls in flight on the fast path", () => {
     expect(s.fast).toEqual([true]);
   });
 });
+
+describe("handlers on the fast path", () => {
+  it("see the protocol name the Connect path gives them: grpc", async () => {
+    const seen: string[] = [];
+    const routes = (router: ConnectRouter) => {
+      router.service(KeysService, {
+        grantAccess: (req, ctx) => {
+          seen.push(ctx.protocolName);
+          return { userId: req.userId };
+        },
+      });
+    };
+    for (const grpcFastPath of [true, false]) {
+      const s = await serve(grpcFastPath, { routes });
+      const client = grpcClient(KeysService, s.t.port);
+      const res = await grpcUnary<GrantAccessResponse>(
+        client,
+        "grantAccess",
+        { userId: "u1" },
+        new Metadata(),
+      );
+      client.close();
+      await s.t.close();
+      expect(res.error).toBeUndefined();
+      expect(s.fast).toEqual([grpcFastPath]);
+    }
+    expect(seen).toEqual(["grpc", "grpc"]);
+  });
+});
