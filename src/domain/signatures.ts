@@ -1,10 +1,11 @@
 import { createPublicKey, verify } from "node:crypto";
-import { type DescMessage, type JsonObject, type JsonValue, ScalarType, toJson } from "@bufbuild/protobuf";
+import { type DescMessage, type JsonObject, type JsonValue, toJson } from "@bufbuild/protobuf";
 import canonicalizeModule from "canonicalize";
 import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { parseEd25519PublicKey } from "../crypto/keys.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
+import { is64BitInteger } from "../proto-scalars.js";
 import type { ApiKeyRecord, MerchantKeyRecord } from "../store/types.js";
 import { assertMerchantAllowed } from "./api-keys.js";
 import type { DomainDeps } from "./deps.js";
@@ -197,8 +198,8 @@ function int64AsNumbers(desc: DescMessage, json: JsonObject): JsonObject {
   for (const field of desc.fields) {
     const value = json[field.jsonName];
     if (value === undefined || value === null) continue;
-    if (field.fieldKind === "scalar" && is64Bit(field.scalar)) json[field.jsonName] = Number(value);
-    else if (field.fieldKind === "list" && field.listKind === "scalar" && is64Bit(field.scalar)) {
+    if (field.fieldKind === "scalar" && is64BitInteger(field.scalar)) json[field.jsonName] = Number(value);
+    else if (field.fieldKind === "list" && field.listKind === "scalar" && is64BitInteger(field.scalar)) {
       json[field.jsonName] = (value as JsonValue[]).map(Number);
     } else if (field.fieldKind === "message" && !isWellKnown(field.message)) {
       int64AsNumbers(field.message, value as JsonObject);
@@ -207,16 +208,6 @@ function int64AsNumbers(desc: DescMessage, json: JsonObject): JsonObject {
     }
   }
   return json;
-}
-
-function is64Bit(type: ScalarType): boolean {
-  return (
-    type === ScalarType.INT64 ||
-    type === ScalarType.UINT64 ||
-    type === ScalarType.SINT64 ||
-    type === ScalarType.FIXED64 ||
-    type === ScalarType.SFIXED64
-  );
 }
 
 /** Well-known types have their own JSON forms (a Timestamp is a string). */

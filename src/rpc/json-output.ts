@@ -14,6 +14,9 @@ import {
   type Timestamp,
   TimestampSchema,
 } from "@bufbuild/protobuf/wkt";
+import { is64BitInteger } from "../proto-scalars.js";
+
+export { is64BitInteger };
 
 /**
  * Messages rendered as REST JSON (spec section 3): lowerCamelCase names, implicit defaults included
@@ -27,17 +30,6 @@ import {
  * field up through reflection on each call, which made rendering a page of receipts cost more than
  * the rest of the request.
  */
-
-/** Whether a scalar type is a 64-bit integer (rendered as a string by plain protobuf JSON). */
-export function is64BitInteger(type: ScalarType): boolean {
-  return (
-    type === ScalarType.INT64 ||
-    type === ScalarType.UINT64 ||
-    type === ScalarType.SINT64 ||
-    type === ScalarType.FIXED64 ||
-    type === ScalarType.SFIXED64
-  );
-}
 
 /**
  * Renders a message as REST JSON. A 64-bit value beyond JavaScript's safe range stays a string rather
