@@ -1,9 +1,5 @@
-import {
-  constants,
-  type Http2ServerRequest,
-  type Http2ServerResponse,
-  type ServerHttp2Stream,
-} from "node:http2";
+import { validateHeaderName, validateHeaderValue } from "node:http";
+import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import {
   type DescMethod,
   type DescMethodUnary,
@@ -106,11 +102,11 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export function createGrpcUnaryHandler(options: GrpcUnaryOptions): Http2Claim {
   const methods = unaryMethods(options.routes);
   const invoke = createUnaryInvoker(options.routes, options.interceptors);
-  return (req, res) => {
-    if (req.method !== "POST") return false;
-    const method = methods.get(req.url);
-    if (method === undefined) return false;
-    const headers = req.headers;
+  return (stream, headers) => {
+    if (headers[":method"] !== "POST") return false;
+    const path = headers[":path"];
+    const method = path === undefined ? undefined : methods.get(path);
+    if (path === undefined || method === undefined) return false;
     const type = headers["content-type"];
     if (type === undefined || !BINARY_GRPC.test(type)) return false;
     const encoding = headers["grpc-encoding"];
@@ -127,15 +123,26 @@ export function createGrpcUnaryHandler(options: GrpcUnaryOptions): Http2Claim {
       if (parsed.error !== undefined) return false;
       timeoutMs = parsed.timeoutMs;
     }
-    serveCall({ req, res, method, url: `http://${authority}${req.url}`, timeoutMs, invoke, options });
+    serveCall({
+      stream,
+      headers,
+      path,
+      method,
+      url: `http://${authority}${path}`,
+      timeoutMs,
+      invoke,
+      options,
+    });
     return true;
   };
 }
 
 /** One call the fast path has taken on. */
 interface CallSetup {
-  req: Http2ServerRequest;
-  res: Http2ServerResponse;
+  stream: ServerHttp2Stream;
+  headers: IncomingHttpHeaders;
+  /** The request path, `/receipts.v1.KeysService/GrantAccess`. */
+  path: string;
   method: DescMethodUnary;
   url: string;
   timeoutMs: number | undefined;
@@ -147,11 +154,9 @@ interface CallSetup {
  * Reads the request message, runs the call and answers it. The call's abort signal is made only if
  * something asks for it; it is aborted when the client goes away or the deadline passes.
  */
-function serveCall({ req, res, method, url, timeoutMs, invoke, options }: CallSetup): void {
+function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, options }: CallSetup): void {
   const started = performance.now();
-  const stream = req.stream;
-  const path = req.url;
-  const requestId = assignRequestId(req);
+  const requestId = assignRequestId({ headers });
   const values = options.contextValues(remoteAddress(stream));
   values.set(kGrpcFastPath, true);
   const reader = new EnvelopeReader(options.bodyLimitBytes);
@@ -205,7 +210,7 @@ function serveCall({ req, res, method, url, timeoutMs, invoke, options }: CallSe
       refuse(new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented));
     } else {
       phase = "calling";
-      const header = CallHeaders.fromNode(req.headers, isPseudoHeader);
+      const header = CallHeaders.fromNode(headers, isPseudoHeader);
       invoke({ method, message, header, contextValues: values, signal, url, protocolName: "grpc" }).then(
         succeed,
         fail,
@@ -263,23 +268,29 @@ function serveCall({ req, res, method, url, timeoutMs, invoke, options }: CallSe
     stream.off("data", onData);
   }
   /**
-   * Sends the one answer. A complete answer to a request still being sent is followed by RST_STREAM
-   * NO_ERROR (RFC 9113, section 8.1), so a client stuck in flow control, or sending a body over the
-   * limit, stops rather than holding the stream open. Node's compatibility response sends the
-   * trailers on "wantTrailers"; a reset in that same turn would drop them, so it waits one turn.
+   * Sends the one answer: headers, the message if any, trailers. A complete answer to a request still
+   * being sent is followed by RST_STREAM NO_ERROR (RFC 9113, section 8.1), so a client stuck in flow
+   * control, or sending a body over the limit, stops rather than holding the stream open; a reset in
+   * the turn that sends the trailers would drop them, so it waits one turn.
    */
   function write(headers: Record<string, string>, trailers: Record<string, string>, body?: Buffer): void {
     if (stream.destroyed || stream.closed) return;
     try {
-      if (!requestEnded) stream.once("wantTrailers", () => setImmediate(stopRequest));
-      res.writeHead(200, headers);
-      res.addTrailers(trailers);
-      if (body === undefined) res.end();
-      else res.end(body);
+      // Checked as Node's compatibility API checks them: the core stream API sends what it is given.
+      assertValidHeaders(headers);
+      assertValidHeaders(trailers);
+      stream.respond({ ...headers, ":status": 200 }, { waitForTrailers: true });
     } catch {
       // A header value an interceptor set that HTTP/2 refuses: the stream is reset rather than left open.
       stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+      return;
     }
+    stream.once("wantTrailers", () => {
+      stream.sendTrailers(trailers);
+      if (!requestEnded) setImmediate(stopRequest);
+    });
+    if (body === undefined) stream.end();
+    else stream.end(body);
   }
 
   function stopRequest(): void {
@@ -289,6 +300,9 @@ function serveCall({ req, res, method, url, timeoutMs, invoke, options }: CallSe
   stream.on("data", onData);
   stream.once("end", onEnd);
   stream.once("close", onClose);
+  // A reset with an error code (ours above, or a client's) is emitted as "error" before "close";
+  // without a listener it would be thrown. "close" abandons the call.
+  stream.on("error", ignore);
   if (timeoutMs !== undefined && timeoutMs <= MAX_TIMER_MS) timer = setTimeout(onDeadline, timeoutMs);
 }
 
@@ -345,6 +359,14 @@ function headersObject(headers: Headers): Record<string, string> {
   return result;
 }
 
+/** Throws for a header name that is not a token or a value with a character HTTP forbids (CR, LF, NUL, ...). */
+function assertValidHeaders(headers: Record<string, string>): void {
+  for (const [name, value] of Object.entries(headers)) {
+    validateHeaderName(name);
+    validateHeaderValue(name, value);
+  }
+}
+
 function isPseudoHeader(name: string): boolean {
   return name.startsWith(":");
 }
@@ -352,6 +374,8 @@ function isPseudoHeader(name: string): boolean {
 function remoteAddress(stream: ServerHttp2Stream): string {
   return stream.session?.socket.remoteAddress ?? "";
 }
+
+function ignore(): void {}
 
 /** What connect-es makes of anything thrown that is not a `ConnectError`. */
 function asConnectError(err: unknown): ConnectError {

@@ -4,6 +4,8 @@ import {
   type Http2ServerRequest,
   type Http2ServerResponse,
   type Http2Session,
+  type IncomingHttpHeaders,
+  type ServerHttp2Stream,
 } from "node:http2";
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 
@@ -14,7 +16,8 @@ import { createServer as createNetServer, type Server as NetServer, type Socket 
  * `net.Server` reads the first bytes of each connection, compares them with the 24-byte HTTP/2 client
  * preface and hands the socket (bytes put back) to an `http2` or an `http` server that never listens
  * itself. Both call the same request handler (Fastify's), which serves both through the compatibility
- * API; an optional {@link Http2Claim} may serve an HTTP/2 request before it gets there.
+ * API; an optional {@link Http2Claim} may serve an HTTP/2 stream before the compatibility layer
+ * makes request and response objects of it.
  */
 
 /** The HTTP/2 connection preface every HTTP/2 client sends first (RFC 9113, section 3.4). */
@@ -24,10 +27,10 @@ const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /**
- * Looks at an HTTP/2 request before the request handler does: returns true when it serves the request
- * itself (the handler never sees it), false to leave it to the handler untouched.
+ * Looks at a new HTTP/2 stream before the request handler does: returns true when it serves the
+ * stream itself (the handler never sees it), false to leave it to the handler untouched.
  */
-export type Http2Claim = (req: Http2ServerRequest, res: Http2ServerResponse) => boolean;
+export type Http2Claim = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
 
 /** Timeouts of a {@link DualProtocolListener}, all in milliseconds. */
 export interface ListenerOptions {
@@ -96,14 +99,8 @@ export function createDualProtocolListener(
 
   // Fastify serves HTTP/2 through Node's compatibility API, which mirrors the HTTP/1.1 objects.
   const h2Handler = handler as unknown as (req: Http2ServerRequest, res: Http2ServerResponse) => void;
-  const h2 = createHttp2Server(
-    {},
-    claim === undefined
-      ? h2Handler
-      : (req, res) => {
-          if (!claim(req, res)) h2Handler(req, res);
-        },
-  );
+  const h2 = createHttp2Server({}, h2Handler);
+  if (claim !== undefined) claimStreamsFirst(h2, claim);
   const http2IdleTimeoutMs = options.http2IdleTimeoutMs ?? 72_000;
   h2.on("session", (session: Http2Session) => {
     sessions.add(session);
@@ -163,6 +160,23 @@ export function createDualProtocolListener(
   }
 
   return { server, drain };
+}
+
+/**
+ * Puts `claim` in front of the compatibility layer. Given a request handler, an `Http2Server` serves
+ * each stream through a "stream" listener of its own that wraps the stream in request and response
+ * objects and emits "request"; that listener is moved behind `claim`, so a claimed stream costs no
+ * such objects. Fails at startup, not per request, if the server is not built that way.
+ */
+function claimStreamsFirst(h2: ReturnType<typeof createHttp2Server>, claim: Http2Claim): void {
+  const compatibility = h2.listeners("stream") as ((...args: unknown[]) => void)[];
+  if (compatibility.length !== 1) {
+    throw new Error(`expected one "stream" listener on the HTTP/2 server, found ${compatibility.length}`);
+  }
+  h2.removeAllListeners("stream");
+  h2.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, ...rest: unknown[]) => {
+    if (!claim(stream, headers)) compatibility[0]?.call(h2, stream, headers, ...rest);
+  });
 }
 
 /**

@@ -81,20 +81,20 @@ export function rawGrpc(
 
 /**
  * Sends `body` (ending the request when `endRequest`, else leaving it mid-body), waits `afterMs`, then
- * cancels the call (RST_STREAM CANCEL) and closes the session.
+ * resets the stream (RST_STREAM CANCEL unless `code` says otherwise) and closes the session.
  */
 export async function cancelledGrpc(
   baseUrl: string,
   path: string,
   body: Buffer,
-  options: { afterMs: number; endRequest: boolean },
+  options: { afterMs: number; endRequest: boolean; code?: number },
 ): Promise<void> {
   const { session, stream } = openCall(baseUrl, path);
   stream.on("error", () => undefined);
   if (options.endRequest) stream.end(body);
   else stream.write(body);
   await new Promise((resolve) => setTimeout(resolve, options.afterMs));
-  stream.close(constants.NGHTTP2_CANCEL);
+  stream.close(options.code ?? constants.NGHTTP2_CANCEL);
   session.close();
 }
 

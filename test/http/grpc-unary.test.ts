@@ -1,3 +1,4 @@
+import { constants } from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { type ConnectRouter, createClient, type Interceptor } from "@connectrpc/connect";
 import {
@@ -297,6 +298,21 @@ describe("calls in flight on the fast path", () => {
     expect(held.signals.at(-1)?.aborted).toBe(true);
     held.release();
     await cancelledGrpc(s.t.baseUrl, GRANT, body.subarray(0, 7), { afterMs: 20, endRequest: false });
+    // A reset with an error code reaches the server's stream as an "error" event.
+    for (const endRequest of [false, true]) {
+      if (endRequest) hold();
+      await cancelledGrpc(s.t.baseUrl, GRANT, endRequest ? body : body.subarray(0, 7), {
+        afterMs: 20,
+        endRequest,
+        code: constants.NGHTTP2_PROTOCOL_ERROR,
+      });
+      if (endRequest) {
+        await held.entered;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(held.signals.at(-1)?.aborted).toBe(true);
+        held.release();
+      }
+    }
     hold();
     const next = rawGrpc(s.t.baseUrl, GRANT, body);
     await held.entered;
@@ -351,5 +367,33 @@ describe("handlers on the fast path", () => {
       expect(s.fast).toEqual([grpcFastPath]);
     }
     expect(seen).toEqual(["grpc", "grpc"]);
+  });
+});
+
+describe("an answer HTTP/2 must not carry", () => {
+  it("resets the stream when a handler sets a header value with a line break, and keeps serving", async () => {
+    const routes = (router: ConnectRouter) => {
+      router.service(KeysService, {
+        grantAccess: (req, ctx) => {
+          if (req.userId === "bad") ctx.responseHeader.set("x-note", "one\r\nx-injected: two");
+          if (req.userId === "bad-trailer") ctx.responseTrailer.set("x-note", "one\ntwo");
+          return { userId: req.userId };
+        },
+      });
+    };
+    const s = await serve(true, { routes });
+    try {
+      for (const userId of ["bad", "bad-trailer"]) {
+        const answer = await rawGrpc(s.t.baseUrl, GRANT, framed(GrantAccessRequestSchema, { userId }));
+        expect(answer.rstCode).toBe(2); // NGHTTP2_INTERNAL_ERROR
+        expect(answer.headers["x-injected"]).toBeUndefined();
+        expect(answer.trailers["grpc-status"]).toBeUndefined();
+      }
+      const ok = await rawGrpc(s.t.baseUrl, GRANT, framed(GrantAccessRequestSchema, { userId: "fine" }));
+      expect(ok.trailers["grpc-status"]).toBe("0");
+      expect(s.fast).toEqual([true, true, true]);
+    } finally {
+      await s.t.close();
+    }
   });
 });
