@@ -23,8 +23,11 @@ export interface IdempotentCall<T> {
   key: string | null;
   /** Distinguishes callers: the same key from two API keys never collides. */
   scope: string;
-  /** A stable hash of the request; the same key with another body is `conflict`. */
-  requestHash: string;
+  /**
+   * A stable hash of the request; the same key with another body is `conflict`. Called only when a
+   * key was sent: hashing means encoding the whole request, work a call without a key never needs.
+   */
+  hashRequest(): string;
   encode(value: T): Buffer;
   decode(bytes: Buffer): T;
 }
@@ -47,19 +50,20 @@ export async function withIdempotency<T>(
     });
   }
   const storeKey = `${call.scope}:${call.key}`;
+  const requestHash = call.hashRequest();
   const sealKey = createHmac("sha256", deps.pepper).update("idempotency-responses").digest();
   const deadline = Date.now() + WAIT_FOR_FIRST_MS;
   for (;;) {
     const now = deps.clock.now();
     const begun = await deps.store.idempotency.begin(
       storeKey,
-      call.requestHash,
+      requestHash,
       new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
       now,
       new Date(now.getTime() + IDEMPOTENCY_LEASE_MS),
     );
     if (begun.kind === "started") break;
-    if (begun.requestHash !== call.requestHash) {
+    if (begun.requestHash !== requestHash) {
       throw new AppError("conflict", "This Idempotency-Key was used with a different request.");
     }
     if (begun.kind === "completed") return call.decode(open(sealKey, begun.response));

@@ -25,7 +25,8 @@ export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsSe
         {
           key: ctx.requestHeader.get("idempotency-key"),
           scope: principal.id,
-          requestHash: createHash("sha256").update(toBinary(CreatePaymentRequestSchema, req)).digest("hex"),
+          hashRequest: () =>
+            createHash("sha256").update(toBinary(CreatePaymentRequestSchema, req)).digest("hex"),
           encode: (res) => Buffer.from(toBinary(CreatePaymentResponseSchema, res)),
           decode: (bytes) => fromBinary(CreatePaymentResponseSchema, bytes),
         },
