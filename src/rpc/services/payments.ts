@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
   CreatePaymentRequestSchema,
@@ -13,7 +12,7 @@ import type { DomainDeps } from "../../domain/deps.js";
 import { withIdempotency } from "../../domain/idempotency.js";
 import { type CreatedPayment, createPayment, decryptPayment } from "../../domain/payments.js";
 import { SIGNATURE_HEADER } from "../../domain/signatures.js";
-import { callerOf, principalOf } from "../convert.js";
+import { callerOf, principalOf, timestampOf } from "../convert.js";
 
 /** PaymentsService: create (idempotent) and decrypt, adapted to the domain. */
 export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsService> {
@@ -46,17 +45,19 @@ export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsSe
   };
 }
 
+/** The answer of a created payment, as message literals (see `encryptedReceiptOf`). */
 function responseOf({ payment, receipt, clientSecret }: CreatedPayment): CreatePaymentResponse {
-  return create(CreatePaymentResponseSchema, {
+  const response: CreatePaymentResponse = {
+    $typeName: "receipts.v1.CreatePaymentResponse",
     paymentId: payment.paymentId,
     gateway: payment.gateway,
     status: payment.status,
     amount: BigInt(payment.amount),
     currency: payment.currency,
-    ...(clientSecret === undefined ? {} : { clientSecret }),
     orderId: payment.orderId,
-    createdAt: timestampFromDate(payment.createdAt),
+    createdAt: timestampOf(payment.createdAt),
     serviceMetadata: {
+      $typeName: "receipts.v1.ServiceMetadata",
       receiptId: payment.receiptId,
       transactionId: payment.transactionId,
       keyId: receipt.keyBundle.keyId,
@@ -65,5 +66,7 @@ function responseOf({ payment, receipt, clientSecret }: CreatedPayment): CreateP
       amount: BigInt(payment.amount),
       currency: payment.currency,
     },
-  });
+  };
+  if (clientSecret !== undefined) response.clientSecret = clientSecret;
+  return response;
 }

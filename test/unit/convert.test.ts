@@ -1,0 +1,96 @@
+import { create, equals, toBinary } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { KEY_ALGORITHM } from "../../src/domain/onboarding.js";
+import { encryptedReceiptOf, timestampOf } from "../../src/rpc/convert.js";
+import type { ReceiptRecord } from "../../src/store/types.js";
+
+/**
+ * The message literals of `encryptedReceiptOf` must be the messages `create()` makes from the same
+ * record: equal field for field and on the wire, escrowed or not.
+ */
+
+const date = fc.date({
+  min: new Date("0001-01-01T00:00:00Z"),
+  max: new Date("9999-12-31T23:59:59Z"),
+  noInvalidDate: true,
+});
+const base64 = fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b).toString("base64"));
+
+const record: fc.Arbitrary<ReceiptRecord> = fc
+  .record({
+    id: fc.string(),
+    receiptId: fc.string(),
+    merchantId: fc.string(),
+    transactionId: fc.string(),
+    version: fc.string(),
+    merchantTenantId: fc.string(),
+    panHash: fc.string(),
+    keyBundle: fc.record({ keyId: fc.string(), encryptedAesKey: base64 }),
+    ciphertext: base64,
+    iv: base64,
+    authTag: base64,
+    createdAt: date,
+    isEscrowed: fc.boolean(),
+    escrowKeyId: fc.option(fc.string(), { nil: undefined }),
+    expiresAt: fc.option(date, { nil: undefined }),
+  })
+  .map((r) => {
+    const { escrowKeyId, expiresAt, ...rest } = r;
+    return {
+      ...rest,
+      ...(escrowKeyId === undefined ? {} : { escrowKeyId }),
+      ...(expiresAt === undefined ? {} : { expiresAt }),
+    };
+  });
+
+function withCreate(r: ReceiptRecord) {
+  return create(EncryptedReceiptSchema, {
+    version: r.version,
+    receiptId: r.receiptId,
+    keyId: r.keyBundle.keyId,
+    keyBundle: {
+      encryptedAesKey: Buffer.from(r.keyBundle.encryptedAesKey, "base64"),
+      keyId: r.keyBundle.keyId,
+      algorithm: KEY_ALGORITHM,
+    },
+    ciphertext: Buffer.from(r.ciphertext, "base64"),
+    iv: Buffer.from(r.iv, "base64"),
+    authTag: Buffer.from(r.authTag, "base64"),
+    merchantId: r.merchantId,
+    transactionId: r.transactionId,
+    createdAt: timestampFromDate(r.createdAt),
+    isEscrowed: r.isEscrowed,
+    ...(r.escrowKeyId === undefined ? {} : { escrowKeyId: r.escrowKeyId }),
+    ...(r.expiresAt === undefined ? {} : { expiresAt: timestampFromDate(r.expiresAt) }),
+  });
+}
+
+describe("encryptedReceiptOf", () => {
+  it("makes the message create() makes, field for field and on the wire", () => {
+    fc.assert(
+      fc.property(record, (r) => {
+        const literal = encryptedReceiptOf(r);
+        const reference = withCreate(r);
+        expect(equals(EncryptedReceiptSchema, literal, reference)).toBe(true);
+        expect(Buffer.from(toBinary(EncryptedReceiptSchema, literal))).toEqual(
+          Buffer.from(toBinary(EncryptedReceiptSchema, reference)),
+        );
+        expect(Object.hasOwn(literal, "escrowKeyId")).toBe(r.escrowKeyId !== undefined);
+        expect(Object.hasOwn(literal, "expiresAt")).toBe(r.expiresAt !== undefined);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("renders timestamps as timestampFromDate does, before 1970 too", () => {
+    fc.assert(
+      fc.property(date, (d) => {
+        expect(timestampOf(d)).toEqual(timestampFromDate(d));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});
