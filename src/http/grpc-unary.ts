@@ -1,12 +1,6 @@
 import { validateHeaderName, validateHeaderValue } from "node:http";
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import {
-  type DescMethod,
-  type DescMethodUnary,
-  fromBinary,
-  type MessageShape,
-  toBinary,
-} from "@bufbuild/protobuf";
+import { type DescMethod, type DescMethodUnary, fromBinary, type MessageShape } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -19,6 +13,7 @@ import {
 } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { AppError } from "../errors.js";
+import { messageToBinary } from "../rpc/binary-output.js";
 import { toConnectError } from "../rpc/error-mapping.js";
 import { CallHeaders } from "./call-headers.js";
 import { assignRequestId } from "./envelope.js";
@@ -235,7 +230,7 @@ function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, opti
     if (phase !== "calling") return;
     let body: Uint8Array;
     try {
-      body = toBinary(method.output, response.message as MessageShape<DescMethodUnary["output"]>);
+      body = messageToBinary(method.output, response.message as MessageShape<DescMethodUnary["output"]>);
     } catch (err) {
       fail(new ConnectError(`serialize binary: ${messageOf(err)}`, Code.Internal));
       return;

@@ -13,10 +13,10 @@ const int64 = fc.oneof(
   fc.bigInt({ min: -(2n ** 53n), max: 2n ** 53n }),
 );
 
-function scalar(type: ScalarType): fc.Arbitrary<unknown> {
+function scalar(type: ScalarType, strings: fc.Arbitrary<string>): fc.Arbitrary<unknown> {
   switch (type) {
     case ScalarType.STRING:
-      return fc.string();
+      return strings;
     case ScalarType.BOOL:
       return fc.boolean();
     case ScalarType.BYTES:
@@ -42,8 +42,15 @@ function scalar(type: ScalarType): fc.Arbitrary<unknown> {
   }
 }
 
-/** A message of `desc` with a random subset of its fields set to random values. */
-export function message(desc: DescMessage, depth = 0): fc.Arbitrary<MessageShape<DescMessage>> {
+/**
+ * A message of `desc` with a random subset of its fields set to random values; string fields take
+ * their values from `strings` (default: short ASCII strings).
+ */
+export function message(
+  desc: DescMessage,
+  depth = 0,
+  strings: fc.Arbitrary<string> = fc.string(),
+): fc.Arbitrary<MessageShape<DescMessage>> {
   if (desc.typeName === "google.protobuf.Timestamp") {
     return fc
       .record({
@@ -56,27 +63,27 @@ export function message(desc: DescMessage, depth = 0): fc.Arbitrary<MessageShape
       })
       .map((init) => create(desc, init));
   }
-  const entries = desc.fields.map((field) => [field.localName, value(field, depth)] as const);
+  const entries = desc.fields.map((field) => [field.localName, value(field, depth, strings)] as const);
   return fc
     .record(Object.fromEntries(entries), { requiredKeys: [] })
     .map((init) => create(desc, init as never));
 }
 
-function value(field: DescField, depth: number): fc.Arbitrary<unknown> {
+function value(field: DescField, depth: number, strings: fc.Arbitrary<string>): fc.Arbitrary<unknown> {
   switch (field.fieldKind) {
     case "scalar":
-      return scalar(field.scalar);
+      return scalar(field.scalar, strings);
     case "enum":
       return fc.constantFrom(...field.enum.values.map((v) => v.number));
     case "message":
-      return depth > 3 ? fc.constant(undefined) : message(field.message, depth + 1);
+      return depth > 3 ? fc.constant(undefined) : message(field.message, depth + 1, strings);
     case "list": {
       const item =
         field.listKind === "scalar"
-          ? scalar(field.scalar)
+          ? scalar(field.scalar, strings)
           : field.listKind === "enum"
             ? fc.constantFrom(...field.enum.values.map((v) => v.number))
-            : message(field.message, depth + 1);
+            : message(field.message, depth + 1, strings);
       return depth > 3 ? fc.constant([]) : fc.array(item, { maxLength: 3 });
     }
     case "map":

@@ -1,0 +1,72 @@
+import { create, toBinary } from "@bufbuild/protobuf";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { GrantAccessResponseSchema } from "../../gen/receipts/v1/keys_pb.js";
+import { ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { hasCompiledWriter, messageToBinary } from "../../src/rpc/binary-output.js";
+import { message, reachableMessages } from "../support/messages.js";
+
+/**
+ * The compiled binary writers (src/rpc/binary-output.ts) must write exactly the bytes `toBinary`
+ * writes, for every message the gRPC fast path answers with and every message those contain.
+ */
+
+/** ASCII, any Unicode (unpaired surrogates included), and strings long enough for 2-byte lengths. */
+const strings = fc.oneof(
+  fc.string(),
+  fc.string({ unit: "binary", maxLength: 40 }),
+  fc.string({ minLength: 100, maxLength: 400 }),
+);
+
+const same = (a: Uint8Array, b: Uint8Array) =>
+  expect(Buffer.from(a).toString("hex")).toBe(Buffer.from(b).toString("hex"));
+
+describe("compiled protobuf binary writers", () => {
+  const messages = [...new Set([...reachableMessages("output"), ...reachableMessages("input")])];
+
+  it("cover every message of the services", () => {
+    expect(messages.length).toBeGreaterThan(10);
+    expect(messages.filter((desc) => !hasCompiledWriter(desc)).map((d) => d.typeName)).toEqual([]);
+  });
+
+  for (const desc of messages) {
+    it(`write ${desc.typeName} exactly as toBinary`, () => {
+      fc.assert(
+        fc.property(message(desc, 0, strings), (msg) => {
+          same(messageToBinary(desc, msg), toBinary(desc, msg));
+        }),
+        { numRuns: 300 },
+      );
+    });
+  }
+
+  it("writes lengths of three bytes and grows its buffer past 16 KiB", () => {
+    for (const size of [127, 128, 16_383, 16_384, 70_000]) {
+      const receipt = create(ReceiptSchema, {
+        receiptId: "r".repeat(size),
+        merchantName: "\u00e9".repeat(size),
+      });
+      same(messageToBinary(ReceiptSchema, receipt), toBinary(ReceiptSchema, receipt));
+    }
+  });
+
+  it("leaves a message with unknown fields or an unexpected value to toBinary, and its errors", () => {
+    const withUnknown = create(GrantAccessResponseSchema, { userId: "u" });
+    withUnknown.$unknown = [{ no: 99, wireType: 2, data: new Uint8Array([1, 2, 3]) }];
+    same(
+      messageToBinary(GrantAccessResponseSchema, withUnknown),
+      toBinary(GrantAccessResponseSchema, withUnknown),
+    );
+    expect(
+      Buffer.from(messageToBinary(GrantAccessResponseSchema, withUnknown)).includes(Buffer.from([1, 2, 3])),
+    ).toBe(true);
+
+    const stringAmount = create(ReceiptSchema, { receiptId: "r" });
+    (stringAmount as unknown as { totalAmount: string }).totalAmount = "950";
+    same(messageToBinary(ReceiptSchema, stringAmount), toBinary(ReceiptSchema, stringAmount));
+
+    const tooBig = create(ReceiptSchema, { receiptId: "r", totalAmount: 2n ** 63n });
+    expect(() => messageToBinary(ReceiptSchema, tooBig)).toThrow();
+    expect(() => toBinary(ReceiptSchema, tooBig)).toThrow();
+  });
+});
