@@ -1,6 +1,6 @@
 import { validateHeaderName, validateHeaderValue } from "node:http";
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import { type DescMethod, type DescMethodUnary, fromBinary, type MessageShape } from "@bufbuild/protobuf";
+import type { DescMethod, DescMethodUnary, MessageShape } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -13,6 +13,7 @@ import {
 } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { AppError } from "../errors.js";
+import { messageFromBinary } from "../rpc/binary-input.js";
 import { messageToBinary } from "../rpc/binary-output.js";
 import { toConnectError } from "../rpc/error-mapping.js";
 import { CallHeaders } from "./call-headers.js";
@@ -315,7 +316,7 @@ function decode(
     throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
   }
   try {
-    return fromBinary(method.input, data);
+    return messageFromBinary(method.input, data);
   } catch (err) {
     throw toConnectError(
       new AppError("invalid_request", "The request message cannot be decoded.", {
