@@ -6,7 +6,9 @@ import {
   type MessageShape,
   ScalarType,
 } from "@bufbuild/protobuf";
+import { WireType } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
+import { perMessageType } from "./per-message-type.js";
 
 /**
  * Protobuf binary requests of the gRPC fast path read by a reader compiled once per message type.
@@ -55,31 +57,18 @@ const EMPTY: Buffer = Buffer.alloc(0);
 /** The input being read (calls are synchronous, so one state serves them all). */
 const input: { buf: Buffer; pos: number } = { buf: EMPTY, pos: 0 };
 
-const readers = new WeakMap<DescMessage, Reader | null>();
+/** The compiled reader of a message type, or undefined when `fromBinary` handles the type. */
+const readerFor = perMessageType(compile);
 
-function readerFor(desc: DescMessage): Reader | undefined {
-  let reader = readers.get(desc);
-  if (reader === undefined) {
-    reader = compile(desc);
-    readers.set(desc, reader);
-  }
-  return reader ?? undefined;
-}
-
-/** Wire types (the low three bits of a tag). */
-const VARINT = 0;
-const FIXED64 = 1;
-const LENGTH_DELIMITED = 2;
-
-function compile(desc: DescMessage): Reader | null {
-  if (desc.oneofs.length > 0) return null;
+function compile(desc: DescMessage): Reader | undefined {
+  if (desc.oneofs.length > 0) return undefined;
   const zero = zeroFactory(desc);
-  if (zero === undefined) return null;
+  if (zero === undefined) return undefined;
   // Indexed by tag (field number and wire type).
   const byTag = new Map<number, FieldReader>();
   for (const field of desc.fields) {
     const read = fieldReader(field);
-    if (read === undefined) return null;
+    if (read === undefined) return undefined;
     byTag.set((field.number << 3) | read.wire, read.read);
   }
   return (end) => {
@@ -158,7 +147,7 @@ function fieldReader(field: DescField): { wire: number; read: FieldReader } | un
     case "enum": {
       if (!field.enum.open) return undefined;
       return {
-        wire: VARINT,
+        wire: WireType.Varint,
         read: (m) => {
           m[name] = int32();
         },
@@ -168,7 +157,7 @@ function fieldReader(field: DescField): { wire: number; read: FieldReader } | un
       if (field.delimitedEncoding) return undefined;
       const desc = field.message;
       return {
-        wire: LENGTH_DELIMITED,
+        wire: WireType.LengthDelimited,
         read: (m, end) => {
           // A second occurrence is merged into the first by fromBinary.
           if (m[name] !== undefined) throw FALL_BACK;
@@ -180,7 +169,7 @@ function fieldReader(field: DescField): { wire: number; read: FieldReader } | un
       if (field.listKind !== "message" || field.delimitedEncoding) return undefined;
       const desc = field.message;
       return {
-        wire: LENGTH_DELIMITED,
+        wire: WireType.LengthDelimited,
         read: (m, end) => {
           (m[name] as unknown[]).push(nestedMessage(desc, end));
         },
@@ -207,24 +196,24 @@ function scalarReader(
 ): { wire: number; read: (end: number) => unknown } | undefined {
   switch (type) {
     case ScalarType.STRING:
-      return { wire: LENGTH_DELIMITED, read: (end) => string(end, validateUtf8) };
+      return { wire: WireType.LengthDelimited, read: (end) => string(end, validateUtf8) };
     case ScalarType.BYTES:
       return {
-        wire: LENGTH_DELIMITED,
+        wire: WireType.LengthDelimited,
         read: (end) => {
           const start = delimitedStart(end);
           return input.buf.subarray(start, input.pos);
         },
       };
     case ScalarType.BOOL:
-      return { wire: VARINT, read: bool };
+      return { wire: WireType.Varint, read: bool };
     case ScalarType.INT32:
-      return { wire: VARINT, read: int32 };
+      return { wire: WireType.Varint, read: int32 };
     case ScalarType.INT64:
-      return { wire: VARINT, read: int64 };
+      return { wire: WireType.Varint, read: int64 };
     case ScalarType.DOUBLE:
       return {
-        wire: FIXED64,
+        wire: WireType.Bit64,
         read: (end) => {
           if (input.pos + 8 > end) throw FALL_BACK;
           const value = input.buf.readDoubleLE(input.pos);
@@ -258,55 +247,40 @@ function string(end: number, validateUtf8: boolean): string {
   return buf.toString("latin1", start, pos);
 }
 
-/** A varint of at most five bytes whose value fits in 32 bits, as an unsigned number. */
+/** A canonical varint whose value fits in 32 bits (a tag or a length), as an unsigned number. */
 function varint32(): number {
-  const { buf } = input;
-  let value = 0;
-  for (let shift = 0; shift < 35; shift += 7) {
-    const byte = buf[input.pos++];
-    if (byte === undefined) throw FALL_BACK;
-    value += (byte & 0x7f) * 2 ** shift;
-    if (byte < 0x80) {
-      if (value > 0xffff_ffff || (byte === 0 && shift > 0)) throw FALL_BACK;
-      return value;
-    }
-  }
-  throw FALL_BACK;
+  const value = varint();
+  if (typeof value !== "number" || value > 0xffff_ffff) throw FALL_BACK;
+  return value;
 }
 
 /** An int32: the low 32 bits of its varint, as two's complement (negative values take ten bytes). */
 function int32(): number {
-  const start = input.pos;
-  const small = varintBelow2To49();
-  if (small !== undefined) return small | 0;
-  input.pos = start;
-  return Number(BigInt.asIntN(32, varint64()));
+  const value = varint();
+  return typeof value === "number" ? value | 0 : Number(BigInt.asIntN(32, value));
 }
 
 /** A bool: whether its varint is not zero. */
 function bool(): boolean {
-  const start = input.pos;
-  const small = varintBelow2To49();
-  if (small !== undefined) return small !== 0;
-  input.pos = start;
-  return varint64() !== 0n;
+  const value = varint();
+  return value !== 0 && value !== 0n;
 }
 
 /** An int64: its varint as 64-bit two's complement. */
 function int64(): bigint {
-  const start = input.pos;
-  const small = varintBelow2To49();
-  if (small !== undefined) return BigInt(small);
-  input.pos = start;
-  return BigInt.asIntN(64, varint64());
+  const value = varint();
+  return typeof value === "number" ? BigInt(value) : BigInt.asIntN(64, value);
 }
 
+const MAX_UINT64 = 2n ** 64n - 1n;
+
 /**
- * A canonical varint of at most seven bytes (a value below 2^49, exact as a JavaScript number), or
- * undefined, with the position moved, for a longer one.
+ * A canonical varint of at most ten bytes whose value fits in 64 bits: a number when it is below 2^49
+ * (seven bytes at most, exact as a JavaScript number), else a bigint.
  */
-function varintBelow2To49(): number | undefined {
+function varint(): number | bigint {
   const { buf } = input;
+  const start = input.pos;
   let value = 0;
   for (let shift = 0; shift < 49; shift += 7) {
     const byte = buf[input.pos++];
@@ -317,22 +291,15 @@ function varintBelow2To49(): number | undefined {
       return value;
     }
   }
-  return undefined;
-}
-
-const MAX_UINT64 = 2n ** 64n - 1n;
-
-/** A canonical varint of at most ten bytes whose value fits in 64 bits. */
-function varint64(): bigint {
-  const { buf } = input;
-  let value = 0n;
+  input.pos = start;
+  let big = 0n;
   for (let shift = 0n; shift < 70n; shift += 7n) {
     const byte = buf[input.pos++];
     if (byte === undefined) throw FALL_BACK;
-    value |= BigInt(byte & 0x7f) << shift;
+    big |= BigInt(byte & 0x7f) << shift;
     if (byte < 0x80) {
-      if ((byte === 0 && shift > 0n) || value > MAX_UINT64) throw FALL_BACK;
-      return value;
+      if (byte === 0 || big > MAX_UINT64) throw FALL_BACK;
+      return big;
     }
   }
   throw FALL_BACK;

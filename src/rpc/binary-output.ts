@@ -5,7 +5,9 @@ import {
   ScalarType,
   toBinary,
 } from "@bufbuild/protobuf";
+import { WireType } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
+import { perMessageType } from "./per-message-type.js";
 
 /**
  * Protobuf binary of the messages the gRPC fast path answers with, from a writer compiled once per
@@ -52,33 +54,19 @@ const FALL_BACK = Symbol("fall back to toBinary");
 /** The output buffer all writers share (calls are synchronous); it grows and is reused. */
 const out = { buf: Buffer.allocUnsafeSlow(16 * 1024), pos: 0 };
 
-const writers = new WeakMap<DescMessage, Writer | null>();
-
-/** The compiled writer of `desc`, or undefined when `toBinary` handles the type. */
-function writerFor(desc: DescMessage): Writer | undefined {
-  let writer = writers.get(desc);
-  if (writer === undefined) {
-    writer = compile(desc);
-    writers.set(desc, writer);
-  }
-  return writer ?? undefined;
-}
-
-/** Wire types (the low three bits of a tag). */
-const VARINT = 0;
-const FIXED64 = 1;
-const LENGTH_DELIMITED = 2;
+/** The compiled writer of a message type, or undefined when `toBinary` handles the type. */
+const writerFor = perMessageType(compile);
 
 const MIN_INT64 = -(2n ** 63n);
 const MAX_INT64 = 2n ** 63n - 1n;
 const MAX_UINT32 = 0xffff_ffffn;
 
-function compile(desc: DescMessage): Writer | null {
-  if (desc.oneofs.length > 0) return null;
+function compile(desc: DescMessage): Writer | undefined {
+  if (desc.oneofs.length > 0) return undefined;
   const fields: ((m: Fields) => void)[] = [];
   for (const field of [...desc.fields].sort((a, b) => a.number - b.number)) {
     const write = fieldWriter(field);
-    if (write === undefined) return null;
+    if (write === undefined) return undefined;
     fields.push(write);
   }
   return (message) => {
@@ -92,10 +80,13 @@ function fieldWriter(field: DescField): ((m: Fields) => void) | undefined {
   if (field.presence === FeatureSet_FieldPresence.LEGACY_REQUIRED) return undefined;
   const explicit = field.presence !== FeatureSet_FieldPresence.IMPLICIT;
   switch (field.fieldKind) {
-    case "scalar": {
-      const value = scalarWriter(field.scalar, number);
-      if (value === undefined) return undefined;
-      const isZero = zeroTest(field.scalar);
+    case "scalar":
+    case "enum": {
+      // An enum is written as its int32 number; its zero is its first value.
+      const value = scalarWriter(field.fieldKind === "scalar" ? field.scalar : ScalarType.INT32, number);
+      const isZero =
+        field.fieldKind === "scalar" ? zeroTest(field.scalar) : enumZeroTest(field.enum.values[0]?.number);
+      if (value === undefined || isZero === undefined) return undefined;
       if (explicit) {
         return (m) => {
           const v = m[localName];
@@ -105,21 +96,6 @@ function fieldWriter(field: DescField): ((m: Fields) => void) | undefined {
       return (m) => {
         const v = m[localName];
         if (!isZero(v)) value(v);
-      };
-    }
-    case "enum": {
-      const value = scalarWriter(ScalarType.INT32, number);
-      const zero = field.enum.values[0]?.number;
-      if (value === undefined || zero === undefined) return undefined;
-      if (explicit) {
-        return (m) => {
-          const v = m[localName];
-          if (v !== undefined && Object.hasOwn(m, localName)) value(v);
-        };
-      }
-      return (m) => {
-        const v = m[localName];
-        if (v !== zero) value(v);
       };
     }
     case "message": {
@@ -148,10 +124,14 @@ function fieldWriter(field: DescField): ((m: Fields) => void) | undefined {
 function messageField(number: number, desc: DescMessage, value: unknown): void {
   const write = writerFor(desc);
   if (write === undefined || typeof value !== "object" || value === null) throw FALL_BACK;
-  tag(number, LENGTH_DELIMITED);
+  tag(number, WireType.LengthDelimited);
   const start = reserveLength();
   write(value as Fields);
   endLength(start);
+}
+
+function enumZeroTest(zero: number | undefined): ((value: unknown) => boolean) | undefined {
+  return zero === undefined ? undefined : (v) => v === zero;
 }
 
 function zeroTest(type: ScalarType): (value: unknown) => boolean {
@@ -174,7 +154,7 @@ function scalarWriter(type: ScalarType, number: number): ((value: unknown) => vo
     case ScalarType.STRING:
       return (v) => {
         if (typeof v !== "string") throw FALL_BACK;
-        tag(number, LENGTH_DELIMITED);
+        tag(number, WireType.LengthDelimited);
         const start = reserveLength();
         ensure(v.length * 3);
         out.pos += out.buf.write(v, out.pos, "utf8");
@@ -183,7 +163,7 @@ function scalarWriter(type: ScalarType, number: number): ((value: unknown) => vo
     case ScalarType.BYTES:
       return (v) => {
         if (!(v instanceof Uint8Array)) throw FALL_BACK;
-        tag(number, LENGTH_DELIMITED);
+        tag(number, WireType.LengthDelimited);
         varint32(v.byteLength);
         ensure(v.byteLength);
         out.buf.set(v, out.pos);
@@ -192,7 +172,7 @@ function scalarWriter(type: ScalarType, number: number): ((value: unknown) => vo
     case ScalarType.BOOL:
       return (v) => {
         if (typeof v !== "boolean") throw FALL_BACK;
-        tag(number, VARINT);
+        tag(number, WireType.Varint);
         ensure(1);
         out.buf[out.pos++] = v ? 1 : 0;
       };
@@ -200,21 +180,21 @@ function scalarWriter(type: ScalarType, number: number): ((value: unknown) => vo
       return (v) => {
         if (typeof v !== "number" || !Number.isInteger(v) || v < -0x80000000 || v > 0x7fffffff)
           throw FALL_BACK;
-        tag(number, VARINT);
+        tag(number, WireType.Varint);
         if (v >= 0) varint32(v);
         else varint64(BigInt(v));
       };
     case ScalarType.INT64:
       return (v) => {
         if (typeof v !== "bigint" || v < MIN_INT64 || v > MAX_INT64) throw FALL_BACK;
-        tag(number, VARINT);
+        tag(number, WireType.Varint);
         if (v >= 0n && v <= MAX_UINT32) varint32(Number(v));
         else varint64(v);
       };
     case ScalarType.DOUBLE:
       return (v) => {
         if (typeof v !== "number") throw FALL_BACK;
-        tag(number, FIXED64);
+        tag(number, WireType.Bit64);
         ensure(8);
         out.pos = out.buf.writeDoubleLE(v, out.pos);
       };
@@ -230,7 +210,7 @@ function ensure(bytes: number): void {
   out.buf = bigger;
 }
 
-function tag(number: number, wire: number): void {
+function tag(number: number, wire: WireType): void {
   varint32((number << 3) | wire);
 }
 

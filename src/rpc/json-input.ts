@@ -11,6 +11,7 @@ import {
 import { base64Decode, FLOAT32_MAX, FLOAT32_MIN } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger } from "./json-output.js";
+import { perMessageType } from "./per-message-type.js";
 
 /**
  * REST JSON request bodies to messages: exactly what
@@ -83,16 +84,7 @@ interface Entry {
   compiled: boolean;
 }
 
-const readers = new WeakMap<DescMessage, Entry>();
-
-function readerFor(desc: DescMessage): Entry {
-  let entry = readers.get(desc);
-  if (entry === undefined) {
-    entry = compile(desc);
-    readers.set(desc, entry);
-  }
-  return entry;
-}
+const readerFor = perMessageType(compile);
 
 function compile(desc: DescMessage): Entry {
   if (desc.typeName === "google.protobuf.Timestamp") return { read: timestampFromJson, compiled: true };

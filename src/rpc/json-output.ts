@@ -15,6 +15,7 @@ import {
   TimestampSchema,
 } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger } from "../proto-scalars.js";
+import { perMessageType } from "./per-message-type.js";
 
 export { is64BitInteger };
 
@@ -46,16 +47,7 @@ export function messageToJson<Desc extends DescMessage>(
 type Fields = Record<string, unknown>;
 type Writer = (message: Fields) => JsonValue;
 
-const writers = new WeakMap<DescMessage, Writer>();
-
-function writerFor(desc: DescMessage): Writer {
-  let writer = writers.get(desc);
-  if (writer === undefined) {
-    writer = compile(desc);
-    writers.set(desc, writer);
-  }
-  return writer;
-}
+const writerFor = perMessageType(compile);
 
 function compile(desc: DescMessage): Writer {
   if (desc.typeName === "google.protobuf.Timestamp") return (m) => timestampJson(m as unknown as Timestamp);
