@@ -7,7 +7,7 @@ import {
   ScalarType,
 } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
-import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
+import { Edition, FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { perMessageType } from "./per-message-type.js";
 
 /**
@@ -22,7 +22,7 @@ import { perMessageType } from "./per-message-type.js";
  * a field with another wire type, a repeated occurrence of a message field (which it merges),
  * non-canonical varints, invalid UTF-8, truncated or malformed input. So the result, or
  * the error and its message, is always `fromBinary`'s. Message types with kinds the services do not
- * use (maps, oneofs, scalar lists, other integer types, groups, proto2 defaults) are not compiled.
+ * use (maps, oneofs, scalar lists, other integer types, groups) or outside proto3 are not compiled.
  */
 export function messageFromBinary<Desc extends DescMessage>(schema: Desc, bytes: Buffer): MessageShape<Desc> {
   const read = readerFor(schema);
@@ -61,7 +61,8 @@ const input: { buf: Buffer; pos: number } = { buf: EMPTY, pos: 0 };
 const readerFor = perMessageType(compile);
 
 function compile(desc: DescMessage): Reader | undefined {
-  if (desc.oneofs.length > 0) return undefined;
+  // Messages of other editions may have default values kept on a prototype chain by create().
+  if (desc.file.edition !== Edition.EDITION_PROTO3 || desc.oneofs.length > 0) return undefined;
   const zero = zeroFactory(desc);
   if (zero === undefined) return undefined;
   // Indexed by tag (field number and wire type).
@@ -134,7 +135,7 @@ function fieldReader(field: DescField): { wire: number; read: FieldReader } | un
   const name = field.localName;
   switch (field.fieldKind) {
     case "scalar": {
-      const scalar = scalarReader(field.scalar, field.utf8Validation);
+      const scalar = scalarReader(field.scalar);
       if (scalar === undefined) return undefined;
       const { wire, read } = scalar;
       return {
@@ -190,13 +191,10 @@ function nestedMessage(desc: DescMessage, end: number): Fields {
   return read(nestedEnd);
 }
 
-function scalarReader(
-  type: ScalarType,
-  validateUtf8: boolean,
-): { wire: number; read: (end: number) => unknown } | undefined {
+function scalarReader(type: ScalarType): { wire: number; read: (end: number) => unknown } | undefined {
   switch (type) {
     case ScalarType.STRING:
-      return { wire: WireType.LengthDelimited, read: (end) => string(end, validateUtf8) };
+      return { wire: WireType.LengthDelimited, read: string };
     case ScalarType.BYTES:
       return {
         wire: WireType.LengthDelimited,
@@ -235,12 +233,16 @@ function delimitedStart(end: number): number {
   return start;
 }
 
-function string(end: number, validateUtf8: boolean): string {
+/**
+ * A string field. Invalid UTF-8 goes to `fromBinary`, which refuses it or replaces it as the field's
+ * `utf8_validation` says (its decoder's replacement is the one that counts).
+ */
+function string(end: number): string {
   const start = delimitedStart(end);
   const { buf, pos } = input;
   for (let i = start; i < pos; i++) {
     if ((buf[i] as number) > 0x7f) {
-      if (validateUtf8 && !isUtf8(buf.subarray(start, pos))) throw FALL_BACK;
+      if (!isUtf8(buf.subarray(start, pos))) throw FALL_BACK;
       return buf.toString("utf8", start, pos);
     }
   }
