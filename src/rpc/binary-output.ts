@@ -34,6 +34,9 @@ export function messageToBinary<Desc extends DescMessage>(
       return Uint8Array.prototype.slice.call(out.buf, 0, out.pos);
     } catch (err) {
       if (err !== FALL_BACK) throw err;
+    } finally {
+      // A buffer grown for one large answer is not kept.
+      if (out.buf.length > MAX_KEPT_BYTES) out.buf = Buffer.allocUnsafeSlow(INITIAL_BYTES);
     }
   }
   return toBinary(schema, message);
@@ -51,8 +54,11 @@ type Writer = (message: Fields) => void;
 /** Thrown by a compiled writer that meets something it was not compiled for. */
 const FALL_BACK = Symbol("fall back to toBinary");
 
+const INITIAL_BYTES = 16 * 1024;
+const MAX_KEPT_BYTES = 1024 * 1024;
+
 /** The output buffer all writers share (calls are synchronous); it grows and is reused. */
-const out = { buf: Buffer.allocUnsafeSlow(16 * 1024), pos: 0 };
+const out = { buf: Buffer.allocUnsafeSlow(INITIAL_BYTES), pos: 0 };
 
 /** The compiled writer of a message type, or undefined when `toBinary` handles the type. */
 const writerFor = perMessageType(compile);

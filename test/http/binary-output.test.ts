@@ -40,8 +40,8 @@ describe("compiled protobuf binary writers", () => {
     });
   }
 
-  it("writes lengths of three bytes and grows its buffer past 16 KiB", () => {
-    for (const size of [127, 128, 16_383, 16_384, 70_000]) {
+  it("writes lengths of three bytes, answers past 16 KiB and past 1 MiB, and small ones after those", () => {
+    for (const size of [127, 128, 16_383, 16_384, 70_000, 600_000, 100]) {
       const receipt = create(ReceiptSchema, {
         receiptId: "r".repeat(size),
         merchantName: "\u00e9".repeat(size),
