@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it, vi } from "vitest";
 import { CreatePaymentRequestSchema } from "../../gen/receipts/v1/payments_pb.js";
 import { hasCompiledReader, messageFromBinary } from "../../src/rpc/binary-input.js";
-import { message, reachableMessages } from "../support/messages.js";
+import { message, reachableMessages, richStrings } from "../support/messages.js";
 
 // fromBinary counted, so a test can tell the compiled path from the fallback.
 vi.mock("@bufbuild/protobuf", async (importOriginal) => {
@@ -16,12 +16,6 @@ vi.mock("@bufbuild/protobuf", async (importOriginal) => {
  * the same message for every encoding of our messages, and for anything malformed or unusual the
  * same message or the same error.
  */
-
-const strings = fc.oneof(
-  fc.string(),
-  fc.string({ unit: "binary", maxLength: 40 }),
-  fc.string({ minLength: 100, maxLength: 400 }),
-);
 
 /** What decoding gives: the message, or the error's message. */
 function outcome(decode: () => unknown): { ok: unknown } | { error: string } {
@@ -72,7 +66,7 @@ describe("compiled protobuf binary readers", () => {
   for (const desc of messages) {
     it(`read ${desc.typeName} exactly as fromBinary, whole or damaged`, () => {
       fc.assert(
-        fc.property(message(desc, 0, strings), damage, (msg, d) => {
+        fc.property(message(desc, 0, richStrings), damage, (msg, d) => {
           const bytes = Buffer.from(toBinary(desc, msg));
           const calls = vi.mocked(fromBinary).mock.calls.length;
           const fast = messageFromBinary(desc, bytes);

@@ -4,7 +4,7 @@ import { describe, expect, it, vi } from "vitest";
 import { GrantAccessResponseSchema } from "../../gen/receipts/v1/keys_pb.js";
 import { ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { hasCompiledWriter, messageToBinary } from "../../src/rpc/binary-output.js";
-import { message, reachableMessages } from "../support/messages.js";
+import { message, reachableMessages, richStrings } from "../support/messages.js";
 
 // toBinary counted, so a test can tell the compiled path from the fallback.
 vi.mock("@bufbuild/protobuf", async (importOriginal) => {
@@ -16,13 +16,6 @@ vi.mock("@bufbuild/protobuf", async (importOriginal) => {
  * The compiled binary writers (src/rpc/binary-output.ts) must write exactly the bytes `toBinary`
  * writes, for every message the gRPC fast path answers with and every message those contain.
  */
-
-/** ASCII, any Unicode (unpaired surrogates included), and strings long enough for 2-byte lengths. */
-const strings = fc.oneof(
-  fc.string(),
-  fc.string({ unit: "binary", maxLength: 40 }),
-  fc.string({ minLength: 100, maxLength: 400 }),
-);
 
 const same = (a: Uint8Array, b: Uint8Array) =>
   expect(Buffer.from(a).toString("hex")).toBe(Buffer.from(b).toString("hex"));
@@ -38,7 +31,7 @@ describe("compiled protobuf binary writers", () => {
   for (const desc of messages) {
     it(`write ${desc.typeName} exactly as toBinary`, () => {
       fc.assert(
-        fc.property(message(desc, 0, strings), (msg) => {
+        fc.property(message(desc, 0, richStrings), (msg) => {
           const calls = vi.mocked(toBinary).mock.calls.length;
           const fast = messageToBinary(desc, msg);
           // Our messages are written without toBinary.

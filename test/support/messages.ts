@@ -42,6 +42,13 @@ function scalar(type: ScalarType, strings: fc.Arbitrary<string>): fc.Arbitrary<u
   }
 }
 
+/** Strings for codec tests: short ASCII, any Unicode (unpaired surrogates included), long enough for 2-byte lengths. */
+export const richStrings: fc.Arbitrary<string> = fc.oneof(
+  fc.string(),
+  fc.string({ unit: "binary", maxLength: 40 }),
+  fc.string({ minLength: 100, maxLength: 400 }),
+);
+
 /**
  * A message of `desc` with a random subset of its fields set to random values; string fields take
  * their values from `strings` (default: short ASCII strings).
