@@ -63,43 +63,71 @@ interface PendingCall {
   deadline: number;
   what: string;
   reject: (err: AppError) => void;
+  settled: boolean;
 }
 
 /**
  * The calls in flight and one timer for all of them. Every call gets the same time limit, so
- * deadlines come in the order the calls started: the set (which iterates in insertion order) is a
- * queue, and a single timer armed for its head replaces a timer per call, which cost more than the
- * memory store's own work.
+ * deadlines come in the order the calls started: an array used as a queue (settled calls are
+ * dropped from its head as new ones arrive) holds them, and a single timer armed for its head
+ * replaces a timer per call, which cost more than the memory store's own work. (A `Set` deleting
+ * each settled call rebuilt its table every time the calls in flight drained, on every request.)
+ * While a call stalls at the head, the settled calls behind it stay queued until its deadline: at
+ * most one time limit's worth of calls, a few small objects each.
  */
 class Deadlines {
-  private readonly pending = new Set<PendingCall>();
+  private queue: PendingCall[] = [];
+  private head = 0;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly timeoutMs: number) {}
 
   /** Settles like `call()` (a synchronous throw becomes a rejection), or rejects once the limit has passed. */
   bound<T>(call: () => T | Promise<T>, what: string): Promise<T> {
+    let result: T | Promise<T>;
+    try {
+      result = call();
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return new Promise<T>((resolve, reject) => {
-      const entry: PendingCall = { deadline: performance.now() + this.timeoutMs, what, reject };
-      this.pending.add(entry);
-      this.timer ??= this.arm(this.timeoutMs);
-      const settle = () => this.pending.delete(entry);
-      try {
-        Promise.resolve(call()).then(
-          (value) => {
-            settle();
-            resolve(value);
-          },
-          (err: unknown) => {
-            settle();
-            reject(err);
-          },
-        );
-      } catch (err) {
-        settle();
-        reject(err);
-      }
+      const entry: PendingCall = {
+        deadline: performance.now() + this.timeoutMs,
+        what,
+        reject,
+        settled: false,
+      };
+      this.enqueue(entry);
+      Promise.resolve(result).then(
+        (value) => {
+          entry.settled = true;
+          resolve(value);
+        },
+        (err: unknown) => {
+          entry.settled = true;
+          reject(err);
+        },
+      );
     });
+  }
+
+  private enqueue(entry: PendingCall): void {
+    this.dropSettledHead();
+    if (this.head > 0 && this.head * 2 >= this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
+    this.queue.push(entry);
+    this.timer ??= this.arm(this.timeoutMs);
+  }
+
+  private dropSettledHead(): void {
+    const queue = this.queue;
+    while (this.head < queue.length && (queue[this.head] as PendingCall).settled) this.head++;
+    if (this.head === queue.length) {
+      queue.length = 0;
+      this.head = 0;
+    }
   }
 
   private arm(ms: number): NodeJS.Timeout {
@@ -110,18 +138,19 @@ class Deadlines {
   /** Rejects every call past its deadline (settling later is then ignored) and re-arms for the next one. */
   private expire(): void {
     const now = performance.now();
-    for (const entry of this.pending) {
+    this.timer = undefined;
+    for (this.dropSettledHead(); this.head < this.queue.length; this.dropSettledHead()) {
+      const entry = this.queue[this.head] as PendingCall;
       if (entry.deadline > now) {
         this.timer = this.arm(entry.deadline - now);
         return;
       }
-      this.pending.delete(entry);
+      entry.settled = true;
       entry.reject(
         new AppError("service_unavailable", "The store is unavailable.", {
           cause: new Error(`store call ${entry.what} did not settle within ${this.timeoutMs} ms`),
         }),
       );
     }
-    this.timer = undefined;
   }
 }

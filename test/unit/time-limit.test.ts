@@ -72,6 +72,24 @@ describe("withTimeLimit", () => {
     expect((await outcome(store.apiKeys.list())).value).toEqual([record]);
   });
 
+  it("times out a stalled call however many calls settle around it, and only that call", async () => {
+    const { inner, open } = storeWithGate();
+    const store = withTimeLimit(inner, LIMIT_MS);
+    const first = outcome(store.apiKeys.findByHash("a"));
+    const settled = async () => {
+      for (let i = 0; i < 500; i++) expect(await store.users.findById("usr_none")).toBeUndefined();
+    };
+    await settled();
+    const second = outcome(store.apiKeys.findByHash("b"));
+    await settled();
+    for (const result of [await first, await second]) {
+      expect(result.code).toBe("service_unavailable");
+      expect(result.ms).toBeGreaterThanOrEqual(LIMIT_MS - 1);
+    }
+    open();
+    await settled();
+  });
+
   it("turns a synchronous throw into a rejection and keeps the repository's own errors", async () => {
     const inner = createMemoryStore();
     inner.users.findById = () => {
