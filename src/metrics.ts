@@ -83,19 +83,27 @@ export const kObserved = createContextKey(false, {
  * error interceptor. Streaming calls are observed when their response starts.
  */
 export function metricsInterceptor(metrics: Metrics): Interceptor {
+  // The method label of each RPC, built once rather than on every call.
+  const names = new WeakMap<object, string>();
+  const nameOf = (req: { service: { typeName: string }; method: { name: string } }): string => {
+    let name = names.get(req.method);
+    if (name === undefined) {
+      name = `${req.service.typeName}/${req.method.name}`;
+      names.set(req.method, name);
+    }
+    return name;
+  };
   return (next) => async (req) => {
     const started = performance.now();
-    const labels = {
-      protocol: req.contextValues.get(kProtocol) ?? "in-memory",
-      method: `${req.service.typeName}/${req.method.name}`,
-    };
+    const protocol = req.contextValues.get(kProtocol) ?? "in-memory";
     req.contextValues.set(kObserved, true);
     try {
       const res = await next(req);
-      metrics.observe({ ...labels, code: "ok" }, (performance.now() - started) / 1000);
+      metrics.observe({ protocol, method: nameOf(req), code: "ok" }, (performance.now() - started) / 1000);
       return res;
     } catch (err) {
-      metrics.observe({ ...labels, code: errorCodeOf(err) }, (performance.now() - started) / 1000);
+      const code = errorCodeOf(err);
+      metrics.observe({ protocol, method: nameOf(req), code }, (performance.now() - started) / 1000);
       throw err;
     }
   };

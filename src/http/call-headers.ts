@@ -12,64 +12,101 @@ import type { IncomingHttpHeaders } from "node:http";
  * sorted, and values are not trimmed.
  */
 export class CallHeaders implements Headers {
-  private readonly map = new Map<string, string>();
+  /** The headers once written to (or built from `source`); until then reads go to `source`. */
+  private map: Map<string, string> | undefined;
+  /** A Node request's headers, read in place until the first change, and the names left out. */
+  private source: { headers: IncomingHttpHeaders; skip: (name: string) => boolean } | undefined;
 
-  /** The headers of a Node request, without those `skip` names (hop-by-hop and protocol headers). */
+  /**
+   * The headers of a Node request, without those `skip` names (hop-by-hop and protocol headers).
+   * Nothing is copied until something changes them: a call mostly only reads a header or two.
+   */
   static fromNode(headers: IncomingHttpHeaders, skip: (name: string) => boolean): CallHeaders {
     const result = new CallHeaders();
-    for (const name in headers) {
-      const value = headers[name];
-      if (value === undefined || skip(name)) continue;
-      // Node joins repeated headers with ", " already, except the few it keeps as arrays.
-      result.map.set(name, Array.isArray(value) ? value.join(", ") : value);
-    }
+    result.source = { headers, skip };
     return result;
+  }
+
+  /** The headers as a map of their own, copied from the request on first use. */
+  private own(): Map<string, string> {
+    if (this.map === undefined) {
+      this.map = new Map();
+      for (const [name, value] of this.sourceEntries()) this.map.set(name, value);
+      this.source = undefined;
+    }
+    return this.map;
+  }
+
+  private *sourceEntries(): Generator<[string, string]> {
+    if (this.source === undefined) return;
+    const { headers, skip } = this.source;
+    for (const name in headers) {
+      const value = sourceValue(headers, name, skip);
+      if (value !== undefined) yield [name, value];
+    }
+  }
+
+  private entriesNow(): IterableIterator<[string, string]> {
+    return this.map?.entries() ?? this.sourceEntries();
   }
 
   append(name: string, value: string): void {
     const key = name.toLowerCase();
-    const current = this.map.get(key);
-    this.map.set(key, current === undefined ? value : `${current}, ${value}`);
+    const current = this.own().get(key);
+    this.own().set(key, current === undefined ? value : `${current}, ${value}`);
   }
 
   delete(name: string): void {
-    this.map.delete(name.toLowerCase());
+    this.own().delete(name.toLowerCase());
   }
 
   get(name: string): string | null {
-    return this.map.get(name.toLowerCase()) ?? null;
+    const key = name.toLowerCase();
+    if (this.source !== undefined) return sourceValue(this.source.headers, key, this.source.skip) ?? null;
+    return this.map?.get(key) ?? null;
   }
 
   getSetCookie(): string[] {
-    const value = this.map.get("set-cookie");
-    return value === undefined ? [] : [value];
+    const value = this.get("set-cookie");
+    return value === null ? [] : [value];
   }
 
   has(name: string): boolean {
-    return this.map.has(name.toLowerCase());
+    return this.get(name) !== null;
   }
 
   set(name: string, value: string): void {
-    this.map.set(name.toLowerCase(), value);
+    this.own().set(name.toLowerCase(), value);
   }
 
   forEach(callback: (value: string, key: string, parent: Headers) => void, thisArg?: unknown): void {
-    for (const [key, value] of this.map) callback.call(thisArg, value, key, this);
+    for (const [key, value] of this.entriesNow()) callback.call(thisArg, value, key, this);
   }
 
   entries(): MapIterator<[string, string]> {
-    return this.map.entries();
+    return this.own().entries();
   }
 
   keys(): MapIterator<string> {
-    return this.map.keys();
+    return this.own().keys();
   }
 
   values(): MapIterator<string> {
-    return this.map.values();
+    return this.own().values();
   }
 
   [Symbol.iterator](): MapIterator<[string, string]> {
-    return this.map.entries();
+    return this.own().entries();
   }
+}
+
+/** One request header as a call sees it: Node joins repeated headers with ", " except a few arrays. */
+function sourceValue(
+  headers: IncomingHttpHeaders,
+  name: string,
+  skip: (name: string) => boolean,
+): string | undefined {
+  if (!Object.hasOwn(headers, name) || skip(name)) return undefined;
+  const value = headers[name];
+  return Array.isArray(value) ? value.join(", ") : value;
 }

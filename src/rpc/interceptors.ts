@@ -105,12 +105,12 @@ export function accessInterceptor(options: AccessOptions): Interceptor {
       }
       req.contextValues.set(kPrincipal, principal);
       const res = await next(req);
-      for (const [name, value] of Object.entries(headers)) res.header.set(name, value);
+      for (const name in headers) res.header.set(name, headers[name] as string);
       return res;
     } catch (err) {
       if (err instanceof AppError) Object.assign(err.headers, headers);
       else if (err instanceof ConnectError)
-        for (const [k, v] of Object.entries(headers)) err.metadata.set(k, v);
+        for (const name in headers) err.metadata.set(name, headers[name] as string);
       throw err;
     }
   };
