@@ -191,9 +191,11 @@ export interface HttpRequestParts {
 export function decodeHttpRequest(binding: HttpBinding, parts: HttpRequestParts): MessageShape<DescMessage> {
   const violations: FieldViolation[] = [];
   const { leaves, bound } = urlLeaves(binding, parts, violations);
-  const fromUrl: JsonObject = {};
-  for (const leaf of leaves) setPath(fromUrl, leaf.fields, leaf.value);
-  violations.push(...validateJson(binding.method.input, fromUrl));
+  if (leaves.length > 0) {
+    const fromUrl: JsonObject = {};
+    for (const leaf of leaves) setPath(fromUrl, leaf.fields, leaf.value);
+    violations.push(...validateJson(binding.method.input, fromUrl));
+  }
   const json = bodyJson(binding, parts.body, bound, violations);
   if (violations.length > 0) throw invalidRequest(violations);
   for (const leaf of leaves) setPath(json, leaf.fields, leaf.value);

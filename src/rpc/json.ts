@@ -92,36 +92,47 @@ class JsonChecker {
       return;
     }
     const index = fieldsByName(desc);
-    const seen = new Map<number, string>();
-    const oneofs = new Map<string, string>();
-    for (const [key, value] of Object.entries(json)) {
+    // Made only when needed: a field named twice (by its JSON and its proto name), a oneof member.
+    let seen: Map<number, string> | undefined;
+    let oneofs: Map<string, string> | undefined;
+    for (const key in json) {
+      const value = json[key];
       const field = FORBIDDEN_KEYS.has(key) ? undefined : index.get(key);
-      const at = join(path, key);
       if (field === undefined) {
-        this.add(at, "unknown field");
+        this.add(join(path, key), "unknown field");
         continue;
       }
-      const first = seen.get(field.number);
-      if (first !== undefined) {
-        this.add(at, `is the same field as ${first}; set it once`);
-        continue;
+      const otherName = key === field.jsonName ? field.name : field.jsonName;
+      if (otherName !== key && Object.hasOwn(json, otherName)) {
+        seen ??= new Map();
+        const first = seen.get(field.number);
+        if (first !== undefined) {
+          this.add(join(path, key), `is the same field as ${first}; set it once`);
+          continue;
+        }
+        seen.set(field.number, key);
       }
-      seen.set(field.number, key);
       if (value === null) continue;
       if (field.oneof !== undefined) {
+        oneofs ??= new Map();
         const other = oneofs.get(field.oneof.name);
-        if (other !== undefined) this.add(at, `cannot be set together with ${other}`);
+        if (other !== undefined) this.add(join(path, key), `cannot be set together with ${other}`);
         oneofs.set(field.oneof.name, key);
       }
-      this.field(field, value, at, depth);
+      this.field(field, value, path, key, depth);
     }
   }
 
-  private field(field: DescField, value: unknown, path: string, depth: number): void {
+  /** Checks the value of `field`, found under `key` in the object at `parent`. */
+  private field(field: DescField, value: unknown, parent: string, key: string, depth: number): void {
+    if (field.fieldKind === "scalar") {
+      // The path is built only for a problem: most fields have none.
+      const problem = this.scalarProblem(field.scalar, value);
+      if (problem !== undefined) this.add(join(parent, key), problem);
+      return;
+    }
+    const path = join(parent, key);
     switch (field.fieldKind) {
-      case "scalar":
-        this.scalar(field.scalar, value, path);
-        return;
       case "enum":
         this.enumValue(field.enum, value, path);
         return;
@@ -166,33 +177,30 @@ class JsonChecker {
   }
 
   scalar(type: ScalarType, value: unknown, path: string): void {
+    const problem = this.scalarProblem(type, value);
+    if (problem !== undefined) this.add(path, problem);
+  }
+
+  /** What is wrong with `value` as a JSON scalar of `type`, if anything. */
+  private scalarProblem(type: ScalarType, value: unknown): string | undefined {
     switch (type) {
       case ScalarType.STRING:
-        if (typeof value !== "string") this.add(path, "must be a string");
+        if (typeof value !== "string") return "must be a string";
         // Not encodable as UTF-8, so protobuf refuses it; say which field rather than "body".
-        else if (!isWellFormed(value))
-          this.add(path, "must be valid Unicode text (it has an unpaired surrogate)");
-        return;
+        if (!isWellFormed(value)) return "must be valid Unicode text (it has an unpaired surrogate)";
+        return undefined;
       case ScalarType.BOOL:
-        if (typeof value !== "boolean") this.add(path, "must be true or false");
-        return;
+        return typeof value === "boolean" ? undefined : "must be true or false";
       case ScalarType.DOUBLE:
       case ScalarType.FLOAT:
-        if (typeof value !== "number" || !Number.isFinite(value)) this.add(path, "must be a number");
-        return;
+        return typeof value === "number" && Number.isFinite(value) ? undefined : "must be a number";
       case ScalarType.BYTES:
-        if (typeof value !== "string" || !(BASE64.test(value) || BASE64URL.test(value))) {
-          this.add(path, "must be a base64 string");
-        }
-        return;
-      default: {
-        if (typeof value === "string") {
-          this.add(path, "must be a JSON integer, not a string");
-          return;
-        }
-        const problem = typeof value === "number" ? this.integerProblem(type, value) : "must be an integer";
-        if (problem !== undefined) this.add(path, problem);
-      }
+        return typeof value === "string" && (BASE64.test(value) || BASE64URL.test(value))
+          ? undefined
+          : "must be a base64 string";
+      default:
+        if (typeof value === "string") return "must be a JSON integer, not a string";
+        return typeof value === "number" ? this.integerProblem(type, value) : "must be an integer";
     }
   }
 
@@ -278,7 +286,12 @@ function isRfc3339(value: unknown): boolean {
   if (typeof value !== "string") return false;
   const m = RFC3339.exec(value);
   if (m === null) return false;
-  const [year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0] = m.slice(1, 7).map(Number);
+  const year = Number(m[1]);
+  const month = Number(m[2]);
+  const day = Number(m[3]);
+  const hour = Number(m[4]);
+  const minute = Number(m[5]);
+  const second = Number(m[6]);
   const date = new Date(Date.UTC(year, month - 1, day));
   date.setUTCFullYear(year);
   const offsetOk = m[9] === undefined || (Number(m[9]) < 24 && Number(m[10]) < 60);
