@@ -1,12 +1,13 @@
 import type { IncomingHttpHeaders } from "node:http";
 
 /**
- * The `Headers` of a REST call as the interceptors and handlers see them (`req.header`,
+ * The `Headers` of a REST or fast-path gRPC call as the interceptors and handlers see them (`req.header`,
  * `ctx.responseHeader`, `ctx.responseTrailer`): a map of lower-case names to values, with the
  * `Headers` interface and none of its cost. Node's `Headers` (undici) validates and normalises every
  * name and value and sorts on each iteration; here the request's values come from Node's HTTP parser,
  * which already validated them, and the rest are set by our own code. Three of them per call showed
- * up in the profile of every REST call.
+ * up in the profile of every REST call. A request's headers are read in place, from Node's header
+ * object, until something changes them.
  *
  * Differences from `Headers` that no caller relies on: iteration is in insertion order rather than
  * sorted, and values are not trimmed.

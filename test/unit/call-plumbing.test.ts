@@ -11,6 +11,14 @@ describe("CallHeaders", () => {
       { host: "x", "x-api-key": "rk_dev_1", "set-cookie": ["a=1", "b=2"], "x-empty": undefined },
       skip,
     );
+    const unchanged: [string, string][] = [];
+    headers.forEach((value, name) => {
+      unchanged.push([name, value]);
+    });
+    expect(unchanged).toEqual([
+      ["x-api-key", "rk_dev_1"],
+      ["set-cookie", "a=1, b=2"],
+    ]);
     expect(headers.get("X-API-Key")).toBe("rk_dev_1");
     expect(headers.has("host")).toBe(false);
     expect(headers.has("x-empty")).toBe(false);
