@@ -4,6 +4,15 @@ import { describe, expect, it } from "vitest";
 import { CallHeaders } from "../../src/http/call-headers.js";
 import { lazyChildLogger } from "../../src/http/lazy-logger.js";
 
+/** What `forEach` visits, in order, as [name, value] pairs. */
+function visited(headers: Headers): [string, string][] {
+  const seen: [string, string][] = [];
+  headers.forEach((value, name) => {
+    seen.push([name, value]);
+  });
+  return seen;
+}
+
 describe("CallHeaders", () => {
   it("behaves like Headers for what calls use: case-insensitive names, append joins, forEach", () => {
     const skip = (name: string) => name === "host";
@@ -11,11 +20,7 @@ describe("CallHeaders", () => {
       { host: "x", "x-api-key": "rk_dev_1", "set-cookie": ["a=1", "b=2"], "x-empty": undefined },
       skip,
     );
-    const unchanged: [string, string][] = [];
-    headers.forEach((value, name) => {
-      unchanged.push([name, value]);
-    });
-    expect(unchanged).toEqual([
+    expect(visited(headers)).toEqual([
       ["x-api-key", "rk_dev_1"],
       ["set-cookie", "a=1, b=2"],
     ]);
@@ -27,10 +32,7 @@ describe("CallHeaders", () => {
     headers.append("x-trace", "2");
     headers.set("X-Request-Id", "r1");
     headers.delete("X-API-KEY");
-    const seen: [string, string][] = [];
-    headers.forEach((value, name) => {
-      seen.push([name, value]);
-    });
+    const seen = visited(headers);
     expect(seen).toEqual([
       ["set-cookie", "a=1, b=2"],
       ["x-trace", "1, 2"],
