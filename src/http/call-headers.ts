@@ -53,8 +53,9 @@ export class CallHeaders implements Headers {
 
   append(name: string, value: string): void {
     const key = name.toLowerCase();
-    const current = this.own().get(key);
-    this.own().set(key, current === undefined ? value : `${current}, ${value}`);
+    const map = this.own();
+    const current = map.get(key);
+    map.set(key, current === undefined ? value : `${current}, ${value}`);
   }
 
   delete(name: string): void {
