@@ -7,7 +7,7 @@ import { PaymentsService } from "../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../gen/receipts/v1/receipts_pb.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
-import { generateRsaKeyPair, PublicKeyCache } from "./crypto/keys.js";
+import { generateRsaKeyPair } from "./crypto/keys.js";
 import { PrivateKeyPool } from "./crypto/private-key-pool.js";
 import type { DomainDeps } from "./domain/deps.js";
 import { escrowKeyOf } from "./domain/escrow.js";
@@ -85,7 +85,6 @@ export async function buildApp({
     pepper: config.hashedPanPepper,
     grantTtlSeconds: config.grantTtlSeconds,
     escrowRetentionDays: config.escrowRetentionDays,
-    publicKeys: new PublicKeyCache(),
     pool,
     escrow,
   };

@@ -4,7 +4,7 @@ import { AppError } from "../errors.js";
 import type { SealedReceipt } from "./envelope.js";
 import { parsePrivateKey, type RsaKeyPair } from "./keys.js";
 import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./private-key-protocol.js";
-import { describeCause, deserializeError, unpackKeyPair } from "./private-key-protocol.js";
+import { describeCause, deserializeError, unpackKeyPair, unpackSealed } from "./private-key-protocol.js";
 import { workerEntry } from "./worker-entry.js";
 
 /** Options of a {@link PrivateKeyPool}. */
@@ -37,6 +37,17 @@ export interface OpenReceiptRequest {
   aad: Uint8Array;
 }
 
+/** What {@link PrivateKeyPool.seal} needs to seal one receipt to its recipient. */
+export interface SealRequest {
+  /** The receipt's sealed plaintext, as text (`plaintextTextOf`); the worker encodes it as UTF-8. */
+  plaintext: string;
+  /** The receipt's additional authenticated data, `receiptAad(...)`. */
+  aad: Uint8Array;
+  /** The recipient key's id and its base64 DER SPKI; each worker parses a key once (`PublicKeyCache`). */
+  keyId: string;
+  spki: string;
+}
+
 interface Pending {
   resolve: (result: Buffer) => void;
   reject: (error: unknown) => void;
@@ -50,10 +61,12 @@ interface Slot {
 }
 
 /**
- * A pool of worker threads for RSA private-key work (decrypting receipts, releasing escrow) and, on
- * workers of their own at a lower priority, key generation. An RSA-2048 private operation costs about
- * a millisecond of CPU; on the event loop a burst of decrypts would stall every other request, so they
- * run here instead. Tasks go to the least busy worker of their kind.
+ * A pool of worker threads for the service's RSA work: private-key operations (decrypting receipts,
+ * releasing escrow), sealing new receipts and, on workers of their own at a lower priority, key
+ * generation. An RSA-2048 private operation costs about a millisecond of CPU; on the event loop a burst
+ * of decrypts would stall every other request, so they run here instead. Sealing (a fresh AES key, AES-
+ * GCM, RSA-OAEP wrap) is cheaper but was still the event loop's largest single cost of an encrypt.
+ * Tasks go to the least busy worker of their kind.
  * Workers start on first use, are replaced when one dies (its pending tasks are rejected with
  * `internal_server_error`, never left hanging), and do not keep the process alive while idle.
  */
@@ -125,6 +138,17 @@ export class PrivateKeyPool {
       aad,
     };
     return this.run(task, [buffer]);
+  }
+
+  /**
+   * Seals a receipt to a recipient's public key (`sealReceipt`, section 5) on a worker: the AES key is
+   * drawn, used and zeroed there and never reaches the event loop. A key that does not parse is
+   * `invalid_request` on `publicKey`, as `parsePublicKey` words it.
+   */
+  async seal(request: SealRequest): Promise<SealedReceipt> {
+    const aad = copyBytes(request.aad);
+    const task: WorkerTask = { op: "seal", ...request, aad };
+    return unpackSealed(await this.run(task, [aad.buffer]));
   }
 
   /**

@@ -1,4 +1,5 @@
 import { AppError, type ErrorCode, type FieldViolation, isErrorCode } from "../errors.js";
+import { AUTH_TAG_BYTES, IV_BYTES, type SealedReceipt } from "./envelope.js";
 
 /**
  * The messages between `PrivateKeyPool` (main thread) and `private-key-worker` (worker threads).
@@ -27,6 +28,7 @@ export type WorkerTask =
       aad: Uint8Array;
     }
   | { op: "rewrap"; encryptedAesKey: Uint8Array; toSpki: string }
+  | { op: "seal"; plaintext: string; aad: Uint8Array; keyId: string; spki: string }
   | { op: "generate" };
 
 /** A task as posted to a worker, with the id its response carries. */
@@ -102,4 +104,33 @@ export function packKeyPair(spki: Uint8Array, pkcs8: Uint8Array): Uint8Array {
 export function unpackKeyPair(packed: Buffer): { spki: Buffer; pkcs8: Buffer } {
   const spkiLength = packed.readUInt32BE(0);
   return { spki: packed.subarray(4, 4 + spkiLength), pkcs8: packed.subarray(4 + spkiLength) };
+}
+
+/**
+ * A sealed receipt in one transferable buffer: the wrapped AES key (its length as `u16`), then the
+ * wrapped key, IV, auth tag and ciphertext.
+ */
+export function packSealed(sealed: SealedReceipt): Uint8Array {
+  const { encryptedAesKey, iv, authTag, ciphertext } = sealed;
+  const packed = new Uint8Array(2 + encryptedAesKey.length + IV_BYTES + AUTH_TAG_BYTES + ciphertext.length);
+  new DataView(packed.buffer).setUint16(0, encryptedAesKey.length);
+  let offset = 2;
+  for (const part of [encryptedAesKey, iv, authTag, ciphertext]) {
+    packed.set(part, offset);
+    offset += part.length;
+  }
+  return packed;
+}
+
+/** The four parts of a {@link packSealed} buffer, as views of it. */
+export function unpackSealed(packed: Buffer): SealedReceipt {
+  const ivStart = 2 + packed.readUInt16BE(0);
+  const tagStart = ivStart + IV_BYTES;
+  const ciphertextStart = tagStart + AUTH_TAG_BYTES;
+  return {
+    encryptedAesKey: packed.subarray(2, ivStart),
+    iv: packed.subarray(ivStart, tagStart),
+    authTag: packed.subarray(tagStart, ciphertextStart),
+    ciphertext: packed.subarray(ciphertextStart),
+  };
 }

@@ -2,8 +2,9 @@ import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import { AppError } from "../errors.js";
-import { openSealedReceipt, rewrapAesKey } from "./envelope.js";
+import { openSealedReceipt, rewrapAesKey, sealReceipt } from "./envelope.js";
 import {
+  PublicKeyCache,
   parsePrivateKey,
   parsePublicKey,
   privateKeyMatches,
@@ -11,11 +12,12 @@ import {
   RSA_PUBLIC_EXPONENT,
 } from "./keys.js";
 import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./private-key-protocol.js";
-import { packKeyPair, serializeError } from "./private-key-protocol.js";
+import { packKeyPair, packSealed, serializeError } from "./private-key-protocol.js";
 
 /**
  * The body of a `PrivateKeyPool` worker thread: every RSA private-key operation of the server runs
- * here, off the event loop, and so does request-driven key generation (on workers of lower priority). It answers each request with exactly one response and never lets an
+ * here, off the event loop, and so does the sealing of new receipts and request-driven key generation
+ * (on workers of lower priority). It answers each request with exactly one response and never lets an
  * exception escape, so a worker only dies when it is terminated or the runtime fails.
  */
 
@@ -32,6 +34,9 @@ if (init.niceness !== undefined && process.platform === "linux") {
     // Not allowed here: run at the default priority.
   }
 }
+
+/** Recipients' public keys, parsed once per worker. */
+const publicKeys = new PublicKeyCache();
 
 let escrowPrivateKey: KeyObject | undefined;
 function escrowKey(): KeyObject {
@@ -72,6 +77,10 @@ function run(task: WorkerTask): Uint8Array {
         authTag: asBuffer(task.authTag),
       };
       return openSealedReceipt(sealed, task.aad, privateKey);
+    }
+    case "seal": {
+      const plaintext = Buffer.from(task.plaintext, "utf8");
+      return packSealed(sealReceipt(plaintext, task.aad, publicKeys.get(task.keyId, task.spki)));
     }
     case "rewrap":
       return rewrapAesKey(task.encryptedAesKey, escrowKey(), parsePublicKey(task.toSpki).key);

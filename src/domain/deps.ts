@@ -1,7 +1,5 @@
-import type { KeyObject } from "node:crypto";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
-import type { PublicKeyCache } from "../crypto/keys.js";
 import type { PrivateKeyPool } from "../crypto/private-key-pool.js";
 import type { Store } from "../store/types.js";
 
@@ -9,7 +7,8 @@ import type { Store } from "../store/types.js";
 export interface EscrowKey {
   /** `esc_<16 hex of SHA-256 of the SPKI>`: the same on every instance sharing the key. */
   keyId: string;
-  publicKey: KeyObject;
+  /** Base64 DER SPKI of the public half. */
+  spki: string;
 }
 
 /** Everything the domain needs from the outside world, passed in explicitly. */
@@ -21,7 +20,6 @@ export interface DomainDeps {
   pepper: string;
   grantTtlSeconds: number;
   escrowRetentionDays: number;
-  publicKeys: PublicKeyCache;
   pool: PrivateKeyPool;
   escrow: EscrowKey;
 }

@@ -9,7 +9,8 @@ import type { DomainDeps, EscrowKey } from "./deps.js";
 export function escrowKeyOf(privateKey: string): EscrowKey {
   const publicKey = createPublicKey(parsePrivateKey(privateKey, "ESCROW_PRIVATE_KEY"));
   const spki = publicKey.export({ type: "spki", format: "der" });
-  return { keyId: `esc_${createHash("sha256").update(spki).digest("hex").slice(0, 16)}`, publicKey };
+  const keyId = `esc_${createHash("sha256").update(spki).digest("hex").slice(0, 16)}`;
+  return { keyId, spki: spki.toString("base64") };
 }
 
 /** Where escrowed receipts of a card go once it registers. */

@@ -1,5 +1,5 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
-import { receiptAad, sealReceipt } from "../crypto/envelope.js";
+import { receiptAad } from "../crypto/envelope.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
@@ -14,7 +14,12 @@ import {
 
 /** The sealed plaintext of a receipt: the UTF-8 JSON of its fields (REST names, money as numbers), section 5. */
 export function plaintextOf(receipt: ValidReceipt): Buffer {
-  return Buffer.from(JSON.stringify(sealedPlaintextOf(receipt)), "utf8");
+  return Buffer.from(plaintextTextOf(receipt), "utf8");
+}
+
+/** {@link plaintextOf} before its UTF-8 encoding: the JSON text. */
+export function plaintextTextOf(receipt: ValidReceipt): string {
+  return JSON.stringify(sealedPlaintextOf(receipt));
 }
 
 /** Parses a sealed plaintext back into a receipt message. */
@@ -25,6 +30,7 @@ export function receiptFromPlaintext(plaintext: Uint8Array): Receipt {
 /**
  * Seals a validated receipt to its recipient and returns the record to store (not yet stored). A card
  * that no user has registered gets the receipt sealed to the escrow key, held for the retention period.
+ * The sealing runs on the worker pool, off the event loop.
  */
 export async function sealForRecipient(
   deps: DomainDeps,
@@ -37,10 +43,13 @@ export async function sealForRecipient(
   const user = await deps.store.users.findByPanHash(panHash);
   const key = user ? await deps.store.users.findKey(user.activeKeyId) : undefined;
 
-  const aad = receiptAad(receipt);
-  const publicKey = key ? deps.publicKeys.get(key.keyId, key.publicKey) : deps.escrow.publicKey;
-  const sealed = sealReceipt(plaintextOf(receipt), aad, publicKey);
   const keyId = key ? key.keyId : deps.escrow.keyId;
+  const sealed = await deps.pool.seal({
+    plaintext: plaintextTextOf(receipt),
+    aad: receiptAad(receipt),
+    keyId,
+    spki: key ? key.publicKey : deps.escrow.spki,
+  });
   const record: ReceiptRecord = {
     id: randomId("rcp", 12),
     receiptId: receipt.receiptId,

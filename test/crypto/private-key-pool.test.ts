@@ -158,6 +158,69 @@ describe("PrivateKeyPool.openReceipt", () => {
   });
 });
 
+describe("PrivateKeyPool.seal", () => {
+  const request = (plaintext: string, recipient = user) => ({
+    plaintext,
+    aad,
+    keyId: "key_user",
+    spki: recipient.publicKey,
+  });
+
+  it("seals a receipt that opens with the recipient's private key, bound to its AAD", async () => {
+    const plaintext = '{"receiptId":"r-1","merchantName":"Café Zoë ☕"}';
+    const sealed = await pool.seal(request(plaintext));
+    expect(sealed.encryptedAesKey.length).toBe(256);
+    expect(sealed.iv.length).toBe(12);
+    expect(sealed.authTag.length).toBe(16);
+    expect(sealed.ciphertext.length).toBe(Buffer.byteLength(plaintext, "utf8"));
+    const privateKey = parsePrivateKey(user.privateKey);
+    expect(openSealedReceipt(sealed, aad, privateKey).toString("utf8")).toBe(plaintext);
+    const other = receiptAad({ ...identity, receiptId: "r-2" });
+    expect(() => openSealedReceipt(sealed, other, privateKey)).toThrow(AppError);
+    expect(() => openSealedReceipt(sealed, aad, parsePrivateKey(stranger.privateKey))).toThrow(AppError);
+  });
+
+  it("draws a new AES key and IV for every receipt, also for the same plaintext", async () => {
+    const [a, b] = await Promise.all([pool.seal(request("same")), pool.seal(request("same"))]);
+    expect(a?.iv.equals(b?.iv as Buffer)).toBe(false);
+    expect(a?.ciphertext.equals(b?.ciphertext as Buffer)).toBe(false);
+    const privateKey = parsePrivateKey(user.privateKey);
+    const keys = [a, b].map((s) =>
+      privateDecrypt({ key: privateKey, oaepHash: "sha256" }, s?.encryptedAesKey as Buffer),
+    );
+    expect(keys[0]?.length).toBe(32);
+    expect(keys[0]?.equals(keys[1] as Buffer)).toBe(false);
+  });
+
+  it("answers 50 concurrent calls to two recipients, each sealed to its own key", async () => {
+    const requests = Array.from({ length: 50 }, (_, i) =>
+      request(`receipt number ${i}`, i % 2 === 0 ? user : stranger),
+    );
+    const sealed = await Promise.all(requests.map((r) => pool.seal(r)));
+    const keys = [parsePrivateKey(user.privateKey), parsePrivateKey(stranger.privateKey)];
+    const opened = sealed.map((s, i) => openSealedReceipt(s, aad, keys[i % 2] as KeyObject).toString());
+    expect(opened).toEqual(requests.map((r) => r.plaintext));
+  });
+
+  it("leaves the caller's AAD intact (only a copy is transferred)", async () => {
+    const mine = receiptAad(identity);
+    await pool.seal({ ...request("x"), aad: mine });
+    expect(mine.equals(aad)).toBe(true);
+  });
+
+  it("refuses a recipient key that does not parse with invalid_request, without echoing it", async () => {
+    const error = await rejection(pool.seal({ ...request("x"), spki: "not-a-key-at-all" }));
+    expect(error.code).toBe("invalid_request");
+    expect(error.message).not.toContain("not-a-key-at-all");
+  });
+
+  it("runs on a worker: a closed pool refuses to seal", async () => {
+    const closed = new PrivateKeyPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    await closed.close();
+    expect((await rejection(closed.seal(request("x")))).code).toBe("service_unavailable");
+  });
+});
+
 describe("PrivateKeyPool.rewrapFromEscrow", () => {
   it("re-wraps an escrowed key to the user's key; the ciphertext stays the same and opens", async () => {
     const plaintext = Buffer.from("escrowed receipt");

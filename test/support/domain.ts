@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { FakeClock } from "../../src/clock.js";
-import { generateRsaKeyPair, PublicKeyCache } from "../../src/crypto/keys.js";
+import { generateRsaKeyPair } from "../../src/crypto/keys.js";
 import { PrivateKeyPool } from "../../src/crypto/private-key-pool.js";
 import type { DomainDeps } from "../../src/domain/deps.js";
 import { escrowKeyOf } from "../../src/domain/escrow.js";
@@ -33,7 +33,6 @@ export async function domainFixture(options: { store?: Store } = {}): Promise<Do
     pepper: "test-pepper-test-pepper-test-pepper",
     grantTtlSeconds: 180,
     escrowRetentionDays: 30,
-    publicKeys: new PublicKeyCache(),
     pool,
     escrow: escrowKeyOf(escrowPrivateKey),
   };
