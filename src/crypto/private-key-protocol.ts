@@ -31,7 +31,7 @@ export type WorkerTask =
   | { op: "seal"; plaintext: string; aad: Uint8Array; keyId: string; spki: string }
   | { op: "generate" };
 
-/** A task as posted to a worker, with the id its response carries. */
+/** A task as posted to a worker (in a list: the tasks of one event-loop turn), with the id its response carries. */
 export type WorkerRequest = WorkerTask & { id: number };
 
 /** A worker's answer to one request. */

@@ -17,8 +17,9 @@ import { packKeyPair, packSealed, serializeError } from "./private-key-protocol.
 /**
  * The body of a `PrivateKeyPool` worker thread: every RSA private-key operation of the server runs
  * here, off the event loop, and so does the sealing of new receipts and request-driven key generation
- * (on workers of lower priority). It answers each request with exactly one response and never lets an
- * exception escape, so a worker only dies when it is terminated or the runtime fails.
+ * (on workers of lower priority). A message carries the requests of one event-loop turn of the main
+ * thread; each request is answered with a message of its own as soon as it is done (a receipt waits for
+ * no other), and no exception escapes, so a worker only dies when it is terminated or the runtime fails.
  */
 
 const port = parentPort;
@@ -44,22 +45,20 @@ function escrowKey(): KeyObject {
   return escrowPrivateKey;
 }
 
-port.on("message", (request: WorkerRequest) => {
-  let response: WorkerResponse;
-  let transfer: ArrayBuffer[] = [];
-  try {
-    const output = run(request);
-    // A view of a shared buffer (Node's Buffer pool) is copied: only a buffer of its own can move.
-    const result =
-      output.byteOffset === 0 && output.byteLength === output.buffer.byteLength
-        ? new Uint8Array(output.buffer as ArrayBuffer)
-        : new Uint8Array(output);
-    response = { id: request.id, ok: true, result };
-    transfer = [result.buffer];
-  } catch (error) {
-    response = { id: request.id, ok: false, error: serializeError(error) };
+port.on("message", (requests: WorkerRequest[]) => {
+  for (const request of requests) {
+    try {
+      const output = run(request);
+      // A view of a shared buffer (Node's Buffer pool) is copied: only a buffer of its own can move.
+      const result =
+        output.byteOffset === 0 && output.byteLength === output.buffer.byteLength
+          ? new Uint8Array(output.buffer as ArrayBuffer)
+          : new Uint8Array(output);
+      port.postMessage({ id: request.id, ok: true, result } satisfies WorkerResponse, [result.buffer]);
+    } catch (error) {
+      port.postMessage({ id: request.id, ok: false, error: serializeError(error) } satisfies WorkerResponse);
+    }
   }
-  port.postMessage(response, transfer);
 });
 
 function run(task: WorkerTask): Uint8Array {

@@ -253,6 +253,46 @@ describe("PrivateKeyPool.rewrapFromEscrow", () => {
   });
 });
 
+describe("PrivateKeyPool messages", () => {
+  /** Counts the messages each worker of `target` is sent from now on. */
+  function countMessages(target: PrivateKeyPool): number[] {
+    const counts = workersOf(target).map(() => 0);
+    workersOf(target).forEach((worker, i) => {
+      if (worker === undefined) return;
+      const post = worker.postMessage.bind(worker);
+      worker.postMessage = (...args: Parameters<Worker["postMessage"]>) => {
+        counts[i] = (counts[i] ?? 0) + 1;
+        post(...args);
+      };
+    });
+    return counts;
+  }
+
+  it("sends the tasks of one event-loop turn as one message per worker, spread over the workers", async () => {
+    const two = new PrivateKeyPool({ size: 2, escrowPrivateKey: escrow.privateKey });
+    try {
+      // Starts both workers, then counts what the next turn sends them.
+      await Promise.all([0, 1].map(() => openForUser(Buffer.from("warm-up"), two)));
+      const counts = countMessages(two);
+      const plaintexts = Array.from({ length: 8 }, (_, i) => `receipt ${i}`);
+      const seals = plaintexts.map((plaintext) =>
+        two.seal({ plaintext, aad, keyId: "key_user", spki: user.publicKey }),
+      );
+      const opens = plaintexts.map((p) => openForUser(Buffer.from(p), two));
+      const [sealed, opened] = await Promise.all([Promise.all(seals), Promise.all(opens)]);
+      expect(counts).toEqual([1, 1]);
+      const privateKey = parsePrivateKey(user.privateKey);
+      expect(sealed.map((s) => openSealedReceipt(s, aad, privateKey).toString())).toEqual(plaintexts);
+      expect(opened.map((b) => b.toString())).toEqual(plaintexts);
+      // A later turn is a new message.
+      await openForUser(Buffer.from("later"), two);
+      expect(counts.reduce((a, b) => a + b)).toBe(3);
+    } finally {
+      await two.close();
+    }
+  });
+});
+
 describe("PrivateKeyPool lifecycle", () => {
   it("refuses an escrow key that does not parse, at construction", () => {
     expect(() => new PrivateKeyPool({ escrowPrivateKey: "junk" })).toThrow(AppError);
