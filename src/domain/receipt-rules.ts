@@ -1,7 +1,8 @@
-import { fromJson, type JsonObject, toJson } from "@bufbuild/protobuf";
-import { type Timestamp, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { fromJson, type JsonObject } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { type LineItem, type Receipt, ReceiptSchema, type Tax } from "../../gen/receipts/v1/receipt_pb.js";
 import { Violations } from "../errors.js";
+import { timestampJson } from "../proto-scalars.js";
 import type { PaymentGateway } from "./gateways/gateway.js";
 import * as limits from "./limits.js";
 import { checkHashedPan } from "./pan.js";
@@ -294,7 +295,7 @@ function transactionDate(v: Violations, value: Timestamp | undefined, now: Date)
   } else if (ms > now.getTime() + limits.MAX_TRANSACTION_DATE_SKEW_MS) {
     v.add("transactionDate", "must not be more than 24 hours in the future");
   } else {
-    return toJson(TimestampSchema, value) as string;
+    return timestampJson(value);
   }
   return "";
 }

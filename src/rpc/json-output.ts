@@ -8,13 +8,8 @@ import {
   ScalarType,
   toJson,
 } from "@bufbuild/protobuf";
-import {
-  FeatureSet_FieldPresence,
-  isWrapperDesc,
-  type Timestamp,
-  TimestampSchema,
-} from "@bufbuild/protobuf/wkt";
-import { is64BitInteger } from "../proto-scalars.js";
+import { FeatureSet_FieldPresence, isWrapperDesc, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { is64BitInteger, timestampJson } from "../proto-scalars.js";
 import { perMessageType } from "./per-message-type.js";
 
 export { is64BitInteger };
@@ -149,28 +144,6 @@ function int64Json(value: bigint | string): JsonValue {
 function enumWriter(desc: DescEnum): (value: unknown) => JsonValue {
   if (desc.typeName === "google.protobuf.NullValue") return () => null;
   return (v) => desc.value[v as number]?.name ?? (v as number);
-}
-
-const MIN_TIMESTAMP_MS = Date.parse("0001-01-01T00:00:00Z");
-const MAX_TIMESTAMP_MS = Date.parse("9999-12-31T23:59:59Z");
-
-/** RFC 3339 in UTC with 0, 3, 6 or 9 fractional digits, exactly as protobuf JSON writes it. */
-function timestampJson(ts: Timestamp): JsonValue {
-  const ms = Number(ts.seconds) * 1000;
-  // Out of range: protobuf's own writer throws the error that explains it.
-  if (ms < MIN_TIMESTAMP_MS || ms > MAX_TIMESTAMP_MS || ts.nanos < 0 || ts.nanos > 999_999_999) {
-    return toJson(TimestampSchema, ts);
-  }
-  let fraction = "";
-  if (ts.nanos > 0) {
-    const digits = (ts.nanos + 1_000_000_000).toString().substring(1);
-    fraction = digits.endsWith("000000")
-      ? `.${digits.substring(0, 3)}`
-      : digits.endsWith("000")
-        ? `.${digits.substring(0, 6)}`
-        : `.${digits}`;
-  }
-  return `${new Date(ms).toISOString().slice(0, 19)}${fraction}Z`;
 }
 
 /**
