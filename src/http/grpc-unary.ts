@@ -72,6 +72,8 @@ export interface GrpcRefusal {
   /** The request path, `/receipts.v1.KeysService/GrantAccess`. */
   path: string;
   requestId: string;
+  /** The gRPC status the call was answered with. */
+  status: Code;
   /** From the request's arrival to its answer. */
   elapsedMs: number;
 }
@@ -256,7 +258,7 @@ function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, opti
   }
   function refuse(error: ConnectError): void {
     answerError(error);
-    options.onRefused?.({ path, requestId, elapsedMs: performance.now() - started });
+    options.onRefused?.({ path, requestId, status: error.code, elapsedMs: performance.now() - started });
   }
   function finish(): void {
     phase = "done";

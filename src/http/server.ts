@@ -2,6 +2,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import {
+  Code,
   type ConnectRouter,
   type ContextValues,
   createContextValues,
@@ -97,20 +98,22 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   /**
    * Counts and logs a request that never reached an RPC (whose interceptors do both for the others):
    * unknown paths, rejected bodies, health and metrics routes, gRPC calls refused before the call.
+   * `code` is the result code for metrics and logs: from the HTTP status unless given (gRPC answers
+   * every call with 200 and says how it went in `grpc-status`).
    */
   const observeUnrouted = (
     log: FastifyBaseLogger,
     labels: { protocol: string; method: string },
     status: number,
     elapsedMs: number,
+    code: ErrorCode | "ok" = codeForStatus(status),
   ): void => {
-    metrics?.observe({ ...labels, code: codeForStatus(status) }, elapsedMs / 1000);
-    const line = { route: labels.method, status, latencyMs: Math.round(elapsedMs * 100) / 100 };
-    if (status >= 400) log.info(line, "request");
+    metrics?.observe({ ...labels, code }, elapsedMs / 1000);
+    const line = { route: labels.method, status, code, latencyMs: Math.round(elapsedMs * 100) / 100 };
+    if (code !== "ok") log.info(line, "request");
     else log.debug(line, "request");
   };
 
-  // Calls refused before the RPC count as on the Connect path, whose status for them is always 200.
   const grpcUnary =
     options.grpcFastPath === false
       ? undefined
@@ -119,12 +122,13 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
           interceptors: options.interceptors,
           bodyLimitBytes: options.bodyLimitBytes,
           contextValues: (remoteAddress) => newContext(remoteAddress, "grpc"),
-          onRefused: ({ path, requestId, elapsedMs }) =>
+          onRefused: ({ path, requestId, status, elapsedMs }) =>
             observeUnrouted(
               lazyChildLogger(options.logger, { requestId }),
-              { protocol: "grpc", method: path },
+              { protocol: "grpc", method: path.slice(1) },
               200,
               elapsedMs,
+              codeForGrpcStatus(status),
             ),
         });
 
@@ -162,9 +166,22 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     return values;
   };
 
+  // The grpc-status of gRPC calls on the Connect path, for those refused before the RPC (see onResponse).
+  const grpcStatuses = new WeakMap<FastifyRequest, number>();
+
   // Hooks on every request take Fastify's callback form: an async hook costs a promise per request.
   app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
+    if (protocolOf(request.headers["content-type"]) === "grpc") {
+      // connect-node sends a gRPC call's status as trailers, which no Fastify hook sees.
+      const raw = reply.raw;
+      const addTrailers = raw.addTrailers.bind(raw);
+      raw.addTrailers = (trailers) => {
+        const status = Number((trailers as Record<string, unknown>)["grpc-status"]);
+        if (Number.isInteger(status)) grpcStatuses.set(request, status);
+        addTrailers(trailers);
+      };
+    }
     done();
   });
   app.setErrorHandler((error: FastifyError, request, reply) =>
@@ -231,11 +248,15 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     const values = contexts.get(request);
     if (values !== undefined && (values.get(kObserved) || values.get(kRequestId) !== "")) return;
     const rpc = (request.routeOptions.config as { rpc?: string } | undefined)?.rpc;
-    const labels = {
-      protocol: values?.get(kProtocol) ?? (rpc ? "rest" : "http"),
-      method: rpc ?? request.routeOptions.url ?? "unmatched",
-    };
-    observeUnrouted(request.log, labels, reply.raw.statusCode, reply.elapsedTime);
+    const protocol = values?.get(kProtocol) ?? (rpc ? "rest" : "http");
+    const route = request.routeOptions.url;
+    // A Connect route is `/<service>/<method>`; its label is the RPC's name, as the interceptors write it.
+    const method =
+      rpc ?? (protocol !== "http" && route !== undefined ? route.slice(1) : (route ?? "unmatched"));
+    const labels = { protocol, method };
+    const grpcStatus = grpcStatuses.get(request);
+    const code = grpcStatus === undefined ? undefined : codeForGrpcStatus(grpcStatus);
+    observeUnrouted(request.log, labels, reply.raw.statusCode, reply.elapsedTime, code);
   });
 
   app.addHook("preClose", async () => {
@@ -282,6 +303,18 @@ function fromFastifyError(error: FastifyError, options: HttpServerOptions): unkn
   if (status >= 500) return error;
   const code = codeForStatus(status);
   return new AppError(code === "ok" ? "invalid_request" : code, "The request is invalid.");
+}
+
+/**
+ * The error code for the gRPC status of a call answered before its RPC: `ok` for OK. Before an RPC
+ * the only RESOURCE_EXHAUSTED is a message over the limit, and a status no code of ours maps to
+ * (UNIMPLEMENTED for a unary call without its message) is a malformed request.
+ */
+function codeForGrpcStatus(status: number): ErrorCode | "ok" {
+  if (status === 0) return "ok";
+  if (status === Code.ResourceExhausted) return "payload_too_large";
+  const code = (Object.keys(ERRORS) as ErrorCode[]).find((c) => ERRORS[c].grpc === status);
+  return code ?? "invalid_request";
 }
 
 /** The error code for an HTTP status, for requests that failed before an RPC; `ok` below 400. */

@@ -207,10 +207,24 @@ describe("unary gRPC calls on the fast path", () => {
       expect(on.fast, label).not.toContain(false);
     }
     // Calls refused before the RPC are counted as the Connect path counts them (which it does once
-    // the response has finished, a moment after the client has it).
+    // the response has finished, a moment after the client has it): with the code they were answered
+    // with, not as "ok".
     await new Promise((resolve) => setTimeout(resolve, 100));
     const after = await Promise.all([counters(on), counters(off)]);
     expect(growth(before[0], after[0])).toEqual(growth(before[1], after[1]));
+    // Each with its own code and the RPC's name, as the interceptors count the calls that reach them.
+    const series = (method: string, code: string) =>
+      `http_requests_total{protocol="grpc",method="receipts.v1.${method}",code="${code}"}`;
+    expect(growth(before[0], after[0])).toEqual({
+      [series("KeysService/GrantAccess", "ok")]: 1,
+      [series("KeysService/GrantAccess", "invalid_request")]: 6,
+      [series("KeysService/GrantAccess", "internal_server_error")]: 1,
+      [series("KeysService/GrantAccess", "payload_too_large")]: 2,
+      [series("OnboardingService/Register", "invalid_request")]: 1,
+      [series("ReceiptsService/GetTransactionReceipt", "rate_limit_exceeded")]: 1,
+      [series("ReceiptsService/GetTransactionReceipt", "not_found")]: 1,
+      [series("ReceiptsService/GetTransactionReceipt", "internal_server_error")]: 1,
+    });
   });
 
   it("reads a message of exactly the body limit, and refuses one byte more without holding the stream", async () => {
