@@ -32,7 +32,7 @@ export interface AppDeps {
   store: Store;
   logger: Logger;
   clock?: Clock;
-  /** Private-key worker threads; default: one per core. */
+  /** Worker threads of the crypto pool; default `config.cryptoThreads`. */
   workers?: number;
   /** Connection timeouts of the listener (idle, slow headers); defaults as in `ListenerOptions`. */
   listener?: ListenerOptions;
@@ -77,7 +77,7 @@ export async function buildApp({
     );
   }
   const escrow = escrowKeyOf(escrowPrivateKey);
-  const pool = new PrivateKeyPool({ escrowPrivateKey, ...(workers === undefined ? {} : { size: workers }) });
+  const pool = new PrivateKeyPool({ escrowPrivateKey, size: workers ?? config.cryptoThreads });
   const domain: DomainDeps = {
     store,
     clock,

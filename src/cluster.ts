@@ -17,7 +17,8 @@ import { createLogger } from "./logging.js";
  * once here and handed to every worker, so every worker hashes, seals and authenticates alike. Data is
  * only shared through a shared store: with the embedded store each worker has its own (a receipt
  * stored by one worker is unknown to the others), which suits load tests of stateless calls; use
- * MongoDB otherwise. A worker that dies after it started listening is replaced; SIGTERM or SIGINT
+ * MongoDB otherwise. Unless `CRYPTO_THREADS` is set, each process gets an equal share of the cores
+ * for its crypto worker threads (at least one). A worker that dies after it started listening is replaced; SIGTERM or SIGINT
  * stops the workers gracefully, then the primary.
  */
 
@@ -59,6 +60,11 @@ async function primary(): Promise<void> {
     logger.warn(
       "ESCROW_PRIVATE_KEY not set: the workers share an escrow key generated for this run (development only)",
     );
+  }
+  // Each process has its own crypto worker threads: together one per core, not one per core each
+  // (on two cores, two processes with two threads each served encrypt 9% slower than one process).
+  if ((env.CRYPTO_THREADS ?? "") === "") {
+    shared.CRYPTO_THREADS = String(Math.max(1, Math.floor(availableParallelism() / count)));
   }
   const devKeys =
     config.env === "dev" && config.store === "memory"

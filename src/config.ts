@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
 import type { Environment, Tier } from "./store/types.js";
 
@@ -32,6 +33,12 @@ export interface Config {
    * answers `service_unavailable` rather than hold its request open (see `withTimeLimit`).
    */
   storeTimeoutMs: number;
+  /**
+   * Worker threads for the RSA work (sealing, decrypting, escrow release), and as many again, at a
+   * lower priority, for key generation (`CRYPTO_THREADS`, default one per core; a cluster gives each
+   * process its share of the cores).
+   */
+  cryptoThreads: number;
   logLevel: string;
   tiers: Record<Tier, TierLimits>;
 }
@@ -131,6 +138,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     escrowRetentionDays: int("ESCROW_RETENTION_DAYS", 30, 1, 3_650),
     bodyLimitBytes: int("BODY_LIMIT_BYTES", 1_048_576, 1_024, 64 * 1_048_576),
     storeTimeoutMs: int("STORE_TIMEOUT_MS", DEFAULT_STORE_TIMEOUT_MS, 10, 120_000),
+    cryptoThreads: int("CRYPTO_THREADS", availableParallelism(), 1, 256),
     logLevel: oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
     tiers: parseTiers(env.RATE_LIMIT_TIERS, problems),
   };

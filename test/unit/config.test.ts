@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { describe, expect, it } from "vitest";
 import { ConfigError, DEFAULT_TIERS, loadConfig } from "../../src/config.js";
 
@@ -22,6 +23,16 @@ describe("loadConfig", () => {
     expect(config.pepperGenerated).toBe(true);
     expect(config.hashedPanPepper.length).toBeGreaterThanOrEqual(32);
     expect(config.tiers).toEqual(DEFAULT_TIERS);
+  });
+
+  it("sizes the crypto thread pool from CRYPTO_THREADS, one per core by default", () => {
+    expect(loadConfig({}).cryptoThreads).toBe(availableParallelism());
+    expect(loadConfig({ CRYPTO_THREADS: "3" }).cryptoThreads).toBe(3);
+    for (const bad of ["0", "-1", "1.5", "many", "257"]) {
+      expect(problemsOf({ CRYPTO_THREADS: bad }).join("\n")).toMatch(
+        /CRYPTO_THREADS must be an integer from 1 to 256/,
+      );
+    }
   });
 
   it("reports every bad variable at once, by name", () => {
