@@ -335,7 +335,7 @@ const RSS_DECRYPT_RATE = 200;
 /**
  * RSS of the service, sampled once a second for `rssSeconds` of list receipts at full load (the read
  * path: authentication, rate limiting, store reads, rendering) with decrypts at a fixed
- * {@link RSS_DECRYPT_RATE} (the private-key pool). The embedded store keeps every receipt, payment and
+ * {@link RSS_DECRYPT_RATE} (the crypto worker pool). The embedded store keeps every receipt, payment and
  * audit event in memory by design, so loads that create data would measure the data; these add only an
  * audit event (about 540 bytes) per decrypt. The first tenth of the samples is left out (the heap
  * growing to its working size); growth compares the medians of the first and the last third of the

@@ -7,8 +7,8 @@ import { PaymentsService } from "../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../gen/receipts/v1/receipts_pb.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
+import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
-import { PrivateKeyPool } from "./crypto/private-key-pool.js";
 import type { DomainDeps } from "./domain/deps.js";
 import { escrowKeyOf } from "./domain/escrow.js";
 import type { ListenerOptions } from "./http/listener.js";
@@ -77,7 +77,7 @@ export async function buildApp({
     );
   }
   const escrow = escrowKeyOf(escrowPrivateKey);
-  const pool = new PrivateKeyPool({ escrowPrivateKey, size: workers ?? config.cryptoThreads });
+  const pool = new CryptoPool({ escrowPrivateKey, size: workers ?? config.cryptoThreads });
   const domain: DomainDeps = {
     store,
     clock,

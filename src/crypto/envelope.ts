@@ -88,7 +88,7 @@ export function sealReceipt(plaintext: Uint8Array, aad: Uint8Array, publicKey: K
 
 /**
  * Decrypts a sealed receipt with the recipient's private key and returns the plaintext. This is an RSA
- * private-key operation (about a millisecond of CPU): in the server call it through `PrivateKeyPool`,
+ * private-key operation (about a millisecond of CPU): in the server call it through `CryptoPool`,
  * which also checks first that the key is the right one. Any failure (wrong key, tampered or
  * mis-bound ciphertext, malformed field) is an integrity failure: `internal_server_error` with a
  * message that says nothing about the key or the plaintext.

@@ -29,7 +29,7 @@ export function checkCredentials(input: DecryptCredentials, violations: Violatio
 /**
  * Opens a stored receipt for the holder of a grant (section 7): the token must be valid for the
  * caller's tenant, name the receipt's user and key, and the private key must match that key. The key
- * check runs first in the private-key pool (off the event loop), so a wrong key never decrypts anything.
+ * check runs first in the crypto worker pool (off the event loop), so a wrong key never decrypts anything.
  */
 export async function openWithGrant(
   deps: DomainDeps,

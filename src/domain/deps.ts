@@ -1,9 +1,9 @@
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
-import type { PrivateKeyPool } from "../crypto/private-key-pool.js";
+import type { CryptoPool } from "../crypto/crypto-pool.js";
 import type { Store } from "../store/types.js";
 
-/** The escrow key's public half; its private half lives only in the private-key worker pool. */
+/** The escrow key's public half; its private half lives only in the crypto worker pool. */
 export interface EscrowKey {
   /** `esc_<16 hex of SHA-256 of the SPKI>`: the same on every instance sharing the key. */
   keyId: string;
@@ -20,6 +20,6 @@ export interface DomainDeps {
   pepper: string;
   grantTtlSeconds: number;
   escrowRetentionDays: number;
-  pool: PrivateKeyPool;
+  pool: CryptoPool;
   escrow: EscrowKey;
 }

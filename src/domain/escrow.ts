@@ -25,7 +25,7 @@ export interface ReleaseTarget {
 
 /**
  * Releases a card's escrowed receipts to its newly registered key: each AES key is unwrapped with the
- * escrow key and re-wrapped to the user's key (in the private-key pool); the ciphertext is untouched.
+ * escrow key and re-wrapped to the user's key (in the crypto worker pool); the ciphertext is untouched.
  * Returns how many this call released. Safe to run concurrently with itself and with new receipts:
  * `release` only succeeds while a receipt is still escrowed, so each is released exactly once.
  */

@@ -1,8 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { FakeClock } from "../../src/clock.js";
+import { CryptoPool } from "../../src/crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "../../src/crypto/keys.js";
-import { PrivateKeyPool } from "../../src/crypto/private-key-pool.js";
 import type { DomainDeps } from "../../src/domain/deps.js";
 import { escrowKeyOf } from "../../src/domain/escrow.js";
 import { AppError } from "../../src/errors.js";
@@ -11,12 +11,12 @@ import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { ApiKeyRecord, Role, Store } from "../../src/store/types.js";
 import { hashPan } from "./harness.js";
 
-/** Domain dependencies over the memory store, a fake clock and a real private-key pool. */
+/** Domain dependencies over the memory store, a fake clock and a real crypto worker pool. */
 export interface DomainFixture {
   deps: DomainDeps;
   clock: FakeClock;
   store: Store;
-  pool: PrivateKeyPool;
+  pool: CryptoPool;
   close(): Promise<void>;
 }
 
@@ -25,7 +25,7 @@ export async function domainFixture(options: { store?: Store } = {}): Promise<Do
   const clock = new FakeClock("2026-03-01T12:00:00Z");
   const store = options.store ?? createMemoryStore();
   const escrowPrivateKey = (await generateRsaKeyPair()).privateKey;
-  const pool = new PrivateKeyPool({ escrowPrivateKey, size: 1 });
+  const pool = new CryptoPool({ escrowPrivateKey, size: 1 });
   const deps: DomainDeps = {
     store,
     clock,

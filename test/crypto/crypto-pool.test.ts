@@ -2,6 +2,7 @@ import { type KeyObject, privateDecrypt } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import type { Worker } from "node:worker_threads";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CryptoPool, KEYGEN_NICENESS } from "../../src/crypto/crypto-pool.js";
 import {
   openSealedReceipt,
   type ReceiptIdentity,
@@ -15,14 +16,13 @@ import {
   privateKeyMatches,
   type RsaKeyPair,
 } from "../../src/crypto/keys.js";
-import { KEYGEN_NICENESS, PrivateKeyPool } from "../../src/crypto/private-key-pool.js";
 import { AppError } from "../../src/errors.js";
 
 let user: RsaKeyPair;
 let stranger: RsaKeyPair;
 let escrow: RsaKeyPair;
 let userKey: KeyObject;
-let pool: PrivateKeyPool;
+let pool: CryptoPool;
 
 const identity: ReceiptIdentity = {
   version: "1.0",
@@ -39,7 +39,7 @@ beforeAll(async () => {
     generateRsaKeyPair(),
   ]);
   userKey = parsePublicKey(user.publicKey).key;
-  pool = new PrivateKeyPool({ size: 2, escrowPrivateKey: escrow.privateKey });
+  pool = new CryptoPool({ size: 2, escrowPrivateKey: escrow.privateKey });
   await Promise.all([0, 1].map(() => openForUser(Buffer.from("warm-up"))));
 });
 
@@ -62,11 +62,11 @@ async function rejection(promise: Promise<unknown>): Promise<AppError> {
 }
 
 /** The worker threads of a pool; only the crash test reaches in, to kill one. */
-function workersOf(target: PrivateKeyPool): (Worker | undefined)[] {
+function workersOf(target: CryptoPool): (Worker | undefined)[] {
   return (target as unknown as { slots: { worker: Worker | undefined }[] }).slots.map((slot) => slot.worker);
 }
 
-describe("PrivateKeyPool.openReceipt", () => {
+describe("CryptoPool.openReceipt", () => {
   it("decrypts a receipt with the owner's private key, base64 DER or PEM", async () => {
     const plaintext = Buffer.from('{"receiptId":"r-1","totalAmount":1250}');
     expect((await openForUser(plaintext)).equals(plaintext)).toBe(true);
@@ -158,7 +158,7 @@ describe("PrivateKeyPool.openReceipt", () => {
   });
 });
 
-describe("PrivateKeyPool.seal", () => {
+describe("CryptoPool.seal", () => {
   const request = (plaintext: string, recipient = user) => ({
     plaintext,
     aad,
@@ -215,13 +215,13 @@ describe("PrivateKeyPool.seal", () => {
   });
 
   it("runs on a worker: a closed pool refuses to seal", async () => {
-    const closed = new PrivateKeyPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    const closed = new CryptoPool({ size: 1, escrowPrivateKey: escrow.privateKey });
     await closed.close();
     expect((await rejection(closed.seal(request("x")))).code).toBe("service_unavailable");
   });
 });
 
-describe("PrivateKeyPool.rewrapFromEscrow", () => {
+describe("CryptoPool.rewrapFromEscrow", () => {
   it("re-wraps an escrowed key to the user's key; the ciphertext stays the same and opens", async () => {
     const plaintext = Buffer.from("escrowed receipt");
     const sealed = sealReceipt(plaintext, aad, parsePublicKey(escrow.publicKey).key);
@@ -253,9 +253,9 @@ describe("PrivateKeyPool.rewrapFromEscrow", () => {
   });
 });
 
-describe("PrivateKeyPool messages", () => {
+describe("CryptoPool messages", () => {
   /** Counts the messages each worker of `target` is sent from now on. */
-  function countMessages(target: PrivateKeyPool): number[] {
+  function countMessages(target: CryptoPool): number[] {
     const counts = workersOf(target).map(() => 0);
     workersOf(target).forEach((worker, i) => {
       if (worker === undefined) return;
@@ -269,7 +269,7 @@ describe("PrivateKeyPool messages", () => {
   }
 
   it("sends the tasks of one event-loop turn as one message per worker, spread over the workers", async () => {
-    const two = new PrivateKeyPool({ size: 2, escrowPrivateKey: escrow.privateKey });
+    const two = new CryptoPool({ size: 2, escrowPrivateKey: escrow.privateKey });
     try {
       // Starts both workers, then counts what the next turn sends them.
       await Promise.all([0, 1].map(() => openForUser(Buffer.from("warm-up"), two)));
@@ -293,14 +293,14 @@ describe("PrivateKeyPool messages", () => {
   });
 });
 
-describe("PrivateKeyPool lifecycle", () => {
+describe("CryptoPool lifecycle", () => {
   it("refuses an escrow key that does not parse, at construction", () => {
-    expect(() => new PrivateKeyPool({ escrowPrivateKey: "junk" })).toThrow(AppError);
-    expect(() => new PrivateKeyPool({ size: 0, escrowPrivateKey: escrow.privateKey })).toThrow(RangeError);
+    expect(() => new CryptoPool({ escrowPrivateKey: "junk" })).toThrow(AppError);
+    expect(() => new CryptoPool({ size: 0, escrowPrivateKey: escrow.privateKey })).toThrow(RangeError);
   });
 
   it("rejects pending and later calls with service_unavailable when closed", async () => {
-    const closing = new PrivateKeyPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    const closing = new CryptoPool({ size: 1, escrowPrivateKey: escrow.privateKey });
     const pending = Array.from({ length: 5 }, () => rejection(openForUser(Buffer.from("late"), closing)));
     await closing.close();
     for (const error of await Promise.all(pending)) expect(error.code).toBe("service_unavailable");
@@ -310,14 +310,14 @@ describe("PrivateKeyPool lifecycle", () => {
   });
 
   it("rejects the task of a worker that dies and replaces the worker", async () => {
-    const fragile = new PrivateKeyPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    const fragile = new CryptoPool({ size: 1, escrowPrivateKey: escrow.privateKey });
     try {
       const lost = rejection(openForUser(Buffer.from("lost"), fragile));
       const [worker] = workersOf(fragile);
       await worker?.terminate();
       const error = await lost;
       expect(error.code).toBe("internal_server_error");
-      expect(error.message).toBe("The private-key worker stopped unexpectedly.");
+      expect(error.message).toBe("The crypto worker stopped unexpectedly.");
       expect((await openForUser(Buffer.from("next"), fragile)).toString()).toBe("next");
       expect(workersOf(fragile)[0]).not.toBe(worker);
     } finally {
@@ -326,7 +326,7 @@ describe("PrivateKeyPool lifecycle", () => {
   });
 });
 
-describe("PrivateKeyPool.generateKeyPair", () => {
+describe("CryptoPool.generateKeyPair", () => {
   it("generates RSA-2048 pairs in base64 DER whose halves belong together", async () => {
     const [a, b] = await Promise.all([pool.generateKeyPair(), pool.generateKeyPair()]);
     for (const pair of [a, b]) {

@@ -2,7 +2,7 @@ import { AppError, type ErrorCode, type FieldViolation, isErrorCode } from "../e
 import { AUTH_TAG_BYTES, IV_BYTES, type SealedReceipt } from "./envelope.js";
 
 /**
- * The messages between `PrivateKeyPool` (main thread) and `private-key-worker` (worker threads).
+ * The messages between `CryptoPool` (main thread) and `crypto-worker` (worker threads).
  * Only structured-clonable data crosses: byte fields as Uint8Array (their buffers are transferred),
  * errors as {@link SerializedError} and rebuilt as `AppError` on the main thread.
  */
@@ -62,7 +62,7 @@ export function serializeError(error: unknown): SerializedError {
   const cause = describeCause(error);
   return {
     code: "internal_server_error",
-    message: "The private-key operation failed.",
+    message: "The crypto operation failed.",
     violations: [],
     ...(cause === undefined ? {} : { cause }),
   };

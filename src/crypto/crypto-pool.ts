@@ -1,15 +1,15 @@
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { AppError } from "../errors.js";
+import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./crypto-protocol.js";
+import { describeCause, deserializeError, unpackKeyPair, unpackSealed } from "./crypto-protocol.js";
 import type { SealedReceipt } from "./envelope.js";
 import { parsePrivateKey, type RsaKeyPair } from "./keys.js";
-import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./private-key-protocol.js";
-import { describeCause, deserializeError, unpackKeyPair, unpackSealed } from "./private-key-protocol.js";
 import { workerEntry } from "./worker-entry.js";
 
-/** Options of a {@link PrivateKeyPool}. */
-export interface PrivateKeyPoolOptions {
-  /** Number of worker threads for private-key operations; default `os.availableParallelism()`. */
+/** Options of a {@link CryptoPool}. */
+export interface CryptoPoolOptions {
+  /** Number of worker threads for sealing and private-key operations; default `os.availableParallelism()`. */
   size?: number;
   /** Number of worker threads for key generation; default `size`. */
   keygenSize?: number;
@@ -26,7 +26,7 @@ export interface PrivateKeyPoolOptions {
  */
 export const KEYGEN_NICENESS = 10;
 
-/** What {@link PrivateKeyPool.openReceipt} needs to decrypt one receipt for its owner. */
+/** What {@link CryptoPool.openReceipt} needs to decrypt one receipt for its owner. */
 export interface OpenReceiptRequest {
   /** The caller's private key, base64 DER PKCS#8 or PEM. Held in memory for this call only. */
   privateKey: string;
@@ -37,7 +37,7 @@ export interface OpenReceiptRequest {
   aad: Uint8Array;
 }
 
-/** What {@link PrivateKeyPool.seal} needs to seal one receipt to its recipient. */
+/** What {@link CryptoPool.seal} needs to seal one receipt to its recipient. */
 export interface SealRequest {
   /** The receipt's sealed plaintext, as text (`plaintextTextOf`); the worker encodes it as UTF-8. */
   plaintext: string;
@@ -77,8 +77,8 @@ interface Slot {
  * Workers start on first use, are replaced when one dies (its pending tasks are rejected with
  * `internal_server_error`, never left hanging), and do not keep the process alive while idle.
  */
-export class PrivateKeyPool {
-  /** Number of worker threads for private-key operations. */
+export class CryptoPool {
+  /** Number of worker threads for sealing and private-key operations. */
   readonly size: number;
   private readonly slots: Slot[];
   private readonly keygenSlots: Slot[];
@@ -89,12 +89,11 @@ export class PrivateKeyPool {
   private closed = false;
 
   /** Throws `invalid_request` (field `escrowPrivateKey`) when the escrow key is not a usable RSA key. */
-  constructor(options: PrivateKeyPoolOptions) {
+  constructor(options: CryptoPoolOptions) {
     const size = options.size ?? availableParallelism();
     const keygenSize = options.keygenSize ?? size;
     for (const n of [size, keygenSize]) {
-      if (!Number.isInteger(n) || n < 1)
-        throw new RangeError("PrivateKeyPool sizes must be positive integers");
+      if (!Number.isInteger(n) || n < 1) throw new RangeError("CryptoPool sizes must be positive integers");
     }
     parsePrivateKey(options.escrowPrivateKey, "escrowPrivateKey");
     this.size = size;
@@ -226,7 +225,7 @@ export class PrivateKeyPool {
           items.flatMap((item) => item.transfer),
         );
       } catch (error) {
-        const failure = new AppError("internal_server_error", "The private-key task could not be sent.", {
+        const failure = new AppError("internal_server_error", "The crypto task could not be sent.", {
           cause: error,
         });
         for (const item of items) this.settle(slot, worker, item.request.id)?.reject(failure);
@@ -242,14 +241,14 @@ export class PrivateKeyPool {
       if (slot !== undefined && (best === undefined || slot.pending.size < best.pending.size)) best = slot;
     }
     this.cursor++;
-    if (best === undefined) throw new Error("PrivateKeyPool has no slots");
+    if (best === undefined) throw new Error("CryptoPool has no slots");
     return best;
   }
 
   private spawn(slot: Slot): Worker {
-    const entry = workerEntry("private-key-worker", import.meta.url);
+    const entry = workerEntry("crypto-worker", import.meta.url);
     const worker = new Worker(entry.url, {
-      name: "private-key-worker",
+      name: "crypto-worker",
       workerData: slot.init,
       ...(entry.execArgv === undefined ? {} : { execArgv: entry.execArgv }),
     });
@@ -274,7 +273,7 @@ export class PrivateKeyPool {
       const cause = new Error(`worker exited with code ${exitCode}: ${describeCause(failure) ?? "no error"}`);
       rejectAll(
         slot,
-        new AppError("internal_server_error", "The private-key worker stopped unexpectedly.", { cause }),
+        new AppError("internal_server_error", "The crypto worker stopped unexpectedly.", { cause }),
       );
     });
     slot.worker = worker;

@@ -2,6 +2,8 @@ import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import { AppError } from "../errors.js";
+import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./crypto-protocol.js";
+import { packKeyPair, packSealed, serializeError } from "./crypto-protocol.js";
 import { openSealedReceipt, rewrapAesKey, sealReceipt } from "./envelope.js";
 import {
   PublicKeyCache,
@@ -11,11 +13,9 @@ import {
   RSA_MODULUS_BITS,
   RSA_PUBLIC_EXPONENT,
 } from "./keys.js";
-import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./private-key-protocol.js";
-import { packKeyPair, packSealed, serializeError } from "./private-key-protocol.js";
 
 /**
- * The body of a `PrivateKeyPool` worker thread: every RSA private-key operation of the server runs
+ * The body of a `CryptoPool` worker thread: every RSA private-key operation of the server runs
  * here, off the event loop, and so does the sealing of new receipts and request-driven key generation
  * (on workers of lower priority). A message carries the requests of one event-loop turn of the main
  * thread; each request is answered with a message of its own as soon as it is done (a receipt waits for
@@ -23,7 +23,7 @@ import { packKeyPair, packSealed, serializeError } from "./private-key-protocol.
  */
 
 const port = parentPort;
-if (port === null) throw new Error("private-key-worker must run in a worker thread");
+if (port === null) throw new Error("crypto-worker must run in a worker thread");
 
 const init = workerData as WorkerInit;
 // Linux keeps a nice value per thread, so this lowers this worker only (elsewhere it would be the
