@@ -65,6 +65,12 @@ export interface GrpcUnaryOptions {
    * server can count and log it as it does such requests on the Connect path.
    */
   onRefused?: (refusal: GrpcRefusal) => void;
+  /**
+   * Counts a call refused before the interceptors against its caller's rate limit (by API key, or by
+   * address without one) and returns the rate-limit metadata for its answer: the interceptors do both
+   * for every other call, and the spec wants the metadata on every answer.
+   */
+  meter?: (apiKey: string | undefined, remoteAddress: string) => Promise<Record<string, string>>;
 }
 
 /** A call answered before the interceptors ran. */
@@ -257,8 +263,19 @@ function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, opti
     write(baseHeaders(requestId), headersObject(setTrailerStatus(new CallHeaders(), error)));
   }
   function refuse(error: ConnectError): void {
-    answerError(error);
-    options.onRefused?.({ path, requestId, status: error.code, elapsedMs: performance.now() - started });
+    finish();
+    const answer = (limits: Record<string, string>): void => {
+      for (const name in limits) error.metadata.set(name, limits[name] as string);
+      answerError(error);
+      options.onRefused?.({ path, requestId, status: error.code, elapsedMs: performance.now() - started });
+    };
+    const apiKey = headers["x-api-key"];
+    const meter = options.meter;
+    if (meter === undefined) answer({});
+    else
+      meter(typeof apiKey === "string" ? apiKey : undefined, remoteAddress(stream)).then(answer, () =>
+        answer({}),
+      );
   }
   function finish(): void {
     phase = "done";

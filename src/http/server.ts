@@ -114,6 +114,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     else log.debug(line, "request");
   };
 
+  const meter = options.meter;
   const grpcUnary =
     options.grpcFastPath === false
       ? undefined
@@ -122,6 +123,9 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
           interceptors: options.interceptors,
           bodyLimitBytes: options.bodyLimitBytes,
           contextValues: (remoteAddress) => newContext(remoteAddress, "grpc"),
+          ...(meter === undefined
+            ? {}
+            : { meter: (apiKey, remoteAddress) => meter(apiKey, withoutIpv4Prefix(remoteAddress)) }),
           onRefused: ({ path, requestId, status, elapsedMs }) =>
             observeUnrouted(
               lazyChildLogger(options.logger, { requestId }),
@@ -225,7 +229,6 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   await options.addRoutes?.(app);
 
   // Every /api response carries the rate-limit headers, also when the request never reached the RPC.
-  const meter = options.meter;
   if (meter !== undefined) {
     app.addHook("onSend", (request, reply, payload, done) => {
       if (reply.hasHeader("x-ratelimit-limit") || !request.url.startsWith("/api/")) {

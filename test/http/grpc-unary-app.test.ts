@@ -25,6 +25,8 @@ interface Service {
   baseUrl: string;
   sandboxKey: string;
   standardKey: string;
+  /** A new issuer key of a tenant of its own. */
+  newKey(tier: "sandbox" | "standard"): Promise<string>;
 }
 
 async function start(grpcFastPath: boolean): Promise<Service> {
@@ -33,13 +35,15 @@ async function start(grpcFastPath: boolean): Promise<Service> {
   await store.init();
   const app = await buildApp({ config, store, logger: createLogger("silent"), workers: 1, grpcFastPath });
   const { port } = await app.server.listen(0, "127.0.0.1");
+  let tenants = 0;
   const key = async (tier: "sandbox" | "standard") =>
-    (await createApiKey(store, "dev", { role: "issuer", tier, tenantId: `t-${tier}` }, new Date())).key;
+    (await createApiKey(store, "dev", { role: "issuer", tier, tenantId: `t-${tenants++}` }, new Date())).key;
   return {
     app,
     baseUrl: `http://127.0.0.1:${port}`,
     sandboxKey: await key("sandbox"),
     standardKey: await key("standard"),
+    newKey: key,
   };
 }
 
@@ -96,5 +100,26 @@ describe("the whole service answers gRPC calls alike with and without the fast p
     // UNAUTHENTICATED twice (counted against the caller's address), NOT_FOUND twice, then
     // RESOURCE_EXHAUSTED for the key's third call, INVALID_ARGUMENT with field violations.
     expect(codes).toEqual(["16", "16", "5", "5", "8", "3"]);
+  });
+
+  it("counts a call refused before the RPC against the caller's limit and answers with the rate-limit metadata", async () => {
+    // The fast path only: on the Connect path the trailers of a refused call are written where no
+    // hook can wait for the store (README, gRPC section).
+    const key = await on.newKey("sandbox");
+    const undecodable = Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]);
+    const remaining: string[] = [];
+    for (const body of [undecodable, Buffer.alloc(0)]) {
+      const refused = await rawGrpc(on.baseUrl, GRANT, body, { "x-api-key": key });
+      expect(refused.trailers["grpc-status"]).not.toBe("0");
+      expect(refused.trailers["x-ratelimit-limit"]).toBe("2");
+      expect(refused.trailers["x-ratelimit-reset"]).toMatch(/^\d+$/);
+      remaining.push(refused.trailers["x-ratelimit-remaining"] ?? "");
+    }
+    expect(remaining).toEqual(["1", "0"]);
+    // The two refused calls used up the key's two calls of this minute.
+    const grant = framed(GrantAccessRequestSchema, { userId: "usr_nobody", keyId: "key_nobody" });
+    const limited = await rawGrpc(on.baseUrl, GRANT, grant, { "x-api-key": key });
+    expect(limited.trailers["grpc-status"]).toBe("8");
+    expect(limited.trailers["retry-after"]).toMatch(/^\d+$/);
   });
 });
