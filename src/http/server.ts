@@ -316,13 +316,19 @@ function fromFastifyError(error: FastifyError, options: HttpServerOptions): unkn
 function codeForGrpcStatus(status: number): ErrorCode | "ok" {
   if (status === 0) return "ok";
   if (status === Code.ResourceExhausted) return "payload_too_large";
-  const code = (Object.keys(ERRORS) as ErrorCode[]).find((c) => ERRORS[c].grpc === status);
-  return code ?? "invalid_request";
+  return firstCode((entry) => entry.grpc === status) ?? "invalid_request";
 }
 
 /** The error code for an HTTP status, for requests that failed before an RPC; `ok` below 400. */
 function codeForStatus(status: number): ErrorCode | "ok" {
   if (status < 400) return "ok";
-  const code = (Object.keys(ERRORS) as ErrorCode[]).find((c) => ERRORS[c].http === status);
-  return code ?? (status >= 500 ? "internal_server_error" : "invalid_request");
+  return (
+    firstCode((entry) => entry.http === status) ??
+    (status >= 500 ? "internal_server_error" : "invalid_request")
+  );
+}
+
+/** The first code of the registry, in its order, whose entry matches. */
+function firstCode(matches: (entry: (typeof ERRORS)[ErrorCode]) => boolean): ErrorCode | undefined {
+  return (Object.keys(ERRORS) as ErrorCode[]).find((code) => matches(ERRORS[code]));
 }
