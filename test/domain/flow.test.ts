@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { generateRsaKeyPair } from "../../src/crypto/keys.js";
 import { grantAccess } from "../../src/domain/grants.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
@@ -227,6 +227,25 @@ describe("receipt flow rules (domain)", () => {
       expect(err.message).toBe("The access token is not valid for this receipt.");
       const foreign = await rejection(decryptPayment(f.deps, otherIssuer, input, caller));
       expect(foreign.code).toBe("not_found");
+    });
+  });
+
+  describe("sealing", () => {
+    it("seals on the worker pool, to the registered key or else to the escrow key", async () => {
+      const seal = vi.spyOn(f.pool, "seal");
+      const u = await onboard("7000");
+      const sealed = await encryptReceipt(f.deps, merchant, receiptMessage("7000"));
+      const escrowed = await encryptReceipt(f.deps, merchant, receiptMessage("7001"));
+      expect(seal.mock.calls.map(([request]) => [request.keyId, request.spki])).toEqual([
+        [u.keyId, u.publicKey],
+        [f.deps.escrow.keyId, f.deps.escrow.spki],
+      ]);
+      expect(sealed.keyBundle.keyId).toBe(u.keyId);
+      expect(escrowed.keyBundle.keyId).toBe(f.deps.escrow.keyId);
+      // What the workers were given is the receipt's sealed plaintext, which is never stored.
+      const plaintext = JSON.parse(seal.mock.calls[0]?.[0].plaintext ?? "{}") as { receiptId?: string };
+      expect(plaintext.receiptId).toBe(sealed.receiptId);
+      expect(JSON.stringify(sealed)).not.toContain(seal.mock.calls[0]?.[0].plaintext);
     });
   });
 
