@@ -63,21 +63,7 @@ export function createUnaryInvoker(
   let next = async (req: UnaryRequest): Promise<UnaryResponse> => {
     const spec = implementations.get(req.method);
     if (spec === undefined) throw new Error(`${req.method.parent.typeName}.${req.method.name} is not routed`);
-    const context: HandlerContext = {
-      service: req.service,
-      method: req.method,
-      get signal() {
-        return req.signal;
-      },
-      timeoutMs: () => undefined,
-      requestMethod: req.requestMethod,
-      requestHeader: req.header,
-      responseHeader: new CallHeaders(),
-      responseTrailer: new CallHeaders(),
-      protocolName: req.contextValues.get(kProtocolName),
-      values: req.contextValues,
-      url: req.url,
-    };
+    const context = new InProcessContext(req);
     const output = await spec.impl(req.message, context);
     return {
       stream: false,
@@ -91,20 +77,77 @@ export function createUnaryInvoker(
   for (const interceptor of [...interceptors].reverse()) next = interceptor(next as never) as typeof next;
   return (call) => {
     if (call.protocolName !== undefined) call.contextValues.set(kProtocolName, call.protocolName);
-    return next({
-      stream: false,
-      service: call.method.parent,
-      method: call.method,
-      requestMethod: "POST",
-      url: call.url,
-      get signal() {
-        return call.signal();
-      },
-      header: call.header,
-      contextValues: call.contextValues,
-      message: call.message,
-    });
+    return next(new InProcessRequest(call));
   };
+}
+
+/*
+ * The request and the handler context of a call are class instances, never object literals with a
+ * `get signal()`: V8 allocates the accessor pair of a literal's getter in the old generation, where it
+ * points at the getter's closure and so at the whole call (request, reply, message, headers). Every
+ * call's objects then survived young-generation collections, were promoted, and waited for a full
+ * collection; the getters on these prototypes are shared and allocate nothing per call.
+ */
+
+/** The `UnaryRequest` the interceptors see for an in-process call. */
+class InProcessRequest implements UnaryRequest {
+  readonly stream = false;
+  readonly service: DescService;
+  readonly method: DescMethodUnary;
+  readonly requestMethod = "POST";
+  readonly url: string;
+  readonly header: Headers;
+  readonly contextValues: ContextValues;
+  readonly message: MessageShape<DescMethodUnary["input"]>;
+  readonly #call: UnaryCall;
+
+  constructor(call: UnaryCall) {
+    this.service = call.method.parent;
+    this.method = call.method;
+    this.url = call.url;
+    this.header = call.header;
+    this.contextValues = call.contextValues;
+    this.message = call.message;
+    this.#call = call;
+  }
+
+  get signal(): AbortSignal {
+    return this.#call.signal();
+  }
+}
+
+/** The `HandlerContext` an implementation sees for an in-process call. */
+class InProcessContext implements HandlerContext {
+  readonly service: DescService;
+  readonly method: DescMethodUnary;
+  readonly requestMethod: string;
+  readonly requestHeader: Headers;
+  readonly responseHeader = new CallHeaders();
+  readonly responseTrailer = new CallHeaders();
+  readonly protocolName: string;
+  readonly values: ContextValues;
+  readonly url: string;
+  readonly #request: UnaryRequest;
+
+  constructor(req: UnaryRequest) {
+    this.service = req.service;
+    this.method = req.method;
+    this.requestMethod = req.requestMethod;
+    this.requestHeader = req.header;
+    this.protocolName = req.contextValues.get(kProtocolName);
+    this.values = req.contextValues;
+    this.url = req.url;
+    this.#request = req;
+  }
+
+  get signal(): AbortSignal {
+    return this.#request.signal;
+  }
+
+  /** In-process calls carry no deadline. */
+  timeoutMs(): number | undefined {
+    return undefined;
+  }
 }
 
 type UnarySpec = Extract<MethodImplSpec, { kind: "unary" }>;
