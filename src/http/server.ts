@@ -29,6 +29,15 @@ import { kProtocol, type Protocol, protocolOf } from "./protocol.js";
 import { registerTranscoder } from "./transcoder.js";
 import { answerUndecodableAsInvalid, STRICT_JSON_OPTIONS } from "./undecodable.js";
 
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The context values of the call this request carries, once an RPC has asked for them. */
+    callContext: ContextValues | null;
+    /** The grpc-status connect-node answered a gRPC call on the Connect path with. */
+    grpcStatus: number | null;
+  }
+}
+
 /** What {@link createHttpServer} needs. */
 export interface HttpServerOptions {
   /** Registers the Connect service implementations (also the gRPC health service). */
@@ -160,18 +169,16 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     },
   });
 
-  const contexts = new WeakMap<FastifyRequest, ContextValues>();
+  // A call's context values and (Connect-path gRPC) status live on the request itself, declared up front
+  // so every request keeps one shape. Not in WeakMaps keyed by the request: a young-generation collection
+  // keeps a WeakMap's values alive while the map is old, and through the context's logger closure that
+  // promoted each call's objects to the old generation, where only a full collection freed them.
+  app.decorateRequest("callContext", null);
+  app.decorateRequest("grpcStatus", null);
   const contextFor = (request: FastifyRequest, protocol: Protocol): ContextValues => {
-    let values = contexts.get(request);
-    if (values === undefined) {
-      values = newContext(request.ip ?? "", protocol);
-      contexts.set(request, values);
-    }
-    return values;
+    request.callContext ??= newContext(request.ip ?? "", protocol);
+    return request.callContext;
   };
-
-  // The grpc-status of gRPC calls on the Connect path, for those refused before the RPC (see onResponse).
-  const grpcStatuses = new WeakMap<FastifyRequest, number>();
 
   // Hooks on every request take Fastify's callback form: an async hook costs a promise per request.
   app.addHook("onRequest", (request, reply, done) => {
@@ -182,7 +189,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
       const addTrailers = raw.addTrailers.bind(raw);
       raw.addTrailers = (trailers) => {
         const status = Number((trailers as Record<string, unknown>)["grpc-status"]);
-        if (Number.isInteger(status)) grpcStatuses.set(request, status);
+        if (Number.isInteger(status)) request.grpcStatus = status;
         addTrailers(trailers);
       };
     }
@@ -248,8 +255,8 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   // One log line (and one metric) for each request that never reached an RPC.
   app.addHook("onResponse", (request, reply, done) => {
     done();
-    const values = contexts.get(request);
-    if (values !== undefined && (values.get(kObserved) || values.get(kRequestId) !== "")) return;
+    const values = request.callContext;
+    if (values !== null && (values.get(kObserved) || values.get(kRequestId) !== "")) return;
     const rpc = (request.routeOptions.config as { rpc?: string } | undefined)?.rpc;
     const protocol = values?.get(kProtocol) ?? (rpc ? "rest" : "http");
     const route = request.routeOptions.url;
@@ -257,8 +264,8 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     const method =
       rpc ?? (protocol !== "http" && route !== undefined ? route.slice(1) : (route ?? "unmatched"));
     const labels = { protocol, method };
-    const grpcStatus = grpcStatuses.get(request);
-    const code = grpcStatus === undefined ? undefined : codeForGrpcStatus(grpcStatus);
+    const grpcStatus = request.grpcStatus;
+    const code = grpcStatus === null ? undefined : codeForGrpcStatus(grpcStatus);
     observeUnrouted(request.log, labels, reply.raw.statusCode, reply.elapsedTime, code);
   });
 
