@@ -86,7 +86,9 @@ export function createUnaryInvoker(
  * `get signal()`: V8 allocates the accessor pair of a literal's getter in the old generation, where it
  * points at the getter's closure and so at the whole call (request, reply, message, headers). Every
  * call's objects then survived young-generation collections, were promoted, and waited for a full
- * collection; the getters on these prototypes are shared and allocate nothing per call.
+ * collection; the getters on these prototypes are shared and allocate nothing per call. (So an
+ * interceptor that passes on a copy of the request must copy `signal` by name: a spread leaves a
+ * prototype's getter behind. None of ours copies requests.)
  */
 
 /** The `UnaryRequest` the interceptors see for an in-process call. */
