@@ -161,12 +161,13 @@ export class CryptoPool {
 
   /**
    * Re-wraps an escrowed receipt's AES key to a newly registered public key (escrow release): unwraps
-   * it with the escrow private key and wraps it to `toSpki` (base64 DER SPKI). The receipt's ciphertext
-   * is not involved and stays byte-for-byte the same.
+   * it with the escrow private key and wraps it to the user's key `to` (its id and base64 DER SPKI; each
+   * worker parses a key once, as for sealing). The receipt's ciphertext is not involved and stays
+   * byte-for-byte the same.
    */
-  rewrapFromEscrow(encryptedAesKey: Uint8Array, toSpki: string): Promise<Buffer> {
+  rewrapFromEscrow(encryptedAesKey: Uint8Array, to: { keyId: string; spki: string }): Promise<Buffer> {
     const wrapped = copyBytes(encryptedAesKey);
-    return this.run({ op: "rewrap", encryptedAesKey: wrapped, toSpki }, [wrapped.buffer]);
+    return this.run({ op: "rewrap", encryptedAesKey: wrapped, ...to }, [wrapped.buffer]);
   }
 
   /**

@@ -27,7 +27,7 @@ export type WorkerTask =
       authTag: Uint8Array;
       aad: Uint8Array;
     }
-  | { op: "rewrap"; encryptedAesKey: Uint8Array; toSpki: string }
+  | { op: "rewrap"; encryptedAesKey: Uint8Array; keyId: string; spki: string }
   | { op: "seal"; plaintext: string; aad: Uint8Array; keyId: string; spki: string }
   | { op: "generate" };
 

@@ -8,7 +8,6 @@ import { openSealedReceipt, rewrapAesKey, sealReceipt } from "./envelope.js";
 import {
   PublicKeyCache,
   parsePrivateKey,
-  parsePublicKey,
   privateKeyMatches,
   RSA_MODULUS_BITS,
   RSA_PUBLIC_EXPONENT,
@@ -82,7 +81,7 @@ function run(task: WorkerTask): Uint8Array {
       return packSealed(sealReceipt(plaintext, task.aad, publicKeys.get(task.keyId, task.spki)));
     }
     case "rewrap":
-      return rewrapAesKey(task.encryptedAesKey, escrowKey(), parsePublicKey(task.toSpki).key);
+      return rewrapAesKey(task.encryptedAesKey, escrowKey(), publicKeys.get(task.keyId, task.spki));
     case "generate": {
       const pair = generateKeyPairSync("rsa", {
         modulusLength: RSA_MODULUS_BITS,

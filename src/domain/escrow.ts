@@ -35,7 +35,7 @@ export async function releaseEscrow(deps: DomainDeps, target: ReleaseTarget): Pr
   for (const receipt of escrowed) {
     const wrapped = await deps.pool.rewrapFromEscrow(
       Buffer.from(receipt.keyBundle.encryptedAesKey, "base64"),
-      target.spki,
+      { keyId: target.keyId, spki: target.spki },
     );
     const ok = await deps.store.receipts.release(receipt.id, {
       userId: target.userId,

@@ -226,7 +226,10 @@ describe("CryptoPool.rewrapFromEscrow", () => {
     const plaintext = Buffer.from("escrowed receipt");
     const sealed = sealReceipt(plaintext, aad, parsePublicKey(escrow.publicKey).key);
     const ciphertext = Buffer.from(sealed.ciphertext);
-    const encryptedAesKey = await pool.rewrapFromEscrow(sealed.encryptedAesKey, user.publicKey);
+    const encryptedAesKey = await pool.rewrapFromEscrow(sealed.encryptedAesKey, {
+      keyId: "user",
+      spki: user.publicKey,
+    });
     expect(encryptedAesKey.equals(sealed.encryptedAesKey)).toBe(false);
     const released = { ...sealed, encryptedAesKey };
     expect(released.ciphertext.equals(ciphertext)).toBe(true);
@@ -242,13 +245,17 @@ describe("CryptoPool.rewrapFromEscrow", () => {
 
   it("refuses a target key that is not a usable public key", async () => {
     const sealed = sealReceipt(Buffer.from("x"), aad, parsePublicKey(escrow.publicKey).key);
-    const error = await rejection(pool.rewrapFromEscrow(sealed.encryptedAesKey, "junk"));
+    const error = await rejection(
+      pool.rewrapFromEscrow(sealed.encryptedAesKey, { keyId: "junk", spki: "junk" }),
+    );
     expect(error.code).toBe("invalid_request");
   });
 
   it("reports a key not wrapped to the escrow key as internal_server_error", async () => {
     const sealed = sealReceipt(Buffer.from("x"), aad, userKey);
-    const error = await rejection(pool.rewrapFromEscrow(sealed.encryptedAesKey, user.publicKey));
+    const error = await rejection(
+      pool.rewrapFromEscrow(sealed.encryptedAesKey, { keyId: "user", spki: user.publicKey }),
+    );
     expect(error.code).toBe("internal_server_error");
   });
 });
