@@ -18,8 +18,8 @@ import { createLogger } from "./logging.js";
  * only shared through a shared store: with the embedded store each worker has its own (a receipt
  * stored by one worker is unknown to the others), which suits load tests of stateless calls; use
  * MongoDB otherwise. Unless `CRYPTO_THREADS` is set, each process gets an equal share of the cores
- * for its crypto worker threads (at least one). A worker that dies after it started listening is replaced; SIGTERM or SIGINT
- * stops the workers gracefully, then the primary.
+ * for its crypto worker threads (at least one). A worker that dies after it started listening is
+ * replaced; SIGTERM or SIGINT stops the workers gracefully, then the primary.
  */
 
 /** Largest accepted `CLUSTER_WORKERS`. */
