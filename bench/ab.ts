@@ -60,6 +60,12 @@ function metered(svc: Service, phase: Phase) {
   return { run, totals };
 }
 
+/** `after` against `before` as a signed whole percentage: `+12%`, `-3%`. */
+function percentChange(before: number, after: number): string {
+  const change = ((after - before) / before) * 100;
+  return `${change >= 0 ? "+" : ""}${change.toFixed(0)}%`;
+}
+
 async function main(): Promise<void> {
   if (args.before === undefined) throw new Error("--before <dist directory of the other build> is required");
   await initClockTicks();
@@ -78,8 +84,8 @@ async function main(): Promise<void> {
   const afterLoads = serviceLoads(after, afterSeed, settings);
   const only = args.only === undefined ? undefined : new Set(args.only.split(","));
   const rows = [
-    "| load | before req/s | p50 ms | p99 ms | CPU ms/req | after req/s | p50 ms | p99 ms | CPU ms/req | req/s change |",
-    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    "| load | before req/s | p50 ms | p99 ms | CPU µs/req | after req/s | p50 ms | p99 ms | CPU µs/req | req/s change | CPU change |",
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
   ];
   for (const [surface, operation] of LOADS) {
     const name = loadName(surface, operation);
@@ -104,12 +110,12 @@ async function main(): Promise<void> {
       }
     }
     const [ma, mb] = [measure(...samplesA), measure(...samplesB)];
-    const cpuA = (a.totals.cpu / Math.max(1, ma.ok)) * 1000;
-    const cpuB = (b.totals.cpu / Math.max(1, mb.ok)) * 1000;
-    const change = `${mb.rps >= ma.rps ? "+" : ""}${(((mb.rps - ma.rps) / ma.rps) * 100).toFixed(0)}%`;
+    const cpuA = (a.totals.cpu / Math.max(1, ma.ok)) * 1e6;
+    const cpuB = (b.totals.cpu / Math.max(1, mb.ok)) * 1e6;
     const row =
-      `| ${surface} ${operation} | ${ma.rps.toFixed(0)} | ${ma.p50.toFixed(1)} | ${ma.p99.toFixed(1)} | ${cpuA.toFixed(2)} ` +
-      `| ${mb.rps.toFixed(0)} | ${mb.p50.toFixed(1)} | ${mb.p99.toFixed(1)} | ${cpuB.toFixed(2)} | ${change} |`;
+      `| ${surface} ${operation} | ${ma.rps.toFixed(0)} | ${ma.p50.toFixed(1)} | ${ma.p99.toFixed(1)} | ${cpuA.toFixed(0)} ` +
+      `| ${mb.rps.toFixed(0)} | ${mb.p50.toFixed(1)} | ${mb.p99.toFixed(1)} | ${cpuB.toFixed(0)} ` +
+      `| ${percentChange(ma.rps, mb.rps)} | ${percentChange(cpuA, cpuB)} |`;
     rows.push(row);
     process.stdout.write(`${row}\n`);
   }
