@@ -15,7 +15,7 @@ export interface WorkerInit {
   niceness?: number;
 }
 
-/** A unit of private-key work. */
+/** A unit of work for a crypto worker: open, re-wrap, seal or generate. */
 export type WorkerTask =
   | {
       op: "open";
