@@ -13,10 +13,11 @@ import { cpuSeconds, initClockTicks, type Service, startService, waitIdle } from
  *
  *   node dist/bench/ab.js --before /path/to/other/dist [--only rest-encrypt,grpc-decrypt]
  *     [--seconds 12] [--rounds 6] [--warmup 2] [--log-level warn]
- *     [--before-flags "..."] [--after-flags "--max-semi-space-size=64"]
+ *     [--before-flags=...] [--after-flags="--max-semi-space-size=64 --v8-pool-size=1"]
  *
  * `--before` is the `dist` directory of the other build (e.g. a copy made before the change); this
- * build is the "after". `--before` may be this build's own `dist` to compare Node flags alone.
+ * build is the "after". `--before` may be this build's own `dist` to compare Node flags alone. The
+ * flags take the `=` form: `parseArgs` refuses a separate value that starts with a dash.
  * Exits 0 unless something crashed.
  */
 
@@ -33,7 +34,7 @@ const { values: args } = parseArgs({
   },
 });
 
-/** Space-separated Node flags of one side (`--after-flags "--max-semi-space-size=64"`). */
+/** Space-separated Node flags of one side (`--after-flags="--max-semi-space-size=64"`). */
 const flagsOf = (value: string | undefined) => (value ?? "").split(" ").filter((flag) => flag !== "");
 
 const settings = {
