@@ -104,6 +104,36 @@ export function receiptsContract(store: () => Store): void {
       expect((await store().receipts.listByUser("usr_2", 10)).receipts).toEqual([]);
     });
 
+    it("lists a released receipt at its own time among the user's newer and older ones", async () => {
+      const older = receipt("usr_1", { createdAt: at(10) });
+      const newer = receipt("usr_1", { createdAt: at(30) });
+      const panHash = hex64();
+      const escrowed = escrowedReceipt(panHash, at(999), { createdAt: at(20) });
+      for (const r of [older, newer, escrowed]) await store().receipts.insert(r);
+      const to = { userId: "usr_1", issuerTenantId: "tnt_issuer", keyBundle: newer.keyBundle };
+      expect(await store().receipts.release(escrowed.id, to)).toBe(true);
+
+      const ids: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await store().receipts.listByUser("usr_1", 1, cursor);
+        ids.push(...page.receipts.map((r) => r.id));
+        cursor = page.nextCursor;
+      } while (cursor !== undefined && ids.length < 10);
+      expect(ids).toEqual([newer.id, escrowed.id, older.id]);
+      // The same receipt id from another merchant, older than all of them.
+      const inserted = receipt("usr_1", {
+        merchantId: "m-2",
+        receiptId: escrowed.receiptId,
+        createdAt: at(5),
+      });
+      expect(await store().receipts.insert(inserted)).toBe(true);
+      expect((await store().receipts.findByReceiptId(escrowed.receiptId, "usr_1")).map((r) => r.id)).toEqual([
+        inserted.id,
+        escrowed.id,
+      ]);
+    });
+
     it("releases nothing that is not escrowed", async () => {
       const delivered = receipt("usr_1");
       await store().receipts.insert(delivered);

@@ -1,13 +1,15 @@
-import { comesBefore, decodeCursor, encodeCursor } from "../cursor.js";
+import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
 import { compare } from "./api-keys.js";
 import { copy, MultiIndex } from "./copy.js";
+import { ListingIndex } from "./listing.js";
 
 /** Sealed receipts held in memory, with the secondary indexes the queries need. */
 export class MemoryReceipts implements ReceiptStore {
   private readonly byId = new Map<string, ReceiptRecord>();
   private readonly idByMerchantReceipt = new Map<string, string>();
-  private readonly byUser = new MultiIndex();
+  /** Each user's receipts in listing order (the stored objects themselves). */
+  private readonly byUser = new ListingIndex<ReceiptRecord>();
   private readonly byTransaction = new MultiIndex();
   private readonly escrowedByPan = new MultiIndex();
   private readonly idByPayment = new Map<string, string>();
@@ -23,7 +25,7 @@ export class MemoryReceipts implements ReceiptStore {
     this.byId.set(stored.id, stored);
     this.idByMerchantReceipt.set(merchantReceiptKey(stored), stored.id);
     this.byTransaction.add(transactionKey(stored.merchantTenantId, stored.transactionId), stored.id);
-    if (stored.userId !== undefined) this.byUser.add(stored.userId, stored.id);
+    if (stored.userId !== undefined) this.byUser.add(stored.userId, stored);
     if (stored.isEscrowed) this.escrowedByPan.add(stored.panHash, stored.id);
     if (stored.paymentId !== undefined) this.idByPayment.set(stored.paymentId, stored.id);
   }
@@ -34,8 +36,9 @@ export class MemoryReceipts implements ReceiptStore {
     return true;
   }
 
+  /** Oldest first (then by id), the order of the user's listing index. */
   async findByReceiptId(receiptId: string, userId: string): Promise<ReceiptRecord[]> {
-    return this.copies(this.byUser.get(userId)).filter((r) => r.receiptId === receiptId);
+    return copy(this.byUser.oldestFirst(userId).filter((r) => r.receiptId === receiptId));
   }
 
   async findByTransaction(merchantTenantId: string, transactionId: string): Promise<ReceiptRecord[]> {
@@ -51,9 +54,8 @@ export class MemoryReceipts implements ReceiptStore {
     if (!Number.isInteger(limit) || limit < 1)
       throw new RangeError("The page size must be a positive integer.");
     const after = cursor === undefined ? undefined : decodeCursor(cursor);
-    const newestFirst = this.records(this.byUser.get(userId))
-      .filter((r) => after === undefined || comesBefore(after, r))
-      .sort((a, b) => (comesBefore(a, b) ? -1 : 1));
+    // One more than the page, to know whether another page follows.
+    const newestFirst = this.byUser.newestFirst(userId, limit + 1, after);
     const receipts = copy(newestFirst.slice(0, limit));
     const last = receipts.at(-1);
     if (newestFirst.length <= limit || last === undefined) return { receipts };
@@ -79,18 +81,16 @@ export class MemoryReceipts implements ReceiptStore {
     receipt.userId = to.userId;
     receipt.issuerTenantId = to.issuerTenantId;
     receipt.keyBundle = copy(to.keyBundle);
-    this.byUser.add(to.userId, id);
+    this.byUser.add(to.userId, receipt);
     return true;
-  }
-
-  private records(ids: string[]): ReceiptRecord[] {
-    return ids.flatMap((id) => this.byId.get(id) ?? []);
   }
 
   /** Copies of the records, oldest first (then by id), the order the Mongo store returns them in. */
   private copies(ids: string[]): ReceiptRecord[] {
     return copy(
-      this.records(ids).sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || compare(a.id, b.id)),
+      ids
+        .flatMap((id) => this.byId.get(id) ?? [])
+        .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || compare(a.id, b.id)),
     );
   }
 }
