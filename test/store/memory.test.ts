@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { runStoreContract } from "./contract.js";
-import { at, receipt } from "./fixtures.js";
+import { at, escrowedReceipt, hex64, receipt } from "./fixtures.js";
 
 runStoreContract("memory", async () => createMemoryStore());
 
@@ -29,6 +29,36 @@ describe("memory store: reading a user's receipts", () => {
       expect(getTime.mock.calls.length).toBeLessThan(200);
     } finally {
       getTime.mockRestore();
+      await store.close();
+    }
+  });
+});
+
+describe("memory store: expired escrow", () => {
+  // The spec deletes unreleased escrow after its retention (a TTL index in MongoDB); the memory store
+  // deletes it when it next stores a receipt, at most once a minute of store time.
+  it("is deleted, freeing its ids, once a receipt is stored after it expired", async () => {
+    const store = createMemoryStore();
+    await store.init();
+    try {
+      const panHash = hex64();
+      const expiring = escrowedReceipt(panHash, at(100), { createdAt: at(0), paymentId: "pay_e" });
+      const lasting = escrowedReceipt(panHash, at(1_000), { createdAt: at(1) });
+      for (const r of [expiring, lasting]) expect(await store.receipts.insert(r)).toBe(true);
+      await store.receipts.insert(receipt("usr_1", { createdAt: at(50) }));
+      // Not yet expired at 50: still there.
+      expect(await store.receipts.listEscrowed(panHash, at(0))).toEqual([expiring, lasting]);
+
+      await store.receipts.insert(receipt("usr_1", { createdAt: at(120) }));
+      // Gone, not merely filtered: asked as of time 0, only the unexpired one is left.
+      expect(await store.receipts.listEscrowed(panHash, at(0))).toEqual([lasting]);
+      expect(
+        await store.receipts.findByTransaction(expiring.merchantTenantId, expiring.transactionId),
+      ).toEqual([]);
+      expect(await store.receipts.findByPaymentId("pay_e")).toBeUndefined();
+      const again = receipt("usr_1", { merchantId: expiring.merchantId, receiptId: expiring.receiptId });
+      expect(await store.receipts.insert(again)).toBe(true);
+    } finally {
       await store.close();
     }
   });

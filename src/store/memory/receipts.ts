@@ -1,7 +1,7 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
 import { compare } from "./api-keys.js";
-import { copy, MultiIndex } from "./copy.js";
+import { copy, MultiIndex, SWEEP_INTERVAL_MS } from "./copy.js";
 import { ListingIndex } from "./listing.js";
 
 /** Sealed receipts held in memory, with the secondary indexes the queries need. */
@@ -13,9 +13,16 @@ export class MemoryReceipts implements ReceiptStore {
   private readonly byTransaction = new MultiIndex();
   private readonly escrowedByPan = new MultiIndex();
   private readonly idByPayment = new Map<string, string>();
+  /** The escrowed receipts, for {@link dropExpiredEscrow}. */
+  private readonly escrowed = new Map<string, ReceiptRecord>();
+  private lastSweepMs = Number.NEGATIVE_INFINITY;
 
-  /** Whether `receipt` can be stored: its id and its `(merchantId, receiptId)` are both unused. */
+  /**
+   * Whether `receipt` can be stored: its id and its `(merchantId, receiptId)` are both unused. Expired
+   * escrow is deleted first, as MongoDB's TTL index deletes it (so its ids are free again).
+   */
   canInsert(receipt: ReceiptRecord): boolean {
+    this.dropExpiredEscrow(receipt.createdAt.getTime());
     return !this.byId.has(receipt.id) && !this.idByMerchantReceipt.has(merchantReceiptKey(receipt));
   }
 
@@ -26,7 +33,10 @@ export class MemoryReceipts implements ReceiptStore {
     this.idByMerchantReceipt.set(merchantReceiptKey(stored), stored.id);
     this.byTransaction.add(transactionKey(stored.merchantTenantId, stored.transactionId), stored.id);
     if (stored.userId !== undefined) this.byUser.add(stored.userId, stored);
-    if (stored.isEscrowed) this.escrowedByPan.add(stored.panHash, stored.id);
+    if (stored.isEscrowed) {
+      this.escrowedByPan.add(stored.panHash, stored.id);
+      this.escrowed.set(stored.id, stored);
+    }
     if (stored.paymentId !== undefined) this.idByPayment.set(stored.paymentId, stored.id);
   }
 
@@ -75,6 +85,7 @@ export class MemoryReceipts implements ReceiptStore {
     const receipt = this.byId.get(id);
     if (receipt === undefined || !receipt.isEscrowed) return false;
     this.escrowedByPan.delete(receipt.panHash, id);
+    this.escrowed.delete(id);
     receipt.isEscrowed = false;
     delete receipt.escrowKeyId;
     delete receipt.expiresAt;
@@ -83,6 +94,25 @@ export class MemoryReceipts implements ReceiptStore {
     receipt.keyBundle = copy(to.keyBundle);
     this.byUser.add(to.userId, receipt);
     return true;
+  }
+
+  /**
+   * Deletes the escrowed receipts that expired at `nowMs` (the time of a receipt being stored, the
+   * store's only clock here), at most once per {@link SWEEP_INTERVAL_MS}. Until then readers skip them
+   * (`listEscrowed` checks `expiresAt`), as they would skip what a TTL index has not deleted yet.
+   */
+  private dropExpiredEscrow(nowMs: number): void {
+    if (nowMs - this.lastSweepMs < SWEEP_INTERVAL_MS) return;
+    this.lastSweepMs = nowMs;
+    for (const receipt of this.escrowed.values()) {
+      if (receipt.expiresAt === undefined || receipt.expiresAt.getTime() > nowMs) continue;
+      this.escrowed.delete(receipt.id);
+      this.byId.delete(receipt.id);
+      this.idByMerchantReceipt.delete(merchantReceiptKey(receipt));
+      this.byTransaction.delete(transactionKey(receipt.merchantTenantId, receipt.transactionId), receipt.id);
+      this.escrowedByPan.delete(receipt.panHash, receipt.id);
+      if (receipt.paymentId !== undefined) this.idByPayment.delete(receipt.paymentId);
+    }
   }
 
   /** Copies of the records, oldest first (then by id), the order the Mongo store returns them in. */
