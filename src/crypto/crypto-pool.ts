@@ -41,8 +41,8 @@ export interface OpenReceiptRequest {
 export interface SealRequest {
   /** The receipt's sealed plaintext, as text (`plaintextTextOf`); the worker encodes it as UTF-8. */
   plaintext: string;
-  /** The receipt's additional authenticated data, `receiptAad(...)`. */
-  aad: Uint8Array;
+  /** The receipt's additional authenticated data, as text (`receiptAadText`); the worker encodes it as UTF-8. */
+  aad: string;
   /** The recipient key's id and its base64 DER SPKI; each worker parses a key once (`PublicKeyCache`). */
   keyId: string;
   spki: string;
@@ -57,7 +57,6 @@ interface Pending {
 interface Outgoing {
   slot: Slot;
   request: WorkerRequest;
-  transfer: ArrayBuffer[];
 }
 
 interface Slot {
@@ -111,7 +110,7 @@ export class CryptoPool {
    * SPKI and PKCS#8, as `generateRsaKeyPair` returns them.
    */
   async generateKeyPair(): Promise<RsaKeyPair> {
-    const packed = await this.run({ op: "generate" }, [], this.keygenSlots);
+    const packed = await this.run({ op: "generate" }, this.keygenSlots);
     try {
       const { spki, pkcs8 } = unpackKeyPair(packed);
       return { publicKey: spki.toString("base64"), privateKey: pkcs8.toString("base64") };
@@ -128,7 +127,7 @@ export class CryptoPool {
    */
   openReceipt(request: OpenReceiptRequest): Promise<Buffer> {
     const { sealed } = request;
-    const [[encryptedAesKey, iv, ciphertext, authTag, aad], buffer] = copyIntoOneBuffer([
+    const [encryptedAesKey, iv, ciphertext, authTag, aad] = copyIntoOneBuffer([
       sealed.encryptedAesKey,
       sealed.iv,
       sealed.ciphertext,
@@ -145,7 +144,7 @@ export class CryptoPool {
       authTag,
       aad,
     };
-    return this.run(task, [buffer]);
+    return this.run(task);
   }
 
   /**
@@ -154,9 +153,7 @@ export class CryptoPool {
    * `invalid_request` on `publicKey`, as `parsePublicKey` words it.
    */
   async seal(request: SealRequest): Promise<SealedReceipt> {
-    const aad = copyBytes(request.aad);
-    const task: WorkerTask = { op: "seal", ...request, aad };
-    return unpackSealed(await this.run(task, [aad.buffer]));
+    return unpackSealed(await this.run({ op: "seal", ...request }));
   }
 
   /**
@@ -166,8 +163,7 @@ export class CryptoPool {
    * byte-for-byte the same.
    */
   rewrapFromEscrow(encryptedAesKey: Uint8Array, to: { keyId: string; spki: string }): Promise<Buffer> {
-    const wrapped = copyBytes(encryptedAesKey);
-    return this.run({ op: "rewrap", encryptedAesKey: wrapped, ...to }, [wrapped.buffer]);
+    return this.run({ op: "rewrap", encryptedAesKey: copyBytes(encryptedAesKey), ...to });
   }
 
   /**
@@ -193,7 +189,7 @@ export class CryptoPool {
    * worker together, as one message, at the end of the turn: waking a worker thread is a message's main
    * cost (under an encrypt load each message cost the event loop about 20 us, mostly in the kernel).
    */
-  private run(task: WorkerTask, transfer: ArrayBuffer[], slots = this.slots): Promise<Buffer> {
+  private run(task: WorkerTask, slots = this.slots): Promise<Buffer> {
     if (this.closed) return Promise.reject(shuttingDown());
     const slot = this.leastBusySlot(slots);
     if (slot.worker === undefined) this.spawn(slot);
@@ -201,7 +197,7 @@ export class CryptoPool {
     return new Promise<Buffer>((resolve, reject) => {
       slot.pending.set(request.id, { resolve, reject });
       if (this.outbox.length === 0) setImmediate(this.post);
-      this.outbox.push({ slot, request, transfer });
+      this.outbox.push({ slot, request });
     });
   }
 
@@ -221,10 +217,7 @@ export class CryptoPool {
       const worker = slot.worker ?? this.spawn(slot);
       worker.ref();
       try {
-        worker.postMessage(
-          items.map((item) => item.request),
-          items.flatMap((item) => item.transfer),
-        );
+        worker.postMessage(items.map((item) => item.request));
       } catch (error) {
         const failure = new AppError("internal_server_error", "The crypto task could not be sent.", {
           cause: error,
@@ -255,14 +248,16 @@ export class CryptoPool {
     });
     worker.unref();
     let failure: unknown;
-    worker.on("message", (response: WorkerResponse) => {
-      const pending = this.settle(slot, worker, response.id);
-      if (pending === undefined) return;
-      if (response.ok) {
-        const { result } = response;
-        pending.resolve(Buffer.from(result.buffer, result.byteOffset, result.byteLength));
-      } else {
-        pending.reject(deserializeError(response.error));
+    worker.on("message", (responses: WorkerResponse[]) => {
+      for (const response of responses) {
+        const pending = this.settle(slot, worker, response.id);
+        if (pending === undefined) continue;
+        if (response.ok) {
+          const { result } = response;
+          pending.resolve(Buffer.from(result.buffer, result.byteOffset, result.byteLength));
+        } else {
+          pending.reject(deserializeError(response.error));
+        }
       }
     });
     worker.on("error", (error) => {
@@ -290,18 +285,21 @@ export class CryptoPool {
   }
 }
 
-/** A copy of the bytes in a fresh ArrayBuffer that can be transferred without detaching the caller's. */
+/**
+ * A copy of the bytes in an ArrayBuffer of their own. A message carries a view's whole buffer, and a
+ * small Buffer is a view of Node's 8 KiB pool.
+ */
 function copyBytes(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
   return new Uint8Array(bytes);
 }
 
 /**
- * Copies of `parts` as views of one fresh ArrayBuffer, and that buffer: a message with one transferred
+ * Copies of `parts` as views of one fresh ArrayBuffer (see {@link copyBytes}): a message with one
  * buffer costs the main thread about half of one with a buffer per field.
  */
 function copyIntoOneBuffer<T extends Uint8Array[]>(
   parts: [...T],
-): [{ [K in keyof T]: Uint8Array<ArrayBuffer> }, ArrayBuffer] {
+): { [K in keyof T]: Uint8Array<ArrayBuffer> } {
   const buffer = new ArrayBuffer(parts.reduce((sum, part) => sum + part.byteLength, 0));
   let offset = 0;
   const views = parts.map((part) => {
@@ -310,7 +308,7 @@ function copyIntoOneBuffer<T extends Uint8Array[]>(
     offset += part.byteLength;
     return view;
   });
-  return [views as { [K in keyof T]: Uint8Array<ArrayBuffer> }, buffer];
+  return views as { [K in keyof T]: Uint8Array<ArrayBuffer> };
 }
 
 function rejectAll(slot: Slot, error: AppError): void {

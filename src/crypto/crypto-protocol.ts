@@ -2,9 +2,12 @@ import { AppError, type ErrorCode, type FieldViolation, isErrorCode } from "../e
 import { AUTH_TAG_BYTES, IV_BYTES, type SealedReceipt } from "./envelope.js";
 
 /**
- * The messages between `CryptoPool` (main thread) and `crypto-worker` (worker threads).
- * Only structured-clonable data crosses: byte fields as Uint8Array (their buffers are transferred),
- * errors as {@link SerializedError} and rebuilt as `AppError` on the main thread.
+ * The messages between `CryptoPool` (main thread) and `crypto-worker` (worker threads): a list of
+ * {@link WorkerRequest}s one way, a list of {@link WorkerResponse}s the other.
+ * Only structured-clonable data crosses, and it is copied, never transferred: text as strings, bytes as
+ * Uint8Array each with an ArrayBuffer of its own (a message copies a view's whole buffer), errors as
+ * {@link SerializedError}, rebuilt as `AppError` on the main thread. Transferring a buffer of a few
+ * hundred bytes costs both threads more than copying it.
  */
 
 /** `workerData` of each worker. */
@@ -28,13 +31,13 @@ export type WorkerTask =
       aad: Uint8Array;
     }
   | { op: "rewrap"; encryptedAesKey: Uint8Array; keyId: string; spki: string }
-  | { op: "seal"; plaintext: string; aad: Uint8Array; keyId: string; spki: string }
+  | { op: "seal"; plaintext: string; aad: string; keyId: string; spki: string }
   | { op: "generate" };
 
 /** A task as posted to a worker (in a list: the tasks of one event-loop turn), with the id its response carries. */
 export type WorkerRequest = WorkerTask & { id: number };
 
-/** A worker's answer to one request. */
+/** A worker's answer to one request (in a list: see `crypto-worker`). */
 export type WorkerResponse =
   | { id: number; ok: true; result: Uint8Array }
   | { id: number; ok: false; error: SerializedError };
@@ -91,7 +94,7 @@ export function describeCause(cause: unknown): string | undefined {
     : `${cause.name} (${code})`;
 }
 
-/** A generated key pair in one transferable buffer: `u32 length of the SPKI`, SPKI DER, PKCS#8 DER. */
+/** A generated key pair in one buffer: `u32 length of the SPKI`, SPKI DER, PKCS#8 DER. */
 export function packKeyPair(spki: Uint8Array, pkcs8: Uint8Array): Uint8Array {
   const packed = new Uint8Array(4 + spki.length + pkcs8.length);
   new DataView(packed.buffer).setUint32(0, spki.length);
@@ -107,7 +110,7 @@ export function unpackKeyPair(packed: Buffer): { spki: Buffer; pkcs8: Buffer } {
 }
 
 /**
- * A sealed receipt in one transferable buffer: the wrapped AES key (its length as `u16`), then the
+ * A sealed receipt in one buffer: the wrapped AES key (its length as `u16`), then the
  * wrapped key, IV, auth tag and ciphertext.
  */
 export function packSealed(sealed: SealedReceipt): Uint8Array {

@@ -56,6 +56,11 @@ export interface ReceiptIdentity {
  * is refused (`invalid_request`), since it would make two different identities encode the same way.
  */
 export function receiptAad(id: ReceiptIdentity): Buffer {
+  return Buffer.from(receiptAadText(id), "utf8");
+}
+
+/** {@link receiptAad} before its UTF-8 encoding, with the same refusal of line breaks. */
+export function receiptAadText(id: ReceiptIdentity): string {
   const parts = [
     ["version", id.version],
     ["receiptId", id.receiptId],
@@ -66,7 +71,7 @@ export function receiptAad(id: ReceiptIdentity): Buffer {
   if (bad.length > 0) {
     throw invalidRequest(bad.map(([field]) => ({ field, description: "must not contain a line break" })));
   }
-  return Buffer.from(parts.map(([, value]) => value).join("\n"), "utf8");
+  return parts.map(([, value]) => value).join("\n");
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
-import { receiptAad } from "../crypto/envelope.js";
+import { receiptAadText } from "../crypto/envelope.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
@@ -46,7 +46,7 @@ export async function sealForRecipient(
   const keyId = key ? key.keyId : deps.escrow.keyId;
   const sealed = await deps.pool.seal({
     plaintext: plaintextTextOf(receipt),
-    aad: receiptAad(receipt),
+    aad: receiptAadText(receipt),
     keyId,
     spki: key ? key.publicKey : deps.escrow.spki,
   });

@@ -7,6 +7,7 @@ import {
   openSealedReceipt,
   type ReceiptIdentity,
   receiptAad,
+  receiptAadText,
   sealReceipt,
 } from "../../src/crypto/envelope.js";
 import {
@@ -31,6 +32,7 @@ const identity: ReceiptIdentity = {
   transactionId: "t-1",
 };
 const aad = receiptAad(identity);
+const aadText = receiptAadText(identity);
 
 beforeAll(async () => {
   [user, stranger, escrow] = await Promise.all([
@@ -161,7 +163,7 @@ describe("CryptoPool.openReceipt", () => {
 describe("CryptoPool.seal", () => {
   const request = (plaintext: string, recipient = user) => ({
     plaintext,
-    aad,
+    aad: aadText,
     keyId: "key_user",
     spki: recipient.publicKey,
   });
@@ -202,10 +204,13 @@ describe("CryptoPool.seal", () => {
     expect(opened).toEqual(requests.map((r) => r.plaintext));
   });
 
-  it("leaves the caller's AAD intact (only a copy is transferred)", async () => {
-    const mine = receiptAad(identity);
-    await pool.seal({ ...request("x"), aad: mine });
-    expect(mine.equals(aad)).toBe(true);
+  it("binds the receipt to its AAD text encoded as UTF-8", async () => {
+    const accented = { ...identity, merchantId: "Café Zoë ☕" };
+    const sealed = await pool.seal({ ...request("x"), aad: receiptAadText(accented) });
+    const privateKey = parsePrivateKey(user.privateKey);
+    expect(openSealedReceipt(sealed, receiptAad(accented), privateKey).toString()).toBe("x");
+    const latin1 = Buffer.from(receiptAadText(accented), "latin1");
+    expect(() => openSealedReceipt(sealed, latin1, privateKey)).toThrow(AppError);
   });
 
   it("refuses a recipient key that does not parse with invalid_request, without echoing it", async () => {
@@ -275,6 +280,29 @@ describe("CryptoPool messages", () => {
     return counts;
   }
 
+  it("answers a run of seals with one message, and each slower task with one of its own", async () => {
+    const one = new CryptoPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    try {
+      await openForUser(Buffer.from("warm-up"), one);
+      const [worker] = workersOf(one);
+      const answers: number[] = [];
+      worker?.on("message", (responses: unknown[]) => answers.push(responses.length));
+      const seal = (plaintext: string) =>
+        one.seal({ plaintext, aad: aadText, keyId: "key_user", spki: user.publicKey });
+      // One turn, so one message to the worker: five seals, two decrypts, three seals.
+      const first = ["a", "b", "c", "d", "e"].map(seal);
+      const opens = ["f", "g"].map((p) => openForUser(Buffer.from(p), one));
+      const last = ["h", "i", "j"].map(seal);
+      const [sealed, opened] = await Promise.all([Promise.all([...first, ...last]), Promise.all(opens)]);
+      expect(answers).toEqual([5, 1, 1, 3]);
+      const privateKey = parsePrivateKey(user.privateKey);
+      expect(sealed.map((s) => openSealedReceipt(s, aad, privateKey).toString())).toEqual([..."abcdehij"]);
+      expect(opened.map((b) => b.toString())).toEqual(["f", "g"]);
+    } finally {
+      await one.close();
+    }
+  });
+
   it("sends the tasks of one event-loop turn as one message per worker, spread over the workers", async () => {
     const two = new CryptoPool({ size: 2, escrowPrivateKey: escrow.privateKey });
     try {
@@ -283,7 +311,7 @@ describe("CryptoPool messages", () => {
       const counts = countMessages(two);
       const plaintexts = Array.from({ length: 8 }, (_, i) => `receipt ${i}`);
       const seals = plaintexts.map((plaintext) =>
-        two.seal({ plaintext, aad, keyId: "key_user", spki: user.publicKey }),
+        two.seal({ plaintext, aad: aadText, keyId: "key_user", spki: user.publicKey }),
       );
       const opens = plaintexts.map((p) => openForUser(Buffer.from(p), two));
       const [sealed, opened] = await Promise.all([Promise.all(seals), Promise.all(opens)]);
