@@ -2,7 +2,7 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { seedService } from "./fixtures.js";
 import { measure, type Sample } from "./load.js";
-import { LOADS, loadName, type Phase, serviceLoads } from "./phases.js";
+import { FULL_LOAD_CONNECTIONS, LOADS, loadName, type Phase, serviceLoads } from "./phases.js";
 import { stopAll } from "./processes.js";
 import { cpuSeconds, initClockTicks, type Service, startService, waitIdle } from "./targets.js";
 
@@ -38,7 +38,7 @@ const { values: args } = parseArgs({
 const flagsOf = (value: string | undefined) => (value ?? "").split(" ").filter((flag) => flag !== "");
 
 const settings = {
-  connections: 16,
+  connections: FULL_LOAD_CONNECTIONS,
   grpcConcurrency: 16,
   keygenConnections: 8,
   rawKeygenConcurrency: 4,

@@ -54,6 +54,15 @@ export interface LoadSettings {
 }
 
 /**
+ * Connections of the REST phases at full load, the same for the service and the baseline. Enough to
+ * saturate both: a service encrypt waits for a worker thread, so at equal concurrency it spends longer
+ * in flight than the bare route's, and at 16 connections its event loop sat idle between requests with
+ * a fifth of each core unused (REST encrypt at 62% of the bare route on average, against 68% at 64
+ * connections and 69% at 128; the bare route peaked at 64, at 0.98 of a core throughout).
+ */
+export const FULL_LOAD_CONNECTIONS = 64;
+
+/**
  * Connections of a fixed-rate phase. autocannon paces each connection with its own timer and starts
  * them together, so N connections send their requests in bursts of N: at 1,500 req/s, 16 connections
  * put p50 at 4.5 ms and p99 at 11 ms where 4 gave 0.8 and 4.9 ms, the rest being requests queued

@@ -174,7 +174,9 @@ export function renderMarkdown(results: Results): string {
     `Measured ${results.date} on ${m.cpu}, ${m.cores} cores, Node ${m.node} (${m.platform}); ` +
       `load average ${m.loadAverage.start} at start, ${m.loadAverage.end} at end; mode: ${results.mode}. ` +
       "Service: one process, embedded store, LOG_LEVEL=warn, rate limits out of reach. Baseline: the same " +
-      "crypto in a bare Fastify route (gRPC: a bare node:http2 handler). Ratios compare the two in this run.",
+      "crypto in a bare Fastify route (gRPC: a bare node:http2 handler). Ratios compare the two in this run. " +
+      `Full load: ${results.settings.connections} REST connections, ${results.settings.grpcConcurrency} ` +
+      "concurrent gRPC calls.",
     "",
     "| surface | operation | service req/s | p50 ms | p99 ms | baseline req/s | p50 ms | p99 ms | ratio |",
     "|---|---|--:|--:|--:|--:|--:|--:|--:|",

@@ -1,5 +1,6 @@
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
+import { FULL_LOAD_CONNECTIONS } from "./phases.js";
 
 /**
  * The options of `npm run bench` (see `run.ts`) and the settings they give: durations, load shape,
@@ -39,7 +40,7 @@ export const settings = {
   rounds: num(args.rounds, args.quick ? 1 : 8),
   warmup: num(args.warmup, args.quick ? 0.3 : 2),
   rssSeconds: Math.min(MAX_RSS_SECONDS, num(args["rss-seconds"], args.quick ? 4 : 120)),
-  connections: num(args.connections, 16),
+  connections: num(args.connections, FULL_LOAD_CONNECTIONS),
   grpcConcurrency: num(args["grpc-concurrency"], 16),
   keygenConnections: 8,
   /** Concurrent `generateKeyPair` calls of the raw baseline: one per core ("on both cores"). */
