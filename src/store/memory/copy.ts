@@ -54,17 +54,21 @@ export class MultiIndex {
 export const SWEEP_INTERVAL_MS = 60_000;
 
 /**
- * Deletes the entries of `map` that expired at `nowMs`, at most once per {@link SWEEP_INTERVAL_MS};
- * returns the time of the last sweep. Readers check expiry themselves, so sweeping late is harmless.
+ * Deletes the entries of `map` that expired at `nowMs` (those without `expiresAt` stay), at most once per
+ * {@link SWEEP_INTERVAL_MS}, and hands each to `onExpired` (to drop it from other indexes); returns the
+ * time of the last sweep. Readers check expiry themselves, so sweeping late is harmless.
  */
-export function sweepExpired<V extends { expiresAt: Date }>(
+export function sweepExpired<V extends { expiresAt?: Date | undefined }>(
   map: Map<string, V>,
   nowMs: number,
   lastSweepMs: number,
+  onExpired?: (value: V) => void,
 ): number {
   if (nowMs - lastSweepMs < SWEEP_INTERVAL_MS) return lastSweepMs;
   for (const [key, value] of map) {
-    if (value.expiresAt.getTime() <= nowMs) map.delete(key);
+    if (value.expiresAt === undefined || value.expiresAt.getTime() > nowMs) continue;
+    map.delete(key);
+    onExpired?.(value);
   }
   return nowMs;
 }

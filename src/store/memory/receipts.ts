@@ -1,7 +1,7 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
 import { compare } from "./api-keys.js";
-import { copy, MultiIndex, SWEEP_INTERVAL_MS } from "./copy.js";
+import { copy, MultiIndex, sweepExpired } from "./copy.js";
 import { ListingIndex } from "./listing.js";
 
 /** Sealed receipts held in memory, with the secondary indexes the queries need. */
@@ -98,21 +98,17 @@ export class MemoryReceipts implements ReceiptStore {
 
   /**
    * Deletes the escrowed receipts that expired at `nowMs` (the time of a receipt being stored, the
-   * store's only clock here), at most once per {@link SWEEP_INTERVAL_MS}. Until then readers skip them
+   * store's only clock here), at most once a minute ({@link sweepExpired}). Until then readers skip them
    * (`listEscrowed` checks `expiresAt`), as they would skip what a TTL index has not deleted yet.
    */
   private dropExpiredEscrow(nowMs: number): void {
-    if (nowMs - this.lastSweepMs < SWEEP_INTERVAL_MS) return;
-    this.lastSweepMs = nowMs;
-    for (const receipt of this.escrowed.values()) {
-      if (receipt.expiresAt === undefined || receipt.expiresAt.getTime() > nowMs) continue;
-      this.escrowed.delete(receipt.id);
+    this.lastSweepMs = sweepExpired(this.escrowed, nowMs, this.lastSweepMs, (receipt) => {
       this.byId.delete(receipt.id);
       this.idByMerchantReceipt.delete(merchantReceiptKey(receipt));
       this.byTransaction.delete(transactionKey(receipt.merchantTenantId, receipt.transactionId), receipt.id);
       this.escrowedByPan.delete(receipt.panHash, receipt.id);
       if (receipt.paymentId !== undefined) this.idByPayment.delete(receipt.paymentId);
-    }
+    });
   }
 
   /** Copies of the records, oldest first (then by id), the order the Mongo store returns them in. */
