@@ -57,7 +57,8 @@ export async function sealForRecipient(
     transactionId: receipt.transactionId,
     version: receipt.version,
     merchantTenantId: principal.tenantId,
-    panHash,
+    // The user's own copy of the same value: a store that keeps both in memory keeps one string.
+    panHash: user ? user.panHash : panHash,
     keyBundle: { keyId, encryptedAesKey: sealed.encryptedAesKey.toString("base64") },
     ciphertext: sealed.ciphertext.toString("base64"),
     iv: sealed.iv.toString("base64"),

@@ -41,10 +41,3 @@ export function decodeCursor(token: string): ReceiptCursor {
   }
   throw invalidRequest([{ field: "pageToken", description: "is not a page token returned by this service" }]);
 }
-
-/** Whether `a` sorts before `b` in listing order (newest first, then id descending). */
-export function comesBefore(a: ReceiptCursor, b: ReceiptCursor): boolean {
-  const at = a.createdAt.getTime();
-  const bt = b.createdAt.getTime();
-  return at !== bt ? at > bt : a.id > b.id;
-}

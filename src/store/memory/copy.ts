@@ -25,28 +25,86 @@ function copyValue(value: unknown): unknown {
   return out;
 }
 
+/**
+ * The record ids under one key of an index: a single id as itself, several as an array. Most keys (a
+ * transaction, an escrowed card) have one record, and a `Set` per key cost about 150 bytes of heap for
+ * every stored receipt; the arrays stay short, so their linear deletes are cheap.
+ */
+export type Ids = string | string[];
+
+/** `ids` with `id` added (a new value only when a single id becomes two). */
+export function withId(ids: Ids | undefined, id: string): Ids {
+  if (ids === undefined) return id;
+  if (typeof ids === "string") return ids === id ? ids : [ids, id];
+  if (!ids.includes(id)) ids.push(id);
+  return ids;
+}
+
+/** `ids` without `id`, or undefined when none are left. */
+export function withoutId(ids: Ids | undefined, id: string): Ids | undefined {
+  if (ids === undefined || ids === id) return undefined;
+  if (typeof ids === "string") return ids;
+  const rest = ids.filter((other) => other !== id);
+  return rest.length === 1 ? rest[0] : rest;
+}
+
+/** The ids as a new array. */
+export function idList(ids: Ids | undefined): string[] {
+  return ids === undefined ? [] : typeof ids === "string" ? [ids] : [...ids];
+}
+
 /** A secondary index of the memory store: one key to many record ids. */
 export class MultiIndex {
-  private readonly map = new Map<string, Set<string>>();
+  private readonly map = new Map<string, Ids>();
 
   add(key: string, id: string): void {
-    let ids = this.map.get(key);
-    if (ids === undefined) {
-      ids = new Set();
-      this.map.set(key, ids);
-    }
-    ids.add(id);
+    this.map.set(key, withId(this.map.get(key), id));
   }
 
   delete(key: string, id: string): void {
-    const ids = this.map.get(key);
-    if (ids === undefined) return;
-    ids.delete(id);
-    if (ids.size === 0) this.map.delete(key);
+    const ids = withoutId(this.map.get(key), id);
+    if (ids === undefined) this.map.delete(key);
+    else this.map.set(key, ids);
   }
 
   get(key: string): string[] {
-    return [...(this.map.get(key) ?? [])];
+    return idList(this.map.get(key));
+  }
+}
+
+/**
+ * A map keyed by a pair of strings, kept as a map of maps so that storing an entry builds no key
+ * string: a joined key (`a\u0000b`) cost about 50 bytes of heap per entry for as long as it is stored.
+ */
+export class PairMap<V> {
+  private readonly outer = new Map<string, Map<string, V>>();
+
+  get(a: string, b: string): V | undefined {
+    return this.outer.get(a)?.get(b);
+  }
+
+  has(a: string, b: string): boolean {
+    return this.outer.get(a)?.has(b) ?? false;
+  }
+
+  set(a: string, b: string, value: V): void {
+    const inner = this.outer.get(a);
+    if (inner === undefined) this.outer.set(a, new Map([[b, value]]));
+    else inner.set(b, value);
+  }
+
+  delete(a: string, b: string): void {
+    const inner = this.outer.get(a);
+    if (inner === undefined) return;
+    inner.delete(b);
+    if (inner.size === 0) this.outer.delete(a);
+  }
+
+  /** Sets the entry to `change(current)`, or deletes it when that is undefined. */
+  update(a: string, b: string, change: (current: V | undefined) => V | undefined): void {
+    const value = change(this.get(a, b));
+    if (value === undefined) this.delete(a, b);
+    else this.set(a, b, value);
   }
 }
 
@@ -54,21 +112,28 @@ export class MultiIndex {
 export const SWEEP_INTERVAL_MS = 60_000;
 
 /**
- * Deletes the entries of `map` that expired at `nowMs` (those without `expiresAt` stay), at most once per
- * {@link SWEEP_INTERVAL_MS}, and hands each to `onExpired` (to drop it from other indexes); returns the
- * time of the last sweep. Readers check expiry themselves, so sweeping late is harmless.
+ * Deletes the entries of `map` that expired at `nowMs` (those whose `expiresAtMs` is undefined stay), at
+ * most once per {@link SWEEP_INTERVAL_MS}, and hands each to `onExpired` (to drop it from other indexes);
+ * returns the time of the last sweep. Readers check expiry themselves, so sweeping late is harmless.
  */
-export function sweepExpired<V extends { expiresAt?: Date | undefined }>(
+export function sweepExpired<V>(
   map: Map<string, V>,
   nowMs: number,
   lastSweepMs: number,
+  expiresAtMs: (value: V) => number | undefined,
   onExpired?: (value: V) => void,
 ): number {
   if (nowMs - lastSweepMs < SWEEP_INTERVAL_MS) return lastSweepMs;
   for (const [key, value] of map) {
-    if (value.expiresAt === undefined || value.expiresAt.getTime() > nowMs) continue;
+    const expiry = expiresAtMs(value);
+    if (expiry === undefined || expiry > nowMs) continue;
     map.delete(key);
     onExpired?.(value);
   }
   return nowMs;
+}
+
+/** The expiry of an entry that keeps it as a Date, for {@link sweepExpired}. */
+export function expiryOf(entry: { expiresAt: Date }): number {
+  return entry.expiresAt.getTime();
 }

@@ -1,5 +1,5 @@
 import type { IdempotencyBegin, IdempotencyStore } from "../types.js";
-import { sweepExpired } from "./copy.js";
+import { expiryOf, sweepExpired } from "./copy.js";
 
 interface Entry {
   requestHash: string;
@@ -21,7 +21,7 @@ export class MemoryIdempotency implements IdempotencyStore {
     now: Date,
     leaseUntil: Date,
   ): Promise<IdempotencyBegin> {
-    this.lastSweepMs = sweepExpired(this.entries, now.getTime(), this.lastSweepMs);
+    this.lastSweepMs = sweepExpired(this.entries, now.getTime(), this.lastSweepMs, expiryOf);
     const entry = this.entries.get(key);
     if (entry !== undefined && entry.expiresAt > now) {
       if (entry.response !== undefined) {

@@ -1,27 +1,57 @@
 import type { CreatePaymentOutcome, PaymentRecord, PaymentStore, ReceiptRecord } from "../types.js";
-import { copy } from "./copy.js";
+import { PairMap } from "./copy.js";
 import type { MemoryReceipts } from "./receipts.js";
+
+/** A payment as the memory store keeps it: its time in milliseconds instead of a `Date` (see `KeptReceipt`). */
+type KeptPayment = Omit<PaymentRecord, "createdAt" | "clientSecretHash"> & {
+  clientSecretHash: string | undefined;
+  createdAtMs: number;
+};
 
 /** Payments held in memory; a payment and its receipt are checked and stored in one synchronous step. */
 export class MemoryPayments implements PaymentStore {
-  private readonly byId = new Map<string, PaymentRecord>();
-  private readonly idByTransaction = new Map<string, string>();
+  private readonly byId = new Map<string, KeptPayment>();
+  /** By `(merchantId, transactionId)`, the pair that has at most one payment. */
+  private readonly byTransaction = new PairMap<KeptPayment>();
 
   constructor(private readonly receipts: MemoryReceipts) {}
 
   async createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome> {
-    const transaction = `${payment.merchantId}\u0000${payment.transactionId}`;
-    if (this.byId.has(payment.paymentId) || this.idByTransaction.has(transaction)) {
+    if (
+      this.byId.has(payment.paymentId) ||
+      this.byTransaction.has(payment.merchantId, payment.transactionId)
+    ) {
       return { kind: "duplicate_transaction" };
     }
     if (!this.receipts.canInsert(receipt)) return { kind: "duplicate_receipt" };
-    this.byId.set(payment.paymentId, copy(payment));
-    this.idByTransaction.set(transaction, payment.paymentId);
+    const kept: KeptPayment = {
+      paymentId: payment.paymentId,
+      merchantTenantId: payment.merchantTenantId,
+      merchantId: payment.merchantId,
+      transactionId: payment.transactionId,
+      receiptId: payment.receiptId,
+      gateway: payment.gateway,
+      status: payment.status,
+      amount: payment.amount,
+      currency: payment.currency,
+      orderId: payment.orderId,
+      clientSecretHash: payment.clientSecretHash,
+      createdAtMs: payment.createdAt.getTime(),
+    };
+    this.byId.set(kept.paymentId, kept);
+    this.byTransaction.set(kept.merchantId, kept.transactionId, kept);
     this.receipts.put(receipt);
     return { kind: "created" };
   }
 
   async findById(paymentId: string): Promise<PaymentRecord | undefined> {
-    return copy(this.byId.get(paymentId));
+    const kept = this.byId.get(paymentId);
+    if (kept === undefined) return undefined;
+    const { createdAtMs, clientSecretHash, ...fields } = kept;
+    return {
+      ...fields,
+      ...(clientSecretHash === undefined ? {} : { clientSecretHash }),
+      createdAt: new Date(createdAtMs),
+    };
   }
 }

@@ -1,5 +1,5 @@
 import type { RateLimitStore } from "../types.js";
-import { sweepExpired } from "./copy.js";
+import { expiryOf, sweepExpired } from "./copy.js";
 
 /** Fixed-window counters held in memory; one process only, so not shared between instances. */
 export class MemoryRateLimits implements RateLimitStore {
@@ -8,7 +8,7 @@ export class MemoryRateLimits implements RateLimitStore {
 
   async increment(key: string, windowStart: Date, expiresAt: Date): Promise<number> {
     // The window start stands in for "now": the caller computes it from its clock.
-    this.lastSweepMs = sweepExpired(this.counters, windowStart.getTime(), this.lastSweepMs);
+    this.lastSweepMs = sweepExpired(this.counters, windowStart.getTime(), this.lastSweepMs, expiryOf);
     const id = `${key}\u0000${windowStart.getTime()}`;
     const counter = this.counters.get(id) ?? { count: 0, expiresAt: new Date(expiresAt) };
     counter.count += 1;
