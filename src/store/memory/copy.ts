@@ -26,26 +26,26 @@ function copyValue(value: unknown): unknown {
 }
 
 /**
- * The record ids under one key of an index: a single id as itself, several as an array. Most keys (a
- * transaction, an escrowed card) have one record, and a `Set` per key cost about 150 bytes of heap for
- * every stored receipt; the arrays stay short, so their linear deletes are cheap.
+ * The record ids under one key of an index: a single id as itself, several as a `Set`. Most keys (a
+ * transaction) have one record, and a `Set` per key cost about 150 bytes of heap for every stored
+ * receipt; some keys have many (every receipt escrowed for a card not yet registered), so several ids
+ * are a `Set`, never an array to scan.
  */
-export type Ids = string | string[];
+export type Ids = string | Set<string>;
 
 /** `ids` with `id` added (a new value only when a single id becomes two). */
 export function withId(ids: Ids | undefined, id: string): Ids {
   if (ids === undefined) return id;
-  if (typeof ids === "string") return ids === id ? ids : [ids, id];
-  if (!ids.includes(id)) ids.push(id);
-  return ids;
+  if (typeof ids === "string") return ids === id ? ids : new Set([ids, id]);
+  return ids.add(id);
 }
 
 /** `ids` without `id`, or undefined when none are left. */
 export function withoutId(ids: Ids | undefined, id: string): Ids | undefined {
   if (ids === undefined || ids === id) return undefined;
   if (typeof ids === "string") return ids;
-  const rest = ids.filter((other) => other !== id);
-  return rest.length === 1 ? rest[0] : rest;
+  ids.delete(id);
+  return ids.size === 0 ? undefined : ids;
 }
 
 /** The ids as a new array. */
