@@ -1,5 +1,5 @@
 import type { CreatePaymentOutcome, PaymentRecord, PaymentStore, ReceiptRecord } from "../types.js";
-import { PairMap } from "./copy.js";
+import { PairMap } from "./indexes.js";
 import type { MemoryReceipts } from "./receipts.js";
 
 /** A payment as the memory store keeps it: its time in milliseconds instead of a `Date` (see `KeptReceipt`). */

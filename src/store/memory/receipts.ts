@@ -1,7 +1,8 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
 import { compare } from "./api-keys.js";
-import { type Ids, idList, MultiIndex, PairMap, sweepExpired, withId, withoutId } from "./copy.js";
+import { sweepExpired } from "./copy.js";
+import { type Ids, idList, MultiIndex, PairMap, withId, withoutId } from "./indexes.js";
 import { ListingIndex } from "./listing.js";
 
 /**
