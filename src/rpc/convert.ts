@@ -5,6 +5,7 @@ import type { CallerInfo } from "../domain/grants.js";
 import { KEY_ALGORITHM } from "../domain/onboarding.js";
 import { AppError } from "../errors.js";
 import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
+import { bytesFromBase64 } from "./base64-bytes.js";
 import { kPrincipal, kRemoteAddress, kRequestId } from "./context.js";
 
 /**
@@ -20,13 +21,13 @@ export function encryptedReceiptOf(record: ReceiptRecord): EncryptedReceipt {
     keyId: record.keyBundle.keyId,
     keyBundle: {
       $typeName: "receipts.v1.KeyBundle",
-      encryptedAesKey: Buffer.from(record.keyBundle.encryptedAesKey, "base64"),
+      encryptedAesKey: bytesFromBase64(record.keyBundle.encryptedAesKey),
       keyId: record.keyBundle.keyId,
       algorithm: KEY_ALGORITHM,
     },
-    ciphertext: Buffer.from(record.ciphertext, "base64"),
-    iv: Buffer.from(record.iv, "base64"),
-    authTag: Buffer.from(record.authTag, "base64"),
+    ciphertext: bytesFromBase64(record.ciphertext),
+    iv: bytesFromBase64(record.iv),
+    authTag: bytesFromBase64(record.authTag),
     merchantId: record.merchantId,
     transactionId: record.transactionId,
     createdAt: timestampOf(record.createdAt),

@@ -10,6 +10,7 @@ import {
 } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence, isWrapperDesc, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger, timestampJson } from "../proto-scalars.js";
+import { base64Of } from "./base64-bytes.js";
 import { perMessageType } from "./per-message-type.js";
 
 export { is64BitInteger };
@@ -125,10 +126,7 @@ function scalarWriter(type: ScalarType): (value: unknown) => JsonValue {
         return Number.isNaN(n) ? "NaN" : n > 0 ? "Infinity" : "-Infinity";
       };
     case ScalarType.BYTES:
-      return (v) => {
-        const bytes = v as Uint8Array;
-        return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
-      };
+      return (v) => base64Of(v as Uint8Array);
     default:
       return (v) => v as JsonValue;
   }

@@ -1,10 +1,12 @@
 import { create, equals, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { KEY_ALGORITHM } from "../../src/domain/onboarding.js";
+import { base64Of, bytesFromBase64 } from "../../src/rpc/base64-bytes.js";
 import { encryptedReceiptOf, timestampOf } from "../../src/rpc/convert.js";
+import { messageToJson } from "../../src/rpc/json-output.js";
 import type { ReceiptRecord } from "../../src/store/types.js";
 
 /**
@@ -85,6 +87,30 @@ describe("encryptedReceiptOf", () => {
     );
   });
 
+  it("renders as REST JSON with the stored base64 texts, without encoding the bytes again", () => {
+    const encode = vi.spyOn(Buffer.prototype, "toString");
+    try {
+      fc.assert(
+        fc.property(record, (r) => {
+          const reference = messageToJson(EncryptedReceiptSchema, withCreate(r));
+          encode.mockClear();
+          const json = messageToJson(EncryptedReceiptSchema, encryptedReceiptOf(r));
+          expect(encode).not.toHaveBeenCalled();
+          expect(json).toEqual(reference);
+          expect(json).toMatchObject({
+            ciphertext: r.ciphertext,
+            iv: r.iv,
+            authTag: r.authTag,
+            keyBundle: { encryptedAesKey: r.keyBundle.encryptedAesKey },
+          });
+        }),
+        { numRuns: 300 },
+      );
+    } finally {
+      encode.mockRestore();
+    }
+  });
+
   it("renders timestamps as timestampFromDate does, before 1970 too", () => {
     fc.assert(
       fc.property(date, (d) => {
@@ -92,5 +118,18 @@ describe("encryptedReceiptOf", () => {
       }),
       { numRuns: 2000 },
     );
+  });
+});
+
+describe("bytesFromBase64", () => {
+  it("decodes, and gives back a text that is not the bytes' own encoding encoded afresh", () => {
+    const bytes = Buffer.from("receipt bytes!");
+    const canonical = bytes.toString("base64");
+    for (const text of [canonical, ` ${canonical}`, canonical.replace(/=+$/, ""), `${canonical}\n`]) {
+      const decoded = bytesFromBase64(text);
+      expect(Buffer.from(decoded)).toEqual(bytes);
+      expect(base64Of(decoded)).toBe(canonical);
+    }
+    expect(base64Of(new Uint8Array(bytes))).toBe(canonical);
   });
 });
