@@ -1,5 +1,5 @@
 import type { IdempotencyBegin, IdempotencyStore } from "../types.js";
-import { expiryOf, sweepExpired } from "./copy.js";
+import { expiryOf, sweepExpired } from "./sweep.js";
 
 interface Entry {
   requestHash: string;

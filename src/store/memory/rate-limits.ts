@@ -1,5 +1,5 @@
 import type { RateLimitStore } from "../types.js";
-import { expiryOf, sweepExpired } from "./copy.js";
+import { expiryOf, sweepExpired } from "./sweep.js";
 
 /** Fixed-window counters held in memory; one process only, so not shared between instances. */
 export class MemoryRateLimits implements RateLimitStore {

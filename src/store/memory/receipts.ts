@@ -1,9 +1,9 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
 import { compare } from "./api-keys.js";
-import { sweepExpired } from "./copy.js";
 import { type Ids, idList, MultiIndex, PairMap, withId, withoutId } from "./indexes.js";
 import { ListingIndex } from "./listing.js";
+import { sweepExpired } from "./sweep.js";
 
 /**
  * A receipt as the memory store keeps it: one flat object of a fixed shape, times as milliseconds, the
