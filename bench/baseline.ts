@@ -4,6 +4,7 @@ import {
   createDecipheriv,
   createPublicKey,
   generateKeyPair,
+  generateKeyPairSync,
   type KeyObject,
   privateDecrypt,
   publicEncrypt,
@@ -22,6 +23,7 @@ import {
 } from "../gen/receipts/v1/payments_pb.js";
 import { ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
 import { EncryptReceiptRequestSchema, EncryptReceiptResponseSchema } from "../gen/receipts/v1/receipts_pb.js";
+import { CryptoPool } from "../src/crypto/crypto-pool.js";
 import { parsePrivateKey } from "../src/crypto/keys.js";
 import { registerFloor, setUpFloor } from "./floor.js";
 
@@ -176,13 +178,24 @@ app.post("/setup", async (request) => {
     const hashedPans = setup.floor.hashedPans;
     setUpFloor(
       setup.floor.apiKey,
-      recipients.map((r, i) => ({ hashedPan: hashedPans[i] ?? "", keyId: r.keyId, key: r.key })),
+      recipients.map((r, i) => ({
+        hashedPan: hashedPans[i] ?? "",
+        keyId: r.keyId,
+        spki: setup.publicKeys[i] ?? "",
+      })),
     );
   }
   return { success: true, data: { recipients: recipients.length } };
 });
 
-registerFloor(app, { seal });
+// The floor seals on the service's worker pool (started on the floor's first call); its escrow key,
+// which the floor never uses, only has to be a valid RSA key.
+const floorPool = new CryptoPool({
+  escrowPrivateKey: generateKeyPairSync("rsa", { modulusLength: 2048 })
+    .privateKey.export({ type: "pkcs8", format: "der" })
+    .toString("base64"),
+});
+registerFloor(app, { seal: (request) => floorPool.seal(request) });
 
 app.post("/receipts/encrypt", async (request) => ({
   success: true,

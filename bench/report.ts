@@ -42,7 +42,8 @@ export interface Extras {
   cluster?: { workers: number; single: Measurement; cluster: Measurement };
   /**
    * REST encrypt on the hand-written floor (the bare route plus the bookkeeping of a real encrypt,
-   * bench/floor.ts) and on the bare route, alternating: how close any implementation can get.
+   * sealing on the service's worker threads, bench/floor.ts) and on the bare route, alternating: how
+   * far an implementation with the service's design can get.
    */
   floor?: { floor: Measurement; baseline: Measurement };
   /** REST encrypt with LOG_LEVEL=warn (the bench default) and LOG_LEVEL=info (one line per request). */
@@ -216,7 +217,8 @@ export function renderMarkdown(results: Results): string {
     const f = e.floor;
     extra.push(
       `- Floor of REST encrypt (bench/floor.ts: the bare route plus key lookup, rate count, field checks, ` +
-        `recipient lookup, duplicate check and storing, by hand): ${rps(f.floor.rps)} req/s vs ` +
+        `recipient lookup, duplicate check and storing, by hand; sealing on the service's worker threads): ` +
+        `${rps(f.floor.rps)} req/s vs ` +
         `${rps(f.baseline.rps)} for the bare route (${pct(f.floor.rps / f.baseline.rps)}).`,
     );
   }
