@@ -1,5 +1,6 @@
 import type { ApiKeyRecord, ApiKeyStore } from "../types.js";
 import { copy } from "./copy.js";
+import { compare } from "./listing.js";
 
 /** API keys held in memory, unique by id and by hash. */
 export class MemoryApiKeys implements ApiKeyStore {
@@ -33,9 +34,4 @@ export class MemoryApiKeys implements ApiKeyStore {
     record.revokedAt ??= new Date(at);
     return true;
   }
-}
-
-/** Code-unit order, the order MongoDB uses for strings under the default (simple) collation. */
-export function compare(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }

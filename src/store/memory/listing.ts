@@ -4,6 +4,11 @@ export interface ListingPosition {
   id: string;
 }
 
+/** Code-unit order, the order MongoDB uses for strings under the default (simple) collation. */
+export function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 /** Whether `a` sorts before `b` in listing order (newest first, then id descending). */
 function comesBefore(a: ListingPosition, b: ListingPosition): boolean {
   return a.createdAtMs !== b.createdAtMs ? a.createdAtMs > b.createdAtMs : a.id > b.id;

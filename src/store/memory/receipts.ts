@@ -1,8 +1,7 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
-import { compare } from "./api-keys.js";
 import { type Ids, idList, MultiIndex, PairMap, withId, withoutId } from "./indexes.js";
-import { ListingIndex } from "./listing.js";
+import { compare, ListingIndex } from "./listing.js";
 import { sweepExpired } from "./sweep.js";
 
 /**
