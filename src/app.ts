@@ -15,7 +15,7 @@ import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
 import { createMetrics, metricsInterceptor } from "./metrics.js";
 import { serviceOpenApi } from "./openapi/openapi.js";
-import { useBufferTextEncoding } from "./proto-text.js";
+import { useServiceTextEncoding } from "./proto-text.js";
 import { errorInterceptor } from "./rpc/error-mapping.js";
 import { healthService } from "./rpc/health.js";
 import { accessInterceptor, requestContextInterceptor, requestMeter } from "./rpc/interceptors.js";
@@ -67,7 +67,7 @@ export async function buildApp({
   shutdownGraceMs,
   grpcFastPath,
 }: AppDeps): Promise<App> {
-  useBufferTextEncoding();
+  useServiceTextEncoding();
   // Every store call the service makes is bounded, whatever the backend: a stalled store answers 503.
   const store = withTimeLimit(backend, config.storeTimeoutMs);
   const escrowPrivateKey = config.escrowPrivateKey ?? (await generateRsaKeyPair()).privateKey;

@@ -42,11 +42,15 @@ function scalar(type: ScalarType, strings: fc.Arbitrary<string>): fc.Arbitrary<u
   }
 }
 
-/** Strings for codec tests: short ASCII, any Unicode (unpaired surrogates included), long enough for 2-byte lengths. */
+/**
+ * Strings for codec tests: short ASCII, any Unicode (unpaired surrogates included), long enough for
+ * 2-byte lengths, and starting with U+FEFF (which a default `TextDecoder` would drop as a byte order mark).
+ */
 export const richStrings: fc.Arbitrary<string> = fc.oneof(
   fc.string(),
   fc.string({ unit: "binary", maxLength: 40 }),
   fc.string({ minLength: 100, maxLength: 400 }),
+  fc.string({ unit: "binary", maxLength: 20 }).map((text) => `\ufeff${text}`),
 );
 
 /**
