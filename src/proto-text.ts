@@ -1,8 +1,9 @@
 import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 
 /**
- * How protobuf-es turns strings into UTF-8 and back in this service, set process-wide (protobuf-es
- * keeps it in a global) by {@link useServiceTextEncoding}; calling it again changes nothing.
+ * How protobuf-es turns strings into UTF-8 and back in this service and its TypeScript client, set
+ * process-wide (protobuf-es keeps it in a global) by {@link useServiceTextEncoding}, which `buildApp`
+ * and `createReceiptsClient` call; calling it again changes nothing.
  *
  * - Writing goes through Node's `Buffer` rather than the WHATWG `TextEncoder` protobuf-es uses by
  *   default: `TextEncoder.encode` costs about 325 ns per string here against 80 ns for `Buffer.from`

@@ -16,6 +16,7 @@ import {
 import { type CreatePaymentResponse, PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import type { EncryptedReceipt, Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { type ListReceiptsResponse, ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import { useServiceTextEncoding } from "../proto-text.js";
 import { toApiError } from "./errors.js";
 import { type RetryOptions, realSleep, retryPolicyOf, type Sleep, withRetry } from "./retry.js";
 
@@ -133,9 +134,15 @@ export interface ReceiptsClient {
 /**
  * Creates a {@link ReceiptsClient}. Throws `RangeError` / `TypeError` for invalid options, so that a
  * misconfiguration fails at start-up rather than on the first call.
+ *
+ * It sets protobuf-es's text decoding as the service does (`useServiceTextEncoding`), so that a string
+ * field starting with U+FEFF comes back whole: protobuf-es's default decoder drops it as a byte order
+ * mark. protobuf-es keeps that setting process-wide, so it holds for the app's other protobuf-es
+ * messages too; it writes the same bytes and reads the same text apart from that character.
  */
 export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsClient {
   if (options.apiKey === "") throw new TypeError("apiKey must not be empty");
+  useServiceTextEncoding();
   const policy = retryPolicyOf(options.retry);
   const sleep = options.sleep ?? realSleep;
   const newIdempotencyKey = options.idempotencyKey ?? (() => globalThis.crypto.randomUUID());

@@ -1,9 +1,13 @@
-import { describe, expect, it } from "vitest";
+import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
+import { afterAll, describe, expect, it } from "vitest";
 import { createReceiptsClient } from "../../src/client/index.js";
 import { clientOf, encryptedReceipt, receiptInput, rejectionOf, scriptedServer } from "./support.js";
 
 /** Each typed method calls its RPC with the request it was given and returns the useful part. */
 describe("ReceiptsClient methods", () => {
+  const protobufDefault = getTextEncoding();
+  afterAll(() => configureTextEncoding(protobufDefault));
+
   it("issuer onboarding: generateKeys, register, grantAccess", async () => {
     const server = scriptedServer();
     const { client } = clientOf(server);
@@ -57,6 +61,17 @@ describe("ReceiptsClient methods", () => {
     });
     expect(ofReceipt.receiptId).toBe("r-9");
     expect(server.calls[1]?.request).toMatchObject({ receiptId: "r-9", tokenId: "tok_1", merchantId: "m-2" });
+  });
+
+  it("keeps a leading U+FEFF in strings, which protobuf-es's default decoder drops", async () => {
+    configureTextEncoding(protobufDefault);
+    const { client } = clientOf(scriptedServer());
+    const receipt = await client.decryptReceipt({
+      receiptId: "\ufeffr-9",
+      tokenId: "tok_1",
+      privateKey: "pk",
+    });
+    expect(receipt.receiptId).toBe("\ufeffr-9");
   });
 
   it("listReceipts passes pageSize and pageToken", async () => {
