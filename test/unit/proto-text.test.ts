@@ -13,7 +13,7 @@ import { message, reachableMessages } from "../support/messages.js";
 /**
  * Protobuf strings are written through `Buffer.from` instead of `TextEncoder` (src/proto-text.ts): the
  * bytes on the wire must not change, for any string (unpaired surrogates included) and any message.
- * They are read as protobuf-es reads them, except that a leading U+FEFF is kept.
+ * They are read as protobuf-es's own decoder reads them, except that a leading U+FEFF is kept.
  */
 
 const standard = new TextEncoder();
@@ -24,7 +24,7 @@ const anyString = fc.oneof(
   fc.constantFrom("", "caf\u00e9", "\u{1F9FE} receipt", "\ud800", "a\udfffb", "\u0000"),
 );
 
-describe("protobuf text encoding through Buffer", () => {
+describe("protobuf text encoding and decoding of the service", () => {
   const before = getTextEncoding();
   afterAll(() => configureTextEncoding(before));
 
