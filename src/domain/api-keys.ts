@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { sha256Hex } from "../crypto/digest.js";
 import { AppError } from "../errors.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, Environment, Role, Store, Tier } from "../store/types.js";
@@ -14,7 +14,7 @@ export interface NewApiKey {
 
 /** SHA-256 of an API key, lower-case hex: the only form in which keys are stored. */
 export function hashApiKey(key: string): string {
-  return createHash("sha256").update(key, "utf8").digest("hex");
+  return sha256Hex(key);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { sha256Hex } from "../crypto/digest.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, GrantRecord } from "../store/types.js";
@@ -9,7 +9,7 @@ export const MAX_ACTIVE_GRANTS = 5;
 
 /** SHA-256 of a token: the only form in which grants are stored and looked up. */
 export function hashToken(tokenId: string): string {
-  return createHash("sha256").update(tokenId, "utf8").digest("hex");
+  return sha256Hex(tokenId);
 }
 
 /** A grant as returned to the issuer: the stored record's public fields plus `tokenId`, shown once. */

@@ -1,5 +1,5 @@
-import { createHash } from "node:crypto";
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
+import { sha256Hex } from "../crypto/digest.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, PaymentRecord, ReceiptRecord } from "../store/types.js";
@@ -59,7 +59,7 @@ export async function createPayment(
     orderId: charge.orderId,
     createdAt: record.createdAt,
   };
-  if (charge.clientSecret !== undefined) payment.clientSecretHash = sha256(charge.clientSecret);
+  if (charge.clientSecret !== undefined) payment.clientSecretHash = sha256Hex(charge.clientSecret);
 
   const outcome = await deps.store.payments.createWithReceipt(payment, record);
   if (outcome.kind === "duplicate_transaction") {
@@ -95,8 +95,4 @@ export async function decryptPayment(
     ...caller,
     action: "payment.decrypted",
   });
-}
-
-function sha256(value: string): string {
-  return createHash("sha256").update(value, "utf8").digest("hex");
 }

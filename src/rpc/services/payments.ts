@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
@@ -8,6 +7,7 @@ import {
   type PaymentsService,
 } from "../../../gen/receipts/v1/payments_pb.js";
 import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
+import { sha256Hex } from "../../crypto/digest.js";
 import type { DomainDeps } from "../../domain/deps.js";
 import { withIdempotency } from "../../domain/idempotency.js";
 import { type CreatedPayment, createPayment, decryptPayment } from "../../domain/payments.js";
@@ -24,8 +24,7 @@ export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsSe
         {
           key: ctx.requestHeader.get("idempotency-key"),
           scope: principal.id,
-          hashRequest: () =>
-            createHash("sha256").update(toBinary(CreatePaymentRequestSchema, req)).digest("hex"),
+          hashRequest: () => sha256Hex(toBinary(CreatePaymentRequestSchema, req)),
           encode: (res) => Buffer.from(toBinary(CreatePaymentResponseSchema, res)),
           decode: (bytes) => fromBinary(CreatePaymentResponseSchema, bytes),
         },
