@@ -7,23 +7,61 @@ import { FULL_LOAD_CONNECTIONS } from "./phases.js";
  * which measurements to run and where the results go.
  */
 
-const { values: args } = parseArgs({
-  options: {
-    quick: { type: "boolean", default: false },
-    seconds: { type: "string" },
-    rounds: { type: "string" },
-    warmup: { type: "string" },
-    "rss-seconds": { type: "string" },
-    connections: { type: "string" },
-    "grpc-concurrency": { type: "string" },
-    "no-cluster": { type: "boolean", default: false },
-    "no-logging": { type: "boolean", default: false },
-    profile: { type: "boolean", default: false },
-    only: { type: "string" },
-  },
-});
+const USAGE = `usage: npm run bench -- [options]
+  --quick                  about a minute, for a smoke test (writes *.tmp)
+  --seconds N              seconds per measured phase (default 8)
+  --rounds N               alternating service/baseline slices per phase (default 8)
+  --warmup N               warm-up seconds before each phase (default 2)
+  --rss-seconds N          length of the sustained-load memory phase (default 120, at most 170)
+  --connections N          REST connections at full load (default 64)
+  --grpc-concurrency N     gRPC calls in flight (default 16)
+  --no-cluster             skip the two-process cluster phase
+  --no-logging             skip the LOG_LEVEL=info phase
+  --only a,b               run only these measurements (--only help lists them; writes *.tmp)
+  --profile                V8 CPU profiles of the service processes, summarised at the end
+  -h, --help               this text
+`;
 
-const num = (value: string | undefined, fallback: number) => (value === undefined ? fallback : Number(value));
+function parseOptions() {
+  try {
+    return parseArgs({
+      options: {
+        help: { type: "boolean", short: "h", default: false },
+        quick: { type: "boolean", default: false },
+        seconds: { type: "string" },
+        rounds: { type: "string" },
+        warmup: { type: "string" },
+        "rss-seconds": { type: "string" },
+        connections: { type: "string" },
+        "grpc-concurrency": { type: "string" },
+        "no-cluster": { type: "boolean", default: false },
+        "no-logging": { type: "boolean", default: false },
+        profile: { type: "boolean", default: false },
+        only: { type: "string" },
+      },
+    });
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n\n${USAGE}`);
+    process.exit(2);
+  }
+}
+
+const { values: args } = parseOptions();
+if (args.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+
+/** A numeric option's value: a positive number, or the usage and exit status 2. */
+function num(value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n <= 0) {
+    process.stderr.write(`not a positive number: ${value}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  return n;
+}
 /**
  * generate-keys is measured three times as long as the other loads (in a full run): the time to find
  * an RSA key's primes varies widely from key to key, and a rate of about a dozen keys a second needs a
@@ -76,6 +114,11 @@ if (only?.has("help")) {
     `measurements: ${MEASUREMENTS.join(", ")} (half-rate and keygen-load need rest-encrypt)\n`,
   );
   process.exit(0);
+}
+const unknown = [...(only ?? [])].filter((name) => !MEASUREMENTS.includes(name));
+if (unknown.length > 0) {
+  process.stderr.write(`unknown measurement: ${unknown.join(", ")} (--only help lists them)\n`);
+  process.exit(2);
 }
 export const wanted = (name: string) => only === undefined || only.has(name);
 /** Only a complete full run replaces the committed `latest.*`; quick and partial runs write `*.tmp`. */
