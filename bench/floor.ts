@@ -1,7 +1,7 @@
 import { createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import type { SealRequest } from "../src/crypto/crypto-pool.js";
-import type { SealedReceipt } from "../src/crypto/envelope.js";
+import type { SealedReceiptText } from "../src/crypto/envelope.js";
 
 /**
  * The "floor" of REST encrypt: the baseline's bare route plus the bookkeeping every real encrypt has
@@ -24,7 +24,7 @@ import type { SealedReceipt } from "../src/crypto/envelope.js";
  * bare route; on the workers, 108-133% (three runs, 2026-11-22).
  */
 export interface FloorDeps {
-  seal(request: SealRequest): Promise<SealedReceipt>;
+  seal(request: SealRequest): Promise<SealedReceiptText>;
 }
 
 interface Recipient {
@@ -176,13 +176,13 @@ export function registerFloor(app: FastifyInstance, deps: FloorDeps): void {
       receiptId: String(fields.receiptId),
       keyId: recipient.keyId,
       keyBundle: {
-        encryptedAesKey: sealed.encryptedAesKey.toString("base64"),
+        encryptedAesKey: sealed.encryptedAesKey,
         keyId: recipient.keyId,
         algorithm: "RSA-OAEP-256",
       },
-      ciphertext: sealed.ciphertext.toString("base64"),
-      iv: sealed.iv.toString("base64"),
-      authTag: sealed.authTag.toString("base64"),
+      ciphertext: sealed.ciphertext,
+      iv: sealed.iv,
+      authTag: sealed.authTag,
       merchantId: String(fields.merchantId),
       transactionId: String(fields.transactionId),
       createdAt: new Date(nowMs).toISOString(),

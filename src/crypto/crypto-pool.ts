@@ -2,8 +2,8 @@ import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { AppError } from "../errors.js";
 import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./crypto-protocol.js";
-import { describeCause, deserializeError, unpackKeyPair, unpackSealed } from "./crypto-protocol.js";
-import type { SealedReceipt } from "./envelope.js";
+import { describeCause, deserializeError, unpackKeyPair, unpackSealedText } from "./crypto-protocol.js";
+import type { SealedReceipt, SealedReceiptText } from "./envelope.js";
 import { parsePrivateKey, type RsaKeyPair } from "./keys.js";
 import { workerEntry } from "./worker-entry.js";
 
@@ -49,7 +49,7 @@ export interface SealRequest {
 }
 
 interface Pending {
-  resolve: (result: Buffer) => void;
+  resolve: (result: Buffer | string) => void;
   reject: (error: unknown) => void;
 }
 
@@ -110,7 +110,7 @@ export class CryptoPool {
    * SPKI and PKCS#8, as `generateRsaKeyPair` returns them.
    */
   async generateKeyPair(): Promise<RsaKeyPair> {
-    const packed = await this.run({ op: "generate" }, this.keygenSlots);
+    const packed = await this.runBytes({ op: "generate" }, this.keygenSlots);
     try {
       const { spki, pkcs8 } = unpackKeyPair(packed);
       return { publicKey: spki.toString("base64"), privateKey: pkcs8.toString("base64") };
@@ -144,16 +144,19 @@ export class CryptoPool {
       authTag,
       aad,
     };
-    return this.run(task);
+    return this.runBytes(task);
   }
 
   /**
    * Seals a receipt to a recipient's public key (`sealReceipt`, section 5) on a worker: the AES key is
-   * drawn, used and zeroed there and never reaches the event loop. A key that does not parse is
-   * `invalid_request` on `publicKey`, as `parsePublicKey` words it.
+   * drawn, used and zeroed there and never reaches the event loop. The parts come back as base64, the
+   * form the store keeps. A key that does not parse is `invalid_request` on `publicKey`, as
+   * `parsePublicKey` words it.
    */
-  async seal(request: SealRequest): Promise<SealedReceipt> {
-    return unpackSealed(await this.run({ op: "seal", ...request }));
+  async seal(request: SealRequest): Promise<SealedReceiptText> {
+    const packed = await this.run({ op: "seal", ...request });
+    if (typeof packed !== "string") throw unexpectedAnswer();
+    return unpackSealedText(packed);
   }
 
   /**
@@ -163,7 +166,7 @@ export class CryptoPool {
    * byte-for-byte the same.
    */
   rewrapFromEscrow(encryptedAesKey: Uint8Array, to: { keyId: string; spki: string }): Promise<Buffer> {
-    return this.run({ op: "rewrap", encryptedAesKey: copyBytes(encryptedAesKey), ...to });
+    return this.runBytes({ op: "rewrap", encryptedAesKey: copyBytes(encryptedAesKey), ...to });
   }
 
   /**
@@ -189,16 +192,23 @@ export class CryptoPool {
    * worker together, as one message, at the end of the turn: waking a worker thread is a message's main
    * cost (under an encrypt load each message cost the event loop about 20 us, mostly in the kernel).
    */
-  private run(task: WorkerTask, slots = this.slots): Promise<Buffer> {
+  private run(task: WorkerTask, slots = this.slots): Promise<Buffer | string> {
     if (this.closed) return Promise.reject(shuttingDown());
     const slot = this.leastBusySlot(slots);
     if (slot.worker === undefined) this.spawn(slot);
     const request: WorkerRequest = { ...task, id: this.nextTaskId++ };
-    return new Promise<Buffer>((resolve, reject) => {
+    return new Promise<Buffer | string>((resolve, reject) => {
       slot.pending.set(request.id, { resolve, reject });
       if (this.outbox.length === 0) setImmediate(this.post);
       this.outbox.push({ slot, request });
     });
+  }
+
+  /** {@link run} for the tasks answered with bytes. */
+  private async runBytes(task: WorkerTask, slots = this.slots): Promise<Buffer> {
+    const result = await this.run(task, slots);
+    if (typeof result === "string") throw unexpectedAnswer();
+    return result;
   }
 
   /** Sends the tasks queued this turn, one message per worker; tasks settled meanwhile are dropped. */
@@ -254,7 +264,11 @@ export class CryptoPool {
         if (pending === undefined) continue;
         if (response.ok) {
           const { result } = response;
-          pending.resolve(Buffer.from(result.buffer, result.byteOffset, result.byteLength));
+          pending.resolve(
+            typeof result === "string"
+              ? result
+              : Buffer.from(result.buffer, result.byteOffset, result.byteLength),
+          );
         } else {
           pending.reject(deserializeError(response.error));
         }
@@ -315,6 +329,11 @@ function rejectAll(slot: Slot, error: AppError): void {
   const pending = [...slot.pending.values()];
   slot.pending.clear();
   for (const task of pending) task.reject(error);
+}
+
+/** A worker answered a task with text where bytes were due, or the other way round: a bug. */
+function unexpectedAnswer(): AppError {
+  return new AppError("internal_server_error", "The crypto worker answered in an unexpected form.");
 }
 
 function shuttingDown(): AppError {

@@ -1,10 +1,11 @@
 import { AppError, type ErrorCode, type FieldViolation, isErrorCode } from "../errors.js";
-import { AUTH_TAG_BYTES, IV_BYTES, type SealedReceipt } from "./envelope.js";
+import type { SealedReceipt, SealedReceiptText } from "./envelope.js";
 
 /**
  * The messages between `CryptoPool` (main thread) and `crypto-worker` (worker threads): a list of
  * {@link WorkerRequest}s one way, a list of {@link WorkerResponse}s the other.
- * Only structured-clonable data crosses, and it is copied, never transferred: text as strings, bytes as
+ * Only structured-clonable data crosses, and it is copied, never transferred: text as strings (a sealed
+ * receipt too: {@link packSealedText}), bytes as
  * Uint8Array views of buffers made for the message (a message copies a view's whole buffer, so never a
  * view of Node's Buffer pool), errors as {@link SerializedError}, rebuilt as `AppError` on the main
  * thread. Transferring a buffer of a few hundred bytes costs both threads more than copying it.
@@ -39,7 +40,7 @@ export type WorkerRequest = WorkerTask & { id: number };
 
 /** A worker's answer to one request (in a list: see `crypto-worker`). */
 export type WorkerResponse =
-  | { id: number; ok: true; result: Uint8Array }
+  | { id: number; ok: true; result: Uint8Array | string }
   | { id: number; ok: false; error: SerializedError };
 
 /** An `AppError` flattened for `postMessage` (class instances lose their prototype when cloned). */
@@ -110,30 +111,24 @@ export function unpackKeyPair(packed: Buffer): { spki: Buffer; pkcs8: Buffer } {
 }
 
 /**
- * A sealed receipt in one buffer: the wrapped AES key (its length as `u16`), then the
- * wrapped key, IV, auth tag and ciphertext.
+ * A sealed receipt as one string: the base64 of the wrapped AES key, IV, auth tag and ciphertext, in
+ * that order, joined by "." (not a base64 character). The store keeps the parts as base64, so the
+ * worker encodes them: a string crosses to the main thread for less than a buffer does (a cloned
+ * buffer is a new backing store and a view per answer), and the event loop no longer encodes them.
  */
-export function packSealed(sealed: SealedReceipt): Uint8Array {
+export function packSealedText(sealed: SealedReceipt): string {
   const { encryptedAesKey, iv, authTag, ciphertext } = sealed;
-  const packed = new Uint8Array(2 + encryptedAesKey.length + IV_BYTES + AUTH_TAG_BYTES + ciphertext.length);
-  new DataView(packed.buffer).setUint16(0, encryptedAesKey.length);
-  let offset = 2;
-  for (const part of [encryptedAesKey, iv, authTag, ciphertext]) {
-    packed.set(part, offset);
-    offset += part.length;
-  }
-  return packed;
+  return [encryptedAesKey, iv, authTag, ciphertext].map((part) => part.toString("base64")).join(".");
 }
 
-/** The four parts of a {@link packSealed} buffer, as views of it. */
-export function unpackSealed(packed: Buffer): SealedReceipt {
-  const ivStart = 2 + packed.readUInt16BE(0);
-  const tagStart = ivStart + IV_BYTES;
-  const ciphertextStart = tagStart + AUTH_TAG_BYTES;
+/** The four parts of a {@link packSealedText} string. */
+export function unpackSealedText(packed: string): SealedReceiptText {
+  const [encryptedAesKey, iv, authTag, ciphertext, extra] = packed.split(".");
+  if (ciphertext === undefined || extra !== undefined) throw new Error("not a sealed receipt text");
   return {
-    encryptedAesKey: packed.subarray(2, ivStart),
-    iv: packed.subarray(ivStart, tagStart),
-    authTag: packed.subarray(tagStart, ciphertextStart),
-    ciphertext: packed.subarray(ciphertextStart),
+    encryptedAesKey: encryptedAesKey as string,
+    iv: iv as string,
+    authTag: authTag as string,
+    ciphertext,
   };
 }

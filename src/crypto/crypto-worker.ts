@@ -3,7 +3,7 @@ import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import { AppError } from "../errors.js";
 import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./crypto-protocol.js";
-import { packKeyPair, packSealed, serializeError } from "./crypto-protocol.js";
+import { packKeyPair, packSealedText, serializeError } from "./crypto-protocol.js";
 import { openSealedReceipt, rewrapAesKey, sealReceipt } from "./envelope.js";
 import {
   PublicKeyCache,
@@ -52,7 +52,7 @@ port.on("message", (requests: WorkerRequest[]) => {
     if (answers.length === 0) return;
     port.postMessage(answers);
     // The message holds a copy; this thread's is wiped (a generated private key, a receipt's plaintext).
-    for (const answer of answers) if (answer.ok) answer.result.fill(0);
+    for (const answer of answers) if (answer.ok && typeof answer.result !== "string") answer.result.fill(0);
     answers = [];
   };
   for (const request of requests) {
@@ -67,7 +67,10 @@ port.on("message", (requests: WorkerRequest[]) => {
 function answer(request: WorkerRequest): WorkerResponse {
   try {
     const output = run(request);
-    if (output.byteOffset === 0 && output.byteLength === output.buffer.byteLength) {
+    if (
+      typeof output === "string" ||
+      (output.byteOffset === 0 && output.byteLength === output.buffer.byteLength)
+    ) {
       return { id: request.id, ok: true, result: output };
     }
     // A view of a shared buffer (Node's Buffer pool): a message would carry the whole buffer.
@@ -79,7 +82,7 @@ function answer(request: WorkerRequest): WorkerResponse {
   }
 }
 
-function run(task: WorkerTask): Uint8Array {
+function run(task: WorkerTask): Uint8Array | string {
   switch (task.op) {
     case "open": {
       const privateKey = parsePrivateKey(task.privateKey, "privateKey");
@@ -98,7 +101,7 @@ function run(task: WorkerTask): Uint8Array {
     case "seal": {
       const plaintext = Buffer.from(task.plaintext, "utf8");
       const aad = Buffer.from(task.aad, "utf8");
-      return packSealed(sealReceipt(plaintext, aad, publicKeys.get(task.keyId, task.spki)));
+      return packSealedText(sealReceipt(plaintext, aad, publicKeys.get(task.keyId, task.spki)));
     }
     case "rewrap":
       return rewrapAesKey(task.encryptedAesKey, escrowKey(), publicKeys.get(task.keyId, task.spki));

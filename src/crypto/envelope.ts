@@ -40,6 +40,19 @@ export interface SealedReceipt {
   authTag: Buffer;
 }
 
+/** A {@link SealedReceipt} with each part as base64 text, the form the store keeps and the API sends. */
+export type SealedReceiptText = { [K in keyof SealedReceipt]: string };
+
+/** The bytes of a {@link SealedReceiptText}. */
+export function sealedFromText(text: SealedReceiptText): SealedReceipt {
+  return {
+    encryptedAesKey: Buffer.from(text.encryptedAesKey, "base64"),
+    iv: Buffer.from(text.iv, "base64"),
+    ciphertext: Buffer.from(text.ciphertext, "base64"),
+    authTag: Buffer.from(text.authTag, "base64"),
+  };
+}
+
 /** The immutable identity of a receipt that its ciphertext is bound to. */
 export interface ReceiptIdentity {
   version: string;

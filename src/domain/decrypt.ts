@@ -1,6 +1,6 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
-import { receiptAad } from "../crypto/envelope.js";
+import { receiptAad, sealedFromText } from "../crypto/envelope.js";
 import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
@@ -56,12 +56,12 @@ export async function openWithGrant(
   const plaintext = await deps.pool.openReceipt({
     privateKey: input.privateKey,
     expectedSpki: key.publicKey,
-    sealed: {
-      encryptedAesKey: Buffer.from(record.keyBundle.encryptedAesKey, "base64"),
-      iv: Buffer.from(record.iv, "base64"),
-      ciphertext: Buffer.from(record.ciphertext, "base64"),
-      authTag: Buffer.from(record.authTag, "base64"),
-    },
+    sealed: sealedFromText({
+      encryptedAesKey: record.keyBundle.encryptedAesKey,
+      iv: record.iv,
+      ciphertext: record.ciphertext,
+      authTag: record.authTag,
+    }),
     aad: receiptAad(record),
   });
   const receipt = receiptFromPlaintext(plaintext);

@@ -59,10 +59,10 @@ export async function sealForRecipient(
     merchantTenantId: principal.tenantId,
     // The user's own copy of the same value: a store that keeps both in memory keeps one string.
     panHash: user ? user.panHash : panHash,
-    keyBundle: { keyId, encryptedAesKey: sealed.encryptedAesKey.toString("base64") },
-    ciphertext: sealed.ciphertext.toString("base64"),
-    iv: sealed.iv.toString("base64"),
-    authTag: sealed.authTag.toString("base64"),
+    keyBundle: { keyId, encryptedAesKey: sealed.encryptedAesKey },
+    ciphertext: sealed.ciphertext,
+    iv: sealed.iv,
+    authTag: sealed.authTag,
     createdAt: now,
     isEscrowed: key === undefined,
   };

@@ -3,11 +3,13 @@ import { readdirSync, readFileSync } from "node:fs";
 import type { Worker } from "node:worker_threads";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CryptoPool, KEYGEN_NICENESS } from "../../src/crypto/crypto-pool.js";
+import { packSealedText, unpackSealedText, type WorkerResponse } from "../../src/crypto/crypto-protocol.js";
 import {
   openSealedReceipt,
   type ReceiptIdentity,
   receiptAad,
   receiptAadText,
+  sealedFromText,
   sealReceipt,
 } from "../../src/crypto/envelope.js";
 import {
@@ -170,7 +172,12 @@ describe("CryptoPool.seal", () => {
 
   it("seals a receipt that opens with the recipient's private key, bound to its AAD", async () => {
     const plaintext = '{"receiptId":"r-1","merchantName":"Café Zoë ☕"}';
-    const sealed = await pool.seal(request(plaintext));
+    const text = await pool.seal(request(plaintext));
+    // The parts come as canonical base64, the form the store keeps.
+    for (const part of Object.values(text)) {
+      expect(Buffer.from(part, "base64").toString("base64")).toBe(part);
+    }
+    const sealed = sealedFromText(text);
     expect(sealed.encryptedAesKey.length).toBe(256);
     expect(sealed.iv.length).toBe(12);
     expect(sealed.authTag.length).toBe(16);
@@ -183,7 +190,9 @@ describe("CryptoPool.seal", () => {
   });
 
   it("draws a new AES key and IV for every receipt, also for the same plaintext", async () => {
-    const [a, b] = await Promise.all([pool.seal(request("same")), pool.seal(request("same"))]);
+    const [a, b] = (await Promise.all([pool.seal(request("same")), pool.seal(request("same"))])).map(
+      sealedFromText,
+    );
     expect(a?.iv.equals(b?.iv as Buffer)).toBe(false);
     expect(a?.ciphertext.equals(b?.ciphertext as Buffer)).toBe(false);
     const privateKey = parsePrivateKey(user.privateKey);
@@ -198,7 +207,7 @@ describe("CryptoPool.seal", () => {
     const requests = Array.from({ length: 50 }, (_, i) =>
       request(`receipt number ${i}`, i % 2 === 0 ? user : stranger),
     );
-    const sealed = await Promise.all(requests.map((r) => pool.seal(r)));
+    const sealed = (await Promise.all(requests.map((r) => pool.seal(r)))).map(sealedFromText);
     const keys = [parsePrivateKey(user.privateKey), parsePrivateKey(stranger.privateKey)];
     const opened = sealed.map((s, i) => openSealedReceipt(s, aad, keys[i % 2] as KeyObject).toString());
     expect(opened).toEqual(requests.map((r) => r.plaintext));
@@ -206,7 +215,7 @@ describe("CryptoPool.seal", () => {
 
   it("binds the receipt to its AAD text encoded as UTF-8", async () => {
     const accented = { ...identity, merchantId: "Café Zoë ☕" };
-    const sealed = await pool.seal({ ...request("x"), aad: receiptAadText(accented) });
+    const sealed = sealedFromText(await pool.seal({ ...request("x"), aad: receiptAadText(accented) }));
     const privateKey = parsePrivateKey(user.privateKey);
     expect(openSealedReceipt(sealed, receiptAad(accented), privateKey).toString()).toBe("x");
     const latin1 = Buffer.from(receiptAadText(accented), "latin1");
@@ -286,7 +295,11 @@ describe("CryptoPool messages", () => {
       await openForUser(Buffer.from("warm-up"), one);
       const [worker] = workersOf(one);
       const answers: number[] = [];
-      worker?.on("message", (responses: unknown[]) => answers.push(responses.length));
+      const kinds: string[] = [];
+      worker?.on("message", (responses: WorkerResponse[]) => {
+        answers.push(responses.length);
+        for (const response of responses) kinds.push(response.ok ? typeof response.result : "error");
+      });
       const seal = (plaintext: string) =>
         one.seal({ plaintext, aad: aadText, keyId: "key_user", spki: user.publicKey });
       // One turn, so one message to the worker: five seals, two decrypts, three seals.
@@ -295,8 +308,12 @@ describe("CryptoPool messages", () => {
       const last = ["h", "i", "j"].map(seal);
       const [sealed, opened] = await Promise.all([Promise.all([...first, ...last]), Promise.all(opens)]);
       expect(answers).toEqual([5, 1, 1, 3]);
+      // Seals are answered as text (the base64 the store keeps), decrypts as bytes.
+      expect(kinds).toEqual([...Array(5).fill("string"), "object", "object", ...Array(3).fill("string")]);
       const privateKey = parsePrivateKey(user.privateKey);
-      expect(sealed.map((s) => openSealedReceipt(s, aad, privateKey).toString())).toEqual([..."abcdehij"]);
+      expect(sealed.map((s) => openSealedReceipt(sealedFromText(s), aad, privateKey).toString())).toEqual([
+        ..."abcdehij",
+      ]);
       expect(opened.map((b) => b.toString())).toEqual(["f", "g"]);
     } finally {
       await one.close();
@@ -317,7 +334,9 @@ describe("CryptoPool messages", () => {
       const [sealed, opened] = await Promise.all([Promise.all(seals), Promise.all(opens)]);
       expect(counts).toEqual([1, 1]);
       const privateKey = parsePrivateKey(user.privateKey);
-      expect(sealed.map((s) => openSealedReceipt(s, aad, privateKey).toString())).toEqual(plaintexts);
+      expect(sealed.map((s) => openSealedReceipt(sealedFromText(s), aad, privateKey).toString())).toEqual(
+        plaintexts,
+      );
       expect(opened.map((b) => b.toString())).toEqual(plaintexts);
       // A later turn is a new message.
       await openForUser(Buffer.from("later"), two);
@@ -386,4 +405,15 @@ describe("CryptoPool.generateKeyPair", () => {
       expect(niceness).toContain(KEYGEN_NICENESS);
     },
   );
+});
+
+describe("packSealedText / unpackSealedText", () => {
+  it("carries the four parts as base64 and refuses anything but four", () => {
+    const sealed = sealReceipt(Buffer.from("receipt"), aad, userKey);
+    const text = unpackSealedText(packSealedText(sealed));
+    expect(sealedFromText(text)).toEqual(sealed);
+    expect(text.iv).toBe(sealed.iv.toString("base64"));
+    expect(() => unpackSealedText("a.b.c")).toThrow();
+    expect(() => unpackSealedText("a.b.c.d.e")).toThrow();
+  });
 });
