@@ -1,4 +1,5 @@
 import type { JsonObject } from "@bufbuild/protobuf";
+import { isBase64Text } from "../rpc/json-rules.js";
 
 /**
  * A small JSON Schema validator for the subset the OpenAPI document uses, to check real responses
@@ -13,8 +14,6 @@ import type { JsonObject } from "@bufbuild/protobuf";
 const MAX_REF_HOPS = 32;
 
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i;
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
-const BASE64URL = /^[A-Za-z0-9_-]*$/;
 
 type Schema = JsonObject | boolean;
 
@@ -127,7 +126,7 @@ function checkString(schema: JsonObject, value: string, path: string, out: strin
     out.push(`${path}: must be an RFC 3339 date-time`);
   }
   const base64 = schema.format === "byte" || schema.contentEncoding === "base64";
-  if (base64 && !(BASE64.test(value) || BASE64URL.test(value))) out.push(`${path}: must be base64`);
+  if (base64 && !isBase64Text(value)) out.push(`${path}: must be base64`);
 }
 
 function checkNumber(schema: JsonObject, value: number, path: string, out: string[]) {

@@ -11,6 +11,7 @@ import {
 import { base64Decode, FLOAT32_MAX, FLOAT32_MIN } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger } from "./json-output.js";
+import { FORBIDDEN_KEYS, isBase64Text, MAX_JSON_DEPTH } from "./json-rules.js";
 import { perMessageType } from "./per-message-type.js";
 
 /**
@@ -19,11 +20,17 @@ import { perMessageType } from "./per-message-type.js";
  * for unset fields, 64-bit integers as bigint, timestamps converted as protobuf-es converts them.
  *
  * `fromJson` stays the path for messages this module does not compile (well-known types other than
- * Timestamp, oneofs, maps with non-string keys, proto2 and editions files) and for any value a
- * compiled reader does not expect: a reader gives up by throwing, and the whole body is read again by
- * `fromJson`, which then returns the same message or throws its own error. For the service's own
- * messages a reader is compiled once per message type from its descriptor: `fromJson` goes through
- * reflection for every field on every call, which made decoding a receipt cost more than checking it.
+ * Timestamp, oneofs, maps with non-string keys, proto2 and editions files, and messages holding any
+ * of those) and for any value a compiled reader does not expect: a reader gives up by throwing, and
+ * the whole body is read again by `fromJson`, which then returns the same message or throws its own
+ * error. For the service's own messages a reader is compiled once per message type from its
+ * descriptor: `fromJson` goes through reflection for every field on every call, which made decoding
+ * a receipt cost more than checking it.
+ *
+ * A compiled reader also gives up on everything the REST field-by-field check (`validateJson`)
+ * refuses, where that is more than `fromJson` refuses (json-rules.ts: nesting depth, forbidden keys,
+ * base64, enum numbers): a body it reads has no problem to name, so REST checks a body only when
+ * its reader gives up.
  */
 
 /** A message being built, its properties named by field `localName`. */
@@ -33,8 +40,11 @@ type Reader = (json: JsonValue, depth: number) => unknown;
 /** Reads one member of a JSON object into `message`; `json` is the object, for duplicate checks. */
 type FieldReader = (message: Fields, value: JsonValue, json: JsonObject, depth: number) => void;
 
-/** `fromJson`'s default nesting limit; a compiled reader gives up where `fromJson` would fail. */
-const RECURSION_LIMIT = 100;
+/**
+ * Message nesting a compiled reader reads (the body is level 1): the check refuses deeper than
+ * `MAX_JSON_DEPTH` levels below the body, so giving up here is never later than the check.
+ */
+const MAX_LEVEL = MAX_JSON_DEPTH;
 const EDITION_PROTO3 = 999;
 const INT32_MIN = -2147483648;
 const INT32_MAX = 2147483647;
@@ -89,9 +99,10 @@ const readerFor = perMessageType(compile);
 function compile(desc: DescMessage): Entry {
   if (desc.typeName === "google.protobuf.Timestamp") return { read: timestampFromJson, compiled: true };
   if (!isCompilable(desc)) {
-    // Nested inside a compiled message: the limit continues the count from the enclosing levels.
-    const read: Reader = (json, depth) =>
-      fromJson(desc, json, { ignoreUnknownFields: false, recursionLimit: RECURSION_LIMIT + 1 - depth });
+    // Also when nested in a compiled message: the body is then read by `fromJson` as a whole.
+    const read: Reader = () => {
+      throw GIVE_UP;
+    };
     return { read, compiled: false };
   }
   const template: Fields = { $typeName: desc.typeName };
@@ -108,7 +119,7 @@ function compile(desc: DescMessage): Entry {
     if (field.name !== field.jsonName) byKey.set(field.name, duplicateChecked(read, field.jsonName));
   }
   const read: Reader = (json, depth) => {
-    if (depth > RECURSION_LIMIT || !isJsonObject(json)) throw GIVE_UP;
+    if (depth > MAX_LEVEL || !isJsonObject(json)) throw GIVE_UP;
     // Not `{ ...template }`: V8 makes adding properties to a spread copy slower than all of fromJson.
     const message: Fields = Object.assign({}, template);
     for (const [name, zero] of fresh) message[name] = zero();
@@ -125,7 +136,8 @@ function compile(desc: DescMessage): Entry {
 /**
  * Whether a message can be compiled: a proto3 message without oneofs whose fields keep their JSON
  * value as is (no wrappers, Struct, Value or other well-known types but Timestamp, no NullValue or
- * closed enums, no 64-bit integers as strings, maps keyed by strings only).
+ * closed enums, no 64-bit integers as strings, maps keyed by strings only). A field of a message type
+ * that cannot be compiled makes its reader give up whenever it is set.
  */
 function isCompilable(desc: DescMessage): boolean {
   return (
@@ -223,7 +235,7 @@ function valueReader(field: DescField): Reader {
         const map: Fields = {};
         for (const key of Object.keys(value)) {
           const v = value[key] as JsonValue;
-          if (v === null || key === "__proto__" || !isWellFormed(key)) throw GIVE_UP;
+          if (v === null || FORBIDDEN_KEYS.has(key) || !isWellFormed(key)) throw GIVE_UP;
           map[key] = item(v, depth);
         }
         return map;
@@ -278,7 +290,7 @@ function scalarReader(type: ScalarType): Reader {
       };
     case ScalarType.BYTES:
       return (v) => {
-        if (typeof v !== "string") throw GIVE_UP;
+        if (typeof v !== "string" || !isBase64Text(v)) throw GIVE_UP;
         return v === "" ? new Uint8Array(0) : base64Decode(v);
       };
     case ScalarType.UINT32:
@@ -294,11 +306,18 @@ function integer(v: JsonValue, min: number, max: number): number {
   return v;
 }
 
-/** Enum values by name or number; `fromJson` accepts any int32 number for an open enum. */
+/**
+ * Enum values by name or number. `fromJson` accepts any int32 number for an open enum; the REST check
+ * accepts only the enum's own, so the reader gives up on the others.
+ */
 function enumReader(desc: DescEnum): Reader {
   const byName = new Map(desc.values.map((v) => [v.name, v.number]));
+  const numbers = new Set(desc.values.map((v) => v.number));
   return (v) => {
-    if (typeof v === "number") return integer(v, INT32_MIN, INT32_MAX);
+    if (typeof v === "number") {
+      if (!numbers.has(v)) throw GIVE_UP;
+      return v;
+    }
     const number = typeof v === "string" ? byName.get(v) : undefined;
     if (number === undefined) throw GIVE_UP;
     return number;
@@ -319,7 +338,7 @@ const MINUS = 45;
  * 0001-9999 are left to `fromJson`.
  */
 function timestampFromJson(json: JsonValue, depth: number): Fields {
-  if (depth > RECURSION_LIMIT || typeof json !== "string" || !RFC3339.test(json)) throw GIVE_UP;
+  if (depth > MAX_LEVEL || typeof json !== "string" || !RFC3339.test(json)) throw GIVE_UP;
   const year = digits(json, 0, 4);
   const month = digits(json, 5, 2);
   const day = digits(json, 8, 2);
@@ -335,7 +354,8 @@ function timestampFromJson(json: JsonValue, depth: number): Fields {
     if (offsetHour > 23 || offsetMinute > 59) throw GIVE_UP;
     offsetMinutes = (offsetHour * 60 + offsetMinute) * (json.charCodeAt(end) === MINUS ? -1 : 1);
   }
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) throw GIVE_UP;
+  // Year 0000 is RFC 3339 but not a date the REST check accepts, whatever the offset.
+  if (year < 1 || month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) throw GIVE_UP;
   if (hour > 23 || minute > 59 || second > 59) throw GIVE_UP;
   const seconds =
     daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offsetMinutes * 60;

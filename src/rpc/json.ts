@@ -10,6 +10,7 @@ import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { type FieldViolation, invalidRequest } from "../errors.js";
 import { isWellFormed, messageFromJson } from "./json-input.js";
 import { is64BitInteger } from "./json-output.js";
+import { FORBIDDEN_KEYS, isBase64Text, MAX_JSON_DEPTH } from "./json-rules.js";
 
 export { is64BitInteger, messageToJson } from "./json-output.js";
 
@@ -23,21 +24,13 @@ export { is64BitInteger, messageToJson } from "./json-output.js";
  * included, with 64-bit integers as JSON numbers.
  */
 
-/** How deeply messages (and Struct values) may nest in a request body. */
-export const MAX_JSON_DEPTH = 32;
-
 /** At most this many violations are reported for one request; the rest are summarised. */
 const MAX_VIOLATIONS = 100;
-
-/** Keys that are never fields: accepting them would invite prototype pollution further down. */
-const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
 
 const INT32_RANGE = { min: -2147483648, max: 2147483647 };
 const UINT32_RANGE = { min: 0, max: 4294967295 };
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))$/;
 const DURATION = /^-?\d{1,12}(\.\d{1,9})?s$/;
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
-const BASE64URL = /^[A-Za-z0-9_-]*$/;
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -195,9 +188,7 @@ class JsonChecker {
       case ScalarType.FLOAT:
         return typeof value === "number" && Number.isFinite(value) ? undefined : "must be a number";
       case ScalarType.BYTES:
-        return typeof value === "string" && (BASE64.test(value) || BASE64URL.test(value))
-          ? undefined
-          : "must be a base64 string";
+        return typeof value === "string" && isBase64Text(value) ? undefined : "must be a base64 string";
       default:
         if (typeof value === "string") return "must be a JSON integer, not a string";
         return typeof value === "number" ? this.integerProblem(type, value) : "must be an integer";

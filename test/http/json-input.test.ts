@@ -27,7 +27,9 @@ import { message, reachableMessages } from "../support/messages.js";
  * The compiled JSON readers must build exactly the message the reflective path (protobuf-es
  * `fromJson`, unknown fields rejected) builds, for every message the REST surface reads and every
  * message it contains, and must not give up on any body `validateJson` accepts: same `$typeName`,
- * same values and defaults, bigint for 64-bit integers, the same error where `fromJson` throws.
+ * same values and defaults, bigint for 64-bit integers, the same error where `fromJson` throws. And
+ * they must give up on every body `validateJson` refuses: REST reads a body the reader accepts without
+ * checking it.
  */
 
 type JsonObject = { [key: string]: JsonValue };
@@ -46,10 +48,12 @@ function errorOf(read: () => unknown): string | undefined {
 }
 
 /**
- * `messageFromJson` returns what `fromJson` returns or throws what it throws; and when `validateJson`
- * accepts the body, the compiled reader itself (no fallback), if the type has one, returns it.
+ * `messageFromJson` returns what `fromJson` returns or throws what it throws; when `validateJson`
+ * accepts the body, the compiled reader itself (no fallback), if the type has one, returns it; and
+ * the compiled reader reads no body that `validateJson` refuses.
  */
 function expectSameAsReflective(desc: DescMessage, json: JsonValue): void {
+  expectNoneReadThatCheckRefuses(desc, json);
   const problem = errorOf(() => messageFromJsonReflective(desc, json));
   if (problem !== undefined) {
     expect(errorOf(() => messageFromJson(desc, json))).toBe(problem);
@@ -62,6 +66,18 @@ function expectSameAsReflective(desc: DescMessage, json: JsonValue): void {
   const compiled = compiledJsonReader(desc);
   if (compiled !== undefined && validateJson(desc, json).length === 0) {
     expect(compiled(json)).toStrictEqual(reference);
+  }
+}
+
+/**
+ * A body the compiled reader of `desc` reads is one `validateJson` finds nothing wrong with. (Not for
+ * a bare Timestamp, which is never a request: `validateJson` wants every body to be an object.)
+ */
+function expectNoneReadThatCheckRefuses(desc: DescMessage, json: JsonValue): void {
+  if (desc.typeName === "google.protobuf.Timestamp") return;
+  const compiled = compiledJsonReader(desc);
+  if (compiled !== undefined && errorOf(() => compiled(json)) === undefined) {
+    expect(validateJson(desc, json)).toEqual([]);
   }
 }
 
@@ -247,6 +263,8 @@ describe("compiled REST JSON readers on hand-written bodies", () => {
       "2026-01-01T09:30:00.1234567890Z",
       "2026-01-01 09:30:00Z",
       "2026-01-01T09:30:00",
+      // Year 0000 at an offset that puts the instant inside the Timestamp range: REST refuses year 0.
+      "0000-12-31T01:00:00-23:00",
     ];
     for (const stamp of stamps)
       expectSameAsReflective(EncryptReceiptRequestSchema, receiptWith({ transactionDate: stamp }));
@@ -363,13 +381,28 @@ describe("compiled REST JSON readers on hand-written bodies", () => {
       expectSameAsReflective(HealthCheckResponseSchema, { status });
     }
     expect(compiledJsonReader(HealthCheckResponseSchema)?.({ status: "NOT_SERVING" })?.status).toBe(2);
-    const info = { reason: "r", domain: "d", metadata: { a: "1", "": "2", constructor: "3" } };
+    const info = { reason: "r", domain: "d", metadata: { a: "1", "": "2" } };
     expectSameAsReflective(ErrorInfoSchema, info);
     expect(compiledJsonReader(ErrorInfoSchema)?.(info)?.metadata).toEqual(info.metadata);
+    // fromJson takes any key; the REST check refuses these, so the compiled reader gives up on them.
+    for (const key of ["constructor", "prototype", "__proto__"]) {
+      const risky = JSON.parse(`{"metadata":{"${key}":"3"}}`) as JsonValue;
+      expectSameAsReflective(ErrorInfoSchema, risky);
+      expect(errorOf(() => compiledJsonReader(ErrorInfoSchema)?.(risky))).toBeDefined();
+    }
     for (const metadata of [{ a: null }, { a: 1 }, [], ["a"], "ab", null]) {
       expectSameAsReflective(ErrorInfoSchema, { metadata });
     }
     expectSameAsReflective(HealthListResponseSchema, { statuses: { a: { status: "SERVING" }, b: {} } });
+  });
+
+  it("give up on bytes that are not base64 and enum numbers the enum does not name", () => {
+    for (const ciphertext of ["not base64!", "ab$=", "YWJj", "YWJ", "YW-_", ""]) {
+      expectSameAsReflective(EncryptedReceiptSchema, { ciphertext });
+    }
+    expect(errorOf(() => compiledJsonReader(EncryptedReceiptSchema)?.({ ciphertext: "ab$=" }))).toBeDefined();
+    expect(errorOf(() => compiledJsonReader(HealthCheckResponseSchema)?.({ status: 7 }))).toBeDefined();
+    expect(compiledJsonReader(HealthCheckResponseSchema)?.({ status: 2 })?.status).toBe(2);
   });
 
   it("leave messages with oneofs to the reflective path", () => {
