@@ -15,6 +15,7 @@ import { http } from "../../gen/google/api/annotations_pb.js";
 import type { HttpRule } from "../../gen/google/api/http_pb.js";
 import { type FieldViolation, invalidRequest } from "../errors.js";
 import { decodeJson, is64BitInteger, messageToJson, validateJson } from "../rpc/json.js";
+import { compiledJsonReader } from "../rpc/json-input.js";
 
 /**
  * The REST surface as the protos declare it: every unary method's `google.api.http` rule (and its
@@ -189,6 +190,8 @@ export interface HttpRequestParts {
  * unknown body fields.
  */
 export function decodeHttpRequest(binding: HttpBinding, parts: HttpRequestParts): MessageShape<DescMessage> {
+  const read = readInOnePass(binding, parts);
+  if (read !== undefined) return read;
   const violations: FieldViolation[] = [];
   const { leaves, bound } = urlLeaves(binding, parts, violations);
   if (leaves.length > 0) {
@@ -200,6 +203,39 @@ export function decodeHttpRequest(binding: HttpBinding, parts: HttpRequestParts)
   if (violations.length > 0) throw invalidRequest(violations);
   for (const leaf of leaves) setPath(json, leaf.fields, leaf.value);
   return decodeJson(binding.method.input, json);
+}
+
+/**
+ * The request message of a request with nothing in its URL to bind, read by the compiled reader alone,
+ * or undefined when that reader gives up. It gives up on everything the field-by-field check would
+ * name (json-rules.ts), so a request it reads has no problem, and the check runs only to name the
+ * problems of one it does not read (the rest of `decodeHttpRequest`, which then reads it again).
+ */
+function readInOnePass(binding: HttpBinding, parts: HttpRequestParts): MessageShape<DescMessage> | undefined {
+  if (binding.variables.length > 0 || hasQuery(parts.query)) return undefined;
+  const read = compiledJsonReader(binding.method.input);
+  if (read === undefined) return undefined;
+  const { body } = parts;
+  let json: JsonValue;
+  if (binding.body.kind === "all") json = body === undefined ? {} : (body as JsonValue);
+  else if (binding.body.kind === "none") json = {};
+  else {
+    // As `bodyJson` builds it: no body is an empty message; a null one is a problem to name.
+    const field = binding.body.field;
+    const value = body === undefined && field.fieldKind === "message" ? {} : body;
+    if (field.fieldKind === "message" && !isObject(value)) return undefined;
+    json = value === undefined ? {} : { [field.jsonName]: value as JsonValue };
+  }
+  try {
+    return read(json);
+  } catch {
+    return undefined;
+  }
+}
+
+function hasQuery(query: HttpRequestParts["query"]): boolean {
+  for (const key in query) if (query[key] !== undefined) return true;
+  return false;
 }
 
 /** A value from the URL (path or query) for the field at the end of `fields`. */
