@@ -190,52 +190,86 @@ export interface HttpRequestParts {
  * unknown body fields.
  */
 export function decodeHttpRequest(binding: HttpBinding, parts: HttpRequestParts): MessageShape<DescMessage> {
-  const read = readInOnePass(binding, parts);
-  if (read !== undefined) return read;
   const violations: FieldViolation[] = [];
   const { leaves, bound } = urlLeaves(binding, parts, violations);
+  if (violations.length === 0) {
+    const read = readInOnePass(binding, parts.body, leaves, bound);
+    if (read !== undefined) return read;
+  }
+  return checkThenRead(binding, parts.body, leaves, bound, violations);
+}
+
+/**
+ * {@link decodeHttpRequest} without the one-pass read: every part checked field by field, then read.
+ * What a request with a problem goes through; exported so tests can hold the one-pass read to it.
+ */
+export function decodeHttpRequestChecked(
+  binding: HttpBinding,
+  parts: HttpRequestParts,
+): MessageShape<DescMessage> {
+  const violations: FieldViolation[] = [];
+  const { leaves, bound } = urlLeaves(binding, parts, violations);
+  return checkThenRead(binding, parts.body, leaves, bound, violations);
+}
+
+function checkThenRead(
+  binding: HttpBinding,
+  body: unknown,
+  leaves: UrlLeaf[],
+  bound: Set<DescField>,
+  violations: FieldViolation[],
+): MessageShape<DescMessage> {
   if (leaves.length > 0) {
     const fromUrl: JsonObject = {};
     for (const leaf of leaves) setPath(fromUrl, leaf.fields, leaf.value);
     violations.push(...validateJson(binding.method.input, fromUrl));
   }
-  const json = bodyJson(binding, parts.body, bound, violations);
+  const json = bodyJson(binding, body, bound, violations);
   if (violations.length > 0) throw invalidRequest(violations);
   for (const leaf of leaves) setPath(json, leaf.fields, leaf.value);
   return decodeJson(binding.method.input, json);
 }
 
 /**
- * The request message of a request with nothing in its URL to bind, read by the compiled reader alone,
- * or undefined when that reader gives up. It gives up on everything the field-by-field check would
- * name (json-rules.ts), so a request it reads has no problem, and the check runs only to name the
- * problems of one it does not read (the rest of `decodeHttpRequest`, which then reads it again).
+ * The request message, read by the compiled reader alone from the body and the URL's values, or
+ * undefined when that reader gives up or the body clashes with the URL. The reader gives up on
+ * everything the field-by-field check would name (json-rules.ts), so a request it reads has no
+ * problem, and the check runs only to name the problems of one it does not (the rest of
+ * `decodeHttpRequest`, which then reads it again). `leaves` and `bound` are those of a URL without
+ * problems.
  */
-function readInOnePass(binding: HttpBinding, parts: HttpRequestParts): MessageShape<DescMessage> | undefined {
-  if (binding.variables.length > 0 || hasQuery(parts.query)) return undefined;
+function readInOnePass(
+  binding: HttpBinding,
+  body: unknown,
+  leaves: UrlLeaf[],
+  bound: Set<DescField>,
+): MessageShape<DescMessage> | undefined {
   const read = compiledJsonReader(binding.method.input);
   if (read === undefined) return undefined;
-  const { body } = parts;
-  let json: JsonValue;
-  if (binding.body.kind === "all") json = body === undefined ? {} : (body as JsonValue);
-  else if (binding.body.kind === "none") json = {};
+  let json: JsonObject;
+  if (binding.body.kind === "all") {
+    if (body !== undefined && !isObject(body)) return undefined;
+    const whole = (body ?? {}) as JsonObject;
+    for (const field of bound) {
+      if (Object.hasOwn(whole, field.jsonName) || Object.hasOwn(whole, field.name)) return undefined;
+    }
+    json = leaves.length > 0 ? { ...whole } : whole;
+  } else if (binding.body.kind === "none") json = {};
   else {
     // As `bodyJson` builds it: no body is an empty message; a null one is a problem to name.
     const field = binding.body.field;
     const value = body === undefined && field.fieldKind === "message" ? {} : body;
     if (field.fieldKind === "message" && !isObject(value)) return undefined;
+    // A URL value inside the body field would replace a body value the check has to see.
+    if (leaves.some((leaf) => leaf.fields[0] === field)) return undefined;
     json = value === undefined ? {} : { [field.jsonName]: value as JsonValue };
   }
+  for (const leaf of leaves) setPath(json, leaf.fields, leaf.value);
   try {
     return read(json);
   } catch {
     return undefined;
   }
-}
-
-function hasQuery(query: HttpRequestParts["query"]): boolean {
-  for (const key in query) if (query[key] !== undefined) return true;
-  return false;
 }
 
 /** A value from the URL (path or query) for the field at the end of `fields`. */
