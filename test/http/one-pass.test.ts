@@ -13,6 +13,7 @@ import {
 import * as json from "../../src/rpc/json.js";
 import { messageToJson } from "../../src/rpc/json-output.js";
 import { fuzzSettings } from "../hardening/support.js";
+import { receiptBody } from "../support/harness.js";
 import { message } from "../support/messages.js";
 
 // The field-by-field check, counted: REST should run it only for a request with a problem to name.
@@ -53,17 +54,7 @@ function paramsOf(b: HttpBinding, value: string): Record<string, string> {
   return Object.fromEntries(b.variables.map((v) => [v.param, value]));
 }
 
-const receipt = {
-  receiptId: "r-1",
-  merchantId: "m-bench",
-  merchantName: "Corner Coffee",
-  transactionId: "t-1",
-  transactionDate: "2026-01-01T09:30:00Z",
-  currency: "EUR",
-  recipientHashedPan: "ab".repeat(32),
-  items: [{ lineItemId: "1", name: "Flat white", quantity: 2, unitPrice: 350, totalPrice: 700 }],
-  totalAmount: 700,
-};
+const receipt = receiptBody();
 
 describe("REST requests read in one pass", () => {
   afterEach(() => checks.mockClear());
@@ -81,7 +72,12 @@ describe("REST requests read in one pass", () => {
 
   it("checks a request it cannot read, and names every problem", () => {
     const encrypt = binding("EncryptReceipt");
-    const body = { ...receipt, totalAmount: "700", items: [{ ...receipt.items[0], quantity: 1.5 }], typo: 1 };
+    const body = {
+      ...receipt,
+      totalAmount: "700",
+      items: [{ ...(receipt.items as object[])[0], quantity: 1.5 }],
+      typo: 1,
+    };
     const result = outcome(() => decodeHttpRequest(encrypt, { params: {}, query: {}, body }));
     expect(checks).toHaveBeenCalled();
     expect((result as { violations: { field: string }[] }).violations.map((v) => v.field)).toEqual([
