@@ -234,9 +234,8 @@ function checkThenRead(
  * The request message, read by the compiled reader alone from the body and the URL's values, or
  * undefined when that reader gives up or the body clashes with the URL. The reader gives up on
  * everything the field-by-field check would name (json-rules.ts), so a request it reads has no
- * problem, and the check runs only to name the problems of one it does not (the rest of
- * `decodeHttpRequest`, which then reads it again). `leaves` and `bound` are those of a URL without
- * problems.
+ * problem, and the check runs only to name the problems of one it does not ({@link checkThenRead},
+ * which then reads it again). `leaves` and `bound` are those of a URL without problems.
  */
 function readInOnePass(
   binding: HttpBinding,
