@@ -5,10 +5,10 @@ import type { SealedReceipt, SealedReceiptText } from "./envelope.js";
  * The messages between `CryptoPool` (main thread) and `crypto-worker` (worker threads): a list of
  * {@link WorkerRequest}s one way, a list of {@link WorkerResponse}s the other.
  * Only structured-clonable data crosses, and it is copied, never transferred: text as strings (a sealed
- * receipt too: {@link packSealedText}), bytes as
- * Uint8Array views of buffers made for the message (a message copies a view's whole buffer, so never a
- * view of Node's Buffer pool), errors as {@link SerializedError}, rebuilt as `AppError` on the main
- * thread. Transferring a buffer of a few hundred bytes costs both threads more than copying it.
+ * receipt too: {@link packSealedText}), bytes as Uint8Array views of buffers made for the message (a
+ * message copies a view's whole buffer, so never a view of Node's Buffer pool), errors as
+ * {@link SerializedError}, rebuilt as `AppError` on the main thread. Transferring a buffer of a few
+ * hundred bytes costs both threads more than copying it.
  */
 
 /** `workerData` of each worker. */
