@@ -249,19 +249,17 @@ function readInOnePass(
   if (binding.body.kind === "all") {
     if (body !== undefined && !isObject(body)) return undefined;
     const whole = (body ?? {}) as JsonObject;
-    for (const field of bound) {
-      if (Object.hasOwn(whole, field.jsonName) || Object.hasOwn(whole, field.name)) return undefined;
-    }
+    for (const field of bound) if (setsField(whole, field)) return undefined;
     json = leaves.length > 0 ? { ...whole } : whole;
   } else if (binding.body.kind === "none") json = {};
   else {
-    // As `bodyJson` builds it: no body is an empty message; a null one is a problem to name.
     const field = binding.body.field;
-    const value = body === undefined && field.fieldKind === "message" ? {} : body;
+    const value = fieldBodyValue(field, body);
+    // A null body is a problem to name, not an unset field.
     if (field.fieldKind === "message" && !isObject(value)) return undefined;
     // A URL value inside the body field would replace a body value the check has to see.
     if (leaves.some((leaf) => leaf.fields[0] === field)) return undefined;
-    json = value === undefined ? {} : { [field.jsonName]: value as JsonValue };
+    json = underField(field, value);
   }
   for (const leaf of leaves) setPath(json, leaf.fields, leaf.value);
   try {
@@ -321,7 +319,7 @@ function bodyJson(
     violations.push(...validateJson(input, whole));
     if (!isObject(whole)) return {};
     for (const field of bound) {
-      if (Object.hasOwn(whole, field.jsonName) || Object.hasOwn(whole, field.name)) {
+      if (setsField(whole as JsonObject, field)) {
         violations.push({
           field: field.jsonName,
           description: "is set by the URL path; leave it out of the body",
@@ -332,15 +330,30 @@ function bodyJson(
   }
   if (binding.body.kind === "field") {
     const field = binding.body.field;
-    const value = body === undefined && field.fieldKind === "message" ? {} : body;
+    const value = fieldBodyValue(field, body);
     if (field.fieldKind === "message" && !isStringLike(field.message)) {
       violations.push(...validateJson(field.message, value));
     } else {
       violations.push(...validateJson(input, { [field.jsonName]: value }));
     }
-    return value === undefined ? {} : { [field.jsonName]: value as JsonValue };
+    return underField(field, value);
   }
   return {};
+}
+
+/** The body of a `body: "field"` binding: no body is an empty message when the field is a message. */
+function fieldBodyValue(field: DescField, body: unknown): unknown {
+  return body === undefined && field.fieldKind === "message" ? {} : body;
+}
+
+/** The request JSON of a `body: "field"` binding's body: the value under the field's JSON name. */
+function underField(field: DescField, value: unknown): JsonObject {
+  return value === undefined ? {} : { [field.jsonName]: value as JsonValue };
+}
+
+/** Whether a whole-request body sets `field` (by its JSON or its proto name). */
+function setsField(whole: JsonObject, field: DescField): boolean {
+  return Object.hasOwn(whole, field.jsonName) || Object.hasOwn(whole, field.name);
 }
 
 /** Renders the response of `binding` as the `data` of the REST envelope. */
