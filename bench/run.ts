@@ -21,6 +21,7 @@ import {
   type Extras,
   evaluateTargets,
   machine,
+  otherLoad,
   type Results,
   renderMarkdown,
 } from "./report.js";
@@ -29,6 +30,7 @@ import {
   type Baseline,
   cpuSeconds,
   initClockTicks,
+  machineCpuSeconds,
   type Service,
   startBaseline,
   startService,
@@ -54,12 +56,22 @@ const distSrc = new URL("../src/", import.meta.url);
 const resultsDir = fileURLToPath(new URL("../../bench/results/", import.meta.url));
 const profileDir = join(resultsDir, "profile");
 
-/** Runs `load` while measuring the CPU seconds used by process `pid` and by this process (the load generator). */
+/**
+ * Runs `load` while measuring the CPU seconds used by process `pid`, by this process (the load
+ * generator) and by the rest of the machine: other processes, and the time the hypervisor gave to
+ * other guests (steal). The service needs more than one core (its crypto runs on worker threads)
+ * where the baseline needs one, so CPU taken by others weighs more on the service and lowers the
+ * ratio: the report shows how much there was.
+ */
 async function withCpu(pid: number, load: () => Promise<Sample>) {
-  const [service0, self0] = [cpuSeconds(pid), process.cpuUsage()];
+  const [process0, self0, machine0] = [cpuSeconds(pid), process.cpuUsage(), machineCpuSeconds()];
   const sample = await load();
   const self = process.cpuUsage(self0);
-  return { sample, serviceCpu: cpuSeconds(pid) - service0, loaderCpu: (self.user + self.system) / 1e6 };
+  const machine = machineCpuSeconds();
+  const processCpu = cpuSeconds(pid) - process0;
+  const loaderCpu = (self.user + self.system) / 1e6;
+  const otherCpu = machine.busy - machine0.busy - processCpu - loaderCpu + (machine.steal - machine0.steal);
+  return { sample, processCpu, loaderCpu, otherCpu: Math.max(0, otherCpu) };
 }
 
 function log(line: string): void {
@@ -144,6 +156,7 @@ async function main(): Promise<void> {
     comparisons.push(c);
     log(`${surface} ${operation}: service ${describe(c.service)} (${c.serviceCores.toFixed(2)} cores)`);
     log(`${surface} ${operation}: baseline ${describe(c.baseline)} -> ratio ${(c.ratio * 100).toFixed(0)}%`);
+    log(`${surface} ${operation}: rest of the machine ${otherLoad(c)}`);
   }
 
   const encryptMax = comparisons.find((c) => c.surface === "REST" && c.operation === "encrypt")?.service.rps;
@@ -187,22 +200,14 @@ async function compare(
   await setUpBaseline(base, svc, seed);
   const name = loadName(surface, operation);
   const raw = name === "rest-generate-keys";
-  let serviceCpu = 0;
-  let loaderCpu = 0;
-  let warmedUp = false;
-  const measured = async (seconds: number) => {
-    const s = await withCpu(svc.child.pid, () => loadOf(loads, name)(seconds));
-    await waitIdle(svc.child.pid);
-    // The first call is the warm-up, which the measurement leaves out.
-    if (warmedUp) {
-      serviceCpu += s.serviceCpu;
-      loaderCpu += s.loaderCpu;
-    }
-    warmedUp = true;
-    return s.sample;
-  };
-  const baseline = loadOf(baselineLoads(base, svc, seed, settings), name);
-  const [service, baselineMeasured] = await alternate(measured, baseline, {
+  // The first call of each side is its warm-up (the raw baseline has none), left out of the CPU figures.
+  const serviceSide = metered(svc.child.pid, loadOf(loads, name), 1);
+  const baselineSide = metered(
+    base.child.pid,
+    loadOf(baselineLoads(base, svc, seed, settings), name),
+    raw ? 0 : 1,
+  );
+  const [service, baseline] = await alternate(serviceSide.phase, baselineSide.phase, {
     warmB: !raw,
     scale: raw ? KEYGEN_SCALE : 1,
   });
@@ -210,12 +215,36 @@ async function compare(
     surface,
     operation,
     service,
-    baseline: baselineMeasured,
-    ratio: service.rps / baselineMeasured.rps,
-    serviceCores: serviceCpu / service.seconds,
-    loaderCores: loaderCpu / service.seconds,
+    baseline,
+    ratio: service.rps / baseline.rps,
+    serviceCores: serviceSide.cpu.process / service.seconds,
+    loaderCores: serviceSide.cpu.loader / service.seconds,
+    otherCores: {
+      service: serviceSide.cpu.other / service.seconds,
+      baseline: baselineSide.cpu.other / baseline.seconds,
+    },
     ...(raw ? { baselineKind: "raw" as const } : {}),
   };
+}
+
+/**
+ * `phase`, run against process `pid`, adding up the CPU figures of {@link withCpu} over its calls but
+ * the first `skip`, and waiting after each call until the process is idle.
+ */
+function metered(pid: number, phase: Phase, skip: number) {
+  const cpu = { process: 0, loader: 0, other: 0 };
+  let calls = 0;
+  const run: Phase = async (seconds, rate) => {
+    const s = await withCpu(pid, () => phase(seconds, rate));
+    await waitIdle(pid);
+    if (calls++ >= skip) {
+      cpu.process += s.processCpu;
+      cpu.loader += s.loaderCpu;
+      cpu.other += s.otherCpu;
+    }
+    return s.sample;
+  };
+  return { phase: run, cpu };
 }
 
 /** Gives the baseline the run's cardholders (and the floor route the merchant key). */

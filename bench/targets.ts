@@ -84,6 +84,22 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / clockTicks;
 }
 
+/**
+ * CPU time the whole machine has spent busy so far, and the part of it the hypervisor gave to others
+ * (steal), in seconds, from the first line of /proc/stat; NaN where /proc is missing.
+ */
+export function machineCpuSeconds(): { busy: number; steal: number } {
+  if (process.platform !== "linux") return { busy: Number.NaN, steal: Number.NaN };
+  const line = readFileSync("/proc/stat", "utf8").split("\n", 1)[0] ?? "";
+  // cpu user nice system idle iowait irq softirq steal ...
+  const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
+  const ticks = (n: number | undefined) => (n ?? Number.NaN) / clockTicks;
+  return {
+    busy: ticks(user) + ticks(nice) + ticks(system) + ticks(irq) + ticks(softirq),
+    steal: ticks(steal),
+  };
+}
+
 let clockTicks = 100;
 /** Reads the kernel's clock tick rate once (`getconf CLK_TCK`), used by {@link cpuSeconds}. */
 export async function initClockTicks(): Promise<void> {
