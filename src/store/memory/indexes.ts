@@ -1,49 +1,54 @@
 /* Secondary indexes of the memory store. */
 
 /**
- * The record ids under one key of an index: a single id as itself, several as a `Set`. Most keys (a
+ * The records under one key of an index: a single record as itself, several as a `Set`. Most keys (a
  * transaction) have one record, and a `Set` per key cost about 150 bytes of heap for every stored
- * receipt; some keys have many (every receipt escrowed for a card not yet registered), so several ids
- * are a `Set`, never an array to scan.
+ * receipt; some keys have many (every receipt escrowed for a card not yet registered), so several
+ * records are a `Set`, never an array to scan. The index holds the records themselves rather than
+ * their ids: an index of ids needs a map from id to record beside it, one more entry to write for
+ * every record stored.
  */
-export type Ids = string | Set<string>;
+export type Members<T extends object> = T | Set<T>;
 
-/** `ids` with `id` added (a new value only when a single id becomes two). */
-export function withId(ids: Ids | undefined, id: string): Ids {
-  if (ids === undefined) return id;
-  if (typeof ids === "string") return ids === id ? ids : new Set([ids, id]);
-  return ids.add(id);
+/** `members` with `record` added (a new value only when a single record becomes two). */
+export function withMember<T extends object>(members: Members<T> | undefined, record: T): Members<T> {
+  if (members === undefined) return record;
+  if (!(members instanceof Set)) return members === record ? members : new Set([members, record]);
+  return members.add(record);
 }
 
-/** `ids` without `id`, or undefined when none are left. */
-export function withoutId(ids: Ids | undefined, id: string): Ids | undefined {
-  if (ids === undefined || ids === id) return undefined;
-  if (typeof ids === "string") return ids;
-  ids.delete(id);
-  return ids.size === 0 ? undefined : ids;
+/** `members` without `record`, or undefined when none are left. */
+export function withoutMember<T extends object>(
+  members: Members<T> | undefined,
+  record: T,
+): Members<T> | undefined {
+  if (members === undefined || members === record) return undefined;
+  if (!(members instanceof Set)) return members;
+  members.delete(record);
+  return members.size === 0 ? undefined : members;
 }
 
-/** The ids as a new array. */
-export function idList(ids: Ids | undefined): string[] {
-  return ids === undefined ? [] : typeof ids === "string" ? [ids] : [...ids];
+/** The records as a new array. */
+export function memberList<T extends object>(members: Members<T> | undefined): T[] {
+  return members === undefined ? [] : members instanceof Set ? [...members] : [members];
 }
 
-/** A secondary index of the memory store: one key to many record ids. */
-export class MultiIndex {
-  private readonly map = new Map<string, Ids>();
+/** A secondary index of the memory store: one key to many records. */
+export class MultiIndex<T extends object> {
+  private readonly map = new Map<string, Members<T>>();
 
-  add(key: string, id: string): void {
-    this.map.set(key, withId(this.map.get(key), id));
+  add(key: string, record: T): void {
+    this.map.set(key, withMember(this.map.get(key), record));
   }
 
-  delete(key: string, id: string): void {
-    const ids = withoutId(this.map.get(key), id);
-    if (ids === undefined) this.map.delete(key);
-    else this.map.set(key, ids);
+  delete(key: string, record: T): void {
+    const members = withoutMember(this.map.get(key), record);
+    if (members === undefined) this.map.delete(key);
+    else this.map.set(key, members);
   }
 
-  get(key: string): string[] {
-    return idList(this.map.get(key));
+  get(key: string): T[] {
+    return memberList(this.map.get(key));
   }
 }
 

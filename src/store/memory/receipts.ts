@@ -1,6 +1,6 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
-import { type Ids, idList, MultiIndex, PairMap, withId, withoutId } from "./indexes.js";
+import { type Members, MultiIndex, memberList, PairMap, withMember, withoutMember } from "./indexes.js";
 import { compare, ListingIndex } from "./listing.js";
 import { sweepExpired } from "./sweep.js";
 
@@ -85,39 +85,45 @@ function recordOf(k: KeptReceipt): ReceiptRecord {
   return record;
 }
 
-/** Sealed receipts held in memory, with the secondary indexes the queries need. */
+/**
+ * Sealed receipts held in memory, with the indexes the queries need. Every receipt is in
+ * `byMerchantReceipt`, the pair that must be unique; no map is keyed by the receipt's own id, which
+ * only escrow release looks a receipt up by (`escrowed`). The id is drawn from 96 random bits
+ * (`randomId`), so this store does not check it for repeats (MongoDB's unique index on it would refuse
+ * one): a map from id to receipt, written for every receipt, cost about a third of an insert.
+ */
 export class MemoryReceipts implements ReceiptStore {
-  private readonly byId = new Map<string, KeptReceipt>();
   /** By `(merchantId, receiptId)`, the pair that must be unique. */
   private readonly byMerchantReceipt = new PairMap<KeptReceipt>();
   /** Each user's receipts in listing order. */
   private readonly byUser = new ListingIndex<KeptReceipt>();
-  /** Ids by `(merchantTenantId, transactionId)`. */
-  private readonly byTransaction = new PairMap<Ids>();
-  private readonly escrowedByPan = new MultiIndex();
+  /** By `(merchantTenantId, transactionId)`. */
+  private readonly byTransaction = new PairMap<Members<KeptReceipt>>();
+  private readonly escrowedByPan = new MultiIndex<KeptReceipt>();
   private readonly byPayment = new Map<string, KeptReceipt>();
-  /** The escrowed receipts, for {@link dropExpiredEscrow}. */
+  /** The escrowed receipts by id, for {@link release} and {@link dropExpiredEscrow}. */
   private readonly escrowed = new Map<string, KeptReceipt>();
   private lastSweepMs = Number.NEGATIVE_INFINITY;
 
   /**
-   * Whether `receipt` can be stored: its id and its `(merchantId, receiptId)` are both unused. Expired
-   * escrow is deleted first, as MongoDB's TTL index deletes it (so its ids are free again).
+   * Whether `receipt` can be stored: its `(merchantId, receiptId)` is unused. Expired escrow is deleted
+   * first, as MongoDB's TTL index deletes it (so its receiptId is free again).
    */
   canInsert(receipt: ReceiptRecord): boolean {
     this.dropExpiredEscrow(receipt.createdAt.getTime());
-    return !this.byId.has(receipt.id) && !this.byMerchantReceipt.has(receipt.merchantId, receipt.receiptId);
+    return !this.byMerchantReceipt.has(receipt.merchantId, receipt.receiptId);
   }
 
   /** Stores a receipt that {@link canInsert} accepted, in the same synchronous step. */
   put(receipt: ReceiptRecord): void {
     const kept = keep(receipt);
-    this.byId.set(kept.id, kept);
     this.byMerchantReceipt.set(kept.merchantId, kept.receiptId, kept);
-    this.byTransaction.update(kept.merchantTenantId, kept.transactionId, (ids) => withId(ids, kept.id));
+    this.byTransaction.update(kept.merchantTenantId, kept.transactionId, (members) =>
+      withMember(members, kept),
+    );
     if (kept.userId !== undefined) this.byUser.add(kept.userId, kept);
     if (kept.isEscrowed) {
-      this.escrowedByPan.add(kept.panHash, kept.id);
+      this.escrowedByPan.add(kept.panHash, kept);
       this.escrowed.set(kept.id, kept);
     }
     if (kept.paymentId !== undefined) this.byPayment.set(kept.paymentId, kept);
@@ -138,7 +144,7 @@ export class MemoryReceipts implements ReceiptStore {
   }
 
   async findByTransaction(merchantTenantId: string, transactionId: string): Promise<ReceiptRecord[]> {
-    return this.records(idList(this.byTransaction.get(merchantTenantId, transactionId)));
+    return this.records(memberList(this.byTransaction.get(merchantTenantId, transactionId)));
   }
 
   async findByPaymentId(paymentId: string): Promise<ReceiptRecord | undefined> {
@@ -173,9 +179,9 @@ export class MemoryReceipts implements ReceiptStore {
     id: string,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
   ): Promise<boolean> {
-    const kept = this.byId.get(id);
-    if (kept === undefined || !kept.isEscrowed) return false;
-    this.escrowedByPan.delete(kept.panHash, id);
+    const kept = this.escrowed.get(id);
+    if (kept === undefined) return false;
+    this.escrowedByPan.delete(kept.panHash, kept);
     this.escrowed.delete(id);
     kept.isEscrowed = false;
     kept.escrowKeyId = undefined;
@@ -200,22 +206,18 @@ export class MemoryReceipts implements ReceiptStore {
       this.lastSweepMs,
       (kept) => kept.expiresAtMs,
       (kept) => {
-        this.byId.delete(kept.id);
         this.byMerchantReceipt.delete(kept.merchantId, kept.receiptId);
-        this.byTransaction.update(kept.merchantTenantId, kept.transactionId, (ids) =>
-          withoutId(ids, kept.id),
+        this.byTransaction.update(kept.merchantTenantId, kept.transactionId, (members) =>
+          withoutMember(members, kept),
         );
-        this.escrowedByPan.delete(kept.panHash, kept.id);
+        this.escrowedByPan.delete(kept.panHash, kept);
         if (kept.paymentId !== undefined) this.byPayment.delete(kept.paymentId);
       },
     );
   }
 
-  /** Records of the ids, oldest first (then by id), the order the Mongo store returns them in. */
-  private records(ids: string[]): ReceiptRecord[] {
-    return ids
-      .flatMap((id) => this.byId.get(id) ?? [])
-      .sort((a, b) => a.createdAtMs - b.createdAtMs || compare(a.id, b.id))
-      .map(recordOf);
+  /** Records of `kept`, oldest first (then by id), the order the Mongo store returns them in. */
+  private records(kept: KeptReceipt[]): ReceiptRecord[] {
+    return kept.sort((a, b) => a.createdAtMs - b.createdAtMs || compare(a.id, b.id)).map(recordOf);
   }
 }
