@@ -8,7 +8,11 @@ type KeptPayment = Omit<PaymentRecord, "createdAt" | "clientSecretHash"> & {
   createdAtMs: number;
 };
 
-/** Payments held in memory; a payment and its receipt are checked and stored in one synchronous step. */
+/**
+ * Payments held in memory; a payment and its receipt are checked and stored in one synchronous step.
+ * As for receipts (`MemoryReceipts`), the payment's own id, 96 random bits, is not checked for repeats
+ * (MongoDB's unique index on it would refuse one).
+ */
 export class MemoryPayments implements PaymentStore {
   private readonly byId = new Map<string, KeptPayment>();
   /** By `(merchantId, transactionId)`, the pair that has at most one payment. */
@@ -17,10 +21,7 @@ export class MemoryPayments implements PaymentStore {
   constructor(private readonly receipts: MemoryReceipts) {}
 
   async createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome> {
-    if (
-      this.byId.has(payment.paymentId) ||
-      this.byTransaction.has(payment.merchantId, payment.transactionId)
-    ) {
+    if (this.byTransaction.has(payment.merchantId, payment.transactionId)) {
       return { kind: "duplicate_transaction" };
     }
     if (!this.receipts.canInsert(receipt)) return { kind: "duplicate_receipt" };
