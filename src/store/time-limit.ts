@@ -8,9 +8,9 @@ export const DEFAULT_STORE_TIMEOUT_MS = 5_000;
  * Wraps a store so that every repository call and `ping` settles within `timeoutMs` milliseconds:
  * a call that takes longer is answered with `AppError("service_unavailable")` (503 / UNAVAILABLE)
  * instead of holding its request, and its connection, forever. The contract's rule "an unreachable
- * or timed-out backend throws service_unavailable" then holds for every implementation, including
- * the memory store and test doubles, not only for the MongoDB driver's own limits (which stay as
- * they are and usually answer first).
+ * or timed-out backend throws service_unavailable" then holds for every implementation, test doubles
+ * included, not only for the MongoDB driver's own limits (which stay as they are and usually answer
+ * first). `buildApp` does not wrap the memory store itself, whose calls settle when they are made.
  *
  * A call that misses the deadline is not cancelled: a write may still land afterwards. Every write
  * that matters is atomic on its own (a payment with its receipt, a grant within the cap), so the

@@ -3,6 +3,7 @@ import { AppError } from "../../src/errors.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { withTimeLimit } from "../../src/store/time-limit.js";
 import type { ApiKeyRecord, Store } from "../../src/store/types.js";
+import { startService } from "../support/harness.js";
 
 const LIMIT_MS = 60;
 
@@ -106,5 +107,48 @@ describe("withTimeLimit", () => {
   it("refuses a limit that is not a positive integer", () => {
     expect(() => withTimeLimit(createMemoryStore(), 0)).toThrow(RangeError);
     expect(() => withTimeLimit(createMemoryStore(), 1.5)).toThrow(RangeError);
+  });
+});
+
+describe("which stores the service bounds", () => {
+  it("uses the memory store itself and bounds any other store, a copy of one included", async () => {
+    const memory = await startService();
+    const other = await startService({ store: { ...createMemoryStore() } });
+    try {
+      expect(memory.app.domain.store).toBe(memory.store);
+      expect(other.app.domain.store).not.toBe(other.store);
+      expect(await other.app.domain.store.users.findById("usr_none")).toBeUndefined();
+    } finally {
+      await memory.close();
+      await other.close();
+    }
+  });
+
+  it("can leave the memory store unbounded: every call of it has settled before a timer could fire", async () => {
+    const store = createMemoryStore();
+    let calls = 0;
+    for (const [name, repository] of Object.entries(store)) {
+      if (typeof repository !== "object" || repository === null) continue;
+      const prototype = Object.getPrototypeOf(repository) as object;
+      for (const method of Object.getOwnPropertyNames(prototype)) {
+        const fn = (repository as Record<string, unknown>)[method];
+        if (method === "constructor" || typeof fn !== "function") continue;
+        // Arguments the method does not expect: it answers or refuses at once all the same.
+        let result: unknown;
+        try {
+          result = fn.call(repository);
+        } catch {
+          result = undefined;
+        }
+        const call = Promise.resolve(result).then(
+          () => "settled",
+          () => "settled",
+        );
+        const timer = new Promise((resolve) => setImmediate(() => resolve("timer fired")));
+        expect(await Promise.race([call, timer]), `${name}.${method}`).toBe("settled");
+        calls++;
+      }
+    }
+    expect(calls).toBeGreaterThan(30);
   });
 });

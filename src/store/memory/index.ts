@@ -9,6 +9,9 @@ import { MemoryRateLimits } from "./rate-limits.js";
 import { MemoryReceipts } from "./receipts.js";
 import { MemoryUsers } from "./users.js";
 
+/** The stores made by {@link createMemoryStore}, for {@link isMemoryStore}. */
+const memoryStores = new WeakSet<Store>();
+
 /**
  * Creates the in-memory store, the embedded default for development and tests. Everything is lost when
  * the process exits, and nothing is shared between processes (rate limits included). Every method does
@@ -16,7 +19,7 @@ import { MemoryUsers } from "./users.js";
  */
 export function createMemoryStore(): Store {
   const receipts = new MemoryReceipts();
-  return {
+  const store: Store = {
     kind: "memory",
     apiKeys: new MemoryApiKeys(),
     rateLimits: new MemoryRateLimits(),
@@ -31,4 +34,14 @@ export function createMemoryStore(): Store {
     ping: async () => {},
     close: async () => {},
   };
+  memoryStores.add(store);
+  return store;
+}
+
+/**
+ * Whether `store` is a store made by {@link createMemoryStore} (not a copy or a wrapper of one). Its
+ * calls do their work when they are made and return settled promises: none waits on I/O or a timer.
+ */
+export function isMemoryStore(store: Store): boolean {
+  return memoryStores.has(store);
 }
