@@ -4,7 +4,7 @@ import { seedService } from "./fixtures.js";
 import { measure, type Sample } from "./load.js";
 import { FULL_LOAD_CONNECTIONS, LOADS, loadName, type Phase, serviceLoads } from "./phases.js";
 import { stopAll } from "./processes.js";
-import { cpuSeconds, initClockTicks, type Service, startService, waitIdle } from "./targets.js";
+import { initClockTicks, metered, startService } from "./targets.js";
 
 /**
  * Before/after figures of a change: the same loads against two builds of the service, started side
@@ -47,20 +47,6 @@ const settings = {
   warmup: Number(args.warmup),
 };
 
-/** A load on one build, counting the service's CPU seconds as it runs. */
-function metered(svc: Service, phase: Phase) {
-  const totals = { cpu: 0 };
-  const run: Phase = async (seconds, rate) => {
-    const before = cpuSeconds(svc.child.pid);
-    const sample = await phase(seconds, rate);
-    // Work still queued when the load stopped belongs to this build, not to the next slice's.
-    await waitIdle(svc.child.pid);
-    totals.cpu += cpuSeconds(svc.child.pid) - before;
-    return sample;
-  };
-  return { run, totals };
-}
-
 /** `after` against `before` as a signed whole percentage: `+12%`, `-3%`. */
 function percentChange(before: number, after: number): string {
   const change = ((after - before) / before) * 100;
@@ -91,28 +77,27 @@ async function main(): Promise<void> {
   for (const [surface, operation] of LOADS) {
     const name = loadName(surface, operation);
     if (only !== undefined && !only.has(name)) continue;
-    const a = metered(before, beforeLoads[name] as Phase);
-    const b = metered(after, afterLoads[name] as Phase);
-    await a.run(settings.warmup);
-    await b.run(settings.warmup);
-    a.totals.cpu = 0;
-    b.totals.cpu = 0;
+    // The first call of each is its warm-up, left out of the CPU figures.
+    const a = metered(before.child.pid, beforeLoads[name] as Phase, 1);
+    const b = metered(after.child.pid, afterLoads[name] as Phase, 1);
+    await a.phase(settings.warmup);
+    await b.phase(settings.warmup);
     const samplesA: Sample[] = [];
     const samplesB: Sample[] = [];
     const slice = settings.seconds / settings.rounds;
     // ABBA order: whichever build runs second in a round does not always run second.
     for (let round = 0; round < settings.rounds; round++) {
       if (round % 2 === 0) {
-        samplesA.push(await a.run(slice));
-        samplesB.push(await b.run(slice));
+        samplesA.push(await a.phase(slice));
+        samplesB.push(await b.phase(slice));
       } else {
-        samplesB.push(await b.run(slice));
-        samplesA.push(await a.run(slice));
+        samplesB.push(await b.phase(slice));
+        samplesA.push(await a.phase(slice));
       }
     }
     const [ma, mb] = [measure(...samplesA), measure(...samplesB)];
-    const cpuA = (a.totals.cpu / Math.max(1, ma.ok)) * 1e6;
-    const cpuB = (b.totals.cpu / Math.max(1, mb.ok)) * 1e6;
+    const cpuA = (a.cpu.process / Math.max(1, ma.ok)) * 1e6;
+    const cpuB = (b.cpu.process / Math.max(1, mb.ok)) * 1e6;
     const row =
       `| ${surface} ${operation} | ${ma.rps.toFixed(0)} | ${ma.p50.toFixed(1)} | ${ma.p99.toFixed(1)} | ${cpuA.toFixed(0)} ` +
       `| ${mb.rps.toFixed(0)} | ${mb.p50.toFixed(1)} | ${mb.p99.toFixed(1)} | ${cpuB.toFixed(0)} ` +

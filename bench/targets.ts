@@ -2,6 +2,8 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type ApiKeys, parseDevKeys } from "./fixtures.js";
+import type { Sample } from "./load.js";
+import type { Phase } from "./phases.js";
 import { type Child, freePort, startNode, waitReady } from "./processes.js";
 
 /**
@@ -130,4 +132,42 @@ export async function waitIdle(pid: number, maxMs = 5_000): Promise<void> {
     const used = cpuSeconds(pid) - before;
     if (!(used > 0.01)) return;
   }
+}
+
+/**
+ * Runs `load` while measuring the CPU seconds used by process `pid`, by this process (the load
+ * generator) and by the rest of the machine: other processes, and the time the hypervisor gave to
+ * other guests (steal). The service needs more than one core (its crypto runs on worker threads)
+ * where the baseline needs one, so CPU taken by others weighs more on the service and lowers the
+ * ratio: the report shows how much there was.
+ */
+async function withCpu(pid: number, load: () => Promise<Sample>) {
+  const [process0, self0, machine0] = [cpuSeconds(pid), process.cpuUsage(), machineCpuSeconds()];
+  const sample = await load();
+  const self = process.cpuUsage(self0);
+  const machine = machineCpuSeconds();
+  const processCpu = cpuSeconds(pid) - process0;
+  const loaderCpu = (self.user + self.system) / 1e6;
+  const otherCpu = machine.busy - machine0.busy - processCpu - loaderCpu + (machine.steal - machine0.steal);
+  return { sample, processCpu, loaderCpu, otherCpu: Math.max(0, otherCpu) };
+}
+
+/**
+ * `phase`, run against process `pid`, adding up the CPU figures of {@link withCpu} over its calls but
+ * the first `skip`, and waiting after each call until the process is idle.
+ */
+export function metered(pid: number, phase: Phase, skip: number) {
+  const cpu = { process: 0, loader: 0, other: 0 };
+  let calls = 0;
+  const run: Phase = async (seconds, rate) => {
+    const s = await withCpu(pid, () => phase(seconds, rate));
+    await waitIdle(pid);
+    if (calls++ >= skip) {
+      cpu.process += s.processCpu;
+      cpu.loader += s.loaderCpu;
+      cpu.other += s.otherCpu;
+    }
+    return s.sample;
+  };
+  return { phase: run, cpu };
 }
