@@ -73,14 +73,15 @@ export async function buildApp({
   // calls settle when they are made, before any timer could fire, so a bound could never answer for
   // them; it is left out there (it cost about 0.6 us and 800 bytes of garbage per call).
   const store = isMemoryStore(backend) ? backend : withTimeLimit(backend, config.storeTimeoutMs);
-  const escrowPrivateKey = config.escrowPrivateKey ?? (await generateRsaKeyPair()).privateKey;
-  if (config.escrowPrivateKey === undefined) {
+  let escrowPrivateKeys = config.escrowPrivateKeys;
+  if (escrowPrivateKeys.length === 0) {
+    escrowPrivateKeys = [(await generateRsaKeyPair()).privateKey];
     logger.warn(
       "ESCROW_PRIVATE_KEY not set: using an escrow key generated for this process (development only)",
     );
   }
-  const escrow = escrowKeyOf(escrowPrivateKey);
-  const pool = new CryptoPool({ escrowPrivateKey, size: workers ?? config.cryptoThreads });
+  const escrowKeys = escrowPrivateKeys.map(escrowKeyOf);
+  const pool = new CryptoPool({ escrowPrivateKeys, size: workers ?? config.cryptoThreads });
   const domain: DomainDeps = {
     store,
     clock,
@@ -89,7 +90,7 @@ export async function buildApp({
     grantTtlSeconds: config.grantTtlSeconds,
     escrowRetentionDays: config.escrowRetentionDays,
     pool,
-    escrow,
+    escrowKeys,
   };
 
   const metrics = createMetrics();

@@ -55,7 +55,7 @@ async function primary(): Promise<void> {
       "HASHED_PAN_PEPPER not set: the workers share a pepper generated for this run (development only)",
     );
   }
-  if (config.escrowPrivateKey === undefined) {
+  if (config.escrowPrivateKeys.length === 0) {
     shared.ESCROW_PRIVATE_KEY = (await generateRsaKeyPair()).privateKey;
     logger.warn(
       "ESCROW_PRIVATE_KEY not set: the workers share an escrow key generated for this run (development only)",

@@ -21,8 +21,16 @@ export interface Config {
   hashedPanPepper: string;
   /** True when the pepper was generated for this process (development only). */
   pepperGenerated: boolean;
-  /** Escrow private key, base64 DER PKCS#8 or PEM; undefined in development: one is generated at start-up. */
-  escrowPrivateKey: string | undefined;
+  /**
+   * The service escrow private keys (base64 DER PKCS#8 or PEM), newest first: the first seals, all of
+   * them release what they sealed (section 17). Empty in development: one is generated at start-up.
+   */
+  escrowPrivateKeys: string[];
+  /**
+   * The operator API's bearer token (`ADMIN_TOKEN`, at least 32 characters); undefined turns the
+   * operator API off (every `/admin/v1` path is 404).
+   */
+  adminToken: string | undefined;
   /** Lifetime of a decrypt grant, 120-180 s. */
   grantTtlSeconds: number;
   /** How long an unreleased escrowed receipt is kept, in days. */
@@ -97,21 +105,30 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (pepper !== "" && pepper.length < 32) problems.push("HASHED_PAN_PEPPER must be at least 32 characters");
   if (pepperGenerated) pepper = randomSecret();
 
-  let escrowPrivateKey = env.ESCROW_PRIVATE_KEY || undefined;
+  let escrowKeysText = env.ESCROW_PRIVATE_KEY || undefined;
   const escrowFile = env.ESCROW_PRIVATE_KEY_FILE || undefined;
-  if (escrowPrivateKey && escrowFile) {
+  if (escrowKeysText && escrowFile) {
     problems.push("set only one of ESCROW_PRIVATE_KEY and ESCROW_PRIVATE_KEY_FILE");
   } else if (escrowFile) {
     try {
-      escrowPrivateKey = readFileSync(escrowFile, "utf8").trim();
+      escrowKeysText = readFileSync(escrowFile, "utf8");
     } catch {
       problems.push(`ESCROW_PRIVATE_KEY_FILE cannot be read (${escrowFile})`);
     }
   }
+  const escrowPrivateKeys = escrowKeysText === undefined ? [] : splitKeys(escrowKeysText);
+  const hasEscrowKey = escrowPrivateKeys.length > 0;
+
+  const adminToken = env.ADMIN_TOKEN || undefined;
+  if (adminToken !== undefined && adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
+    problems.push(
+      `ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -base64 32); unset it to turn the operator API off`,
+    );
+  }
 
   if (receiptsEnv === "live") {
     if (pepperGenerated) problems.push("HASHED_PAN_PEPPER is required in production (RECEIPTS_ENV=live)");
-    if (!escrowPrivateKey) {
+    if (!hasEscrowKey) {
       problems.push(
         "ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required in production (RECEIPTS_ENV=live)",
       );
@@ -120,7 +137,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   } else if (store === "mongodb") {
     // Data in MongoDB outlives the process: a per-process pepper or escrow key would orphan it.
     if (pepperGenerated) problems.push("HASHED_PAN_PEPPER is required with STORE=mongodb");
-    if (!escrowPrivateKey)
+    if (!hasEscrowKey)
       problems.push("ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required with STORE=mongodb");
   }
 
@@ -133,7 +150,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mongodbDb: env.MONGODB_DB || "receipts",
     hashedPanPepper: pepper,
     pepperGenerated,
-    escrowPrivateKey,
+    escrowPrivateKeys,
+    adminToken,
     grantTtlSeconds: int("GRANT_TTL_SECONDS", 180, 120, 180),
     escrowRetentionDays: int("ESCROW_RETENTION_DAYS", 30, 1, 3_650),
     bodyLimitBytes: int("BODY_LIMIT_BYTES", 1_048_576, 1_024, 64 * 1_048_576),
@@ -181,6 +199,19 @@ function parseTiers(raw: string | undefined, problems: string[]): Record<Tier, T
     }
   }
   return tiers;
+}
+
+/** The shortest `ADMIN_TOKEN` accepted (section 18): 32 characters, about 190 bits as base64. */
+export const MIN_ADMIN_TOKEN_LENGTH = 32;
+
+/**
+ * The private keys of an escrow key setting: PEM blocks one after another, or base64 DER keys
+ * separated by commas or white space, newest (the one that seals) first.
+ */
+export function splitKeys(text: string): string[] {
+  const pem = text.match(/-----BEGIN [A-Z ]+-----[\s\S]*?-----END [A-Z ]+-----/g);
+  if (pem !== null) return pem;
+  return text.split(/[\s,]+/).filter((part) => part !== "");
 }
 
 function randomSecret(): string {

@@ -1,12 +1,13 @@
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import type { CryptoPool } from "../crypto/crypto-pool.js";
-import type { Store } from "../store/types.js";
+import type { KeyAlgorithm, Store } from "../store/types.js";
 
-/** The escrow key's public half; its private half lives only in the crypto worker pool. */
+/** A service escrow key's public half; its private half lives only in the crypto worker pool. */
 export interface EscrowKey {
   /** `esc_<16 hex of SHA-256 of the SPKI>`: the same on every instance sharing the key. */
   keyId: string;
+  algorithm: KeyAlgorithm;
   /** Base64 DER SPKI of the public half. */
   spki: string;
 }
@@ -21,5 +22,9 @@ export interface DomainDeps {
   grantTtlSeconds: number;
   escrowRetentionDays: number;
   pool: CryptoPool;
-  escrow: EscrowKey;
+  /**
+   * The service escrow keys (section 17), newest first: the first seals, every one can release what
+   * it sealed. A rotation puts a new key first and keeps the old ones until their escrow is gone.
+   */
+  escrowKeys: readonly EscrowKey[];
 }

@@ -1,49 +1,133 @@
 import { createHash, createPublicKey } from "node:crypto";
+import { receiptAad } from "../crypto/envelope.js";
 import { parsePrivateKey } from "../crypto/keys.js";
+import type { ReceiptRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps, EscrowKey } from "./deps.js";
+import type { SealingKey } from "./routing.js";
 
 /**
- * The escrow key's public half and its stable id, from the private key in configuration. The id is
- * derived from the public key, so every instance sharing the key names it the same way.
+ * A service escrow key's public half and its stable id, from the private key in configuration. The id
+ * is derived from the public key, so every instance sharing the key names it the same way.
  */
 export function escrowKeyOf(privateKey: string): EscrowKey {
   const publicKey = createPublicKey(parsePrivateKey(privateKey, "ESCROW_PRIVATE_KEY"));
   const spki = publicKey.export({ type: "spki", format: "der" });
   const keyId = `esc_${createHash("sha256").update(spki).digest("hex").slice(0, 16)}`;
-  return { keyId, spki: spki.toString("base64") };
+  return { keyId, algorithm: "RSA-OAEP-256", spki: spki.toString("base64") };
 }
 
-/** Where escrowed receipts of a card go once it registers. */
+/** The prefix of issuer escrow key ids (`iek_...`); service escrow keys are `esc_...`. */
+export const ISSUER_ESCROW_KEY_PREFIX = "iek_";
+
+/** Where a card's escrowed receipts go once it registers: the user and its active key. */
 export interface ReleaseTarget {
   panHash: string;
-  userId: string;
-  issuerTenantId: string;
-  keyId: string;
-  /** The user's public key, base64 DER SPKI. */
-  spki: string;
+  user: UserRecord;
+  key: SealingKey;
+}
+
+/** What a release did: receipts released, and receipts that stay escrowed. */
+export interface ReleaseCounts {
+  released: number;
+  /**
+   * Escrowed receipts of the card for this tenant that stay escrowed: sealed to the issuer's own escrow
+   * key (the issuer releases them), or to a service escrow key this service does not hold or that failed
+   * to unwrap (audited as `escrow.held`).
+   */
+  held: number;
+}
+
+/** Escrowed receipts read per page while releasing. */
+const RELEASE_PAGE = 100;
+
+/**
+ * Releases a card's escrowed receipts to its registered key (section 17): those escrowed without an
+ * owner and those escrowed for the user's own tenant, never another tenant's. Each AES key sealed to a
+ * service escrow key is unwrapped with the matching escrow key and re-wrapped to the user's key, of
+ * either suite (in the crypto worker pool); the ciphertext is untouched. A receipt whose escrow key is
+ * unknown or whose unwrap fails stays escrowed and is audited; it never fails the caller. Safe to run
+ * concurrently with itself and with new receipts: `release` only succeeds while a receipt is still
+ * escrowed to the key it was read with, so each is released exactly once.
+ */
+export async function releaseEscrow(
+  deps: DomainDeps,
+  target: ReleaseTarget,
+  caller = { requestId: "", sourceIp: "" },
+): Promise<ReleaseCounts> {
+  const counts: ReleaseCounts = { released: 0, held: 0 };
+  const query = { panHash: target.panHash, ownerTenantId: target.user.tenantId, includeUnowned: true };
+  let cursor: string | undefined;
+  do {
+    const page = await deps.store.receipts.findEscrowed(query, deps.clock.now(), RELEASE_PAGE, cursor);
+    for (const receipt of page.receipts) {
+      const outcome = await releaseOne(deps, target, receipt, caller);
+      if (outcome === "released") counts.released += 1;
+      else if (outcome === "held") counts.held += 1;
+    }
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  if (counts.released > 0 || counts.held > 0) {
+    deps.logger.info({ userId: target.user.userId, ...counts }, "escrow released");
+  }
+  return counts;
 }
 
 /**
- * Releases a card's escrowed receipts to its newly registered key: each AES key is unwrapped with the
- * escrow key and re-wrapped to the user's key (in the crypto worker pool); the ciphertext is untouched.
- * Returns how many this call released. Safe to run concurrently with itself and with new receipts:
- * `release` only succeeds while a receipt is still escrowed, so each is released exactly once.
+ * Re-wraps and releases one receipt: `held` when it stays escrowed, `taken` when a concurrent release
+ * (or an expiry) got to it first.
  */
-export async function releaseEscrow(deps: DomainDeps, target: ReleaseTarget): Promise<number> {
-  const escrowed = await deps.store.receipts.listEscrowed(target.panHash, deps.clock.now());
-  let released = 0;
-  for (const receipt of escrowed) {
-    const wrapped = await deps.pool.rewrapFromEscrow(
-      Buffer.from(receipt.keyBundle.encryptedAesKey, "base64"),
-      { keyId: target.keyId, spki: target.spki },
-    );
-    const ok = await deps.store.receipts.release(receipt.id, {
-      userId: target.userId,
-      issuerTenantId: target.issuerTenantId,
-      keyBundle: { keyId: target.keyId, encryptedAesKey: wrapped.toString("base64") },
+async function releaseOne(
+  deps: DomainDeps,
+  target: ReleaseTarget,
+  receipt: ReceiptRecord,
+  caller: { requestId: string; sourceIp: string },
+): Promise<"released" | "held" | "taken"> {
+  const escrowKeyId = receipt.escrowKeyId ?? "";
+  // Sealed to an issuer's own escrow key: only the issuer can re-wrap it (ReleaseEscrow).
+  if (escrowKeyId.startsWith(ISSUER_ESCROW_KEY_PREFIX)) return "held";
+  const held = async (reason: string): Promise<"held"> => {
+    await deps.store.audit.append({
+      at: deps.clock.now(),
+      action: "escrow.held",
+      tenantId: target.user.tenantId,
+      requestId: caller.requestId,
+      sourceIp: caller.sourceIp,
+      userId: target.user.userId,
+      keyId: escrowKeyId,
+      subject: `${receipt.merchantId}/${receipt.receiptId}: ${reason}`,
     });
-    if (ok) released += 1;
+    deps.logger.warn({ receiptId: receipt.id, escrowKeyId, reason }, "escrowed receipt held");
+    return "held";
+  };
+  if (!deps.escrowKeys.some((k) => k.keyId === escrowKeyId)) return held("unknown escrow key");
+  let wrapped: { encryptedAesKey: string; encapsulatedKey?: string };
+  try {
+    wrapped = await deps.pool.rewrapFromEscrow({
+      escrowKeyId,
+      encryptedAesKey: receipt.keyBundle.encryptedAesKey,
+      ...(receipt.keyBundle.encapsulatedKey === undefined
+        ? {}
+        : { encapsulatedKey: receipt.keyBundle.encapsulatedKey }),
+      aad: receiptAad(receipt),
+      target: { keyId: target.key.keyId, spki: target.key.spki, algorithm: target.key.algorithm },
+    });
+  } catch (err) {
+    deps.logger.warn({ err, receiptId: receipt.id }, "escrow unwrap failed");
+    return held("unwrap failed");
   }
-  if (released > 0) deps.logger.info({ userId: target.userId, released }, "escrow released");
-  return released;
+  const released = await deps.store.receipts.release(
+    receipt.id,
+    {
+      userId: target.user.userId,
+      issuerTenantId: target.user.tenantId,
+      keyBundle: {
+        keyId: target.key.keyId,
+        algorithm: target.key.algorithm,
+        encryptedAesKey: wrapped.encryptedAesKey,
+        ...(wrapped.encapsulatedKey === undefined ? {} : { encapsulatedKey: wrapped.encapsulatedKey }),
+      },
+    },
+    escrowKeyId,
+  );
+  return released ? "released" : "taken";
 }

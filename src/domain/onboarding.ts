@@ -1,39 +1,53 @@
 import { parsePublicKey } from "../crypto/keys.js";
 import { AppError, Violations } from "../errors.js";
 import { isUuidV4, randomId, uuid } from "../ids.js";
-import type { ApiKeyRecord, KeyRecord } from "../store/types.js";
+import type { ApiKeyRecord, KeyAlgorithm, KeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { releaseEscrow } from "./escrow.js";
+import type { CallerInfo } from "./grants.js";
 import { checkHashedPan, panHashOf } from "./pan.js";
+import { sealingKeyOf } from "./routing.js";
 
-/** The algorithm label of every key pair and key bundle (RSA-OAEP with SHA-256, as in JOSE). */
-export const KEY_ALGORITHM = "RSA-OAEP-256";
+/** The key suites of section 15, the first the default of generate-keys (as in the seed). */
+export const KEY_ALGORITHMS: readonly KeyAlgorithm[] = ["RSA-OAEP-256", "HPKE-P256-SHA256-A256GCM"];
 
 /** A generated key pair; the private key is returned to the caller once and never kept. */
 export interface GeneratedKeys {
   keyId: string;
   publicKey: string;
   privateKey: string;
-  algorithm: typeof KEY_ALGORITHM;
+  algorithm: KeyAlgorithm;
 }
 
 /**
- * Generates an RSA-2048 key pair off the event loop (on the pool's key-generation workers, which yield
- * the CPU to the event loop) and remembers only its public key (as a pending key of the caller's
- * tenant), so that `register` can check the pair it is given.
+ * Generates a key pair of the asked suite (RSA-2048 by default, or P-256) off the event loop (on the
+ * pool's key-generation workers, which yield the CPU to the event loop) and remembers only its public
+ * key (as a pending key of the caller's tenant), so that `register` can check the pair it is given.
  */
-export async function generateKeys(deps: DomainDeps, principal: ApiKeyRecord): Promise<GeneratedKeys> {
-  const pair = await deps.pool.generateKeyPair();
+export async function generateKeys(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: { algorithm: string },
+): Promise<GeneratedKeys> {
+  const algorithm = input.algorithm === "" ? KEY_ALGORITHMS[0] : KEY_ALGORITHMS.find((a) => a === input.algorithm);
+  if (algorithm === undefined) {
+    const violations = new Violations();
+    violations.add("algorithm", `must be one of ${KEY_ALGORITHMS.join(", ")}`);
+    violations.throwIfAny();
+    throw new AppError("internal_server_error", "unreachable");
+  }
+  const pair = await deps.pool.generateKeyPair(algorithm);
   const keyId = uuid();
   const stored = await deps.store.users.insertPendingKey({
     keyId,
     tenantId: principal.tenantId,
     publicKey: pair.publicKey,
+    algorithm,
     status: "pending",
     createdAt: deps.clock.now(),
   });
   if (!stored) throw new AppError("internal_server_error", "Could not allocate a key id.");
-  return { keyId, publicKey: pair.publicKey, privateKey: pair.privateKey, algorithm: KEY_ALGORITHM };
+  return { keyId, publicKey: pair.publicKey, privateKey: pair.privateKey, algorithm };
 }
 
 /** A register request after transport decoding. */
@@ -50,26 +64,36 @@ export interface Registration {
   status: "active";
   registeredAt: Date;
   releasedReceipts: number;
+  heldReceipts: number;
+  algorithm: KeyAlgorithm;
 }
 
 /**
- * Registers a cardholder's public key under a hashed PAN (section 8): creates the user, or rotates the
- * key of a card the same tenant registered before, then releases the card's escrowed receipts.
+ * Registers a cardholder's public key of either suite under a hashed PAN (sections 8, 15, 17): creates
+ * the user, or rotates the key of a card the same tenant registered before, then releases the card's
+ * escrowed receipts that this tenant may have.
+ *
+ * Atomic for the caller: the store creates the user and its key in one step, and nothing after it can
+ * fail the call. A receipt that cannot be released stays escrowed (counted in `heldReceipts`), and a
+ * store failure while releasing leaves the rest escrowed for the next registration of the card: the
+ * issuer always learns the `userId` of a user that was created.
  */
 export async function register(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: RegisterInput,
+  caller: CallerInfo = { requestId: "", sourceIp: "" },
 ): Promise<Registration> {
   const violations = new Violations();
   checkHashedPan(input.hashedPan, "hashedPan", violations);
   if (input.keyId === "") violations.add("keyId", "is required");
   else if (!isUuidV4(input.keyId)) violations.add("keyId", "must be a UUID v4");
   let spki = "";
+  let algorithm: KeyAlgorithm = "RSA-OAEP-256";
   if (input.publicKey === "") violations.add("publicKey", "is required");
   else {
     try {
-      spki = parsePublicKey(input.publicKey, "publicKey").spki;
+      ({ spki, algorithm } = parsePublicKey(input.publicKey, "publicKey"));
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       for (const v of err.violations) violations.add(v.field, v.description);
@@ -92,6 +116,7 @@ export async function register(
     keyId,
     tenantId: principal.tenantId,
     publicKey: spki,
+    algorithm,
     status: "active",
     createdAt: existing?.createdAt ?? now,
     registeredAt: now,
@@ -111,18 +136,21 @@ export async function register(
     throw new AppError("conflict", "This keyId is registered with another public key.");
   }
 
-  const releasedReceipts = await releaseEscrow(deps, {
-    panHash,
-    userId: outcome.user.userId,
-    issuerTenantId: principal.tenantId,
-    keyId,
-    spki,
-  });
+  let counts = { released: 0, held: 0 };
+  try {
+    counts = await releaseEscrow(deps, { panHash, user: outcome.user, key: sealingKeyOf(outcome.key) }, caller);
+  } catch (err) {
+    // The user exists now: the caller must learn its id. What was not released stays escrowed, and
+    // the next registration of the card (or a rotation) releases it.
+    deps.logger.warn({ err, userId: outcome.user.userId }, "escrow release during registration failed");
+  }
   return {
     userId: outcome.user.userId,
     keyId,
     status: "active",
     registeredAt: outcome.key.registeredAt ?? now,
-    releasedReceipts,
+    releasedReceipts: counts.released,
+    heldReceipts: counts.held,
+    algorithm,
   };
 }

@@ -5,7 +5,7 @@ import { Violations } from "../errors.js";
 import { timestampJson } from "../proto-scalars.js";
 import type { PaymentGateway } from "./gateways/gateway.js";
 import * as limits from "./limits.js";
-import { checkHashedPan } from "./pan.js";
+import { checkCardBin, checkHashedPan } from "./pan.js";
 
 /**
  * The receipt rules of SPEC section 6: one pass over a request's `Receipt` that collects every
@@ -66,6 +66,8 @@ export type ValidReceipt = {
   mockItems: boolean;
   amount?: number;
   cardNonce?: string;
+  /** The card's first 6 or 8 digits, for routing to the BIN's issuer (section 17). */
+  cardBin?: string;
   /**
    * Set by the service, never from input: the merchant's verified Ed25519 signature (base64) and the
    * id of its key, sealed with the receipt so the cardholder's app can verify it (section 10).
@@ -78,7 +80,7 @@ export type ValidReceipt = {
  * Input-only fields: instructions to the service, never sealed. Of the output-only fields, `keyId` and
  * `decryptedAt` never get this far; `merchantSignature` and `merchantKeyId` are set by the service and sealed.
  */
-export const INPUT_ONLY_FIELDS = ["recipientHashedPan", "mockItems", "cardNonce"] as const;
+export const INPUT_ONLY_FIELDS = ["recipientHashedPan", "mockItems", "cardNonce", "cardBin"] as const;
 
 /** The receipt fields that go into the sealed plaintext: everything but {@link INPUT_ONLY_FIELDS}. */
 export type SealedReceiptFields = Omit<ValidReceipt, (typeof INPUT_ONLY_FIELDS)[number]>;
@@ -168,26 +170,32 @@ const MONEY_FIELDS = ["subtotal", "taxAmount", "totalAmount"] as const;
  */
 export function validateReceipt(input: Receipt, options: ValidateOptions): ValidReceipt {
   const v = new Violations();
-  const version = input.version === "" ? limits.DEFAULT_VERSION : input.version;
-  if (checkText(v, "version", version, limits.MAX_VERSION_LENGTH) && !VERSION.test(version)) {
-    v.add("version", "must be a version number such as 1.0");
-  }
+  const identity = checkReceiptIdentity(v, input);
   const currency = input.currency.toUpperCase();
   const receipt: ValidReceipt = {
-    version,
-    receiptId: identifier(v, "receiptId", input.receiptId),
-    merchantId: identifier(v, "merchantId", input.merchantId),
+    version: identity.version,
+    receiptId: identity.receiptId,
+    merchantId: identity.merchantId,
     merchantName: requiredText(v, "merchantName", input.merchantName, limits.MAX_MERCHANT_NAME_LENGTH),
-    transactionId: identifier(v, "transactionId", input.transactionId),
+    transactionId: identity.transactionId,
     transactionDate: transactionDate(v, input.transactionDate, options.now),
     currency,
     recipientHashedPan: (input.recipientHashedPan ?? "").toLowerCase(),
     items: [],
     mockItems: input.mockItems ?? true,
   };
-  if (input.currency === "") v.add("currency", "is required");
-  else if (!CURRENCIES.has(currency)) v.add("currency", "must be an ISO 4217 code");
+  checkCurrency(v, input.currency);
   checkHashedPan(input.recipientHashedPan ?? "", "recipientHashedPan", v);
+  const cardBin = checkCardBin(input.cardBin, "cardBin", v);
+  if (cardBin !== undefined) receipt.cardBin = cardBin;
+  if (input.sealedReceipt !== undefined) {
+    v.add(
+      "sealedReceipt",
+      options.mode === "encrypt"
+        ? "is only accepted by payments: use /api/v1/receipts/sealed for a receipt without a payment"
+        : "cannot stand beside plaintext receipt fields",
+    );
+  }
   for (const [field, max, format] of OPTIONAL_TEXT) {
     const value = input[field];
     if (value === undefined) continue;
@@ -237,8 +245,43 @@ export function validateReceipt(input: Receipt, options: ValidateOptions): Valid
  * The result is the proto JSON of a `Receipt` with money as JSON numbers: `JSON.stringify` it.
  */
 export function sealedPlaintextOf(receipt: ValidReceipt): SealedReceiptFields {
-  const { recipientHashedPan: _pan, mockItems: _mock, cardNonce: _nonce, ...sealed } = receipt;
+  const { recipientHashedPan: _pan, mockItems: _mock, cardNonce: _nonce, cardBin: _bin, ...sealed } = receipt;
   return sealed;
+}
+
+/** The identity of a receipt (the fields of its AAD), validated: `version` defaulted. */
+export interface ReceiptIdentityInput {
+  version: string;
+  receiptId: string;
+  merchantId: string;
+  transactionId: string;
+}
+
+/**
+ * Checks the fields of a receipt's identity (section 5's AAD) with the rules of section 6, adding
+ * violations under their own names (or under `prefix` + name), and returns them with `version` defaulted.
+ */
+export function checkReceiptIdentity(
+  v: Violations,
+  input: ReceiptIdentityInput,
+  prefix = "",
+): ReceiptIdentityInput {
+  const version = input.version === "" ? limits.DEFAULT_VERSION : input.version;
+  if (checkText(v, `${prefix}version`, version, limits.MAX_VERSION_LENGTH) && !VERSION.test(version)) {
+    v.add(`${prefix}version`, "must be a version number such as 1.0");
+  }
+  return {
+    version,
+    receiptId: identifier(v, `${prefix}receiptId`, input.receiptId),
+    merchantId: identifier(v, "merchantId", input.merchantId),
+    transactionId: identifier(v, "transactionId", input.transactionId),
+  };
+}
+
+/** Adds a violation on `currency` unless it is an ISO 4217 code (any case). */
+export function checkCurrency(v: Violations, currency: string): void {
+  if (currency === "") v.add("currency", "is required");
+  else if (!CURRENCIES.has(currency.toUpperCase())) v.add("currency", "must be an ISO 4217 code");
 }
 
 /**

@@ -1,11 +1,12 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord, ReceiptPage, ReceiptRecord } from "../store/types.js";
-import { assertMerchantAllowed } from "./api-keys.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
+import { claimMerchantId } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
+import { prepareSealed, type SealedInput } from "./sealed.js";
 import { sealForRecipient, settleEscrowRace } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 
@@ -22,12 +23,30 @@ export async function encryptReceipt(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: Receipt,
-  signature: string | null = null,
+  signature: string | null,
+  caller: CallerInfo,
 ): Promise<ReceiptRecord> {
   const receipt = prepareReceipt(input, deps.clock.now());
-  assertMerchantAllowed(principal, receipt.merchantId);
   await applyMerchantSignature(deps, input, receipt, signature);
-  const record = await sealForRecipient(deps, principal, receipt);
+  await claimMerchantId(deps, principal, receipt.merchantId);
+  return storeReceipt(deps, await sealForRecipient(deps, principal, receipt, caller));
+}
+
+/**
+ * Stores a receipt the merchant sealed on its own side (section 16), as encrypt stores one it seals:
+ * the service never sees the content.
+ */
+export async function storeSealedReceipt(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: SealedInput,
+  caller: CallerInfo,
+): Promise<ReceiptRecord> {
+  return storeReceipt(deps, await prepareSealed(deps, principal, input, caller, ""));
+}
+
+/** Stores a sealed receipt without a payment: `(merchantId, receiptId)` must be unused. */
+async function storeReceipt(deps: DomainDeps, record: ReceiptRecord): Promise<ReceiptRecord> {
   if (!(await deps.store.receipts.insert(record))) {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }

@@ -1,10 +1,11 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { receiptAadText } from "../crypto/envelope.js";
 import { randomId } from "../ids.js";
-import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
+import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { releaseEscrow } from "./escrow.js";
-import { panHashOf } from "./pan.js";
+import type { CallerInfo } from "./grants.js";
+import { type Recipient, recipientOf, sealingKeyOf } from "./routing.js";
 import {
   type SealedReceiptFields,
   sealedPlaintextOf,
@@ -27,50 +28,57 @@ export function receiptFromPlaintext(plaintext: Uint8Array): Receipt {
   return toReceiptMessage(JSON.parse(Buffer.from(plaintext).toString("utf8")) as SealedReceiptFields);
 }
 
+/** The parts of a receipt record that do not depend on how it was sealed. */
+export interface ReceiptIdentityFields {
+  receiptId: string;
+  merchantId: string;
+  transactionId: string;
+  version: string;
+}
+
+/** The sealed parts of a receipt, as base64 text. */
+export interface SealedParts {
+  keyBundle: StoredKeyBundle;
+  ciphertext: string;
+  iv: string;
+  authTag: string;
+}
+
 /**
- * Seals a validated receipt to its recipient and returns the record to store (not yet stored). A card
- * that no user has registered gets the receipt sealed to the escrow key, held for the retention period.
- * The sealing runs on the worker pool, off the event loop.
+ * The record to store for a receipt sealed to `recipient` (by the service or by the merchant): a
+ * user's receipt, or escrow held for the retention period (for the BIN's owner, when there is one).
  */
-export async function sealForRecipient(
+export function receiptRecordOf(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  receipt: ValidReceipt,
+  recipient: Recipient,
+  identity: ReceiptIdentityFields,
+  sealed: SealedParts,
   paymentId?: string,
-): Promise<ReceiptRecord> {
-  const panHash = panHashOf(deps.pepper, receipt.recipientHashedPan);
+): ReceiptRecord {
   const now = deps.clock.now();
-  const user = await deps.store.users.findByPanHash(panHash);
-  const key = user ? await deps.store.users.findKey(user.activeKeyId) : undefined;
-
-  const keyId = key ? key.keyId : deps.escrow.keyId;
-  const sealed = await deps.pool.seal({
-    plaintext: plaintextTextOf(receipt),
-    aad: receiptAadText(receipt),
-    keyId,
-    spki: key ? key.publicKey : deps.escrow.spki,
-  });
   const record: ReceiptRecord = {
     id: randomId("rcp", 12),
-    receiptId: receipt.receiptId,
-    merchantId: receipt.merchantId,
-    transactionId: receipt.transactionId,
-    version: receipt.version,
+    receiptId: identity.receiptId,
+    merchantId: identity.merchantId,
+    transactionId: identity.transactionId,
+    version: identity.version,
     merchantTenantId: principal.tenantId,
     // The user's own copy of the same value: a store that keeps both in memory keeps one string.
-    panHash: user ? user.panHash : panHash,
-    keyBundle: { keyId, encryptedAesKey: sealed.encryptedAesKey },
+    panHash: recipient.kind === "user" ? recipient.user.panHash : recipient.panHash,
+    keyBundle: sealed.keyBundle,
     ciphertext: sealed.ciphertext,
     iv: sealed.iv,
     authTag: sealed.authTag,
     createdAt: now,
-    isEscrowed: key === undefined,
+    isEscrowed: recipient.kind === "escrow",
   };
-  if (user && key) {
-    record.userId = user.userId;
-    record.issuerTenantId = user.tenantId;
+  if (recipient.kind === "user") {
+    record.userId = recipient.user.userId;
+    record.issuerTenantId = recipient.user.tenantId;
   } else {
-    record.escrowKeyId = deps.escrow.keyId;
+    record.escrowKeyId = recipient.key.keyId;
+    if (recipient.ownerTenantId !== undefined) record.escrowOwnerTenantId = recipient.ownerTenantId;
     record.expiresAt = new Date(now.getTime() + deps.escrowRetentionDays * 86_400_000);
   }
   if (paymentId !== undefined) record.paymentId = paymentId;
@@ -78,9 +86,42 @@ export async function sealForRecipient(
 }
 
 /**
+ * Seals a validated receipt to its recipient (section 17's routing) and returns the record to store
+ * (not yet stored). The sealing runs on the worker pool, off the event loop.
+ */
+export async function sealForRecipient(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  receipt: ValidReceipt,
+  caller: CallerInfo,
+  paymentId?: string,
+): Promise<ReceiptRecord> {
+  const recipient = await recipientOf(deps, principal, receipt, caller);
+  const { keyId, algorithm, spki } = recipient.key;
+  const sealed = await deps.pool.seal({
+    plaintext: plaintextTextOf(receipt),
+    aad: receiptAadText(receipt),
+    keyId,
+    spki,
+    algorithm,
+  });
+  const keyBundle: StoredKeyBundle = { keyId, algorithm, encryptedAesKey: sealed.encryptedAesKey };
+  if (sealed.encapsulatedKey !== undefined) keyBundle.encapsulatedKey = sealed.encapsulatedKey;
+  return receiptRecordOf(
+    deps,
+    principal,
+    recipient,
+    receipt,
+    { keyBundle, ciphertext: sealed.ciphertext, iv: sealed.iv, authTag: sealed.authTag },
+    paymentId,
+  );
+}
+
+/**
  * Closes the race between a new escrowed receipt and a registration of its card running at the same
- * time: after storing an escrowed receipt, if the card is now registered, release it here. Either the
- * registration's release or this one sees the receipt; `release` lets only one of them win.
+ * time: after storing an escrowed receipt, if the card is now registered by a tenant that may have it,
+ * release it here. Either the registration's release or this one sees the receipt; `release` lets only
+ * one of them win.
  *
  * The receipt (and its payment) are stored by then, so a failure here must not turn the call into an
  * error: the caller would retry something that already happened. The receipt stays escrowed, and the
@@ -90,15 +131,11 @@ export async function settleEscrowRace(deps: DomainDeps, record: ReceiptRecord):
   if (!record.isEscrowed) return;
   try {
     const user = await deps.store.users.findByPanHash(record.panHash);
-    const key = user ? await deps.store.users.findKey(user.activeKeyId) : undefined;
-    if (!user || !key) return;
-    await releaseEscrow(deps, {
-      panHash: record.panHash,
-      userId: user.userId,
-      issuerTenantId: user.tenantId,
-      keyId: key.keyId,
-      spki: key.publicKey,
-    });
+    if (!user) return;
+    if (record.escrowOwnerTenantId !== undefined && record.escrowOwnerTenantId !== user.tenantId) return;
+    const key = await deps.store.users.findKey(user.activeKeyId);
+    if (!key) return;
+    await releaseEscrow(deps, { panHash: record.panHash, user, key: sealingKeyOf(key) });
   } catch (err) {
     deps.logger.warn({ err, receiptId: record.id }, "escrow release after storing a receipt failed");
   }

@@ -7,7 +7,7 @@ import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import { is64BitInteger } from "../proto-scalars.js";
 import type { ApiKeyRecord, MerchantKeyRecord } from "../store/types.js";
-import { assertMerchantAllowed } from "./api-keys.js";
+import { claimMerchantId, merchantIdTaken } from "./merchants.js";
 import type { DomainDeps } from "./deps.js";
 import * as limits from "./limits.js";
 import { INPUT_ONLY_FIELDS, sealedPlaintextOf, type ValidReceipt } from "./receipt-rules.js";
@@ -65,8 +65,8 @@ export interface RegisteredSigningKey {
  * Registers the Ed25519 key that signs `merchantId`'s receipts, or replaces the tenant's current one
  * (rotation: a new `merchantKeyId`; the replaced key moves to the record's history, and receipts
  * sealed before keep naming it). Registering the current key again changes nothing and returns it,
- * so a retry is harmless. The merchantId must be allowed for the API key (`forbidden`), and a
- * merchantId whose key another merchant tenant registered is `conflict`.
+ * so a retry is harmless. The merchantId must be allowed for the API key and belong to the caller's
+ * tenant (section 18; registering a key is a first use that claims it): otherwise `forbidden`.
  */
 export async function registerSigningKey(
   deps: DomainDeps,
@@ -89,7 +89,7 @@ export async function registerSigningKey(
     }
   }
   violations.throwIfAny();
-  assertMerchantAllowed(principal, input.merchantId);
+  await claimMerchantId(deps, principal, input.merchantId);
 
   const current = await deps.store.merchantKeys.findByMerchantId(input.merchantId);
   if (current !== undefined && current.tenantId !== principal.tenantId) throw merchantIdTaken();
@@ -264,10 +264,6 @@ function signatureError(problem: string): AppError {
   return new AppError("invalid_signature", `The X-Receipt-Signature header ${problem}.`, {
     violations: [{ field: "X-Receipt-Signature", description: problem }],
   });
-}
-
-function merchantIdTaken(): AppError {
-  return new AppError("conflict", "Another merchant has registered a signing key for this merchantId.");
 }
 
 function registered(key: Omit<MerchantKeyRecord, "previousKeys">): RegisteredSigningKey {

@@ -2,7 +2,6 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { EncryptedReceipt } from "../../gen/receipts/v1/receipt_pb.js";
 import type { CallerInfo } from "../domain/grants.js";
-import { KEY_ALGORITHM } from "../domain/onboarding.js";
 import { AppError } from "../errors.js";
 import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import { bytesFromBase64 } from "./base64-bytes.js";
@@ -23,7 +22,11 @@ export function encryptedReceiptOf(record: ReceiptRecord): EncryptedReceipt {
       $typeName: "receipts.v1.KeyBundle",
       encryptedAesKey: bytesFromBase64(record.keyBundle.encryptedAesKey),
       keyId: record.keyBundle.keyId,
-      algorithm: KEY_ALGORITHM,
+      algorithm: record.keyBundle.algorithm,
+      encapsulatedKey:
+        record.keyBundle.encapsulatedKey === undefined
+          ? EMPTY_BYTES
+          : bytesFromBase64(record.keyBundle.encapsulatedKey),
     },
     ciphertext: bytesFromBase64(record.ciphertext),
     iv: bytesFromBase64(record.iv),
@@ -37,6 +40,9 @@ export function encryptedReceiptOf(record: ReceiptRecord): EncryptedReceipt {
   if (record.expiresAt !== undefined) receipt.expiresAt = timestampOf(record.expiresAt);
   return receipt;
 }
+
+/** The value of an unset bytes field; never written to. */
+const EMPTY_BYTES = new Uint8Array(0);
 
 /** A `Date` as a `google.protobuf.Timestamp` message: what `timestampFromDate` gives, without `create()`. */
 export function timestampOf(date: Date): Timestamp {

@@ -15,12 +15,18 @@ const ROLES = new Map<string, readonly Role[]>(
     [
       [OnboardingService.method.generateKeys, ["issuer"]],
       [OnboardingService.method.register, ["issuer"]],
+      [OnboardingService.method.deleteUser, ["issuer"]],
       [KeysService.method.grantAccess, ["issuer"]],
+      [KeysService.method.lookupKey, ["merchant"]],
+      [KeysService.method.registerEscrowKey, ["issuer"]],
       [ReceiptsService.method.encryptReceipt, ["merchant"]],
       [ReceiptsService.method.decryptReceipt, ["issuer"]],
       [ReceiptsService.method.listReceipts, ["issuer"]],
       [ReceiptsService.method.getTransactionReceipt, ["merchant"]],
       [ReceiptsService.method.registerSigningKey, ["merchant"]],
+      [ReceiptsService.method.storeSealedReceipt, ["merchant"]],
+      [ReceiptsService.method.listPendingEscrow, ["issuer"]],
+      [ReceiptsService.method.releaseEscrow, ["issuer"]],
       [PaymentsService.method.createPayment, ["merchant"]],
       [PaymentsService.method.decryptPayment, ["issuer"]],
     ] as const

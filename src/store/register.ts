@@ -82,5 +82,13 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
  */
 function activate(base: KeyRecord, userId: string, input: RegisterInput): KeyRecord {
   const { rotatedAt: _rotatedAt, ...rest } = base;
-  return { ...rest, tenantId: input.tenantId, userId, status: "active", registeredAt: input.now };
+  // The domain checked that a stored key is the given one, so the given key's suite is its suite.
+  return {
+    ...rest,
+    algorithm: input.key.algorithm,
+    tenantId: input.tenantId,
+    userId,
+    status: "active",
+    registeredAt: input.now,
+  };
 }

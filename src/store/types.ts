@@ -44,7 +44,8 @@ export interface ApiKeyStore {
   /** Returns false when a key with the same id or hash exists. */
   insert(record: ApiKeyRecord): Promise<boolean>;
   findByHash(keyHash: string): Promise<ApiKeyRecord | undefined>;
-  list(): Promise<ApiKeyRecord[]>;
+  /** Every key (or every key of `tenantId`), oldest first, then by id. */
+  list(tenantId?: string): Promise<ApiKeyRecord[]>;
   /** Marks the key revoked; false when no key has that id. Revoking twice keeps the first time. */
   revoke(id: string, at: Date): Promise<boolean>;
 }
@@ -73,6 +74,9 @@ export interface UserRecord {
 
 export type KeyStatus = "pending" | "active" | "rotated";
 
+/** The two key suites of section 15; every user key and key bundle names one. */
+export type KeyAlgorithm = "RSA-OAEP-256" | "HPKE-P256-SHA256-A256GCM";
+
 /** A cardholder public key. `pending` keys were made by generate-keys and not registered yet. */
 export interface KeyRecord {
   /** UUID v4. */
@@ -82,6 +86,8 @@ export interface KeyRecord {
   userId?: string;
   /** Base64 DER SubjectPublicKeyInfo. */
   publicKey: string;
+  /** The key's suite, read from the key when it was registered. */
+  algorithm: KeyAlgorithm;
   status: KeyStatus;
   createdAt: Date;
   registeredAt?: Date;
@@ -120,13 +126,23 @@ export interface UserStore {
     key: KeyRecord;
     now: Date;
   }): Promise<RegisterOutcome>;
+  /** Every key of a user (active and rotated), oldest first. */
+  listKeys(userId: string): Promise<KeyRecord[]>;
+  /**
+   * Erases a user and its keys (section 19): `undefined` when no such user exists. Grants and receipts
+   * are the domain's to delete first, so that a retry after a failure finds the user and finishes.
+   */
+  erase(userId: string): Promise<{ user: UserRecord; deletedKeys: number } | undefined>;
 }
 
-/** The AES key of a receipt wrapped to one RSA key. Bytes are base64 strings at rest. */
+/** The AES key of a receipt wrapped to one public key. Bytes are base64 strings at rest. */
 export interface StoredKeyBundle {
   keyId: string;
-  /** Base64 of the RSA-OAEP-256 wrapped AES key. */
+  algorithm: KeyAlgorithm;
+  /** Base64 of the wrapped AES key (RSA-OAEP-256) or of the HPKE ciphertext of it. */
   encryptedAesKey: string;
+  /** HPKE only: base64 of the 65-byte encapsulated key. */
+  encapsulatedKey?: string;
 }
 
 /** A sealed receipt as stored. No plaintext field of the receipt is kept except its identity. */
@@ -151,11 +167,40 @@ export interface ReceiptRecord {
   authTag: string;
   createdAt: Date;
   isEscrowed: boolean;
+  /** Set while escrowed: a service escrow key (`esc_...`) or an issuer escrow key (`iek_...`). */
   escrowKeyId?: string;
+  /**
+   * Set while escrowed for an issuer tenant (the owner of the card's BIN, section 17): only that
+   * tenant's registration or release may take it. Unset: released to the card's first registration.
+   */
+  escrowOwnerTenantId?: string;
   /** Set while escrowed: deletion time of unreleased escrow. */
   expiresAt?: Date;
   /** Set for receipts created with a payment. */
   paymentId?: string;
+}
+
+/** Which escrowed receipts a query wants. */
+export interface EscrowQuery {
+  panHash: string;
+  /**
+   * Receipts escrowed for this owner tenant, plus (when `includeUnowned`) those escrowed without an
+   * owner. Receipts escrowed for another tenant are never returned.
+   */
+  ownerTenantId: string;
+  includeUnowned: boolean;
+  /** Only receipts sealed to one of these escrow keys; all when absent. */
+  escrowKeyIds?: readonly string[];
+  /** Only receipts whose escrow key is not one of these. */
+  excludeEscrowKeyIds?: readonly string[];
+}
+
+/** Escrowed receipts counted by owner and key, for operators. */
+export interface EscrowCount {
+  /** Unset for receipts escrowed without an owner. */
+  ownerTenantId?: string;
+  escrowKeyId: string;
+  count: number;
 }
 
 export interface ReceiptPage {
@@ -177,13 +222,26 @@ export interface ReceiptStore {
   /** Escrowed receipts for panHash whose `expiresAt` is after `now`. */
   listEscrowed(panHash: string, now: Date): Promise<ReceiptRecord[]>;
   /**
+   * Escrowed receipts matching `query` whose `expiresAt` is after `now`, oldest first (then by id),
+   * `limit` per page.
+   */
+  findEscrowed(query: EscrowQuery, now: Date, limit: number, cursor?: string): Promise<ReceiptPage>;
+  /** The receipt of `(merchantId, receiptId)`, escrowed or not. */
+  findByMerchantReceipt(merchantId: string, receiptId: string): Promise<ReceiptRecord | undefined>;
+  /**
    * Releases one escrowed receipt to a user: sets the new key bundle, userId and issuerTenantId,
-   * clears isEscrowed/escrowKeyId/expiresAt. Only if it is still escrowed; returns whether it was.
+   * clears isEscrowed/escrowKeyId/escrowOwnerTenantId/expiresAt. Only if it is still escrowed (and,
+   * when `expectedEscrowKeyId` is given, still sealed to that key); returns whether it was.
    */
   release(
     id: string,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
+    expectedEscrowKeyId?: string,
   ): Promise<boolean>;
+  /** Deletes every receipt of a user (erasure); returns how many. */
+  deleteByUser(userId: string): Promise<number>;
+  /** Unexpired escrowed receipts counted by owner tenant and escrow key id. */
+  countEscrowed(now: Date): Promise<EscrowCount[]>;
 }
 
 /** A payment as stored. The client secret is kept only as a hash. */
@@ -242,6 +300,8 @@ export interface GrantStore {
   create(grant: GrantRecord, cap: number, now: Date): Promise<GrantOutcome>;
   /** The grant, whether or not expired (the caller checks `expiresAt`). */
   findByHash(tokenHash: string): Promise<GrantRecord | undefined>;
+  /** Deletes every grant of a user (erasure); returns how many. */
+  deleteByUser(userId: string): Promise<number>;
 }
 
 /** A cached response for an `Idempotency-Key`. */
@@ -288,10 +348,77 @@ export interface AuditEvent {
   subject?: string;
 }
 
+/** Which audit events an operator reads. */
+export interface AuditQuery {
+  /** Only events of this tenant. */
+  tenantId?: string;
+  /** Only events strictly after this time. */
+  after?: Date;
+}
+
 export interface AuditStore {
   append(event: AuditEvent): Promise<void>;
   /** Newest first; for operators and tests. */
-  list(limit: number): Promise<AuditEvent[]>;
+  list(limit: number, query?: AuditQuery): Promise<AuditEvent[]>;
+}
+
+/** An issuer tenant's escrow public key (section 17); the service never holds its private half. */
+export interface IssuerEscrowKeyRecord {
+  /** `iek_<random>`. */
+  escrowKeyId: string;
+  tenantId: string;
+  algorithm: KeyAlgorithm;
+  /** Base64 DER SubjectPublicKeyInfo. */
+  publicKey: string;
+  createdAt: Date;
+}
+
+export interface IssuerEscrowKeyStore {
+  insert(key: IssuerEscrowKeyRecord): Promise<void>;
+  /** The tenant's newest key (the current one), if any. */
+  current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined>;
+  /** Every key of the tenant, newest first. */
+  list(tenantId: string): Promise<IssuerEscrowKeyRecord[]>;
+}
+
+export type SetBinsOutcome =
+  | { kind: "set" }
+  /** `bin` (or a prefix overlapping it) belongs to another tenant: nothing changed. */
+  | { kind: "conflict"; bin: string };
+
+/** BIN prefixes (6 or 8 digits) owned by issuer tenants (section 17); a prefix has one owner. */
+export interface BinStore {
+  /**
+   * Makes `bins` the tenant's whole list, atomically: refused (nothing changed) when one of them, or
+   * a 6-digit prefix of an 8-digit one, or an 8-digit one under a 6-digit one, belongs to another tenant.
+   */
+  set(tenantId: string, bins: readonly string[], now: Date): Promise<SetBinsOutcome>;
+  /** The tenant's prefixes, sorted. */
+  list(tenantId: string): Promise<string[]>;
+  /** The owner of a card BIN: of its 8-digit prefix, else of its 6-digit one. */
+  ownerOf(cardBin: string): Promise<string | undefined>;
+}
+
+/** How a merchantId came to belong to its tenant. */
+export type MerchantClaimSource = "first_use" | "operator";
+
+/** A merchantId and the merchant tenant it belongs to (section 18). */
+export interface MerchantOwnerRecord {
+  merchantId: string;
+  tenantId: string;
+  source: MerchantClaimSource;
+  at: Date;
+}
+
+export interface MerchantOwnerStore {
+  /**
+   * Claims `merchantId` for `tenantId` on first use, atomically: returns the owner afterwards (the
+   * claimant, or whoever held it before; concurrent claims leave one owner).
+   */
+  claim(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord>;
+  /** Assigns (or reassigns) a merchantId to a tenant: the operator's word is final. */
+  assign(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord>;
+  find(merchantId: string): Promise<MerchantOwnerRecord | undefined>;
 }
 
 /** How many replaced keys a {@link MerchantKeyRecord} keeps in `previousKeys` (the oldest go first). */
@@ -338,6 +465,11 @@ export interface MerchantKeyStore {
    */
   put(key: Omit<MerchantKeyRecord, "previousKeys">): Promise<MerchantKeyPutOutcome>;
   findByMerchantId(merchantId: string): Promise<MerchantKeyRecord | undefined>;
+  /**
+   * Deletes the merchantId's signing key unless it belongs to `keepTenantId` (an operator gave the
+   * merchantId to that tenant: the previous owner's key must not lock it out). Returns whether it did.
+   */
+  removeUnlessOwnedBy(merchantId: string, keepTenantId: string): Promise<boolean>;
 }
 
 /** Every repository, plus the backend's lifecycle. */
@@ -353,6 +485,9 @@ export interface Store {
   readonly idempotency: IdempotencyStore;
   readonly audit: AuditStore;
   readonly merchantKeys: MerchantKeyStore;
+  readonly issuerEscrowKeys: IssuerEscrowKeyStore;
+  readonly bins: BinStore;
+  readonly merchants: MerchantOwnerStore;
   /** Creates indexes (idempotent). Called once at start-up. */
   init(): Promise<void>;
   /** Resolves when the backend answers; throws `service_unavailable` otherwise. */

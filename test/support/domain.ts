@@ -20,12 +20,17 @@ export interface DomainFixture {
   close(): Promise<void>;
 }
 
-/** Builds domain dependencies for tests; `store` lets a test wrap the memory store (fault injection). */
-export async function domainFixture(options: { store?: Store } = {}): Promise<DomainFixture> {
+/**
+ * Builds domain dependencies for tests; `store` lets a test wrap the memory store (fault injection),
+ * and `escrowPrivateKeys` sets the service escrow keys (newest first; one fresh key by default).
+ */
+export async function domainFixture(
+  options: { store?: Store; escrowPrivateKeys?: string[] } = {},
+): Promise<DomainFixture> {
   const clock = new FakeClock("2026-03-01T12:00:00Z");
   const store = options.store ?? createMemoryStore();
-  const escrowPrivateKey = (await generateRsaKeyPair()).privateKey;
-  const pool = new CryptoPool({ escrowPrivateKey, size: 1 });
+  const escrowPrivateKeys = options.escrowPrivateKeys ?? [(await generateRsaKeyPair()).privateKey];
+  const pool = new CryptoPool({ escrowPrivateKeys, size: 1 });
   const deps: DomainDeps = {
     store,
     clock,
@@ -34,7 +39,7 @@ export async function domainFixture(options: { store?: Store } = {}): Promise<Do
     grantTtlSeconds: 180,
     escrowRetentionDays: 30,
     pool,
-    escrow: escrowKeyOf(escrowPrivateKey),
+    escrowKeys: escrowPrivateKeys.map(escrowKeyOf),
   };
   return { deps, clock, store, pool, close: () => pool.close() };
 }

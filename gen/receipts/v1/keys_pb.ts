@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkyhQEKC0tleXNTZXJ2aWNlEnYKC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIkgtPkkwIeOgEqIhkvYXBpL3YxL2tleXMvZ3JhbnQtYWNjZXNzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJfChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDL+AgoLS2V5c1NlcnZpY2USdgoLR3JhbnRBY2Nlc3MSHy5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1JlcXVlc3QaIC5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1Jlc3BvbnNlIiSC0+STAh46ASoiGS9hcGkvdjEva2V5cy9ncmFudC1hY2Nlc3MSagoJTG9va3VwS2V5Eh0ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVxdWVzdBoeLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlc3BvbnNlIh6C0+STAhg6ASoiEy9hcGkvdjEva2V5cy9sb29rdXASigEKEVJlZ2lzdGVyRXNjcm93S2V5EiUucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0GiYucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
@@ -91,7 +91,121 @@ export const GrantAccessResponseSchema: GenMessage<GrantAccessResponse> = /*@__P
   messageDesc(file_receipts_v1_keys, 1);
 
 /**
- * Short-lived decrypt grants, for card issuers.
+ * @generated from message receipts.v1.LookupKeyRequest
+ */
+export type LookupKeyRequest = Message<"receipts.v1.LookupKeyRequest"> & {
+  /**
+   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   *
+   * @generated from field: string recipient_hashed_pan = 1;
+   */
+  recipientHashedPan: string;
+
+  /**
+   * The card's first 6 or 8 digits, when the merchant knows them: routes to the owning issuer.
+   *
+   * @generated from field: optional string card_bin = 2;
+   */
+  cardBin?: string | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.LookupKeyRequest.
+ * Use `create(LookupKeyRequestSchema)` to create a new message.
+ */
+export const LookupKeyRequestSchema: GenMessage<LookupKeyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 2);
+
+/**
+ * @generated from message receipts.v1.LookupKeyResponse
+ */
+export type LookupKeyResponse = Message<"receipts.v1.LookupKeyResponse"> & {
+  /**
+   * The key to wrap the receipt's AES key to; name it in the key bundle.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * "RSA-OAEP-256" or "HPKE-P256-SHA256-A256GCM".
+   *
+   * @generated from field: string algorithm = 2;
+   */
+  algorithm: string;
+
+  /**
+   * Base64 of DER SubjectPublicKeyInfo.
+   *
+   * @generated from field: string public_key = 3;
+   */
+  publicKey: string;
+
+  /**
+   * True when the key is an escrow key (the card is not registered, or not to the BIN's issuer).
+   *
+   * @generated from field: bool is_escrowed = 4;
+   */
+  isEscrowed: boolean;
+};
+
+/**
+ * Describes the message receipts.v1.LookupKeyResponse.
+ * Use `create(LookupKeyResponseSchema)` to create a new message.
+ */
+export const LookupKeyResponseSchema: GenMessage<LookupKeyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 3);
+
+/**
+ * @generated from message receipts.v1.RegisterEscrowKeyRequest
+ */
+export type RegisterEscrowKeyRequest = Message<"receipts.v1.RegisterEscrowKeyRequest"> & {
+  /**
+   * RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.
+   *
+   * @generated from field: string public_key = 1;
+   */
+  publicKey: string;
+};
+
+/**
+ * Describes the message receipts.v1.RegisterEscrowKeyRequest.
+ * Use `create(RegisterEscrowKeyRequestSchema)` to create a new message.
+ */
+export const RegisterEscrowKeyRequestSchema: GenMessage<RegisterEscrowKeyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 4);
+
+/**
+ * @generated from message receipts.v1.RegisterEscrowKeyResponse
+ */
+export type RegisterEscrowKeyResponse = Message<"receipts.v1.RegisterEscrowKeyResponse"> & {
+  /**
+   * "iek_...".
+   *
+   * @generated from field: string escrow_key_id = 1;
+   */
+  escrowKeyId: string;
+
+  /**
+   * @generated from field: string algorithm = 2;
+   */
+  algorithm: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.RegisterEscrowKeyResponse.
+ * Use `create(RegisterEscrowKeyResponseSchema)` to create a new message.
+ */
+export const RegisterEscrowKeyResponseSchema: GenMessage<RegisterEscrowKeyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 5);
+
+/**
+ * Short-lived decrypt grants and escrow keys (card issuers); recipient key look-up (merchants).
  *
  * @generated from service receipts.v1.KeysService
  */
@@ -105,6 +219,28 @@ export const KeysService: GenService<{
     methodKind: "unary";
     input: typeof GrantAccessRequestSchema;
     output: typeof GrantAccessResponseSchema;
+  },
+  /**
+   * The key a receipt for this card would be sealed to now (section 16), for merchants that seal on
+   * their own side: the cardholder's active key, or an escrow key (is_escrowed true).
+   *
+   * @generated from rpc receipts.v1.KeysService.LookupKey
+   */
+  lookupKey: {
+    methodKind: "unary";
+    input: typeof LookupKeyRequestSchema;
+    output: typeof LookupKeyResponseSchema;
+  },
+  /**
+   * Registers an escrow public key of the calling issuer tenant (section 17). The newest is current:
+   * receipts escrowed for the tenant are sealed to it, and the service holds nothing that opens them.
+   *
+   * @generated from rpc receipts.v1.KeysService.RegisterEscrowKey
+   */
+  registerEscrowKey: {
+    methodKind: "unary";
+    input: typeof RegisterEscrowKeyRequestSchema;
+    output: typeof RegisterEscrowKeyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_keys, 0);

@@ -13,12 +13,18 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIVChNHZW5lcmF0ZUtleXNSZXF1ZXN0ImIKFEdlbmVyYXRlS2V5c1Jlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgJEhMKC3ByaXZhdGVfa2V5GAMgASgJEhEKCWFsZ29yaXRobRgEIAEoCSJJCg9SZWdpc3RlclJlcXVlc3QSEgoKaGFzaGVkX3BhbhgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgJEg4KBmtleV9pZBgDIAEoCSKRAQoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUyhwIKEU9uYm9hcmRpbmdTZXJ2aWNlEoABCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiK4LT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSbwoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvb25ib2FyZGluZy9yZWdpc3RlcmIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiSQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAkiuwEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiRAoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFMvcCChFPbmJvYXJkaW5nU2VydmljZRKAAQoMR2VuZXJhdGVLZXlzEiAucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVxdWVzdBohLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1Jlc3BvbnNlIiuC0+STAiU6ASoiIC9hcGkvdjEvb25ib2FyZGluZy9nZW5lcmF0ZS1rZXlzEm8KCFJlZ2lzdGVyEhwucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXF1ZXN0Gh0ucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISbgoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIh+C0+STAhkqFy9hcGkvdjEvdXNlcnMve3VzZXJfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
  */
 export type GenerateKeysRequest = Message<"receipts.v1.GenerateKeysRequest"> & {
+  /**
+   * "RSA-OAEP-256" (the default when empty) or "HPKE-P256-SHA256-A256GCM".
+   *
+   * @generated from field: string algorithm = 1;
+   */
+  algorithm: string;
 };
 
 /**
@@ -54,7 +60,7 @@ export type GenerateKeysResponse = Message<"receipts.v1.GenerateKeysResponse"> &
   privateKey: string;
 
   /**
-   * Always "RSA-OAEP-256".
+   * "RSA-OAEP-256" or "HPKE-P256-SHA256-A256GCM".
    *
    * @generated from field: string algorithm = 4;
    */
@@ -80,7 +86,8 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   hashedPan: string;
 
   /**
-   * RSA public key of at least 2048 bits: base64 DER SubjectPublicKeyInfo, or PEM.
+   * RSA public key of at least 2048 bits or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or
+   * PEM. The key's type decides its suite.
    *
    * @generated from field: string public_key = 2;
    */
@@ -135,6 +142,21 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
    * @generated from field: int32 released_receipts = 5;
    */
   releasedReceipts: number;
+
+  /**
+   * How many escrowed receipts for this card stay escrowed: sealed to the issuer's own escrow key
+   * (release them with ReleaseEscrow), or to a service escrow key this service cannot use.
+   *
+   * @generated from field: int32 held_receipts = 6;
+   */
+  heldReceipts: number;
+
+  /**
+   * The suite of the registered key: "RSA-OAEP-256" or "HPKE-P256-SHA256-A256GCM".
+   *
+   * @generated from field: string algorithm = 7;
+   */
+  algorithm: string;
 };
 
 /**
@@ -145,13 +167,53 @@ export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*
   messageDesc(file_receipts_v1_onboarding, 3);
 
 /**
+ * @generated from message receipts.v1.DeleteUserRequest
+ */
+export type DeleteUserRequest = Message<"receipts.v1.DeleteUserRequest"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+};
+
+/**
+ * Describes the message receipts.v1.DeleteUserRequest.
+ * Use `create(DeleteUserRequestSchema)` to create a new message.
+ */
+export const DeleteUserRequestSchema: GenMessage<DeleteUserRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_onboarding, 4);
+
+/**
+ * @generated from message receipts.v1.DeleteUserResponse
+ */
+export type DeleteUserResponse = Message<"receipts.v1.DeleteUserResponse"> & {
+  /**
+   * @generated from field: int32 deleted_receipts = 1;
+   */
+  deletedReceipts: number;
+
+  /**
+   * @generated from field: int32 deleted_keys = 2;
+   */
+  deletedKeys: number;
+};
+
+/**
+ * Describes the message receipts.v1.DeleteUserResponse.
+ * Use `create(DeleteUserResponseSchema)` to create a new message.
+ */
+export const DeleteUserResponseSchema: GenMessage<DeleteUserResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_onboarding, 5);
+
+/**
  * Key pairs and cardholder registration, for card issuers.
  *
  * @generated from service receipts.v1.OnboardingService
  */
 export const OnboardingService: GenService<{
   /**
-   * Generates an RSA-2048 key pair. The private key is returned once and never kept.
+   * Generates a key pair of either suite (RSA-OAEP-256 by default, or HPKE-P256-SHA256-A256GCM). The
+   * private key is returned once and never kept. A real device makes its own key and only registers it.
    *
    * @generated from rpc receipts.v1.OnboardingService.GenerateKeys
    */
@@ -170,6 +232,17 @@ export const OnboardingService: GenService<{
     methodKind: "unary";
     input: typeof RegisterRequestSchema;
     output: typeof RegisterResponseSchema;
+  },
+  /**
+   * Erases a user (section 19): its keys, grants and every receipt sealed to its keys go together
+   * (crypto-shredding); payments keep their non-secret record without a receipt.
+   *
+   * @generated from rpc receipts.v1.OnboardingService.DeleteUser
+   */
+  deleteUser: {
+    methodKind: "unary";
+    input: typeof DeleteUserRequestSchema;
+    output: typeof DeleteUserResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_onboarding, 0);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/receipt.proto.
  */
 export const file_receipts_v1_receipt: GenFile = /*@__PURE__*/
-  fileDesc("ChlyZWNlaXB0cy92MS9yZWNlaXB0LnByb3RvEgtyZWNlaXB0cy52MSKECgoHUmVjZWlwdBIPCgd2ZXJzaW9uGAEgASgJEhIKCnJlY2VpcHRfaWQYAiABKAkSEwoLbWVyY2hhbnRfaWQYAyABKAkSFQoNbWVyY2hhbnRfbmFtZRgEIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgFIAEoCRI0ChB0cmFuc2FjdGlvbl9kYXRlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghjdXJyZW5jeRgHIAEoCRIhChRyZWNpcGllbnRfaGFzaGVkX3BhbhgIIAEoCUgAiAEBEhwKD21lcmNoYW50X3N0cmVldBgJIAEoCUgBiAEBEhoKDW1lcmNoYW50X2NpdHkYCiABKAlIAogBARIbCg5tZXJjaGFudF9zdGF0ZRgLIAEoCUgDiAEBEiEKFG1lcmNoYW50X3Bvc3RhbF9jb2RlGAwgASgJSASIAQESHQoQbWVyY2hhbnRfY291bnRyeRgNIAEoCUgFiAEBEhwKD21lcmNoYW50X3RheF9pZBgOIAEoCUgGiAEBEiMKFm1lcmNoYW50X2NvbnRhY3RfZW1haWwYDyABKAlIB4gBARIhChR0cmFuc2FjdGlvbl90aW1lem9uZRgQIAEoCUgIiAEBEhsKDnBheW1lbnRfbWV0aG9kGBEgASgJSAmIAQESFwoKY2FyZF9sYXN0NBgSIAEoCUgKiAEBEhcKCmNhcmRfYnJhbmQYEyABKAlIC4gBARIVCghzdWJ0b3RhbBgUIAEoA0gMiAEBEhcKCnRheF9hbW91bnQYFSABKANIDYgBARIZCgx0b3RhbF9hbW91bnQYFiABKANIDogBARIkCgVpdGVtcxgXIAMoCzIVLnJlY2VpcHRzLnYxLkxpbmVJdGVtEhcKCm1vY2tfaXRlbXMYGCABKAhID4gBARITCgZhbW91bnQYGSABKANIEIgBARIXCgpjYXJkX25vbmNlGBogASgJSBGIAQESEwoGa2V5X2lkGBsgASgJSBKIAQESNQoMZGVjcnlwdGVkX2F0GBwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgTiAEBEh8KEm1lcmNoYW50X3NpZ25hdHVyZRgdIAEoCUgUiAEBEhwKD21lcmNoYW50X2tleV9pZBgeIAEoCUgViAEBQhcKFV9yZWNpcGllbnRfaGFzaGVkX3BhbkISChBfbWVyY2hhbnRfc3RyZWV0QhAKDl9tZXJjaGFudF9jaXR5QhEKD19tZXJjaGFudF9zdGF0ZUIXChVfbWVyY2hhbnRfcG9zdGFsX2NvZGVCEwoRX21lcmNoYW50X2NvdW50cnlCEgoQX21lcmNoYW50X3RheF9pZEIZChdfbWVyY2hhbnRfY29udGFjdF9lbWFpbEIXChVfdHJhbnNhY3Rpb25fdGltZXpvbmVCEQoPX3BheW1lbnRfbWV0aG9kQg0KC19jYXJkX2xhc3Q0Qg0KC19jYXJkX2JyYW5kQgsKCV9zdWJ0b3RhbEINCgtfdGF4X2Ftb3VudEIPCg1fdG90YWxfYW1vdW50Qg0KC19tb2NrX2l0ZW1zQgkKB19hbW91bnRCDQoLX2NhcmRfbm9uY2VCCQoHX2tleV9pZEIPCg1fZGVjcnlwdGVkX2F0QhUKE19tZXJjaGFudF9zaWduYXR1cmVCEgoQX21lcmNoYW50X2tleV9pZCKuAQoITGluZUl0ZW0SFAoMbGluZV9pdGVtX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEAoIcXVhbnRpdHkYAyABKAMSEgoKdW5pdF9wcmljZRgEIAEoAxITCgt0b3RhbF9wcmljZRgFIAEoAxIVCghjYXRlZ29yeRgGIAEoCUgAiAEBEh8KBXRheGVzGAcgAygLMhAucmVjZWlwdHMudjEuVGF4QgsKCV9jYXRlZ29yeSIxCgNUYXgSDAoEbmFtZRgBIAEoCRIMCgRyYXRlGAIgASgBEg4KBmFtb3VudBgDIAEoAyJJCglLZXlCdW5kbGUSGQoRZW5jcnlwdGVkX2Flc19rZXkYASABKAwSDgoGa2V5X2lkGAIgASgJEhEKCWFsZ29yaXRobRgDIAEoCSKJAwoQRW5jcnlwdGVkUmVjZWlwdBIPCgd2ZXJzaW9uGAEgASgJEhIKCnJlY2VpcHRfaWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEioKCmtleV9idW5kbGUYBCABKAsyFi5yZWNlaXB0cy52MS5LZXlCdW5kbGUSEgoKY2lwaGVydGV4dBgFIAEoDBIKCgJpdhgGIAEoDBIQCghhdXRoX3RhZxgHIAEoDBITCgttZXJjaGFudF9pZBgIIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgJIAEoCRIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtpc19lc2Nyb3dlZBgLIAEoCBIaCg1lc2Nyb3dfa2V5X2lkGAwgASgJSACIAQESMwoKZXhwaXJlc19hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAYgBAUIQCg5fZXNjcm93X2tleV9pZEINCgtfZXhwaXJlc19hdGIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChlyZWNlaXB0cy92MS9yZWNlaXB0LnByb3RvEgtyZWNlaXB0cy52MSL0CgoHUmVjZWlwdBIPCgd2ZXJzaW9uGAEgASgJEhIKCnJlY2VpcHRfaWQYAiABKAkSEwoLbWVyY2hhbnRfaWQYAyABKAkSFQoNbWVyY2hhbnRfbmFtZRgEIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgFIAEoCRI0ChB0cmFuc2FjdGlvbl9kYXRlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghjdXJyZW5jeRgHIAEoCRIhChRyZWNpcGllbnRfaGFzaGVkX3BhbhgIIAEoCUgAiAEBEhwKD21lcmNoYW50X3N0cmVldBgJIAEoCUgBiAEBEhoKDW1lcmNoYW50X2NpdHkYCiABKAlIAogBARIbCg5tZXJjaGFudF9zdGF0ZRgLIAEoCUgDiAEBEiEKFG1lcmNoYW50X3Bvc3RhbF9jb2RlGAwgASgJSASIAQESHQoQbWVyY2hhbnRfY291bnRyeRgNIAEoCUgFiAEBEhwKD21lcmNoYW50X3RheF9pZBgOIAEoCUgGiAEBEiMKFm1lcmNoYW50X2NvbnRhY3RfZW1haWwYDyABKAlIB4gBARIhChR0cmFuc2FjdGlvbl90aW1lem9uZRgQIAEoCUgIiAEBEhsKDnBheW1lbnRfbWV0aG9kGBEgASgJSAmIAQESFwoKY2FyZF9sYXN0NBgSIAEoCUgKiAEBEhcKCmNhcmRfYnJhbmQYEyABKAlIC4gBARIVCghzdWJ0b3RhbBgUIAEoA0gMiAEBEhcKCnRheF9hbW91bnQYFSABKANIDYgBARIZCgx0b3RhbF9hbW91bnQYFiABKANIDogBARIkCgVpdGVtcxgXIAMoCzIVLnJlY2VpcHRzLnYxLkxpbmVJdGVtEhcKCm1vY2tfaXRlbXMYGCABKAhID4gBARITCgZhbW91bnQYGSABKANIEIgBARIXCgpjYXJkX25vbmNlGBogASgJSBGIAQESEwoGa2V5X2lkGBsgASgJSBKIAQESNQoMZGVjcnlwdGVkX2F0GBwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgTiAEBEh8KEm1lcmNoYW50X3NpZ25hdHVyZRgdIAEoCUgUiAEBEhwKD21lcmNoYW50X2tleV9pZBgeIAEoCUgViAEBEhUKCGNhcmRfYmluGB8gASgJSBaIAQESNwoOc2VhbGVkX3JlY2VpcHQYICABKAsyGi5yZWNlaXB0cy52MS5TZWFsZWRSZWNlaXB0SBeIAQFCFwoVX3JlY2lwaWVudF9oYXNoZWRfcGFuQhIKEF9tZXJjaGFudF9zdHJlZXRCEAoOX21lcmNoYW50X2NpdHlCEQoPX21lcmNoYW50X3N0YXRlQhcKFV9tZXJjaGFudF9wb3N0YWxfY29kZUITChFfbWVyY2hhbnRfY291bnRyeUISChBfbWVyY2hhbnRfdGF4X2lkQhkKF19tZXJjaGFudF9jb250YWN0X2VtYWlsQhcKFV90cmFuc2FjdGlvbl90aW1lem9uZUIRCg9fcGF5bWVudF9tZXRob2RCDQoLX2NhcmRfbGFzdDRCDQoLX2NhcmRfYnJhbmRCCwoJX3N1YnRvdGFsQg0KC190YXhfYW1vdW50Qg8KDV90b3RhbF9hbW91bnRCDQoLX21vY2tfaXRlbXNCCQoHX2Ftb3VudEINCgtfY2FyZF9ub25jZUIJCgdfa2V5X2lkQg8KDV9kZWNyeXB0ZWRfYXRCFQoTX21lcmNoYW50X3NpZ25hdHVyZUISChBfbWVyY2hhbnRfa2V5X2lkQgsKCV9jYXJkX2JpbkIRCg9fc2VhbGVkX3JlY2VpcHQikgEKDVNlYWxlZFJlY2VpcHQSDwoHdmVyc2lvbhgBIAEoCRISCgpyZWNlaXB0X2lkGAIgASgJEioKCmtleV9idW5kbGUYAyABKAsyFi5yZWNlaXB0cy52MS5LZXlCdW5kbGUSEgoKY2lwaGVydGV4dBgEIAEoDBIKCgJpdhgFIAEoDBIQCghhdXRoX3RhZxgGIAEoDCKuAQoITGluZUl0ZW0SFAoMbGluZV9pdGVtX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEAoIcXVhbnRpdHkYAyABKAMSEgoKdW5pdF9wcmljZRgEIAEoAxITCgt0b3RhbF9wcmljZRgFIAEoAxIVCghjYXRlZ29yeRgGIAEoCUgAiAEBEh8KBXRheGVzGAcgAygLMhAucmVjZWlwdHMudjEuVGF4QgsKCV9jYXRlZ29yeSIxCgNUYXgSDAoEbmFtZRgBIAEoCRIMCgRyYXRlGAIgASgBEg4KBmFtb3VudBgDIAEoAyJjCglLZXlCdW5kbGUSGQoRZW5jcnlwdGVkX2Flc19rZXkYASABKAwSDgoGa2V5X2lkGAIgASgJEhEKCWFsZ29yaXRobRgDIAEoCRIYChBlbmNhcHN1bGF0ZWRfa2V5GAQgASgMIokDChBFbmNyeXB0ZWRSZWNlaXB0Eg8KB3ZlcnNpb24YASABKAkSEgoKcmVjZWlwdF9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSKgoKa2V5X2J1bmRsZRgEIAEoCzIWLnJlY2VpcHRzLnYxLktleUJ1bmRsZRISCgpjaXBoZXJ0ZXh0GAUgASgMEgoKAml2GAYgASgMEhAKCGF1dGhfdGFnGAcgASgMEhMKC21lcmNoYW50X2lkGAggASgJEhYKDnRyYW5zYWN0aW9uX2lkGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2lzX2VzY3Jvd2VkGAsgASgIEhoKDWVzY3Jvd19rZXlfaWQYDCABKAlIAIgBARIzCgpleHBpcmVzX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBQhAKDl9lc2Nyb3dfa2V5X2lkQg0KC19leHBpcmVzX2F0YgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * A receipt document: what a merchant sends to be encrypted and what a cardholder gets back after
@@ -204,6 +204,23 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
    * @generated from field: optional string merchant_key_id = 30;
    */
   merchantKeyId?: string | undefined;
+
+  /**
+   * Input only: the card's first 6 or 8 digits (PCI DSS allows them in the clear). When an issuer
+   * owns the BIN, the receipt goes only to that issuer's cardholder, or to its escrow (section 17).
+   *
+   * @generated from field: optional string card_bin = 31;
+   */
+  cardBin?: string | undefined;
+
+  /**
+   * Input only, payments only: a receipt the merchant sealed on its side (section 16), instead of the
+   * plaintext fields. Only merchant_id, transaction_id, recipient_hashed_pan, currency, amount,
+   * card_nonce and card_bin may stand beside it.
+   *
+   * @generated from field: optional receipts.v1.SealedReceipt sealed_receipt = 32;
+   */
+  sealedReceipt?: SealedReceipt | undefined;
 };
 
 /**
@@ -212,6 +229,56 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
  */
 export const ReceiptSchema: GenMessage<Receipt> = /*@__PURE__*/
   messageDesc(file_receipts_v1_receipt, 0);
+
+/**
+ * A receipt sealed by the merchant, carried by a payment instead of its plaintext fields.
+ *
+ * @generated from message receipts.v1.SealedReceipt
+ */
+export type SealedReceipt = Message<"receipts.v1.SealedReceipt"> & {
+  /**
+   * Receipt format version, default "1.0". Part of the AAD.
+   *
+   * @generated from field: string version = 1;
+   */
+  version: string;
+
+  /**
+   * @generated from field: string receipt_id = 2;
+   */
+  receiptId: string;
+
+  /**
+   * @generated from field: receipts.v1.KeyBundle key_bundle = 3;
+   */
+  keyBundle?: KeyBundle | undefined;
+
+  /**
+   * @generated from field: bytes ciphertext = 4;
+   */
+  ciphertext: Uint8Array;
+
+  /**
+   * 12 bytes.
+   *
+   * @generated from field: bytes iv = 5;
+   */
+  iv: Uint8Array;
+
+  /**
+   * 16 bytes.
+   *
+   * @generated from field: bytes auth_tag = 6;
+   */
+  authTag: Uint8Array;
+};
+
+/**
+ * Describes the message receipts.v1.SealedReceipt.
+ * Use `create(SealedReceiptSchema)` to create a new message.
+ */
+export const SealedReceiptSchema: GenMessage<SealedReceipt> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipt, 1);
 
 /**
  * One line of a receipt.
@@ -260,7 +327,7 @@ export type LineItem = Message<"receipts.v1.LineItem"> & {
  * Use `create(LineItemSchema)` to create a new message.
  */
 export const LineItemSchema: GenMessage<LineItem> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_receipt, 1);
+  messageDesc(file_receipts_v1_receipt, 2);
 
 /**
  * A tax applied to a line item.
@@ -291,16 +358,18 @@ export type Tax = Message<"receipts.v1.Tax"> & {
  * Use `create(TaxSchema)` to create a new message.
  */
 export const TaxSchema: GenMessage<Tax> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_receipt, 2);
+  messageDesc(file_receipts_v1_receipt, 3);
 
 /**
- * The AES key of a sealed receipt, wrapped to one RSA public key.
+ * The AES key of a sealed receipt, wrapped to one public key.
  *
  * @generated from message receipts.v1.KeyBundle
  */
 export type KeyBundle = Message<"receipts.v1.KeyBundle"> & {
   /**
-   * The 256-bit AES key encrypted with RSA-OAEP (SHA-256, MGF1-SHA-256).
+   * RSA-OAEP-256: the 256-bit AES key encrypted with RSA-OAEP (SHA-256, MGF1-SHA-256).
+   * HPKE-P256-SHA256-A256GCM: the 48-byte HPKE ciphertext of the AES key (info "receipts.v1 key wrap",
+   * aad the receipt's AAD).
    *
    * @generated from field: bytes encrypted_aes_key = 1;
    */
@@ -312,11 +381,18 @@ export type KeyBundle = Message<"receipts.v1.KeyBundle"> & {
   keyId: string;
 
   /**
-   * Always "RSA-OAEP-256".
+   * "RSA-OAEP-256" or "HPKE-P256-SHA256-A256GCM".
    *
    * @generated from field: string algorithm = 3;
    */
   algorithm: string;
+
+  /**
+   * HPKE-P256-SHA256-A256GCM only: the 65-byte uncompressed encapsulated key.
+   *
+   * @generated from field: bytes encapsulated_key = 4;
+   */
+  encapsulatedKey: Uint8Array;
 };
 
 /**
@@ -324,7 +400,7 @@ export type KeyBundle = Message<"receipts.v1.KeyBundle"> & {
  * Use `create(KeyBundleSchema)` to create a new message.
  */
 export const KeyBundleSchema: GenMessage<KeyBundle> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_receipt, 3);
+  messageDesc(file_receipts_v1_receipt, 4);
 
 /**
  * A sealed receipt as stored and listed: AES-256-GCM ciphertext plus the wrapped key.
@@ -414,5 +490,5 @@ export type EncryptedReceipt = Message<"receipts.v1.EncryptedReceipt"> & {
  * Use `create(EncryptedReceiptSchema)` to create a new message.
  */
 export const EncryptedReceiptSchema: GenMessage<EncryptedReceipt> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_receipt, 4);
+  messageDesc(file_receipts_v1_receipt, 5);
 

@@ -7,7 +7,7 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { EncryptedReceipt, Receipt } from "./receipt_pb.js";
+import type { EncryptedReceipt, KeyBundle, Receipt } from "./receipt_pb.js";
 import { file_receipts_v1_receipt } from "./receipt_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/receipts.proto.
  */
 export const file_receipts_v1_receipts: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEiPgoVRW5jcnlwdFJlY2VpcHRSZXF1ZXN0EiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkgKFkVuY3J5cHRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQigAEKFURlY3J5cHRSZWNlaXB0UmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJEhAKCHRva2VuX2lkGAIgASgJEhMKC3ByaXZhdGVfa2V5GAMgASgJEhMKC21lcmNoYW50X2lkGAQgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgFIAEoCSI/ChZEZWNyeXB0UmVjZWlwdFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0Ik0KE0xpc3RSZWNlaXB0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJgChRMaXN0UmVjZWlwdHNSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIksKHEdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QSFgoOdHJhbnNhY3Rpb25faWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkiTwodR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiRAoZUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBITCgttZXJjaGFudF9pZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgJIpABChpSZWdpc3RlclNpZ25pbmdLZXlSZXNwb25zZRIXCg9tZXJjaGFudF9rZXlfaWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkSEQoJYWxnb3JpdGhtGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wMucFCg9SZWNlaXB0c1NlcnZpY2USjQEKDkVuY3J5cHRSZWNlaXB0EiIucmVjZWlwdHMudjEuRW5jcnlwdFJlY2VpcHRSZXF1ZXN0GiMucmVjZWlwdHMudjEuRW5jcnlwdFJlY2VpcHRSZXNwb25zZSIygtPkkwIsOgdyZWNlaXB0YgdyZWNlaXB0IhgvYXBpL3YxL3JlY2VpcHRzL2VuY3J5cHQShwEKDkRlY3J5cHRSZWNlaXB0EiIucmVjZWlwdHMudjEuRGVjcnlwdFJlY2VpcHRSZXF1ZXN0GiMucmVjZWlwdHMudjEuRGVjcnlwdFJlY2VpcHRSZXNwb25zZSIsgtPkkwImOgEqYgdyZWNlaXB0IhgvYXBpL3YxL3JlY2VpcHRzL2RlY3J5cHQSdwoMTGlzdFJlY2VpcHRzEiAucmVjZWlwdHMudjEuTGlzdFJlY2VpcHRzUmVxdWVzdBohLnJlY2VpcHRzLnYxLkxpc3RSZWNlaXB0c1Jlc3BvbnNlIiKC0+STAhwSGi9hcGkvdjEvcmVjZWlwdHMve3VzZXJfaWR9Eq4BChVHZXRUcmFuc2FjdGlvblJlY2VpcHQSKS5yZWNlaXB0cy52MS5HZXRUcmFuc2FjdGlvblJlY2VpcHRSZXF1ZXN0GioucmVjZWlwdHMudjEuR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2UiPoLT5JMCOGIHcmVjZWlwdBItL2FwaS92MS90cmFuc2FjdGlvbnMve3RyYW5zYWN0aW9uX2lkfS9yZWNlaXB0Eo8BChJSZWdpc3RlclNpZ25pbmdLZXkSJi5yZWNlaXB0cy52MS5SZWdpc3RlclNpZ25pbmdLZXlSZXF1ZXN0GicucmVjZWlwdHMudjEuUmVnaXN0ZXJTaWduaW5nS2V5UmVzcG9uc2UiKILT5JMCIjoBKiIdL2FwaS92MS9yZWNlaXB0cy9zaWduaW5nLWtleXNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
+  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEiPgoVRW5jcnlwdFJlY2VpcHRSZXF1ZXN0EiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkgKFkVuY3J5cHRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQigAEKFURlY3J5cHRSZWNlaXB0UmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJEhAKCHRva2VuX2lkGAIgASgJEhMKC3ByaXZhdGVfa2V5GAMgASgJEhMKC21lcmNoYW50X2lkGAQgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgFIAEoCSI/ChZEZWNyeXB0UmVjZWlwdFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0Ik0KE0xpc3RSZWNlaXB0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJgChRMaXN0UmVjZWlwdHNSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIksKHEdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QSFgoOdHJhbnNhY3Rpb25faWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkiTwodR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiRAoZUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBITCgttZXJjaGFudF9pZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgJIpABChpSZWdpc3RlclNpZ25pbmdLZXlSZXNwb25zZRIXCg9tZXJjaGFudF9rZXlfaWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkSEQoJYWxnb3JpdGhtGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo0CChlTdG9yZVNlYWxlZFJlY2VpcHRSZXF1ZXN0EhwKFHJlY2lwaWVudF9oYXNoZWRfcGFuGAEgASgJEhUKCGNhcmRfYmluGAIgASgJSACIAQESDwoHdmVyc2lvbhgDIAEoCRISCgpyZWNlaXB0X2lkGAQgASgJEhMKC21lcmNoYW50X2lkGAUgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAYgASgJEioKCmtleV9idW5kbGUYByABKAsyFi5yZWNlaXB0cy52MS5LZXlCdW5kbGUSEgoKY2lwaGVydGV4dBgIIAEoDBIKCgJpdhgJIAEoDBIQCghhdXRoX3RhZxgKIAEoDEILCglfY2FyZF9iaW4iTAoaU3RvcmVTZWFsZWRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiVQoYTGlzdFBlbmRpbmdFc2Nyb3dSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiZQoZTGlzdFBlbmRpbmdFc2Nyb3dSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlUKFFJlbGVhc2VFc2Nyb3dSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSLAoIcmVjZWlwdHMYAiADKAsyGi5yZWNlaXB0cy52MS5Fc2Nyb3dSZWxlYXNlImQKDUVzY3Jvd1JlbGVhc2USEwoLbWVyY2hhbnRfaWQYASABKAkSEgoKcmVjZWlwdF9pZBgCIAEoCRIqCgprZXlfYnVuZGxlGAMgASgLMhYucmVjZWlwdHMudjEuS2V5QnVuZGxlIlwKFVJlbGVhc2VFc2Nyb3dSZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoBRIxCgZmYWlsZWQYAiADKAsyIS5yZWNlaXB0cy52MS5Fc2Nyb3dSZWxlYXNlRmFpbHVyZSJPChRFc2Nyb3dSZWxlYXNlRmFpbHVyZRISCgpyZWNlaXB0X2lkGAEgASgJEhMKC21lcmNoYW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCTL/CAoPUmVjZWlwdHNTZXJ2aWNlEo0BCg5FbmNyeXB0UmVjZWlwdBIiLnJlY2VpcHRzLnYxLkVuY3J5cHRSZWNlaXB0UmVxdWVzdBojLnJlY2VpcHRzLnYxLkVuY3J5cHRSZWNlaXB0UmVzcG9uc2UiMoLT5JMCLDoHcmVjZWlwdGIHcmVjZWlwdCIYL2FwaS92MS9yZWNlaXB0cy9lbmNyeXB0EocBCg5EZWNyeXB0UmVjZWlwdBIiLnJlY2VpcHRzLnYxLkRlY3J5cHRSZWNlaXB0UmVxdWVzdBojLnJlY2VpcHRzLnYxLkRlY3J5cHRSZWNlaXB0UmVzcG9uc2UiLILT5JMCJjoBKmIHcmVjZWlwdCIYL2FwaS92MS9yZWNlaXB0cy9kZWNyeXB0EncKDExpc3RSZWNlaXB0cxIgLnJlY2VpcHRzLnYxLkxpc3RSZWNlaXB0c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5MaXN0UmVjZWlwdHNSZXNwb25zZSIigtPkkwIcEhovYXBpL3YxL3JlY2VpcHRzL3t1c2VyX2lkfRKuAQoVR2V0VHJhbnNhY3Rpb25SZWNlaXB0EikucmVjZWlwdHMudjEuR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVxdWVzdBoqLnJlY2VpcHRzLnYxLkdldFRyYW5zYWN0aW9uUmVjZWlwdFJlc3BvbnNlIj6C0+STAjhiB3JlY2VpcHQSLS9hcGkvdjEvdHJhbnNhY3Rpb25zL3t0cmFuc2FjdGlvbl9pZH0vcmVjZWlwdBKPAQoSUmVnaXN0ZXJTaWduaW5nS2V5EiYucmVjZWlwdHMudjEuUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBonLnJlY2VpcHRzLnYxLlJlZ2lzdGVyU2lnbmluZ0tleVJlc3BvbnNlIiiC0+STAiI6ASoiHS9hcGkvdjEvcmVjZWlwdHMvc2lnbmluZy1rZXlzEpIBChJTdG9yZVNlYWxlZFJlY2VpcHQSJi5yZWNlaXB0cy52MS5TdG9yZVNlYWxlZFJlY2VpcHRSZXF1ZXN0GicucmVjZWlwdHMudjEuU3RvcmVTZWFsZWRSZWNlaXB0UmVzcG9uc2UiK4LT5JMCJToBKmIHcmVjZWlwdCIXL2FwaS92MS9yZWNlaXB0cy9zZWFsZWQShQEKEUxpc3RQZW5kaW5nRXNjcm93EiUucmVjZWlwdHMudjEuTGlzdFBlbmRpbmdFc2Nyb3dSZXF1ZXN0GiYucmVjZWlwdHMudjEuTGlzdFBlbmRpbmdFc2Nyb3dSZXNwb25zZSIhgtPkkwIbOgEqIhYvYXBpL3YxL2VzY3Jvdy9wZW5kaW5nEnkKDVJlbGVhc2VFc2Nyb3cSIS5yZWNlaXB0cy52MS5SZWxlYXNlRXNjcm93UmVxdWVzdBoiLnJlY2VpcHRzLnYxLlJlbGVhc2VFc2Nyb3dSZXNwb25zZSIhgtPkkwIbOgEqIhYvYXBpL3YxL2VzY3Jvdy9yZWxlYXNlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
 
 /**
  * @generated from message receipts.v1.EncryptReceiptRequest
@@ -272,6 +272,258 @@ export const RegisterSigningKeyResponseSchema: GenMessage<RegisterSigningKeyResp
   messageDesc(file_receipts_v1_receipts, 9);
 
 /**
+ * @generated from message receipts.v1.StoreSealedReceiptRequest
+ */
+export type StoreSealedReceiptRequest = Message<"receipts.v1.StoreSealedReceiptRequest"> & {
+  /**
+   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   *
+   * @generated from field: string recipient_hashed_pan = 1;
+   */
+  recipientHashedPan: string;
+
+  /**
+   * The card's first 6 or 8 digits, as given to LookupKey.
+   *
+   * @generated from field: optional string card_bin = 2;
+   */
+  cardBin?: string | undefined;
+
+  /**
+   * Receipt format version, default "1.0". Part of the AAD.
+   *
+   * @generated from field: string version = 3;
+   */
+  version: string;
+
+  /**
+   * @generated from field: string receipt_id = 4;
+   */
+  receiptId: string;
+
+  /**
+   * @generated from field: string merchant_id = 5;
+   */
+  merchantId: string;
+
+  /**
+   * @generated from field: string transaction_id = 6;
+   */
+  transactionId: string;
+
+  /**
+   * The AES key wrapped to the key LookupKey gave.
+   *
+   * @generated from field: receipts.v1.KeyBundle key_bundle = 7;
+   */
+  keyBundle?: KeyBundle | undefined;
+
+  /**
+   * AES-256-GCM of the receipt's UTF-8 JSON, AAD as for every receipt.
+   *
+   * @generated from field: bytes ciphertext = 8;
+   */
+  ciphertext: Uint8Array;
+
+  /**
+   * 12 bytes.
+   *
+   * @generated from field: bytes iv = 9;
+   */
+  iv: Uint8Array;
+
+  /**
+   * 16 bytes.
+   *
+   * @generated from field: bytes auth_tag = 10;
+   */
+  authTag: Uint8Array;
+};
+
+/**
+ * Describes the message receipts.v1.StoreSealedReceiptRequest.
+ * Use `create(StoreSealedReceiptRequestSchema)` to create a new message.
+ */
+export const StoreSealedReceiptRequestSchema: GenMessage<StoreSealedReceiptRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 10);
+
+/**
+ * @generated from message receipts.v1.StoreSealedReceiptResponse
+ */
+export type StoreSealedReceiptResponse = Message<"receipts.v1.StoreSealedReceiptResponse"> & {
+  /**
+   * @generated from field: receipts.v1.EncryptedReceipt receipt = 1;
+   */
+  receipt?: EncryptedReceipt | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.StoreSealedReceiptResponse.
+ * Use `create(StoreSealedReceiptResponseSchema)` to create a new message.
+ */
+export const StoreSealedReceiptResponseSchema: GenMessage<StoreSealedReceiptResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 11);
+
+/**
+ * @generated from message receipts.v1.ListPendingEscrowRequest
+ */
+export type ListPendingEscrowRequest = Message<"receipts.v1.ListPendingEscrowRequest"> & {
+  /**
+   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   *
+   * @generated from field: string hashed_pan = 1;
+   */
+  hashedPan: string;
+
+  /**
+   * Default 50, at most 200.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListPendingEscrowRequest.
+ * Use `create(ListPendingEscrowRequestSchema)` to create a new message.
+ */
+export const ListPendingEscrowRequestSchema: GenMessage<ListPendingEscrowRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 12);
+
+/**
+ * @generated from message receipts.v1.ListPendingEscrowResponse
+ */
+export type ListPendingEscrowResponse = Message<"receipts.v1.ListPendingEscrowResponse"> & {
+  /**
+   * @generated from field: repeated receipts.v1.EncryptedReceipt receipts = 1;
+   */
+  receipts: EncryptedReceipt[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListPendingEscrowResponse.
+ * Use `create(ListPendingEscrowResponseSchema)` to create a new message.
+ */
+export const ListPendingEscrowResponseSchema: GenMessage<ListPendingEscrowResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 13);
+
+/**
+ * @generated from message receipts.v1.ReleaseEscrowRequest
+ */
+export type ReleaseEscrowRequest = Message<"receipts.v1.ReleaseEscrowRequest"> & {
+  /**
+   * The registered user the receipts go to (a user of the calling tenant).
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: repeated receipts.v1.EscrowRelease receipts = 2;
+   */
+  receipts: EscrowRelease[];
+};
+
+/**
+ * Describes the message receipts.v1.ReleaseEscrowRequest.
+ * Use `create(ReleaseEscrowRequestSchema)` to create a new message.
+ */
+export const ReleaseEscrowRequestSchema: GenMessage<ReleaseEscrowRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 14);
+
+/**
+ * One escrowed receipt and its AES key re-wrapped to the user's active key.
+ *
+ * @generated from message receipts.v1.EscrowRelease
+ */
+export type EscrowRelease = Message<"receipts.v1.EscrowRelease"> & {
+  /**
+   * @generated from field: string merchant_id = 1;
+   */
+  merchantId: string;
+
+  /**
+   * @generated from field: string receipt_id = 2;
+   */
+  receiptId: string;
+
+  /**
+   * @generated from field: receipts.v1.KeyBundle key_bundle = 3;
+   */
+  keyBundle?: KeyBundle | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.EscrowRelease.
+ * Use `create(EscrowReleaseSchema)` to create a new message.
+ */
+export const EscrowReleaseSchema: GenMessage<EscrowRelease> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 15);
+
+/**
+ * @generated from message receipts.v1.ReleaseEscrowResponse
+ */
+export type ReleaseEscrowResponse = Message<"receipts.v1.ReleaseEscrowResponse"> & {
+  /**
+   * @generated from field: int32 released = 1;
+   */
+  released: number;
+
+  /**
+   * @generated from field: repeated receipts.v1.EscrowReleaseFailure failed = 2;
+   */
+  failed: EscrowReleaseFailure[];
+};
+
+/**
+ * Describes the message receipts.v1.ReleaseEscrowResponse.
+ * Use `create(ReleaseEscrowResponseSchema)` to create a new message.
+ */
+export const ReleaseEscrowResponseSchema: GenMessage<ReleaseEscrowResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 16);
+
+/**
+ * @generated from message receipts.v1.EscrowReleaseFailure
+ */
+export type EscrowReleaseFailure = Message<"receipts.v1.EscrowReleaseFailure"> & {
+  /**
+   * @generated from field: string receipt_id = 1;
+   */
+  receiptId: string;
+
+  /**
+   * @generated from field: string merchant_id = 2;
+   */
+  merchantId: string;
+
+  /**
+   * Why the receipt stayed escrowed, e.g. "not_found", "key_mismatch", "invalid_key_bundle".
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message receipts.v1.EscrowReleaseFailure.
+ * Use `create(EscrowReleaseFailureSchema)` to create a new message.
+ */
+export const EscrowReleaseFailureSchema: GenMessage<EscrowReleaseFailure> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 17);
+
+/**
  * Receipts without a payment: encrypt (merchants), list and decrypt (issuers).
  *
  * @generated from service receipts.v1.ReceiptsService
@@ -329,6 +581,39 @@ export const ReceiptsService: GenService<{
     methodKind: "unary";
     input: typeof RegisterSigningKeyRequestSchema;
     output: typeof RegisterSigningKeyResponseSchema;
+  },
+  /**
+   * Stores a receipt the merchant sealed on its own side (section 16): the service never sees its
+   * content. The key bundle must name the key LookupKey gives now.
+   *
+   * @generated from rpc receipts.v1.ReceiptsService.StoreSealedReceipt
+   */
+  storeSealedReceipt: {
+    methodKind: "unary";
+    input: typeof StoreSealedReceiptRequestSchema;
+    output: typeof StoreSealedReceiptResponseSchema;
+  },
+  /**
+   * Receipts escrowed for the calling issuer tenant under its own escrow keys, for one card, for the
+   * issuer to re-wrap on its side (section 17).
+   *
+   * @generated from rpc receipts.v1.ReceiptsService.ListPendingEscrow
+   */
+  listPendingEscrow: {
+    methodKind: "unary";
+    input: typeof ListPendingEscrowRequestSchema;
+    output: typeof ListPendingEscrowResponseSchema;
+  },
+  /**
+   * Swaps the key bundles of escrowed receipts for bundles the issuer re-wrapped to the user's active
+   * key; the ciphertext is untouched.
+   *
+   * @generated from rpc receipts.v1.ReceiptsService.ReleaseEscrow
+   */
+  releaseEscrow: {
+    methodKind: "unary";
+    input: typeof ReleaseEscrowRequestSchema;
+    output: typeof ReleaseEscrowResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_receipts, 0);

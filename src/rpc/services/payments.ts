@@ -30,11 +30,16 @@ export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsSe
         },
         async () =>
           responseOf(
-            await createPayment(deps, principal, {
-              gateway: req.gateway,
-              receipt: req.receipt ?? create(ReceiptSchema),
-              signature: ctx.requestHeader.get(SIGNATURE_HEADER),
-            }),
+            await createPayment(
+              deps,
+              principal,
+              {
+                gateway: req.gateway,
+                receipt: req.receipt ?? create(ReceiptSchema),
+                signature: ctx.requestHeader.get(SIGNATURE_HEADER),
+              },
+              callerOf(ctx),
+            ),
           ),
       );
     },

@@ -4,11 +4,13 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
 import type { ReceiptsService } from "../../../gen/receipts/v1/receipts_pb.js";
 import type { DomainDeps } from "../../domain/deps.js";
+import { listPendingEscrow, releaseByIssuer } from "../../domain/issuer-escrow.js";
 import {
   decryptReceipt,
   encryptReceipt,
   getTransactionReceipt,
   listReceipts,
+  storeSealedReceipt,
 } from "../../domain/receipts.js";
 import { registerSigningKey, SIGNATURE_HEADER } from "../../domain/signatures.js";
 import { callerOf, encryptedReceiptOf, principalOf } from "../convert.js";
@@ -22,6 +24,7 @@ export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsSe
         principalOf(ctx),
         req.receipt ?? create(ReceiptSchema),
         ctx.requestHeader.get(SIGNATURE_HEADER),
+        callerOf(ctx),
       );
       return { receipt: encryptedReceiptOf(record) };
     },
@@ -39,5 +42,14 @@ export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsSe
       const key = await registerSigningKey(deps, principalOf(ctx), req);
       return { ...key, registeredAt: timestampFromDate(key.registeredAt) };
     },
+    async storeSealedReceipt(req, ctx) {
+      const input = { ...req, recipientHashedPan: req.recipientHashedPan.toLowerCase() };
+      return { receipt: encryptedReceiptOf(await storeSealedReceipt(deps, principalOf(ctx), input, callerOf(ctx))) };
+    },
+    async listPendingEscrow(req, ctx) {
+      const page = await listPendingEscrow(deps, principalOf(ctx), req);
+      return { receipts: page.receipts.map(encryptedReceiptOf), nextPageToken: page.nextCursor ?? "" };
+    },
+    releaseEscrow: (req, ctx) => releaseByIssuer(deps, principalOf(ctx), req, callerOf(ctx)),
   };
 }

@@ -20,9 +20,11 @@ export class MemoryApiKeys implements ApiKeyStore {
   }
 
   /** Every key, oldest first (then by id), as the Mongo store lists them. */
-  async list(): Promise<ApiKeyRecord[]> {
+  async list(tenantId?: string): Promise<ApiKeyRecord[]> {
     return copy(
-      [...this.byId.values()].sort(
+      [...this.byId.values()]
+        .filter((k) => tenantId === undefined || k.tenantId === tenantId)
+        .sort(
         (a, b) => a.createdAt.getTime() - b.createdAt.getTime() || compare(a.id, b.id),
       ),
     );

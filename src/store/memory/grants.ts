@@ -28,4 +28,11 @@ export class MemoryGrants implements GrantStore {
   async findByHash(tokenHash: string): Promise<GrantRecord | undefined> {
     return copy(this.byHash.get(tokenHash));
   }
+
+  async deleteByUser(userId: string): Promise<number> {
+    const grants = this.byUser.get(userId) ?? [];
+    for (const g of grants) this.byHash.delete(g.tokenHash);
+    this.byUser.delete(userId);
+    return grants.length;
+  }
 }

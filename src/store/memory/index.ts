@@ -4,6 +4,7 @@ import { MemoryAudit } from "./audit.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
 import { MemoryMerchantKeys } from "./merchant-keys.js";
+import { MemoryBins, MemoryIssuerEscrowKeys, MemoryMerchantOwners } from "./ownership.js";
 import { MemoryPayments } from "./payments.js";
 import { MemoryRateLimits } from "./rate-limits.js";
 import { MemoryReceipts } from "./receipts.js";
@@ -30,6 +31,9 @@ export function createMemoryStore(): Store {
     idempotency: new MemoryIdempotency(),
     audit: new MemoryAudit(),
     merchantKeys: new MemoryMerchantKeys(),
+    issuerEscrowKeys: new MemoryIssuerEscrowKeys(),
+    bins: new MemoryBins(),
+    merchants: new MemoryMerchantOwners(),
     init: async () => {},
     ping: async () => {},
     close: async () => {},

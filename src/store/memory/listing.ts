@@ -45,6 +45,11 @@ export class ListingIndex<R extends ListingPosition> {
     return list.slice(Math.max(0, end - count), end).reverse();
   }
 
+  /** Forgets every record of `key`. */
+  deleteKey(key: string): void {
+    this.lists.delete(key);
+  }
+
   /** The records of `key`, oldest first (then by id); not a copy, so the caller must not change it. */
   oldestFirst(key: string): readonly R[] {
     return this.lists.get(key) ?? [];

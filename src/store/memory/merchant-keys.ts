@@ -28,6 +28,12 @@ export class MemoryMerchantKeys implements MerchantKeyStore {
     return { kind: "replaced", previousKeyId: current.merchantKeyId };
   }
 
+  async removeUnlessOwnedBy(merchantId: string, keepTenantId: string): Promise<boolean> {
+    const current = this.byMerchantId.get(merchantId);
+    if (current === undefined || current.tenantId === keepTenantId) return false;
+    return this.byMerchantId.delete(merchantId);
+  }
+
   async findByMerchantId(merchantId: string): Promise<MerchantKeyRecord | undefined> {
     return copy(this.byMerchantId.get(merchantId));
   }

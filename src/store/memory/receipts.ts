@@ -1,5 +1,13 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
-import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
+import type {
+  EscrowCount,
+  EscrowQuery,
+  KeyAlgorithm,
+  ReceiptPage,
+  ReceiptRecord,
+  ReceiptStore,
+  StoredKeyBundle,
+} from "../types.js";
 import { type Members, MultiIndex, memberList, PairMap, withMember, withoutMember } from "./indexes.js";
 import { compare, ListingIndex } from "./listing.js";
 import { sweepExpired } from "./sweep.js";
@@ -24,13 +32,16 @@ interface KeptReceipt {
   userId: string | undefined;
   issuerTenantId: string | undefined;
   keyId: string;
+  algorithm: KeyAlgorithm;
   encryptedAesKey: string;
+  encapsulatedKey: string | undefined;
   readonly ciphertext: string;
   readonly iv: string;
   readonly authTag: string;
   readonly createdAtMs: number;
   isEscrowed: boolean;
   escrowKeyId: string | undefined;
+  escrowOwnerTenantId: string | undefined;
   expiresAtMs: number | undefined;
   readonly paymentId: string | undefined;
 }
@@ -48,13 +59,16 @@ function keep(r: ReceiptRecord): KeptReceipt {
     userId: r.userId,
     issuerTenantId: r.issuerTenantId,
     keyId: r.keyBundle.keyId,
+    algorithm: r.keyBundle.algorithm,
     encryptedAesKey: r.keyBundle.encryptedAesKey,
+    encapsulatedKey: r.keyBundle.encapsulatedKey,
     ciphertext: r.ciphertext,
     iv: r.iv,
     authTag: r.authTag,
     createdAtMs: r.createdAt.getTime(),
     isEscrowed: r.isEscrowed,
     escrowKeyId: r.escrowKeyId,
+    escrowOwnerTenantId: r.escrowOwnerTenantId,
     expiresAtMs: r.expiresAt?.getTime(),
     paymentId: r.paymentId,
   };
@@ -70,7 +84,7 @@ function recordOf(k: KeptReceipt): ReceiptRecord {
     version: k.version,
     merchantTenantId: k.merchantTenantId,
     panHash: k.panHash,
-    keyBundle: { keyId: k.keyId, encryptedAesKey: k.encryptedAesKey },
+    keyBundle: { keyId: k.keyId, algorithm: k.algorithm, encryptedAesKey: k.encryptedAesKey },
     ciphertext: k.ciphertext,
     iv: k.iv,
     authTag: k.authTag,
@@ -79,7 +93,9 @@ function recordOf(k: KeptReceipt): ReceiptRecord {
   };
   if (k.userId !== undefined) record.userId = k.userId;
   if (k.issuerTenantId !== undefined) record.issuerTenantId = k.issuerTenantId;
+  if (k.encapsulatedKey !== undefined) record.keyBundle.encapsulatedKey = k.encapsulatedKey;
   if (k.escrowKeyId !== undefined) record.escrowKeyId = k.escrowKeyId;
+  if (k.escrowOwnerTenantId !== undefined) record.escrowOwnerTenantId = k.escrowOwnerTenantId;
   if (k.expiresAtMs !== undefined) record.expiresAt = new Date(k.expiresAtMs);
   if (k.paymentId !== undefined) record.paymentId = k.paymentId;
   return record;
@@ -175,23 +191,100 @@ export class MemoryReceipts implements ReceiptStore {
     );
   }
 
+  async findEscrowed(query: EscrowQuery, now: Date, limit: number, cursor?: string): Promise<ReceiptPage> {
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new RangeError("The page size must be a positive integer.");
+    const after = cursor === undefined ? undefined : decodeCursor(cursor);
+    const nowMs = now.getTime();
+    const matching = this.escrowedByPan
+      .get(query.panHash)
+      .filter(
+        (k) =>
+          k.expiresAtMs !== undefined &&
+          k.expiresAtMs > nowMs &&
+          (k.escrowOwnerTenantId === undefined
+            ? query.includeUnowned
+            : k.escrowOwnerTenantId === query.ownerTenantId) &&
+          (query.escrowKeyIds === undefined || query.escrowKeyIds.includes(k.escrowKeyId ?? "")) &&
+          !(query.excludeEscrowKeyIds ?? []).includes(k.escrowKeyId ?? "") &&
+          (after === undefined ||
+            k.createdAtMs > after.createdAt.getTime() ||
+            (k.createdAtMs === after.createdAt.getTime() && k.id > after.id)),
+      )
+      .sort((a, b) => a.createdAtMs - b.createdAtMs || compare(a.id, b.id));
+    const receipts = matching.slice(0, limit).map(recordOf);
+    const last = receipts.at(-1);
+    if (matching.length <= limit || last === undefined) return { receipts };
+    return { receipts, nextCursor: encodeCursor(last) };
+  }
+
+  async findByMerchantReceipt(merchantId: string, receiptId: string): Promise<ReceiptRecord | undefined> {
+    const kept = this.byMerchantReceipt.get(merchantId, receiptId);
+    return kept === undefined ? undefined : recordOf(kept);
+  }
+
   async release(
     id: string,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
+    expectedEscrowKeyId?: string,
   ): Promise<boolean> {
     const kept = this.escrowed.get(id);
     if (kept === undefined) return false;
+    if (expectedEscrowKeyId !== undefined && kept.escrowKeyId !== expectedEscrowKeyId) return false;
     this.escrowedByPan.delete(kept.panHash, kept);
     this.escrowed.delete(id);
     kept.isEscrowed = false;
     kept.escrowKeyId = undefined;
+    kept.escrowOwnerTenantId = undefined;
     kept.expiresAtMs = undefined;
     kept.userId = to.userId;
     kept.issuerTenantId = to.issuerTenantId;
     kept.keyId = to.keyBundle.keyId;
+    kept.algorithm = to.keyBundle.algorithm;
     kept.encryptedAesKey = to.keyBundle.encryptedAesKey;
+    kept.encapsulatedKey = to.keyBundle.encapsulatedKey;
     this.byUser.add(to.userId, kept);
     return true;
+  }
+
+  async deleteByUser(userId: string): Promise<number> {
+    const kept = [...this.byUser.oldestFirst(userId)];
+    for (const k of kept) this.forget(k);
+    this.byUser.deleteKey(userId);
+    return kept.length;
+  }
+
+  async countEscrowed(now: Date): Promise<EscrowCount[]> {
+    const nowMs = now.getTime();
+    const counts = new Map<string, EscrowCount>();
+    for (const k of this.escrowed.values()) {
+      if (k.expiresAtMs === undefined || k.expiresAtMs <= nowMs || k.escrowKeyId === undefined) continue;
+      const key = `${k.escrowOwnerTenantId ?? ""}\u0000${k.escrowKeyId}`;
+      const count = counts.get(key);
+      if (count !== undefined) count.count += 1;
+      else {
+        const entry: EscrowCount = { escrowKeyId: k.escrowKeyId, count: 1 };
+        if (k.escrowOwnerTenantId !== undefined) entry.ownerTenantId = k.escrowOwnerTenantId;
+        counts.set(key, entry);
+      }
+    }
+    return [...counts.values()].sort(
+      (a, b) =>
+        compare(a.ownerTenantId ?? "", b.ownerTenantId ?? "") || compare(a.escrowKeyId, b.escrowKeyId),
+    );
+  }
+
+  /** Removes a receipt from every index but the user listing (the caller drops or keeps that). */
+  private forget(kept: KeptReceipt): void {
+    this.byMerchantReceipt.delete(kept.merchantId, kept.receiptId);
+    this.byTransaction.update(kept.merchantTenantId, kept.transactionId, (members) =>
+      withoutMember(members, kept),
+    );
+    if (kept.isEscrowed) {
+      this.escrowedByPan.delete(kept.panHash, kept);
+      this.escrowed.delete(kept.id);
+    }
+    if (kept.paymentId !== undefined) this.byPayment.delete(kept.paymentId);
   }
 
   /**
@@ -205,14 +298,7 @@ export class MemoryReceipts implements ReceiptStore {
       nowMs,
       this.lastSweepMs,
       (kept) => kept.expiresAtMs,
-      (kept) => {
-        this.byMerchantReceipt.delete(kept.merchantId, kept.receiptId);
-        this.byTransaction.update(kept.merchantTenantId, kept.transactionId, (members) =>
-          withoutMember(members, kept),
-        );
-        this.escrowedByPan.delete(kept.panHash, kept);
-        if (kept.paymentId !== undefined) this.byPayment.delete(kept.paymentId);
-      },
+      (kept) => this.forget(kept),
     );
   }
 

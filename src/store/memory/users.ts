@@ -42,4 +42,25 @@ export class MemoryUsers implements UserStore {
     for (const key of plan.keys) this.keys.set(key.keyId, copy(key));
     return copy(plan.outcome);
   }
+
+  async listKeys(userId: string): Promise<KeyRecord[]> {
+    return copy(this.keysOf(userId));
+  }
+
+  async erase(userId: string): Promise<{ user: UserRecord; deletedKeys: number } | undefined> {
+    const user = this.users.get(userId);
+    if (user === undefined) return undefined;
+    const keys = this.keysOf(userId);
+    for (const key of keys) this.keys.delete(key.keyId);
+    this.users.delete(userId);
+    if (this.userIdByPan.get(user.panHash) === userId) this.userIdByPan.delete(user.panHash);
+    return { user: copy(user), deletedKeys: keys.length };
+  }
+
+  /** A user's keys, oldest first. A scan: only erasure and key listings ask, never a receipt's path. */
+  private keysOf(userId: string): KeyRecord[] {
+    return [...this.keys.values()]
+      .filter((k) => k.userId === userId)
+      .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime());
+  }
 }

@@ -30,10 +30,11 @@ export class MongoApiKeys implements ApiKeyStore {
     );
   }
 
-  /** Every key, oldest first (then by id). */
-  list(): Promise<ApiKeyRecord[]> {
+  /** Every key (or every key of one tenant), oldest first (then by id). */
+  list(tenantId?: string): Promise<ApiKeyRecord[]> {
+    const filter = tenantId === undefined ? {} : { tenantId };
     return this.ctx.run(() =>
-      this.collection.find<ApiKeyRecord>({}, this.ctx.read).sort({ createdAt: 1, id: 1 }).toArray(),
+      this.collection.find<ApiKeyRecord>(filter, this.ctx.read).sort({ createdAt: 1, id: 1 }).toArray(),
     );
   }
 

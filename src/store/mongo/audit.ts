@@ -1,4 +1,5 @@
-import type { AuditEvent, AuditStore } from "../types.js";
+import type { Filter } from "mongodb";
+import type { AuditEvent, AuditQuery, AuditStore } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { COLLECTIONS } from "./indexes.js";
 
@@ -17,10 +18,13 @@ export class MongoAudit implements AuditStore {
   }
 
   /** Newest first by `at`; events with the same time, the last inserted first (ObjectIds grow). */
-  list(limit: number): Promise<AuditEvent[]> {
+  list(limit: number, query: AuditQuery = {}): Promise<AuditEvent[]> {
     if (limit < 1) return Promise.resolve([]);
+    const filter: Filter<AuditEvent> = {};
+    if (query.tenantId !== undefined) filter.tenantId = query.tenantId;
+    if (query.after !== undefined) filter.at = { $gt: query.after };
     return this.ctx.run(() =>
-      this.collection.find<AuditEvent>({}, this.ctx.read).sort({ at: -1, _id: -1 }).limit(limit).toArray(),
+      this.collection.find<AuditEvent>(filter, this.ctx.read).sort({ at: -1, _id: -1 }).limit(limit).toArray(),
     );
   }
 }

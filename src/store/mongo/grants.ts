@@ -55,6 +55,15 @@ export class MongoGrants implements GrantStore {
     });
   }
 
+  /** Deletes the user's grants and its slots document. */
+  deleteByUser(userId: string): Promise<number> {
+    return this.ctx.run(async () => {
+      const { deletedCount } = await this.grants.deleteMany({ userId }, this.ctx.limit);
+      await this.slots.deleteOne({ _id: userId }, this.ctx.limit);
+      return deletedCount;
+    });
+  }
+
   findByHash(tokenHash: string): Promise<GrantRecord | undefined> {
     return this.ctx.run(
       async () => (await this.grants.findOne<GrantRecord>({ tokenHash }, this.ctx.read)) ?? undefined,

@@ -6,6 +6,7 @@ import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
 import { INDEXES } from "./indexes.js";
 import { MongoMerchantKeys } from "./merchant-keys.js";
+import { MongoBins, MongoIssuerEscrowKeys, MongoMerchantOwners } from "./ownership.js";
 import { MongoPayments } from "./payments.js";
 import { MongoRateLimits } from "./rate-limits.js";
 import { MongoReceipts } from "./receipts.js";
@@ -34,6 +35,9 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     idempotency: new MongoIdempotency(ctx),
     audit: new MongoAudit(ctx),
     merchantKeys: new MongoMerchantKeys(ctx),
+    issuerEscrowKeys: new MongoIssuerEscrowKeys(ctx),
+    bins: new MongoBins(ctx),
+    merchants: new MongoMerchantOwners(ctx),
     /** Creates every collection's indexes; creating an existing identical index is a no-op. */
     init: () =>
       ctx.run(async () => {

@@ -15,6 +15,12 @@ export const COLLECTIONS = {
   /** Merchant signing keys (section 10), one document per merchantId. */
   merchantKeys: "merchantKeys",
   audit: "audit",
+  /** Issuer tenants' escrow public keys (section 17). */
+  issuerEscrowKeys: "issuerEscrowKeys",
+  /** BIN prefixes, `_id` the prefix, one owner each (section 17). */
+  bins: "bins",
+  /** MerchantIds, `_id` the merchantId, and the merchant tenant each belongs to (section 18). */
+  merchants: "merchants",
 } as const;
 
 /** A TTL index: MongoDB deletes a document once its `expiresAt` has passed (checked about every 60 s). */
@@ -43,6 +49,7 @@ export const INDEXES: Record<string, IndexDescription[]> = {
       partialFilterExpression: { paymentId: { $exists: true } },
     },
     { key: { panHash: 1, isEscrowed: 1 }, name: "listEscrowed" },
+    { key: { panHash: 1, isEscrowed: 1, createdAt: 1, id: 1 }, name: "findEscrowed" },
     // Only escrowed receipts have `expiresAt`: unreleased escrow is deleted after its retention.
     ttl,
   ],
@@ -61,4 +68,9 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   ],
   [COLLECTIONS.merchantKeys]: [{ key: { merchantId: 1 }, name: "uniq_merchantId", unique: true }],
   [COLLECTIONS.audit]: [{ key: { at: -1 }, name: "list" }],
+  [COLLECTIONS.issuerEscrowKeys]: [
+    { key: { escrowKeyId: 1 }, name: "uniq_escrowKeyId", unique: true },
+    { key: { tenantId: 1, createdAt: -1 }, name: "byTenant" },
+  ],
+  [COLLECTIONS.bins]: [{ key: { tenantId: 1 }, name: "byTenant" }],
 };

@@ -55,6 +55,16 @@ export class MongoMerchantKeys implements MerchantKeyStore {
         (await this.collection.findOne<MerchantKeyRecord>({ merchantId }, this.ctx.read)) ?? undefined,
     );
   }
+
+  removeUnlessOwnedBy(merchantId: string, keepTenantId: string): Promise<boolean> {
+    return this.ctx.run(async () => {
+      const result = await this.collection.deleteOne(
+        { merchantId, tenantId: { $ne: keepTenantId } },
+        this.ctx.limit,
+      );
+      return result.deletedCount === 1;
+    });
+  }
 }
 
 /**

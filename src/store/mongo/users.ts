@@ -45,9 +45,29 @@ export class MongoUsers implements UserStore {
   }
 
   findKey(keyId: string): Promise<KeyRecord | undefined> {
-    return this.ctx.run(
-      async () => (await this.keys.findOne<KeyRecord>({ keyId }, this.ctx.read)) ?? undefined,
+    return this.ctx.run(async () => {
+      const key = await this.keys.findOne<KeyRecord>({ keyId }, this.ctx.read);
+      return key === null ? undefined : withAlgorithm(key);
+    });
+  }
+
+  listKeys(userId: string): Promise<KeyRecord[]> {
+    return this.ctx.run(async () =>
+      (await this.keys.find<KeyRecord>({ userId }, this.ctx.read).sort({ createdAt: 1, keyId: 1 }).toArray()).map(
+        withAlgorithm,
+      ),
     );
+  }
+
+  /** Deletes the keys, then the user (a retry after a failure in between finds the user and finishes). */
+  erase(userId: string): Promise<{ user: UserRecord; deletedKeys: number } | undefined> {
+    return this.ctx.run(async () => {
+      const user = await this.users.findOne<UserRecord>({ userId }, this.ctx.read);
+      if (user === null) return undefined;
+      const { deletedCount } = await this.keys.deleteMany({ userId }, this.ctx.limit);
+      const removed = await this.users.deleteOne({ userId }, this.ctx.limit);
+      return removed.deletedCount === 1 ? { user, deletedKeys: deletedCount } : undefined;
+    });
   }
 
   /**
@@ -84,4 +104,10 @@ export class MongoUsers implements UserStore {
     for (const k of plan.keys) await this.keys.replaceOne({ keyId: k.keyId }, k, write);
     return plan.outcome;
   }
+}
+
+/** A stored key with its suite: keys stored before there were two suites have none, and are RSA. */
+function withAlgorithm(key: KeyRecord): KeyRecord {
+  key.algorithm ??= "RSA-OAEP-256";
+  return key;
 }

@@ -1,0 +1,162 @@
+import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
+import { parsePublicKey } from "../crypto/keys.js";
+import { AppError, Violations } from "../errors.js";
+import { randomId } from "../ids.js";
+import type { ApiKeyRecord, IssuerEscrowKeyRecord, ReceiptPage } from "../store/types.js";
+import type { DomainDeps } from "./deps.js";
+import { ISSUER_ESCROW_KEY_PREFIX } from "./escrow.js";
+import type { CallerInfo } from "./grants.js";
+import { checkKeyBundle } from "./key-bundles.js";
+import { checkHashedPan, panHashOf } from "./pan.js";
+import { PAGE_SIZE } from "./receipts.js";
+import { sealingKeyOf } from "./routing.js";
+
+/**
+ * Escrow that the service cannot open (section 17): an issuer tenant registers escrow public keys of
+ * its own; receipts escrowed for it (its BIN, a card not registered to it) are sealed to its current
+ * one. The issuer lists them, unwraps and re-wraps the AES key to the cardholder's key on its side,
+ * and hands the new key bundles back: the ciphertext never changes, and the service never holds a key
+ * that opens it.
+ */
+
+/** Registers an escrow public key (either suite) of the caller's tenant; it becomes the current one. */
+export async function registerEscrowKey(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: { publicKey: string },
+): Promise<IssuerEscrowKeyRecord> {
+  const v = new Violations();
+  if (input.publicKey === "") v.add("publicKey", "is required");
+  v.throwIfAny();
+  const parsed = parsePublicKey(input.publicKey, "publicKey");
+  const record: IssuerEscrowKeyRecord = {
+    escrowKeyId: randomId(ISSUER_ESCROW_KEY_PREFIX.slice(0, -1), 12),
+    tenantId: principal.tenantId,
+    algorithm: parsed.algorithm,
+    publicKey: parsed.spki,
+    createdAt: deps.clock.now(),
+  };
+  await deps.store.issuerEscrowKeys.insert(record);
+  return record;
+}
+
+/** The receipts escrowed for the caller's tenant under its own escrow keys, for one card, oldest first. */
+export async function listPendingEscrow(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: { hashedPan: string; pageSize: number; pageToken: string },
+): Promise<ReceiptPage> {
+  const v = new Violations();
+  checkHashedPan(input.hashedPan, "hashedPan", v);
+  if (input.pageSize < 0 || input.pageSize > PAGE_SIZE.max) v.add("pageSize", `must be from 1 to ${PAGE_SIZE.max}`);
+  if (input.pageToken.length > 512) v.add("pageToken", "is not a valid page token");
+  v.throwIfAny();
+  const keys = await deps.store.issuerEscrowKeys.list(principal.tenantId);
+  if (keys.length === 0) return { receipts: [] };
+  return deps.store.receipts.findEscrowed(
+    {
+      panHash: panHashOf(deps.pepper, input.hashedPan),
+      ownerTenantId: principal.tenantId,
+      includeUnowned: false,
+      escrowKeyIds: keys.map((k) => k.escrowKeyId),
+    },
+    deps.clock.now(),
+    input.pageSize || PAGE_SIZE.default,
+    input.pageToken || undefined,
+  );
+}
+
+/** At most this many receipts per release call. */
+export const MAX_RELEASES_PER_CALL = 200;
+
+/** One re-wrapped receipt of a release request. */
+export interface EscrowReleaseInput {
+  merchantId: string;
+  receiptId: string;
+  keyBundle?: KeyBundle | undefined;
+}
+
+/** Why one receipt of a release request stayed escrowed. */
+export interface ReleaseFailure {
+  merchantId: string;
+  receiptId: string;
+  reason: "not_found" | "not_escrowed" | "key_mismatch" | "invalid_key_bundle";
+}
+
+/**
+ * Swaps the key bundles of receipts escrowed for the caller's tenant under its own escrow keys for
+ * bundles it re-wrapped to the user's active key (section 17): each must be a receipt of the user's
+ * card, escrowed for this tenant, and its bundle must name the user's active key with that key's
+ * suite and sizes. Each receipt succeeds or fails on its own; the answer says which failed and why.
+ */
+export async function releaseByIssuer(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: { userId: string; receipts: EscrowReleaseInput[] },
+  caller: CallerInfo,
+): Promise<{ released: number; failed: ReleaseFailure[] }> {
+  const v = new Violations();
+  if (input.userId === "") v.add("userId", "is required");
+  if (input.receipts.length === 0) v.add("receipts", "is required");
+  else if (input.receipts.length > MAX_RELEASES_PER_CALL) {
+    v.add("receipts", `must have at most ${MAX_RELEASES_PER_CALL} entries`);
+  }
+  input.receipts.forEach((r, i) => {
+    if (r.merchantId === "") v.add(`receipts[${i}].merchantId`, "is required");
+    if (r.receiptId === "") v.add(`receipts[${i}].receiptId`, "is required");
+  });
+  v.throwIfAny();
+  const user = await deps.store.users.findById(input.userId);
+  if (!user || user.tenantId !== principal.tenantId) throw new AppError("not_found", "User not found.");
+  const active = await deps.store.users.findKey(user.activeKeyId);
+  if (!active) throw new AppError("internal_server_error", "A user's active key is missing.");
+  const key = sealingKeyOf(active);
+  const issuerKeyIds = new Set((await deps.store.issuerEscrowKeys.list(principal.tenantId)).map((k) => k.escrowKeyId));
+
+  let released = 0;
+  const failed: ReleaseFailure[] = [];
+  for (const item of input.receipts) {
+    const fail = (reason: ReleaseFailure["reason"]) =>
+      failed.push({ merchantId: item.merchantId, receiptId: item.receiptId, reason });
+    const receipt = await deps.store.receipts.findByMerchantReceipt(item.merchantId, item.receiptId);
+    if (
+      !receipt ||
+      receipt.panHash !== user.panHash ||
+      (receipt.isEscrowed && receipt.escrowOwnerTenantId !== principal.tenantId)
+    ) {
+      fail("not_found");
+      continue;
+    }
+    if (!receipt.isEscrowed || !issuerKeyIds.has(receipt.escrowKeyId ?? "")) {
+      fail("not_escrowed");
+      continue;
+    }
+    if (item.keyBundle?.keyId !== key.keyId) {
+      fail("key_mismatch");
+      continue;
+    }
+    const bundle = checkKeyBundle(new Violations(), "keyBundle", item.keyBundle, key);
+    if (bundle === undefined) {
+      fail("invalid_key_bundle");
+      continue;
+    }
+    const ok = await deps.store.receipts.release(
+      receipt.id,
+      { userId: user.userId, issuerTenantId: user.tenantId, keyBundle: bundle },
+      receipt.escrowKeyId,
+    );
+    if (ok) released += 1;
+    else fail("not_escrowed");
+  }
+  await deps.store.audit.append({
+    at: deps.clock.now(),
+    action: "escrow.released_by_issuer",
+    tenantId: principal.tenantId,
+    requestId: caller.requestId,
+    sourceIp: caller.sourceIp,
+    userId: user.userId,
+    keyId: key.keyId,
+    subject: `${released} released, ${failed.length} failed`,
+  });
+  return { released, failed };
+}

@@ -1,0 +1,140 @@
+import { AppError, Violations } from "../errors.js";
+import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, UserRecord } from "../store/types.js";
+import type { DomainDeps } from "./deps.js";
+import type { CallerInfo } from "./grants.js";
+import { checkCardBin, checkHashedPan, panHashOf } from "./pan.js";
+
+/**
+ * Where a receipt for a card goes (sections 8 and 17), decided in one place for encrypt, create,
+ * merchant-side sealing and key look-up:
+ * - a `cardBin` owned by issuer tenant T: the card's user if T registered it; otherwise T's escrow
+ *   (and a card registered by another tenant is a `card_binding_conflict`, audited);
+ * - no `cardBin`, or one nobody owns: the card's user, else escrow without an owner.
+ * Escrow for T is sealed to T's current issuer escrow key when T has one (the service holds nothing
+ * that opens it), else to the service escrow key that seals, and marked for T.
+ */
+
+/** The public key a receipt is sealed to. */
+export interface SealingKey {
+  keyId: string;
+  algorithm: KeyAlgorithm;
+  /** Base64 DER SubjectPublicKeyInfo. */
+  spki: string;
+}
+
+export type Recipient =
+  | { kind: "user"; user: UserRecord; key: SealingKey }
+  | {
+      kind: "escrow";
+      key: SealingKey;
+      /** The issuer tenant the receipt is escrowed for; unset for escrow without an owner. */
+      ownerTenantId?: string;
+      /** The HMAC of the hashed PAN, as stored. */
+      panHash: string;
+    };
+
+/** The card a merchant request names. */
+export interface CardRef {
+  recipientHashedPan: string;
+  cardBin?: string | undefined;
+}
+
+/** Adds violations for a malformed hashed PAN or card BIN, naming `panField` and `cardBin`. */
+export function checkCardRef(card: CardRef, panField: string, violations: Violations): void {
+  checkHashedPan(card.recipientHashedPan, panField, violations);
+  checkCardBin(card.cardBin, "cardBin", violations);
+}
+
+/** The sealing key of a registered user key. */
+export function sealingKeyOf(key: KeyRecord): SealingKey {
+  return { keyId: key.keyId, algorithm: key.algorithm, spki: key.publicKey };
+}
+
+/**
+ * Decides the recipient of a receipt for `card` (validated by {@link checkCardRef}). A binding
+ * conflict is written to the audit log as `card_binding_conflict` under the BIN owner's tenant.
+ */
+export async function recipientOf(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  card: CardRef,
+  caller: CallerInfo,
+): Promise<Recipient> {
+  const panHash = panHashOf(deps.pepper, card.recipientHashedPan);
+  const [owner, user] = await Promise.all([
+    card.cardBin === undefined ? undefined : deps.store.bins.ownerOf(card.cardBin),
+    deps.store.users.findByPanHash(panHash),
+  ]);
+  if (user !== undefined && (owner === undefined || owner === user.tenantId)) {
+    const key = await deps.store.users.findKey(user.activeKeyId);
+    if (key === undefined) throw new AppError("internal_server_error", "A user's active key is missing.");
+    return { kind: "user", user, key: sealingKeyOf(key) };
+  }
+  if (user !== undefined && owner !== undefined) {
+    await deps.store.audit.append({
+      at: deps.clock.now(),
+      action: "card_binding_conflict",
+      tenantId: owner,
+      requestId: caller.requestId,
+      sourceIp: caller.sourceIp,
+      subject: `merchant tenant ${principal.tenantId}`,
+    });
+  }
+  if (owner === undefined) return { kind: "escrow", key: serviceEscrowKey(deps), panHash };
+  const issuerKey = await deps.store.issuerEscrowKeys.current(owner);
+  const key: SealingKey = issuerKey
+    ? { keyId: issuerKey.escrowKeyId, algorithm: issuerKey.algorithm, spki: issuerKey.publicKey }
+    : serviceEscrowKey(deps);
+  return { kind: "escrow", key, ownerTenantId: owner, panHash };
+}
+
+/** The service escrow key that seals: the first one configured. */
+export function serviceEscrowKey(deps: DomainDeps): SealingKey {
+  const [first] = deps.escrowKeys;
+  if (first === undefined) throw new AppError("internal_server_error", "No escrow key is configured.");
+  return first;
+}
+
+/** A key look-up request after transport decoding (section 16). */
+export interface LookupInput {
+  recipientHashedPan: string;
+  cardBin?: string | undefined;
+}
+
+/** The key a merchant seals to on its own side, as returned by look-up. */
+export interface LookedUpKey {
+  keyId: string;
+  algorithm: KeyAlgorithm;
+  publicKey: string;
+  isEscrowed: boolean;
+}
+
+/**
+ * The key the service would seal a receipt for this card to right now (section 16), for merchants
+ * that seal on their side. Audited as `key.lookup` (the card itself is never written down).
+ */
+export async function lookupKey(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: LookupInput,
+  caller: CallerInfo,
+): Promise<LookedUpKey> {
+  const violations = new Violations();
+  checkCardRef(input, "recipientHashedPan", violations);
+  violations.throwIfAny();
+  const recipient = await recipientOf(deps, principal, input, caller);
+  await deps.store.audit.append({
+    at: deps.clock.now(),
+    action: "key.lookup",
+    tenantId: principal.tenantId,
+    requestId: caller.requestId,
+    sourceIp: caller.sourceIp,
+    keyId: recipient.key.keyId,
+  });
+  return {
+    keyId: recipient.key.keyId,
+    algorithm: recipient.key.algorithm,
+    publicKey: recipient.key.spki,
+    isEscrowed: recipient.kind === "escrow",
+  };
+}

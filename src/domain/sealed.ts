@@ -1,0 +1,75 @@
+import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
+import { AppError, Violations } from "../errors.js";
+import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
+import type { DomainDeps } from "./deps.js";
+import type { CallerInfo } from "./grants.js";
+import { checkKeyBundle, checkSealedBytes, isKeyAlgorithm } from "./key-bundles.js";
+import { claimMerchantId } from "./merchants.js";
+import { checkReceiptIdentity, type ReceiptIdentityInput } from "./receipt-rules.js";
+import { type CardRef, checkCardRef, recipientOf } from "./routing.js";
+import { receiptRecordOf } from "./sealing.js";
+
+/**
+ * Merchant-side sealing (section 16): a receipt the merchant sealed on its side, to the key that
+ * look-up gave it. The service never sees the content; it checks what it can (ids, sizes, that the
+ * bundle names the key the card routes to now) and stores it as if it had sealed it itself. The AAD
+ * binds the ids, so a device refuses an envelope moved to another receipt.
+ */
+
+/** A receipt sealed by the merchant, after transport decoding (the REST body or a `sealedReceipt`). */
+export interface SealedInput extends CardRef, ReceiptIdentityInput {
+  keyBundle?: KeyBundle | undefined;
+  ciphertext: Uint8Array;
+  iv: Uint8Array;
+  authTag: Uint8Array;
+}
+
+/**
+ * Validates a merchant-sealed receipt and builds its record (not yet stored): every field problem at
+ * once (`invalid_request`), then the recipient: a bundle naming another key than the card routes to
+ * now is `conflict` ("look it up again"). Claims the merchantId last (section 18). `prefix` is where
+ * the sealed parts, `version` and `receiptId` sit in the request, for error messages: "" for
+ * /receipts/sealed, "sealedReceipt." for a payment.
+ */
+export async function prepareSealed(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: SealedInput,
+  caller: CallerInfo,
+  prefix: string,
+  paymentId?: string,
+): Promise<ReceiptRecord> {
+  const v = new Violations();
+  const identity = checkReceiptIdentity(v, input, prefix);
+  checkCardRef(input, "recipientHashedPan", v);
+  checkSealedBytes(v, input, prefix);
+  const bundleField = `${prefix}keyBundle`;
+  const bundle = input.keyBundle;
+  if (bundle === undefined) v.add(bundleField, "is required");
+  else {
+    if (bundle.keyId === "") v.add(`${bundleField}.keyId`, "is required: the keyId that look-up gave");
+    if (!isKeyAlgorithm(bundle.algorithm)) {
+      v.add(`${bundleField}.algorithm`, "must be RSA-OAEP-256 or HPKE-P256-SHA256-A256GCM");
+    }
+  }
+  v.throwIfAny();
+
+  const recipient = await recipientOf(deps, principal, input, caller);
+  if (bundle?.keyId !== recipient.key.keyId) {
+    throw new AppError("conflict", "The recipient's key changed: look it up again and seal to the key it gives.");
+  }
+  const keyBundle = checkKeyBundle(v, bundleField, bundle, recipient.key);
+  v.throwIfAny();
+  if (keyBundle === undefined) throw new AppError("internal_server_error", "A checked key bundle is missing.");
+
+  await claimMerchantId(deps, principal, identity.merchantId);
+  const base64 = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64");
+  return receiptRecordOf(
+    deps,
+    principal,
+    recipient,
+    identity,
+    { keyBundle, ciphertext: base64(input.ciphertext), iv: base64(input.iv), authTag: base64(input.authTag) },
+    paymentId,
+  );
+}

@@ -1,0 +1,87 @@
+import type {
+  BinStore,
+  IssuerEscrowKeyRecord,
+  IssuerEscrowKeyStore,
+  MerchantOwnerRecord,
+  MerchantOwnerStore,
+  SetBinsOutcome,
+} from "../types.js";
+import { binsOverlapping } from "../bins.js";
+import { copy } from "./copy.js";
+
+/** Issuer escrow keys held in memory, per tenant in the order registered. */
+export class MemoryIssuerEscrowKeys implements IssuerEscrowKeyStore {
+  private readonly byTenant = new Map<string, IssuerEscrowKeyRecord[]>();
+
+  async insert(key: IssuerEscrowKeyRecord): Promise<void> {
+    const keys = this.byTenant.get(key.tenantId) ?? [];
+    keys.push(copy(key));
+    this.byTenant.set(key.tenantId, keys);
+  }
+
+  async current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined> {
+    return copy(this.byTenant.get(tenantId)?.at(-1));
+  }
+
+  async list(tenantId: string): Promise<IssuerEscrowKeyRecord[]> {
+    return copy([...(this.byTenant.get(tenantId) ?? [])].reverse());
+  }
+}
+
+/** BIN prefixes held in memory; `set` checks and writes in one synchronous step. */
+export class MemoryBins implements BinStore {
+  private readonly owners = new Map<string, string>();
+
+  async set(tenantId: string, bins: readonly string[]): Promise<SetBinsOutcome> {
+    for (const bin of bins) {
+      for (const other of binsOverlapping(bin)) {
+        const owner = this.owners.get(other);
+        if (owner !== undefined && owner !== tenantId) return { kind: "conflict", bin };
+      }
+      // An 8-digit prefix of another tenant under this 6-digit one.
+      if (bin.length === 6) {
+        for (const [other, owner] of this.owners) {
+          if (owner !== tenantId && other.startsWith(bin)) return { kind: "conflict", bin };
+        }
+      }
+    }
+    for (const [bin, owner] of this.owners) if (owner === tenantId) this.owners.delete(bin);
+    for (const bin of bins) this.owners.set(bin, tenantId);
+    return { kind: "set" };
+  }
+
+  async list(tenantId: string): Promise<string[]> {
+    return [...this.owners].filter(([, owner]) => owner === tenantId).map(([bin]) => bin).sort();
+  }
+
+  async ownerOf(cardBin: string): Promise<string | undefined> {
+    for (const prefix of binsOverlapping(cardBin)) {
+      const owner = this.owners.get(prefix);
+      if (owner !== undefined) return owner;
+    }
+    return undefined;
+  }
+}
+
+/** MerchantId owners held in memory. */
+export class MemoryMerchantOwners implements MerchantOwnerStore {
+  private readonly byMerchantId = new Map<string, MerchantOwnerRecord>();
+
+  async claim(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord> {
+    const current = this.byMerchantId.get(merchantId);
+    if (current !== undefined) return copy(current);
+    const record: MerchantOwnerRecord = { merchantId, tenantId, source: "first_use", at: now };
+    this.byMerchantId.set(merchantId, copy(record));
+    return record;
+  }
+
+  async assign(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord> {
+    const record: MerchantOwnerRecord = { merchantId, tenantId, source: "operator", at: now };
+    this.byMerchantId.set(merchantId, copy(record));
+    return copy(record);
+  }
+
+  async find(merchantId: string): Promise<MerchantOwnerRecord | undefined> {
+    return copy(this.byMerchantId.get(merchantId));
+  }
+}

@@ -1,0 +1,173 @@
+import { binsOverlapping } from "../bins.js";
+import type {
+  BinStore,
+  IssuerEscrowKeyRecord,
+  IssuerEscrowKeyStore,
+  MerchantOwnerRecord,
+  MerchantOwnerStore,
+  SetBinsOutcome,
+} from "../types.js";
+import type { MongoContext } from "./connection.js";
+import { isDuplicateKey } from "./errors.js";
+import { COLLECTIONS } from "./indexes.js";
+
+/** Issuer escrow keys in `issuerEscrowKeys`. */
+export class MongoIssuerEscrowKeys implements IssuerEscrowKeyStore {
+  constructor(private readonly ctx: MongoContext) {}
+
+  private get collection() {
+    return this.ctx.collection<IssuerEscrowKeyRecord>(COLLECTIONS.issuerEscrowKeys);
+  }
+
+  insert(key: IssuerEscrowKeyRecord): Promise<void> {
+    return this.ctx.run(async () => {
+      await this.collection.insertOne({ ...key }, this.ctx.limit);
+    });
+  }
+
+  async current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined> {
+    return (await this.newestFirst(tenantId, 1))[0];
+  }
+
+  list(tenantId: string): Promise<IssuerEscrowKeyRecord[]> {
+    return this.newestFirst(tenantId, 0);
+  }
+
+  /** The tenant's keys, newest first; `limit` 0 for all. */
+  private newestFirst(tenantId: string, limit: number): Promise<IssuerEscrowKeyRecord[]> {
+    return this.ctx.run(() =>
+      this.collection
+        .find<IssuerEscrowKeyRecord>({ tenantId }, this.ctx.read)
+        .sort({ createdAt: -1, escrowKeyId: -1 })
+        .limit(limit)
+        .toArray(),
+    );
+  }
+}
+
+/** A BIN prefix as stored in `bins`: the prefix is the `_id`, so a prefix has one owner. */
+interface BinDoc {
+  _id: string;
+  tenantId: string;
+  setAt: Date;
+}
+
+/** BIN prefixes in `bins`. */
+export class MongoBins implements BinStore {
+  constructor(private readonly ctx: MongoContext) {}
+
+  private get collection() {
+    return this.ctx.collection<BinDoc>(COLLECTIONS.bins);
+  }
+
+  /**
+   * In one transaction: checks every prefix (and the prefixes overlapping it) against other tenants,
+   * then replaces the tenant's list. A concurrent insert of the same prefix by another tenant collides
+   * on `_id` and aborts the transaction (nothing changed).
+   */
+  set(tenantId: string, bins: readonly string[], now: Date): Promise<SetBinsOutcome> {
+    return this.ctx.run(async () => {
+      try {
+        return await this.ctx.transaction(async (session) => {
+          const read = this.ctx.readIn(session);
+          for (const bin of bins) {
+            const others = await this.collection
+              .find<BinDoc>(
+                {
+                  tenantId: { $ne: tenantId },
+                  $or: [
+                    { _id: { $in: binsOverlapping(bin) } },
+                    ...(bin.length === 6 ? [{ _id: { $regex: `^${bin}` } }] : []),
+                  ],
+                },
+                read,
+              )
+              .limit(1)
+              .toArray();
+            if (others.length > 0) return { kind: "conflict", bin } as const;
+          }
+          const write = this.ctx.writeIn(session);
+          await this.collection.deleteMany({ tenantId }, write);
+          if (bins.length > 0) {
+            await this.collection.insertMany(
+              bins.map((bin) => ({ _id: bin, tenantId, setAt: now })),
+              write,
+            );
+          }
+          return { kind: "set" } as const;
+        });
+      } catch (err) {
+        if (isDuplicateKey(err)) return { kind: "conflict", bin: bins[0] ?? "" };
+        throw err;
+      }
+    });
+  }
+
+  list(tenantId: string): Promise<string[]> {
+    return this.ctx.run(async () =>
+      (await this.collection.find<BinDoc>({ tenantId }, this.ctx.limit).sort({ _id: 1 }).toArray()).map(
+        (doc) => doc._id,
+      ),
+    );
+  }
+
+  ownerOf(cardBin: string): Promise<string | undefined> {
+    return this.ctx.run(async () => {
+      const found = await this.collection.find<BinDoc>({ _id: { $in: binsOverlapping(cardBin) } }, this.ctx.limit).toArray();
+      // The most specific prefix wins (8 digits before 6); `set` keeps them from disagreeing anyway.
+      found.sort((a, b) => b._id.length - a._id.length);
+      return found[0]?.tenantId;
+    });
+  }
+}
+
+/** A merchantId's owner as stored in `merchants`: the merchantId is the `_id`. */
+interface MerchantDoc {
+  _id: string;
+  tenantId: string;
+  source: MerchantOwnerRecord["source"];
+  at: Date;
+}
+
+function recordOf(doc: MerchantDoc): MerchantOwnerRecord {
+  return { merchantId: doc._id, tenantId: doc.tenantId, source: doc.source, at: doc.at };
+}
+
+/** MerchantId owners in `merchants`. */
+export class MongoMerchantOwners implements MerchantOwnerStore {
+  constructor(private readonly ctx: MongoContext) {}
+
+  private get collection() {
+    return this.ctx.collection<MerchantDoc>(COLLECTIONS.merchants);
+  }
+
+  /** An upsert that only inserts: the first claimant's document stays, and every claim returns it. */
+  claim(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord> {
+    return this.ctx.run(async () => {
+      const doc = await this.collection.findOneAndUpdate(
+        { _id: merchantId },
+        { $setOnInsert: { tenantId, source: "first_use", at: now } },
+        { ...this.ctx.limit, upsert: true, returnDocument: "after" },
+      );
+      return doc === null ? { merchantId, tenantId, source: "first_use", at: now } : recordOf(doc);
+    });
+  }
+
+  assign(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord> {
+    return this.ctx.run(async () => {
+      await this.collection.replaceOne(
+        { _id: merchantId },
+        { tenantId, source: "operator", at: now },
+        { ...this.ctx.limit, upsert: true },
+      );
+      return { merchantId, tenantId, source: "operator", at: now };
+    });
+  }
+
+  find(merchantId: string): Promise<MerchantOwnerRecord | undefined> {
+    return this.ctx.run(async () => {
+      const doc = await this.collection.findOne<MerchantDoc>({ _id: merchantId }, this.ctx.limit);
+      return doc === null ? undefined : recordOf(doc);
+    });
+  }
+}
