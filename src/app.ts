@@ -11,6 +11,7 @@ import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import type { DomainDeps } from "./domain/deps.js";
 import { escrowKeyOf } from "./domain/escrow.js";
+import { registerAdminRoutes } from "./http/admin.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
 import { createMetrics, metricsInterceptor } from "./metrics.js";
@@ -129,8 +130,11 @@ export async function buildApp({
     ...(listener === undefined ? {} : { listener }),
     ...(shutdownGraceMs === undefined ? {} : { shutdownGraceMs }),
     ...(grpcFastPath === undefined ? {} : { grpcFastPath }),
-    addRoutes: (app) => {
+    addRoutes: async (app) => {
       app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
+      if (config.adminToken !== undefined) {
+        await registerAdminRoutes(app, { token: config.adminToken, store, env: config.env, clock });
+      }
     },
   });
   return {

@@ -3,6 +3,7 @@ import { receiptAad } from "../crypto/envelope.js";
 import { parsePrivateKey } from "../crypto/keys.js";
 import type { ReceiptRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps, EscrowKey } from "./deps.js";
+import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import type { SealingKey } from "./routing.js";
 
 /**
@@ -52,7 +53,7 @@ const RELEASE_PAGE = 100;
 export async function releaseEscrow(
   deps: DomainDeps,
   target: ReleaseTarget,
-  caller = { requestId: "", sourceIp: "" },
+  caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<ReleaseCounts> {
   const counts: ReleaseCounts = { released: 0, held: 0 };
   const query = { panHash: target.panHash, ownerTenantId: target.user.tenantId, includeUnowned: true };
@@ -80,7 +81,7 @@ async function releaseOne(
   deps: DomainDeps,
   target: ReleaseTarget,
   receipt: ReceiptRecord,
-  caller: { requestId: string; sourceIp: string },
+  caller: CallerInfo,
 ): Promise<"released" | "held" | "taken"> {
   const escrowKeyId = receipt.escrowKeyId ?? "";
   // Sealed to an issuer's own escrow key: only the issuer can re-wrap it (ReleaseEscrow).

@@ -22,6 +22,12 @@ export interface CallerInfo {
 }
 
 /**
+ * The caller of a domain call made from inside the service (tests, the command line): the RPC adapters
+ * always pass the real one (`callerOf`).
+ */
+export const INTERNAL_CALLER: CallerInfo = { requestId: "internal", sourceIp: "" };
+
+/**
  * Issues a short-lived decrypt grant for one of the user's keys (after the user consented on the
  * device). The token carries 192 random bits; only its hash is stored. A sixth unexpired grant for the
  * same user is refused with `rate_limit_exceeded` and `Retry-After` = seconds until the oldest expires.

@@ -4,7 +4,7 @@ import { isUuidV4, randomId, uuid } from "../ids.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { releaseEscrow } from "./escrow.js";
-import type { CallerInfo } from "./grants.js";
+import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkHashedPan, panHashOf } from "./pan.js";
 import { sealingKeyOf } from "./routing.js";
 
@@ -27,7 +27,7 @@ export interface GeneratedKeys {
 export async function generateKeys(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  input: { algorithm: string },
+  input: { algorithm: string } = { algorithm: "" },
 ): Promise<GeneratedKeys> {
   const algorithm = input.algorithm === "" ? KEY_ALGORITHMS[0] : KEY_ALGORITHMS.find((a) => a === input.algorithm);
   if (algorithm === undefined) {
@@ -82,7 +82,7 @@ export async function register(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: RegisterInput,
-  caller: CallerInfo = { requestId: "", sourceIp: "" },
+  caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<Registration> {
   const violations = new Violations();
   checkHashedPan(input.hashedPan, "hashedPan", violations);

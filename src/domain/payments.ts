@@ -7,7 +7,7 @@ import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
 import type { PaymentGateway } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
-import type { CallerInfo } from "./grants.js";
+import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
 import { claimMerchantId } from "./merchants.js";
 import { checkCurrency } from "./receipt-rules.js";
@@ -41,7 +41,7 @@ export async function createPayment(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: CreatePaymentInput,
-  caller: CallerInfo,
+  caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<CreatedPayment> {
   const gateway = gatewayByName(input.gateway);
   const paymentId = randomId("pay", 12);

@@ -3,7 +3,7 @@ import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord, ReceiptPage, ReceiptRecord } from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
-import type { CallerInfo } from "./grants.js";
+import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { claimMerchantId } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
 import { prepareSealed, type SealedInput } from "./sealed.js";
@@ -23,8 +23,8 @@ export async function encryptReceipt(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: Receipt,
-  signature: string | null,
-  caller: CallerInfo,
+  signature: string | null = null,
+  caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<ReceiptRecord> {
   const receipt = prepareReceipt(input, deps.clock.now());
   await applyMerchantSignature(deps, input, receipt, signature);

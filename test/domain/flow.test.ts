@@ -238,10 +238,10 @@ describe("receipt flow rules (domain)", () => {
       const escrowed = await encryptReceipt(f.deps, merchant, receiptMessage("7001"));
       expect(seal.mock.calls.map(([request]) => [request.keyId, request.spki])).toEqual([
         [u.keyId, u.publicKey],
-        [f.deps.escrow.keyId, f.deps.escrow.spki],
+        [f.deps.escrowKeys[0]?.keyId, f.deps.escrowKeys[0]?.spki],
       ]);
       expect(sealed.keyBundle.keyId).toBe(u.keyId);
-      expect(escrowed.keyBundle.keyId).toBe(f.deps.escrow.keyId);
+      expect(escrowed.keyBundle.keyId).toBe(f.deps.escrowKeys[0]?.keyId);
       // What the workers were given is the receipt's sealed plaintext, which is never stored.
       const plaintext = JSON.parse(seal.mock.calls[0]?.[0].plaintext ?? "{}") as { receiptId?: string };
       expect(plaintext.receiptId).toBe(sealed.receiptId);

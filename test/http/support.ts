@@ -41,6 +41,7 @@ const onboarding: ServiceImpl<typeof OnboardingService> = {
       releasedReceipts: 0,
     };
   },
+  deleteUser: () => ({ deletedReceipts: 0, deletedKeys: 0 }),
 };
 
 const keys: ServiceImpl<typeof KeysService> = {
@@ -51,6 +52,8 @@ const keys: ServiceImpl<typeof KeysService> = {
     purpose: "decrypt",
     sourceIp: ctx.values.get(kRemoteAddress),
   }),
+  lookupKey: () => ({ keyId: "key-1", algorithm: "RSA-OAEP-256", publicKey: "PUB", isEscrowed: false }),
+  registerEscrowKey: () => ({ escrowKeyId: "iek_1", algorithm: "RSA-OAEP-256" }),
 };
 
 const sealed = (receiptId: string) =>

@@ -92,7 +92,7 @@ export function receiptsContract(store: () => Store): void {
       const to = {
         userId: "usr_1",
         issuerTenantId: "tnt_issuer",
-        keyBundle: { keyId: "k-user", encryptedAesKey: "d3JhcHBlZA==" },
+        keyBundle: { keyId: "k-user", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "d3JhcHBlZA==" },
       };
       expect(await store().receipts.release(escrowed.id, to)).toBe(true);
       expect(await store().receipts.release(escrowed.id, { ...to, userId: "usr_2" })).toBe(false);
@@ -140,7 +140,7 @@ export function receiptsContract(store: () => Store): void {
       const to = {
         userId: "usr_2",
         issuerTenantId: "tnt_issuer",
-        keyBundle: { keyId: "k", encryptedAesKey: "eA==" },
+        keyBundle: { keyId: "k", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "eA==" },
       };
       expect(await store().receipts.release(delivered.id, to)).toBe(false);
       expect(await store().receipts.release(uid("rcp"), to)).toBe(false);

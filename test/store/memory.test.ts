@@ -88,7 +88,7 @@ describe("memory store: many receipts escrowed for one card", () => {
       const to = {
         userId: "usr_1",
         issuerTenantId: "tnt_issuer",
-        keyBundle: { keyId: "k-1", encryptedAesKey: "a2V5" },
+        keyBundle: { keyId: "k-1", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "a2V5" },
       };
       for (const receipt of pending) expect(await store.receipts.release(receipt.id, to)).toBe(true);
       expect(await store.receipts.listEscrowed(panHash, at(0))).toEqual([]);
@@ -132,7 +132,7 @@ describe("memory store: heap per receipt and per payment", () => {
     transactionId: `txn-${i}`,
     panHash: user.panHash,
     issuerTenantId: user.tenantId,
-    keyBundle: { keyId: user.keyId, encryptedAesKey: sealed.key.toString("base64") },
+    keyBundle: { keyId: user.keyId, algorithm: "RSA-OAEP-256" as const, encryptedAesKey: sealed.key.toString("base64") },
     ciphertext: sealed.ciphertext.toString("base64"),
     iv: sealed.iv.toString("base64"),
     authTag: sealed.tag.toString("base64"),

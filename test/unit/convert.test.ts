@@ -3,7 +3,6 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it, vi } from "vitest";
 import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
-import { KEY_ALGORITHM } from "../../src/domain/onboarding.js";
 import { base64Of, bytesFromBase64 } from "../../src/rpc/base64-bytes.js";
 import { encryptedReceiptOf, timestampOf } from "../../src/rpc/convert.js";
 import { messageToJson } from "../../src/rpc/json-output.js";
@@ -30,7 +29,15 @@ const record: fc.Arbitrary<ReceiptRecord> = fc
     version: fc.string(),
     merchantTenantId: fc.string(),
     panHash: fc.string(),
-    keyBundle: fc.record({ keyId: fc.string(), encryptedAesKey: base64 }),
+    keyBundle: fc.oneof(
+      fc.record({ keyId: fc.string(), algorithm: fc.constant("RSA-OAEP-256" as const), encryptedAesKey: base64 }),
+      fc.record({
+        keyId: fc.string(),
+        algorithm: fc.constant("HPKE-P256-SHA256-A256GCM" as const),
+        encryptedAesKey: base64,
+        encapsulatedKey: base64,
+      }),
+    ),
     ciphertext: base64,
     iv: base64,
     authTag: base64,
@@ -56,7 +63,10 @@ function withCreate(r: ReceiptRecord) {
     keyBundle: {
       encryptedAesKey: Buffer.from(r.keyBundle.encryptedAesKey, "base64"),
       keyId: r.keyBundle.keyId,
-      algorithm: KEY_ALGORITHM,
+      algorithm: r.keyBundle.algorithm,
+      ...(r.keyBundle.encapsulatedKey === undefined
+        ? {}
+        : { encapsulatedKey: Buffer.from(r.keyBundle.encapsulatedKey, "base64") }),
     },
     ciphertext: Buffer.from(r.ciphertext, "base64"),
     iv: Buffer.from(r.iv, "base64"),

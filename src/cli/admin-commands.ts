@@ -1,0 +1,208 @@
+import { parseArgs } from "node:util";
+import { loadConfig } from "../config.js";
+import { createLogger } from "../logging.js";
+import { createStore } from "../store/index.js";
+import { httpOperator, type Operator, storeOperator } from "./operator.js";
+
+/**
+ * The operator commands of the command line (section 18): API keys, BIN prefixes, merchantId
+ * assignment, the audit log and escrow counts, against a running server (`--url`, token in
+ * `ADMIN_TOKEN`) or against the configured store.
+ */
+
+/** A mistake on the command line (exit code 2). */
+export class UsageError extends Error {}
+
+/** A configuration that cannot serve the command (exit code 78). */
+export class CommandConfigError extends Error {}
+
+export const OPERATOR_HELP = {
+  create: `Usage: receipts keys create --role <issuer|merchant> --tenant <id> [options]
+
+Options:
+  --role <role>            issuer or merchant (required)
+  --tenant <id>            tenant the key belongs to (required)
+  --tier <tier>            sandbox, standard (default) or enterprise
+  --merchant-ids <a,b>     merchantIds a merchant key may use (default: any)
+  --name <label>           free-text label
+  --url <url>              a running server's operator API (token in ADMIN_TOKEN); else the store
+The key is printed once, on stdout; only its SHA-256 is stored.`,
+  list: `Usage: receipts keys list [--tenant <id>] [--json] [--url <url>]
+
+Lists API keys: id, prefix, environment, tenant, role, tier, merchantIds, created, revoked.`,
+  revoke: `Usage: receipts keys revoke <key-id> [--url <url>]
+
+Revokes the key; calls with it then get 401 unauthorized.`,
+  bins: `Usage: receipts bins set <tenant> <bin,bin,...> [--url <url>]
+       receipts bins get <tenant> [--url <url>]
+
+Sets (replacing the list) or shows the BIN prefixes (6 or 8 digits) an issuer tenant owns. Receipts
+that carry a cardBin under one of them go only to that tenant's cardholders, or to its escrow.`,
+  merchants: `Usage: receipts merchants assign <merchantId> --tenant <id> [--url <url>]
+
+Gives a merchantId to a merchant tenant; other tenants' use of it is then forbidden.`,
+  audit: `Usage: receipts audit [--tenant <id>] [--after <RFC 3339>] [--limit <n>] [--json] [--url <url>]
+
+Reads the audit log, newest first.`,
+  escrow: `Usage: receipts escrow [--json] [--url <url>]
+
+Counts escrowed receipts by owner tenant and escrow key.`,
+} as const;
+
+type Options = NonNullable<Parameters<typeof parseArgs>[0]>["options"];
+
+/** Parses options (and positionals), turning parse errors into usage errors. */
+export function parse<T extends Options>(args: string[], options: T) {
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals: true });
+  } catch (e) {
+    throw new UsageError(e instanceof Error ? e.message : String(e));
+  }
+}
+
+const URL_OPTION = { url: { type: "string" } } as const;
+
+/** Runs `work` with the operator `--url` names, or with the configured store (opened and closed here). */
+async function withOperator<T>(url: unknown, work: (operator: Operator) => Promise<T>): Promise<T> {
+  if (typeof url === "string" && url !== "") {
+    const token = process.env.ADMIN_TOKEN ?? "";
+    if (token === "") throw new CommandConfigError("--url needs the server's operator token in ADMIN_TOKEN.");
+    return work(httpOperator(url, token));
+  }
+  const config = loadConfig();
+  if (config.store === "memory") {
+    throw new CommandConfigError(
+      "The embedded in-memory store lives inside the server process: manage a running server with\n" +
+        "--url http://localhost:8080 (start it with ADMIN_TOKEN set, and set the same ADMIN_TOKEN here),\n" +
+        "or run with STORE=mongodb and MONGODB_URI to work on the store directly.",
+    );
+  }
+  const store = await createStore(config, createLogger("warn"));
+  try {
+    await store.init();
+    return await work(storeOperator(store, config.env));
+  } finally {
+    await store.close();
+  }
+}
+
+function list(value: unknown): string[] {
+  return String(value ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+}
+
+/** `keys create|list|revoke`. */
+export async function keysCommand(command: string | undefined, args: string[], out: NodeJS.WritableStream): Promise<void> {
+  if (command === "create") {
+    const { values } = parse(args, {
+      ...URL_OPTION,
+      role: { type: "string" },
+      tenant: { type: "string" },
+      tier: { type: "string", default: "standard" },
+      "merchant-ids": { type: "string", default: "" },
+      name: { type: "string", default: "" },
+    });
+    if (values.role !== "issuer" && values.role !== "merchant") {
+      throw new UsageError("--role must be issuer or merchant.");
+    }
+    if (!values.tenant) throw new UsageError("--tenant is required.");
+    const merchantIds = list(values["merchant-ids"]);
+    if (values.role === "issuer" && merchantIds.length > 0) throw new UsageError("--merchant-ids is for merchant keys.");
+    const created = await withOperator(values.url, (op) =>
+      op.createKey({
+        tenant: String(values.tenant),
+        role: String(values.role),
+        tier: String(values.tier),
+        merchantIds,
+        name: String(values.name),
+      }),
+    );
+    out.write(`Created ${created.role} key ${created.apiKeyId} for tenant ${created.tenant} (tier ${created.tier}).\n`);
+    out.write(`API key (shown once, store it now): ${created.apiKey}\n`);
+    return;
+  }
+  if (command === "list") {
+    const { values } = parse(args, { ...URL_OPTION, tenant: { type: "string" }, json: { type: "boolean", default: false } });
+    const keys = await withOperator(values.url, (op) => op.listKeys(values.tenant));
+    if (values.json) {
+      out.write(`${JSON.stringify(keys, null, 2)}\n`);
+      return;
+    }
+    out.write("id\tprefix\tenv\ttenant\trole\ttier\tmerchantIds\tcreated\trevoked\n");
+    for (const k of keys) {
+      const cells = [k.apiKeyId, k.prefix, k.environment, k.tenant, k.role, k.tier, k.merchantIds.join(",") || "*"];
+      cells.push(k.createdAt, k.revokedAt ?? "-");
+      out.write(`${cells.join("\t")}\n`);
+    }
+    return;
+  }
+  if (command === "revoke") {
+    const { values, positionals } = parse(args, URL_OPTION);
+    const [id] = positionals;
+    if (id === undefined || positionals.length !== 1) throw new UsageError("Give exactly one key id.");
+    await withOperator(values.url, (op) => op.revokeKey(id));
+    out.write(`Revoked ${id}.\n`);
+    return;
+  }
+  throw new UsageError(`Unknown command "keys ${command ?? ""}".`);
+}
+
+/** `bins set|get`, `merchants assign`, `audit`, `escrow`. */
+export async function ownershipCommand(
+  group: "bins" | "merchants" | "audit" | "escrow",
+  args: string[],
+  out: NodeJS.WritableStream,
+): Promise<void> {
+  if (group === "bins") {
+    const [command, ...rest] = args;
+    const { values, positionals } = parse(rest, URL_OPTION);
+    const [tenant, bins] = positionals;
+    if (command === "set" && tenant !== undefined && bins !== undefined && positionals.length === 2) {
+      const set = await withOperator(values.url, (op) => op.setBins(tenant, list(bins)));
+      out.write(`Tenant ${tenant} owns ${set.join(", ") || "no BIN prefixes"}.\n`);
+      return;
+    }
+    if (command === "get" && tenant !== undefined && positionals.length === 1) {
+      const bins = await withOperator(values.url, (op) => op.getBins(tenant));
+      out.write(`${bins.join("\n")}${bins.length > 0 ? "\n" : ""}`);
+      return;
+    }
+    throw new UsageError(OPERATOR_HELP.bins);
+  }
+  if (group === "merchants") {
+    const [command, ...rest] = args;
+    const { values, positionals } = parse(rest, { ...URL_OPTION, tenant: { type: "string" } });
+    const [merchantId] = positionals;
+    if (command !== "assign" || merchantId === undefined || positionals.length !== 1 || !values.tenant) {
+      throw new UsageError(OPERATOR_HELP.merchants);
+    }
+    await withOperator(values.url, (op) => op.assignMerchant(merchantId, String(values.tenant)));
+    out.write(`merchantId ${merchantId} belongs to tenant ${values.tenant}.\n`);
+    return;
+  }
+  if (group === "audit") {
+    const { values } = parse(args, {
+      ...URL_OPTION,
+      tenant: { type: "string" },
+      after: { type: "string" },
+      limit: { type: "string" },
+      json: { type: "boolean", default: false },
+    });
+    const events = await withOperator(values.url, (op) =>
+      op.readAudit({
+        ...(values.tenant === undefined ? {} : { tenant: values.tenant }),
+        ...(values.after === undefined ? {} : { after: values.after }),
+        ...(values.limit === undefined ? {} : { limit: values.limit }),
+      }),
+    );
+    if (values.json) out.write(`${JSON.stringify(events, null, 2)}\n`);
+    else for (const e of events) out.write(`${e.at}\t${e.tenantId}\t${e.action}\t${e.subject ?? ""}\n`);
+    return;
+  }
+  const { values } = parse(args, { ...URL_OPTION, json: { type: "boolean", default: false } });
+  const counts = await withOperator(values.url, (op) => op.escrowCounts());
+  if (values.json) out.write(`${JSON.stringify(counts, null, 2)}\n`);
+  else for (const c of counts) out.write(`${c.ownerTenantId ?? "(no owner)"}\t${c.escrowKeyId}\t${c.count}\n`);
+}

@@ -1,0 +1,240 @@
+import { AppError, Violations } from "../errors.js";
+import type { AuditEvent, EscrowCount, Environment, Role, Store, Tier } from "../store/types.js";
+import { createApiKey } from "./api-keys.js";
+import { ID_PATTERN, MAX_ID_LENGTH } from "./limits.js";
+import { BIN_PATTERN } from "./pan.js";
+
+/**
+ * The operator's operations (section 18): API keys, BIN prefixes of issuer tenants, merchantId
+ * assignment, the audit log and escrow counts. The operator API (`src/http/admin.ts`) and the command
+ * line (against the store) both call these, so the two cannot disagree. Inputs are plain JSON
+ * values, checked here field by field.
+ */
+
+/** Who is calling an operator operation, and when: for the audit log of every change. */
+export interface OperatorContext {
+  store: Store;
+  env: Environment;
+  now: Date;
+  /** The request id (operator API) or `cli` (command line against the store). */
+  requestId: string;
+  sourceIp: string;
+}
+
+/** Records an operator's change in the audit log under the tenant it concerns. */
+async function audit(ctx: OperatorContext, action: string, tenantId: string, subject: string): Promise<void> {
+  await ctx.store.audit.append({
+    at: ctx.now,
+    action,
+    tenantId,
+    requestId: ctx.requestId,
+    sourceIp: ctx.sourceIp,
+    subject,
+  });
+}
+
+/** An API key as an operator sees it: never its hash; the key itself only when it is created. */
+export interface ApiKeyView {
+  apiKeyId: string;
+  /** Shown once, by {@link createKey}. */
+  apiKey?: string;
+  prefix: string;
+  tenant: string;
+  role: Role;
+  tier: Tier;
+  environment: Environment;
+  merchantIds: string[];
+  name: string;
+  createdAt: string;
+  revokedAt?: string;
+}
+
+const ROLES: readonly Role[] = ["issuer", "merchant"];
+const TIERS: readonly Tier[] = ["sandbox", "standard", "enterprise"];
+/** At most this many BIN prefixes per tenant, and merchantIds per key. */
+export const MAX_LIST_ENTRIES = 1_000;
+/** Default and largest number of audit events per read. */
+export const AUDIT_PAGE = { default: 100, max: 1_000 } as const;
+
+/** A plain object from a parsed JSON body, or `invalid_request`. */
+function objectOf(body: unknown): Record<string, unknown> {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new AppError("invalid_request", "The body must be a JSON object.");
+  }
+  return body as Record<string, unknown>;
+}
+
+/** Refuses members of `body` that are not in `allowed` (a typo must not silently drop data). */
+function onlyFields(v: Violations, body: Record<string, unknown>, allowed: readonly string[]): void {
+  for (const field of Object.keys(body)) if (!allowed.includes(field)) v.add(field, "is not a known field");
+}
+
+/** Checks an id-like value (tenant, merchantId) with the rules of receipt ids. */
+export function checkId(v: Violations, field: string, value: unknown): string {
+  if (typeof value !== "string" || value === "") v.add(field, "is required");
+  else if (value.length > MAX_ID_LENGTH || !ID_PATTERN.test(value)) {
+    v.add(field, "must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit");
+  } else return value;
+  return "";
+}
+
+function viewOf(record: Awaited<ReturnType<Store["apiKeys"]["list"]>>[number], apiKey?: string): ApiKeyView {
+  const view: ApiKeyView = {
+    apiKeyId: record.id,
+    prefix: record.prefix,
+    tenant: record.tenantId,
+    role: record.role,
+    tier: record.tier,
+    environment: record.env,
+    merchantIds: record.merchantIds,
+    name: record.name,
+    createdAt: record.createdAt.toISOString(),
+  };
+  if (apiKey !== undefined) view.apiKey = apiKey;
+  if (record.revokedAt !== undefined) view.revokedAt = record.revokedAt.toISOString();
+  return view;
+}
+
+/** Creates an API key from `{tenant, role, tier?, merchantIds?, name?}`; the key is in the answer once. */
+export async function createKey(ctx: OperatorContext, body: unknown): Promise<ApiKeyView> {
+  const input = objectOf(body);
+  const v = new Violations();
+  onlyFields(v, input, ["tenant", "role", "tier", "merchantIds", "name"]);
+  const tenantId = checkId(v, "tenant", input.tenant);
+  const role = input.role as Role;
+  if (!ROLES.includes(role)) v.add("role", "must be issuer or merchant");
+  const tier = (input.tier ?? "standard") as Tier;
+  if (!TIERS.includes(tier)) v.add("tier", "must be sandbox, standard or enterprise");
+  const merchantIds = input.merchantIds ?? [];
+  if (!Array.isArray(merchantIds) || merchantIds.length > MAX_LIST_ENTRIES) {
+    v.add("merchantIds", `must be a list of at most ${MAX_LIST_ENTRIES} merchantIds`);
+  } else {
+    merchantIds.forEach((id, i) => checkId(v, `merchantIds[${i}]`, id));
+    if (merchantIds.length > 0 && role === "issuer") v.add("merchantIds", "is only for merchant keys");
+  }
+  const name = input.name ?? "";
+  if (typeof name !== "string" || name.length > 200) v.add("name", "must be text of at most 200 characters");
+  v.throwIfAny();
+  const { key, record } = await createApiKey(
+    ctx.store,
+    ctx.env,
+    { tenantId, role, tier, merchantIds: merchantIds as string[], name: name as string },
+    ctx.now,
+  );
+  await audit(ctx, "admin.api_key.created", tenantId, record.id);
+  return viewOf(record, key);
+}
+
+/** Every API key, or those of one tenant, oldest first. */
+export async function listKeys(store: Store, tenant: string | undefined): Promise<ApiKeyView[]> {
+  if (tenant !== undefined) {
+    const v = new Violations();
+    checkId(v, "tenant", tenant);
+    v.throwIfAny();
+  }
+  return (await store.apiKeys.list(tenant)).map((record) => viewOf(record));
+}
+
+/** Revokes an API key; `not_found` when no key has that id. */
+export async function revokeKey(ctx: OperatorContext, apiKeyId: string): Promise<{ apiKeyId: string }> {
+  const record = (await ctx.store.apiKeys.list()).find((k) => k.id === apiKeyId);
+  if (record === undefined || !(await ctx.store.apiKeys.revoke(apiKeyId, ctx.now))) {
+    throw new AppError("not_found", "No API key has this id.");
+  }
+  await audit(ctx, "admin.api_key.revoked", record.tenantId, apiKeyId);
+  return { apiKeyId };
+}
+
+/**
+ * Sets an issuer tenant's BIN prefixes from `{bins: [...]}` (6 or 8 digits each), replacing its list;
+ * `conflict` naming the prefix when another tenant owns it or one overlapping it.
+ */
+export async function setBins(
+  ctx: OperatorContext,
+  tenant: string,
+  body: unknown,
+): Promise<{ tenant: string; bins: string[] }> {
+  const input = objectOf(body);
+  const v = new Violations();
+  onlyFields(v, input, ["bins"]);
+  checkId(v, "tenant", tenant);
+  const bins = input.bins;
+  if (!Array.isArray(bins) || bins.length > MAX_LIST_ENTRIES) {
+    v.add("bins", `must be a list of at most ${MAX_LIST_ENTRIES} BIN prefixes`);
+  } else {
+    bins.forEach((bin, i) => {
+      if (typeof bin !== "string" || !BIN_PATTERN.test(bin)) v.add(`bins[${i}]`, "must be 6 or 8 digits");
+    });
+  }
+  v.throwIfAny();
+  const unique = [...new Set(bins as string[])].sort();
+  const outcome = await ctx.store.bins.set(tenant, unique, ctx.now);
+  if (outcome.kind === "conflict") {
+    throw new AppError("conflict", `The BIN prefix ${outcome.bin} (or one overlapping it) belongs to another tenant.`);
+  }
+  await audit(ctx, "admin.bins.set", tenant, unique.join(","));
+  return { tenant, bins: unique };
+}
+
+/** An issuer tenant's BIN prefixes. */
+export async function getBins(store: Store, tenant: string): Promise<{ tenant: string; bins: string[] }> {
+  const v = new Violations();
+  checkId(v, "tenant", tenant);
+  v.throwIfAny();
+  return { tenant, bins: await store.bins.list(tenant) };
+}
+
+/**
+ * Assigns a merchantId to a merchant tenant from `{tenant}`: the operator's word is final, and a
+ * signing key the previous owner registered for it is removed (it would lock the new owner out).
+ */
+export async function assignMerchant(
+  ctx: OperatorContext,
+  merchantId: string,
+  body: unknown,
+): Promise<{ merchantId: string; tenant: string; assignedAt: string; signingKeyRemoved: boolean }> {
+  const input = objectOf(body);
+  const v = new Violations();
+  onlyFields(v, input, ["tenant"]);
+  checkId(v, "merchantId", merchantId);
+  const tenant = checkId(v, "tenant", input.tenant);
+  v.throwIfAny();
+  const record = await ctx.store.merchants.assign(merchantId, tenant, ctx.now);
+  const signingKeyRemoved = await ctx.store.merchantKeys.removeUnlessOwnedBy(merchantId, tenant);
+  await audit(ctx, "admin.merchant.assigned", tenant, merchantId);
+  return { merchantId, tenant, assignedAt: record.at.toISOString(), signingKeyRemoved };
+}
+
+/** An audit event as an operator reads it. */
+export type AuditView = Omit<AuditEvent, "at"> & { at: string };
+
+/** Reads the audit log, newest first: `tenant`, `after` (RFC 3339, exclusive) and `limit` optional. */
+export async function readAudit(
+  store: Store,
+  query: { tenant?: string | undefined; after?: string | undefined; limit?: string | undefined },
+): Promise<{ events: AuditView[] }> {
+  const v = new Violations();
+  if (query.tenant !== undefined) checkId(v, "tenant", query.tenant);
+  let after: Date | undefined;
+  if (query.after !== undefined) {
+    after = new Date(query.after);
+    if (!/^\d{4}-\d{2}-\d{2}T/.test(query.after) || Number.isNaN(after.getTime())) {
+      v.add("after", "must be an RFC 3339 time, e.g. 2026-11-25T10:00:00Z");
+    }
+  }
+  const limit = query.limit === undefined ? AUDIT_PAGE.default : Number(query.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > AUDIT_PAGE.max) {
+    v.add("limit", `must be a whole number from 1 to ${AUDIT_PAGE.max}`);
+  }
+  v.throwIfAny();
+  const events = await store.audit.list(limit, {
+    ...(query.tenant === undefined ? {} : { tenantId: query.tenant }),
+    ...(after === undefined ? {} : { after }),
+  });
+  return { events: events.map(({ at, ...rest }) => ({ ...rest, at: at.toISOString() })) };
+}
+
+/** Unexpired escrowed receipts counted by owner tenant (absent: no owner) and escrow key id. */
+export async function escrowCounts(store: Store, now: Date): Promise<{ escrow: EscrowCount[] }> {
+  return { escrow: await store.receipts.countEscrowed(now) };
+}

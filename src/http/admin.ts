@@ -1,0 +1,124 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Clock } from "../clock.js";
+import {
+  assignMerchant,
+  createKey,
+  escrowCounts,
+  getBins,
+  listKeys,
+  type OperatorContext,
+  readAudit,
+  revokeKey,
+  setBins,
+} from "../domain/admin.js";
+import { AppError } from "../errors.js";
+import type { Environment, Store } from "../store/types.js";
+import { sendError, sendSuccess } from "./envelope.js";
+
+/**
+ * The operator API of section 18 under `/admin/v1`, registered only when `ADMIN_TOKEN` is set (without
+ * it every admin path is the ordinary 404). `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant
+ * time; the REST envelope; a rate limit of its own per client address, counted before the token is
+ * checked so that guessing costs the same as calling. The operations are those of `domain/admin.ts`,
+ * which the command line runs against the store too.
+ */
+
+/** Options of {@link registerAdminRoutes}. */
+export interface AdminRoutesOptions {
+  token: string;
+  store: Store;
+  env: Environment;
+  clock: Clock;
+  /** Calls per client address per minute; default {@link ADMIN_REQUESTS_PER_MINUTE}. */
+  requestsPerMinute?: number;
+}
+
+/** The operator API's rate limit per client address and minute: far above an operator's, far below a guesser's. */
+export const ADMIN_REQUESTS_PER_MINUTE = 120;
+
+const WINDOW_MS = 60_000;
+
+/** SHA-256 of a token: equal-length digests, so the comparison's time says nothing about the token. */
+function digest(token: string): Buffer {
+  return createHash("sha256").update(token, "utf8").digest();
+}
+
+/** Registers the operator routes in a scope of their own, with a JSON body parser of their own. */
+export async function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): Promise<void> {
+  const expected = digest(options.token);
+  const limit = options.requestsPerMinute ?? ADMIN_REQUESTS_PER_MINUTE;
+
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+      if (body === "") return done(null, {});
+      try {
+        done(null, JSON.parse(body as string));
+      } catch {
+        done(new AppError("invalid_request", "The body is not valid JSON."), undefined);
+      }
+    });
+    scope.setErrorHandler((error, request, reply) => sendError(request, reply, error));
+
+    scope.addHook("onRequest", async (request, reply) => {
+      const now = options.clock.now().getTime();
+      const windowStart = Math.floor(now / WINDOW_MS) * WINDOW_MS;
+      const count = await options.store.rateLimits.increment(
+        `admin:ip:${request.ip}`,
+        new Date(windowStart),
+        new Date(windowStart + 2 * WINDOW_MS),
+      );
+      const reset = (windowStart + WINDOW_MS) / 1000;
+      reply.headers({
+        "x-ratelimit-limit": String(limit),
+        "x-ratelimit-remaining": String(Math.max(0, limit - count)),
+        "x-ratelimit-reset": String(reset),
+      });
+      if (count > limit) {
+        const retryAfterSeconds = Math.max(1, Math.ceil(reset - now / 1000));
+        throw new AppError("rate_limit_exceeded", "Too many operator calls: wait and try again.", {
+          retryAfterSeconds,
+        });
+      }
+      const header = request.headers.authorization ?? "";
+      const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : "";
+      if (given === "" || !timingSafeEqual(digest(given), expected)) {
+        throw new AppError("unauthorized", "The operator API needs Authorization: Bearer <ADMIN_TOKEN>.");
+      }
+    });
+
+    const ctx = (request: FastifyRequest): OperatorContext => ({
+      store: options.store,
+      env: options.env,
+      now: options.clock.now(),
+      requestId: request.id,
+      sourceIp: request.ip,
+    });
+    const answer = (reply: FastifyReply, data: unknown) => sendSuccess(reply, data as never);
+    type Params = { Params: Record<string, string>; Querystring: Record<string, string | undefined> };
+
+    scope.post("/admin/v1/api-keys", async (request, reply) => answer(reply, await createKey(ctx(request), request.body)));
+    scope.get<Params>("/admin/v1/api-keys", async (request, reply) =>
+      answer(reply, { apiKeys: await listKeys(options.store, request.query.tenant) }),
+    );
+    scope.delete<Params>("/admin/v1/api-keys/:apiKeyId", async (request, reply) =>
+      answer(reply, await revokeKey(ctx(request), request.params.apiKeyId ?? "")),
+    );
+    scope.put<Params>("/admin/v1/issuers/:tenant/bins", async (request, reply) =>
+      answer(reply, await setBins(ctx(request), request.params.tenant ?? "", request.body)),
+    );
+    scope.get<Params>("/admin/v1/issuers/:tenant/bins", async (request, reply) =>
+      answer(reply, await getBins(options.store, request.params.tenant ?? "")),
+    );
+    scope.put<Params>("/admin/v1/merchants/:merchantId", async (request, reply) =>
+      answer(reply, await assignMerchant(ctx(request), request.params.merchantId ?? "", request.body)),
+    );
+    scope.get<Params>("/admin/v1/audit", async (request, reply) =>
+      answer(reply, await readAudit(options.store, request.query)),
+    );
+    scope.get("/admin/v1/escrow", async (_request, reply) =>
+      answer(reply, await escrowCounts(options.store, options.clock.now())),
+    );
+  });
+}
