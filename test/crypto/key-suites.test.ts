@@ -1,4 +1,4 @@
-import { createPublicKey, ECDH, generateKeyPairSync, type KeyObject } from "node:crypto";
+import { createECDH, createPublicKey, generateKeyPairSync, type KeyObject } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import {
   generateP256KeyPair,
@@ -72,7 +72,7 @@ describe("parsePublicKey with P-256 keys", () => {
   });
 
   it("stores a compressed point in its uncompressed form (65 bytes, as WebCrypto and HPKE use it)", () => {
-    const ecdh = new ECDH("prime256v1");
+    const ecdh = createECDH("prime256v1");
     ecdh.generateKeys();
     const compressed = ecdh.getPublicKey(undefined, "compressed");
     // SPKI header of an EC P-256 key with a 33-byte point.
