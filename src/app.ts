@@ -80,7 +80,10 @@ export async function buildApp({
     );
   }
   const escrow = escrowKeyOf(escrowPrivateKey);
-  const pool = new CryptoPool({ escrowPrivateKey, size: workers ?? config.cryptoThreads });
+  const pool = new CryptoPool({
+    escrowPrivateKeys: [escrowPrivateKey],
+    size: workers ?? config.cryptoThreads,
+  });
   const domain: DomainDeps = {
     store,
     clock,

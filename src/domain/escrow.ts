@@ -1,17 +1,8 @@
-import { createHash, createPublicKey } from "node:crypto";
-import { parsePrivateKey } from "../crypto/keys.js";
-import type { DomainDeps, EscrowKey } from "./deps.js";
+import { receiptAad } from "../crypto/envelope.js";
+import type { DomainDeps } from "./deps.js";
 
-/**
- * The escrow key's public half and its stable id, from the private key in configuration. The id is
- * derived from the public key, so every instance sharing the key names it the same way.
- */
-export function escrowKeyOf(privateKey: string): EscrowKey {
-  const publicKey = createPublicKey(parsePrivateKey(privateKey, "ESCROW_PRIVATE_KEY"));
-  const spki = publicKey.export({ type: "spki", format: "der" });
-  const keyId = `esc_${createHash("sha256").update(spki).digest("hex").slice(0, 16)}`;
-  return { keyId, spki: spki.toString("base64") };
-}
+/** The escrow key's public half and its stable id (`esc_...`), from the private key in configuration. */
+export { escrowKeyOf } from "../crypto/escrow-keys.js";
 
 /** Where escrowed receipts of a card go once it registers. */
 export interface ReleaseTarget {
@@ -33,14 +24,16 @@ export async function releaseEscrow(deps: DomainDeps, target: ReleaseTarget): Pr
   const escrowed = await deps.store.receipts.listEscrowed(target.panHash, deps.clock.now());
   let released = 0;
   for (const receipt of escrowed) {
-    const wrapped = await deps.pool.rewrapFromEscrow(
-      Buffer.from(receipt.keyBundle.encryptedAesKey, "base64"),
-      { keyId: target.keyId, spki: target.spki },
-    );
+    const wrapped = await deps.pool.rewrapFromEscrow({
+      escrowKeyId: receipt.escrowKeyId ?? deps.escrow.keyId,
+      encryptedAesKey: Buffer.from(receipt.keyBundle.encryptedAesKey, "base64"),
+      aad: receiptAad(receipt),
+      target: { keyId: target.keyId, spki: target.spki },
+    });
     const ok = await deps.store.receipts.release(receipt.id, {
       userId: target.userId,
       issuerTenantId: target.issuerTenantId,
-      keyBundle: { keyId: target.keyId, encryptedAesKey: wrapped.toString("base64") },
+      keyBundle: { keyId: target.keyId, encryptedAesKey: wrapped.encryptedAesKey },
     });
     if (ok) released += 1;
   }

@@ -25,7 +25,7 @@ export async function domainFixture(options: { store?: Store } = {}): Promise<Do
   const clock = new FakeClock("2026-03-01T12:00:00Z");
   const store = options.store ?? createMemoryStore();
   const escrowPrivateKey = (await generateRsaKeyPair()).privateKey;
-  const pool = new CryptoPool({ escrowPrivateKey, size: 1 });
+  const pool = new CryptoPool({ escrowPrivateKeys: [escrowPrivateKey], size: 1 });
   const deps: DomainDeps = {
     store,
     clock,
