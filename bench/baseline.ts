@@ -191,9 +191,11 @@ app.post("/setup", async (request) => {
 // The floor seals on the service's worker pool (started on the floor's first call); its escrow key,
 // which the floor never uses, only has to be a valid RSA key.
 const floorPool = new CryptoPool({
-  escrowPrivateKey: generateKeyPairSync("rsa", { modulusLength: 2048 })
-    .privateKey.export({ type: "pkcs8", format: "der" })
-    .toString("base64"),
+  escrowPrivateKeys: [
+    generateKeyPairSync("rsa", { modulusLength: 2048 })
+      .privateKey.export({ type: "pkcs8", format: "der" })
+      .toString("base64"),
+  ],
 });
 registerFloor(app, { seal: (request) => floorPool.seal(request) });
 

@@ -10,7 +10,6 @@ import type { Config } from "./config.js";
 import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import type { DomainDeps } from "./domain/deps.js";
-import { escrowKeyOf } from "./domain/escrow.js";
 import { registerAdminRoutes } from "./http/admin.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
@@ -81,7 +80,6 @@ export async function buildApp({
       "ESCROW_PRIVATE_KEY not set: using an escrow key generated for this process (development only)",
     );
   }
-  const escrowKeys = escrowPrivateKeys.map(escrowKeyOf);
   const pool = new CryptoPool({ escrowPrivateKeys, size: workers ?? config.cryptoThreads });
   const domain: DomainDeps = {
     store,
@@ -91,7 +89,7 @@ export async function buildApp({
     grantTtlSeconds: config.grantTtlSeconds,
     escrowRetentionDays: config.escrowRetentionDays,
     pool,
-    escrowKeys,
+    escrowKeys: pool.escrowKeys,
   };
 
   const metrics = createMetrics();

@@ -94,7 +94,11 @@ function list(value: unknown): string[] {
 }
 
 /** `keys create|list|revoke`. */
-export async function keysCommand(command: string | undefined, args: string[], out: NodeJS.WritableStream): Promise<void> {
+export async function keysCommand(
+  command: string | undefined,
+  args: string[],
+  out: NodeJS.WritableStream,
+): Promise<void> {
   if (command === "create") {
     const { values } = parse(args, {
       ...URL_OPTION,
@@ -109,7 +113,8 @@ export async function keysCommand(command: string | undefined, args: string[], o
     }
     if (!values.tenant) throw new UsageError("--tenant is required.");
     const merchantIds = list(values["merchant-ids"]);
-    if (values.role === "issuer" && merchantIds.length > 0) throw new UsageError("--merchant-ids is for merchant keys.");
+    if (values.role === "issuer" && merchantIds.length > 0)
+      throw new UsageError("--merchant-ids is for merchant keys.");
     const created = await withOperator(values.url, (op) =>
       op.createKey({
         tenant: String(values.tenant),
@@ -119,12 +124,18 @@ export async function keysCommand(command: string | undefined, args: string[], o
         name: String(values.name),
       }),
     );
-    out.write(`Created ${created.role} key ${created.apiKeyId} for tenant ${created.tenant} (tier ${created.tier}).\n`);
+    out.write(
+      `Created ${created.role} key ${created.apiKeyId} for tenant ${created.tenant} (tier ${created.tier}).\n`,
+    );
     out.write(`API key (shown once, store it now): ${created.apiKey}\n`);
     return;
   }
   if (command === "list") {
-    const { values } = parse(args, { ...URL_OPTION, tenant: { type: "string" }, json: { type: "boolean", default: false } });
+    const { values } = parse(args, {
+      ...URL_OPTION,
+      tenant: { type: "string" },
+      json: { type: "boolean", default: false },
+    });
     const keys = await withOperator(values.url, (op) => op.listKeys(values.tenant));
     if (values.json) {
       out.write(`${JSON.stringify(keys, null, 2)}\n`);
@@ -132,7 +143,15 @@ export async function keysCommand(command: string | undefined, args: string[], o
     }
     out.write("id\tprefix\tenv\ttenant\trole\ttier\tmerchantIds\tcreated\trevoked\n");
     for (const k of keys) {
-      const cells = [k.apiKeyId, k.prefix, k.environment, k.tenant, k.role, k.tier, k.merchantIds.join(",") || "*"];
+      const cells = [
+        k.apiKeyId,
+        k.prefix,
+        k.environment,
+        k.tenant,
+        k.role,
+        k.tier,
+        k.merchantIds.join(",") || "*",
+      ];
       cells.push(k.createdAt, k.revokedAt ?? "-");
       out.write(`${cells.join("\t")}\n`);
     }
@@ -204,5 +223,6 @@ export async function ownershipCommand(
   const { values } = parse(args, { ...URL_OPTION, json: { type: "boolean", default: false } });
   const counts = await withOperator(values.url, (op) => op.escrowCounts());
   if (values.json) out.write(`${JSON.stringify(counts, null, 2)}\n`);
-  else for (const c of counts) out.write(`${c.ownerTenantId ?? "(no owner)"}\t${c.escrowKeyId}\t${c.count}\n`);
+  else
+    for (const c of counts) out.write(`${c.ownerTenantId ?? "(no owner)"}\t${c.escrowKeyId}\t${c.count}\n`);
 }

@@ -1,5 +1,12 @@
 import { ConfigError } from "../config.js";
-import { CommandConfigError, keysCommand, OPERATOR_HELP, ownershipCommand, parse, UsageError } from "./admin-commands.js";
+import {
+  CommandConfigError,
+  keysCommand,
+  OPERATOR_HELP,
+  ownershipCommand,
+  parse,
+  UsageError,
+} from "./admin-commands.js";
 import { DemoError, runDemo } from "./demo.js";
 
 /** The command groups that have their own --help. */
@@ -38,8 +45,6 @@ Options (or environment):
 With the embedded store, use the two keys npm start prints.`,
 };
 
-
-
 /** Runs the command line with `argv` (without node and script); returns the exit code. */
 export async function runCli(
   argv: string[],
@@ -62,7 +67,8 @@ export async function runCli(
     }
     if (group === "keys") {
       if (wantsHelp) {
-        const help = command === "create" || command === "list" || command === "revoke" ? HELP[command] : HELP.root;
+        const help =
+          command === "create" || command === "list" || command === "revoke" ? HELP[command] : HELP.root;
         out.write(`${help}\n`);
         return EXIT.ok;
       }

@@ -11,7 +11,7 @@ import {
   revokeKey,
   setBins,
 } from "../domain/admin.js";
-import type { EscrowCount, Environment, Store } from "../store/types.js";
+import type { Environment, EscrowCount, Store } from "../store/types.js";
 
 /**
  * The operator's operations as the command line runs them: against a running server's operator API
@@ -19,7 +19,13 @@ import type { EscrowCount, Environment, Store } from "../store/types.js";
  * since the server runs the same domain functions (`domain/admin.ts`).
  */
 export interface Operator {
-  createKey(input: { tenant: string; role: string; tier?: string; merchantIds?: string[]; name?: string }): Promise<ApiKeyView>;
+  createKey(input: {
+    tenant: string;
+    role: string;
+    tier?: string;
+    merchantIds?: string[];
+    name?: string;
+  }): Promise<ApiKeyView>;
   listKeys(tenant?: string): Promise<ApiKeyView[]>;
   revokeKey(apiKeyId: string): Promise<void>;
   setBins(tenant: string, bins: string[]): Promise<string[]>;
@@ -82,12 +88,18 @@ export function httpOperator(baseUrl: string, token: string): Operator {
     try {
       parsed = JSON.parse(text);
     } catch {
-      throw new OperatorError("bad_response", `The server answered HTTP ${response.status} without the JSON envelope.`);
+      throw new OperatorError(
+        "bad_response",
+        `The server answered HTTP ${response.status} without the JSON envelope.`,
+      );
     }
     if (parsed.success === true) return parsed.data as T;
     const error = parsed.error ?? { code: `http_${response.status}`, message: "Request failed." };
     if (response.status === 404 && error.code === "not_found" && error.message.startsWith("No endpoint")) {
-      throw new OperatorError("not_found", "The operator API is off on this server: start it with ADMIN_TOKEN set.");
+      throw new OperatorError(
+        "not_found",
+        "The operator API is off on this server: start it with ADMIN_TOKEN set.",
+      );
     }
     throw new OperatorError(error.code, error.details ? `${error.message} ${error.details}` : error.message);
   };
@@ -98,11 +110,13 @@ export function httpOperator(baseUrl: string, token: string): Operator {
   const id = encodeURIComponent;
   return {
     createKey: (input) => call("POST", "/api-keys", input),
-    listKeys: async (tenant) => (await call<{ apiKeys: ApiKeyView[] }>("GET", `/api-keys${q({ tenant })}`)).apiKeys,
+    listKeys: async (tenant) =>
+      (await call<{ apiKeys: ApiKeyView[] }>("GET", `/api-keys${q({ tenant })}`)).apiKeys,
     revokeKey: async (apiKeyId) => {
       await call("DELETE", `/api-keys/${id(apiKeyId)}`);
     },
-    setBins: async (tenant, bins) => (await call<{ bins: string[] }>("PUT", `/issuers/${id(tenant)}/bins`, { bins })).bins,
+    setBins: async (tenant, bins) =>
+      (await call<{ bins: string[] }>("PUT", `/issuers/${id(tenant)}/bins`, { bins })).bins,
     getBins: async (tenant) => (await call<{ bins: string[] }>("GET", `/issuers/${id(tenant)}/bins`)).bins,
     assignMerchant: async (merchantId, tenant) => {
       await call("PUT", `/merchants/${id(merchantId)}`, { tenant });

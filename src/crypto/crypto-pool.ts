@@ -1,10 +1,18 @@
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
-import { AppError } from "../errors.js";
-import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./crypto-protocol.js";
-import { describeCause, deserializeError, unpackKeyPair, unpackSealedText } from "./crypto-protocol.js";
+import { AppError, invalidRequest } from "../errors.js";
+import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask, WrapTarget } from "./crypto-protocol.js";
+import {
+  describeCause,
+  deserializeError,
+  unpackKeyPair,
+  unpackSealedText,
+  unpackWrappedKey,
+} from "./crypto-protocol.js";
 import type { SealedReceipt, SealedReceiptText } from "./envelope.js";
-import { parsePrivateKey, type RsaKeyPair } from "./keys.js";
+import { type EscrowKeyInfo, escrowKeysOf } from "./escrow-keys.js";
+import type { GeneratedKeyPair } from "./keys.js";
+import { isKeyAlgorithm, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
 import { workerEntry } from "./worker-entry.js";
 
 /** Options of a {@link CryptoPool}. */
@@ -13,8 +21,11 @@ export interface CryptoPoolOptions {
   size?: number;
   /** Number of worker threads for key generation; default `size`. */
   keygenSize?: number;
-  /** The escrow private key, base64 DER PKCS#8 (or PEM). Each worker parses it once, when needed. */
-  escrowPrivateKey: string;
+  /**
+   * The service's escrow private keys, base64 DER PKCS#8 (or PEM), the current one first (section 17:
+   * the first seals, all can release). Each worker parses them once, when needed.
+   */
+  escrowPrivateKeys: string[];
 }
 
 /**
@@ -28,11 +39,14 @@ export const KEYGEN_NICENESS = 10;
 
 /** What {@link CryptoPool.openReceipt} needs to decrypt one receipt for its owner. */
 export interface OpenReceiptRequest {
-  /** The caller's private key, base64 DER PKCS#8 or PEM. Held in memory for this call only. */
+  /** The caller's private key of either suite, base64 DER PKCS#8 or PEM. Held in memory for this call only. */
   privateKey: string;
   /** Canonical base64 DER SPKI of the key the grant names (as returned by `parsePublicKey`). */
   expectedSpki: string;
+  /** The receipt; `encapsulatedKey` set when its key is wrapped with HPKE. */
   sealed: SealedReceipt;
+  /** The key bundle's suite, when stored; otherwise HPKE exactly when `sealed.encapsulatedKey` is set. */
+  algorithm?: KeyAlgorithm | undefined;
   /** The receipt's additional authenticated data, `receiptAad(...)`. */
   aad: Uint8Array;
 }
@@ -46,6 +60,30 @@ export interface SealRequest {
   /** The recipient key's id and its base64 DER SPKI; each worker parses a key once (`PublicKeyCache`). */
   keyId: string;
   spki: string;
+  /**
+   * The recipient key's suite. The worker reads the suite from the key itself; when given, a value that
+   * disagrees with the key is `invalid_request` (field `algorithm`) rather than a receipt nobody opens.
+   */
+  algorithm?: KeyAlgorithm | undefined;
+}
+
+/** What {@link CryptoPool.rewrapFromEscrow} needs to release one escrowed receipt's AES key. */
+export interface RewrapRequest {
+  /** The receipt's `escrowKeyId`: which configured escrow key it was sealed to. */
+  escrowKeyId: string;
+  /** The receipt's wrapped AES key, and its encapsulated key when the escrow key is a P-256 one. */
+  encryptedAesKey: Uint8Array;
+  encapsulatedKey?: Uint8Array | undefined;
+  /** The receipt's additional authenticated data, `receiptAad(...)`: HPKE binds the wrapped key to it. */
+  aad: Uint8Array;
+  /** The key to re-wrap to, of either suite. */
+  target: WrapTarget;
+}
+
+/** A re-wrapped AES key, base64 as the store keeps it; `encapsulatedKey` set for an HPKE target. */
+export interface RewrappedKey {
+  encryptedAesKey: string;
+  encapsulatedKey?: string;
 }
 
 interface Pending {
@@ -67,9 +105,9 @@ interface Slot {
 }
 
 /**
- * A pool of worker threads for the service's RSA work: private-key operations (decrypting receipts,
- * releasing escrow), sealing new receipts and, on workers of their own at a lower priority, key
- * generation. An RSA-2048 private operation costs about a millisecond of CPU; on the event loop a burst
+ * A pool of worker threads for the service's key work, both suites: private-key operations
+ * (decrypting receipts, releasing escrow), sealing new receipts and, on workers of their own at a
+ * lower priority, key generation. An RSA-2048 private operation costs about a millisecond of CPU; on the event loop a burst
  * of decrypts would stall every other request, so they run here instead. Sealing (a fresh AES key, AES-
  * GCM, RSA-OAEP wrap) is cheaper but was still the event loop's largest single cost of an encrypt.
  * Tasks go to the least busy worker of their kind.
@@ -87,71 +125,89 @@ export class CryptoPool {
   private cursor = 0;
   private closed = false;
 
-  /** Throws `invalid_request` (field `escrowPrivateKey`) when the escrow key is not a usable RSA key. */
+  /**
+   * The public side of each escrow key, in configuration order: the first is the one new escrowed
+   * receipts are sealed to, and its `keyId` is what they record as `escrowKeyId`.
+   */
+  readonly escrowKeys: readonly EscrowKeyInfo[];
+
+  /**
+   * Throws `invalid_request` (field `escrowPrivateKeys[i]`) when an escrow key is not a usable key, is
+   * given twice, or when there is none.
+   */
   constructor(options: CryptoPoolOptions) {
     const size = options.size ?? availableParallelism();
     const keygenSize = options.keygenSize ?? size;
     for (const n of [size, keygenSize]) {
       if (!Number.isInteger(n) || n < 1) throw new RangeError("CryptoPool sizes must be positive integers");
     }
-    parsePrivateKey(options.escrowPrivateKey, "escrowPrivateKey");
+    this.escrowKeys = Object.freeze(escrowKeysOf(options.escrowPrivateKeys));
     this.size = size;
+    const escrowPrivateKeys = [...options.escrowPrivateKeys];
     const slots = (count: number, init: WorkerInit): Slot[] =>
       Array.from({ length: count }, () => ({ worker: undefined, pending: new Map(), init }));
-    this.slots = slots(size, { escrowPrivateKey: options.escrowPrivateKey });
-    this.keygenSlots = slots(keygenSize, {
-      escrowPrivateKey: options.escrowPrivateKey,
-      niceness: KEYGEN_NICENESS,
-    });
+    this.slots = slots(size, { escrowPrivateKeys });
+    this.keygenSlots = slots(keygenSize, { escrowPrivateKeys, niceness: KEYGEN_NICENESS });
   }
 
   /**
-   * Generates an RSA-2048 key pair (public exponent 65537) on a key-generation worker: base64 DER
-   * SPKI and PKCS#8, as `generateRsaKeyPair` returns them.
+   * Generates a key pair of the suite on a key-generation worker: RSA-2048 with public exponent 65537
+   * (the default), or EC P-256 for `HPKE-P256-SHA256-A256GCM`; base64 DER SPKI and PKCS#8 either way.
+   * An unknown suite name is `invalid_request` (field `algorithm`).
    */
-  async generateKeyPair(): Promise<RsaKeyPair> {
-    const packed = await this.runBytes({ op: "generate" }, this.keygenSlots);
+  async generateKeyPair(algorithm: KeyAlgorithm = RSA_OAEP_256): Promise<GeneratedKeyPair> {
+    if (!isKeyAlgorithm(algorithm)) {
+      throw invalidRequest([
+        { field: "algorithm", description: "must be RSA-OAEP-256 or HPKE-P256-SHA256-A256GCM" },
+      ]);
+    }
+    const packed = await this.runBytes({ op: "generate", algorithm }, this.keygenSlots);
     try {
       const { spki, pkcs8 } = unpackKeyPair(packed);
-      return { publicKey: spki.toString("base64"), privateKey: pkcs8.toString("base64") };
+      return { publicKey: spki.toString("base64"), privateKey: pkcs8.toString("base64"), algorithm };
     } finally {
       packed.fill(0);
     }
   }
 
   /**
-   * Decrypts a sealed receipt with its owner's private key and returns the plaintext. The key is
-   * checked against `expectedSpki` before anything else: `invalid_request` (field `privateKey`) when it
-   * does not parse, `forbidden` when it is not the grant's key, and only then is the receipt opened;
-   * a receipt that fails to open with the right key is `internal_server_error` (corruption or a bug).
+   * Decrypts a sealed receipt with its owner's private key (either suite, read from the key) and
+   * returns the plaintext. The key is checked against `expectedSpki` before anything else:
+   * `invalid_request` (field `privateKey`) when it does not parse, `forbidden` when it is not the
+   * grant's key or is of another suite than the receipt's key bundle, and only then is the receipt
+   * opened; a receipt that fails to open with the right key is `internal_server_error` (corruption or a bug).
    */
   openReceipt(request: OpenReceiptRequest): Promise<Buffer> {
     const { sealed } = request;
-    const [encryptedAesKey, iv, ciphertext, authTag, aad] = copyIntoOneBuffer([
+    const [encryptedAesKey, iv, ciphertext, authTag, aad, encapsulatedKey] = copyIntoOneBuffer([
       sealed.encryptedAesKey,
       sealed.iv,
       sealed.ciphertext,
       sealed.authTag,
       request.aad,
+      sealed.encapsulatedKey ?? new Uint8Array(0),
     ]);
     const task: WorkerTask = {
       op: "open",
       privateKey: request.privateKey,
       expectedSpki: request.expectedSpki,
+      algorithm: request.algorithm,
       encryptedAesKey,
       iv,
       ciphertext,
       authTag,
       aad,
+      ...(sealed.encapsulatedKey === undefined ? {} : { encapsulatedKey }),
     };
     return this.runBytes(task);
   }
 
   /**
-   * Seals a receipt to a recipient's public key (`sealReceipt`, section 5) on a worker: the AES key is
-   * drawn, used and zeroed there and never reaches the event loop. The parts come back as base64, the
-   * form the store keeps. A key that does not parse is `invalid_request` on `publicKey`, as
-   * `parsePublicKey` words it.
+   * Seals a receipt to a recipient's public key on a worker: RSA-OAEP-256 (`sealReceipt`, section 5) or
+   * HPKE (`sealReceiptHpke`, section 15) as the key's suite says; the AES key is drawn, used and zeroed
+   * there and never reaches the event loop. The parts come back as base64, the form the store keeps,
+   * with `encapsulatedKey` set for HPKE. A key that does not parse is `invalid_request` on `publicKey`,
+   * as `parsePublicKey` words it.
    */
   async seal(request: SealRequest): Promise<SealedReceiptText> {
     const packed = await this.run({ op: "seal", ...request });
@@ -160,13 +216,31 @@ export class CryptoPool {
   }
 
   /**
-   * Re-wraps an escrowed receipt's AES key to a newly registered public key (escrow release): unwraps
-   * it with the escrow private key and wraps it to the user's key `to` (its id and base64 DER SPKI; each
-   * worker parses a key once, as for sealing). The receipt's ciphertext is not involved and stays
-   * byte-for-byte the same.
+   * Re-wraps an escrowed receipt's AES key to a user's key (escrow release, sections 8 and 17): unwraps
+   * it with the escrow key `escrowKeyId` (any configured one; its suite is read from the key) and wraps
+   * it to `target`, of either suite (HPKE binds the wrapped key to `aad`). The receipt's ciphertext is
+   * not involved and stays byte-for-byte the same.
+   *
+   * An unknown `escrowKeyId`, or an unwrap that fails, rejects with `conflict` and the message
+   * `ESCROW_KEY_UNKNOWN` or `ESCROW_UNWRAP_FAILED` (test with `isEscrowHold`): the receipt must stay
+   * escrowed. A target key that does not parse, or whose suite is not `target.algorithm`, is `invalid_request`.
    */
-  rewrapFromEscrow(encryptedAesKey: Uint8Array, to: { keyId: string; spki: string }): Promise<Buffer> {
-    return this.runBytes({ op: "rewrap", encryptedAesKey: copyBytes(encryptedAesKey), ...to });
+  async rewrapFromEscrow(request: RewrapRequest): Promise<RewrappedKey> {
+    const [encryptedAesKey, aad, encapsulatedKey] = copyIntoOneBuffer([
+      request.encryptedAesKey,
+      request.aad,
+      request.encapsulatedKey ?? new Uint8Array(0),
+    ]);
+    const packed = await this.run({
+      op: "rewrap",
+      escrowKeyId: request.escrowKeyId,
+      encryptedAesKey,
+      aad,
+      target: { ...request.target },
+      ...(request.encapsulatedKey === undefined ? {} : { encapsulatedKey }),
+    });
+    if (typeof packed !== "string") throw unexpectedAnswer();
+    return unpackWrappedKey(packed);
   }
 
   /**
@@ -300,16 +374,9 @@ export class CryptoPool {
 }
 
 /**
- * A copy of the bytes in an ArrayBuffer of their own. A message carries a view's whole buffer, and a
- * small Buffer is a view of Node's 8 KiB pool.
- */
-function copyBytes(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
-  return new Uint8Array(bytes);
-}
-
-/**
- * Copies of `parts` as views of one fresh ArrayBuffer (see {@link copyBytes}): a message with one
- * buffer costs the main thread about half of one with a buffer per field.
+ * Copies of `parts` as views of one fresh ArrayBuffer. A message carries a view's whole buffer (and a
+ * small Buffer is a view of Node's 8 KiB pool), and a message with one buffer costs the main thread
+ * about half of one with a buffer per field.
  */
 function copyIntoOneBuffer<T extends Uint8Array[]>(
   parts: [...T],

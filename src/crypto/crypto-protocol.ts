@@ -1,5 +1,6 @@
 import { AppError, type ErrorCode, type FieldViolation, isErrorCode } from "../errors.js";
 import type { SealedReceipt, SealedReceiptText } from "./envelope.js";
+import type { KeyAlgorithm } from "./suites.js";
 
 /**
  * The messages between `CryptoPool` (main thread) and `crypto-worker` (worker threads): a list of
@@ -13,27 +14,48 @@ import type { SealedReceipt, SealedReceiptText } from "./envelope.js";
 
 /** `workerData` of each worker. */
 export interface WorkerInit {
-  /** The escrow private key, base64 DER PKCS#8 or PEM; parsed once, when first needed. */
-  escrowPrivateKey: string;
+  /** The escrow private keys, base64 DER PKCS#8 or PEM, the sealing one first; parsed once, when first needed. */
+  escrowPrivateKeys: string[];
   /** A nice value (1-19) for the worker's thread, on Linux: lower priority than the event loop. */
   niceness?: number;
 }
 
-/** A unit of work for a crypto worker: open, re-wrap, seal or generate. */
+/** The key a receipt is (re-)wrapped to: its id, base64 DER SPKI and, when the caller knows it, suite. */
+export interface WrapTarget {
+  keyId: string;
+  spki: string;
+  /** Checked against the key's own suite when given; inferred from the key when absent. */
+  algorithm?: KeyAlgorithm | undefined;
+}
+
+/**
+ * A unit of work for a crypto worker: open, re-wrap, seal or generate. RSA tasks run synchronously;
+ * HPKE tasks are asynchronous (WebCrypto) and may be answered after later tasks.
+ */
 export type WorkerTask =
   | {
       op: "open";
       privateKey: string;
       expectedSpki: string;
+      /** The key bundle's suite, when known; otherwise read from the presence of `encapsulatedKey`. */
+      algorithm?: KeyAlgorithm | undefined;
       encryptedAesKey: Uint8Array;
+      encapsulatedKey?: Uint8Array | undefined;
       iv: Uint8Array;
       ciphertext: Uint8Array;
       authTag: Uint8Array;
       aad: Uint8Array;
     }
-  | { op: "rewrap"; encryptedAesKey: Uint8Array; keyId: string; spki: string }
-  | { op: "seal"; plaintext: string; aad: string; keyId: string; spki: string }
-  | { op: "generate" };
+  | {
+      op: "rewrap";
+      escrowKeyId: string;
+      encryptedAesKey: Uint8Array;
+      encapsulatedKey?: Uint8Array | undefined;
+      aad: Uint8Array;
+      target: WrapTarget;
+    }
+  | ({ op: "seal"; plaintext: string; aad: string } & WrapTarget)
+  | { op: "generate"; algorithm: KeyAlgorithm };
 
 /** A task as posted to a worker (in a list: the tasks of one event-loop turn), with the id its response carries. */
 export type WorkerRequest = WorkerTask & { id: number };
@@ -112,23 +134,54 @@ export function unpackKeyPair(packed: Buffer): { spki: Buffer; pkcs8: Buffer } {
 
 /**
  * A sealed receipt as one string: the base64 of the wrapped AES key, IV, auth tag and ciphertext, in
- * that order, joined by "." (not a base64 character). The store keeps the parts as base64, so the
- * worker encodes them: a string crosses to the main thread for less than a buffer does (a cloned
- * buffer is a new backing store and a view per answer), and the event loop no longer encodes them.
+ * that order, and for HPKE the encapsulated key fifth, joined by "." (not a base64 character). The
+ * store keeps the parts as base64, so the worker encodes them: a string crosses to the main thread for
+ * less than a buffer does (a cloned buffer is a new backing store and a view per answer), and the
+ * event loop no longer encodes them.
  */
 export function packSealedText(sealed: SealedReceipt): string {
-  const { encryptedAesKey, iv, authTag, ciphertext } = sealed;
-  return [encryptedAesKey, iv, authTag, ciphertext].map((part) => part.toString("base64")).join(".");
+  const { encryptedAesKey, iv, authTag, ciphertext, encapsulatedKey } = sealed;
+  const parts = [encryptedAesKey, iv, authTag, ciphertext];
+  if (encapsulatedKey !== undefined) parts.push(encapsulatedKey);
+  return parts.map((part) => part.toString("base64")).join(".");
 }
 
-/** The four parts of a {@link packSealedText} string. */
+/** The four (RSA) or five (HPKE) parts of a {@link packSealedText} string. */
 export function unpackSealedText(packed: string): SealedReceiptText {
-  const [encryptedAesKey, iv, authTag, ciphertext, extra] = packed.split(".");
-  if (ciphertext === undefined || extra !== undefined) throw new Error("not a sealed receipt text");
-  return {
+  const [encryptedAesKey, iv, authTag, ciphertext, encapsulatedKey, extra] = packed.split(".");
+  if (ciphertext === undefined || extra !== undefined || encapsulatedKey === "") {
+    throw new Error("not a sealed receipt text");
+  }
+  const text: SealedReceiptText = {
     encryptedAesKey: encryptedAesKey as string,
     iv: iv as string,
     authTag: authTag as string,
     ciphertext,
   };
+  if (encapsulatedKey !== undefined) text.encapsulatedKey = encapsulatedKey;
+  return text;
+}
+
+/** A re-wrapped key as one string: the base64 wrapped AES key, then for HPKE "." and the encapsulated key. */
+export function packWrappedKey(wrapped: {
+  encryptedAesKey: Buffer;
+  encapsulatedKey?: Buffer | undefined;
+}): string {
+  const { encryptedAesKey, encapsulatedKey } = wrapped;
+  const first = encryptedAesKey.toString("base64");
+  return encapsulatedKey === undefined ? first : `${first}.${encapsulatedKey.toString("base64")}`;
+}
+
+/** The parts of a {@link packWrappedKey} string, base64. */
+export function unpackWrappedKey(packed: string): { encryptedAesKey: string; encapsulatedKey?: string } {
+  const [encryptedAesKey, encapsulatedKey, extra] = packed.split(".");
+  if (
+    encryptedAesKey === undefined ||
+    encryptedAesKey === "" ||
+    extra !== undefined ||
+    encapsulatedKey === ""
+  ) {
+    throw new Error("not a wrapped key text");
+  }
+  return encapsulatedKey === undefined ? { encryptedAesKey } : { encryptedAesKey, encapsulatedKey };
 }

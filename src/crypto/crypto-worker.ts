@@ -1,26 +1,41 @@
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
-import { AppError } from "../errors.js";
-import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask } from "./crypto-protocol.js";
-import { packKeyPair, packSealedText, serializeError } from "./crypto-protocol.js";
-import { openSealedReceipt, rewrapAesKey, sealReceipt } from "./envelope.js";
+import { AppError, invalidRequest } from "../errors.js";
+import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask, WrapTarget } from "./crypto-protocol.js";
+import { packKeyPair, packSealedText, packWrappedKey, serializeError } from "./crypto-protocol.js";
+import { openSealedReceipt, type SealedReceipt, sealReceipt, unwrapAesKey, wrapAesKey } from "./envelope.js";
+import { ESCROW_KEY_UNKNOWN, ESCROW_UNWRAP_FAILED } from "./escrow-errors.js";
+import { escrowKeyIdOf } from "./escrow-keys.js";
 import {
+  type CryptoKey,
+  hpkeKeyPairOf,
+  hpkeUnwrap,
+  hpkeWrap,
+  importHpkePublicKey,
+  openSealedReceiptHpke,
+  sealReceiptHpke,
+} from "./hpke.js";
+import {
+  keyAlgorithmOf,
   PublicKeyCache,
   parsePrivateKey,
   privateKeyMatches,
   RSA_MODULUS_BITS,
   RSA_PUBLIC_EXPONENT,
+  spkiOfPrivateKey,
 } from "./keys.js";
+import { HPKE_P256, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
 
 /**
- * The body of a `CryptoPool` worker thread: every RSA private-key operation of the server runs
- * here, off the event loop, and so does the sealing of new receipts and request-driven key generation
- * (on workers of lower priority). A message carries the requests of one event-loop turn of the main
- * thread. Seals take tens of microseconds, and their answers go back together, one message for a run of
- * them (a message costs both threads more than a seal's wait for the others); anything slower is
- * answered on its own as soon as it is done. No exception escapes, so a worker only dies when it is
- * terminated or the runtime fails.
+ * The body of a `CryptoPool` worker thread: every private-key operation of the server runs here, off
+ * the event loop, and so does the sealing of new receipts and request-driven key generation (on
+ * workers of lower priority). A message carries the requests of one event-loop turn of the main
+ * thread. RSA seals take tens of microseconds, and their answers go back together, one message for a
+ * run of them (a message costs both threads more than a seal's wait for the others); anything slower
+ * is answered on its own as soon as it is done. HPKE tasks are asynchronous (WebCrypto): each is
+ * answered on its own when it settles, possibly after tasks that came later, which the pool matches by
+ * id. No exception or rejection escapes, so a worker only dies when it is terminated or the runtime fails.
  */
 
 const port = parentPort;
@@ -37,86 +52,208 @@ if (init.niceness !== undefined && process.platform === "linux") {
   }
 }
 
-/** Recipients' public keys, parsed once per worker. */
+/** Recipients' public keys, parsed once per worker (and validated by `parsePublicKey` on a miss). */
 const publicKeys = new PublicKeyCache();
 
-let escrowPrivateKey: KeyObject | undefined;
-function escrowKey(): KeyObject {
-  escrowPrivateKey ??= parsePrivateKey(init.escrowPrivateKey, "escrowPrivateKey");
-  return escrowPrivateKey;
+/** P-256 recipients' keys as WebCrypto keys for HPKE, imported once per worker; bounded like `publicKeys`. */
+const hpkeKeys = new Map<string, Promise<CryptoKey>>();
+const MAX_HPKE_KEYS = 10_000;
+
+/** The escrow keys by id, with their suite read from the key; parsed on first use. */
+let escrowKeys: Map<string, { key: KeyObject; algorithm: KeyAlgorithm }> | undefined;
+function escrowKey(escrowKeyId: string): { key: KeyObject; algorithm: KeyAlgorithm } | undefined {
+  if (escrowKeys === undefined) {
+    escrowKeys = new Map();
+    init.escrowPrivateKeys.forEach((text, i) => {
+      const key = parsePrivateKey(text, `escrowPrivateKeys[${i}]`);
+      escrowKeys?.set(escrowKeyIdOf(spkiOfPrivateKey(key)), { key, algorithm: keyAlgorithmOf(key) });
+    });
+  }
+  return escrowKeys.get(escrowKeyId);
 }
+
+type Output = Uint8Array | string;
 
 port.on("message", (requests: WorkerRequest[]) => {
   let answers: WorkerResponse[] = [];
   const send = () => {
     if (answers.length === 0) return;
-    port.postMessage(answers);
-    // The message holds a copy; this thread's is wiped (a generated private key, a receipt's plaintext).
-    for (const answer of answers) if (answer.ok && typeof answer.result !== "string") answer.result.fill(0);
+    post(answers);
     answers = [];
   };
   for (const request of requests) {
+    const outcome = answer(request);
+    if (outcome instanceof Promise) {
+      // Answered on its own when it settles; `answer` never rejects.
+      void outcome.then((response) => post([response]));
+      continue;
+    }
     const quick = request.op === "seal";
     if (!quick) send();
-    answers.push(answer(request));
+    answers.push(outcome);
     if (!quick) send();
   }
   send();
 });
 
-function answer(request: WorkerRequest): WorkerResponse {
+/** Posts answers; the message holds a copy, and this thread's is wiped (a private key, a plaintext). */
+function post(answers: WorkerResponse[]): void {
+  port?.postMessage(answers);
+  for (const answer of answers) if (answer.ok && typeof answer.result !== "string") answer.result.fill(0);
+}
+
+/** The answer to a request: at once for synchronous (RSA) work, as a promise that never rejects otherwise. */
+function answer(request: WorkerRequest): WorkerResponse | Promise<WorkerResponse> {
+  const failed = (error: unknown): WorkerResponse => ({
+    id: request.id,
+    ok: false,
+    error: serializeError(error),
+  });
   try {
     const output = run(request);
-    if (
-      typeof output === "string" ||
-      (output.byteOffset === 0 && output.byteLength === output.buffer.byteLength)
-    ) {
-      return { id: request.id, ok: true, result: output };
-    }
-    // A view of a shared buffer (Node's Buffer pool): a message would carry the whole buffer.
-    const result = new Uint8Array(output);
-    output.fill(0);
-    return { id: request.id, ok: true, result };
+    if (output instanceof Promise) return output.then((value) => succeeded(request.id, value), failed);
+    return succeeded(request.id, output);
   } catch (error) {
-    return { id: request.id, ok: false, error: serializeError(error) };
+    return failed(error);
   }
 }
 
-function run(task: WorkerTask): Uint8Array | string {
+function succeeded(id: number, output: Output): WorkerResponse {
+  if (
+    typeof output === "string" ||
+    (output.byteOffset === 0 && output.byteLength === output.buffer.byteLength)
+  ) {
+    return { id, ok: true, result: output };
+  }
+  // A view of a shared buffer (Node's Buffer pool): a message would carry the whole buffer.
+  const result = new Uint8Array(output);
+  output.fill(0);
+  return { id, ok: true, result };
+}
+
+function run(task: WorkerTask): Output | Promise<Output> {
   switch (task.op) {
-    case "open": {
-      const privateKey = parsePrivateKey(task.privateKey, "privateKey");
-      // The key must be the grant's key before any receipt byte is touched (section 5).
-      if (!privateKeyMatches(privateKey, task.expectedSpki)) {
-        throw new AppError("forbidden", "The private key does not match the key of this grant.");
-      }
-      const sealed = {
-        encryptedAesKey: asBuffer(task.encryptedAesKey),
-        iv: asBuffer(task.iv),
-        ciphertext: asBuffer(task.ciphertext),
-        authTag: asBuffer(task.authTag),
-      };
-      return openSealedReceipt(sealed, task.aad, privateKey);
-    }
+    case "open":
+      return open(task);
     case "seal": {
       const plaintext = Buffer.from(task.plaintext, "utf8");
       const aad = Buffer.from(task.aad, "utf8");
-      return packSealedText(sealReceipt(plaintext, aad, publicKeys.get(task.keyId, task.spki)));
+      const algorithm = targetAlgorithm(task);
+      if (algorithm === RSA_OAEP_256) {
+        return packSealedText(sealReceipt(plaintext, aad, publicKeys.get(task.keyId, task.spki)));
+      }
+      return hpkeKey(task).then(async (key) => packSealedText(await sealReceiptHpke(plaintext, aad, key)));
     }
     case "rewrap":
-      return rewrapAesKey(task.encryptedAesKey, escrowKey(), publicKeys.get(task.keyId, task.spki));
-    case "generate": {
-      const pair = generateKeyPairSync("rsa", {
-        modulusLength: RSA_MODULUS_BITS,
-        publicExponent: RSA_PUBLIC_EXPONENT,
-        publicKeyEncoding: { type: "spki", format: "der" },
-        privateKeyEncoding: { type: "pkcs8", format: "der" },
+      return rewrap(task);
+    case "generate":
+      return generate(task.algorithm);
+  }
+}
+
+function open(task: Extract<WorkerTask, { op: "open" }>): Output | Promise<Output> {
+  const privateKey = parsePrivateKey(task.privateKey, "privateKey");
+  // The key must be the grant's key before any receipt byte is touched (section 5).
+  if (!privateKeyMatches(privateKey, task.expectedSpki)) {
+    throw new AppError("forbidden", "The private key does not match the key of this grant.");
+  }
+  const algorithm = keyAlgorithmOf(privateKey, "privateKey");
+  const bundle = task.algorithm ?? (task.encapsulatedKey === undefined ? RSA_OAEP_256 : HPKE_P256);
+  if (bundle !== algorithm) {
+    throw new AppError(
+      "forbidden",
+      `The private key is a key of the ${algorithm} suite; this receipt's key is wrapped with ${bundle}.`,
+    );
+  }
+  const sealed: SealedReceipt = {
+    encryptedAesKey: asBuffer(task.encryptedAesKey),
+    iv: asBuffer(task.iv),
+    ciphertext: asBuffer(task.ciphertext),
+    authTag: asBuffer(task.authTag),
+  };
+  if (algorithm === RSA_OAEP_256) return openSealedReceipt(sealed, task.aad, privateKey);
+  if (task.encapsulatedKey !== undefined) sealed.encapsulatedKey = asBuffer(task.encapsulatedKey);
+  return hpkeKeyPairOf(privateKey).then((pair) => openSealedReceiptHpke(sealed, task.aad, pair));
+}
+
+/**
+ * Escrow release: unwraps a receipt's AES key with the escrow key `escrowKeyId` (its suite read from
+ * the key) and wraps it to the target, of either suite. An unknown escrow key or a failed unwrap is
+ * `conflict` with {@link ESCROW_KEY_UNKNOWN} / {@link ESCROW_UNWRAP_FAILED}: the receipt stays
+ * escrowed (section 17); a target key that does not parse is `invalid_request`.
+ */
+async function rewrap(task: Extract<WorkerTask, { op: "rewrap" }>): Promise<Output> {
+  const algorithm = targetAlgorithm(task.target);
+  const escrow = escrowKey(task.escrowKeyId);
+  if (escrow === undefined) throw new AppError("conflict", ESCROW_KEY_UNKNOWN);
+  let aesKey: Buffer;
+  try {
+    aesKey =
+      escrow.algorithm === RSA_OAEP_256
+        ? unwrapAesKey(task.encryptedAesKey, escrow.key)
+        : await hpkeUnwrap(await hpkeKeyPairOf(escrow.key), task, task.aad);
+  } catch (cause) {
+    throw new AppError("conflict", ESCROW_UNWRAP_FAILED, { cause });
+  }
+  try {
+    if (algorithm === RSA_OAEP_256) {
+      return packWrappedKey({
+        encryptedAesKey: wrapAesKey(aesKey, publicKeys.get(task.target.keyId, task.target.spki)),
       });
-      const packed = packKeyPair(pair.publicKey, pair.privateKey);
-      pair.privateKey.fill(0);
-      return packed;
+    }
+    return packWrappedKey(await hpkeWrap(aesKey, await hpkeKey(task.target), task.aad));
+  } finally {
+    aesKey.fill(0);
+  }
+}
+
+/** A fresh key pair of the suite, packed: RSA-2048 (e = 65537), or P-256 (cheap, but kept off the event loop too). */
+function generate(algorithm: KeyAlgorithm): Output {
+  const pair =
+    algorithm === HPKE_P256
+      ? generateKeyPairSync("ec", {
+          namedCurve: "P-256",
+          publicKeyEncoding: { type: "spki", format: "der" },
+          privateKeyEncoding: { type: "pkcs8", format: "der" },
+        })
+      : generateKeyPairSync("rsa", {
+          modulusLength: RSA_MODULUS_BITS,
+          publicExponent: RSA_PUBLIC_EXPONENT,
+          publicKeyEncoding: { type: "spki", format: "der" },
+          privateKeyEncoding: { type: "pkcs8", format: "der" },
+        });
+  const packed = packKeyPair(pair.publicKey, pair.privateKey);
+  pair.privateKey.fill(0);
+  return packed;
+}
+
+/**
+ * The suite of a recipient key (parsed and validated once per worker, see `PublicKeyCache`); a
+ * caller's `algorithm` that names the other suite is `invalid_request`.
+ */
+function targetAlgorithm(target: WrapTarget): KeyAlgorithm {
+  const algorithm = keyAlgorithmOf(publicKeys.get(target.keyId, target.spki), "publicKey");
+  if (target.algorithm !== undefined && target.algorithm !== algorithm) {
+    throw invalidRequest([{ field: "algorithm", description: `must be ${algorithm} for this key` }]);
+  }
+  return algorithm;
+}
+
+/** The WebCrypto key of a P-256 recipient, imported once per worker. */
+function hpkeKey(target: WrapTarget): Promise<CryptoKey> {
+  const cacheKey = `${target.keyId}\n${target.spki}`;
+  let key = hpkeKeys.get(cacheKey);
+  if (key === undefined) {
+    key = importHpkePublicKey(target.spki);
+    // A failed import is not kept: the next call tries again.
+    key.catch(() => hpkeKeys.delete(cacheKey));
+    hpkeKeys.set(cacheKey, key);
+    if (hpkeKeys.size > MAX_HPKE_KEYS) {
+      const oldest = hpkeKeys.keys().next();
+      if (oldest.done !== true) hpkeKeys.delete(oldest.value);
     }
   }
+  return key;
 }
 
 /** A Buffer view of cloned bytes, without copying. */

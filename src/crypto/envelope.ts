@@ -31,10 +31,18 @@ export const IV_BYTES = 12;
 /** AES-GCM authentication tag length, in bytes: the full 128 bits. */
 export const AUTH_TAG_BYTES = 16;
 
-/** A receipt encrypted for one RSA key. Every field is raw bytes; the API carries them as base64. */
+/**
+ * A receipt encrypted for one key, of either suite (`suites.ts`). Every field is raw bytes; the API
+ * carries them as base64.
+ */
 export interface SealedReceipt {
-  /** The receipt's AES key, wrapped with RSA-OAEP-256 to the recipient's public key. */
+  /**
+   * The receipt's AES key wrapped to the recipient's public key: the RSA-OAEP-256 ciphertext (the
+   * modulus size), or the 48-byte HPKE ciphertext.
+   */
   encryptedAesKey: Buffer;
+  /** HPKE only: the 65-byte encapsulated key (`enc`, an uncompressed P-256 point). */
+  encapsulatedKey?: Buffer;
   iv: Buffer;
   ciphertext: Buffer;
   authTag: Buffer;
@@ -43,14 +51,18 @@ export interface SealedReceipt {
 /** A {@link SealedReceipt} with each part as base64 text, the form the store keeps and the API sends. */
 export type SealedReceiptText = { [K in keyof SealedReceipt]: string };
 
-/** The bytes of a {@link SealedReceiptText}. */
+/** The bytes of a {@link SealedReceiptText}; an empty `encapsulatedKey` counts as absent. */
 export function sealedFromText(text: SealedReceiptText): SealedReceipt {
-  return {
+  const sealed: SealedReceipt = {
     encryptedAesKey: Buffer.from(text.encryptedAesKey, "base64"),
     iv: Buffer.from(text.iv, "base64"),
     ciphertext: Buffer.from(text.ciphertext, "base64"),
     authTag: Buffer.from(text.authTag, "base64"),
   };
+  if (text.encapsulatedKey !== undefined && text.encapsulatedKey !== "") {
+    sealed.encapsulatedKey = Buffer.from(text.encapsulatedKey, "base64");
+  }
+  return sealed;
 }
 
 /** The immutable identity of a receipt that its ciphertext is bound to. */
@@ -94,13 +106,44 @@ export function receiptAadText(id: ReceiptIdentity): string {
 export function sealReceipt(plaintext: Uint8Array, aad: Uint8Array, publicKey: KeyObject): SealedReceipt {
   const aesKey = secureRandomBytes(AES_KEY_BYTES);
   try {
-    const iv = secureRandomBytes(IV_BYTES);
-    const cipher = createCipheriv("aes-256-gcm", aesKey, iv, { authTagLength: AUTH_TAG_BYTES });
-    cipher.setAAD(aad);
-    const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-    return { encryptedAesKey: wrapAesKey(aesKey, publicKey), iv, ciphertext, authTag: cipher.getAuthTag() };
+    return { encryptedAesKey: wrapAesKey(aesKey, publicKey), ...encryptBody(aesKey, plaintext, aad) };
   } finally {
     aesKey.fill(0);
+  }
+}
+
+/** The receipt's own layer, the same for every suite: AES-256-GCM with a fresh 96-bit IV and `aad`. */
+export function encryptBody(
+  aesKey: Uint8Array,
+  plaintext: Uint8Array,
+  aad: Uint8Array,
+): { iv: Buffer; ciphertext: Buffer; authTag: Buffer } {
+  const iv = secureRandomBytes(IV_BYTES);
+  const cipher = createCipheriv("aes-256-gcm", aesKey, iv, { authTagLength: AUTH_TAG_BYTES });
+  cipher.setAAD(aad);
+  const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  return { iv, ciphertext, authTag: cipher.getAuthTag() };
+}
+
+/**
+ * Decrypts the receipt's AES-256-GCM layer with its unwrapped AES key. A wrong key, a tampered part or
+ * another receipt's AAD is an integrity failure (`internal_server_error`, nothing about the data).
+ */
+export function decryptBody(
+  aesKey: Uint8Array,
+  sealed: Pick<SealedReceipt, "iv" | "ciphertext" | "authTag">,
+  aad: Uint8Array,
+): Buffer {
+  if (sealed.iv.length !== IV_BYTES || sealed.authTag.length !== AUTH_TAG_BYTES) {
+    throw integrityError(new Error("iv or authTag has the wrong length"));
+  }
+  const decipher = createDecipheriv("aes-256-gcm", aesKey, sealed.iv, { authTagLength: AUTH_TAG_BYTES });
+  decipher.setAAD(aad);
+  decipher.setAuthTag(sealed.authTag);
+  try {
+    return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]);
+  } catch (cause) {
+    throw integrityError(cause);
   }
 }
 
@@ -114,17 +157,7 @@ export function sealReceipt(plaintext: Uint8Array, aad: Uint8Array, publicKey: K
 export function openSealedReceipt(sealed: SealedReceipt, aad: Uint8Array, privateKey: KeyObject): Buffer {
   const aesKey = unwrapAesKey(sealed.encryptedAesKey, privateKey);
   try {
-    if (sealed.iv.length !== IV_BYTES || sealed.authTag.length !== AUTH_TAG_BYTES) {
-      throw integrityError(new Error("iv or authTag has the wrong length"));
-    }
-    const decipher = createDecipheriv("aes-256-gcm", aesKey, sealed.iv, { authTagLength: AUTH_TAG_BYTES });
-    decipher.setAAD(aad);
-    decipher.setAuthTag(sealed.authTag);
-    try {
-      return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]);
-    } catch (cause) {
-      throw integrityError(cause);
-    }
+    return decryptBody(aesKey, sealed, aad);
   } finally {
     aesKey.fill(0);
   }
@@ -151,11 +184,13 @@ export function rewrapAesKey(
 /** RSA-OAEP with SHA-256; Node (OpenSSL) uses `oaepHash` for MGF1 too, which the WebCrypto test proves. */
 const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" } as const;
 
-function wrapAesKey(aesKey: Uint8Array, publicKey: KeyObject): Buffer {
+/** Wraps an AES key with RSA-OAEP-256 to `publicKey`. */
+export function wrapAesKey(aesKey: Uint8Array, publicKey: KeyObject): Buffer {
   return publicEncrypt({ key: publicKey, ...OAEP }, aesKey);
 }
 
-function unwrapAesKey(encryptedAesKey: Uint8Array, privateKey: KeyObject): Buffer {
+/** Unwraps an RSA-OAEP-256 wrapped AES key; anything but 32 bytes out is an integrity failure. */
+export function unwrapAesKey(encryptedAesKey: Uint8Array, privateKey: KeyObject): Buffer {
   let aesKey: Buffer;
   try {
     aesKey = privateDecrypt({ key: privateKey, ...OAEP }, encryptedAesKey);
@@ -169,6 +204,7 @@ function unwrapAesKey(encryptedAesKey: Uint8Array, privateKey: KeyObject): Buffe
   return aesKey;
 }
 
-function integrityError(cause: unknown): AppError {
+/** A sealed receipt or wrapped key that does not decrypt: `internal_server_error`, saying nothing of the data. */
+export function integrityError(cause: unknown): AppError {
   return new AppError("internal_server_error", "The sealed receipt failed its integrity check.", { cause });
 }

@@ -7,6 +7,7 @@ import {
   rsaPublicJwkFromPkcs1,
   rsaPublicJwkFromSpki,
 } from "./der.js";
+import { HPKE_P256, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
 
 /** Modulus size of generated key pairs, in bits; also the smallest size accepted on input (section 5). */
 export const RSA_MODULUS_BITS = 2048;
@@ -17,8 +18,15 @@ export const RSA_MODULUS_BITS = 2048;
  */
 export const RSA_MAX_MODULUS_BITS = 8192;
 
-/** Public exponent of generated key pairs (F4, the only exponent in common use). */
+/**
+ * Public exponent of generated key pairs (F4, the only exponent in common use), and the only one
+ * accepted on input: small exponents such as 3 are where RSA's classic attacks live (a padding or
+ * implementation slip turns into a cube root), and nothing legitimate needs another.
+ */
 export const RSA_PUBLIC_EXPONENT = 65537;
+
+/** Node's (OpenSSL's) name of the only elliptic curve accepted: NIST P-256, a.k.a. prime256v1, secp256r1. */
+const P256_CURVE = "prime256v1";
 
 /**
  * Longest key string accepted, in characters. A PEM PKCS#8 private key of {@link RSA_MAX_MODULUS_BITS}
@@ -50,24 +58,52 @@ export async function generateRsaKeyPair(): Promise<RsaKeyPair> {
   return { publicKey: publicKey.toString("base64"), privateKey: privateKey.toString("base64") };
 }
 
-/** A parsed public key and its canonical encoding. */
-export interface ParsedPublicKey {
-  key: KeyObject;
-  /** Base64 DER SubjectPublicKeyInfo re-exported from `key`: the form to store and compare. */
-  spki: string;
+/** A freshly generated key pair of either suite, both halves base64 DER without PEM armour. */
+export interface GeneratedKeyPair extends RsaKeyPair {
+  algorithm: KeyAlgorithm;
 }
 
-const PUBLIC_KEY_FORMAT = "must be an RSA public key: base64 DER SubjectPublicKeyInfo or PEM";
-const PRIVATE_KEY_FORMAT = "must be an RSA private key: base64 DER PKCS#8 or PEM";
+/** Generates an EC P-256 key pair (suite `HPKE-P256-SHA256-A256GCM`) on the libuv thread pool. */
+export async function generateP256KeyPair(): Promise<RsaKeyPair> {
+  const { publicKey, privateKey } = await generateKeyPairAsync("ec", {
+    namedCurve: "P-256",
+    publicKeyEncoding: { type: "spki", format: "der" },
+    privateKeyEncoding: { type: "pkcs8", format: "der" },
+  });
+  return { publicKey: publicKey.toString("base64"), privateKey: privateKey.toString("base64") };
+}
+
+/** A parsed public key, its canonical encoding and its suite. */
+export interface ParsedPublicKey {
+  key: KeyObject;
+  /**
+   * Base64 DER SubjectPublicKeyInfo re-exported from `key`: the form to store and compare. A P-256
+   * key is always re-encoded with its point uncompressed, the form WebCrypto and HPKE use.
+   */
+  spki: string;
+  /** The suite the key belongs to: RSA keys wrap with RSA-OAEP-256, P-256 keys with HPKE. */
+  algorithm: KeyAlgorithm;
+}
+
+/** What the service accepts, as the error messages say it (never quoting the input). */
+const ACCEPTED_KEYS = "an RSA (2048 bits or more, exponent 65537) or EC P-256 key";
+const PUBLIC_KEY_FORMAT = `must be ${ACCEPTED_KEYS.replace(" key", " public key")}: base64 DER SubjectPublicKeyInfo or PEM`;
+const PRIVATE_KEY_FORMAT = `must be ${ACCEPTED_KEYS.replace(" key", " private key")}: base64 DER PKCS#8 or PEM`;
 
 /** DER encodings of the PEM labels accepted for each kind of key. */
 const PUBLIC_PEM_TYPES = { "PUBLIC KEY": "spki", "RSA PUBLIC KEY": "pkcs1" } as const;
-const PRIVATE_PEM_TYPES = { "PRIVATE KEY": "pkcs8", "RSA PRIVATE KEY": "pkcs1" } as const;
+const PRIVATE_PEM_TYPES = {
+  "PRIVATE KEY": "pkcs8",
+  "RSA PRIVATE KEY": "pkcs1",
+  "EC PRIVATE KEY": "sec1",
+} as const;
 
 /**
- * Parses a cardholder's RSA public key given as base64 DER SubjectPublicKeyInfo or as PEM
- * (`PUBLIC KEY`, or PKCS#1 `RSA PUBLIC KEY`). Throws `invalid_request` naming `field` when the key does
- * not parse, is a private key, is not RSA, or is outside 2048..8192 bits. Messages never quote the input.
+ * Parses a cardholder's public key given as base64 DER SubjectPublicKeyInfo or as PEM (`PUBLIC KEY`,
+ * or PKCS#1 `RSA PUBLIC KEY`) and infers its suite (section 15): RSA of 2048..8192 bits with exponent
+ * 65537 is `RSA-OAEP-256`, EC P-256 is `HPKE-P256-SHA256-A256GCM`. Throws `invalid_request` naming
+ * `field` when the key does not parse, is a private key, or is anything else (another curve, Ed25519,
+ * X25519, RSA-PSS, a small or odd RSA key). Messages never quote the input.
  */
 export function parsePublicKey(input: string, field = "publicKey"): ParsedPublicKey {
   const decoded = decodeKeyText(input);
@@ -81,7 +117,8 @@ export function parsePublicKey(input: string, field = "publicKey"): ParsedPublic
     // SPKI read this way is already the canonical encoding.
     const key = createPublicKey({ key: jwk, format: "jwk" });
     checkRsaKey(key, field);
-    return { key, spki: type === "spki" ? decoded.der.toString("base64") : exportSpki(key) };
+    const spki = type === "spki" ? decoded.der.toString("base64") : exportSpki(key);
+    return { key, spki, algorithm: RSA_OAEP_256 };
   }
   // createPublicKey derives a public key from a private one for PKCS#1 input, so refuse private keys first.
   if (parsesAsPrivateKey(decoded.der)) throw privateSentAsPublic(field);
@@ -91,21 +128,33 @@ export function parsePublicKey(input: string, field = "publicKey"): ParsedPublic
   } catch {
     throw keyError(field, PUBLIC_KEY_FORMAT);
   }
-  checkRsaKey(key, field);
-  return { key, spki: exportSpki(key) };
+  const algorithm = checkKeyType(key, field);
+  if (algorithm === HPKE_P256) {
+    if (type !== "spki") throw keyError(field, PUBLIC_KEY_FORMAT);
+    // Through a JWK, so that a compressed or hybrid point encoding comes out uncompressed.
+    const canonical = createPublicKey({ key: key.export({ format: "jwk" }), format: "jwk" });
+    return { key: canonical, spki: exportSpki(canonical), algorithm };
+  }
+  return { key, spki: exportSpki(key), algorithm };
 }
 
 /**
- * Parses an RSA private key given as base64 DER PKCS#8 or as PEM (`PRIVATE KEY`, or PKCS#1
- * `RSA PRIVATE KEY`). Throws `invalid_request` naming `field` when it does not parse, is encrypted, is
- * not RSA, or is outside 2048..8192 bits. The key material never appears in an error.
+ * Parses a private key of either suite given as base64 DER PKCS#8 or as PEM (`PRIVATE KEY`, PKCS#1
+ * `RSA PRIVATE KEY`, or SEC1 `EC PRIVATE KEY`); {@link keyAlgorithmOf} tells its suite. Throws
+ * `invalid_request` naming `field` when it does not parse, is encrypted, or is not a key of a suite
+ * (RSA 2048..8192 bits with exponent 65537, or EC P-256). The key material never appears in an error.
  */
 export function parsePrivateKey(input: string, field = "privateKey"): KeyObject {
   const decoded = decodeKeyText(input);
   if (decoded === undefined) throw keyError(field, PRIVATE_KEY_FORMAT);
   const type = decoded.label === undefined ? "pkcs8" : privateDerType(decoded.label);
   if (type === undefined || !isSingleDerSequence(decoded.der)) throw keyError(field, PRIVATE_KEY_FORMAT);
-  const jwk = type === "pkcs8" ? rsaPrivateJwkFromPkcs8(decoded.der) : rsaPrivateJwkFromPkcs1(decoded.der);
+  const jwk =
+    type === "pkcs8"
+      ? rsaPrivateJwkFromPkcs8(decoded.der)
+      : type === "pkcs1"
+        ? rsaPrivateJwkFromPkcs1(decoded.der)
+        : undefined;
   let key: KeyObject;
   try {
     key =
@@ -115,8 +164,17 @@ export function parsePrivateKey(input: string, field = "privateKey"): KeyObject 
   } catch {
     throw keyError(field, PRIVATE_KEY_FORMAT);
   }
-  checkRsaKey(key, field);
+  checkKeyType(key, field);
   return key;
+}
+
+/**
+ * The suite of a key parsed by {@link parsePublicKey} or {@link parsePrivateKey} (or its public half):
+ * RSA keys are `RSA-OAEP-256`, P-256 keys `HPKE-P256-SHA256-A256GCM`. Throws `invalid_request` for
+ * anything else, as the parsers do.
+ */
+export function keyAlgorithmOf(key: KeyObject, field = "key"): KeyAlgorithm {
+  return checkKeyType(key, field);
 }
 
 /**
@@ -161,7 +219,10 @@ const ED25519_SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
  * Throws `invalid_request` naming `field` when it does not parse, is a private key, or is of another
  * type (RSA, EC, Ed448, ...). Messages never quote the input.
  */
-export function parseEd25519PublicKey(input: string, field = "publicKey"): ParsedPublicKey {
+export function parseEd25519PublicKey(
+  input: string,
+  field = "publicKey",
+): Omit<ParsedPublicKey, "algorithm"> {
   const decoded = decodeKeyText(input);
   if (decoded === undefined) throw keyError(field, ED25519_KEY_FORMAT);
   if (decoded.label?.includes("PRIVATE")) throw privateSentAsPublic(field);
@@ -274,14 +335,14 @@ function publicDerType(label: string): "spki" | "pkcs1" | undefined {
     : undefined;
 }
 
-function privateDerType(label: string): "pkcs8" | "pkcs1" | undefined {
+function privateDerType(label: string): "pkcs8" | "pkcs1" | "sec1" | undefined {
   return Object.hasOwn(PRIVATE_PEM_TYPES, label)
     ? PRIVATE_PEM_TYPES[label as keyof typeof PRIVATE_PEM_TYPES]
     : undefined;
 }
 
 function parsesAsPrivateKey(der: Buffer): boolean {
-  for (const type of ["pkcs8", "pkcs1"] as const) {
+  for (const type of ["pkcs8", "pkcs1", "sec1"] as const) {
     try {
       createPrivateKey({ key: der, format: "der", type });
       return true;
@@ -292,14 +353,30 @@ function parsesAsPrivateKey(der: Buffer): boolean {
   return false;
 }
 
+/** The suite of a parsed key, or `invalid_request` saying which key types are accepted. */
+function checkKeyType(key: KeyObject, field: string): KeyAlgorithm {
+  if (key.asymmetricKeyType === "ec") {
+    // A curve given by explicit parameters has no name here, and is refused like any other curve.
+    if (key.asymmetricKeyDetails?.namedCurve !== P256_CURVE) {
+      throw keyError(field, `must be ${ACCEPTED_KEYS}; this EC key is on another curve`);
+    }
+    return HPKE_P256;
+  }
+  checkRsaKey(key, field);
+  return RSA_OAEP_256;
+}
+
 /** Only plain RSA (rsaEncryption) keys can do RSA-OAEP; RSA-PSS keys are restricted to signatures. */
 function checkRsaKey(key: KeyObject, field: string): void {
   if (key.asymmetricKeyType === "rsa-pss")
     throw keyError(field, "must be an RSA encryption key, not RSA-PSS");
-  if (key.asymmetricKeyType !== "rsa") throw keyError(field, "must be an RSA key");
+  if (key.asymmetricKeyType !== "rsa") throw keyError(field, `must be ${ACCEPTED_KEYS}`);
   const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
   if (bits < RSA_MODULUS_BITS) throw keyError(field, `must be at least ${RSA_MODULUS_BITS} bits`);
   if (bits > RSA_MAX_MODULUS_BITS) throw keyError(field, `must be at most ${RSA_MAX_MODULUS_BITS} bits`);
+  if (key.asymmetricKeyDetails?.publicExponent !== BigInt(RSA_PUBLIC_EXPONENT)) {
+    throw keyError(field, `must have the RSA public exponent ${RSA_PUBLIC_EXPONENT}`);
+  }
 }
 
 function exportSpki(key: KeyObject): string {

@@ -1,5 +1,5 @@
 import { AppError, Violations } from "../errors.js";
-import type { AuditEvent, EscrowCount, Environment, Role, Store, Tier } from "../store/types.js";
+import type { AuditEvent, Environment, EscrowCount, Role, Store, Tier } from "../store/types.js";
 import { createApiKey } from "./api-keys.js";
 import { ID_PATTERN, MAX_ID_LENGTH } from "./limits.js";
 import { BIN_PATTERN } from "./pan.js";
@@ -109,7 +109,7 @@ export async function createKey(ctx: OperatorContext, body: unknown): Promise<Ap
   if (!Array.isArray(merchantIds) || merchantIds.length > MAX_LIST_ENTRIES) {
     v.add("merchantIds", `must be a list of at most ${MAX_LIST_ENTRIES} merchantIds`);
   } else {
-    merchantIds.forEach((id, i) => checkId(v, `merchantIds[${i}]`, id));
+    for (const [i, id] of merchantIds.entries()) checkId(v, `merchantIds[${i}]`, id);
     if (merchantIds.length > 0 && role === "issuer") v.add("merchantIds", "is only for merchant keys");
   }
   const name = input.name ?? "";
@@ -170,7 +170,10 @@ export async function setBins(
   const unique = [...new Set(bins as string[])].sort();
   const outcome = await ctx.store.bins.set(tenant, unique, ctx.now);
   if (outcome.kind === "conflict") {
-    throw new AppError("conflict", `The BIN prefix ${outcome.bin} (or one overlapping it) belongs to another tenant.`);
+    throw new AppError(
+      "conflict",
+      `The BIN prefix ${outcome.bin} (or one overlapping it) belongs to another tenant.`,
+    );
   }
   await audit(ctx, "admin.bins.set", tenant, unique.join(","));
   return { tenant, bins: unique };

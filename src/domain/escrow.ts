@@ -1,21 +1,12 @@
-import { createHash, createPublicKey } from "node:crypto";
 import { receiptAad } from "../crypto/envelope.js";
-import { parsePrivateKey } from "../crypto/keys.js";
+import { isEscrowHold } from "../crypto/escrow-errors.js";
 import type { ReceiptRecord, UserRecord } from "../store/types.js";
-import type { DomainDeps, EscrowKey } from "./deps.js";
+import type { DomainDeps } from "./deps.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import type { SealingKey } from "./routing.js";
 
-/**
- * A service escrow key's public half and its stable id, from the private key in configuration. The id
- * is derived from the public key, so every instance sharing the key names it the same way.
- */
-export function escrowKeyOf(privateKey: string): EscrowKey {
-  const publicKey = createPublicKey(parsePrivateKey(privateKey, "ESCROW_PRIVATE_KEY"));
-  const spki = publicKey.export({ type: "spki", format: "der" });
-  const keyId = `esc_${createHash("sha256").update(spki).digest("hex").slice(0, 16)}`;
-  return { keyId, algorithm: "RSA-OAEP-256", spki: spki.toString("base64") };
-}
+/** A service escrow key's public half and its stable id (`esc_...`), from the private key in configuration. */
+export { escrowKeyOf } from "../crypto/escrow-keys.js";
 
 /** The prefix of issuer escrow key ids (`iek_...`); service escrow keys are `esc_...`. */
 export const ISSUER_ESCROW_KEY_PREFIX = "iek_";
@@ -100,21 +91,23 @@ async function releaseOne(
     deps.logger.warn({ receiptId: receipt.id, escrowKeyId, reason }, "escrowed receipt held");
     return "held";
   };
-  if (!deps.escrowKeys.some((k) => k.keyId === escrowKeyId)) return held("unknown escrow key");
+  const bundle = receipt.keyBundle;
   let wrapped: { encryptedAesKey: string; encapsulatedKey?: string };
   try {
     wrapped = await deps.pool.rewrapFromEscrow({
       escrowKeyId,
-      encryptedAesKey: receipt.keyBundle.encryptedAesKey,
-      ...(receipt.keyBundle.encapsulatedKey === undefined
-        ? {}
-        : { encapsulatedKey: receipt.keyBundle.encapsulatedKey }),
+      encryptedAesKey: Buffer.from(bundle.encryptedAesKey, "base64"),
+      encapsulatedKey:
+        bundle.encapsulatedKey === undefined ? undefined : Buffer.from(bundle.encapsulatedKey, "base64"),
       aad: receiptAad(receipt),
       target: { keyId: target.key.keyId, spki: target.key.spki, algorithm: target.key.algorithm },
     });
   } catch (err) {
-    deps.logger.warn({ err, receiptId: receipt.id }, "escrow unwrap failed");
-    return held("unwrap failed");
+    // A hold is expected (a key no longer configured, a corrupt bundle); anything else is a bug, which
+    // must not cost the cardholder the registration either: the receipt stays escrowed.
+    if (isEscrowHold(err)) return held(err.message);
+    deps.logger.error({ err, receiptId: receipt.id }, "escrow re-wrap failed unexpectedly");
+    return held("re-wrap failed");
   }
   const released = await deps.store.receipts.release(
     receipt.id,

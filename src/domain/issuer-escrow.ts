@@ -48,7 +48,8 @@ export async function listPendingEscrow(
 ): Promise<ReceiptPage> {
   const v = new Violations();
   checkHashedPan(input.hashedPan, "hashedPan", v);
-  if (input.pageSize < 0 || input.pageSize > PAGE_SIZE.max) v.add("pageSize", `must be from 1 to ${PAGE_SIZE.max}`);
+  if (input.pageSize < 0 || input.pageSize > PAGE_SIZE.max)
+    v.add("pageSize", `must be from 1 to ${PAGE_SIZE.max}`);
   if (input.pageToken.length > 512) v.add("pageToken", "is not a valid page token");
   v.throwIfAny();
   const keys = await deps.store.issuerEscrowKeys.list(principal.tenantId);
@@ -111,7 +112,9 @@ export async function releaseByIssuer(
   const active = await deps.store.users.findKey(user.activeKeyId);
   if (!active) throw new AppError("internal_server_error", "A user's active key is missing.");
   const key = sealingKeyOf(active);
-  const issuerKeyIds = new Set((await deps.store.issuerEscrowKeys.list(principal.tenantId)).map((k) => k.escrowKeyId));
+  const issuerKeyIds = new Set(
+    (await deps.store.issuerEscrowKeys.list(principal.tenantId)).map((k) => k.escrowKeyId),
+  );
 
   let released = 0;
   const failed: ReleaseFailure[] = [];

@@ -1,4 +1,5 @@
 import { parsePublicKey } from "../crypto/keys.js";
+import { KEY_ALGORITHMS } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import { isUuidV4, randomId, uuid } from "../ids.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord } from "../store/types.js";
@@ -7,9 +8,6 @@ import { releaseEscrow } from "./escrow.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkHashedPan, panHashOf } from "./pan.js";
 import { sealingKeyOf } from "./routing.js";
-
-/** The key suites of section 15, the first the default of generate-keys (as in the seed). */
-export const KEY_ALGORITHMS: readonly KeyAlgorithm[] = ["RSA-OAEP-256", "HPKE-P256-SHA256-A256GCM"];
 
 /** A generated key pair; the private key is returned to the caller once and never kept. */
 export interface GeneratedKeys {
@@ -29,7 +27,8 @@ export async function generateKeys(
   principal: ApiKeyRecord,
   input: { algorithm: string } = { algorithm: "" },
 ): Promise<GeneratedKeys> {
-  const algorithm = input.algorithm === "" ? KEY_ALGORITHMS[0] : KEY_ALGORITHMS.find((a) => a === input.algorithm);
+  const algorithm =
+    input.algorithm === "" ? KEY_ALGORITHMS[0] : KEY_ALGORITHMS.find((a) => a === input.algorithm);
   if (algorithm === undefined) {
     const violations = new Violations();
     violations.add("algorithm", `must be one of ${KEY_ALGORITHMS.join(", ")}`);
@@ -138,7 +137,11 @@ export async function register(
 
   let counts = { released: 0, held: 0 };
   try {
-    counts = await releaseEscrow(deps, { panHash, user: outcome.user, key: sealingKeyOf(outcome.key) }, caller);
+    counts = await releaseEscrow(
+      deps,
+      { panHash, user: outcome.user, key: sealingKeyOf(outcome.key) },
+      caller,
+    );
   } catch (err) {
     // The user exists now: the caller must learn its id. What was not released stays escrowed, and
     // the next registration of the card (or a rotation) releases it.

@@ -18,7 +18,11 @@ export function checkHashedPan(value: string, field: string, violations: Violati
 export const BIN_PATTERN = /^(\d{6}|\d{8})$/;
 
 /** Records a violation on `field` unless `value` is absent or a card BIN; returns the valid BIN. */
-export function checkCardBin(value: string | undefined, field: string, violations: Violations): string | undefined {
+export function checkCardBin(
+  value: string | undefined,
+  field: string,
+  violations: Violations,
+): string | undefined {
   if (value === undefined) return undefined;
   if (BIN_PATTERN.test(value)) return value;
   violations.add(field, "must be the card's first 6 or 8 digits");

@@ -10,8 +10,8 @@ import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
 import { claimMerchantId } from "./merchants.js";
-import { checkCurrency } from "./receipt-rules.js";
 import { prepareReceipt } from "./prepare.js";
+import { checkCurrency } from "./receipt-rules.js";
 import { prepareSealed } from "./sealed.js";
 import { sealForRecipient, settleEscrowRace } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
@@ -138,7 +138,12 @@ async function takeSealed(
     "sealedReceipt.",
     paymentId,
   );
-  return { record, amount: Number(amount), currency: receipt.currency.toUpperCase(), cardNonce: receipt.cardNonce };
+  return {
+    record,
+    amount: Number(amount),
+    currency: receipt.currency.toUpperCase(),
+    cardNonce: receipt.cardNonce,
+  };
 }
 
 /** Charges the card and stores the payment with its receipt, both or neither. */

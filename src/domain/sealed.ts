@@ -1,9 +1,10 @@
 import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
+import { isKeyAlgorithm } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
-import { checkKeyBundle, checkSealedBytes, isKeyAlgorithm } from "./key-bundles.js";
+import { checkKeyBundle, checkSealedBytes } from "./key-bundles.js";
 import { claimMerchantId } from "./merchants.js";
 import { checkReceiptIdentity, type ReceiptIdentityInput } from "./receipt-rules.js";
 import { type CardRef, checkCardRef, recipientOf } from "./routing.js";
@@ -56,11 +57,15 @@ export async function prepareSealed(
 
   const recipient = await recipientOf(deps, principal, input, caller);
   if (bundle?.keyId !== recipient.key.keyId) {
-    throw new AppError("conflict", "The recipient's key changed: look it up again and seal to the key it gives.");
+    throw new AppError(
+      "conflict",
+      "The recipient's key changed: look it up again and seal to the key it gives.",
+    );
   }
   const keyBundle = checkKeyBundle(v, bundleField, bundle, recipient.key);
   v.throwIfAny();
-  if (keyBundle === undefined) throw new AppError("internal_server_error", "A checked key bundle is missing.");
+  if (keyBundle === undefined)
+    throw new AppError("internal_server_error", "A checked key bundle is missing.");
 
   await claimMerchantId(deps, principal, identity.merchantId);
   const base64 = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64");

@@ -5,13 +5,13 @@ import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/type
 import type { DomainDeps } from "./deps.js";
 import { releaseEscrow } from "./escrow.js";
 import type { CallerInfo } from "./grants.js";
-import { type Recipient, recipientOf, sealingKeyOf } from "./routing.js";
 import {
   type SealedReceiptFields,
   sealedPlaintextOf,
   toReceiptMessage,
   type ValidReceipt,
 } from "./receipt-rules.js";
+import { type Recipient, recipientOf, sealingKeyOf } from "./routing.js";
 
 /** The sealed plaintext of a receipt: the UTF-8 JSON of its fields (REST names, money as numbers), section 5. */
 export function plaintextOf(receipt: ValidReceipt): Buffer {

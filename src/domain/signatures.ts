@@ -7,9 +7,9 @@ import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import { is64BitInteger } from "../proto-scalars.js";
 import type { ApiKeyRecord, MerchantKeyRecord } from "../store/types.js";
-import { claimMerchantId, merchantIdTaken } from "./merchants.js";
 import type { DomainDeps } from "./deps.js";
 import * as limits from "./limits.js";
+import { claimMerchantId, merchantIdTaken } from "./merchants.js";
 import { INPUT_ONLY_FIELDS, sealedPlaintextOf, type ValidReceipt } from "./receipt-rules.js";
 
 /**

@@ -98,7 +98,9 @@ export async function registerAdminRoutes(app: FastifyInstance, options: AdminRo
     const answer = (reply: FastifyReply, data: unknown) => sendSuccess(reply, data as never);
     type Params = { Params: Record<string, string>; Querystring: Record<string, string | undefined> };
 
-    scope.post("/admin/v1/api-keys", async (request, reply) => answer(reply, await createKey(ctx(request), request.body)));
+    scope.post("/admin/v1/api-keys", async (request, reply) =>
+      answer(reply, await createKey(ctx(request), request.body)),
+    );
     scope.get<Params>("/admin/v1/api-keys", async (request, reply) =>
       answer(reply, { apiKeys: await listKeys(options.store, request.query.tenant) }),
     );

@@ -13,6 +13,8 @@
  *   the backend is only housekeeping and may happen late.
  */
 
+import type { KeyAlgorithm } from "../crypto/suites.js";
+
 /** Environments of API keys and of the server (`RECEIPTS_ENV`). */
 export type Environment = "live" | "test" | "dev";
 /** Who an API key belongs to. */
@@ -75,7 +77,7 @@ export interface UserRecord {
 export type KeyStatus = "pending" | "active" | "rotated";
 
 /** The two key suites of section 15; every user key and key bundle names one. */
-export type KeyAlgorithm = "RSA-OAEP-256" | "HPKE-P256-SHA256-A256GCM";
+export type { KeyAlgorithm };
 
 /** A cardholder public key. `pending` keys were made by generate-keys and not registered yet. */
 export interface KeyRecord {

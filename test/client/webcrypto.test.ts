@@ -75,7 +75,11 @@ function sealedByService() {
     version: valid.version,
     merchantTenantId: "ten_m",
     panHash: "hmac",
-    keyBundle: { keyId: "key-1", algorithm: "RSA-OAEP-256", encryptedAesKey: sealed.encryptedAesKey.toString("base64") },
+    keyBundle: {
+      keyId: "key-1",
+      algorithm: "RSA-OAEP-256",
+      encryptedAesKey: sealed.encryptedAesKey.toString("base64"),
+    },
     ciphertext: sealed.ciphertext.toString("base64"),
     iv: sealed.iv.toString("base64"),
     authTag: sealed.authTag.toString("base64"),

@@ -12,6 +12,7 @@ import {
   sealedFromText,
   sealReceipt,
 } from "../../src/crypto/envelope.js";
+import { isEscrowHold } from "../../src/crypto/escrow-errors.js";
 import {
   generateRsaKeyPair,
   parsePrivateKey,
@@ -43,7 +44,7 @@ beforeAll(async () => {
     generateRsaKeyPair(),
   ]);
   userKey = parsePublicKey(user.publicKey).key;
-  pool = new CryptoPool({ size: 2, escrowPrivateKey: escrow.privateKey });
+  pool = new CryptoPool({ size: 2, escrowPrivateKeys: [escrow.privateKey] });
   await Promise.all([0, 1].map(() => openForUser(Buffer.from("warm-up"))));
 });
 
@@ -229,21 +230,27 @@ describe("CryptoPool.seal", () => {
   });
 
   it("runs on a worker: a closed pool refuses to seal", async () => {
-    const closed = new CryptoPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    const closed = new CryptoPool({ size: 1, escrowPrivateKeys: [escrow.privateKey] });
     await closed.close();
     expect((await rejection(closed.seal(request("x")))).code).toBe("service_unavailable");
   });
 });
 
 describe("CryptoPool.rewrapFromEscrow", () => {
+  const escrowKeyId = () => pool.escrowKeys[0]?.keyId ?? "";
+
   it("re-wraps an escrowed key to the user's key; the ciphertext stays the same and opens", async () => {
     const plaintext = Buffer.from("escrowed receipt");
     const sealed = sealReceipt(plaintext, aad, parsePublicKey(escrow.publicKey).key);
     const ciphertext = Buffer.from(sealed.ciphertext);
-    const encryptedAesKey = await pool.rewrapFromEscrow(sealed.encryptedAesKey, {
-      keyId: "user",
-      spki: user.publicKey,
+    const rewrapped = await pool.rewrapFromEscrow({
+      escrowKeyId: escrowKeyId(),
+      encryptedAesKey: sealed.encryptedAesKey,
+      aad,
+      target: { keyId: "user", spki: user.publicKey },
     });
+    expect(rewrapped.encapsulatedKey).toBeUndefined();
+    const encryptedAesKey = Buffer.from(rewrapped.encryptedAesKey, "base64");
     expect(encryptedAesKey.equals(sealed.encryptedAesKey)).toBe(false);
     const released = { ...sealed, encryptedAesKey };
     expect(released.ciphertext.equals(ciphertext)).toBe(true);
@@ -260,17 +267,28 @@ describe("CryptoPool.rewrapFromEscrow", () => {
   it("refuses a target key that is not a usable public key", async () => {
     const sealed = sealReceipt(Buffer.from("x"), aad, parsePublicKey(escrow.publicKey).key);
     const error = await rejection(
-      pool.rewrapFromEscrow(sealed.encryptedAesKey, { keyId: "junk", spki: "junk" }),
+      pool.rewrapFromEscrow({
+        escrowKeyId: escrowKeyId(),
+        encryptedAesKey: sealed.encryptedAesKey,
+        aad,
+        target: { keyId: "junk", spki: "junk" },
+      }),
     );
     expect(error.code).toBe("invalid_request");
   });
 
-  it("reports a key not wrapped to the escrow key as internal_server_error", async () => {
+  it("answers a key not wrapped to the escrow key with a hold (conflict), not a crash", async () => {
     const sealed = sealReceipt(Buffer.from("x"), aad, userKey);
     const error = await rejection(
-      pool.rewrapFromEscrow(sealed.encryptedAesKey, { keyId: "user", spki: user.publicKey }),
+      pool.rewrapFromEscrow({
+        escrowKeyId: escrowKeyId(),
+        encryptedAesKey: sealed.encryptedAesKey,
+        aad,
+        target: { keyId: "user", spki: user.publicKey },
+      }),
     );
-    expect(error.code).toBe("internal_server_error");
+    expect(error.code).toBe("conflict");
+    expect(isEscrowHold(error)).toBe(true);
   });
 });
 
@@ -290,7 +308,7 @@ describe("CryptoPool messages", () => {
   }
 
   it("answers a run of seals with one message, and each slower task with one of its own", async () => {
-    const one = new CryptoPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    const one = new CryptoPool({ size: 1, escrowPrivateKeys: [escrow.privateKey] });
     try {
       await openForUser(Buffer.from("warm-up"), one);
       const [worker] = workersOf(one);
@@ -321,7 +339,7 @@ describe("CryptoPool messages", () => {
   });
 
   it("sends the tasks of one event-loop turn as one message per worker, spread over the workers", async () => {
-    const two = new CryptoPool({ size: 2, escrowPrivateKey: escrow.privateKey });
+    const two = new CryptoPool({ size: 2, escrowPrivateKeys: [escrow.privateKey] });
     try {
       // Starts both workers, then counts what the next turn sends them.
       await Promise.all([0, 1].map(() => openForUser(Buffer.from("warm-up"), two)));
@@ -349,12 +367,12 @@ describe("CryptoPool messages", () => {
 
 describe("CryptoPool lifecycle", () => {
   it("refuses an escrow key that does not parse, at construction", () => {
-    expect(() => new CryptoPool({ escrowPrivateKey: "junk" })).toThrow(AppError);
-    expect(() => new CryptoPool({ size: 0, escrowPrivateKey: escrow.privateKey })).toThrow(RangeError);
+    expect(() => new CryptoPool({ escrowPrivateKeys: ["junk"] })).toThrow(AppError);
+    expect(() => new CryptoPool({ size: 0, escrowPrivateKeys: [escrow.privateKey] })).toThrow(RangeError);
   });
 
   it("rejects pending and later calls with service_unavailable when closed", async () => {
-    const closing = new CryptoPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    const closing = new CryptoPool({ size: 1, escrowPrivateKeys: [escrow.privateKey] });
     const pending = Array.from({ length: 5 }, () => rejection(openForUser(Buffer.from("late"), closing)));
     await closing.close();
     for (const error of await Promise.all(pending)) expect(error.code).toBe("service_unavailable");
@@ -364,7 +382,7 @@ describe("CryptoPool lifecycle", () => {
   });
 
   it("rejects the task of a worker that dies and replaces the worker", async () => {
-    const fragile = new CryptoPool({ size: 1, escrowPrivateKey: escrow.privateKey });
+    const fragile = new CryptoPool({ size: 1, escrowPrivateKeys: [escrow.privateKey] });
     try {
       const lost = rejection(openForUser(Buffer.from("lost"), fragile));
       const [worker] = workersOf(fragile);
@@ -408,12 +426,20 @@ describe("CryptoPool.generateKeyPair", () => {
 });
 
 describe("packSealedText / unpackSealedText", () => {
-  it("carries the four parts as base64 and refuses anything but four", () => {
+  it("carries the four parts (five with an encapsulated key) as base64 and refuses anything else", () => {
     const sealed = sealReceipt(Buffer.from("receipt"), aad, userKey);
     const text = unpackSealedText(packSealedText(sealed));
     expect(sealedFromText(text)).toEqual(sealed);
     expect(text.iv).toBe(sealed.iv.toString("base64"));
     expect(() => unpackSealedText("a.b.c")).toThrow();
-    expect(() => unpackSealedText("a.b.c.d.e")).toThrow();
+    expect(() => unpackSealedText("a.b.c.d.")).toThrow();
+    expect(() => unpackSealedText("a.b.c.d.e.f")).toThrow();
+    expect(unpackSealedText("a.b.c.d.e")).toEqual({
+      encryptedAesKey: "a",
+      iv: "b",
+      authTag: "c",
+      ciphertext: "d",
+      encapsulatedKey: "e",
+    });
   });
 });

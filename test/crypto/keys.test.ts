@@ -122,13 +122,14 @@ describe("parsePublicKey", () => {
     }
   });
 
-  it("rejects keys that are not RSA", () => {
-    const ec = generateKeyPairSync("ec", { namedCurve: "P-256" }).publicKey;
+  it("rejects keys that are neither RSA nor EC P-256, saying which are accepted", () => {
+    const ec = generateKeyPairSync("ec", { namedCurve: "P-384" }).publicKey;
     const ed25519 = generateKeyPairSync("ed25519").publicKey;
     const ecDer = spkiBase64(ec);
     const edPem = ed25519.export({ type: "spki", format: "pem" }).toString();
-    expectKeyRejected(() => parsePublicKey(ecDer), ecDer, "publicKey", "must be an RSA key");
-    expectKeyRejected(() => parsePublicKey(edPem), edPem, "publicKey", "must be an RSA key");
+    const accepted = /must be an RSA \(2048 bits or more, exponent 65537\) or EC P-256 key/;
+    expectKeyRejected(() => parsePublicKey(ecDer), ecDer, "publicKey", accepted);
+    expectKeyRejected(() => parsePublicKey(edPem), edPem, "publicKey", accepted);
   });
 
   it("rejects RSA-PSS keys, which cannot encrypt", () => {
@@ -165,7 +166,7 @@ describe("parsePublicKey", () => {
         () => parsePublicKey(input),
         input,
         "publicKey",
-        "must be an RSA public key: base64 DER SubjectPublicKeyInfo or PEM",
+        "must be an RSA (2048 bits or more, exponent 65537) or EC P-256 public key: base64 DER SubjectPublicKeyInfo or PEM",
       );
     }
   });
@@ -198,15 +199,16 @@ describe("parsePrivateKey", () => {
     }
   });
 
-  it("rejects public keys, non-RSA keys, encrypted keys and garbage without echoing them", () => {
-    const ec = generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey;
+  it("rejects public keys, keys of no suite, encrypted keys and garbage without echoing them", () => {
+    const ec = generateKeyPairSync("ec", { namedCurve: "P-384" }).privateKey;
     const ecDer = ec.export({ type: "pkcs8", format: "der" }).toString("base64");
     const encrypted = parsePrivateKey(pair.privateKey)
       .export({ type: "pkcs8", format: "pem", cipher: "aes-256-cbc", passphrase: "secret" })
       .toString();
     const truncated = pair.privateKey.slice(0, 400);
-    const format = "must be an RSA private key: base64 DER PKCS#8 or PEM";
-    expectKeyRejected(() => parsePrivateKey(ecDer), ecDer, "privateKey", "must be an RSA key");
+    const format =
+      "must be an RSA (2048 bits or more, exponent 65537) or EC P-256 private key: base64 DER PKCS#8 or PEM";
+    expectKeyRejected(() => parsePrivateKey(ecDer), ecDer, "privateKey", /on another curve/);
     for (const input of [pair.publicKey, encrypted, truncated, "garbage", ""]) {
       expectKeyRejected(() => parsePrivateKey(input), input, "privateKey", format);
     }

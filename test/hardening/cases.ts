@@ -157,12 +157,16 @@ export const RECEIPT_RULE_BREAKERS: ReadonlyArray<readonly [string, unknown]> = 
   ["decryptedAt", "2026-01-01T00:00:00Z"],
 ];
 
-/** Strings that are not an RSA-2048+ public key: bad base64, bad PEM, other key types and sizes. */
+/**
+ * Strings that are not a public key of a suite (RSA-2048+ with e = 65537, or EC P-256): bad base64,
+ * bad PEM, other key types, curves, sizes and exponents.
+ */
 export function hostileKeys(): Array<readonly [string, string]> {
   const der = (key: KeyObject, type: "spki" | "pkcs8" | "pkcs1") =>
     key.export({ type, format: "der" } as const).toString("base64");
   const small = generateKeyPairSync("rsa", { modulusLength: 1024 });
-  const ec = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  const ec = generateKeyPairSync("ec", { namedCurve: "P-384" });
+  const e3 = generateKeyPairSync("rsa", { modulusLength: 2048, publicExponent: 3 });
   const ed = generateKeyPairSync("ed25519");
   const pss = generateKeyPairSync("rsa-pss", { modulusLength: 2048 });
   const rsa = generateKeyPairSync("rsa", { modulusLength: 2048 });
@@ -179,7 +183,8 @@ export function hostileKeys(): Array<readonly [string, string]> {
     ],
     ["truncated DER", spki.slice(0, 200)],
     ["RSA-1024", der(small.publicKey, "spki")],
-    ["EC P-256", der(ec.publicKey, "spki")],
+    ["EC P-384", der(ec.publicKey, "spki")],
+    ["RSA-2048 with e = 3", der(e3.publicKey, "spki")],
     ["Ed25519", der(ed.publicKey, "spki")],
     ["RSA-PSS", der(pss.publicKey, "spki")],
     ["a private key (PKCS#8)", der(rsa.privateKey, "pkcs8")],

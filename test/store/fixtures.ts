@@ -70,7 +70,11 @@ export function receipt(userId: string, overrides: Partial<ReceiptRecord> = {}):
     panHash: hex64(),
     userId,
     issuerTenantId: "tnt_issuer",
-    keyBundle: { keyId: randomUUID(), algorithm: "RSA-OAEP-256", encryptedAesKey: randomBytes(16).toString("base64") },
+    keyBundle: {
+      keyId: randomUUID(),
+      algorithm: "RSA-OAEP-256",
+      encryptedAesKey: randomBytes(16).toString("base64"),
+    },
     ciphertext: randomBytes(24).toString("base64"),
     iv: randomBytes(12).toString("base64"),
     authTag: randomBytes(16).toString("base64"),
@@ -86,7 +90,11 @@ export function escrowedReceipt(panHash: string, expiresAt: Date, overrides: Par
   const record: ReceiptRecord = {
     ...base,
     panHash,
-    keyBundle: { keyId: "escrow-1", algorithm: "RSA-OAEP-256", encryptedAesKey: randomBytes(16).toString("base64") },
+    keyBundle: {
+      keyId: "escrow-1",
+      algorithm: "RSA-OAEP-256",
+      encryptedAesKey: randomBytes(16).toString("base64"),
+    },
     isEscrowed: true,
     escrowKeyId: "escrow-1",
     expiresAt,

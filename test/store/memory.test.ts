@@ -132,7 +132,11 @@ describe("memory store: heap per receipt and per payment", () => {
     transactionId: `txn-${i}`,
     panHash: user.panHash,
     issuerTenantId: user.tenantId,
-    keyBundle: { keyId: user.keyId, algorithm: "RSA-OAEP-256" as const, encryptedAesKey: sealed.key.toString("base64") },
+    keyBundle: {
+      keyId: user.keyId,
+      algorithm: "RSA-OAEP-256" as const,
+      encryptedAesKey: sealed.key.toString("base64"),
+    },
     ciphertext: sealed.ciphertext.toString("base64"),
     iv: sealed.iv.toString("base64"),
     authTag: sealed.tag.toString("base64"),

@@ -4,7 +4,6 @@ import { FakeClock } from "../../src/clock.js";
 import { CryptoPool } from "../../src/crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "../../src/crypto/keys.js";
 import type { DomainDeps } from "../../src/domain/deps.js";
-import { escrowKeyOf } from "../../src/domain/escrow.js";
 import { AppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
@@ -39,7 +38,7 @@ export async function domainFixture(
     grantTtlSeconds: 180,
     escrowRetentionDays: 30,
     pool,
-    escrowKeys: escrowPrivateKeys.map(escrowKeyOf),
+    escrowKeys: pool.escrowKeys,
   };
   return { deps, clock, store, pool, close: () => pool.close() };
 }

@@ -30,7 +30,11 @@ const record: fc.Arbitrary<ReceiptRecord> = fc
     merchantTenantId: fc.string(),
     panHash: fc.string(),
     keyBundle: fc.oneof(
-      fc.record({ keyId: fc.string(), algorithm: fc.constant("RSA-OAEP-256" as const), encryptedAesKey: base64 }),
+      fc.record({
+        keyId: fc.string(),
+        algorithm: fc.constant("RSA-OAEP-256" as const),
+        encryptedAesKey: base64,
+      }),
       fc.record({
         keyId: fc.string(),
         algorithm: fc.constant("HPKE-P256-SHA256-A256GCM" as const),

@@ -27,7 +27,11 @@ export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
       ),
     async registerEscrowKey(req, ctx) {
       const key = await registerEscrowKey(deps, principalOf(ctx), req);
-      return { escrowKeyId: key.escrowKeyId, algorithm: key.algorithm, createdAt: timestampFromDate(key.createdAt) };
+      return {
+        escrowKeyId: key.escrowKeyId,
+        algorithm: key.algorithm,
+        createdAt: timestampFromDate(key.createdAt),
+      };
     },
   };
 }

@@ -44,7 +44,9 @@ export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsSe
     },
     async storeSealedReceipt(req, ctx) {
       const input = { ...req, recipientHashedPan: req.recipientHashedPan.toLowerCase() };
-      return { receipt: encryptedReceiptOf(await storeSealedReceipt(deps, principalOf(ctx), input, callerOf(ctx))) };
+      return {
+        receipt: encryptedReceiptOf(await storeSealedReceipt(deps, principalOf(ctx), input, callerOf(ctx))),
+      };
     },
     async listPendingEscrow(req, ctx) {
       const page = await listPendingEscrow(deps, principalOf(ctx), req);

@@ -24,9 +24,7 @@ export class MemoryApiKeys implements ApiKeyStore {
     return copy(
       [...this.byId.values()]
         .filter((k) => tenantId === undefined || k.tenantId === tenantId)
-        .sort(
-        (a, b) => a.createdAt.getTime() - b.createdAt.getTime() || compare(a.id, b.id),
-      ),
+        .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || compare(a.id, b.id)),
     );
   }
 

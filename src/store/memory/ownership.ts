@@ -1,3 +1,4 @@
+import { binsOverlapping } from "../bins.js";
 import type {
   BinStore,
   IssuerEscrowKeyRecord,
@@ -6,7 +7,6 @@ import type {
   MerchantOwnerStore,
   SetBinsOutcome,
 } from "../types.js";
-import { binsOverlapping } from "../bins.js";
 import { copy } from "./copy.js";
 
 /** Issuer escrow keys held in memory, per tenant in the order registered. */
@@ -51,7 +51,10 @@ export class MemoryBins implements BinStore {
   }
 
   async list(tenantId: string): Promise<string[]> {
-    return [...this.owners].filter(([, owner]) => owner === tenantId).map(([bin]) => bin).sort();
+    return [...this.owners]
+      .filter(([, owner]) => owner === tenantId)
+      .map(([bin]) => bin)
+      .sort();
   }
 
   async ownerOf(cardBin: string): Promise<string | undefined> {

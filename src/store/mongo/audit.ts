@@ -24,7 +24,11 @@ export class MongoAudit implements AuditStore {
     if (query.tenantId !== undefined) filter.tenantId = query.tenantId;
     if (query.after !== undefined) filter.at = { $gt: query.after };
     return this.ctx.run(() =>
-      this.collection.find<AuditEvent>(filter, this.ctx.read).sort({ at: -1, _id: -1 }).limit(limit).toArray(),
+      this.collection
+        .find<AuditEvent>(filter, this.ctx.read)
+        .sort({ at: -1, _id: -1 })
+        .limit(limit)
+        .toArray(),
     );
   }
 }

@@ -113,7 +113,9 @@ export class MongoBins implements BinStore {
 
   ownerOf(cardBin: string): Promise<string | undefined> {
     return this.ctx.run(async () => {
-      const found = await this.collection.find<BinDoc>({ _id: { $in: binsOverlapping(cardBin) } }, this.ctx.limit).toArray();
+      const found = await this.collection
+        .find<BinDoc>({ _id: { $in: binsOverlapping(cardBin) } }, this.ctx.limit)
+        .toArray();
       // The most specific prefix wins (8 digits before 6); `set` keeps them from disagreeing anyway.
       found.sort((a, b) => b._id.length - a._id.length);
       return found[0]?.tenantId;

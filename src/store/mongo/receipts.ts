@@ -158,7 +158,9 @@ export class MongoReceipts implements ReceiptStore {
   }
 
   deleteByUser(userId: string): Promise<number> {
-    return this.ctx.run(async () => (await this.collection.deleteMany({ userId }, this.ctx.limit)).deletedCount);
+    return this.ctx.run(
+      async () => (await this.collection.deleteMany({ userId }, this.ctx.limit)).deletedCount,
+    );
   }
 
   countEscrowed(now: Date): Promise<EscrowCount[]> {
@@ -185,7 +187,10 @@ export class MongoReceipts implements ReceiptStore {
   private findAll(filter: Filter<ReceiptRecord>): Promise<ReceiptRecord[]> {
     return this.ctx.run(async () =>
       (
-        await this.collection.find<ReceiptRecord>(filter, this.ctx.read).sort({ createdAt: 1, id: 1 }).toArray()
+        await this.collection
+          .find<ReceiptRecord>(filter, this.ctx.read)
+          .sort({ createdAt: 1, id: 1 })
+          .toArray()
       ).map(withAlgorithm),
     );
   }
