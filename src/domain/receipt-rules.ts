@@ -170,14 +170,13 @@ const MONEY_FIELDS = ["subtotal", "taxAmount", "totalAmount"] as const;
  */
 export function validateReceipt(input: Receipt, options: ValidateOptions): ValidReceipt {
   const v = new Violations();
-  const identity = checkReceiptIdentity(v, input);
   const currency = input.currency.toUpperCase();
   const receipt: ValidReceipt = {
-    version: identity.version,
-    receiptId: identity.receiptId,
-    merchantId: identity.merchantId,
+    version: checkVersion(v, "version", input.version),
+    receiptId: identifier(v, "receiptId", input.receiptId),
+    merchantId: identifier(v, "merchantId", input.merchantId),
     merchantName: requiredText(v, "merchantName", input.merchantName, limits.MAX_MERCHANT_NAME_LENGTH),
-    transactionId: identity.transactionId,
+    transactionId: identifier(v, "transactionId", input.transactionId),
     transactionDate: transactionDate(v, input.transactionDate, options.now),
     currency,
     recipientHashedPan: (input.recipientHashedPan ?? "").toLowerCase(),
@@ -266,16 +265,21 @@ export function checkReceiptIdentity(
   input: ReceiptIdentityInput,
   prefix = "",
 ): ReceiptIdentityInput {
-  const version = input.version === "" ? limits.DEFAULT_VERSION : input.version;
-  if (checkText(v, `${prefix}version`, version, limits.MAX_VERSION_LENGTH) && !VERSION.test(version)) {
-    v.add(`${prefix}version`, "must be a version number such as 1.0");
-  }
   return {
-    version,
+    version: checkVersion(v, `${prefix}version`, input.version),
     receiptId: identifier(v, `${prefix}receiptId`, input.receiptId),
     merchantId: identifier(v, "merchantId", input.merchantId),
     transactionId: identifier(v, "transactionId", input.transactionId),
   };
+}
+
+/** The receipt format version, defaulted when empty; a violation on `field` unless it is like `1.0`. */
+function checkVersion(v: Violations, field: string, given: string): string {
+  const version = given === "" ? limits.DEFAULT_VERSION : given;
+  if (checkText(v, field, version, limits.MAX_VERSION_LENGTH) && !VERSION.test(version)) {
+    v.add(field, "must be a version number such as 1.0");
+  }
+  return version;
 }
 
 /** Adds a violation on `currency` unless it is an ISO 4217 code (any case). */

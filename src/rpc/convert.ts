@@ -42,7 +42,7 @@ export function encryptedReceiptOf(record: ReceiptRecord): EncryptedReceipt {
 }
 
 /** The value of an unset bytes field; never written to. */
-const EMPTY_BYTES = new Uint8Array(0);
+const EMPTY_BYTES = bytesFromBase64("");
 
 /** A `Date` as a `google.protobuf.Timestamp` message: what `timestampFromDate` gives, without `create()`. */
 export function timestampOf(date: Date): Timestamp {

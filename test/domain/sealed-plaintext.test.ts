@@ -50,12 +50,13 @@ const full = create(ReceiptSchema, {
   mockItems: false,
   amount: 833n,
   cardNonce: "cnon:card-nonce-ok",
+  cardBin: "41111111",
 });
 
 describe("sealedPlaintextOf", () => {
   it("holds every receipt field except the input-only ones", () => {
     const sealed = sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW }));
-    expect(INPUT_ONLY_FIELDS).toEqual(["recipientHashedPan", "mockItems", "cardNonce"]);
+    expect(INPUT_ONLY_FIELDS).toEqual(["recipientHashedPan", "mockItems", "cardNonce", "cardBin"]);
     expect(Object.keys(sealed).sort()).toEqual(
       [
         ...[
@@ -89,6 +90,7 @@ describe("sealedPlaintextOf", () => {
     expected.recipientHashedPan = undefined;
     expected.mockItems = undefined;
     expected.cardNonce = undefined;
+    expected.cardBin = undefined;
     expect(equals(ReceiptSchema, toReceiptMessage(JSON.parse(json)), expected)).toBe(true);
   });
 

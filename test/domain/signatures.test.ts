@@ -175,13 +175,14 @@ describe("merchant signatures (domain)", () => {
       expect(err.code).toBe("forbidden");
     });
 
-    it("is a conflict when another merchant tenant registered the merchantId, and changes nothing", async () => {
+    it("is forbidden when the merchantId belongs to another merchant tenant, and changes nothing", async () => {
       await registerSigningKey(f.deps, merchant, { merchantId: "m-1", publicKey: keys.publicKey });
       for (const publicKey of [merchantKeys().publicKey, keys.publicKey]) {
         const err = await rejection(
           registerSigningKey(f.deps, otherTenant, { merchantId: "m-1", publicKey }),
         );
-        expect(err.code).toBe("conflict");
+        expect(err.code).toBe("forbidden");
+        expect(err.message).toBe("This merchantId belongs to another tenant.");
       }
       expect((await f.store.merchantKeys.findByMerchantId("m-1"))?.tenantId).toBe("shop-1");
     });
