@@ -23,10 +23,6 @@ export function encryptedReceiptOf(record: ReceiptRecord): EncryptedReceipt {
       encryptedAesKey: bytesFromBase64(record.keyBundle.encryptedAesKey),
       keyId: record.keyBundle.keyId,
       algorithm: record.keyBundle.algorithm,
-      encapsulatedKey:
-        record.keyBundle.encapsulatedKey === undefined
-          ? EMPTY_BYTES
-          : bytesFromBase64(record.keyBundle.encapsulatedKey),
     },
     ciphertext: bytesFromBase64(record.ciphertext),
     iv: bytesFromBase64(record.iv),
@@ -36,13 +32,13 @@ export function encryptedReceiptOf(record: ReceiptRecord): EncryptedReceipt {
     createdAt: timestampOf(record.createdAt),
     isEscrowed: record.isEscrowed,
   };
+  if (record.keyBundle.encapsulatedKey !== undefined && receipt.keyBundle !== undefined) {
+    receipt.keyBundle.encapsulatedKey = bytesFromBase64(record.keyBundle.encapsulatedKey);
+  }
   if (record.escrowKeyId !== undefined) receipt.escrowKeyId = record.escrowKeyId;
   if (record.expiresAt !== undefined) receipt.expiresAt = timestampOf(record.expiresAt);
   return receipt;
 }
-
-/** The value of an unset bytes field; never written to. */
-const EMPTY_BYTES = bytesFromBase64("");
 
 /** A `Date` as a `google.protobuf.Timestamp` message: what `timestampFromDate` gives, without `create()`. */
 export function timestampOf(date: Date): Timestamp {

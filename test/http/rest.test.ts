@@ -57,6 +57,8 @@ describe("the REST surface", () => {
         status: "active",
         registeredAt: "2026-01-01T00:00:00Z",
         releasedReceipts: 0,
+        heldReceipts: 0,
+        algorithm: "",
       },
     });
   });

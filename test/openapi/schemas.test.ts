@@ -5,6 +5,7 @@ import {
   KeyBundleSchema,
   LineItemSchema,
   ReceiptSchema,
+  SealedReceiptSchema,
   TaxSchema,
 } from "../../gen/receipts/v1/receipt_pb.js";
 import { EncryptReceiptRequestSchema } from "../../gen/receipts/v1/receipts_pb.js";
@@ -61,6 +62,11 @@ describe("component schemas from the message descriptors", () => {
         expect(schema).toEqual({ type: "array", items: { $ref: "#/components/schemas/LineItem" } });
       } else if (field.jsonName === "mockItems") {
         expect(schema).toEqual({ type: "boolean" });
+      } else if (field.jsonName === "sealedReceipt") {
+        expect(schema).toMatchObject({ type: "object", additionalProperties: false });
+        expect(Object.keys((schema as JsonObject).properties as JsonObject)).toEqual(
+          SealedReceiptSchema.fields.map((f) => f.jsonName),
+        );
       } else {
         expect(schema).toEqual({ type: "string" });
       }
@@ -133,7 +139,7 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
   const bindings = httpBindings(API_SERVICES);
 
   it("validates a fully populated response of every binding, as the transcoder renders it", () => {
-    expect(bindings).toHaveLength(10);
+    expect(bindings).toHaveLength(16);
     for (const binding of bindings) {
       const data = encodeHttpResponse(binding, filled(binding.method.output));
       const pointer = responseSchemaRef(openApiPath(binding), binding.verb);
@@ -180,6 +186,6 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
 
   it("names path parameters so a client can fill them from the request's JSON field names", () => {
     const names = bindings.flatMap((b) => b.variables.map(pathParameterName));
-    expect(names).toEqual(["userId", "transactionId", "gateway"]);
+    expect(names).toEqual(["userId", "userId", "transactionId", "gateway"]);
   });
 });

@@ -213,7 +213,7 @@ export const GetTransactionReceiptResponseSchema: GenMessage<GetTransactionRecei
 export type RegisterSigningKeyRequest = Message<"receipts.v1.RegisterSigningKeyRequest"> & {
   /**
    * The merchantId whose receipts the key signs; must be allowed for the calling API key. A merchantId
-   * registered by another merchant tenant is refused with conflict.
+   * that belongs to another merchant tenant is refused with permission denied (forbidden).
    *
    * @generated from field: string merchant_id = 1;
    */
