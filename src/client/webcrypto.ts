@@ -1,4 +1,17 @@
 import { fromBase64, toBase64 } from "./base64.js";
+import {
+  ECDH_P256,
+  HPKE_ENC_BYTES,
+  HPKE_KEY_WRAP_ALGORITHM,
+  HPKE_WRAPPED_KEY_BYTES,
+  hpkeUnwrapKey,
+  hpkeWrapKey,
+  isP256Key,
+  p256KeyPairCandidates,
+  type WebCryptoKeyPair,
+} from "./p256.js";
+
+export { HPKE_KEY_WRAP_ALGORITHM, type WebCryptoKeyPair } from "./p256.js";
 
 /**
  * The sealed-receipt envelope of SPEC section 5 with WebCrypto only (`globalThis.crypto.subtle`), so
@@ -6,7 +19,10 @@ import { fromBase64, toBase64 } from "./base64.js";
  * merchant can seal on its side, in Node, a browser or React Native alike. No `node:` module and no
  * `Buffer` here. The format:
  *
- * - a fresh 256-bit AES key per receipt, wrapped with RSA-OAEP, SHA-256 for the hash and for MGF1;
+ * - a fresh 256-bit AES key per receipt, wrapped to the recipient's key by its suite (section 15):
+ *   `RSA-OAEP-256` (RSA-OAEP, SHA-256 for the hash and for MGF1), or `HPKE-P256-SHA256-A256GCM`
+ *   (RFC 9180 base mode to a P-256 key, `info` "receipts.v1 key wrap", `aad` the AAD below; the key
+ *   bundle then carries the 65-byte `encapsulatedKey` and a 48-byte `encryptedAesKey`), see `p256.ts`;
  * - AES-256-GCM with a 96-bit IV and a 128-bit tag (`authTag`, kept apart from `ciphertext`);
  * - additional authenticated data: UTF-8 of `version "\n" receiptId "\n" merchantId "\n" transactionId`;
  * - plaintext: UTF-8 JSON of the receipt fields without `recipientHashedPan`, `mockItems`, `cardNonce`.
@@ -24,7 +40,17 @@ export interface ReceiptEnvelope {
   receiptId: string;
   merchantId: string;
   transactionId: string;
-  keyBundle?: { encryptedAesKey: EnvelopeBytes; keyId?: string; algorithm?: string } | undefined;
+  /** The recipient key's id (also in `keyBundle.keyId`), used to pick a key from a key ring. */
+  keyId?: string;
+  keyBundle?:
+    | {
+        encryptedAesKey: EnvelopeBytes;
+        /** HPKE only: the encapsulated key. Absent or empty for RSA. */
+        encapsulatedKey?: EnvelopeBytes | undefined;
+        keyId?: string;
+        algorithm?: string;
+      }
+    | undefined;
   ciphertext: EnvelopeBytes;
   iv: EnvelopeBytes;
   authTag: EnvelopeBytes;
@@ -37,7 +63,12 @@ export interface SealedEnvelope {
   merchantId: string;
   transactionId: string;
   keyId: string;
-  keyBundle: { encryptedAesKey: string; keyId: string; algorithm: typeof KEY_WRAP_ALGORITHM };
+  keyBundle: {
+    encryptedAesKey: string;
+    keyId: string;
+    algorithm: KeyWrapAlgorithm;
+    encapsulatedKey?: string;
+  };
   ciphertext: string;
   iv: string;
   authTag: string;
@@ -109,11 +140,26 @@ export interface SealIdentity {
   keyId?: string;
 }
 
-/** JOSE name of the key wrapping, `keyBundle.algorithm`. */
+/** JOSE name of the RSA key wrapping, `keyBundle.algorithm`, and the default when a bundle names none. */
 export const KEY_WRAP_ALGORITHM = "RSA-OAEP-256";
 
-/** Why an envelope could not be opened or made. */
-export type EnvelopeErrorCode = "invalid_key" | "invalid_envelope" | "invalid_receipt" | "integrity_failure";
+/** The key suites of section 15, as `keyBundle.algorithm` names them. */
+export type KeyWrapAlgorithm = typeof KEY_WRAP_ALGORITHM | typeof HPKE_KEY_WRAP_ALGORITHM;
+
+/**
+ * A private key for {@link openReceipt}: base64 DER PKCS#8 or its PEM (either suite), a `CryptoKey`
+ * (RSA-OAEP with SHA-256, or ECDH P-256; extractable or not), or a `CryptoKeyPair` as
+ * `crypto.subtle.generateKey` returns it.
+ */
+export type PrivateKeyInput = string | WebCryptoKey | WebCryptoKeyPair;
+
+/** Why an envelope could not be opened or made; `unknown_key` when a key ring has no key for its keyId. */
+export type EnvelopeErrorCode =
+  | "invalid_key"
+  | "invalid_envelope"
+  | "invalid_receipt"
+  | "integrity_failure"
+  | "unknown_key";
 
 /**
  * A failure of {@link openReceipt} or {@link sealReceipt}. `integrity_failure` covers a wrong key and a
@@ -142,29 +188,44 @@ const TAG_BYTES = 16;
 const MIN_RSA_BITS = 2048;
 
 /**
- * Opens a sealed receipt with the recipient's private key and returns the receipt's JSON. The key is
- * base64 DER PKCS#8 (what generate-keys returns), a PKCS#8 PEM, or a `CryptoKey` already imported
- * for RSA-OAEP with SHA-256 (e.g. a non-extractable key kept in IndexedDB). Throws
- * {@link EnvelopeError}; the plaintext's own identity fields must match the envelope's.
+ * Opens a sealed receipt with the recipient's private key and returns the receipt's JSON. The suite
+ * is the envelope's `keyBundle.algorithm` (RSA-OAEP-256 when absent). The key is base64 DER PKCS#8
+ * (what generate-keys returns) or its PEM, a `CryptoKey` (RSA-OAEP with SHA-256, or ECDH P-256; a
+ * non-extractable key made on the device works, e.g. one kept in IndexedDB), or a `CryptoKeyPair`.
+ * A key of the other suite is `invalid_key`, saying so. Throws {@link EnvelopeError}; the plaintext's
+ * own identity fields must match the envelope's.
  */
 export async function openReceipt(
   envelope: ReceiptEnvelope,
-  privateKey: string | WebCryptoKey,
+  privateKey: PrivateKeyInput,
 ): Promise<ReceiptJson> {
   const subtle = subtleCrypto();
-  const key = typeof privateKey === "string" ? await importRsaKey(privateKey, "private") : privateKey;
   if (envelope.keyBundle === undefined) throw new EnvelopeError("invalid_envelope", "keyBundle is missing");
-  const { algorithm } = envelope.keyBundle;
-  if (algorithm !== undefined && algorithm !== "" && algorithm !== KEY_WRAP_ALGORITHM) {
-    throw new EnvelopeError("invalid_envelope", `keyBundle.algorithm must be ${KEY_WRAP_ALGORITHM}`);
-  }
-  const wrapped = bytesOf(envelope.keyBundle.encryptedAesKey, "keyBundle.encryptedAesKey");
+  const algorithm = bundleAlgorithm(envelope.keyBundle.algorithm);
+  const rsaKey = algorithm === KEY_WRAP_ALGORITHM ? await rsaPrivateKeyOf(privateKey) : undefined;
+  const p256Pairs = algorithm === KEY_WRAP_ALGORITHM ? [] : await p256PairsOf(privateKey);
   const iv = bytesOf(envelope.iv, "iv", IV_BYTES);
   const authTag = bytesOf(envelope.authTag, "authTag", TAG_BYTES);
   const ciphertext = bytesOf(envelope.ciphertext, "ciphertext");
   const additionalData = aadOf(envelope);
 
-  const rawKey = new Uint8Array(await integrity(() => subtle.decrypt(RSA_OAEP, key, wrapped)));
+  let rawKey: Uint8Array<ArrayBuffer>;
+  if (rsaKey !== undefined) {
+    const wrapped = bytesOf(envelope.keyBundle.encryptedAesKey, "keyBundle.encryptedAesKey");
+    rawKey = new Uint8Array(await integrity(() => subtle.decrypt(RSA_OAEP, rsaKey, wrapped)));
+  } else {
+    const { encapsulatedKey } = envelope.keyBundle;
+    if (encapsulatedKey === undefined || encapsulatedKey.length === 0) {
+      throw new EnvelopeError("invalid_envelope", `keyBundle.encapsulatedKey is required for ${algorithm}`);
+    }
+    const enc = bytesOf(encapsulatedKey, "keyBundle.encapsulatedKey", HPKE_ENC_BYTES);
+    const wrapped = bytesOf(
+      envelope.keyBundle.encryptedAesKey,
+      "keyBundle.encryptedAesKey",
+      HPKE_WRAPPED_KEY_BYTES,
+    );
+    rawKey = await unwrapWithAny(p256Pairs, enc, wrapped, additionalData);
+  }
   let plaintext: ArrayBuffer;
   try {
     if (rawKey.length !== AES_KEY_BYTES) throw integrityError("the unwrapped key is not 256 bits");
@@ -181,12 +242,86 @@ export async function openReceipt(
   return receiptOf(plaintext, envelope);
 }
 
+/** The suite a key bundle names; absent or empty is the seed's RSA-OAEP-256. */
+function bundleAlgorithm(algorithm: string | undefined): KeyWrapAlgorithm {
+  if (algorithm === undefined || algorithm === "" || algorithm === KEY_WRAP_ALGORITHM)
+    return KEY_WRAP_ALGORITHM;
+  if (algorithm === HPKE_KEY_WRAP_ALGORITHM) return HPKE_KEY_WRAP_ALGORITHM;
+  throw new EnvelopeError(
+    "invalid_envelope",
+    `keyBundle.algorithm must be ${KEY_WRAP_ALGORITHM} or ${HPKE_KEY_WRAP_ALGORITHM}`,
+  );
+}
+
+/** HPKE-unwraps with the first candidate key pair that authenticates (see `p256KeyPairCandidates`). */
+async function unwrapWithAny(
+  pairs: WebCryptoKeyPair[],
+  enc: Uint8Array<ArrayBuffer>,
+  wrapped: Uint8Array<ArrayBuffer>,
+  aad: Uint8Array<ArrayBuffer>,
+): Promise<Uint8Array<ArrayBuffer>> {
+  let failure: unknown;
+  for (const pair of pairs) {
+    try {
+      return new Uint8Array(await hpkeUnwrapKey(pair, enc, wrapped, aad));
+    } catch (cause) {
+      failure = cause;
+    }
+  }
+  throw integrityError("decryption failed", failure);
+}
+
+/** The RSA-OAEP key of a {@link PrivateKeyInput}, or `invalid_key` saying that it is of the other suite. */
+async function rsaPrivateKeyOf(input: PrivateKeyInput): Promise<WebCryptoKey> {
+  if (typeof input === "string") {
+    if (derKindOf(input) === "p256") throw suiteMismatch("an EC P-256", KEY_WRAP_ALGORITHM);
+    return importRsaKey(input, "private");
+  }
+  const key = isKeyPair(input) ? input.privateKey : input;
+  if ((key.algorithm as { name?: string }).name !== "RSA-OAEP") {
+    throw suiteMismatch(`a ${(key.algorithm as { name?: string }).name ?? "non-RSA"}`, KEY_WRAP_ALGORITHM);
+  }
+  return key;
+}
+
+/** The candidate P-256 key pairs of a {@link PrivateKeyInput}, or `invalid_key` for another key type. */
+async function p256PairsOf(input: PrivateKeyInput): Promise<WebCryptoKeyPair[]> {
+  if (typeof input === "string") {
+    if (derKindOf(input) === "rsa") throw suiteMismatch("an RSA", HPKE_KEY_WRAP_ALGORITHM);
+    return p256KeyPairCandidates(await importP256Key(input, "private"));
+  }
+  if (isKeyPair(input)) {
+    if (!isP256Key(input.privateKey) || !isP256Key(input.publicKey)) {
+      throw suiteMismatch("a non-P-256", HPKE_KEY_WRAP_ALGORITHM);
+    }
+    return [input];
+  }
+  if (!isP256Key(input)) {
+    throw suiteMismatch(
+      `a ${(input.algorithm as { name?: string }).name ?? "non-P-256"}`,
+      HPKE_KEY_WRAP_ALGORITHM,
+    );
+  }
+  return p256KeyPairCandidates(input);
+}
+
+function isKeyPair(input: WebCryptoKey | WebCryptoKeyPair): input is WebCryptoKeyPair {
+  return "privateKey" in input && "publicKey" in input;
+}
+
+function suiteMismatch(kind: string, algorithm: KeyWrapAlgorithm): EnvelopeError {
+  return new EnvelopeError(
+    "invalid_key",
+    `the private key is ${kind} key, but this receipt's key is wrapped with ${algorithm}: use the key of the receipt's keyId`,
+  );
+}
+
 /**
- * Seals a receipt to an RSA public key (base64 DER SPKI, as register takes it, or a `PUBLIC KEY`
- * PEM), in the format the service produces and {@link openReceipt} opens. The AAD is the receipt's
- * version (default "1.0"), receiptId, merchantId and transactionId; `identity` may supply or pin them
- * (a value that disagrees with the receipt's is refused) and names the recipient's `keyId`. Each call
- * draws a new AES key and IV.
+ * Seals a receipt to a public key of either suite (base64 DER SPKI, as register takes it, or a
+ * `PUBLIC KEY` PEM, or a `CryptoKey`): RSA keys get RSA-OAEP-256, P-256 keys HPKE, in the format the
+ * service produces and {@link openReceipt} opens. The AAD is the receipt's version (default "1.0"),
+ * receiptId, merchantId and transactionId; `identity` may supply or pin them (a value that disagrees
+ * with the receipt's is refused) and names the recipient's `keyId`. Each call draws a new AES key and IV.
  */
 export async function sealReceipt(
   receipt: ReceiptJson,
@@ -194,7 +329,13 @@ export async function sealReceipt(
   identity: SealIdentity = {},
 ): Promise<SealedEnvelope> {
   const subtle = subtleCrypto();
-  const key = typeof publicKey === "string" ? await importRsaKey(publicKey, "public") : publicKey;
+  const key =
+    typeof publicKey !== "string"
+      ? publicKey
+      : derKindOf(publicKey) === "p256"
+        ? await importP256Key(publicKey, "public")
+        : await importRsaKey(publicKey, "public");
+  const hpke = isP256Key(key);
   const plain = sealedFieldsOf(receipt, identity);
   const id = {
     version: String(plain.version),
@@ -214,12 +355,24 @@ export async function sealReceipt(
         plaintext,
       ),
     );
-    const encryptedAesKey = new Uint8Array(await subtle.encrypt(RSA_OAEP, key, rawKey));
     const keyId = identity.keyId ?? "";
+    let keyBundle: SealedEnvelope["keyBundle"];
+    if (hpke) {
+      const wrapped = await hpkeWrapKey(rawKey, key, aadOf(id));
+      keyBundle = {
+        encryptedAesKey: toBase64(wrapped.encryptedAesKey),
+        encapsulatedKey: toBase64(wrapped.encapsulatedKey),
+        keyId,
+        algorithm: HPKE_KEY_WRAP_ALGORITHM,
+      };
+    } else {
+      const encryptedAesKey = new Uint8Array(await subtle.encrypt(RSA_OAEP, key, rawKey));
+      keyBundle = { encryptedAesKey: toBase64(encryptedAesKey), keyId, algorithm: KEY_WRAP_ALGORITHM };
+    }
     return {
       ...id,
       keyId,
-      keyBundle: { encryptedAesKey: toBase64(encryptedAesKey), keyId, algorithm: KEY_WRAP_ALGORITHM },
+      keyBundle,
       ciphertext: toBase64(sealed.subarray(0, sealed.length - TAG_BYTES)),
       iv: toBase64(iv),
       authTag: toBase64(sealed.subarray(sealed.length - TAG_BYTES)),
@@ -236,18 +389,7 @@ export async function sealReceipt(
  */
 export async function importRsaKey(text: string, kind: "private" | "public"): Promise<WebCryptoKey> {
   const format = kind === "private" ? "pkcs8" : "spki";
-  const label = kind === "private" ? "PRIVATE KEY" : "PUBLIC KEY";
-  const pem = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----/.exec(text);
-  if (pem !== null && pem[1] !== label) {
-    throw new EnvelopeError(
-      "invalid_key",
-      `a ${pem[1]} PEM is not accepted; WebCrypto imports ${label} (${format})`,
-    );
-  }
-  const der = fromBase64((pem === null ? text : (pem[2] ?? "")).replace(/\s+/g, ""));
-  if (der === undefined || der.length === 0) {
-    throw new EnvelopeError("invalid_key", `the ${kind} key must be base64 DER ${format} or PEM`);
-  }
+  const der = derOfKeyText(text, kind);
   let key: WebCryptoKey;
   try {
     key = await subtleCrypto().importKey(format, der, RSA_OAEP, false, [
@@ -261,6 +403,71 @@ export async function importRsaKey(text: string, kind: "private" | "public"): Pr
     throw new EnvelopeError("invalid_key", `the ${kind} key must be RSA of at least ${MIN_RSA_BITS} bits`);
   }
   return key;
+}
+
+/**
+ * Imports a P-256 key for HPKE (ECDH): base64 DER (PKCS#8 for `private`, SPKI for `public`) or the
+ * matching PEM. SEC1 `EC PRIVATE KEY` PEM is refused: WebCrypto cannot import it. A private key
+ * imported from text is extractable, so that its public half (which HPKE needs) can be read from it.
+ */
+export async function importP256Key(text: string, kind: "private" | "public"): Promise<WebCryptoKey> {
+  const format = kind === "private" ? "pkcs8" : "spki";
+  const der = derOfKeyText(text, kind);
+  try {
+    return await subtleCrypto().importKey(
+      format,
+      der,
+      ECDH_P256,
+      true,
+      kind === "private" ? ["deriveBits"] : [],
+    );
+  } catch (cause) {
+    throw new EnvelopeError("invalid_key", `the ${kind} key is not an EC P-256 ${format} key`, { cause });
+  }
+}
+
+/** The DER bytes of key text: base64 DER or a PEM block of the label WebCrypto imports. */
+function derOfKeyText(text: string, kind: "private" | "public"): Uint8Array<ArrayBuffer> {
+  const format = kind === "private" ? "pkcs8" : "spki";
+  const label = kind === "private" ? "PRIVATE KEY" : "PUBLIC KEY";
+  const pem = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----/.exec(text);
+  if (pem !== null && pem[1] !== label) {
+    throw new EnvelopeError(
+      "invalid_key",
+      `a ${pem[1]} PEM is not accepted; WebCrypto imports ${label} (${format})`,
+    );
+  }
+  const der = fromBase64((pem === null ? text : (pem[2] ?? "")).replace(/\s+/g, ""));
+  if (der === undefined || der.length === 0) {
+    throw new EnvelopeError("invalid_key", `the ${kind} key must be base64 DER ${format} or PEM`);
+  }
+  return der;
+}
+
+/** DER of the algorithm OIDs that tell the suites apart: rsaEncryption, and id-ecPublicKey with prime256v1. */
+const RSA_OID = [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+const P256_OID = [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+
+/**
+ * Which suite key text looks like, from the algorithm OID near the start of its DER (SPKI or PKCS#8);
+ * only used to choose an importer and to word errors, the import itself validates the key.
+ */
+function derKindOf(text: string): "rsa" | "p256" | "unknown" {
+  const pem = /-----BEGIN [A-Z0-9 ]+-----([\s\S]*?)-----END /.exec(text);
+  const der = fromBase64((pem === null ? text : (pem[1] ?? "")).replace(/\s+/g, ""));
+  if (der === undefined) return "unknown";
+  const head = der.subarray(0, 40);
+  if (contains(head, RSA_OID)) return "rsa";
+  if (contains(head, P256_OID)) return "p256";
+  return "unknown";
+}
+
+function contains(haystack: Uint8Array, needle: number[]): boolean {
+  outer: for (let i = 0; i + needle.length <= haystack.length; i++) {
+    for (let j = 0; j < needle.length; j++) if (haystack[i + j] !== needle[j]) continue outer;
+    return true;
+  }
+  return false;
 }
 
 function subtleCrypto(): Subtle {
