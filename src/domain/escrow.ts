@@ -1,4 +1,5 @@
 import { receiptAad } from "../crypto/envelope.js";
+import { RSA_OAEP_256 } from "../crypto/suites.js";
 import type { DomainDeps } from "./deps.js";
 
 /** The escrow key's public half and its stable id (`esc_...`), from the private key in configuration. */
@@ -28,7 +29,8 @@ export async function releaseEscrow(deps: DomainDeps, target: ReleaseTarget): Pr
       escrowKeyId: receipt.escrowKeyId ?? deps.escrow.keyId,
       encryptedAesKey: Buffer.from(receipt.keyBundle.encryptedAesKey, "base64"),
       aad: receiptAad(receipt),
-      target: { keyId: target.keyId, spki: target.spki },
+      // The stored key bundle has no encapsulatedKey yet, so only RSA keys can be released to here.
+      target: { keyId: target.keyId, spki: target.spki, algorithm: RSA_OAEP_256 },
     });
     const ok = await deps.store.receipts.release(receipt.id, {
       userId: target.userId,

@@ -1,5 +1,6 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { receiptAadText } from "../crypto/envelope.js";
+import { RSA_OAEP_256 } from "../crypto/suites.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
@@ -49,6 +50,8 @@ export async function sealForRecipient(
     aad: receiptAadText(receipt),
     keyId,
     spki: key ? key.publicKey : deps.escrow.spki,
+    // The stored key bundle has no encapsulatedKey yet, so only RSA keys can be sealed to here.
+    algorithm: RSA_OAEP_256,
   });
   const record: ReceiptRecord = {
     id: randomId("rcp", 12),
