@@ -1,6 +1,8 @@
 import { createHash } from "node:crypto";
+import type { Worker } from "node:worker_threads";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CryptoPool } from "../../src/crypto/crypto-pool.js";
+import type { WorkerResponse } from "../../src/crypto/crypto-protocol.js";
 import { sealedFromText, sealReceipt } from "../../src/crypto/envelope.js";
 import { ESCROW_KEY_UNKNOWN, ESCROW_UNWRAP_FAILED, isEscrowHold } from "../../src/crypto/escrow-errors.js";
 import { escrowKeyOf } from "../../src/crypto/escrow-keys.js";
@@ -203,6 +205,36 @@ describe("CryptoPool with P-256 keys", () => {
     );
     expect(opened.map((b) => b.toString())).toEqual(plaintexts);
     expect(texts.map((t) => t.encapsulatedKey === undefined)).toEqual(plaintexts.map((_, i) => i % 3 === 0));
+  });
+});
+
+describe("CryptoPool worker answers", () => {
+  it("answers asynchronous HPKE work on its own, after the batched RSA seals of the same turn", async () => {
+    const one = new CryptoPool({ size: 1, keygenSize: 1, escrowPrivateKeys: [escrowNew.privateKey] });
+    try {
+      await one.seal({ plaintext: "warm-up", aad: aadText, keyId: "r", spki: rsaUser.publicKey });
+      const worker = (one as unknown as { slots: { worker: Worker | undefined }[] }).slots[0]?.worker;
+      const messages: string[][] = [];
+      worker?.on("message", (responses: WorkerResponse[]) => {
+        messages.push(
+          responses.map((r) =>
+            r.ok && typeof r.result === "string" && r.result.split(".").length === 5 ? "hpke" : "rsa",
+          ),
+        );
+      });
+      const seal = (spki: string, plaintext: string) =>
+        one.seal({ plaintext, aad: aadText, keyId: spki.slice(-8), spki });
+      // One turn, one message to the worker: an HPKE seal first, then two RSA seals.
+      const results = await Promise.all([
+        seal(device.publicKey, "h"),
+        seal(rsaUser.publicKey, "r1"),
+        seal(rsaUser.publicKey, "r2"),
+      ]);
+      expect(messages).toEqual([["rsa", "rsa"], ["hpke"]]);
+      expect(results.map((t) => t.encapsulatedKey !== undefined)).toEqual([true, false, false]);
+    } finally {
+      await one.close();
+    }
   });
 });
 
