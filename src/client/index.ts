@@ -1,7 +1,8 @@
 /**
  * The receipt service's TypeScript client: a typed, retrying RPC client for issuers and merchants,
- * and WebCrypto helpers that open and seal receipts locally. The RPC client uses Node transports;
- * a browser or React Native app that only opens receipts imports `./webcrypto.js` directly.
+ * and WebCrypto helpers that open and seal receipts locally, both key suites (RSA-OAEP-256 and
+ * HPKE-P256-SHA256-A256GCM). The RPC client uses Node transports; a browser or React Native app that
+ * only opens receipts imports `./webcrypto.js` and `./key-ring.js` directly.
  */
 
 export {
@@ -22,13 +23,24 @@ export {
   type ReceiptsErrorCode,
   type TransportErrorCode,
 } from "./errors.js";
+export {
+  type KeyRing,
+  keyIdOf,
+  type OpenedReceipt,
+  openListing,
+  openReceiptWithKeyRing,
+} from "./key-ring.js";
 export { BASE_DELAY_MS, isRetryable, MAX_ATTEMPTS, type RetryOptions, type Sleep } from "./retry.js";
 export {
   EnvelopeError,
   type EnvelopeErrorCode,
+  HPKE_KEY_WRAP_ALGORITHM,
+  importP256Key,
   importRsaKey,
   KEY_WRAP_ALGORITHM,
+  type KeyWrapAlgorithm,
   openReceipt,
+  type PrivateKeyInput,
   type ReceiptEnvelope,
   type ReceiptJson,
   type ReceiptLineItemJson,
@@ -37,4 +49,5 @@ export {
   type SealIdentity,
   sealReceipt,
   type WebCryptoKey,
+  type WebCryptoKeyPair,
 } from "./webcrypto.js";

@@ -1,4 +1,39 @@
 import { fromBase64, toBase64 } from "./base64.js";
+import {
+  derKindOf,
+  EnvelopeError,
+  importP256Key,
+  importRsaKey,
+  KEY_WRAP_ALGORITHM,
+  type KeyWrapAlgorithm,
+  type PrivateKeyInput,
+  p256PairsOf,
+  RSA_OAEP,
+  rsaPrivateKeyOf,
+  subtleCrypto,
+  type WebCryptoKey,
+} from "./client-keys.js";
+import {
+  HPKE_ENC_BYTES,
+  HPKE_KEY_WRAP_ALGORITHM,
+  HPKE_WRAPPED_KEY_BYTES,
+  hpkeUnwrapKey,
+  hpkeWrapKey,
+  isP256Key,
+  type WebCryptoKeyPair,
+} from "./p256.js";
+
+export {
+  EnvelopeError,
+  type EnvelopeErrorCode,
+  importP256Key,
+  importRsaKey,
+  KEY_WRAP_ALGORITHM,
+  type KeyWrapAlgorithm,
+  type PrivateKeyInput,
+  type WebCryptoKey,
+} from "./client-keys.js";
+export { HPKE_KEY_WRAP_ALGORITHM, type WebCryptoKeyPair } from "./p256.js";
 
 /**
  * The sealed-receipt envelope of SPEC section 5 with WebCrypto only (`globalThis.crypto.subtle`), so
@@ -6,7 +41,10 @@ import { fromBase64, toBase64 } from "./base64.js";
  * merchant can seal on its side, in Node, a browser or React Native alike. No `node:` module and no
  * `Buffer` here. The format:
  *
- * - a fresh 256-bit AES key per receipt, wrapped with RSA-OAEP, SHA-256 for the hash and for MGF1;
+ * - a fresh 256-bit AES key per receipt, wrapped to the recipient's key by its suite (section 15):
+ *   `RSA-OAEP-256` (RSA-OAEP, SHA-256 for the hash and for MGF1), or `HPKE-P256-SHA256-A256GCM`
+ *   (RFC 9180 base mode to a P-256 key, `info` "receipts.v1 key wrap", `aad` the AAD below; the key
+ *   bundle then carries the 65-byte `encapsulatedKey` and a 48-byte `encryptedAesKey`), see `p256.ts`;
  * - AES-256-GCM with a 96-bit IV and a 128-bit tag (`authTag`, kept apart from `ciphertext`);
  * - additional authenticated data: UTF-8 of `version "\n" receiptId "\n" merchantId "\n" transactionId`;
  * - plaintext: UTF-8 JSON of the receipt fields without `recipientHashedPan`, `mockItems`, `cardNonce`.
@@ -24,7 +62,17 @@ export interface ReceiptEnvelope {
   receiptId: string;
   merchantId: string;
   transactionId: string;
-  keyBundle?: { encryptedAesKey: EnvelopeBytes; keyId?: string; algorithm?: string } | undefined;
+  /** The recipient key's id (also in `keyBundle.keyId`), used to pick a key from a key ring. */
+  keyId?: string;
+  keyBundle?:
+    | {
+        encryptedAesKey: EnvelopeBytes;
+        /** HPKE only: the encapsulated key. Absent or empty for RSA. */
+        encapsulatedKey?: EnvelopeBytes | undefined;
+        keyId?: string;
+        algorithm?: string;
+      }
+    | undefined;
   ciphertext: EnvelopeBytes;
   iv: EnvelopeBytes;
   authTag: EnvelopeBytes;
@@ -37,7 +85,12 @@ export interface SealedEnvelope {
   merchantId: string;
   transactionId: string;
   keyId: string;
-  keyBundle: { encryptedAesKey: string; keyId: string; algorithm: typeof KEY_WRAP_ALGORITHM };
+  keyBundle: {
+    encryptedAesKey: string;
+    keyId: string;
+    algorithm: KeyWrapAlgorithm;
+    encapsulatedKey?: string;
+  };
   ciphertext: string;
   iv: string;
   authTag: string;
@@ -109,62 +162,51 @@ export interface SealIdentity {
   keyId?: string;
 }
 
-/** JOSE name of the key wrapping, `keyBundle.algorithm`. */
-export const KEY_WRAP_ALGORITHM = "RSA-OAEP-256";
-
-/** Why an envelope could not be opened or made. */
-export type EnvelopeErrorCode = "invalid_key" | "invalid_envelope" | "invalid_receipt" | "integrity_failure";
-
-/**
- * A failure of {@link openReceipt} or {@link sealReceipt}. `integrity_failure` covers a wrong key and a
- * tampered or mis-bound envelope alike: WebCrypto cannot tell them apart, and neither should a caller.
- */
-export class EnvelopeError extends Error {
-  readonly code: EnvelopeErrorCode;
-
-  constructor(code: EnvelopeErrorCode, message: string, options?: { cause: unknown }) {
-    super(message, options);
-    this.name = "EnvelopeError";
-    this.code = code;
-  }
-}
-
-type Subtle = typeof globalThis.crypto.subtle;
-/** WebCrypto's `CryptoKey`, named without depending on the DOM or Node type libraries. */
-export type WebCryptoKey = Awaited<ReturnType<Subtle["importKey"]>>;
-
 const INPUT_ONLY_FIELDS = ["recipientHashedPan", "mockItems", "cardNonce"] as const;
 const IDENTITY_FIELDS = ["receiptId", "merchantId", "transactionId"] as const;
-const RSA_OAEP = { name: "RSA-OAEP", hash: "SHA-256" } as const;
 const AES_KEY_BYTES = 32;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
-const MIN_RSA_BITS = 2048;
 
 /**
- * Opens a sealed receipt with the recipient's private key and returns the receipt's JSON. The key is
- * base64 DER PKCS#8 (what generate-keys returns), a PKCS#8 PEM, or a `CryptoKey` already imported
- * for RSA-OAEP with SHA-256 (e.g. a non-extractable key kept in IndexedDB). Throws
- * {@link EnvelopeError}; the plaintext's own identity fields must match the envelope's.
+ * Opens a sealed receipt with the recipient's private key and returns the receipt's JSON. The suite
+ * is the envelope's `keyBundle.algorithm` (RSA-OAEP-256 when absent). The key is base64 DER PKCS#8
+ * (what generate-keys returns) or its PEM, a `CryptoKey` (RSA-OAEP with SHA-256, or ECDH P-256; a
+ * non-extractable key made on the device works, e.g. one kept in IndexedDB), or a `CryptoKeyPair`.
+ * A key of the other suite is `invalid_key`, saying so. Throws {@link EnvelopeError}; the plaintext's
+ * own identity fields must match the envelope's.
  */
 export async function openReceipt(
   envelope: ReceiptEnvelope,
-  privateKey: string | WebCryptoKey,
+  privateKey: PrivateKeyInput,
 ): Promise<ReceiptJson> {
   const subtle = subtleCrypto();
-  const key = typeof privateKey === "string" ? await importRsaKey(privateKey, "private") : privateKey;
   if (envelope.keyBundle === undefined) throw new EnvelopeError("invalid_envelope", "keyBundle is missing");
-  const { algorithm } = envelope.keyBundle;
-  if (algorithm !== undefined && algorithm !== "" && algorithm !== KEY_WRAP_ALGORITHM) {
-    throw new EnvelopeError("invalid_envelope", `keyBundle.algorithm must be ${KEY_WRAP_ALGORITHM}`);
-  }
-  const wrapped = bytesOf(envelope.keyBundle.encryptedAesKey, "keyBundle.encryptedAesKey");
+  const algorithm = bundleAlgorithm(envelope.keyBundle.algorithm);
+  const rsaKey = algorithm === KEY_WRAP_ALGORITHM ? await rsaPrivateKeyOf(privateKey) : undefined;
+  const p256Pairs = algorithm === KEY_WRAP_ALGORITHM ? [] : await p256PairsOf(privateKey);
   const iv = bytesOf(envelope.iv, "iv", IV_BYTES);
   const authTag = bytesOf(envelope.authTag, "authTag", TAG_BYTES);
   const ciphertext = bytesOf(envelope.ciphertext, "ciphertext");
   const additionalData = aadOf(envelope);
 
-  const rawKey = new Uint8Array(await integrity(() => subtle.decrypt(RSA_OAEP, key, wrapped)));
+  let rawKey: Uint8Array<ArrayBuffer>;
+  if (rsaKey !== undefined) {
+    const wrapped = bytesOf(envelope.keyBundle.encryptedAesKey, "keyBundle.encryptedAesKey");
+    rawKey = new Uint8Array(await integrity(() => subtle.decrypt(RSA_OAEP, rsaKey, wrapped)));
+  } else {
+    const { encapsulatedKey } = envelope.keyBundle;
+    if (encapsulatedKey === undefined || encapsulatedKey.length === 0) {
+      throw new EnvelopeError("invalid_envelope", `keyBundle.encapsulatedKey is required for ${algorithm}`);
+    }
+    const enc = bytesOf(encapsulatedKey, "keyBundle.encapsulatedKey", HPKE_ENC_BYTES);
+    const wrapped = bytesOf(
+      envelope.keyBundle.encryptedAesKey,
+      "keyBundle.encryptedAesKey",
+      HPKE_WRAPPED_KEY_BYTES,
+    );
+    rawKey = await unwrapWithAny(p256Pairs, enc, wrapped, additionalData);
+  }
   let plaintext: ArrayBuffer;
   try {
     if (rawKey.length !== AES_KEY_BYTES) throw integrityError("the unwrapped key is not 256 bits");
@@ -181,12 +223,41 @@ export async function openReceipt(
   return receiptOf(plaintext, envelope);
 }
 
+/** The suite a key bundle names; absent or empty is the seed's RSA-OAEP-256. */
+function bundleAlgorithm(algorithm: string | undefined): KeyWrapAlgorithm {
+  if (algorithm === undefined || algorithm === "" || algorithm === KEY_WRAP_ALGORITHM)
+    return KEY_WRAP_ALGORITHM;
+  if (algorithm === HPKE_KEY_WRAP_ALGORITHM) return HPKE_KEY_WRAP_ALGORITHM;
+  throw new EnvelopeError(
+    "invalid_envelope",
+    `keyBundle.algorithm must be ${KEY_WRAP_ALGORITHM} or ${HPKE_KEY_WRAP_ALGORITHM}`,
+  );
+}
+
+/** HPKE-unwraps with the first candidate key pair that authenticates (see `p256KeyPairCandidates`). */
+async function unwrapWithAny(
+  pairs: WebCryptoKeyPair[],
+  enc: Uint8Array<ArrayBuffer>,
+  wrapped: Uint8Array<ArrayBuffer>,
+  aad: Uint8Array<ArrayBuffer>,
+): Promise<Uint8Array<ArrayBuffer>> {
+  let failure: unknown;
+  for (const pair of pairs) {
+    try {
+      return new Uint8Array(await hpkeUnwrapKey(pair, enc, wrapped, aad));
+    } catch (cause) {
+      failure = cause;
+    }
+  }
+  throw integrityError("decryption failed", failure);
+}
+
 /**
- * Seals a receipt to an RSA public key (base64 DER SPKI, as register takes it, or a `PUBLIC KEY`
- * PEM), in the format the service produces and {@link openReceipt} opens. The AAD is the receipt's
- * version (default "1.0"), receiptId, merchantId and transactionId; `identity` may supply or pin them
- * (a value that disagrees with the receipt's is refused) and names the recipient's `keyId`. Each call
- * draws a new AES key and IV.
+ * Seals a receipt to a public key of either suite (base64 DER SPKI, as register takes it, or a
+ * `PUBLIC KEY` PEM, or a `CryptoKey`): RSA keys get RSA-OAEP-256, P-256 keys HPKE, in the format the
+ * service produces and {@link openReceipt} opens. The AAD is the receipt's version (default "1.0"),
+ * receiptId, merchantId and transactionId; `identity` may supply or pin them (a value that disagrees
+ * with the receipt's is refused) and names the recipient's `keyId`. Each call draws a new AES key and IV.
  */
 export async function sealReceipt(
   receipt: ReceiptJson,
@@ -194,7 +265,13 @@ export async function sealReceipt(
   identity: SealIdentity = {},
 ): Promise<SealedEnvelope> {
   const subtle = subtleCrypto();
-  const key = typeof publicKey === "string" ? await importRsaKey(publicKey, "public") : publicKey;
+  const key =
+    typeof publicKey !== "string"
+      ? publicKey
+      : derKindOf(publicKey) === "p256"
+        ? await importP256Key(publicKey, "public")
+        : await importRsaKey(publicKey, "public");
+  const hpke = isP256Key(key);
   const plain = sealedFieldsOf(receipt, identity);
   const id = {
     version: String(plain.version),
@@ -214,12 +291,24 @@ export async function sealReceipt(
         plaintext,
       ),
     );
-    const encryptedAesKey = new Uint8Array(await subtle.encrypt(RSA_OAEP, key, rawKey));
     const keyId = identity.keyId ?? "";
+    let keyBundle: SealedEnvelope["keyBundle"];
+    if (hpke) {
+      const wrapped = await hpkeWrapKey(rawKey, key, aadOf(id));
+      keyBundle = {
+        encryptedAesKey: toBase64(wrapped.encryptedAesKey),
+        encapsulatedKey: toBase64(wrapped.encapsulatedKey),
+        keyId,
+        algorithm: HPKE_KEY_WRAP_ALGORITHM,
+      };
+    } else {
+      const encryptedAesKey = new Uint8Array(await subtle.encrypt(RSA_OAEP, key, rawKey));
+      keyBundle = { encryptedAesKey: toBase64(encryptedAesKey), keyId, algorithm: KEY_WRAP_ALGORITHM };
+    }
     return {
       ...id,
       keyId,
-      keyBundle: { encryptedAesKey: toBase64(encryptedAesKey), keyId, algorithm: KEY_WRAP_ALGORITHM },
+      keyBundle,
       ciphertext: toBase64(sealed.subarray(0, sealed.length - TAG_BYTES)),
       iv: toBase64(iv),
       authTag: toBase64(sealed.subarray(sealed.length - TAG_BYTES)),
@@ -227,46 +316,6 @@ export async function sealReceipt(
   } finally {
     rawKey.fill(0);
   }
-}
-
-/**
- * Imports an RSA key for RSA-OAEP with SHA-256: base64 DER (PKCS#8 for `private`, SPKI for `public`)
- * or the matching PEM. PKCS#1 PEM (`RSA PRIVATE KEY`) is refused: WebCrypto cannot import it.
- * Keys under 2048 bits are refused, as the service refuses them.
- */
-export async function importRsaKey(text: string, kind: "private" | "public"): Promise<WebCryptoKey> {
-  const format = kind === "private" ? "pkcs8" : "spki";
-  const label = kind === "private" ? "PRIVATE KEY" : "PUBLIC KEY";
-  const pem = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----/.exec(text);
-  if (pem !== null && pem[1] !== label) {
-    throw new EnvelopeError(
-      "invalid_key",
-      `a ${pem[1]} PEM is not accepted; WebCrypto imports ${label} (${format})`,
-    );
-  }
-  const der = fromBase64((pem === null ? text : (pem[2] ?? "")).replace(/\s+/g, ""));
-  if (der === undefined || der.length === 0) {
-    throw new EnvelopeError("invalid_key", `the ${kind} key must be base64 DER ${format} or PEM`);
-  }
-  let key: WebCryptoKey;
-  try {
-    key = await subtleCrypto().importKey(format, der, RSA_OAEP, false, [
-      kind === "private" ? "decrypt" : "encrypt",
-    ]);
-  } catch (cause) {
-    throw new EnvelopeError("invalid_key", `the ${kind} key is not an RSA ${format} key`, { cause });
-  }
-  const { modulusLength } = key.algorithm as { modulusLength?: number };
-  if (modulusLength === undefined || modulusLength < MIN_RSA_BITS) {
-    throw new EnvelopeError("invalid_key", `the ${kind} key must be RSA of at least ${MIN_RSA_BITS} bits`);
-  }
-  return key;
-}
-
-function subtleCrypto(): Subtle {
-  const subtle = globalThis.crypto?.subtle as Subtle | undefined;
-  if (subtle === undefined) throw new Error("WebCrypto (globalThis.crypto.subtle) is not available here");
-  return subtle;
 }
 
 /** The additional authenticated data of SPEC section 5; a line break in a part would make it ambiguous. */

@@ -89,7 +89,8 @@ export async function hpkeUnwrap(
   } catch (cause) {
     throw integrityError(cause);
   }
-  const aesKey = Buffer.from(opened);
+  // A copy (Buffer.from of an ArrayBuffer would share it), so WebCrypto's output can be wiped.
+  const aesKey = Buffer.from(new Uint8Array(opened));
   new Uint8Array(opened).fill(0);
   if (aesKey.length !== AES_KEY_BYTES) {
     aesKey.fill(0);

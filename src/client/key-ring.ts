@@ -1,0 +1,75 @@
+import {
+  EnvelopeError,
+  openReceipt,
+  type PrivateKeyInput,
+  type ReceiptEnvelope,
+  type ReceiptJson,
+} from "./webcrypto.js";
+
+/**
+ * A cardholder's private keys by keyId, for a user who rotated keys (say RSA to a P-256 key made on
+ * the device) and still holds receipts sealed to the old one: a `Map`, a plain object, or a lookup
+ * function (e.g. reading a device key store), each giving a {@link PrivateKeyInput} or undefined.
+ */
+export type KeyRing =
+  | ReadonlyMap<string, PrivateKeyInput>
+  | Readonly<Record<string, PrivateKeyInput>>
+  | ((keyId: string) => PrivateKeyInput | undefined | Promise<PrivateKeyInput | undefined>);
+
+/** The keyId an envelope is sealed to: `keyBundle.keyId`, else the receipt's own `keyId`. */
+export function keyIdOf(envelope: ReceiptEnvelope): string {
+  return envelope.keyBundle?.keyId || envelope.keyId || "";
+}
+
+/**
+ * Opens a sealed receipt with the key of its keyId from `keyRing`, whatever that key's suite. A ring
+ * without that key is an {@link EnvelopeError} `unknown_key` naming the keyId; otherwise as
+ * {@link openReceipt}.
+ */
+export async function openReceiptWithKeyRing(
+  envelope: ReceiptEnvelope,
+  keyRing: KeyRing,
+): Promise<ReceiptJson> {
+  const keyId = keyIdOf(envelope);
+  if (keyId === "")
+    throw new EnvelopeError("invalid_envelope", "the envelope names no keyId (keyBundle.keyId)");
+  const key = await lookUp(keyRing, keyId);
+  if (key === undefined) {
+    throw new EnvelopeError("unknown_key", `no private key for keyId ${keyId} in the key ring`);
+  }
+  return openReceipt(envelope, key);
+}
+
+/** One receipt of a listing opened by {@link openListing}: its receipt, or why it did not open. */
+export type OpenedReceipt =
+  | { receiptId: string; keyId: string; ok: true; receipt: ReceiptJson }
+  | { receiptId: string; keyId: string; ok: false; error: EnvelopeError };
+
+/**
+ * Opens every receipt of a listing (`GET /api/v1/receipts/{userId}`'s `receipts`) with a key ring, in
+ * order. Each receipt succeeds or fails on its own, so one receipt of a key the device no longer has
+ * does not hide the others.
+ */
+export async function openListing(
+  receipts: readonly ReceiptEnvelope[],
+  keyRing: KeyRing,
+): Promise<OpenedReceipt[]> {
+  return Promise.all(
+    receipts.map(async (envelope): Promise<OpenedReceipt> => {
+      const ids = { receiptId: envelope.receiptId, keyId: keyIdOf(envelope) };
+      try {
+        return { ...ids, ok: true, receipt: await openReceiptWithKeyRing(envelope, keyRing) };
+      } catch (error) {
+        if (!(error instanceof EnvelopeError)) throw error;
+        return { ...ids, ok: false, error };
+      }
+    }),
+  );
+}
+
+async function lookUp(keyRing: KeyRing, keyId: string): Promise<PrivateKeyInput | undefined> {
+  if (typeof keyRing === "function") return keyRing(keyId);
+  if (keyRing instanceof Map) return keyRing.get(keyId);
+  const record = keyRing as Readonly<Record<string, PrivateKeyInput>>;
+  return Object.hasOwn(record, keyId) ? record[keyId] : undefined;
+}
