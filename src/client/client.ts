@@ -7,15 +7,28 @@ import {
   type Transport,
 } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
-import { type GrantAccessResponse, KeysService } from "../../gen/receipts/v1/keys_pb.js";
 import {
+  type GrantAccessResponse,
+  KeysService,
+  type LookupKeyResponse,
+  type RegisterEscrowKeyResponse,
+} from "../../gen/receipts/v1/keys_pb.js";
+import {
+  type DeleteUserResponse,
   type GenerateKeysResponse,
   OnboardingService,
   type RegisterResponse,
 } from "../../gen/receipts/v1/onboarding_pb.js";
 import { type CreatePaymentResponse, PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import type { EncryptedReceipt, Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
-import { type ListReceiptsResponse, ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import {
+  type EscrowReleaseSchema,
+  type ListPendingEscrowResponse,
+  type ListReceiptsResponse,
+  ReceiptsService,
+  type ReleaseEscrowResponse,
+  type StoreSealedReceiptRequestSchema,
+} from "../../gen/receipts/v1/receipts_pb.js";
 import { useServiceTextEncoding } from "../proto-text.js";
 import { toApiError } from "./errors.js";
 import { type RetryOptions, realSleep, retryPolicyOf, type Sleep, withRetry } from "./retry.js";
@@ -76,8 +89,12 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
  * transient failures by the rules of SPEC section 13 and throws a `ReceiptsApiError` when it gives up.
  */
 export interface ReceiptsClient {
-  /** Issuer: generates an RSA-2048 key pair; the private key is returned once and never kept. */
-  generateKeys(options?: CallOptions): Promise<GenerateKeysResponse>;
+  /**
+   * Issuer: generates a key pair on the server (RSA-2048 by default, or `HPKE-P256-SHA256-A256GCM`);
+   * the private key is returned once and never kept. A device that can make its own key (a P-256 key
+   * in secure hardware) should, and only register its public key.
+   */
+  generateKeys(options?: CallOptions & { algorithm?: string }): Promise<GenerateKeysResponse>;
   /** Issuer: registers a cardholder's public key under the hashed PAN (rotates an existing key). */
   register(
     request: { hashedPan: string; publicKey: string; keyId: string },
@@ -129,6 +146,30 @@ export interface ReceiptsClient {
     merchantId?: string,
     options?: CallOptions,
   ): Promise<EncryptedReceipt>;
+  /** Merchant: the key a receipt for this card is sealed to now (section 16). */
+  lookupKey(
+    request: { recipientHashedPan: string; cardBin?: string },
+    options?: CallOptions,
+  ): Promise<LookupKeyResponse>;
+  /** Merchant: stores a receipt sealed on the merchant's side (`sealAndStoreReceipt` does it all). */
+  storeSealedReceipt(
+    request: MessageInitShape<typeof StoreSealedReceiptRequestSchema>,
+    options?: CreateOptions,
+  ): Promise<EncryptedReceipt>;
+  /** Issuer: registers an escrow public key of the tenant; receipts escrowed for it are sealed to it. */
+  registerEscrowKey(publicKey: string, options?: CallOptions): Promise<RegisterEscrowKeyResponse>;
+  /** Issuer: receipts escrowed for the tenant under its own escrow keys, for one card. */
+  listPendingEscrow(
+    request: { hashedPan: string; pageSize?: number; pageToken?: string },
+    options?: CallOptions,
+  ): Promise<ListPendingEscrowResponse>;
+  /** Issuer: hands back key bundles re-wrapped on the issuer's side to the user's active key. */
+  releaseEscrow(
+    request: { userId: string; receipts: MessageInitShape<typeof EscrowReleaseSchema>[] },
+    options?: CallOptions,
+  ): Promise<ReleaseEscrowResponse>;
+  /** Issuer: erases a user, its keys, grants and receipts (section 19). */
+  deleteUser(userId: string, options?: CallOptions): Promise<DeleteUserResponse>;
 }
 
 /**
@@ -178,7 +219,8 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
     );
 
   return {
-    generateKeys: (options) => call(options, (o) => onboarding.generateKeys({}, o)),
+    generateKeys: (options) =>
+      call(options, (o) => onboarding.generateKeys({ algorithm: options?.algorithm ?? "" }, o)),
     register: (request, options) => call(options, (o) => onboarding.register(request, o)),
     grantAccess: (request, options) => call(options, (o) => keys.grantAccess(request, o)),
     encryptReceipt: (receipt, options) =>
@@ -210,6 +252,17 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
       call(options, async (o) =>
         present((await receipts.getTransactionReceipt({ transactionId, merchantId }, o)).receipt),
       ),
+    lookupKey: (request, options) => call(options, (o) => keys.lookupKey(request, o)),
+    storeSealedReceipt: (request, options) =>
+      call(
+        options,
+        async (o) => present((await receipts.storeSealedReceipt(request, o)).receipt),
+        idempotencyHeader(options),
+      ),
+    registerEscrowKey: (publicKey, options) => call(options, (o) => keys.registerEscrowKey({ publicKey }, o)),
+    listPendingEscrow: (request, options) => call(options, (o) => receipts.listPendingEscrow(request, o)),
+    releaseEscrow: (request, options) => call(options, (o) => receipts.releaseEscrow(request, o)),
+    deleteUser: (userId, options) => call(options, (o) => onboarding.deleteUser({ userId }, o)),
   };
 }
 

@@ -30,6 +30,13 @@ export {
   openListing,
   openReceiptWithKeyRing,
 } from "./key-ring.js";
+export {
+  type MerchantReceipt,
+  type MerchantSigner,
+  type SealAndStoreOptions,
+  type SealedAndStored,
+  sealAndStoreReceipt,
+} from "./merchant.js";
 export { BASE_DELAY_MS, isRetryable, MAX_ATTEMPTS, type RetryOptions, type Sleep } from "./retry.js";
 export {
   EnvelopeError,

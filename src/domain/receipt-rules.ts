@@ -3,6 +3,7 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { type LineItem, type Receipt, ReceiptSchema, type Tax } from "../../gen/receipts/v1/receipt_pb.js";
 import { Violations } from "../errors.js";
 import { timestampJson } from "../proto-scalars.js";
+import { INPUT_ONLY_FIELDS } from "../receipt-fields.js";
 import type { PaymentGateway } from "./gateways/gateway.js";
 import * as limits from "./limits.js";
 import { checkCardBin, checkHashedPan } from "./pan.js";
@@ -80,7 +81,7 @@ export type ValidReceipt = {
  * Input-only fields: instructions to the service, never sealed. Of the output-only fields, `keyId` and
  * `decryptedAt` never get this far; `merchantSignature` and `merchantKeyId` are set by the service and sealed.
  */
-export const INPUT_ONLY_FIELDS = ["recipientHashedPan", "mockItems", "cardNonce", "cardBin"] as const;
+export { INPUT_ONLY_FIELDS };
 
 /** The receipt fields that go into the sealed plaintext: everything but {@link INPUT_ONLY_FIELDS}. */
 export type SealedReceiptFields = Omit<ValidReceipt, (typeof INPUT_ONLY_FIELDS)[number]>;

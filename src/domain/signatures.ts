@@ -1,16 +1,25 @@
 import { createPublicKey, verify } from "node:crypto";
 import { type DescMessage, type JsonObject, type JsonValue, toJson } from "@bufbuild/protobuf";
-import canonicalizeModule from "canonicalize";
 import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { parseEd25519PublicKey } from "../crypto/keys.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import { is64BitInteger } from "../proto-scalars.js";
+import {
+  canonicalJsonOf,
+  type Json,
+  signedFormOf,
+  signingTextOf,
+  UNSIGNED_FIELDS,
+} from "../receipt-fields.js";
 import type { ApiKeyRecord, MerchantKeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import * as limits from "./limits.js";
 import { claimMerchantId, merchantIdTaken } from "./merchants.js";
-import { INPUT_ONLY_FIELDS, sealedPlaintextOf, type ValidReceipt } from "./receipt-rules.js";
+
+export { signedFormOf, UNSIGNED_FIELDS };
+
+import { sealedPlaintextOf, type ValidReceipt } from "./receipt-rules.js";
 
 /**
  * Merchant signatures (SPEC section 10): a merchant registers an Ed25519 public key for a merchantId;
@@ -33,25 +42,6 @@ export const SIGNATURE_HEADER = "x-receipt-signature";
 
 /** Length of an Ed25519 signature (RFC 8032), in bytes. */
 const SIGNATURE_BYTES = 64;
-
-/**
- * Receipt members a signature does not cover: the input-only instructions to the service, and what
- * the service adds (`keyId`, `decryptedAt`, and the signature with its key id).
- */
-export const UNSIGNED_FIELDS: readonly string[] = [
-  ...INPUT_ONLY_FIELDS,
-  "keyId",
-  "decryptedAt",
-  "merchantSignature",
-  "merchantKeyId",
-];
-
-/**
- * RFC 8785 canonical JSON (the RFC's reference implementation). The package is CommonJS with a typing
- * that declares an ES default export, which NodeNext reads as `{ default }`; at run time the default
- * import is the function itself, so its type is restated here.
- */
-const canonicalize = canonicalizeModule as unknown as (input: unknown) => string | undefined;
 
 /** A merchant signing key as returned by {@link registerSigningKey}. */
 export interface RegisteredSigningKey {
@@ -129,9 +119,9 @@ export async function applyMerchantSignature(
   const key = await deps.store.merchantKeys.findByMerchantId(receipt.merchantId);
   if (key === undefined) return;
   const signature = decodeSignature(header);
-  const signed = signedFormOf(receiptJsonOf(request));
-  assertSealedAsSigned(signed, signedFormOf(sealedPlaintextOf(receipt) as JsonObject));
-  const data = Buffer.from(canonicalJson(signed), "utf8");
+  const signed = signedFormOf(receiptJsonOf(request) as { [name: string]: Json });
+  assertSealedAsSigned(signed, signedFormOf(sealedPlaintextOf(receipt) as { [name: string]: Json }));
+  const data = Buffer.from(canonicalJsonOf(signed), "utf8");
   if (!verifies(data, key.publicKey, signature)) {
     throw signatureError("does not verify with the merchantId's signing key over this receipt");
   }
@@ -152,45 +142,12 @@ export function receiptJsonOf(receipt: Receipt): JsonObject {
 }
 
 /**
- * The signed form of a receipt's JSON: without {@link UNSIGNED_FIELDS} at the top level, and with
- * every member whose value is `null`, `""` or `[]` removed at any depth (array elements are kept).
- */
-export function signedFormOf(receipt: JsonObject): JsonObject {
-  const out: JsonObject = {};
-  for (const [name, value] of Object.entries(receipt)) {
-    if (!UNSIGNED_FIELDS.includes(name)) keepMember(out, name, value);
-  }
-  return out;
-}
-
-/**
- * The bytes a receipt signature covers: UTF-8 of the RFC 8785 canonical JSON of
- * {@link signedFormOf}. The same function serves the merchant (on its request body) and the
+ * The bytes a receipt signature covers: UTF-8 of the RFC 8785 canonical JSON of its signed form
+ * (`receipt-fields.ts`). The same function serves the merchant (on its request body) and the
  * cardholder's app (on the decrypted receipt).
  */
 export function receiptSigningInput(receipt: JsonObject): Buffer {
-  return Buffer.from(canonicalJson(signedFormOf(receipt)), "utf8");
-}
-
-function keepMember(out: JsonObject, name: string, value: JsonValue | undefined): void {
-  const pruned = withoutEmptyMembers(value);
-  if (pruned === undefined || pruned === null || pruned === "") return;
-  if (Array.isArray(pruned) && pruned.length === 0) return;
-  out[name] = pruned;
-}
-
-function withoutEmptyMembers(value: JsonValue | undefined): JsonValue | undefined {
-  if (Array.isArray(value)) return value.map((element) => withoutEmptyMembers(element) ?? null);
-  if (typeof value !== "object" || value === null) return value;
-  const out: JsonObject = {};
-  for (const [name, member] of Object.entries(value)) keepMember(out, name, member);
-  return out;
-}
-
-function canonicalJson(value: JsonObject): string {
-  const text = canonicalize(value);
-  if (text === undefined) throw new AppError("internal_server_error", "A receipt has no canonical JSON.");
-  return text;
+  return Buffer.from(signingTextOf(receipt as { [name: string]: Json }), "utf8");
 }
 
 /** Turns protobuf JSON's 64-bit integer strings into numbers, in place, guided by the descriptor. */
@@ -239,10 +196,11 @@ const SEALED_FORM_HINTS: Readonly<Record<string, string>> = {
 };
 
 /** Throws `invalid_request` naming each top-level field whose sealed value differs from the signed one. */
-function assertSealedAsSigned(signed: JsonObject, sealed: JsonObject): void {
+function assertSealedAsSigned(signed: { [name: string]: Json }, sealed: { [name: string]: Json }): void {
   const violations = new Violations();
   for (const name of new Set([...Object.keys(signed), ...Object.keys(sealed)])) {
-    if (canonicalize(signed[name]) !== canonicalize(sealed[name])) {
+    const [a, b] = [signed[name], sealed[name]];
+    if (a === undefined || b === undefined ? a !== b : canonicalJsonOf(a) !== canonicalJsonOf(b)) {
       violations.add(
         name,
         SEALED_FORM_HINTS[name] ?? "must be sent in a signed receipt exactly as the service seals it",

@@ -1,0 +1,71 @@
+import canonicalizeModule from "canonicalize";
+
+/**
+ * Facts about a receipt's fields shared by the service and the client library (which runs in
+ * browsers, so nothing here may need Node): which fields are instructions to the service and never
+ * sealed, and the exact form a merchant signature covers (SPEC section 10).
+ */
+
+/** Input-only receipt fields: instructions to the service, never sealed. */
+export const INPUT_ONLY_FIELDS = ["recipientHashedPan", "mockItems", "cardNonce", "cardBin"] as const;
+
+/**
+ * Receipt members a signature does not cover: the input-only instructions to the service, and what
+ * the service adds (`keyId`, `decryptedAt`, and the signature with its key id).
+ */
+export const UNSIGNED_FIELDS: readonly string[] = [
+  ...INPUT_ONLY_FIELDS,
+  "keyId",
+  "decryptedAt",
+  "merchantSignature",
+  "merchantKeyId",
+];
+
+/** A JSON value, as receipts are written. */
+export type Json = string | number | boolean | null | Json[] | { [name: string]: Json };
+
+/**
+ * RFC 8785 canonical JSON (the RFC's reference implementation). The package is CommonJS with a typing
+ * that declares an ES default export, which NodeNext reads as `{ default }`; at run time the default
+ * import is the function itself, so its type is restated here.
+ */
+const canonicalize = canonicalizeModule as unknown as (input: unknown) => string | undefined;
+
+/**
+ * The signed form of a receipt's JSON: without {@link UNSIGNED_FIELDS} at the top level, and with
+ * every member whose value is `null`, `""` or `[]` removed at any depth (array elements are kept).
+ */
+export function signedFormOf(receipt: { [name: string]: Json | undefined }): { [name: string]: Json } {
+  const out: { [name: string]: Json } = {};
+  for (const [name, value] of Object.entries(receipt)) {
+    if (!UNSIGNED_FIELDS.includes(name)) keepMember(out, name, value);
+  }
+  return out;
+}
+
+/** The text a receipt signature covers: the RFC 8785 canonical JSON of {@link signedFormOf}; sign its UTF-8. */
+export function signingTextOf(receipt: { [name: string]: Json | undefined }): string {
+  return canonicalJsonOf(signedFormOf(receipt));
+}
+
+/** RFC 8785 canonical JSON of a JSON value. */
+export function canonicalJsonOf(value: Json | undefined): string {
+  const text = canonicalize(value);
+  if (text === undefined) throw new TypeError("A value has no canonical JSON.");
+  return text;
+}
+
+function keepMember(out: { [name: string]: Json }, name: string, value: Json | undefined): void {
+  const pruned = withoutEmptyMembers(value);
+  if (pruned === undefined || pruned === null || pruned === "") return;
+  if (Array.isArray(pruned) && pruned.length === 0) return;
+  out[name] = pruned;
+}
+
+function withoutEmptyMembers(value: Json | undefined): Json | undefined {
+  if (Array.isArray(value)) return value.map((element) => withoutEmptyMembers(element) ?? null);
+  if (typeof value !== "object" || value === null) return value;
+  const out: { [name: string]: Json } = {};
+  for (const [name, member] of Object.entries(value)) keepMember(out, name, member);
+  return out;
+}
