@@ -63,11 +63,13 @@ const MAX_HPKE_KEYS = 10_000;
 let escrowKeys: Map<string, { key: KeyObject; algorithm: KeyAlgorithm }> | undefined;
 function escrowKey(escrowKeyId: string): { key: KeyObject; algorithm: KeyAlgorithm } | undefined {
   if (escrowKeys === undefined) {
-    escrowKeys = new Map();
+    // Built whole before it is kept, so a key that fails to parse (the pool checked them all) leaves none half-read.
+    const keys = new Map<string, { key: KeyObject; algorithm: KeyAlgorithm }>();
     init.escrowPrivateKeys.forEach((text, i) => {
       const key = parsePrivateKey(text, `escrowPrivateKeys[${i}]`);
-      escrowKeys?.set(escrowKeyIdOf(spkiOfPrivateKey(key)), { key, algorithm: keyAlgorithmOf(key) });
+      keys.set(escrowKeyIdOf(spkiOfPrivateKey(key)), { key, algorithm: keyAlgorithmOf(key) });
     });
+    escrowKeys = keys;
   }
   return escrowKeys.get(escrowKeyId);
 }
