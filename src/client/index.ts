@@ -52,6 +52,8 @@ export {
   type ReceiptJson,
   type ReceiptLineItemJson,
   type ReceiptTaxJson,
+  type RewrapTarget,
+  rewrapKeyBundle,
   type SealedEnvelope,
   type SealIdentity,
   sealReceipt,

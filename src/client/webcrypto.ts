@@ -181,32 +181,11 @@ export async function openReceipt(
   privateKey: PrivateKeyInput,
 ): Promise<ReceiptJson> {
   const subtle = subtleCrypto();
-  if (envelope.keyBundle === undefined) throw new EnvelopeError("invalid_envelope", "keyBundle is missing");
-  const algorithm = bundleAlgorithm(envelope.keyBundle.algorithm);
-  const rsaKey = algorithm === KEY_WRAP_ALGORITHM ? await rsaPrivateKeyOf(privateKey) : undefined;
-  const p256Pairs = algorithm === KEY_WRAP_ALGORITHM ? [] : await p256PairsOf(privateKey);
   const iv = bytesOf(envelope.iv, "iv", IV_BYTES);
   const authTag = bytesOf(envelope.authTag, "authTag", TAG_BYTES);
   const ciphertext = bytesOf(envelope.ciphertext, "ciphertext");
   const additionalData = aadOf(envelope);
-
-  let rawKey: Uint8Array<ArrayBuffer>;
-  if (rsaKey !== undefined) {
-    const wrapped = bytesOf(envelope.keyBundle.encryptedAesKey, "keyBundle.encryptedAesKey");
-    rawKey = new Uint8Array(await integrity(() => subtle.decrypt(RSA_OAEP, rsaKey, wrapped)));
-  } else {
-    const { encapsulatedKey } = envelope.keyBundle;
-    if (encapsulatedKey === undefined || encapsulatedKey.length === 0) {
-      throw new EnvelopeError("invalid_envelope", `keyBundle.encapsulatedKey is required for ${algorithm}`);
-    }
-    const enc = bytesOf(encapsulatedKey, "keyBundle.encapsulatedKey", HPKE_ENC_BYTES);
-    const wrapped = bytesOf(
-      envelope.keyBundle.encryptedAesKey,
-      "keyBundle.encryptedAesKey",
-      HPKE_WRAPPED_KEY_BYTES,
-    );
-    rawKey = await unwrapWithAny(p256Pairs, enc, wrapped, additionalData);
-  }
+  const rawKey = await unwrapAesKey(envelope, privateKey);
   let plaintext: ArrayBuffer;
   try {
     if (rawKey.length !== AES_KEY_BYTES) throw integrityError("the unwrapped key is not 256 bits");
@@ -221,6 +200,89 @@ export async function openReceipt(
     rawKey.fill(0);
   }
   return receiptOf(plaintext, envelope);
+}
+
+/**
+ * The receipt's AES key, unwrapped from its key bundle with the private key of the bundle's suite
+ * (the caller zeroes it when done).
+ */
+async function unwrapAesKey(
+  envelope: ReceiptEnvelope,
+  privateKey: PrivateKeyInput,
+): Promise<Uint8Array<ArrayBuffer>> {
+  if (envelope.keyBundle === undefined) throw new EnvelopeError("invalid_envelope", "keyBundle is missing");
+  const algorithm = bundleAlgorithm(envelope.keyBundle.algorithm);
+  if (algorithm === KEY_WRAP_ALGORITHM) {
+    const rsaKey = await rsaPrivateKeyOf(privateKey);
+    const wrapped = bytesOf(envelope.keyBundle.encryptedAesKey, "keyBundle.encryptedAesKey");
+    return new Uint8Array(await integrity(() => subtleCrypto().decrypt(RSA_OAEP, rsaKey, wrapped)));
+  }
+  const p256Pairs = await p256PairsOf(privateKey);
+  const { encapsulatedKey } = envelope.keyBundle;
+  if (encapsulatedKey === undefined || encapsulatedKey.length === 0) {
+    throw new EnvelopeError("invalid_envelope", `keyBundle.encapsulatedKey is required for ${algorithm}`);
+  }
+  const enc = bytesOf(encapsulatedKey, "keyBundle.encapsulatedKey", HPKE_ENC_BYTES);
+  const wrapped = bytesOf(
+    envelope.keyBundle.encryptedAesKey,
+    "keyBundle.encryptedAesKey",
+    HPKE_WRAPPED_KEY_BYTES,
+  );
+  return unwrapWithAny(p256Pairs, enc, wrapped, aadOf(envelope));
+}
+
+/** The key a receipt's AES key is re-wrapped to: its id and public key (base64 DER SPKI, PEM or a CryptoKey). */
+export interface RewrapTarget {
+  keyId: string;
+  publicKey: string | WebCryptoKey;
+}
+
+/**
+ * Issuer-side escrow release (SPEC section 17): unwraps a receipt's AES key with the issuer's escrow
+ * private key and wraps it to the cardholder's key (either suite), returning the new key bundle to
+ * hand to `ReleaseEscrow`. The ciphertext is not touched, and not decrypted: the receipt's content is
+ * never needed to release it.
+ */
+export async function rewrapKeyBundle(
+  envelope: ReceiptEnvelope,
+  escrowPrivateKey: PrivateKeyInput,
+  target: RewrapTarget,
+): Promise<SealedEnvelope["keyBundle"]> {
+  const rawKey = await unwrapAesKey(envelope, escrowPrivateKey);
+  try {
+    if (rawKey.length !== AES_KEY_BYTES) throw integrityError("the unwrapped key is not 256 bits");
+    return await wrapAesKey(rawKey, await publicKeyOf(target.publicKey), aadOf(envelope), target.keyId);
+  } finally {
+    rawKey.fill(0);
+  }
+}
+
+/** A public key of either suite as a CryptoKey. */
+async function publicKeyOf(publicKey: string | WebCryptoKey): Promise<WebCryptoKey> {
+  if (typeof publicKey !== "string") return publicKey;
+  return derKindOf(publicKey) === "p256"
+    ? importP256Key(publicKey, "public")
+    : importRsaKey(publicKey, "public");
+}
+
+/** Wraps a raw AES key to `key`: HPKE for a P-256 key (bound to the receipt's AAD), RSA-OAEP-256 otherwise. */
+async function wrapAesKey(
+  rawKey: Uint8Array<ArrayBuffer>,
+  key: WebCryptoKey,
+  aad: Uint8Array<ArrayBuffer>,
+  keyId: string,
+): Promise<SealedEnvelope["keyBundle"]> {
+  if (isP256Key(key)) {
+    const wrapped = await hpkeWrapKey(rawKey, key, aad);
+    return {
+      encryptedAesKey: toBase64(wrapped.encryptedAesKey),
+      encapsulatedKey: toBase64(wrapped.encapsulatedKey),
+      keyId,
+      algorithm: HPKE_KEY_WRAP_ALGORITHM,
+    };
+  }
+  const encryptedAesKey = new Uint8Array(await subtleCrypto().encrypt(RSA_OAEP, key, rawKey));
+  return { encryptedAesKey: toBase64(encryptedAesKey), keyId, algorithm: KEY_WRAP_ALGORITHM };
 }
 
 /** The suite a key bundle names; absent or empty is the seed's RSA-OAEP-256. */
@@ -265,13 +327,7 @@ export async function sealReceipt(
   identity: SealIdentity = {},
 ): Promise<SealedEnvelope> {
   const subtle = subtleCrypto();
-  const key =
-    typeof publicKey !== "string"
-      ? publicKey
-      : derKindOf(publicKey) === "p256"
-        ? await importP256Key(publicKey, "public")
-        : await importRsaKey(publicKey, "public");
-  const hpke = isP256Key(key);
+  const key = await publicKeyOf(publicKey);
   const plain = sealedFieldsOf(receipt, identity);
   const id = {
     version: String(plain.version),
@@ -292,19 +348,7 @@ export async function sealReceipt(
       ),
     );
     const keyId = identity.keyId ?? "";
-    let keyBundle: SealedEnvelope["keyBundle"];
-    if (hpke) {
-      const wrapped = await hpkeWrapKey(rawKey, key, aadOf(id));
-      keyBundle = {
-        encryptedAesKey: toBase64(wrapped.encryptedAesKey),
-        encapsulatedKey: toBase64(wrapped.encapsulatedKey),
-        keyId,
-        algorithm: HPKE_KEY_WRAP_ALGORITHM,
-      };
-    } else {
-      const encryptedAesKey = new Uint8Array(await subtle.encrypt(RSA_OAEP, key, rawKey));
-      keyBundle = { encryptedAesKey: toBase64(encryptedAesKey), keyId, algorithm: KEY_WRAP_ALGORITHM };
-    }
+    const keyBundle = await wrapAesKey(rawKey, key, aadOf(id), keyId);
     return {
       ...id,
       keyId,

@@ -61,7 +61,11 @@ export async function openWithGrant(
       iv: record.iv,
       ciphertext: record.ciphertext,
       authTag: record.authTag,
+      ...(record.keyBundle.encapsulatedKey === undefined
+        ? {}
+        : { encapsulatedKey: record.keyBundle.encapsulatedKey }),
     }),
+    algorithm: record.keyBundle.algorithm,
     aad: receiptAad(record),
   });
   const receipt = receiptFromPlaintext(plaintext);
