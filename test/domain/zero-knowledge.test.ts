@@ -22,6 +22,7 @@ import {
   storeSealedReceipt,
 } from "../../src/domain/receipts.js";
 import { lookupKey } from "../../src/domain/routing.js";
+import { AppError } from "../../src/errors.js";
 import { encryptedReceiptOf } from "../../src/rpc/convert.js";
 import type { ReceiptRecord } from "../../src/store/types.js";
 import {
@@ -491,5 +492,36 @@ describe("zero-knowledge receipts (domain)", () => {
         true,
       );
     });
+  });
+});
+
+describe("registration is atomic for the caller", () => {
+  it("answers the userId of the user it created even when escrow release then hits a store outage", async () => {
+    const f = await domainFixture();
+    try {
+      await encryptReceipt(f.deps, merchant, receiptMessage("4000000000000011"));
+      const findEscrowed = f.store.receipts.findEscrowed.bind(f.store.receipts);
+      f.store.receipts.findEscrowed = async () => {
+        throw new AppError("service_unavailable", "The store is unreachable.");
+      };
+      const keys = await generateKeys(f.deps, issuer, { algorithm: P256 });
+      const reg = await register(f.deps, issuer, {
+        hashedPan: hashPan("4000000000000011"),
+        publicKey: keys.publicKey,
+        keyId: keys.keyId,
+      });
+      expect(reg).toMatchObject({ releasedReceipts: 0, heldReceipts: 0 });
+      expect((await f.store.users.findById(reg.userId))?.activeKeyId).toBe(keys.keyId);
+      // Once the store answers again, registering the same key again releases what was left.
+      f.store.receipts.findEscrowed = findEscrowed;
+      const again = await register(f.deps, issuer, {
+        hashedPan: hashPan("4000000000000011"),
+        publicKey: keys.publicKey,
+        keyId: keys.keyId,
+      });
+      expect(again).toMatchObject({ userId: reg.userId, releasedReceipts: 1 });
+    } finally {
+      await f.close();
+    }
   });
 });

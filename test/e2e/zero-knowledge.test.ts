@@ -177,6 +177,60 @@ describe("merchant-side sealing: the service never holds the plaintext", () => {
     expect(storeCalls.some((c) => c.includes("zk-r-1") && c.includes("ciphertext"))).toBe(true);
   });
 
+  it("does the same over gRPC, and refuses plaintext fields beside a sealed receipt there too", async () => {
+    const grpcIssuer = createReceiptsClient({
+      baseUrl: svc.baseUrl,
+      apiKey: svc.issuerKey,
+      transport: "grpc",
+    });
+    const grpcMerchant = createReceiptsClient({
+      baseUrl: svc.baseUrl,
+      apiKey: svc.merchantKey,
+      transport: "grpc",
+    });
+    const keys = await grpcIssuer.generateKeys({ algorithm: "HPKE-P256-SHA256-A256GCM" });
+    const card = hashPan("4000000000000078");
+    const user = await grpcIssuer.register({ hashedPan: card, publicKey: keys.publicKey, keyId: keys.keyId });
+    const looked = await grpcMerchant.lookupKey({ recipientHashedPan: card });
+    expect(looked).toMatchObject({
+      keyId: keys.keyId,
+      algorithm: "HPKE-P256-SHA256-A256GCM",
+      isEscrowed: false,
+    });
+    const fields = {
+      receiptId: "zk-g-1",
+      merchantId: "m-zero-grpc",
+      merchantName: "Over The Wire",
+      transactionId: "zk-g-t-1",
+      transactionDate: "2026-11-25T09:00:00Z",
+      currency: "EUR",
+      items: [{ lineItemId: "1", name: "Tea", quantity: 1, unitPrice: 250, totalPrice: 250, taxes: [] }],
+    };
+    const stored = await sealAndStoreReceipt(
+      grpcMerchant,
+      { ...fields, recipientHashedPan: card },
+      {
+        payment: { gateway: "gateway_b", amount: 250n },
+      },
+    );
+    expect(stored.kind === "payment" && stored.payment.serviceMetadata?.keyId).toBe(keys.keyId);
+    const [listed] = (await grpcIssuer.listReceipts(user.userId)).receipts;
+    expect(listed?.keyBundle?.encapsulatedKey).toHaveLength(65);
+    const opened = await openListing(listed ? [listed] : [], { [keys.keyId]: keys.privateKey });
+    expect(opened.map((o) => ("receipt" in o ? o.receipt.merchantName : o))).toEqual(["Over The Wire"]);
+
+    const mixed = grpcMerchant.createPayment("gateway_a", {
+      merchantId: "m-zero-grpc",
+      transactionId: "zk-g-t-2",
+      recipientHashedPan: card,
+      currency: "EUR",
+      amount: 100n,
+      merchantName: "Leaked",
+      sealedReceipt: { receiptId: "zk-g-2" },
+    });
+    await expect(mixed).rejects.toMatchObject({ code: "invalid_request" });
+  });
+
   /** Registers the merchant's signing key over REST and returns its `mk_...` id. */
   async function merchantSigningKey(publicKey: string): Promise<string> {
     const res = await fetch(`${svc.baseUrl}/api/v1/receipts/signing-keys`, {
