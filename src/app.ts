@@ -125,6 +125,7 @@ export async function buildApp({
     metrics,
     ready,
     meter: requestMeter({ store, config, clock }),
+    corsOrigins: config.corsOrigins,
     ...(listener === undefined ? {} : { listener }),
     ...(shutdownGraceMs === undefined ? {} : { shutdownGraceMs }),
     ...(grpcFastPath === undefined ? {} : { grpcFastPath }),
