@@ -11,6 +11,7 @@ import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import type { DomainDeps } from "./domain/deps.js";
 import { escrowKeyOf } from "./domain/escrow.js";
+import { registerApiReference } from "./http/docs.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
 import { createMetrics, metricsInterceptor } from "./metrics.js";
@@ -108,7 +109,8 @@ export async function buildApp({
     errorInterceptor,
     accessInterceptor({ store, config, clock }),
   ];
-  const openApi = JSON.stringify(serviceOpenApi());
+  const openApiDocument = serviceOpenApi();
+  const openApi = JSON.stringify(openApiDocument);
   const routes = (router: ConnectRouter) => {
     router.service(OnboardingService, onboardingService(domain));
     router.service(KeysService, keysService(domain));
@@ -129,8 +131,9 @@ export async function buildApp({
     ...(listener === undefined ? {} : { listener }),
     ...(shutdownGraceMs === undefined ? {} : { shutdownGraceMs }),
     ...(grpcFastPath === undefined ? {} : { grpcFastPath }),
-    addRoutes: (app) => {
+    addRoutes: async (app) => {
       app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
+      await registerApiReference(app, openApiDocument);
     },
   });
   return {
