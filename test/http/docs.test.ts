@@ -33,7 +33,7 @@ describe("API reference page at /docs", () => {
     expect((await bundle.text()).length).toBeGreaterThan(100_000);
     const init = await (await fetch(`${svc.baseUrl}/docs/static/swagger-initializer.js`)).text();
     expect(init).toContain("resolveUrl('./json')");
-    const served = await (await fetch(`${svc.baseUrl}/docs/json`)).json();
+    const served = (await (await fetch(`${svc.baseUrl}/docs/json`)).json()) as { paths: object };
     const document = await (await fetch(`${svc.baseUrl}/openapi.json`)).json();
     expect(served).toEqual(document);
     expect(Object.keys(served.paths)).toContain("/api/v1/onboarding/generate-keys");
