@@ -20,6 +20,7 @@ import { useServiceTextEncoding } from "./proto-text.js";
 import { errorInterceptor } from "./rpc/error-mapping.js";
 import { healthService } from "./rpc/health.js";
 import { accessInterceptor, requestContextInterceptor, requestMeter } from "./rpc/interceptors.js";
+import { registerReflection } from "./rpc/reflection.js";
 import { keysService } from "./rpc/services/keys.js";
 import { onboardingService } from "./rpc/services/onboarding.js";
 import { paymentsService } from "./rpc/services/payments.js";
@@ -117,6 +118,7 @@ export async function buildApp({
     router.service(ReceiptsService, receiptsService(domain));
     router.service(PaymentsService, paymentsService(domain));
     router.service(Health, healthService(ready));
+    if (config.grpcReflection) registerReflection(router, [...SERVICES, Health]);
   };
   const server = await createHttpServer({
     routes,
