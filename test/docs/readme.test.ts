@@ -1,9 +1,11 @@
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startService, type TestService } from "../support/harness.js";
+import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+
+const ROOT = join(import.meta.dirname, "..", "..");
 
 /**
  * The README's walk-through, run from README.md itself so the two cannot drift.
@@ -16,7 +18,7 @@ import { startService, type TestService } from "../support/harness.js";
  *   The script runs twice in a row against the same server: the walk-through must be re-runnable.
  * - `<!-- doctest:<name> -->` right before a fenced block: that block is run by the test named so below.
  */
-const README = readFileSync(join(import.meta.dirname, "..", "..", "README.md"), "utf8");
+const README = readFileSync(join(ROOT, "README.md"), "utf8");
 
 /** The ```sh blocks between the walk-through markers, in order. */
 function walkthroughBlocks(): string[] {
@@ -85,6 +87,15 @@ describe("the README's curl walk-through", () => {
     }
   });
 
+  it("leaves the walk-through's merchantId unsigned in the signature example", () => {
+    // Registering a signing key makes signatures mandatory for that merchantId (section 10).
+    const signing = README.slice(README.indexOf("## Merchant signatures"));
+    const registered = [...signing.matchAll(/merchantId\\?":\\?"([^"\\]+)/g)].map((m) => m[1]);
+    expect(registered.length).toBeGreaterThan(0);
+    const walkthrough = walkthroughBlocks().join("\n");
+    for (const id of registered) expect(walkthrough).not.toContain(`merchantId\\":\\"${id}\\"`);
+  });
+
   it("runs every block in order, twice in a row, each step succeeding", async () => {
     const blocks = walkthroughBlocks();
     expect(blocks.length).toBeGreaterThanOrEqual(2);
@@ -109,4 +120,76 @@ describe("the README's curl walk-through", () => {
     }
     expect(payments.size).toBe(2);
   }, 120_000);
+});
+
+describe("the README's code snippets", () => {
+  let svc: TestService;
+  let dir: string;
+  beforeAll(async () => {
+    svc = await startService();
+    dir = mkdtempSync(join(tmpdir(), "readme-snippets-"));
+  });
+  afterAll(async () => {
+    await svc.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("runs the TypeScript client snippet as the README says: a file at the root, run by node", async () => {
+    // The snippet imports the built client, as a user's script does after npm ci (which builds dist/).
+    const build = await bash("node scripts/build-if-stale.mjs", { cwd: ROOT, env: process.env });
+    expect(build.status, build.stderr).toBe(0);
+    const file = join(ROOT, `.readme-client-${process.pid}.mjs`);
+    writeFileSync(file, doctestBlock("client"));
+    try {
+      const env = {
+        ...process.env,
+        ISSUER: svc.issuerKey,
+        MERCHANT: svc.merchantKey,
+        RECEIPTS_URL: svc.baseUrl,
+      };
+      for (const run of [1, 2]) {
+        const result = await bash(`node ${JSON.stringify(file)}`, { cwd: dir, env });
+        expect(result.status, `run ${run}:\n${result.stderr}`).toBe(0);
+        expect(result.stdout).toMatch(/^payment pay_/m);
+        expect(result.stdout).toMatch(/^r-[0-9a-f]{8} Corner Coffee Flat white, Croissant$/m);
+        // After the first run the card's key was rotated: only this run's key opens, and is used.
+        expect(result.stdout.match(/Corner Coffee/g)).toHaveLength(1);
+      }
+      expect(existsSync(join(dir, "receipt.svg"))).toBe(true);
+      expect(readFileSync(join(dir, "receipt.svg"), "utf8")).toMatch(/^<svg /);
+    } finally {
+      rmSync(file, { force: true });
+    }
+  }, 180_000);
+
+  it("runs the WebCrypto snippet: its helpers are defined and it opens a listed receipt", async () => {
+    const keys = (await post(svc, "/api/v1/onboarding/generate-keys", svc.issuerKey, {})).body.data;
+    const hashedPan = hashPan(`4000${Date.now()}`);
+    const user = (
+      await post(svc, "/api/v1/onboarding/register", svc.issuerKey, {
+        hashedPan,
+        publicKey: keys.publicKey,
+        keyId: keys.keyId,
+      })
+    ).body.data;
+    const sent = receiptBody({ recipientHashedPan: hashedPan, currency: "EUR" });
+    expect((await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, sent)).status).toBe(200);
+    const r = (await get(svc, `/api/v1/receipts/${user.userId}`, svc.issuerKey)).body.data.receipts[0];
+    // The snippet's inputs, as the README names them; then the snippet exactly as written.
+    const module = [
+      "const r = JSON.parse(process.env.SEALED);",
+      "const privateKey = process.env.PRIVATE_KEY;",
+      doctestBlock("webcrypto"),
+      "console.log(JSON.stringify(receipt));",
+    ].join("\n");
+    const file = join(dir, "webcrypto.mjs");
+    writeFileSync(file, module);
+    const env = { ...process.env, SEALED: JSON.stringify(r), PRIVATE_KEY: keys.privateKey };
+    const result = await bash(`node ${JSON.stringify(file)}`, { cwd: dir, env });
+    expect(result.status, result.stderr).toBe(0);
+    const opened = JSON.parse(result.stdout);
+    expect(opened.receiptId).toBe(sent.receiptId);
+    expect(opened.merchantName).toBe("Corner Coffee");
+    expect(opened.items.map((item: { name: string }) => item.name)).toEqual(["Flat white", "Croissant"]);
+  });
 });
