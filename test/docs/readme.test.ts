@@ -29,7 +29,7 @@ function walkthroughBlocks(): string[] {
 }
 
 /** The fenced block right after `<!-- doctest:<name> -->`. */
-export function doctestBlock(name: string): string {
+function doctestBlock(name: string): string {
   const marker = `<!-- doctest:${name} -->`;
   const at = README.indexOf(marker);
   if (at < 0) throw new Error(`README.md has no ${marker}`);
@@ -42,7 +42,7 @@ export function doctestBlock(name: string): string {
  * Runs a bash script without blocking the event loop (the service under test answers in this
  * process); resolves with its exit status and output.
  */
-export function bash(
+function bash(
   script: string,
   options: { cwd: string; env: NodeJS.ProcessEnv },
 ): Promise<{ status: number | null; stdout: string; stderr: string }> {
