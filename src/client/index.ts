@@ -22,6 +22,7 @@ export {
   type ReceiptsErrorCode,
   type TransportErrorCode,
 } from "./errors.js";
+export { type KeyRing, type OpenedListingEntry, openListing } from "./key-ring.js";
 export { type ReceiptImageOptions, renderReceiptSvg } from "./receipt-image.js";
 export { BASE_DELAY_MS, isRetryable, MAX_ATTEMPTS, type RetryOptions, type Sleep } from "./retry.js";
 export {
