@@ -11,6 +11,7 @@ import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import type { DomainDeps } from "./domain/deps.js";
 import { registerAdminRoutes } from "./http/admin.js";
+import { registerApiReference } from "./http/docs.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
 import { createMetrics, metricsInterceptor } from "./metrics.js";
@@ -19,6 +20,7 @@ import { useServiceTextEncoding } from "./proto-text.js";
 import { errorInterceptor } from "./rpc/error-mapping.js";
 import { healthService } from "./rpc/health.js";
 import { accessInterceptor, requestContextInterceptor, requestMeter } from "./rpc/interceptors.js";
+import { registerReflection } from "./rpc/reflection.js";
 import { keysService } from "./rpc/services/keys.js";
 import { onboardingService } from "./rpc/services/onboarding.js";
 import { paymentsService } from "./rpc/services/payments.js";
@@ -108,13 +110,15 @@ export async function buildApp({
     errorInterceptor,
     accessInterceptor({ store, config, clock }),
   ];
-  const openApi = JSON.stringify(serviceOpenApi());
+  const openApiDocument = serviceOpenApi();
+  const openApi = JSON.stringify(openApiDocument);
   const routes = (router: ConnectRouter) => {
     router.service(OnboardingService, onboardingService(domain));
     router.service(KeysService, keysService(domain));
     router.service(ReceiptsService, receiptsService(domain));
     router.service(PaymentsService, paymentsService(domain));
     router.service(Health, healthService(ready));
+    if (config.grpcReflection) registerReflection(router, [...SERVICES, Health]);
   };
   const server = await createHttpServer({
     routes,
@@ -125,6 +129,7 @@ export async function buildApp({
     metrics,
     ready,
     meter: requestMeter({ store, config, clock }),
+    corsOrigins: config.corsOrigins,
     ...(listener === undefined ? {} : { listener }),
     ...(shutdownGraceMs === undefined ? {} : { shutdownGraceMs }),
     ...(grpcFastPath === undefined ? {} : { grpcFastPath }),
@@ -133,6 +138,7 @@ export async function buildApp({
       if (config.adminToken !== undefined) {
         await registerAdminRoutes(app, { token: config.adminToken, store, env: config.env, clock });
       }
+      await registerApiReference(app, openApiDocument);
     },
   });
   return {

@@ -49,6 +49,13 @@ export interface Config {
   cryptoThreads: number;
   logLevel: string;
   tiers: Record<Tier, TierLimits>;
+  /**
+   * Browser origins allowed to call the service cross-origin (`CORS_ORIGINS`, comma-separated, e.g.
+   * `http://localhost:5173`); empty (the default) turns CORS off, so browsers allow same-origin pages only.
+   */
+  corsOrigins: string[];
+  /** Whether gRPC server reflection is served (`GRPC_REFLECTION`, `on` by default, `off` to hide the schema). */
+  grpcReflection: boolean;
 }
 
 /** The tier table of section 9, before `RATE_LIMIT_TIERS` overrides. */
@@ -159,6 +166,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     cryptoThreads: int("CRYPTO_THREADS", availableParallelism(), 1, 256),
     logLevel: oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
     tiers: parseTiers(env.RATE_LIMIT_TIERS, problems),
+    corsOrigins: parseOrigins(env.CORS_ORIGINS, problems),
+    grpcReflection: oneOf("GRPC_REFLECTION", ["on", "off"], "on") === "on",
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
@@ -212,6 +221,32 @@ export function splitKeys(text: string): string[] {
   const pem = text.match(/-----BEGIN [A-Z ]+-----[\s\S]*?-----END [A-Z ]+-----/g);
   if (pem !== null) return pem;
   return text.split(/[\s,]+/).filter((part) => part !== "");
+}
+
+/**
+ * Parses `CORS_ORIGINS`: comma-separated origins, each `http(s)://host[:port]` with nothing after it
+ * (what a browser sends in `Origin`). A wildcard is refused: name the origins that may call with keys.
+ */
+function parseOrigins(raw: string | undefined, problems: string[]): string[] {
+  if (raw === undefined || raw.trim() === "") return [];
+  const origins: string[] = [];
+  for (const item of raw.split(",").map((part) => part.trim())) {
+    let origin: string | undefined;
+    try {
+      const url = new URL(item);
+      if ((url.protocol === "http:" || url.protocol === "https:") && url.origin === item) origin = url.origin;
+    } catch {
+      // reported below
+    }
+    if (origin === undefined) {
+      problems.push(
+        `CORS_ORIGINS: "${item}" is not an origin like http://localhost:5173 (scheme, host, port)`,
+      );
+    } else {
+      origins.push(origin);
+    }
+  }
+  return origins;
 }
 
 function randomSecret(): string {

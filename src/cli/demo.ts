@@ -3,6 +3,8 @@ import { createHash, randomUUID } from "node:crypto";
 /** Where the demo runs and with which keys. */
 export interface DemoOptions {
   baseUrl: string;
+  /** Where `baseUrl` came from (`--url`, `RECEIPTS_URL`, the default), said when it cannot be reached. */
+  urlSource?: string;
   issuerKey: string;
   merchantKey: string;
   out: NodeJS.WritableStream;
@@ -18,7 +20,13 @@ const MASKED = new Set(["privateKey", "tokenId", "accessTokenId", "clientSecret"
  * Runs the five steps of the flow plus escrow against a running server over REST, printing each
  * request and response (secrets masked). Uses fresh random test card numbers, so it can run repeatedly.
  */
-export async function runDemo({ baseUrl, issuerKey, merchantKey, out }: DemoOptions): Promise<void> {
+export async function runDemo({
+  baseUrl,
+  urlSource = "--url",
+  issuerKey,
+  merchantKey,
+  out,
+}: DemoOptions): Promise<void> {
   const api = `${baseUrl.replace(/\/$/, "")}/api/v1`;
   const suffix = randomUUID().slice(0, 8);
   const call = async (title: string, key: string, path: string, body?: unknown, headers = {}) => {
@@ -33,7 +41,10 @@ export async function runDemo({ baseUrl, issuerKey, merchantKey, out }: DemoOpti
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     }).catch((err: unknown) => {
-      throw new DemoError(`cannot reach ${baseUrl}: ${err instanceof Error ? err.message : String(err)}`);
+      throw new DemoError(
+        `cannot connect to ${baseUrl} (${urlSource}): ${causeOf(err)}. Is the server running there? ` +
+          "Start it with npm start, or give its address with --url (or RECEIPTS_URL).",
+      );
     });
     const json = (await res.json().catch(() => ({}))) as {
       success?: boolean;
@@ -142,6 +153,13 @@ export async function runDemo({ baseUrl, issuerKey, merchantKey, out }: DemoOpti
     `\nDone: escrowed=${String(escrowed.isEscrowed)}, released=${String(released.releasedReceipts)}, ` +
       `ciphertext unchanged=${String(first?.ciphertext === escrowed.ciphertext)}.\n`,
   );
+}
+
+/** The reason a fetch failed: Node's "fetch failed" hides it in `cause` (e.g. ECONNREFUSED). */
+function causeOf(err: unknown): string {
+  const cause =
+    err instanceof Error ? (err.cause as { code?: string; message?: string } | undefined) : undefined;
+  return cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err));
 }
 
 /** Pretty JSON with secrets masked and long base64 values shortened. */

@@ -36,12 +36,15 @@ environment (STORE, MONGODB_URI, MONGODB_DB, RECEIPTS_ENV), as for the server.`,
 
 Runs the five steps of the flow (generate keys, register, create payment, grant, decrypt) and escrow
 (encrypt for an unregistered card, register it, list) against a running server over REST, printing
-each request and response with private keys, tokens and client secrets masked.
+each request and response with private keys, tokens and client secrets masked. Every run uses fresh
+test card numbers and ids, so it can be repeated against the same server.
 
 Options (or environment):
-  --url <url>              the server (RECEIPTS_URL, default http://localhost:8080)
+  --url <url>              the server (RECEIPTS_URL; default http://localhost:$PORT, PORT from the
+                           environment as for the server, else 8080)
   --issuer-key <key>       an issuer API key (RECEIPTS_ISSUER_KEY)
   --merchant-key <key>     a merchant API key (RECEIPTS_MERCHANT_KEY)
+  -h, --help               this help
 With the embedded store, use the two keys npm start prints.`,
 };
 
@@ -50,20 +53,21 @@ export async function runCli(
   argv: string[],
   out: NodeJS.WritableStream = process.stdout,
   err: NodeJS.WritableStream = process.stderr,
+  env: NodeJS.ProcessEnv = process.env,
 ): Promise<number> {
   const [group, command, ...rest] = argv;
   const wantsHelp = argv.includes("--help") || argv.includes("-h");
   try {
-    if (group === undefined || (!GROUPS.has(group) && wantsHelp)) {
-      out.write(`${HELP.root}\n`);
-      return group === undefined ? EXIT.usage : EXIT.ok;
-    }
     if (group === "demo") {
       if (wantsHelp) {
         out.write(`${HELP.demo}\n`);
         return EXIT.ok;
       }
-      return await demo(argv.slice(1), out);
+      return await demo(argv.slice(1), out, env);
+    }
+    if (group === undefined || (!GROUPS.has(group) && wantsHelp)) {
+      out.write(`${HELP.root}\n`);
+      return group === undefined ? EXIT.usage : EXIT.ok;
     }
     if (group === "keys") {
       if (wantsHelp) {
@@ -102,12 +106,27 @@ export async function runCli(
   }
 }
 
-async function demo(args: string[], out: NodeJS.WritableStream): Promise<number> {
+/**
+ * The server `demo` talks to unless told otherwise (`--url`, `RECEIPTS_URL`): this machine, on the
+ * port the server itself would take from the same environment (8080 unless `PORT` is set).
+ */
+export function defaultDemoUrl(env: NodeJS.ProcessEnv): string {
+  const port = env.PORT?.trim() || "8080";
+  return `http://localhost:${port}`;
+}
+
+async function demo(args: string[], out: NodeJS.WritableStream, env: NodeJS.ProcessEnv): Promise<number> {
+  const fallback = defaultDemoUrl(env);
   const { values } = parse(args, {
-    url: { type: "string", default: process.env.RECEIPTS_URL ?? "http://localhost:8080" },
-    "issuer-key": { type: "string", default: process.env.RECEIPTS_ISSUER_KEY ?? "" },
-    "merchant-key": { type: "string", default: process.env.RECEIPTS_MERCHANT_KEY ?? "" },
+    url: { type: "string", default: env.RECEIPTS_URL || fallback },
+    "issuer-key": { type: "string", default: env.RECEIPTS_ISSUER_KEY ?? "" },
+    "merchant-key": { type: "string", default: env.RECEIPTS_MERCHANT_KEY ?? "" },
   });
+  const urlSource = args.some((arg) => arg === "--url" || arg.startsWith("--url="))
+    ? "--url"
+    : env.RECEIPTS_URL
+      ? "RECEIPTS_URL"
+      : `the default, from ${env.PORT?.trim() ? "PORT" : "no PORT set"}`;
   const issuerKey = String(values["issuer-key"]);
   const merchantKey = String(values["merchant-key"]);
   if (!issuerKey || !merchantKey) {
@@ -115,6 +134,6 @@ async function demo(args: string[], out: NodeJS.WritableStream): Promise<number>
       "demo needs --issuer-key and --merchant-key (or RECEIPTS_ISSUER_KEY, RECEIPTS_MERCHANT_KEY).",
     );
   }
-  await runDemo({ baseUrl: String(values.url), issuerKey, merchantKey, out });
+  await runDemo({ baseUrl: String(values.url), urlSource, issuerKey, merchantKey, out });
   return EXIT.ok;
 }

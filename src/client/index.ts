@@ -37,6 +37,7 @@ export {
   type SealedAndStored,
   sealAndStoreReceipt,
 } from "./merchant.js";
+export { type ReceiptImageOptions, renderReceiptSvg } from "./receipt-image.js";
 export { BASE_DELAY_MS, isRetryable, MAX_ATTEMPTS, type RetryOptions, type Sleep } from "./retry.js";
 export {
   EnvelopeError,

@@ -21,6 +21,7 @@ import { AppError, ERRORS, type ErrorCode } from "../errors.js";
 import { kObserved, type Metrics, registerMetricsRoute } from "../metrics.js";
 import { kRemoteAddress, kRequestId } from "../rpc/context.js";
 import type { HttpBinding } from "./bindings.js";
+import { registerCors } from "./cors.js";
 import { assignRequestId, sendError, sendSuccess } from "./envelope.js";
 import { createGrpcUnaryHandler } from "./grpc-unary.js";
 import { lazyChildLogger } from "./lazy-logger.js";
@@ -58,6 +59,8 @@ export interface HttpServerOptions {
    * caller's rate limit and returns the rate-limit headers for its response.
    */
   meter?: (apiKey: string | undefined, remoteAddress: string) => Promise<Record<string, string>>;
+  /** Browser origins allowed cross-origin (`CORS_ORIGINS`); empty or unset: no CORS headers at all. */
+  corsOrigins?: readonly string[];
   /** Adds plain routes (e.g. the OpenAPI document) before the server starts. */
   addRoutes?: (app: FastifyInstance) => void | Promise<void>;
   /** How long `close()` lets in-flight calls finish before closing connections, in ms. Default 10 000. */
@@ -205,6 +208,9 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   // Bodies of unknown paths are not read, so an odd Content-Type still gets 404 rather than 415.
   app.addContentTypeParser("*", (_request, _payload, done) => done(null, undefined));
 
+  if (options.corsOrigins !== undefined && options.corsOrigins.length > 0) {
+    await registerCors(app, options.corsOrigins);
+  }
   await app.register(fastifyConnectPlugin, {
     routes: answerUndecodableAsInvalid(options.routes),
     jsonOptions: STRICT_JSON_OPTIONS,

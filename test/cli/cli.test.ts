@@ -1,7 +1,17 @@
+import { type AddressInfo, createServer } from "node:net";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EXIT, runCli } from "../../src/cli/main.js";
+import { defaultDemoUrl, EXIT, runCli } from "../../src/cli/main.js";
 import { startService, type TestService } from "../support/harness.js";
+
+/** A port nothing listens on (bound, then released). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
 
 /** A stream that keeps what is written to it. */
 function capture(): Writable & { text: () => string } {
@@ -76,6 +86,45 @@ describe("receipts command line", () => {
     }
     expect(await runCli(["bogus"], capture(), capture())).toBe(EXIT.usage);
     expect(await runCli([], capture(), capture())).toBe(EXIT.usage);
+  });
+
+  it("demo --help shows the demo's own options and where --url defaults to", async () => {
+    const out = capture();
+    expect(await runCli(["demo", "--help"], out, capture())).toBe(EXIT.ok);
+    const text = out.text();
+    expect(text).toMatch(/^Usage: receipts demo /);
+    for (const option of ["--url", "--issuer-key", "--merchant-key", "RECEIPTS_URL", "PORT"]) {
+      expect(text).toContain(option);
+    }
+    expect(text).toContain("default http://localhost:$PORT");
+    expect(text).not.toContain("keys create");
+  });
+
+  it("demo calls http://localhost:$PORT by default, PORT from the environment", async () => {
+    expect(defaultDemoUrl({})).toBe("http://localhost:8080");
+    expect(defaultDemoUrl({ PORT: "9123" })).toBe("http://localhost:9123");
+    const out = capture();
+    const err = capture();
+    const env = {
+      PORT: String(svc.port),
+      RECEIPTS_ISSUER_KEY: svc.issuerKey,
+      RECEIPTS_MERCHANT_KEY: svc.merchantKey,
+    };
+    expect(await runCli(["demo"], out, err, env)).toBe(EXIT.ok);
+    expect(err.text()).toBe("");
+    expect(out.text()).toContain("Done: escrowed=true");
+  });
+
+  it("demo says clearly which address it could not connect to, and how to change it", async () => {
+    const closed = await freePort();
+    const err = capture();
+    const env = { PORT: String(closed), RECEIPTS_ISSUER_KEY: "rk_dev_x", RECEIPTS_MERCHANT_KEY: "rk_dev_y" };
+    expect(await runCli(["demo"], capture(), err, env)).toBe(EXIT.failure);
+    expect(err.text()).toContain(`cannot connect to http://localhost:${closed} (the default, from PORT)`);
+    expect(err.text()).toMatch(/ECONNREFUSED/);
+    expect(err.text()).toMatch(
+      /Is the server running there\? Start it with npm start, or give its address with --url/,
+    );
   });
 
   it("refuses to manage keys in the embedded store, which lives inside the server", async () => {

@@ -1,0 +1,180 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { build, type Plugin } from "esbuild";
+import { type BrowserContext, chromium } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startService, type TestService } from "../support/harness.js";
+import type { FlowConfig, FlowResult } from "./page/receipt-page.js";
+
+/**
+ * A real browser engine: Debian's Chromium driven by playwright-core. The page is served by this
+ * test from its own origin (another port), so the service's CORS (CORS_ORIGINS) is exercised exactly
+ * as for a web app. Skipped only when Chromium is absent outside CI; under CI=true a missing Chromium
+ * fails the run (.ci/run installs it).
+ */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const ARTIFACTS = join(import.meta.dirname, "..", "..", "test-artifacts");
+/** Flags that keep Chromium quiet on a closed network (no background calls, no GPU, no sandbox in CI). */
+const CHROMIUM_FLAGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+const haveChromium = existsSync(CHROMIUM);
+
+it("has Chromium, or is not under CI (where the browser tests must run)", () => {
+  const ci = process.env.CI === "true";
+  expect(haveChromium || !ci, `${CHROMIUM} is missing under CI: apt-get install -y chromium`).toBe(true);
+});
+
+/**
+ * Modules the page bundle does without: the client's Node transports (the page passes a Connect web
+ * transport instead) and the Node-only helpers receiptline loads for printer commands (SVG needs none).
+ */
+const browserStubs: Plugin = {
+  name: "browser-stubs",
+  setup(b) {
+    b.onResolve(
+      { filter: /^(@connectrpc\/connect-node|iconv-lite|pngjs|stream|string_decoder)$/ },
+      (args) => ({
+        path: args.path,
+        namespace: "stub",
+      }),
+    );
+    b.onLoad({ filter: /.*/, namespace: "stub" }, (args) => ({
+      contents:
+        args.path === "@connectrpc/connect-node"
+          ? "const nodeOnly = () => { throw new Error('Node transports are not for browsers'); };\n" +
+            "export const createConnectTransport = nodeOnly, createGrpcTransport = nodeOnly;"
+          : "module.exports = {};",
+      loader: "js",
+    }));
+  },
+};
+
+async function bundlePage(): Promise<string> {
+  const result = await build({
+    entryPoints: [join(import.meta.dirname, "page", "receipt-page.ts")],
+    bundle: true,
+    write: false,
+    format: "esm",
+    platform: "browser",
+    target: "chrome120",
+    plugins: [browserStubs],
+    logLevel: "silent",
+  });
+  const [output] = result.outputFiles;
+  if (output === undefined) throw new Error("esbuild produced no output");
+  return output.text;
+}
+
+const PAGE_HTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Receipts in the browser</title>
+<style>body{font-family:sans-serif;margin:24px;background:#eee} #receipt svg{background:#fff;box-shadow:0 2px 8px #999}</style>
+</head><body>
+<h1>My receipts</h1><p id="status">Loading...</p><div id="receipt"></div>
+<script type="module" src="/page.js"></script>
+</body></html>`;
+
+describe.skipIf(!haveChromium && process.env.CI !== "true")("in a real browser (Chromium)", () => {
+  let svc: TestService;
+  let pageServer: Server;
+  let pageOrigin: string;
+  let context: BrowserContext;
+  let profile: string;
+
+  beforeAll(async () => {
+    const script = await bundlePage();
+    pageServer = createServer((req, res) => {
+      if (req.url === "/page.js") {
+        res.writeHead(200, { "content-type": "text/javascript" }).end(script);
+      } else if (req.url === "/") {
+        res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(PAGE_HTML);
+      } else {
+        res.writeHead(404).end();
+      }
+    });
+    await new Promise<void>((resolve) => pageServer.listen(0, "127.0.0.1", resolve));
+    pageOrigin = `http://127.0.0.1:${(pageServer.address() as AddressInfo).port}`;
+    svc = await startService({ env: { CORS_ORIGINS: pageOrigin } });
+    profile = mkdtempSync(join(tmpdir(), "chromium-profile-"));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: CHROMIUM_FLAGS,
+      viewport: { width: 900, height: 1100 },
+    });
+    mkdirSync(ARTIFACTS, { recursive: true });
+  }, 120_000);
+
+  afterAll(async () => {
+    await context?.close();
+    await svc?.close();
+    await new Promise((resolve) => pageServer?.close(resolve));
+    if (profile) rmSync(profile, { recursive: true, force: true });
+  });
+
+  it("makes a non-extractable key, registers it, gets a receipt, lists and opens it, and draws it", async () => {
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on("pageerror", (err) => problems.push(err.message));
+    await page.goto(`${pageOrigin}/`);
+    await expect.poll(() => page.locator("#status").textContent()).toBe("Ready.");
+    const config: FlowConfig = {
+      baseUrl: svc.baseUrl,
+      issuerKey: svc.issuerKey,
+      merchantKey: svc.merchantKey,
+      algorithm: "RSA-OAEP-256",
+      suffix: crypto.randomUUID().slice(0, 8),
+    };
+    const result = await page.evaluate(
+      (cfg) => (globalThis as unknown as { runFlow: (c: FlowConfig) => Promise<FlowResult> }).runFlow(cfg),
+      config,
+    );
+    expect(problems).toEqual([]);
+    expect(result.privateKeyExtractable).toBe(false);
+    expect(result.exportRefused).toBe(true);
+    expect(result.userId).toMatch(/^usr_/);
+    expect(result.paymentId).toMatch(/^pay_/);
+    expect(result.listed).toBe(1);
+    expect(result.opened).toEqual({
+      receiptId: `web-r-${config.suffix}`,
+      merchantName: "Corner Coffee",
+      items: ["Flat white", "Croissant"],
+      currency: "EUR",
+    });
+
+    // The receipt image is on the page: what a person sees.
+    const image = page.locator("#receipt svg");
+    await expect.poll(() => image.isVisible()).toBe(true);
+    const box = await image.boundingBox();
+    expect(box?.height ?? 0).toBeGreaterThan(300);
+    const shown = (await image.textContent())?.replace(/\u00a0/g, " ").replace(/\s+/g, " ") ?? "";
+    for (const text of ["Corner Coffee", "Flat white x2", "Croissant", "TOTAL", "EUR 9.50", "VISA **** "]) {
+      expect(shown, text).toContain(text);
+    }
+    expect(await page.locator("#status").textContent()).toContain("extractable: false");
+    await page.screenshot({ path: join(ARTIFACTS, "browser-receipt.png"), fullPage: true });
+    await page.close();
+  });
+
+  it("renders the API reference page at /docs with the operations", async () => {
+    const page = await context.newPage();
+    await page.goto(`${svc.baseUrl}/docs`);
+    const paths = page.locator(".opblock-summary-path");
+    await expect.poll(() => paths.count(), { timeout: 20_000 }).toBeGreaterThan(5);
+    const shown = await paths.allTextContents();
+    const flat = shown.map((p) => p.replace(/\u200b/g, ""));
+    expect(flat).toContain("/api/v1/onboarding/generate-keys");
+    expect(flat).toContain("/api/v1/payments/{gateway}/create");
+    await page.screenshot({ path: join(ARTIFACTS, "docs.png") });
+    await page.close();
+  });
+});

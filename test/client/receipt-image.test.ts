@@ -1,0 +1,85 @@
+import { writeFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { renderReceiptSvg } from "../../src/client/receipt-image.js";
+import type { ReceiptJson } from "../../src/client/webcrypto.js";
+
+const receipt: ReceiptJson = {
+  version: "1.0",
+  receiptId: "r-1001",
+  merchantId: "m-42",
+  merchantName: "Corner Coffee",
+  merchantStreet: "1 Market Street",
+  merchantCity: "Dublin",
+  merchantPostalCode: "D01",
+  transactionId: "t-1001",
+  transactionDate: "2026-11-21T09:30:00Z",
+  currency: "EUR",
+  cardBrand: "VISA",
+  cardLast4: "1111",
+  items: [
+    { lineItemId: "1", name: "Flat white", quantity: 2, unitPrice: 350, totalPrice: 700 },
+    { lineItemId: "2", name: "Croissant", quantity: 1, unitPrice: 250, totalPrice: 250 },
+  ],
+  totalAmount: 950,
+};
+
+/** The text a person reads in the image: receiptline draws each line as SVG text. */
+function textOf(svg: string): string {
+  return svg
+    .replace(/<\/text>/g, "\n")
+    .replace(/<[^>]+>/g, "")
+    .replace(/&amp;/g, "&")
+    .replace(/&lt;/g, "<")
+    .replace(/&gt;/g, ">")
+    .replace(/&quot;/g, '"')
+    .replace(/&#x([0-9a-f]+);/gi, (_m, n: string) => String.fromCodePoint(Number.parseInt(n, 16)))
+    .replace(/&#(\d+);/g, (_m, n: string) => String.fromCodePoint(Number(n)))
+    .replace(/\u00a0/g, " ");
+}
+
+describe("renderReceiptSvg", () => {
+  it("draws the merchant, the items, the total and the date as an SVG image", () => {
+    const svg = renderReceiptSvg(receipt);
+    if (process.env.RECEIPT_SVG_OUT) writeFileSync(process.env.RECEIPT_SVG_OUT, svg);
+    expect(svg).toMatch(/^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    const text = textOf(svg).replace(/\s+/g, " ");
+    for (const shown of [
+      "Corner Coffee",
+      "1 Market Street",
+      "D01 Dublin",
+      "Flat white x2",
+      "7.00",
+      "Croissant",
+      "2.50",
+    ]) {
+      expect(text, shown).toContain(shown);
+    }
+    expect(text).toContain("2 @ 3.50");
+    expect(text).toMatch(/TOTAL.*EUR 9\.50/);
+    expect(text).toContain("21 Nov 2026, 09:30 UTC");
+    // Nothing in the image loads from another host (receiptline imports a web font by default).
+    expect(svg.replace('xmlns="http://www.w3.org/2000/svg"', "")).not.toMatch(/https?:/);
+    expect(text).toContain("VISA **** 1111");
+  });
+
+  it("shows amounts with the currency's own decimals and sums the items when no total is given", () => {
+    const { totalAmount: _total, ...noTotal } = receipt;
+    expect(textOf(renderReceiptSvg(noTotal))).toMatch(/EUR 9\.50/);
+    const yen = textOf(renderReceiptSvg({ ...receipt, currency: "JPY", totalAmount: 950 }));
+    expect(yen).toMatch(/JPY 950(?!\.)/);
+  });
+
+  it("escapes what the receipt says: no markup and no receiptline syntax gets through", () => {
+    const svg = renderReceiptSvg({
+      ...receipt,
+      merchantName: '<script>alert(1)</script> | {code:x} "A" ^B',
+      items: [{ lineItemId: "1", name: "<image href=x>&amp;", quantity: 1, unitPrice: 1, totalPrice: 1 }],
+    });
+    expect(svg).not.toContain("<script");
+    expect(svg).not.toContain("<image");
+    const text = textOf(svg).replace(/\s+/g, " ");
+    // Shown as written (the 2x-size name wraps across lines, hence the pieces).
+    for (const piece of ["<script>alert(1)</scr", "| {code:x}", '"A" ^']) expect(text).toContain(piece);
+    expect(text).toContain("<image href=x>&amp;");
+  });
+});

@@ -1,0 +1,197 @@
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+
+const ROOT = join(import.meta.dirname, "..", "..");
+
+/**
+ * The README's walk-through, run from README.md itself so the two cannot drift.
+ *
+ * Markers (HTML comments, invisible on GitHub):
+ * - `<!-- walkthrough:start -->` ... `<!-- walkthrough:end -->`: every ```sh block between them is
+ *   run, in order, as one bash script under `set -euo pipefail`, with ISSUER, MERCHANT and API set to a
+ *   server started here (the README's `${ISSUER:-...}` defaults give way to them). Each step must
+ *   succeed: curl's `--fail-with-body` and the README's own `jq -e` checks fail the script otherwise.
+ *   The script runs twice in a row against the same server: the walk-through must be re-runnable.
+ * - `<!-- doctest:<name> -->` right before a fenced block: that block is run by the test named so below.
+ */
+const README = readFileSync(join(ROOT, "README.md"), "utf8");
+
+/** The ```sh blocks between the walk-through markers, in order. */
+function walkthroughBlocks(): string[] {
+  const start = README.indexOf("<!-- walkthrough:start -->");
+  const end = README.indexOf("<!-- walkthrough:end -->");
+  if (start < 0 || end < start) throw new Error("README.md has no <!-- walkthrough:start/end --> section");
+  return [...README.slice(start, end).matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1] ?? "");
+}
+
+/** The fenced block right after `<!-- doctest:<name> -->`. */
+function doctestBlock(name: string): string {
+  const marker = `<!-- doctest:${name} -->`;
+  const at = README.indexOf(marker);
+  if (at < 0) throw new Error(`README.md has no ${marker}`);
+  const block = /^\s*```[a-z]*\n([\s\S]*?)^```$/m.exec(README.slice(at + marker.length));
+  if (block === null) throw new Error(`no fenced block after ${marker}`);
+  return block[1] ?? "";
+}
+
+/**
+ * Runs a bash script without blocking the event loop (the service under test answers in this
+ * process); resolves with its exit status and output.
+ */
+function bash(
+  script: string,
+  options: { cwd: string; env: NodeJS.ProcessEnv },
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("bash", ["-c", script], { ...options, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.on("error", reject);
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+function have(command: string): boolean {
+  return spawnSync("bash", ["-c", `command -v ${command}`]).status === 0;
+}
+
+describe("the README's curl walk-through", () => {
+  let svc: TestService;
+  let dir: string;
+  beforeAll(async () => {
+    svc = await startService();
+    dir = mkdtempSync(join(tmpdir(), "readme-walkthrough-"));
+  });
+  afterAll(async () => {
+    await svc.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("needs only bash, curl, jq and node", () => {
+    for (const command of ["bash", "curl", "jq", "node"]) {
+      expect(have(command), `${command} is missing (apt-get install -y ${command})`).toBe(true);
+    }
+    const script = walkthroughBlocks().join("\n");
+    for (const other of ["uuidgen", "openssl", "sha256sum", "python", "$RANDOM"]) {
+      expect(script, other).not.toContain(other);
+    }
+  });
+
+  it("leaves the walk-through's merchantIds unsigned in any signing-key example", () => {
+    // Registering a signing key makes signatures mandatory for that merchantId (SPEC section 10), so
+    // an example that registers one must not use a merchantId the unsigned walk-through uses.
+    const blocks = [...README.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1] ?? "");
+    const signing = blocks.filter((block) => block.includes("/receipts/signing-keys")).join("\n");
+    const registered = [...signing.matchAll(/merchantId\\?":\\?"([^"\\]+)/g)].map((m) => m[1]);
+    const walkthrough = walkthroughBlocks().join("\n");
+    for (const id of registered) expect(walkthrough).not.toContain(`merchantId\\":\\"${id}\\"`);
+    expect(signing === "" || registered.length > 0).toBe(true);
+  });
+
+  it("runs every block in order, twice in a row, each step succeeding", async () => {
+    const blocks = walkthroughBlocks();
+    expect(blocks.length).toBeGreaterThanOrEqual(2);
+    const script = `set -euo pipefail\n${blocks.join("\n")}`;
+    const env = {
+      ...process.env,
+      ISSUER: svc.issuerKey,
+      MERCHANT: svc.merchantKey,
+      API: `${svc.baseUrl}/api/v1`,
+    };
+    const payments = new Set<string>();
+    for (const run of [1, 2]) {
+      const result = await bash(script, { cwd: dir, env });
+      expect(result.status, `run ${run} failed:\n${result.stderr}\n${result.stdout.slice(-3000)}`).toBe(0);
+      const receipt = JSON.parse(readFileSync(join(dir, "receipt.json"), "utf8"));
+      expect(receipt.data.merchantName).toBe("Corner Coffee");
+      const payment = JSON.parse(readFileSync(join(dir, "payment.json"), "utf8"));
+      expect(payment.data.paymentId).toMatch(/^pay_/);
+      payments.add(payment.data.paymentId);
+      const released = JSON.parse(readFileSync(join(dir, "new-user.json"), "utf8"));
+      expect(released.data.releasedReceipts).toBe(1);
+    }
+    expect(payments.size).toBe(2);
+  }, 120_000);
+});
+
+describe("the README's code snippets", () => {
+  let svc: TestService;
+  let dir: string;
+  beforeAll(async () => {
+    svc = await startService();
+    dir = mkdtempSync(join(tmpdir(), "readme-snippets-"));
+  });
+  afterAll(async () => {
+    await svc.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("runs the TypeScript client snippet as the README says: a file at the root, run by node", async () => {
+    // The snippet imports the built client, as a user's script does after npm ci (which builds dist/).
+    const build = await bash("node scripts/build-if-stale.mjs", { cwd: ROOT, env: process.env });
+    expect(build.status, build.stderr).toBe(0);
+    const file = join(ROOT, `.readme-client-${process.pid}.mjs`);
+    writeFileSync(file, doctestBlock("client"));
+    try {
+      const env = {
+        ...process.env,
+        ISSUER: svc.issuerKey,
+        MERCHANT: svc.merchantKey,
+        RECEIPTS_URL: svc.baseUrl,
+      };
+      for (const run of [1, 2]) {
+        const result = await bash(`node ${JSON.stringify(file)}`, { cwd: dir, env });
+        expect(result.status, `run ${run}:\n${result.stderr}`).toBe(0);
+        expect(result.stdout).toMatch(/^payment pay_/m);
+        expect(result.stdout).toMatch(/^r-[0-9a-f]{8} Corner Coffee Flat white, Croissant$/m);
+        // After the first run the card's key was rotated: only this run's key opens, and is used.
+        expect(result.stdout.match(/Corner Coffee/g)).toHaveLength(1);
+      }
+      expect(existsSync(join(dir, "receipt.svg"))).toBe(true);
+      expect(readFileSync(join(dir, "receipt.svg"), "utf8")).toMatch(/^<svg /);
+    } finally {
+      rmSync(file, { force: true });
+    }
+  }, 180_000);
+
+  it("runs the WebCrypto snippet: its helpers are defined and it opens a listed receipt", async () => {
+    const keys = (await post(svc, "/api/v1/onboarding/generate-keys", svc.issuerKey, {})).body.data;
+    const hashedPan = hashPan(`4000${Date.now()}`);
+    const user = (
+      await post(svc, "/api/v1/onboarding/register", svc.issuerKey, {
+        hashedPan,
+        publicKey: keys.publicKey,
+        keyId: keys.keyId,
+      })
+    ).body.data;
+    const sent = receiptBody({ recipientHashedPan: hashedPan, currency: "EUR" });
+    expect((await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, sent)).status).toBe(200);
+    const r = (await get(svc, `/api/v1/receipts/${user.userId}`, svc.issuerKey)).body.data.receipts[0];
+    // The snippet's inputs, as the README names them; then the snippet exactly as written.
+    const module = [
+      "const r = JSON.parse(process.env.SEALED);",
+      "const privateKey = process.env.PRIVATE_KEY;",
+      doctestBlock("webcrypto"),
+      "console.log(JSON.stringify(receipt));",
+    ].join("\n");
+    const file = join(dir, "webcrypto.mjs");
+    writeFileSync(file, module);
+    const env = { ...process.env, SEALED: JSON.stringify(r), PRIVATE_KEY: keys.privateKey };
+    const result = await bash(`node ${JSON.stringify(file)}`, { cwd: dir, env });
+    expect(result.status, result.stderr).toBe(0);
+    const opened = JSON.parse(result.stdout);
+    expect(opened.receiptId).toBe(sent.receiptId);
+    expect(opened.merchantName).toBe("Corner Coffee");
+    expect(opened.items.map((item: { name: string }) => item.name)).toEqual(["Flat white", "Croissant"]);
+  });
+});
