@@ -28,6 +28,7 @@ import { createDualProtocolListener, type DualProtocolListener, type ListenerOpt
 import { kProtocol, type Protocol, protocolOf } from "./protocol.js";
 import { registerTranscoder } from "./transcoder.js";
 import { answerUndecodableAsInvalid, STRICT_JSON_OPTIONS } from "./undecodable.js";
+import { answerUnknownProcedure, isRpcPath } from "./unknown-procedure.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -200,6 +201,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   );
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0]?.slice(0, 200) ?? "";
+    if (answerUnknownProcedure(request, reply, path)) return reply;
     return sendError(request, reply, new AppError("not_found", `No endpoint ${request.method} ${path}.`));
   });
   // Bodies of unknown paths are not read, so an odd Content-Type still gets 404 rather than 415.
@@ -235,10 +237,13 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   if (metrics !== undefined) registerMetricsRoute(app, metrics);
   await options.addRoutes?.(app);
 
-  // Every /api response carries the rate-limit headers, also when the request never reached the RPC.
+  // Every /api and RPC response carries the rate-limit headers, also when the request never reached the RPC.
   if (meter !== undefined) {
     app.addHook("onSend", (request, reply, payload, done) => {
-      if (reply.hasHeader("x-ratelimit-limit") || !request.url.startsWith("/api/")) {
+      if (
+        reply.hasHeader("x-ratelimit-limit") ||
+        !(request.url.startsWith("/api/") || isRpcPath(request.url))
+      ) {
         done(null, payload);
         return;
       }

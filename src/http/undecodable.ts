@@ -7,11 +7,11 @@ import {
   type UniversalServerResponse,
 } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
-import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { AppError } from "../errors.js";
 import { toConnectError } from "../rpc/error-mapping.js";
 import { requestIdFrom } from "../rpc/interceptors.js";
+import { reencodeGrpcMessage, setGrpcStatus } from "./grpc-status.js";
 
 /**
  * Requests whose message cannot be decoded are the caller's fault, and are answered as such.
@@ -22,7 +22,8 @@ import { requestIdFrom } from "../rpc/interceptors.js";
  * server's fault). A client would then retry it as a server error, and metrics would count a bug.
  * {@link answerUndecodableAsInvalid} re-labels exactly that error as `invalid_request`
  * (INVALID_ARGUMENT, HTTP 400 on Connect) with the service's ErrorInfo, BadRequest and request id,
- * on gRPC, gRPC-Web and Connect alike. Everything else passes through untouched.
+ * on gRPC, gRPC-Web and Connect alike. Everything else passes through untouched, but for the
+ * percent-encoding of gRPC's `grpc-message`, made the spec's (`grpc-status.ts`).
  */
 
 /** The message prefix connect-es gives a request it cannot decode from protobuf binary. */
@@ -73,13 +74,21 @@ function wrapHandler(handler: UniversalHandler): UniversalHandler {
 
 type Relabel = (message: string) => ConnectError;
 
-/** gRPC: the status is in the trailers, complete by the time the handler has answered. */
+/**
+ * gRPC: the status is in the trailers, complete by the time the handler has answered. Every
+ * `grpc-message` is re-encoded here as the gRPC spec encodes it (`grpc-status.ts`).
+ */
 function grpc(response: UniversalServerResponse, invalid: Relabel): UniversalServerResponse {
   const message = undecodableMessage(response.trailer);
-  if (response.trailer === undefined || message === undefined) return response;
+  if (response.trailer === undefined) return response;
+  if (message === undefined) {
+    const encoded = response.trailer.get("grpc-message");
+    if (encoded !== null) response.trailer.set("grpc-message", reencodeGrpcMessage(encoded));
+    return response;
+  }
   for (const name of ["grpc-status", "grpc-message", "grpc-status-details-bin"])
     response.trailer.delete(name);
-  setTrailerStatus(response.trailer, invalid(message));
+  setGrpcStatus(response.trailer, invalid(message));
   return response;
 }
 
@@ -96,7 +105,7 @@ async function grpcWeb(
   const message = frame[0] === trailerFlag ? undecodableMessage(trailerParse(frame.subarray(5))) : undefined;
   if (message === undefined) return { ...response, body: prepend(frame, it) };
   await it.return?.();
-  const trailer = setTrailerStatus(new Headers(), invalid(message));
+  const trailer = setGrpcStatus(new Headers(), invalid(message));
   return { ...response, body: createAsyncIterable([encodeEnvelope(trailerFlag, trailerSerialize(trailer))]) };
 }
 
