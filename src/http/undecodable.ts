@@ -11,6 +11,7 @@ import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect
 import { AppError } from "../errors.js";
 import { toConnectError } from "../rpc/error-mapping.js";
 import { requestIdFrom } from "../rpc/interceptors.js";
+import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import { reencodeGrpcMessage, setGrpcStatus } from "./grpc-status.js";
 
 /**
@@ -29,10 +30,29 @@ import { reencodeGrpcMessage, setGrpcStatus } from "./grpc-status.js";
 /** The message prefix connect-es gives a request it cannot decode from protobuf binary. */
 const UNDECODABLE = "parse binary: ";
 
-/** Options for the JSON codec of Connect and gRPC-JSON: text that is not UTF-8 is refused, not repaired. */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Options for the JSON codec of Connect, gRPC-JSON and gRPC-Web-JSON: text that is not UTF-8 is
+ * refused, not repaired, and so is an object that names a member twice (I-JSON): the codec's
+ * `JSON.parse` would keep the last one. The refusal is the service's `invalid_request` (its request
+ * id is added on the way out, as for every answer).
+ */
 export const STRICT_JSON_OPTIONS = {
   ignoreUnknownFields: true,
-  textDecoder: new TextDecoder("utf-8", { fatal: true }),
+  textDecoder: {
+    decode(bytes?: Uint8Array): string {
+      const text = STRICT_UTF8.decode(bytes);
+      try {
+        assertNoDuplicateMembers(text);
+      } catch (err) {
+        const error = toConnectError(err, "");
+        error.metadata.delete("x-request-id");
+        throw error;
+      }
+      return text;
+    },
+  },
 };
 
 /** Wraps `routes` so that every handler it registers answers undecodable requests as invalid. */
