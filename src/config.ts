@@ -41,6 +41,23 @@ export interface Config {
   cryptoThreads: number;
   logLevel: string;
   tiers: Record<Tier, TierLimits>;
+  /**
+   * Time to receive a complete request, body included, in milliseconds (`REQUEST_TIMEOUT_MS`,
+   * default 30 000): an HTTP/1.1 request gets 408, an HTTP/2 stream whose request has not fully
+   * arrived is reset.
+   */
+  requestTimeoutMs: number;
+  /** HTTP/2 limits of one connection (`HTTP2_*`); see `ListenerOptions`. */
+  http2: {
+    /** Streams open at once, advertised in SETTINGS (`HTTP2_MAX_CONCURRENT_STREAMS`, default 100). */
+    maxConcurrentStreams: number;
+    /** Idle time before GOAWAY, ms (`HTTP2_IDLE_TIMEOUT_MS`, default 72 000). */
+    idleTimeoutMs: number;
+    /** Early stream resets allowed in a burst (`HTTP2_RESET_BURST`, default 200). */
+    resetBurst: number;
+    /** Early stream resets allowed per second after the burst (`HTTP2_RESET_RATE`, default 50). */
+    resetRatePerSecond: number;
+  };
 }
 
 /** The tier table of section 9, before `RATE_LIMIT_TIERS` overrides. */
@@ -141,6 +158,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     cryptoThreads: int("CRYPTO_THREADS", availableParallelism(), 1, 256),
     logLevel: oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
     tiers: parseTiers(env.RATE_LIMIT_TIERS, problems),
+    requestTimeoutMs: int("REQUEST_TIMEOUT_MS", 30_000, 1_000, 600_000),
+    http2: {
+      maxConcurrentStreams: int("HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000),
+      idleTimeoutMs: int("HTTP2_IDLE_TIMEOUT_MS", 72_000, 1_000, 3_600_000),
+      resetBurst: int("HTTP2_RESET_BURST", 200, 1, 100_000),
+      resetRatePerSecond: int("HTTP2_RESET_RATE", 50, 1, 100_000),
+    },
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

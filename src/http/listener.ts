@@ -8,6 +8,7 @@ import {
   type ServerHttp2Stream,
 } from "node:http2";
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
+import { createHttp2Guard } from "./http2-guard.js";
 
 /**
  * One TCP port for HTTP/1.1 and cleartext HTTP/2 (h2c, "prior knowledge" as gRPC clients use it).
@@ -46,15 +47,36 @@ export interface ListenerOptions {
   timeoutCheckIntervalMs?: number;
   /**
    * HTTP/2: how long a session may be idle before it is closed with a GOAWAY. gRPC clients reconnect
-   * transparently; a client that sends the preface and then nothing is let go. Default 72 000 (Fastify's).
+   * transparently; a client that sends the preface and then nothing is let go. Streams still open a
+   * moment later (`http2CloseGraceMs`) are reset. Default 72 000 (Fastify's).
    */
   http2IdleTimeoutMs?: number;
+  /**
+   * HTTP/2: streams a client may have open at once on one connection, advertised in SETTINGS; more
+   * are refused (RST_STREAM REFUSED_STREAM). Default 100 (RFC 9113 recommends no less than 100).
+   */
+  http2MaxConcurrentStreams?: number;
+  /**
+   * HTTP/2: a client that resets more than this many streams in a burst before the server answered
+   * them (CVE-2023-44487, "rapid reset") gets GOAWAY ENHANCE_YOUR_CALM and its connection is closed.
+   * Refilled at `http2ResetRatePerSecond`. Default 200.
+   */
+  http2ResetBurst?: number;
+  /** HTTP/2: how many early resets per second a connection may sustain. Default 50. */
+  http2ResetRatePerSecond?: number;
+  /**
+   * HTTP/2: after a GOAWAY (idle session, or one the client sent), how long streams still open may
+   * finish before they are reset and the connection closed. Default 5 000.
+   */
+  http2CloseGraceMs?: number;
 }
 
 /** The one-port listener: the `net.Server` to give Fastify, plus a graceful drain. */
 export interface DualProtocolListener {
   /** The server that listens; returned from Fastify's `serverFactory`. */
   readonly server: NetServer;
+  /** HTTP/2 streams open right now, on every session (for metrics and tests). */
+  openHttp2Streams(): number;
   /**
    * Stops accepting connections, lets requests in flight finish and closes every connection: HTTP/2
    * sessions get a GOAWAY, idle HTTP/1.1 keep-alive sockets are closed at once and busy ones after
@@ -80,9 +102,11 @@ export function createDualProtocolListener(
   let draining = false;
   let drained: (() => void) | undefined;
 
+  const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   const h1 = createHttpServer({
-    headersTimeout: options.headersTimeoutMs ?? 10_000,
-    requestTimeout: options.requestTimeoutMs ?? 30_000,
+    // Node refuses a headers timeout longer than the request timeout.
+    headersTimeout: Math.min(options.headersTimeoutMs ?? 10_000, requestTimeoutMs),
+    requestTimeout: requestTimeoutMs,
     keepAliveTimeout: options.keepAliveTimeoutMs ?? 5_000,
     connectionsCheckingInterval: options.timeoutCheckIntervalMs ?? 1_000,
   });
@@ -99,12 +123,29 @@ export function createDualProtocolListener(
 
   // Fastify serves HTTP/2 through Node's compatibility API, which mirrors the HTTP/1.1 objects.
   const h2Handler = handler as unknown as (req: Http2ServerRequest, res: Http2ServerResponse) => void;
-  const h2 = createHttp2Server({}, h2Handler);
+  const h2 = createHttp2Server(
+    {
+      settings: { maxConcurrentStreams: options.http2MaxConcurrentStreams ?? 100 },
+      // Streams refused over the limit before the session is closed (Node closes it with
+      // ENHANCE_YOUR_CALM): a client that ignores the advertised limit is let go.
+      maxSessionRejectedStreams: 100,
+    },
+    h2Handler,
+  );
+  const guard = createHttp2Guard({
+    requestTimeoutMs,
+    checkIntervalMs: options.timeoutCheckIntervalMs ?? 1_000,
+    idleTimeoutMs: options.http2IdleTimeoutMs ?? 72_000,
+    closeGraceMs: options.http2CloseGraceMs ?? 5_000,
+    resetBurst: options.http2ResetBurst ?? 200,
+    resetRatePerSecond: options.http2ResetRatePerSecond ?? 50,
+  });
   if (claim !== undefined) claimStreamsFirst(h2, claim);
-  const http2IdleTimeoutMs = options.http2IdleTimeoutMs ?? 72_000;
+  // First, so that every stream is tracked before anything serves it.
+  h2.prependListener("stream", guard.onStream);
   h2.on("session", (session: Http2Session) => {
     sessions.add(session);
-    session.setTimeout(http2IdleTimeoutMs, () => session.close());
+    guard.onSession(session);
     session.once("close", () => sessions.delete(session));
     if (draining) session.close();
   });
@@ -157,9 +198,10 @@ export function createDualProtocolListener(
     for (const socket of sockets) socket.destroy();
     // Stops the timeout checks of the HTTP/1.1 server; it has no connections of its own to wait for.
     h1.close();
+    guard.stop();
   }
 
-  return { server, drain };
+  return { server, drain, openHttp2Streams: guard.openStreams };
 }
 
 /**

@@ -82,6 +82,8 @@ export interface HttpServer {
   listen(port: number, host?: string): Promise<AddressInfo>;
   /** Stops accepting, lets in-flight calls finish (bounded by `shutdownGraceMs`), then closes. */
   close(): Promise<void>;
+  /** HTTP/2 streams open right now, over every connection. */
+  openHttp2Streams(): number;
 }
 
 /**
@@ -291,6 +293,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
       closing ??= app.close();
       return closing;
     },
+    openHttp2Streams: () => listener?.openHttp2Streams() ?? 0,
   };
 }
 
