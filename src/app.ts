@@ -125,6 +125,7 @@ export async function buildApp({
     metrics,
     ready,
     meter: requestMeter({ store, config, clock }),
+    trustedProxies: config.trustedProxies,
     listener: {
       requestTimeoutMs: config.requestTimeoutMs,
       http2MaxConcurrentStreams: config.http2.maxConcurrentStreams,

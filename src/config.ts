@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
 import type { Environment, Tier } from "./store/types.js";
 
@@ -47,6 +48,12 @@ export interface Config {
    * arrived is reset.
    */
   requestTimeoutMs: number;
+  /**
+   * Proxies (load balancers) whose `X-Forwarded-For` is believed (`TRUSTED_PROXIES`, a comma-separated
+   * list of IPv4/IPv6 addresses and CIDR networks; default none): the client's address, for per-IP
+   * rate limits and the `sourceIp` of grants and audit, is then read from that header.
+   */
+  trustedProxies: TrustedProxies;
   /** HTTP/2 limits of one connection (`HTTP2_*`); see `ListenerOptions`. */
   http2: {
     /** Streams open at once, advertised in SETTINGS (`HTTP2_MAX_CONCURRENT_STREAMS`, default 100). */
@@ -141,6 +148,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       problems.push("ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required with STORE=mongodb");
   }
 
+  const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
+  problems.push(...trusted.problems);
+
   const config: Config = {
     port: int("PORT", 8080, 0, 65_535),
     host: env.HOST || "0.0.0.0",
@@ -159,6 +169,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
     tiers: parseTiers(env.RATE_LIMIT_TIERS, problems),
     requestTimeoutMs: int("REQUEST_TIMEOUT_MS", 30_000, 1_000, 600_000),
+    trustedProxies: trusted.proxies,
     http2: {
       maxConcurrentStreams: int("HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000),
       idleTimeoutMs: int("HTTP2_IDLE_TIMEOUT_MS", 72_000, 1_000, 3_600_000),

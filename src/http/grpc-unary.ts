@@ -57,10 +57,12 @@ export interface GrpcUnaryOptions {
   /** The largest request message in bytes (Connect's `readMaxBytes`); larger is RESOURCE_EXHAUSTED. */
   bodyLimitBytes: number;
   /**
-   * The request-scoped values of a call from `remoteAddress` (the socket's, as Node reports it), as
-   * the Connect plugin gets them.
+   * The client's address of a call from `peer` (the socket's, as Node reports it) with these
+   * headers: the peer's, or the one a trusted proxy forwarded. Default: the peer's.
    */
-  contextValues: (remoteAddress: string) => ContextValues;
+  clientAddress?: (peer: string, headers: IncomingHttpHeaders) => string;
+  /** The request-scoped values of a call from `address` (the client's), as the Connect plugin gets them. */
+  contextValues: (address: string) => ContextValues;
   /**
    * Called for a call answered before it reached the interceptors (a body that does not frame or
    * decode, a message over the limit, a deadline that passed while the body was read), so the HTTP
@@ -170,7 +172,8 @@ interface CallSetup {
 function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, options }: CallSetup): void {
   const started = performance.now();
   const requestId = assignRequestId({ headers });
-  const values = options.contextValues(remoteAddress(stream));
+  const address = clientAddress(stream, headers, options);
+  const values = options.contextValues(address);
   values.set(kGrpcFastPath, true);
   const reader = new EnvelopeReader(options.bodyLimitBytes);
   let message: MessageShape<DescMethodUnary["input"]> | undefined;
@@ -281,10 +284,7 @@ function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, opti
     const apiKey = headers["x-api-key"];
     const meter = options.meter;
     if (meter === undefined) answer({});
-    else
-      meter(typeof apiKey === "string" ? apiKey : undefined, remoteAddress(stream)).then(answer, () =>
-        answer({}),
-      );
+    else meter(typeof apiKey === "string" ? apiKey : undefined, address).then(answer, () => answer({}));
   }
   function finish(): void {
     phase = "done";
@@ -409,8 +409,9 @@ function answerUnimplemented(
   const meter = options.meter;
   if (meter === undefined) answer({});
   else
-    meter(typeof apiKey === "string" ? apiKey : undefined, remoteAddress(stream)).then(answer, () =>
-      answer({}),
+    meter(typeof apiKey === "string" ? apiKey : undefined, clientAddress(stream, headers, options)).then(
+      answer,
+      () => answer({}),
     );
 }
 
@@ -443,8 +444,14 @@ function isPseudoHeader(name: string): boolean {
   return name.startsWith(":");
 }
 
-function remoteAddress(stream: ServerHttp2Stream): string {
-  return stream.session?.socket.remoteAddress ?? "";
+/** The client's address of a call on `stream`: the peer's, or what `options.clientAddress` makes of it. */
+function clientAddress(
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  options: GrpcUnaryOptions,
+): string {
+  const peer = stream.session?.socket.remoteAddress ?? "";
+  return options.clientAddress === undefined ? peer : options.clientAddress(peer, headers);
 }
 
 function ignore(): void {}

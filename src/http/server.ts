@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import type { IncomingHttpHeaders, Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import {
@@ -21,6 +21,7 @@ import { AppError, ERRORS, type ErrorCode } from "../errors.js";
 import { kObserved, type Metrics, registerMetricsRoute } from "../metrics.js";
 import { kRemoteAddress, kRequestId } from "../rpc/context.js";
 import type { HttpBinding } from "./bindings.js";
+import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
 import { assignRequestId, sendError, sendSuccess } from "./envelope.js";
 import { createGrpcUnaryHandler } from "./grpc-unary.js";
 import { lazyChildLogger } from "./lazy-logger.js";
@@ -66,6 +67,11 @@ export interface HttpServerOptions {
   /** Connection timeouts of the one-port listener. */
   listener?: ListenerOptions;
   /**
+   * Proxies whose `X-Forwarded-For` is believed (`TRUSTED_PROXIES`): the client address of a call
+   * from one of them is read from that header (`client-address.ts`). Default none.
+   */
+  trustedProxies?: TrustedProxies;
+  /**
    * Serves unary binary gRPC calls on the HTTP/2 stream, before Fastify and without Connect's
    * transport (`grpc-unary.ts`): same interceptors, context values and answers, at a fraction of the
    * CPU. Default true; false sends every gRPC call through the Connect plugin (for comparisons).
@@ -100,9 +106,17 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   const metrics = options.metrics;
 
   /** The context values of a new call: what every protocol's calls start with. */
-  const newContext = (remoteAddress: string, protocol: Protocol): ContextValues => {
+  const proxies = options.trustedProxies ?? NO_TRUSTED_PROXIES;
+  /** The client's address of a request from `peer` with these headers (see `client-address.ts`). */
+  const addressOf = (peer: string, headers: IncomingHttpHeaders) =>
+    clientAddressOf(peer, headers["x-forwarded-for"], proxies);
+  /** The client address of a Fastify request. */
+  const clientAddress = (request: FastifyRequest): string => addressOf(request.ip ?? "", request.headers);
+
+  /** The context values of a new call from `address` (the client's, resolved): what every protocol's calls start with. */
+  const newContext = (address: string, protocol: Protocol): ContextValues => {
     const values = createContextValues();
-    values.set(kRemoteAddress, withoutIpv4Prefix(remoteAddress));
+    values.set(kRemoteAddress, address);
     values.set(kProtocol, protocol);
     return values;
   };
@@ -134,10 +148,9 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
           routes: options.routes,
           interceptors: options.interceptors,
           bodyLimitBytes: options.bodyLimitBytes,
-          contextValues: (remoteAddress) => newContext(remoteAddress, "grpc"),
-          ...(meter === undefined
-            ? {}
-            : { meter: (apiKey, remoteAddress) => meter(apiKey, withoutIpv4Prefix(remoteAddress)) }),
+          clientAddress: addressOf,
+          contextValues: (address) => newContext(address, "grpc"),
+          ...(meter === undefined ? {} : { meter }),
           onRefused: ({ path, requestId, status, elapsedMs }) =>
             observeUnrouted(
               lazyChildLogger(options.logger, { requestId }),
@@ -179,7 +192,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   app.decorateRequest("callContext", null);
   app.decorateRequest("grpcStatus", null);
   const contextFor = (request: FastifyRequest, protocol: Protocol): ContextValues => {
-    request.callContext ??= newContext(request.ip ?? "", protocol);
+    request.callContext ??= newContext(clientAddress(request), protocol);
     return request.callContext;
   };
 
@@ -295,15 +308,6 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     },
     openHttp2Streams: () => listener?.openHttp2Streams() ?? 0,
   };
-}
-
-/** The caller's IP address, without the `::ffff:` prefix of IPv4 clients on a dual-stack socket. */
-function clientAddress(request: FastifyRequest): string {
-  return withoutIpv4Prefix(request.ip ?? "");
-}
-
-function withoutIpv4Prefix(address: string): string {
-  return address.startsWith("::ffff:") ? address.slice(7) : address;
 }
 
 /** Turns Fastify's own failures (body parsing, limits) into domain errors for the envelope. */
