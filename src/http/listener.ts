@@ -1,4 +1,9 @@
-import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type ServerResponse,
+  STATUS_CODES,
+} from "node:http";
 import {
   createServer as createHttp2Server,
   type Http2ServerRequest,
@@ -32,6 +37,18 @@ export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void
  * stream itself (the handler never sees it), false to leave it to the handler untouched.
  */
 export type Http2Claim = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
+
+/**
+ * The answer to an HTTP/1.1 request that Node's parser refused (`code` such as
+ * `HPE_HEADER_OVERFLOW`) or that did not arrive whole in time (`ERR_HTTP_REQUEST_TIMEOUT`), built by
+ * the HTTP server so it can carry the error envelope and the headers every answer carries. `request`
+ * is the request whose body timed out, when its headers had been read.
+ */
+export type ClientErrorAnswer = (
+  code: string | undefined,
+  request: IncomingMessage | undefined,
+  peer: string,
+) => Promise<{ status: number; headers: Record<string, string>; body: string }>;
 
 /** Timeouts of a {@link DualProtocolListener}, all in milliseconds. */
 export interface ListenerOptions {
@@ -93,6 +110,7 @@ export function createDualProtocolListener(
   handler: RequestHandler,
   options: ListenerOptions = {},
   claim?: Http2Claim,
+  clientErrorAnswer?: ClientErrorAnswer,
 ): DualProtocolListener {
   const sniffTimeoutMs = options.sniffTimeoutMs ?? 5_000;
   const sockets = new Set<Socket>();
@@ -120,6 +138,11 @@ export function createDualProtocolListener(
     });
   });
   h1.on("request", handler);
+  if (clientErrorAnswer !== undefined) {
+    h1.on("clientError", (err: NodeJS.ErrnoException, socket: Socket) =>
+      answerClientError(err, socket, clientErrorAnswer),
+    );
+  }
 
   // Fastify serves HTTP/2 through Node's compatibility API, which mirrors the HTTP/1.1 objects.
   const h2Handler = handler as unknown as (req: Http2ServerRequest, res: Http2ServerResponse) => void;
@@ -202,6 +225,35 @@ export function createDualProtocolListener(
   }
 
   return { server, drain, openHttp2Streams: guard.openStreams };
+}
+
+/**
+ * Answers a request Node's HTTP/1.1 parser refused or timed out, as Node itself would (only when
+ * nothing of a response has been written on the socket, then the connection is closed), but with the
+ * server's answer instead of Node's bare status line.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket, answer: ClientErrorAnswer): void {
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
+  if (err.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent === true) {
+    socket.destroy();
+    return;
+  }
+  const close = setTimeout(() => socket.destroy(), 2_000);
+  close.unref();
+  socket.once("close", () => clearTimeout(close));
+  answer(err.code, inFlight?.req, socket.remoteAddress ?? "").then(
+    ({ status, headers, body }) => {
+      if (!socket.writable) {
+        socket.destroy();
+        return;
+      }
+      const lines = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}`];
+      for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
+      lines.push(`content-length: ${Buffer.byteLength(body)}`, "connection: close", "", body);
+      socket.end(lines.join("\r\n"));
+    },
+    () => socket.destroy(),
+  );
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, Server } from "node:http";
+import { type IncomingHttpHeaders, maxHeaderSize, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import {
@@ -20,12 +20,19 @@ import type { Logger } from "pino";
 import { AppError, ERRORS, type ErrorCode } from "../errors.js";
 import { kObserved, type Metrics, registerMetricsRoute } from "../metrics.js";
 import { kRemoteAddress, kRequestId } from "../rpc/context.js";
+import { toRestError } from "../rpc/error-mapping.js";
+import { requestIdFrom } from "../rpc/request-id.js";
 import type { HttpBinding } from "./bindings.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
 import { assignRequestId, sendError, sendSuccess } from "./envelope.js";
 import { createGrpcUnaryHandler } from "./grpc-unary.js";
 import { lazyChildLogger } from "./lazy-logger.js";
-import { createDualProtocolListener, type DualProtocolListener, type ListenerOptions } from "./listener.js";
+import {
+  type ClientErrorAnswer,
+  createDualProtocolListener,
+  type DualProtocolListener,
+  type ListenerOptions,
+} from "./listener.js";
 import { kProtocol, type Protocol, protocolOf } from "./protocol.js";
 import { registerTranscoder } from "./transcoder.js";
 import { answerUndecodableAsInvalid, STRICT_JSON_OPTIONS } from "./undecodable.js";
@@ -161,6 +168,34 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
             ),
         });
 
+  /**
+   * The answer to an HTTP/1.1 request Node refused before Fastify saw it (header block over the
+   * limit: 431) or whose body did not arrive in time (408): the error envelope, with the request id
+   * and, on /api and RPC paths (and for a 431, whose path is unknown), the rate-limit headers.
+   */
+  const answerClientError: ClientErrorAnswer = async (code, request, peer) => {
+    const error =
+      code === "HPE_HEADER_OVERFLOW"
+        ? new AppError("headers_too_large", `The header block is over the limit of ${maxHeaderSize} bytes.`)
+        : code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? new AppError("request_timeout", "The request did not arrive whole in time.")
+          : new AppError("invalid_request", "The request is not valid HTTP/1.1.");
+    // assignRequestId wrote the request's id back into its headers when Fastify received it.
+    const rest = toRestError(error, requestIdFrom(request?.headers["x-request-id"]));
+    const url = request?.url ?? "";
+    let limits: Record<string, string> = {};
+    if (meter !== undefined && (request === undefined || url.startsWith("/api/") || isRpcPath(url))) {
+      const apiKey = request?.headers["x-api-key"];
+      const address = addressOf(peer, request?.headers ?? {});
+      limits = await meter(typeof apiKey === "string" ? apiKey : undefined, address).catch(() => ({}));
+    }
+    return {
+      status: rest.status,
+      headers: { ...limits, ...rest.headers, "content-type": "application/json; charset=utf-8" },
+      body: JSON.stringify(rest.body),
+    };
+  };
+
   const app = Fastify({
     // Fastify bounds every close hook by this timeout too, the drain below included: it must outlast
     // the grace period, or a connection held open until the end of it would make close() fail, and
@@ -177,7 +212,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     // Requests arriving on open connections during a drain are served; the drain closes those connections.
     return503OnClosing: false,
     serverFactory: (handler) => {
-      listener = createDualProtocolListener(handler, options.listener, grpcUnary);
+      listener = createDualProtocolListener(handler, options.listener, grpcUnary, answerClientError);
       return listener.server as unknown as Server;
     },
     frameworkErrors: (_error, request, reply) => {
@@ -223,7 +258,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   app.addContentTypeParser("*", (_request, _payload, done) => done(null, undefined));
 
   await app.register(fastifyConnectPlugin, {
-    routes: answerUndecodableAsInvalid(options.routes),
+    routes: answerUndecodableAsInvalid(options.routes, meter),
     jsonOptions: STRICT_JSON_OPTIONS,
     interceptors: options.interceptors,
     grpc: true,

@@ -9,9 +9,10 @@ import {
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { AppError } from "../errors.js";
+import { kRemoteAddress, kRequestId } from "../rpc/context.js";
 import { toConnectError } from "../rpc/error-mapping.js";
-import { requestIdFrom } from "../rpc/interceptors.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
+import { requestIdFrom } from "../rpc/request-id.js";
 import { reencodeGrpcMessage, setGrpcStatus } from "./grpc-status.js";
 
 /**
@@ -55,19 +56,62 @@ export const STRICT_JSON_OPTIONS = {
   },
 };
 
-/** Wraps `routes` so that every handler it registers answers undecodable requests as invalid. */
+/**
+ * Counts a call refused before the interceptors against its caller's limit and returns the
+ * rate-limit headers for its answer (as `HttpServerOptions.meter`).
+ */
+export type Meter = (apiKey: string | undefined, remoteAddress: string) => Promise<Record<string, string>>;
+
+/**
+ * Wraps `routes` so that every handler it registers answers undecodable requests as invalid, and
+ * gives every call refused before the interceptors ran (a body too large, undecodable or of a wrong
+ * type) the request id and, with `meter`, the rate-limit headers the interceptors give the others.
+ */
 export function answerUndecodableAsInvalid(
   routes: (router: ConnectRouter) => void,
+  meter?: Meter,
 ): (router: ConnectRouter) => void {
   return (router) => {
     routes(router);
-    const handlers = router.handlers.map(wrapHandler);
+    const handlers = router.handlers.map((handler) => wrapHandler(handler, meter));
     router.handlers.splice(0, router.handlers.length, ...handlers);
   };
 }
 
-function wrapHandler(handler: UniversalHandler): UniversalHandler {
-  const wrapped = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
+/** The health service's calls are probes, not callers' calls: they are not counted. */
+const UNMETERED_SERVICES = new Set(["grpc.health.v1.Health"]);
+
+/**
+ * Adds `x-request-id` and the rate-limit headers to the answer of a call the interceptors never saw
+ * (the first of them sets `kRequestId` in the call's context values).
+ */
+async function withCallHeaders(
+  request: UniversalServerRequest,
+  response: UniversalServerResponse,
+  service: string,
+  meter: Meter | undefined,
+): Promise<UniversalServerResponse> {
+  if ((request.contextValues?.get(kRequestId) ?? "") !== "") return response;
+  const header = response.header ?? new Headers();
+  // assignRequestId (Fastify's genReqId) wrote the request's id into its headers.
+  header.set("x-request-id", requestIdFrom(request.header.get("x-request-id")));
+  if (meter !== undefined && !UNMETERED_SERVICES.has(service)) {
+    const apiKey = request.header.get("x-api-key") ?? undefined;
+    const address = request.contextValues?.get(kRemoteAddress) ?? "";
+    const limits = await meter(apiKey, address).catch(() => ({}) as Record<string, string>);
+    for (const name in limits) header.set(name, limits[name] as string);
+  }
+  return { ...response, header };
+}
+
+function wrapHandler(handler: UniversalHandler, meter: Meter | undefined): UniversalHandler {
+  const service = handler.service.typeName;
+  // A streaming call's interceptors may run after its handler has answered: only unary calls are
+  // known to have been refused before them when the answer is ready.
+  const unary = handler.method.methodKind === "unary";
+  const wrapped = async (request: UniversalServerRequest): Promise<UniversalServerResponse> =>
+    unary ? withCallHeaders(request, await relabel(request), service, meter) : relabel(request);
+  const relabel = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
     const response = await handler(request);
     const invalid = (message: string) =>
       toConnectError(
