@@ -101,6 +101,8 @@ describe("HTTP/2 floods and rapid resets", () => {
         if (i % 2 === 0) attacker.open(GRANT, { "content-type": "application/grpc", te: "trailers" });
         else attacker.open("/api/v1/keys/grant-access", { "content-type": "application/json" });
         if (i % 200 === 199) await attacker.flushed();
+        // A pause after the first streams, so the server's count of open streams can be seen.
+        if (i === 299) await sleep(300);
       }
       // Every stream the server took is reset by the request timeout, or the connection is closed.
       await eventually(() => attacker.isClosed || openStreams(svc) === 0, 5_000);
