@@ -37,7 +37,7 @@ export interface AppDeps {
   clock?: Clock;
   /** Worker threads of the crypto pool; default `config.cryptoThreads`. */
   workers?: number;
-  /** Connection timeouts of the listener (idle, slow headers); defaults as in `ListenerOptions`. */
+  /** Connection timeouts and HTTP/2 limits of the listener; each given here overrides `config`'s. */
   listener?: ListenerOptions;
   /** How long `close()` lets in-flight calls finish, in ms; default 10 000. */
   shutdownGraceMs?: number;
@@ -130,7 +130,15 @@ export async function buildApp({
     ready,
     meter: requestMeter({ store, config, clock }),
     corsOrigins: config.corsOrigins,
-    ...(listener === undefined ? {} : { listener }),
+    trustedProxies: config.trustedProxies,
+    listener: {
+      requestTimeoutMs: config.requestTimeoutMs,
+      http2MaxConcurrentStreams: config.http2.maxConcurrentStreams,
+      http2IdleTimeoutMs: config.http2.idleTimeoutMs,
+      http2ResetBurst: config.http2.resetBurst,
+      http2ResetRatePerSecond: config.http2.resetRatePerSecond,
+      ...listener,
+    },
     ...(shutdownGraceMs === undefined ? {} : { shutdownGraceMs }),
     ...(grpcFastPath === undefined ? {} : { grpcFastPath }),
     addRoutes: async (app) => {

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
 import type { Environment, Tier } from "./store/types.js";
 
@@ -56,6 +57,29 @@ export interface Config {
   corsOrigins: string[];
   /** Whether gRPC server reflection is served (`GRPC_REFLECTION`, `on` by default, `off` to hide the schema). */
   grpcReflection: boolean;
+  /**
+   * Time to receive a complete request, body included, in milliseconds (`REQUEST_TIMEOUT_MS`,
+   * default 30 000): an HTTP/1.1 request gets 408, an HTTP/2 stream whose request has not fully
+   * arrived is reset.
+   */
+  requestTimeoutMs: number;
+  /**
+   * Proxies (load balancers) whose `X-Forwarded-For` is believed (`TRUSTED_PROXIES`, a comma-separated
+   * list of IPv4/IPv6 addresses and CIDR networks; default none): the client's address, for per-IP
+   * rate limits and the `sourceIp` of grants and audit, is then read from that header.
+   */
+  trustedProxies: TrustedProxies;
+  /** HTTP/2 limits of one connection (`HTTP2_*`); see `ListenerOptions`. */
+  http2: {
+    /** Streams open at once, advertised in SETTINGS (`HTTP2_MAX_CONCURRENT_STREAMS`, default 100). */
+    maxConcurrentStreams: number;
+    /** Idle time before GOAWAY, ms (`HTTP2_IDLE_TIMEOUT_MS`, default 72 000). */
+    idleTimeoutMs: number;
+    /** Early stream resets allowed in a burst (`HTTP2_RESET_BURST`, default 200). */
+    resetBurst: number;
+    /** Early stream resets allowed per second after the burst (`HTTP2_RESET_RATE`, default 50). */
+    resetRatePerSecond: number;
+  };
 }
 
 /** The tier table of section 9, before `RATE_LIMIT_TIERS` overrides. */
@@ -148,6 +172,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       problems.push("ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required with STORE=mongodb");
   }
 
+  const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
+  problems.push(...trusted.problems);
+
   const config: Config = {
     port: int("PORT", 8080, 0, 65_535),
     host: env.HOST || "0.0.0.0",
@@ -168,6 +195,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tiers: parseTiers(env.RATE_LIMIT_TIERS, problems),
     corsOrigins: parseOrigins(env.CORS_ORIGINS, problems),
     grpcReflection: oneOf("GRPC_REFLECTION", ["on", "off"], "on") === "on",
+    requestTimeoutMs: int("REQUEST_TIMEOUT_MS", 30_000, 1_000, 600_000),
+    trustedProxies: trusted.proxies,
+    http2: {
+      maxConcurrentStreams: int("HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000),
+      idleTimeoutMs: int("HTTP2_IDLE_TIMEOUT_MS", 72_000, 1_000, 3_600_000),
+      resetBurst: int("HTTP2_RESET_BURST", 200, 1, 100_000),
+      resetRatePerSecond: int("HTTP2_RESET_RATE", 50, 1, 100_000),
+    },
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -37,6 +37,16 @@ export const ERRORS = {
     grpc: Code.InvalidArgument,
     description: "The request's Content-Type is not application/json.",
   },
+  request_timeout: {
+    http: 408,
+    grpc: Code.DeadlineExceeded,
+    description: "The request did not arrive whole within the request timeout.",
+  },
+  headers_too_large: {
+    http: 431,
+    grpc: Code.InvalidArgument,
+    description: "The request's header block is over the server's limit.",
+  },
   conflict: {
     http: 409,
     grpc: Code.AlreadyExists,

@@ -1,24 +1,21 @@
-import { randomUUID } from "node:crypto";
 import type { JsonValue } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { toRestError } from "../rpc/error-mapping.js";
+import { requestIdFrom } from "../rpc/request-id.js";
 
 /**
  * The REST envelope of spec section 3 on the wire: `{"success":true,"data":...}` and
  * `{"success":false,"error":{...}}`, and the request id every HTTP response carries.
  */
 
-const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
 /**
- * The request id of an HTTP request: the caller's `X-Request-Id` when it is a sane token (letters,
- * digits, `._:-`, at most 128 characters), otherwise a new UUID. Used as Fastify's `genReqId`; it also
- * writes the id back into the request headers so the RPC interceptors see (and echo) the same id.
+ * The request id of an HTTP request, by the one rule (`requestIdFrom`). Used as Fastify's `genReqId`;
+ * it also writes the id back into the request headers so the RPC interceptors see (and echo) the
+ * same id.
  */
 export function assignRequestId(raw: { headers: Record<string, string | string[] | undefined> }): string {
-  const given = raw.headers["x-request-id"];
-  const id = typeof given === "string" && SANE_REQUEST_ID.test(given) ? given : randomUUID();
+  const id = requestIdFrom(raw.headers["x-request-id"]);
   raw.headers["x-request-id"] = id;
   return id;
 }

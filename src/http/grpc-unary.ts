@@ -11,7 +11,7 @@ import {
   type Interceptor,
   type UnaryResponse,
 } from "@connectrpc/connect";
-import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { parseTimeout } from "@connectrpc/connect/protocol-grpc";
 import { AppError } from "../errors.js";
 import { messageFromBinary } from "../rpc/binary-input.js";
 import { messageToBinary } from "../rpc/binary-output.js";
@@ -19,6 +19,7 @@ import { toConnectError } from "../rpc/error-mapping.js";
 import { CallHeaders } from "./call-headers.js";
 import { assignRequestId } from "./envelope.js";
 import { COMPRESSED_FLAG, EnvelopeReader, encodeEnvelope } from "./grpc-envelope.js";
+import { setGrpcStatus } from "./grpc-status.js";
 import { createUnaryInvoker, type UnaryCall } from "./invoke.js";
 import type { Http2Claim } from "./listener.js";
 
@@ -32,7 +33,7 @@ import type { Http2Claim } from "./listener.js";
  * message and `grpc-status` trailers.
  *
  * The answers are the Connect path's, field for field: the same response headers (`x-request-id`,
- * the interceptors' rate-limit headers), the same trailers for every error (`setTrailerStatus`, with
+ * the interceptors' rate-limit headers), the same trailers for every error (`setGrpcStatus`, with
  * the error's metadata), the same refusals of malformed bodies with connect-es's messages, undecodable
  * messages as `invalid_request` as `undecodable.ts` does it, the same context values, so the same
  * rate limits, logs and metrics. Three differences: responses are never compressed (identity is
@@ -44,7 +45,8 @@ import type { Http2Claim } from "./listener.js";
  *
  * Everything else is left to the Connect plugin: gRPC-Web, Connect, `application/grpc+json`, a
  * `grpc-encoding` other than identity, a `grpc-timeout` connect-es would refuse, streaming methods,
- * unknown paths, methods other than POST, and HTTP/1.1 (the hook only sees HTTP/2).
+ * methods other than POST, and HTTP/1.1 (the hook only sees HTTP/2). A gRPC call to a path no
+ * service has is answered here too: UNIMPLEMENTED, where Fastify would answer the REST 404.
  */
 
 /** What {@link createGrpcUnaryHandler} needs: the routes and interceptors the Connect plugin gets. */
@@ -55,10 +57,12 @@ export interface GrpcUnaryOptions {
   /** The largest request message in bytes (Connect's `readMaxBytes`); larger is RESOURCE_EXHAUSTED. */
   bodyLimitBytes: number;
   /**
-   * The request-scoped values of a call from `remoteAddress` (the socket's, as Node reports it), as
-   * the Connect plugin gets them.
+   * The client's address of a call from `peer` (the socket's, as Node reports it) with these
+   * headers: the peer's, or the one a trusted proxy forwarded. Default: the peer's.
    */
-  contextValues: (remoteAddress: string) => ContextValues;
+  clientAddress?: (peer: string, headers: IncomingHttpHeaders) => string;
+  /** The request-scoped values of a call from `address` (the client's), as the Connect plugin gets them. */
+  contextValues: (address: string) => ContextValues;
   /**
    * Called for a call answered before it reached the interceptors (a body that does not frame or
    * decode, a message over the limit, a deadline that passed while the body was read), so the HTTP
@@ -93,6 +97,9 @@ export const kGrpcFastPath = createContextKey(false, { description: "served by t
 /** The Content-Type of every gRPC answer: what connect-es sends for binary gRPC. */
 const CONTENT_TYPE = "application/grpc+proto";
 
+/** Every gRPC content type (any codec), not gRPC-Web's. */
+const ANY_GRPC = /^application\/grpc(?:[+;]|$)/i;
+
 /** The gRPC content types with the binary codec, as connect-es matches them. */
 const BINARY_GRPC = /^application\/grpc(?:\+proto)?$/i;
 
@@ -104,14 +111,18 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * leaves every other request to Fastify.
  */
 export function createGrpcUnaryHandler(options: GrpcUnaryOptions): Http2Claim {
-  const methods = unaryMethods(options.routes);
+  const { unary: methods, routed } = routedMethods(options.routes);
   const invoke = createUnaryInvoker(options.routes, options.interceptors);
   return (stream, headers) => {
-    if (headers[":method"] !== "POST") return false;
     const path = headers[":path"];
+    const type = headers["content-type"];
+    if (path !== undefined && type !== undefined && ANY_GRPC.test(type) && !routed.has(path)) {
+      answerUnimplemented(stream, headers, path, options);
+      return true;
+    }
+    if (headers[":method"] !== "POST") return false;
     const method = path === undefined ? undefined : methods.get(path);
     if (path === undefined || method === undefined) return false;
-    const type = headers["content-type"];
     if (type === undefined || !BINARY_GRPC.test(type)) return false;
     const encoding = headers["grpc-encoding"];
     if (encoding !== undefined && encoding !== "identity") return false;
@@ -161,7 +172,8 @@ interface CallSetup {
 function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, options }: CallSetup): void {
   const started = performance.now();
   const requestId = assignRequestId({ headers });
-  const values = options.contextValues(remoteAddress(stream));
+  const address = clientAddress(stream, headers, options);
+  const values = options.contextValues(address);
   values.set(kGrpcFastPath, true);
   const reader = new EnvelopeReader(options.bodyLimitBytes);
   let message: MessageShape<DescMethodUnary["input"]> | undefined;
@@ -260,7 +272,7 @@ function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, opti
   }
   function answerError(error: ConnectError): void {
     finish();
-    write(baseHeaders(requestId), headersObject(setTrailerStatus(new CallHeaders(), error)));
+    write(baseHeaders(requestId), headersObject(setGrpcStatus(new CallHeaders(), error)));
   }
   function refuse(error: ConnectError): void {
     finish();
@@ -272,10 +284,7 @@ function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, opti
     const apiKey = headers["x-api-key"];
     const meter = options.meter;
     if (meter === undefined) answer({});
-    else
-      meter(typeof apiKey === "string" ? apiKey : undefined, remoteAddress(stream)).then(answer, () =>
-        answer({}),
-      );
+    else meter(typeof apiKey === "string" ? apiKey : undefined, address).then(answer, () => answer({}));
   }
   function finish(): void {
     phase = "done";
@@ -346,15 +355,64 @@ function decode(
   }
 }
 
-/** The unary methods `routes` registers, by request path (`/package.Service/Method`). */
-function unaryMethods(routes: (router: ConnectRouter) => void): Map<string, DescMethodUnary> {
+/**
+ * The request paths (`/package.Service/Method`) `routes` registers: all of them, and the unary
+ * methods by path.
+ */
+function routedMethods(routes: (router: ConnectRouter) => void): {
+  unary: Map<string, DescMethodUnary>;
+  routed: Set<string>;
+} {
   const router = createConnectRouter();
   routes(router);
-  const methods = new Map<string, DescMethodUnary>();
+  const unary = new Map<string, DescMethodUnary>();
+  const routed = new Set<string>();
   for (const { method, requestPath } of router.handlers) {
-    if (isUnary(method)) methods.set(requestPath, method);
+    routed.add(requestPath);
+    if (isUnary(method)) unary.set(requestPath, method);
   }
-  return methods;
+  return { unary, routed };
+}
+
+/**
+ * Answers a gRPC call to a method the server does not have (unknown service or method) as the gRPC
+ * spec wants it: HTTP 200, trailers-only, `grpc-status` 12 UNIMPLEMENTED, with the request id and
+ * the caller's rate-limit metadata (the call is counted like any call refused before its RPC). The
+ * request body is not read: the stream is reset with NO_ERROR once the answer is out.
+ */
+function answerUnimplemented(
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  path: string,
+  options: GrpcUnaryOptions,
+): void {
+  const started = performance.now();
+  const requestId = assignRequestId({ headers });
+  stream.on("error", ignore);
+  const shown = path.length > 200 ? `${path.slice(0, 200)}...` : path;
+  const error = new ConnectError(`unknown method ${shown}`, Code.Unimplemented);
+  const answer = (limits: Record<string, string>): void => {
+    if (stream.destroyed || stream.closed) return;
+    const status = headersObject(setGrpcStatus(new CallHeaders(), error));
+    try {
+      const all = { ...limits, ...baseHeaders(requestId), ...status };
+      assertValidHeaders(all);
+      stream.respond({ ...all, ":status": 200 }, { endStream: true });
+    } catch {
+      stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+      return;
+    }
+    if (!stream.readableEnded) setImmediate(() => stream.close(constants.NGHTTP2_NO_ERROR));
+    options.onRefused?.({ path, requestId, status: error.code, elapsedMs: performance.now() - started });
+  };
+  const apiKey = headers["x-api-key"];
+  const meter = options.meter;
+  if (meter === undefined) answer({});
+  else
+    meter(typeof apiKey === "string" ? apiKey : undefined, clientAddress(stream, headers, options)).then(
+      answer,
+      () => answer({}),
+    );
 }
 
 function isUnary(method: DescMethod): method is DescMethodUnary {
@@ -386,8 +444,14 @@ function isPseudoHeader(name: string): boolean {
   return name.startsWith(":");
 }
 
-function remoteAddress(stream: ServerHttp2Stream): string {
-  return stream.session?.socket.remoteAddress ?? "";
+/** The client's address of a call on `stream`: the peer's, or what `options.clientAddress` makes of it. */
+function clientAddress(
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  options: GrpcUnaryOptions,
+): string {
+  const peer = stream.session?.socket.remoteAddress ?? "";
+  return options.clientAddress === undefined ? peer : options.clientAddress(peer, headers);
 }
 
 function ignore(): void {}

@@ -1,4 +1,9 @@
-import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type ServerResponse,
+  STATUS_CODES,
+} from "node:http";
 import {
   createServer as createHttp2Server,
   type Http2ServerRequest,
@@ -8,6 +13,7 @@ import {
   type ServerHttp2Stream,
 } from "node:http2";
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
+import { createHttp2Guard } from "./http2-guard.js";
 
 /**
  * One TCP port for HTTP/1.1 and cleartext HTTP/2 (h2c, "prior knowledge" as gRPC clients use it).
@@ -32,6 +38,18 @@ export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void
  */
 export type Http2Claim = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
 
+/**
+ * The answer to an HTTP/1.1 request that Node's parser refused (`code` such as
+ * `HPE_HEADER_OVERFLOW`) or that did not arrive whole in time (`ERR_HTTP_REQUEST_TIMEOUT`), built by
+ * the HTTP server so it can carry the error envelope and the headers every answer carries. `request`
+ * is the request whose body timed out, when its headers had been read.
+ */
+export type ClientErrorAnswer = (
+  code: string | undefined,
+  request: IncomingMessage | undefined,
+  peer: string,
+) => Promise<{ status: number; headers: Record<string, string>; body: string }>;
+
 /** Timeouts of a {@link DualProtocolListener}, all in milliseconds. */
 export interface ListenerOptions {
   /** How long a new connection may take to send its first bytes before it is closed. Default 5 000. */
@@ -46,15 +64,36 @@ export interface ListenerOptions {
   timeoutCheckIntervalMs?: number;
   /**
    * HTTP/2: how long a session may be idle before it is closed with a GOAWAY. gRPC clients reconnect
-   * transparently; a client that sends the preface and then nothing is let go. Default 72 000 (Fastify's).
+   * transparently; a client that sends the preface and then nothing is let go. Streams still open a
+   * moment later (`http2CloseGraceMs`) are reset. Default 72 000 (Fastify's).
    */
   http2IdleTimeoutMs?: number;
+  /**
+   * HTTP/2: streams a client may have open at once on one connection, advertised in SETTINGS; more
+   * are refused (RST_STREAM REFUSED_STREAM). Default 100 (RFC 9113 recommends no less than 100).
+   */
+  http2MaxConcurrentStreams?: number;
+  /**
+   * HTTP/2: a client that resets more than this many streams in a burst before the server answered
+   * them (CVE-2023-44487, "rapid reset") gets GOAWAY ENHANCE_YOUR_CALM and its connection is closed.
+   * Refilled at `http2ResetRatePerSecond`. Default 200.
+   */
+  http2ResetBurst?: number;
+  /** HTTP/2: how many early resets per second a connection may sustain. Default 50. */
+  http2ResetRatePerSecond?: number;
+  /**
+   * HTTP/2: after a GOAWAY (idle session, or one the client sent), how long streams still open may
+   * finish before they are reset and the connection closed. Default 5 000.
+   */
+  http2CloseGraceMs?: number;
 }
 
 /** The one-port listener: the `net.Server` to give Fastify, plus a graceful drain. */
 export interface DualProtocolListener {
   /** The server that listens; returned from Fastify's `serverFactory`. */
   readonly server: NetServer;
+  /** HTTP/2 streams open right now, on every session (for metrics and tests). */
+  openHttp2Streams(): number;
   /**
    * Stops accepting connections, lets requests in flight finish and closes every connection: HTTP/2
    * sessions get a GOAWAY, idle HTTP/1.1 keep-alive sockets are closed at once and busy ones after
@@ -71,6 +110,7 @@ export function createDualProtocolListener(
   handler: RequestHandler,
   options: ListenerOptions = {},
   claim?: Http2Claim,
+  clientErrorAnswer?: ClientErrorAnswer,
 ): DualProtocolListener {
   const sniffTimeoutMs = options.sniffTimeoutMs ?? 5_000;
   const sockets = new Set<Socket>();
@@ -80,9 +120,11 @@ export function createDualProtocolListener(
   let draining = false;
   let drained: (() => void) | undefined;
 
+  const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   const h1 = createHttpServer({
-    headersTimeout: options.headersTimeoutMs ?? 10_000,
-    requestTimeout: options.requestTimeoutMs ?? 30_000,
+    // Node refuses a headers timeout longer than the request timeout.
+    headersTimeout: Math.min(options.headersTimeoutMs ?? 10_000, requestTimeoutMs),
+    requestTimeout: requestTimeoutMs,
     keepAliveTimeout: options.keepAliveTimeoutMs ?? 5_000,
     connectionsCheckingInterval: options.timeoutCheckIntervalMs ?? 1_000,
   });
@@ -96,15 +138,37 @@ export function createDualProtocolListener(
     });
   });
   h1.on("request", handler);
+  if (clientErrorAnswer !== undefined) {
+    h1.on("clientError", (err: NodeJS.ErrnoException, socket: Socket) =>
+      answerClientError(err, socket, clientErrorAnswer),
+    );
+  }
 
   // Fastify serves HTTP/2 through Node's compatibility API, which mirrors the HTTP/1.1 objects.
   const h2Handler = handler as unknown as (req: Http2ServerRequest, res: Http2ServerResponse) => void;
-  const h2 = createHttp2Server({}, h2Handler);
+  const h2 = createHttp2Server(
+    {
+      settings: { maxConcurrentStreams: options.http2MaxConcurrentStreams ?? 100 },
+      // Streams refused over the limit before the session is closed (Node closes it with
+      // ENHANCE_YOUR_CALM): a client that ignores the advertised limit is let go.
+      maxSessionRejectedStreams: 100,
+    },
+    h2Handler,
+  );
+  const guard = createHttp2Guard({
+    requestTimeoutMs,
+    checkIntervalMs: options.timeoutCheckIntervalMs ?? 1_000,
+    idleTimeoutMs: options.http2IdleTimeoutMs ?? 72_000,
+    closeGraceMs: options.http2CloseGraceMs ?? 5_000,
+    resetBurst: options.http2ResetBurst ?? 200,
+    resetRatePerSecond: options.http2ResetRatePerSecond ?? 50,
+  });
   if (claim !== undefined) claimStreamsFirst(h2, claim);
-  const http2IdleTimeoutMs = options.http2IdleTimeoutMs ?? 72_000;
+  // First, so that every stream is tracked before anything serves it.
+  h2.prependListener("stream", guard.onStream);
   h2.on("session", (session: Http2Session) => {
     sessions.add(session);
-    session.setTimeout(http2IdleTimeoutMs, () => session.close());
+    guard.onSession(session);
     session.once("close", () => sessions.delete(session));
     if (draining) session.close();
   });
@@ -157,9 +221,39 @@ export function createDualProtocolListener(
     for (const socket of sockets) socket.destroy();
     // Stops the timeout checks of the HTTP/1.1 server; it has no connections of its own to wait for.
     h1.close();
+    guard.stop();
   }
 
-  return { server, drain };
+  return { server, drain, openHttp2Streams: guard.openStreams };
+}
+
+/**
+ * Answers a request Node's HTTP/1.1 parser refused or timed out, as Node itself would (only when
+ * nothing of a response has been written on the socket, then the connection is closed), but with the
+ * server's answer instead of Node's bare status line.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket, answer: ClientErrorAnswer): void {
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
+  if (err.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent === true) {
+    socket.destroy();
+    return;
+  }
+  const close = setTimeout(() => socket.destroy(), 2_000);
+  close.unref();
+  socket.once("close", () => clearTimeout(close));
+  answer(err.code, inFlight?.req, socket.remoteAddress ?? "").then(
+    ({ status, headers, body }) => {
+      if (!socket.writable) {
+        socket.destroy();
+        return;
+      }
+      const lines = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}`];
+      for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
+      lines.push(`content-length: ${Buffer.byteLength(body)}`, "connection: close", "", body);
+      socket.end(lines.join("\r\n"));
+    },
+    () => socket.destroy(),
+  );
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import { type IncomingHttpHeaders, maxHeaderSize, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import {
@@ -20,15 +20,24 @@ import type { Logger } from "pino";
 import { AppError, ERRORS, type ErrorCode } from "../errors.js";
 import { kObserved, type Metrics, registerMetricsRoute } from "../metrics.js";
 import { kRemoteAddress, kRequestId } from "../rpc/context.js";
+import { toRestError } from "../rpc/error-mapping.js";
+import { requestIdFrom } from "../rpc/request-id.js";
 import type { HttpBinding } from "./bindings.js";
+import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
 import { registerCors } from "./cors.js";
 import { assignRequestId, sendError, sendSuccess } from "./envelope.js";
 import { createGrpcUnaryHandler } from "./grpc-unary.js";
 import { lazyChildLogger } from "./lazy-logger.js";
-import { createDualProtocolListener, type DualProtocolListener, type ListenerOptions } from "./listener.js";
+import {
+  type ClientErrorAnswer,
+  createDualProtocolListener,
+  type DualProtocolListener,
+  type ListenerOptions,
+} from "./listener.js";
 import { kProtocol, type Protocol, protocolOf } from "./protocol.js";
 import { registerTranscoder } from "./transcoder.js";
 import { answerUndecodableAsInvalid, STRICT_JSON_OPTIONS } from "./undecodable.js";
+import { answerUnknownProcedure, isRpcPath } from "./unknown-procedure.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -68,6 +77,11 @@ export interface HttpServerOptions {
   /** Connection timeouts of the one-port listener. */
   listener?: ListenerOptions;
   /**
+   * Proxies whose `X-Forwarded-For` is believed (`TRUSTED_PROXIES`): the client address of a call
+   * from one of them is read from that header (`client-address.ts`). Default none.
+   */
+  trustedProxies?: TrustedProxies;
+  /**
    * Serves unary binary gRPC calls on the HTTP/2 stream, before Fastify and without Connect's
    * transport (`grpc-unary.ts`): same interceptors, context values and answers, at a fraction of the
    * CPU. Default true; false sends every gRPC call through the Connect plugin (for comparisons).
@@ -84,6 +98,8 @@ export interface HttpServer {
   listen(port: number, host?: string): Promise<AddressInfo>;
   /** Stops accepting, lets in-flight calls finish (bounded by `shutdownGraceMs`), then closes. */
   close(): Promise<void>;
+  /** HTTP/2 streams open right now, over every connection. */
+  openHttp2Streams(): number;
 }
 
 /**
@@ -100,9 +116,17 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   const metrics = options.metrics;
 
   /** The context values of a new call: what every protocol's calls start with. */
-  const newContext = (remoteAddress: string, protocol: Protocol): ContextValues => {
+  const proxies = options.trustedProxies ?? NO_TRUSTED_PROXIES;
+  /** The client's address of a request from `peer` with these headers (see `client-address.ts`). */
+  const addressOf = (peer: string, headers: IncomingHttpHeaders) =>
+    clientAddressOf(peer, headers["x-forwarded-for"], proxies);
+  /** The client address of a Fastify request. */
+  const clientAddress = (request: FastifyRequest): string => addressOf(request.ip ?? "", request.headers);
+
+  /** The context values of a new call from `address` (the client's, resolved): what every protocol's calls start with. */
+  const newContext = (address: string, protocol: Protocol): ContextValues => {
     const values = createContextValues();
-    values.set(kRemoteAddress, withoutIpv4Prefix(remoteAddress));
+    values.set(kRemoteAddress, address);
     values.set(kProtocol, protocol);
     return values;
   };
@@ -134,10 +158,9 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
           routes: options.routes,
           interceptors: options.interceptors,
           bodyLimitBytes: options.bodyLimitBytes,
-          contextValues: (remoteAddress) => newContext(remoteAddress, "grpc"),
-          ...(meter === undefined
-            ? {}
-            : { meter: (apiKey, remoteAddress) => meter(apiKey, withoutIpv4Prefix(remoteAddress)) }),
+          clientAddress: addressOf,
+          contextValues: (address) => newContext(address, "grpc"),
+          ...(meter === undefined ? {} : { meter }),
           onRefused: ({ path, requestId, status, elapsedMs }) =>
             observeUnrouted(
               lazyChildLogger(options.logger, { requestId }),
@@ -147,6 +170,34 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
               codeForGrpcStatus(status),
             ),
         });
+
+  /**
+   * The answer to an HTTP/1.1 request Node refused before Fastify saw it (header block over the
+   * limit: 431) or whose body did not arrive in time (408): the error envelope, with the request id
+   * and, on /api and RPC paths (and for a 431, whose path is unknown), the rate-limit headers.
+   */
+  const answerClientError: ClientErrorAnswer = async (code, request, peer) => {
+    const error =
+      code === "HPE_HEADER_OVERFLOW"
+        ? new AppError("headers_too_large", `The header block is over the limit of ${maxHeaderSize} bytes.`)
+        : code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? new AppError("request_timeout", "The request did not arrive whole in time.")
+          : new AppError("invalid_request", "The request is not valid HTTP/1.1.");
+    // assignRequestId wrote the request's id back into its headers when Fastify received it.
+    const rest = toRestError(error, requestIdFrom(request?.headers["x-request-id"]));
+    const url = request?.url ?? "";
+    let limits: Record<string, string> = {};
+    if (meter !== undefined && (request === undefined || url.startsWith("/api/") || isRpcPath(url))) {
+      const apiKey = request?.headers["x-api-key"];
+      const address = addressOf(peer, request?.headers ?? {});
+      limits = await meter(typeof apiKey === "string" ? apiKey : undefined, address).catch(() => ({}));
+    }
+    return {
+      status: rest.status,
+      headers: { ...limits, ...rest.headers, "content-type": "application/json; charset=utf-8" },
+      body: JSON.stringify(rest.body),
+    };
+  };
 
   const app = Fastify({
     // Fastify bounds every close hook by this timeout too, the drain below included: it must outlast
@@ -164,7 +215,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     // Requests arriving on open connections during a drain are served; the drain closes those connections.
     return503OnClosing: false,
     serverFactory: (handler) => {
-      listener = createDualProtocolListener(handler, options.listener, grpcUnary);
+      listener = createDualProtocolListener(handler, options.listener, grpcUnary, answerClientError);
       return listener.server as unknown as Server;
     },
     frameworkErrors: (_error, request, reply) => {
@@ -179,7 +230,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   app.decorateRequest("callContext", null);
   app.decorateRequest("grpcStatus", null);
   const contextFor = (request: FastifyRequest, protocol: Protocol): ContextValues => {
-    request.callContext ??= newContext(request.ip ?? "", protocol);
+    request.callContext ??= newContext(clientAddress(request), protocol);
     return request.callContext;
   };
 
@@ -203,6 +254,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   );
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0]?.slice(0, 200) ?? "";
+    if (answerUnknownProcedure(request, reply, path)) return reply;
     return sendError(request, reply, new AppError("not_found", `No endpoint ${request.method} ${path}.`));
   });
   // Bodies of unknown paths are not read, so an odd Content-Type still gets 404 rather than 415.
@@ -212,7 +264,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     await registerCors(app, options.corsOrigins);
   }
   await app.register(fastifyConnectPlugin, {
-    routes: answerUndecodableAsInvalid(options.routes),
+    routes: answerUndecodableAsInvalid(options.routes, meter),
     jsonOptions: STRICT_JSON_OPTIONS,
     interceptors: options.interceptors,
     grpc: true,
@@ -241,10 +293,13 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   if (metrics !== undefined) registerMetricsRoute(app, metrics);
   await options.addRoutes?.(app);
 
-  // Every /api response carries the rate-limit headers, also when the request never reached the RPC.
+  // Every /api and RPC response carries the rate-limit headers, also when the request never reached the RPC.
   if (meter !== undefined) {
     app.addHook("onSend", (request, reply, payload, done) => {
-      if (reply.hasHeader("x-ratelimit-limit") || !request.url.startsWith("/api/")) {
+      if (
+        reply.hasHeader("x-ratelimit-limit") ||
+        !(request.url.startsWith("/api/") || isRpcPath(request.url))
+      ) {
         done(null, payload);
         return;
       }
@@ -292,16 +347,8 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
       closing ??= app.close();
       return closing;
     },
+    openHttp2Streams: () => listener?.openHttp2Streams() ?? 0,
   };
-}
-
-/** The caller's IP address, without the `::ffff:` prefix of IPv4 clients on a dual-stack socket. */
-function clientAddress(request: FastifyRequest): string {
-  return withoutIpv4Prefix(request.ip ?? "");
-}
-
-function withoutIpv4Prefix(address: string): string {
-  return address.startsWith("::ffff:") ? address.slice(7) : address;
 }
 
 /** Turns Fastify's own failures (body parsing, limits) into domain errors for the envelope. */

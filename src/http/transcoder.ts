@@ -3,6 +3,7 @@ import type { ConnectRouter, ContextValues, Interceptor } from "@connectrpc/conn
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { invalidRequest } from "../errors.js";
 import { isProtocolHeader } from "../rpc/error-mapping.js";
+import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import { decodeHttpRequest, encodeHttpResponse, type HttpBinding, httpBindings } from "./bindings.js";
 import { CallHeaders } from "./call-headers.js";
 import { sendError, sendSuccess } from "./envelope.js";
@@ -50,17 +51,27 @@ export async function registerTranscoder(
       { parseAs: "buffer", bodyLimit: options.bodyLimitBytes },
       (_request, bytes, done) => {
         if (bytes.length === 0) return done(null, undefined);
+        let text: string;
+        let body: unknown;
         try {
           // JSON text is UTF-8 (RFC 8259): invalid bytes are refused, never turned into U+FFFD.
-          done(null, JSON.parse(STRICT_UTF8.decode(bytes as Buffer)));
+          text = STRICT_UTF8.decode(bytes as Buffer);
+          body = JSON.parse(text);
         } catch {
-          done(
+          return done(
             invalidRequest(
               [{ field: "body", description: "is not valid JSON" }],
               "The body is not valid JSON.",
             ),
           );
         }
+        // JSON.parse keeps the last of two members with one name: refused before any reader sees it.
+        try {
+          assertNoDuplicateMembers(text);
+        } catch (err) {
+          return done(err as Error);
+        }
+        done(null, body);
       },
     );
     for (const binding of bindings) {

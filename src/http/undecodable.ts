@@ -7,11 +7,13 @@ import {
   type UniversalServerResponse,
 } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
-import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { AppError } from "../errors.js";
+import { kRemoteAddress, kRequestId } from "../rpc/context.js";
 import { toConnectError } from "../rpc/error-mapping.js";
-import { requestIdFrom } from "../rpc/interceptors.js";
+import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
+import { requestIdFrom } from "../rpc/request-id.js";
+import { reencodeGrpcMessage, setGrpcStatus } from "./grpc-status.js";
 
 /**
  * Requests whose message cannot be decoded are the caller's fault, and are answered as such.
@@ -22,31 +24,94 @@ import { requestIdFrom } from "../rpc/interceptors.js";
  * server's fault). A client would then retry it as a server error, and metrics would count a bug.
  * {@link answerUndecodableAsInvalid} re-labels exactly that error as `invalid_request`
  * (INVALID_ARGUMENT, HTTP 400 on Connect) with the service's ErrorInfo, BadRequest and request id,
- * on gRPC, gRPC-Web and Connect alike. Everything else passes through untouched.
+ * on gRPC, gRPC-Web and Connect alike. Everything else passes through untouched, but for the
+ * percent-encoding of gRPC's `grpc-message`, made the spec's (`grpc-status.ts`).
  */
 
 /** The message prefix connect-es gives a request it cannot decode from protobuf binary. */
 const UNDECODABLE = "parse binary: ";
 
-/** Options for the JSON codec of Connect and gRPC-JSON: text that is not UTF-8 is refused, not repaired. */
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Options for the JSON codec of Connect, gRPC-JSON and gRPC-Web-JSON: text that is not UTF-8 is
+ * refused, not repaired, and so is an object that names a member twice (I-JSON): the codec's
+ * `JSON.parse` would keep the last one. The refusal is the service's `invalid_request` (its request
+ * id is added on the way out, as for every answer).
+ */
 export const STRICT_JSON_OPTIONS = {
   ignoreUnknownFields: true,
-  textDecoder: new TextDecoder("utf-8", { fatal: true }),
+  textDecoder: {
+    decode(bytes?: Uint8Array): string {
+      const text = STRICT_UTF8.decode(bytes);
+      try {
+        assertNoDuplicateMembers(text);
+      } catch (err) {
+        const error = toConnectError(err, "");
+        error.metadata.delete("x-request-id");
+        throw error;
+      }
+      return text;
+    },
+  },
 };
 
-/** Wraps `routes` so that every handler it registers answers undecodable requests as invalid. */
+/**
+ * Counts a call refused before the interceptors against its caller's limit and returns the
+ * rate-limit headers for its answer (as `HttpServerOptions.meter`).
+ */
+export type Meter = (apiKey: string | undefined, remoteAddress: string) => Promise<Record<string, string>>;
+
+/**
+ * Wraps `routes` so that every handler it registers answers undecodable requests as invalid, and
+ * gives every call refused before the interceptors ran (a body too large, undecodable or of a wrong
+ * type) the request id and, with `meter`, the rate-limit headers the interceptors give the others.
+ */
 export function answerUndecodableAsInvalid(
   routes: (router: ConnectRouter) => void,
+  meter?: Meter,
 ): (router: ConnectRouter) => void {
   return (router) => {
     routes(router);
-    const handlers = router.handlers.map(wrapHandler);
+    const handlers = router.handlers.map((handler) => wrapHandler(handler, meter));
     router.handlers.splice(0, router.handlers.length, ...handlers);
   };
 }
 
-function wrapHandler(handler: UniversalHandler): UniversalHandler {
-  const wrapped = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
+/** The health service's calls are probes, not callers' calls: they are not counted. */
+const UNMETERED_SERVICES = new Set(["grpc.health.v1.Health"]);
+
+/**
+ * Adds `x-request-id` and the rate-limit headers to the answer of a call the interceptors never saw
+ * (the first of them sets `kRequestId` in the call's context values).
+ */
+async function withCallHeaders(
+  request: UniversalServerRequest,
+  response: UniversalServerResponse,
+  service: string,
+  meter: Meter | undefined,
+): Promise<UniversalServerResponse> {
+  if ((request.contextValues?.get(kRequestId) ?? "") !== "") return response;
+  const header = response.header ?? new Headers();
+  // assignRequestId (Fastify's genReqId) wrote the request's id into its headers.
+  header.set("x-request-id", requestIdFrom(request.header.get("x-request-id")));
+  if (meter !== undefined && !UNMETERED_SERVICES.has(service)) {
+    const apiKey = request.header.get("x-api-key") ?? undefined;
+    const address = request.contextValues?.get(kRemoteAddress) ?? "";
+    const limits = await meter(apiKey, address).catch(() => ({}) as Record<string, string>);
+    for (const name in limits) header.set(name, limits[name] as string);
+  }
+  return { ...response, header };
+}
+
+function wrapHandler(handler: UniversalHandler, meter: Meter | undefined): UniversalHandler {
+  const service = handler.service.typeName;
+  // A streaming call's interceptors may run after its handler has answered: only unary calls are
+  // known to have been refused before them when the answer is ready.
+  const unary = handler.method.methodKind === "unary";
+  const wrapped = async (request: UniversalServerRequest): Promise<UniversalServerResponse> =>
+    unary ? withCallHeaders(request, await relabel(request), service, meter) : relabel(request);
+  const relabel = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
     const response = await handler(request);
     const invalid = (message: string) =>
       toConnectError(
@@ -73,13 +138,21 @@ function wrapHandler(handler: UniversalHandler): UniversalHandler {
 
 type Relabel = (message: string) => ConnectError;
 
-/** gRPC: the status is in the trailers, complete by the time the handler has answered. */
+/**
+ * gRPC: the status is in the trailers, complete by the time the handler has answered. Every
+ * `grpc-message` is re-encoded here as the gRPC spec encodes it (`grpc-status.ts`).
+ */
 function grpc(response: UniversalServerResponse, invalid: Relabel): UniversalServerResponse {
   const message = undecodableMessage(response.trailer);
-  if (response.trailer === undefined || message === undefined) return response;
+  if (response.trailer === undefined) return response;
+  if (message === undefined) {
+    const encoded = response.trailer.get("grpc-message");
+    if (encoded !== null) response.trailer.set("grpc-message", reencodeGrpcMessage(encoded));
+    return response;
+  }
   for (const name of ["grpc-status", "grpc-message", "grpc-status-details-bin"])
     response.trailer.delete(name);
-  setTrailerStatus(response.trailer, invalid(message));
+  setGrpcStatus(response.trailer, invalid(message));
   return response;
 }
 
@@ -96,7 +169,7 @@ async function grpcWeb(
   const message = frame[0] === trailerFlag ? undecodableMessage(trailerParse(frame.subarray(5))) : undefined;
   if (message === undefined) return { ...response, body: prepend(frame, it) };
   await it.return?.();
-  const trailer = setTrailerStatus(new Headers(), invalid(message));
+  const trailer = setGrpcStatus(new Headers(), invalid(message));
   return { ...response, body: createAsyncIterable([encodeEnvelope(trailerFlag, trailerSerialize(trailer))]) };
 }
 

@@ -1,8 +1,8 @@
-import { randomUUID } from "node:crypto";
 import { ConnectError, type Interceptor, type StreamResponse } from "@connectrpc/connect";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { AppError, ERRORS, type ErrorCode, type FieldViolation, isErrorCode } from "../errors.js";
 import { kLogger, kRequestId } from "./context.js";
+import { requestIdFrom } from "./request-id.js";
 
 /**
  * The one place that turns errors into what each surface sends: gRPC, gRPC-Web and Connect get a
@@ -107,7 +107,7 @@ export interface RestError {
  */
 export function toRestError(
   err: unknown,
-  requestId: string = randomUUID(),
+  requestId: string = requestIdFrom(undefined),
   now: Date = new Date(),
 ): RestError {
   const connectError = toConnectError(err, requestId);
@@ -144,7 +144,7 @@ export function toRestError(
  */
 export const errorInterceptor: Interceptor = (next) => async (req) => {
   const map = (err: unknown): ConnectError => {
-    const requestId = req.contextValues.get(kRequestId) || randomUUID();
+    const requestId = req.contextValues.get(kRequestId) || requestIdFrom(undefined);
     const mapped = toConnectError(err, requestId);
     const code = errorCodeOf(mapped);
     if (ERRORS[code].http >= 500) {

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
@@ -8,14 +7,8 @@ import { authenticate } from "../domain/api-keys.js";
 import { AppError } from "../errors.js";
 import type { ApiKeyRecord, Store } from "../store/types.js";
 import { kLogger, kPrincipal, kRemoteAddress, kRequestId } from "./context.js";
+import { requestIdFrom } from "./request-id.js";
 import { rolesFor } from "./roles.js";
-
-const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** The caller's request id if it is a sane token of at most 128 characters, otherwise a new UUID. */
-export function requestIdFrom(header: string | null): string {
-  return header !== null && SANE_REQUEST_ID.test(header) ? header : randomUUID();
-}
 
 /**
  * The outermost interceptor: assigns the request id, puts a child logger in the context, echoes

@@ -19,7 +19,6 @@ import {
   SERVER_FAULTS,
   SIGNING_KEY,
   send,
-  UNLIMITED_TIERS,
 } from "./support.js";
 
 /**
@@ -108,6 +107,24 @@ const receiptArb = fc
   )
   .map(([required, optional]) => ({ ...required, ...optional }));
 
+/**
+ * Inputs per surface in a normal run (`npm test`): at least 1,000 each for REST, gRPC and Connect,
+ * split over the REST properties. `FC_RUNS` sets every property's count instead.
+ */
+const RUNS = { restMutated: 450, restReceipts: 350, restGet: 200, grpc: 1_000, connect: 1_000 } as const;
+
+/**
+ * Rate limits no barrage reaches, except key generation: each RSA-2048 key pair costs the machine
+ * tens of milliseconds (seconds on a loaded one), and random inputs decode to a valid GenerateKeys
+ * request often enough to make it most of the run. Two a minute (the set-up's, and the generator
+ * reaching the real code); after that a GenerateKeys call gets 429, a well-formed refusal that costs
+ * nothing. Every other call keeps its real answer.
+ */
+const FUZZ_TIERS = JSON.stringify({
+  sandbox: { requestsPerMinute: 1_000_000, generateKeysPerMinute: 2 },
+  standard: { requestsPerMinute: 1_000_000, generateKeysPerMinute: 2 },
+});
+
 describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx or a hang", () => {
   const logLines: string[] = [];
   let svc: TestService;
@@ -115,9 +132,21 @@ describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx or
   let holder: Cardholder;
   let valid: Record<string, { path: string; key: string; body: Record<string, unknown> }>;
   let cases = 0;
+  /** Inputs answered per surface. */
+  const surfaces = { rest: 0, grpc: 0, connect: 0 };
 
   beforeAll(async () => {
-    svc = await startService({ env: { RATE_LIMIT_TIERS: UNLIMITED_TIERS }, logLines, shutdownGraceMs: 500 });
+    console.log(
+      `hardening: fuzz seed ${fuzzSettings(0).seed} (replay a failure with FC_SEED=${fuzzSettings(0).seed}; ` +
+        "FC_SEED=random FC_RUNS=n for a longer run)",
+    );
+    // Warnings and errors only: a server error logs its cause at level 50, and tracing every request
+    // cost more than the requests.
+    svc = await startService({
+      env: { RATE_LIMIT_TIERS: FUZZ_TIERS, LOG_LEVEL: "warn" },
+      logLines,
+      shutdownGraceMs: 500,
+    });
     grpc = rawGrpcClient(svc.port);
     holder = await onboard(svc, "4111111111111111");
     const receipt = receiptBody({ recipientHashedPan: holder.hashedPan });
@@ -174,6 +203,7 @@ describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx or
   /** Asserts a REST answer is a success envelope or a refusal, and returns its parsed body. */
   function expectWellFormed(answer: Awaited<ReturnType<typeof send>>, label: string): Envelope {
     cases += 1;
+    surfaces.rest += 1;
     if (answer.status === 200) {
       const body = JSON.parse(answer.text) as Envelope;
       expect(body.success, label).toBe(true);
@@ -218,7 +248,7 @@ describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx or
           expectWellFormed(answer, `${name} ${JSON.stringify(body).slice(0, 200)}`);
         },
       ),
-      fuzzSettings(150),
+      fuzzSettings(RUNS.restMutated),
     );
   });
 
@@ -245,7 +275,7 @@ describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx or
             receipt.receiptId,
           );
       }),
-      fuzzSettings(150),
+      fuzzSettings(RUNS.restReceipts),
     );
     // The generator reaches the sealing and payment code, not only the validator.
     expect(accepted).toBeGreaterThan(0);
@@ -269,7 +299,7 @@ describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx or
         });
         expectWellFormed(answer, `${path}?${search}`);
       }),
-      fuzzSettings(150),
+      fuzzSettings(RUNS.restGet),
     );
   });
 
@@ -280,6 +310,7 @@ describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx or
         fc.uint8Array({ maxLength: 300 }),
         async ([method, role], bytes) => {
           cases += 1;
+          surfaces.grpc += 1;
           const key = role === "issuer" ? svc.issuerKey : svc.merchantKey;
           const outcome = await grpcRaw(grpc, rpcPath(method as DescMethod), bytes, { "x-api-key": key });
           expect(
@@ -288,7 +319,7 @@ describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx or
           ).toBe(false);
         },
       ),
-      fuzzSettings(200),
+      fuzzSettings(RUNS.grpc),
     );
   });
 
@@ -302,6 +333,7 @@ describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx or
         ),
         async ([method, role], text) => {
           cases += 1;
+          surfaces.connect += 1;
           const key = role === "issuer" ? svc.issuerKey : svc.merchantKey;
           const answer = await connectRaw(svc, method as DescMethod, text, { "x-api-key": key });
           expect(
@@ -310,11 +342,22 @@ describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx or
           ).toBeLessThan(500);
         },
       ),
-      fuzzSettings(200),
+      fuzzSettings(RUNS.connect),
     );
   });
 
   it("logged no server error during the whole run", () => {
     expect(errorLines(logLines)).toEqual([]);
+  });
+
+  it("ran at least 1,000 inputs per surface (REST, gRPC, Connect), or what FC_RUNS asked for", () => {
+    console.log(`hardening: inputs per surface ${JSON.stringify(surfaces)}`);
+    const rest = fuzzSettings(RUNS.restMutated).numRuns + fuzzSettings(RUNS.restReceipts).numRuns;
+    expect(surfaces.rest).toBe(rest + fuzzSettings(RUNS.restGet).numRuns);
+    expect(surfaces.grpc).toBe(fuzzSettings(RUNS.grpc).numRuns);
+    expect(surfaces.connect).toBe(fuzzSettings(RUNS.connect).numRuns);
+    if (process.env.FC_RUNS === undefined) {
+      for (const count of Object.values(surfaces)) expect(count).toBeGreaterThanOrEqual(1_000);
+    }
   });
 });

@@ -157,7 +157,7 @@ describe("unary gRPC calls on the fast path", () => {
     expect(on.fast).toEqual([false, false, false, false, false]);
   });
 
-  it("leaves unknown methods, other HTTP methods and malformed timeouts to Connect, answered as before", async () => {
+  it("answers unknown methods as Connect's side does, and leaves other HTTP methods and malformed timeouts to Connect", async () => {
     const body = framed(GrantAccessRequestSchema, { userId: "u4" });
     const cases: Array<[string, Record<string, string>]> = [
       ["/receipts.v1.KeysService/Nope", {}],
@@ -170,8 +170,13 @@ describe("unary gRPC calls on the fast path", () => {
       const [fast, slow] = await Promise.all(
         [on, off].map((s) => rawGrpc(s.t.baseUrl, path, body, { ...headers, ...id })),
       );
-      expect(comparable(fast as RawAnswer), `${path} ${JSON.stringify(headers)}`).toEqual(
-        comparable(slow as RawAnswer),
+      // Trailers-only either way; Fastify adds a "content-length: 0" that the fast path has no use for.
+      const withoutLength = (answer: RawAnswer) => {
+        const { "content-length": length, ...rest } = answer.headers;
+        return comparable({ ...answer, headers: length === "0" ? rest : answer.headers });
+      };
+      expect(withoutLength(fast as RawAnswer), `${path} ${JSON.stringify(headers)}`).toEqual(
+        withoutLength(slow as RawAnswer),
       );
     }
     expect(on.fast).not.toContain(true);
@@ -297,7 +302,7 @@ describe("calls in flight on the fast path", () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(90);
     expect(answer.trailers).toMatchObject({
       "grpc-status": "4",
-      "grpc-message": "the%20operation%20timed%20out",
+      "grpc-message": "the operation timed out",
     });
     expect(held.signals.at(-1)?.aborted).toBe(true);
     held.release();

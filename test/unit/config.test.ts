@@ -35,6 +35,31 @@ describe("loadConfig", () => {
     }
   });
 
+  it("reads the HTTP/2 limits and the request timeout, with sane defaults, and names bad values", () => {
+    expect(loadConfig({}).http2).toEqual({
+      maxConcurrentStreams: 100,
+      idleTimeoutMs: 72_000,
+      resetBurst: 200,
+      resetRatePerSecond: 50,
+    });
+    expect(loadConfig({}).requestTimeoutMs).toBe(30_000);
+    const config = loadConfig({ HTTP2_MAX_CONCURRENT_STREAMS: "250", REQUEST_TIMEOUT_MS: "5000" });
+    expect(config.http2.maxConcurrentStreams).toBe(250);
+    expect(config.requestTimeoutMs).toBe(5_000);
+    const problems = problemsOf({
+      HTTP2_MAX_CONCURRENT_STREAMS: "0",
+      HTTP2_IDLE_TIMEOUT_MS: "soon",
+      HTTP2_RESET_BURST: "-5",
+      HTTP2_RESET_RATE: "1.5",
+      REQUEST_TIMEOUT_MS: "10",
+    }).join("\n");
+    expect(problems).toMatch(/HTTP2_MAX_CONCURRENT_STREAMS must be an integer from 1 to 10000 \(got "0"\)/);
+    expect(problems).toMatch(/HTTP2_IDLE_TIMEOUT_MS must be an integer/);
+    expect(problems).toMatch(/HTTP2_RESET_BURST must be an integer/);
+    expect(problems).toMatch(/HTTP2_RESET_RATE must be an integer/);
+    expect(problems).toMatch(/REQUEST_TIMEOUT_MS must be an integer from 1000/);
+  });
+
   it("reports every bad variable at once, by name", () => {
     const problems = problemsOf({
       PORT: "http",

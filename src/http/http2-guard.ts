@@ -1,0 +1,120 @@
+import { constants, type Http2Session, type ServerHttp2Stream } from "node:http2";
+
+/**
+ * Bounds on what one HTTP/2 client can hold or cost, beyond the concurrent-stream limit the server
+ * advertises in SETTINGS (`listener.ts`):
+ *
+ * - a stream whose request has not fully arrived (no END_STREAM from the client) within the request
+ *   timeout is reset (RST_STREAM CANCEL), as HTTP/1.1's `requestTimeout` ends a request whose body
+ *   trickles in; a stream whose request has arrived is left to its handler;
+ * - a session idle for the idle timeout, or one the client sent GOAWAY on, gets GOAWAY; streams still
+ *   open after the grace period are reset with the session;
+ * - a client that resets streams before the server answered them faster than a token bucket allows
+ *   (CVE-2023-44487, "rapid reset": each such stream costs the server a request and a handler, the
+ *   client nothing) gets GOAWAY ENHANCE_YOUR_CALM and the session is destroyed.
+ *
+ * The request timeout is checked by one sweep every `checkIntervalMs` over the streams open, rather
+ * than a timer per stream: a timer per call showed in the fast path's profile.
+ */
+
+/** The bounds, all times in milliseconds. */
+export interface Http2GuardOptions {
+  requestTimeoutMs: number;
+  checkIntervalMs: number;
+  idleTimeoutMs: number;
+  closeGraceMs: number;
+  resetBurst: number;
+  resetRatePerSecond: number;
+}
+
+/** What the listener wires in: a "stream" listener, a "session" hook, a count and a stop. */
+export interface Http2Guard {
+  onStream(stream: ServerHttp2Stream): void;
+  onSession(session: Http2Session): void;
+  /** Streams open right now, on every session. */
+  openStreams(): number;
+  /** Stops the sweep (on shutdown). */
+  stop(): void;
+}
+
+/** Per-session state of the rapid-reset bucket. */
+interface ResetBucket {
+  tokens: number;
+  at: number;
+}
+
+/** Creates the guard for one HTTP/2 server. */
+export function createHttp2Guard(options: Http2GuardOptions): Http2Guard {
+  /** Open streams and when each started; a Map keeps insertion (so arrival) order. */
+  const open = new Map<ServerHttp2Stream, number>();
+  const buckets = new WeakMap<Http2Session, ResetBucket>();
+  let sweeper: NodeJS.Timeout | undefined;
+
+  const sweep = (): void => {
+    const deadline = performance.now() - options.requestTimeoutMs;
+    for (const [stream, started] of open) {
+      if (started > deadline) break;
+      open.delete(stream);
+      // The client has sent END_STREAM: the request is complete, its handler is at work.
+      if (stream.destroyed || stream.state?.remoteClose) continue;
+      stream.close(constants.NGHTTP2_CANCEL);
+    }
+    if (open.size === 0) stopSweeping();
+  };
+  const stopSweeping = (): void => {
+    clearInterval(sweeper);
+    sweeper = undefined;
+  };
+
+  /** Counts a stream the client reset before it was answered; true once the client is over the limit. */
+  const overResetLimit = (session: Http2Session): boolean => {
+    const now = performance.now();
+    let bucket = buckets.get(session);
+    if (bucket === undefined) {
+      bucket = { tokens: options.resetBurst, at: now };
+      buckets.set(session, bucket);
+    }
+    bucket.tokens = Math.min(
+      options.resetBurst,
+      bucket.tokens + ((now - bucket.at) / 1000) * options.resetRatePerSecond,
+    );
+    bucket.at = now;
+    bucket.tokens -= 1;
+    return bucket.tokens < 0;
+  };
+
+  /** GOAWAY now; whatever is still open after the grace period is reset with the session. */
+  const closeSession = (session: Http2Session): void => {
+    if (session.closed || session.destroyed) return;
+    session.close();
+    const timer = setTimeout(() => session.destroy(), options.closeGraceMs);
+    timer.unref();
+    session.once("close", () => clearTimeout(timer));
+  };
+
+  return {
+    onStream(stream) {
+      open.set(stream, performance.now());
+      sweeper ??= setInterval(sweep, options.checkIntervalMs).unref();
+      // Taken now: a closed stream no longer knows its session.
+      const session = stream.session;
+      if (session === undefined) return;
+      stream.once("close", () => {
+        open.delete(stream);
+        // A stream reset before any answer: by the client (rapid reset), or by the sweep above.
+        if (stream.headersSent || stream.rstCode === constants.NGHTTP2_NO_ERROR) return;
+        if (overResetLimit(session) && !session.closed && !session.destroyed) {
+          // GOAWAY first, in its own write: destroying in the same turn would drop the frame.
+          session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
+          setImmediate(() => session.destroy());
+        }
+      });
+    },
+    onSession(session) {
+      session.setTimeout(options.idleTimeoutMs, () => closeSession(session));
+      session.on("goaway", () => closeSession(session));
+    },
+    openStreams: () => open.size,
+    stop: stopSweeping,
+  };
+}

@@ -1,0 +1,104 @@
+import { type FieldViolation, invalidRequest } from "../errors.js";
+
+/**
+ * Duplicate member names in JSON text (I-JSON, RFC 7493, section 2.3: names within an object MUST be
+ * unique). `JSON.parse` keeps the last of two members with one name, so `{"amount":5,"amount":999999}`
+ * would charge 999999 while a log, a signature check or a proxy that keeps the first saw 5. Every JSON
+ * request body is scanned once, before it is parsed into a message, and a duplicate is refused.
+ */
+
+/** One open object or array of the scan. */
+interface Level {
+  /** The member names seen so far in an object; undefined for an array. */
+  names: Set<string> | undefined;
+  /** The name of the member being read (objects) or the index of the element (arrays). */
+  at: string | number;
+}
+
+/**
+ * The path of the first member whose name appears twice in one object of `text`, such as `amount`
+ * or `items[2].taxes[0].name`; undefined when there is none. Escapes count: `"a"` and `"\u0061"` are
+ * the same name. Made for text `JSON.parse` accepts; on anything else it returns undefined or a path,
+ * never throws, and never reads past the end.
+ */
+export function duplicateMemberPath(text: string): string | undefined {
+  const levels: Level[] = [];
+  const n = text.length;
+  let i = 0;
+  while (i < n) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      let j = i + 1;
+      let escaped = false;
+      while (j < n) {
+        const d = text.charCodeAt(j);
+        if (d === 0x5c /* \ */) {
+          escaped = true;
+          j += 2;
+        } else if (d === 0x22) break;
+        else j++;
+      }
+      let k = j + 1;
+      while (k < n && isSpace(text.charCodeAt(k))) k++;
+      const level = levels[levels.length - 1];
+      if (k < n && text.charCodeAt(k) === 0x3a /* : */ && level?.names !== undefined) {
+        const name = escaped ? decodeString(text.slice(i, j + 1)) : text.slice(i + 1, j);
+        if (name !== undefined) {
+          if (level.names.has(name)) return pathOf(levels, name);
+          level.names.add(name);
+          level.at = name;
+        }
+        i = k + 1;
+        continue;
+      }
+      i = j + 1;
+      continue;
+    }
+    if (c === 0x7b /* { */) levels.push({ names: new Set(), at: "" });
+    else if (c === 0x5b /* [ */) levels.push({ names: undefined, at: 0 });
+    else if (c === 0x7d /* } */ || c === 0x5d /* ] */) levels.pop();
+    else if (c === 0x2c /* , */) {
+      const level = levels[levels.length - 1];
+      if (level !== undefined && level.names === undefined) level.at = (level.at as number) + 1;
+    }
+    i++;
+  }
+  return undefined;
+}
+
+/**
+ * Throws `invalid_request` naming the member when `text` has a duplicate member name; the field is
+ * the member's path in the body.
+ */
+export function assertNoDuplicateMembers(text: string): void {
+  const path = duplicateMemberPath(text);
+  if (path === undefined) return;
+  const violation: FieldViolation = {
+    field: path,
+    description: "appears more than once in the same JSON object (names must be unique, RFC 7493)",
+  };
+  throw invalidRequest([violation], `The JSON body names "${path}" twice in one object.`);
+}
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+function decodeString(literal: string): string | undefined {
+  try {
+    return JSON.parse(literal) as string;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `items[2].name`: the member names and indexes leading to the duplicate `name`. */
+function pathOf(levels: readonly Level[], name: string): string {
+  let path = "";
+  for (let index = 0; index < levels.length - 1; index++) {
+    const at = (levels[index] as Level).at;
+    if (typeof at === "number") path += `[${at}]`;
+    else path += path === "" ? at : `.${at}`;
+  }
+  return path === "" ? name : `${path}.${name}`;
+}
