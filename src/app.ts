@@ -144,7 +144,13 @@ export async function buildApp({
     addRoutes: async (app) => {
       app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
       if (config.adminToken !== undefined) {
-        await registerAdminRoutes(app, { token: config.adminToken, store, env: config.env, clock });
+        await registerAdminRoutes(app, {
+          token: config.adminToken,
+          store,
+          env: config.env,
+          clock,
+          trustedProxies: config.trustedProxies,
+        });
       }
       await registerApiReference(app, openApiDocument);
     },

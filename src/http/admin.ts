@@ -14,6 +14,7 @@ import {
 } from "../domain/admin.js";
 import { AppError } from "../errors.js";
 import type { Environment, Store } from "../store/types.js";
+import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
 import { sendError, sendSuccess } from "./envelope.js";
 
 /**
@@ -32,6 +33,8 @@ export interface AdminRoutesOptions {
   clock: Clock;
   /** Calls per client address per minute; default {@link ADMIN_REQUESTS_PER_MINUTE}. */
   requestsPerMinute?: number;
+  /** Proxies whose `X-Forwarded-For` names the client (`TRUSTED_PROXIES`). */
+  trustedProxies?: TrustedProxies;
 }
 
 /** The operator API's rate limit per client address and minute: far above an operator's, far below a guesser's. */
@@ -48,6 +51,9 @@ function digest(token: string): Buffer {
 export async function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): Promise<void> {
   const expected = digest(options.token);
   const limit = options.requestsPerMinute ?? ADMIN_REQUESTS_PER_MINUTE;
+  const proxies = options.trustedProxies ?? NO_TRUSTED_PROXIES;
+  const clientOf = (request: FastifyRequest) =>
+    clientAddressOf(request.socket.remoteAddress ?? "", request.headers["x-forwarded-for"], proxies);
 
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
@@ -65,7 +71,7 @@ export async function registerAdminRoutes(app: FastifyInstance, options: AdminRo
       const now = options.clock.now().getTime();
       const windowStart = Math.floor(now / WINDOW_MS) * WINDOW_MS;
       const count = await options.store.rateLimits.increment(
-        `admin:ip:${request.ip}`,
+        `admin:ip:${clientOf(request)}`,
         new Date(windowStart),
         new Date(windowStart + 2 * WINDOW_MS),
       );
@@ -93,7 +99,7 @@ export async function registerAdminRoutes(app: FastifyInstance, options: AdminRo
       env: options.env,
       now: options.clock.now(),
       requestId: request.id,
-      sourceIp: request.ip,
+      sourceIp: clientOf(request),
     });
     const answer = (reply: FastifyReply, data: unknown) => sendSuccess(reply, data as never);
     type Params = { Params: Record<string, string>; Querystring: Record<string, string | undefined> };
