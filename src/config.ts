@@ -41,6 +41,15 @@ export interface Config {
   cryptoThreads: number;
   logLevel: string;
   tiers: Record<Tier, TierLimits>;
+  /**
+   * `FAST_PATHS=on|off` (default on): whether the hand-written fast paths that can be switched off
+   * cheaply serve calls. Off, unary gRPC calls go through connect-node (via connect-fastify) instead of
+   * the raw-HTTP/2 unary server (src/http/grpc-unary.ts), and REST bodies are checked field by field
+   * and then read, instead of read in one pass (src/http/bindings.ts). Still on either way, for now:
+   * the compiled protobuf JSON readers and writers (src/rpc/json-*.ts) behind the REST surface, the
+   * compiled binary codecs, and the DER reader (src/crypto/der.ts). This is the one place it is read.
+   */
+  fastPaths: boolean;
 }
 
 /** The tier table of section 9, before `RATE_LIMIT_TIERS` overrides. */
@@ -141,6 +150,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     cryptoThreads: int("CRYPTO_THREADS", availableParallelism(), 1, 256),
     logLevel: oneOf("LOG_LEVEL", LOG_LEVELS, "info"),
     tiers: parseTiers(env.RATE_LIMIT_TIERS, problems),
+    fastPaths: oneOf<"on" | "off">("FAST_PATHS", ["on", "off"], "on") === "on",
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -35,6 +35,15 @@ describe("loadConfig", () => {
     }
   });
 
+  it("reads FAST_PATHS: on unless set to off, and nothing else", () => {
+    expect(loadConfig({}).fastPaths).toBe(true);
+    expect(loadConfig({ FAST_PATHS: "on" }).fastPaths).toBe(true);
+    expect(loadConfig({ FAST_PATHS: "off" }).fastPaths).toBe(false);
+    for (const bad of ["0", "false", "OFF", "no"]) {
+      expect(problemsOf({ FAST_PATHS: bad }).join("\n")).toMatch(/FAST_PATHS must be one of on, off/);
+    }
+  });
+
   it("reports every bad variable at once, by name", () => {
     const problems = problemsOf({
       PORT: "http",
