@@ -2,16 +2,20 @@ import { create } from "@bufbuild/protobuf";
 import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { FakeClock } from "../../src/clock.js";
 import { CryptoPool } from "../../src/crypto/crypto-pool.js";
-import { generateRsaKeyPair } from "../../src/crypto/keys.js";
 import type { DomainDeps } from "../../src/domain/deps.js";
 import { escrowKeyOf } from "../../src/domain/escrow.js";
 import { AppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { ApiKeyRecord, Role, Store } from "../../src/store/types.js";
+import { ESCROW_FIXTURE, fixtureRsaKeyPair } from "./fixture-keys.js";
 import { hashPan } from "./harness.js";
 
-/** Domain dependencies over the memory store, a fake clock and a real crypto worker pool. */
+/**
+ * Domain dependencies over the memory store, a fake clock and a real crypto worker pool, whose key
+ * generation hands out fixture keys (test/support/fixture-keys.ts): sealing and opening run on the
+ * workers as in the service; finding primes is tested in test/crypto/crypto-pool.test.ts.
+ */
 export interface DomainFixture {
   deps: DomainDeps;
   clock: FakeClock;
@@ -24,8 +28,9 @@ export interface DomainFixture {
 export async function domainFixture(options: { store?: Store } = {}): Promise<DomainFixture> {
   const clock = new FakeClock("2026-03-01T12:00:00Z");
   const store = options.store ?? createMemoryStore();
-  const escrowPrivateKey = (await generateRsaKeyPair()).privateKey;
+  const escrowPrivateKey = ESCROW_FIXTURE.privateKey;
   const pool = new CryptoPool({ escrowPrivateKey, size: 1 });
+  pool.generateKeyPair = fixtureRsaKeyPair;
   const deps: DomainDeps = {
     store,
     clock,
