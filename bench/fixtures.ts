@@ -57,6 +57,84 @@ export function receiptJson(recipientHashedPan: string, amount?: number): Record
   };
 }
 
+/** The receipt sizes the bench measures, in line items: a coffee, a lunch, a week's groceries. */
+export const RECEIPT_SIZES = [2, 12, 50] as const;
+
+/** The JSON text of `count` line items, each with one or two taxes, and their sum with taxes. */
+function itemsJson(count: number): { text: string; subtotal: number; tax: number } {
+  const items: unknown[] = [];
+  let subtotal = 0;
+  let tax = 0;
+  for (let i = 0; i < count; i++) {
+    const quantity = 1 + (i % 3);
+    const unitPrice = 199 + ((i * 137) % 2400);
+    const totalPrice = quantity * unitPrice;
+    const vat = Math.round(totalPrice * 0.23);
+    const taxes: { name: string; rate: number; amount: number }[] = [
+      { name: "VAT", rate: 0.23, amount: vat },
+    ];
+    let itemTax = vat;
+    if (i % 4 === 3) {
+      const deposit = Math.round(totalPrice * 0.01);
+      taxes.push({ name: "Packaging levy", rate: 0.01, amount: deposit });
+      itemTax += deposit;
+    }
+    items.push({
+      lineItemId: String(i + 1),
+      name: `Item ${i + 1} - organic whole grain ${["bread", "coffee beans", "olive oil", "tomatoes"][i % 4]}`,
+      quantity,
+      unitPrice,
+      totalPrice,
+      category: ["bakery", "pantry", "produce", "beverages"][i % 4],
+      taxes,
+    });
+    subtotal += totalPrice;
+    tax += itemTax;
+  }
+  return { text: JSON.stringify(items), subtotal, tax };
+}
+
+const sizedParts = new Map<number, { text: string; subtotal: number; tax: number }>();
+
+/**
+ * A full receipt body of `itemCount` line items, taxes on each item and the full merchant address, as
+ * JSON text (or, with `amount`, for create payment with gateway_a). The items are built once per size
+ * and spliced in, so the load generator spends the same little CPU on each request whatever the size.
+ */
+export function sizedReceiptText(recipientHashedPan: string, itemCount: number, amount?: number): string {
+  let parts = sizedParts.get(itemCount);
+  if (parts === undefined) {
+    parts = itemsJson(itemCount);
+    sizedParts.set(itemCount, parts);
+  }
+  const id = nextId();
+  const head = JSON.stringify({
+    receiptId: `r-${id}`,
+    merchantId: "m-bench",
+    merchantName: "Mercearia Central do Bairro Alto",
+    transactionId: `t-${id}`,
+    transactionDate: "2026-01-01T09:30:00Z",
+    currency: "EUR",
+    recipientHashedPan,
+    merchantStreet: "Rua da Misericordia 118, loja 2",
+    merchantCity: "Lisbon",
+    merchantState: "Lisboa",
+    merchantPostalCode: "1200-273",
+    merchantCountry: "PT",
+    merchantTaxId: "PT509876543",
+    merchantContactEmail: "receipts@mercearia-central.example",
+    transactionTimezone: "Europe/Lisbon",
+    paymentMethod: "card",
+    cardLast4: "4242",
+    cardBrand: "visa",
+    subtotal: parts.subtotal,
+    taxAmount: parts.tax,
+    totalAmount: parts.subtotal + parts.tax,
+    ...(amount === undefined ? {} : { amount }),
+  });
+  return `${head.slice(0, -1)},"items":${parts.text}}`;
+}
+
 /** A registered cardholder: its key pair and a payment whose receipt is sealed to it. */
 export interface Cardholder {
   userId: string;

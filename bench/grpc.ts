@@ -10,7 +10,7 @@ import {
 import { CreatePaymentRequestSchema, DecryptPaymentRequestSchema } from "../gen/receipts/v1/payments_pb.js";
 import { type Receipt, ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
 import { EncryptReceiptRequestSchema } from "../gen/receipts/v1/receipts_pb.js";
-import { type Cardholder, receiptJson } from "./fixtures.js";
+import { type Cardholder, nextId, receiptJson, sizedReceiptText } from "./fixtures.js";
 
 /**
  * The gRPC load generator: unary calls over one HTTP/2 cleartext session per target (as a gRPC channel
@@ -42,6 +42,30 @@ class GrpcCallError extends Error {
 /** The gRPC request body of a fresh receipt: `receiptJson` decoded, so both surfaces send the same receipt. */
 function receiptMessage(recipientHashedPan: string, amount?: number): Receipt {
   return fromJson(ReceiptSchema, receiptJson(recipientHashedPan, amount) as JsonObject);
+}
+
+/** Makes the receipt of a call: for a recipient, and with `amount` for a payment. */
+export type ReceiptMaker = (recipientHashedPan: string, amount?: number) => Receipt;
+
+/**
+ * Receipts of `itemCount` line items (`sizedReceiptText` decoded), the same ones the REST loads send.
+ * The items are decoded once and shared; each call gets fresh ids and its recipient.
+ */
+export function sizedReceipts(itemCount: number): ReceiptMaker {
+  const template = fromJson(
+    ReceiptSchema,
+    JSON.parse(sizedReceiptText("0".repeat(64), itemCount)) as JsonObject,
+  );
+  return (recipientHashedPan, amount) => {
+    const id = nextId();
+    return create(ReceiptSchema, {
+      ...template,
+      receiptId: `r-${id}`,
+      transactionId: `t-${id}`,
+      recipientHashedPan,
+      ...(amount === undefined ? {} : { amount: BigInt(amount) }),
+    });
+  };
 }
 
 /** A length-prefixed gRPC message (uncompressed). */
@@ -94,6 +118,7 @@ export function grpcTarget(
   apiKeys: { issuer: string; merchant: string },
   cardholders: readonly Cardholder[],
   decryptCredentials: () => { paymentId: string; tokenId: string; privateKey: string },
+  makeReceipt: ReceiptMaker = receiptMessage,
 ): GrpcTarget {
   let session: ClientHttp2Session | undefined;
   const open = () => {
@@ -108,13 +133,13 @@ export function grpcTarget(
   const nextHolder = () => cardholders[n++ % cardholders.length] as Cardholder;
   return {
     encrypt() {
-      const body = frame(EncryptReceiptRequestSchema, { receipt: receiptMessage(nextHolder().hashedPan) });
+      const body = frame(EncryptReceiptRequestSchema, { receipt: makeReceipt(nextHolder().hashedPan) });
       return unary(open(), "/receipts.v1.ReceiptsService/EncryptReceipt", apiKeys.merchant, body);
     },
     createPayment() {
       const body = frame(CreatePaymentRequestSchema, {
         gateway: "gateway_a",
-        receipt: receiptMessage(nextHolder().hashedPan, 950),
+        receipt: makeReceipt(nextHolder().hashedPan, 950),
       });
       return unary(open(), "/receipts.v1.PaymentsService/CreatePayment", apiKeys.merchant, body);
     },

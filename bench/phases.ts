@@ -6,8 +6,9 @@ import {
   receiptJson,
   rotation,
   type Seed,
+  sizedReceiptText,
 } from "./fixtures.js";
-import { grpcTarget } from "./grpc.js";
+import { grpcTarget, sizedReceipts } from "./grpc.js";
 import { type HttpLoad, runCalls, runHttp, type Sample } from "./load.js";
 import type { Baseline, Service } from "./targets.js";
 
@@ -226,4 +227,48 @@ export function escrowEncrypt(svc: Service, connections: number): Phase {
     },
     connections,
   );
+}
+
+/** The loads measured per receipt size: encrypt and create payment, REST and gRPC. */
+export const SIZED_LOADS = [
+  ["REST", "encrypt"],
+  ["REST", "create payment"],
+  ["gRPC", "encrypt"],
+  ["gRPC", "create payment"],
+] as const;
+
+/**
+ * Encrypt and create payment with receipts of `items` line items (taxes on every item, the full
+ * merchant address), against the service at `svc` when `base` is undefined, else against the baseline;
+ * by {@link loadName}. Both get the same bodies.
+ */
+export function sizedLoads(
+  svc: Service,
+  seed: Seed,
+  settings: LoadSettings,
+  items: number,
+  base?: Baseline,
+): Loads {
+  const next = rotation(seed.cardholders);
+  const rest = (load: Omit<HttpLoad, "seconds" | "rate" | "connections">) => http(load, settings.connections);
+  const headers = base === undefined ? { "x-api-key": svc.keys.merchant } : {};
+  const prefix = base === undefined ? `${svc.url}/api/v1` : base.url;
+  const unused = () => ({ paymentId: "", tokenId: "", privateKey: "" });
+  const grpc = grpcTarget(base?.grpcUrl ?? svc.url, svc.keys, seed.cardholders, unused, sizedReceipts(items));
+  return {
+    "rest-encrypt": rest({
+      url: `${prefix}/receipts/encrypt`,
+      method: "POST",
+      headers,
+      body: () => sizedReceiptText(next().hashedPan, items),
+    }),
+    "rest-create-payment": rest({
+      url: `${prefix}/payments/gateway_a/create`,
+      method: "POST",
+      headers,
+      body: () => sizedReceiptText(next().hashedPan, items, 950),
+    }),
+    "grpc-encrypt": callLoop(grpc.encrypt, settings.grpcConcurrency),
+    "grpc-create-payment": callLoop(grpc.createPayment, settings.grpcConcurrency),
+  };
 }

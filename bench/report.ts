@@ -53,7 +53,25 @@ export interface Extras {
   floor?: { floor: Measurement; baseline: Measurement };
   /** REST encrypt with LOG_LEVEL=warn (the bench default) and LOG_LEVEL=info (one line per request). */
   logging?: { warn: Measurement; info: Measurement };
+  /**
+   * Encrypt and create payment per receipt size (line items with taxes, full merchant address), on a
+   * service with FAST_PATHS on, one with it off, and the bare route, alternating three ways.
+   */
+  sizes?: SizedComparison[];
 }
+
+/** One operation at one receipt size: the service with and without its fast paths, and the bare route. */
+export interface SizedComparison {
+  surface: "REST" | "gRPC";
+  operation: string;
+  items: number;
+  on: Measurement;
+  off: Measurement;
+  baseline: Measurement;
+}
+
+/** The minimum ratio to the bare route for encrypt and create payment at every receipt size (issue 25). */
+export const SIZED_TARGET = 0.75;
 
 /** One target of the issue. */
 export interface TargetResult {
@@ -128,6 +146,15 @@ export function evaluateTargets(comparisons: Comparison[], extras: Extras): Targ
     ratioTarget(surface, "encrypt", 0.7);
     ratioTarget(surface, "create payment", 0.7);
     ratioTarget(surface, "decrypt", 0.85);
+  }
+  for (const z of extras.sizes ?? []) {
+    const ratio = z.on.rps / z.baseline.rps;
+    targets.push({
+      name: `${z.operation} (${z.surface}), ${z.items} items, throughput`,
+      goal: `>= ${pct(SIZED_TARGET)} of baseline`,
+      measured: `${pct(ratio)} (${rps(z.on.rps)} vs ${rps(z.baseline.rps)} req/s; FAST_PATHS=off ${pct(z.off.rps / z.baseline.rps)})`,
+      pass: ratio >= SIZED_TARGET,
+    });
   }
   const decrypt = find("REST", "decrypt");
   if (decrypt !== undefined) {
@@ -254,6 +281,23 @@ export function renderMarkdown(results: Results): string {
     );
   }
   if (extra.length > 0) lines.push("", ...extra);
+  if (e.sizes !== undefined && e.sizes.length > 0) {
+    lines.push(
+      "",
+      "Per receipt size (line items with taxes, full merchant address), the service with FAST_PATHS=on, " +
+        "with FAST_PATHS=off and the bare route in alternating slices:",
+      "",
+      "| surface | operation | items | on req/s | on ratio | off req/s | off ratio | bare route req/s |",
+      "|---|---|--:|--:|--:|--:|--:|--:|",
+    );
+    for (const z of e.sizes) {
+      lines.push(
+        `| ${z.surface} | ${z.operation} | ${z.items} | ${rps(z.on.rps)}${failures(z.on)} | ` +
+          `${pct(z.on.rps / z.baseline.rps)} | ${rps(z.off.rps)}${failures(z.off)} | ` +
+          `${pct(z.off.rps / z.baseline.rps)} | ${rps(z.baseline.rps)}${failures(z.baseline)} |`,
+      );
+    }
+  }
   lines.push("", "| target | goal | measured | result |", "|---|---|---|---|");
   for (const t of results.targets) {
     lines.push(`| ${t.name} | ${t.goal} | ${t.measured} | ${t.pass ? "PASS" : "FAIL"} |`);

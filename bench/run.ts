@@ -3,7 +3,7 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { hashPan, postJson, receiptJson, type Seed, seedService } from "./fixtures.js";
+import { hashPan, postJson, RECEIPT_SIZES, receiptJson, type Seed, seedService } from "./fixtures.js";
 import { type Measurement, measure, type Sample } from "./load.js";
 import {
   baselineLoads,
@@ -12,7 +12,9 @@ import {
   type Loads,
   loadName,
   type Phase,
+  SIZED_LOADS,
   serviceLoads,
+  sizedLoads,
 } from "./phases.js";
 import { sampleRss, stopAll } from "./processes.js";
 import { summariseProfile } from "./profile.js";
@@ -24,6 +26,7 @@ import {
   otherLoad,
   type Results,
   renderMarkdown,
+  type SizedComparison,
 } from "./report.js";
 import { KEYGEN_SCALE, outputName, outputSuffix, settings, wanted } from "./settings.js";
 import {
@@ -98,11 +101,16 @@ async function withService<T>(
   }
 }
 
-async function startSeeded(logLevel: string, clusterWorkers?: number): Promise<Fresh> {
+async function startSeeded(
+  logLevel: string,
+  clusterWorkers?: number,
+  fastPaths?: "on" | "off",
+): Promise<Fresh> {
   const name = `service-${++serviceCount}`;
   const svc = await startService(name, distSrc, {
     logLevel,
     ...(clusterWorkers === undefined ? {} : { clusterWorkers }),
+    ...(fastPaths === undefined ? {} : { fastPaths }),
     ...(settings.profile ? { cpuProfileDir: profileDir } : {}),
   });
   if (settings.profile) log(`(${name} is pid ${svc.child.pid})`);
@@ -167,8 +175,71 @@ async function main(): Promise<void> {
     extras.cluster = { workers: settings.clusterWorkers, single, cluster: clustered };
     log(`cluster: ${describe(clustered)} vs one process ${describe(single)}`);
   }
+  if (wanted("sizes")) extras.sizes = await sizes(base);
   await stopAll();
   report(startLoad, comparisons, extras);
+}
+
+/**
+ * Encrypt and create payment, REST and gRPC, with receipts of 2, 12 and 50 line items: a fresh
+ * service with FAST_PATHS=on and one with FAST_PATHS=off per operation, each size measured on both
+ * and on the bare route in alternating slices (three ways), smallest receipts first.
+ */
+async function sizes(base: Baseline): Promise<SizedComparison[]> {
+  const rows: SizedComparison[] = [];
+  for (const [surface, operation] of SIZED_LOADS) {
+    const name = loadName(surface, operation);
+    const on = await startSeeded("warn", undefined, "on");
+    const off = await startSeeded("warn", undefined, "off");
+    try {
+      await setUpBaseline(base, on.svc, on.seed);
+      for (const items of RECEIPT_SIZES) {
+        const [onSide, offSide, bare] = await alternateAll(
+          [
+            loadOf(sizedLoads(on.svc, on.seed, settings, items), name),
+            loadOf(sizedLoads(off.svc, off.seed, settings, items), name),
+            loadOf(sizedLoads(on.svc, on.seed, settings, items, base), name),
+          ],
+          settings.sizeSeconds,
+          settings.sizeRounds,
+        );
+        const row = {
+          surface,
+          operation,
+          items,
+          on: onSide,
+          off: offSide,
+          baseline: bare,
+        } as SizedComparison;
+        rows.push(row);
+        log(
+          `${surface} ${operation}, ${items} items: on ${describe(row.on)} (${pct(row.on, row.baseline)}), ` +
+            `off ${describe(row.off)} (${pct(row.off, row.baseline)}), bare ${describe(row.baseline)}`,
+        );
+      }
+    } finally {
+      await on.svc.child.stop();
+      await off.svc.child.stop();
+    }
+  }
+  return rows;
+}
+
+function pct(a: Measurement, b: Measurement): string {
+  return `${((a.rps / b.rps) * 100).toFixed(0)}%`;
+}
+
+/**
+ * Measures several loads in rotating slices (after a warm-up of each, half the usual length), `seconds`
+ * per load in `rounds` slices each, so the machine's background load weighs on all of them alike.
+ */
+async function alternateAll(phases: Phase[], seconds: number, rounds: number): Promise<Measurement[]> {
+  for (const phase of phases) await phase(Math.max(0.3, settings.warmup / 2));
+  const samples: Sample[][] = phases.map(() => []);
+  for (let round = 0; round < rounds; round++) {
+    for (const [i, phase] of phases.entries()) samples[i]?.push(await phase(seconds / rounds));
+  }
+  return samples.map((list) => measure(...list));
 }
 
 /** One load on the service and on the baseline, alternating, with the CPU the service used. */
@@ -358,7 +429,13 @@ function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
 }
 
-const deadlineMs = (settings.seconds + settings.warmup) * 60_000 + settings.rssSeconds * 1000 + 180_000;
+const deadlineMs =
+  (settings.seconds + settings.warmup) * 60_000 +
+  settings.rssSeconds * 1000 +
+  // The sizes phase: 12 three-way comparisons, their warm-ups, and 8 services started and seeded.
+  12 * (3 * settings.sizeSeconds + 3 * settings.warmup) * 1000 +
+  8 * 30_000 +
+  180_000;
 const watchdog = setTimeout(() => {
   process.stderr.write(`bench: still running after ${deadlineMs / 1000} s; stopping\n`);
   void stopAll().finally(() => process.exit(2));

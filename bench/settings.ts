@@ -17,6 +17,7 @@ const USAGE = `usage: npm run bench -- [options]
   --grpc-concurrency N     gRPC calls in flight (default 16)
   --no-cluster             skip the two-process cluster phase
   --no-logging             skip the LOG_LEVEL=info phase
+  --size-seconds N         seconds per side per receipt size in the sizes phase (default 4)
   --only a,b               run only these measurements (--only help lists them; writes *.tmp)
   --profile                V8 CPU profiles of the service processes, summarised at the end
   -h, --help               this text
@@ -36,6 +37,7 @@ function parseOptions() {
         "grpc-concurrency": { type: "string" },
         "no-cluster": { type: "boolean", default: false },
         "no-logging": { type: "boolean", default: false },
+        "size-seconds": { type: "string" },
         profile: { type: "boolean", default: false },
         only: { type: "string" },
       },
@@ -89,6 +91,13 @@ export const settings = {
   cluster: !args["no-cluster"],
   logging: !args["no-logging"],
   profile: args.profile,
+  /**
+   * The sizes phase (encrypt and create payment, REST and gRPC, 2, 12 and 50 items, FAST_PATHS on and
+   * off and the bare route): seconds per side per size, in `sizeRounds` slices. Shorter than the main
+   * comparisons, which it would otherwise multiply by 18.
+   */
+  sizeSeconds: num(args["size-seconds"], args.quick ? 0.6 : 4),
+  sizeRounds: args.quick ? 1 : 4,
 };
 
 /** `--only a,b`: run only these measurements (names as printed by `--only help`). */
@@ -108,6 +117,7 @@ const MEASUREMENTS = [
   "logging",
   "rss",
   "cluster",
+  "sizes",
 ];
 if (only?.has("help")) {
   process.stdout.write(

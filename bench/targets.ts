@@ -39,6 +39,8 @@ export interface ServiceOptions {
   cpuProfileDir?: string;
   /** Extra Node/V8 flags for the service process (e.g. to measure one with `bench/ab.js`). */
   nodeFlags?: string[];
+  /** `FAST_PATHS` of the service (src/config.ts); unset, the service's default (on). */
+  fastPaths?: "on" | "off";
 }
 
 /** Starts the service from `dist/` and waits until it answers and has printed its API keys. */
@@ -55,6 +57,7 @@ export async function startService(name: string, distSrc: URL, options: ServiceO
     RATE_LIMIT_TIERS: UNREACHABLE_LIMITS,
   };
   if (clustered) env.CLUSTER_WORKERS = String(options.clusterWorkers);
+  if (options.fastPaths !== undefined) env.FAST_PATHS = options.fastPaths;
   const execArgv = [
     ...(options.nodeFlags ?? []),
     ...(options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`]),

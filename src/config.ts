@@ -80,6 +80,15 @@ export interface Config {
     /** Early stream resets allowed per second after the burst (`HTTP2_RESET_RATE`, default 50). */
     resetRatePerSecond: number;
   };
+  /**
+   * `FAST_PATHS=on|off` (default on): whether the hand-written fast paths that can be switched off
+   * cheaply serve calls. Off, unary gRPC calls go through connect-node (via connect-fastify) instead of
+   * the raw-HTTP/2 unary server (src/http/grpc-unary.ts), and REST bodies are checked field by field
+   * and then read, instead of read in one pass (src/http/bindings.ts). Still on either way, for now:
+   * the compiled protobuf JSON readers and writers (src/rpc/json-*.ts) behind the REST surface, the
+   * compiled binary codecs, and the DER reader (src/crypto/der.ts). This is the one place it is read.
+   */
+  fastPaths: boolean;
 }
 
 /** The tier table of section 9, before `RATE_LIMIT_TIERS` overrides. */
@@ -203,6 +212,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       resetBurst: int("HTTP2_RESET_BURST", 200, 1, 100_000),
       resetRatePerSecond: int("HTTP2_RESET_RATE", 50, 1, 100_000),
     },
+    fastPaths: oneOf<"on" | "off">("FAST_PATHS", ["on", "off"], "on") === "on",
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -15,6 +15,13 @@ import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire"
  *   the protobuf runtimes of other languages keep it: inside a protobuf string it is a character like
  *   any other. Invalid UTF-8 is replaced or refused exactly as before.
  * - The UTF-8 check stays protobuf-es's own.
+ *
+ * protobuf-es 2.17 caught up on both counts: its decoder keeps a leading U+FEFF (`ignoreBOM`), and
+ * `toBinary` writes strings with `TextEncoder.encodeInto` into its own buffer (`encodeUtf8Into`, which
+ * this module leaves as it is) instead of calling `encodeUtf8`. So with 2.17 this module changes no
+ * byte and no cost; it stays until the fast paths are folded into one module, because the client
+ * (src/client/client.ts) calls it too, and test/unit/proto-text.test.ts keeps the U+FEFF promise
+ * whatever the library does.
  */
 export function useServiceTextEncoding(): void {
   const current = getTextEncoding();

@@ -192,11 +192,27 @@ export interface HttpRequestParts {
 export function decodeHttpRequest(binding: HttpBinding, parts: HttpRequestParts): MessageShape<DescMessage> {
   const violations: FieldViolation[] = [];
   const { leaves, bound } = urlLeaves(binding, parts, violations);
-  if (violations.length === 0) {
+  if (onePass && violations.length === 0) {
     const read = readInOnePass(binding, parts.body, leaves, bound);
     if (read !== undefined) return read;
   }
   return checkThenRead(binding, parts.body, leaves, bound, violations);
+}
+
+let onePass = true;
+
+/**
+ * Whether {@link decodeHttpRequest} tries the one-pass read first (default true). Process-wide:
+ * `buildApp` sets it from `FAST_PATHS` (src/config.ts); off, every request takes the field-by-field
+ * check and then the read, as a request with a problem does.
+ */
+export function useOnePassReading(enabled: boolean): void {
+  onePass = enabled;
+}
+
+/** Whether the one-pass read is on (see {@link useOnePassReading}). */
+export function onePassReading(): boolean {
+  return onePass;
 }
 
 /**

@@ -1,5 +1,4 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { generateRsaKeyPair } from "../../src/crypto/keys.js";
 import { grantAccess } from "../../src/domain/grants.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { panHashOf } from "../../src/domain/pan.js";
@@ -13,6 +12,7 @@ import {
   receiptMessage,
   rejection,
 } from "../support/domain.js";
+import { fixtureRsaKeyPair } from "../support/fixture-keys.js";
 import { hashPan } from "../support/harness.js";
 
 const caller = { requestId: "req-1", sourceIp: "203.0.113.7" };
@@ -51,7 +51,7 @@ describe("receipt flow rules (domain)", () => {
 
     it("refuses a public key that differs from the one generate-keys made for that keyId", async () => {
       const keys = await generateKeys(f.deps, issuer);
-      const other = await generateRsaKeyPair();
+      const other = await fixtureRsaKeyPair();
       const err = await rejection(
         register(f.deps, issuer, { hashedPan: hashPan("1"), publicKey: other.publicKey, keyId: keys.keyId }),
       );
@@ -59,7 +59,7 @@ describe("receipt flow rules (domain)", () => {
     });
 
     it("accepts a device-made key under a fresh UUID", async () => {
-      const pair = await generateRsaKeyPair();
+      const pair = await fixtureRsaKeyPair();
       const keyId = uuid();
       const reg = await register(f.deps, issuer, {
         hashedPan: hashPan("2"),
@@ -191,7 +191,7 @@ describe("receipt flow rules (domain)", () => {
 
     it("refuses a private key that does not match the grant's key", async () => {
       const { input } = await paidReceipt("8100");
-      const wrong = await generateRsaKeyPair();
+      const wrong = await fixtureRsaKeyPair();
       const err = await rejection(
         decryptPayment(f.deps, issuer, { ...input, privateKey: wrong.privateKey }, caller),
       );

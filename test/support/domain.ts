@@ -2,15 +2,20 @@ import { create } from "@bufbuild/protobuf";
 import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { FakeClock } from "../../src/clock.js";
 import { CryptoPool } from "../../src/crypto/crypto-pool.js";
-import { generateRsaKeyPair } from "../../src/crypto/keys.js";
+import { RSA_OAEP_256 } from "../../src/crypto/suites.js";
 import type { DomainDeps } from "../../src/domain/deps.js";
 import { AppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { ApiKeyRecord, Role, Store } from "../../src/store/types.js";
+import { ESCROW_FIXTURE, fixtureRsaKeyPair } from "./fixture-keys.js";
 import { hashPan } from "./harness.js";
 
-/** Domain dependencies over the memory store, a fake clock and a real crypto worker pool. */
+/**
+ * Domain dependencies over the memory store, a fake clock and a real crypto worker pool, whose key
+ * generation hands out fixture keys (test/support/fixture-keys.ts): sealing and opening run on the
+ * workers as in the service; finding primes is tested in test/crypto/crypto-pool.test.ts.
+ */
 export interface DomainFixture {
   deps: DomainDeps;
   clock: FakeClock;
@@ -28,8 +33,12 @@ export async function domainFixture(
 ): Promise<DomainFixture> {
   const clock = new FakeClock("2026-03-01T12:00:00Z");
   const store = options.store ?? createMemoryStore();
-  const escrowPrivateKeys = options.escrowPrivateKeys ?? [(await generateRsaKeyPair()).privateKey];
+  const escrowPrivateKeys = options.escrowPrivateKeys ?? [ESCROW_FIXTURE.privateKey];
   const pool = new CryptoPool({ escrowPrivateKeys, size: 1 });
+  // RSA pairs from the fixtures (finding primes is slow); P-256 pairs are cheap, so real ones.
+  const generate = pool.generateKeyPair.bind(pool);
+  pool.generateKeyPair = async (algorithm = RSA_OAEP_256) =>
+    algorithm === RSA_OAEP_256 ? { ...(await fixtureRsaKeyPair()), algorithm } : generate(algorithm);
   const deps: DomainDeps = {
     store,
     clock,

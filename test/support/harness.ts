@@ -7,6 +7,7 @@ import type { ListenerOptions } from "../../src/http/listener.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Store } from "../../src/store/types.js";
+import { ESCROW_FIXTURE } from "./fixture-keys.js";
 
 /** A running service on an ephemeral port, with one issuer and one merchant key. */
 export interface TestService {
@@ -38,6 +39,8 @@ export async function startService(
   const config = loadConfig({
     RECEIPTS_ENV: "dev",
     LOG_LEVEL: options.logLines ? "trace" : "silent",
+    // A fixture escrow key instead of one generated per service (test/support/fixture-keys.ts).
+    ESCROW_PRIVATE_KEY: ESCROW_FIXTURE.privateKey,
     ...options.env,
   });
   const store = options.store ?? createMemoryStore();

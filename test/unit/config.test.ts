@@ -60,6 +60,15 @@ describe("loadConfig", () => {
     expect(problems).toMatch(/REQUEST_TIMEOUT_MS must be an integer from 1000/);
   });
 
+  it("reads FAST_PATHS: on unless set to off, and nothing else", () => {
+    expect(loadConfig({}).fastPaths).toBe(true);
+    expect(loadConfig({ FAST_PATHS: "on" }).fastPaths).toBe(true);
+    expect(loadConfig({ FAST_PATHS: "off" }).fastPaths).toBe(false);
+    for (const bad of ["0", "false", "OFF", "no"]) {
+      expect(problemsOf({ FAST_PATHS: bad }).join("\n")).toMatch(/FAST_PATHS must be one of on, off/);
+    }
+  });
+
   it("reports every bad variable at once, by name", () => {
     const problems = problemsOf({
       PORT: "http",

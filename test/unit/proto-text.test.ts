@@ -56,15 +56,21 @@ describe("protobuf text encoding and decoding of the service", () => {
     );
     fc.assert(
       fc.property(anyBytes, fc.boolean(), (bytes, strictly) => {
-        const kept = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? "\ufeff" : "";
+        const leadingBom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
         let expected: string | undefined;
         try {
-          expected = kept + before.decodeUtf8(bytes, strictly);
+          expected = before.decodeUtf8(bytes, strictly);
         } catch {
           expect(() => decodeUtf8(bytes, strictly)).toThrow();
           return;
         }
-        expect(decodeUtf8(bytes, strictly)).toBe(expected);
+        const read = decodeUtf8(bytes, strictly);
+        expect(read).toBe(expected);
+        // protobuf-es 2.17 keeps a leading U+FEFF itself; the service keeps it whatever the library does:
+        // a decoder that drops it as a byte order mark, plus the U+FEFF.
+        if (leadingBom) {
+          expect(read).toBe(`\ufeff${new TextDecoder("utf-8", { fatal: strictly }).decode(bytes)}`);
+        }
       }),
       { numRuns: 2000 },
     );
