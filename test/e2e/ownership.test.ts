@@ -223,7 +223,10 @@ describe("ownership across tenants (sections 17, 18), REST and gRPC", () => {
       );
       expect(error.message).toContain("merchantId belongs to another tenant");
 
-      const payment = { ...receiptBody({ merchantId: SHOP1_MID, recipientHashedPan: pan }), amount: 950 };
+      const payment: Record<string, unknown> = {
+        ...receiptBody({ merchantId: SHOP1_MID, recipientHashedPan: pan }),
+        amount: 950,
+      };
       const paid = await post(svc, "/api/v1/payments/gateway_a/create", keys.shop2, payment);
       expect(refused(paid, 403, "forbidden").message).toContain("merchantId belongs to another tenant");
 
