@@ -19,7 +19,7 @@ import { get, hashPan, post, receiptBody, startService, type TestService } from 
  * always learns the userId.
  */
 
-describe("escrow key rotation across a restart on one store", () => {
+describe("escrow key rotation across a restart on one store", { timeout: 120_000 }, () => {
   const store: Store = createMemoryStore();
   /** One pepper for every instance: the hashed PANs must mean the same after a restart. */
   const pepper = randomBytes(32).toString("base64url");
@@ -76,7 +76,7 @@ describe("escrow key rotation across a restart on one store", () => {
     } finally {
       await first.close();
     }
-  });
+  }, 120_000);
   afterAll(async () => {
     await store.close();
   });
