@@ -88,11 +88,11 @@ describe("operator commands against a running server (--url)", () => {
     const shown = await cli(["bins", "get", "bank-c", "--url", svc.baseUrl]);
     expect(shown.out).toBe("655555\n66666666\n");
     // Another tenant's prefix is refused with the server's message, exit 1, nothing changed.
-    const taken = await cli(["bins", "set", "bank-d", "65555512", "--url", svc.baseUrl]);
+    const taken = await cli(["bins", "set", "issuer-1", "65555512", "--url", svc.baseUrl]);
     expect(taken.code).toBe(EXIT.failure);
     expect(taken.err).toMatch(/65555512.*belongs to another tenant/);
-    expect(await svc.store.bins.list("bank-d")).toEqual([]);
-    const malformed = await cli(["bins", "set", "bank-d", "12ab", "--url", svc.baseUrl]);
+    expect(await svc.store.bins.list("issuer-1")).toEqual([]);
+    const malformed = await cli(["bins", "set", "issuer-1", "12ab", "--url", svc.baseUrl]);
     expect(malformed.code).toBe(EXIT.failure);
     expect(malformed.err).toContain("bins[0]");
 

@@ -586,6 +586,20 @@ describe("ownership across tenants (sections 17, 18), REST and gRPC", () => {
       expect(keysOfT.body.data.apiKeys).toEqual([]);
     });
 
+    it("refuses BINs for a tenant that is no issuer, and a merchantId for a tenant that is no merchant", async () => {
+      // An unknown tenant (a typo) or one of the other role would own prefixes or merchantIds nobody uses.
+      for (const tenant of ["bank-z", "shop-1"]) {
+        const bins = await admin(svc, "PUT", `/issuers/${tenant}/bins`, { bins: ["700000"] });
+        expect(refused(bins, 400, "invalid_request").details).toContain("tenant");
+        expect(await svc.store.bins.list(tenant)).toEqual([]);
+      }
+      for (const tenant of ["shop-z", "bank-a"]) {
+        const assigned = await admin(svc, "PUT", "/merchants/unclaimed-store", { tenant });
+        expect(refused(assigned, 400, "invalid_request").details).toContain("tenant");
+      }
+      expect(await svc.store.merchants.find("unclaimed-store")).toBeUndefined();
+    });
+
     it("moves a merchantId to the assigned tenant: the old owner is forbidden and its signing key removed", async () => {
       const mid = "moving-store";
       const first = await post(svc, "/api/v1/receipts/encrypt", keys.shop1, receiptBody({ merchantId: mid }));
