@@ -6,6 +6,7 @@ import { openReceipt } from "../../src/client/webcrypto.js";
 import { escrowKeyOf } from "../../src/crypto/escrow-keys.js";
 import { generateRsaKeyPair } from "../../src/crypto/keys.js";
 import { createApiKey } from "../../src/domain/api-keys.js";
+import { AppError } from "../../src/errors.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { ReceiptRecord, Store } from "../../src/store/types.js";
 import { grpcClient, grpcUnary } from "../support/grpc.js";
@@ -175,6 +176,58 @@ describe("escrow key rotation across a restart on one store", { timeout: 120_000
       ).toBe(false);
     } finally {
       await restored.close();
+    }
+  });
+});
+
+describe("a store failure while releasing escrow", { timeout: 120_000 }, () => {
+  it("never fails the registration: 200 with the userId, the receipt left escrowed for the next one", async () => {
+    const base = createMemoryStore();
+    let failing = false;
+    const receipts = new Proxy(base.receipts, {
+      get(target, property) {
+        if (property === "findEscrowed" && failing) {
+          return async () => {
+            throw new AppError("service_unavailable", "The store is unreachable.");
+          };
+        }
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const store: Store = { ...base, receipts };
+    const svc = await startService({ store, shutdownGraceMs: 500 });
+    try {
+      const body = receiptBody({
+        merchantId: "shop-f-store",
+        recipientHashedPan: hashPan("4000000000000404"),
+      });
+      const sealed = await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, body);
+      expect(sealed.body.data.isEscrowed).toBe(true);
+
+      failing = true;
+      const keys = (await post(svc, "/api/v1/onboarding/generate-keys", svc.issuerKey, {})).body.data;
+      const register = {
+        hashedPan: hashPan("4000000000000404"),
+        publicKey: keys.publicKey,
+        keyId: keys.keyId,
+      };
+      const reg = await post(svc, "/api/v1/onboarding/register", svc.issuerKey, register);
+      expect(reg.status, JSON.stringify(reg.body)).toBe(200);
+      const userId: string = reg.body.data.userId;
+      expect(userId).toMatch(/^usr_/);
+      expect(reg.body.data.releasedReceipts ?? 0).toBe(0);
+      expect(await base.users.findById(userId)).toMatchObject({ activeKeyId: keys.keyId });
+      expect(
+        (await base.receipts.findByMerchantReceipt("shop-f-store", body.receiptId as string))?.isEscrowed,
+      ).toBe(true);
+
+      // The store is back: the same registration again releases it to the same user.
+      failing = false;
+      const again = await post(svc, "/api/v1/onboarding/register", svc.issuerKey, register);
+      expect(again.body.data).toMatchObject({ userId, releasedReceipts: 1 });
+    } finally {
+      await svc.close();
     }
   });
 });
