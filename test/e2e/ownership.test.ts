@@ -450,6 +450,30 @@ describe("ownership across tenants (sections 17, 18), REST and gRPC", () => {
       expect(overGrpc.response.receipt.isEscrowed).toBe(true);
       escrowed.push(receipt.receiptId as string);
 
+      // A payment with the cardBin goes the same way.
+      const payment = {
+        ...receiptBody({ merchantId: SHOP1_MID, recipientHashedPan: hashPan(pan), cardBin: BIN_A }),
+        amount: 950,
+      };
+      const paid = await post(svc, "/api/v1/payments/gateway_a/create", keys.shop1, payment);
+      expect(paid.status, JSON.stringify(paid.body)).toBe(200);
+      expect(paid.body.data.serviceMetadata).toMatchObject({ isEscrowed: true });
+      expect(paid.body.data.serviceMetadata.keyId).not.toBe(bHolder.keyId);
+      escrowed.push(payment.receiptId as string);
+
+      // A merchant that seals on its side to bank-b's user anyway is refused, and nothing is stored.
+      const sealedToB = await post(svc, "/api/v1/receipts/sealed", keys.shop1, {
+        recipientHashedPan: hashPan(pan),
+        cardBin: BIN_A,
+        version: "1.0",
+        receiptId: "sealed-to-bank-b",
+        merchantId: SHOP1_MID,
+        transactionId: "sealed-to-bank-b-txn",
+        ...sealedJson(bHolder.keyId, "RSA-OAEP-256"),
+      });
+      expect(refused(sealedToB, 409, "conflict").message).toContain("look it up again");
+      expect(await svc.store.receipts.findByMerchantReceipt(SHOP1_MID, "sealed-to-bank-b")).toBeUndefined();
+
       const listing = await get(svc, `/api/v1/receipts/${bHolder.userId}`, keys.bankB);
       expect(listing.status).toBe(200);
       const listed = (listing.body.data.receipts ?? []) as Array<{ receiptId: string }>;
@@ -463,14 +487,14 @@ describe("ownership across tenants (sections 17, 18), REST and gRPC", () => {
       const conflicts = (audit.body.data.events as Array<{ action: string; tenantId: string }>).filter(
         (e) => e.action === "card_binding_conflict",
       );
-      // The look-up and both receipts.
-      expect(conflicts.length).toBeGreaterThanOrEqual(3);
+      // The look-up, both receipts and the payment.
+      expect(conflicts.length).toBeGreaterThanOrEqual(4);
       expect(conflicts.every((e) => e.tenantId === "bank-a")).toBe(true);
       const counts = (await admin(svc, "GET", "/escrow")).body.data.escrow as Array<{
         ownerTenantId?: string;
         count: number;
       }>;
-      expect(counts.filter((c) => c.ownerTenantId === "bank-a").reduce((s, c) => s + c.count, 0)).toBe(2);
+      expect(counts.filter((c) => c.ownerTenantId === "bank-a").reduce((s, c) => s + c.count, 0)).toBe(3);
     });
 
     it("routes as before without a cardBin: sealed to bank-b's user", async () => {
@@ -519,12 +543,12 @@ describe("ownership across tenants (sections 17, 18), REST and gRPC", () => {
       refused(await del(svc, `/api/v1/users/${bHolder.userId}`, keys.bankB), 404, "not_found");
 
       const aHolder = await register(svc, keys.bankA, pan);
-      expect(aHolder.releasedReceipts).toBe(2);
+      expect(aHolder.releasedReceipts).toBe(3);
       const listing = await get(svc, `/api/v1/receipts/${aHolder.userId}`, keys.bankA);
       const listed = (listing.body.data.receipts as Array<{ receiptId: string; keyId: string }>).filter((r) =>
         escrowed.includes(r.receiptId),
       );
-      expect(listed).toHaveLength(2);
+      expect(listed).toHaveLength(3);
       for (const r of listed) expect(r.keyId).toBe(aHolder.keyId);
       // Decrypted by bank-a's cardholder: the escrowed receipt was real and is now theirs.
       const grant = await post(svc, "/api/v1/keys/grant-access", keys.bankA, {
