@@ -451,7 +451,7 @@ describe("ownership across tenants (sections 17, 18), REST and gRPC", () => {
       escrowed.push(receipt.receiptId as string);
 
       // A payment with the cardBin goes the same way.
-      const payment = {
+      const payment: Record<string, unknown> = {
         ...receiptBody({ merchantId: SHOP1_MID, recipientHashedPan: hashPan(pan), cardBin: BIN_A }),
         amount: 950,
       };
