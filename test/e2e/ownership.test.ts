@@ -349,6 +349,40 @@ describe("ownership across tenants (sections 17, 18), REST and gRPC", () => {
     });
   });
 
+  describe("a merchantId with a signing key", () => {
+    it("answers another tenant forbidden, not a signature error, signed or not, REST and gRPC", async () => {
+      const mid = "signed-store";
+      // Registering a signing key is a first use: it claims the merchantId for shop-1.
+      const registered = await post(svc, "/api/v1/receipts/signing-keys", keys.shop1, {
+        merchantId: mid,
+        publicKey: SIGNING_KEY,
+      });
+      expect(registered.status, JSON.stringify(registered.body)).toBe(200);
+      const body = receiptBody({ merchantId: mid });
+      const signature = randomBytes(64).toString("base64");
+      for (const headers of [{}, { "x-receipt-signature": signature }]) {
+        const encrypt = await post(svc, "/api/v1/receipts/encrypt", keys.shop2, body, headers);
+        expect(refused(encrypt, 403, "forbidden").message).toContain("merchantId belongs to another tenant");
+        const paid = await post(
+          svc,
+          "/api/v1/payments/gateway_a/create",
+          keys.shop2,
+          { ...body, amount: 950 },
+          headers,
+        );
+        expect(refused(paid, 403, "forbidden").message).toContain("merchantId belongs to another tenant");
+      }
+      const overGrpc = await grpcUnary<Any>(
+        receipts,
+        "encryptReceipt",
+        { receipt: grpcReceipt({ merchantId: mid }) },
+        keyed(keys.shop2),
+      );
+      grpcRefused(overGrpc, GrpcStatus.PERMISSION_DENIED, "forbidden");
+      expect(await svc.store.receipts.findByMerchantReceipt(mid, body.receiptId as string)).toBeUndefined();
+    });
+  });
+
   describe("an issuer tenant's users are invisible to the other issuer", () => {
     let holder: Awaited<ReturnType<typeof register>>;
     beforeAll(async () => {

@@ -181,14 +181,15 @@ describe("merchant signatures end to end (section 10)", () => {
     }
   });
 
-  it("refuses the merchantId to another merchant tenant with conflict", async () => {
+  it("refuses the merchantId to another merchant tenant with forbidden (section 18)", async () => {
     const other = await svc.newKey({ role: "merchant", tier: "standard", tenantId: "merchant-2" });
     const res = await post(svc, SIGNING_KEYS, other, {
       merchantId: MERCHANT_ID,
       publicKey: merchantKeys().publicKey,
     });
-    expect(res.status).toBe(409);
-    expect(res.body.error?.code).toBe("conflict");
+    expect(res.status).toBe(403);
+    expect(res.body.error?.code).toBe("forbidden");
+    expect(res.body.error?.message).toContain("merchantId belongs to another tenant");
   });
 
   it("is forbidden for a merchant key limited to other merchantIds, and for issuers", async () => {
