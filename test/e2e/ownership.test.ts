@@ -243,6 +243,12 @@ describe("ownership across tenants (sections 17, 18), REST and gRPC", () => {
       };
       const sealed = await post(svc, "/api/v1/receipts/sealed", keys.shop2, sealedBody);
       expect(refused(sealed, 403, "forbidden").message).toContain("merchantId belongs to another tenant");
+      // With a stale key bundle too: the merchantId is refused first, whatever else is wrong.
+      const stale = await post(svc, "/api/v1/receipts/sealed", keys.shop2, {
+        ...sealedBody,
+        ...sealedJson("00000000-0000-4000-8000-000000000000", algorithm),
+      });
+      expect(refused(stale, 403, "forbidden").message).toContain("merchantId belongs to another tenant");
       // The same body under shop-2's own merchantId is accepted: the refusal was the ownership.
       const own = await post(svc, "/api/v1/receipts/sealed", keys.shop2, {
         ...sealedBody,
