@@ -8,6 +8,7 @@ import {
   UsageError,
 } from "./admin-commands.js";
 import { DemoError, runDemo } from "./demo.js";
+import { OPERATOR_API_OFF, OperatorError } from "./operator.js";
 
 /** The command groups that have their own --help. */
 const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo"]);
@@ -97,7 +98,11 @@ export async function runCli(
       err.write(`Demo failed: ${e.message}\n`);
       return EXIT.failure;
     }
-    if (e instanceof ConfigError || e instanceof CommandConfigError) {
+    if (
+      e instanceof ConfigError ||
+      e instanceof CommandConfigError ||
+      (e instanceof OperatorError && e.code === OPERATOR_API_OFF)
+    ) {
       err.write(`${e.message}\n`);
       return EXIT.config;
     }

@@ -35,6 +35,12 @@ export interface Operator {
   escrowCounts(): Promise<EscrowCount[]>;
 }
 
+/**
+ * The code of an {@link OperatorError} for a server whose operator API is off (every admin path is
+ * 404): a configuration problem of the server, not a failed operation (exit code 78).
+ */
+export const OPERATOR_API_OFF = "operator_api_off";
+
 /** An operator API call that failed, with the service's error code and message. */
 export class OperatorError extends Error {
   constructor(
@@ -97,7 +103,7 @@ export function httpOperator(baseUrl: string, token: string): Operator {
     const error = parsed.error ?? { code: `http_${response.status}`, message: "Request failed." };
     if (response.status === 404 && error.code === "not_found" && error.message.startsWith("No endpoint")) {
       throw new OperatorError(
-        "not_found",
+        OPERATOR_API_OFF,
         "The operator API is off on this server: start it with ADMIN_TOKEN set.",
       );
     }

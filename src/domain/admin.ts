@@ -1,4 +1,4 @@
-import { AppError, Violations } from "../errors.js";
+import { AppError, invalidRequest, Violations } from "../errors.js";
 import type { AuditEvent, Environment, EscrowCount, Role, Store, Tier } from "../store/types.js";
 import { createApiKey } from "./api-keys.js";
 import { ID_PATTERN, MAX_ID_LENGTH } from "./limits.js";
@@ -146,6 +146,17 @@ export async function revokeKey(ctx: OperatorContext, apiKeyId: string): Promise
 }
 
 /**
+ * Refuses a tenant that has no API key of `role`: a typo, or a tenant of the other role, would own BIN
+ * prefixes or merchantIds that no caller of that role can use.
+ */
+async function assertTenantOf(store: Store, tenant: string, role: Role): Promise<void> {
+  if ((await store.apiKeys.list(tenant)).some((key) => key.role === role)) return;
+  throw invalidRequest([
+    { field: "tenant", description: `has no ${role} API key: create one for tenant ${tenant} first` },
+  ]);
+}
+
+/**
  * Sets an issuer tenant's BIN prefixes from `{bins: [...]}` (6 or 8 digits each), replacing its list;
  * `conflict` naming the prefix when another tenant owns it or one overlapping it.
  */
@@ -167,6 +178,7 @@ export async function setBins(
     });
   }
   v.throwIfAny();
+  await assertTenantOf(ctx.store, tenant, "issuer");
   const unique = [...new Set(bins as string[])].sort();
   const outcome = await ctx.store.bins.set(tenant, unique, ctx.now);
   if (outcome.kind === "conflict") {
@@ -202,6 +214,7 @@ export async function assignMerchant(
   checkId(v, "merchantId", merchantId);
   const tenant = checkId(v, "tenant", input.tenant);
   v.throwIfAny();
+  await assertTenantOf(ctx.store, tenant, "merchant");
   const record = await ctx.store.merchants.assign(merchantId, tenant, ctx.now);
   const signingKeyRemoved = await ctx.store.merchantKeys.removeUnlessOwnedBy(merchantId, tenant);
   await audit(ctx, "admin.merchant.assigned", tenant, merchantId);

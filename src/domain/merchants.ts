@@ -19,6 +19,21 @@ export async function claimMerchantId(
   if (owner.tenantId !== principal.tenantId) throw merchantIdTaken();
 }
 
+/**
+ * Refuses a merchantId the API key may not use or that belongs to another tenant, without claiming
+ * it. Run before the checks that depend on the merchantId's owner (its signing key), so that another
+ * tenant gets the documented `forbidden` rather than a signature error about someone else's key.
+ */
+export async function assertMerchantIdUsable(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  merchantId: string,
+): Promise<void> {
+  assertMerchantAllowed(principal, merchantId);
+  const owner = await deps.store.merchants.find(merchantId);
+  if (owner !== undefined && owner.tenantId !== principal.tenantId) throw merchantIdTaken();
+}
+
 /** The error of a merchantId used by a tenant it does not belong to. */
 export function merchantIdTaken(): AppError {
   return new AppError("forbidden", "This merchantId belongs to another tenant.");

@@ -9,7 +9,7 @@ import type { PaymentGateway } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
-import { claimMerchantId } from "./merchants.js";
+import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
 import { checkCurrency } from "./receipt-rules.js";
 import { prepareSealed } from "./sealed.js";
@@ -72,6 +72,7 @@ async function sealPlaintext(
   const receipt = prepareReceipt(input.receipt, deps.clock.now(), gateway);
   const amount = gateway.resolveAmount(receipt);
   receipt.amount = amount;
+  await assertMerchantIdUsable(deps, principal, receipt.merchantId);
   // After the amount is resolved: the receipt is sealed (and must be signed) with the amount charged.
   await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
   await claimMerchantId(deps, principal, receipt.merchantId);

@@ -4,7 +4,7 @@ import type { ApiKeyRecord, ReceiptPage, ReceiptRecord } from "../store/types.js
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
-import { claimMerchantId } from "./merchants.js";
+import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
 import { prepareSealed, type SealedInput } from "./sealed.js";
 import { sealForRecipient, settleEscrowRace } from "./sealing.js";
@@ -27,6 +27,7 @@ export async function encryptReceipt(
   caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<ReceiptRecord> {
   const receipt = prepareReceipt(input, deps.clock.now());
+  await assertMerchantIdUsable(deps, principal, receipt.merchantId);
   await applyMerchantSignature(deps, input, receipt, signature);
   await claimMerchantId(deps, principal, receipt.merchantId);
   return storeReceipt(deps, await sealForRecipient(deps, principal, receipt, caller));

@@ -5,7 +5,7 @@ import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
 import { checkKeyBundle, checkSealedBytes } from "./key-bundles.js";
-import { claimMerchantId } from "./merchants.js";
+import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
 import { checkReceiptIdentity, type ReceiptIdentityInput } from "./receipt-rules.js";
 import { type CardRef, checkCardRef, recipientOf } from "./routing.js";
 import { receiptRecordOf } from "./sealing.js";
@@ -54,6 +54,8 @@ export async function prepareSealed(
     }
   }
   v.throwIfAny();
+  // Another tenant's merchantId is refused before anything about the card (section 18).
+  await assertMerchantIdUsable(deps, principal, identity.merchantId);
 
   const recipient = await recipientOf(deps, principal, input, caller);
   if (bundle?.keyId !== recipient.key.keyId) {

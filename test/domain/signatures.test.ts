@@ -241,9 +241,10 @@ describe("merchant signatures (domain)", () => {
         const err = await rejection(encryptReceipt(f.deps, merchant, message(b), header));
         expect(err.code).toBe("invalid_signature");
       }
-      // A tenant allowed any merchantId cannot slip an unsigned receipt in under m-1 either.
+      // A tenant allowed any merchantId cannot slip an unsigned receipt in under m-1 either: m-1 is
+      // the other tenant's (section 18), which it is told before anything about m-1's signing key.
       const err = await rejection(encryptReceipt(f.deps, otherTenant, message(b)));
-      expect(err.code).toBe("invalid_signature");
+      expect(err.code).toBe("forbidden");
     });
 
     it("does not let the input-only fields or the signature fields affect what is signed", async () => {

@@ -181,7 +181,7 @@ describe("merchant signatures end to end (section 10)", () => {
     }
   });
 
-  it("refuses the merchantId to another merchant tenant as forbidden (it belongs to the first)", async () => {
+  it("refuses the merchantId to another merchant tenant with forbidden (section 18)", async () => {
     const other = await svc.newKey({ role: "merchant", tier: "standard", tenantId: "merchant-2" });
     const res = await post(svc, SIGNING_KEYS, other, {
       merchantId: MERCHANT_ID,
@@ -189,7 +189,7 @@ describe("merchant signatures end to end (section 10)", () => {
     });
     expect(res.status).toBe(403);
     expect(res.body.error?.code).toBe("forbidden");
-    expect(res.body.error?.message).toBe("This merchantId belongs to another tenant.");
+    expect(res.body.error?.message).toContain("merchantId belongs to another tenant");
   });
 
   it("is forbidden for a merchant key limited to other merchantIds, and for issuers", async () => {

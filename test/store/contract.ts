@@ -1,6 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Store } from "../../src/store/types.js";
+import { erasureContract } from "./contract-erasure.js";
+import { escrowContract } from "./contract-escrow.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
+import { ownershipContract } from "./contract-ownership.js";
 import { receiptsContract } from "./contract-receipts.js";
 import { usersContract } from "./contract-users.js";
 import { apiKey, at, auditEvent, grant, uid } from "./fixtures.js";
@@ -37,6 +40,9 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     usersContract(store);
     receiptsContract(store);
     merchantKeysContract(store);
+    ownershipContract(store);
+    escrowContract(store);
+    erasureContract(store);
   });
 }
 

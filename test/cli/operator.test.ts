@@ -1,0 +1,205 @@
+import { randomBytes } from "node:crypto";
+import { Writable } from "node:stream";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { EXIT, runCli } from "../../src/cli/main.js";
+import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+
+/**
+ * The operator commands of the command line against a running server's operator API (section 18,
+ * `--url` with ADMIN_TOKEN in the environment): what the README promises a newcomer, giving a running
+ * embedded-store server a second issuer and a second merchant.
+ */
+
+/** A stream that keeps what is written to it. */
+function capture(): Writable & { text: () => string } {
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      chunks.push(String(chunk));
+      done();
+    },
+  });
+  return Object.assign(stream, { text: () => chunks.join("") });
+}
+
+const TOKEN = `adm_${randomBytes(24).toString("base64url")}`;
+
+/** Runs the command line with `args`; returns exit code, stdout and stderr. */
+async function cli(args: string[]) {
+  const out = capture();
+  const err = capture();
+  const code = await runCli(args, out, err);
+  return { code, out: out.text(), err: err.text() };
+}
+
+describe("operator commands against a running server (--url)", () => {
+  let svc: TestService;
+  const saved = process.env.ADMIN_TOKEN;
+
+  beforeAll(async () => {
+    svc = await startService({ env: { ADMIN_TOKEN: TOKEN } });
+  });
+  afterEach(() => {
+    if (saved === undefined) delete process.env.ADMIN_TOKEN;
+    else process.env.ADMIN_TOKEN = saved;
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  it("creates keys, sets BINs, assigns a merchantId, and reads the audit and escrow", async () => {
+    process.env.ADMIN_TOKEN = TOKEN;
+    const issuer = await cli([
+      "keys",
+      "create",
+      "--role",
+      "issuer",
+      "--tenant",
+      "bank-c",
+      "--url",
+      svc.baseUrl,
+    ]);
+    expect(issuer.err).toBe("");
+    expect(issuer.code).toBe(EXIT.ok);
+    const issuerKey = /API key \(shown once, store it now\): (rk_dev_\S+)/.exec(issuer.out)?.[1] ?? "";
+    expect(issuerKey).not.toBe("");
+    const merchant = await cli([
+      "keys",
+      "create",
+      "--role",
+      "merchant",
+      "--tenant",
+      "shop-c",
+      "--tier",
+      "sandbox",
+      "--url",
+      svc.baseUrl,
+    ]);
+    expect(merchant.code).toBe(EXIT.ok);
+    const merchantKey = /API key \(shown once, store it now\): (rk_dev_\S+)/.exec(merchant.out)?.[1] ?? "";
+    // The keys work on the running server at once.
+    expect((await post(svc, "/api/v1/onboarding/generate-keys", issuerKey, {})).status).toBe(200);
+
+    const bins = await cli(["bins", "set", "bank-c", "655555,66666666", "--url", svc.baseUrl]);
+    expect(bins.err).toBe("");
+    expect(bins.code).toBe(EXIT.ok);
+    expect(bins.out).toContain("Tenant bank-c owns 655555, 66666666.");
+    expect(await svc.store.bins.list("bank-c")).toEqual(["655555", "66666666"]);
+    const shown = await cli(["bins", "get", "bank-c", "--url", svc.baseUrl]);
+    expect(shown.out).toBe("655555\n66666666\n");
+    // Another tenant's prefix is refused with the server's message, exit 1, nothing changed.
+    const taken = await cli(["bins", "set", "issuer-1", "65555512", "--url", svc.baseUrl]);
+    expect(taken.code).toBe(EXIT.failure);
+    expect(taken.err).toMatch(/65555512.*belongs to another tenant/);
+    expect(await svc.store.bins.list("issuer-1")).toEqual([]);
+    const malformed = await cli(["bins", "set", "issuer-1", "12ab", "--url", svc.baseUrl]);
+    expect(malformed.code).toBe(EXIT.failure);
+    expect(malformed.err).toContain("bins[0]");
+
+    const assign = await cli([
+      "merchants",
+      "assign",
+      "shop-c-store",
+      "--tenant",
+      "shop-c",
+      "--url",
+      svc.baseUrl,
+    ]);
+    expect(assign.err).toBe("");
+    expect(assign.code).toBe(EXIT.ok);
+    expect(assign.out).toContain("merchantId shop-c-store belongs to tenant shop-c.");
+    expect(await svc.store.merchants.find("shop-c-store")).toMatchObject({
+      tenantId: "shop-c",
+      source: "operator",
+    });
+    // The assigned tenant uses it; the harness's merchant tenant may not.
+    const card = {
+      merchantId: "shop-c-store",
+      recipientHashedPan: hashPan("6555550000000001"),
+      cardBin: "655555",
+    };
+    const mine = await post(svc, "/api/v1/receipts/encrypt", merchantKey, receiptBody(card));
+    expect(mine.status, JSON.stringify(mine.body)).toBe(200);
+    expect(mine.body.data.isEscrowed).toBe(true);
+    expect((await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, receiptBody(card))).status).toBe(
+      403,
+    );
+
+    const audit = await cli(["audit", "--tenant", "bank-c", "--json", "--url", svc.baseUrl]);
+    expect(audit.code).toBe(EXIT.ok);
+    const events = JSON.parse(audit.out) as Array<{ action: string; tenantId: string }>;
+    expect(events.map((e) => e.action)).toEqual(
+      expect.arrayContaining(["admin.bins.set", "admin.api_key.created"]),
+    );
+    expect(events.every((e) => e.tenantId === "bank-c")).toBe(true);
+    const text = await cli(["audit", "--tenant", "bank-c", "--limit", "1", "--url", svc.baseUrl]);
+    expect(text.out.trim().split("\n")).toHaveLength(1);
+    expect(audit.out).not.toContain(issuerKey);
+    const badAfter = await cli(["audit", "--after", "last week", "--url", svc.baseUrl]);
+    expect(badAfter.code).toBe(EXIT.failure);
+    expect(badAfter.err).toContain("after");
+
+    const escrow = await cli(["escrow", "--json", "--url", svc.baseUrl]);
+    expect(escrow.code).toBe(EXIT.ok);
+    const counts = JSON.parse(escrow.out) as Array<{ ownerTenantId?: string; count: number }>;
+    expect(counts.find((c) => c.ownerTenantId === "bank-c")?.count).toBe(1);
+    const table = await cli(["escrow", "--url", svc.baseUrl]);
+    expect(table.out).toMatch(/^bank-c\tesc_[0-9a-f]{16}\t1$/m);
+
+    const listed = await cli(["keys", "list", "--tenant", "shop-c", "--json", "--url", svc.baseUrl]);
+    const [view] = JSON.parse(listed.out) as Array<{ apiKeyId: string; tier: string }>;
+    expect(view?.tier).toBe("sandbox");
+    expect(listed.out).not.toContain(merchantKey);
+    const revoked = await cli(["keys", "revoke", view?.apiKeyId ?? "", "--url", svc.baseUrl]);
+    expect(revoked.code).toBe(EXIT.ok);
+    expect((await post(svc, "/api/v1/receipts/encrypt", merchantKey, receiptBody(card))).status).toBe(401);
+  });
+
+  it("exits 78 with a clear message when --url is given without ADMIN_TOKEN, and 1 with a wrong one", async () => {
+    delete process.env.ADMIN_TOKEN;
+    for (const args of [
+      ["keys", "create", "--role", "issuer", "--tenant", "bank-x", "--url", svc.baseUrl],
+      ["bins", "set", "bank-x", "677777", "--url", svc.baseUrl],
+      ["merchants", "assign", "m-x", "--tenant", "shop-x", "--url", svc.baseUrl],
+      ["audit", "--url", svc.baseUrl],
+      ["escrow", "--url", svc.baseUrl],
+    ]) {
+      const run = await cli(args);
+      expect(run.code, args.join(" ")).toBe(EXIT.config);
+      expect(run.err).toContain("ADMIN_TOKEN");
+      expect(run.out).toBe("");
+    }
+    process.env.ADMIN_TOKEN = `${TOKEN}-wrong`;
+    const wrong = await cli(["bins", "set", "bank-x", "677777", "--url", svc.baseUrl]);
+    expect(wrong.code).toBe(EXIT.failure);
+    expect(wrong.err).toContain("ADMIN_TOKEN");
+    expect(await svc.store.bins.list("bank-x")).toEqual([]);
+    expect(await svc.store.apiKeys.list("bank-x")).toEqual([]);
+  });
+});
+
+describe("operator commands against a server whose operator API is off", () => {
+  let svc: TestService;
+  const saved = process.env.ADMIN_TOKEN;
+  beforeAll(async () => {
+    svc = await startService();
+  });
+  afterAll(async () => {
+    if (saved === undefined) delete process.env.ADMIN_TOKEN;
+    else process.env.ADMIN_TOKEN = saved;
+    await svc.close();
+  });
+
+  it("says the operator API is off and exits 78", async () => {
+    process.env.ADMIN_TOKEN = TOKEN;
+    for (const args of [
+      ["keys", "list", "--url", svc.baseUrl],
+      ["bins", "get", "bank-a", "--url", svc.baseUrl],
+      ["escrow", "--url", svc.baseUrl],
+    ]) {
+      const run = await cli(args);
+      expect(run.err, args.join(" ")).toContain("The operator API is off");
+      expect(run.code, args.join(" ")).toBe(EXIT.config);
+    }
+  });
+});

@@ -1,0 +1,167 @@
+import { describe, expect, it } from "vitest";
+import type { EscrowQuery, ReceiptRecord, Store } from "../../src/store/types.js";
+import { at, escrowedReceipt, hex64, receipt } from "./fixtures.js";
+
+/** Escrowed receipts sorted as `findEscrowed` must answer: oldest first, then by id. */
+function oldestFirst(records: ReceiptRecord[]): ReceiptRecord[] {
+  return [...records].sort(
+    (a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+  );
+}
+
+/** The escrow rules of `ReceiptStore` (section 17): owners, escrow key versions, counts, look-ups. */
+export function escrowContract(store: () => Store): void {
+  describe("receipts: escrow owners and key versions", () => {
+    const to = {
+      userId: "usr_1",
+      issuerTenantId: "tnt_a",
+      keyBundle: { keyId: "k-user", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "d3JhcHBlZA==" },
+    };
+
+    /** One card's escrow: unowned, owned by tnt_a (two keys), owned by tnt_b, one expiring early. */
+    async function seed() {
+      const panHash = hex64();
+      const far = at(10_000);
+      const records = {
+        unowned: escrowedReceipt(panHash, far, { createdAt: at(10), escrowKeyId: "esc_1" }),
+        aOld: escrowedReceipt(panHash, far, {
+          createdAt: at(5),
+          escrowKeyId: "esc_2",
+          escrowOwnerTenantId: "tnt_a",
+        }),
+        aNew: escrowedReceipt(panHash, far, {
+          createdAt: at(20),
+          escrowKeyId: "esc_1",
+          escrowOwnerTenantId: "tnt_a",
+        }),
+        aExpiring: escrowedReceipt(panHash, at(50), {
+          createdAt: at(30),
+          escrowKeyId: "esc_1",
+          escrowOwnerTenantId: "tnt_a",
+        }),
+        b: escrowedReceipt(panHash, far, {
+          createdAt: at(15),
+          escrowKeyId: "esc_1",
+          escrowOwnerTenantId: "tnt_b",
+        }),
+        otherCard: escrowedReceipt(hex64(), far, { escrowKeyId: "esc_1", escrowOwnerTenantId: "tnt_a" }),
+        delivered: receipt("usr_9", { panHash }),
+      };
+      for (const r of Object.values(records)) expect(await store().receipts.insert(r)).toBe(true);
+      return { panHash, ...records };
+    }
+
+    const find = async (query: EscrowQuery, now = at(60), limit = 100) =>
+      (await store().receipts.findEscrowed(query, now, limit)).receipts;
+
+    it("finds the owner's escrow, with or without the unowned, never another tenant's, oldest first", async () => {
+      const s = await seed();
+      const base = { panHash: s.panHash, ownerTenantId: "tnt_a" };
+      expect(await find({ ...base, includeUnowned: true })).toEqual([s.aOld, s.unowned, s.aNew]);
+      expect(await find({ ...base, includeUnowned: false })).toEqual([s.aOld, s.aNew]);
+      expect(await find({ ...base, ownerTenantId: "tnt_b", includeUnowned: false })).toEqual([s.b]);
+      expect(await find({ ...base, ownerTenantId: "tnt_c", includeUnowned: true })).toEqual([s.unowned]);
+      expect(await find({ ...base, ownerTenantId: "tnt_c", includeUnowned: false })).toEqual([]);
+      expect(await find({ ...base, panHash: hex64(), includeUnowned: true })).toEqual([]);
+    });
+
+    it("filters by escrow key id, to take or to leave out", async () => {
+      const s = await seed();
+      const base = { panHash: s.panHash, ownerTenantId: "tnt_a", includeUnowned: true };
+      expect(await find({ ...base, escrowKeyIds: ["esc_2"] })).toEqual([s.aOld]);
+      expect(await find({ ...base, escrowKeyIds: ["esc_1", "esc_2"] })).toEqual([s.aOld, s.unowned, s.aNew]);
+      expect(await find({ ...base, escrowKeyIds: ["esc_9"] })).toEqual([]);
+      expect(await find({ ...base, excludeEscrowKeyIds: ["esc_2"] })).toEqual([s.unowned, s.aNew]);
+      expect(await find({ ...base, excludeEscrowKeyIds: ["esc_1", "esc_2"] })).toEqual([]);
+    });
+
+    it("leaves out escrow expired at `now`", async () => {
+      const s = await seed();
+      const query = { panHash: s.panHash, ownerTenantId: "tnt_a", includeUnowned: false };
+      expect(await find(query, at(49))).toEqual([s.aOld, s.aNew, s.aExpiring]);
+      expect(await find(query, at(50))).toEqual([s.aOld, s.aNew]);
+    });
+
+    it("pages oldest first without gaps or repeats, across equal timestamps", async () => {
+      const panHash = hex64();
+      const seconds = [40, 10, 20, 20, 20, 5, 30];
+      const mine = seconds.map((s) =>
+        escrowedReceipt(panHash, at(10_000), { createdAt: at(s), escrowOwnerTenantId: "tnt_a" }),
+      );
+      const theirs = escrowedReceipt(panHash, at(10_000), {
+        createdAt: at(20),
+        escrowOwnerTenantId: "tnt_b",
+      });
+      for (const r of [...mine, theirs]) await store().receipts.insert(r);
+      const query = { panHash, ownerTenantId: "tnt_a", includeUnowned: true };
+      const pages: ReceiptRecord[][] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await store().receipts.findEscrowed(query, at(0), 3, cursor);
+        pages.push(page.receipts);
+        cursor = page.nextCursor;
+      } while (cursor !== undefined && pages.length < 10);
+      expect(pages.map((p) => p.length)).toEqual([3, 3, 1]);
+      expect(pages.flat()).toEqual(oldestFirst(mine));
+      // A full last page has no cursor after it.
+      const exact = await store().receipts.findEscrowed(query, at(0), 7);
+      expect(exact.receipts).toHaveLength(7);
+      expect(exact.nextCursor).toBeUndefined();
+    });
+
+    it("finds a receipt by (merchantId, receiptId), escrowed or delivered", async () => {
+      const s = await seed();
+      expect(await store().receipts.findByMerchantReceipt(s.aNew.merchantId, s.aNew.receiptId)).toEqual(
+        s.aNew,
+      );
+      expect(
+        await store().receipts.findByMerchantReceipt(s.delivered.merchantId, s.delivered.receiptId),
+      ).toEqual(s.delivered);
+      expect(await store().receipts.findByMerchantReceipt("m-other", s.aNew.receiptId)).toBeUndefined();
+      expect(await store().receipts.findByMerchantReceipt(s.aNew.merchantId, "R-none")).toBeUndefined();
+    });
+
+    it("releases only while sealed to the expected escrow key: a wrong key changes nothing", async () => {
+      const s = await seed();
+      expect(await store().receipts.release(s.aOld.id, to, "esc_1")).toBe(false);
+      expect(await store().receipts.findByMerchantReceipt(s.aOld.merchantId, s.aOld.receiptId)).toEqual(
+        s.aOld,
+      );
+      expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([]);
+
+      expect(await store().receipts.release(s.aOld.id, to, "esc_2")).toBe(true);
+      const { escrowKeyId: _k, expiresAt: _e, escrowOwnerTenantId: _o, ...kept } = s.aOld;
+      const released = { ...kept, ...to, isEscrowed: false };
+      expect(await store().receipts.findByMerchantReceipt(s.aOld.merchantId, s.aOld.receiptId)).toEqual(
+        released,
+      );
+      expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([released]);
+      // Released once: the second try, with the right key or none, is refused.
+      expect(await store().receipts.release(s.aOld.id, { ...to, userId: "usr_2" }, "esc_2")).toBe(false);
+      expect(await store().receipts.release(s.aOld.id, { ...to, userId: "usr_2" })).toBe(false);
+      expect(await find({ panHash: s.panHash, ownerTenantId: "tnt_a", includeUnowned: false })).toEqual([
+        s.aNew,
+      ]);
+    });
+
+    it("counts unexpired escrow by owner tenant and escrow key", async () => {
+      await seed();
+      const second = hex64();
+      await store().receipts.insert(escrowedReceipt(second, at(10_000), { escrowKeyId: "esc_2" }));
+      const counts = await store().receipts.countEscrowed(at(60));
+      const key = (c: { ownerTenantId?: string; escrowKeyId: string }) =>
+        `${c.ownerTenantId ?? ""}/${c.escrowKeyId}`;
+      expect([...counts].sort((x, y) => (key(x) < key(y) ? -1 : 1))).toEqual([
+        { escrowKeyId: "esc_1", count: 1 },
+        { escrowKeyId: "esc_2", count: 1 },
+        // aNew and otherCard; aExpiring has expired at 60.
+        { ownerTenantId: "tnt_a", escrowKeyId: "esc_1", count: 2 },
+        { ownerTenantId: "tnt_a", escrowKeyId: "esc_2", count: 1 },
+        { ownerTenantId: "tnt_b", escrowKeyId: "esc_1", count: 1 },
+      ]);
+      const before = await store().receipts.countEscrowed(at(0));
+      expect(before.find((c) => c.ownerTenantId === "tnt_a" && c.escrowKeyId === "esc_1")?.count).toBe(3);
+      expect(await store().receipts.countEscrowed(at(20_000))).toEqual([]);
+    });
+  });
+}

@@ -1,0 +1,159 @@
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import type { IssuerEscrowKeyRecord, Store } from "../../src/store/types.js";
+import { at, uid } from "./fixtures.js";
+
+/**
+ * The ownership rules of `src/store/types.ts` (sections 17 and 18): BIN prefixes of issuer tenants,
+ * merchantId owners, and issuer escrow keys.
+ */
+export function ownershipContract(store: () => Store): void {
+  describe("bins", () => {
+    it("sets a tenant's prefixes, lists them sorted, and names the owner of a card BIN", async () => {
+      expect(await store().bins.set("tnt_a", ["555555", "41111111", "400000"], at(0))).toEqual({
+        kind: "set",
+      });
+      expect(await store().bins.list("tnt_a")).toEqual(["400000", "41111111", "555555"]);
+      expect(await store().bins.list("tnt_b")).toEqual([]);
+      // A 6-digit prefix owns every card under it, given as 6 or 8 digits.
+      expect(await store().bins.ownerOf("555555")).toBe("tnt_a");
+      expect(await store().bins.ownerOf("55555512")).toBe("tnt_a");
+      // An 8-digit prefix owns its cards; a neighbour under the same 6 digits is nobody's.
+      expect(await store().bins.ownerOf("41111111")).toBe("tnt_a");
+      expect(await store().bins.ownerOf("41111112")).toBeUndefined();
+      expect(await store().bins.ownerOf("999999")).toBeUndefined();
+    });
+
+    it("prefers the 8-digit owner over the 6-digit one of the same tenant's neighbour", async () => {
+      await store().bins.set("tnt_a", ["411111"], at(0));
+      await store().bins.set("tnt_b", ["42222222"], at(0));
+      expect(await store().bins.ownerOf("41111199")).toBe("tnt_a");
+      expect(await store().bins.ownerOf("42222222")).toBe("tnt_b");
+      expect(await store().bins.ownerOf("42222223")).toBeUndefined();
+    });
+
+    it("refuses a prefix another tenant owns, or one overlapping it, and changes nothing", async () => {
+      await store().bins.set("tnt_a", ["411111", "52222222"], at(0));
+      await store().bins.set("tnt_b", ["600000"], at(0));
+      const refusals: Array<[string[], string]> = [
+        // The same prefix.
+        [["600001", "411111"], "411111"],
+        // An 8-digit prefix under tnt_a's 6-digit one.
+        [["41111122"], "41111122"],
+        // A 6-digit prefix over tnt_a's 8-digit one.
+        [["522222"], "522222"],
+      ];
+      for (const [bins, bin] of refusals) {
+        expect(await store().bins.set("tnt_b", bins, at(10)), bins.join(",")).toEqual({
+          kind: "conflict",
+          bin,
+        });
+        // Atomic: tnt_b keeps its old list (600001 was not added), tnt_a keeps its own.
+        expect(await store().bins.list("tnt_b")).toEqual(["600000"]);
+        expect(await store().bins.list("tnt_a")).toEqual(["411111", "52222222"]);
+      }
+      expect(await store().bins.ownerOf("41111122")).toBe("tnt_a");
+      expect(await store().bins.ownerOf("52222222")).toBe("tnt_a");
+      expect(await store().bins.ownerOf("600001")).toBeUndefined();
+    });
+
+    it("replaces a tenant's whole list, freeing the prefixes it dropped", async () => {
+      await store().bins.set("tnt_a", ["411111", "555555"], at(0));
+      expect(await store().bins.set("tnt_a", ["400000", "411111"], at(10))).toEqual({ kind: "set" });
+      expect(await store().bins.list("tnt_a")).toEqual(["400000", "411111"]);
+      expect(await store().bins.ownerOf("555555")).toBeUndefined();
+      // The dropped prefix is free for another tenant now; the kept one is not.
+      expect(await store().bins.set("tnt_b", ["555555"], at(20))).toEqual({ kind: "set" });
+      expect(await store().bins.ownerOf("555555")).toBe("tnt_b");
+      expect(await store().bins.set("tnt_b", ["411111"], at(30))).toEqual({
+        kind: "conflict",
+        bin: "411111",
+      });
+      expect(await store().bins.list("tnt_b")).toEqual(["555555"]);
+      // An empty list gives every prefix up.
+      expect(await store().bins.set("tnt_a", [], at(40))).toEqual({ kind: "set" });
+      expect(await store().bins.list("tnt_a")).toEqual([]);
+      expect(await store().bins.ownerOf("411111")).toBeUndefined();
+    });
+
+    it("leaves one owner when two tenants race for one prefix", async () => {
+      const outcomes = await Promise.all(
+        ["tnt_a", "tnt_b", "tnt_c", "tnt_d"].map((tenant) => store().bins.set(tenant, ["411111"], at(0))),
+      );
+      expect(outcomes.filter((o) => o.kind === "set")).toHaveLength(1);
+      const owner = await store().bins.ownerOf("411111");
+      const lists = await Promise.all(["tnt_a", "tnt_b", "tnt_c", "tnt_d"].map((t) => store().bins.list(t)));
+      expect(lists.flat()).toEqual(["411111"]);
+      expect(owner).toBeDefined();
+    });
+
+    it("leaves one owner of a card when two tenants race for overlapping 6- and 8-digit prefixes", async () => {
+      const [six, eight] = await Promise.all([
+        store().bins.set("tnt_a", ["411111"], at(0)),
+        store().bins.set("tnt_b", ["41111111"], at(0)),
+      ]);
+      const lists = [await store().bins.list("tnt_a"), await store().bins.list("tnt_b")];
+      // Whoever won, the card 41111111 has one owner and the loser stored nothing.
+      expect([six.kind, eight.kind].sort()).toEqual(["conflict", "set"]);
+      expect(lists.flat()).toHaveLength(1);
+      expect(await store().bins.ownerOf("41111111")).toBe(six.kind === "set" ? "tnt_a" : "tnt_b");
+    });
+  });
+
+  describe("merchants", () => {
+    it("gives a merchantId to its first user; later claims get that owner back", async () => {
+      const first = await store().merchants.claim("m-1", "tnt_a", at(0));
+      expect(first).toEqual({ merchantId: "m-1", tenantId: "tnt_a", source: "first_use", at: at(0) });
+      expect(await store().merchants.claim("m-1", "tnt_b", at(10))).toEqual(first);
+      expect(await store().merchants.claim("m-1", "tnt_a", at(20))).toEqual(first);
+      expect(await store().merchants.find("m-1")).toEqual(first);
+      expect(await store().merchants.find("m-2")).toBeUndefined();
+    });
+
+    it("leaves one owner when 10 tenants claim one merchantId at once", async () => {
+      const claims = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => store().merchants.claim("m-1", `tnt_${i}`, at(0))),
+      );
+      const owners = new Set(claims.map((c) => c.tenantId));
+      expect(owners.size).toBe(1);
+      expect((await store().merchants.find("m-1"))?.tenantId).toBe(claims[0]?.tenantId);
+    });
+
+    it("lets the operator's assignment override the first use, and keeps it against later claims", async () => {
+      await store().merchants.claim("m-1", "tnt_a", at(0));
+      const assigned = await store().merchants.assign("m-1", "tnt_b", at(10));
+      expect(assigned).toEqual({ merchantId: "m-1", tenantId: "tnt_b", source: "operator", at: at(10) });
+      expect(await store().merchants.find("m-1")).toEqual(assigned);
+      expect(await store().merchants.claim("m-1", "tnt_a", at(20))).toEqual(assigned);
+      // Assigning an unused merchantId works too, and a first use then finds the owner.
+      const fresh = await store().merchants.assign("m-2", "tnt_a", at(30));
+      expect(await store().merchants.claim("m-2", "tnt_b", at(40))).toEqual(fresh);
+    });
+  });
+
+  describe("issuerEscrowKeys", () => {
+    const escrowKey = (tenantId: string, seconds: number): IssuerEscrowKeyRecord => ({
+      escrowKeyId: uid("iek"),
+      tenantId,
+      algorithm: "HPKE-P256-SHA256-A256GCM",
+      publicKey: randomBytes(91).toString("base64"),
+      createdAt: at(seconds),
+    });
+
+    it("makes the newest key current and lists a tenant's keys newest first", async () => {
+      expect(await store().issuerEscrowKeys.current("tnt_a")).toBeUndefined();
+      expect(await store().issuerEscrowKeys.list("tnt_a")).toEqual([]);
+      const [k1, other, k2, k3] = [
+        escrowKey("tnt_a", 0),
+        escrowKey("tnt_b", 5),
+        escrowKey("tnt_a", 10),
+        { ...escrowKey("tnt_a", 20), algorithm: "RSA-OAEP-256" as const },
+      ];
+      for (const key of [k1, other, k2, k3]) await store().issuerEscrowKeys.insert(key);
+      expect(await store().issuerEscrowKeys.current("tnt_a")).toEqual(k3);
+      expect(await store().issuerEscrowKeys.list("tnt_a")).toEqual([k3, k2, k1]);
+      expect(await store().issuerEscrowKeys.current("tnt_b")).toEqual(other);
+      expect(await store().issuerEscrowKeys.list("tnt_c")).toEqual([]);
+    });
+  });
+}
