@@ -5,6 +5,7 @@ import {
   type Db,
   type Document,
   MongoClient,
+  type MongoClientOptions,
   MongoError,
   MongoTopologyClosedError,
   type TransactionOptions,
@@ -28,6 +29,11 @@ export interface MongoStoreOptions {
   operationTimeoutMs?: number;
   /** Receives connection events (connected, connection failed); silent when absent. */
   logger?: Pick<Logger, "info" | "warn">;
+  /**
+   * Builds the driver's client from the URI and the options this store pins; default `new MongoClient`.
+   * The seam where tests put a driver-level fake (`test/store/fake-mongo/`) under the real adapter.
+   */
+  createClient?: (uri: string, options: MongoClientOptions) => MongoClient;
 }
 
 /** Default of {@link MongoStoreOptions.operationTimeoutMs}. */
@@ -72,7 +78,8 @@ export class MongoContext {
     this.logger = options.logger;
     // `timeoutMS` (client-side operation timeout) has no effect in driver 7.x, so the bound is built
     // from the settings that do: selection, connect, socket, pool wait, maxTimeMS and wtimeout.
-    this.client = new MongoClient(options.uri, {
+    const createClient = options.createClient ?? ((uri, opts) => new MongoClient(uri, opts));
+    this.client = createClient(options.uri, {
       appName: "receipt-encryption-service",
       serverSelectionTimeoutMS: timeoutMs,
       connectTimeoutMS: timeoutMs,

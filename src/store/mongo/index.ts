@@ -41,9 +41,11 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
           await ctx.collection(name).createIndexes(indexes, ctx.limit);
         }
       }),
+    // `maxTimeMS` in the command itself: `db.command` takes no time-limit option, and without one a
+    // ping to a stalled server would only end at the socket timeout.
     ping: () =>
       ctx.run(async () => {
-        await ctx.db.command({ ping: 1 });
+        await ctx.db.command({ ping: 1, maxTimeMS: ctx.timeoutMs });
       }),
     close: () => ctx.close(),
   };

@@ -1,0 +1,1 @@
+export { FakeMongo, type FakeMongoOptions, type RecordedQuery } from "./server.js";
