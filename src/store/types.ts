@@ -164,6 +164,25 @@ export interface ReceiptPage {
   nextCursor?: string;
 }
 
+/** Most escrowed receipts one `listEscrowed` call returns, and its default page size. */
+export const ESCROW_PAGE_MAX = 1_000;
+
+/** A page of `listEscrowed`. */
+export interface EscrowPage {
+  /** How many at most, 1 to {@link ESCROW_PAGE_MAX} (larger is capped). Default the cap. */
+  limit?: number;
+  /** Continue after this receipt (exclusive): the last of the previous page. */
+  after?: { createdAt: Date; id: string };
+}
+
+/** The number of receipts an {@link EscrowPage} asks for: its limit, capped; `RangeError` if not positive. */
+export function escrowLimitOf(page: EscrowPage | undefined): number {
+  const limit = page?.limit ?? ESCROW_PAGE_MAX;
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new RangeError("The page size must be a positive integer.");
+  return Math.min(limit, ESCROW_PAGE_MAX);
+}
+
 export interface ReceiptStore {
   /** False when `(merchantId, receiptId)` exists. */
   insert(receipt: ReceiptRecord): Promise<boolean>;
@@ -174,8 +193,13 @@ export interface ReceiptStore {
   findByPaymentId(paymentId: string): Promise<ReceiptRecord | undefined>;
   /** A user's receipts, newest first (createdAt desc, then id desc), `limit` per page. */
   listByUser(userId: string, limit: number, cursor?: string): Promise<ReceiptPage>;
-  /** Escrowed receipts for panHash whose `expiresAt` is after `now`. */
-  listEscrowed(panHash: string, now: Date): Promise<ReceiptRecord[]>;
+  /**
+   * Escrowed receipts for panHash whose `expiresAt` is after `now`, oldest first (createdAt, then id):
+   * at most `page.limit` (default and cap {@link ESCROW_PAGE_MAX}), after `page.after` when given. A
+   * card can collect any number of receipts before it registers, so a caller that wants them all
+   * pages with the last receipt of each page as `after`, until a page is shorter than the limit.
+   */
+  listEscrowed(panHash: string, now: Date, page?: EscrowPage): Promise<ReceiptRecord[]>;
   /**
    * Releases one escrowed receipt to a user: sets the new key bundle, userId and issuerTenantId,
    * clears isEscrowed/escrowKeyId/expiresAt. Only if it is still escrowed; returns whether it was.

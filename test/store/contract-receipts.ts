@@ -85,6 +85,31 @@ export function receiptsContract(store: () => Store): void {
       expect(await store().receipts.listEscrowed(panHash, at(100))).toEqual([]);
     });
 
+    it("pages a card's escrowed receipts oldest first, at most `limit` each, across equal timestamps", async () => {
+      const panHash = hex64();
+      const seconds = [30, 10, 20, 20, 40];
+      const escrowed = seconds.map((s) => escrowedReceipt(panHash, at(999), { createdAt: at(s) }));
+      for (const r of escrowed) await store().receipts.insert(r);
+      const expected = [...escrowed].sort(
+        (a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1),
+      );
+      const pages: ReceiptRecord[][] = [];
+      let after: ReceiptRecord | undefined;
+      do {
+        const page = await store().receipts.listEscrowed(
+          panHash,
+          at(0),
+          after ? { limit: 2, after } : { limit: 2 },
+        );
+        pages.push(page);
+        after = page.at(-1);
+      } while (pages.at(-1)?.length === 2 && pages.length < 10);
+      expect(pages.map((p) => p.length)).toEqual([2, 2, 1]);
+      expect(pages.flat()).toEqual(expected);
+      expect(await store().receipts.listEscrowed(panHash, at(0))).toEqual(expected);
+      await expect(store().receipts.listEscrowed(panHash, at(0), { limit: 0 })).rejects.toThrow(RangeError);
+    });
+
     it("releases an escrowed receipt once, to the user, keeping the ciphertext", async () => {
       const panHash = hex64();
       const escrowed = escrowedReceipt(panHash, at(100));

@@ -4,7 +4,7 @@ import { runInNewContext } from "node:vm";
 import { describe, expect, it, vi } from "vitest";
 import { randomId } from "../../src/ids.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
-import type { ReceiptRecord } from "../../src/store/types.js";
+import { ESCROW_PAGE_MAX, type ReceiptRecord } from "../../src/store/types.js";
 import { runStoreContract } from "./contract.js";
 import { at, escrowedReceipt, hex64, payment, receipt } from "./fixtures.js";
 
@@ -83,8 +83,16 @@ describe("memory store: many receipts escrowed for one card", () => {
     }
     try {
       expect(longestScanned).toBeLessThan(100);
-      const pending = await store.receipts.listEscrowed(panHash, at(0));
+      // At most ESCROW_PAGE_MAX a page: a caller pages through a card's escrow.
+      const pending: ReceiptRecord[] = [];
+      for (let page = await store.receipts.listEscrowed(panHash, at(0)); page.length > 0; ) {
+        expect(page.length).toBeLessThanOrEqual(ESCROW_PAGE_MAX);
+        pending.push(...page);
+        const last = page.at(-1) as ReceiptRecord;
+        page = await store.receipts.listEscrowed(panHash, at(0), { after: last });
+      }
       expect(pending).toHaveLength(5_000);
+      expect(new Set(pending.map((r) => r.id)).size).toBe(5_000);
       const to = {
         userId: "usr_1",
         issuerTenantId: "tnt_issuer",

@@ -1,5 +1,12 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
-import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
+import {
+  type EscrowPage,
+  escrowLimitOf,
+  type ReceiptPage,
+  type ReceiptRecord,
+  type ReceiptStore,
+  type StoredKeyBundle,
+} from "../types.js";
 import { type Members, MultiIndex, memberList, PairMap, withMember, withoutMember } from "./indexes.js";
 import { compare, ListingIndex } from "./listing.js";
 import { sweepExpired } from "./sweep.js";
@@ -168,11 +175,23 @@ export class MemoryReceipts implements ReceiptStore {
     return { receipts, nextCursor: encodeCursor(last) };
   }
 
-  async listEscrowed(panHash: string, now: Date): Promise<ReceiptRecord[]> {
+  async listEscrowed(panHash: string, now: Date, page?: EscrowPage): Promise<ReceiptRecord[]> {
+    const limit = escrowLimitOf(page);
     const nowMs = now.getTime();
-    return this.records(this.escrowedByPan.get(panHash)).filter(
-      (r) => r.isEscrowed && r.expiresAt !== undefined && r.expiresAt.getTime() > nowMs,
-    );
+    const afterMs = page?.after?.createdAt.getTime();
+    const afterId = page?.after?.id ?? "";
+    const live = this.escrowedByPan
+      .get(panHash)
+      .filter(
+        (k) =>
+          k.isEscrowed &&
+          k.expiresAtMs !== undefined &&
+          k.expiresAtMs > nowMs &&
+          (afterMs === undefined ||
+            k.createdAtMs > afterMs ||
+            (k.createdAtMs === afterMs && compare(k.id, afterId) > 0)),
+      );
+    return this.records(live).slice(0, limit);
   }
 
   async release(

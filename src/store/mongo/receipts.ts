@@ -1,6 +1,13 @@
 import type { Filter } from "mongodb";
 import { decodeCursor, encodeCursor } from "../cursor.js";
-import type { ReceiptPage, ReceiptRecord, ReceiptStore, StoredKeyBundle } from "../types.js";
+import {
+  type EscrowPage,
+  escrowLimitOf,
+  type ReceiptPage,
+  type ReceiptRecord,
+  type ReceiptStore,
+  type StoredKeyBundle,
+} from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
@@ -67,8 +74,24 @@ export class MongoReceipts implements ReceiptStore {
     });
   }
 
-  listEscrowed(panHash: string, now: Date): Promise<ReceiptRecord[]> {
-    return this.findAll({ panHash, isEscrowed: true, expiresAt: { $gt: now } });
+  /** A page on the `listEscrowed_byTime` index (keyset pagination, oldest first). */
+  async listEscrowed(panHash: string, now: Date, page?: EscrowPage): Promise<ReceiptRecord[]> {
+    const limit = escrowLimitOf(page);
+    const after = page?.after;
+    const filter: Filter<ReceiptRecord> = { panHash, isEscrowed: true, expiresAt: { $gt: now } };
+    if (after !== undefined) {
+      filter.$or = [
+        { createdAt: { $gt: after.createdAt } },
+        { createdAt: after.createdAt, id: { $gt: after.id } },
+      ];
+    }
+    return this.ctx.run(() =>
+      this.collection
+        .find<ReceiptRecord>(filter, this.ctx.read)
+        .sort({ createdAt: 1, id: 1 })
+        .limit(limit)
+        .toArray(),
+    );
   }
 
   release(
