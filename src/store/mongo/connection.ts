@@ -27,6 +27,12 @@ export interface MongoStoreOptions {
    * into `service_unavailable` within seconds.
    */
   operationTimeoutMs?: number;
+  /**
+   * Time limit of creating the indexes (`init`) in milliseconds, default 600 000 (10 minutes): building
+   * an index on a large existing collection takes far longer than any request may, so it has its own
+   * limit rather than `operationTimeoutMs`.
+   */
+  indexTimeoutMs?: number;
   /** Receives connection events (connected, connection failed); silent when absent. */
   logger?: Pick<Logger, "info" | "warn">;
   /**
@@ -38,6 +44,9 @@ export interface MongoStoreOptions {
 
 /** Default of {@link MongoStoreOptions.operationTimeoutMs}. */
 export const DEFAULT_OPERATION_TIMEOUT_MS = 3_000;
+
+/** Default of {@link MongoStoreOptions.indexTimeoutMs}. */
+export const DEFAULT_INDEX_TIMEOUT_MS = 600_000;
 
 /**
  * Extra time a socket read waits beyond `maxTimeMS`, so that a slow server answers with its own
@@ -57,6 +66,8 @@ export class MongoContext {
   readonly client: MongoClient;
   readonly db: Db;
   readonly timeoutMs: number;
+  /** Time limit of index creation, in ms ({@link MongoStoreOptions.indexTimeoutMs}). */
+  readonly indexTimeoutMs: number;
   /** Options for every operation outside a transaction: the server-side time limit. */
   readonly limit: { maxTimeMS: number };
   /** Options for every read outside a transaction: the time limit, and records without Mongo's `_id`. */
@@ -73,6 +84,10 @@ export class MongoContext {
       throw new RangeError("operationTimeoutMs must be a positive integer.");
     }
     this.timeoutMs = timeoutMs;
+    this.indexTimeoutMs = options.indexTimeoutMs ?? DEFAULT_INDEX_TIMEOUT_MS;
+    if (!Number.isInteger(this.indexTimeoutMs) || this.indexTimeoutMs < 1) {
+      throw new RangeError("indexTimeoutMs must be a positive integer.");
+    }
     this.limit = { maxTimeMS: timeoutMs };
     this.read = { maxTimeMS: timeoutMs, projection: { _id: 0 } };
     this.logger = options.logger;
@@ -85,6 +100,11 @@ export class MongoContext {
       connectTimeoutMS: timeoutMs,
       socketTimeoutMS: timeoutMs + SOCKET_MARGIN_MS,
       waitQueueTimeoutMS: timeoutMs,
+      // Pinned whatever the URI says (these options override the URI's): every instance must read
+      // what any instance wrote and acknowledged. A secondary may lag behind the primary, and a
+      // `local` read may see a write that a failover then rolls back.
+      readPreference: "primary",
+      readConcernLevel: "majority",
       writeConcern: { w: "majority", wtimeoutMS: timeoutMs },
       ignoreUndefined: true,
     });
@@ -116,10 +136,10 @@ export class MongoContext {
    * Runs one repository method: connects if needed, then maps failures. Unreachable, timed-out or
    * closing databases become `service_unavailable`; other errors (bugs) pass through unchanged.
    */
-  async run<T>(work: () => Promise<T>): Promise<T> {
+  async run<T>(work: () => Promise<T>, limitMs = this.timeoutMs * CALL_TIMEOUT_FACTOR): Promise<T> {
     if (this.closed) throw storeUnavailable(new Error("The MongoDB store is closed."));
     try {
-      return await this.withinDeadline(async () => {
+      return await this.withinDeadline(limitMs, async () => {
         await this.connect();
         return await work();
       });
@@ -132,12 +152,12 @@ export class MongoContext {
   }
 
   /**
-   * Settles within {@link CALL_TIMEOUT_FACTOR} x `operationTimeoutMs` whatever the driver does: each
-   * operation has its own limits, but a method may chain several, and the driver retries some once.
-   * A call that misses the deadline may still complete in the background; its result is dropped.
+   * Settles within `limitMs` (by default {@link CALL_TIMEOUT_FACTOR} x `operationTimeoutMs`) whatever
+   * the driver does: each operation has its own limits, but a method may chain several, and the
+   * driver retries some once. A call that misses the deadline may still complete in the background;
+   * its result is dropped.
    */
-  private async withinDeadline<T>(call: () => Promise<T>): Promise<T> {
-    const limitMs = this.timeoutMs * CALL_TIMEOUT_FACTOR;
+  private async withinDeadline<T>(limitMs: number, call: () => Promise<T>): Promise<T> {
     const pending = call();
     pending.catch(() => undefined);
     let timer: NodeJS.Timeout | undefined;

@@ -11,7 +11,11 @@ import { MongoRateLimits } from "./rate-limits.js";
 import { MongoReceipts } from "./receipts.js";
 import { MongoUsers } from "./users.js";
 
-export { DEFAULT_OPERATION_TIMEOUT_MS, type MongoStoreOptions } from "./connection.js";
+export {
+  DEFAULT_INDEX_TIMEOUT_MS,
+  DEFAULT_OPERATION_TIMEOUT_MS,
+  type MongoStoreOptions,
+} from "./connection.js";
 
 /**
  * Creates the MongoDB store. It connects on first use rather than here, so a service can start (and
@@ -34,13 +38,16 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     idempotency: new MongoIdempotency(ctx),
     audit: new MongoAudit(ctx),
     merchantKeys: new MongoMerchantKeys(ctx),
-    /** Creates every collection's indexes; creating an existing identical index is a no-op. */
+    /**
+     * Creates every collection's indexes; creating an existing identical index is a no-op. Bounded by
+     * `indexTimeoutMs`, not the per-call limit: a build on a big collection takes long.
+     */
     init: () =>
       ctx.run(async () => {
         for (const [name, indexes] of Object.entries(INDEXES)) {
-          await ctx.collection(name).createIndexes(indexes, ctx.limit);
+          await ctx.collection(name).createIndexes(indexes, { maxTimeMS: ctx.indexTimeoutMs });
         }
-      }),
+      }, ctx.indexTimeoutMs + ctx.timeoutMs),
     // `maxTimeMS` in the command itself: `db.command` takes no time-limit option, and without one a
     // ping to a stalled server would only end at the socket timeout.
     ping: () =>

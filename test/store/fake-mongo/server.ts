@@ -75,6 +75,12 @@ export class FakeMongo {
   private readonly random: () => number;
   private readonly maxLatencyMs: number;
   private available = true;
+  private readonly slowness: Array<{ prefix: string; ms: number }> = [];
+  /**
+   * Called with each operation's name (`insertOne idempotency`) just before it runs, in the same
+   * synchronous step: a test's stand-in for another client's write landing at that moment.
+   */
+  onOperation: ((name: string) => void) | undefined;
   /** The options each client was built with (what the adapter pins: read preference, write concern). */
   readonly clientOptions: MongoClientOptions[] = [];
   /** Every find, in order. */
@@ -100,6 +106,11 @@ export class FakeMongo {
 
   up(): void {
     this.available = true;
+  }
+
+  /** Makes the operations whose name starts with `prefix` (`createIndexes`, `find receipts`) take `ms` longer. */
+  slow(prefix: string, ms: number): void {
+    this.slowness.push({ prefix, ms });
   }
 
   database(name: string): Database {
@@ -134,10 +145,12 @@ export class FakeMongo {
     }
     this.operations.push({ name, options });
     await this.reach();
+    for (const { prefix, ms } of this.slowness) if (name.startsWith(prefix)) await sleep(ms);
     const session = options?.session as FakeSession | undefined;
     const txn = session?.transactionIn(db);
     for (let waited = 0; ; waited++) {
       try {
+        this.onOperation?.(name);
         return work(txn);
       } catch (err) {
         if (!(err instanceof LockBusy)) throw err;
