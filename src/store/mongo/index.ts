@@ -18,8 +18,10 @@ export {
 } from "./connection.js";
 
 /**
- * Creates the MongoDB store. It connects on first use rather than here, so a service can start (and
- * report `/readyz` as failing) while the database is down, and recovers when it comes back. Every
+ * Creates the MongoDB store. It connects on first use rather than here, so a service can start while
+ * the database is down: `main` runs `init` in the background (`startStore`, retrying with backoff),
+ * `/readyz` says 503 until the database answers and the indexes exist, and every request meanwhile
+ * gets `service_unavailable`; the driver reconnects by itself after later outages. Every
  * operation is time-limited by `operationTimeoutMs`; an unreachable database gives
  * `AppError("service_unavailable")`. `register` and `createWithReceipt` use transactions, so the
  * deployment must be a replica set or sharded cluster (as Atlas and every production setup is).
