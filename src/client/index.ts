@@ -22,7 +22,14 @@ export {
   type ReceiptsErrorCode,
   type TransportErrorCode,
 } from "./errors.js";
-export { BASE_DELAY_MS, isRetryable, MAX_ATTEMPTS, type RetryOptions, type Sleep } from "./retry.js";
+export {
+  BASE_DELAY_MS,
+  isRetryable,
+  MAX_ATTEMPTS,
+  MAX_RETRY_AFTER_MS,
+  type RetryOptions,
+  type Sleep,
+} from "./retry.js";
 export {
   EnvelopeError,
   type EnvelopeErrorCode,
