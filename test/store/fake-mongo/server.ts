@@ -13,6 +13,8 @@
  * driver's own network and server-selection errors until `up()`. Every operation waits a random few
  * milliseconds (seeded, so a run repeats) before it runs atomically, so concurrent calls interleave.
  * It refuses any operation without a server-side time limit (`maxTimeMS`), as SPEC section 11 asks.
+ * A new collection needs nothing here: collections appear on first use, and unique indexes come from
+ * the adapter's own `createIndexes` (its `INDEXES` table) as on a real server.
  *
  * What it CANNOT prove, and only a run against a real server (MONGODB_URI) can:
  * - transactions under real contention and isolation: the fake runs one operation at a time, locks
