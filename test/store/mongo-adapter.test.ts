@@ -53,7 +53,11 @@ describe("MongoDB adapter", () => {
     await expect(store.init()).resolves.toBeUndefined();
     const builds = fake.operations.filter((op) => op.name.startsWith("createIndexes"));
     expect(builds).toHaveLength(Object.keys(INDEXES).length);
-    for (const build of builds) expect(build.options?.maxTimeMS).toBe(DEFAULT_INDEX_TIMEOUT_MS);
+    for (const build of builds) {
+      expect(build.options?.maxTimeMS).toBe(DEFAULT_INDEX_TIMEOUT_MS);
+      // The socket must wait for the server's answer as long as the build may take.
+      expect(build.client?.socketTimeoutMS).toBeGreaterThan(DEFAULT_INDEX_TIMEOUT_MS);
+    }
     // Requests keep their own short limit.
     await store.audit.list(1);
     expect(fake.operations.at(-1)?.options?.maxTimeMS).toBe(50);

@@ -73,6 +73,9 @@ export class MongoContext {
   /** Options for every read outside a transaction: the time limit, and records without Mongo's `_id`. */
   readonly read: { maxTimeMS: number; projection: { _id: 0 } };
   private readonly logger: MongoStoreOptions["logger"];
+  private readonly uri: string;
+  private readonly clientOptions: MongoClientOptions;
+  private readonly createClient: (uri: string, options: MongoClientOptions) => MongoClient;
   private readonly transactionOptions: TransactionOptions;
   private connecting: Promise<void> | undefined;
   private connected = false;
@@ -93,8 +96,9 @@ export class MongoContext {
     this.logger = options.logger;
     // `timeoutMS` (client-side operation timeout) has no effect in driver 7.x, so the bound is built
     // from the settings that do: selection, connect, socket, pool wait, maxTimeMS and wtimeout.
-    const createClient = options.createClient ?? ((uri, opts) => new MongoClient(uri, opts));
-    this.client = createClient(options.uri, {
+    this.uri = options.uri;
+    this.createClient = options.createClient ?? ((uri, opts) => new MongoClient(uri, opts));
+    this.clientOptions = {
       appName: "receipt-encryption-service",
       serverSelectionTimeoutMS: timeoutMs,
       connectTimeoutMS: timeoutMs,
@@ -107,7 +111,8 @@ export class MongoContext {
       readConcernLevel: "majority",
       writeConcern: { w: "majority", wtimeoutMS: timeoutMs },
       ignoreUndefined: true,
-    });
+    };
+    this.client = this.createClient(this.uri, this.clientOptions);
     this.db = this.client.db(options.dbName);
     this.transactionOptions = {
       readConcern: { level: "snapshot" },
@@ -209,6 +214,24 @@ export class MongoContext {
       // Not awaited: after a failure, ending the session aborts the transaction, which waits for the
       // server when it is down; the caller should not wait for that cleanup too.
       void session.endSession().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Runs `work` on a client of its own whose socket timeout outlasts `indexTimeoutMs`, then closes it.
+   * The shared client's socket timeout (a second past `operationTimeoutMs`) would cut a long index
+   * build off mid-command, and the driver has no per-operation socket timeout.
+   */
+  async withIndexClient<T>(work: (db: Db) => Promise<T>): Promise<T> {
+    const client = this.createClient(this.uri, {
+      ...this.clientOptions,
+      socketTimeoutMS: this.indexTimeoutMs + SOCKET_MARGIN_MS,
+    });
+    try {
+      await client.connect();
+      return await work(client.db(this.db.databaseName));
+    } finally {
+      await client.close().catch(() => undefined);
     }
   }
 

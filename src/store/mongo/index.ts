@@ -42,14 +42,19 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     merchantKeys: new MongoMerchantKeys(ctx),
     /**
      * Creates every collection's indexes; creating an existing identical index is a no-op. Bounded by
-     * `indexTimeoutMs`, not the per-call limit: a build on a big collection takes long.
+     * `indexTimeoutMs`, not the per-call limit, on a client whose socket timeout allows it: a build
+     * on a big collection takes long.
      */
     init: () =>
-      ctx.run(async () => {
-        for (const [name, indexes] of Object.entries(INDEXES)) {
-          await ctx.collection(name).createIndexes(indexes, { maxTimeMS: ctx.indexTimeoutMs });
-        }
-      }, ctx.indexTimeoutMs + ctx.timeoutMs),
+      ctx.run(
+        () =>
+          ctx.withIndexClient(async (db) => {
+            for (const [name, indexes] of Object.entries(INDEXES)) {
+              await db.collection(name).createIndexes(indexes, { maxTimeMS: ctx.indexTimeoutMs });
+            }
+          }),
+        ctx.indexTimeoutMs + 2 * ctx.timeoutMs,
+      ),
     // `maxTimeMS` in the command itself: `db.command` takes no time-limit option, and without one a
     // ping to a stalled server would only end at the socket timeout.
     ping: () =>

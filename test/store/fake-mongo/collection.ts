@@ -5,7 +5,13 @@ import {
   updateOne as mingoUpdateOne,
   Query,
 } from "mingo";
-import { type Document, type IndexDescription, MongoInvalidArgumentError, ObjectId } from "mongodb";
+import {
+  type Document,
+  type IndexDescription,
+  type MongoClientOptions,
+  MongoInvalidArgumentError,
+  ObjectId,
+} from "mongodb";
 import { bsonCopy, compareValues, type Doc, keyOf, serverError, valueAt } from "./bson.js";
 import type { FakeMongo, OperationOptions } from "./server.js";
 import { duplicateKey, type IndexSpec, indexKey, type Transaction } from "./storage.js";
@@ -20,7 +26,7 @@ export class FakeCollection {
     private readonly server: FakeMongo,
     private readonly dbName: string,
     readonly collectionName: string,
-    private readonly ignoreUndefined: boolean,
+    private readonly client: MongoClientOptions,
   ) {}
 
   private get db() {
@@ -28,7 +34,7 @@ export class FakeCollection {
   }
 
   private exec<T>(name: string, options: OperationOptions | undefined, work: (txn?: Transaction) => T) {
-    return this.server.run(name, options, work, this.db);
+    return this.server.run(name, options, work, this.db, this.client);
   }
 
   private docs(txn: Transaction | undefined): Doc[] {
@@ -36,7 +42,7 @@ export class FakeCollection {
   }
 
   private copy<T>(value: T): T {
-    return bsonCopy(value, this.ignoreUndefined);
+    return bsonCopy(value, this.client.ignoreUndefined === true);
   }
 
   private write(txn: Transaction | undefined, doc: Doc | null, id: unknown): void {

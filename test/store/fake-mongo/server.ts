@@ -88,7 +88,12 @@ export class FakeMongo {
   /** Every find, in order. */
   readonly queries: RecordedQuery[] = [];
   /** Every operation that ran, by name (`find receipts`, `command ping`), for tests on what was sent. */
-  readonly operations: Array<{ name: string; options: OperationOptions | undefined }> = [];
+  readonly operations: Array<{
+    name: string;
+    options: OperationOptions | undefined;
+    /** The options of the client that sent it. */
+    client: MongoClientOptions | undefined;
+  }> = [];
 
   constructor(options: FakeMongoOptions = {}) {
     this.random = seededRandom(options.seed ?? 1);
@@ -140,12 +145,13 @@ export class FakeMongo {
     options: OperationOptions | undefined,
     work: (txn?: Transaction) => T,
     db?: Database,
+    client?: MongoClientOptions,
   ): Promise<T> {
     const maxTimeMS = options?.maxTimeMS;
     if (typeof maxTimeMS !== "number" || !Number.isInteger(maxTimeMS) || maxTimeMS < 1) {
       throw new Error(`fake MongoDB: ${name} sent without a server-side time limit (maxTimeMS)`);
     }
-    this.operations.push({ name, options });
+    this.operations.push({ name, options, client });
     await this.reach();
     for (const { prefix, ms } of this.slowness) if (name.startsWith(prefix)) await sleep(ms);
     const session = options?.session as FakeSession | undefined;
@@ -188,7 +194,7 @@ class FakeClient {
   }
 
   db(name: string): FakeDb {
-    return new FakeDb(this.server, name, this.options.ignoreUndefined === true, () => this.closed);
+    return new FakeDb(this.server, name, this.options, () => this.closed);
   }
 
   startSession(): FakeSession {
@@ -207,14 +213,14 @@ class FakeDb {
   constructor(
     private readonly server: FakeMongo,
     readonly databaseName: string,
-    private readonly ignoreUndefined: boolean,
+    private readonly client: MongoClientOptions,
     private readonly isClosed: () => boolean,
   ) {}
 
   collection(name: string): FakeCollection {
     let collection = this.collections.get(name);
     if (collection === undefined) {
-      collection = new FakeCollection(this.server, this.databaseName, name, this.ignoreUndefined);
+      collection = new FakeCollection(this.server, this.databaseName, name, this.client);
       this.collections.set(name, collection);
     }
     return collection;
@@ -225,10 +231,11 @@ class FakeDb {
     if (this.isClosed()) throw new MongoTopologyClosedError();
     const maxTimeMS = (command.maxTimeMS as number | undefined) ?? options?.maxTimeMS;
     const name = Object.keys(command)[0] ?? "";
-    return this.server.run(`command ${name}`, { ...options, maxTimeMS }, () => {
+    const work = () => {
       if (name !== "ping") throw serverError(59, "CommandNotFound", `no such command: '${name}'`);
       return { ok: 1 as const };
-    });
+    };
+    return this.server.run(`command ${name}`, { ...options, maxTimeMS }, work, undefined, this.client);
   }
 }
 
