@@ -4,7 +4,7 @@ import { ConfigError, loadConfig } from "./config.js";
 import { createDevKeys, devKeysBanner, devKeysFromEnv } from "./dev-keys.js";
 import { createLogger } from "./logging.js";
 import { createStore } from "./store/index.js";
-import { startStore } from "./store/startup.js";
+import { openStore } from "./store/startup.js";
 
 /** How long shutdown waits for in-flight calls before closing connections. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -22,13 +22,10 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config.logLevel);
-  const backend = await createStore(config, logger);
-  // The memory store's init cannot fail. Any other store is initialised in the background, so the
-  // service starts (and answers /healthz) while its database is down; /readyz and every request say
-  // 503 until the store is reachable and its indexes exist, then it is ready by itself.
-  let store = backend;
-  if (backend.kind === "memory") await backend.init();
-  else store = startStore(backend, { logger }).store;
+  // A database store initialises in the background: the service starts (and answers /healthz) while
+  // the database is down; /readyz and every request say 503 until it is reachable and its indexes
+  // exist, then the service is ready by itself.
+  const store = await openStore(await createStore(config, logger), { logger });
   if (store.kind === "memory") {
     logger.warn("STORE=memory: the embedded in-memory store is in use; all data is lost on restart");
   }

@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import { AppError } from "../errors.js";
+import { isMemoryStore } from "./memory/index.js";
 import type { Store } from "./types.js";
 
 /** Options of {@link startStore}. */
@@ -118,4 +119,17 @@ export function startStore(backend: Store, options: StoreStartupOptions): StoreS
     whenReady: () => readyPromise,
     stop,
   };
+}
+
+/**
+ * The store `main` serves with: the memory store initialised at once (its init cannot fail, and it
+ * stays unwrapped, so the app knows it for what it is), any other store initialising in the background
+ * ({@link startStore}). Resolves without waiting for the database, so a service starts while it is down.
+ */
+export async function openStore(backend: Store, options: StoreStartupOptions): Promise<Store> {
+  if (isMemoryStore(backend)) {
+    await backend.init();
+    return backend;
+  }
+  return startStore(backend, options).store;
 }

@@ -4,8 +4,9 @@ import { loadConfig } from "../../src/config.js";
 import { createApiKey } from "../../src/domain/api-keys.js";
 import { AppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logging.js";
+import { createMemoryStore, isMemoryStore } from "../../src/store/memory/index.js";
 import { createMongoStore } from "../../src/store/mongo/index.js";
-import { startStore } from "../../src/store/startup.js";
+import { openStore, startStore } from "../../src/store/startup.js";
 import { FakeMongo } from "./fake-mongo/index.js";
 import { apiKey } from "./fixtures.js";
 
@@ -75,6 +76,36 @@ describe("store start-up while MongoDB is down", () => {
     // The indexes exist: a second key with the same hash is refused by the unique index.
     expect(await startup.store.apiKeys.insert(apiKey({ keyHash: record.keyHash }))).toBe(false);
     expect(infos).toHaveLength(1);
+  });
+
+  it("opens a MongoDB store at once while the database is down, and the memory store as it is", async () => {
+    const fake = new FakeMongo();
+    fake.down();
+    const backend = await createMongoStore({
+      uri: "mongodb://fake.invalid/",
+      dbName: "receipts",
+      operationTimeoutMs: 200,
+      createClient: fake.createClient,
+    });
+    const logger = { warn: () => {}, info: () => {} };
+    const started = performance.now();
+    const store = await openStore(backend, { logger, initialDelayMs: 10 });
+    cleanups.push(() => store.close());
+    expect(performance.now() - started).toBeLessThan(100);
+    await unavailable(store.ping());
+    fake.up();
+    await waitFor(
+      async () =>
+        await store.ping().then(
+          () => true,
+          () => false,
+        ),
+    );
+
+    const memory = createMemoryStore();
+    const opened = await openStore(memory, { logger });
+    expect(opened).toBe(memory);
+    expect(isMemoryStore(opened)).toBe(true);
   });
 
   it("stops retrying on shutdown", async () => {
