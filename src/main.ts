@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from "./config.js";
 import { createDevKeys, devKeysBanner, devKeysFromEnv } from "./dev-keys.js";
 import { createLogger } from "./logging.js";
 import { createStore } from "./store/index.js";
+import { openStore } from "./store/startup.js";
 
 /** How long shutdown waits for in-flight calls before closing connections. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -21,8 +22,10 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config.logLevel);
-  const store = await createStore(config, logger);
-  await store.init();
+  // A database store initialises in the background: the service starts (and answers /healthz) while
+  // the database is down; /readyz and every request say 503 until it is reachable and its indexes
+  // exist, then the service is ready by itself.
+  const store = await openStore(await createStore(config, logger), { logger });
   if (store.kind === "memory") {
     logger.warn("STORE=memory: the embedded in-memory store is in use; all data is lost on restart");
   }

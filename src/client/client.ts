@@ -6,7 +6,6 @@ import {
   createClient,
   type Transport,
 } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import {
   type GrantAccessResponse,
   KeysService,
@@ -32,6 +31,7 @@ import {
 import { useServiceTextEncoding } from "../proto-text.js";
 import { toApiError } from "./errors.js";
 import { type RetryOptions, realSleep, retryPolicyOf, type Sleep, withRetry } from "./retry.js";
+import { nodeTransport } from "./transport.js";
 
 /** A payment gateway of SPEC section 7. */
 export type Gateway = "gateway_a" | "gateway_b";
@@ -69,7 +69,10 @@ export interface ReceiptsClientOptions {
    * HTTP/2). The service serves both on the same port.
    */
   transport?: "connect" | "grpc";
-  /** Attempts and delays; the defaults are the rules of SPEC section 13 (3 attempts, 1 s, 2 s). */
+  /**
+   * Attempts and delays; the defaults are the rules of SPEC section 13 (3 attempts, 1 s, 2 s), and a
+   * `Retry-After` over 10 s fails the call at once instead of waiting (`maxRetryAfterMs`).
+   */
   retry?: RetryOptions;
   /** Waits between attempts; inject a fake in tests. Default: a timer. */
   sleep?: Sleep;
@@ -269,8 +272,7 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
 function transportOf(options: ReceiptsClientOptions): Transport {
   if (options.transportOverride !== undefined) return options.transportOverride;
   const protocol = options.transport ?? "connect";
-  if (protocol === "grpc") return createGrpcTransport({ baseUrl: options.baseUrl });
-  if (protocol === "connect") return createConnectTransport({ baseUrl: options.baseUrl, httpVersion: "1.1" });
+  if (protocol === "grpc" || protocol === "connect") return nodeTransport(protocol, options.baseUrl);
   throw new RangeError(`transport must be "connect" or "grpc", not ${JSON.stringify(protocol)}`);
 }
 

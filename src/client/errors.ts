@@ -1,6 +1,7 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import type { ErrorCode } from "../errors.js";
+import { HTTP_STATUS_METADATA } from "./transport.js";
 
 /** The `google.rpc.ErrorInfo` domain of the service's errors; a reason from another domain is not ours. */
 export const SERVICE_ERROR_DOMAIN = "receipts.v1";
@@ -43,6 +44,8 @@ export interface ReceiptsApiErrorInit {
   attempts: number;
   retryable: boolean;
   cause: unknown;
+  /** The HTTP status of the last failed response, when one arrived. */
+  httpStatus?: number | undefined;
 }
 
 /**
@@ -66,6 +69,11 @@ export class ReceiptsApiError extends Error {
   readonly attempts: number;
   /** Whether the failure is transient by the retry rules; true after exhausting the attempts on one. */
   readonly retryable: boolean;
+  /**
+   * The HTTP status of the last failed response (e.g. 409 from a proxy), when a response arrived over
+   * a transport built from `baseUrl`; unset for network errors, timeouts and in-memory transports.
+   */
+  readonly httpStatus: number | undefined;
 
   constructor(init: ReceiptsApiErrorInit) {
     super(init.message, { cause: init.cause });
@@ -77,6 +85,7 @@ export class ReceiptsApiError extends Error {
     this.violations = init.violations;
     this.attempts = init.attempts;
     this.retryable = init.retryable;
+    this.httpStatus = init.httpStatus;
   }
 }
 
@@ -129,6 +138,12 @@ function firstValue(metadata: Headers, name: string): string | undefined {
   return value === undefined || value === "" ? undefined : value;
 }
 
+/** The HTTP status of a failed response, recorded by the client's transport; undefined when none arrived. */
+export function httpStatusOf(err: ConnectError): number | undefined {
+  const value = firstValue(err.metadata, HTTP_STATUS_METADATA);
+  return value !== undefined && /^[1-5]\d\d$/.test(value) ? Number(value) : undefined;
+}
+
 /** The field violations of an error's `google.rpc.BadRequest` details. */
 export function violationsOf(err: ConnectError): ApiFieldViolation[] {
   return err
@@ -136,11 +151,17 @@ export function violationsOf(err: ConnectError): ApiFieldViolation[] {
     .flatMap((bad) => bad.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
 }
 
-/** Builds the {@link ReceiptsApiError} of a call's last failure. */
-export function toApiError(err: ConnectError, attempts: number, retryable: boolean): ReceiptsApiError {
+/** Builds the {@link ReceiptsApiError} of a call's last failure; `note` is appended to the message. */
+export function toApiError(
+  err: ConnectError,
+  attempts: number,
+  retryable: boolean,
+  note?: string,
+): ReceiptsApiError {
   return new ReceiptsApiError({
     code: serviceReasonOf(err) ?? codeFromConnectCode(err.code),
-    message: err.rawMessage,
+    message: note === undefined ? err.rawMessage : `${err.rawMessage} (${note})`,
+    httpStatus: httpStatusOf(err),
     connectCode: err.code,
     requestId: firstValue(err.metadata, "x-request-id"),
     retryAfterSeconds: retryAfterSecondsOf(err),

@@ -38,7 +38,14 @@ export {
   sealAndStoreReceipt,
 } from "./merchant.js";
 export { type ReceiptImageOptions, renderReceiptSvg } from "./receipt-image.js";
-export { BASE_DELAY_MS, isRetryable, MAX_ATTEMPTS, type RetryOptions, type Sleep } from "./retry.js";
+export {
+  BASE_DELAY_MS,
+  isRetryable,
+  MAX_ATTEMPTS,
+  MAX_RETRY_AFTER_MS,
+  type RetryOptions,
+  type Sleep,
+} from "./retry.js";
 export {
   EnvelopeError,
   type EnvelopeErrorCode,

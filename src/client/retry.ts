@@ -1,6 +1,12 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type ErrorCode, isErrorCode } from "../errors.js";
-import { type ReceiptsApiError, retryAfterSecondsOf, serviceReasonOf, toApiError } from "./errors.js";
+import {
+  httpStatusOf,
+  type ReceiptsApiError,
+  retryAfterSecondsOf,
+  serviceReasonOf,
+  toApiError,
+} from "./errors.js";
 
 /**
  * The retry rules of SPEC section 13: retry 429, 500, 502, 503, 504 and network failures and
@@ -14,18 +20,28 @@ export const MAX_ATTEMPTS = 3;
 /** Delay before the first retry, in milliseconds; it doubles for each further retry. */
 export const BASE_DELAY_MS = 1000;
 
+/** Default of {@link RetryOptions.maxRetryAfterMs}: the longest `Retry-After` the client waits out. */
+export const MAX_RETRY_AFTER_MS = 10_000;
+
 /** How a client retries: at most {@link MAX_ATTEMPTS} attempts, delays from `baseDelayMs`. */
 export interface RetryOptions {
   /** Attempts per logical call, first included: 1 (never retry) to 3. Default 3. */
   maxAttempts?: number;
   /** Delay before the first retry, in milliseconds; doubled for each further retry. Default 1000. */
   baseDelayMs?: number;
+  /**
+   * The longest `Retry-After` the client sleeps through before retrying, in milliseconds; default
+   * 10 000. A longer one (a grant cap waits up to 180 s) fails the call at once with a
+   * `ReceiptsApiError` whose `retryAfterSeconds` says when to try again, rather than hold the caller.
+   */
+  maxRetryAfterMs?: number;
 }
 
 /** A validated {@link RetryOptions}. */
 export interface RetryPolicy {
   maxAttempts: number;
   baseDelayMs: number;
+  maxRetryAfterMs: number;
 }
 
 /** Waits `ms` milliseconds. Injected so that tests run on a fake clock. */
@@ -38,13 +54,17 @@ export const realSleep: Sleep = (ms) => new Promise((resolve) => setTimeout(reso
 export function retryPolicyOf(options: RetryOptions = {}): RetryPolicy {
   const maxAttempts = options.maxAttempts ?? MAX_ATTEMPTS;
   const baseDelayMs = options.baseDelayMs ?? BASE_DELAY_MS;
+  const maxRetryAfterMs = options.maxRetryAfterMs ?? MAX_RETRY_AFTER_MS;
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > MAX_ATTEMPTS) {
     throw new RangeError(`retry.maxAttempts must be an integer from 1 to ${MAX_ATTEMPTS}`);
   }
   if (!Number.isFinite(baseDelayMs) || baseDelayMs < 0) {
     throw new RangeError("retry.baseDelayMs must be a non-negative number of milliseconds");
   }
-  return { maxAttempts, baseDelayMs };
+  if (!Number.isFinite(maxRetryAfterMs) || maxRetryAfterMs < 0) {
+    throw new RangeError("retry.maxRetryAfterMs must be a non-negative number of milliseconds");
+  }
+  return { maxAttempts, baseDelayMs, maxRetryAfterMs };
 }
 
 /** Service codes worth another attempt: 429 (rate limit), 500 and 503. Every other service code is final. */
@@ -68,14 +88,24 @@ const RETRYABLE_CODES: ReadonlySet<Code> = new Set([
   Code.Aborted,
 ]);
 
+/** HTTP statuses SPEC section 13 retries. */
+const RETRYABLE_HTTP_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
+
+/** HTTP statuses SPEC section 13 never retries. */
+const FINAL_HTTP_STATUSES: ReadonlySet<number> = new Set([400, 401, 403, 404, 409]);
+
 /**
  * Whether a failed attempt may be retried by the rules of SPEC section 13. A reason from the error
- * registry decides; a failure without one (or with a code this client does not know yet) is judged
- * by its status.
+ * registry decides; without one (an intermediary's answer, or a code this client does not know yet),
+ * the response's HTTP status decides when it is one the rules name (Connect makes a proxy's bare 400
+ * Internal and its 409 Unknown, which alone would look transient); otherwise the Connect code does.
  */
 export function isRetryable(err: ConnectError): boolean {
   const reason = serviceReasonOf(err);
   if (reason !== undefined && isErrorCode(reason)) return RETRYABLE_REASONS.has(reason);
+  const status = httpStatusOf(err);
+  if (status !== undefined && RETRYABLE_HTTP_STATUSES.has(status)) return true;
+  if (status !== undefined && FINAL_HTTP_STATUSES.has(status)) return false;
   return RETRYABLE_CODES.has(err.code);
 }
 
@@ -110,7 +140,12 @@ export async function withRetry<T>(
     if (!retryable || made >= policy.maxAttempts || signal?.aborted) {
       throw toApiError(failure, made, retryable);
     }
-    await sleep(retryDelayMs(made - 1, failure, policy.baseDelayMs));
+    const delayMs = retryDelayMs(made - 1, failure, policy.baseDelayMs);
+    const retryAfter = retryAfterSecondsOf(failure);
+    if (retryAfter !== undefined && retryAfter * 1000 > policy.maxRetryAfterMs) {
+      throw toApiError(failure, made, retryable, `retry after ${retryAfter} s`);
+    }
+    await sleep(delayMs);
     if (signal?.aborted) throw cancelled(made, signal);
   }
 }

@@ -211,6 +211,16 @@ export interface ReceiptPage {
   nextCursor?: string;
 }
 
+/** Most escrowed receipts one `findEscrowed` call returns: a larger `limit` is capped. */
+export const ESCROW_PAGE_MAX = 1_000;
+
+/** A page size for {@link ReceiptStore.findEscrowed}: capped; `RangeError` unless a positive integer. */
+export function pageLimitOf(limit: number): number {
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new RangeError("The page size must be a positive integer.");
+  return Math.min(limit, ESCROW_PAGE_MAX);
+}
+
 export interface ReceiptStore {
   /** False when `(merchantId, receiptId)` exists. */
   insert(receipt: ReceiptRecord): Promise<boolean>;
@@ -221,11 +231,11 @@ export interface ReceiptStore {
   findByPaymentId(paymentId: string): Promise<ReceiptRecord | undefined>;
   /** A user's receipts, newest first (createdAt desc, then id desc), `limit` per page. */
   listByUser(userId: string, limit: number, cursor?: string): Promise<ReceiptPage>;
-  /** Escrowed receipts for panHash whose `expiresAt` is after `now`. */
-  listEscrowed(panHash: string, now: Date): Promise<ReceiptRecord[]>;
   /**
-   * Escrowed receipts matching `query` whose `expiresAt` is after `now`, oldest first (then by id),
-   * `limit` per page.
+   * Escrowed receipts matching `query` whose `expiresAt` is after `now`, oldest first (createdAt,
+   * then id), at most `limit` (capped at {@link ESCROW_PAGE_MAX}) per page; `cursor` is the
+   * `nextCursor` of the previous page. A card can collect any number of receipts before it registers:
+   * a caller that wants them all pages until there is no `nextCursor`.
    */
   findEscrowed(query: EscrowQuery, now: Date, limit: number, cursor?: string): Promise<ReceiptPage>;
   /** The receipt of `(merchantId, receiptId)`, escrowed or not. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { AppError } from "../../src/errors.js";
 import type { ReceiptRecord, Store } from "../../src/store/types.js";
-import { at, escrowedReceipt, hex64, payment, receipt, uid } from "./fixtures.js";
+import { allEscrowed, at, escrowedReceipt, escrowQuery, hex64, payment, receipt, uid } from "./fixtures.js";
 
 /** The rules of `ReceiptStore` and `PaymentStore`. */
 export function receiptsContract(store: () => Store): void {
@@ -81,8 +81,29 @@ export function receiptsContract(store: () => Store): void {
       const otherPan = escrowedReceipt(hex64(), at(100));
       const delivered = receipt("usr_1", { panHash });
       for (const r of [live, expired, otherPan, delivered]) await store().receipts.insert(r);
-      expect(await store().receipts.listEscrowed(panHash, at(50))).toEqual([live]);
-      expect(await store().receipts.listEscrowed(panHash, at(100))).toEqual([]);
+      expect(await allEscrowed(store(), panHash, at(50))).toEqual([live]);
+      expect(await allEscrowed(store(), panHash, at(100))).toEqual([]);
+    });
+
+    it("pages a card's escrowed receipts oldest first, at most `limit` each, across equal timestamps", async () => {
+      const panHash = hex64();
+      const seconds = [30, 10, 20, 20, 40];
+      const escrowed = seconds.map((s) => escrowedReceipt(panHash, at(999), { createdAt: at(s) }));
+      for (const r of escrowed) await store().receipts.insert(r);
+      const expected = [...escrowed].sort(
+        (a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1),
+      );
+      const pages: ReceiptRecord[][] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await store().receipts.findEscrowed(escrowQuery(panHash), at(0), 2, cursor);
+        pages.push(page.receipts);
+        cursor = page.nextCursor;
+      } while (cursor !== undefined && pages.length < 10);
+      expect(pages.map((p) => p.length)).toEqual([2, 2, 1]);
+      expect(pages.flat()).toEqual(expected);
+      expect(await allEscrowed(store(), panHash, at(0))).toEqual(expected);
+      await expect(store().receipts.findEscrowed(escrowQuery(panHash), at(0), 0)).rejects.toThrow(RangeError);
     });
 
     it("releases an escrowed receipt once, to the user, keeping the ciphertext", async () => {
@@ -100,7 +121,7 @@ export function receiptsContract(store: () => Store): void {
       const { escrowKeyId: _k, expiresAt: _e, ...kept } = escrowed;
       const released = { ...kept, ...to, isEscrowed: false };
       expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([released]);
-      expect(await store().receipts.listEscrowed(panHash, at(0))).toEqual([]);
+      expect(await allEscrowed(store(), panHash, at(0))).toEqual([]);
       expect((await store().receipts.listByUser("usr_2", 10)).receipts).toEqual([]);
     });
 

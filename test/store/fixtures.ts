@@ -1,11 +1,14 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import type {
-  ApiKeyRecord,
-  AuditEvent,
-  GrantRecord,
-  KeyRecord,
-  PaymentRecord,
-  ReceiptRecord,
+import {
+  type ApiKeyRecord,
+  type AuditEvent,
+  ESCROW_PAGE_MAX,
+  type EscrowQuery,
+  type GrantRecord,
+  type KeyRecord,
+  type PaymentRecord,
+  type ReceiptRecord,
+  type Store,
 } from "../../src/store/types.js";
 
 /**
@@ -145,4 +148,21 @@ export function auditEvent(overrides: Partial<AuditEvent> = {}): AuditEvent {
     sourceIp: "203.0.113.7",
     ...overrides,
   };
+}
+
+/** The query of every escrowed receipt of a card that a registration of `tnt_issuer` may release. */
+export function escrowQuery(panHash: string): EscrowQuery {
+  return { panHash, ownerTenantId: "tnt_issuer", includeUnowned: true };
+}
+
+/** Every page of {@link escrowQuery} at `now`, oldest first. */
+export async function allEscrowed(store: Store, panHash: string, now: Date): Promise<ReceiptRecord[]> {
+  const all: ReceiptRecord[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await store.receipts.findEscrowed(escrowQuery(panHash), now, ESCROW_PAGE_MAX, cursor);
+    all.push(...page.receipts);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return all;
 }

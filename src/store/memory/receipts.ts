@@ -1,12 +1,13 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
-import type {
-  EscrowCount,
-  EscrowQuery,
-  KeyAlgorithm,
-  ReceiptPage,
-  ReceiptRecord,
-  ReceiptStore,
-  StoredKeyBundle,
+import {
+  type EscrowCount,
+  type EscrowQuery,
+  type KeyAlgorithm,
+  pageLimitOf,
+  type ReceiptPage,
+  type ReceiptRecord,
+  type ReceiptStore,
+  type StoredKeyBundle,
 } from "../types.js";
 import { type Members, MultiIndex, memberList, PairMap, withMember, withoutMember } from "./indexes.js";
 import { compare, ListingIndex } from "./listing.js";
@@ -184,16 +185,8 @@ export class MemoryReceipts implements ReceiptStore {
     return { receipts, nextCursor: encodeCursor(last) };
   }
 
-  async listEscrowed(panHash: string, now: Date): Promise<ReceiptRecord[]> {
-    const nowMs = now.getTime();
-    return this.records(this.escrowedByPan.get(panHash)).filter(
-      (r) => r.isEscrowed && r.expiresAt !== undefined && r.expiresAt.getTime() > nowMs,
-    );
-  }
-
   async findEscrowed(query: EscrowQuery, now: Date, limit: number, cursor?: string): Promise<ReceiptPage> {
-    if (!Number.isInteger(limit) || limit < 1)
-      throw new RangeError("The page size must be a positive integer.");
+    const capped = pageLimitOf(limit);
     const after = cursor === undefined ? undefined : decodeCursor(cursor);
     const nowMs = now.getTime();
     const matching = this.escrowedByPan
@@ -212,9 +205,9 @@ export class MemoryReceipts implements ReceiptStore {
             (k.createdAtMs === after.createdAt.getTime() && k.id > after.id)),
       )
       .sort((a, b) => a.createdAtMs - b.createdAtMs || compare(a.id, b.id));
-    const receipts = matching.slice(0, limit).map(recordOf);
+    const receipts = matching.slice(0, capped).map(recordOf);
     const last = receipts.at(-1);
-    if (matching.length <= limit || last === undefined) return { receipts };
+    if (matching.length <= capped || last === undefined) return { receipts };
     return { receipts, nextCursor: encodeCursor(last) };
   }
 

@@ -5,6 +5,7 @@ import {
   type Db,
   type Document,
   MongoClient,
+  type MongoClientOptions,
   MongoError,
   MongoTopologyClosedError,
   type TransactionOptions,
@@ -26,12 +27,26 @@ export interface MongoStoreOptions {
    * into `service_unavailable` within seconds.
    */
   operationTimeoutMs?: number;
+  /**
+   * Time limit of creating the indexes (`init`) in milliseconds, default 600 000 (10 minutes): building
+   * an index on a large existing collection takes far longer than any request may, so it has its own
+   * limit rather than `operationTimeoutMs`.
+   */
+  indexTimeoutMs?: number;
   /** Receives connection events (connected, connection failed); silent when absent. */
   logger?: Pick<Logger, "info" | "warn">;
+  /**
+   * Builds the driver's client from the URI and the options this store pins; default `new MongoClient`.
+   * The seam where tests put a driver-level fake (`test/store/fake-mongo/`) under the real adapter.
+   */
+  createClient?: (uri: string, options: MongoClientOptions) => MongoClient;
 }
 
 /** Default of {@link MongoStoreOptions.operationTimeoutMs}. */
 export const DEFAULT_OPERATION_TIMEOUT_MS = 3_000;
+
+/** Default of {@link MongoStoreOptions.indexTimeoutMs}. */
+export const DEFAULT_INDEX_TIMEOUT_MS = 600_000;
 
 /**
  * Extra time a socket read waits beyond `maxTimeMS`, so that a slow server answers with its own
@@ -51,11 +66,16 @@ export class MongoContext {
   readonly client: MongoClient;
   readonly db: Db;
   readonly timeoutMs: number;
+  /** Time limit of index creation, in ms ({@link MongoStoreOptions.indexTimeoutMs}). */
+  readonly indexTimeoutMs: number;
   /** Options for every operation outside a transaction: the server-side time limit. */
   readonly limit: { maxTimeMS: number };
   /** Options for every read outside a transaction: the time limit, and records without Mongo's `_id`. */
   readonly read: { maxTimeMS: number; projection: { _id: 0 } };
   private readonly logger: MongoStoreOptions["logger"];
+  private readonly uri: string;
+  private readonly clientOptions: MongoClientOptions;
+  private readonly createClient: (uri: string, options: MongoClientOptions) => MongoClient;
   private readonly transactionOptions: TransactionOptions;
   private connecting: Promise<void> | undefined;
   private connected = false;
@@ -67,20 +87,32 @@ export class MongoContext {
       throw new RangeError("operationTimeoutMs must be a positive integer.");
     }
     this.timeoutMs = timeoutMs;
+    this.indexTimeoutMs = options.indexTimeoutMs ?? DEFAULT_INDEX_TIMEOUT_MS;
+    if (!Number.isInteger(this.indexTimeoutMs) || this.indexTimeoutMs < 1) {
+      throw new RangeError("indexTimeoutMs must be a positive integer.");
+    }
     this.limit = { maxTimeMS: timeoutMs };
     this.read = { maxTimeMS: timeoutMs, projection: { _id: 0 } };
     this.logger = options.logger;
     // `timeoutMS` (client-side operation timeout) has no effect in driver 7.x, so the bound is built
     // from the settings that do: selection, connect, socket, pool wait, maxTimeMS and wtimeout.
-    this.client = new MongoClient(options.uri, {
+    this.uri = options.uri;
+    this.createClient = options.createClient ?? ((uri, opts) => new MongoClient(uri, opts));
+    this.clientOptions = {
       appName: "receipt-encryption-service",
       serverSelectionTimeoutMS: timeoutMs,
       connectTimeoutMS: timeoutMs,
       socketTimeoutMS: timeoutMs + SOCKET_MARGIN_MS,
       waitQueueTimeoutMS: timeoutMs,
+      // Pinned whatever the URI says (these options override the URI's): every instance must read
+      // what any instance wrote and acknowledged. A secondary may lag behind the primary, and a
+      // `local` read may see a write that a failover then rolls back.
+      readPreference: "primary",
+      readConcernLevel: "majority",
       writeConcern: { w: "majority", wtimeoutMS: timeoutMs },
       ignoreUndefined: true,
-    });
+    };
+    this.client = this.createClient(this.uri, this.clientOptions);
     this.db = this.client.db(options.dbName);
     this.transactionOptions = {
       readConcern: { level: "snapshot" },
@@ -109,10 +141,10 @@ export class MongoContext {
    * Runs one repository method: connects if needed, then maps failures. Unreachable, timed-out or
    * closing databases become `service_unavailable`; other errors (bugs) pass through unchanged.
    */
-  async run<T>(work: () => Promise<T>): Promise<T> {
+  async run<T>(work: () => Promise<T>, limitMs = this.timeoutMs * CALL_TIMEOUT_FACTOR): Promise<T> {
     if (this.closed) throw storeUnavailable(new Error("The MongoDB store is closed."));
     try {
-      return await this.withinDeadline(async () => {
+      return await this.withinDeadline(limitMs, async () => {
         await this.connect();
         return await work();
       });
@@ -125,12 +157,12 @@ export class MongoContext {
   }
 
   /**
-   * Settles within {@link CALL_TIMEOUT_FACTOR} x `operationTimeoutMs` whatever the driver does: each
-   * operation has its own limits, but a method may chain several, and the driver retries some once.
-   * A call that misses the deadline may still complete in the background; its result is dropped.
+   * Settles within `limitMs` (by default {@link CALL_TIMEOUT_FACTOR} x `operationTimeoutMs`) whatever
+   * the driver does: each operation has its own limits, but a method may chain several, and the
+   * driver retries some once. A call that misses the deadline may still complete in the background;
+   * its result is dropped.
    */
-  private async withinDeadline<T>(call: () => Promise<T>): Promise<T> {
-    const limitMs = this.timeoutMs * CALL_TIMEOUT_FACTOR;
+  private async withinDeadline<T>(limitMs: number, call: () => Promise<T>): Promise<T> {
     const pending = call();
     pending.catch(() => undefined);
     let timer: NodeJS.Timeout | undefined;
@@ -182,6 +214,24 @@ export class MongoContext {
       // Not awaited: after a failure, ending the session aborts the transaction, which waits for the
       // server when it is down; the caller should not wait for that cleanup too.
       void session.endSession().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Runs `work` on a client of its own whose socket timeout outlasts `indexTimeoutMs`, then closes it.
+   * The shared client's socket timeout (a second past `operationTimeoutMs`) would cut a long index
+   * build off mid-command, and the driver has no per-operation socket timeout.
+   */
+  async withIndexClient<T>(work: (db: Db) => Promise<T>): Promise<T> {
+    const client = this.createClient(this.uri, {
+      ...this.clientOptions,
+      socketTimeoutMS: this.indexTimeoutMs + SOCKET_MARGIN_MS,
+    });
+    try {
+      await client.connect();
+      return await work(client.db(this.db.databaseName));
+    } finally {
+      await client.close().catch(() => undefined);
     }
   }
 

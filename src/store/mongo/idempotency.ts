@@ -1,6 +1,6 @@
 import type { IdempotencyBegin, IdempotencyStore } from "../types.js";
 import type { MongoContext } from "./connection.js";
-import { isDuplicateKey } from "./errors.js";
+import { isDuplicateKey, storeUnavailable } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
 
 /** One idempotency key: `_id` is the key itself, so the primary index makes claiming it atomic. */
@@ -69,7 +69,8 @@ export class MongoIdempotency implements IdempotencyStore {
         );
         if (replaced.matchedCount === 1) return { kind: "started" };
       }
-      throw new Error(`Idempotency key contended ${BEGIN_ATTEMPTS} times in a row.`);
+      // Contention, not a bug: a 503 the client retries, like the other stores' contention limits.
+      throw storeUnavailable(new Error(`Idempotency key contended ${BEGIN_ATTEMPTS} times in a row.`));
     });
   }
 

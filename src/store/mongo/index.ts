@@ -12,11 +12,17 @@ import { MongoRateLimits } from "./rate-limits.js";
 import { MongoReceipts } from "./receipts.js";
 import { MongoUsers } from "./users.js";
 
-export { DEFAULT_OPERATION_TIMEOUT_MS, type MongoStoreOptions } from "./connection.js";
+export {
+  DEFAULT_INDEX_TIMEOUT_MS,
+  DEFAULT_OPERATION_TIMEOUT_MS,
+  type MongoStoreOptions,
+} from "./connection.js";
 
 /**
- * Creates the MongoDB store. It connects on first use rather than here, so a service can start (and
- * report `/readyz` as failing) while the database is down, and recovers when it comes back. Every
+ * Creates the MongoDB store. It connects on first use rather than here, so a service can start while
+ * the database is down: `main` runs `init` in the background (`startStore`, retrying with backoff),
+ * `/readyz` says 503 until the database answers and the indexes exist, and every request meanwhile
+ * gets `service_unavailable`; the driver reconnects by itself after later outages. Every
  * operation is time-limited by `operationTimeoutMs`; an unreachable database gives
  * `AppError("service_unavailable")`. `register` and `createWithReceipt` use transactions, so the
  * deployment must be a replica set or sharded cluster (as Atlas and every production setup is).
@@ -38,16 +44,26 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     issuerEscrowKeys: new MongoIssuerEscrowKeys(ctx),
     bins: new MongoBins(ctx),
     merchants: new MongoMerchantOwners(ctx),
-    /** Creates every collection's indexes; creating an existing identical index is a no-op. */
+    /**
+     * Creates every collection's indexes; creating an existing identical index is a no-op. Bounded by
+     * `indexTimeoutMs`, not the per-call limit, on a client whose socket timeout allows it: a build
+     * on a big collection takes long.
+     */
     init: () =>
-      ctx.run(async () => {
-        for (const [name, indexes] of Object.entries(INDEXES)) {
-          await ctx.collection(name).createIndexes(indexes, ctx.limit);
-        }
-      }),
+      ctx.run(
+        () =>
+          ctx.withIndexClient(async (db) => {
+            for (const [name, indexes] of Object.entries(INDEXES)) {
+              await db.collection(name).createIndexes(indexes, { maxTimeMS: ctx.indexTimeoutMs });
+            }
+          }),
+        ctx.indexTimeoutMs + 2 * ctx.timeoutMs,
+      ),
+    // `maxTimeMS` in the command itself: `db.command` takes no time-limit option, and without one a
+    // ping to a stalled server would only end at the socket timeout.
     ping: () =>
       ctx.run(async () => {
-        await ctx.db.command({ ping: 1 });
+        await ctx.db.command({ ping: 1, maxTimeMS: ctx.timeoutMs });
       }),
     close: () => ctx.close(),
   };

@@ -48,8 +48,9 @@ export const INDEXES: Record<string, IndexDescription[]> = {
       name: "findByPaymentId",
       partialFilterExpression: { paymentId: { $exists: true } },
     },
-    { key: { panHash: 1, isEscrowed: 1 }, name: "listEscrowed" },
-    { key: { panHash: 1, isEscrowed: 1, createdAt: 1, id: 1 }, name: "findEscrowed" },
+    // Equality fields, then the sort: a page of a card's escrow reads only that page. (Named anew:
+    // the key of an existing name cannot change, and `createIndexes` would refuse the old name.)
+    { key: { panHash: 1, isEscrowed: 1, createdAt: 1, id: 1 }, name: "listEscrowed_byTime" },
     // Only escrowed receipts have `expiresAt`: unreleased escrow is deleted after its retention.
     ttl,
   ],
@@ -67,7 +68,8 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { createdAt: 1, id: 1 }, name: "list" },
   ],
   [COLLECTIONS.merchantKeys]: [{ key: { merchantId: 1 }, name: "uniq_merchantId", unique: true }],
-  [COLLECTIONS.audit]: [{ key: { at: -1 }, name: "list" }],
+  // The key of `list` ({at: -1}) did not match its sort {at: -1, _id: -1}; a new name, as above.
+  [COLLECTIONS.audit]: [{ key: { at: -1, _id: -1 }, name: "list_at_id" }],
   [COLLECTIONS.issuerEscrowKeys]: [
     { key: { escrowKeyId: 1 }, name: "uniq_escrowKeyId", unique: true },
     { key: { tenantId: 1, createdAt: -1 }, name: "byTenant" },

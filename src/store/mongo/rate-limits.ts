@@ -1,6 +1,6 @@
 import type { RateLimitStore } from "../types.js";
 import type { MongoContext } from "./connection.js";
-import { isDuplicateKey } from "./errors.js";
+import { isDuplicateKey, storeUnavailable } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
 
 /** One fixed-window counter: `_id` names the key and the window. */
@@ -27,7 +27,9 @@ export class MongoRateLimits implements RateLimitStore {
       for (let attempt = 1; ; attempt++) {
         try {
           const counter = await counters.findOneAndUpdate(filter, update, options);
-          if (counter === null) throw new Error("An upsert with returnDocument 'after' returned nothing.");
+          if (counter === null) {
+            throw storeUnavailable(new Error("An upsert with returnDocument 'after' returned nothing."));
+          }
           return counter.count;
         } catch (err) {
           if (isDuplicateKey(err) && attempt < 3) continue;

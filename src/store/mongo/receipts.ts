@@ -1,12 +1,13 @@
 import type { Filter } from "mongodb";
 import { decodeCursor, encodeCursor } from "../cursor.js";
-import type {
-  EscrowCount,
-  EscrowQuery,
-  ReceiptPage,
-  ReceiptRecord,
-  ReceiptStore,
-  StoredKeyBundle,
+import {
+  type EscrowCount,
+  type EscrowQuery,
+  pageLimitOf,
+  type ReceiptPage,
+  type ReceiptRecord,
+  type ReceiptStore,
+  type StoredKeyBundle,
 } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
@@ -75,14 +76,14 @@ export class MongoReceipts implements ReceiptStore {
     });
   }
 
-  listEscrowed(panHash: string, now: Date): Promise<ReceiptRecord[]> {
-    return this.findAll({ panHash, isEscrowed: true, expiresAt: { $gt: now } });
-  }
-
   /** Oldest first on the `findEscrowed` index; one more than `limit` is read to know if more follow. */
-  async findEscrowed(query: EscrowQuery, now: Date, limit: number, cursor?: string): Promise<ReceiptPage> {
-    if (!Number.isInteger(limit) || limit < 1)
-      throw new RangeError("The page size must be a positive integer.");
+  async findEscrowed(
+    query: EscrowQuery,
+    now: Date,
+    requested: number,
+    cursor?: string,
+  ): Promise<ReceiptPage> {
+    const limit = pageLimitOf(requested);
     const after = cursor === undefined ? undefined : decodeCursor(cursor);
     const owner: Filter<ReceiptRecord> = query.includeUnowned
       ? { $or: [{ escrowOwnerTenantId: query.ownerTenantId }, { escrowOwnerTenantId: { $exists: false } }] }

@@ -2,7 +2,7 @@ import type { ClientSession } from "mongodb";
 import { planRegister, type RegisterInput } from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import type { MongoContext } from "./connection.js";
-import { isDuplicateKey } from "./errors.js";
+import { isDuplicateKey, storeUnavailable } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
 
 /** How often `register` starts over after losing a race on a unique index to a concurrent call. */
@@ -82,8 +82,10 @@ export class MongoUsers implements UserStore {
         try {
           return await this.ctx.transaction((session) => this.registerIn(session, input));
         } catch (err) {
-          if (isDuplicateKey(err) && attempt < REGISTER_ATTEMPTS) continue;
-          throw err;
+          if (!isDuplicateKey(err)) throw err;
+          if (attempt < REGISTER_ATTEMPTS) continue;
+          // Contention, not a bug: a 503 the client retries.
+          throw storeUnavailable(err);
         }
       }
     });

@@ -1,0 +1,148 @@
+import { MongoClient } from "mongodb";
+import { afterEach, describe, expect, it } from "vitest";
+import { AppError } from "../../src/errors.js";
+import { createMongoStore, DEFAULT_INDEX_TIMEOUT_MS } from "../../src/store/mongo/index.js";
+import { INDEXES } from "../../src/store/mongo/indexes.js";
+import type { Store } from "../../src/store/types.js";
+import { FakeMongo, keyOf, type RecordedQuery } from "./fake-mongo/index.js";
+import { at, auditEvent, escrowedReceipt, escrowQuery, hex64, receipt } from "./fixtures.js";
+
+/**
+ * What the MongoDB adapter sends, beyond the store contract: the options it pins, its time limits,
+ * its indexes against its own queries, and its errors under contention. On the driver-level fake.
+ */
+describe("MongoDB adapter", () => {
+  const stores: Store[] = [];
+  const storeOn = async (fake: FakeMongo, options: { operationTimeoutMs?: number } = {}) => {
+    const store = await createMongoStore({
+      uri: "mongodb://fake.invalid/",
+      dbName: "receipts",
+      createClient: fake.createClient,
+      ...options,
+    });
+    stores.push(store);
+    return store;
+  };
+  afterEach(async () => {
+    for (const store of stores.splice(0)) await store.close();
+  });
+
+  it("reads from the primary with majority read and write concern, whatever the URI says", async () => {
+    const clients: MongoClient[] = [];
+    const store = await createMongoStore({
+      uri: "mongodb://127.0.0.1:1/?readPreference=secondaryPreferred&readConcernLevel=local&w=1",
+      dbName: "receipts",
+      createClient: (uri, options) => {
+        const client = new MongoClient(uri, options);
+        clients.push(client);
+        return client;
+      },
+    });
+    stores.push(store);
+    const [client] = clients;
+    expect(client?.readPreference.mode).toBe("primary");
+    expect(client?.readConcern?.level).toBe("majority");
+    expect(client?.writeConcern?.w).toBe("majority");
+  });
+
+  it("gives index creation its own generous time limit, not the per-call one", async () => {
+    const fake = new FakeMongo();
+    // A build on a big collection: far longer than two per-call limits.
+    fake.slow("createIndexes receipts", 400);
+    const store = await storeOn(fake, { operationTimeoutMs: 50 });
+    await expect(store.init()).resolves.toBeUndefined();
+    const builds = fake.operations.filter((op) => op.name.startsWith("createIndexes"));
+    expect(builds).toHaveLength(Object.keys(INDEXES).length);
+    for (const build of builds) {
+      expect(build.options?.maxTimeMS).toBe(DEFAULT_INDEX_TIMEOUT_MS);
+      // The socket must wait for the server's answer as long as the build may take.
+      expect(build.client?.socketTimeoutMS).toBeGreaterThan(DEFAULT_INDEX_TIMEOUT_MS);
+    }
+    // Requests keep their own short limit.
+    await store.audit.list(1);
+    expect(fake.operations.at(-1)?.options?.maxTimeMS).toBe(50);
+  });
+
+  it("starts on a database whose indexes an earlier version created", async () => {
+    const fake = new FakeMongo();
+    const old = fake.createClient("mongodb://fake.invalid/", {}).db("receipts");
+    await old.collection("audit").createIndex({ at: -1 }, { name: "list", maxTimeMS: 1000 });
+    await old
+      .collection("receipts")
+      .createIndex({ panHash: 1, isEscrowed: 1 }, { name: "listEscrowed", maxTimeMS: 1000 });
+    const store = await storeOn(fake);
+    await expect(store.init()).resolves.toBeUndefined();
+  });
+
+  it("has an index for every sorted page it reads: equality fields, then the sort", async () => {
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    const panHash = hex64();
+    for (let i = 0; i < 3; i++) {
+      await store.audit.append(auditEvent({ at: at(i) }));
+      await store.receipts.insert(receipt("usr_1", { createdAt: at(i) }));
+      await store.receipts.insert(escrowedReceipt(panHash, at(999), { createdAt: at(i) }));
+    }
+    expect(await store.audit.list(2)).toHaveLength(2);
+    const page = await store.receipts.listByUser("usr_1", 2);
+    await store.receipts.listByUser("usr_1", 2, page.nextCursor);
+    const escrowed = await store.receipts.findEscrowed(escrowQuery(panHash), at(0), 2);
+    await store.receipts.findEscrowed(escrowQuery(panHash), at(0), 2, escrowed.nextCursor);
+
+    const pages = fake.queries.filter((q) => q.sort !== undefined && q.limit > 0);
+    expect(new Set(pages.map((q) => q.collection))).toEqual(new Set(["audit", "receipts"]));
+    for (const query of pages) expect(servingIndex(query), JSON.stringify(query)).toBeDefined();
+  });
+
+  it("answers service_unavailable, not a bare error, when an idempotency key stays contended", async () => {
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    const records = fake.database("receipts").collection("idempotency").docs;
+    const id = keyOf("idem-1");
+    // Another caller claims the key before each insert, and it is gone again before each read.
+    fake.onOperation = (name) => {
+      if (name === "insertOne idempotency") {
+        records.set(id, { _id: "idem-1", requestHash: "h", expiresAt: at(100), leaseUntil: at(50) });
+      }
+      if (name === "findOne idempotency") records.delete(id);
+    };
+    const failure = await store.idempotency
+      .begin("idem-1", "h", at(100), at(0), at(50))
+      .catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(AppError);
+    expect((failure as AppError).code).toBe("service_unavailable");
+  });
+});
+
+/** An index of the adapter whose keys are the query's equality fields (any order), then its sort. */
+function servingIndex(query: RecordedQuery): string | undefined {
+  const equality = Object.entries(query.filter)
+    .filter(([field, value]) => !field.startsWith("$") && !isOperators(value))
+    .map(([field]) => field);
+  const sort = Object.entries(query.sort ?? {});
+  const reversed = sort.map(([field, direction]) => [field, -direction] as const);
+  return (INDEXES[query.collection] ?? []).find((index) => {
+    const keys = Object.entries(index.key as Record<string, number>);
+    const prefix = keys.slice(0, equality.length).map(([field]) => field);
+    const rest = keys.slice(equality.length, equality.length + sort.length);
+    const sameSort = (wanted: ReadonlyArray<readonly [string, number]>) =>
+      rest.length === wanted.length &&
+      rest.every(([f, d], i) => f === wanted[i]?.[0] && d === wanted[i]?.[1]);
+    return (
+      new Set(prefix).size === equality.length &&
+      equality.every((field) => prefix.includes(field)) &&
+      (sameSort(sort) || sameSort(reversed))
+    );
+  })?.name;
+}
+
+function isOperators(value: unknown): boolean {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    !(value instanceof Date) &&
+    Object.keys(value).every((key) => key.startsWith("$"))
+  );
+}
