@@ -128,7 +128,7 @@ export interface UserStore {
     key: KeyRecord;
     now: Date;
   }): Promise<RegisterOutcome>;
-  /** Every key of a user (active and rotated), oldest first. */
+  /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
   listKeys(userId: string): Promise<KeyRecord[]>;
   /**
    * Erases a user and its keys (section 19): `undefined` when no such user exists. Grants and receipts

@@ -57,10 +57,19 @@ export class MemoryUsers implements UserStore {
     return { user: copy(user), deletedKeys: keys.length };
   }
 
-  /** A user's keys, oldest first. A scan: only erasure and key listings ask, never a receipt's path. */
+  /**
+   * A user's keys, first registered first (then by creation, then keyId), as the Mongo store sorts
+   * them. A scan: only erasure and key listings ask, never a receipt's path.
+   */
   private keysOf(userId: string): KeyRecord[] {
+    const time = (d: Date | undefined) => d?.getTime() ?? 0;
     return [...this.keys.values()]
       .filter((k) => k.userId === userId)
-      .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime());
+      .sort(
+        (a, b) =>
+          time(a.registeredAt) - time(b.registeredAt) ||
+          time(a.createdAt) - time(b.createdAt) ||
+          (a.keyId < b.keyId ? -1 : a.keyId > b.keyId ? 1 : 0),
+      );
   }
 }

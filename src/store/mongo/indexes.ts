@@ -19,6 +19,8 @@ export const COLLECTIONS = {
   issuerEscrowKeys: "issuerEscrowKeys",
   /** BIN prefixes, `_id` the prefix, one owner each (section 17). */
   bins: "bins",
+  /** One document per 6-digit BIN prefix in use, written by every change of a BIN under it (see `MongoBins`). */
+  binLocks: "binLocks",
   /** MerchantIds, `_id` the merchantId, and the merchant tenant each belongs to (section 18). */
   merchants: "merchants",
 } as const;

@@ -60,6 +60,10 @@ export class MongoBins implements BinStore {
     return this.ctx.collection<BinDoc>(COLLECTIONS.bins);
   }
 
+  private get locks() {
+    return this.ctx.collection<{ _id: string; writes: number }>(COLLECTIONS.binLocks);
+  }
+
   /**
    * In one transaction: checks every prefix (and the prefixes overlapping it) against other tenants,
    * then replaces the tenant's list. A concurrent insert of the same prefix by another tenant collides
@@ -87,6 +91,12 @@ export class MongoBins implements BinStore {
             if (others.length > 0) return { kind: "conflict", bin } as const;
           }
           const write = this.ctx.writeIn(session);
+          // Overlapping prefixes of two tenants are different documents, so inserting both would not
+          // collide: every set also writes the lock of each 6-digit prefix it touches, and two
+          // transactions writing one document conflict (one retries, and then sees the other's BIN).
+          for (const prefix of new Set(bins.map((bin) => bin.slice(0, 6)))) {
+            await this.locks.updateOne({ _id: prefix }, { $inc: { writes: 1 } }, { ...write, upsert: true });
+          }
           await this.collection.deleteMany({ tenantId }, write);
           if (bins.length > 0) {
             await this.collection.insertMany(

@@ -54,7 +54,10 @@ export class MongoUsers implements UserStore {
   listKeys(userId: string): Promise<KeyRecord[]> {
     return this.ctx.run(async () =>
       (
-        await this.keys.find<KeyRecord>({ userId }, this.ctx.read).sort({ createdAt: 1, keyId: 1 }).toArray()
+        await this.keys
+          .find<KeyRecord>({ userId }, this.ctx.read)
+          .sort({ registeredAt: 1, createdAt: 1, keyId: 1 })
+          .toArray()
       ).map(withAlgorithm),
     );
   }
