@@ -101,12 +101,16 @@ describe("the README's curl walk-through", () => {
   it("runs every block in order, twice in a row, each step succeeding", async () => {
     const blocks = walkthroughBlocks();
     expect(blocks.length).toBeGreaterThanOrEqual(2);
+    // The walk-through seals and opens with the built client library, as after npm ci.
+    const build = await bash("node scripts/build-if-stale.mjs", { cwd: ROOT, env: process.env });
+    expect(build.status, build.stderr).toBe(0);
     const script = `set -euo pipefail\n${blocks.join("\n")}`;
     const env = {
       ...process.env,
       ISSUER: svc.issuerKey,
       MERCHANT: svc.merchantKey,
       API: `${svc.baseUrl}/api/v1`,
+      CLIENT: join(ROOT, "dist", "src", "client", "index.js"),
     };
     const payments = new Set<string>();
     for (const run of [1, 2]) {
