@@ -52,7 +52,9 @@ const browserStubs: Plugin = {
       contents:
         args.path === "@connectrpc/connect-node"
           ? "const nodeOnly = () => { throw new Error('Node transports are not for browsers'); };\n" +
-            "export const createConnectTransport = nodeOnly, createGrpcTransport = nodeOnly;"
+            "export const createConnectTransport = nodeOnly, createGrpcTransport = nodeOnly,\n" +
+            "  createNodeHttpClient = nodeOnly, compressionBrotli = {}, compressionGzip = {};\n" +
+            "export class Http2SessionManager { constructor() { nodeOnly(); } }"
           : "module.exports = {};",
       loader: "js",
     }));
@@ -121,49 +123,53 @@ describe.skipIf(!haveChromium && process.env.CI !== "true")("in a real browser (
     if (profile) rmSync(profile, { recursive: true, force: true });
   });
 
-  it("makes a non-extractable key, registers it, gets a receipt, lists and opens it, and draws it", async () => {
-    const page = await context.newPage();
-    const problems: string[] = [];
-    page.on("pageerror", (err) => problems.push(err.message));
-    await page.goto(`${pageOrigin}/`);
-    await expect.poll(() => page.locator("#status").textContent()).toBe("Ready.");
-    const config: FlowConfig = {
-      baseUrl: svc.baseUrl,
-      issuerKey: svc.issuerKey,
-      merchantKey: svc.merchantKey,
-      algorithm: "RSA-OAEP-256",
-      suffix: crypto.randomUUID().slice(0, 8),
-    };
-    const result = await page.evaluate(
-      (cfg) => (globalThis as unknown as { runFlow: (c: FlowConfig) => Promise<FlowResult> }).runFlow(cfg),
-      config,
-    );
-    expect(problems).toEqual([]);
-    expect(result.privateKeyExtractable).toBe(false);
-    expect(result.exportRefused).toBe(true);
-    expect(result.userId).toMatch(/^usr_/);
-    expect(result.paymentId).toMatch(/^pay_/);
-    expect(result.listed).toBe(1);
-    expect(result.opened).toEqual({
-      receiptId: `web-r-${config.suffix}`,
-      merchantName: "Corner Coffee",
-      items: ["Flat white", "Croissant"],
-      currency: "EUR",
-    });
+  // RSA first, P-256 last: the screenshot kept is of the careful issuer's path.
+  it.each(["RSA-OAEP-256", "HPKE-P256-SHA256-A256GCM"] as const)(
+    "makes a non-extractable %s key, registers it, gets a receipt, lists and opens it, and draws it",
+    async (algorithm) => {
+      const page = await context.newPage();
+      const problems: string[] = [];
+      page.on("pageerror", (err) => problems.push(err.message));
+      await page.goto(`${pageOrigin}/`);
+      await expect.poll(() => page.locator("#status").textContent()).toBe("Ready.");
+      const config: FlowConfig = {
+        baseUrl: svc.baseUrl,
+        issuerKey: svc.issuerKey,
+        merchantKey: svc.merchantKey,
+        algorithm,
+        suffix: crypto.randomUUID().slice(0, 8),
+      };
+      const result = await page.evaluate(
+        (cfg) => (globalThis as unknown as { runFlow: (c: FlowConfig) => Promise<FlowResult> }).runFlow(cfg),
+        config,
+      );
+      expect(problems).toEqual([]);
+      expect(result.privateKeyExtractable).toBe(false);
+      expect(result.exportRefused).toBe(true);
+      expect(result.userId).toMatch(/^usr_/);
+      expect(result.paymentId).toMatch(/^pay_/);
+      expect(result.listed).toBe(1);
+      expect(result.opened).toEqual({
+        receiptId: `web-r-${config.suffix}`,
+        merchantName: "Corner Coffee",
+        items: ["Flat white", "Croissant"],
+        currency: "EUR",
+      });
 
-    // The receipt image is on the page: what a person sees.
-    const image = page.locator("#receipt svg");
-    await expect.poll(() => image.isVisible()).toBe(true);
-    const box = await image.boundingBox();
-    expect(box?.height ?? 0).toBeGreaterThan(300);
-    const shown = (await image.textContent())?.replace(/\u00a0/g, " ").replace(/\s+/g, " ") ?? "";
-    for (const text of ["Corner Coffee", "Flat white x2", "Croissant", "TOTAL", "EUR 9.50", "VISA **** "]) {
-      expect(shown, text).toContain(text);
-    }
-    expect(await page.locator("#status").textContent()).toContain("extractable: false");
-    await page.screenshot({ path: join(ARTIFACTS, "browser-receipt.png"), fullPage: true });
-    await page.close();
-  });
+      // The receipt image is on the page: what a person sees.
+      const image = page.locator("#receipt svg");
+      await expect.poll(() => image.isVisible()).toBe(true);
+      const box = await image.boundingBox();
+      expect(box?.height ?? 0).toBeGreaterThan(300);
+      const shown = (await image.textContent())?.replace(/\u00a0/g, " ").replace(/\s+/g, " ") ?? "";
+      for (const text of ["Corner Coffee", "Flat white x2", "Croissant", "TOTAL", "EUR 9.50", "VISA **** "]) {
+        expect(shown, text).toContain(text);
+      }
+      expect(await page.locator("#status").textContent()).toContain("extractable: false");
+      await page.screenshot({ path: join(ARTIFACTS, "browser-receipt.png"), fullPage: true });
+      await page.close();
+    },
+  );
 
   it("renders the API reference page at /docs with the operations", async () => {
     const page = await context.newPage();

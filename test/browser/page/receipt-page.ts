@@ -35,8 +35,7 @@ export interface FlowResult {
 }
 
 /**
- * WebCrypto parameters per key suite. Add `HPKE-P256-SHA256-A256GCM` here (ECDH P-256, usage
- * `deriveBits`) once `openReceipt` opens HPKE bundles with a CryptoKey; the page needs nothing else.
+ * WebCrypto parameters per key suite: a P-256 key as a phone's secure hardware would make it, or RSA.
  */
 const SUITES = {
   "RSA-OAEP-256": {
@@ -47,6 +46,10 @@ const SUITES = {
       hash: "SHA-256",
     },
     usages: ["encrypt", "decrypt"],
+  },
+  "HPKE-P256-SHA256-A256GCM": {
+    params: { name: "ECDH", namedCurve: "P-256" },
+    usages: ["deriveBits"],
   },
 } as const;
 
