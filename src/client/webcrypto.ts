@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: the sealed-receipt format both ways (open, seal, re-wrap) in one place,
+ * so a reader checks the format against the spec in one file. */
 import { fromBase64, toBase64 } from "./base64.js";
 import {
   derKindOf,

@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: the pool's typed task API, its scheduling and its worker lifecycle share
+ * the slots' private state; split, each part would reach into the other's. */
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { AppError, invalidRequest } from "../errors.js";

@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: every rule of section 6 in one pass, so that one error names every
+ * offending field; the rules read best side by side. */
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { type LineItem, type Receipt, ReceiptSchema, type Tax } from "../../gen/receipts/v1/receipt_pb.js";

@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: the raw HTTP/2 gRPC unary server (a fast path behind FAST_PATHS), kept
+ * whole until the fast-path review of docs/performance.md keeps or deletes it. */
 import { validateHeaderName, validateHeaderValue } from "node:http";
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import type { DescMethod, DescMethodUnary, MessageShape } from "@bufbuild/protobuf";

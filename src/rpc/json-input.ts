@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: a hand-written fast path (compiled JSON readers), kept whole in one file
+ * until the fast-path review of docs/performance.md keeps or deletes it. */
 import {
   type DescEnum,
   type DescField,

@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: the whole repository contract in one read; both stores and the contract
+ * suite implement it together. */
 /**
  * The repository interfaces: everything the service keeps, one interface per concern. There are two
  * implementations, `memory/` (the embedded default) and `mongo/`, and one contract test suite

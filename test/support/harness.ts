@@ -41,6 +41,8 @@ export async function startService(
     LOG_LEVEL: options.logLines ? "trace" : "silent",
     // A fixture escrow key instead of one generated per service (test/support/fixture-keys.ts).
     ESCROW_PRIVATE_KEY: ESCROW_FIXTURE.privateKey,
+    // CI runs the HTTP and end-to-end suites once more with the fast paths off (FAST_PATHS=off).
+    ...(process.env.FAST_PATHS === undefined ? {} : { FAST_PATHS: process.env.FAST_PATHS }),
     ...options.env,
   });
   const store = options.store ?? createMemoryStore();
