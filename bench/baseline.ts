@@ -24,6 +24,14 @@ import {
 import { ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
 import { EncryptReceiptRequestSchema, EncryptReceiptResponseSchema } from "../gen/receipts/v1/receipts_pb.js";
 import { CryptoPool } from "../src/crypto/crypto-pool.js";
+import type { SealedReceipt } from "../src/crypto/envelope.js";
+import {
+  type CryptoKey,
+  hpkeKeyPairOf,
+  importHpkePublicKey,
+  openSealedReceiptHpke,
+  sealReceiptHpke,
+} from "../src/crypto/hpke.js";
 import { parsePrivateKey } from "../src/crypto/keys.js";
 import { registerFloor, setUpFloor } from "./floor.js";
 
@@ -37,6 +45,12 @@ import { registerFloor, setUpFloor } from "./floor.js";
  *   loop; list = the same number of sealed receipts as the service returns; raw-keygen =
  *   `crypto.generateKeyPair` (async) in a loop.
  * - gRPC (a bare `node:http2` stream handler, framing by hand): the same encrypt and decrypt.
+ * - P-256 (SPEC section 15), once `/setup` names `HPKE-P256-SHA256-A256GCM`: `/p256/receipts/encrypt`
+ *   seals with the service's own `sealReceiptHpke` (AES-256-GCM, the key wrapped with HPKE to a public
+ *   key imported once), `/p256/payments/decrypt` parses the PKCS#8 key with the service's parser and
+ *   opens with its `hpkeKeyPairOf` and `openSealedReceiptHpke`, `/p256/onboarding/generate-keys` makes
+ *   a P-256 pair with the call the service's key-generation worker makes, on the event loop; the gRPC
+ *   handler seals and opens with HPKE too until the next `/setup` of RSA keys.
  *
  * Started by `run.ts` as a child process with `BASELINE_PORT` and `BASELINE_GRPC_PORT`, on 127.0.0.1.
  */
@@ -49,6 +63,8 @@ const generateKeyPairAsync = promisify(generateKeyPair);
  * for the floor route, the API key it accepts and the recipients' hashed PANs (same order as the keys).
  */
 interface Setup {
+  /** The recipients' suite; RSA when absent. */
+  algorithm?: string;
   publicKeys: string[];
   receipt: Record<string, unknown>;
   listCount: number;
@@ -66,6 +82,12 @@ let recipients: { keyId: string; key: KeyObject }[] = [];
 let fixtures: { sealed: Sealed; aad: Buffer; keyId: string }[] = [];
 let listing: unknown[] = [];
 let next = 0;
+
+const HPKE_P256 = "HPKE-P256-SHA256-A256GCM";
+/** The suite of the last `/setup`: which one the gRPC handler seals and opens with. */
+let suite: "rsa" | "p256" = "rsa";
+let p256Recipients: { keyId: string; key: CryptoKey }[] = [];
+let p256Fixtures: { sealed: SealedReceipt; aad: Buffer; keyId: string }[] = [];
 
 function aadOf(r: { version?: unknown; receiptId?: unknown; merchantId?: unknown; transactionId?: unknown }) {
   return Buffer.from(`${r.version ?? "1.0"}\n${r.receiptId}\n${r.merchantId}\n${r.transactionId}`, "utf8");
@@ -136,6 +158,69 @@ function decryptFixture(paymentId: string, privateKey: string) {
   return { fixture, receipt: JSON.parse(plaintext.toString("utf8")) as Record<string, unknown> };
 }
 
+/** {@link sealNext} with HPKE, to the next P-256 recipient, as the service's worker seals. */
+async function sealNextP256(body: Record<string, unknown>) {
+  const { recipientHashedPan: _pan, ...fields } = body;
+  const recipient = p256Recipients[next++ % p256Recipients.length];
+  if (recipient === undefined) throw new Error("baseline not set up for P-256");
+  const sealed = await sealReceiptHpke(
+    Buffer.from(JSON.stringify(fields), "utf8"),
+    aadOf(fields),
+    recipient.key,
+  );
+  return {
+    version: String(fields.version ?? "1.0"),
+    receiptId: String(fields.receiptId),
+    keyId: recipient.keyId,
+    merchantId: String(fields.merchantId),
+    transactionId: String(fields.transactionId),
+    sealed,
+  };
+}
+
+/** A receipt sealed to a P-256 key as the REST API renders it. */
+async function encryptJsonP256(body: Record<string, unknown>) {
+  const { sealed, ...ids } = await sealNextP256(body);
+  return {
+    ...ids,
+    keyBundle: {
+      encryptedAesKey: sealed.encryptedAesKey.toString("base64"),
+      encapsulatedKey: sealed.encapsulatedKey?.toString("base64"),
+      keyId: ids.keyId,
+      algorithm: HPKE_P256,
+    },
+    ciphertext: sealed.ciphertext.toString("base64"),
+    iv: sealed.iv.toString("base64"),
+    authTag: sealed.authTag.toString("base64"),
+    createdAt: new Date().toISOString(),
+    isEscrowed: false,
+  };
+}
+
+/** {@link decryptFixture} of a P-256 fixture: the key parsed and opened as the service's worker does. */
+async function decryptFixtureP256(paymentId: string, privateKey: string) {
+  const fixture = p256Fixtures[Number(paymentId.slice(5))];
+  if (fixture === undefined) throw new Error(`no P-256 fixture ${paymentId}`);
+  const pair = await hpkeKeyPairOf(parsePrivateKey(privateKey));
+  const plaintext = await openSealedReceiptHpke(fixture.sealed, fixture.aad, pair);
+  return { fixture, receipt: JSON.parse(plaintext.toString("utf8")) as Record<string, unknown> };
+}
+
+/** A P-256 key pair, made with the call the service's key-generation worker makes (base64 DER). */
+function generateP256() {
+  const pair = generateKeyPairSync("ec", {
+    namedCurve: "P-256",
+    publicKeyEncoding: { type: "spki", format: "der" },
+    privateKeyEncoding: { type: "pkcs8", format: "der" },
+  });
+  return {
+    keyId: `key_${randomBytes(12).toString("base64url")}`,
+    publicKey: pair.publicKey.toString("base64"),
+    privateKey: pair.privateKey.toString("base64"),
+    algorithm: HPKE_P256,
+  };
+}
+
 async function rawKeygen(seconds: number, concurrency: number) {
   const started = performance.now();
   const deadline = started + seconds * 1000;
@@ -161,6 +246,26 @@ const app = Fastify({ logger: false, bodyLimit: 1_048_576 });
 
 app.post("/setup", async (request) => {
   const setup = request.body as Setup;
+  if (setup.algorithm === HPKE_P256) {
+    suite = "p256";
+    p256Recipients = await Promise.all(
+      setup.publicKeys.map(async (spki, i) => ({
+        keyId: `baseline-p256-key-${i}`,
+        key: await importHpkePublicKey(spki),
+      })),
+    );
+    const { recipientHashedPan: _pan, ...fields } = setup.receipt;
+    const aad = aadOf(fields);
+    p256Fixtures = await Promise.all(
+      p256Recipients.map(async (r) => ({
+        sealed: await sealReceiptHpke(Buffer.from(JSON.stringify(fields), "utf8"), aad, r.key),
+        aad,
+        keyId: r.keyId,
+      })),
+    );
+    return { success: true, data: { recipients: p256Recipients.length } };
+  }
+  suite = "rsa";
   recipients = setup.publicKeys.map((spki, i) => ({
     keyId: `baseline-key-${i}`,
     key: createPublicKey({ key: Buffer.from(spki, "base64"), format: "der", type: "spki" }),
@@ -228,6 +333,22 @@ app.post("/payments/decrypt", async (request) => {
   };
 });
 
+app.post("/p256/receipts/encrypt", async (request) => ({
+  success: true,
+  data: await encryptJsonP256(request.body as Record<string, unknown>),
+}));
+
+app.post("/p256/payments/decrypt", async (request) => {
+  const { paymentId, privateKey } = request.body as { paymentId: string; privateKey: string };
+  const { fixture, receipt } = await decryptFixtureP256(paymentId, privateKey);
+  return {
+    success: true,
+    data: { ...receipt, keyId: fixture.keyId, decryptedAt: new Date().toISOString() },
+  };
+});
+
+app.post("/p256/onboarding/generate-keys", async () => ({ success: true, data: generateP256() }));
+
 app.get("/receipts/:userId", async () => ({ success: true, data: { receipts: listing, nextPageToken: "" } }));
 
 app.post("/raw-keygen", async (request) => {
@@ -289,6 +410,51 @@ function serveGrpc(stream: ServerHttp2Stream, path: string, body: Buffer): void 
     stream.respond({ ":status": 200, "content-type": "application/grpc" }, { endStream: true });
     return;
   }
+  sendGrpc(stream, reply);
+}
+
+/** {@link serveGrpc} for P-256 recipients and keys: encrypt and decrypt with HPKE. */
+async function serveGrpcP256(stream: ServerHttp2Stream, path: string, body: Buffer): Promise<void> {
+  const message = body.subarray(5);
+  let reply: Uint8Array;
+  if (path === "/receipts.v1.ReceiptsService/EncryptReceipt") {
+    const req = fromBinary(EncryptReceiptRequestSchema, message);
+    const json = toJson(ReceiptSchema, req.receipt ?? create(ReceiptSchema)) as Record<string, unknown>;
+    const { sealed, ...ids } = await sealNextP256(json);
+    reply = toBinary(
+      EncryptReceiptResponseSchema,
+      create(EncryptReceiptResponseSchema, {
+        receipt: {
+          ...ids,
+          keyBundle: {
+            encryptedAesKey: sealed.encryptedAesKey,
+            encapsulatedKey: sealed.encapsulatedKey,
+            keyId: ids.keyId,
+            algorithm: HPKE_P256,
+          },
+          ciphertext: sealed.ciphertext,
+          iv: sealed.iv,
+          authTag: sealed.authTag,
+          createdAt: timestampNow(),
+        },
+      }),
+    );
+  } else if (path === "/receipts.v1.PaymentsService/DecryptPayment") {
+    const req = fromBinary(DecryptPaymentRequestSchema, message);
+    const { fixture, receipt } = await decryptFixtureP256(req.paymentId, req.privateKey);
+    const out = fromJson(ReceiptSchema, receipt as JsonObject);
+    out.keyId = fixture.keyId;
+    out.decryptedAt = timestampNow();
+    reply = toBinary(DecryptPaymentResponseSchema, create(DecryptPaymentResponseSchema, { receipt: out }));
+  } else {
+    stream.respond({ ":status": 200, "content-type": "application/grpc" }, { endStream: true });
+    return;
+  }
+  sendGrpc(stream, reply);
+}
+
+/** One length-prefixed reply and `grpc-status: 0` in the trailers. */
+function sendGrpc(stream: ServerHttp2Stream, reply: Uint8Array): void {
   const frame = Buffer.alloc(5 + reply.length);
   frame.writeUInt32BE(reply.length, 1);
   frame.set(reply, 5);
@@ -302,22 +468,32 @@ grpc.on("stream", (stream, headers) => {
   const chunks: Buffer[] = [];
   stream.on("data", (chunk: Buffer) => chunks.push(chunk));
   stream.on("end", () => {
+    const path = String(headers[":path"]);
+    if (suite === "p256") {
+      serveGrpcP256(stream, path, Buffer.concat(chunks)).catch((err: unknown) => failGrpc(stream, err));
+      return;
+    }
     try {
-      serveGrpc(stream, String(headers[":path"]), Buffer.concat(chunks));
+      serveGrpc(stream, path, Buffer.concat(chunks));
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      stream.respond(
-        {
-          ":status": 200,
-          "content-type": "application/grpc",
-          "grpc-status": "13",
-          "grpc-message": encodeURIComponent(message),
-        },
-        { endStream: true },
-      );
+      failGrpc(stream, err);
     }
   });
 });
+
+/** A failed call: `grpc-status: 13` with the error's message. */
+function failGrpc(stream: ServerHttp2Stream, err: unknown): void {
+  const message = err instanceof Error ? err.message : String(err);
+  stream.respond(
+    {
+      ":status": 200,
+      "content-type": "application/grpc",
+      "grpc-status": "13",
+      "grpc-message": encodeURIComponent(message),
+    },
+    { endStream: true },
+  );
+}
 
 const port = Number(process.env.BASELINE_PORT ?? 0);
 const grpcPort = Number(process.env.BASELINE_GRPC_PORT ?? 0);

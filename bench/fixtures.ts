@@ -152,6 +152,18 @@ export interface Seed {
   /** A cardholder holding exactly `listCount` receipts, never a recipient afterwards. */
   lister: Cardholder;
   listCount: number;
+  /** The suite of every key of the seed (SPEC section 15). */
+  algorithm: KeyAlgorithm;
+}
+
+/** The two key suites of SPEC section 15, as `generate-keys` names them. */
+export type KeyAlgorithm = "RSA-OAEP-256" | "HPKE-P256-SHA256-A256GCM";
+export const RSA_SUITE: KeyAlgorithm = "RSA-OAEP-256";
+export const P256_SUITE: KeyAlgorithm = "HPKE-P256-SHA256-A256GCM";
+
+/** The body of a generate-keys call for `algorithm`: `{}` for RSA, as the bench has always sent. */
+export function generateKeysBody(algorithm: KeyAlgorithm): string {
+  return algorithm === RSA_SUITE ? "{}" : JSON.stringify({ algorithm });
 }
 
 /** POSTs JSON and returns the `data` of the envelope; throws with the error envelope otherwise. */
@@ -168,8 +180,18 @@ export async function postJson(url: string, apiKey: string, body: unknown): Prom
   return envelope.data;
 }
 
-async function cardholder(base: string, keys: ApiKeys, name: string): Promise<Cardholder> {
-  const pair = await postJson(`${base}/api/v1/onboarding/generate-keys`, keys.issuer, {});
+/** A cardholder with a key pair of `algorithm`, registered, with one payment sealed to it. */
+export async function cardholder(
+  base: string,
+  keys: ApiKeys,
+  name: string,
+  algorithm: KeyAlgorithm = RSA_SUITE,
+): Promise<Cardholder> {
+  const pair = await postJson(
+    `${base}/api/v1/onboarding/generate-keys`,
+    keys.issuer,
+    JSON.parse(generateKeysBody(algorithm)),
+  );
   const hashedPan = hashPan(`bench-card-${runTag}-${name}`);
   const user = await postJson(`${base}/api/v1/onboarding/register`, keys.issuer, {
     hashedPan,
@@ -191,20 +213,39 @@ async function cardholder(base: string, keys: ApiKeys, name: string): Promise<Ca
   };
 }
 
-/** Registers `count` cardholders and a lister with `listCount` receipts on the service at `base`. */
+/**
+ * Registers `count` cardholders and a lister with `listCount` receipts on the service at `base`, every
+ * key of suite `algorithm` (RSA unless told).
+ */
 export async function seedService(
   base: string,
   keys: ApiKeys,
   count: number,
   listCount: number,
+  algorithm: KeyAlgorithm = RSA_SUITE,
 ): Promise<Seed> {
+  const tag = algorithm === RSA_SUITE ? "" : "p256-";
   const cardholders: Cardholder[] = [];
-  for (let i = 0; i < count; i++) cardholders.push(await cardholder(base, keys, `holder-${i}`));
-  const lister = await cardholder(base, keys, "lister");
+  for (let i = 0; i < count; i++) {
+    cardholders.push(await cardholder(base, keys, `${tag}holder-${i}`, algorithm));
+  }
+  const lister = await listerWith(base, keys, `${tag}lister`, listCount, algorithm);
+  return { cardholders, lister, listCount, algorithm };
+}
+
+/** A cardholder of `algorithm` holding exactly `listCount` receipts (its payment's and encrypts). */
+export async function listerWith(
+  base: string,
+  keys: ApiKeys,
+  name: string,
+  listCount: number,
+  algorithm: KeyAlgorithm,
+): Promise<Cardholder> {
+  const lister = await cardholder(base, keys, name, algorithm);
   for (let i = 1; i < listCount; i++) {
     await postJson(`${base}/api/v1/receipts/encrypt`, keys.merchant, receiptJson(lister.hashedPan));
   }
-  return { cardholders, lister, listCount };
+  return lister;
 }
 
 /** A fresh grant per cardholder (tokenIds, in the order of `cardholders`). */

@@ -1,7 +1,9 @@
 import {
   type Cardholder,
+  generateKeysBody,
   grantAll,
   hashPan,
+  P256_SUITE,
   postJson,
   receiptJson,
   rotation,
@@ -33,6 +35,28 @@ export const LOADS = [
   ["gRPC", "create payment"],
   ["gRPC", "decrypt"],
 ] as const;
+
+/**
+ * The loads of SPEC section 15's P-256 suite (`HPKE-P256-SHA256-A256GCM`), measured like the RSA ones
+ * (service against the bare route doing the same crypto, alternating, in the same run) on a service
+ * whose cardholders hold P-256 keys: surface, operation as the report shows it, name on the command line.
+ */
+export const P256_LOADS = [
+  ["REST", "generate-keys (P-256)", "p256-rest-generate-keys"],
+  ["REST", "encrypt (P-256)", "p256-rest-encrypt"],
+  ["REST", "decrypt (P-256)", "p256-rest-decrypt"],
+  ["gRPC", "encrypt (P-256)", "p256-grpc-encrypt"],
+  ["gRPC", "decrypt (P-256)", "p256-grpc-decrypt"],
+] as const;
+
+/** `--only p256`: every P-256 measurement. */
+export const P256_GROUP = "p256";
+
+/** The P-256 measurements by name: the loads above and opening receipts on the device (in-process). */
+export const P256_MEASUREMENTS: readonly string[] = [
+  ...P256_LOADS.map(([, , name]) => name),
+  "p256-open-on-device",
+];
 
 /** The name of a load on the command line: `rest-encrypt`, `grpc-create-payment`, ... */
 export function loadName(surface: string, operation: string): string {
@@ -212,6 +236,53 @@ export function baselineLoads(base: Baseline, svc: Service, seed: Seed, settings
       headers: { "x-api-key": svc.keys.merchant },
       body: () => JSON.stringify(receiptJson(next().hashedPan)),
     }),
+  };
+}
+
+/**
+ * The P-256 loads against the service at `svc`, seeded with P-256 cardholders: encrypt and decrypt are
+ * the RSA loads' requests (the suite follows the recipient's key and the private key sent);
+ * generate-keys asks for a P-256 pair, at full load (a P-256 pair costs far less than an RSA one).
+ */
+export function p256ServiceLoads(svc: Service, seed: Seed, settings: LoadSettings): Loads {
+  const loads = serviceLoads(svc, seed, settings);
+  return {
+    "p256-rest-generate-keys": http(
+      {
+        url: `${svc.url}/api/v1/onboarding/generate-keys`,
+        method: "POST",
+        headers: { "x-api-key": svc.keys.issuer },
+        body: () => generateKeysBody(P256_SUITE),
+      },
+      settings.connections,
+    ),
+    "p256-rest-encrypt": loads["rest-encrypt"] as Phase,
+    "p256-rest-decrypt": loads["rest-decrypt"] as Phase,
+    "p256-grpc-encrypt": loads["grpc-encrypt"] as Phase,
+    "p256-grpc-decrypt": loads["grpc-decrypt"] as Phase,
+  };
+}
+
+/**
+ * The same P-256 loads against the baseline, set up with the P-256 cardholders of `seed`: its
+ * `/p256/...` routes seal and open with HPKE, and its gRPC handler does while set up for P-256.
+ */
+export function p256BaselineLoads(base: Baseline, svc: Service, seed: Seed, settings: LoadSettings): Loads {
+  const loads = baselineLoads({ ...base, url: `${base.url}/p256` }, svc, seed, settings);
+  return {
+    "p256-rest-generate-keys": http(
+      {
+        url: `${base.url}/p256/onboarding/generate-keys`,
+        method: "POST",
+        headers: {},
+        body: () => generateKeysBody(P256_SUITE),
+      },
+      settings.connections,
+    ),
+    "p256-rest-encrypt": loads["rest-encrypt"] as Phase,
+    "p256-rest-decrypt": loads["rest-decrypt"] as Phase,
+    "p256-grpc-encrypt": loads["grpc-encrypt"] as Phase,
+    "p256-grpc-decrypt": loads["grpc-decrypt"] as Phase,
   };
 }
 

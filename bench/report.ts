@@ -1,4 +1,5 @@
 import { cpus, loadavg } from "node:os";
+import type { OpenOnDevice } from "./device.js";
 import type { Measurement } from "./load.js";
 
 /**
@@ -58,6 +59,11 @@ export interface Extras {
    * service with FAST_PATHS on, one with it off, and the bare route, alternating three ways.
    */
   sizes?: SizedComparison[];
+  /**
+   * The client library's `openReceipt` in this process, receipts a second with a P-256 key against an
+   * RSA-2048 key over a listing's receipts (bench/device.ts); no server in what is timed.
+   */
+  openOnDevice?: OpenOnDevice;
 }
 
 /** One operation at one receipt size: the service with and without its fast paths, and the bare route. */
@@ -278,6 +284,14 @@ export function renderMarkdown(results: Results): string {
     extra.push(
       `- LOG_LEVEL=info (one line per request) vs warn, REST encrypt: ${rps(l.info.rps)} vs ${rps(l.warn.rps)} ` +
         `req/s (${pct(l.info.rps / l.warn.rps)}); p99 ${ms(l.info.p99)} vs ${ms(l.warn.p99)} ms.`,
+    );
+  }
+  if (e.openOnDevice) {
+    const d = e.openOnDevice;
+    extra.push(
+      `- Open on device (the client library's openReceipt, WebCrypto, in-process, one receipt at a time ` +
+        `over a listing of ${d.receipts}, key imported once): P-256 ${rps(d.p256.opsPerSecond)} receipts/s vs ` +
+        `RSA-2048 ${rps(d.rsa.opsPerSecond)} (${pct(d.ratio)}).`,
     );
   }
   if (extra.length > 0) lines.push("", ...extra);

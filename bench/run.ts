@@ -3,7 +3,18 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { hashPan, postJson, RECEIPT_SIZES, receiptJson, type Seed, seedService } from "./fixtures.js";
+import { openOnDevice } from "./device.js";
+import {
+  hashPan,
+  type KeyAlgorithm,
+  P256_SUITE,
+  postJson,
+  RECEIPT_SIZES,
+  RSA_SUITE,
+  receiptJson,
+  type Seed,
+  seedService,
+} from "./fixtures.js";
 import { type Measurement, measure, type Sample } from "./load.js";
 import {
   baselineLoads,
@@ -11,7 +22,10 @@ import {
   LOADS,
   type Loads,
   loadName,
+  P256_LOADS,
   type Phase,
+  p256BaselineLoads,
+  p256ServiceLoads,
   SIZED_LOADS,
   serviceLoads,
   sizedLoads,
@@ -76,6 +90,7 @@ interface Fresh {
 
 let serviceCount = 0;
 let shared: Promise<Fresh> | undefined;
+let sharedP256: Promise<Fresh> | undefined;
 
 /**
  * Runs `fn` against a service started for it and stopped after it. Every measurement gets a fresh
@@ -101,10 +116,25 @@ async function withService<T>(
   }
 }
 
+/** {@link withService} on a service whose cardholders hold P-256 keys (SPEC section 15). */
+async function withP256Service<T>(fn: (fresh: Fresh) => Promise<T>): Promise<T> {
+  if (settings.mode === "quick") {
+    sharedP256 ??= startSeeded("warn", undefined, undefined, P256_SUITE);
+    return fn(await sharedP256);
+  }
+  const fresh = await startSeeded("warn", undefined, undefined, P256_SUITE);
+  try {
+    return await fn(fresh);
+  } finally {
+    await fresh.svc.child.stop();
+  }
+}
+
 async function startSeeded(
   logLevel: string,
   clusterWorkers?: number,
   fastPaths?: "on" | "off",
+  algorithm: KeyAlgorithm = RSA_SUITE,
 ): Promise<Fresh> {
   const name = `service-${++serviceCount}`;
   const svc = await startService(name, distSrc, {
@@ -114,8 +144,10 @@ async function startSeeded(
     ...(settings.profile ? { cpuProfileDir: profileDir } : {}),
   });
   if (settings.profile) log(`(${name} is pid ${svc.child.pid})`);
-  const seed = await seedService(svc.url, svc.keys, settings.cardholders, settings.listCount);
-  return { svc, seed, loads: serviceLoads(svc, seed, settings) };
+  const seed = await seedService(svc.url, svc.keys, settings.cardholders, settings.listCount, algorithm);
+  const loads =
+    algorithm === RSA_SUITE ? serviceLoads(svc, seed, settings) : p256ServiceLoads(svc, seed, settings);
+  return { svc, seed, loads };
 }
 
 function loadOf(loads: Loads, name: string): Phase {
@@ -146,6 +178,30 @@ async function main(): Promise<void> {
     log(`${surface} ${operation}: service ${describe(c.service)} (${c.serviceCores.toFixed(2)} cores)`);
     log(`${surface} ${operation}: baseline ${describe(c.baseline)} -> ratio ${(c.ratio * 100).toFixed(0)}%`);
     log(`${surface} ${operation}: rest of the machine ${otherLoad(c)}`);
+  }
+
+  for (const [surface, operation, name] of P256_LOADS) {
+    if (!wanted(name)) continue;
+    const c = await withP256Service((fresh) => compare(fresh, base, surface, operation, name));
+    comparisons.push(c);
+    log(`${surface} ${operation}: service ${describe(c.service)} (${c.serviceCores.toFixed(2)} cores)`);
+    log(`${surface} ${operation}: baseline ${describe(c.baseline)} -> ratio ${(c.ratio * 100).toFixed(0)}%`);
+    log(`${surface} ${operation}: rest of the machine ${otherLoad(c)}`);
+  }
+  if (wanted("p256-open-on-device")) {
+    const device = await withService("warn", ({ svc }) =>
+      openOnDevice(svc.url, svc.keys, {
+        listCount: settings.listCount,
+        seconds: settings.seconds,
+        rounds: settings.rounds,
+        warmup: settings.warmup,
+      }),
+    );
+    extras.openOnDevice = device;
+    log(
+      `open on device: P-256 ${device.p256.opsPerSecond.toFixed(1)}/s vs RSA-2048 ` +
+        `${device.rsa.opsPerSecond.toFixed(1)}/s -> ratio ${(device.ratio * 100).toFixed(0)}%`,
+    );
   }
 
   const encryptMax = comparisons.find((c) => c.surface === "REST" && c.operation === "encrypt")?.service.rps;
@@ -248,15 +304,16 @@ async function compare(
   base: Baseline,
   surface: Comparison["surface"],
   operation: string,
+  name = loadName(surface, operation),
 ): Promise<Comparison> {
   await setUpBaseline(base, svc, seed);
-  const name = loadName(surface, operation);
+  const baseLoads = seed.algorithm === RSA_SUITE ? baselineLoads : p256BaselineLoads;
   const raw = name === "rest-generate-keys";
   // The first call of each side is its warm-up (the raw baseline has none), left out of the CPU figures.
   const serviceSide = metered(svc.child.pid, loadOf(loads, name), 1);
   const baselineSide = metered(
     base.child.pid,
-    loadOf(baselineLoads(base, svc, seed, settings), name),
+    loadOf(baseLoads(base, svc, seed, settings), name),
     raw ? 0 : 1,
   );
   const [service, baseline] = await alternate(serviceSide.phase, baselineSide.phase, {
@@ -279,9 +336,10 @@ async function compare(
   };
 }
 
-/** Gives the baseline the run's cardholders (and the floor route the merchant key). */
+/** Gives the baseline the run's cardholders and their suite (and the floor route the merchant key). */
 async function setUpBaseline(base: Baseline, svc: Service, seed: Seed): Promise<void> {
   await postJson(`${base.url}/setup`, "", {
+    algorithm: seed.algorithm,
     publicKeys: seed.cardholders.map((c) => c.publicKey),
     receipt: receiptJson(hashPan("baseline-card")),
     listCount: settings.listCount,
@@ -435,6 +493,9 @@ const deadlineMs =
   // The sizes phase: 12 three-way comparisons, their warm-ups, and 8 services started and seeded.
   12 * (3 * settings.sizeSeconds + 3 * settings.warmup) * 1000 +
   8 * 30_000 +
+  // The P-256 phases: five comparisons and the device phase, a service started and seeded for each.
+  6 * (2 * settings.seconds + 2 * settings.warmup) * 1000 +
+  6 * 30_000 +
   180_000;
 const watchdog = setTimeout(() => {
   process.stderr.write(`bench: still running after ${deadlineMs / 1000} s; stopping\n`);

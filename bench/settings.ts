@@ -1,6 +1,6 @@
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
-import { FULL_LOAD_CONNECTIONS } from "./phases.js";
+import { FULL_LOAD_CONNECTIONS, P256_GROUP, P256_MEASUREMENTS } from "./phases.js";
 
 /**
  * The options of `npm run bench` (see `run.ts`) and the settings they give: durations, load shape,
@@ -18,7 +18,8 @@ const USAGE = `usage: npm run bench -- [options]
   --no-cluster             skip the two-process cluster phase
   --no-logging             skip the LOG_LEVEL=info phase
   --size-seconds N         seconds per side per receipt size in the sizes phase (default 4)
-  --only a,b               run only these measurements (--only help lists them; writes *.tmp)
+  --only a,b               run only these measurements (--only help lists them; p256 for all the
+                           P-256 ones; writes *.tmp)
   --profile                V8 CPU profiles of the service processes, summarised at the end
   -h, --help               this text
 `;
@@ -118,19 +119,23 @@ const MEASUREMENTS = [
   "rss",
   "cluster",
   "sizes",
+  // SPEC section 15's P-256 suite; `--only p256` selects all of these.
+  ...P256_MEASUREMENTS,
 ];
 if (only?.has("help")) {
   process.stdout.write(
-    `measurements: ${MEASUREMENTS.join(", ")} (half-rate and keygen-load need rest-encrypt)\n`,
+    `measurements: ${MEASUREMENTS.join(", ")} (half-rate and keygen-load need rest-encrypt; ` +
+      `${P256_GROUP} selects every p256-* one)\n`,
   );
   process.exit(0);
 }
-const unknown = [...(only ?? [])].filter((name) => !MEASUREMENTS.includes(name));
+const unknown = [...(only ?? [])].filter((name) => name !== P256_GROUP && !MEASUREMENTS.includes(name));
 if (unknown.length > 0) {
   process.stderr.write(`unknown measurement: ${unknown.join(", ")} (--only help lists them)\n`);
   process.exit(2);
 }
-export const wanted = (name: string) => only === undefined || only.has(name);
+export const wanted = (name: string) =>
+  only === undefined || only.has(name) || (only.has(P256_GROUP) && P256_MEASUREMENTS.includes(name));
 /** Only a complete full run replaces the committed `latest.*`; quick and partial runs write `*.tmp`. */
 export const outputName =
   settings.mode === "full" && only === undefined ? "latest" : `${settings.mode}-partial`;
