@@ -254,7 +254,13 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   );
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0]?.slice(0, 200) ?? "";
-    if (answerUnknownProcedure(request, reply, path)) return reply;
+    const limits = async () => {
+      const apiKey = request.headers["x-api-key"];
+      return meter === undefined
+        ? {}
+        : meter(typeof apiKey === "string" ? apiKey : undefined, clientAddress(request));
+    };
+    if (answerUnknownProcedure(request, reply, path, limits)) return reply;
     return sendError(request, reply, new AppError("not_found", `No endpoint ${request.method} ${path}.`));
   });
   // Bodies of unknown paths are not read, so an odd Content-Type still gets 404 rather than 415.

@@ -1,3 +1,4 @@
+import type { Http2ServerRequest } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { setGrpcStatus } from "./grpc-status.js";
@@ -26,7 +27,12 @@ const CONNECT_TYPE = /^application\/(?:proto|json|connect\+[a-z]+)(?:;|$)/i;
  * Answers `request` as an unknown procedure of its protocol if it is an RPC (a gRPC or gRPC-Web
  * content type, or a Connect request to an RPC path); returns false, sending nothing, otherwise.
  */
-export function answerUnknownProcedure(request: FastifyRequest, reply: FastifyReply, path: string): boolean {
+export function answerUnknownProcedure(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  path: string,
+  rateLimitHeaders: () => Promise<Record<string, string>> = async () => ({}),
+): boolean {
   const type = request.headers["content-type"] ?? "";
   const lower = type.toLowerCase();
   const isGrpc = lower.startsWith("application/grpc");
@@ -45,6 +51,27 @@ export function answerUnknownProcedure(request: FastifyRequest, reply: FastifyRe
   }
   const grpcWeb = protocolOf(type) === "grpc-web";
   const status = setGrpcStatus(new Headers(), error);
+  const stream = (request.raw as unknown as Partial<Http2ServerRequest>).stream;
+  if (!grpcWeb && stream !== undefined) {
+    // gRPC on HTTP/2 (when the raw gRPC path is off): trailers-only is a HEADERS frame that ends the
+    // stream, which a Fastify reply never sends; answer on the stream itself.
+    void reply.hijack();
+    const headers: Record<string, string | number> = {
+      ":status": 200,
+      "content-type": "application/grpc+proto",
+      "x-request-id": request.id,
+    };
+    status.forEach((value, name) => {
+      headers[name] = value;
+    });
+    void rateLimitHeaders()
+      .catch(() => ({}))
+      .then((limits) => {
+        if (!stream.destroyed && !stream.headersSent)
+          stream.respond({ ...headers, ...limits }, { endStream: true });
+      });
+    return true;
+  }
   status.forEach((value, name) => {
     void reply.header(name, value);
   });
