@@ -1,4 +1,4 @@
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
   CreatePaymentRequestSchema,
@@ -7,27 +7,22 @@ import {
   type PaymentsService,
 } from "../../../gen/receipts/v1/payments_pb.js";
 import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
-import { sha256Hex } from "../../crypto/digest.js";
 import type { DomainDeps } from "../../domain/deps.js";
-import { withIdempotency } from "../../domain/idempotency.js";
 import { type CreatedPayment, createPayment, decryptPayment } from "../../domain/payments.js";
 import { SIGNATURE_HEADER } from "../../domain/signatures.js";
 import { callerOf, principalOf, timestampOf } from "../convert.js";
+import { idempotently } from "../idempotent.js";
 
 /** PaymentsService: create (idempotent) and decrypt, adapted to the domain. */
 export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsService> {
   return {
     async createPayment(req, ctx) {
       const principal = principalOf(ctx);
-      return withIdempotency<CreatePaymentResponse>(
+      return idempotently(
         deps,
-        {
-          key: ctx.requestHeader.get("idempotency-key"),
-          scope: principal.id,
-          hashRequest: () => sha256Hex(toBinary(CreatePaymentRequestSchema, req)),
-          encode: (res) => Buffer.from(toBinary(CreatePaymentResponseSchema, res)),
-          decode: (bytes) => fromBinary(CreatePaymentResponseSchema, bytes),
-        },
+        ctx,
+        { schema: CreatePaymentRequestSchema, message: req },
+        CreatePaymentResponseSchema,
         async () =>
           responseOf(
             await createPayment(

@@ -2,7 +2,13 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
-import type { ReceiptsService } from "../../../gen/receipts/v1/receipts_pb.js";
+import {
+  EncryptReceiptRequestSchema,
+  EncryptReceiptResponseSchema,
+  type ReceiptsService,
+  StoreSealedReceiptRequestSchema,
+  StoreSealedReceiptResponseSchema,
+} from "../../../gen/receipts/v1/receipts_pb.js";
 import type { DomainDeps } from "../../domain/deps.js";
 import { listPendingEscrow, releaseByIssuer } from "../../domain/issuer-escrow.js";
 import {
@@ -14,20 +20,32 @@ import {
 } from "../../domain/receipts.js";
 import { registerSigningKey, SIGNATURE_HEADER } from "../../domain/signatures.js";
 import { callerOf, encryptedReceiptOf, principalOf } from "../convert.js";
+import { idempotently } from "../idempotent.js";
 
 /** ReceiptsService: encrypt, decrypt, list, signing keys, adapted to the domain. */
 export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsService> {
   return {
-    async encryptReceipt(req, ctx) {
-      const record = await encryptReceipt(
+    encryptReceipt: (req, ctx) =>
+      idempotently(
         deps,
-        principalOf(ctx),
-        req.receipt ?? create(ReceiptSchema),
-        ctx.requestHeader.get(SIGNATURE_HEADER),
-        callerOf(ctx),
-      );
-      return { receipt: encryptedReceiptOf(record) };
-    },
+        ctx,
+        { schema: EncryptReceiptRequestSchema, message: req },
+        EncryptReceiptResponseSchema,
+        async () => {
+          const record = await encryptReceipt(
+            deps,
+            principalOf(ctx),
+            req.receipt ?? create(ReceiptSchema),
+            ctx.requestHeader.get(SIGNATURE_HEADER),
+            callerOf(ctx),
+          );
+          // A message literal, not create(): encrypt is the hot path (see encryptedReceiptOf).
+          return {
+            $typeName: "receipts.v1.EncryptReceiptResponse" as const,
+            receipt: encryptedReceiptOf(record),
+          };
+        },
+      ),
     async decryptReceipt(req, ctx) {
       return { receipt: await decryptReceipt(deps, principalOf(ctx), req, callerOf(ctx)) };
     },
@@ -42,12 +60,18 @@ export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsSe
       const key = await registerSigningKey(deps, principalOf(ctx), req);
       return { ...key, registeredAt: timestampFromDate(key.registeredAt) };
     },
-    async storeSealedReceipt(req, ctx) {
-      const input = { ...req, recipientHashedPan: req.recipientHashedPan.toLowerCase() };
-      return {
-        receipt: encryptedReceiptOf(await storeSealedReceipt(deps, principalOf(ctx), input, callerOf(ctx))),
-      };
-    },
+    storeSealedReceipt: (req, ctx) =>
+      idempotently(
+        deps,
+        ctx,
+        { schema: StoreSealedReceiptRequestSchema, message: req },
+        StoreSealedReceiptResponseSchema,
+        async () => {
+          const input = { ...req, recipientHashedPan: req.recipientHashedPan.toLowerCase() };
+          const record = await storeSealedReceipt(deps, principalOf(ctx), input, callerOf(ctx));
+          return create(StoreSealedReceiptResponseSchema, { receipt: encryptedReceiptOf(record) });
+        },
+      ),
     async listPendingEscrow(req, ctx) {
       const page = await listPendingEscrow(deps, principalOf(ctx), req);
       return { receipts: page.receipts.map(encryptedReceiptOf), nextPageToken: page.nextCursor ?? "" };
