@@ -163,7 +163,7 @@ describe("CryptoPool with P-256 keys", () => {
         aad,
       }),
     );
-    expect(stated.code).toBe("forbidden");
+    expect(stated.code, `${stated.message} ${JSON.stringify(stated.violations)}`).toBe("forbidden");
     expect(stated.message).toContain("HPKE-P256-SHA256-A256GCM");
   });
 
