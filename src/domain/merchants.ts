@@ -15,7 +15,10 @@ export async function claimMerchantId(
   merchantId: string,
 ): Promise<void> {
   assertMerchantAllowed(principal, merchantId);
-  const owner = await deps.store.merchants.claim(merchantId, principal.tenantId, deps.clock.now());
+  // Almost every call names a merchantId that already has its owner: a read, not a write, then.
+  const owner =
+    (await deps.store.merchants.find(merchantId)) ??
+    (await deps.store.merchants.claim(merchantId, principal.tenantId, deps.clock.now()));
   if (owner.tenantId !== principal.tenantId) throw merchantIdTaken();
 }
 

@@ -43,8 +43,13 @@ describe("store faults: 503 with nothing half-written, and recovery when the sto
   }
 
   /** A create-payment body for a card; every call makes a new receipt and transaction. */
+  /**
+   * A payment of a merchantId of its own: each create is that merchantId's first use, so every create
+   * makes the same store calls (the first use claims the merchantId; later ones only read its owner).
+   */
   function paymentBody(hashedPan: string): Record<string, unknown> {
-    return { ...receiptBody({ recipientHashedPan: hashedPan }), amount: 950 };
+    const merchantId = `m-fault-${crypto.randomUUID().slice(0, 8)}`;
+    return { ...receiptBody({ recipientHashedPan: hashedPan, merchantId }), amount: 950 };
   }
 
   function create(body: Record<string, unknown>, idempotencyKey: string) {
