@@ -1,5 +1,6 @@
 /* Over 400 lines on purpose: the sealed-receipt format both ways (open, seal, re-wrap) in one place,
  * so a reader checks the format against the spec in one file. */
+import { INPUT_ONLY_FIELDS } from "../receipt-fields.js";
 import { fromBase64, toBase64 } from "./base64.js";
 import {
   derKindOf,
@@ -164,7 +165,6 @@ export interface SealIdentity {
   keyId?: string;
 }
 
-const INPUT_ONLY_FIELDS = ["recipientHashedPan", "mockItems", "cardNonce"] as const;
 const IDENTITY_FIELDS = ["receiptId", "merchantId", "transactionId"] as const;
 const AES_KEY_BYTES = 32;
 const IV_BYTES = 12;

@@ -224,9 +224,11 @@ describe("sealReceipt (WebCrypto) seals what the service opens", () => {
 });
 
 describe("the WebCrypto module", () => {
-  // What each browser-safe module may import: its siblings and @hpke/core (WebCrypto only).
+  // What each browser-safe module may import: its siblings, @hpke/core (WebCrypto only) and the
+  // receipt field rules the service shares (src/receipt-fields.ts, checked below).
   const allowed: Record<string, string[]> = {
-    "webcrypto.ts": ["./base64.js", "./client-keys.js", "./p256.js"],
+    "webcrypto.ts": ["../receipt-fields.js", "./base64.js", "./client-keys.js", "./p256.js"],
+    "../receipt-fields.ts": ["canonicalize"],
     "client-keys.ts": ["./base64.js", "./p256.js"],
     "p256.ts": ["@hpke/core"],
     "key-ring.ts": ["./webcrypto.js"],
