@@ -133,7 +133,7 @@ async function withP256Service<T>(fn: (fresh: Fresh) => Promise<T>): Promise<T> 
 async function startSeeded(
   logLevel: string,
   clusterWorkers?: number,
-  fastPaths?: "on" | "off",
+  fastPaths?: string,
   algorithm: KeyAlgorithm = RSA_SUITE,
 ): Promise<Fresh> {
   const name = `service-${++serviceCount}`;

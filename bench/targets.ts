@@ -40,7 +40,7 @@ export interface ServiceOptions {
   /** Extra Node/V8 flags for the service process (e.g. to measure one with `bench/ab.js`). */
   nodeFlags?: string[];
   /** `FAST_PATHS` of the service (src/config.ts); unset, the service's default (on). */
-  fastPaths?: "on" | "off";
+  fastPaths?: string;
 }
 
 /** Starts the service from `dist/` and waits until it answers and has printed its API keys. */

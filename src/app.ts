@@ -10,8 +10,8 @@ import type { Config } from "./config.js";
 import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import type { DomainDeps } from "./domain/deps.js";
+import { useFastPaths } from "./fast/index.js";
 import { registerAdminRoutes } from "./http/admin.js";
-import { useOnePassReading } from "./http/bindings.js";
 import { registerApiReference } from "./http/docs.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
@@ -42,11 +42,6 @@ export interface AppDeps {
   listener?: ListenerOptions;
   /** How long `close()` lets in-flight calls finish, in ms; default 10 000. */
   shutdownGraceMs?: number;
-  /**
-   * Whether unary gRPC calls take the fast path (`HttpServerOptions.grpcFastPath`); default
-   * `config.fastPaths` (`FAST_PATHS`).
-   */
-  grpcFastPath?: boolean;
 }
 
 /** A built service: the HTTP server (not listening yet) and what it was built from. */
@@ -72,10 +67,9 @@ export async function buildApp({
   workers,
   listener,
   shutdownGraceMs,
-  grpcFastPath,
 }: AppDeps): Promise<App> {
   useServiceTextEncoding();
-  useOnePassReading(config.fastPaths);
+  useFastPaths(config.fastPaths);
   // Every store call the service makes is bounded: a stalled store answers 503. The memory store's
   // calls settle when they are made, before any timer could fire, so a bound could never answer for
   // them; it is left out there (it cost about 0.6 us and 800 bytes of garbage per call).
@@ -145,7 +139,6 @@ export async function buildApp({
       ...listener,
     },
     ...(shutdownGraceMs === undefined ? {} : { shutdownGraceMs }),
-    grpcFastPath: grpcFastPath ?? config.fastPaths,
     addRoutes: async (app) => {
       app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
       if (config.adminToken !== undefined) {

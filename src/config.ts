@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { FAST_PATHS, type FastPath } from "./fast/index.js";
 import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
 import type { Environment, Tier } from "./store/types.js";
@@ -81,14 +82,12 @@ export interface Config {
     resetRatePerSecond: number;
   };
   /**
-   * `FAST_PATHS=on|off` (default on): whether the hand-written fast paths that can be switched off
-   * cheaply serve calls. Off, unary gRPC calls go through connect-node (via connect-fastify) instead of
-   * the raw-HTTP/2 unary server (src/http/grpc-unary.ts), and REST bodies are checked field by field
-   * and then read, instead of read in one pass (src/http/bindings.ts). Still on either way, for now:
-   * the compiled protobuf JSON readers and writers (src/rpc/json-*.ts) behind the REST surface, the
-   * compiled binary codecs, and the DER reader (src/crypto/der.ts). This is the one place it is read.
+   * `FAST_PATHS` (default `on`): which hand-written fast paths (src/fast/index.ts names each) serve
+   * calls. `on` is all of them, `off` none (every call through connect-node/connect-fastify,
+   * protobuf-es and node:crypto only), or a comma-separated list of the ones to keep on, for measuring
+   * one against the others. This is the one place it is read.
    */
-  fastPaths: boolean;
+  fastPaths: FastPath[];
 }
 
 /** The tier table of section 9, before `RATE_LIMIT_TIERS` overrides. */
@@ -212,7 +211,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       resetBurst: int("HTTP2_RESET_BURST", 200, 1, 100_000),
       resetRatePerSecond: int("HTTP2_RESET_RATE", 50, 1, 100_000),
     },
-    fastPaths: oneOf<"on" | "off">("FAST_PATHS", ["on", "off"], "on") === "on",
+    fastPaths: parseFastPaths(env.FAST_PATHS, problems),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
@@ -266,6 +265,31 @@ export function splitKeys(text: string): string[] {
   const pem = text.match(/-----BEGIN [A-Z ]+-----[\s\S]*?-----END [A-Z ]+-----/g);
   if (pem !== null) return pem;
   return text.split(/[\s,]+/).filter((part) => part !== "");
+}
+
+/** Fast paths that only serve another: the one-pass read is the compiled JSON reader's, the codecs the gRPC server's. */
+const FAST_PATH_NEEDS: [FastPath, FastPath][] = [
+  ["one-pass", "json-reader"],
+  ["binary-codec", "grpc-server"],
+];
+
+/** Parses `FAST_PATHS`: `on` (the default), `off`, or a comma-separated list of fast paths. */
+function parseFastPaths(raw: string | undefined, problems: string[]): FastPath[] {
+  const text = raw?.trim() ?? "";
+  if (text === "" || text === "on") return [...FAST_PATHS];
+  if (text === "off") return [];
+  const names = text.split(",").map((part) => part.trim());
+  const unknown = names.filter((name) => !(FAST_PATHS as readonly string[]).includes(name));
+  if (unknown.length > 0) {
+    problems.push(
+      `FAST_PATHS must be on, off or a list of ${FAST_PATHS.join(", ")} (got "${unknown.join(", ")}")`,
+    );
+    return [...FAST_PATHS];
+  }
+  for (const [path, needs] of FAST_PATH_NEEDS) {
+    if (names.includes(path) && !names.includes(needs)) problems.push(`FAST_PATHS: ${path} needs ${needs}`);
+  }
+  return FAST_PATHS.filter((path) => names.includes(path));
 }
 
 /**

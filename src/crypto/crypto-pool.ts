@@ -3,6 +3,7 @@
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { AppError, invalidRequest } from "../errors.js";
+import { fastPathsOn } from "../fast/index.js";
 import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask, WrapTarget } from "./crypto-protocol.js";
 import {
   describeCause,
@@ -146,10 +147,11 @@ export class CryptoPool {
     this.escrowKeys = Object.freeze(escrowKeysOf(options.escrowPrivateKeys));
     this.size = size;
     const escrowPrivateKeys = [...options.escrowPrivateKeys];
+    const fastPaths = fastPathsOn();
     const slots = (count: number, init: WorkerInit): Slot[] =>
       Array.from({ length: count }, () => ({ worker: undefined, pending: new Map(), init }));
-    this.slots = slots(size, { escrowPrivateKeys });
-    this.keygenSlots = slots(keygenSize, { escrowPrivateKeys, niceness: KEYGEN_NICENESS });
+    this.slots = slots(size, { escrowPrivateKeys, fastPaths });
+    this.keygenSlots = slots(keygenSize, { escrowPrivateKeys, niceness: KEYGEN_NICENESS, fastPaths });
   }
 
   /**

@@ -1,4 +1,5 @@
 import { AppError, type ErrorCode, type FieldViolation, isErrorCode } from "../errors.js";
+import type { FastPath } from "../fast/index.js";
 import type { SealedReceipt, SealedReceiptText } from "./envelope.js";
 import type { KeyAlgorithm } from "./suites.js";
 
@@ -18,6 +19,8 @@ export interface WorkerInit {
   escrowPrivateKeys: string[];
   /** A nice value (1-19) for the worker's thread, on Linux: lower priority than the event loop. */
   niceness?: number;
+  /** The fast paths on in the main thread when the pool was made (src/fast), for the worker's own. */
+  fastPaths: FastPath[];
 }
 
 /** The key a receipt is (re-)wrapped to: its id, base64 DER SPKI and, when the caller knows it, suite. */

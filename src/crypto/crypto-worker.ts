@@ -2,6 +2,7 @@ import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import { AppError, invalidRequest } from "../errors.js";
+import { useFastPaths } from "../fast/index.js";
 import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask, WrapTarget } from "./crypto-protocol.js";
 import { packKeyPair, packSealedText, packWrappedKey, serializeError } from "./crypto-protocol.js";
 import { openSealedReceipt, type SealedReceipt, sealReceipt, unwrapAesKey, wrapAesKey } from "./envelope.js";
@@ -42,6 +43,7 @@ const port = parentPort;
 if (port === null) throw new Error("crypto-worker must run in a worker thread");
 
 const init = workerData as WorkerInit;
+useFastPaths(init.fastPaths);
 // Linux keeps a nice value per thread, so this lowers this worker only (elsewhere it would be the
 // whole process: skipped there).
 if (init.niceness !== undefined && process.platform === "linux") {

@@ -1,12 +1,7 @@
 import { createPrivateKey, createPublicKey, generateKeyPair, type KeyObject } from "node:crypto";
 import { promisify } from "node:util";
 import { invalidRequest } from "../errors.js";
-import {
-  rsaPrivateJwkFromPkcs1,
-  rsaPrivateJwkFromPkcs8,
-  rsaPublicJwkFromPkcs1,
-  rsaPublicJwkFromSpki,
-} from "./der.js";
+import { rsaJwkFromDer } from "../fast/index.js";
 import { HPKE_P256, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
 
 /** Modulus size of generated key pairs, in bits; also the smallest size accepted on input (section 5). */
@@ -111,7 +106,8 @@ export function parsePublicKey(input: string, field = "publicKey"): ParsedPublic
   if (decoded.label?.includes("PRIVATE")) throw privateSentAsPublic(field);
   const type = decoded.label === undefined ? "spki" : publicDerType(decoded.label);
   if (type === undefined || !isSingleDerSequence(decoded.der)) throw keyError(field, PUBLIC_KEY_FORMAT);
-  const jwk = type === "spki" ? rsaPublicJwkFromSpki(decoded.der) : rsaPublicJwkFromPkcs1(decoded.der);
+  const jwk =
+    type === "spki" ? rsaJwkFromDer.publicSpki(decoded.der) : rsaJwkFromDer.publicPkcs1(decoded.der);
   if (jwk !== undefined) {
     // The canonical structure of a public key, so neither a private key nor anything but this key; an
     // SPKI read this way is already the canonical encoding.
@@ -151,9 +147,9 @@ export function parsePrivateKey(input: string, field = "privateKey"): KeyObject 
   if (type === undefined || !isSingleDerSequence(decoded.der)) throw keyError(field, PRIVATE_KEY_FORMAT);
   const jwk =
     type === "pkcs8"
-      ? rsaPrivateJwkFromPkcs8(decoded.der)
+      ? rsaJwkFromDer.privatePkcs8(decoded.der)
       : type === "pkcs1"
-        ? rsaPrivateJwkFromPkcs1(decoded.der)
+        ? rsaJwkFromDer.privatePkcs1(decoded.der)
         : undefined;
   let key: KeyObject;
   try {
@@ -185,7 +181,7 @@ export function keyAlgorithmOf(key: KeyObject, field = "key"): KeyAlgorithm {
 export function privateKeyMatches(privateKey: KeyObject, spki: string): boolean {
   try {
     const der = Buffer.from(spki, "base64");
-    const jwk = rsaPublicJwkFromSpki(der);
+    const jwk = rsaJwkFromDer.publicSpki(der);
     const expected =
       jwk === undefined
         ? createPublicKey({ key: der, format: "der", type: "spki" })

@@ -1,5 +1,3 @@
-/* Over 400 lines on purpose: the REST bindings with the one-pass reader (a fast path behind
- * FAST_PATHS), kept whole until the fast-path review of docs/performance.md keeps or deletes it. */
 import {
   type DescField,
   type DescMessage,
@@ -16,8 +14,8 @@ import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import type { HttpRule } from "../../gen/google/api/http_pb.js";
 import { type FieldViolation, invalidRequest } from "../errors.js";
+import { readUnchecked } from "../fast/index.js";
 import { decodeJson, is64BitInteger, messageToJson, validateJson } from "../rpc/json.js";
-import { compiledJsonReader } from "../rpc/json-input.js";
 
 /**
  * The REST surface as the protos declare it: every unary method's `google.api.http` rule (and its
@@ -194,27 +192,11 @@ export interface HttpRequestParts {
 export function decodeHttpRequest(binding: HttpBinding, parts: HttpRequestParts): MessageShape<DescMessage> {
   const violations: FieldViolation[] = [];
   const { leaves, bound } = urlLeaves(binding, parts, violations);
-  if (onePass && violations.length === 0) {
-    const read = readInOnePass(binding, parts.body, leaves, bound);
+  if (violations.length === 0) {
+    const read = readUnchecked(binding.method.input, () => uncheckedJson(binding, parts.body, leaves, bound));
     if (read !== undefined) return read;
   }
   return checkThenRead(binding, parts.body, leaves, bound, violations);
-}
-
-let onePass = true;
-
-/**
- * Whether {@link decodeHttpRequest} tries the one-pass read first (default true). Process-wide:
- * `buildApp` sets it from `FAST_PATHS` (src/config.ts); off, every request takes the field-by-field
- * check and then the read, as a request with a problem does.
- */
-export function useOnePassReading(enabled: boolean): void {
-  onePass = enabled;
-}
-
-/** Whether the one-pass read is on (see {@link useOnePassReading}). */
-export function onePassReading(): boolean {
-  return onePass;
 }
 
 /**
@@ -249,20 +231,19 @@ function checkThenRead(
 }
 
 /**
- * The request message, read by the compiled reader alone from the body and the URL's values, or
- * undefined when that reader gives up or the body clashes with the URL. The reader gives up on
- * everything the field-by-field check would name (json-rules.ts), so a request it reads has no
- * problem, and the check runs only to name the problems of one it does not ({@link checkThenRead},
- * which then reads it again). `leaves` and `bound` are those of a URL without problems.
+ * The request JSON from the body and the URL's values without the field-by-field check, for the
+ * one-pass read (src/fast: `readUnchecked`), or undefined when the body clashes with the URL or is
+ * not of the shape the binding takes. The one-pass reader gives up on everything the check would
+ * name (json-rules.ts), so a request it reads has no problem, and the check runs only to name the
+ * problems of one it does not ({@link checkThenRead}, which then reads it again). `leaves` and `bound`
+ * are those of a URL without problems.
  */
-function readInOnePass(
+function uncheckedJson(
   binding: HttpBinding,
   body: unknown,
   leaves: UrlLeaf[],
   bound: Set<DescField>,
-): MessageShape<DescMessage> | undefined {
-  const read = compiledJsonReader(binding.method.input);
-  if (read === undefined) return undefined;
+): JsonObject | undefined {
   let json: JsonObject;
   if (binding.body.kind === "all") {
     if (body !== undefined && !isObject(body)) return undefined;
@@ -280,11 +261,7 @@ function readInOnePass(
     json = underField(field, value);
   }
   for (const leaf of leaves) setPath(json, leaf.fields, leaf.value);
-  try {
-    return read(json);
-  } catch {
-    return undefined;
-  }
+  return json;
 }
 
 /** A value from the URL (path or query) for the field at the end of `fields`. */

@@ -18,6 +18,7 @@ import Fastify, {
 } from "fastify";
 import type { Logger } from "pino";
 import { AppError, ERRORS, type ErrorCode } from "../errors.js";
+import { grpcServer } from "../fast/index.js";
 import { kObserved, type Metrics, registerMetricsRoute } from "../metrics.js";
 import { kRemoteAddress, kRequestId } from "../rpc/context.js";
 import { toRestError } from "../rpc/error-mapping.js";
@@ -26,7 +27,6 @@ import type { HttpBinding } from "./bindings.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
 import { registerCors } from "./cors.js";
 import { assignRequestId, sendError, sendSuccess } from "./envelope.js";
-import { createGrpcUnaryHandler } from "./grpc-unary.js";
 import { lazyChildLogger } from "./lazy-logger.js";
 import {
   type ClientErrorAnswer,
@@ -81,12 +81,6 @@ export interface HttpServerOptions {
    * from one of them is read from that header (`client-address.ts`). Default none.
    */
   trustedProxies?: TrustedProxies;
-  /**
-   * Serves unary binary gRPC calls on the HTTP/2 stream, before Fastify and without Connect's
-   * transport (`grpc-unary.ts`): same interceptors, context values and answers, at a fraction of the
-   * CPU. Default true; false sends every gRPC call through the Connect plugin (for comparisons).
-   */
-  grpcFastPath?: boolean;
 }
 
 /** The service's one HTTP server: REST, gRPC, gRPC-Web and Connect on one port. */
@@ -151,25 +145,23 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   };
 
   const meter = options.meter;
-  const grpcUnary =
-    options.grpcFastPath === false
-      ? undefined
-      : createGrpcUnaryHandler({
-          routes: options.routes,
-          interceptors: options.interceptors,
-          bodyLimitBytes: options.bodyLimitBytes,
-          clientAddress: addressOf,
-          contextValues: (address) => newContext(address, "grpc"),
-          ...(meter === undefined ? {} : { meter }),
-          onRefused: ({ path, requestId, status, elapsedMs }) =>
-            observeUnrouted(
-              lazyChildLogger(options.logger, { requestId }),
-              { protocol: "grpc", method: path.slice(1) },
-              200,
-              elapsedMs,
-              codeForGrpcStatus(status),
-            ),
-        });
+  // Unary binary gRPC on the HTTP/2 stream, before Fastify, when the `grpc-server` fast path is on.
+  const grpcUnary = grpcServer({
+    routes: options.routes,
+    interceptors: options.interceptors,
+    bodyLimitBytes: options.bodyLimitBytes,
+    clientAddress: addressOf,
+    contextValues: (address) => newContext(address, "grpc"),
+    ...(meter === undefined ? {} : { meter }),
+    onRefused: ({ path, requestId, status, elapsedMs }) =>
+      observeUnrouted(
+        lazyChildLogger(options.logger, { requestId }),
+        { protocol: "grpc", method: path.slice(1) },
+        200,
+        elapsedMs,
+        codeForGrpcStatus(status),
+      ),
+  });
 
   /**
    * The answer to an HTTP/1.1 request Node refused before Fastify saw it (header block over the

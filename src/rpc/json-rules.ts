@@ -18,3 +18,20 @@ const BASE64URL = /^[A-Za-z0-9_-]*$/;
 export function isBase64Text(value: string): boolean {
   return BASE64.test(value) || BASE64URL.test(value);
 }
+
+interface WellFormed {
+  isWellFormed?: (this: string) => boolean;
+}
+
+const nativeWellFormed = (String.prototype as WellFormed).isWellFormed;
+
+/** Whether a string has no lone surrogates: protobuf-es rejects those (its `checkUtf8`). */
+export function isWellFormed(value: string): boolean {
+  if (nativeWellFormed !== undefined) return nativeWellFormed.call(value);
+  try {
+    encodeURIComponent(value);
+    return true;
+  } catch {
+    return false;
+  }
+}

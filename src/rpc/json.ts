@@ -8,11 +8,12 @@ import {
 } from "@bufbuild/protobuf";
 import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { type FieldViolation, invalidRequest } from "../errors.js";
-import { isWellFormed, messageFromJson } from "./json-input.js";
-import { is64BitInteger } from "./json-output.js";
-import { FORBIDDEN_KEYS, isBase64Text, MAX_JSON_DEPTH } from "./json-rules.js";
+import { messageFromJson } from "../fast/index.js";
+import { is64BitInteger } from "../proto-scalars.js";
+import { FORBIDDEN_KEYS, isBase64Text, isWellFormed, MAX_JSON_DEPTH } from "./json-rules.js";
 
-export { is64BitInteger, messageToJson } from "./json-output.js";
+export { messageToJson } from "../fast/index.js";
+export { is64BitInteger };
 
 /**
  * JSON <-> protobuf messages for the REST surface, driven by the message descriptors only.
@@ -325,8 +326,8 @@ export function parseJsonBody<Desc extends DescMessage>(schema: Desc, json: unkn
 }
 
 /**
- * `fromJson` for a value that passed {@link validateJson}, through the compiled readers of
- * json-input.ts; any remaining failure is `invalid_request`.
+ * `fromJson` for a value that passed {@link validateJson} (through the compiled readers when the
+ * `json-reader` fast path is on); any remaining failure is `invalid_request`.
  */
 export function decodeJson<Desc extends DescMessage>(schema: Desc, json: JsonValue): MessageShape<Desc> {
   try {

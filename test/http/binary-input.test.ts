@@ -3,8 +3,8 @@ import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire"
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { CreatePaymentRequestSchema } from "../../gen/receipts/v1/payments_pb.js";
+import { hasCompiledReader, messageFromBinary } from "../../src/fast/binary-input.js";
 import { useServiceTextEncoding } from "../../src/proto-text.js";
-import { hasCompiledReader, messageFromBinary } from "../../src/rpc/binary-input.js";
 import { message, reachableMessages, richStrings } from "../support/messages.js";
 
 // fromBinary counted, so a test can tell the compiled path from the fallback.

@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it, vi } from "vitest";
 import { GrantAccessResponseSchema } from "../../gen/receipts/v1/keys_pb.js";
 import { ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
-import { hasCompiledWriter, messageToBinary } from "../../src/rpc/binary-output.js";
+import { hasCompiledWriter, messageToBinary } from "../../src/fast/binary-output.js";
 import { message, reachableMessages, richStrings } from "../support/messages.js";
 
 // toBinary counted, so a test can tell the compiled path from the fallback.

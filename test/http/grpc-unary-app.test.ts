@@ -30,10 +30,17 @@ interface Service {
 }
 
 async function start(grpcFastPath: boolean): Promise<Service> {
-  const config = loadConfig({ RECEIPTS_ENV: "dev", LOG_LEVEL: "silent", RATE_LIMIT_TIERS: TIERS });
+  // Off: only the gRPC server (and its codecs); the switch is process-wide, and read when it is built.
+  const fastPaths = grpcFastPath ? "on" : "json-reader,json-writer,one-pass,der";
+  const config = loadConfig({
+    RECEIPTS_ENV: "dev",
+    LOG_LEVEL: "silent",
+    RATE_LIMIT_TIERS: TIERS,
+    FAST_PATHS: fastPaths,
+  });
   const store = createMemoryStore();
   await store.init();
-  const app = await buildApp({ config, store, logger: createLogger("silent"), workers: 1, grpcFastPath });
+  const app = await buildApp({ config, store, logger: createLogger("silent"), workers: 1 });
   const { port } = await app.server.listen(0, "127.0.0.1");
   let tenants = 0;
   const key = async (tier: "sandbox" | "standard") =>
@@ -69,7 +76,9 @@ describe("the whole service answers gRPC calls alike with and without the fast p
   let on: Service;
   let off: Service;
   beforeAll(async () => {
-    [on, off] = await Promise.all([start(true), start(false)]);
+    // One after the other, the fast one last: each build sets the process-wide switch.
+    off = await start(false);
+    on = await start(true);
   });
   afterAll(async () => {
     await Promise.all([on.app.close(), off.app.close()]);

@@ -83,11 +83,12 @@ async function service(grpcFastPath: boolean) {
     RECEIPTS_ENV: "dev",
     LOG_LEVEL: "info",
     RATE_LIMIT_TIERS: JSON.stringify(tiers),
+    FAST_PATHS: grpcFastPath ? "on" : "json-reader,json-writer,one-pass,der",
   });
   const store = createMemoryStore();
   await store.init();
   const logger = createLogger("info", { write: () => undefined } as never);
-  const app = await buildApp({ config, store, logger, workers: 1, grpcFastPath });
+  const app = await buildApp({ config, store, logger, workers: 1 });
   const { port } = await app.server.listen(0, "127.0.0.1");
   const key = async (role: "issuer" | "merchant") =>
     (await createApiKey(store, "dev", { role, tier: "standard", tenantId: `t-${role}` }, new Date())).key;

@@ -18,7 +18,7 @@ import {
 } from "../../gen/receipts/v1/keys_pb.js";
 import { RegisterRequestSchema } from "../../gen/receipts/v1/onboarding_pb.js";
 import { GetTransactionReceiptRequestSchema } from "../../gen/receipts/v1/receipts_pb.js";
-import { kGrpcFastPath } from "../../src/http/grpc-unary.js";
+import { FAST_PATHS, kGrpcFastPath, useFastPaths } from "../../src/fast/index.js";
 import { createMetrics, type Metrics, metricsInterceptor } from "../../src/metrics.js";
 import { errorInterceptor } from "../../src/rpc/error-mapping.js";
 import { grpcClient, grpcUnary } from "../support/grpc.js";
@@ -53,8 +53,14 @@ async function serve(grpcFastPath: boolean, extra: { routes?: (router: ConnectRo
   ];
   // A short request timeout: a stream left half-open by a refused call is reset (and so ends) soon.
   const listener = { requestTimeoutMs: 1_000 };
-  const t = await startTestServer({ grpcFastPath, interceptors, metrics, listener, ...extra });
-  return { t, metrics, fast } satisfies Served;
+  // The gRPC server is made (or not) when the server is built; every other fast path stays on.
+  useFastPaths(grpcFastPath ? FAST_PATHS : FAST_PATHS.filter((p) => p !== "grpc-server"));
+  try {
+    const t = await startTestServer({ interceptors, metrics, listener, ...extra });
+    return { t, metrics, fast } satisfies Served;
+  } finally {
+    useFastPaths(FAST_PATHS);
+  }
 }
 
 /**

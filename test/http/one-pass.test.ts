@@ -11,7 +11,7 @@ import {
   httpBindings,
 } from "../../src/http/bindings.js";
 import * as json from "../../src/rpc/json.js";
-import { messageToJson } from "../../src/rpc/json-output.js";
+import { messageToJson } from "../../src/rpc/json.js";
 import { fuzzSettings } from "../hardening/support.js";
 import { receiptBody } from "../support/harness.js";
 import { message } from "../support/messages.js";

@@ -60,12 +60,14 @@ describe("loadConfig", () => {
     expect(problems).toMatch(/REQUEST_TIMEOUT_MS must be an integer from 1000/);
   });
 
-  it("reads FAST_PATHS: on unless set to off, and nothing else", () => {
-    expect(loadConfig({}).fastPaths).toBe(true);
-    expect(loadConfig({ FAST_PATHS: "on" }).fastPaths).toBe(true);
-    expect(loadConfig({ FAST_PATHS: "off" }).fastPaths).toBe(false);
-    for (const bad of ["0", "false", "OFF", "no"]) {
-      expect(problemsOf({ FAST_PATHS: bad }).join("\n")).toMatch(/FAST_PATHS must be one of on, off/);
+  it("reads FAST_PATHS: on (all), off (none) or a list, and nothing else", () => {
+    const all = ["grpc-server", "binary-codec", "json-reader", "json-writer", "one-pass", "der"];
+    expect(loadConfig({}).fastPaths).toEqual(all);
+    expect(loadConfig({ FAST_PATHS: "on" }).fastPaths).toEqual(all);
+    expect(loadConfig({ FAST_PATHS: "off" }).fastPaths).toEqual([]);
+    expect(loadConfig({ FAST_PATHS: "der, json-writer" }).fastPaths).toEqual(["json-writer", "der"]);
+    for (const bad of ["0", "false", "OFF", "no", "der,,json-writer"]) {
+      expect(problemsOf({ FAST_PATHS: bad }).join("\n")).toMatch(/FAST_PATHS must be on, off or a list of/);
     }
   });
 

@@ -5,7 +5,7 @@ import { describe, expect, it, vi } from "vitest";
 import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { base64Of, bytesFromBase64 } from "../../src/rpc/base64-bytes.js";
 import { encryptedReceiptOf, timestampOf } from "../../src/rpc/convert.js";
-import { messageToJson } from "../../src/rpc/json-output.js";
+import { messageToJson } from "../../src/rpc/json.js";
 import type { ReceiptRecord } from "../../src/store/types.js";
 
 /**

@@ -1,10 +1,7 @@
-/* Over 400 lines on purpose: a hand-written fast path (compiled JSON readers), kept whole in one file
- * until the fast-path review of docs/performance.md keeps or deletes it. */
 import {
   type DescEnum,
   type DescField,
   type DescMessage,
-  fromJson,
   type JsonObject,
   type JsonValue,
   type MessageShape,
@@ -12,12 +9,13 @@ import {
 } from "@bufbuild/protobuf";
 import { base64Decode, FLOAT32_MAX, FLOAT32_MIN } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
-import { is64BitInteger } from "./json-output.js";
-import { FORBIDDEN_KEYS, isBase64Text, MAX_JSON_DEPTH } from "./json-rules.js";
+import { is64BitInteger } from "../proto-scalars.js";
+import { messageFromJsonReflective } from "../rpc/json-reflective.js";
+import { FORBIDDEN_KEYS, isBase64Text, isWellFormed, MAX_JSON_DEPTH } from "../rpc/json-rules.js";
 import { perMessageType } from "./per-message-type.js";
 
 /**
- * REST JSON request bodies to messages: exactly what
+ * The compiled JSON readers (fast path `json-reader`): REST JSON request bodies to messages, exactly what
  * `fromJson(schema, json, { ignoreUnknownFields: false })` returns, same `$typeName`, same defaults
  * for unset fields, 64-bit integers as bigint, timestamps converted as protobuf-es converts them.
  *
@@ -56,7 +54,10 @@ const UINT32_MAX = 4294967295;
 const GIVE_UP = new Error("the compiled JSON reader does not handle this value");
 
 /** Parses a REST JSON request as a message of `schema`; throws what `fromJson` throws. */
-export function messageFromJson<Desc extends DescMessage>(schema: Desc, json: JsonValue): MessageShape<Desc> {
+export function compiledMessageFromJson<Desc extends DescMessage>(
+  schema: Desc,
+  json: JsonValue,
+): MessageShape<Desc> {
   const entry = readerFor(schema);
   if (entry.compiled) {
     try {
@@ -69,19 +70,8 @@ export function messageFromJson<Desc extends DescMessage>(schema: Desc, json: Js
 }
 
 /**
- * The reflective path, `fromJson` rejecting unknown fields. It reads what the compiled readers do not
- * handle, and is the reference they are tested against.
- */
-export function messageFromJsonReflective<Desc extends DescMessage>(
-  schema: Desc,
-  json: JsonValue,
-): MessageShape<Desc> {
-  return fromJson(schema, json, { ignoreUnknownFields: false });
-}
-
-/**
  * The compiled reader for `schema`, or undefined when that message type is read reflectively. It
- * throws where {@link messageFromJson} falls back; exported so tests can prove the fast path is taken.
+ * throws where {@link compiledMessageFromJson} falls back; exported so tests can prove the fast path is taken.
  */
 export function compiledJsonReader<Desc extends DescMessage>(
   schema: Desc,
@@ -390,21 +380,4 @@ function daysFromCivil(year: number, month: number, day: number): number {
 
 function isJsonObject(value: JsonValue): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-interface WellFormed {
-  isWellFormed?: (this: string) => boolean;
-}
-
-const nativeWellFormed = (String.prototype as WellFormed).isWellFormed;
-
-/** Whether a string has no lone surrogates: protobuf-es rejects those (its `checkUtf8`). */
-export function isWellFormed(value: string): boolean {
-  if (nativeWellFormed !== undefined) return nativeWellFormed.call(value);
-  try {
-    encodeURIComponent(value);
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -6,33 +6,28 @@ import {
   type JsonValue,
   type MessageShape,
   ScalarType,
-  toJson,
 } from "@bufbuild/protobuf";
-import { FeatureSet_FieldPresence, isWrapperDesc, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { FeatureSet_FieldPresence, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger, timestampJson } from "../proto-scalars.js";
-import { base64Of } from "./base64-bytes.js";
+import { base64Of } from "../rpc/base64-bytes.js";
+import { messageToJsonReflective } from "../rpc/json-reflective.js";
 import { perMessageType } from "./per-message-type.js";
 
-export { is64BitInteger };
-
 /**
- * Messages rendered as REST JSON (spec section 3): lowerCamelCase names, implicit defaults included
- * (`isEscrowed: false`, `releasedReceipts: 0`), unset optional fields absent, 64-bit integers as JSON
- * numbers, bytes as standard base64, timestamps as RFC 3339 UTC.
- *
- * This is what `toJson(schema, message, { alwaysEmitImplicit: true })` produces with its 64-bit
- * strings turned into numbers afterwards, and that pair remains the path for messages this module
- * does not compile (well-known types other than Timestamp, oneofs, proto2 features). For the service's
- * own messages a writer is compiled once per message type from its descriptor: `toJson` looks every
- * field up through reflection on each call, which made rendering a page of receipts cost more than
- * the rest of the request.
+ * The compiled JSON writers (fast path `json-writer`): REST JSON of a message, exactly what
+ * `messageToJsonReflective` (src/rpc/json-reflective.ts: `toJson` with implicit defaults, 64-bit
+ * integers as numbers) renders, and that remains the path for messages this module does not compile
+ * (well-known types other than Timestamp, oneofs, proto2 features). For the service's own messages a
+ * writer is compiled once per message type from its descriptor: `toJson` looks every field up through
+ * reflection on each call, which made rendering a page of receipts cost more than the rest of the
+ * request.
  */
 
 /**
  * Renders a message as REST JSON. A 64-bit value beyond JavaScript's safe range stays a string rather
  * than be silently rounded; the domain never produces one.
  */
-export function messageToJson<Desc extends DescMessage>(
+export function compiledMessageToJson<Desc extends DescMessage>(
   schema: Desc,
   message: MessageShape<Desc>,
 ): JsonValue {
@@ -51,7 +46,7 @@ function compile(desc: DescMessage): Writer {
     !desc.typeName.startsWith("google.protobuf.") &&
     desc.oneofs.length === 0 &&
     desc.fields.every((f) => f.presence !== FeatureSet_FieldPresence.LEGACY_REQUIRED);
-  if (!compilable) return (m) => reflective(desc, m);
+  if (!compilable) return (m) => messageToJsonReflective(desc, m as MessageShape<DescMessage>);
   const fields = [...desc.fields].sort((a, b) => a.number - b.number).map(fieldWriter);
   return (message) => {
     const json: JsonObject = {};
@@ -144,61 +139,8 @@ function enumWriter(desc: DescEnum): (value: unknown) => JsonValue {
   return (v) => desc.value[v as number]?.name ?? (v as number);
 }
 
-/**
- * The reflective path: protobuf JSON with implicit defaults, then 64-bit strings made numbers. It
- * renders what the compiled writers do not handle, and is the reference they are tested against.
- */
-export function messageToJsonReflective<Desc extends DescMessage>(
-  schema: Desc,
-  message: MessageShape<Desc>,
-): JsonValue {
-  return numbersFor64Bit(schema, toJson(schema, message, { alwaysEmitImplicit: true }));
-}
-
-function reflective(desc: DescMessage, message: Fields): JsonValue {
-  return messageToJsonReflective(desc, message as MessageShape<DescMessage>);
-}
-
 function toNumber(value: JsonValue): JsonValue {
   if (typeof value !== "string") return value;
   const n = Number(value);
   return Number.isSafeInteger(n) ? n : value;
-}
-
-function numbersFor64Bit(desc: DescMessage, json: JsonValue): JsonValue {
-  if (isWrapperDesc(desc)) return is64BitInteger(desc.fields[0].scalar) ? toNumber(json) : json;
-  if (!isJsonObject(json) || desc.typeName.startsWith("google.protobuf.")) return json;
-  for (const field of desc.fields) {
-    const value = json[field.jsonName];
-    if (value === undefined || value === null) continue;
-    json[field.jsonName] = convertField(field, value);
-  }
-  return json;
-}
-
-function isJsonObject(value: JsonValue): value is JsonObject {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function convertField(field: DescField, value: JsonValue): JsonValue {
-  switch (field.fieldKind) {
-    case "scalar":
-      return is64BitInteger(field.scalar) ? toNumber(value) : value;
-    case "message":
-      return numbersFor64Bit(field.message, value);
-    case "enum":
-      return value;
-    case "list":
-      if (!Array.isArray(value)) return value;
-      if (field.listKind === "scalar") return is64BitInteger(field.scalar) ? value.map(toNumber) : value;
-      if (field.listKind === "message") return value.map((item) => numbersFor64Bit(field.message, item));
-      return value;
-    case "map":
-      if (!isJsonObject(value)) return value;
-      for (const [key, item] of Object.entries(value)) {
-        if (field.mapKind === "scalar" && is64BitInteger(field.scalar)) value[key] = toNumber(item);
-        if (field.mapKind === "message") value[key] = numbersFor64Bit(field.message, item);
-      }
-      return value;
-  }
 }

@@ -1,8 +1,13 @@
-/* Over 400 lines on purpose: the raw HTTP/2 gRPC unary server (a fast path behind FAST_PATHS), kept
- * whole until the fast-path review of docs/performance.md keeps or deletes it. */
 import { validateHeaderName, validateHeaderValue } from "node:http";
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import type { DescMethod, DescMethodUnary, MessageShape } from "@bufbuild/protobuf";
+import {
+  type DescMessage,
+  type DescMethod,
+  type DescMethodUnary,
+  fromBinary,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -15,15 +20,16 @@ import {
 } from "@connectrpc/connect";
 import { parseTimeout } from "@connectrpc/connect/protocol-grpc";
 import { AppError } from "../errors.js";
-import { messageFromBinary } from "../rpc/binary-input.js";
-import { messageToBinary } from "../rpc/binary-output.js";
+import { CallHeaders } from "../http/call-headers.js";
+import { assignRequestId } from "../http/envelope.js";
+import { setGrpcStatus } from "../http/grpc-status.js";
+import { createUnaryInvoker, type UnaryCall } from "../http/invoke.js";
+import type { Http2Claim } from "../http/listener.js";
 import { toConnectError } from "../rpc/error-mapping.js";
-import { CallHeaders } from "./call-headers.js";
-import { assignRequestId } from "./envelope.js";
+import { messageFromBinary } from "./binary-input.js";
+import { messageToBinary } from "./binary-output.js";
 import { COMPRESSED_FLAG, EnvelopeReader, encodeEnvelope } from "./grpc-envelope.js";
-import { setGrpcStatus } from "./grpc-status.js";
-import { createUnaryInvoker, type UnaryCall } from "./invoke.js";
-import type { Http2Claim } from "./listener.js";
+import { isOn } from "./switch.js";
 
 /**
  * Unary gRPC calls served straight from the HTTP/2 stream, before Fastify and without Connect's
@@ -253,7 +259,7 @@ function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, opti
     if (phase !== "calling") return;
     let body: Uint8Array;
     try {
-      body = messageToBinary(method.output, response.message as MessageShape<DescMethodUnary["output"]>);
+      body = responseToBinary(method.output, response.message as MessageShape<DescMethodUnary["output"]>);
     } catch (err) {
       fail(new ConnectError(`serialize binary: ${messageOf(err)}`, Code.Internal));
       return;
@@ -346,7 +352,7 @@ function decode(
     throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
   }
   try {
-    return messageFromBinary(method.input, data);
+    return requestFromBinary(method.input, data);
   } catch (err) {
     throw toConnectError(
       new AppError("invalid_request", "The request message cannot be decoded.", {
@@ -467,4 +473,14 @@ function asConnectError(err: unknown): ConnectError {
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** A request message: by the compiled reader when `binary-codec` is on, else by `fromBinary`. */
+function requestFromBinary<Desc extends DescMessage>(schema: Desc, bytes: Buffer): MessageShape<Desc> {
+  return isOn("binary-codec") ? messageFromBinary(schema, bytes) : fromBinary(schema, bytes);
+}
+
+/** A response message's bytes: by the compiled writer when `binary-codec` is on, else by `toBinary`. */
+function responseToBinary<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Uint8Array {
+  return isOn("binary-codec") ? messageToBinary(schema, message) : toBinary(schema, message);
 }
