@@ -1,9 +1,10 @@
 import cluster, { type Worker } from "node:cluster";
 import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
-import { ConfigError, loadConfig } from "./config.js";
+import type { Logger } from "pino";
+import { type Config, ConfigError, loadConfig } from "./config.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
-import { DEV_KEYS_ENV, devKeysBanner } from "./dev-keys.js";
+import { DEV_KEYS_ENV, type DevKeys, devKeysBanner } from "./dev-keys.js";
 import { randomId } from "./ids.js";
 import { createLogger } from "./logging.js";
 
@@ -30,14 +31,26 @@ const SHUTDOWN_LIMIT_MS = 20_000;
 
 async function primary(): Promise<void> {
   const env = process.env;
-  let config: ReturnType<typeof loadConfig>;
+  const config = configOrExit(env);
+  const count = workerCountOrExit(env);
+  const logger = createLogger(config.logLevel);
+  const { shared, devKeys } = await workerEnvironment(config, env, count, logger);
+  startWorkers(count, shared, devKeys, logger);
+}
+
+/** The configuration, as `main.js` reads it; a bad one is printed and exits 78 (EX_CONFIG). */
+function configOrExit(env: NodeJS.ProcessEnv): Config {
   try {
-    config = loadConfig(env);
+    return loadConfig(env);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(`${err.message}\n`);
     process.exit(78);
   }
+}
+
+/** `CLUSTER_WORKERS`, one per core by default; a bad value is printed and exits 78 (EX_CONFIG). */
+function workerCountOrExit(env: NodeJS.ProcessEnv): number {
   const rawCount = env.CLUSTER_WORKERS ?? "";
   const count = rawCount === "" ? availableParallelism() : Number(rawCount);
   if (!Number.isInteger(count) || count < 1 || count > MAX_WORKERS) {
@@ -46,8 +59,20 @@ async function primary(): Promise<void> {
     );
     process.exit(78);
   }
-  const logger = createLogger(config.logLevel);
+  return count;
+}
 
+/**
+ * The variables added to every worker's environment: the secrets a lone process would generate for
+ * itself, generated once here, and each process's share of the crypto threads. Also returns the
+ * development API keys among them, which the primary prints once every worker listens.
+ */
+async function workerEnvironment(
+  config: Config,
+  env: NodeJS.ProcessEnv,
+  count: number,
+  logger: Logger,
+): Promise<{ shared: Record<string, string>; devKeys: DevKeys | undefined }> {
   const shared: Record<string, string> = {};
   if (config.pepperGenerated) {
     shared.HASHED_PAN_PEPPER = config.hashedPanPepper;
@@ -71,7 +96,20 @@ async function primary(): Promise<void> {
       ? { issuer: randomId("rk_dev", 32), merchant: randomId("rk_dev", 32) }
       : undefined;
   if (devKeys !== undefined) shared[DEV_KEYS_ENV] = JSON.stringify(devKeys);
+  return { shared, devKeys };
+}
 
+/**
+ * Forks `count` workers running `main.js` with `shared` added to their environment. A worker that dies
+ * after it listened is replaced; one that dies before stops the cluster with exit status 1. SIGTERM and
+ * SIGINT stop the workers gracefully (SIGKILL after {@link SHUTDOWN_LIMIT_MS}), then the primary.
+ */
+function startWorkers(
+  count: number,
+  shared: Record<string, string>,
+  devKeys: DevKeys | undefined,
+  logger: Logger,
+): void {
   cluster.setupPrimary({ exec: fileURLToPath(new URL("./main.js", import.meta.url)) });
   let stopping = false;
   let listening = 0;
@@ -101,24 +139,32 @@ async function primary(): Promise<void> {
   function stop(exitCode: number): void {
     if (stopping) return;
     stopping = true;
-    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
-    const timer = setTimeout(() => {
-      for (const w of workers) w.process.kill("SIGKILL");
-      process.exit(1);
-    }, SHUTDOWN_LIMIT_MS);
-    timer.unref();
-    let left = workers.length;
-    if (left === 0) process.exit(exitCode);
-    for (const w of workers) {
-      w.once("exit", () => {
-        left--;
-        if (left === 0) process.exit(exitCode);
-      });
-      w.process.kill("SIGTERM");
-    }
+    stopWorkers(exitCode);
   }
   process.on("SIGTERM", () => stop(0));
   process.on("SIGINT", () => stop(0));
+}
+
+/**
+ * Sends SIGTERM to every worker and exits with `exitCode` once all have exited, or with 1 after
+ * {@link SHUTDOWN_LIMIT_MS}, killing the ones left.
+ */
+function stopWorkers(exitCode: number): void {
+  const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
+  const timer = setTimeout(() => {
+    for (const w of workers) w.process.kill("SIGKILL");
+    process.exit(1);
+  }, SHUTDOWN_LIMIT_MS);
+  timer.unref();
+  let left = workers.length;
+  if (left === 0) process.exit(exitCode);
+  for (const w of workers) {
+    w.once("exit", () => {
+      left--;
+      if (left === 0) process.exit(exitCode);
+    });
+    w.process.kill("SIGTERM");
+  }
 }
 
 if (cluster.isPrimary) {

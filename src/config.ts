@@ -113,73 +113,14 @@ export class ConfigError extends Error {
  * Production (`RECEIPTS_ENV=live`) refuses to start without a pepper, an escrow key and MongoDB.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const problems: string[] = [];
-  const int = (name: string, fallback: number, min: number, max: number): number => {
-    const raw = env[name];
-    if (raw === undefined || raw === "") return fallback;
-    const value = Number(raw);
-    if (!/^\d+$/.test(raw.trim()) || value < min || value > max) {
-      problems.push(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
-      return fallback;
-    }
-    return value;
-  };
-  const oneOf = <T extends string>(name: string, allowed: readonly string[], fallback: T): T => {
-    const raw = env[name];
-    if (raw === undefined || raw === "") return fallback;
-    if (!allowed.includes(raw)) problems.push(`${name} must be one of ${allowed.join(", ")} (got "${raw}")`);
-    return raw as T;
-  };
-
+  const settings = settingsOf(env);
+  const { problems, int, oneOf } = settings;
   const receiptsEnv = oneOf<Environment>("RECEIPTS_ENV", ENVIRONMENTS, "dev");
-  const store = oneOf<"memory" | "mongodb">("STORE", ["memory", "mongodb"], "memory");
-  const mongodbUri = env.MONGODB_URI || undefined;
-  if (store === "mongodb" && !mongodbUri) problems.push("MONGODB_URI is required when STORE=mongodb");
-  if (mongodbUri && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) {
-    problems.push("MONGODB_URI must start with mongodb:// or mongodb+srv://");
-  }
-
-  let pepper = env.HASHED_PAN_PEPPER ?? "";
-  const pepperGenerated = pepper === "";
-  if (pepper !== "" && pepper.length < 32) problems.push("HASHED_PAN_PEPPER must be at least 32 characters");
-  if (pepperGenerated) pepper = randomSecret();
-
-  let escrowKeysText = env.ESCROW_PRIVATE_KEY || undefined;
-  const escrowFile = env.ESCROW_PRIVATE_KEY_FILE || undefined;
-  if (escrowKeysText && escrowFile) {
-    problems.push("set only one of ESCROW_PRIVATE_KEY and ESCROW_PRIVATE_KEY_FILE");
-  } else if (escrowFile) {
-    try {
-      escrowKeysText = readFileSync(escrowFile, "utf8");
-    } catch {
-      problems.push(`ESCROW_PRIVATE_KEY_FILE cannot be read (${escrowFile})`);
-    }
-  }
-  const escrowPrivateKeys = escrowKeysText === undefined ? [] : splitKeys(escrowKeysText);
-  const hasEscrowKey = escrowPrivateKeys.length > 0;
-
-  const adminToken = env.ADMIN_TOKEN || undefined;
-  if (adminToken !== undefined && adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
-    problems.push(
-      `ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -base64 32); unset it to turn the operator API off`,
-    );
-  }
-
-  if (receiptsEnv === "live") {
-    if (pepperGenerated) problems.push("HASHED_PAN_PEPPER is required in production (RECEIPTS_ENV=live)");
-    if (!hasEscrowKey) {
-      problems.push(
-        "ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required in production (RECEIPTS_ENV=live)",
-      );
-    }
-    if (store !== "mongodb") problems.push("STORE=mongodb is required in production (RECEIPTS_ENV=live)");
-  } else if (store === "mongodb") {
-    // Data in MongoDB outlives the process: a per-process pepper or escrow key would orphan it.
-    if (pepperGenerated) problems.push("HASHED_PAN_PEPPER is required with STORE=mongodb");
-    if (!hasEscrowKey)
-      problems.push("ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required with STORE=mongodb");
-  }
-
+  const { store, mongodbUri } = readStore(settings);
+  const { pepper, pepperGenerated } = readPepper(settings);
+  const escrowPrivateKeys = readEscrowKeys(settings);
+  const adminToken = readAdminToken(settings);
+  requireLastingSecrets(problems, receiptsEnv, store, pepperGenerated, escrowPrivateKeys.length > 0);
   const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
   problems.push(...trusted.problems);
 
@@ -215,6 +156,112 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+/**
+ * The environment being read, with the problems found so far (in the order they are found, which is
+ * the order `ConfigError` lists them in) and readers that add to them.
+ */
+interface Settings {
+  env: NodeJS.ProcessEnv;
+  problems: string[];
+  /** The integer in `name`, from `min` to `max`; `fallback` when unset, or when bad (then reported). */
+  int(name: string, fallback: number, min: number, max: number): number;
+  /** The value of `name`, one of `allowed`; `fallback` when unset. A bad value is reported. */
+  oneOf<T extends string>(name: string, allowed: readonly string[], fallback: T): T;
+}
+
+function settingsOf(env: NodeJS.ProcessEnv): Settings {
+  const problems: string[] = [];
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    const value = Number(raw);
+    if (!/^\d+$/.test(raw.trim()) || value < min || value > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
+      return fallback;
+    }
+    return value;
+  };
+  const oneOf = <T extends string>(name: string, allowed: readonly string[], fallback: T): T => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    if (!allowed.includes(raw)) problems.push(`${name} must be one of ${allowed.join(", ")} (got "${raw}")`);
+    return raw as T;
+  };
+  return { env, problems, int, oneOf };
+}
+
+/** `STORE` and, for MongoDB, `MONGODB_URI` (required with `STORE=mongodb`, checked whenever set). */
+function readStore({ env, problems, oneOf }: Settings): Pick<Config, "store" | "mongodbUri"> {
+  const store = oneOf<"memory" | "mongodb">("STORE", ["memory", "mongodb"], "memory");
+  const mongodbUri = env.MONGODB_URI || undefined;
+  if (store === "mongodb" && !mongodbUri) problems.push("MONGODB_URI is required when STORE=mongodb");
+  if (mongodbUri && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) {
+    problems.push("MONGODB_URI must start with mongodb:// or mongodb+srv://");
+  }
+  return { store, mongodbUri };
+}
+
+/** `HASHED_PAN_PEPPER`, at least 32 characters; unset, a random one for this process only. */
+function readPepper({ env, problems }: Settings): { pepper: string; pepperGenerated: boolean } {
+  const pepper = env.HASHED_PAN_PEPPER ?? "";
+  if (pepper === "") return { pepper: randomSecret(), pepperGenerated: true };
+  if (pepper.length < 32) problems.push("HASHED_PAN_PEPPER must be at least 32 characters");
+  return { pepper, pepperGenerated: false };
+}
+
+/** The escrow private keys, from `ESCROW_PRIVATE_KEY` or the file `ESCROW_PRIVATE_KEY_FILE` (not both). */
+function readEscrowKeys({ env, problems }: Settings): string[] {
+  let escrowKeysText = env.ESCROW_PRIVATE_KEY || undefined;
+  const escrowFile = env.ESCROW_PRIVATE_KEY_FILE || undefined;
+  if (escrowKeysText && escrowFile) {
+    problems.push("set only one of ESCROW_PRIVATE_KEY and ESCROW_PRIVATE_KEY_FILE");
+  } else if (escrowFile) {
+    try {
+      escrowKeysText = readFileSync(escrowFile, "utf8");
+    } catch {
+      problems.push(`ESCROW_PRIVATE_KEY_FILE cannot be read (${escrowFile})`);
+    }
+  }
+  return escrowKeysText === undefined ? [] : splitKeys(escrowKeysText);
+}
+
+/** `ADMIN_TOKEN`, at least {@link MIN_ADMIN_TOKEN_LENGTH} characters; unset turns the operator API off. */
+function readAdminToken({ env, problems }: Settings): string | undefined {
+  const adminToken = env.ADMIN_TOKEN || undefined;
+  if (adminToken !== undefined && adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
+    problems.push(
+      `ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -base64 32); unset it to turn the operator API off`,
+    );
+  }
+  return adminToken;
+}
+
+/**
+ * Reports a pepper or escrow key that would die with the process where data outlives it: in production
+ * (which also needs MongoDB) and with MongoDB in any environment, a per-process one would orphan the data.
+ */
+function requireLastingSecrets(
+  problems: string[],
+  receiptsEnv: Environment,
+  store: Config["store"],
+  pepperGenerated: boolean,
+  hasEscrowKey: boolean,
+): void {
+  if (receiptsEnv === "live") {
+    if (pepperGenerated) problems.push("HASHED_PAN_PEPPER is required in production (RECEIPTS_ENV=live)");
+    if (!hasEscrowKey) {
+      problems.push(
+        "ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required in production (RECEIPTS_ENV=live)",
+      );
+    }
+    if (store !== "mongodb") problems.push("STORE=mongodb is required in production (RECEIPTS_ENV=live)");
+  } else if (store === "mongodb") {
+    if (pepperGenerated) problems.push("HASHED_PAN_PEPPER is required with STORE=mongodb");
+    if (!hasEscrowKey)
+      problems.push("ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required with STORE=mongodb");
+  }
 }
 
 /** Parses `RATE_LIMIT_TIERS`, a JSON object overriding any part of the tier table. */

@@ -16,20 +16,50 @@ export class DemoError extends Error {}
 /** Fields printed as `[masked]`: secrets a terminal recording must not keep. */
 const MASKED = new Set(["privateKey", "tokenId", "accessTokenId", "clientSecret"]);
 
+/** One REST call of the demo: prints the request and the response, returns the response's `data`. */
+type Call = (
+  title: string,
+  key: string,
+  path: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+) => Promise<Record<string, unknown>>;
+
+/** One demo run: how it calls the server, with which keys, and the suffix that keeps its ids unique. */
+interface Run {
+  call: Call;
+  issuerKey: string;
+  merchantKey: string;
+  suffix: string;
+  out: NodeJS.WritableStream;
+}
+
 /**
  * Runs the five steps of the flow plus escrow against a running server over REST, printing each
  * request and response (secrets masked). Uses fresh random test card numbers, so it can run repeatedly.
  */
-export async function runDemo({
-  baseUrl,
-  urlSource = "--url",
-  issuerKey,
-  merchantKey,
-  out,
-}: DemoOptions): Promise<void> {
+export async function runDemo(options: DemoOptions): Promise<void> {
+  const { issuerKey, merchantKey, out } = options;
+  const run: Run = {
+    call: restCaller(options),
+    issuerKey,
+    merchantKey,
+    out,
+    suffix: randomUUID().slice(0, 8),
+  };
+  const pan = testCardNumber(run.suffix);
+  out.write(`Test card ${pan.slice(0, 4)}...${pan.slice(-4)}; the service only ever sees SHA-256(PAN).\n`);
+  const receipt = await runFlow(run, sha256(pan));
+  await runEscrow(run, sha256(`${pan}-later`), receipt);
+}
+
+/**
+ * The demo's REST client. A server that cannot be reached, or a step that does not answer
+ * `success: true` with 2xx, ends the demo with a {@link DemoError} saying what to do or which step failed.
+ */
+function restCaller({ baseUrl, urlSource = "--url", out }: DemoOptions): Call {
   const api = `${baseUrl.replace(/\/$/, "")}/api/v1`;
-  const suffix = randomUUID().slice(0, 8);
-  const call = async (title: string, key: string, path: string, body?: unknown, headers = {}) => {
+  return async (title, key, path, body, headers = {}) => {
     out.write(`\n== ${title}\n${body === undefined ? "GET" : "POST"} ${path}\n`);
     if (body !== undefined) out.write(`${show(body)}\n`);
     const res = await fetch(`${api}${path}`, {
@@ -56,15 +86,21 @@ export async function runDemo({
     }
     return json.data;
   };
-  const text = (data: Record<string, unknown>, field: string) => String(data[field] ?? "");
+}
 
-  const pan = `4111${suffix
+/** A 16-digit test card number starting 4111, its other digits taken from the run's random suffix. */
+function testCardNumber(suffix: string): string {
+  return `4111${suffix
     .replace(/[^0-9]/g, "7")
     .padEnd(12, "0")
     .slice(0, 12)}`;
-  const hashedPan = sha256(pan);
-  out.write(`Test card ${pan.slice(0, 4)}...${pan.slice(-4)}; the service only ever sees SHA-256(PAN).\n`);
+}
 
+/**
+ * Steps 1 to 5 for the card whose hash is `hashedPan`: keys, registration, a payment with a sealed
+ * receipt, a grant, the decryption. Returns the receipt it paid with, which escrow reuses.
+ */
+async function runFlow({ call, issuerKey, merchantKey, suffix }: Run, hashedPan: string) {
   const keys = await call("1. Issuer: generate a key pair", issuerKey, "/onboarding/generate-keys", {});
   const user = await call(
     "2. Issuer: register the public key under the hashed PAN",
@@ -76,20 +112,7 @@ export async function runDemo({
       keyId: keys.keyId,
     },
   );
-  const receipt = {
-    receiptId: `demo-r-${suffix}`,
-    merchantId: "demo-merchant",
-    merchantName: "Demo Coffee",
-    transactionId: `demo-t-${suffix}`,
-    transactionDate: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
-    currency: "EUR",
-    recipientHashedPan: hashedPan,
-    amount: 950,
-    items: [
-      { lineItemId: "1", name: "Flat white", quantity: 2, unitPrice: 350, totalPrice: 700 },
-      { lineItemId: "2", name: "Croissant", quantity: 1, unitPrice: 250, totalPrice: 250 },
-    ],
-  };
+  const receipt = demoReceipt(suffix, hashedPan);
   const payment = await call(
     "3. Merchant: create a payment with a sealed receipt",
     merchantKey,
@@ -113,8 +136,36 @@ export async function runDemo({
     tokenId: grant.tokenId,
     privateKey: keys.privateKey,
   });
+  return receipt;
+}
 
-  const laterPan = sha256(`${pan}-later`);
+/** The coffee-shop receipt of the demo, dated now, for the card whose hash is `hashedPan`. */
+function demoReceipt(suffix: string, hashedPan: string) {
+  return {
+    receiptId: `demo-r-${suffix}`,
+    merchantId: "demo-merchant",
+    merchantName: "Demo Coffee",
+    transactionId: `demo-t-${suffix}`,
+    transactionDate: new Date().toISOString().replace(/\.\d{3}Z$/, "Z"),
+    currency: "EUR",
+    recipientHashedPan: hashedPan,
+    amount: 950,
+    items: [
+      { lineItemId: "1", name: "Flat white", quantity: 2, unitPrice: 350, totalPrice: 700 },
+      { lineItemId: "2", name: "Croissant", quantity: 1, unitPrice: 250, totalPrice: 250 },
+    ],
+  };
+}
+
+/**
+ * Escrow: a copy of `receipt` (without amount) sealed for `laterPan`, a card nobody registered yet, is
+ * released by registering that card, and the user's list shows the same ciphertext.
+ */
+async function runEscrow(
+  { call, issuerKey, merchantKey, suffix, out }: Run,
+  laterPan: string,
+  receipt: ReturnType<typeof demoReceipt>,
+): Promise<void> {
   const escrowed = await call(
     "Escrow: a receipt for a card nobody registered yet",
     merchantKey,
@@ -146,7 +197,7 @@ export async function runDemo({
   const listed = await call(
     "Escrow: the user's receipts, now sealed to the user's key",
     issuerKey,
-    `/receipts/${text(released, "userId")}`,
+    `/receipts/${String(released.userId ?? "")}`,
   );
   const first = (listed.receipts as Array<Record<string, unknown>> | undefined)?.[0];
   out.write(

@@ -187,31 +187,13 @@ export interface ReceiptsClient {
 export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsClient {
   if (options.apiKey === "") throw new TypeError("apiKey must not be empty");
   useServiceTextEncoding();
-  const policy = retryPolicyOf(options.retry);
-  const sleep = options.sleep ?? realSleep;
-  const newIdempotencyKey = options.idempotencyKey ?? (() => globalThis.crypto.randomUUID());
-  const timeoutMs = timeoutOf(options.timeoutMs);
+  const { call, idempotencyHeader } = callerOf(options);
   const transport = withHeader(transportOf(options), "x-api-key", options.apiKey);
 
   const onboarding = createClient(OnboardingService, transport);
   const keys = createClient(KeysService, transport);
   const receipts = createClient(ReceiptsService, transport);
   const payments = createClient(PaymentsService, transport);
-
-  /** One logical call: every attempt gets the same headers (so the same idempotency key). */
-  const call = <T>(
-    options: CallOptions | undefined,
-    attempt: (callOptions: ConnectCallOptions) => Promise<T>,
-    headers: Record<string, string> = {},
-  ): Promise<T> => {
-    const callOptions: ConnectCallOptions = { headers };
-    if (timeoutMs !== undefined) callOptions.timeoutMs = timeoutMs;
-    if (options?.signal !== undefined) callOptions.signal = options.signal;
-    return withRetry(() => attempt(callOptions), policy, sleep, options?.signal);
-  };
-  const idempotencyHeader = (options: CreateOptions | undefined) => ({
-    "idempotency-key": options?.idempotencyKey ?? newIdempotencyKey(),
-  });
 
   const listReceipts = (userId: string, options: ListReceiptsOptions = {}) =>
     call(options, (o) =>
@@ -239,18 +221,7 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
     decryptReceipt: (request, options) =>
       call(options, async (o) => present((await receipts.decryptReceipt(request, o)).receipt)),
     listReceipts,
-    async *listAllReceipts(userId, options = {}) {
-      let pageToken = "";
-      do {
-        const page = await listReceipts(userId, { ...options, pageToken });
-        yield* page.receipts;
-        if (page.nextPageToken !== "" && page.nextPageToken === pageToken) {
-          const loop = new ConnectError("The server returned the same page token twice.", Code.DataLoss);
-          throw toApiError(loop, 1, false);
-        }
-        pageToken = page.nextPageToken;
-      } while (pageToken !== "");
-    },
+    listAllReceipts: (userId, options = {}) => allPages(listReceipts, userId, options),
     getTransactionReceipt: (transactionId, merchantId = "", options) =>
       call(options, async (o) =>
         present((await receipts.getTransactionReceipt({ transactionId, merchantId }, o)).receipt),
@@ -267,6 +238,62 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
     releaseEscrow: (request, options) => call(options, (o) => receipts.releaseEscrow(request, o)),
     deleteUser: (userId, options) => call(options, (o) => onboarding.deleteUser({ userId }, o)),
   };
+}
+
+/**
+ * One logical call: `attempt` is retried by the client's policy, and every attempt gets the same
+ * headers (so the same idempotency key), deadline and abort signal.
+ */
+type Call = <T>(
+  options: CallOptions | undefined,
+  attempt: (callOptions: ConnectCallOptions) => Promise<T>,
+  headers?: Record<string, string>,
+) => Promise<T>;
+
+/**
+ * How the client makes its calls, from its retry, sleep, idempotency-key and timeout options (throws
+ * `RangeError` for invalid ones): {@link Call}, and the `Idempotency-Key` header of a create.
+ */
+function callerOf(options: ReceiptsClientOptions): {
+  call: Call;
+  idempotencyHeader: (options: CreateOptions | undefined) => Record<string, string>;
+} {
+  const policy = retryPolicyOf(options.retry);
+  const sleep = options.sleep ?? realSleep;
+  const newIdempotencyKey = options.idempotencyKey ?? (() => globalThis.crypto.randomUUID());
+  const timeoutMs = timeoutOf(options.timeoutMs);
+  return {
+    call: (options, attempt, headers = {}) => {
+      const callOptions: ConnectCallOptions = { headers };
+      if (timeoutMs !== undefined) callOptions.timeoutMs = timeoutMs;
+      if (options?.signal !== undefined) callOptions.signal = options.signal;
+      return withRetry(() => attempt(callOptions), policy, sleep, options?.signal);
+    },
+    idempotencyHeader: (options) => ({
+      "idempotency-key": options?.idempotencyKey ?? newIdempotencyKey(),
+    }),
+  };
+}
+
+/**
+ * Every receipt of a user, page after page. A server that hands back the token it was given would
+ * loop forever: that is `DataLoss`, thrown as an API error.
+ */
+async function* allPages(
+  listReceipts: (userId: string, options: ListReceiptsOptions) => Promise<ListReceiptsResponse>,
+  userId: string,
+  options: ListReceiptsOptions,
+): AsyncGenerator<EncryptedReceipt, void, undefined> {
+  let pageToken = "";
+  do {
+    const page = await listReceipts(userId, { ...options, pageToken });
+    yield* page.receipts;
+    if (page.nextPageToken !== "" && page.nextPageToken === pageToken) {
+      const loop = new ConnectError("The server returned the same page token twice.", Code.DataLoss);
+      throw toApiError(loop, 1, false);
+    }
+    pageToken = page.nextPageToken;
+  } while (pageToken !== "");
 }
 
 function transportOf(options: ReceiptsClientOptions): Transport {

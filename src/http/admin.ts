@@ -52,81 +52,106 @@ export async function registerAdminRoutes(app: FastifyInstance, options: AdminRo
   const expected = digest(options.token);
   const limit = options.requestsPerMinute ?? ADMIN_REQUESTS_PER_MINUTE;
   const proxies = options.trustedProxies ?? NO_TRUSTED_PROXIES;
-  const clientOf = (request: FastifyRequest) =>
+  const clientOf: ClientOf = (request) =>
     clientAddressOf(request.socket.remoteAddress ?? "", request.headers["x-forwarded-for"], proxies);
 
   await app.register(async (scope) => {
-    scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
-      if (body === "") return done(null, {});
-      try {
-        done(null, JSON.parse(body as string));
-      } catch {
-        done(new AppError("invalid_request", "The body is not valid JSON."), undefined);
-      }
-    });
+    acceptJsonOnly(scope);
     scope.setErrorHandler((error, request, reply) => sendError(request, reply, error));
-
-    scope.addHook("onRequest", async (request, reply) => {
-      const now = options.clock.now().getTime();
-      const windowStart = Math.floor(now / WINDOW_MS) * WINDOW_MS;
-      const count = await options.store.rateLimits.increment(
-        `admin:ip:${clientOf(request)}`,
-        new Date(windowStart),
-        new Date(windowStart + 2 * WINDOW_MS),
-      );
-      const reset = (windowStart + WINDOW_MS) / 1000;
-      reply.headers({
-        "x-ratelimit-limit": String(limit),
-        "x-ratelimit-remaining": String(Math.max(0, limit - count)),
-        "x-ratelimit-reset": String(reset),
-      });
-      if (count > limit) {
-        const retryAfterSeconds = Math.max(1, Math.ceil(reset - now / 1000));
-        throw new AppError("rate_limit_exceeded", "Too many operator calls: wait and try again.", {
-          retryAfterSeconds,
-        });
-      }
-      const header = request.headers.authorization ?? "";
-      const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : "";
-      if (given === "" || !timingSafeEqual(digest(given), expected)) {
-        throw new AppError("unauthorized", "The operator API needs Authorization: Bearer <ADMIN_TOKEN>.");
-      }
-    });
-
-    const ctx = (request: FastifyRequest): OperatorContext => ({
-      store: options.store,
-      env: options.env,
-      now: options.clock.now(),
-      requestId: request.id,
-      sourceIp: clientOf(request),
-    });
-    const answer = (reply: FastifyReply, data: unknown) => sendSuccess(reply, data as never);
-    type Params = { Params: Record<string, string>; Querystring: Record<string, string | undefined> };
-
-    scope.post("/admin/v1/api-keys", async (request, reply) =>
-      answer(reply, await createKey(ctx(request), request.body)),
-    );
-    scope.get<Params>("/admin/v1/api-keys", async (request, reply) =>
-      answer(reply, { apiKeys: await listKeys(options.store, request.query.tenant) }),
-    );
-    scope.delete<Params>("/admin/v1/api-keys/:apiKeyId", async (request, reply) =>
-      answer(reply, await revokeKey(ctx(request), request.params.apiKeyId ?? "")),
-    );
-    scope.put<Params>("/admin/v1/issuers/:tenant/bins", async (request, reply) =>
-      answer(reply, await setBins(ctx(request), request.params.tenant ?? "", request.body)),
-    );
-    scope.get<Params>("/admin/v1/issuers/:tenant/bins", async (request, reply) =>
-      answer(reply, await getBins(options.store, request.params.tenant ?? "")),
-    );
-    scope.put<Params>("/admin/v1/merchants/:merchantId", async (request, reply) =>
-      answer(reply, await assignMerchant(ctx(request), request.params.merchantId ?? "", request.body)),
-    );
-    scope.get<Params>("/admin/v1/audit", async (request, reply) =>
-      answer(reply, await readAudit(options.store, request.query)),
-    );
-    scope.get("/admin/v1/escrow", async (_request, reply) =>
-      answer(reply, await escrowCounts(options.store, options.clock.now())),
-    );
+    scope.addHook("onRequest", limitThenAuthenticate(options, limit, expected, clientOf));
+    registerOperations(scope, options, clientOf);
   });
+}
+
+/** The address of the client that sent a request, through the trusted-proxy rule. */
+type ClientOf = (request: FastifyRequest) => string;
+
+/** Makes `application/json` the scope's only body type; an empty body reads as `{}`. */
+function acceptJsonOnly(scope: FastifyInstance): void {
+  scope.removeAllContentTypeParsers();
+  scope.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+    if (body === "") return done(null, {});
+    try {
+      done(null, JSON.parse(body as string));
+    } catch {
+      done(new AppError("invalid_request", "The body is not valid JSON."), undefined);
+    }
+  });
+}
+
+/**
+ * The hook every operator call passes first: counts the call against the client address's limit
+ * (`limit` per minute, with the three rate-limit headers), then checks the bearer token against its
+ * digest `expected`. Counting first makes a guess of the token cost the same as a call.
+ */
+function limitThenAuthenticate(
+  options: AdminRoutesOptions,
+  limit: number,
+  expected: Buffer,
+  clientOf: ClientOf,
+): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+  return async (request, reply) => {
+    const now = options.clock.now().getTime();
+    const windowStart = Math.floor(now / WINDOW_MS) * WINDOW_MS;
+    const count = await options.store.rateLimits.increment(
+      `admin:ip:${clientOf(request)}`,
+      new Date(windowStart),
+      new Date(windowStart + 2 * WINDOW_MS),
+    );
+    const reset = (windowStart + WINDOW_MS) / 1000;
+    reply.headers({
+      "x-ratelimit-limit": String(limit),
+      "x-ratelimit-remaining": String(Math.max(0, limit - count)),
+      "x-ratelimit-reset": String(reset),
+    });
+    if (count > limit) {
+      const retryAfterSeconds = Math.max(1, Math.ceil(reset - now / 1000));
+      throw new AppError("rate_limit_exceeded", "Too many operator calls: wait and try again.", {
+        retryAfterSeconds,
+      });
+    }
+    const header = request.headers.authorization ?? "";
+    const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : "";
+    if (given === "" || !timingSafeEqual(digest(given), expected)) {
+      throw new AppError("unauthorized", "The operator API needs Authorization: Bearer <ADMIN_TOKEN>.");
+    }
+  };
+}
+
+/** The operations of `domain/admin.ts`, one route each, answering in the REST envelope. */
+function registerOperations(scope: FastifyInstance, options: AdminRoutesOptions, clientOf: ClientOf): void {
+  const ctx = (request: FastifyRequest): OperatorContext => ({
+    store: options.store,
+    env: options.env,
+    now: options.clock.now(),
+    requestId: request.id,
+    sourceIp: clientOf(request),
+  });
+  const answer = (reply: FastifyReply, data: unknown) => sendSuccess(reply, data as never);
+  type Params = { Params: Record<string, string>; Querystring: Record<string, string | undefined> };
+
+  scope.post("/admin/v1/api-keys", async (request, reply) =>
+    answer(reply, await createKey(ctx(request), request.body)),
+  );
+  scope.get<Params>("/admin/v1/api-keys", async (request, reply) =>
+    answer(reply, { apiKeys: await listKeys(options.store, request.query.tenant) }),
+  );
+  scope.delete<Params>("/admin/v1/api-keys/:apiKeyId", async (request, reply) =>
+    answer(reply, await revokeKey(ctx(request), request.params.apiKeyId ?? "")),
+  );
+  scope.put<Params>("/admin/v1/issuers/:tenant/bins", async (request, reply) =>
+    answer(reply, await setBins(ctx(request), request.params.tenant ?? "", request.body)),
+  );
+  scope.get<Params>("/admin/v1/issuers/:tenant/bins", async (request, reply) =>
+    answer(reply, await getBins(options.store, request.params.tenant ?? "")),
+  );
+  scope.put<Params>("/admin/v1/merchants/:merchantId", async (request, reply) =>
+    answer(reply, await assignMerchant(ctx(request), request.params.merchantId ?? "", request.body)),
+  );
+  scope.get<Params>("/admin/v1/audit", async (request, reply) =>
+    answer(reply, await readAudit(options.store, request.query)),
+  );
+  scope.get("/admin/v1/escrow", async (_request, reply) =>
+    answer(reply, await escrowCounts(options.store, options.clock.now())),
+  );
 }

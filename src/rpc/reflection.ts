@@ -62,6 +62,27 @@ type ResponseCase = NonNullable<MessageInitShape<typeof ServerReflectionResponse
 export function reflectionAnswerer(
   services: readonly DescService[],
 ): (request: ServerReflectionRequest) => ServerReflectionResponse {
+  const catalogue = catalogueOf(services);
+  return (request) =>
+    create(ServerReflectionResponseSchema, {
+      validHost: request.host,
+      originalRequest: request,
+      messageResponse: answer(catalogue, request.messageRequest),
+    });
+}
+
+/** What reflection answers from: the files of the services and of their imports, indexed. */
+interface Catalogue {
+  /** Every file, by the name it is imported under (`receipts/v1/keys.proto`). */
+  files: Map<string, DescFile>;
+  registry: Registry;
+  /** The fully qualified names of the services, in the order given. */
+  serviceNames: string[];
+  /** The encoded file descriptor of `file` first, then of every file it imports, each once. */
+  withImports(file: DescFile): Uint8Array[];
+}
+
+function catalogueOf(services: readonly DescService[]): Catalogue {
   const files = new Map<string, DescFile>();
   const addFile = (file: DescFile): void => {
     if (files.has(file.proto.name)) return;
@@ -69,8 +90,7 @@ export function reflectionAnswerer(
     for (const dependency of file.dependencies) addFile(dependency);
   };
   for (const service of services) addFile(service.file);
-  const registry = createRegistry(...files.values());
-  const serviceNames = services.map((service) => service.typeName);
+  // Encoded on first request, then kept: the descriptors never change while the process runs.
   const encoded = new Map<string, Uint8Array>();
   const bytesOf = (file: DescFile): Uint8Array => {
     let bytes = encoded.get(file.name);
@@ -80,7 +100,6 @@ export function reflectionAnswerer(
     }
     return bytes;
   };
-  /** The file first, then every file it imports, each once. */
   const withImports = (file: DescFile): Uint8Array[] => {
     const seen = new Set<string>();
     const out: Uint8Array[] = [];
@@ -93,58 +112,61 @@ export function reflectionAnswerer(
     visit(file);
     return out;
   };
-
-  return (request) => {
-    const reply = (messageResponse: ResponseCase) =>
-      create(ServerReflectionResponseSchema, {
-        validHost: request.host,
-        originalRequest: request,
-        messageResponse,
-      });
-    const filesOf = (file: DescFile | undefined, what: string) =>
-      file === undefined
-        ? reply({
-            case: "errorResponse",
-            value: { errorCode: Code.NotFound, errorMessage: `${what} not found` },
-          })
-        : reply({ case: "fileDescriptorResponse", value: { fileDescriptorProto: withImports(file) } });
-
-    const { messageRequest } = request;
-    switch (messageRequest.case) {
-      case "listServices":
-        return reply({
-          case: "listServicesResponse",
-          value: { service: serviceNames.map((name) => ({ name })) },
-        });
-      case "fileByFilename":
-        return filesOf(files.get(messageRequest.value), `File "${messageRequest.value}"`);
-      case "fileContainingSymbol":
-        return filesOf(fileOfSymbol(registry, messageRequest.value), `Symbol "${messageRequest.value}"`);
-      case "fileContainingExtension": {
-        const { containingType, extensionNumber } = messageRequest.value;
-        const extendee = registry.getMessage(containingType);
-        const extension = extendee && registry.getExtensionFor(extendee, extensionNumber);
-        return filesOf(extension?.file, `Extension ${extensionNumber} of "${containingType}"`);
-      }
-      case "allExtensionNumbersOfType": {
-        const typeName = messageRequest.value;
-        if (registry.getMessage(typeName) === undefined) return filesOf(undefined, `Type "${typeName}"`);
-        const numbers: number[] = [];
-        for (const desc of registry) {
-          if (desc.kind === "extension" && desc.extendee.typeName === typeName) numbers.push(desc.number);
-        }
-        return reply({
-          case: "allExtensionNumbersResponse",
-          value: { baseTypeName: typeName, extensionNumber: numbers.sort((a, b) => a - b) },
-        });
-      }
-      default:
-        return reply({
-          case: "errorResponse",
-          value: { errorCode: Code.Unimplemented, errorMessage: "Unknown reflection request." },
-        });
-    }
+  return {
+    files,
+    registry: createRegistry(...files.values()),
+    serviceNames: services.map((service) => service.typeName),
+    withImports,
   };
+}
+
+/** The answer to one request; what cannot be found is NOT_FOUND, an unknown kind of request UNIMPLEMENTED. */
+function answer(
+  { files, registry, serviceNames, withImports }: Catalogue,
+  messageRequest: ServerReflectionRequest["messageRequest"],
+): ResponseCase {
+  const filesOf = (file: DescFile | undefined, what: string): ResponseCase =>
+    file === undefined
+      ? notFound(what)
+      : { case: "fileDescriptorResponse", value: { fileDescriptorProto: withImports(file) } };
+  switch (messageRequest.case) {
+    case "listServices":
+      return { case: "listServicesResponse", value: { service: serviceNames.map((name) => ({ name })) } };
+    case "fileByFilename":
+      return filesOf(files.get(messageRequest.value), `File "${messageRequest.value}"`);
+    case "fileContainingSymbol":
+      return filesOf(fileOfSymbol(registry, messageRequest.value), `Symbol "${messageRequest.value}"`);
+    case "fileContainingExtension": {
+      const { containingType, extensionNumber } = messageRequest.value;
+      const extendee = registry.getMessage(containingType);
+      const extension = extendee && registry.getExtensionFor(extendee, extensionNumber);
+      return filesOf(extension?.file, `Extension ${extensionNumber} of "${containingType}"`);
+    }
+    case "allExtensionNumbersOfType":
+      return extensionNumbersOf(registry, messageRequest.value);
+    default:
+      return {
+        case: "errorResponse",
+        value: { errorCode: Code.Unimplemented, errorMessage: "Unknown reflection request." },
+      };
+  }
+}
+
+/** The numbers of every extension of the message `typeName`, ascending. */
+function extensionNumbersOf(registry: Registry, typeName: string): ResponseCase {
+  if (registry.getMessage(typeName) === undefined) return notFound(`Type "${typeName}"`);
+  const numbers: number[] = [];
+  for (const desc of registry) {
+    if (desc.kind === "extension" && desc.extendee.typeName === typeName) numbers.push(desc.number);
+  }
+  return {
+    case: "allExtensionNumbersResponse",
+    value: { baseTypeName: typeName, extensionNumber: numbers.sort((a, b) => a - b) },
+  };
+}
+
+function notFound(what: string): ResponseCase {
+  return { case: "errorResponse", value: { errorCode: Code.NotFound, errorMessage: `${what} not found` } };
 }
 
 /**

@@ -57,8 +57,7 @@ export function startStore(backend: Store, options: StoreStartupOptions): StoreS
       },
       (err: unknown) => {
         if (stopped) return;
-        const base = Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(n - 1, 30));
-        const delayMs = Math.round(base * (0.5 + random() / 2));
+        const delayMs = retryDelayMs(n, initialDelayMs, maxDelayMs, random);
         options.logger.warn(
           { err, attempt: n, retryInMs: delayMs },
           "store initialisation failed; not ready, retrying",
@@ -79,20 +78,31 @@ export function startStore(backend: Store, options: StoreStartupOptions): StoreS
     timer = undefined;
   };
 
-  const notReady = () =>
-    Promise.reject(
-      new AppError("service_unavailable", "The store is unavailable.", {
-        cause: new Error("The store is not initialised yet."),
-      }),
-    );
+  const store = gatedStore(backend, () => ready, stop);
+  attempt(1);
+  return { store, isReady: () => ready, whenReady: () => readyPromise, stop };
+}
 
-  /** Each repository method: refused while not ready, the backend's own afterwards. */
+/**
+ * The wait after failed attempt `n` (from 1), in ms: `initialDelayMs` doubled per earlier failure, at
+ * most `maxDelayMs`, then scaled by a random factor in [0.5, 1) so that restarted replicas spread out.
+ */
+function retryDelayMs(n: number, initialDelayMs: number, maxDelayMs: number, random: () => number): number {
+  const base = Math.min(maxDelayMs, initialDelayMs * 2 ** Math.min(n - 1, 30));
+  return Math.round(base * (0.5 + random() / 2));
+}
+
+/**
+ * `backend` behind a gate: every repository method, and `ping`, is refused while `isReady()` is false
+ * and is the backend's own afterwards. `close` calls `stop` before closing the backend.
+ */
+function gatedStore(backend: Store, isReady: () => boolean, stop: () => void): Store {
   const gate = <T extends object>(repository: T): T =>
     new Proxy(repository, {
       get(target, property, receiver) {
         const value: unknown = Reflect.get(target, property, receiver);
         if (typeof value !== "function") return value;
-        return (...args: unknown[]) => (ready ? value.apply(target, args) : notReady());
+        return (...args: unknown[]) => (isReady() ? value.apply(target, args) : notReady());
       },
     });
 
@@ -103,22 +113,25 @@ export function startStore(backend: Store, options: StoreStartupOptions): StoreS
     ]),
   ) as unknown as Store;
 
-  attempt(1);
   return {
-    store: {
-      ...repositories,
-      kind: backend.kind,
-      init: () => backend.init(),
-      ping: () => (ready ? backend.ping() : notReady()),
-      close: () => {
-        stop();
-        return backend.close();
-      },
+    ...repositories,
+    kind: backend.kind,
+    init: () => backend.init(),
+    ping: () => (isReady() ? backend.ping() : notReady()),
+    close: () => {
+      stop();
+      return backend.close();
     },
-    isReady: () => ready,
-    whenReady: () => readyPromise,
-    stop,
   };
+}
+
+/** The refusal of a store that is not initialised yet: 503 `service_unavailable`. */
+function notReady(): Promise<never> {
+  return Promise.reject(
+    new AppError("service_unavailable", "The store is unavailable.", {
+      cause: new Error("The store is not initialised yet."),
+    }),
+  );
 }
 
 /**
