@@ -59,6 +59,8 @@ export interface Extras {
    * service with FAST_PATHS on, one with it off, and the bare route, alternating three ways.
    */
   sizes?: SizedComparison[];
+  /** The fast-path review: each operation with every fast path on, and with each that serves it off. */
+  fastPaths?: FastPathRow[];
   /**
    * The client library's `openReceipt` in this process, receipts a second with a P-256 key against an
    * RSA-2048 key over a listing's receipts (bench/device.ts); no server in what is timed.
@@ -73,6 +75,18 @@ export interface SizedComparison {
   items: number;
   on: Measurement;
   off: Measurement;
+  baseline: Measurement;
+}
+
+/**
+ * One operation (at one receipt size, for encrypt and create payment) on services with different
+ * fast paths: `on` has all of them, `-name` all but that one (and what only serves it).
+ */
+export interface FastPathRow {
+  surface: "REST" | "gRPC";
+  operation: string;
+  items?: number;
+  variants: Record<string, Measurement>;
   baseline: Measurement;
 }
 
@@ -312,9 +326,42 @@ export function renderMarkdown(results: Results): string {
       );
     }
   }
+  if (e.fastPaths !== undefined && e.fastPaths.length > 0) lines.push("", ...fastPathTable(e.fastPaths));
   lines.push("", "| target | goal | measured | result |", "|---|---|---|---|");
   for (const t of results.targets) {
     lines.push(`| ${t.name} | ${t.goal} | ${t.measured} | ${t.pass ? "PASS" : "FAIL"} |`);
   }
   return `${lines.join("\n")}\n`;
+}
+
+/**
+ * The fast-path review as a table: per fast path and operation, the ratio to the bare route with
+ * every fast path on and with this one off, and what it buys (on / off - 1). Issue 25 keeps a fast
+ * path that buys 10% or more on some operation.
+ */
+function fastPathTable(rows: FastPathRow[]): string[] {
+  const lines = [
+    "Fast-path review: each operation on a service with every fast path on, on one with each fast path " +
+      "that serves it off, and on the bare route, in rotating slices (ratios to the bare route):",
+    "",
+    "| fast path | surface | operation | items | all on | without it | it buys |",
+    "|---|---|---|--:|--:|--:|--:|",
+  ];
+  for (const row of rows) {
+    const on = row.variants.on;
+    if (on === undefined) continue;
+    for (const [label, m] of Object.entries(row.variants)) {
+      if (label === "on") continue;
+      lines.push(
+        `| ${label.slice(1)} | ${row.surface} | ${row.operation} | ${row.items ?? "-"} | ` +
+          `${pct(on.rps / row.baseline.rps)}${failures(on)} | ${pct(m.rps / row.baseline.rps)}${failures(m)} | ` +
+          `${signedPct(on.rps / m.rps - 1)} |`,
+      );
+    }
+  }
+  return lines;
+}
+
+function signedPct(x: number): string {
+  return `${x >= 0 ? "+" : ""}${(x * 100).toFixed(0)}%`;
 }

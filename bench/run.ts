@@ -36,6 +36,7 @@ import {
   type Comparison,
   type Extras,
   evaluateTargets,
+  type FastPathRow,
   machine,
   otherLoad,
   type Results,
@@ -232,6 +233,7 @@ async function main(): Promise<void> {
     log(`cluster: ${describe(clustered)} vs one process ${describe(single)}`);
   }
   if (wanted("sizes")) extras.sizes = await sizes(base);
+  if (wanted("fast-paths")) extras.fastPaths = await fastPathReview(base);
   await stopAll();
   report(startLoad, comparisons, extras);
 }
@@ -280,6 +282,76 @@ async function sizes(base: Baseline): Promise<SizedComparison[]> {
   }
   return rows;
 }
+
+/** The fast paths of src/fast (FAST_PATHS), in its order. */
+const ALL_FAST_PATHS = ["grpc-server", "binary-codec", "json-reader", "json-writer", "one-pass", "der"];
+
+/** `FAST_PATHS` with `path` off, and with it whatever only serves it. */
+function without(path: string): string {
+  const serves: Record<string, string> = { "json-reader": "one-pass", "grpc-server": "binary-codec" };
+  return ALL_FAST_PATHS.filter((p) => p !== path && p !== serves[path]).join(",");
+}
+
+/**
+ * The fast-path review of issue 25: per operation, a service with every fast path on, one per fast
+ * path that serves the operation with that path off (and what only serves it), and the bare route,
+ * in rotating slices, at each receipt size for encrypt and create payment; one size for decrypt,
+ * where the DER reader works.
+ */
+async function fastPathReview(base: Baseline): Promise<FastPathRow[]> {
+  const rows: FastPathRow[] = [];
+  for (const [surface, operation, paths] of REVIEWED) {
+    const name = loadName(surface, operation);
+    const variants = [["on", "on"], ...paths.map((p) => [`-${p}`, without(p)])] as const;
+    const started: [string, Fresh][] = [];
+    try {
+      for (const [label, fastPaths] of variants)
+        started.push([label, await startSeeded("warn", undefined, fastPaths)]);
+      const first = (started[0] as [string, Fresh])[1];
+      await setUpBaseline(base, first.svc, first.seed);
+      const sizes = operation === "decrypt" ? [undefined] : RECEIPT_SIZES;
+      for (const items of sizes) {
+        const loads = (f: Fresh, bare?: Baseline): Phase =>
+          items === undefined
+            ? loadOf(bare === undefined ? f.loads : baselineLoads(bare, f.svc, f.seed, settings), name)
+            : loadOf(sizedLoads(f.svc, f.seed, settings, items, bare), name);
+        const measured = await alternateAll(
+          [...started.map(([, f]) => loads(f)), loads(first, base)],
+          settings.sizeSeconds,
+          settings.sizeRounds,
+        );
+        const row: FastPathRow = {
+          surface,
+          operation,
+          ...(items === undefined ? {} : { items }),
+          variants: Object.fromEntries(started.map(([label], i) => [label, measured[i] as Measurement])),
+          baseline: measured.at(-1) as Measurement,
+        };
+        rows.push(row);
+        log(
+          `fast paths, ${surface} ${operation}${items === undefined ? "" : `, ${items} items`}: ` +
+            started
+              .map(([label], i) => `${label} ${pct(measured[i] as Measurement, row.baseline)}`)
+              .join(", ") +
+            ` of bare ${describe(row.baseline)}`,
+        );
+      }
+    } finally {
+      for (const [, f] of started) await f.svc.child.stop();
+    }
+  }
+  return rows;
+}
+
+/** The operations of the fast-path review and the fast paths that work on each. */
+const REVIEWED = [
+  ["REST", "encrypt", ["json-reader", "one-pass", "json-writer"]],
+  ["REST", "create payment", ["json-reader", "one-pass", "json-writer"]],
+  ["gRPC", "encrypt", ["grpc-server", "binary-codec"]],
+  ["gRPC", "create payment", ["grpc-server", "binary-codec"]],
+  ["REST", "decrypt", ["der"]],
+  ["gRPC", "decrypt", ["der"]],
+] as const;
 
 function pct(a: Measurement, b: Measurement): string {
   return `${((a.rps / b.rps) * 100).toFixed(0)}%`;
@@ -493,6 +565,9 @@ const deadlineMs =
   // The sizes phase: 12 three-way comparisons, their warm-ups, and 8 services started and seeded.
   12 * (3 * settings.sizeSeconds + 3 * settings.warmup) * 1000 +
   8 * 30_000 +
+  // The fast-path review: 12 sized rows of 4-5 sides, 2 of 3, 13 services started and seeded.
+  (12 * 5 + 2 * 3) * (settings.sizeSeconds + settings.warmup) * 1000 +
+  13 * 30_000 +
   // The P-256 phases: five comparisons and the device phase, a service started and seeded for each.
   6 * (2 * settings.seconds + 2 * settings.warmup) * 1000 +
   6 * 30_000 +

@@ -119,6 +119,7 @@ const MEASUREMENTS = [
   "rss",
   "cluster",
   "sizes",
+  "fast-paths",
   // SPEC section 15's P-256 suite; `--only p256` selects all of these.
   ...P256_MEASUREMENTS,
 ];
