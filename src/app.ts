@@ -1,4 +1,5 @@
-import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import type { ConnectRouter } from "@connectrpc/connect";
+import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { KeysService } from "../gen/receipts/v1/keys_pb.js";
@@ -17,7 +18,6 @@ import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
 import { createMetrics, metricsInterceptor } from "./metrics.js";
 import { serviceOpenApi } from "./openapi/openapi.js";
-import { useServiceTextEncoding } from "./proto-text.js";
 import { errorInterceptor } from "./rpc/error-mapping.js";
 import { healthService } from "./rpc/health.js";
 import { accessInterceptor, requestContextInterceptor, requestMeter } from "./rpc/interceptors.js";
@@ -59,29 +59,17 @@ export const SERVICES = [OnboardingService, KeysService, ReceiptsService, Paymen
  * Builds the service from its dependencies: domain, interceptors, and one HTTP server serving REST,
  * gRPC, gRPC-Web and Connect. `main` only reads config, builds and listens; tests build on port 0.
  */
-export async function buildApp({
-  config,
-  store: backend,
-  logger,
-  clock = systemClock,
-  workers,
-  listener,
-  shutdownGraceMs,
-}: AppDeps): Promise<App> {
-  useServiceTextEncoding();
+export async function buildApp(deps: AppDeps): Promise<App> {
+  const { config, logger, clock = systemClock } = deps;
   useFastPaths(config.fastPaths);
   // Every store call the service makes is bounded: a stalled store answers 503. The memory store's
   // calls settle when they are made, before any timer could fire, so a bound could never answer for
   // them; it is left out there (it cost about 0.6 us and 800 bytes of garbage per call).
-  const store = isMemoryStore(backend) ? backend : withTimeLimit(backend, config.storeTimeoutMs);
-  let escrowPrivateKeys = config.escrowPrivateKeys;
-  if (escrowPrivateKeys.length === 0) {
-    escrowPrivateKeys = [(await generateRsaKeyPair()).privateKey];
-    logger.warn(
-      "ESCROW_PRIVATE_KEY not set: using an escrow key generated for this process (development only)",
-    );
-  }
-  const pool = new CryptoPool({ escrowPrivateKeys, size: workers ?? config.cryptoThreads });
+  const store = isMemoryStore(deps.store) ? deps.store : withTimeLimit(deps.store, config.storeTimeoutMs);
+  const pool = new CryptoPool({
+    escrowPrivateKeys: await escrowPrivateKeys(config, logger),
+    size: deps.workers ?? config.cryptoThreads,
+  });
   const domain: DomainDeps = {
     store,
     clock,
@@ -92,7 +80,6 @@ export async function buildApp({
     pool,
     escrowKeys: pool.escrowKeys,
   };
-
   const metrics = createMetrics();
   const ready = async () => {
     try {
@@ -102,27 +89,16 @@ export async function buildApp({
       return false;
     }
   };
-  // Order matters: the first interceptor is the outermost. Every protocol runs this one list once.
-  const interceptors: Interceptor[] = [
-    requestContextInterceptor(logger),
-    metricsInterceptor(metrics),
-    errorInterceptor,
-    accessInterceptor({ store, config, clock }),
-  ];
-  const openApiDocument = serviceOpenApi();
-  const openApi = JSON.stringify(openApiDocument);
-  const routes = (router: ConnectRouter) => {
-    router.service(OnboardingService, onboardingService(domain));
-    router.service(KeysService, keysService(domain));
-    router.service(ReceiptsService, receiptsService(domain));
-    router.service(PaymentsService, paymentsService(domain));
-    router.service(Health, healthService(ready));
-    if (config.grpcReflection) registerReflection(router, [...SERVICES, Health]);
-  };
   const server = await createHttpServer({
-    routes,
+    routes: serviceRoutes(domain, ready, config.grpcReflection),
     services: [...SERVICES],
-    interceptors,
+    // Order matters: the first interceptor is the outermost. Every protocol runs this one list once.
+    interceptors: [
+      requestContextInterceptor(logger),
+      metricsInterceptor(metrics),
+      errorInterceptor,
+      accessInterceptor({ store, config, clock }),
+    ],
     logger,
     bodyLimitBytes: config.bodyLimitBytes,
     metrics,
@@ -130,28 +106,9 @@ export async function buildApp({
     meter: requestMeter({ store, config, clock }),
     corsOrigins: config.corsOrigins,
     trustedProxies: config.trustedProxies,
-    listener: {
-      requestTimeoutMs: config.requestTimeoutMs,
-      http2MaxConcurrentStreams: config.http2.maxConcurrentStreams,
-      http2IdleTimeoutMs: config.http2.idleTimeoutMs,
-      http2ResetBurst: config.http2.resetBurst,
-      http2ResetRatePerSecond: config.http2.resetRatePerSecond,
-      ...listener,
-    },
-    ...(shutdownGraceMs === undefined ? {} : { shutdownGraceMs }),
-    addRoutes: async (app) => {
-      app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
-      if (config.adminToken !== undefined) {
-        await registerAdminRoutes(app, {
-          token: config.adminToken,
-          store,
-          env: config.env,
-          clock,
-          trustedProxies: config.trustedProxies,
-        });
-      }
-      await registerApiReference(app, openApiDocument);
-    },
+    listener: { ...listenerOptions(config), ...deps.listener },
+    ...(deps.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: deps.shutdownGraceMs }),
+    addRoutes: (app) => addPlainRoutes(app, config, store, clock),
   });
   return {
     server,
@@ -162,4 +119,62 @@ export async function buildApp({
       await store.close();
     },
   };
+}
+
+/** The escrow private keys of `config`, or one made for this process (development only). */
+async function escrowPrivateKeys(config: Config, logger: Logger): Promise<string[]> {
+  if (config.escrowPrivateKeys.length > 0) return config.escrowPrivateKeys;
+  logger.warn(
+    "ESCROW_PRIVATE_KEY not set: using an escrow key generated for this process (development only)",
+  );
+  return [(await generateRsaKeyPair()).privateKey];
+}
+
+/** The Connect routes: the four services, gRPC health and, unless switched off, reflection. */
+function serviceRoutes(
+  domain: DomainDeps,
+  ready: () => Promise<boolean>,
+  reflection: boolean,
+): (router: ConnectRouter) => void {
+  return (router) => {
+    router.service(OnboardingService, onboardingService(domain));
+    router.service(KeysService, keysService(domain));
+    router.service(ReceiptsService, receiptsService(domain));
+    router.service(PaymentsService, paymentsService(domain));
+    router.service(Health, healthService(ready));
+    if (reflection) registerReflection(router, [...SERVICES, Health]);
+  };
+}
+
+/** The listener's timeouts and HTTP/2 limits from `config`. */
+function listenerOptions(config: Config): ListenerOptions {
+  return {
+    requestTimeoutMs: config.requestTimeoutMs,
+    http2MaxConcurrentStreams: config.http2.maxConcurrentStreams,
+    http2IdleTimeoutMs: config.http2.idleTimeoutMs,
+    http2ResetBurst: config.http2.resetBurst,
+    http2ResetRatePerSecond: config.http2.resetRatePerSecond,
+  };
+}
+
+/** The routes beside the RPCs: the OpenAPI document, its reference page, and the operator API when enabled. */
+async function addPlainRoutes(
+  app: FastifyInstance,
+  config: Config,
+  store: Store,
+  clock: Clock,
+): Promise<void> {
+  const openApiDocument = serviceOpenApi();
+  const openApi = JSON.stringify(openApiDocument);
+  app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
+  if (config.adminToken !== undefined) {
+    await registerAdminRoutes(app, {
+      token: config.adminToken,
+      store,
+      env: config.env,
+      clock,
+      trustedProxies: config.trustedProxies,
+    });
+  }
+  await registerApiReference(app, openApiDocument);
 }

@@ -1,30 +1,24 @@
-import { type IncomingHttpHeaders, maxHeaderSize, type Server } from "node:http";
+import { maxHeaderSize, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
-import {
-  Code,
-  type ConnectRouter,
-  type ContextValues,
-  createContextValues,
-  type Interceptor,
-} from "@connectrpc/connect";
+import type { ConnectRouter, ContextValues, Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
-  type FastifyRequest,
   LogController,
 } from "fastify";
 import type { Logger } from "pino";
-import { AppError, ERRORS, type ErrorCode } from "../errors.js";
+import { AppError } from "../errors.js";
 import { grpcServer } from "../fast/index.js";
 import { kObserved, type Metrics, registerMetricsRoute } from "../metrics.js";
-import { kRemoteAddress, kRequestId } from "../rpc/context.js";
+import { kRequestId } from "../rpc/context.js";
 import { toRestError } from "../rpc/error-mapping.js";
 import { requestIdFrom } from "../rpc/request-id.js";
 import type { HttpBinding } from "./bindings.js";
-import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
+import { type CallSetup, callSetup, codeForGrpcStatus, codeForStatus } from "./call-setup.js";
+import type { TrustedProxies } from "./client-address.js";
 import { registerCors } from "./cors.js";
 import { assignRequestId, sendError, sendSuccess } from "./envelope.js";
 import { lazyChildLogger } from "./lazy-logger.js";
@@ -34,7 +28,7 @@ import {
   type DualProtocolListener,
   type ListenerOptions,
 } from "./listener.js";
-import { kProtocol, type Protocol, protocolOf } from "./protocol.js";
+import { kProtocol, protocolOf } from "./protocol.js";
 import { registerTranscoder } from "./transcoder.js";
 import { answerUndecodableAsInvalid, STRICT_JSON_OPTIONS } from "./undecodable.js";
 import { answerUnknownProcedure, isRpcPath } from "./unknown-procedure.js";
@@ -101,60 +95,22 @@ export interface HttpServer {
  * (gRPC, gRPC-Web, Connect) and the REST transcoder sharing one router definition and one interceptor
  * list, `/healthz`, `/readyz`, `/metrics`, and the REST error envelope for every failure that happens
  * before a handler (unknown path 404, body too large 413, wrong Content-Type 415, malformed JSON 400).
+ * Every way in (those two and the raw gRPC server of src/fast) sets its calls up from one
+ * {@link CallSetup}.
  */
 export async function createHttpServer(options: HttpServerOptions): Promise<HttpServer> {
-  let listener: DualProtocolListener | undefined;
-  // Typed as Fastify's base logger so the app keeps the default instance type plugins expect.
-  const logger: FastifyBaseLogger = options.logger;
   const graceMs = options.shutdownGraceMs ?? 10_000;
-  const metrics = options.metrics;
-
-  /** The context values of a new call: what every protocol's calls start with. */
-  const proxies = options.trustedProxies ?? NO_TRUSTED_PROXIES;
-  /** The client's address of a request from `peer` with these headers (see `client-address.ts`). */
-  const addressOf = (peer: string, headers: IncomingHttpHeaders) =>
-    clientAddressOf(peer, headers["x-forwarded-for"], proxies);
-  /** The client address of a Fastify request. */
-  const clientAddress = (request: FastifyRequest): string => addressOf(request.ip ?? "", request.headers);
-
-  /** The context values of a new call from `address` (the client's, resolved): what every protocol's calls start with. */
-  const newContext = (address: string, protocol: Protocol): ContextValues => {
-    const values = createContextValues();
-    values.set(kRemoteAddress, address);
-    values.set(kProtocol, protocol);
-    return values;
-  };
-
-  /**
-   * Counts and logs a request that never reached an RPC (whose interceptors do both for the others):
-   * unknown paths, rejected bodies, health and metrics routes, gRPC calls refused before the call.
-   * `code` is the result code for metrics and logs: from the HTTP status unless given (gRPC answers
-   * every call with 200 and says how it went in `grpc-status`).
-   */
-  const observeUnrouted = (
-    log: FastifyBaseLogger,
-    labels: { protocol: string; method: string },
-    status: number,
-    elapsedMs: number,
-    code: ErrorCode | "ok" = codeForStatus(status),
-  ): void => {
-    metrics?.observe({ ...labels, code }, elapsedMs / 1000);
-    const line = { route: labels.method, status, code, latencyMs: Math.round(elapsedMs * 100) / 100 };
-    if (code !== "ok") log.info(line, "request");
-    else log.debug(line, "request");
-  };
-
-  const meter = options.meter;
+  const setup = callSetup(options);
   // Unary binary gRPC on the HTTP/2 stream, before Fastify, when the `grpc-server` fast path is on.
   const grpcUnary = grpcServer({
     routes: options.routes,
     interceptors: options.interceptors,
     bodyLimitBytes: options.bodyLimitBytes,
-    clientAddress: addressOf,
-    contextValues: (address) => newContext(address, "grpc"),
-    ...(meter === undefined ? {} : { meter }),
+    clientAddress: setup.addressOf,
+    contextValues: (address) => setup.newContext(address, "grpc"),
+    ...(options.meter === undefined ? {} : { meter: options.meter }),
     onRefused: ({ path, requestId, status, elapsedMs }) =>
-      observeUnrouted(
+      setup.observeUnrouted(
         lazyChildLogger(options.logger, { requestId }),
         { protocol: "grpc", method: path.slice(1) },
         200,
@@ -162,41 +118,14 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
         codeForGrpcStatus(status),
       ),
   });
-
-  /**
-   * The answer to an HTTP/1.1 request Node refused before Fastify saw it (header block over the
-   * limit: 431) or whose body did not arrive in time (408): the error envelope, with the request id
-   * and, on /api and RPC paths (and for a 431, whose path is unknown), the rate-limit headers.
-   */
-  const answerClientError: ClientErrorAnswer = async (code, request, peer) => {
-    const error =
-      code === "HPE_HEADER_OVERFLOW"
-        ? new AppError("headers_too_large", `The header block is over the limit of ${maxHeaderSize} bytes.`)
-        : code === "ERR_HTTP_REQUEST_TIMEOUT"
-          ? new AppError("request_timeout", "The request did not arrive whole in time.")
-          : new AppError("invalid_request", "The request is not valid HTTP/1.1.");
-    // assignRequestId wrote the request's id back into its headers when Fastify received it.
-    const rest = toRestError(error, requestIdFrom(request?.headers["x-request-id"]));
-    const url = request?.url ?? "";
-    let limits: Record<string, string> = {};
-    if (meter !== undefined && (request === undefined || url.startsWith("/api/") || isRpcPath(url))) {
-      const apiKey = request?.headers["x-api-key"];
-      const address = addressOf(peer, request?.headers ?? {});
-      limits = await meter(typeof apiKey === "string" ? apiKey : undefined, address).catch(() => ({}));
-    }
-    return {
-      status: rest.status,
-      headers: { ...limits, ...rest.headers, "content-type": "application/json; charset=utf-8" },
-      body: JSON.stringify(rest.body),
-    };
-  };
-
+  let listener: DualProtocolListener | undefined;
   const app = Fastify({
     // Fastify bounds every close hook by this timeout too, the drain below included: it must outlast
     // the grace period, or a connection held open until the end of it would make close() fail, and
     // the store would never be closed.
     pluginTimeout: graceMs + 5_000,
-    loggerInstance: logger,
+    // Typed as Fastify's base logger so the app keeps the default instance type plugins expect.
+    loggerInstance: options.logger as FastifyBaseLogger,
     // Request lines come from the RPC interceptors and from the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: "requestId" }),
     bodyLimit: options.bodyLimitBytes,
@@ -207,25 +136,65 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     // Requests arriving on open connections during a drain are served; the drain closes those connections.
     return503OnClosing: false,
     serverFactory: (handler) => {
-      listener = createDualProtocolListener(handler, options.listener, grpcUnary, answerClientError);
+      listener = createDualProtocolListener(handler, options.listener, grpcUnary, clientErrorAnswer(setup));
       return listener.server as unknown as Server;
     },
     frameworkErrors: (_error, request, reply) => {
       sendError(request, reply, new AppError("invalid_request", "The request URL is malformed."));
     },
   });
+  registerRequestHandling(app, options, setup);
+  const bindings = await registerEntryPaths(app, options, setup);
+  await registerProbes(app, options);
+  registerUnroutedAnswers(app, setup);
+  app.addHook("preClose", async () => {
+    await listener?.drain(graceMs);
+  });
+  await app.ready();
+  return httpServerOf(app, bindings, () => listener);
+}
 
+/**
+ * The answer to an HTTP/1.1 request Node refused before Fastify saw it (header block over the
+ * limit: 431) or whose body did not arrive in time (408): the error envelope, with the request id
+ * and, on /api and RPC paths (and for a 431, whose path is unknown), the rate-limit headers.
+ */
+function clientErrorAnswer(setup: CallSetup): ClientErrorAnswer {
+  return async (code, request, peer) => {
+    const error =
+      code === "HPE_HEADER_OVERFLOW"
+        ? new AppError("headers_too_large", `The header block is over the limit of ${maxHeaderSize} bytes.`)
+        : code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? new AppError("request_timeout", "The request did not arrive whole in time.")
+          : new AppError("invalid_request", "The request is not valid HTTP/1.1.");
+    // assignRequestId wrote the request's id back into its headers when Fastify received it.
+    const rest = toRestError(error, requestIdFrom(request?.headers["x-request-id"]));
+    const url = request?.url ?? "";
+    let limits: Record<string, string> = {};
+    if (setup.metered && (request === undefined || url.startsWith("/api/") || isRpcPath(url))) {
+      const address = setup.addressOf(peer, request?.headers ?? {});
+      limits = await setup.limits(request?.headers["x-api-key"], address).catch(() => ({}));
+    }
+    return {
+      status: rest.status,
+      headers: { ...limits, ...rest.headers, "content-type": "application/json; charset=utf-8" },
+      body: JSON.stringify(rest.body),
+    };
+  };
+}
+
+/**
+ * What happens to every request before its route: the request id header, the gRPC status of a call
+ * answered by connect-node, the error envelope for Fastify's own failures and for unknown paths
+ * (UNIMPLEMENTED for an RPC path).
+ */
+function registerRequestHandling(app: FastifyInstance, options: HttpServerOptions, setup: CallSetup): void {
   // A call's context values and (Connect-path gRPC) status live on the request itself, declared up front
   // so every request keeps one shape. Not in WeakMaps keyed by the request: a young-generation collection
   // keeps a WeakMap's values alive while the map is old, and through the context's logger closure that
   // promoted each call's objects to the old generation, where only a full collection freed them.
   app.decorateRequest("callContext", null);
   app.decorateRequest("grpcStatus", null);
-  const contextFor = (request: FastifyRequest, protocol: Protocol): ContextValues => {
-    request.callContext ??= newContext(clientAddress(request), protocol);
-    return request.callContext;
-  };
-
   // Hooks on every request take Fastify's callback form: an async hook costs a promise per request.
   app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
@@ -246,39 +215,44 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
   );
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0]?.slice(0, 200) ?? "";
-    const limits = async () => {
-      const apiKey = request.headers["x-api-key"];
-      return meter === undefined
-        ? {}
-        : meter(typeof apiKey === "string" ? apiKey : undefined, clientAddress(request));
-    };
+    const limits = () => setup.limits(request.headers["x-api-key"], setup.clientAddress(request));
     if (answerUnknownProcedure(request, reply, path, limits)) return reply;
     return sendError(request, reply, new AppError("not_found", `No endpoint ${request.method} ${path}.`));
   });
   // Bodies of unknown paths are not read, so an odd Content-Type still gets 404 rather than 415.
   app.addContentTypeParser("*", (_request, _payload, done) => done(null, undefined));
+}
 
+/** CORS, then the two ways in through Fastify: the Connect plugin and the REST transcoder. */
+async function registerEntryPaths(
+  app: FastifyInstance,
+  options: HttpServerOptions,
+  setup: CallSetup,
+): Promise<HttpBinding[]> {
   if (options.corsOrigins !== undefined && options.corsOrigins.length > 0) {
     await registerCors(app, options.corsOrigins);
   }
   await app.register(fastifyConnectPlugin, {
-    routes: answerUndecodableAsInvalid(options.routes, meter),
+    routes: answerUndecodableAsInvalid(options.routes, options.meter),
     jsonOptions: STRICT_JSON_OPTIONS,
     interceptors: options.interceptors,
     grpc: true,
     grpcWeb: true,
     connect: true,
     readMaxBytes: options.bodyLimitBytes,
-    contextValues: (request) => contextFor(request, protocolOf(request.headers["content-type"])),
+    contextValues: (request) => setup.contextFor(request, protocolOf(request.headers["content-type"])),
   });
-  const bindings = await registerTranscoder(app, {
+  return registerTranscoder(app, {
     routes: options.routes,
     services: options.services,
     interceptors: options.interceptors,
-    contextValues: (request) => contextFor(request, "rest"),
+    contextValues: (request) => setup.contextFor(request, "rest"),
     bodyLimitBytes: options.bodyLimitBytes,
   });
+}
 
+/** `/healthz`, `/readyz` and `/metrics` when asked for, and the caller's own routes. */
+async function registerProbes(app: FastifyInstance, options: HttpServerOptions): Promise<void> {
   app.get("/healthz", async (_request, reply) => sendSuccess(reply, { status: "ok" }));
   const ready = options.ready;
   if (ready !== undefined) {
@@ -288,11 +262,16 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
       return sendError(request, reply, new AppError("service_unavailable", "The service is not ready."));
     });
   }
-  if (metrics !== undefined) registerMetricsRoute(app, metrics);
+  if (options.metrics !== undefined) registerMetricsRoute(app, options.metrics);
   await options.addRoutes?.(app);
+}
 
-  // Every /api and RPC response carries the rate-limit headers, also when the request never reached the RPC.
-  if (meter !== undefined) {
+/**
+ * The rate-limit headers on every /api and RPC response, also when the request never reached the RPC,
+ * and one log line (and one metric) for each request that never reached an RPC.
+ */
+function registerUnroutedAnswers(app: FastifyInstance, setup: CallSetup): void {
+  if (setup.metered) {
     app.addHook("onSend", (request, reply, payload, done) => {
       if (
         reply.hasHeader("x-ratelimit-limit") ||
@@ -301,8 +280,8 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
         done(null, payload);
         return;
       }
-      const apiKey = request.headers["x-api-key"];
-      meter(typeof apiKey === "string" ? apiKey : undefined, clientAddress(request))
+      setup
+        .limits(request.headers["x-api-key"], setup.clientAddress(request))
         .catch(() => ({}))
         .then((headers) => {
           reply.headers(headers);
@@ -310,8 +289,6 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
         });
     });
   }
-
-  // One log line (and one metric) for each request that never reached an RPC.
   app.addHook("onResponse", (request, reply, done) => {
     done();
     const values = request.callContext;
@@ -322,17 +299,18 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     // A Connect route is `/<service>/<method>`; its label is the RPC's name, as the interceptors write it.
     const method =
       rpc ?? (protocol !== "http" && route !== undefined ? route.slice(1) : (route ?? "unmatched"));
-    const labels = { protocol, method };
     const grpcStatus = request.grpcStatus;
     const code = grpcStatus === null ? undefined : codeForGrpcStatus(grpcStatus);
-    observeUnrouted(request.log, labels, reply.raw.statusCode, reply.elapsedTime, code);
+    setup.observeUnrouted(request.log, { protocol, method }, reply.raw.statusCode, reply.elapsedTime, code);
   });
+}
 
-  app.addHook("preClose", async () => {
-    await listener?.drain(graceMs);
-  });
-  await app.ready();
-
+/** The {@link HttpServer} of a ready app. */
+function httpServerOf(
+  app: FastifyInstance,
+  bindings: HttpBinding[],
+  listener: () => DualProtocolListener | undefined,
+): HttpServer {
   let closing: Promise<void> | undefined;
   return {
     app,
@@ -345,7 +323,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
       closing ??= app.close();
       return closing;
     },
-    openHttp2Streams: () => listener?.openHttp2Streams() ?? 0,
+    openHttp2Streams: () => listener()?.openHttp2Streams() ?? 0,
   };
 }
 
@@ -364,29 +342,4 @@ function fromFastifyError(error: FastifyError, options: HttpServerOptions): unkn
   if (status >= 500) return error;
   const code = codeForStatus(status);
   return new AppError(code === "ok" ? "invalid_request" : code, "The request is invalid.");
-}
-
-/**
- * The error code for the gRPC status of a call answered before its RPC: `ok` for OK. Before an RPC
- * the only RESOURCE_EXHAUSTED is a message over the limit, and a status no code of ours maps to
- * (UNIMPLEMENTED for a unary call without its message) is a malformed request.
- */
-function codeForGrpcStatus(status: number): ErrorCode | "ok" {
-  if (status === 0) return "ok";
-  if (status === Code.ResourceExhausted) return "payload_too_large";
-  return firstCode((entry) => entry.grpc === status) ?? "invalid_request";
-}
-
-/** The error code for an HTTP status, for requests that failed before an RPC; `ok` below 400. */
-function codeForStatus(status: number): ErrorCode | "ok" {
-  if (status < 400) return "ok";
-  return (
-    firstCode((entry) => entry.http === status) ??
-    (status >= 500 ? "internal_server_error" : "invalid_request")
-  );
-}
-
-/** The first code of the registry, in its order, whose entry matches. */
-function firstCode(matches: (entry: (typeof ERRORS)[ErrorCode]) => boolean): ErrorCode | undefined {
-  return (Object.keys(ERRORS) as ErrorCode[]).find((code) => matches(ERRORS[code]));
 }

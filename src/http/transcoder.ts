@@ -7,7 +7,7 @@ import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import { decodeHttpRequest, encodeHttpResponse, type HttpBinding, httpBindings } from "./bindings.js";
 import { CallHeaders } from "./call-headers.js";
 import { sendError, sendSuccess } from "./envelope.js";
-import { createUnaryInvoker } from "./invoke.js";
+import { createUnaryInvoker, type UnaryInvoker } from "./invoke.js";
 
 /**
  * The REST transcoder: one Fastify route per `google.api.http` binding, each calling the service
@@ -49,82 +49,96 @@ export async function registerTranscoder(
     scope.addContentTypeParser(
       "application/json",
       { parseAs: "buffer", bodyLimit: options.bodyLimitBytes },
-      (_request, bytes, done) => {
-        if (bytes.length === 0) return done(null, undefined);
-        let text: string;
-        let body: unknown;
-        try {
-          // JSON text is UTF-8 (RFC 8259): invalid bytes are refused, never turned into U+FFFD.
-          text = STRICT_UTF8.decode(bytes as Buffer);
-          body = JSON.parse(text);
-        } catch {
-          return done(
-            invalidRequest(
-              [{ field: "body", description: "is not valid JSON" }],
-              "The body is not valid JSON.",
-            ),
-          );
-        }
-        // JSON.parse keeps the last of two members with one name: refused before any reader sees it.
-        try {
-          assertNoDuplicateMembers(text);
-        } catch (err) {
-          return done(err as Error);
-        }
-        done(null, body);
-      },
+      parseStrictJson,
     );
     for (const binding of bindings) {
       scope.route({
         method: binding.verb,
         url: binding.routePath,
         config: { rpc: `${binding.method.parent.typeName}/${binding.method.name}` },
-        handler: (request, reply) => handle(binding, request, reply),
+        handler: (request, reply) => handle(binding, invoke, options.contextValues, request, reply),
       });
     }
   });
   return bindings;
+}
 
-  async function handle(
-    binding: HttpBinding,
-    request: FastifyRequest,
-    reply: FastifyReply,
-  ): Promise<FastifyReply> {
-    // The call's abort signal, made (and tied to the connection) only if something asks for it.
-    let controller: AbortController | undefined;
-    const onClose = () => {
-      if (!reply.raw.writableFinished) controller?.abort();
-    };
-    const signal = () => {
-      if (controller === undefined) {
-        controller = new AbortController();
-        if (reply.raw.destroyed && !reply.raw.writableFinished) controller.abort();
-        else reply.raw.once("close", onClose);
-      }
-      return controller.signal;
-    };
-    try {
-      const message = decodeHttpRequest(binding, {
-        params: request.params as Record<string, string>,
-        query: request.query as Record<string, string | string[]>,
-        body: request.body,
-      });
-      const res = await invoke({
-        method: binding.method,
-        message,
-        header: forwardedHeaders(request),
-        contextValues: options.contextValues(request),
-        signal,
-        url: request.url,
-      });
-      copyHeaders(res.header, reply);
-      copyHeaders(res.trailer, reply);
-      return sendSuccess(reply, encodeHttpResponse(binding, res.message));
-    } catch (err) {
-      return sendError(request, reply, err);
-    } finally {
-      if (controller !== undefined) reply.raw.off("close", onClose);
+/**
+ * The REST body parser: UTF-8 JSON (RFC 8259), invalid bytes refused rather than turned into U+FFFD,
+ * and an object with two members of one name refused (I-JSON) before any reader sees it.
+ */
+function parseStrictJson(
+  _request: FastifyRequest,
+  bytes: string | Buffer,
+  done: (err: Error | null, body?: unknown) => void,
+): void {
+  if (bytes.length === 0) {
+    done(null, undefined);
+    return;
+  }
+  let text: string;
+  let body: unknown;
+  try {
+    text = STRICT_UTF8.decode(bytes as Buffer);
+    body = JSON.parse(text);
+  } catch {
+    done(
+      invalidRequest([{ field: "body", description: "is not valid JSON" }], "The body is not valid JSON."),
+    );
+    return;
+  }
+  // JSON.parse keeps the last of two members with one name: refused before any reader sees it.
+  try {
+    assertNoDuplicateMembers(text);
+  } catch (err) {
+    done(err as Error);
+    return;
+  }
+  done(null, body);
+}
+
+/** One REST call: the request read into the RPC's message, the RPC invoked, its answer in the envelope. */
+async function handle(
+  binding: HttpBinding,
+  invoke: UnaryInvoker,
+  contextValues: TranscoderOptions["contextValues"],
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<FastifyReply> {
+  // The call's abort signal, made (and tied to the connection) only if something asks for it.
+  let controller: AbortController | undefined;
+  const onClose = () => {
+    if (!reply.raw.writableFinished) controller?.abort();
+  };
+  const signal = () => {
+    if (controller === undefined) {
+      controller = new AbortController();
+      if (reply.raw.destroyed && !reply.raw.writableFinished) controller.abort();
+      else reply.raw.once("close", onClose);
     }
+    return controller.signal;
+  };
+  try {
+    const message = decodeHttpRequest(binding, {
+      params: request.params as Record<string, string>,
+      query: request.query as Record<string, string | string[]>,
+      body: request.body,
+    });
+    const res = await invoke({
+      method: binding.method,
+      message,
+      header: forwardedHeaders(request),
+      contextValues: contextValues(request),
+      signal,
+      url: request.url,
+    });
+    copyHeaders(res.header, reply);
+    copyHeaders(res.trailer, reply);
+    return sendSuccess(reply, encodeHttpResponse(binding, res.message));
+  } catch (err) {
+    return sendError(request, reply, err);
+  } finally {
+    if (controller !== undefined) reply.raw.off("close", onClose);
   }
 }
 
