@@ -28,7 +28,6 @@ import {
   type ReleaseEscrowResponse,
   type StoreSealedReceiptRequestSchema,
 } from "../../gen/receipts/v1/receipts_pb.js";
-import { useServiceTextEncoding } from "../proto-text.js";
 import { toApiError } from "./errors.js";
 import { type RetryOptions, realSleep, retryPolicyOf, type Sleep, withRetry } from "./retry.js";
 import { nodeTransport } from "./transport.js";
@@ -178,15 +177,9 @@ export interface ReceiptsClient {
 /**
  * Creates a {@link ReceiptsClient}. Throws `RangeError` / `TypeError` for invalid options, so that a
  * misconfiguration fails at start-up rather than on the first call.
- *
- * It sets protobuf-es's text decoding as the service does (`useServiceTextEncoding`), so that a string
- * field starting with U+FEFF comes back whole: protobuf-es's default decoder drops it as a byte order
- * mark. protobuf-es keeps that setting process-wide, so it holds for the app's other protobuf-es
- * messages too; it writes the same bytes and reads the same text apart from that character.
  */
 export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsClient {
   if (options.apiKey === "") throw new TypeError("apiKey must not be empty");
-  useServiceTextEncoding();
   const { call, idempotencyHeader } = callerOf(options);
   const transport = withHeader(transportOf(options), "x-api-key", options.apiKey);
 

@@ -1,10 +1,8 @@
 import { type DescMessage, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { CreatePaymentRequestSchema } from "../../gen/receipts/v1/payments_pb.js";
 import { hasCompiledReader, messageFromBinary } from "../../src/fast/binary-input.js";
-import { useServiceTextEncoding } from "../../src/proto-text.js";
 import { message, reachableMessages, richStrings } from "../support/messages.js";
 
 // fromBinary counted, so a test can tell the compiled path from the fallback.
@@ -14,10 +12,9 @@ vi.mock("@bufbuild/protobuf", async (importOriginal) => {
 });
 
 /**
- * The compiled binary readers (src/rpc/binary-input.ts) must give exactly what `fromBinary` gives:
+ * The compiled binary readers (src/fast/binary-input.ts) must give exactly what `fromBinary` gives:
  * the same message for every encoding of our messages, and for anything malformed or unusual the
- * same message or the same error. `fromBinary` as the service sets protobuf-es up (src/proto-text.ts),
- * which keeps a leading U+FEFF as the compiled readers do.
+ * same message or the same error (a leading U+FEFF kept, as protobuf-es 2.17 keeps it).
  */
 
 /** What decoding gives: the message, or the error's message. */
@@ -59,10 +56,6 @@ function damaged(bytes: Uint8Array, d: { kind: string; at: number; byte?: number
 }
 
 describe("compiled protobuf binary readers", () => {
-  const before = getTextEncoding();
-  beforeAll(() => useServiceTextEncoding());
-  afterAll(() => configureTextEncoding(before));
-
   const messages = [...new Set([...reachableMessages("input"), ...reachableMessages("output")])];
 
   it("cover every message of the services", () => {
