@@ -1,35 +1,21 @@
-import { validateHeaderName, validateHeaderValue } from "node:http";
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import {
-  type DescMessage,
-  type DescMethod,
-  type DescMethodUnary,
-  fromBinary,
-  type MessageShape,
-  toBinary,
-} from "@bufbuild/protobuf";
+import type { DescMethod, DescMethodUnary } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
   type ConnectRouter,
   type ContextValues,
   createConnectRouter,
-  createContextKey,
   type Interceptor,
-  type UnaryResponse,
 } from "@connectrpc/connect";
 import { parseTimeout } from "@connectrpc/connect/protocol-grpc";
-import { AppError } from "../errors.js";
 import { CallHeaders } from "../http/call-headers.js";
 import { assignRequestId } from "../http/envelope.js";
 import { setGrpcStatus } from "../http/grpc-status.js";
-import { createUnaryInvoker, type UnaryCall } from "../http/invoke.js";
+import { createUnaryInvoker } from "../http/invoke.js";
 import type { Http2Claim } from "../http/listener.js";
-import { toConnectError } from "../rpc/error-mapping.js";
-import { messageFromBinary } from "./binary-input.js";
-import { messageToBinary } from "./binary-output.js";
-import { COMPRESSED_FLAG, EnvelopeReader, encodeEnvelope } from "./grpc-envelope.js";
-import { isOn } from "./switch.js";
+import { ignore, serveCall } from "./grpc-call.js";
+import { assertValidHeaders, baseHeaders, clientAddress, headersObject } from "./grpc-headers.js";
 
 /**
  * Unary gRPC calls served straight from the HTTP/2 stream, before Fastify and without Connect's
@@ -55,6 +41,9 @@ import { isOn } from "./switch.js";
  * `grpc-encoding` other than identity, a `grpc-timeout` connect-es would refuse, streaming methods,
  * methods other than POST, and HTTP/1.1 (the hook only sees HTTP/2). A gRPC call to a path no
  * service has is answered here too: UNIMPLEMENTED, where Fastify would answer the REST 404.
+ *
+ * This file decides which calls the fast path takes; grpc-call.ts serves each of them, from its body
+ * to its trailers, and grpc-headers.ts holds the headers every answer starts with.
  */
 
 /** What {@link createGrpcUnaryHandler} needs: the routes and interceptors the Connect plugin gets. */
@@ -96,23 +85,14 @@ export interface GrpcRefusal {
   elapsedMs: number;
 }
 
-/**
- * True in the context values of a call served by this fast path; lets tests (and a curious
- * interceptor) tell it from a call that went through the Connect plugin. Nothing reaches the client.
- */
-export const kGrpcFastPath = createContextKey(false, { description: "served by the gRPC unary fast path" });
-
-/** The Content-Type of every gRPC answer: what connect-es sends for binary gRPC. */
-const CONTENT_TYPE = "application/grpc+proto";
+// True in the context values of a call served by this fast path (set where the call is served).
+export { kGrpcFastPath } from "./grpc-call.js";
 
 /** Every gRPC content type (any codec), not gRPC-Web's. */
 const ANY_GRPC = /^application\/grpc(?:[+;]|$)/i;
 
 /** The gRPC content types with the binary codec, as connect-es matches them. */
 const BINARY_GRPC = /^application\/grpc(?:\+proto)?$/i;
-
-/** The longest timer Node can arm; a longer `grpc-timeout` is as good as none. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * A claim for the one-port listener that serves the unary binary gRPC calls of `options.routes` and
@@ -146,221 +126,9 @@ export function createGrpcUnaryHandler(options: GrpcUnaryOptions): Http2Claim {
       if (parsed.error !== undefined) return false;
       timeoutMs = parsed.timeoutMs;
     }
-    serveCall({
-      stream,
-      headers,
-      path,
-      method,
-      url: `http://${authority}${path}`,
-      timeoutMs,
-      invoke,
-      options,
-    });
+    serveCall(stream, headers, path, method, `http://${authority}${path}`, timeoutMs, invoke, options);
     return true;
   };
-}
-
-/** One call the fast path has taken on. */
-interface CallSetup {
-  stream: ServerHttp2Stream;
-  headers: IncomingHttpHeaders;
-  /** The request path, `/receipts.v1.KeysService/GrantAccess`. */
-  path: string;
-  method: DescMethodUnary;
-  url: string;
-  timeoutMs: number | undefined;
-  invoke: (call: UnaryCall) => Promise<UnaryResponse>;
-  options: GrpcUnaryOptions;
-}
-
-/**
- * Reads the request message, runs the call and answers it. The call's abort signal is made only if
- * something asks for it; it is aborted when the client goes away or the deadline passes.
- */
-function serveCall({ stream, headers, path, method, url, timeoutMs, invoke, options }: CallSetup): void {
-  const started = performance.now();
-  const requestId = assignRequestId({ headers });
-  const address = clientAddress(stream, headers, options);
-  const values = options.contextValues(address);
-  values.set(kGrpcFastPath, true);
-  const reader = new EnvelopeReader(options.bodyLimitBytes);
-  let message: MessageShape<DescMethodUnary["input"]> | undefined;
-  let phase: "reading" | "calling" | "done" = "reading";
-  let requestEnded = false;
-  let controller: AbortController | undefined;
-  let abandoned = false;
-  let abandonReason: unknown;
-  let timer: NodeJS.Timeout | undefined;
-
-  const abandon = (reason?: unknown): void => {
-    if (abandoned) return;
-    abandoned = true;
-    abandonReason = reason;
-    controller?.abort(reason);
-  };
-  const signal = (): AbortSignal => {
-    if (controller === undefined) {
-      controller = new AbortController();
-      if (abandoned) controller.abort(abandonReason);
-    }
-    return controller.signal;
-  };
-
-  const onData = (chunk: Buffer): void => {
-    if (phase !== "reading") return;
-    reader.push(chunk);
-    try {
-      for (let envelope = reader.next(); envelope !== undefined; envelope = reader.next()) {
-        // connect-es decodes a second message before it refuses it as one too many.
-        const decoded = decode(method, envelope.flags, envelope.data, requestId);
-        if (message !== undefined) {
-          throw new ConnectError(
-            "protocol error: received extra input message for unary method",
-            Code.Unimplemented,
-          );
-        }
-        message = decoded;
-      }
-    } catch (err) {
-      refuse(asConnectError(err));
-    }
-  };
-  const onEnd = (): void => {
-    requestEnded = true;
-    if (phase !== "reading") return;
-    if (reader.pendingBytes > 0) {
-      refuse(new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument));
-    } else if (message === undefined) {
-      refuse(new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented));
-    } else {
-      phase = "calling";
-      const header = CallHeaders.fromNode(headers, isPseudoHeader);
-      invoke({ method, message, header, contextValues: values, signal, url, protocolName: "grpc" }).then(
-        succeed,
-        fail,
-      );
-    }
-  };
-  const onClose = (): void => {
-    clearTimeout(timer);
-    if (phase === "done") return;
-    phase = "done";
-    abandon();
-  };
-  const onDeadline = (): void => {
-    const metadata = { "x-request-id": requestId };
-    const error = new ConnectError("the operation timed out", Code.DeadlineExceeded, metadata);
-    abandon(error);
-    if (phase === "reading") refuse(error);
-    else if (phase === "calling") answerError(error);
-  };
-
-  function succeed(response: UnaryResponse): void {
-    if (phase !== "calling") return;
-    let body: Uint8Array;
-    try {
-      body = responseToBinary(method.output, response.message as MessageShape<DescMethodUnary["output"]>);
-    } catch (err) {
-      fail(new ConnectError(`serialize binary: ${messageOf(err)}`, Code.Internal));
-      return;
-    }
-    finish();
-    const headers = baseHeaders(requestId);
-    response.header.forEach((value, name) => {
-      headers[name] = value;
-    });
-    const trailers: Record<string, string> = { "grpc-status": "0" };
-    response.trailer.forEach((value, name) => {
-      trailers[name] = value;
-    });
-    write(headers, trailers, encodeEnvelope(body));
-  }
-  function fail(err: unknown): void {
-    if (phase === "calling") answerError(asConnectError(err));
-  }
-  function answerError(error: ConnectError): void {
-    finish();
-    write(baseHeaders(requestId), headersObject(setGrpcStatus(new CallHeaders(), error)));
-  }
-  function refuse(error: ConnectError): void {
-    finish();
-    const answer = (limits: Record<string, string>): void => {
-      for (const name in limits) error.metadata.set(name, limits[name] as string);
-      answerError(error);
-      options.onRefused?.({ path, requestId, status: error.code, elapsedMs: performance.now() - started });
-    };
-    const apiKey = headers["x-api-key"];
-    const meter = options.meter;
-    if (meter === undefined) answer({});
-    else meter(typeof apiKey === "string" ? apiKey : undefined, address).then(answer, () => answer({}));
-  }
-  function finish(): void {
-    phase = "done";
-    clearTimeout(timer);
-    stream.off("data", onData);
-  }
-  /**
-   * Sends the one answer: headers, the message if any, trailers. A complete answer to a request still
-   * being sent is followed by RST_STREAM NO_ERROR (RFC 9113, section 8.1), so a client stuck in flow
-   * control, or sending a body over the limit, stops rather than holding the stream open; a reset in
-   * the turn that sends the trailers would drop them, so it waits one turn.
-   */
-  function write(headers: Record<string, string>, trailers: Record<string, string>, body?: Buffer): void {
-    if (stream.destroyed || stream.closed) return;
-    try {
-      // Checked as Node's compatibility API checks them: the core stream API sends what it is given.
-      assertValidHeaders(headers);
-      assertValidHeaders(trailers);
-      stream.respond({ ...headers, ":status": 200 }, { waitForTrailers: true });
-    } catch {
-      // A header value an interceptor set that HTTP/2 refuses: the stream is reset rather than left open.
-      stream.close(constants.NGHTTP2_INTERNAL_ERROR);
-      return;
-    }
-    stream.once("wantTrailers", () => {
-      stream.sendTrailers(trailers);
-      if (!requestEnded) setImmediate(stopRequest);
-    });
-    if (body === undefined) stream.end();
-    else stream.end(body);
-  }
-
-  function stopRequest(): void {
-    if (!requestEnded && !stream.closed) stream.close(constants.NGHTTP2_NO_ERROR);
-  }
-
-  stream.on("data", onData);
-  stream.once("end", onEnd);
-  stream.once("close", onClose);
-  // A reset with an error code (ours above, or a client's) is emitted as "error" before "close";
-  // without a listener it would be thrown. "close" abandons the call.
-  stream.on("error", ignore);
-  if (timeoutMs !== undefined && timeoutMs <= MAX_TIMER_MS) timer = setTimeout(onDeadline, timeoutMs);
-}
-
-/**
- * Decodes one request message as connect-es would: a compressed one is refused (no `grpc-encoding`
- * was negotiated), and bytes that do not decode are `invalid_request` as in `undecodable.ts`.
- */
-function decode(
-  method: DescMethodUnary,
-  flags: number,
-  data: Buffer,
-  requestId: string,
-): MessageShape<DescMethodUnary["input"]> {
-  if ((flags & COMPRESSED_FLAG) === COMPRESSED_FLAG) {
-    throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
-  }
-  try {
-    return requestFromBinary(method.input, data);
-  } catch (err) {
-    throw toConnectError(
-      new AppError("invalid_request", "The request message cannot be decoded.", {
-        violations: [{ field: "body", description: messageOf(err) }],
-      }),
-      requestId,
-    );
-  }
 }
 
 /**
@@ -425,62 +193,4 @@ function answerUnimplemented(
 
 function isUnary(method: DescMethod): method is DescMethodUnary {
   return method.methodKind === "unary";
-}
-
-/** The headers of every answer, before those the interceptors set. */
-function baseHeaders(requestId: string): Record<string, string> {
-  return { "x-request-id": requestId, "content-type": CONTENT_TYPE };
-}
-
-function headersObject(headers: Headers): Record<string, string> {
-  const result: Record<string, string> = {};
-  headers.forEach((value, name) => {
-    result[name] = value;
-  });
-  return result;
-}
-
-/** Throws for a header name that is not a token or a value with a character HTTP forbids (CR, LF, NUL, ...). */
-function assertValidHeaders(headers: Record<string, string>): void {
-  for (const [name, value] of Object.entries(headers)) {
-    validateHeaderName(name);
-    validateHeaderValue(name, value);
-  }
-}
-
-function isPseudoHeader(name: string): boolean {
-  return name.startsWith(":");
-}
-
-/** The client's address of a call on `stream`: the peer's, or what `options.clientAddress` makes of it. */
-function clientAddress(
-  stream: ServerHttp2Stream,
-  headers: IncomingHttpHeaders,
-  options: GrpcUnaryOptions,
-): string {
-  const peer = stream.session?.socket.remoteAddress ?? "";
-  return options.clientAddress === undefined ? peer : options.clientAddress(peer, headers);
-}
-
-function ignore(): void {}
-
-/** What connect-es makes of anything thrown that is not a `ConnectError`. */
-function asConnectError(err: unknown): ConnectError {
-  return err instanceof ConnectError
-    ? err
-    : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** A request message: by the compiled reader when `binary-codec` is on, else by `fromBinary`. */
-function requestFromBinary<Desc extends DescMessage>(schema: Desc, bytes: Buffer): MessageShape<Desc> {
-  return isOn("binary-codec") ? messageFromBinary(schema, bytes) : fromBinary(schema, bytes);
-}
-
-/** A response message's bytes: by the compiled writer when `binary-codec` is on, else by `toBinary`. */
-function responseToBinary<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Uint8Array {
-  return isOn("binary-codec") ? messageToBinary(schema, message) : toBinary(schema, message);
 }

@@ -1,11 +1,13 @@
 import {
   createServer as createHttpServer,
+  type Server as HttpServer,
   type IncomingMessage,
   type ServerResponse,
   STATUS_CODES,
 } from "node:http";
 import {
   createServer as createHttp2Server,
+  type Http2Server,
   type Http2ServerRequest,
   type Http2ServerResponse,
   type Http2Session,
@@ -13,7 +15,7 @@ import {
   type ServerHttp2Stream,
 } from "node:http2";
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
-import { createHttp2Guard } from "./http2-guard.js";
+import { createHttp2Guard, type Http2Guard } from "./http2-guard.js";
 
 /**
  * One TCP port for HTTP/1.1 and cleartext HTTP/2 (h2c, "prior knowledge" as gRPC clients use it).
@@ -113,14 +115,59 @@ export function createDualProtocolListener(
   clientErrorAnswer?: ClientErrorAnswer,
 ): DualProtocolListener {
   const sniffTimeoutMs = options.sniffTimeoutMs ?? 5_000;
-  const sockets = new Set<Socket>();
-  const sniffing = new Set<Socket>();
-  const sessions = new Set<Http2Session>();
-  const responses = new Set<ServerResponse>();
-  let draining = false;
-  let drained: (() => void) | undefined;
-
+  const open: OpenConnections = {
+    sockets: new Set(),
+    sniffing: new Set(),
+    sessions: new Set(),
+    responses: new Set(),
+    draining: false,
+    drained: undefined,
+  };
   const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+  const h1 = createHttp1(handler, options, requestTimeoutMs, open, clientErrorAnswer);
+  const { h2, guard } = createHttp2(handler, options, requestTimeoutMs, open, claim);
+  const server = createNetServer({ noDelay: true }, (socket) =>
+    acceptConnection(socket, sniffTimeoutMs, open, h1, h2),
+  );
+  // An http.Server only tracks its connections (for closeIdleConnections and the header/request
+  // timeouts) once it has seen "listening"; it never listens itself, so it is told when we do.
+  server.on("listening", () => h1.emit("listening"));
+  return {
+    server,
+    drain: (graceMs) => drainConnections(graceMs, open, server, h1, guard),
+    openHttp2Streams: guard.openStreams,
+  };
+}
+
+/** What a listener has open, which a drain closes. */
+interface OpenConnections {
+  /** Every connection, from its acceptance to its close. */
+  readonly sockets: Set<Socket>;
+  /** The connections whose first bytes have not yet told which protocol they speak. */
+  readonly sniffing: Set<Socket>;
+  readonly sessions: Set<Http2Session>;
+  /** HTTP/1.1 responses from their request to their close. */
+  readonly responses: Set<ServerResponse>;
+  /**
+   * A drain has begun: a new connection is destroyed, a new session gets a GOAWAY and a new response
+   * says "Connection: close".
+   */
+  draining: boolean;
+  /** Called during a drain when the last connection closes. */
+  drained: (() => void) | undefined;
+}
+
+/**
+ * The HTTP/1.1 server, which never listens itself: Node's parser with the header, request and
+ * keep-alive timeouts, each response tracked in `open`, and the answer to requests the parser refuses.
+ */
+function createHttp1(
+  handler: RequestHandler,
+  options: ListenerOptions,
+  requestTimeoutMs: number,
+  open: OpenConnections,
+  clientErrorAnswer: ClientErrorAnswer | undefined,
+): HttpServer {
   const h1 = createHttpServer({
     // Node refuses a headers timeout longer than the request timeout.
     headersTimeout: Math.min(options.headersTimeoutMs ?? 10_000, requestTimeoutMs),
@@ -130,11 +177,11 @@ export function createDualProtocolListener(
   });
   // Registered before the handler so that a response started during a drain says "Connection: close".
   h1.on("request", (_req: IncomingMessage, res: ServerResponse) => {
-    responses.add(res);
-    if (draining) res.setHeader("connection", "close");
+    open.responses.add(res);
+    if (open.draining) res.setHeader("connection", "close");
     res.once("close", () => {
-      responses.delete(res);
-      if (draining) setImmediate(() => h1.closeIdleConnections());
+      open.responses.delete(res);
+      if (open.draining) setImmediate(() => h1.closeIdleConnections());
     });
   });
   h1.on("request", handler);
@@ -143,7 +190,21 @@ export function createDualProtocolListener(
       answerClientError(err, socket, clientErrorAnswer),
     );
   }
+  return h1;
+}
 
+/**
+ * The HTTP/2 server, which never listens itself either, and its guard: the stream limit, the idle,
+ * request and reset limits of {@link createHttp2Guard}, `claim` before the compatibility layer, and
+ * each session tracked in `open`.
+ */
+function createHttp2(
+  handler: RequestHandler,
+  options: ListenerOptions,
+  requestTimeoutMs: number,
+  open: OpenConnections,
+  claim: Http2Claim | undefined,
+): { h2: Http2Server; guard: Http2Guard } {
   // Fastify serves HTTP/2 through Node's compatibility API, which mirrors the HTTP/1.1 objects.
   const h2Handler = handler as unknown as (req: Http2ServerRequest, res: Http2ServerResponse) => void;
   const h2 = createHttp2Server(
@@ -167,64 +228,77 @@ export function createDualProtocolListener(
   // First, so that every stream is tracked before anything serves it.
   h2.prependListener("stream", guard.onStream);
   h2.on("session", (session: Http2Session) => {
-    sessions.add(session);
+    open.sessions.add(session);
     guard.onSession(session);
-    session.once("close", () => sessions.delete(session));
-    if (draining) session.close();
+    session.once("close", () => open.sessions.delete(session));
+    if (open.draining) session.close();
   });
+  return { h2, guard };
+}
 
-  const server = createNetServer({ noDelay: true }, (socket) => {
-    sockets.add(socket);
-    socket.once("close", () => {
-      sockets.delete(socket);
-      if (sockets.size === 0) drained?.();
-    });
-    if (draining) {
-      socket.destroy();
-      return;
-    }
-    sniffing.add(socket);
-    sniff(socket, sniffTimeoutMs, (isHttp2) => {
-      sniffing.delete(socket);
-      if (isHttp2) {
-        h2.emit("connection", socket);
-      } else {
-        h1.emit("connection", socket);
-        // The HTTP/1.1 parser reads straight from the socket's handle; the bytes put back reach it
-        // only once the stream flows again. (The HTTP/2 session drains the put-back bytes itself.)
-        socket.resume();
-      }
-    });
+/**
+ * Takes a new connection: tracks it until it closes, destroys it at once during a drain, and hands
+ * it to the HTTP/2 or the HTTP/1.1 server once its first bytes tell which protocol it speaks.
+ */
+function acceptConnection(
+  socket: Socket,
+  sniffTimeoutMs: number,
+  open: OpenConnections,
+  h1: HttpServer,
+  h2: Http2Server,
+): void {
+  open.sockets.add(socket);
+  socket.once("close", () => {
+    open.sockets.delete(socket);
+    if (open.sockets.size === 0) open.drained?.();
   });
-  // An http.Server only tracks its connections (for closeIdleConnections and the header/request
-  // timeouts) once it has seen "listening"; it never listens itself, so it is told when we do.
-  server.on("listening", () => h1.emit("listening"));
-
-  async function drain(graceMs: number): Promise<void> {
-    draining = true;
-    if (server.listening) server.close();
-    for (const socket of sniffing) socket.destroy();
-    for (const session of sessions) session.close();
-    for (const res of responses) if (!res.headersSent) res.setHeader("connection", "close");
-    h1.closeIdleConnections();
-    if (sockets.size > 0) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, graceMs);
-        timer.unref();
-        drained = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
-    for (const session of sessions) session.destroy();
-    for (const socket of sockets) socket.destroy();
-    // Stops the timeout checks of the HTTP/1.1 server; it has no connections of its own to wait for.
-    h1.close();
-    guard.stop();
+  if (open.draining) {
+    socket.destroy();
+    return;
   }
+  open.sniffing.add(socket);
+  sniff(socket, sniffTimeoutMs, (isHttp2) => {
+    open.sniffing.delete(socket);
+    if (isHttp2) {
+      h2.emit("connection", socket);
+    } else {
+      h1.emit("connection", socket);
+      // The HTTP/1.1 parser reads straight from the socket's handle; the bytes put back reach it
+      // only once the stream flows again. (The HTTP/2 session drains the put-back bytes itself.)
+      socket.resume();
+    }
+  });
+}
 
-  return { server, drain, openHttp2Streams: guard.openStreams };
+/** {@link DualProtocolListener.drain}: stops `server`, lets what `open` holds finish, then closes it all. */
+async function drainConnections(
+  graceMs: number,
+  open: OpenConnections,
+  server: NetServer,
+  h1: HttpServer,
+  guard: Http2Guard,
+): Promise<void> {
+  open.draining = true;
+  if (server.listening) server.close();
+  for (const socket of open.sniffing) socket.destroy();
+  for (const session of open.sessions) session.close();
+  for (const res of open.responses) if (!res.headersSent) res.setHeader("connection", "close");
+  h1.closeIdleConnections();
+  if (open.sockets.size > 0) {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, graceMs);
+      timer.unref();
+      open.drained = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+  for (const session of open.sessions) session.destroy();
+  for (const socket of open.sockets) socket.destroy();
+  // Stops the timeout checks of the HTTP/1.1 server; it has no connections of its own to wait for.
+  h1.close();
+  guard.stop();
 }
 
 /**
@@ -262,7 +336,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket, answer: C
  * objects and emits "request"; that listener is moved behind `claim`, so a claimed stream costs no
  * such objects. Fails at startup, not per request, if the server is not built that way.
  */
-function claimStreamsFirst(h2: ReturnType<typeof createHttp2Server>, claim: Http2Claim): void {
+function claimStreamsFirst(h2: Http2Server, claim: Http2Claim): void {
   const compatibility = h2.listeners("stream") as ((...args: unknown[]) => void)[];
   if (compatibility.length !== 1) {
     throw new Error(`expected one "stream" listener on the HTTP/2 server, found ${compatibility.length}`);
