@@ -18,7 +18,7 @@ import {
 } from "../../gen/receipts/v1/keys_pb.js";
 import { RegisterRequestSchema } from "../../gen/receipts/v1/onboarding_pb.js";
 import { GetTransactionReceiptRequestSchema } from "../../gen/receipts/v1/receipts_pb.js";
-import { FAST_PATHS, kGrpcFastPath, useFastPaths } from "../../src/fast/index.js";
+import { FAST_PATHS, fastPathsOn, kGrpcFastPath, useFastPaths } from "../../src/fast/index.js";
 import { createMetrics, type Metrics, metricsInterceptor } from "../../src/metrics.js";
 import { errorInterceptor } from "../../src/rpc/error-mapping.js";
 import { grpcClient, grpcUnary } from "../support/grpc.js";
@@ -54,12 +54,13 @@ async function serve(grpcFastPath: boolean, extra: { routes?: (router: ConnectRo
   // A short request timeout: a stream left half-open by a refused call is reset (and so ends) soon.
   const listener = { requestTimeoutMs: 1_000 };
   // The gRPC server is made (or not) when the server is built; every other fast path stays on.
+  const before = fastPathsOn();
   useFastPaths(grpcFastPath ? FAST_PATHS : FAST_PATHS.filter((p) => p !== "grpc-server"));
   try {
     const t = await startTestServer({ interceptors, metrics, listener, ...extra });
     return { t, metrics, fast } satisfies Served;
   } finally {
-    useFastPaths(FAST_PATHS);
+    useFastPaths(before);
   }
 }
 
@@ -101,7 +102,9 @@ describe("unary gRPC calls on the fast path", () => {
   let on: Served;
   let off: Served;
   beforeAll(async () => {
-    [on, off] = await Promise.all([serve(true), serve(false)]);
+    // One after the other: each sets the process-wide switch while its server is built.
+    on = await serve(true);
+    off = await serve(false);
   });
   afterAll(async () => {
     await Promise.all([on.t.close(), off.t.close()]);

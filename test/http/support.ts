@@ -9,13 +9,21 @@ import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
 import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import { loadConfig } from "../../src/config.js";
 import { AppError, invalidRequest } from "../../src/errors.js";
+import { useFastPaths } from "../../src/fast/index.js";
 import { kProtocol } from "../../src/http/protocol.js";
 import { createHttpServer, type HttpServer, type HttpServerOptions } from "../../src/http/server.js";
 import { createMetrics, type Metrics, metricsInterceptor } from "../../src/metrics.js";
 import { kLogger, kRemoteAddress, kRequestId } from "../../src/rpc/context.js";
 import { errorInterceptor } from "../../src/rpc/error-mapping.js";
 import { healthService } from "../../src/rpc/health.js";
+
+// CI runs the HTTP suites a second time with FAST_PATHS=off. Services built through buildApp read it
+// from their config; the servers built here from createHttpServer take it from the switch, set here.
+if (process.env.FAST_PATHS !== undefined) {
+  useFastPaths(loadConfig({ FAST_PATHS: process.env.FAST_PATHS }).fastPaths);
+}
 
 /**
  * A tiny stand-in for the real services (which the lead wires in `src/app.ts`): enough behaviour to
