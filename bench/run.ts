@@ -284,11 +284,11 @@ async function sizes(base: Baseline): Promise<SizedComparison[]> {
 }
 
 /** The fast paths of src/fast (FAST_PATHS), in its order. */
-const ALL_FAST_PATHS = ["grpc-server", "binary-codec", "json-reader", "json-writer", "one-pass", "der"];
+const ALL_FAST_PATHS = ["grpc-server", "json-reader", "json-writer", "one-pass", "der"];
 
 /** `FAST_PATHS` with `path` off, and with it whatever only serves it. */
 function without(path: string): string {
-  const serves: Record<string, string> = { "json-reader": "one-pass", "grpc-server": "binary-codec" };
+  const serves: Record<string, string> = { "json-reader": "one-pass" };
   return ALL_FAST_PATHS.filter((p) => p !== path && p !== serves[path]).join(",");
 }
 
@@ -347,8 +347,8 @@ async function fastPathReview(base: Baseline): Promise<FastPathRow[]> {
 const REVIEWED = [
   ["REST", "encrypt", ["json-reader", "one-pass", "json-writer"]],
   ["REST", "create payment", ["json-reader", "one-pass", "json-writer"]],
-  ["gRPC", "encrypt", ["grpc-server", "binary-codec"]],
-  ["gRPC", "create payment", ["grpc-server", "binary-codec"]],
+  ["gRPC", "encrypt", ["grpc-server"]],
+  ["gRPC", "create payment", ["grpc-server"]],
   ["REST", "list receipts", ["json-writer"]],
   ["REST", "decrypt", ["der"]],
   ["gRPC", "decrypt", ["der"]],

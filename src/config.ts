@@ -314,11 +314,8 @@ export function splitKeys(text: string): string[] {
   return text.split(/[\s,]+/).filter((part) => part !== "");
 }
 
-/** Fast paths that only serve another: the one-pass read is the compiled JSON reader's, the codecs the gRPC server's. */
-const FAST_PATH_NEEDS: [FastPath, FastPath][] = [
-  ["one-pass", "json-reader"],
-  ["binary-codec", "grpc-server"],
-];
+/** Fast paths that only serve another: the one-pass read is the compiled JSON reader's. */
+const FAST_PATH_NEEDS: [FastPath, FastPath][] = [["one-pass", "json-reader"]];
 
 /** Parses `FAST_PATHS`: `on` (the default), `off`, or a comma-separated list of fast paths. */
 function parseFastPaths(raw: string | undefined, problems: string[]): FastPath[] {

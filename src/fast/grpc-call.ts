@@ -1,11 +1,5 @@
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import {
-  type DescMessage,
-  type DescMethodUnary,
-  fromBinary,
-  type MessageShape,
-  toBinary,
-} from "@bufbuild/protobuf";
+import { type DescMethodUnary, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -19,8 +13,6 @@ import { assignRequestId } from "../http/envelope.js";
 import { setGrpcStatus } from "../http/grpc-status.js";
 import type { UnaryInvoker } from "../http/invoke.js";
 import { toConnectError } from "../rpc/error-mapping.js";
-import { messageFromBinary } from "./binary-input.js";
-import { messageToBinary } from "./binary-output.js";
 import { COMPRESSED_FLAG, EnvelopeReader, encodeEnvelope } from "./grpc-envelope.js";
 import {
   assertValidHeaders,
@@ -30,7 +22,6 @@ import {
   isPseudoHeader,
 } from "./grpc-headers.js";
 import type { GrpcRefusal, GrpcUnaryOptions } from "./grpc-unary.js";
-import { isOn } from "./switch.js";
 
 /**
  * One unary gRPC call the fast path (grpc-unary.ts) has taken on, from the first bytes of its body to
@@ -248,7 +239,7 @@ function succeed(call: Call, response: UnaryResponse): void {
   if (call.phase !== "calling") return;
   let body: Uint8Array;
   try {
-    body = responseToBinary(call.method.output, response.message as MessageShape<DescMethodUnary["output"]>);
+    body = toBinary(call.method.output, response.message as MessageShape<DescMethodUnary["output"]>);
   } catch (err) {
     fail(call, new ConnectError(`serialize binary: ${messageOf(err)}`, Code.Internal));
     return;
@@ -357,7 +348,7 @@ function decode(
     throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
   }
   try {
-    return requestFromBinary(method.input, data);
+    return fromBinary(method.input, data);
   } catch (err) {
     throw toConnectError(
       new AppError("invalid_request", "The request message cannot be decoded.", {
@@ -380,14 +371,4 @@ function asConnectError(err: unknown): ConnectError {
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-/** A request message: by the compiled reader when `binary-codec` is on, else by `fromBinary`. */
-function requestFromBinary<Desc extends DescMessage>(schema: Desc, bytes: Buffer): MessageShape<Desc> {
-  return isOn("binary-codec") ? messageFromBinary(schema, bytes) : fromBinary(schema, bytes);
-}
-
-/** A response message's bytes: by the compiled writer when `binary-codec` is on, else by `toBinary`. */
-function responseToBinary<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Uint8Array {
-  return isOn("binary-codec") ? messageToBinary(schema, message) : toBinary(schema, message);
 }

@@ -5,8 +5,6 @@
  *
  * - `grpc-server`: unary binary gRPC served straight from the HTTP/2 stream (grpc-unary.ts) instead of
  *   connect-node through connect-fastify.
- * - `binary-codec`: compiled protobuf binary readers and writers for that server (binary-*.ts)
- *   instead of protobuf-es's `fromBinary`/`toBinary`; nothing else reads binary by hand.
  * - `json-reader`: compiled REST JSON readers (json-input.ts) instead of protobuf-es's `fromJson`.
  * - `json-writer`: compiled REST JSON writers (json-output.ts) instead of `toJson`.
  * - `one-pass`: a REST body read by the compiled reader alone, its field-by-field check run only

@@ -2,14 +2,7 @@
  * Which fast paths are on (see index.ts, which names and explains each). Process-wide, set once
  * before serving: by `buildApp` from `FAST_PATHS` (src/config.ts) and by each crypto worker.
  */
-export const FAST_PATHS = [
-  "grpc-server",
-  "binary-codec",
-  "json-reader",
-  "json-writer",
-  "one-pass",
-  "der",
-] as const;
+export const FAST_PATHS = ["grpc-server", "json-reader", "json-writer", "one-pass", "der"] as const;
 
 /** One of the fast paths. */
 export type FastPath = (typeof FAST_PATHS)[number];

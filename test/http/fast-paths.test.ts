@@ -19,7 +19,6 @@ import { framed, rawGrpc } from "./grpc-raw.js";
 
 const calls = vi.hoisted(() => ({
   "grpc-server": 0,
-  "binary-codec": 0,
   "json-reader": 0,
   "json-writer": 0,
   "one-pass": 0,
@@ -46,16 +45,6 @@ function counting<M extends Record<string, unknown>>(
 vi.mock("../../src/fast/grpc-unary.js", async (original) =>
   counting(await original<typeof import("../../src/fast/grpc-unary.js")>(), "grpc-server", [
     "createGrpcUnaryHandler",
-  ]),
-);
-vi.mock("../../src/fast/binary-input.js", async (original) =>
-  counting(await original<typeof import("../../src/fast/binary-input.js")>(), "binary-codec", [
-    "messageFromBinary",
-  ]),
-);
-vi.mock("../../src/fast/binary-output.js", async (original) =>
-  counting(await original<typeof import("../../src/fast/binary-output.js")>(), "binary-codec", [
-    "messageToBinary",
   ]),
 );
 vi.mock("../../src/fast/json-input.js", async (original) => {
@@ -106,7 +95,6 @@ const SETTINGS: [string, FastPath[]][] = [
   ["on", [...FAST_PATHS]],
   ["off", []],
   ["grpc-server", ["grpc-server"]],
-  ["grpc-server,binary-codec", ["grpc-server", "binary-codec"]],
   ["json-reader", ["json-reader"]],
   ["json-reader,one-pass", ["json-reader", "one-pass"]],
   ["json-writer", ["json-writer"]],
@@ -148,9 +136,8 @@ describe("FAST_PATHS", () => {
     });
   }
 
-  it("refuses an unknown fast path, and one without the fast path it serves", () => {
+  it("refuses an unknown fast path, and one-pass without the reader it uses", () => {
     expect(() => loadConfig({ FAST_PATHS: "grpc-server,warp" })).toThrow(/FAST_PATHS.*warp/);
     expect(() => loadConfig({ FAST_PATHS: "one-pass" })).toThrow(/one-pass needs json-reader/);
-    expect(() => loadConfig({ FAST_PATHS: "binary-codec,der" })).toThrow(/binary-codec needs grpc-server/);
   });
 });

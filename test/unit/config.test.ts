@@ -61,7 +61,7 @@ describe("loadConfig", () => {
   });
 
   it("reads FAST_PATHS: on (all), off (none) or a list, and nothing else", () => {
-    const all = ["grpc-server", "binary-codec", "json-reader", "json-writer", "one-pass", "der"];
+    const all = ["grpc-server", "json-reader", "json-writer", "one-pass", "der"];
     expect(loadConfig({}).fastPaths).toEqual(all);
     expect(loadConfig({ FAST_PATHS: "on" }).fastPaths).toEqual(all);
     expect(loadConfig({ FAST_PATHS: "off" }).fastPaths).toEqual([]);
