@@ -30,6 +30,8 @@ describe("npm start and npm run cli build only when sources changed", () => {
   let root: string;
   beforeAll(() => {
     // A tiny project with the real script and the real TypeScript: the script's decisions, not tsc's speed.
+    // Its tsc reads the ES library alone, not the DOM's or every @types package of the linked
+    // node_modules: a build then takes about 0.4 s instead of 2 s.
     root = mkdtempSync(join(tmpdir(), "build-if-stale-"));
     mkdirSync(join(root, "scripts"));
     mkdirSync(join(root, "src"));
@@ -39,7 +41,16 @@ describe("npm start and npm run cli build only when sources changed", () => {
     writeFileSync(join(root, "package.json"), '{"type":"module"}\n');
     writeFileSync(
       join(root, "tsconfig.json"),
-      JSON.stringify({ compilerOptions: { outDir: "dist", rootDir: ".", module: "NodeNext", noEmit: true } }),
+      JSON.stringify({
+        compilerOptions: {
+          outDir: "dist",
+          rootDir: ".",
+          module: "NodeNext",
+          noEmit: true,
+          types: [],
+          lib: ["es2022"],
+        },
+      }),
     );
     writeFileSync(
       join(root, "tsconfig.build.json"),

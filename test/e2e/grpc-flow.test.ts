@@ -17,7 +17,8 @@ function keyed(key: string, extra: Record<string, string> = {}): Metadata {
 describe("the five-step flow over gRPC (grpc-js)", () => {
   let svc: TestService;
   beforeAll(async () => {
-    svc = await startService();
+    // Step 1 as in production: the service finds the primes on its key-generation workers.
+    svc = await startService({ realRsaKeyGeneration: true });
   });
   afterAll(async () => {
     await svc.close();

@@ -4,7 +4,8 @@ import { get, hashPan, post, receiptBody, startService, type TestService } from 
 describe("the five-step flow over REST", () => {
   let svc: TestService;
   beforeAll(async () => {
-    svc = await startService();
+    // Step 1 as in production: the service finds the primes on its key-generation workers.
+    svc = await startService({ realRsaKeyGeneration: true });
   });
   afterAll(async () => {
     await svc.close();

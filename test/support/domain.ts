@@ -2,13 +2,12 @@ import { create } from "@bufbuild/protobuf";
 import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { FakeClock } from "../../src/clock.js";
 import { CryptoPool } from "../../src/crypto/crypto-pool.js";
-import { RSA_OAEP_256 } from "../../src/crypto/suites.js";
 import type { DomainDeps } from "../../src/domain/deps.js";
 import { AppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { ApiKeyRecord, Role, Store } from "../../src/store/types.js";
-import { ESCROW_FIXTURE, fixtureRsaKeyPair } from "./fixture-keys.js";
+import { ESCROW_FIXTURE, useFixtureRsaKeys } from "./fixture-keys.js";
 import { hashPan } from "./harness.js";
 
 /**
@@ -36,9 +35,7 @@ export async function domainFixture(
   const escrowPrivateKeys = options.escrowPrivateKeys ?? [ESCROW_FIXTURE.privateKey];
   const pool = new CryptoPool({ escrowPrivateKeys, size: 1 });
   // RSA pairs from the fixtures (finding primes is slow); P-256 pairs are cheap, so real ones.
-  const generate = pool.generateKeyPair.bind(pool);
-  pool.generateKeyPair = async (algorithm = RSA_OAEP_256) =>
-    algorithm === RSA_OAEP_256 ? { ...(await fixtureRsaKeyPair()), algorithm } : generate(algorithm);
+  useFixtureRsaKeys(pool);
   const deps: DomainDeps = {
     store,
     clock,

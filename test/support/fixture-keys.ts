@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
+import type { CryptoPool } from "../../src/crypto/crypto-pool.js";
 import type { RsaKeyPair } from "../../src/crypto/keys.js";
 import { generateRsaKeyPair } from "../../src/crypto/keys.js";
+import { RSA_OAEP_256 } from "../../src/crypto/suites.js";
 
 /**
  * RSA key pairs generated once and committed (`rsa-keys.json`), for tests in which key generation is
@@ -39,6 +41,17 @@ export async function fixtureRsaKeyPair(): Promise<RsaKeyPair> {
   if (fixture === undefined) return generateRsaKeyPair();
   next += 1;
   return pairOf(fixture);
+}
+
+/**
+ * Makes `pool` hand out {@link fixtureRsaKeyPair} pairs where it would generate an RSA pair; P-256 pairs
+ * are cheap, so those are still generated, and an unknown suite is still refused. Sealing, opening and
+ * every other task still run on the pool's workers.
+ */
+export function useFixtureRsaKeys(pool: CryptoPool): void {
+  const generate = pool.generateKeyPair.bind(pool);
+  pool.generateKeyPair = async (algorithm = RSA_OAEP_256) =>
+    algorithm === RSA_OAEP_256 ? { ...(await fixtureRsaKeyPair()), algorithm } : generate(algorithm);
 }
 
 function pairOf(key: FixtureKey): RsaKeyPair {

@@ -7,7 +7,7 @@ import type { ListenerOptions } from "../../src/http/listener.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Store } from "../../src/store/types.js";
-import { ESCROW_FIXTURE } from "./fixture-keys.js";
+import { ESCROW_FIXTURE, useFixtureRsaKeys } from "./fixture-keys.js";
 
 /** A running service on an ephemeral port, with one issuer and one merchant key. */
 export interface TestService {
@@ -34,6 +34,13 @@ export async function startService(
     listener?: ListenerOptions;
     /** How long `close()` waits for calls in flight (default 10 s). */
     shutdownGraceMs?: number;
+    /**
+     * Whether generate-keys finds new RSA primes on the service's key-generation workers, as in
+     * production. By default it hands out fixture pairs (test/support/fixture-keys.ts): finding
+     * primes takes 50-500 ms of CPU per pair at a low priority, and only the five-step flow tests are
+     * about where the keys come from; the worker's key generation is tested in test/crypto.
+     */
+    realRsaKeyGeneration?: boolean;
   } = {},
 ): Promise<TestService> {
   const config = loadConfig({
@@ -62,6 +69,7 @@ export async function startService(
     ...(options.listener === undefined ? {} : { listener: options.listener }),
     ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
   });
+  if (options.realRsaKeyGeneration !== true) useFixtureRsaKeys(app.domain.pool);
   const address = await app.server.listen(0, "127.0.0.1");
   const port = typeof address === "string" ? Number(new URL(address).port) : address.port;
   const newKey = async (input: NewApiKey) => (await createApiKey(store, "dev", input, clock.now())).key;
