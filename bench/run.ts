@@ -3,6 +3,7 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { FAST_PATHS } from "../src/fast/index.js";
 import { openOnDevice } from "./device.js";
 import {
   hashPan,
@@ -283,13 +284,10 @@ async function sizes(base: Baseline): Promise<SizedComparison[]> {
   return rows;
 }
 
-/** The fast paths of src/fast (FAST_PATHS), in its order. */
-const ALL_FAST_PATHS = ["grpc-server", "json-reader", "json-writer", "one-pass", "der"];
-
 /** `FAST_PATHS` with `path` off, and with it whatever only serves it. */
 function without(path: string): string {
   const serves: Record<string, string> = { "json-reader": "one-pass" };
-  return ALL_FAST_PATHS.filter((p) => p !== path && p !== serves[path]).join(",");
+  return FAST_PATHS.filter((p) => p !== path && p !== serves[path]).join(",");
 }
 
 /**
