@@ -20,10 +20,17 @@ function storeWithGate() {
   return { inner, open };
 }
 
-async function outcome(call: Promise<unknown>): Promise<{ code?: string; value?: unknown; ms: number }> {
+/**
+ * How `call` settles, and after how long. The clock starts before the call is made: the store call's
+ * deadline is set while it is made, so a clock started after it (a GC pause in between) would see a
+ * call that kept its limit as one that ended early.
+ */
+async function outcome(
+  call: () => Promise<unknown>,
+): Promise<{ code?: string; value?: unknown; ms: number }> {
   const started = performance.now();
   try {
-    const value = await call;
+    const value = await call();
     return { value, ms: performance.now() - started };
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
@@ -48,7 +55,7 @@ describe("withTimeLimit", () => {
   it("answers service_unavailable for a call that does not settle in time", async () => {
     const { inner } = storeWithGate();
     const store = withTimeLimit(inner, LIMIT_MS);
-    const result = await outcome(store.apiKeys.findByHash("nope"));
+    const result = await outcome(() => store.apiKeys.findByHash("nope"));
     expect(result.code).toBe("service_unavailable");
     expect(result.ms).toBeGreaterThanOrEqual(LIMIT_MS - 1);
   });
@@ -57,31 +64,31 @@ describe("withTimeLimit", () => {
     const { inner, open } = storeWithGate();
     const store: Store = withTimeLimit(inner, LIMIT_MS);
     await store.apiKeys.insert(record);
-    const first = outcome(store.apiKeys.findByHash(record.keyHash));
+    const first = outcome(() => store.apiKeys.findByHash(record.keyHash));
     open();
     expect((await first).value).toEqual(record);
     // Calls started at different times, none settling: each gets its own full limit, then a 503.
-    const stalled = [outcome(store.apiKeys.findByHash("a"))];
+    const stalled = [outcome(() => store.apiKeys.findByHash("a"))];
     await new Promise((resolve) => setTimeout(resolve, LIMIT_MS / 2));
-    stalled.push(outcome(store.apiKeys.findByHash("b")));
+    stalled.push(outcome(() => store.apiKeys.findByHash("b")));
     for (const result of await Promise.all(stalled)) {
       expect(result.code).toBe("service_unavailable");
       expect(result.ms).toBeGreaterThanOrEqual(LIMIT_MS - 1);
     }
     // A call that settles after its deadline changes nothing for its caller, and later calls work.
     open();
-    expect((await outcome(store.apiKeys.list())).value).toEqual([record]);
+    expect((await outcome(() => store.apiKeys.list())).value).toEqual([record]);
   });
 
   it("times out a stalled call however many calls settle around it, and only that call", async () => {
     const { inner, open } = storeWithGate();
     const store = withTimeLimit(inner, LIMIT_MS);
-    const first = outcome(store.apiKeys.findByHash("a"));
+    const first = outcome(() => store.apiKeys.findByHash("a"));
     const settled = async () => {
       for (let i = 0; i < 500; i++) expect(await store.users.findById("usr_none")).toBeUndefined();
     };
     await settled();
-    const second = outcome(store.apiKeys.findByHash("b"));
+    const second = outcome(() => store.apiKeys.findByHash("b"));
     await settled();
     for (const result of [await first, await second]) {
       expect(result.code).toBe("service_unavailable");
