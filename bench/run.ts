@@ -3,7 +3,7 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { FAST_PATHS } from "../src/fast/index.js";
+import { FAST_PATH_NEEDS, FAST_PATHS } from "../src/fast/index.js";
 import { openOnDevice } from "./device.js";
 import {
   hashPan,
@@ -286,8 +286,8 @@ async function sizes(base: Baseline): Promise<SizedComparison[]> {
 
 /** `FAST_PATHS` with `path` off, and with it whatever only serves it. */
 function without(path: string): string {
-  const serves: Record<string, string> = { "json-reader": "one-pass" };
-  return FAST_PATHS.filter((p) => p !== path && p !== serves[path]).join(",");
+  const serving = FAST_PATH_NEEDS.filter(([, needs]) => needs === path).map(([p]) => p as string);
+  return FAST_PATHS.filter((p) => p !== path && !serving.includes(p)).join(",");
 }
 
 /**

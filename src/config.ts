@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { FAST_PATHS, type FastPath } from "./fast/index.js";
+import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast/index.js";
 import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
 import type { Environment, Tier } from "./store/types.js";
@@ -313,9 +313,6 @@ export function splitKeys(text: string): string[] {
   if (pem !== null) return pem;
   return text.split(/[\s,]+/).filter((part) => part !== "");
 }
-
-/** Fast paths that only serve another: the one-pass read is the compiled JSON reader's. */
-const FAST_PATH_NEEDS: [FastPath, FastPath][] = [["one-pass", "json-reader"]];
 
 /** Parses `FAST_PATHS`: `on` (the default), `off`, or a comma-separated list of fast paths. */
 function parseFastPaths(raw: string | undefined, problems: string[]): FastPath[] {

@@ -26,7 +26,7 @@ import { compiledJsonReader, compiledMessageFromJson } from "./json-input.js";
 import { compiledMessageToJson } from "./json-output.js";
 import { isOn } from "./switch.js";
 
-export { FAST_PATHS, type FastPath, fastPathsOn, isOn, useFastPaths } from "./switch.js";
+export { FAST_PATH_NEEDS, FAST_PATHS, type FastPath, fastPathsOn, isOn, useFastPaths } from "./switch.js";
 
 /** A REST JSON request body as a message of `schema`; throws what `fromJson` throws. */
 export function messageFromJson<Desc extends DescMessage>(schema: Desc, json: JsonValue): MessageShape<Desc> {

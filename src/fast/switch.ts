@@ -7,6 +7,9 @@ export const FAST_PATHS = ["grpc-server", "json-reader", "json-writer", "one-pas
 /** One of the fast paths. */
 export type FastPath = (typeof FAST_PATHS)[number];
 
+/** Fast paths that only serve another, and the one each serves: the one-pass read is the compiled JSON reader's. */
+export const FAST_PATH_NEEDS: readonly (readonly [FastPath, FastPath])[] = [["one-pass", "json-reader"]];
+
 let enabled: ReadonlySet<FastPath> = new Set(FAST_PATHS);
 
 /** Switches the fast paths: those in `paths` on, every other off. Default: all on. */
