@@ -2,7 +2,16 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { seedService } from "./fixtures.js";
 import { measure, type Sample } from "./load.js";
-import { FULL_LOAD_CONNECTIONS, LOADS, loadName, type Phase, serviceLoads } from "./phases.js";
+import {
+  FULL_LOAD_CONNECTIONS,
+  LOADS,
+  type Loads,
+  loadName,
+  type Phase,
+  SIZED_LOADS,
+  serviceLoads,
+  sizedLoads,
+} from "./phases.js";
 import { stopAll } from "./processes.js";
 import { initClockTicks, metered, startService } from "./targets.js";
 
@@ -12,12 +21,14 @@ import { initClockTicks, metered, startService } from "./targets.js";
  * the CPU each process spent per request, which contention changes much less than throughput.
  *
  *   node dist/bench/ab.js --before /path/to/other/dist [--only rest-encrypt,grpc-decrypt]
- *     [--seconds 12] [--rounds 6] [--warmup 2] [--log-level warn]
+ *     [--items 50] [--seconds 12] [--rounds 6] [--warmup 2] [--log-level warn]
  *     [--before-flags=...] [--after-flags="--max-semi-space-size=64 --v8-pool-size=1"]
  *
  * `--before` is the `dist` directory of the other build (e.g. a copy made before the change); this
  * build is the "after". `--before` may be this build's own `dist` to compare Node flags alone. The
  * flags take the `=` form: `parseArgs` refuses a separate value that starts with a dash.
+ * `--items N` runs the sized loads instead (encrypt and create payment, REST and gRPC, with receipts
+ * of N line items, as the bench's sizes phase sends them).
  * Exits 0 unless something crashed.
  */
 
@@ -25,6 +36,7 @@ const { values: args } = parseArgs({
   options: {
     before: { type: "string" },
     only: { type: "string" },
+    items: { type: "string" },
     seconds: { type: "string", default: "12" },
     rounds: { type: "string", default: "6" },
     warmup: { type: "string", default: "2" },
@@ -67,14 +79,19 @@ async function main(): Promise<void> {
     seedService(before.url, before.keys, 4, 20),
     seedService(after.url, after.keys, 4, 20),
   ]);
-  const beforeLoads = serviceLoads(before, beforeSeed, settings);
-  const afterLoads = serviceLoads(after, afterSeed, settings);
+  const items = args.items === undefined ? undefined : Number(args.items);
+  if (items !== undefined && !(Number.isInteger(items) && items > 0))
+    throw new Error("--items takes a count");
+  const loadsOf = (svc: typeof before, seed: typeof beforeSeed): Loads =>
+    items === undefined ? serviceLoads(svc, seed, settings) : sizedLoads(svc, seed, settings, items);
+  const beforeLoads = loadsOf(before, beforeSeed);
+  const afterLoads = loadsOf(after, afterSeed);
   const only = args.only === undefined ? undefined : new Set(args.only.split(","));
   const rows = [
     "| load | before req/s | p50 ms | p99 ms | CPU µs/req | after req/s | p50 ms | p99 ms | CPU µs/req | req/s change | CPU change |",
     "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
   ];
-  for (const [surface, operation] of LOADS) {
+  for (const [surface, operation] of items === undefined ? LOADS : SIZED_LOADS) {
     const name = loadName(surface, operation);
     if (only !== undefined && !only.has(name)) continue;
     // The first call of each is its warm-up, left out of the CPU figures.
@@ -107,7 +124,7 @@ async function main(): Promise<void> {
   }
   await stopAll();
   process.stdout.write(
-    `\nLOG_LEVEL=${logLevel}, ${settings.seconds} s each in ${settings.rounds} alternating slices\n${rows.join("\n")}\n`,
+    `\n${items === undefined ? "" : `${items} line items, `}LOG_LEVEL=${logLevel}, ${settings.seconds} s each in ${settings.rounds} alternating slices\n${rows.join("\n")}\n`,
   );
 }
 
