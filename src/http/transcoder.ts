@@ -89,7 +89,7 @@ function parseStrictJson(
   }
   // JSON.parse keeps the last of two members with one name: refused before any reader sees it.
   try {
-    assertNoDuplicateMembers(text);
+    assertNoDuplicateMembers(text, body);
   } catch (err) {
     done(err as Error);
     return;

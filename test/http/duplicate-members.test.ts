@@ -1,6 +1,11 @@
+import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { duplicateMemberPath } from "../../src/rpc/json-duplicates.js";
-import { fillPath, REST_ROUTES, send } from "../hardening/support.js";
+import {
+  assertNoDuplicateMembers,
+  duplicateMemberPath,
+  hasNoDuplicateByCount,
+} from "../../src/rpc/json-duplicates.js";
+import { fillPath, fuzzSettings, REST_ROUTES, send } from "../hardening/support.js";
 import { type Envelope, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
@@ -35,6 +40,55 @@ describe("duplicateMemberPath", () => {
     for (const text of ['{"a', '{"a":1,"a', '"\\', "}}]]", '{"a":1,"a"', "{{{{", '"a":"b"']) {
       expect(() => duplicateMemberPath(text)).not.toThrow();
     }
+  });
+});
+
+/**
+ * JSON text with duplicate names likely: few names, colons in names and strings (what the count must
+ * not mistake for members), escapes now and then (where counting cannot tell and must say so).
+ */
+const duplicateProne = fc.letrec<{ value: string; object: string; array: string }>((tie) => ({
+  value: fc.oneof(
+    { depthSize: "small" },
+    fc.constantFrom("1", "-2.5e3", "true", "null", '"x:y"', '"::"', '"z"', '"\\u003a"', '"a\\"b"'),
+    tie("object"),
+    tie("array"),
+  ),
+  object: fc
+    .array(fc.tuple(fc.constantFrom("a", "b", "a:b", ":", "\\u0061", ""), fc.boolean(), tie("value")), {
+      maxLength: 4,
+    })
+    .map((members) => `{${members.map(([k, spaced, v]) => `"${k}"${spaced ? " : " : ":"}${v}`).join(",")}}`),
+  array: fc.array(tie("value"), { maxLength: 4 }).map((items) => `[${items.join(", ")}]`),
+})).object;
+
+describe("hasNoDuplicateByCount", () => {
+  it("says no duplicate only when the scan finds none, and always knows without escapes", () => {
+    fc.assert(
+      fc.property(duplicateProne, (text) => {
+        const parsed: unknown = JSON.parse(text);
+        const duplicate = duplicateMemberPath(text) !== undefined;
+        const clear = hasNoDuplicateByCount(text, parsed);
+        if (clear) expect(duplicate, text).toBe(false);
+        if (!text.includes("\\")) expect(clear, text).toBe(!duplicate);
+      }),
+      fuzzSettings(2000),
+    );
+  });
+
+  it("is not fooled by an escaped colon standing in for a dropped member", () => {
+    // One dropped member, one colon spelled as an escape: equal counts if escapes were not refused.
+    const text = '{"a":1,"a":"\\u003a"}';
+    expect(hasNoDuplicateByCount(text, JSON.parse(text))).toBe(false);
+    expect(() => assertNoDuplicateMembers(text, JSON.parse(text))).toThrow(/"a" twice/);
+  });
+
+  it("names the duplicate when given the parsed body too", () => {
+    const text = '{"items":[{"name":"a:b","name":"c"}]}';
+    expect(() => assertNoDuplicateMembers(text, JSON.parse(text))).toThrow(/"items\[0\]\.name" twice/);
+    expect(() =>
+      assertNoDuplicateMembers('{"t":"09:30","u":{"v":[":"]}}', { t: "09:30", u: { v: [":"] } }),
+    ).not.toThrow();
   });
 });
 
