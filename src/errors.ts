@@ -131,8 +131,13 @@ export function invalidRequest(violations: FieldViolation[], message = "The requ
   return new AppError("invalid_request", message, { violations });
 }
 
+/** Where a check reports a problem with a field: a {@link Violations} list or an element's part of one. */
+export interface ViolationSink {
+  add(field: string, description: string): void;
+}
+
 /** Collects field violations so one error can name them all. */
-export class Violations {
+export class Violations implements ViolationSink {
   readonly list: FieldViolation[] = [];
 
   add(field: string, description: string): void {
@@ -148,4 +153,21 @@ export class Violations {
 /** Whether a string is a code in the registry. */
 export function isErrorCode(value: string): value is ErrorCode {
   return Object.hasOwn(ERRORS, value);
+}
+
+/**
+ * The violations of element `index` of list `list` (`items`, 3): its field `name` is reported as
+ * `items[3].name`. The path is only made when there is a violation: checking a 50-item receipt
+ * would otherwise build hundreds of path strings to report none.
+ */
+export class ElementViolations implements ViolationSink {
+  constructor(
+    private readonly sink: ViolationSink,
+    private readonly list: string,
+    private readonly index: number,
+  ) {}
+
+  add(field: string, description: string): void {
+    this.sink.add(`${this.list}[${this.index}].${field}`, description);
+  }
 }

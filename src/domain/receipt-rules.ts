@@ -3,7 +3,7 @@
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { type LineItem, type Receipt, ReceiptSchema, type Tax } from "../../gen/receipts/v1/receipt_pb.js";
-import { Violations } from "../errors.js";
+import { ElementViolations, type ViolationSink, Violations } from "../errors.js";
 import { timestampJson } from "../proto-scalars.js";
 import { INPUT_ONLY_FIELDS } from "../receipt-fields.js";
 import type { PaymentGateway } from "./gateways/gateway.js";
@@ -125,6 +125,13 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const ID_RULE = "must start with a letter or digit and contain only letters, digits, '.', '_', ':' and '-'";
 const PAYMENTS_ONLY = "only accepted by payments";
+
+const MAX_MONEY = BigInt(limits.MAX_MONEY);
+const MIN_QUANTITY = BigInt(limits.MIN_QUANTITY);
+const MAX_QUANTITY = BigInt(limits.MAX_QUANTITY);
+/** Anything {@link checkText} looks at closer: control characters and surrogates, paired or not. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
+const CONTROL_OR_SURROGATE = /[\u0000-\u001f\u007f-\u009f\uD800-\uDFFF]/;
 
 const CANONICAL_ZONES: ReadonlySet<string> = new Set([...Intl.supportedValuesOf("timeZone"), "UTC"]);
 
@@ -300,7 +307,7 @@ export function toReceiptMessage(receipt: ValidReceipt | SealedReceiptFields): R
   return fromJson(ReceiptSchema, receipt as JsonObject);
 }
 
-function identifier(v: Violations, field: string, value: string): string {
+function identifier(v: ViolationSink, field: string, value: string): string {
   let problem: string | null = null;
   if (value === "") problem = "is required";
   else if (value.length > limits.MAX_ID_LENGTH)
@@ -310,16 +317,19 @@ function identifier(v: Violations, field: string, value: string): string {
   return value;
 }
 
-function requiredText(v: Violations, field: string, value: string, max: number): string {
+function requiredText(v: ViolationSink, field: string, value: string, max: number): string {
   if (value.trim() === "") v.add(field, "is required");
   else checkText(v, field, value, max);
   return value;
 }
 
 /** Adds a violation and returns false when `value` has control characters, bad UTF-16 or is too long. */
-function checkText(v: Violations, field: string, value: string, max: number): boolean {
+function checkText(v: ViolationSink, field: string, value: string, max: number): boolean {
   let problem: string | null = null;
-  if (CONTROL.test(value)) problem = "must not contain control characters";
+  if (!CONTROL_OR_SURROGATE.test(value)) {
+    // No surrogates: one code point per UTF-16 unit.
+    if (value.length > max) problem = `must be at most ${max} characters`;
+  } else if (CONTROL.test(value)) problem = "must not contain control characters";
   else if (LONE_SURROGATE.test(value)) problem = "must be valid Unicode text (it has an unpaired surrogate)";
   else if (codePoints(value) > max) problem = `must be at most ${max} characters`;
   if (problem !== null) v.add(field, problem);
@@ -350,8 +360,8 @@ function transactionDate(v: Violations, value: Timestamp | undefined, now: Date)
   return "";
 }
 
-function money(v: Violations, field: string, value: bigint): number {
-  if (value < 0n || value > BigInt(limits.MAX_MONEY)) {
+function money(v: ViolationSink, field: string, value: bigint): number {
+  if (value < 0n || value > MAX_MONEY) {
     v.add(field, `must be an integer between 0 and ${limits.MAX_MONEY}`);
   }
   return Number(value);
@@ -364,45 +374,46 @@ function lineItems(v: Violations, items: readonly LineItem[]): ReceiptLineItem[]
   }
   const seen = new Set<string>();
   return items.map((item, i) => {
-    const path = `items[${i}]`;
-    const lineItemId = identifier(v, `${path}.lineItemId`, item.lineItemId);
-    if (lineItemId !== "" && seen.has(lineItemId))
-      v.add(`${path}.lineItemId`, "must be unique within the receipt");
+    const at = new ElementViolations(v, "items", i);
+    const lineItemId = identifier(at, "lineItemId", item.lineItemId);
+    if (lineItemId !== "" && seen.has(lineItemId)) at.add("lineItemId", "must be unique within the receipt");
     seen.add(lineItemId);
     const out: ReceiptLineItem = {
       lineItemId,
-      name: requiredText(v, `${path}.name`, item.name, limits.MAX_ITEM_NAME_LENGTH),
-      quantity: quantity(v, `${path}.quantity`, item.quantity),
-      unitPrice: money(v, `${path}.unitPrice`, item.unitPrice),
-      totalPrice: money(v, `${path}.totalPrice`, item.totalPrice),
-      taxes: taxes(v, `${path}.taxes`, item.taxes),
+      name: requiredText(at, "name", item.name, limits.MAX_ITEM_NAME_LENGTH),
+      quantity: quantity(at, "quantity", item.quantity),
+      unitPrice: money(at, "unitPrice", item.unitPrice),
+      totalPrice: money(at, "totalPrice", item.totalPrice),
+      taxes: taxes(at, item.taxes),
     };
     if (item.category !== undefined) {
-      checkText(v, `${path}.category`, item.category, limits.MAX_LABEL_LENGTH);
+      checkText(at, "category", item.category, limits.MAX_LABEL_LENGTH);
       out.category = item.category;
     }
     return out;
   });
 }
 
-function quantity(v: Violations, field: string, value: bigint): number {
-  if (value < BigInt(limits.MIN_QUANTITY) || value > BigInt(limits.MAX_QUANTITY)) {
+function quantity(v: ViolationSink, field: string, value: bigint): number {
+  if (value < MIN_QUANTITY || value > MAX_QUANTITY) {
     v.add(field, `must be an integer between ${limits.MIN_QUANTITY} and ${limits.MAX_QUANTITY}`);
   }
   return Number(value);
 }
 
-function taxes(v: Violations, path: string, list: readonly Tax[]): ReceiptTax[] {
+/** The taxes of one line item; `item` reports under the item's path. */
+function taxes(item: ViolationSink, list: readonly Tax[]): ReceiptTax[] {
   if (list.length > limits.MAX_TAXES_PER_ITEM) {
-    v.add(path, `must have at most ${limits.MAX_TAXES_PER_ITEM} entries`);
+    item.add("taxes", `must have at most ${limits.MAX_TAXES_PER_ITEM} entries`);
     return [];
   }
   return list.map((tax, i) => {
-    const name = requiredText(v, `${path}[${i}].name`, tax.name, limits.MAX_LABEL_LENGTH);
+    const at = new ElementViolations(item, "taxes", i);
+    const name = requiredText(at, "name", tax.name, limits.MAX_LABEL_LENGTH);
     if (!Number.isFinite(tax.rate) || tax.rate < limits.MIN_TAX_RATE || tax.rate > limits.MAX_TAX_RATE) {
-      v.add(`${path}[${i}].rate`, "must be a fraction between 0 and 1, e.g. 0.19 for 19%");
+      at.add("rate", "must be a fraction between 0 and 1, e.g. 0.19 for 19%");
     }
-    return { name, rate: tax.rate, amount: money(v, `${path}[${i}].amount`, tax.amount) };
+    return { name, rate: tax.rate, amount: money(at, "amount", tax.amount) };
   });
 }
 

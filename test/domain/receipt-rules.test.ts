@@ -253,6 +253,12 @@ const CASES: Case[] = [
   ["duplicate item id", { items: [item(), item()] }, "items[1].lineItemId", "must be unique"],
   ["item without name", { items: [item({ name: "" })] }, "items[0].name", "is required"],
   ["item name too long", { items: [item({ name: repeat(201) })] }, "items[0].name", "at most 200 characters"],
+  [
+    "item name of 201 emoji",
+    { items: [item({ name: "😀".repeat(201) })] },
+    "items[0].name",
+    "at most 200 characters",
+  ],
   ["item name with a tab", { items: [item({ name: "a\tb" })] }, "items[0].name", "control characters"],
   ["item quantity 0", { items: [item({ quantity: 0n })] }, "items[0].quantity", "between 1 and 1000000"],
   ["item quantity negative", { items: [item({ quantity: -2n })] }, "items[0].quantity", "between 1 and"],
