@@ -115,9 +115,11 @@ function compile(desc: DescMessage): Entry {
     // Not `{ ...template }`: V8 makes adding properties to a spread copy slower than all of fromJson.
     const message: Fields = Object.assign({}, template);
     for (const [name, zero] of fresh) message[name] = zero();
-    for (const key of Object.keys(json)) {
+    // for-in walks V8's enum cache where Object.keys makes an array per object; an inherited key
+    // (only code in this process could add one to Object.prototype) is not a member: give up.
+    for (const key in json) {
       const readField = byKey.get(key);
-      if (readField === undefined) throw GIVE_UP;
+      if (readField === undefined || !Object.hasOwn(json, key)) throw GIVE_UP;
       readField(message, json[key] as JsonValue, json, depth);
     }
     return message;
@@ -212,12 +214,10 @@ function valueReader(field: DescField): Reader {
       const item = itemReader(field);
       return (value, depth) => {
         if (!Array.isArray(value)) throw GIVE_UP;
-        const list: unknown[] = [];
-        for (const v of value) {
+        return value.map((v) => {
           if (v === null) throw GIVE_UP;
-          list.push(item(v, depth));
-        }
-        return list;
+          return item(v, depth);
+        });
       };
     }
     case "map": {

@@ -15,7 +15,7 @@ import {
   HealthListResponseSchema,
   type HealthCheckResponse_ServingStatus as ServingStatus,
 } from "../../gen/grpc/health/v1/health_pb.js";
-import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { EncryptedReceiptSchema, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { EncryptReceiptRequestSchema } from "../../gen/receipts/v1/receipts_pb.js";
 import { compiledJsonReader, compiledMessageFromJson as messageFromJson } from "../../src/fast/json-input.js";
 import { compiledMessageToJson as messageToJson } from "../../src/fast/json-output.js";
@@ -405,6 +405,26 @@ describe("compiled REST JSON readers on hand-written bodies", () => {
     expect(errorOf(() => compiledJsonReader(EncryptedReceiptSchema)?.({ ciphertext: "ab$=" }))).toBeDefined();
     expect(errorOf(() => compiledJsonReader(HealthCheckResponseSchema)?.({ status: 7 }))).toBeDefined();
     expect(compiledJsonReader(HealthCheckResponseSchema)?.({ status: 2 })?.status).toBe(2);
+  });
+
+  it("read own members only: an inherited enumerable key is not a field, as in fromJson", () => {
+    const json = { version: "2" };
+    Object.defineProperty(Object.prototype, "receiptId", {
+      value: "inherited",
+      enumerable: true,
+      configurable: true,
+      writable: true,
+    });
+    try {
+      expect(errorOf(() => compiledJsonReader(ReceiptSchema)?.(json))).toBeDefined();
+      expect(messageFromJson(ReceiptSchema, json)).toStrictEqual(
+        messageFromJsonReflective(ReceiptSchema, json),
+      );
+      expect(Object.hasOwn(messageFromJson(ReceiptSchema, json), "receiptId")).toBe(true);
+      expect(messageFromJson(ReceiptSchema, json).receiptId).toBe("");
+    } finally {
+      delete (Object.prototype as Record<string, unknown>).receiptId;
+    }
   });
 
   it("leave messages with oneofs to the reflective path", () => {
