@@ -1,6 +1,7 @@
 import { cpus, loadavg } from "node:os";
 import type { OpenOnDevice } from "./device.js";
 import type { Measurement } from "./load.js";
+import { START_NODE_FLAGS } from "./targets.js";
 
 /**
  * The benchmark's results: the comparison table (service against baseline, measured in the same run),
@@ -236,7 +237,8 @@ export function renderMarkdown(results: Results): string {
     `Measured ${results.date} on ${m.cpu}, ${m.cores} cores, Node ${m.node} (${m.platform}); ` +
       `load average ${m.loadAverage.start} at start, ${m.loadAverage.end} at end; mode: ${results.mode}. ` +
       "Service: one process, embedded store, LOG_LEVEL=warn, rate limits out of reach. Baseline: the same " +
-      "crypto in a bare Fastify route (gRPC: a bare node:http2 handler). Ratios compare the two in this run. " +
+      "crypto in a bare Fastify route (gRPC: a bare node:http2 handler). Both run with the Node flags of " +
+      `npm start (${START_NODE_FLAGS.join(" ") || "none"}). Ratios compare the two in this run. ` +
       `Full load: ${results.settings.connections} REST connections, ${results.settings.grpcConcurrency} ` +
       "concurrent gRPC calls. The targets show the CPU the rest of the machine used (other processes, " +
       "steal) during the service's slices and the baseline's: the service needs more than one core, the " +

@@ -8,8 +8,29 @@ import { type Child, freePort, startNode, waitReady } from "./processes.js";
 
 /**
  * The processes a run measures: the service as `npm start` runs it (built `dist/src/main.js`, embedded
- * store) or as a node:cluster (`dist/src/cluster.js`), and the baseline. All listen on 127.0.0.1 only.
+ * store, the Node flags of the start script) or as a node:cluster (`dist/src/cluster.js`, as
+ * `npm run start:cluster`), and the baseline. All listen on 127.0.0.1 only.
  */
+
+/**
+ * The Node flags `npm start` gives the service (package.json's start script, e.g.
+ * `--max-semi-space-size=32`). The baseline runs with them too, so that a ratio compares code with
+ * code, not one runtime setting with another.
+ */
+export const START_NODE_FLAGS: readonly string[] = startFlags(
+  (
+    JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+      scripts: Record<string, string>;
+    }
+  ).scripts.start ?? "",
+);
+
+/** The flags between `node` and `dist/src/main.js` in a start script. */
+function startFlags(script: string): string[] {
+  const run = /(?:^|&& )node ((?:--\S+ )*)dist\/src\/main\.js/.exec(script);
+  if (run === null) throw new Error(`package.json's start script does not run dist/src/main.js: ${script}`);
+  return (run[1] ?? "").split(" ").filter((flag) => flag !== "");
+}
 
 /** A running service: where it listens and the development API keys it printed. */
 export interface Service {
@@ -59,6 +80,8 @@ export async function startService(name: string, distSrc: URL, options: ServiceO
   if (clustered) env.CLUSTER_WORKERS = String(options.clusterWorkers);
   if (options.fastPaths !== undefined) env.FAST_PATHS = options.fastPaths;
   const execArgv = [
+    ...START_NODE_FLAGS,
+    // Later flags win: a side of bench/ab.ts may set another value.
     ...(options.nodeFlags ?? []),
     ...(options.cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`]),
   ];
@@ -71,7 +94,10 @@ export async function startService(name: string, distSrc: URL, options: ServiceO
 /** Starts the baseline server (`dist/bench/baseline.js`), writing a V8 CPU profile into `cpuProfileDir` if given. */
 export async function startBaseline(distBench: URL, cpuProfileDir?: string): Promise<Baseline> {
   const [port, grpcPort] = [await freePort(), await freePort()];
-  const execArgv = cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${cpuProfileDir}`];
+  const execArgv = [
+    ...START_NODE_FLAGS,
+    ...(cpuProfileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${cpuProfileDir}`]),
+  ];
   const env = { BASELINE_PORT: String(port), BASELINE_GRPC_PORT: String(grpcPort) };
   const child = startNode("baseline", new URL("baseline.js", distBench).pathname, env, execArgv);
   const url = `http://127.0.0.1:${port}`;

@@ -9,9 +9,9 @@ import { randomId } from "./ids.js";
 import { createLogger } from "./logging.js";
 
 /**
- * `node dist/src/cluster.js`: the service as `CLUSTER_WORKERS` processes (default: one per core), each
+ * `npm run start:cluster`: the service as `CLUSTER_WORKERS` processes (default: one per core), each
  * running `main.js`, all sharing one listening port through node:cluster, so a machine's cores all
- * serve requests. Configuration is the same as for `main.js`.
+ * serve requests. Configuration is the same as for `main.js`; workers inherit this process's Node flags.
  *
  * Secrets a lone process would generate for itself when they are not configured (the hashed-PAN
  * pepper, the escrow key and, in development with the embedded store, the two API keys) are generated

@@ -76,13 +76,18 @@ describe("npm start and npm run cli build only when sources changed", () => {
     expect(run(root).said).toBe("");
   });
 
-  it("is what npm start, npm run cli and the install use; npm run build always builds", () => {
+  it("is what npm start (one process or a cluster), npm run cli and the install use; npm run build always builds", () => {
     const { scripts, bin } = JSON.parse(readFileSync(join(repo, "package.json"), "utf8")) as {
       scripts: Record<string, string>;
       bin: Record<string, string>;
     };
     expect(scripts.prepare).toBe("node scripts/build-if-stale.mjs");
-    expect(scripts.start).toBe("node scripts/build-if-stale.mjs && node dist/src/main.js");
+    expect(scripts.start).toBe(
+      "node scripts/build-if-stale.mjs && node --max-semi-space-size=32 dist/src/main.js",
+    );
+    expect(scripts["start:cluster"]).toBe(
+      "node scripts/build-if-stale.mjs && node --max-semi-space-size=32 dist/src/cluster.js",
+    );
     expect(scripts.cli).toBe("node scripts/build-if-stale.mjs && node dist/src/cli/bin.js");
     expect(scripts.build).toBe("node scripts/build-if-stale.mjs --force");
     expect(bin.receipts).toBe("dist/src/cli/bin.js");
