@@ -240,19 +240,20 @@ async function main(): Promise<void> {
 }
 
 /**
- * Encrypt and create payment, REST and gRPC, with receipts of 2, 12 and 50 line items: a fresh
- * service with FAST_PATHS=on and one with FAST_PATHS=off per operation, each size measured on both
- * and on the bare route in alternating slices (three ways), smallest receipts first.
+ * Encrypt and create payment, REST and gRPC, with receipts of 2, 12 and 50 line items: per operation
+ * and size a fresh service with FAST_PATHS=on and one with FAST_PATHS=off (as every measurement gets
+ * a fresh process: the embedded store keeps the receipts of earlier sizes in the heap), each measured
+ * with the bare route in alternating slices (three ways), smallest receipts first.
  */
 async function sizes(base: Baseline): Promise<SizedComparison[]> {
   const rows: SizedComparison[] = [];
   for (const [surface, operation] of SIZED_LOADS) {
     const name = loadName(surface, operation);
-    const on = await startSeeded("warn", undefined, "on");
-    const off = await startSeeded("warn", undefined, "off");
-    try {
-      await setUpBaseline(base, on.svc, on.seed);
-      for (const items of RECEIPT_SIZES) {
+    for (const items of RECEIPT_SIZES) {
+      const on = await startSeeded("warn", undefined, "on");
+      const off = await startSeeded("warn", undefined, "off");
+      try {
+        await setUpBaseline(base, on.svc, on.seed);
         const [onSide, offSide, bare] = await alternateAll(
           [
             loadOf(sizedLoads(on.svc, on.seed, settings, items), name),
@@ -275,10 +276,10 @@ async function sizes(base: Baseline): Promise<SizedComparison[]> {
           `${surface} ${operation}, ${items} items: on ${describe(row.on)} (${pct(row.on, row.baseline)}), ` +
             `off ${describe(row.off)} (${pct(row.off, row.baseline)}), bare ${describe(row.baseline)}`,
         );
+      } finally {
+        await on.svc.child.stop();
+        await off.svc.child.stop();
       }
-    } finally {
-      await on.svc.child.stop();
-      await off.svc.child.stop();
     }
   }
   return rows;
@@ -299,46 +300,55 @@ function without(path: string): string {
 async function fastPathReview(base: Baseline): Promise<FastPathRow[]> {
   const rows: FastPathRow[] = [];
   for (const [surface, operation, paths] of REVIEWED) {
-    const name = loadName(surface, operation);
     const variants = [["on", "on"], ...paths.map((p) => [`-${p}`, without(p)])] as const;
-    const started: [string, Fresh][] = [];
-    try {
-      for (const [label, fastPaths] of variants)
-        started.push([label, await startSeeded("warn", undefined, fastPaths)]);
-      const first = (started[0] as [string, Fresh])[1];
-      await setUpBaseline(base, first.svc, first.seed);
-      const sizes = UNSIZED.has(operation) ? [undefined] : RECEIPT_SIZES;
-      for (const items of sizes) {
-        const loads = (f: Fresh, bare?: Baseline): Phase =>
-          items === undefined
-            ? loadOf(bare === undefined ? f.loads : baselineLoads(bare, f.svc, f.seed, settings), name)
-            : loadOf(sizedLoads(f.svc, f.seed, settings, items, bare), name);
-        const measured = await alternateAll(
-          [...started.map(([, f]) => loads(f)), loads(first, base)],
-          settings.sizeSeconds,
-          settings.sizeRounds,
-        );
-        const row: FastPathRow = {
-          surface,
-          operation,
-          ...(items === undefined ? {} : { items }),
-          variants: Object.fromEntries(started.map(([label], i) => [label, measured[i] as Measurement])),
-          baseline: measured.at(-1) as Measurement,
-        };
-        rows.push(row);
-        log(
-          `fast paths, ${surface} ${operation}${items === undefined ? "" : `, ${items} items`}: ` +
-            started
-              .map(([label], i) => `${label} ${pct(measured[i] as Measurement, row.baseline)}`)
-              .join(", ") +
-            ` of bare ${describe(row.baseline)}`,
-        );
+    for (const items of UNSIZED.has(operation) ? [undefined] : RECEIPT_SIZES) {
+      // Fresh services for each size, as in the sizes phase.
+      const started: [string, Fresh][] = [];
+      try {
+        for (const [label, fastPaths] of variants)
+          started.push([label, await startSeeded("warn", undefined, fastPaths)]);
+        rows.push(await reviewRow(base, surface, operation, items, started));
+      } finally {
+        for (const [, f] of started) await f.svc.child.stop();
       }
-    } finally {
-      for (const [, f] of started) await f.svc.child.stop();
     }
   }
   return rows;
+}
+
+/** One row of the fast-path review: the started variants and the bare route, in rotating slices. */
+async function reviewRow(
+  base: Baseline,
+  surface: FastPathRow["surface"],
+  operation: FastPathRow["operation"],
+  items: number | undefined,
+  started: [string, Fresh][],
+): Promise<FastPathRow> {
+  const name = loadName(surface, operation);
+  const first = (started[0] as [string, Fresh])[1];
+  await setUpBaseline(base, first.svc, first.seed);
+  const loads = (f: Fresh, bare?: Baseline): Phase =>
+    items === undefined
+      ? loadOf(bare === undefined ? f.loads : baselineLoads(bare, f.svc, f.seed, settings), name)
+      : loadOf(sizedLoads(f.svc, f.seed, settings, items, bare), name);
+  const measured = await alternateAll(
+    [...started.map(([, f]) => loads(f)), loads(first, base)],
+    settings.sizeSeconds,
+    settings.sizeRounds,
+  );
+  const row: FastPathRow = {
+    surface,
+    operation,
+    ...(items === undefined ? {} : { items }),
+    variants: Object.fromEntries(started.map(([label], i) => [label, measured[i] as Measurement])),
+    baseline: measured.at(-1) as Measurement,
+  };
+  log(
+    `fast paths, ${surface} ${operation}${items === undefined ? "" : `, ${items} items`}: ` +
+      started.map(([label], i) => `${label} ${pct(measured[i] as Measurement, row.baseline)}`).join(", ") +
+      ` of bare ${describe(row.baseline)}`,
+  );
+  return row;
 }
 
 /** The operations of the fast-path review and the fast paths that work on each. */
@@ -564,12 +574,12 @@ function median(values: number[]): number {
 const deadlineMs =
   (settings.seconds + settings.warmup) * 60_000 +
   settings.rssSeconds * 1000 +
-  // The sizes phase: 12 three-way comparisons, their warm-ups, and 8 services started and seeded.
+  // The sizes phase: 12 three-way comparisons, their warm-ups, and 24 services started and seeded.
   12 * (3 * settings.sizeSeconds + 3 * settings.warmup) * 1000 +
-  8 * 30_000 +
-  // The fast-path review: 12 sized rows of 4-5 sides, 2 of 3, 13 services started and seeded.
+  24 * 30_000 +
+  // The fast-path review: 12 sized rows of 4-5 sides, 2 of 3, 42 services started and seeded.
   (12 * 5 + 2 * 3) * (settings.sizeSeconds + settings.warmup) * 1000 +
-  13 * 30_000 +
+  42 * 30_000 +
   // The P-256 phases: five comparisons and the device phase, a service started and seeded for each.
   6 * (2 * settings.seconds + 2 * settings.warmup) * 1000 +
   6 * 30_000 +

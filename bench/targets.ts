@@ -14,7 +14,7 @@ import { type Child, freePort, startNode, waitReady } from "./processes.js";
 
 /**
  * The Node flags `npm start` gives the service (package.json's start script, e.g.
- * `--max-semi-space-size=32`). The baseline runs with them too, so that a ratio compares code with
+ * `--max-semi-space-size=64`). The baseline runs with them too, so that a ratio compares code with
  * code, not one runtime setting with another.
  */
 export const START_NODE_FLAGS: readonly string[] = startFlags(

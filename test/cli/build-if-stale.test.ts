@@ -83,10 +83,10 @@ describe("npm start and npm run cli build only when sources changed", () => {
     };
     expect(scripts.prepare).toBe("node scripts/build-if-stale.mjs");
     expect(scripts.start).toBe(
-      "node scripts/build-if-stale.mjs && node --max-semi-space-size=32 dist/src/main.js",
+      "node scripts/build-if-stale.mjs && node --max-semi-space-size=64 dist/src/main.js",
     );
     expect(scripts["start:cluster"]).toBe(
-      "node scripts/build-if-stale.mjs && node --max-semi-space-size=32 dist/src/cluster.js",
+      "node scripts/build-if-stale.mjs && node --max-semi-space-size=64 dist/src/cluster.js",
     );
     expect(scripts.cli).toBe("node scripts/build-if-stale.mjs && node dist/src/cli/bin.js");
     expect(scripts.build).toBe("node scripts/build-if-stale.mjs --force");
