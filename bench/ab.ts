@@ -26,7 +26,9 @@ import { initClockTicks, metered, startService } from "./targets.js";
  *
  * `--before` is the `dist` directory of the other build (e.g. a copy made before the change); this
  * build is the "after". `--before` may be this build's own `dist` to compare Node flags alone. The
- * flags take the `=` form: `parseArgs` refuses a separate value that starts with a dash.
+ * flags take the `=` form: `parseArgs` refuses a separate value that starts with a dash. Both sides
+ * start with the flags of this checkout's `npm start` first, so a side's own flag overrides one of
+ * them (`--before-flags=--max-semi-space-size=16` measures Node's default young generation).
  * `--items N` runs the sized loads instead (encrypt and create payment, REST and gRPC, with receipts
  * of N line items, as the bench's sizes phase sends them).
  * Exits 0 unless something crashed.
