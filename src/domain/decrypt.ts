@@ -66,6 +66,7 @@ export async function openWithGrant(
         : { encapsulatedKey: record.keyBundle.encapsulatedKey }),
     }),
     algorithm: record.keyBundle.algorithm,
+    aadBound: record.keyBundle.aadBound === true,
     aad: receiptAad(record),
   });
   const receipt = receiptFromPlaintext(plaintext);

@@ -1,5 +1,6 @@
-import { receiptAad } from "../crypto/envelope.js";
+import { receiptAad, sealedFromText } from "../crypto/envelope.js";
 import { isEscrowHold } from "../crypto/escrow-errors.js";
+import { RSA_OAEP_256 } from "../crypto/suites.js";
 import type { ReceiptRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
@@ -94,13 +95,21 @@ async function releaseOne(
   const bundle = receipt.keyBundle;
   let wrapped: { encryptedAesKey: string; encapsulatedKey?: string };
   try {
+    const { iv, ciphertext, authTag } = sealedFromText({ ...receipt, encryptedAesKey: "" });
     wrapped = await deps.pool.rewrapFromEscrow({
       escrowKeyId,
+      aadBound: bundle.aadBound === true,
       encryptedAesKey: Buffer.from(bundle.encryptedAesKey, "base64"),
       encapsulatedKey:
         bundle.encapsulatedKey === undefined ? undefined : Buffer.from(bundle.encapsulatedKey, "base64"),
+      sealed: { iv, ciphertext, authTag },
       aad: receiptAad(receipt),
-      target: { keyId: target.key.keyId, spki: target.key.spki, algorithm: target.key.algorithm },
+      target: {
+        keyId: target.key.keyId,
+        spki: target.key.spki,
+        algorithm: target.key.algorithm,
+        aadBound: target.key.aadBound,
+      },
     });
   } catch (err) {
     // A hold is expected (a key no longer configured, a corrupt bundle); anything else is a bug, which
@@ -119,6 +128,7 @@ async function releaseOne(
         algorithm: target.key.algorithm,
         encryptedAesKey: wrapped.encryptedAesKey,
         ...(wrapped.encapsulatedKey === undefined ? {} : { encapsulatedKey: wrapped.encapsulatedKey }),
+        ...(target.key.aadBound && target.key.algorithm === RSA_OAEP_256 ? { aadBound: true as const } : {}),
       },
     },
     escrowKeyId,

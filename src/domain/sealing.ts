@@ -1,5 +1,6 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { receiptAadText } from "../crypto/envelope.js";
+import { RSA_OAEP_256 } from "../crypto/suites.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
@@ -97,16 +98,18 @@ export async function sealForRecipient(
   paymentId?: string,
 ): Promise<ReceiptRecord> {
   const recipient = await recipientOf(deps, principal, receipt, caller);
-  const { keyId, algorithm, spki } = recipient.key;
+  const { keyId, algorithm, spki, aadBound } = recipient.key;
   const sealed = await deps.pool.seal({
     plaintext: plaintextTextOf(receipt),
     aad: receiptAadText(receipt),
     keyId,
     spki,
     algorithm,
+    aadBound,
   });
   const keyBundle: StoredKeyBundle = { keyId, algorithm, encryptedAesKey: sealed.encryptedAesKey };
   if (sealed.encapsulatedKey !== undefined) keyBundle.encapsulatedKey = sealed.encapsulatedKey;
+  if (aadBound && algorithm === RSA_OAEP_256) keyBundle.aadBound = true;
   return receiptRecordOf(
     deps,
     principal,

@@ -147,6 +147,11 @@ export interface StoredKeyBundle {
   encryptedAesKey: string;
   /** HPKE only: base64 of the 65-byte encapsulated key. */
   encapsulatedKey?: string;
+  /**
+   * RSA only, set only when true: the wrap's OAEP label is the receipt's AAD (section 5 of the README's
+   * format). Absent on every RSA bundle stored before it existed. HPKE bundles are always bound.
+   */
+  aadBound?: true;
 }
 
 /** A sealed receipt as stored. No plaintext field of the receipt is kept except its identity. */

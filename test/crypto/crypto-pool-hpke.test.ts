@@ -259,6 +259,7 @@ describe("CryptoPool escrow key versions", () => {
     const rewrapped = await pool.rewrapFromEscrow({
       escrowKeyId: pool.escrowKeys[1]?.keyId as string,
       encryptedAesKey: sealed.encryptedAesKey,
+      sealed: sealed,
       aad,
       target: { keyId: "dev", spki: device.publicKey, algorithm: HPKE_P256 },
     });
@@ -296,6 +297,7 @@ describe("CryptoPool escrow key versions", () => {
       pool.rewrapFromEscrow({
         escrowKeyId: "esc_0000000000000000",
         encryptedAesKey: sealed.encryptedAesKey,
+        sealed: sealed,
         aad,
         target,
       }),
@@ -305,6 +307,7 @@ describe("CryptoPool escrow key versions", () => {
       pool.rewrapFromEscrow({
         escrowKeyId: pool.escrowKeys[0]?.keyId as string,
         encryptedAesKey: sealed.encryptedAesKey,
+        sealed: sealed,
         aad,
         target,
       }),
@@ -316,6 +319,7 @@ describe("CryptoPool escrow key versions", () => {
     const ok = await pool.rewrapFromEscrow({
       escrowKeyId: pool.escrowKeys[1]?.keyId as string,
       encryptedAesKey: sealed.encryptedAesKey,
+      sealed: sealed,
       aad,
       target,
     });
@@ -333,6 +337,7 @@ describe("CryptoPool escrow key versions", () => {
       const rewrapped = await ecPool.rewrapFromEscrow({
         escrowKeyId: ecPool.escrowKeys[0]?.keyId as string,
         encryptedAesKey: sealed.encryptedAesKey,
+        sealed: sealed,
         encapsulatedKey: sealed.encapsulatedKey,
         aad,
         target: { keyId: "u", spki: rsaUser.publicKey },

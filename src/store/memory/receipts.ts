@@ -36,6 +36,7 @@ interface KeptReceipt {
   algorithm: KeyAlgorithm;
   encryptedAesKey: string;
   encapsulatedKey: string | undefined;
+  aadBound: true | undefined;
   readonly ciphertext: string;
   readonly iv: string;
   readonly authTag: string;
@@ -63,6 +64,7 @@ function keep(r: ReceiptRecord): KeptReceipt {
     algorithm: r.keyBundle.algorithm,
     encryptedAesKey: r.keyBundle.encryptedAesKey,
     encapsulatedKey: r.keyBundle.encapsulatedKey,
+    aadBound: r.keyBundle.aadBound,
     ciphertext: r.ciphertext,
     iv: r.iv,
     authTag: r.authTag,
@@ -95,6 +97,7 @@ function recordOf(k: KeptReceipt): ReceiptRecord {
   if (k.userId !== undefined) record.userId = k.userId;
   if (k.issuerTenantId !== undefined) record.issuerTenantId = k.issuerTenantId;
   if (k.encapsulatedKey !== undefined) record.keyBundle.encapsulatedKey = k.encapsulatedKey;
+  if (k.aadBound !== undefined) record.keyBundle.aadBound = k.aadBound;
   if (k.escrowKeyId !== undefined) record.escrowKeyId = k.escrowKeyId;
   if (k.escrowOwnerTenantId !== undefined) record.escrowOwnerTenantId = k.escrowOwnerTenantId;
   if (k.expiresAtMs !== undefined) record.expiresAt = new Date(k.expiresAtMs);
@@ -236,6 +239,7 @@ export class MemoryReceipts implements ReceiptStore {
     kept.algorithm = to.keyBundle.algorithm;
     kept.encryptedAesKey = to.keyBundle.encryptedAesKey;
     kept.encapsulatedKey = to.keyBundle.encapsulatedKey;
+    kept.aadBound = to.keyBundle.aadBound;
     this.byUser.add(to.userId, kept);
     return true;
   }
