@@ -24,6 +24,7 @@ import {
   openSealedReceiptHpke,
   sealReceiptHpke,
 } from "./hpke.js";
+import { privateKeyIsConsistent } from "./key-consistency.js";
 import {
   keyAlgorithmOf,
   PublicKeyCache,
@@ -165,8 +166,9 @@ function run(task: WorkerTask): Output | Promise<Output> {
 
 function open(task: Extract<WorkerTask, { op: "open" }>): Output | Promise<Output> {
   const privateKey = parsePrivateKey(task.privateKey, "privateKey");
-  // The key must be the grant's key before any receipt byte is touched (section 5).
-  if (!privateKeyMatches(privateKey, task.expectedSpki)) {
+  // The key must be the grant's key before any receipt byte is touched (section 5): its public half,
+  // and a secret half that belongs to that public half (a forged key carries the right public half).
+  if (!privateKeyMatches(privateKey, task.expectedSpki) || !privateKeyIsConsistent(privateKey)) {
     throw new AppError("forbidden", "The private key does not match the key of this grant.");
   }
   const algorithm = keyAlgorithmOf(privateKey, "privateKey");

@@ -230,7 +230,13 @@ export function unwrapAesKey(encryptedAesKey: Uint8Array, privateKey: KeyObject,
   return aesKey;
 }
 
-/** A sealed receipt or wrapped key that does not decrypt: `internal_server_error`, saying nothing of the data. */
+/**
+ * A sealed receipt or wrapped key that does not decrypt: `integrity_failure` (422), saying nothing of
+ * the data. Not a 5xx: the service cannot check what a merchant sealed on its side, so a receipt that
+ * was sealed wrongly, or tampered with in the store, is a property of that receipt, not a fault of
+ * the service, and retrying cannot help. The key that failed was already proven to be the grant's
+ * key (a wrong or forged key is `forbidden` before this point).
+ */
 export function integrityError(cause: unknown): AppError {
-  return new AppError("internal_server_error", "The sealed receipt failed its integrity check.", { cause });
+  return new AppError("integrity_failure", "The sealed receipt failed its integrity check.", { cause });
 }

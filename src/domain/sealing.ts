@@ -24,9 +24,13 @@ export function plaintextTextOf(receipt: ValidReceipt): string {
   return JSON.stringify(sealedPlaintextOf(receipt));
 }
 
-/** Parses a sealed plaintext back into a receipt message. */
+/**
+ * Parses a sealed plaintext back into a receipt message. Throws when it is not UTF-8 (strictly: no
+ * byte is replaced), not JSON, or not a receipt's fields.
+ */
 export function receiptFromPlaintext(plaintext: Uint8Array): Receipt {
-  return toReceiptMessage(JSON.parse(Buffer.from(plaintext).toString("utf8")) as SealedReceiptFields);
+  const text = new TextDecoder("utf-8", { fatal: true }).decode(plaintext);
+  return toReceiptMessage(JSON.parse(text) as SealedReceiptFields);
 }
 
 /** The parts of a receipt record that do not depend on how it was sealed. */

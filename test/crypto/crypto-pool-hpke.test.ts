@@ -104,7 +104,7 @@ describe("CryptoPool with P-256 keys", () => {
         aad: otherAad,
       }),
     );
-    expect(error.code).toBe("internal_server_error");
+    expect(error.code).toBe("integrity_failure");
     expect(error.message).not.toContain("bound");
   });
 
@@ -179,7 +179,7 @@ describe("CryptoPool with P-256 keys", () => {
         aad,
       }),
     );
-    expect(error.code).toBe("internal_server_error");
+    expect(error.code).toBe("integrity_failure");
     const again = await pool.openReceipt({
       privateKey: device.privateKey,
       expectedSpki: device.publicKey,
@@ -287,7 +287,7 @@ describe("CryptoPool escrow key versions", () => {
         aad: otherAad,
       }),
     );
-    expect(moved.code).toBe("internal_server_error");
+    expect(moved.code).toBe("integrity_failure");
   });
 
   it("holds a receipt whose escrow key is unknown or does not unwrap it (conflict, isEscrowHold)", async () => {

@@ -117,13 +117,13 @@ describe("CryptoPool.openReceipt", () => {
     }
   });
 
-  it("reports a receipt that fails its integrity check with the right key as internal_server_error", async () => {
+  it("reports a receipt that fails its integrity check with the right key as integrity_failure (422)", async () => {
     const sealed = sealReceipt(Buffer.from("secret"), aad, userKey);
     const tampered = { ...sealed, ciphertext: Buffer.from(sealed.ciphertext).fill(0) };
     const error = await rejection(
       pool.openReceipt({ privateKey: user.privateKey, expectedSpki: user.publicKey, sealed: tampered, aad }),
     );
-    expect(error.code).toBe("internal_server_error");
+    expect(error.code).toBe("integrity_failure");
     expect(error.message).not.toContain("secret");
     expect(error.message).not.toContain(user.privateKey.slice(100, 140));
   });

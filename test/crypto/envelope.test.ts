@@ -52,7 +52,7 @@ function expectIntegrityFailure(fn: () => unknown): void {
   }
   expect(caught).toBeInstanceOf(AppError);
   const error = caught as AppError;
-  expect(error.code).toBe("internal_server_error");
+  expect(error.code).toBe("integrity_failure");
   expect(error.message).toBe("The sealed receipt failed its integrity check.");
 }
 
