@@ -3,6 +3,7 @@ import { isEscrowHold } from "../crypto/escrow-errors.js";
 import { RSA_OAEP_256 } from "../crypto/suites.js";
 import type { ReceiptRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { keepIfKeyLives } from "./erasure.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import type { SealingKey } from "./routing.js";
 
@@ -118,7 +119,7 @@ async function releaseOne(
     deps.logger.error({ err, receiptId: receipt.id }, "escrow re-wrap failed unexpectedly");
     return held("re-wrap failed");
   }
-  const released = await deps.store.receipts.release(
+  const stored = await deps.store.receipts.release(
     receipt.id,
     {
       userId: target.user.userId,
@@ -133,5 +134,13 @@ async function releaseOne(
     },
     escrowKeyId,
   );
-  return released ? "released" : "taken";
+  if (!stored) return "taken";
+  // An erasure of the user that took its key meanwhile takes this receipt too.
+  const kept = await keepIfKeyLives(deps, {
+    merchantId: receipt.merchantId,
+    receiptId: receipt.receiptId,
+    userId: target.user.userId,
+    keyBundle: { keyId: target.key.keyId, algorithm: target.key.algorithm, encryptedAesKey: "" },
+  });
+  return kept ? "released" : "taken";
 }

@@ -70,14 +70,16 @@ export async function recipientOf(
   caller: CallerInfo,
 ): Promise<Recipient> {
   const panHash = panHashOf(deps.pepper, card.recipientHashedPan);
-  const [owner, user] = await Promise.all([
+  const [owner, found] = await Promise.all([
     card.cardBin === undefined ? undefined : deps.store.bins.ownerOf(card.cardBin),
     deps.store.users.findByPanHash(panHash),
   ]);
+  let user = found;
   if (user !== undefined && (owner === undefined || owner === user.tenantId)) {
     const key = await deps.store.users.findKey(user.activeKeyId);
-    if (key === undefined) throw new AppError("internal_server_error", "A user's active key is missing.");
-    return { kind: "user", user, key: sealingKeyOf(key) };
+    if (key !== undefined) return { kind: "user", user, key: sealingKeyOf(key) };
+    // Only an erasure deletes keys, and the user goes right after them: the card is unregistered.
+    user = undefined;
   }
   if (user !== undefined && owner !== undefined) {
     await deps.store.audit.append({

@@ -4,6 +4,7 @@ import { RSA_OAEP_256 } from "../crypto/suites.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { keepIfKeyLives } from "./erasure.js";
 import { releaseEscrow } from "./escrow.js";
 import type { CallerInfo } from "./grants.js";
 import {
@@ -122,6 +123,25 @@ export async function sealForRecipient(
     { keyBundle, ciphertext: sealed.ciphertext, iv: sealed.iv, authTag: sealed.authTag },
     paymentId,
   );
+}
+
+/**
+ * Closes the races of a receipt just stored (with or without a payment) with the card's registration
+ * and erasure: a receipt for a user is deleted when an erasure took the user's key meanwhile
+ * (`keepIfKeyLives`); an escrowed one is released when the card registered meanwhile
+ * ({@link settleEscrowRace}). Neither fails the call, whose receipt (and payment) are stored.
+ */
+export async function settleStoredReceipt(deps: DomainDeps, record: ReceiptRecord): Promise<void> {
+  if (record.isEscrowed) {
+    await settleEscrowRace(deps, record);
+    return;
+  }
+  try {
+    await keepIfKeyLives(deps, record);
+  } catch (err) {
+    // The erasure that took the key may still be sweeping (it answers 503 and is retried until done).
+    deps.logger.warn({ err, receiptId: record.id }, "checking a stored receipt's key failed");
+  }
 }
 
 /**

@@ -133,10 +133,30 @@ export interface UserStore {
   /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
   listKeys(userId: string): Promise<KeyRecord[]>;
   /**
-   * Erases a user and its keys (section 19): `undefined` when no such user exists. Grants and receipts
-   * are the domain's to delete first, so that a retry after a failure finds the user and finishes.
+   * Erases a user and its keys (section 19): `undefined` when no such user exists. The domain records
+   * the erasure first ({@link ErasureStore}) and deletes grants and receipts after, so that a retry
+   * after a failure at any step finds what is left and finishes.
    */
   erase(userId: string): Promise<{ user: UserRecord; deletedKeys: number } | undefined>;
+}
+
+/** An erasure that began and has not finished (section 19): what a retry needs to finish it. */
+export interface ErasureRecord {
+  userId: string;
+  /** The issuer tenant that owns the user, the only one that may finish the erasure. */
+  tenantId: string;
+  /** The erased card's HMAC (as stored on the user), for the tenant's own escrow of that card. */
+  panHash: string;
+  startedAt: Date;
+}
+
+/** Erasures in progress: written before a user is erased, removed once nothing of it is left. */
+export interface ErasureStore {
+  /** Records that erasing `record.userId` began; a record already there is kept, and returned. */
+  begin(record: ErasureRecord): Promise<ErasureRecord>;
+  find(userId: string): Promise<ErasureRecord | undefined>;
+  /** Forgets the erasure of `userId` (done); forgetting one that is not there is harmless. */
+  finish(userId: string): Promise<void>;
 }
 
 /** The AES key of a receipt wrapped to one public key. Bytes are base64 strings at rest. */
@@ -259,6 +279,16 @@ export interface ReceiptStore {
   ): Promise<boolean>;
   /** Deletes every receipt of a user (erasure); returns how many. */
   deleteByUser(userId: string): Promise<number>;
+  /**
+   * Deletes a card's escrowed receipts held for issuer tenant `ownerTenantId` (erasure: the tenant's
+   * own escrow of the erased card, whatever key it is sealed to); returns how many.
+   */
+  deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number>;
+  /**
+   * Deletes the receipt `(merchantId, receiptId)` if its key bundle names `keyId`: a receipt stored or
+   * released to a key that was erased meanwhile. Returns whether it did.
+   */
+  deleteIfSealedTo(merchantId: string, receiptId: string, keyId: string): Promise<boolean>;
   /** Unexpired escrowed receipts counted by owner tenant and escrow key id. */
   countEscrowed(now: Date): Promise<EscrowCount[]>;
 }
@@ -507,6 +537,7 @@ export interface Store {
   readonly issuerEscrowKeys: IssuerEscrowKeyStore;
   readonly bins: BinStore;
   readonly merchants: MerchantOwnerStore;
+  readonly erasures: ErasureStore;
   /** Creates indexes (idempotent). Called once at start-up. */
   init(): Promise<void>;
   /** Resolves when the backend answers; throws `service_unavailable` otherwise. */

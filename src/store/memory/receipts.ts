@@ -251,6 +251,20 @@ export class MemoryReceipts implements ReceiptStore {
     return kept.length;
   }
 
+  async deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
+    const held = this.escrowedByPan.get(panHash).filter((k) => k.escrowOwnerTenantId === ownerTenantId);
+    for (const k of held) this.forget(k);
+    return held.length;
+  }
+
+  async deleteIfSealedTo(merchantId: string, receiptId: string, keyId: string): Promise<boolean> {
+    const kept = this.byMerchantReceipt.get(merchantId, receiptId);
+    if (kept === undefined || kept.keyId !== keyId) return false;
+    this.forget(kept);
+    if (kept.userId !== undefined) this.byUser.delete(kept.userId, kept);
+    return true;
+  }
+
   async countEscrowed(now: Date): Promise<EscrowCount[]> {
     const nowMs = now.getTime();
     const counts = new Map<string, EscrowCount>();

@@ -1,6 +1,7 @@
 import type { Store } from "../types.js";
 import { MongoApiKeys } from "./api-keys.js";
 import { MongoAudit } from "./audit.js";
+import { MongoErasures } from "./erasures.js";
 import { MongoContext, type MongoStoreOptions } from "./connection.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
@@ -44,6 +45,7 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     issuerEscrowKeys: new MongoIssuerEscrowKeys(ctx),
     bins: new MongoBins(ctx),
     merchants: new MongoMerchantOwners(ctx),
+    erasures: new MongoErasures(ctx),
     /**
      * Creates every collection's indexes; creating an existing identical index is a no-op. Bounded by
      * `indexTimeoutMs`, not the per-call limit, on a client whose socket timeout allows it: a build

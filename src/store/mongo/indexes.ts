@@ -23,6 +23,8 @@ export const COLLECTIONS = {
   binLocks: "binLocks",
   /** MerchantIds, `_id` the merchantId, and the merchant tenant each belongs to (section 18). */
   merchants: "merchants",
+  /** Erasures begun and not finished, one document per user (section 19): what a retry finishes. */
+  erasures: "erasures",
 } as const;
 
 /** A TTL index: MongoDB deletes a document once its `expiresAt` has passed (checked about every 60 s). */
@@ -38,7 +40,11 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { userId: 1 }, name: "uniq_userId", unique: true },
     { key: { panHash: 1 }, name: "uniq_panHash", unique: true },
   ],
-  [COLLECTIONS.keys]: [{ key: { keyId: 1 }, name: "uniq_keyId", unique: true }],
+  [COLLECTIONS.keys]: [
+    { key: { keyId: 1 }, name: "uniq_keyId", unique: true },
+    // Erasure deletes a user's keys by userId; key listings read them so too.
+    { key: { userId: 1 }, name: "byUser" },
+  ],
   [COLLECTIONS.receipts]: [
     { key: { id: 1 }, name: "uniq_id", unique: true },
     { key: { merchantId: 1, receiptId: 1 }, name: "uniq_merchantId_receiptId", unique: true },
@@ -77,4 +83,5 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { tenantId: 1, createdAt: -1 }, name: "byTenant" },
   ],
   [COLLECTIONS.bins]: [{ key: { tenantId: 1 }, name: "byTenant" }],
+  [COLLECTIONS.erasures]: [{ key: { userId: 1 }, name: "uniq_userId", unique: true }],
 };

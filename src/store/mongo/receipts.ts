@@ -164,6 +164,25 @@ export class MongoReceipts implements ReceiptStore {
     );
   }
 
+  deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
+    return this.ctx.run(
+      async () =>
+        (
+          await this.collection.deleteMany(
+            { panHash, isEscrowed: true, escrowOwnerTenantId: ownerTenantId },
+            this.ctx.limit,
+          )
+        ).deletedCount,
+    );
+  }
+
+  deleteIfSealedTo(merchantId: string, receiptId: string, keyId: string): Promise<boolean> {
+    return this.ctx.run(async () => {
+      const filter: Filter<ReceiptRecord> = { merchantId, receiptId, "keyBundle.keyId": keyId };
+      return (await this.collection.deleteOne(filter, this.ctx.limit)).deletedCount === 1;
+    });
+  }
+
   countEscrowed(now: Date): Promise<EscrowCount[]> {
     return this.ctx.run(async () => {
       const groups = await this.collection
