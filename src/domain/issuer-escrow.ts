@@ -151,7 +151,8 @@ export async function releaseByIssuer(
     );
     if (!ok) fail("not_escrowed");
     // An erasure of the user that took its key meanwhile takes the receipt too.
-    else if (await keepIfKeyLives(deps, { ...receipt, userId: user.userId, keyBundle: bundle })) released += 1;
+    else if (await keepIfKeyLives(deps, { ...receipt, userId: user.userId, keyBundle: bundle }))
+      released += 1;
     else fail("not_found");
   }
   await deps.store.audit.append({

@@ -5,8 +5,8 @@ import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
-import { releaseEscrow } from "./escrow.js";
-import type { CallerInfo } from "./grants.js";
+import { admitToEscrow, releaseReceipt } from "./escrow.js";
+import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import {
   type SealedReceiptFields,
   sealedPlaintextOf,
@@ -103,6 +103,7 @@ export async function sealForRecipient(
   paymentId?: string,
 ): Promise<ReceiptRecord> {
   const recipient = await recipientOf(deps, principal, receipt, caller);
+  await admitToEscrow(deps, principal, recipient);
   const { keyId, algorithm, spki, aadBound } = recipient.key;
   const sealed = await deps.pool.seal({
     plaintext: plaintextTextOf(receipt),
@@ -162,7 +163,13 @@ export async function settleEscrowRace(deps: DomainDeps, record: ReceiptRecord):
     if (record.escrowOwnerTenantId !== undefined && record.escrowOwnerTenantId !== user.tenantId) return;
     const key = await deps.store.users.findKey(user.activeKeyId);
     if (!key) return;
-    await releaseEscrow(deps, { panHash: record.panHash, user, key: sealingKeyOf(key) });
+    // This receipt only: the registration releases the card's other escrow, a page at a time.
+    await releaseReceipt(
+      deps,
+      { panHash: record.panHash, user, key: sealingKeyOf(key) },
+      record,
+      INTERNAL_CALLER,
+    );
   } catch (err) {
     deps.logger.warn({ err, receiptId: record.id }, "escrow release after storing a receipt failed");
   }

@@ -205,6 +205,11 @@ export interface ReceiptRecord {
   escrowOwnerTenantId?: string;
   /** Set while escrowed: deletion time of unreleased escrow. */
   expiresAt?: Date;
+  /**
+   * Set on an escrowed receipt whose key failed to unwrap or to prove itself its receipt's own with
+   * the service escrow key it names: it never will release, and release no longer looks at it.
+   */
+  escrowHeld?: true;
   /** Set for receipts created with a payment. */
   paymentId?: string;
 }
@@ -222,6 +227,8 @@ export interface EscrowQuery {
   escrowKeyIds?: readonly string[];
   /** Only receipts whose escrow key is not one of these. */
   excludeEscrowKeyIds?: readonly string[];
+  /** Leaves out receipts marked `escrowHeld` ({@link ReceiptStore.markHeld}). */
+  excludeHeld?: boolean;
 }
 
 /** Escrowed receipts counted by owner and key, for operators. */
@@ -277,6 +284,8 @@ export interface ReceiptStore {
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
   ): Promise<boolean>;
+  /** Marks an escrowed receipt `escrowHeld`; a receipt no longer escrowed is left as it is. */
+  markHeld(id: string): Promise<void>;
   /** Deletes every receipt of a user (erasure); returns how many. */
   deleteByUser(userId: string): Promise<number>;
   /**

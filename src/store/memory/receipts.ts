@@ -45,6 +45,7 @@ interface KeptReceipt {
   escrowKeyId: string | undefined;
   escrowOwnerTenantId: string | undefined;
   expiresAtMs: number | undefined;
+  escrowHeld: true | undefined;
   readonly paymentId: string | undefined;
 }
 
@@ -73,6 +74,7 @@ function keep(r: ReceiptRecord): KeptReceipt {
     escrowKeyId: r.escrowKeyId,
     escrowOwnerTenantId: r.escrowOwnerTenantId,
     expiresAtMs: r.expiresAt?.getTime(),
+    escrowHeld: r.escrowHeld,
     paymentId: r.paymentId,
   };
 }
@@ -101,6 +103,7 @@ function recordOf(k: KeptReceipt): ReceiptRecord {
   if (k.escrowKeyId !== undefined) record.escrowKeyId = k.escrowKeyId;
   if (k.escrowOwnerTenantId !== undefined) record.escrowOwnerTenantId = k.escrowOwnerTenantId;
   if (k.expiresAtMs !== undefined) record.expiresAt = new Date(k.expiresAtMs);
+  if (k.escrowHeld !== undefined) record.escrowHeld = k.escrowHeld;
   if (k.paymentId !== undefined) record.paymentId = k.paymentId;
   return record;
 }
@@ -203,6 +206,7 @@ export class MemoryReceipts implements ReceiptStore {
             : k.escrowOwnerTenantId === query.ownerTenantId) &&
           (query.escrowKeyIds === undefined || query.escrowKeyIds.includes(k.escrowKeyId ?? "")) &&
           !(query.excludeEscrowKeyIds ?? []).includes(k.escrowKeyId ?? "") &&
+          !(query.excludeHeld === true && k.escrowHeld === true) &&
           (after === undefined ||
             k.createdAtMs > after.createdAt.getTime() ||
             (k.createdAtMs === after.createdAt.getTime() && k.id > after.id)),
@@ -233,6 +237,7 @@ export class MemoryReceipts implements ReceiptStore {
     kept.escrowKeyId = undefined;
     kept.escrowOwnerTenantId = undefined;
     kept.expiresAtMs = undefined;
+    kept.escrowHeld = undefined;
     kept.userId = to.userId;
     kept.issuerTenantId = to.issuerTenantId;
     kept.keyId = to.keyBundle.keyId;
@@ -249,6 +254,11 @@ export class MemoryReceipts implements ReceiptStore {
     for (const k of kept) this.forget(k);
     this.byUser.deleteKey(userId);
     return kept.length;
+  }
+
+  async markHeld(id: string): Promise<void> {
+    const kept = this.escrowed.get(id);
+    if (kept !== undefined) kept.escrowHeld = true;
   }
 
   async deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {

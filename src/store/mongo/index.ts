@@ -1,8 +1,8 @@
 import type { Store } from "../types.js";
 import { MongoApiKeys } from "./api-keys.js";
 import { MongoAudit } from "./audit.js";
-import { MongoErasures } from "./erasures.js";
 import { MongoContext, type MongoStoreOptions } from "./connection.js";
+import { MongoErasures } from "./erasures.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
 import { INDEXES } from "./indexes.js";

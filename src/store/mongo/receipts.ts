@@ -93,6 +93,7 @@ export class MongoReceipts implements ReceiptStore {
     if (query.excludeEscrowKeyIds !== undefined) {
       keys.push({ escrowKeyId: { $nin: [...query.excludeEscrowKeyIds] } });
     }
+    if (query.excludeHeld === true) keys.push({ escrowHeld: { $exists: false } });
     const position: Filter<ReceiptRecord>[] =
       after === undefined
         ? []
@@ -150,7 +151,7 @@ export class MongoReceipts implements ReceiptStore {
             issuerTenantId: to.issuerTenantId,
             keyBundle: { ...to.keyBundle },
           },
-          $unset: { escrowKeyId: "", escrowOwnerTenantId: "", expiresAt: "" },
+          $unset: { escrowKeyId: "", escrowOwnerTenantId: "", expiresAt: "", escrowHeld: "" },
         },
         this.ctx.limit,
       );
@@ -162,6 +163,16 @@ export class MongoReceipts implements ReceiptStore {
     return this.ctx.run(
       async () => (await this.collection.deleteMany({ userId }, this.ctx.limit)).deletedCount,
     );
+  }
+
+  markHeld(id: string): Promise<void> {
+    return this.ctx.run(async () => {
+      await this.collection.updateOne(
+        { id, isEscrowed: true },
+        { $set: { escrowHeld: true } },
+        this.ctx.limit,
+      );
+    });
   }
 
   deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
