@@ -89,12 +89,13 @@ async function erasureOf(deps: DomainDeps, principal: ApiKeyRecord, userId: stri
  */
 export async function keepIfKeyLives(
   deps: DomainDeps,
-  record: Pick<ReceiptRecord, "merchantId" | "receiptId" | "userId" | "keyBundle">,
+  record: Pick<ReceiptRecord, "panHash" | "merchantId" | "receiptId" | "userId" | "keyBundle">,
 ): Promise<boolean> {
   if (record.userId === undefined) return true;
   const key = await deps.store.users.findKey(record.keyBundle.keyId);
   if (key !== undefined && key.userId === record.userId) return true;
-  await deps.store.receipts.deleteIfSealedTo(record.merchantId, record.receiptId, record.keyBundle.keyId);
+  const { panHash, merchantId, receiptId, keyBundle } = record;
+  await deps.store.receipts.deleteIfSealedTo(panHash, merchantId, receiptId, keyBundle.keyId);
   deps.logger.info({ userId: record.userId }, "receipt stored for an erased key deleted");
   return false;
 }

@@ -171,7 +171,8 @@ export async function releaseReceipt(
     // must not cost the cardholder the registration either: the receipt stays escrowed.
     if (isEscrowHold(err)) {
       // A key that fails its unwrap or proof never will release: later releases skip it.
-      if (err.message === ESCROW_UNWRAP_FAILED) await deps.store.receipts.markHeld(receipt.id);
+      if (err.message === ESCROW_UNWRAP_FAILED)
+        await deps.store.receipts.markHeld(receipt.panHash, receipt.id);
       return held(err.message);
     }
     deps.logger.error({ err, receiptId: receipt.id }, "escrow re-wrap failed unexpectedly");
@@ -195,6 +196,7 @@ export async function releaseReceipt(
   if (!stored) return "taken";
   // An erasure of the user that took its key meanwhile takes this receipt too.
   const kept = await keepIfKeyLives(deps, {
+    panHash: receipt.panHash,
     merchantId: receipt.merchantId,
     receiptId: receipt.receiptId,
     userId: target.user.userId,

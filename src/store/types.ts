@@ -284,8 +284,11 @@ export interface ReceiptStore {
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
   ): Promise<boolean>;
-  /** Marks an escrowed receipt `escrowHeld`; a receipt no longer escrowed is left as it is. */
-  markHeld(id: string): Promise<void>;
+  /**
+   * Marks the escrowed receipt `id` of card `panHash` `escrowHeld`; a receipt no longer escrowed is
+   * left as it is. (The card is named so that the write goes to one shard on a cluster.)
+   */
+  markHeld(panHash: string, id: string): Promise<void>;
   /** Deletes every receipt of a user (erasure); returns how many. */
   deleteByUser(userId: string): Promise<number>;
   /**
@@ -294,10 +297,10 @@ export interface ReceiptStore {
    */
   deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number>;
   /**
-   * Deletes the receipt `(merchantId, receiptId)` if its key bundle names `keyId`: a receipt stored or
-   * released to a key that was erased meanwhile. Returns whether it did.
+   * Deletes the receipt `(merchantId, receiptId)` of card `panHash` if its key bundle names `keyId`: a
+   * receipt stored or released to a key that was erased meanwhile. Returns whether it did.
    */
-  deleteIfSealedTo(merchantId: string, receiptId: string, keyId: string): Promise<boolean>;
+  deleteIfSealedTo(panHash: string, merchantId: string, receiptId: string, keyId: string): Promise<boolean>;
   /** Unexpired escrowed receipts counted by owner tenant and escrow key id. */
   countEscrowed(now: Date): Promise<EscrowCount[]>;
 }
@@ -331,6 +334,8 @@ export interface PaymentStore {
   /** Stores the payment and its receipt together: both or neither. */
   createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome>;
   findById(paymentId: string): Promise<PaymentRecord | undefined>;
+  /** The payment of `(merchantId, transactionId)`, of whichever tenant; the caller checks the tenant. */
+  findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined>;
 }
 
 /** A decrypt grant. The token itself is a secret: only its SHA-256 is stored. */

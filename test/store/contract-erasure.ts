@@ -155,20 +155,25 @@ export function erasureContract(store: () => Store): void {
       );
       for (const r of [older, target, newer]) if (r !== undefined) await store().receipts.insert(r);
       if (older === undefined || target === undefined || newer === undefined) throw new Error("no receipt");
-      const { merchantId, receiptId } = target;
-      expect(await store().receipts.deleteIfSealedTo(merchantId, receiptId, "another-key")).toBe(false);
-      expect(await store().receipts.findByMerchantReceipt(merchantId, receiptId)).toEqual(target);
-      expect(await store().receipts.deleteIfSealedTo(merchantId, receiptId, target.keyBundle.keyId)).toBe(
-        true,
+      const { panHash, merchantId, receiptId } = target;
+      expect(await store().receipts.deleteIfSealedTo(panHash, merchantId, receiptId, "another-key")).toBe(
+        false,
       );
+      expect(
+        await store().receipts.deleteIfSealedTo(hex64(), merchantId, receiptId, target.keyBundle.keyId),
+      ).toBe(false);
+      expect(await store().receipts.findByMerchantReceipt(merchantId, receiptId)).toEqual(target);
+      expect(
+        await store().receipts.deleteIfSealedTo(panHash, merchantId, receiptId, target.keyBundle.keyId),
+      ).toBe(true);
       expect(await store().receipts.findByMerchantReceipt(merchantId, receiptId)).toBeUndefined();
       expect(await store().receipts.findByTransaction(target.merchantTenantId, target.transactionId)).toEqual(
         [],
       );
       expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([newer, older]);
-      expect(await store().receipts.deleteIfSealedTo(merchantId, receiptId, target.keyBundle.keyId)).toBe(
-        false,
-      );
+      expect(
+        await store().receipts.deleteIfSealedTo(panHash, merchantId, receiptId, target.keyBundle.keyId),
+      ).toBe(false);
     });
 
     it("keeps an erasure's record from its first begin until finish", async () => {

@@ -61,7 +61,11 @@ export function escrowContract(store: () => Store): void {
       );
       if (first === undefined || second === undefined) throw new Error("no receipt");
       for (const r of [first, second]) await store().receipts.insert(r);
-      await store().receipts.markHeld(first.id);
+      await store().receipts.markHeld(hex64(), first.id);
+      expect(
+        (await store().receipts.findByMerchantReceipt(first.merchantId, first.receiptId))?.escrowHeld,
+      ).toBeUndefined();
+      await store().receipts.markHeld(panHash, first.id);
       const query = { panHash, ownerTenantId: "tnt_a", includeUnowned: true };
       const ids = async (excludeHeld: boolean) =>
         (await store().receipts.findEscrowed({ ...query, excludeHeld }, at(0), 10)).receipts.map((r) => r.id);
@@ -74,7 +78,7 @@ export function escrowContract(store: () => Store): void {
       expect(await store().receipts.release(first.id, to)).toBe(true);
       const released = await store().receipts.findByMerchantReceipt(first.merchantId, first.receiptId);
       expect(released?.escrowHeld).toBeUndefined();
-      await store().receipts.markHeld(first.id);
+      await store().receipts.markHeld(panHash, first.id);
       expect(await store().receipts.findByMerchantReceipt(first.merchantId, first.receiptId)).toEqual(
         released,
       );

@@ -256,9 +256,9 @@ export class MemoryReceipts implements ReceiptStore {
     return kept.length;
   }
 
-  async markHeld(id: string): Promise<void> {
+  async markHeld(panHash: string, id: string): Promise<void> {
     const kept = this.escrowed.get(id);
-    if (kept !== undefined) kept.escrowHeld = true;
+    if (kept !== undefined && kept.panHash === panHash) kept.escrowHeld = true;
   }
 
   async deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
@@ -267,9 +267,14 @@ export class MemoryReceipts implements ReceiptStore {
     return held.length;
   }
 
-  async deleteIfSealedTo(merchantId: string, receiptId: string, keyId: string): Promise<boolean> {
+  async deleteIfSealedTo(
+    panHash: string,
+    merchantId: string,
+    receiptId: string,
+    keyId: string,
+  ): Promise<boolean> {
     const kept = this.byMerchantReceipt.get(merchantId, receiptId);
-    if (kept === undefined || kept.keyId !== keyId) return false;
+    if (kept === undefined || kept.keyId !== keyId || kept.panHash !== panHash) return false;
     this.forget(kept);
     if (kept.userId !== undefined) this.byUser.delete(kept.userId, kept);
     return true;

@@ -165,10 +165,10 @@ export class MongoReceipts implements ReceiptStore {
     );
   }
 
-  markHeld(id: string): Promise<void> {
+  markHeld(panHash: string, id: string): Promise<void> {
     return this.ctx.run(async () => {
       await this.collection.updateOne(
-        { id, isEscrowed: true },
+        { panHash, id, isEscrowed: true },
         { $set: { escrowHeld: true } },
         this.ctx.limit,
       );
@@ -187,9 +187,9 @@ export class MongoReceipts implements ReceiptStore {
     );
   }
 
-  deleteIfSealedTo(merchantId: string, receiptId: string, keyId: string): Promise<boolean> {
+  deleteIfSealedTo(panHash: string, merchantId: string, receiptId: string, keyId: string): Promise<boolean> {
     return this.ctx.run(async () => {
-      const filter: Filter<ReceiptRecord> = { merchantId, receiptId, "keyBundle.keyId": keyId };
+      const filter: Filter<ReceiptRecord> = { panHash, merchantId, receiptId, "keyBundle.keyId": keyId };
       return (await this.collection.deleteOne(filter, this.ctx.limit)).deletedCount === 1;
     });
   }
