@@ -8,6 +8,7 @@ import {
   randomUUID,
 } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createReceiptsClient, type MerchantReceipt, sealAndStoreReceipt } from "../../src/client/index.js";
 import { openReceipt } from "../../src/client/webcrypto.js";
 import { decryptBody, encryptBody, receiptAad, sealedFromText } from "../../src/crypto/envelope.js";
 import { escrowKeyOf } from "../../src/crypto/escrow-keys.js";
@@ -167,6 +168,30 @@ describe("the service escrow key is not a decryption oracle", { timeout: 120_000
       }
     });
   }
+
+  it("the client library seals escrow in the bound form look-up asks for, and it releases", async () => {
+    const merchant = createReceiptsClient({ baseUrl: svc.baseUrl, apiKey: svc.merchantKey });
+    const card = hashPan(`4000${Date.now()}9`);
+    const fields = receiptBody({ merchantId: "merchant-001", merchantName: "Sealed Aside" });
+    const stored = await sealAndStoreReceipt(merchant, {
+      ...(fields as unknown as MerchantReceipt),
+      recipientHashedPan: card,
+    });
+    if (stored.kind !== "receipt") throw new Error("expected a stored receipt");
+    expect(stored.receipt.isEscrowed).toBe(true);
+    expect(stored.receipt.keyBundle?.aadBound).toBe(true);
+    const holder = await fixtureRsaKeyPair();
+    const reg = await post(svc, "/api/v1/onboarding/register", svc.issuerKey, {
+      hashedPan: card,
+      publicKey: holder.publicKey,
+      keyId: randomUUID(),
+    });
+    expect(reg.body.data).toMatchObject({ releasedReceipts: 1, heldReceipts: 0 });
+    const listing = await get(svc, `/api/v1/receipts/${reg.body.data.userId}`, svc.issuerKey);
+    expect((await openReceipt(listing.body.data.receipts[0], holder.privateKey)).merchantName).toBe(
+      "Sealed Aside",
+    );
+  });
 
   it("still releases the victim's receipt to the victim's own registration, which opens it", async () => {
     const victim = await fixtureRsaKeyPair();
