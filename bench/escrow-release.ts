@@ -1,7 +1,8 @@
-import { randomBytes } from "node:crypto";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import {
   AES_KEY_BYTES,
+  openSealedReceipt,
   proveAesKey,
   receiptAad,
   type SealedReceipt,
@@ -9,6 +10,7 @@ import {
   unwrapAesKey,
   wrapAesKey,
 } from "../src/crypto/envelope.js";
+import { privateKeyIsConsistent } from "../src/crypto/key-consistency.js";
 import { generateRsaKeyPair, parsePrivateKey, parsePublicKey } from "../src/crypto/keys.js";
 
 /**
@@ -17,7 +19,7 @@ import { generateRsaKeyPair, parsePrivateKey, parsePublicKey } from "../src/cryp
  * to the cardholder's key) and after (the same with the receipt's AAD as OAEP label, plus the AES-GCM
  * pass that proves the key is the receipt's own), for receipts of 1 KiB, 16 KiB and 256 KiB of
  * ciphertext. The two are timed in alternating slices, so that machine load hits both alike; the
- * ratio is after over before.
+ * ratio is after over before. Then the forged-key check a server-side decrypt runs first.
  *
  *   npx tsc -p bench/tsconfig.json && node dist/bench/escrow-release.js [seconds per size, default 6]
  */
@@ -76,6 +78,31 @@ async function main(): Promise<void> {
   }
 }
 
+/**
+ * The forged-key check a decrypt now runs before opening (`privateKeyIsConsistent`), per call, against
+ * the RSA private operation it guards (`openSealedReceipt` of a 1 KiB receipt).
+ */
+async function consistencyCost(): Promise<void> {
+  const [rsa, ec] = [
+    generateKeyPairSync("rsa", { modulusLength: 2048 }),
+    generateKeyPairSync("ec", { namedCurve: "P-256" }),
+  ];
+  const sealed = sealReceipt(randomBytes(1_024), aad, rsa.publicKey);
+  const time = (fn: () => unknown) => {
+    const side: Side = { releases: 0, ms: 0 };
+    const end = performance.now() + 2_000;
+    while (performance.now() < end) slice(side, fn);
+    return (side.ms * 1000) / side.releases;
+  };
+  const check = time(() => privateKeyIsConsistent(rsa.privateKey));
+  const open = time(() => openSealedReceipt(sealed, aad, rsa.privateKey));
+  const checkEc = time(() => privateKeyIsConsistent(ec.privateKey));
+  console.log(
+    `forged-key check: RSA-2048 ${check.toFixed(0)} us (the open it guards: ${open.toFixed(0)} us), ` +
+      `P-256 ${checkEc.toFixed(0)} us`,
+  );
+}
+
 /** Runs `fn` for one slice, adding its runs and time to `side`. */
 function slice(side: Side, fn: () => void): void {
   const start = performance.now();
@@ -92,3 +119,4 @@ function slice(side: Side, fn: () => void): void {
 }
 
 await main();
+await consistencyCost();
