@@ -2,7 +2,13 @@ import { ed25519 } from "@noble/curves/ed25519.js";
 import { base64, bytesEqual, concat, fromBase64Strict, fromHex, toHex, uintBE, utf8 } from "./bytes.js";
 import { defaultSha256, type Sha256 } from "./hash.js";
 import { emptyRoot, HASH_BYTES } from "./merkle.js";
-import { nobleEngine, parseSigningKey, type SignatureEngine, verifySignature } from "./signatures.js";
+import {
+  nobleEngine,
+  parseSigningKey,
+  type SignatureEngine,
+  type SigningKey,
+  verifySignature,
+} from "./signatures.js";
 
 /**
  * C2SP signed notes, checkpoints and cosignatures (c2sp.org/signed-note, tlog-checkpoint,
@@ -92,7 +98,11 @@ export function parseVkey(text: string): NoteKey | undefined {
   const first = text.indexOf("+");
   const second = text.indexOf("+", first + 1);
   if (first < 0 || second < 0) return undefined;
-  const [name, idHex, material] = [text.slice(0, first), text.slice(first + 1, second), text.slice(second + 1)];
+  const [name, idHex, material] = [
+    text.slice(0, first),
+    text.slice(first + 1, second),
+    text.slice(second + 1),
+  ];
   const id = fromHex(idHex);
   const bytes = fromBase64Strict(material, 33);
   if (!isKeyName(name) || id === undefined || id.length !== 4 || bytes === undefined) return undefined;
@@ -154,8 +164,17 @@ export function formatNote(text: string, signatureLines: string[]): string {
   return `${text}\n${signatureLines.join("")}`;
 }
 
-function ed25519Key(raw: Uint8Array) {
-  const parsed = parseSigningKey(concat(fromHex("302a300506032b6570032100") as Uint8Array, raw));
+const ED25519_SPKI_PREFIX = fromHex("302a300506032b6570032100") as Uint8Array;
+
+/** Parsed Ed25519 keys by their raw bytes: parsing (a point decompression) is a tenth of a verification. */
+const parsedKeys = new Map<string, SigningKey | undefined>();
+
+function ed25519Key(raw: Uint8Array): SigningKey | undefined {
+  const id = toHex(raw);
+  if (parsedKeys.has(id)) return parsedKeys.get(id);
+  const parsed = parseSigningKey(concat(ED25519_SPKI_PREFIX, raw));
+  if (parsedKeys.size >= 1024) parsedKeys.clear();
+  parsedKeys.set(id, parsed.ok ? parsed.key : undefined);
   return parsed.ok ? parsed.key : undefined;
 }
 

@@ -96,18 +96,24 @@ export interface TrustedCheckpoint {
   witnessedAt: number;
 }
 
+/** What a checkpoint's signatures say, before the clock is read: pure, so it may be cached by note text. */
+export interface SignedCheckpoint {
+  checkpoint: Checkpoint;
+  text: string;
+  /** The policy's witnesses whose cosignatures verified, with their times (seconds). */
+  cosigned: Array<{ time: number; organisation: string }>;
+}
+
 /**
- * Verifies a checkpoint note at `now` (seconds) against the policy: a checkpoint of the policy's
- * origin, signed by the log's key; every present signature of a known key verifies; a quorum of
- * distinct witnesses from at least 2 organisations cosigned it (cosignatures more than a minute in the
- * future do not count); and the quorum-th newest cosignature is at most `maxCheckpointAgeSeconds` old.
+ * Checks a checkpoint note's signatures against the policy: a checkpoint of the policy's origin,
+ * signed by the log's key, every present signature of a known key verifying; and collects the
+ * witnesses' cosignature times.
  */
-export function verifyCheckpoint(
+export function checkCheckpointSignatures(
   parsed: ParsedPolicy,
   checkpointNote: string,
-  now: number,
   engine: SignatureEngine = nobleEngine,
-): { ok: true; value: TrustedCheckpoint } | { ok: false; reason: string } {
+): { ok: true; value: SignedCheckpoint } | { ok: false; reason: string } {
   const note = parseNote(checkpointNote);
   const checkpoint = note === undefined ? undefined : parseCheckpoint(note.text);
   if (note === undefined || checkpoint === undefined)
@@ -117,25 +123,46 @@ export function verifyCheckpoint(
   const log = checkNoteSignature(note, parsed.logKey, engine);
   if (log.status !== "good")
     return { ok: false, reason: `checkpoint log signature is ${log.status === "bad" ? "bad" : "missing"}` };
-  const cosigned: Array<{ time: number; organisation: string }> = [];
+  const cosigned: SignedCheckpoint["cosigned"] = [];
   for (const witness of parsed.witnesses) {
     const check = checkNoteSignature(note, witness.key, engine);
     if (check.status === "bad")
       return { ok: false, reason: `checkpoint has a bad cosignature of ${witness.key.name}` };
-    if (
-      check.status === "good" &&
-      check.timestamp !== undefined &&
-      check.timestamp <= now + MAX_CLOCK_SKEW_SECONDS
-    ) {
+    if (check.status === "good" && check.timestamp !== undefined) {
       cosigned.push({ time: check.timestamp, organisation: witness.organisation });
     }
   }
+  return { ok: true, value: { checkpoint, text: note.text, cosigned } };
+}
+
+/**
+ * The clock's part at `now` (seconds): cosignatures more than a minute in the future do not count; a
+ * quorum of distinct witnesses from at least 2 organisations is needed; and the quorum-th newest
+ * cosignature is at most `maxCheckpointAgeSeconds` old.
+ */
+export function checkFreshness(
+  parsed: ParsedPolicy,
+  signed: SignedCheckpoint,
+  now: number,
+): { ok: true; value: TrustedCheckpoint } | { ok: false; reason: string } {
+  const counted = signed.cosigned.filter((c) => c.time <= now + MAX_CLOCK_SKEW_SECONDS);
   const quorum = parsed.policy.quorum;
-  if (cosigned.length < quorum || new Set(cosigned.map((c) => c.organisation)).size < 2) {
-    return { ok: false, reason: `checkpoint lacks a witness quorum (${cosigned.length} of ${quorum})` };
+  if (counted.length < quorum || new Set(counted.map((c) => c.organisation)).size < 2) {
+    return { ok: false, reason: `checkpoint lacks a witness quorum (${counted.length} of ${quorum})` };
   }
-  const witnessedAt = cosigned.map((c) => c.time).sort((a, b) => b - a)[quorum - 1] as number;
+  const witnessedAt = counted.map((c) => c.time).sort((a, b) => b - a)[quorum - 1] as number;
   const maxAge = parsed.policy.maxCheckpointAgeSeconds ?? DEFAULT_MAX_CHECKPOINT_AGE_SECONDS;
   if (now - witnessedAt > maxAge) return { ok: false, reason: "checkpoint is older than maxCheckpointAge" };
-  return { ok: true, value: { checkpoint, text: note.text, witnessedAt } };
+  return { ok: true, value: { checkpoint: signed.checkpoint, text: signed.text, witnessedAt } };
+}
+
+/** Verifies a checkpoint note at `now` (seconds): {@link checkCheckpointSignatures}, then {@link checkFreshness}. */
+export function verifyCheckpoint(
+  parsed: ParsedPolicy,
+  checkpointNote: string,
+  now: number,
+  engine: SignatureEngine = nobleEngine,
+): { ok: true; value: TrustedCheckpoint } | { ok: false; reason: string } {
+  const signed = checkCheckpointSignatures(parsed, checkpointNote, engine);
+  return signed.ok ? checkFreshness(parsed, signed.value, now) : signed;
 }

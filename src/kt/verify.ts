@@ -10,7 +10,13 @@ import {
 import { defaultSha256, type Sha256 } from "./hash.js";
 import { directoryLeaf, OPENING_BYTES, statementLeaf } from "./leaves.js";
 import { leafHash, verifyInclusion } from "./merkle.js";
-import { type ParsedPolicy, type TrustedCheckpoint, verifyCheckpoint } from "./policy.js";
+import {
+  checkCheckpointSignatures,
+  checkFreshness,
+  type ParsedPolicy,
+  type SignedCheckpoint,
+  type TrustedCheckpoint,
+} from "./policy.js";
 import { nobleEngine, parseSigningKey, type SignatureEngine, verifySignature } from "./signatures.js";
 import { isCurrent, parseStatement, parseTime, type Statement } from "./statements.js";
 import type { KtBinding, KtLookupAnswer, KtProof } from "./wire.js";
@@ -70,7 +76,51 @@ export interface VerifyLookupInput {
 export interface VerifyDeps {
   engine?: SignatureEngine;
   sha256?: Sha256;
+  /** Checkpoints and snapshots already checked (a merchant seals many receipts under one checkpoint). */
+  cache?: VerifierCache;
 }
+
+/**
+ * What a verifier may remember between answers: checkpoints whose signatures verified (keyed by the
+ * policy and the exact note text; the clock's rules are applied again on every answer) and snapshots
+ * that parsed (keyed by their exact JSON). Only successes are kept, a bounded number of each.
+ */
+export class VerifierCache {
+  private readonly checkpoints = new WeakMap<ParsedPolicy, Map<string, SignedCheckpoint>>();
+  private readonly snapshots = new Map<string, DirectorySnapshot>();
+
+  constructor(private readonly limit = 16) {}
+
+  checkpoint(
+    policy: ParsedPolicy,
+    note: string,
+    engine: SignatureEngine,
+  ): ReturnType<typeof checkCheckpointSignatures> {
+    const known = this.checkpoints.get(policy) ?? new Map<string, SignedCheckpoint>();
+    this.checkpoints.set(policy, known);
+    const hit = known.get(note);
+    if (hit !== undefined) return { ok: true, value: hit };
+    const checked = checkCheckpointSignatures(policy, note, engine);
+    if (checked.ok) remember(known, note, checked.value, this.limit);
+    return checked;
+  }
+
+  snapshot(json: string): ReturnType<typeof parseDirectory> {
+    const hit = this.snapshots.get(json);
+    if (hit !== undefined) return { ok: true, value: hit };
+    const parsed = parseDirectory(json);
+    if (parsed.ok) remember(this.snapshots, json, parsed.value, this.limit);
+    return parsed;
+  }
+}
+
+function remember<T>(map: Map<string, T>, key: string, value: T, limit: number): void {
+  if (map.size >= limit) map.delete(map.keys().next().value as string);
+  map.set(key, value);
+}
+
+/** The engines a check runs with. */
+type Engines = { engine: SignatureEngine; sha256: Sha256 };
 
 const no = (check: KtCheck, reason: string): KtVerdict => ({ ok: false, check, reason });
 
@@ -85,9 +135,12 @@ export function verifyLookup(
   const { answer, sealTo } = input;
   const note = answer.proof?.checkpoint ?? answer.checkpoint;
   if (note === undefined) return no("checkpoint", "the answer carries no checkpoint");
-  const trusted = verifyCheckpoint(policy, note, Math.floor(input.now / 1000), engine);
+  const signatures =
+    deps.cache?.checkpoint(policy, note, engine) ?? checkCheckpointSignatures(policy, note, engine);
+  if (!signatures.ok) return no("checkpoint", signatures.reason);
+  const trusted = checkFreshness(policy, signatures.value, Math.floor(input.now / 1000));
   if (!trusted.ok) return no("checkpoint", trusted.reason);
-  const snapshot = provenSnapshot(trusted.value, input, sha256);
+  const snapshot = provenSnapshot(trusted.value, input, sha256, deps.cache);
   if (!snapshot.ok) return snapshot;
   const spkiSha256 = base64url(sha256(sealTo.spki));
   const publicKey = fromBase64Strict(answer.publicKey);
@@ -136,9 +189,10 @@ function provenSnapshot(
   trusted: TrustedCheckpoint,
   input: VerifyLookupInput,
   sha256: Sha256,
+  cache: VerifierCache | undefined,
 ): { ok: true; value: DirectorySnapshot } | { ok: false; check: KtCheck; reason: string } {
   const proof = input.answer.directory;
-  const parsed = parseDirectory(input.directoryJson);
+  const parsed = cache?.snapshot(input.directoryJson) ?? parseDirectory(input.directoryJson);
   if (!parsed.ok) return { ok: false, check: "directory", reason: parsed.reason };
   const inclusion = decodeHashes(proof.inclusion);
   const leaf = leafHash(directoryLeaf(input.directoryJson), sha256);
@@ -169,7 +223,7 @@ function checkSigned(
   input: VerifyLookupInput,
   owner: IssuerEntry,
   trusted: TrustedCheckpoint,
-  deps: Required<VerifyDeps>,
+  deps: Engines,
   type: Statement["type"],
 ): Signed {
   const { binding, opening, proof } = input.answer;
@@ -283,7 +337,7 @@ function checkEscrow(
   snapshot: DirectorySnapshot,
   spkiSha256: string,
   trusted: TrustedCheckpoint,
-  deps: Required<VerifyDeps>,
+  deps: Engines,
 ):
   | { ok: true; issuer: string | null; version: number | null }
   | { ok: false; check: KtCheck; reason: string } {

@@ -3,7 +3,7 @@ import { base64, fromBase64Strict } from "../../src/kt/bytes.js";
 import { canonicalJson } from "../../src/kt/json.js";
 import { nodeEngine } from "../../src/kt/node-engine.js";
 import { formatTime } from "../../src/kt/statements.js";
-import { type VerifyLookupInput, verifyLookup } from "../../src/kt/verify.js";
+import { VerifierCache, type VerifyLookupInput, verifyLookup } from "../../src/kt/verify.js";
 import type { KtLookupAnswer } from "../../src/kt/wire.js";
 import { flipBit } from "./support.js";
 import { answerFor, bindingOf, makeIssuer, makeUserKey, NOW, snapshotOf, World } from "./world.js";
@@ -327,5 +327,22 @@ describe("verifyLookup", () => {
     expect(verdict(s, {}, s.world.policy({ pinnedRoots: { "bank-a": "A".repeat(43) } }))).toMatchObject({
       check: "signature",
     });
+  });
+
+  it("answers the same with a cache, and still applies the clock to a cached checkpoint", () => {
+    const s = setting();
+    const cache = new VerifierCache(2);
+    const policy = s.world.policy();
+    expect(verifyLookup(policy, s.input, { cache }).ok).toBe(true);
+    expect(verifyLookup(policy, s.input, { cache }).ok).toBe(true);
+    expect(verifyLookup(policy, { ...s.input, now: NOW + 2 * 3_600_000 }, { cache })).toMatchObject({
+      check: "checkpoint",
+    });
+    const other = makeUserKey();
+    expect(
+      verifyLookup(policy, { ...s.input, sealTo: { ...s.input.sealTo, spki: other.spki } }, { cache }).ok,
+    ).toBe(false);
+    const strictPolicy = s.world.policy({ quorum: 3 });
+    expect(verifyLookup(strictPolicy, s.input, { cache })).toMatchObject({ check: "checkpoint" });
   });
 });
