@@ -14,6 +14,7 @@ import {
   verifyConsistency,
   verifyInclusion,
 } from "../../src/kt/merkle.js";
+import { nodeSha256 as serverSha256 } from "../../src/kt/node-engine.js";
 import { b64, flipBit, hex, nodeSha256 } from "./support.js";
 
 /**
@@ -311,5 +312,17 @@ describe("proof shapes", () => {
     expect(() => consistencyRanges(9, 8)).toThrow(RangeError);
     expect(consistencyRanges(0, 8)).toEqual([]);
     expect(consistencyRanges(8, 8)).toEqual([]);
+  });
+});
+
+describe("the injectable hash", () => {
+  it("gives the same roots and proofs with the server's native SHA-256 as with the pure one", () => {
+    const pure = new MemoryTree(data.map((leaf) => leafHash(leaf)));
+    const native = new MemoryTree(
+      data.map((leaf) => leafHash(leaf, serverSha256)),
+      serverSha256,
+    );
+    for (let size = 0; size <= 64; size++) expect(toHex(native.root(size))).toBe(toHex(pure.root(size)));
+    expect(native.inclusionProof(17, 50).map(toHex)).toEqual(pure.inclusionProof(17, 50).map(toHex));
   });
 });

@@ -116,7 +116,7 @@ describe("the witness's add-checkpoint", () => {
       extensions: [],
     });
     expect(send(0, [], formatNote(text, [signNoteLine(otherLog, text)])).status).toBe(404);
-    expect(addCheckpoint(config, state, "old 12\nnot base64\n\n" + note(15), 0).status).toBe(400);
+    expect(addCheckpoint(config, state, `old 12\nnot base64\n\n${note(15)}`, 0).status).toBe(400);
     expect(send(0, [tree.root(1)], note(15)).status).toBe(409);
     const empty = addCheckpoint(
       config,
