@@ -345,4 +345,32 @@ describe("verifyLookup", () => {
     const strictPolicy = s.world.policy({ quorum: 3 });
     expect(verifyLookup(strictPolicy, s.input, { cache })).toMatchObject({ check: "checkpoint" });
   });
+
+  it("takes the tree size from the checkpoint: a proof whose shape fits another size is still refused", () => {
+    // Leaf 0 of a 3-leaf tree has the proof shape of leaf 0 of 4 leaves: the RFC algorithm alone
+    // would accept size 4 with the 3-leaf root. The checkpoint signs size and root together.
+    const world = new World();
+    const bank = makeIssuer("bank-a");
+    const key = makeUserKey();
+    const snapshot = snapshotOf([{ issuer: bank, bins: ["411111"] }]);
+    const answer = answerFor(world, {
+      statement: bindingOf(bank, key, HASHED_PAN),
+      signer: bank,
+      key,
+      snapshot,
+      statementFirst: 1,
+    });
+    const input: VerifyLookupInput = {
+      answer,
+      card: { cardRef: { hashedPan: HASHED_PAN }, bin: BIN },
+      sealTo: { keyId: key.keyId, algorithm: "HPKE-P256-SHA256-A256GCM", spki: key.spki },
+      directoryJson: snapshot,
+      now: NOW,
+    };
+    const proof = answer.proof as NonNullable<KtLookupAnswer["proof"]>;
+    expect([proof.leafIndex, proof.treeSize]).toEqual([0, 3]);
+    expect(verifyLookup(world.policy(), input).ok).toBe(true);
+    const bent = { ...answer, proof: { ...proof, treeSize: 4 } };
+    expect(verifyLookup(world.policy(), { ...input, answer: bent })).toMatchObject({ check: "inclusion" });
+  });
 });

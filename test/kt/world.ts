@@ -175,14 +175,21 @@ export function answerFor(
     par?: string;
     snapshot: string;
     isEscrowed?: boolean;
+    /** Append the statement before the snapshot, then this many filler leaves. */
+    statementFirst?: number;
   },
 ): KtLookupAnswer {
   const bytes = new TextEncoder().encode(input.statement);
   const opening = new Uint8Array(randomBytes(16));
-  const directoryIndex = world.append(directoryLeaf(input.snapshot));
-  const leafIndex = world.append(
-    statementLeaf({ signerSpki: input.signer.spki, opening, statement: bytes, par: input.par }, nodeSha256),
+  const statementLeafBytes = statementLeaf(
+    { signerSpki: input.signer.spki, opening, statement: bytes, par: input.par },
+    nodeSha256,
   );
+  const first = input.statementFirst !== undefined;
+  const leafIndex = first ? world.append(statementLeafBytes) : -1;
+  const directoryIndex = world.append(directoryLeaf(input.snapshot));
+  for (let i = 0; i < (input.statementFirst ?? 0); i++) world.append(new Uint8Array([9, i]));
+  const statementIndex = first ? leafIndex : world.append(statementLeafBytes);
   const checkpoint = world.checkpoint();
   const size = world.tree.size;
   return {
@@ -197,9 +204,9 @@ export function answerFor(
     },
     opening: base64(opening),
     proof: {
-      leafIndex,
+      leafIndex: statementIndex,
       treeSize: size,
-      inclusion: world.tree.inclusionProof(leafIndex, size).map(base64),
+      inclusion: world.tree.inclusionProof(statementIndex, size).map(base64),
       checkpoint,
     },
     directory: {
