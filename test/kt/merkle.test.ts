@@ -146,6 +146,11 @@ describe("RFC 6962 hashing", () => {
 /** 64 distinct leaves. */
 const data = Array.from({ length: 64 }, (_, i) => new TextEncoder().encode(`leaf ${i}`));
 
+// The cross-checks and the tampering runs do a few hundred thousand verifications (and the second
+// implementation recomputes every subtree of every proof): seconds alone, much longer beside a loaded
+// suite, so these tests get room to finish. Nothing in them measures time.
+const HEAVY_TEST_TIMEOUT = 180_000;
+
 describe("every tree size and index up to 64, against @transmute/rfc9162", () => {
   const tree = new MemoryTree(data.map((leaf) => leafHash(leaf)));
 
@@ -156,38 +161,67 @@ describe("every tree size and index up to 64, against @transmute/rfc9162", () =>
     }
   });
 
-  it("agrees on every inclusion proof, and each side verifies the other's", async () => {
-    for (let size = 1; size <= 64; size++) {
-      const root = tree.root(size);
-      for (let index = 0; index < size; index++) {
-        const ours = tree.inclusionProof(index, size);
-        const theirs = await RFC9162.PATH(index, data.slice(0, size));
-        expect(ours.map(toHex), `${index} of ${size}`).toEqual(theirs.map(toHex));
-        expect(verifyInclusion(index, size, tree.leaf(index), ours, root)).toBe(true);
-        const proof = { log_id: "", tree_size: size, leaf_index: index, inclusion_path: ours };
-        expect(await RFC9162.verifyInclusionProof(root, tree.leaf(index), proof)).toBe(true);
-      }
-    }
-  });
-
-  it("agrees on every consistency proof but for the documented old-root element, both ways", async () => {
-    for (let size = 1; size <= 64; size++) {
-      for (let old = 1; old <= size; old++) {
-        const ours = tree.consistencyProof(old, size);
-        const theirs = await RFC9162.PROOF(old, data.slice(0, size));
-        const oldRoot = tree.root(old);
-        const powerOfTwo = (old & (old - 1)) === 0;
-        const expected = powerOfTwo || old === size ? [oldRoot, ...ours] : ours;
-        expect(theirs.map(toHex), `${old} -> ${size}`).toEqual(expected.map(toHex));
-        expect(verifyConsistency(old, size, oldRoot, tree.root(size), ours)).toBe(true);
-        if (old < size) {
-          const proof = { log_id: "", tree_size_1: old, tree_size_2: size, consistency_path: expected };
-          expect(await RFC9162.verifyConsistencyProof(oldRoot, tree.root(size), proof)).toBe(true);
+  it(
+    "agrees on every inclusion proof, and each side verifies the other's",
+    async () => {
+      for (let size = 1; size <= 64; size++) {
+        const root = tree.root(size);
+        for (let index = 0; index < size; index++) {
+          const ours = tree.inclusionProof(index, size);
+          const theirs = await RFC9162.PATH(index, data.slice(0, size));
+          expect(ours.map(toHex), `${index} of ${size}`).toEqual(theirs.map(toHex));
+          expect(verifyInclusion(index, size, tree.leaf(index), ours, root)).toBe(true);
+          const proof = { log_id: "", tree_size: size, leaf_index: index, inclusion_path: ours };
+          expect(await RFC9162.verifyInclusionProof(root, tree.leaf(index), proof)).toBe(true);
         }
       }
-    }
-  });
+    },
+    HEAVY_TEST_TIMEOUT,
+  );
+
+  it(
+    "agrees on every consistency proof but for the documented old-root element, both ways",
+    async () => {
+      for (let size = 1; size <= 64; size++) {
+        for (let old = 1; old <= size; old++) {
+          const ours = tree.consistencyProof(old, size);
+          const theirs = await RFC9162.PROOF(old, data.slice(0, size));
+          const oldRoot = tree.root(old);
+          const powerOfTwo = (old & (old - 1)) === 0;
+          const expected = powerOfTwo || old === size ? [oldRoot, ...ours] : ours;
+          expect(theirs.map(toHex), `${old} -> ${size}`).toEqual(expected.map(toHex));
+          expect(verifyConsistency(old, size, oldRoot, tree.root(size), ours)).toBe(true);
+          if (old < size) {
+            const proof = { log_id: "", tree_size_1: old, tree_size_2: size, consistency_path: expected };
+            expect(await RFC9162.verifyConsistencyProof(oldRoot, tree.root(size), proof)).toBe(true);
+          }
+        }
+      }
+    },
+    HEAVY_TEST_TIMEOUT,
+  );
 });
+
+/** Other indexes and sizes to try in place of `at` in a tree of `size`: the edges and the neighbours. */
+function neighbours(at: number, size: number): number[] {
+  const all = [
+    0,
+    1,
+    at - 2,
+    at - 1,
+    at + 1,
+    at + 2,
+    size - 2,
+    size - 1,
+    size,
+    size + 1,
+    size + 2,
+    2 * size,
+    63,
+    64,
+  ];
+  return [...new Set(all)].filter((n) => n >= 0 && n <= 64);
+}
 
 describe("tampering", () => {
   const tree = new MemoryTree(
@@ -202,85 +236,96 @@ describe("tampering", () => {
   // Passes are collected, not asserted one by one.
   const stepFor = (size: number) => (size <= 8 ? 1 : 37);
 
-  it("fails an inclusion proof with any bit of a hash, the leaf, the index or the size changed", () => {
-    const passed: string[] = [];
-    let checks = 0;
-    const expectFail = (ok: boolean, what: string) => {
-      checks++;
-      if (ok) passed.push(what);
-    };
-    for (let size = 1; size <= 64; size++) {
-      const root = roots[size] as Uint8Array;
-      for (let index = 0; index < size; index++) {
-        const proof = tree.inclusionProof(index, size);
-        const leaf = tree.leaf(index);
-        const at = `${index} of ${size}`;
-        expect(verify(index, size, leaf, proof, root), at).toBe(true);
-        for (let h = 0; h < proof.length; h++) {
-          for (let bit = 0; bit < 256; bit += stepFor(size)) {
-            const bad = proof.slice();
-            bad[h] = flipBit(proof[h] as Uint8Array, bit);
-            expectFail(verify(index, size, leaf, bad, root), `${at}: hash ${h} bit ${bit}`);
+  it(
+    "fails an inclusion proof with any bit of a hash, the leaf, the index or the size changed",
+    () => {
+      const passed: string[] = [];
+      let checks = 0;
+      const expectFail = (ok: boolean, what: string) => {
+        checks++;
+        if (ok) passed.push(what);
+      };
+      for (let size = 1; size <= 64; size++) {
+        const root = roots[size] as Uint8Array;
+        for (let index = 0; index < size; index++) {
+          const proof = tree.inclusionProof(index, size);
+          const leaf = tree.leaf(index);
+          const at = `${index} of ${size}`;
+          expect(verify(index, size, leaf, proof, root), at).toBe(true);
+          for (let h = 0; h < proof.length; h++) {
+            for (let bit = 0; bit < 256; bit += stepFor(size)) {
+              const bad = proof.slice();
+              bad[h] = flipBit(proof[h] as Uint8Array, bit);
+              expectFail(verify(index, size, leaf, bad, root), `${at}: hash ${h} bit ${bit}`);
+            }
           }
+          for (let bit = 0; bit < 256; bit += stepFor(size)) {
+            expectFail(verify(index, size, flipBit(leaf, bit), proof, root), `${at}: leaf bit ${bit}`);
+          }
+          for (const other of neighbours(index, size)) {
+            if (other !== index) expectFail(verify(other, size, leaf, proof, root), `${at}: index ${other}`);
+            // A size read with a root it does not belong to can pass when the proof's shape is the
+            // same (leaf 0 of 3 and of 4): the checkpoint binds size and root together, and the
+            // verifier takes both from it. Here the size changes with its own tree's root.
+            if (other !== size)
+              expectFail(
+                verify(index, other, leaf, proof, roots[other] as Uint8Array),
+                `${at}: size ${other}`,
+              );
+          }
+          if (proof.length > 0) expectFail(verify(index, size, leaf, proof.slice(1), root), `${at}: shorter`);
+          expectFail(verify(index, size, leaf, [...proof, leaf], root), `${at}: longer`);
         }
-        for (let bit = 0; bit < 256; bit += stepFor(size)) {
-          expectFail(verify(index, size, flipBit(leaf, bit), proof, root), `${at}: leaf bit ${bit}`);
-        }
-        for (let other = 0; other <= Math.min(64, size + 2); other++) {
-          if (other !== index) expectFail(verify(other, size, leaf, proof, root), `${at}: index ${other}`);
-          // A size read with a root it does not belong to can pass when the proof's shape is the
-          // same (leaf 0 of 3 and of 4): the checkpoint binds size and root together, and the
-          // verifier takes both from it. Here the size changes with its own tree's root.
-          if (other !== size)
-            expectFail(verify(index, other, leaf, proof, roots[other] as Uint8Array), `${at}: size ${other}`);
-        }
-        if (proof.length > 0) expectFail(verify(index, size, leaf, proof.slice(1), root), `${at}: shorter`);
-        expectFail(verify(index, size, leaf, [...proof, leaf], root), `${at}: longer`);
       }
-    }
-    expect(passed).toEqual([]);
-    expect(checks).toBeGreaterThan(50_000);
-  });
+      expect(passed).toEqual([]);
+      expect(checks).toBeGreaterThan(50_000);
+    },
+    HEAVY_TEST_TIMEOUT,
+  );
 
-  it("fails a consistency proof with any bit of a hash, a root or a size changed", () => {
-    const passed: string[] = [];
-    const verify = (m: number, n: number, r1: Uint8Array, r2: Uint8Array, p: Uint8Array[]) =>
-      verifyConsistency(m, n, r1, r2, p, nodeSha256);
-    const expectFail = (ok: boolean, what: string) => {
-      if (ok) passed.push(what);
-    };
-    for (let size = 2; size <= 64; size++) {
-      for (let old = 1; old < size; old++) {
-        const proof = tree.consistencyProof(old, size);
-        const [oldRoot, root] = [roots[old] as Uint8Array, roots[size] as Uint8Array];
-        const at = `${old} -> ${size}`;
-        expect(verify(old, size, oldRoot, root, proof), at).toBe(true);
-        for (let h = 0; h < proof.length; h++) {
-          for (let bit = 0; bit < 256; bit += stepFor(size)) {
-            const bad = proof.slice();
-            bad[h] = flipBit(proof[h] as Uint8Array, bit);
-            expectFail(verify(old, size, oldRoot, root, bad), `${at}: hash ${h} bit ${bit}`);
+  it(
+    "fails a consistency proof with any bit of a hash, a root or a size changed",
+    () => {
+      const passed: string[] = [];
+      const verify = (m: number, n: number, r1: Uint8Array, r2: Uint8Array, p: Uint8Array[]) =>
+        verifyConsistency(m, n, r1, r2, p, nodeSha256);
+      const expectFail = (ok: boolean, what: string) => {
+        if (ok) passed.push(what);
+      };
+      for (let size = 2; size <= 64; size++) {
+        for (let old = 1; old < size; old++) {
+          const proof = tree.consistencyProof(old, size);
+          const [oldRoot, root] = [roots[old] as Uint8Array, roots[size] as Uint8Array];
+          const at = `${old} -> ${size}`;
+          expect(verify(old, size, oldRoot, root, proof), at).toBe(true);
+          for (let h = 0; h < proof.length; h++) {
+            for (let bit = 0; bit < 256; bit += stepFor(size)) {
+              const bad = proof.slice();
+              bad[h] = flipBit(proof[h] as Uint8Array, bit);
+              expectFail(verify(old, size, oldRoot, root, bad), `${at}: hash ${h} bit ${bit}`);
+            }
           }
+          for (let bit = 0; bit < 256; bit += stepFor(size)) {
+            expectFail(verify(old, size, flipBit(oldRoot, bit), root, proof), `${at}: old root bit ${bit}`);
+            expectFail(verify(old, size, oldRoot, flipBit(root, bit), proof), `${at}: root bit ${bit}`);
+          }
+          for (const other of neighbours(old, size)) {
+            if (other !== old)
+              expectFail(verify(other, size, roots[other] as Uint8Array, root, proof), `${at}: old ${other}`);
+            if (other !== size)
+              expectFail(
+                verify(old, other, oldRoot, roots[other] as Uint8Array, proof),
+                `${at}: size ${other}`,
+              );
+          }
+          expectFail(verify(old, size, oldRoot, root, proof.slice(1)), `${at}: shorter`);
+          expectFail(verify(old, size, oldRoot, root, [...proof, root]), `${at}: longer`);
         }
-        for (let bit = 0; bit < 256; bit += stepFor(size)) {
-          expectFail(verify(old, size, flipBit(oldRoot, bit), root, proof), `${at}: old root bit ${bit}`);
-          expectFail(verify(old, size, oldRoot, flipBit(root, bit), proof), `${at}: root bit ${bit}`);
-        }
-        for (let other = 0; other <= Math.min(64, size + 2); other++) {
-          if (other !== old)
-            expectFail(verify(other, size, roots[other] as Uint8Array, root, proof), `${at}: old ${other}`);
-          if (other !== size)
-            expectFail(
-              verify(old, other, oldRoot, roots[other] as Uint8Array, proof),
-              `${at}: size ${other}`,
-            );
-        }
-        expectFail(verify(old, size, oldRoot, root, proof.slice(1)), `${at}: shorter`);
-        expectFail(verify(old, size, oldRoot, root, [...proof, root]), `${at}: longer`);
       }
-    }
-    expect(passed).toEqual([]);
-  });
+      expect(passed).toEqual([]);
+    },
+    HEAVY_TEST_TIMEOUT,
+  );
 
   it("refuses sizes and indexes that are not safe integers, and hashes of the wrong length", () => {
     const proof = tree.inclusionProof(3, 8);

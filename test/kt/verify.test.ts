@@ -284,7 +284,7 @@ describe("verifyLookup", () => {
         refused.push(`size ${treeSize}`);
     }
     expect(refused).toEqual([]);
-  });
+  }, 180_000); // hundreds of verifications: seconds alone, more beside a loaded suite; no time measured
 
   it("refuses an expired snapshot, a snapshot not under the checkpoint, and a binding of a PAR card as a hashed PAN", () => {
     const s = setting();
