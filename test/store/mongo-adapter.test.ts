@@ -1,8 +1,11 @@
 import { MongoClient } from "mongodb";
 import { afterEach, describe, expect, it } from "vitest";
 import { AppError } from "../../src/errors.js";
+import { createLogger } from "../../src/logging.js";
+import { createStore } from "../../src/store/index.js";
 import { createMongoStore, DEFAULT_INDEX_TIMEOUT_MS } from "../../src/store/mongo/index.js";
 import { INDEXES } from "../../src/store/mongo/indexes.js";
+import { withTimeLimit } from "../../src/store/time-limit.js";
 import type { Store } from "../../src/store/types.js";
 import { FakeMongo, keyOf, type RecordedQuery } from "./fake-mongo/index.js";
 import { at, auditEvent, escrowedReceipt, escrowQuery, hex64, receipt } from "./fixtures.js";
@@ -61,6 +64,33 @@ describe("MongoDB adapter", () => {
     // Requests keep their own short limit.
     await store.audit.list(1);
     expect(fake.operations.at(-1)?.options?.maxTimeMS).toBe(50);
+  });
+
+  it("answers a slow call itself within STORE_TIMEOUT_MS: the service's outer limit never fires first", async () => {
+    for (const storeTimeoutMs of [400, 5_000]) {
+      const fake = new FakeMongo();
+      const config = {
+        store: "mongodb",
+        mongodbUri: "mongodb://fake.invalid/",
+        mongodbDb: "receipts",
+        storeTimeoutMs,
+      } as const;
+      const backend = await createStore(config, createLogger("silent"), { createClient: fake.createClient });
+      stores.push(backend);
+      // As the app wraps it (src/app.ts).
+      const store = withTimeLimit(backend, storeTimeoutMs);
+      await store.audit.list(1);
+      const maxTimeMS = fake.operations.at(-1)?.options?.maxTimeMS ?? Number.POSITIVE_INFINITY;
+      // Two operations (a call's most before its own deadline) fit in the limit.
+      expect(2 * maxTimeMS).toBeLessThan(storeTimeoutMs);
+      if (storeTimeoutMs > 1_000) continue;
+      fake.slow("find audit", 3 * storeTimeoutMs);
+      const failure = await store.audit.list(1).catch((err: unknown) => err);
+      expect(failure).toBeInstanceOf(AppError);
+      expect((failure as AppError).code).toBe("service_unavailable");
+      // The adapter's own deadline answered, not withTimeLimit's.
+      expect(String((failure as AppError).cause)).toMatch(/No answer within \d+ ms/);
+    }
   });
 
   it("starts on a database whose indexes an earlier version created", async () => {

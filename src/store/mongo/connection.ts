@@ -58,6 +58,18 @@ const SOCKET_MARGIN_MS = 1_000;
 const CALL_TIMEOUT_FACTOR = 2;
 
 /**
+ * The `operationTimeoutMs` whose whole-call deadline ends before `callLimitMs`, the time limit the
+ * service puts around every store call (`STORE_TIMEOUT_MS`, see `withTimeLimit`): the adapter then
+ * answers a slow call itself, with every operation's `maxTimeMS` inside the limit, and the outer limit
+ * only ever catches a call the adapter lost track of. A twentieth of the limit (at most 100 ms) is
+ * kept as a margin for the timers' own lateness.
+ */
+export function operationTimeoutWithin(callLimitMs: number): number {
+  const margin = Math.min(100, Math.floor(callLimitMs / 20));
+  return Math.max(1, Math.floor((callLimitMs - margin) / CALL_TIMEOUT_FACTOR));
+}
+
+/**
  * The MongoDB client shared by every repository, with the two things they all need: `run`, which
  * connects on demand and turns driver failures into the contract's errors, and `transaction`, a
  * time-bounded transaction runner.

@@ -16,6 +16,7 @@ export {
   DEFAULT_INDEX_TIMEOUT_MS,
   DEFAULT_OPERATION_TIMEOUT_MS,
   type MongoStoreOptions,
+  operationTimeoutWithin,
 } from "./connection.js";
 
 /**
