@@ -256,6 +256,13 @@ function grantsContract(store: () => Store): void {
       });
     });
 
+    it("still finds a grant just expired, also after its user took another (the reader checks expiry)", async () => {
+      const first = grant("usr_1", at(0));
+      await store().grants.create(first, cap, at(0));
+      expect(await store().grants.create(grant("usr_1", at(181)), cap, at(181))).toEqual({ kind: "created" });
+      expect(await store().grants.findByHash(first.tokenHash)).toEqual(first);
+    });
+
     it("creates exactly `cap` of 20 concurrent grants for one user", async () => {
       const results = await Promise.all(
         Array.from({ length: 20 }, () => store().grants.create(grant("usr_1", at(0)), cap, at(0))),
