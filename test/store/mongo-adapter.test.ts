@@ -125,6 +125,37 @@ describe("MongoDB adapter", () => {
     for (const query of pages) expect(servingIndex(query), JSON.stringify(query)).toBeDefined();
   });
 
+  it("keeps a receipt's claim as long as the receipt: the escrow's expiry until released, none after", async () => {
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    const escrowed = escrowedReceipt(hex64(), at(999));
+    await store.receipts.insert(escrowed);
+    const claims = fake.database("receipts").collection("receiptClaims").docs;
+    const claimOf = () =>
+      [...claims.values()].find(
+        (c) => keyOf(c._id) === keyOf({ merchantId: escrowed.merchantId, receiptId: escrowed.receiptId }),
+      );
+    expect(claimOf()).toEqual({
+      _id: { merchantId: escrowed.merchantId, receiptId: escrowed.receiptId },
+      panHash: escrowed.panHash,
+      id: escrowed.id,
+      expiresAt: at(999),
+    });
+    const bundle = { keyId: "k-user", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "d3JhcHBlZA==" };
+    expect(
+      await store.receipts.release(escrowed.id, {
+        userId: "usr_1",
+        issuerTenantId: "tnt_i",
+        keyBundle: bundle,
+      }),
+    ).toBe(true);
+    expect(claimOf()?.expiresAt).toBeUndefined();
+    // Both collections expire by the same TTL: claims that still carry an expiry only.
+    const ttl = INDEXES.receiptClaims?.find((index) => index.expireAfterSeconds !== undefined);
+    expect(ttl).toMatchObject({ key: { expiresAt: 1 }, expireAfterSeconds: 0 });
+  });
+
   it("answers service_unavailable, not a bare error, when an idempotency key stays contended", async () => {
     const fake = new FakeMongo();
     const store = await storeOn(fake);
@@ -146,14 +177,19 @@ describe("MongoDB adapter", () => {
   });
 });
 
-/** An index of the adapter whose keys are the query's equality fields (any order), then its sort. */
+/**
+ * An index of the adapter whose keys are the query's equality fields (any order), then its sort. An
+ * equality the index's partial filter makes (`isEscrowed: true`) needs no key.
+ */
 function servingIndex(query: RecordedQuery): string | undefined {
-  const equality = Object.entries(query.filter)
-    .filter(([field, value]) => !field.startsWith("$") && !isOperators(value))
-    .map(([field]) => field);
   const sort = Object.entries(query.sort ?? {});
   const reversed = sort.map(([field, direction]) => [field, -direction] as const);
   return (INDEXES[query.collection] ?? []).find((index) => {
+    const partial = (index.partialFilterExpression ?? {}) as Record<string, unknown>;
+    const equality = Object.entries(query.filter)
+      .filter(([field, value]) => !field.startsWith("$") && !isOperators(value))
+      .filter(([field, value]) => !(field in partial && keyOf(partial[field]) === keyOf(value)))
+      .map(([field]) => field);
     const keys = Object.entries(index.key as Record<string, number>);
     const prefix = keys.slice(0, equality.length).map(([field]) => field);
     const rest = keys.slice(equality.length, equality.length + sort.length);
