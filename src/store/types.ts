@@ -287,6 +287,8 @@ export interface PaymentStore {
   /** Stores the payment and its receipt together: both or neither. */
   createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome>;
   findById(paymentId: string): Promise<PaymentRecord | undefined>;
+  /** The payment of `(merchantId, transactionId)`, of whichever tenant; the caller checks the tenant. */
+  findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined>;
 }
 
 /** A decrypt grant. The token itself is a secret: only its SHA-256 is stored. */

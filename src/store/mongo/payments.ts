@@ -45,4 +45,12 @@ export class MongoPayments implements PaymentStore {
         )) ?? undefined,
     );
   }
+
+  findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined> {
+    return this.ctx.run(
+      async () =>
+        (await this.payments.findOne<PaymentRecord>({ merchantId, transactionId }, this.ctx.read)) ??
+        undefined,
+    );
+  }
 }
