@@ -153,10 +153,10 @@ function idempotencyContract(store: () => Store): void {
     it("lets a retry start again after abandon, but never forgets a completed response", async () => {
       const idem = store().idempotency;
       await idem.begin("idem-1", "hash-a", expires, at(0), lease);
-      await idem.abandon("idem-1");
+      await idem.abandon("idem-1", lease);
       expect(await idem.begin("idem-1", "hash-a", expires, at(1), lease)).toEqual({ kind: "started" });
       await idem.complete("idem-1", "first");
-      await idem.abandon("idem-1");
+      await idem.abandon("idem-1", lease);
       await idem.complete("idem-1", "second");
       expect(await idem.begin("idem-1", "hash-a", expires, at(2), lease)).toEqual({
         kind: "completed",
@@ -206,6 +206,21 @@ function idempotencyContract(store: () => Store): void {
         requestHash: "hash-a",
         response: "done",
       });
+    });
+
+    it("keeps a key taken over: the call whose lease ran out cannot abandon it any more", async () => {
+      const idem = store().idempotency;
+      await idem.begin("idem-1", "hash-a", expires, at(0), at(60));
+      // The first call outlived its lease; a retry took the key over.
+      expect(await idem.begin("idem-1", "hash-a", expires, at(60), at(120))).toEqual({ kind: "started" });
+      await idem.abandon("idem-1", at(60));
+      expect(await idem.begin("idem-1", "hash-a", expires, at(61), at(121))).toEqual({
+        kind: "in_progress",
+        requestHash: "hash-a",
+      });
+      // Its holder can.
+      await idem.abandon("idem-1", at(120));
+      expect(await idem.begin("idem-1", "hash-a", expires, at(62), at(122))).toEqual({ kind: "started" });
     });
 
     it("never lets another request take over a stale key, and lets one of many retries take it", async () => {
