@@ -54,6 +54,22 @@ export function escrowContract(store: () => Store): void {
     const find = async (query: EscrowQuery, now = at(60), limit = 100) =>
       (await store().receipts.findEscrowed(query, now, limit)).receipts;
 
+    it("keeps a key bundle's aadBound mark, escrowed and after release", async () => {
+      const panHash = hex64();
+      const bound = escrowedReceipt(panHash, at(10_000));
+      bound.keyBundle.aadBound = true;
+      const unbound = escrowedReceipt(panHash, at(10_000));
+      for (const r of [bound, unbound]) await store().receipts.insert(r);
+      const read = (r: ReceiptRecord) => store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId);
+      expect((await read(bound))?.keyBundle).toEqual(bound.keyBundle);
+      expect((await read(unbound))?.keyBundle).toEqual(unbound.keyBundle);
+      const boundTo = { ...to, keyBundle: { ...to.keyBundle, aadBound: true as const } };
+      expect(await store().receipts.release(unbound.id, boundTo)).toBe(true);
+      expect(await store().receipts.release(bound.id, to)).toBe(true);
+      expect((await read(unbound))?.keyBundle).toEqual(boundTo.keyBundle);
+      expect((await read(bound))?.keyBundle).toEqual(to.keyBundle);
+    });
+
     it("marks a receipt held, which a query that excludes held ones skips, until it is released", async () => {
       const panHash = hex64();
       const [first, second] = [at(1), at(2)].map((createdAt) =>
