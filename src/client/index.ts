@@ -5,6 +5,7 @@
  * only opens receipts imports `./webcrypto.js` and `./key-ring.js` directly.
  */
 
+export type { TrustPolicy } from "../kt/policy.js";
 export {
   type CallOptions,
   type CreateOptions,
@@ -31,6 +32,15 @@ export {
   openReceiptWithKeyRing,
 } from "./key-ring.js";
 export {
+  type CardIdentity,
+  createKeyTrust,
+  type KeyTrust,
+  type KeyTrustOptions,
+  type KeyVerificationCheck,
+  KeyVerificationError,
+  type VerifiedKey,
+} from "./key-trust.js";
+export {
   type MerchantReceipt,
   type MerchantSigner,
   type SealAndStoreOptions,
@@ -54,6 +64,7 @@ export {
   importRsaKey,
   KEY_WRAP_ALGORITHM,
   type KeyWrapAlgorithm,
+  type LookupAnswerLike,
   openReceipt,
   type PrivateKeyInput,
   type ReceiptEnvelope,
@@ -64,6 +75,7 @@ export {
   rewrapKeyBundle,
   type SealedEnvelope,
   type SealIdentity,
+  type SealTrust,
   sealReceipt,
   type WebCryptoKey,
   type WebCryptoKeyPair,

@@ -290,9 +290,25 @@ describe("the AAD-bound RSA form (keyBundle.aadBound), both ways", () => {
 
 describe("the WebCrypto module", () => {
   // What each browser-safe module may import: its siblings, @hpke/core (WebCrypto only) and the
-  // receipt field rules the service shares (src/receipt-fields.ts, checked below).
+  // receipt field rules the service shares (src/receipt-fields.ts, checked below), and the
+  // key-transparency library (src/kt, whose own test keeps it free of Node).
   const allowed: Record<string, string[]> = {
-    "webcrypto.ts": ["../receipt-fields.js", "./base64.js", "./client-keys.js", "./p256.js"],
+    "webcrypto.ts": [
+      "../receipt-fields.js",
+      "./base64.js",
+      "./client-keys.js",
+      "./key-trust.js",
+      "./p256.js",
+    ],
+    "key-trust.ts": [
+      "../kt/bytes.js",
+      "../kt/hash.js",
+      "../kt/policy.js",
+      "../kt/signatures.js",
+      "../kt/verify.js",
+      "../kt/wire.js",
+      "./client-keys.js",
+    ],
     "../receipt-fields.ts": ["canonicalize"],
     "client-keys.ts": ["./base64.js", "./p256.js"],
     "p256.ts": ["@hpke/core"],
