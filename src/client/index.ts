@@ -6,6 +6,7 @@
  */
 
 export type { TrustPolicy } from "../kt/policy.js";
+export type { KtBinding, KtLookupAnswer } from "../kt/wire.js";
 export {
   type CallOptions,
   type CreateOptions,
@@ -18,12 +19,32 @@ export {
   type ReceiptsClientOptions,
 } from "./client.js";
 export {
+  checkRegistration,
+  checkSelf,
+  type DeviceCheckCode,
+  DeviceCheckError,
+  type HeldBinding,
+} from "./device-checks.js";
+export {
   type ApiFieldViolation,
   codeFromConnectCode,
   ReceiptsApiError,
   type ReceiptsErrorCode,
   type TransportErrorCode,
 } from "./errors.js";
+export {
+  DEFAULT_VALID_DAYS,
+  type EscrowKeyInput,
+  escrowKeyStatement,
+  generateIssuerSigner,
+  type IssuerSigner,
+  type IssuerSigningKey,
+  issuerSigningKeyOf,
+  type KeyBindingInput,
+  keyBindingStatement,
+  signStatement,
+  statementOf,
+} from "./key-binding.js";
 export {
   type KeyRing,
   keyIdOf,

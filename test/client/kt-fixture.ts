@@ -67,18 +67,44 @@ export interface Scenario {
 /** An honest log with a registered card, and the scenarios built on it. */
 export class Directory {
   readonly world = new World();
-  readonly bank: Issuer = makeIssuer("bank-a");
+  /** bank-a, owner of the card's BIN; a test may give its own signing key (then it signs each statement itself). */
+  readonly bank: Issuer;
   readonly other: Issuer = makeIssuer("bank-b");
   readonly device = makeDeviceKey();
   readonly issuerEscrow = makeDeviceKey();
   readonly serviceEscrow = makeDeviceKey();
-  readonly snapshot = snapshotOf(
-    [
-      { issuer: this.bank, bins: ["411111"], escrowKey: ref(this.issuerEscrow) },
-      { issuer: this.other, bins: ["522222"] },
-    ],
-    { serviceEscrowKey: ref(this.serviceEscrow) },
-  );
+  readonly snapshot: string;
+
+  constructor(bank: Issuer = makeIssuer("bank-a")) {
+    this.bank = bank;
+    this.snapshot = snapshotOf(
+      [
+        { issuer: this.bank, bins: ["411111"], escrowKey: ref(this.issuerEscrow) },
+        { issuer: this.other, bins: ["522222"] },
+      ],
+      { serviceEscrowKey: ref(this.serviceEscrow) },
+    );
+  }
+
+  /**
+   * The answer for `key` under a statement signed elsewhere (by the test's own signing key), logged
+   * as the service logs a registration.
+   */
+  signed(
+    key: { keyId: string; spki: Uint8Array },
+    statement: string,
+    signature: Uint8Array,
+  ): Scenario["answer"] {
+    const signWith = { ...this.bank, sign: () => signature };
+    const answer = answerFor(this.world, {
+      statement,
+      signer: this.bank,
+      signWith,
+      key,
+      snapshot: this.snapshot,
+    });
+    return { ...answer, aadBound: true };
+  }
 
   /** The honest answer for the card. */
   honest(): Scenario {
