@@ -8,10 +8,11 @@ import {
   UsageError,
 } from "./admin-commands.js";
 import { DemoError, runDemo } from "./demo.js";
+import { ktMonitorCommand, MONITOR_HELP } from "./kt-monitor-command.js";
 import { OPERATOR_API_OFF, OperatorError } from "./operator.js";
 
 /** The command groups that have their own --help. */
-const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo"]);
+const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo", "kt"]);
 
 /** Exit codes scripts can rely on. */
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
@@ -28,6 +29,7 @@ Commands:
   audit             Read the audit log
   escrow            Count escrowed receipts by owner and key
   demo              Run the five steps plus escrow against a running server, printing each call
+  kt monitor        One run of an issuer's key-log monitor (exit 3 and one line per alert)
 
 Every command takes --json: its result as JSON on stdout, and a failure as {"error": {"code",
 "message"}} on stderr, with the same exit codes.
@@ -84,6 +86,14 @@ export async function runCli(
       }
       await keysCommand(command, rest, out);
       return EXIT.ok;
+    }
+    if (group === "kt") {
+      if (command !== "monitor") throw new UsageError(`Unknown command "kt ${command ?? ""}".`);
+      if (wantsHelp) {
+        out.write(`${MONITOR_HELP}\n`);
+        return EXIT.ok;
+      }
+      return await ktMonitorCommand(rest, out, env);
     }
     if (group === "bins" || group === "merchants" || group === "audit" || group === "escrow") {
       if (wantsHelp) {
