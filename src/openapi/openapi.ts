@@ -4,6 +4,7 @@ import { ERRORS, type ErrorCode } from "../errors.js";
 import { type HttpBinding, httpBindings, type PathVariable } from "../http/bindings.js";
 import { API_SERVICES, rolesFor } from "../rpc/roles.js";
 import { firstSentence, leadingComment } from "./comments.js";
+import { restRequestExample, restResponseExample } from "./examples.js";
 import {
   DEFAULT_EXTRAS,
   type HeaderParameter,
@@ -212,7 +213,30 @@ function operation(ctx: Context, binding: HttpBinding, index: number): JsonObjec
   const body = requestBody(ctx, binding);
   if (body !== undefined) op.requestBody = body;
   op.responses = responses(ctx, binding, extras);
+  addExamples(op, binding);
   return op;
+}
+
+/**
+ * Puts the RPC's example into the operation: path and query values on their parameters, the body
+ * on the request body, the response as the `data` of the 200 envelope.
+ */
+function addExamples(op: JsonObject, binding: HttpBinding): void {
+  const request = restRequestExample(binding);
+  if (request !== undefined) {
+    for (const parameter of op.parameters as JsonObject[]) {
+      const values = parameter.in === "path" ? request.path : parameter.in === "query" ? request.query : {};
+      const value = values[parameter.name as string];
+      if (value !== undefined) parameter.example = value;
+    }
+    const body = (op.requestBody as JsonObject | undefined)?.content as JsonObject | undefined;
+    const media = body?.[JSON_MEDIA] as JsonObject | undefined;
+    if (media !== undefined && request.body !== undefined) media.example = request.body;
+  }
+  const data = restResponseExample(binding);
+  const ok = (op.responses as JsonObject)["200"] as JsonObject;
+  const media = (ok.content as JsonObject)[JSON_MEDIA] as JsonObject;
+  if (data !== undefined) media.example = { success: true, data };
 }
 
 function describe(method: DescMethod, comment: string | undefined, roles: readonly string[] | "public") {

@@ -5,6 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_google_api_field_behavior } from "../../google/api/field_behavior_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -13,18 +14,22 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJfChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDL+AgoLS2V5c1NlcnZpY2USdgoLR3JhbnRBY2Nlc3MSHy5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1JlcXVlc3QaIC5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1Jlc3BvbnNlIiSC0+STAh46ASoiGS9hcGkvdjEva2V5cy9ncmFudC1hY2Nlc3MSagoJTG9va3VwS2V5Eh0ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVxdWVzdBoeLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlc3BvbnNlIh6C0+STAhg6ASoiEy9hcGkvdjEva2V5cy9sb29rdXASigEKEVJlZ2lzdGVyRXNjcm93S2V5EiUucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0GiYucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI/ChJHcmFudEFjY2Vzc1JlcXVlc3QSFAoHdXNlcl9pZBgBIAEoCUID4EECEhMKBmtleV9pZBgCIAEoCUID4EECIswBChNHcmFudEFjY2Vzc1Jlc3BvbnNlEhAKCHRva2VuX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEg8KB3B1cnBvc2UYBCABKAkSLgoKZ3JhbnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJc291cmNlX2lwGAcgASgJIlkKEExvb2t1cEtleVJlcXVlc3QSIQoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAlCA+BBAhIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJfChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgiMwoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhcKCnB1YmxpY19rZXkYASABKAlCA+BBAiJ1ChlSZWdpc3RlckVzY3Jvd0tleVJlc3BvbnNlEhUKDWVzY3Jvd19rZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wMv4CCgtLZXlzU2VydmljZRJ2CgtHcmFudEFjY2VzcxIfLnJlY2VpcHRzLnYxLkdyYW50QWNjZXNzUmVxdWVzdBogLnJlY2VpcHRzLnYxLkdyYW50QWNjZXNzUmVzcG9uc2UiJILT5JMCHjoBKiIZL2FwaS92MS9rZXlzL2dyYW50LWFjY2VzcxJqCglMb29rdXBLZXkSHS5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXF1ZXN0Gh4ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVzcG9uc2UiHoLT5JMCGDoBKiITL2FwaS92MS9rZXlzL2xvb2t1cBKKAQoRUmVnaXN0ZXJFc2Nyb3dLZXkSJS5yZWNlaXB0cy52MS5SZWdpc3RlckVzY3Jvd0tleVJlcXVlc3QaJi5yZWNlaXB0cy52MS5SZWdpc3RlckVzY3Jvd0tleVJlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5c2IGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
  */
 export type GrantAccessRequest = Message<"receipts.v1.GrantAccessRequest"> & {
   /**
+   * The user (from Register) whose receipts the token opens.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
 
   /**
+   * The user's key the receipts are sealed to.
+   *
    * @generated from field: string key_id = 2;
    */
   keyId: string;
@@ -213,6 +218,20 @@ export const KeysService: GenService<{
   /**
    * Grants a 2-3 minute token to decrypt a user's receipts, after the user consented on the device.
    *
+   * Example request:
+   * {"userId": "usr_OiIWtaNKLlelXAD2", "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3"}
+   *
+   * Example response:
+   * {
+   *   "tokenId": "tok_1HSNCCdh24mtE4qhxP-fdDxONWBwTvwQ",
+   *   "userId": "usr_OiIWtaNKLlelXAD2",
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "purpose": "decrypt",
+   *   "grantedAt": "2026-11-25T09:42:32.339Z",
+   *   "expiresAt": "2026-11-25T09:45:32.339Z",
+   *   "sourceIp": "203.0.113.7"
+   * }
+   *
    * @generated from rpc receipts.v1.KeysService.GrantAccess
    */
   grantAccess: {
@@ -224,6 +243,17 @@ export const KeysService: GenService<{
    * The key a receipt for this card would be sealed to now (section 16), for merchants that seal on
    * their own side: the cardholder's active key, or an escrow key (is_escrowed true).
    *
+   * Example request:
+   * {"recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e", "cardBin": "411111"}
+   *
+   * Example response:
+   * {
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
+   *   "isEscrowed": false
+   * }
+   *
    * @generated from rpc receipts.v1.KeysService.LookupKey
    */
   lookupKey: {
@@ -234,6 +264,12 @@ export const KeysService: GenService<{
   /**
    * Registers an escrow public key of the calling issuer tenant (section 17). The newest is current:
    * receipts escrowed for the tenant are sealed to it, and the service holds nothing that opens them.
+   *
+   * Example request:
+   * {"publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ=="}
+   *
+   * Example response:
+   * {"escrowKeyId": "iek_QOsuElGgQg4OoV-R", "algorithm": "HPKE-P256-SHA256-A256GCM", "createdAt": "2026-11-25T09:37:41.100Z"}
    *
    * @generated from rpc receipts.v1.KeysService.RegisterEscrowKey
    */

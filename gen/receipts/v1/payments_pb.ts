@@ -5,6 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_google_api_field_behavior } from "../../google/api/field_behavior_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Receipt } from "./receipt_pb.js";
@@ -15,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/payments.proto.
  */
 export const file_receipts_v1_payments: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWNlaXB0cy92MS9wYXltZW50cy5wcm90bxILcmVjZWlwdHMudjEiTgoUQ3JlYXRlUGF5bWVudFJlcXVlc3QSDwoHZ2F0ZXdheRgBIAEoCRIlCgdyZWNlaXB0GAIgASgLMhQucmVjZWlwdHMudjEuUmVjZWlwdCKWAgoVQ3JlYXRlUGF5bWVudFJlc3BvbnNlEhIKCnBheW1lbnRfaWQYASABKAkSDwoHZ2F0ZXdheRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSDgoGYW1vdW50GAQgASgDEhAKCGN1cnJlbmN5GAUgASgJEhoKDWNsaWVudF9zZWNyZXQYBiABKAlIAIgBARIQCghvcmRlcl9pZBgHIAEoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2ChBzZXJ2aWNlX21ldGFkYXRhGAkgASgLMhwucmVjZWlwdHMudjEuU2VydmljZU1ldGFkYXRhQhAKDl9jbGllbnRfc2VjcmV0IpUBCg9TZXJ2aWNlTWV0YWRhdGESEgoKcmVjZWlwdF9pZBgBIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSDwoHZ2F0ZXdheRgFIAEoCRIOCgZhbW91bnQYBiABKAMSEAoIY3VycmVuY3kYByABKAkiawoVRGVjcnlwdFBheW1lbnRSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkSEAoIdG9rZW5faWQYAiABKAkSEwoLcHJpdmF0ZV9rZXkYAyABKAkSFwoPYWNjZXNzX3Rva2VuX2lkGAQgASgJIj8KFkRlY3J5cHRQYXltZW50UmVzcG9uc2USJQoHcmVjZWlwdBgBIAEoCzIULnJlY2VpcHRzLnYxLlJlY2VpcHQyqAIKD1BheW1lbnRzU2VydmljZRKKAQoNQ3JlYXRlUGF5bWVudBIhLnJlY2VpcHRzLnYxLkNyZWF0ZVBheW1lbnRSZXF1ZXN0GiIucmVjZWlwdHMudjEuQ3JlYXRlUGF5bWVudFJlc3BvbnNlIjKC0+STAiw6B3JlY2VpcHQiIS9hcGkvdjEvcGF5bWVudHMve2dhdGV3YXl9L2NyZWF0ZRKHAQoORGVjcnlwdFBheW1lbnQSIi5yZWNlaXB0cy52MS5EZWNyeXB0UGF5bWVudFJlcXVlc3QaIy5yZWNlaXB0cy52MS5EZWNyeXB0UGF5bWVudFJlc3BvbnNlIiyC0+STAiY6ASpiB3JlY2VpcHQiGC9hcGkvdjEvcGF5bWVudHMvZGVjcnlwdGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
+  fileDesc("ChpyZWNlaXB0cy92MS9wYXltZW50cy5wcm90bxILcmVjZWlwdHMudjEiUwoUQ3JlYXRlUGF5bWVudFJlcXVlc3QSFAoHZ2F0ZXdheRgBIAEoCUID4EECEiUKB3JlY2VpcHQYAiABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IpYCChVDcmVhdGVQYXltZW50UmVzcG9uc2USEgoKcGF5bWVudF9pZBgBIAEoCRIPCgdnYXRld2F5GAIgASgJEg4KBnN0YXR1cxgDIAEoCRIOCgZhbW91bnQYBCABKAMSEAoIY3VycmVuY3kYBSABKAkSGgoNY2xpZW50X3NlY3JldBgGIAEoCUgAiAEBEhAKCG9yZGVyX2lkGAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKEHNlcnZpY2VfbWV0YWRhdGEYCSABKAsyHC5yZWNlaXB0cy52MS5TZXJ2aWNlTWV0YWRhdGFCEAoOX2NsaWVudF9zZWNyZXQilQEKD1NlcnZpY2VNZXRhZGF0YRISCgpyZWNlaXB0X2lkGAEgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAIgASgJEg4KBmtleV9pZBgDIAEoCRITCgtpc19lc2Nyb3dlZBgEIAEoCBIPCgdnYXRld2F5GAUgASgJEg4KBmFtb3VudBgGIAEoAxIQCghjdXJyZW5jeRgHIAEoCSJ6ChVEZWNyeXB0UGF5bWVudFJlcXVlc3QSFwoKcGF5bWVudF9pZBgBIAEoCUID4EECEhUKCHRva2VuX2lkGAIgASgJQgPgQQISGAoLcHJpdmF0ZV9rZXkYAyABKAlCA+BBAhIXCg9hY2Nlc3NfdG9rZW5faWQYBCABKAkiPwoWRGVjcnlwdFBheW1lbnRSZXNwb25zZRIlCgdyZWNlaXB0GAEgASgLMhQucmVjZWlwdHMudjEuUmVjZWlwdDKoAgoPUGF5bWVudHNTZXJ2aWNlEooBCg1DcmVhdGVQYXltZW50EiEucmVjZWlwdHMudjEuQ3JlYXRlUGF5bWVudFJlcXVlc3QaIi5yZWNlaXB0cy52MS5DcmVhdGVQYXltZW50UmVzcG9uc2UiMoLT5JMCLDoHcmVjZWlwdCIhL2FwaS92MS9wYXltZW50cy97Z2F0ZXdheX0vY3JlYXRlEocBCg5EZWNyeXB0UGF5bWVudBIiLnJlY2VpcHRzLnYxLkRlY3J5cHRQYXltZW50UmVxdWVzdBojLnJlY2VpcHRzLnYxLkRlY3J5cHRQYXltZW50UmVzcG9uc2UiLILT5JMCJjoBKmIHcmVjZWlwdCIYL2FwaS92MS9wYXltZW50cy9kZWNyeXB0YgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
 
 /**
  * @generated from message receipts.v1.CreatePaymentRequest
@@ -163,6 +164,8 @@ export type DecryptPaymentRequest = Message<"receipts.v1.DecryptPaymentRequest">
   paymentId: string;
 
   /**
+   * The grant from GrantAccess (or its alias access_token_id).
+   *
    * @generated from field: string token_id = 2;
    */
   tokenId: string;
@@ -214,7 +217,51 @@ export const DecryptPaymentResponseSchema: GenMessage<DecryptPaymentResponse> = 
 export const PaymentsService: GenService<{
   /**
    * Charges through a gateway and stores the payment with its sealed receipt, atomically.
-   * Send an Idempotency-Key header (metadata "idempotency-key") so a retry never pays twice.
+   * Send an Idempotency-Key header (metadata "idempotency-key") so a retry never pays twice. The
+   * receipt is as for EncryptReceipt, plus amount (gateway_a) or cardNonce (gateway_b); or, sealed on
+   * the merchant's side, a sealedReceipt with merchantId, transactionId, recipientHashedPan, currency
+   * and amount beside it. A declined card is payment_declined with a decline_code.
+   *
+   * Example request:
+   * {
+   *   "gateway": "gateway_a",
+   *   "receipt": {
+   *     "receiptId": "r-1002",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7782",
+   *     "transactionDate": "2026-11-25T09:41:00Z",
+   *     "currency": "EUR",
+   *     "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *     "amount": 950,
+   *     "totalAmount": 950,
+   *     "items": [
+   *       {"lineItemId": "1", "name": "Flat white", "quantity": 2, "unitPrice": 350, "totalPrice": 700},
+   *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250}
+   *     ]
+   *   }
+   * }
+   *
+   * Example response:
+   * {
+   *   "paymentId": "pay_wWRngLy88lIHJed3",
+   *   "gateway": "gateway_a",
+   *   "status": "succeeded",
+   *   "amount": 950,
+   *   "currency": "EUR",
+   *   "clientSecret": "pay_wWRngLy88lIHJed3_secret_aa325deb68aead3861a9b9d10f0bdae6",
+   *   "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+   *   "createdAt": "2026-11-25T09:41:32.253Z",
+   *   "serviceMetadata": {
+   *     "receiptId": "r-1002",
+   *     "transactionId": "txn-7782",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "isEscrowed": false,
+   *     "gateway": "gateway_a",
+   *     "amount": 950,
+   *     "currency": "EUR"
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.PaymentsService.CreatePayment
    */
@@ -224,7 +271,36 @@ export const PaymentsService: GenService<{
     output: typeof CreatePaymentResponseSchema;
   },
   /**
-   * Decrypts a payment's receipt with a grant and the user's private key.
+   * Decrypts a payment's receipt with a grant and the user's private key. The private key crosses the
+   * network: an app that can, lists the receipts and opens them on the device instead.
+   *
+   * Example request:
+   * {
+   *   "paymentId": "pay_wWRngLy88lIHJed3",
+   *   "tokenId": "tok_1HSNCCdh24mtE4qhxP-fdDxONWBwTvwQ",
+   *   "privateKey": "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgvLQbtzhm713G7j8au9mQoQmgj4fV62Zy1LXcv9xz0m2hRANCAAT9SVOJ9Jpetl5ftN7QfXrhACEQbSVTszvzSzcPbvU+34cU/Zl1PXKRMuOklA9zyFhqVE9hnrU/Z3uAFJH/xpwC"
+   * }
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-1002",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7782",
+   *     "transactionDate": "2026-11-25T09:41:00Z",
+   *     "currency": "EUR",
+   *     "totalAmount": 950,
+   *     "items": [
+   *       {"lineItemId": "1", "name": "Flat white", "quantity": 2, "unitPrice": 350, "totalPrice": 700, "taxes": []},
+   *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250, "taxes": []}
+   *     ],
+   *     "amount": 950,
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "decryptedAt": "2026-11-25T09:42:40.776Z"
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.PaymentsService.DecryptPayment
    */

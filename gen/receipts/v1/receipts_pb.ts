@@ -5,6 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_google_api_field_behavior } from "../../google/api/field_behavior_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { EncryptedReceipt, KeyBundle, Receipt } from "./receipt_pb.js";
@@ -15,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/receipts.proto.
  */
 export const file_receipts_v1_receipts: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEiPgoVRW5jcnlwdFJlY2VpcHRSZXF1ZXN0EiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkgKFkVuY3J5cHRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQigAEKFURlY3J5cHRSZWNlaXB0UmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJEhAKCHRva2VuX2lkGAIgASgJEhMKC3ByaXZhdGVfa2V5GAMgASgJEhMKC21lcmNoYW50X2lkGAQgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgFIAEoCSI/ChZEZWNyeXB0UmVjZWlwdFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0Ik0KE0xpc3RSZWNlaXB0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJgChRMaXN0UmVjZWlwdHNSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIksKHEdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QSFgoOdHJhbnNhY3Rpb25faWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkiTwodR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiRAoZUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBITCgttZXJjaGFudF9pZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgJIpABChpSZWdpc3RlclNpZ25pbmdLZXlSZXNwb25zZRIXCg9tZXJjaGFudF9rZXlfaWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkSEQoJYWxnb3JpdGhtGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo0CChlTdG9yZVNlYWxlZFJlY2VpcHRSZXF1ZXN0EhwKFHJlY2lwaWVudF9oYXNoZWRfcGFuGAEgASgJEhUKCGNhcmRfYmluGAIgASgJSACIAQESDwoHdmVyc2lvbhgDIAEoCRISCgpyZWNlaXB0X2lkGAQgASgJEhMKC21lcmNoYW50X2lkGAUgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAYgASgJEioKCmtleV9idW5kbGUYByABKAsyFi5yZWNlaXB0cy52MS5LZXlCdW5kbGUSEgoKY2lwaGVydGV4dBgIIAEoDBIKCgJpdhgJIAEoDBIQCghhdXRoX3RhZxgKIAEoDEILCglfY2FyZF9iaW4iTAoaU3RvcmVTZWFsZWRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiVQoYTGlzdFBlbmRpbmdFc2Nyb3dSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiZQoZTGlzdFBlbmRpbmdFc2Nyb3dSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlUKFFJlbGVhc2VFc2Nyb3dSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSLAoIcmVjZWlwdHMYAiADKAsyGi5yZWNlaXB0cy52MS5Fc2Nyb3dSZWxlYXNlImQKDUVzY3Jvd1JlbGVhc2USEwoLbWVyY2hhbnRfaWQYASABKAkSEgoKcmVjZWlwdF9pZBgCIAEoCRIqCgprZXlfYnVuZGxlGAMgASgLMhYucmVjZWlwdHMudjEuS2V5QnVuZGxlIlwKFVJlbGVhc2VFc2Nyb3dSZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoBRIxCgZmYWlsZWQYAiADKAsyIS5yZWNlaXB0cy52MS5Fc2Nyb3dSZWxlYXNlRmFpbHVyZSJPChRFc2Nyb3dSZWxlYXNlRmFpbHVyZRISCgpyZWNlaXB0X2lkGAEgASgJEhMKC21lcmNoYW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCTL/CAoPUmVjZWlwdHNTZXJ2aWNlEo0BCg5FbmNyeXB0UmVjZWlwdBIiLnJlY2VpcHRzLnYxLkVuY3J5cHRSZWNlaXB0UmVxdWVzdBojLnJlY2VpcHRzLnYxLkVuY3J5cHRSZWNlaXB0UmVzcG9uc2UiMoLT5JMCLDoHcmVjZWlwdGIHcmVjZWlwdCIYL2FwaS92MS9yZWNlaXB0cy9lbmNyeXB0EocBCg5EZWNyeXB0UmVjZWlwdBIiLnJlY2VpcHRzLnYxLkRlY3J5cHRSZWNlaXB0UmVxdWVzdBojLnJlY2VpcHRzLnYxLkRlY3J5cHRSZWNlaXB0UmVzcG9uc2UiLILT5JMCJjoBKmIHcmVjZWlwdCIYL2FwaS92MS9yZWNlaXB0cy9kZWNyeXB0EncKDExpc3RSZWNlaXB0cxIgLnJlY2VpcHRzLnYxLkxpc3RSZWNlaXB0c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5MaXN0UmVjZWlwdHNSZXNwb25zZSIigtPkkwIcEhovYXBpL3YxL3JlY2VpcHRzL3t1c2VyX2lkfRKuAQoVR2V0VHJhbnNhY3Rpb25SZWNlaXB0EikucmVjZWlwdHMudjEuR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVxdWVzdBoqLnJlY2VpcHRzLnYxLkdldFRyYW5zYWN0aW9uUmVjZWlwdFJlc3BvbnNlIj6C0+STAjhiB3JlY2VpcHQSLS9hcGkvdjEvdHJhbnNhY3Rpb25zL3t0cmFuc2FjdGlvbl9pZH0vcmVjZWlwdBKPAQoSUmVnaXN0ZXJTaWduaW5nS2V5EiYucmVjZWlwdHMudjEuUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBonLnJlY2VpcHRzLnYxLlJlZ2lzdGVyU2lnbmluZ0tleVJlc3BvbnNlIiiC0+STAiI6ASoiHS9hcGkvdjEvcmVjZWlwdHMvc2lnbmluZy1rZXlzEpIBChJTdG9yZVNlYWxlZFJlY2VpcHQSJi5yZWNlaXB0cy52MS5TdG9yZVNlYWxlZFJlY2VpcHRSZXF1ZXN0GicucmVjZWlwdHMudjEuU3RvcmVTZWFsZWRSZWNlaXB0UmVzcG9uc2UiK4LT5JMCJToBKmIHcmVjZWlwdCIXL2FwaS92MS9yZWNlaXB0cy9zZWFsZWQShQEKEUxpc3RQZW5kaW5nRXNjcm93EiUucmVjZWlwdHMudjEuTGlzdFBlbmRpbmdFc2Nyb3dSZXF1ZXN0GiYucmVjZWlwdHMudjEuTGlzdFBlbmRpbmdFc2Nyb3dSZXNwb25zZSIhgtPkkwIbOgEqIhYvYXBpL3YxL2VzY3Jvdy9wZW5kaW5nEnkKDVJlbGVhc2VFc2Nyb3cSIS5yZWNlaXB0cy52MS5SZWxlYXNlRXNjcm93UmVxdWVzdBoiLnJlY2VpcHRzLnYxLlJlbGVhc2VFc2Nyb3dSZXNwb25zZSIhgtPkkwIbOgEqIhYvYXBpL3YxL2VzY3Jvdy9yZWxlYXNlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
+  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEiPgoVRW5jcnlwdFJlY2VpcHRSZXF1ZXN0EiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkgKFkVuY3J5cHRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQijwEKFURlY3J5cHRSZWNlaXB0UmVxdWVzdBIXCgpyZWNlaXB0X2lkGAEgASgJQgPgQQISFQoIdG9rZW5faWQYAiABKAlCA+BBAhIYCgtwcml2YXRlX2tleRgDIAEoCUID4EECEhMKC21lcmNoYW50X2lkGAQgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgFIAEoCSI/ChZEZWNyeXB0UmVjZWlwdFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IlIKE0xpc3RSZWNlaXB0c1JlcXVlc3QSFAoHdXNlcl9pZBgBIAEoCUID4EECEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImAKFExpc3RSZWNlaXB0c1Jlc3BvbnNlEi8KCHJlY2VpcHRzGAEgAygLMh0ucmVjZWlwdHMudjEuRW5jcnlwdGVkUmVjZWlwdBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUAocR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVxdWVzdBIbCg50cmFuc2FjdGlvbl9pZBgBIAEoCUID4EECEhMKC21lcmNoYW50X2lkGAIgASgJIk8KHUdldFRyYW5zYWN0aW9uUmVjZWlwdFJlc3BvbnNlEi4KB3JlY2VpcHQYASABKAsyHS5yZWNlaXB0cy52MS5FbmNyeXB0ZWRSZWNlaXB0Ik4KGVJlZ2lzdGVyU2lnbmluZ0tleVJlcXVlc3QSGAoLbWVyY2hhbnRfaWQYASABKAlCA+BBAhIXCgpwdWJsaWNfa2V5GAIgASgJQgPgQQIikAEKGlJlZ2lzdGVyU2lnbmluZ0tleVJlc3BvbnNlEhcKD21lcmNoYW50X2tleV9pZBgBIAEoCRITCgttZXJjaGFudF9pZBgCIAEoCRIRCglhbGdvcml0aG0YAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitQIKGVN0b3JlU2VhbGVkUmVjZWlwdFJlcXVlc3QSIQoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAlCA+BBAhIVCghjYXJkX2JpbhgCIAEoCUgAiAEBEg8KB3ZlcnNpb24YAyABKAkSFwoKcmVjZWlwdF9pZBgEIAEoCUID4EECEhgKC21lcmNoYW50X2lkGAUgASgJQgPgQQISGwoOdHJhbnNhY3Rpb25faWQYBiABKAlCA+BBAhIvCgprZXlfYnVuZGxlGAcgASgLMhYucmVjZWlwdHMudjEuS2V5QnVuZGxlQgPgQQISFwoKY2lwaGVydGV4dBgIIAEoDEID4EECEg8KAml2GAkgASgMQgPgQQISFQoIYXV0aF90YWcYCiABKAxCA+BBAkILCglfY2FyZF9iaW4iTAoaU3RvcmVTZWFsZWRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiWgoYTGlzdFBlbmRpbmdFc2Nyb3dSZXF1ZXN0EhcKCmhhc2hlZF9wYW4YASABKAlCA+BBAhIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJlChlMaXN0UGVuZGluZ0VzY3Jvd1Jlc3BvbnNlEi8KCHJlY2VpcHRzGAEgAygLMh0ucmVjZWlwdHMudjEuRW5jcnlwdGVkUmVjZWlwdBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXwoUUmVsZWFzZUVzY3Jvd1JlcXVlc3QSFAoHdXNlcl9pZBgBIAEoCUID4EECEjEKCHJlY2VpcHRzGAIgAygLMhoucmVjZWlwdHMudjEuRXNjcm93UmVsZWFzZUID4EECIm4KDUVzY3Jvd1JlbGVhc2USGAoLbWVyY2hhbnRfaWQYASABKAlCA+BBAhIXCgpyZWNlaXB0X2lkGAIgASgJQgPgQQISKgoKa2V5X2J1bmRsZRgDIAEoCzIWLnJlY2VpcHRzLnYxLktleUJ1bmRsZSJcChVSZWxlYXNlRXNjcm93UmVzcG9uc2USEAoIcmVsZWFzZWQYASABKAUSMQoGZmFpbGVkGAIgAygLMiEucmVjZWlwdHMudjEuRXNjcm93UmVsZWFzZUZhaWx1cmUiTwoURXNjcm93UmVsZWFzZUZhaWx1cmUSEgoKcmVjZWlwdF9pZBgBIAEoCRITCgttZXJjaGFudF9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAky/wgKD1JlY2VpcHRzU2VydmljZRKNAQoORW5jcnlwdFJlY2VpcHQSIi5yZWNlaXB0cy52MS5FbmNyeXB0UmVjZWlwdFJlcXVlc3QaIy5yZWNlaXB0cy52MS5FbmNyeXB0UmVjZWlwdFJlc3BvbnNlIjKC0+STAiw6B3JlY2VpcHRiB3JlY2VpcHQiGC9hcGkvdjEvcmVjZWlwdHMvZW5jcnlwdBKHAQoORGVjcnlwdFJlY2VpcHQSIi5yZWNlaXB0cy52MS5EZWNyeXB0UmVjZWlwdFJlcXVlc3QaIy5yZWNlaXB0cy52MS5EZWNyeXB0UmVjZWlwdFJlc3BvbnNlIiyC0+STAiY6ASpiB3JlY2VpcHQiGC9hcGkvdjEvcmVjZWlwdHMvZGVjcnlwdBJ3CgxMaXN0UmVjZWlwdHMSIC5yZWNlaXB0cy52MS5MaXN0UmVjZWlwdHNSZXF1ZXN0GiEucmVjZWlwdHMudjEuTGlzdFJlY2VpcHRzUmVzcG9uc2UiIoLT5JMCHBIaL2FwaS92MS9yZWNlaXB0cy97dXNlcl9pZH0SrgEKFUdldFRyYW5zYWN0aW9uUmVjZWlwdBIpLnJlY2VpcHRzLnYxLkdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QaKi5yZWNlaXB0cy52MS5HZXRUcmFuc2FjdGlvblJlY2VpcHRSZXNwb25zZSI+gtPkkwI4YgdyZWNlaXB0Ei0vYXBpL3YxL3RyYW5zYWN0aW9ucy97dHJhbnNhY3Rpb25faWR9L3JlY2VpcHQSjwEKElJlZ2lzdGVyU2lnbmluZ0tleRImLnJlY2VpcHRzLnYxLlJlZ2lzdGVyU2lnbmluZ0tleVJlcXVlc3QaJy5yZWNlaXB0cy52MS5SZWdpc3RlclNpZ25pbmdLZXlSZXNwb25zZSIogtPkkwIiOgEqIh0vYXBpL3YxL3JlY2VpcHRzL3NpZ25pbmcta2V5cxKSAQoSU3RvcmVTZWFsZWRSZWNlaXB0EiYucmVjZWlwdHMudjEuU3RvcmVTZWFsZWRSZWNlaXB0UmVxdWVzdBonLnJlY2VpcHRzLnYxLlN0b3JlU2VhbGVkUmVjZWlwdFJlc3BvbnNlIiuC0+STAiU6ASpiB3JlY2VpcHQiFy9hcGkvdjEvcmVjZWlwdHMvc2VhbGVkEoUBChFMaXN0UGVuZGluZ0VzY3JvdxIlLnJlY2VpcHRzLnYxLkxpc3RQZW5kaW5nRXNjcm93UmVxdWVzdBomLnJlY2VpcHRzLnYxLkxpc3RQZW5kaW5nRXNjcm93UmVzcG9uc2UiIYLT5JMCGzoBKiIWL2FwaS92MS9lc2Nyb3cvcGVuZGluZxJ5Cg1SZWxlYXNlRXNjcm93EiEucmVjZWlwdHMudjEuUmVsZWFzZUVzY3Jvd1JlcXVlc3QaIi5yZWNlaXB0cy52MS5SZWxlYXNlRXNjcm93UmVzcG9uc2UiIYLT5JMCGzoBKiIWL2FwaS92MS9lc2Nyb3cvcmVsZWFzZWIGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
 
 /**
  * @generated from message receipts.v1.EncryptReceiptRequest
@@ -61,6 +62,8 @@ export type DecryptReceiptRequest = Message<"receipts.v1.DecryptReceiptRequest">
   receiptId: string;
 
   /**
+   * The grant from GrantAccess (or its alias access_token_id).
+   *
    * @generated from field: string token_id = 2;
    */
   tokenId: string;
@@ -460,6 +463,9 @@ export type EscrowRelease = Message<"receipts.v1.EscrowRelease"> & {
   receiptId: string;
 
   /**
+   * The receipt's AES key wrapped to the user's active key. Without it, or naming another key, the
+   * receipt stays escrowed and is listed in failed (key_mismatch, invalid_key_bundle).
+   *
    * @generated from field: receipts.v1.KeyBundle key_bundle = 3;
    */
   keyBundle?: KeyBundle | undefined;
@@ -530,7 +536,50 @@ export const EscrowReleaseFailureSchema: GenMessage<EscrowReleaseFailure> = /*@_
  */
 export const ReceiptsService: GenService<{
   /**
-   * Seals a receipt to the recipient's key (or to escrow) and stores it.
+   * Seals a receipt to the recipient's key (or to escrow) and stores it. The receipt needs receiptId,
+   * merchantId, merchantName, transactionId, transactionDate, currency and recipientHashedPan; items
+   * are made up (deterministic mock items) when none are sent, unless mockItems is false. Send an
+   * Idempotency-Key header (metadata "idempotency-key") so that a retry gets the first answer.
+   *
+   * Example request:
+   * {
+   *   "receipt": {
+   *     "receiptId": "r-1001",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7781",
+   *     "transactionDate": "2026-11-25T09:41:00Z",
+   *     "currency": "EUR",
+   *     "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *     "totalAmount": 950,
+   *     "items": [
+   *       {"lineItemId": "1", "name": "Flat white", "quantity": 2, "unitPrice": 350, "totalPrice": 700},
+   *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250}
+   *     ]
+   *   }
+   * }
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-1001",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "keyBundle": {
+   *       "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *       "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *     },
+   *     "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
+   *     "iv": "HaN4EMhwPxB5cvMK",
+   *     "authTag": "RrmUXbTtLKhMlWz/EOkSdQ==",
+   *     "merchantId": "corner-coffee",
+   *     "transactionId": "txn-7781",
+   *     "createdAt": "2026-11-25T09:41:31.807Z",
+   *     "isEscrowed": false
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.ReceiptsService.EncryptReceipt
    */
@@ -540,7 +589,35 @@ export const ReceiptsService: GenService<{
     output: typeof EncryptReceiptResponseSchema;
   },
   /**
-   * Decrypts a stored receipt with a grant and the user's private key.
+   * Decrypts a stored receipt with a grant and the user's private key. The private key crosses the
+   * network: an app that can, lists the receipts and opens them on the device instead.
+   *
+   * Example request:
+   * {
+   *   "receiptId": "r-1001",
+   *   "tokenId": "tok_1HSNCCdh24mtE4qhxP-fdDxONWBwTvwQ",
+   *   "privateKey": "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgvLQbtzhm713G7j8au9mQoQmgj4fV62Zy1LXcv9xz0m2hRANCAAT9SVOJ9Jpetl5ftN7QfXrhACEQbSVTszvzSzcPbvU+34cU/Zl1PXKRMuOklA9zyFhqVE9hnrU/Z3uAFJH/xpwC"
+   * }
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-1001",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7781",
+   *     "transactionDate": "2026-11-25T09:41:00Z",
+   *     "currency": "EUR",
+   *     "totalAmount": 950,
+   *     "items": [
+   *       {"lineItemId": "1", "name": "Flat white", "quantity": 2, "unitPrice": 350, "totalPrice": 700, "taxes": []},
+   *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250, "taxes": []}
+   *     ],
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "decryptedAt": "2026-11-25T09:42:40.776Z"
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.ReceiptsService.DecryptReceipt
    */
@@ -552,6 +629,34 @@ export const ReceiptsService: GenService<{
   /**
    * Lists a user's sealed receipts, newest first, for decryption on the device.
    *
+   * Example request:
+   * {"userId": "usr_OiIWtaNKLlelXAD2", "pageSize": 1}
+   *
+   * Example response:
+   * {
+   *   "receipts": [
+   *     {
+   *       "version": "1.0",
+   *       "receiptId": "r-1001",
+   *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *       "keyBundle": {
+   *         "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *         "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *         "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *       },
+   *       "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
+   *       "iv": "HaN4EMhwPxB5cvMK",
+   *       "authTag": "RrmUXbTtLKhMlWz/EOkSdQ==",
+   *       "merchantId": "corner-coffee",
+   *       "transactionId": "txn-7781",
+   *       "createdAt": "2026-11-25T09:41:31.807Z",
+   *       "isEscrowed": false
+   *     }
+   *   ],
+   *   "nextPageToken": "WzE3OTU2NDYyNTIyNTMsInJjcF80R0xVNmUzbzdwNWk1NVBVIl0"
+   * }
+   *
    * @generated from rpc receipts.v1.ReceiptsService.ListReceipts
    */
   listReceipts: {
@@ -561,6 +666,31 @@ export const ReceiptsService: GenService<{
   },
   /**
    * The merchant's own sealed receipt for one of its transactions.
+   *
+   * Example request:
+   * {"transactionId": "txn-7781"}
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-1001",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "keyBundle": {
+   *       "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *       "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *     },
+   *     "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
+   *     "iv": "HaN4EMhwPxB5cvMK",
+   *     "authTag": "RrmUXbTtLKhMlWz/EOkSdQ==",
+   *     "merchantId": "corner-coffee",
+   *     "transactionId": "txn-7781",
+   *     "createdAt": "2026-11-25T09:41:31.807Z",
+   *     "isEscrowed": false
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.ReceiptsService.GetTransactionReceipt
    */
@@ -575,6 +705,17 @@ export const ReceiptsService: GenService<{
    * then on every encrypt and create for that merchantId must carry the X-Receipt-Signature header
    * (gRPC metadata x-receipt-signature); see Receipt.merchant_signature for what is signed.
    *
+   * Example request:
+   * {"merchantId": "corner-coffee", "publicKey": "MCowBQYDK2VwAyEAkfssVEZsrdB6LxoWJElwqJ1JAITGnfkhWKOZkC2swA8="}
+   *
+   * Example response:
+   * {
+   *   "merchantKeyId": "mk_m0dpOzkwpLpaGmFT",
+   *   "merchantId": "corner-coffee",
+   *   "algorithm": "Ed25519",
+   *   "registeredAt": "2026-11-25T09:37:40.715Z"
+   * }
+   *
    * @generated from rpc receipts.v1.ReceiptsService.RegisterSigningKey
    */
   registerSigningKey: {
@@ -584,7 +725,48 @@ export const ReceiptsService: GenService<{
   },
   /**
    * Stores a receipt the merchant sealed on its own side (section 16): the service never sees its
-   * content. The key bundle must name the key LookupKey gives now.
+   * content. The key bundle must name the key LookupKey gives now. Send an Idempotency-Key header
+   * (metadata "idempotency-key") so that a retry gets the first answer.
+   *
+   * Example request:
+   * {
+   *   "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *   "version": "1.0",
+   *   "receiptId": "r-2001",
+   *   "merchantId": "corner-coffee",
+   *   "transactionId": "txn-8120",
+   *   "keyBundle": {
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *     "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *     "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *   },
+   *   "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
+   *   "iv": "HaN4EMhwPxB5cvMK",
+   *   "authTag": "RrmUXbTtLKhMlWz/EOkSdQ=="
+   * }
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-2001",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "keyBundle": {
+   *       "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *       "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *     },
+   *     "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
+   *     "iv": "HaN4EMhwPxB5cvMK",
+   *     "authTag": "RrmUXbTtLKhMlWz/EOkSdQ==",
+   *     "merchantId": "corner-coffee",
+   *     "transactionId": "txn-8120",
+   *     "createdAt": "2026-11-25T09:41:31.807Z",
+   *     "isEscrowed": false
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.ReceiptsService.StoreSealedReceipt
    */
@@ -597,6 +779,36 @@ export const ReceiptsService: GenService<{
    * Receipts escrowed for the calling issuer tenant under its own escrow keys, for one card, for the
    * issuer to re-wrap on its side (section 17).
    *
+   * Example request:
+   * {"hashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e", "pageSize": 50}
+   *
+   * Example response:
+   * {
+   *   "receipts": [
+   *     {
+   *       "version": "1.0",
+   *       "receiptId": "r-3001",
+   *       "keyId": "iek_QOsuElGgQg4OoV-R",
+   *       "keyBundle": {
+   *         "encryptedAesKey": "PNeXdpmKq85pRBF7XFd+9HshCBmZGs7GdJac2SnQ+JocvHv3or3VYF9Qub3GAPcG",
+   *         "keyId": "iek_QOsuElGgQg4OoV-R",
+   *         "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *         "encapsulatedKey": "BAyvE8IWdFFoZlnBz9KyQ5Pcr6igEVjjiK+zZDf8tJwe5TxznSiKBDnRySxiurlC4N+Rq2ztOshf2NsrQGa2uZE="
+   *       },
+   *       "ciphertext": "vezMtxJeHmigwFhgEiyKrzKeUonhd5e5OFEOBN/bx/uWKq4o+Zg7mixU4+xMxq05",
+   *       "iv": "JTpKcRCUiPXJL3pk",
+   *       "authTag": "uB6DPMJkd20MFXNb7Ad7Vw==",
+   *       "merchantId": "corner-coffee",
+   *       "transactionId": "txn-9034",
+   *       "createdAt": "2026-11-25T09:12:02.253Z",
+   *       "isEscrowed": true,
+   *       "escrowKeyId": "iek_QOsuElGgQg4OoV-R",
+   *       "expiresAt": "2027-02-23T09:12:02.253Z"
+   *     }
+   *   ],
+   *   "nextPageToken": ""
+   * }
+   *
    * @generated from rpc receipts.v1.ReceiptsService.ListPendingEscrow
    */
   listPendingEscrow: {
@@ -607,6 +819,26 @@ export const ReceiptsService: GenService<{
   /**
    * Swaps the key bundles of escrowed receipts for bundles the issuer re-wrapped to the user's active
    * key; the ciphertext is untouched.
+   *
+   * Example request:
+   * {
+   *   "userId": "usr_OiIWtaNKLlelXAD2",
+   *   "receipts": [
+   *     {
+   *       "merchantId": "corner-coffee",
+   *       "receiptId": "r-3001",
+   *       "keyBundle": {
+   *         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *         "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *         "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *         "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *       }
+   *     }
+   *   ]
+   * }
+   *
+   * Example response:
+   * {"released": 1, "failed": []}
    *
    * @generated from rpc receipts.v1.ReceiptsService.ReleaseEscrow
    */
