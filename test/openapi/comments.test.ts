@@ -51,7 +51,7 @@ describe("proto comments", () => {
     );
     expect(op.description).toBe(
       "Grants a 2-3 minute token to decrypt a user's receipts, after the user consented on the device." +
-        "\n\nThe REST form of the RPC `receipts.v1.KeysService/GrantAccess`.\n\nNeeds an API key of role `issuer`.",
+        "\n\nNeeds an API key of role `issuer`.",
     );
     // The examples are taken out of the comment: they are examples, not description.
     expect(op.description).not.toContain("Example");
