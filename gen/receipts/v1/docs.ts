@@ -37,6 +37,7 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.GrantAccessResponse.source_ip": "The caller's address as the service saw it.",
   "receipts.v1.GrantAccessResponse.token_id": "\"tok_...\" with at least 128 bits of randomness.",
   "receipts.v1.KeyBundle": "The AES key of a sealed receipt, wrapped to one public key.",
+  "receipts.v1.KeyBundle.aad_bound": "True when the wrapped key is bound to the receipt's AAD, so that it opens only for this receipt.\nRSA-OAEP-256: the OAEP label is the AAD's bytes when true, and empty when false (every RSA bundle\nstored before this field, and RSA wraps to a cardholder's own key). HPKE bundles are always bound\n(their HPKE aad) and the service answers true for them. A bundle for an escrow key must be bound.",
   "receipts.v1.KeyBundle.algorithm": "\"RSA-OAEP-256\" or \"HPKE-P256-SHA256-A256GCM\".",
   "receipts.v1.KeyBundle.encapsulated_key": "HPKE-P256-SHA256-A256GCM only: the 65-byte uncompressed encapsulated key.",
   "receipts.v1.KeyBundle.encrypted_aes_key": "RSA-OAEP-256: the 256-bit AES key encrypted with RSA-OAEP (SHA-256, MGF1-SHA-256).\nHPKE-P256-SHA256-A256GCM: the 48-byte HPKE ciphertext of the AES key (info \"receipts.v1 key wrap\",\naad the receipt's AAD).",
@@ -54,6 +55,7 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.ListReceiptsResponse.next_page_token": "Empty on the last page.",
   "receipts.v1.LookupKeyRequest.card_bin": "The card's first 6 or 8 digits, when the merchant knows them: routes to the owning issuer.",
   "receipts.v1.LookupKeyRequest.recipient_hashed_pan": "SHA-256 of the card number, 64 hexadecimal characters (any case).",
+  "receipts.v1.LookupKeyResponse.aad_bound": "True when the wrapped key must be bound to the receipt's AAD: set key_bundle.aad_bound and, for\nRSA-OAEP-256, use the AAD's bytes as the OAEP label. True for escrow keys and for HPKE keys.",
   "receipts.v1.LookupKeyResponse.algorithm": "\"RSA-OAEP-256\" or \"HPKE-P256-SHA256-A256GCM\".",
   "receipts.v1.LookupKeyResponse.is_escrowed": "True when the key is an escrow key (the card is not registered, or not to the BIN's issuer).",
   "receipts.v1.LookupKeyResponse.key_id": "The key to wrap the receipt's AES key to; name it in the key bundle.",
@@ -95,8 +97,9 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.RegisterRequest.key_id": "A keyId from GenerateKeys (its public key must match), or a fresh UUID for a device-made key.",
   "receipts.v1.RegisterRequest.public_key": "RSA public key of at least 2048 bits or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or\nPEM. The key's type decides its suite.",
   "receipts.v1.RegisterResponse.algorithm": "The suite of the registered key: \"RSA-OAEP-256\" or \"HPKE-P256-SHA256-A256GCM\".",
-  "receipts.v1.RegisterResponse.held_receipts": "How many escrowed receipts for this card stay escrowed: sealed to the issuer's own escrow key\n(release them with ReleaseEscrow), or to a service escrow key this service cannot use.",
-  "receipts.v1.RegisterResponse.released_receipts": "How many escrowed receipts were released to this key.",
+  "receipts.v1.RegisterResponse.held_receipts": "How many escrowed receipts for this card this call looked at that stay escrowed: sealed to the\nissuer's own escrow key (release them with ReleaseEscrow), or to a service escrow key this service\ncannot use or that does not open them (planted or corrupt; audited, and not looked at again).",
+  "receipts.v1.RegisterResponse.release_pending": "True when the card had more escrowed receipts than one call releases: the service goes on\nreleasing them after answering (list the user's receipts later). If it stops (a restart), the\nnext registration of the card goes on from where it is.",
+  "receipts.v1.RegisterResponse.released_receipts": "How many escrowed receipts this call released to this key: at most one page\n(ESCROW_RELEASE_PER_CALL, default 100); see release_pending for the rest.",
   "receipts.v1.RegisterResponse.status": "\"active\".",
   "receipts.v1.RegisterResponse.user_id": "\"usr_...\"; stays the same across key rotations.",
   "receipts.v1.RegisterSigningKeyRequest.merchant_id": "The merchantId whose receipts the key signs; must be allowed for the calling API key. A merchantId\nthat belongs to another merchant tenant is refused with permission denied (forbidden).",
@@ -146,7 +149,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
       "algorithm": "HPKE-P256-SHA256-A256GCM",
       "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
-      "isEscrowed": false
+      "isEscrowed": false,
+      "aadBound": true
     }
   },
   "receipts.v1.KeysService.RegisterEscrowKey": {
@@ -192,7 +196,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
       "registeredAt": "2026-11-25T09:30:12.393Z",
       "releasedReceipts": 0,
       "heldReceipts": 0,
-      "algorithm": "HPKE-P256-SHA256-A256GCM"
+      "algorithm": "HPKE-P256-SHA256-A256GCM",
+      "releasePending": false
     }
   },
   "receipts.v1.PaymentsService.CreatePayment": {
@@ -363,7 +368,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
           "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
           "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
           "algorithm": "HPKE-P256-SHA256-A256GCM",
-          "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+          "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+          "aadBound": true
         },
         "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
         "iv": "HaN4EMhwPxB5cvMK",
@@ -388,7 +394,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
           "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
           "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
           "algorithm": "HPKE-P256-SHA256-A256GCM",
-          "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+          "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+          "aadBound": true
         },
         "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
         "iv": "HaN4EMhwPxB5cvMK",
@@ -415,7 +422,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
             "encryptedAesKey": "PNeXdpmKq85pRBF7XFd+9HshCBmZGs7GdJac2SnQ+JocvHv3or3VYF9Qub3GAPcG",
             "keyId": "iek_QOsuElGgQg4OoV-R",
             "algorithm": "HPKE-P256-SHA256-A256GCM",
-            "encapsulatedKey": "BAyvE8IWdFFoZlnBz9KyQ5Pcr6igEVjjiK+zZDf8tJwe5TxznSiKBDnRySxiurlC4N+Rq2ztOshf2NsrQGa2uZE="
+            "encapsulatedKey": "BAyvE8IWdFFoZlnBz9KyQ5Pcr6igEVjjiK+zZDf8tJwe5TxznSiKBDnRySxiurlC4N+Rq2ztOshf2NsrQGa2uZE=",
+            "aadBound": true
           },
           "ciphertext": "vezMtxJeHmigwFhgEiyKrzKeUonhd5e5OFEOBN/bx/uWKq4o+Zg7mixU4+xMxq05",
           "iv": "JTpKcRCUiPXJL3pk",
@@ -446,7 +454,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
             "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
             "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
             "algorithm": "HPKE-P256-SHA256-A256GCM",
-            "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+            "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+            "aadBound": true
           },
           "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
           "iv": "HaN4EMhwPxB5cvMK",
@@ -483,7 +492,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
             "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
             "algorithm": "HPKE-P256-SHA256-A256GCM",
             "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
-            "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+            "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+            "aadBound": true
           }
         }
       ]
@@ -504,7 +514,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
         "algorithm": "HPKE-P256-SHA256-A256GCM",
         "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
-        "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+        "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+        "aadBound": true
       },
       "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
       "iv": "HaN4EMhwPxB5cvMK",
@@ -519,7 +530,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
           "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
           "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
           "algorithm": "HPKE-P256-SHA256-A256GCM",
-          "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+          "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+          "aadBound": true
         },
         "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
         "iv": "HaN4EMhwPxB5cvMK",

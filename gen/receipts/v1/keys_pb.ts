@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI/ChJHcmFudEFjY2Vzc1JlcXVlc3QSFAoHdXNlcl9pZBgBIAEoCUID4EECEhMKBmtleV9pZBgCIAEoCUID4EECIswBChNHcmFudEFjY2Vzc1Jlc3BvbnNlEhAKCHRva2VuX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEg8KB3B1cnBvc2UYBCABKAkSLgoKZ3JhbnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJc291cmNlX2lwGAcgASgJIlkKEExvb2t1cEtleVJlcXVlc3QSIQoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAlCA+BBAhIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJfChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgiMwoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhcKCnB1YmxpY19rZXkYASABKAlCA+BBAiJ1ChlSZWdpc3RlckVzY3Jvd0tleVJlc3BvbnNlEhUKDWVzY3Jvd19rZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wMv4CCgtLZXlzU2VydmljZRJ2CgtHcmFudEFjY2VzcxIfLnJlY2VpcHRzLnYxLkdyYW50QWNjZXNzUmVxdWVzdBogLnJlY2VpcHRzLnYxLkdyYW50QWNjZXNzUmVzcG9uc2UiJILT5JMCHjoBKiIZL2FwaS92MS9rZXlzL2dyYW50LWFjY2VzcxJqCglMb29rdXBLZXkSHS5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXF1ZXN0Gh4ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVzcG9uc2UiHoLT5JMCGDoBKiITL2FwaS92MS9rZXlzL2xvb2t1cBKKAQoRUmVnaXN0ZXJFc2Nyb3dLZXkSJS5yZWNlaXB0cy52MS5SZWdpc3RlckVzY3Jvd0tleVJlcXVlc3QaJi5yZWNlaXB0cy52MS5SZWdpc3RlckVzY3Jvd0tleVJlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5c2IGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI/ChJHcmFudEFjY2Vzc1JlcXVlc3QSFAoHdXNlcl9pZBgBIAEoCUID4EECEhMKBmtleV9pZBgCIAEoCUID4EECIswBChNHcmFudEFjY2Vzc1Jlc3BvbnNlEhAKCHRva2VuX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEg8KB3B1cnBvc2UYBCABKAkSLgoKZ3JhbnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJc291cmNlX2lwGAcgASgJIlkKEExvb2t1cEtleVJlcXVlc3QSIQoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAlCA+BBAhIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJyChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIIjMKGFJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBIXCgpwdWJsaWNfa2V5GAEgASgJQgPgQQIidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDL+AgoLS2V5c1NlcnZpY2USdgoLR3JhbnRBY2Nlc3MSHy5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1JlcXVlc3QaIC5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1Jlc3BvbnNlIiSC0+STAh46ASoiGS9hcGkvdjEva2V5cy9ncmFudC1hY2Nlc3MSagoJTG9va3VwS2V5Eh0ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVxdWVzdBoeLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlc3BvbnNlIh6C0+STAhg6ASoiEy9hcGkvdjEva2V5cy9sb29rdXASigEKEVJlZ2lzdGVyRXNjcm93S2V5EiUucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0GiYucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXNiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
@@ -152,6 +152,14 @@ export type LookupKeyResponse = Message<"receipts.v1.LookupKeyResponse"> & {
    * @generated from field: bool is_escrowed = 4;
    */
   isEscrowed: boolean;
+
+  /**
+   * True when the wrapped key must be bound to the receipt's AAD: set key_bundle.aad_bound and, for
+   * RSA-OAEP-256, use the AAD's bytes as the OAEP label. True for escrow keys and for HPKE keys.
+   *
+   * @generated from field: bool aad_bound = 5;
+   */
+  aadBound: boolean;
 };
 
 /**
@@ -251,7 +259,8 @@ export const KeysService: GenService<{
    *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
    *   "algorithm": "HPKE-P256-SHA256-A256GCM",
    *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
-   *   "isEscrowed": false
+   *   "isEscrowed": false,
+   *   "aadBound": true
    * }
    *
    * @generated from rpc receipts.v1.KeysService.LookupKey

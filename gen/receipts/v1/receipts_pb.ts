@@ -569,7 +569,8 @@ export const ReceiptsService: GenService<{
    *       "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
    *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
    *       "algorithm": "HPKE-P256-SHA256-A256GCM",
-   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *       "aadBound": true
    *     },
    *     "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
    *     "iv": "HaN4EMhwPxB5cvMK",
@@ -643,7 +644,8 @@ export const ReceiptsService: GenService<{
    *         "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
    *         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
    *         "algorithm": "HPKE-P256-SHA256-A256GCM",
-   *         "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *         "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *         "aadBound": true
    *       },
    *       "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
    *       "iv": "HaN4EMhwPxB5cvMK",
@@ -680,7 +682,8 @@ export const ReceiptsService: GenService<{
    *       "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
    *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
    *       "algorithm": "HPKE-P256-SHA256-A256GCM",
-   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *       "aadBound": true
    *     },
    *     "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
    *     "iv": "HaN4EMhwPxB5cvMK",
@@ -739,7 +742,8 @@ export const ReceiptsService: GenService<{
    *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
    *     "algorithm": "HPKE-P256-SHA256-A256GCM",
    *     "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
-   *     "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *     "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *     "aadBound": true
    *   },
    *   "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
    *   "iv": "HaN4EMhwPxB5cvMK",
@@ -756,7 +760,8 @@ export const ReceiptsService: GenService<{
    *       "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
    *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
    *       "algorithm": "HPKE-P256-SHA256-A256GCM",
-   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *       "aadBound": true
    *     },
    *     "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
    *     "iv": "HaN4EMhwPxB5cvMK",
@@ -793,7 +798,8 @@ export const ReceiptsService: GenService<{
    *         "encryptedAesKey": "PNeXdpmKq85pRBF7XFd+9HshCBmZGs7GdJac2SnQ+JocvHv3or3VYF9Qub3GAPcG",
    *         "keyId": "iek_QOsuElGgQg4OoV-R",
    *         "algorithm": "HPKE-P256-SHA256-A256GCM",
-   *         "encapsulatedKey": "BAyvE8IWdFFoZlnBz9KyQ5Pcr6igEVjjiK+zZDf8tJwe5TxznSiKBDnRySxiurlC4N+Rq2ztOshf2NsrQGa2uZE="
+   *         "encapsulatedKey": "BAyvE8IWdFFoZlnBz9KyQ5Pcr6igEVjjiK+zZDf8tJwe5TxznSiKBDnRySxiurlC4N+Rq2ztOshf2NsrQGa2uZE=",
+   *         "aadBound": true
    *       },
    *       "ciphertext": "vezMtxJeHmigwFhgEiyKrzKeUonhd5e5OFEOBN/bx/uWKq4o+Zg7mixU4+xMxq05",
    *       "iv": "JTpKcRCUiPXJL3pk",
@@ -831,7 +837,8 @@ export const ReceiptsService: GenService<{
    *         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
    *         "algorithm": "HPKE-P256-SHA256-A256GCM",
    *         "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
-   *         "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc="
+   *         "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *         "aadBound": true
    *       }
    *     }
    *   ]
