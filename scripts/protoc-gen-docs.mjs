@@ -6,7 +6,9 @@
 //   - `comments`: the leading comment of every service, RPC, message, field, enum and enum value, by
 //     full name (`receipts.v1.KeysService.GrantAccess`, `receipts.v1.Receipt.receipt_id`,
 //     `receipts.v1.Status.ACTIVE`), one leading space per line removed;
-//   - `examples`: the example request and response of each RPC, taken out of its comment.
+//   - `examples`: the example request and response of each RPC, taken out of its comment;
+//   - `required`: the request fields whose comment begins with `Required.`: the service refuses them
+//     empty (the word is taken out of the comment; the reference marks the field instead).
 //
 // An RPC declares its examples in its comment, after the description, each as a line that says
 // `Example request:` or `Example response:` followed by the message in the proto JSON mapping, up
@@ -21,7 +23,12 @@
 //   // {"tokenId": "tok_...", ...}
 //
 // Text that does not parse as JSON fails the generation with the file and line. Whether every RPC
-// has both examples, and whether they are valid messages, is for the tests (test/openapi/examples).
+// has both examples, whether they are valid messages, and whether the service really refuses each
+// required field empty, is for the tests (test/openapi/examples, test/e2e/examples).
+//
+// "Required." is a comment convention rather than google.api.field_behavior: that option adds
+// google/api/field_behavior.proto to every reflected descriptor set, and grpc-js-reflection-client
+// (through protobufjs's descriptor round trip) then fails with "duplicate id 1052".
 import { create, createFileRegistry, fromBinary, toBinary } from "@bufbuild/protobuf";
 import {
   CodeGeneratorRequestSchema,
@@ -42,6 +49,7 @@ const SERVICE_METHOD = 2;
 const ENUM_VALUE = 2;
 
 const EXAMPLE_LINE = /^Example (request|response):\s*$/;
+const REQUIRED = /^Required\.\s*/;
 
 /**
  * The full name of every element of `file` by its source path (`"6,0,2,1"`), from the descriptors.
@@ -135,12 +143,19 @@ function splitExamples(comment, where) {
 function docsModule(files) {
   const comments = {};
   const examples = {};
+  const required = [];
   for (const file of files) {
     const elements = elementsByPath(file);
     for (const location of file.proto.sourceCodeInfo?.location ?? []) {
       const element = elements.get(location.path.join(","));
       const text = clean(location.leadingComments ?? "");
       if (element === undefined || text === "") continue;
+      if (element.kind === "field" && REQUIRED.test(text)) {
+        required.push(element.name);
+        const rest = text.replace(REQUIRED, "");
+        if (rest !== "") comments[element.name] = rest;
+        continue;
+      }
       if (element.kind !== "rpc") {
         comments[element.name] = text;
         continue;
@@ -164,6 +179,9 @@ function docsModule(files) {
     "/** Each RPC's example request and response messages, in the proto JSON mapping, by full name. */",
     "export const examples: Readonly<Record<string, { request?: JsonValue; response?: JsonValue }>> = " +
       `${JSON.stringify(sorted(examples), null, 2)};`,
+    "",
+    "/** The request fields the service refuses empty (comment `Required.`), by full name. */",
+    `export const required: ReadonlySet<string> = new Set(${JSON.stringify(required.sort(), null, 2)});`,
     "",
   ].join("\n");
 }

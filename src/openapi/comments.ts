@@ -8,7 +8,7 @@ import type {
   DescService,
   JsonValue,
 } from "@bufbuild/protobuf";
-import { comments, examples } from "../../gen/receipts/v1/docs.js";
+import { comments, examples, required } from "../../gen/receipts/v1/docs.js";
 
 /**
  * Proto comments and RPC examples for the OpenAPI document.
@@ -43,6 +43,14 @@ export function fullNameOf(desc: Commented | DescEnumValue): string {
 /** The examples an RPC declares in its proto comment (`Example request:` / `Example response:`). */
 export function rpcExample(method: DescMethod): RpcExample {
   return examples[fullNameOf(method)] ?? {};
+}
+
+/**
+ * Whether a request field is declared required (its proto comment begins with `Required.`): the
+ * service refuses it empty.
+ */
+export function isRequiredField(field: DescField): boolean {
+  return required.has(fullNameOf(field));
 }
 
 /** The comment of an enum value, from the generated table. */

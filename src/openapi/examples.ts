@@ -1,6 +1,4 @@
 import type { DescField, JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { getOption } from "@bufbuild/protobuf";
-import { FieldBehavior, field_behavior } from "../../gen/google/api/field_behavior_pb.js";
 import type { HttpBinding } from "../http/bindings.js";
 import { rpcExample } from "./comments.js";
 
@@ -19,11 +17,6 @@ export interface RestExample {
   query: Record<string, JsonValue>;
   /** The JSON body, or undefined for a binding without one. */
   body: JsonValue | undefined;
-}
-
-/** Whether a field is declared `(google.api.field_behavior) = REQUIRED`: the service refuses it empty. */
-export function isRequiredField(field: DescField): boolean {
-  return getOption(field, field_behavior).includes(FieldBehavior.REQUIRED);
 }
 
 function isObject(value: JsonValue | undefined): value is JsonObject {

@@ -6,8 +6,7 @@ import {
   ScalarType,
 } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence, isWrapperDesc } from "@bufbuild/protobuf/wkt";
-import { leadingComment } from "./comments.js";
-import { isRequiredField } from "./examples.js";
+import { isRequiredField, leadingComment } from "./comments.js";
 
 /**
  * JSON Schemas (OpenAPI 3.1 dialect) for protobuf messages as the REST surface renders them: the
@@ -21,7 +20,7 @@ import { isRequiredField } from "./examples.js";
  * (response) and `ReceiptInput` (request); one used in a single direction gets one, under its name.
  * Every message schema has `additionalProperties: false`: the service rejects unknown fields.
  *
- * Request fields the protos declare `(google.api.field_behavior) = REQUIRED` carry `x-required: true`:
+ * Request fields whose proto comment begins with `Required.` carry `x-required: true`:
  * the service refuses them empty. They are not in `required`, because in the proto3 JSON mapping
  * an absent field and an empty one are the same message (the check is on the value), and because a
  * field moved into `required` is a breaking change to every client generated from the document.

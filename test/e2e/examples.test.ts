@@ -1,7 +1,7 @@
 import type { DescField, DescMessage, JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { httpBindings } from "../../src/http/bindings.js";
-import { isRequiredField } from "../../src/openapi/examples.js";
+import { isRequiredField } from "../../src/openapi/comments.js";
 import { rpcName } from "../../src/openapi/extras.js";
 import { openApiPath, serviceOpenApi } from "../../src/openapi/openapi.js";
 import { API_SERVICES } from "../../src/rpc/roles.js";
@@ -15,7 +15,7 @@ import { startService, type TestService } from "../support/harness.js";
  * The same run checks two promises of the reference against the service: an operation documented
  * with `Idempotency-Key` answers a retry with the first response and `Idempotent-Replayed: true`
  * (and an operation documented without it never does), and a request field marked `x-required`
- * (`google.api.field_behavior = REQUIRED` in the proto) left out is `invalid_request` naming it.
+ * (its proto comment begins with `Required.`) left out is `invalid_request` naming it.
  */
 
 /** The RPCs in the order their examples run; a new RPC must be placed here (the first test says so). */

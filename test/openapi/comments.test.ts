@@ -7,7 +7,6 @@ import {
 } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { file_google_api_annotations } from "../../gen/google/api/annotations_pb.js";
-import { file_google_api_field_behavior } from "../../gen/google/api/field_behavior_pb.js";
 import { file_receipts_v1_keys } from "../../gen/receipts/v1/keys_pb.js";
 import { leadingComment } from "../../src/openapi/comments.js";
 import { buildOpenApi } from "../../src/openapi/openapi.js";
@@ -34,7 +33,6 @@ function keysServiceWithComments() {
   });
   const deps = new Map([
     [`${file_google_api_annotations.name}.proto`, file_google_api_annotations],
-    [`${file_google_api_field_behavior.name}.proto`, file_google_api_field_behavior],
     [`${file_google_protobuf_timestamp.name}.proto`, file_google_protobuf_timestamp],
   ]);
   const registry = createFileRegistry(proto, (name) => deps.get(name));

@@ -544,3 +544,39 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
     }
   }
 };
+
+/** The request fields the service refuses empty (comment `Required.`), by full name. */
+export const required: ReadonlySet<string> = new Set([
+  "receipts.v1.CreatePaymentRequest.gateway",
+  "receipts.v1.DecryptPaymentRequest.payment_id",
+  "receipts.v1.DecryptPaymentRequest.private_key",
+  "receipts.v1.DecryptPaymentRequest.token_id",
+  "receipts.v1.DecryptReceiptRequest.private_key",
+  "receipts.v1.DecryptReceiptRequest.receipt_id",
+  "receipts.v1.DecryptReceiptRequest.token_id",
+  "receipts.v1.DeleteUserRequest.user_id",
+  "receipts.v1.EscrowRelease.merchant_id",
+  "receipts.v1.EscrowRelease.receipt_id",
+  "receipts.v1.GetTransactionReceiptRequest.transaction_id",
+  "receipts.v1.GrantAccessRequest.key_id",
+  "receipts.v1.GrantAccessRequest.user_id",
+  "receipts.v1.ListPendingEscrowRequest.hashed_pan",
+  "receipts.v1.ListReceiptsRequest.user_id",
+  "receipts.v1.LookupKeyRequest.recipient_hashed_pan",
+  "receipts.v1.RegisterEscrowKeyRequest.public_key",
+  "receipts.v1.RegisterRequest.hashed_pan",
+  "receipts.v1.RegisterRequest.key_id",
+  "receipts.v1.RegisterRequest.public_key",
+  "receipts.v1.RegisterSigningKeyRequest.merchant_id",
+  "receipts.v1.RegisterSigningKeyRequest.public_key",
+  "receipts.v1.ReleaseEscrowRequest.receipts",
+  "receipts.v1.ReleaseEscrowRequest.user_id",
+  "receipts.v1.StoreSealedReceiptRequest.auth_tag",
+  "receipts.v1.StoreSealedReceiptRequest.ciphertext",
+  "receipts.v1.StoreSealedReceiptRequest.iv",
+  "receipts.v1.StoreSealedReceiptRequest.key_bundle",
+  "receipts.v1.StoreSealedReceiptRequest.merchant_id",
+  "receipts.v1.StoreSealedReceiptRequest.receipt_id",
+  "receipts.v1.StoreSealedReceiptRequest.recipient_hashed_pan",
+  "receipts.v1.StoreSealedReceiptRequest.transaction_id"
+]);

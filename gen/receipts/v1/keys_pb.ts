@@ -5,7 +5,6 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
-import { file_google_api_field_behavior } from "../../google/api/field_behavior_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,21 +13,21 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI/ChJHcmFudEFjY2Vzc1JlcXVlc3QSFAoHdXNlcl9pZBgBIAEoCUID4EECEhMKBmtleV9pZBgCIAEoCUID4EECIswBChNHcmFudEFjY2Vzc1Jlc3BvbnNlEhAKCHRva2VuX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEg8KB3B1cnBvc2UYBCABKAkSLgoKZ3JhbnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJc291cmNlX2lwGAcgASgJIlkKEExvb2t1cEtleVJlcXVlc3QSIQoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAlCA+BBAhIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJyChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIIjMKGFJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBIXCgpwdWJsaWNfa2V5GAEgASgJQgPgQQIidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDL+AgoLS2V5c1NlcnZpY2USdgoLR3JhbnRBY2Nlc3MSHy5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1JlcXVlc3QaIC5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1Jlc3BvbnNlIiSC0+STAh46ASoiGS9hcGkvdjEva2V5cy9ncmFudC1hY2Nlc3MSagoJTG9va3VwS2V5Eh0ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVxdWVzdBoeLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlc3BvbnNlIh6C0+STAhg6ASoiEy9hcGkvdjEva2V5cy9sb29rdXASigEKEVJlZ2lzdGVyRXNjcm93S2V5EiUucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0GiYucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXNiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJyChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIIi4KGFJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgJInUKGVJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2USFQoNZXNjcm93X2tleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAy/gIKC0tleXNTZXJ2aWNlEnYKC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIkgtPkkwIeOgEqIhkvYXBpL3YxL2tleXMvZ3JhbnQtYWNjZXNzEmoKCUxvb2t1cEtleRIdLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlcXVlc3QaHi5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXNwb25zZSIegtPkkwIYOgEqIhMvYXBpL3YxL2tleXMvbG9va3VwEooBChFSZWdpc3RlckVzY3Jvd0tleRIlLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBomLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
  */
 export type GrantAccessRequest = Message<"receipts.v1.GrantAccessRequest"> & {
   /**
-   * The user (from Register) whose receipts the token opens.
+   * Required. The user (from Register) whose receipts the token opens.
    *
    * @generated from field: string user_id = 1;
    */
   userId: string;
 
   /**
-   * The user's key the receipts are sealed to.
+   * Required. The user's key the receipts are sealed to.
    *
    * @generated from field: string key_id = 2;
    */
@@ -100,7 +99,7 @@ export const GrantAccessResponseSchema: GenMessage<GrantAccessResponse> = /*@__P
  */
 export type LookupKeyRequest = Message<"receipts.v1.LookupKeyRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string recipient_hashed_pan = 1;
    */
@@ -174,7 +173,7 @@ export const LookupKeyResponseSchema: GenMessage<LookupKeyResponse> = /*@__PURE_
  */
 export type RegisterEscrowKeyRequest = Message<"receipts.v1.RegisterEscrowKeyRequest"> & {
   /**
-   * RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.
+   * Required. RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.
    *
    * @generated from field: string public_key = 1;
    */

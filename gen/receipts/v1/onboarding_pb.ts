@@ -5,7 +5,6 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
-import { file_google_api_field_behavior } from "../../google/api/field_behavior_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiWAoPUmVnaXN0ZXJSZXF1ZXN0EhcKCmhhc2hlZF9wYW4YASABKAlCA+BBAhIXCgpwdWJsaWNfa2V5GAIgASgJQgPgQQISEwoGa2V5X2lkGAMgASgJQgPgQQIi1AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCCIpChFEZWxldGVVc2VyUmVxdWVzdBIUCgd1c2VyX2lkGAEgASgJQgPgQQIiRAoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFMvcCChFPbmJvYXJkaW5nU2VydmljZRKAAQoMR2VuZXJhdGVLZXlzEiAucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVxdWVzdBohLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1Jlc3BvbnNlIiuC0+STAiU6ASoiIC9hcGkvdjEvb25ib2FyZGluZy9nZW5lcmF0ZS1rZXlzEm8KCFJlZ2lzdGVyEhwucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXF1ZXN0Gh0ucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISbgoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIh+C0+STAhkqFy9hcGkvdjEvdXNlcnMve3VzZXJfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiSQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAki1AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCCIkChFEZWxldGVVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJIkQKEkRlbGV0ZVVzZXJSZXNwb25zZRIYChBkZWxldGVkX3JlY2VpcHRzGAEgASgFEhQKDGRlbGV0ZWRfa2V5cxgCIAEoBTL3AgoRT25ib2FyZGluZ1NlcnZpY2USgAEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSIrgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJvCghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9vbmJvYXJkaW5nL3JlZ2lzdGVyEm4KCkRlbGV0ZVVzZXISHi5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVxdWVzdBofLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZSIfgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -80,14 +79,14 @@ export const GenerateKeysResponseSchema: GenMessage<GenerateKeysResponse> = /*@_
  */
 export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string hashed_pan = 1;
    */
   hashedPan: string;
 
   /**
-   * RSA public key of at least 2048 bits or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or
+   * Required. RSA public key of at least 2048 bits or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or
    * PEM. The key's type decides its suite.
    *
    * @generated from field: string public_key = 2;
@@ -95,7 +94,7 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   publicKey: string;
 
   /**
-   * A keyId from GenerateKeys (its public key must match), or a fresh UUID for a device-made key.
+   * Required. A keyId from GenerateKeys (its public key must match), or a fresh UUID for a device-made key.
    *
    * @generated from field: string key_id = 3;
    */
@@ -183,6 +182,8 @@ export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*
  */
 export type DeleteUserRequest = Message<"receipts.v1.DeleteUserRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;

@@ -5,7 +5,6 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
-import { file_google_api_field_behavior } from "../../google/api/field_behavior_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Receipt } from "./receipt_pb.js";
@@ -16,14 +15,14 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/payments.proto.
  */
 export const file_receipts_v1_payments: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWNlaXB0cy92MS9wYXltZW50cy5wcm90bxILcmVjZWlwdHMudjEiUwoUQ3JlYXRlUGF5bWVudFJlcXVlc3QSFAoHZ2F0ZXdheRgBIAEoCUID4EECEiUKB3JlY2VpcHQYAiABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IpYCChVDcmVhdGVQYXltZW50UmVzcG9uc2USEgoKcGF5bWVudF9pZBgBIAEoCRIPCgdnYXRld2F5GAIgASgJEg4KBnN0YXR1cxgDIAEoCRIOCgZhbW91bnQYBCABKAMSEAoIY3VycmVuY3kYBSABKAkSGgoNY2xpZW50X3NlY3JldBgGIAEoCUgAiAEBEhAKCG9yZGVyX2lkGAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKEHNlcnZpY2VfbWV0YWRhdGEYCSABKAsyHC5yZWNlaXB0cy52MS5TZXJ2aWNlTWV0YWRhdGFCEAoOX2NsaWVudF9zZWNyZXQilQEKD1NlcnZpY2VNZXRhZGF0YRISCgpyZWNlaXB0X2lkGAEgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAIgASgJEg4KBmtleV9pZBgDIAEoCRITCgtpc19lc2Nyb3dlZBgEIAEoCBIPCgdnYXRld2F5GAUgASgJEg4KBmFtb3VudBgGIAEoAxIQCghjdXJyZW5jeRgHIAEoCSJ6ChVEZWNyeXB0UGF5bWVudFJlcXVlc3QSFwoKcGF5bWVudF9pZBgBIAEoCUID4EECEhUKCHRva2VuX2lkGAIgASgJQgPgQQISGAoLcHJpdmF0ZV9rZXkYAyABKAlCA+BBAhIXCg9hY2Nlc3NfdG9rZW5faWQYBCABKAkiPwoWRGVjcnlwdFBheW1lbnRSZXNwb25zZRIlCgdyZWNlaXB0GAEgASgLMhQucmVjZWlwdHMudjEuUmVjZWlwdDKoAgoPUGF5bWVudHNTZXJ2aWNlEooBCg1DcmVhdGVQYXltZW50EiEucmVjZWlwdHMudjEuQ3JlYXRlUGF5bWVudFJlcXVlc3QaIi5yZWNlaXB0cy52MS5DcmVhdGVQYXltZW50UmVzcG9uc2UiMoLT5JMCLDoHcmVjZWlwdCIhL2FwaS92MS9wYXltZW50cy97Z2F0ZXdheX0vY3JlYXRlEocBCg5EZWNyeXB0UGF5bWVudBIiLnJlY2VpcHRzLnYxLkRlY3J5cHRQYXltZW50UmVxdWVzdBojLnJlY2VpcHRzLnYxLkRlY3J5cHRQYXltZW50UmVzcG9uc2UiLILT5JMCJjoBKmIHcmVjZWlwdCIYL2FwaS92MS9wYXltZW50cy9kZWNyeXB0YgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
+  fileDesc("ChpyZWNlaXB0cy92MS9wYXltZW50cy5wcm90bxILcmVjZWlwdHMudjEiTgoUQ3JlYXRlUGF5bWVudFJlcXVlc3QSDwoHZ2F0ZXdheRgBIAEoCRIlCgdyZWNlaXB0GAIgASgLMhQucmVjZWlwdHMudjEuUmVjZWlwdCKWAgoVQ3JlYXRlUGF5bWVudFJlc3BvbnNlEhIKCnBheW1lbnRfaWQYASABKAkSDwoHZ2F0ZXdheRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSDgoGYW1vdW50GAQgASgDEhAKCGN1cnJlbmN5GAUgASgJEhoKDWNsaWVudF9zZWNyZXQYBiABKAlIAIgBARIQCghvcmRlcl9pZBgHIAEoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2ChBzZXJ2aWNlX21ldGFkYXRhGAkgASgLMhwucmVjZWlwdHMudjEuU2VydmljZU1ldGFkYXRhQhAKDl9jbGllbnRfc2VjcmV0IpUBCg9TZXJ2aWNlTWV0YWRhdGESEgoKcmVjZWlwdF9pZBgBIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSDwoHZ2F0ZXdheRgFIAEoCRIOCgZhbW91bnQYBiABKAMSEAoIY3VycmVuY3kYByABKAkiawoVRGVjcnlwdFBheW1lbnRSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkSEAoIdG9rZW5faWQYAiABKAkSEwoLcHJpdmF0ZV9rZXkYAyABKAkSFwoPYWNjZXNzX3Rva2VuX2lkGAQgASgJIj8KFkRlY3J5cHRQYXltZW50UmVzcG9uc2USJQoHcmVjZWlwdBgBIAEoCzIULnJlY2VpcHRzLnYxLlJlY2VpcHQyqAIKD1BheW1lbnRzU2VydmljZRKKAQoNQ3JlYXRlUGF5bWVudBIhLnJlY2VpcHRzLnYxLkNyZWF0ZVBheW1lbnRSZXF1ZXN0GiIucmVjZWlwdHMudjEuQ3JlYXRlUGF5bWVudFJlc3BvbnNlIjKC0+STAiw6B3JlY2VpcHQiIS9hcGkvdjEvcGF5bWVudHMve2dhdGV3YXl9L2NyZWF0ZRKHAQoORGVjcnlwdFBheW1lbnQSIi5yZWNlaXB0cy52MS5EZWNyeXB0UGF5bWVudFJlcXVlc3QaIy5yZWNlaXB0cy52MS5EZWNyeXB0UGF5bWVudFJlc3BvbnNlIiyC0+STAiY6ASpiB3JlY2VpcHQiGC9hcGkvdjEvcGF5bWVudHMvZGVjcnlwdGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
 
 /**
  * @generated from message receipts.v1.CreatePaymentRequest
  */
 export type CreatePaymentRequest = Message<"receipts.v1.CreatePaymentRequest"> & {
   /**
-   * "gateway_a" or "gateway_b".
+   * Required. "gateway_a" or "gateway_b".
    *
    * @generated from field: string gateway = 1;
    */
@@ -159,19 +158,21 @@ export const ServiceMetadataSchema: GenMessage<ServiceMetadata> = /*@__PURE__*/
  */
 export type DecryptPaymentRequest = Message<"receipts.v1.DecryptPaymentRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string payment_id = 1;
    */
   paymentId: string;
 
   /**
-   * The grant from GrantAccess (or its alias access_token_id).
+   * Required. The grant from GrantAccess (or its alias access_token_id).
    *
    * @generated from field: string token_id = 2;
    */
   tokenId: string;
 
   /**
-   * Base64 DER PKCS#8 or PEM. Used in memory for this call only.
+   * Required. Base64 DER PKCS#8 or PEM. Used in memory for this call only.
    *
    * @generated from field: string private_key = 3;
    */

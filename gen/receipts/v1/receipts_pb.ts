@@ -5,7 +5,6 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
-import { file_google_api_field_behavior } from "../../google/api/field_behavior_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { EncryptedReceipt, KeyBundle, Receipt } from "./receipt_pb.js";
@@ -16,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/receipts.proto.
  */
 export const file_receipts_v1_receipts: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEiPgoVRW5jcnlwdFJlY2VpcHRSZXF1ZXN0EiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkgKFkVuY3J5cHRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQijwEKFURlY3J5cHRSZWNlaXB0UmVxdWVzdBIXCgpyZWNlaXB0X2lkGAEgASgJQgPgQQISFQoIdG9rZW5faWQYAiABKAlCA+BBAhIYCgtwcml2YXRlX2tleRgDIAEoCUID4EECEhMKC21lcmNoYW50X2lkGAQgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgFIAEoCSI/ChZEZWNyeXB0UmVjZWlwdFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IlIKE0xpc3RSZWNlaXB0c1JlcXVlc3QSFAoHdXNlcl9pZBgBIAEoCUID4EECEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImAKFExpc3RSZWNlaXB0c1Jlc3BvbnNlEi8KCHJlY2VpcHRzGAEgAygLMh0ucmVjZWlwdHMudjEuRW5jcnlwdGVkUmVjZWlwdBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUAocR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVxdWVzdBIbCg50cmFuc2FjdGlvbl9pZBgBIAEoCUID4EECEhMKC21lcmNoYW50X2lkGAIgASgJIk8KHUdldFRyYW5zYWN0aW9uUmVjZWlwdFJlc3BvbnNlEi4KB3JlY2VpcHQYASABKAsyHS5yZWNlaXB0cy52MS5FbmNyeXB0ZWRSZWNlaXB0Ik4KGVJlZ2lzdGVyU2lnbmluZ0tleVJlcXVlc3QSGAoLbWVyY2hhbnRfaWQYASABKAlCA+BBAhIXCgpwdWJsaWNfa2V5GAIgASgJQgPgQQIikAEKGlJlZ2lzdGVyU2lnbmluZ0tleVJlc3BvbnNlEhcKD21lcmNoYW50X2tleV9pZBgBIAEoCRITCgttZXJjaGFudF9pZBgCIAEoCRIRCglhbGdvcml0aG0YAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitQIKGVN0b3JlU2VhbGVkUmVjZWlwdFJlcXVlc3QSIQoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAlCA+BBAhIVCghjYXJkX2JpbhgCIAEoCUgAiAEBEg8KB3ZlcnNpb24YAyABKAkSFwoKcmVjZWlwdF9pZBgEIAEoCUID4EECEhgKC21lcmNoYW50X2lkGAUgASgJQgPgQQISGwoOdHJhbnNhY3Rpb25faWQYBiABKAlCA+BBAhIvCgprZXlfYnVuZGxlGAcgASgLMhYucmVjZWlwdHMudjEuS2V5QnVuZGxlQgPgQQISFwoKY2lwaGVydGV4dBgIIAEoDEID4EECEg8KAml2GAkgASgMQgPgQQISFQoIYXV0aF90YWcYCiABKAxCA+BBAkILCglfY2FyZF9iaW4iTAoaU3RvcmVTZWFsZWRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiWgoYTGlzdFBlbmRpbmdFc2Nyb3dSZXF1ZXN0EhcKCmhhc2hlZF9wYW4YASABKAlCA+BBAhIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJlChlMaXN0UGVuZGluZ0VzY3Jvd1Jlc3BvbnNlEi8KCHJlY2VpcHRzGAEgAygLMh0ucmVjZWlwdHMudjEuRW5jcnlwdGVkUmVjZWlwdBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXwoUUmVsZWFzZUVzY3Jvd1JlcXVlc3QSFAoHdXNlcl9pZBgBIAEoCUID4EECEjEKCHJlY2VpcHRzGAIgAygLMhoucmVjZWlwdHMudjEuRXNjcm93UmVsZWFzZUID4EECIm4KDUVzY3Jvd1JlbGVhc2USGAoLbWVyY2hhbnRfaWQYASABKAlCA+BBAhIXCgpyZWNlaXB0X2lkGAIgASgJQgPgQQISKgoKa2V5X2J1bmRsZRgDIAEoCzIWLnJlY2VpcHRzLnYxLktleUJ1bmRsZSJcChVSZWxlYXNlRXNjcm93UmVzcG9uc2USEAoIcmVsZWFzZWQYASABKAUSMQoGZmFpbGVkGAIgAygLMiEucmVjZWlwdHMudjEuRXNjcm93UmVsZWFzZUZhaWx1cmUiTwoURXNjcm93UmVsZWFzZUZhaWx1cmUSEgoKcmVjZWlwdF9pZBgBIAEoCRITCgttZXJjaGFudF9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAky/wgKD1JlY2VpcHRzU2VydmljZRKNAQoORW5jcnlwdFJlY2VpcHQSIi5yZWNlaXB0cy52MS5FbmNyeXB0UmVjZWlwdFJlcXVlc3QaIy5yZWNlaXB0cy52MS5FbmNyeXB0UmVjZWlwdFJlc3BvbnNlIjKC0+STAiw6B3JlY2VpcHRiB3JlY2VpcHQiGC9hcGkvdjEvcmVjZWlwdHMvZW5jcnlwdBKHAQoORGVjcnlwdFJlY2VpcHQSIi5yZWNlaXB0cy52MS5EZWNyeXB0UmVjZWlwdFJlcXVlc3QaIy5yZWNlaXB0cy52MS5EZWNyeXB0UmVjZWlwdFJlc3BvbnNlIiyC0+STAiY6ASpiB3JlY2VpcHQiGC9hcGkvdjEvcmVjZWlwdHMvZGVjcnlwdBJ3CgxMaXN0UmVjZWlwdHMSIC5yZWNlaXB0cy52MS5MaXN0UmVjZWlwdHNSZXF1ZXN0GiEucmVjZWlwdHMudjEuTGlzdFJlY2VpcHRzUmVzcG9uc2UiIoLT5JMCHBIaL2FwaS92MS9yZWNlaXB0cy97dXNlcl9pZH0SrgEKFUdldFRyYW5zYWN0aW9uUmVjZWlwdBIpLnJlY2VpcHRzLnYxLkdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QaKi5yZWNlaXB0cy52MS5HZXRUcmFuc2FjdGlvblJlY2VpcHRSZXNwb25zZSI+gtPkkwI4YgdyZWNlaXB0Ei0vYXBpL3YxL3RyYW5zYWN0aW9ucy97dHJhbnNhY3Rpb25faWR9L3JlY2VpcHQSjwEKElJlZ2lzdGVyU2lnbmluZ0tleRImLnJlY2VpcHRzLnYxLlJlZ2lzdGVyU2lnbmluZ0tleVJlcXVlc3QaJy5yZWNlaXB0cy52MS5SZWdpc3RlclNpZ25pbmdLZXlSZXNwb25zZSIogtPkkwIiOgEqIh0vYXBpL3YxL3JlY2VpcHRzL3NpZ25pbmcta2V5cxKSAQoSU3RvcmVTZWFsZWRSZWNlaXB0EiYucmVjZWlwdHMudjEuU3RvcmVTZWFsZWRSZWNlaXB0UmVxdWVzdBonLnJlY2VpcHRzLnYxLlN0b3JlU2VhbGVkUmVjZWlwdFJlc3BvbnNlIiuC0+STAiU6ASpiB3JlY2VpcHQiFy9hcGkvdjEvcmVjZWlwdHMvc2VhbGVkEoUBChFMaXN0UGVuZGluZ0VzY3JvdxIlLnJlY2VpcHRzLnYxLkxpc3RQZW5kaW5nRXNjcm93UmVxdWVzdBomLnJlY2VpcHRzLnYxLkxpc3RQZW5kaW5nRXNjcm93UmVzcG9uc2UiIYLT5JMCGzoBKiIWL2FwaS92MS9lc2Nyb3cvcGVuZGluZxJ5Cg1SZWxlYXNlRXNjcm93EiEucmVjZWlwdHMudjEuUmVsZWFzZUVzY3Jvd1JlcXVlc3QaIi5yZWNlaXB0cy52MS5SZWxlYXNlRXNjcm93UmVzcG9uc2UiIYLT5JMCGzoBKiIWL2FwaS92MS9lc2Nyb3cvcmVsZWFzZWIGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
+  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEiPgoVRW5jcnlwdFJlY2VpcHRSZXF1ZXN0EiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkgKFkVuY3J5cHRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQigAEKFURlY3J5cHRSZWNlaXB0UmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJEhAKCHRva2VuX2lkGAIgASgJEhMKC3ByaXZhdGVfa2V5GAMgASgJEhMKC21lcmNoYW50X2lkGAQgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgFIAEoCSI/ChZEZWNyeXB0UmVjZWlwdFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0Ik0KE0xpc3RSZWNlaXB0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJgChRMaXN0UmVjZWlwdHNSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIksKHEdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QSFgoOdHJhbnNhY3Rpb25faWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkiTwodR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiRAoZUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBITCgttZXJjaGFudF9pZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgJIpABChpSZWdpc3RlclNpZ25pbmdLZXlSZXNwb25zZRIXCg9tZXJjaGFudF9rZXlfaWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkSEQoJYWxnb3JpdGhtGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo0CChlTdG9yZVNlYWxlZFJlY2VpcHRSZXF1ZXN0EhwKFHJlY2lwaWVudF9oYXNoZWRfcGFuGAEgASgJEhUKCGNhcmRfYmluGAIgASgJSACIAQESDwoHdmVyc2lvbhgDIAEoCRISCgpyZWNlaXB0X2lkGAQgASgJEhMKC21lcmNoYW50X2lkGAUgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAYgASgJEioKCmtleV9idW5kbGUYByABKAsyFi5yZWNlaXB0cy52MS5LZXlCdW5kbGUSEgoKY2lwaGVydGV4dBgIIAEoDBIKCgJpdhgJIAEoDBIQCghhdXRoX3RhZxgKIAEoDEILCglfY2FyZF9iaW4iTAoaU3RvcmVTZWFsZWRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiVQoYTGlzdFBlbmRpbmdFc2Nyb3dSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiZQoZTGlzdFBlbmRpbmdFc2Nyb3dSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlUKFFJlbGVhc2VFc2Nyb3dSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSLAoIcmVjZWlwdHMYAiADKAsyGi5yZWNlaXB0cy52MS5Fc2Nyb3dSZWxlYXNlImQKDUVzY3Jvd1JlbGVhc2USEwoLbWVyY2hhbnRfaWQYASABKAkSEgoKcmVjZWlwdF9pZBgCIAEoCRIqCgprZXlfYnVuZGxlGAMgASgLMhYucmVjZWlwdHMudjEuS2V5QnVuZGxlIlwKFVJlbGVhc2VFc2Nyb3dSZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoBRIxCgZmYWlsZWQYAiADKAsyIS5yZWNlaXB0cy52MS5Fc2Nyb3dSZWxlYXNlRmFpbHVyZSJPChRFc2Nyb3dSZWxlYXNlRmFpbHVyZRISCgpyZWNlaXB0X2lkGAEgASgJEhMKC21lcmNoYW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCTL/CAoPUmVjZWlwdHNTZXJ2aWNlEo0BCg5FbmNyeXB0UmVjZWlwdBIiLnJlY2VpcHRzLnYxLkVuY3J5cHRSZWNlaXB0UmVxdWVzdBojLnJlY2VpcHRzLnYxLkVuY3J5cHRSZWNlaXB0UmVzcG9uc2UiMoLT5JMCLDoHcmVjZWlwdGIHcmVjZWlwdCIYL2FwaS92MS9yZWNlaXB0cy9lbmNyeXB0EocBCg5EZWNyeXB0UmVjZWlwdBIiLnJlY2VpcHRzLnYxLkRlY3J5cHRSZWNlaXB0UmVxdWVzdBojLnJlY2VpcHRzLnYxLkRlY3J5cHRSZWNlaXB0UmVzcG9uc2UiLILT5JMCJjoBKmIHcmVjZWlwdCIYL2FwaS92MS9yZWNlaXB0cy9kZWNyeXB0EncKDExpc3RSZWNlaXB0cxIgLnJlY2VpcHRzLnYxLkxpc3RSZWNlaXB0c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5MaXN0UmVjZWlwdHNSZXNwb25zZSIigtPkkwIcEhovYXBpL3YxL3JlY2VpcHRzL3t1c2VyX2lkfRKuAQoVR2V0VHJhbnNhY3Rpb25SZWNlaXB0EikucmVjZWlwdHMudjEuR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVxdWVzdBoqLnJlY2VpcHRzLnYxLkdldFRyYW5zYWN0aW9uUmVjZWlwdFJlc3BvbnNlIj6C0+STAjhiB3JlY2VpcHQSLS9hcGkvdjEvdHJhbnNhY3Rpb25zL3t0cmFuc2FjdGlvbl9pZH0vcmVjZWlwdBKPAQoSUmVnaXN0ZXJTaWduaW5nS2V5EiYucmVjZWlwdHMudjEuUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBonLnJlY2VpcHRzLnYxLlJlZ2lzdGVyU2lnbmluZ0tleVJlc3BvbnNlIiiC0+STAiI6ASoiHS9hcGkvdjEvcmVjZWlwdHMvc2lnbmluZy1rZXlzEpIBChJTdG9yZVNlYWxlZFJlY2VpcHQSJi5yZWNlaXB0cy52MS5TdG9yZVNlYWxlZFJlY2VpcHRSZXF1ZXN0GicucmVjZWlwdHMudjEuU3RvcmVTZWFsZWRSZWNlaXB0UmVzcG9uc2UiK4LT5JMCJToBKmIHcmVjZWlwdCIXL2FwaS92MS9yZWNlaXB0cy9zZWFsZWQShQEKEUxpc3RQZW5kaW5nRXNjcm93EiUucmVjZWlwdHMudjEuTGlzdFBlbmRpbmdFc2Nyb3dSZXF1ZXN0GiYucmVjZWlwdHMudjEuTGlzdFBlbmRpbmdFc2Nyb3dSZXNwb25zZSIhgtPkkwIbOgEqIhYvYXBpL3YxL2VzY3Jvdy9wZW5kaW5nEnkKDVJlbGVhc2VFc2Nyb3cSIS5yZWNlaXB0cy52MS5SZWxlYXNlRXNjcm93UmVxdWVzdBoiLnJlY2VpcHRzLnYxLlJlbGVhc2VFc2Nyb3dSZXNwb25zZSIhgtPkkwIbOgEqIhYvYXBpL3YxL2VzY3Jvdy9yZWxlYXNlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
 
 /**
  * @generated from message receipts.v1.EncryptReceiptRequest
@@ -57,19 +56,21 @@ export const EncryptReceiptResponseSchema: GenMessage<EncryptReceiptResponse> = 
  */
 export type DecryptReceiptRequest = Message<"receipts.v1.DecryptReceiptRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string receipt_id = 1;
    */
   receiptId: string;
 
   /**
-   * The grant from GrantAccess (or its alias access_token_id).
+   * Required. The grant from GrantAccess (or its alias access_token_id).
    *
    * @generated from field: string token_id = 2;
    */
   tokenId: string;
 
   /**
-   * Base64 DER PKCS#8 or PEM. Used in memory for this call only.
+   * Required. Base64 DER PKCS#8 or PEM. Used in memory for this call only.
    *
    * @generated from field: string private_key = 3;
    */
@@ -119,6 +120,8 @@ export const DecryptReceiptResponseSchema: GenMessage<DecryptReceiptResponse> = 
  */
 export type ListReceiptsRequest = Message<"receipts.v1.ListReceiptsRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
@@ -174,6 +177,8 @@ export const ListReceiptsResponseSchema: GenMessage<ListReceiptsResponse> = /*@_
  */
 export type GetTransactionReceiptRequest = Message<"receipts.v1.GetTransactionReceiptRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string transaction_id = 1;
    */
   transactionId: string;
@@ -215,7 +220,7 @@ export const GetTransactionReceiptResponseSchema: GenMessage<GetTransactionRecei
  */
 export type RegisterSigningKeyRequest = Message<"receipts.v1.RegisterSigningKeyRequest"> & {
   /**
-   * The merchantId whose receipts the key signs; must be allowed for the calling API key. A merchantId
+   * Required. The merchantId whose receipts the key signs; must be allowed for the calling API key. A merchantId
    * that belongs to another merchant tenant is refused with permission denied (forbidden).
    *
    * @generated from field: string merchant_id = 1;
@@ -223,7 +228,7 @@ export type RegisterSigningKeyRequest = Message<"receipts.v1.RegisterSigningKeyR
   merchantId: string;
 
   /**
-   * Ed25519 public key: base64 DER SubjectPublicKeyInfo, PEM ("PUBLIC KEY"), or base64 of the raw
+   * Required. Ed25519 public key: base64 DER SubjectPublicKeyInfo, PEM ("PUBLIC KEY"), or base64 of the raw
    * 32 bytes.
    *
    * @generated from field: string public_key = 2;
@@ -279,7 +284,7 @@ export const RegisterSigningKeyResponseSchema: GenMessage<RegisterSigningKeyResp
  */
 export type StoreSealedReceiptRequest = Message<"receipts.v1.StoreSealedReceiptRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string recipient_hashed_pan = 1;
    */
@@ -300,43 +305,49 @@ export type StoreSealedReceiptRequest = Message<"receipts.v1.StoreSealedReceiptR
   version: string;
 
   /**
+   * Required.
+   *
    * @generated from field: string receipt_id = 4;
    */
   receiptId: string;
 
   /**
+   * Required.
+   *
    * @generated from field: string merchant_id = 5;
    */
   merchantId: string;
 
   /**
+   * Required.
+   *
    * @generated from field: string transaction_id = 6;
    */
   transactionId: string;
 
   /**
-   * The AES key wrapped to the key LookupKey gave.
+   * Required. The AES key wrapped to the key LookupKey gave.
    *
    * @generated from field: receipts.v1.KeyBundle key_bundle = 7;
    */
   keyBundle?: KeyBundle | undefined;
 
   /**
-   * AES-256-GCM of the receipt's UTF-8 JSON, AAD as for every receipt.
+   * Required. AES-256-GCM of the receipt's UTF-8 JSON, AAD as for every receipt.
    *
    * @generated from field: bytes ciphertext = 8;
    */
   ciphertext: Uint8Array;
 
   /**
-   * 12 bytes.
+   * Required. 12 bytes.
    *
    * @generated from field: bytes iv = 9;
    */
   iv: Uint8Array;
 
   /**
-   * 16 bytes.
+   * Required. 16 bytes.
    *
    * @generated from field: bytes auth_tag = 10;
    */
@@ -372,7 +383,7 @@ export const StoreSealedReceiptResponseSchema: GenMessage<StoreSealedReceiptResp
  */
 export type ListPendingEscrowRequest = Message<"receipts.v1.ListPendingEscrowRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string hashed_pan = 1;
    */
@@ -427,13 +438,15 @@ export const ListPendingEscrowResponseSchema: GenMessage<ListPendingEscrowRespon
  */
 export type ReleaseEscrowRequest = Message<"receipts.v1.ReleaseEscrowRequest"> & {
   /**
-   * The registered user the receipts go to (a user of the calling tenant).
+   * Required. The registered user the receipts go to (a user of the calling tenant).
    *
    * @generated from field: string user_id = 1;
    */
   userId: string;
 
   /**
+   * Required.
+   *
    * @generated from field: repeated receipts.v1.EscrowRelease receipts = 2;
    */
   receipts: EscrowRelease[];
@@ -453,11 +466,15 @@ export const ReleaseEscrowRequestSchema: GenMessage<ReleaseEscrowRequest> = /*@_
  */
 export type EscrowRelease = Message<"receipts.v1.EscrowRelease"> & {
   /**
+   * Required.
+   *
    * @generated from field: string merchant_id = 1;
    */
   merchantId: string;
 
   /**
+   * Required.
+   *
    * @generated from field: string receipt_id = 2;
    */
   receiptId: string;
