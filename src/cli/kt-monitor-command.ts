@@ -28,7 +28,7 @@ with the log's signature and a fresh witness quorum, by the trust policy), prove
 the last run's, reads every new leaf (proved to be that tree's), opens the issuer's own leaves through
 its feed, and reports: a leaf under your keys your feed does not open or you did not sign, a second
 unrevoked binding for a card, a first binding for a card you did not enroll, a directory change you
-did not make, your PAR under another signer, a witness cosigning two roots for one size, and any
+did not make (your BIN given away, a signing or escrow key listed for you that is not yours), your PAR under another signer, a witness cosigning two roots for one size, and any
 checkpoint or history that does not check out. Run it at least as often as you want to hear of a
 substitution (every few minutes); the log keeps everything in between.
 
@@ -38,7 +38,7 @@ Options (or environment):
   --policy <file>       the trust policy JSON (log key, witnesses, quorum, maxCheckpointAgeSeconds)
   --records <file>      your records JSON: {"issuer", "signingKeys": [base64 SPKI], "prefixes": [...],
                         "cards": [{"cardRef", "userId"?, "enrolled"?}], "signed": [hex SHA-256 of each
-                        statement you signed], "expectedEntry"?}
+                        statement you signed], "escrowKeyIds"?, "expectedEntry"?}
   --state <file>        the monitor's state between runs (created on the first run)
   --json                print {"treeSize", "leavesRead", "alerts": [{"index"?, "message"}]}
   -h, --help            this help

@@ -58,6 +58,8 @@ export interface IssuerRecords {
   signed: string[];
   /** Its own directory entry as it should read (canonical JSON), when it keeps one. */
   expectedEntry?: string;
+  /** The escrowKeyIds it registered: any other escrow key listed for it is an alert. */
+  escrowKeyIds?: string[];
 }
 
 /** What the monitor keeps between runs (the `--state` file). */
@@ -229,6 +231,7 @@ export function monitorConfig(records: IssuerRecords, sha256: Sha256 = nodeSha25
     prefixes: records.prefixes,
   };
   if (records.expectedEntry !== undefined) config.expectedEntry = records.expectedEntry;
+  if (records.escrowKeyIds !== undefined) config.escrowKeyIds = records.escrowKeyIds;
   return config;
 }
 
