@@ -3,7 +3,7 @@ import { CompactRange } from "../kt/compact-range.js";
 import type { Sha256 } from "../kt/hash.js";
 import { parseCanonicalObject } from "../kt/json.js";
 import { commitmentOf, parseLeaf } from "../kt/leaves.js";
-import { leafHash, verifyConsistency } from "../kt/merkle.js";
+import { emptyRoot, leafHash, verifyConsistency } from "../kt/merkle.js";
 import {
   EMPTY_MONITOR_STATE,
   type MonitorAlert,
@@ -112,8 +112,10 @@ export async function runMonitor(
     const oldRoot = fromBase64Strict(old.root) as Uint8Array;
     if (size < old.size)
       return refused(previous, `the log shrank from ${old.size} to ${size} leaves`, alerts);
-    const proof = size === old.size ? [] : await source.consistency(old.size, size);
-    if (!verifyConsistency(old.size, size, oldRoot, root, proof, sha256)) {
+    // Every tree extends the empty one (whose root is fixed); there is no proof from size 0 to ask for.
+    const extendsEmpty = old.size === 0 && toHex(oldRoot) === toHex(emptyRoot(sha256));
+    const proof = size === old.size || old.size === 0 ? [] : await source.consistency(old.size, size);
+    if (!extendsEmpty && !verifyConsistency(old.size, size, oldRoot, root, proof, sha256)) {
       return refused(
         previous,
         `the log's tree of ${size} leaves is not an extension of the one of ${old.size}`,

@@ -209,6 +209,21 @@ describe("receipts kt monitor, run by run", () => {
     expect(messages(await log.run(first.state))).toEqual(["the log shrank from 2 to 1 leaves"]);
   });
 
+  it("moves on from an empty log without asking for a proof from size 0", async () => {
+    const log = new Log();
+    const source = log.source();
+    source.checkpoint = async () => log.world.checkpoint({ size: 0 });
+    const first = await runMonitor(source, log.world.policy(), log.records(), EMPTY_STATE, NOW, nodeSha256);
+    expect([messages(first), first.state.checkpoint?.size]).toEqual([[], 0]);
+    log.bind();
+    source.checkpoint = async () => log.world.checkpoint();
+    source.consistency = async () => {
+      throw new Error("no proof from size 0");
+    };
+    const second = await runMonitor(source, log.world.policy(), log.records(), first.state, NOW, nodeSha256);
+    expect([messages(second), second.leavesRead]).toEqual([[], 2]);
+  });
+
   it("reports a checkpoint the log did not sign, and one that lacks a fresh witness quorum", async () => {
     const log = new Log();
     const stranger = new World();
