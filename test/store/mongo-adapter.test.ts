@@ -73,6 +73,7 @@ describe("MongoDB adapter", () => {
         mongodbUri: "mongodb://fake.invalid/",
         mongodbDb: "receipts",
         storeTimeoutMs,
+        receiptRetentionDays: undefined,
       } as const;
       const store = await createStore(config, createLogger("silent"), { createClient: fake.createClient });
       stores.push(store);
@@ -139,6 +140,7 @@ describe("MongoDB adapter", () => {
       _id: { merchantId: escrowed.merchantId, receiptId: escrowed.receiptId },
       panHash: escrowed.panHash,
       id: escrowed.id,
+      createdAt: escrowed.createdAt,
       expiresAt: at(999),
     });
     const bundle = { keyId: "k-user", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "d3JhcHBlZA==" };

@@ -114,6 +114,29 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   [COLLECTIONS.bins]: [{ key: { tenantId: 1 }, name: "byTenant" }],
 };
 
+/** The name of the TTL indexes of `RECEIPT_RETENTION_DAYS`, on receipts and on their claims. */
+export const RETENTION_INDEX = "ttl_retention";
+
+/**
+ * The TTL indexes of a receipt retention of `days` (`RECEIPT_RETENTION_DAYS`): delivered receipts, and
+ * every claim, are deleted `days` after they were made. Escrowed receipts keep their own expiry (the
+ * retention is at least the escrow's, so a claim never goes before its escrowed receipt).
+ */
+export function retentionIndexes(days: number): Record<string, IndexDescription[]> {
+  const expireAfterSeconds = days * 86_400;
+  return {
+    [COLLECTIONS.receipts]: [
+      {
+        key: { createdAt: 1 },
+        name: RETENTION_INDEX,
+        expireAfterSeconds,
+        partialFilterExpression: { isEscrowed: false },
+      },
+    ],
+    [COLLECTIONS.receiptClaims]: [{ key: { createdAt: 1 }, name: RETENTION_INDEX, expireAfterSeconds }],
+  };
+}
+
 /** How one collection is placed on a sharded cluster (SPEC section 23). */
 export interface ShardKeyDeclaration {
   /**

@@ -24,6 +24,8 @@ interface ClaimDoc {
   _id: { merchantId: string; receiptId: string };
   panHash: string;
   id: string;
+  /** The receipt's, for the retention's TTL (`RECEIPT_RETENTION_DAYS`). */
+  createdAt: Date;
   expiresAt?: Date;
 }
 
@@ -37,6 +39,7 @@ function claimOf(receipt: ReceiptRecord): ClaimDoc {
     _id: claimId(receipt.merchantId, receipt.receiptId),
     panHash: receipt.panHash,
     id: receipt.id,
+    createdAt: receipt.createdAt,
   };
   if (receipt.isEscrowed && receipt.expiresAt !== undefined) claim.expiresAt = receipt.expiresAt;
   return claim;
@@ -66,6 +69,7 @@ export const CLAIMS_BACKFILL = [
       _id: { merchantId: "$merchantId", receiptId: "$receiptId" },
       panHash: 1,
       id: 1,
+      createdAt: 1,
       expiresAt: { $cond: [{ $eq: ["$isEscrowed", true] }, "$expiresAt", "$$REMOVE"] },
     },
   },
