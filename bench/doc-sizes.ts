@@ -20,7 +20,7 @@ import { createLogger } from "../src/logging.js";
 import { createMemoryStore } from "../src/store/memory/index.js";
 import { receiptDoc } from "../src/store/mongo/receipt-docs.js";
 import { claimOf } from "../src/store/mongo/receipts.js";
-import type { ReceiptRecord, Store } from "../src/store/types.js";
+import { type ReceiptRecord, receiptOwnerOf, type Store } from "../src/store/types.js";
 import { hashPan, P256_SUITE, postJson, RECEIPT_SIZES, RSA_SUITE, sizedReceiptText } from "./fixtures.js";
 
 type Doc = Record<string, unknown>;
@@ -30,8 +30,7 @@ const INDEX_KEYS = {
   receipt: [
     ["_id"],
     ["panHash", "id"],
-    ["userId", "createdAt", "id"],
-    ["userId", "receiptId"],
+    ["panHash", "userId", "createdAt", "id"],
     ["merchantTenantId", "transactionId"],
     ["paymentId"],
   ],
@@ -115,10 +114,15 @@ async function measureSuite(svc: Service, algorithm: string, rows: Row[], receip
   const hashedPan = hashPan(`doc-sizes-${suite}`);
   const registration = { hashedPan, publicKey: pair.publicKey, keyId: pair.keyId };
   const userId = String((await postJson(`${base}/api/v1/onboarding/register`, issuer, registration)).userId);
+  const registered = await store.users.findById(userId);
+  if (registered === undefined) throw new Error("the user was not stored");
   for (const items of RECEIPT_SIZES) {
     const body = JSON.parse(sizedReceiptText(hashedPan, items, 1_000)) as Doc;
     const payment = await postJson(`${base}/api/v1/payments/gateway_a/create`, merchant, body);
-    const receipt = await store.receipts.findByPaymentId(String(payment.paymentId));
+    const receipt = await store.receipts.findByPaymentId(
+      String(payment.paymentId),
+      receiptOwnerOf(registered),
+    );
     if (receipt === undefined) throw new Error("the payment's receipt was not stored");
     rows.push(receiptRow(`receipt, ${suite}, ${items} items`, receipt));
     receipts.push(receipt);

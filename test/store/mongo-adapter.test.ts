@@ -7,7 +7,7 @@ import { createMongoStore, DEFAULT_INDEX_TIMEOUT_MS } from "../../src/store/mong
 import { INDEXES } from "../../src/store/mongo/indexes.js";
 import type { Store } from "../../src/store/types.js";
 import { FakeMongo, keyOf, type RecordedQuery } from "./fake-mongo/index.js";
-import { at, auditEvent, escrowedReceipt, escrowQuery, hex64, receipt } from "./fixtures.js";
+import { at, auditEvent, escrowedReceipt, escrowQuery, hex64, owner, receipt } from "./fixtures.js";
 
 /**
  * What the MongoDB adapter sends, beyond the store contract: the options it pins, its time limits,
@@ -115,8 +115,8 @@ describe("MongoDB adapter", () => {
       await store.receipts.insert(escrowedReceipt(panHash, at(999), { createdAt: at(i) }));
     }
     expect(await store.audit.list(2)).toHaveLength(2);
-    const page = await store.receipts.listByUser("usr_1", 2);
-    await store.receipts.listByUser("usr_1", 2, page.nextCursor);
+    const page = await store.receipts.listByUser(owner("usr_1"), 2);
+    await store.receipts.listByUser(owner("usr_1"), 2, page.nextCursor);
     const escrowed = await store.receipts.findEscrowed(escrowQuery(panHash), at(0), 2);
     await store.receipts.findEscrowed(escrowQuery(panHash), at(0), 2, escrowed.nextCursor);
 
@@ -145,7 +145,7 @@ describe("MongoDB adapter", () => {
     });
     const bundle = { keyId: "k-user", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "d3JhcHBlZA==" };
     expect(
-      await store.receipts.release(escrowed.id, {
+      await store.receipts.release(escrowed, {
         userId: "usr_1",
         issuerTenantId: "tnt_i",
         keyBundle: bundle,

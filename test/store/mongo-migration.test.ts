@@ -5,7 +5,7 @@ import { CLAIMS_BACKFILL } from "../../src/store/mongo/receipts.js";
 import type { ReceiptRecord, Store } from "../../src/store/types.js";
 import { DECLARATIONS, shardAsDeclared } from "./cluster-setup.js";
 import { FakeMongo } from "./fake-mongo/index.js";
-import { at, escrowedReceipt, hex64, payment, receipt } from "./fixtures.js";
+import { at, escrowedReceipt, hex64, owner, payment, receipt } from "./fixtures.js";
 
 const limit = { maxTimeMS: 1000 };
 
@@ -76,7 +76,7 @@ describe("MongoDB adapter: upgrades and clusters sharded first", () => {
     expect(await store.receipts.insert(fresh)).toBe(true);
     const stored = await db.collection("receipts").findOne({ id: fresh.id }, limit);
     expect(stored?.ciphertext).toBeInstanceOf(Binary);
-    expect(await store.receipts.findByReceiptId(fresh.receiptId, "usr_1")).toEqual([fresh]);
+    expect(await store.receipts.findByReceiptId(fresh.receiptId, owner("usr_1"))).toEqual([fresh]);
 
     // docs/scaling.md: claims for the earlier receipts, then the earlier unique indexes go.
     await db.collection("receipts").aggregate(CLAIMS_BACKFILL, limit).toArray();

@@ -59,8 +59,10 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     // unique through receiptClaims. (An earlier version's uniq_id and uniq_merchantId_receiptId are
     // left in place by init: docs/scaling.md says when to drop them.)
     { key: { panHash: 1, id: 1 }, name: "uniq_panHash_id", unique: true },
-    { key: { userId: 1, createdAt: -1, id: -1 }, name: "listByUser" },
-    { key: { userId: 1, receiptId: 1 }, name: "findByReceiptId" },
+    // A user's receipts on its card, newest first: the listing's pages, erasure's pages and counts, and
+    // decrypt by receiptId (among a user's few receipts). Led by the card, as every such query is.
+    // (It replaces an earlier version's listByUser and findByReceiptId: docs/scaling.md.)
+    { key: { panHash: 1, userId: 1, createdAt: -1, id: -1 }, name: "byCardUser_newest" },
     { key: { merchantTenantId: 1, transactionId: 1 }, name: "findByTransaction" },
     {
       key: { paymentId: 1 },
