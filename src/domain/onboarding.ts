@@ -135,6 +135,12 @@ export async function register(
     throw new AppError("conflict", "This card is registered by another issuer.");
   }
   if (outcome.kind === "key_taken") throw new AppError("conflict", "This keyId is already in use.");
+  if (outcome.kind === "log_refused") {
+    throw new AppError(
+      "conflict",
+      `The key binding does not follow the card's statements: ${outcome.reason}.`,
+    );
+  }
   if (outcome.key.publicKey !== spki) {
     throw new AppError("conflict", "This keyId is registered with another public key.");
   }

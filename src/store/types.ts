@@ -16,6 +16,7 @@
  */
 
 import type { KeyAlgorithm } from "../crypto/suites.js";
+import type { KtIntakeRefusal, KtLogStore, KtPendingInput } from "./kt-types.js";
 
 /** Environments of API keys and of the server (`RECEIPTS_ENV`). */
 export type Environment = "live" | "test" | "dev";
@@ -106,7 +107,9 @@ export type RegisterOutcome =
   /** The panHash is registered by another tenant. */
   | { kind: "pan_taken" }
   /** The keyId belongs to another user (or to a pending key of another tenant). */
-  | { kind: "key_taken" };
+  | { kind: "key_taken" }
+  /** A statement of `kt` does not follow its sequence (section 20): nothing was written. */
+  | KtIntakeRefusal;
 
 export interface UserStore {
   findById(userId: string): Promise<UserRecord | undefined>;
@@ -121,7 +124,9 @@ export interface UserStore {
    * - the same key already active for that user: `unchanged`;
    * - a user of another tenant: `pan_taken`; the keyId used by someone else: `key_taken`.
    * A pending key with the same keyId and tenant is promoted. Concurrent calls for one panHash make
-   * exactly one user.
+   * exactly one user. `kt` (section 20) are the statements the registration records: written in the
+   * same atomic step (also for `unchanged`, a binding's refresh), after their sequences are checked;
+   * `log_refused`, with nothing written, when one does not follow.
    */
   register(input: {
     panHash: string;
@@ -129,6 +134,7 @@ export interface UserStore {
     newUserId: string;
     key: KeyRecord;
     now: Date;
+    kt?: readonly KtPendingInput[];
   }): Promise<RegisterOutcome>;
   /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
   listKeys(userId: string): Promise<KeyRecord[]>;
@@ -556,6 +562,8 @@ export interface Store {
   readonly bins: BinStore;
   readonly merchants: MerchantOwnerStore;
   readonly erasures: ErasureStore;
+  /** The key-transparency log (section 20; `kt-types.ts`). */
+  readonly ktLog: KtLogStore;
   /** Creates indexes (idempotent). Called once at start-up. */
   init(): Promise<void>;
   /** Resolves when the backend answers; throws `service_unavailable` otherwise. */

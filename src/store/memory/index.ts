@@ -4,6 +4,7 @@ import { MemoryAudit } from "./audit.js";
 import { MemoryErasures } from "./erasures.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
+import { MemoryKtLog } from "./kt-log.js";
 import { MemoryMerchantKeys } from "./merchant-keys.js";
 import { MemoryBins, MemoryIssuerEscrowKeys, MemoryMerchantOwners } from "./ownership.js";
 import { MemoryPayments } from "./payments.js";
@@ -21,11 +22,12 @@ const memoryStores = new WeakSet<Store>();
  */
 export function createMemoryStore(): Store {
   const receipts = new MemoryReceipts();
+  const ktLog = new MemoryKtLog();
   const store: Store = {
     kind: "memory",
     apiKeys: new MemoryApiKeys(),
     rateLimits: new MemoryRateLimits(),
-    users: new MemoryUsers(),
+    users: new MemoryUsers(ktLog),
     receipts,
     payments: new MemoryPayments(receipts),
     grants: new MemoryGrants(),
@@ -36,6 +38,7 @@ export function createMemoryStore(): Store {
     bins: new MemoryBins(),
     merchants: new MemoryMerchantOwners(),
     erasures: new MemoryErasures(),
+    ktLog,
     init: async () => {},
     ping: async () => {},
     close: async () => {},
