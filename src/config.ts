@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { type KtConfig, readKtConfig } from "./config-kt.js";
 import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast/index.js";
 import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
@@ -94,6 +95,8 @@ export interface Config {
    * one against the others. This is the one place it is read.
    */
   fastPaths: FastPath[];
+  /** The key log (section 20): its signing key, witnesses and limits (`config-kt.ts`). */
+  kt: KtConfig;
 }
 
 /**
@@ -148,6 +151,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const escrowPrivateKeys = readEscrowKeys(settings);
   const adminToken = readAdminToken(settings);
   requireLastingSecrets(problems, receiptsEnv, store, pepperGenerated, escrowPrivateKeys.length > 0);
+  const kt = readKtConfig(settings, receiptsEnv, store);
   const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
   problems.push(...trusted.problems);
 
@@ -185,6 +189,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       resetRatePerSecond: int("HTTP2_RESET_RATE", 50, 1, 100_000),
     },
     fastPaths: parseFastPaths(env.FAST_PATHS, problems),
+    kt,
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -37,7 +37,12 @@ export async function registerEscrowKey(
     publicKey: parsed.spki,
     createdAt: deps.clock.now(),
   };
-  await deps.store.issuerEscrowKeys.insert(record);
+  // The tenant's current escrow key is in the directory: the key log snapshots it (section 20).
+  const refused = await deps.store.issuerEscrowKeys.insert(record, [
+    deps.kt.pendingDirectoryChange("issuerEscrowKeys.insert", principal.tenantId),
+  ]);
+  if (refused !== undefined) throw new AppError("conflict", refused.reason);
+  deps.kt.notify();
   return record;
 }
 

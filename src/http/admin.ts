@@ -12,6 +12,7 @@ import {
   revokeKey,
   setBins,
 } from "../domain/admin.js";
+import { createAuditor, listAuditors, revokeAuditor } from "../domain/kt/auditors.js";
 import { AppError } from "../errors.js";
 import type { Environment, Store } from "../store/types.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
@@ -153,5 +154,14 @@ function registerOperations(scope: FastifyInstance, options: AdminRoutesOptions,
   );
   scope.get("/admin/v1/escrow", async (_request, reply) =>
     answer(reply, await escrowCounts(options.store, options.clock.now())),
+  );
+  scope.post("/admin/v1/kt/auditors", async (request, reply) =>
+    answer(reply, await createAuditor(ctx(request), request.body)),
+  );
+  scope.get("/admin/v1/kt/auditors", async (request, reply) =>
+    answer(reply, await listAuditors(ctx(request))),
+  );
+  scope.delete<Params>("/admin/v1/kt/auditors/:auditorId", async (request, reply) =>
+    answer(reply, await revokeAuditor(ctx(request), request.params.auditorId ?? "")),
   );
 }

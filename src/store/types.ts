@@ -17,6 +17,7 @@
 
 import type { KeyAlgorithm } from "../crypto/suites.js";
 import type { KtIntakeRefusal, KtLogStore, KtPendingInput } from "./kt-types.js";
+import type { LeaseStore } from "./lease-types.js";
 
 /** Environments of API keys and of the server (`RECEIPTS_ENV`). */
 export type Environment = "live" | "test" | "dev";
@@ -447,7 +448,12 @@ export interface IssuerEscrowKeyRecord {
 }
 
 export interface IssuerEscrowKeyStore {
-  insert(key: IssuerEscrowKeyRecord): Promise<void>;
+  /**
+   * Stores the key; `kt` (section 20: its `escrow-key` statement, or a directory change) is written in
+   * the same atomic step after its sequence is checked: `log_refused`, with nothing written, when a
+   * statement does not follow; else undefined.
+   */
+  insert(key: IssuerEscrowKeyRecord, kt?: readonly KtPendingInput[]): Promise<KtIntakeRefusal | undefined>;
   /** The tenant's newest key (the current one), if any. */
   current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined>;
   /** Every key of the tenant, newest first. */
@@ -464,8 +470,14 @@ export interface BinStore {
   /**
    * Makes `bins` the tenant's whole list, atomically: refused (nothing changed) when one of them, or
    * a 6-digit prefix of an 8-digit one, or an 8-digit one under a 6-digit one, belongs to another tenant.
+   * `kt` (section 20: a directory change, or BIN claim statements) is written in the same step.
    */
-  set(tenantId: string, bins: readonly string[], now: Date): Promise<SetBinsOutcome>;
+  set(
+    tenantId: string,
+    bins: readonly string[],
+    now: Date,
+    kt?: readonly KtPendingInput[],
+  ): Promise<SetBinsOutcome | KtIntakeRefusal>;
   /** The tenant's prefixes, sorted. */
   list(tenantId: string): Promise<string[]>;
   /** The owner of a card BIN: of its 8-digit prefix, else of its 6-digit one. */
@@ -564,6 +576,8 @@ export interface Store {
   readonly erasures: ErasureStore;
   /** The key-transparency log (section 20; `kt-types.ts`). */
   readonly ktLog: KtLogStore;
+  /** Leases of background jobs (the key log's sequencer), one holder at a time. */
+  readonly leases: LeaseStore;
   /** Creates indexes (idempotent). Called once at start-up. */
   init(): Promise<void>;
   /** Resolves when the backend answers; throws `service_unavailable` otherwise. */

@@ -3,6 +3,7 @@ import type { Store } from "../../src/store/types.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
 import { ktLogContract } from "./contract-kt-log.js";
+import { leasesContract } from "./contract-leases.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
 import { ownershipContract } from "./contract-ownership.js";
 import { receiptsContract } from "./contract-receipts.js";
@@ -45,6 +46,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     escrowContract(store);
     erasureContract(store);
     ktLogContract(store);
+    leasesContract(store);
   });
 }
 

@@ -5,6 +5,7 @@ import { MemoryErasures } from "./erasures.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
 import { MemoryKtLog } from "./kt-log.js";
+import { MemoryLeases } from "./leases.js";
 import { MemoryMerchantKeys } from "./merchant-keys.js";
 import { MemoryBins, MemoryIssuerEscrowKeys, MemoryMerchantOwners } from "./ownership.js";
 import { MemoryPayments } from "./payments.js";
@@ -34,11 +35,12 @@ export function createMemoryStore(): Store {
     idempotency: new MemoryIdempotency(),
     audit: new MemoryAudit(),
     merchantKeys: new MemoryMerchantKeys(),
-    issuerEscrowKeys: new MemoryIssuerEscrowKeys(),
-    bins: new MemoryBins(),
+    issuerEscrowKeys: new MemoryIssuerEscrowKeys(ktLog),
+    bins: new MemoryBins(ktLog),
     merchants: new MemoryMerchantOwners(),
     erasures: new MemoryErasures(),
     ktLog,
+    leases: new MemoryLeases(),
     init: async () => {},
     ping: async () => {},
     close: async () => {},

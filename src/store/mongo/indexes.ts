@@ -49,6 +49,8 @@ export const COLLECTIONS = {
   ktDirectories: "ktDirectories",
   /** Auditors allowed to read leaf data, `_id` their id. */
   ktAuditors: "ktAuditors",
+  /** Leases of background jobs (`_id` the job's name), with their fencing tokens. */
+  leases: "leases",
 } as const;
 
 /** A collection's name. */
@@ -288,4 +290,5 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
     why: "One document per directory snapshot (about one a day).",
   },
   [COLLECTIONS.ktAuditors]: { key: "unsharded", why: "The auditors an operator registered: a handful." },
+  [COLLECTIONS.leases]: { key: "unsharded", why: "One document per background job." },
 };

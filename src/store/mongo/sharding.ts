@@ -75,7 +75,11 @@ export const TRANSACTIONS = {
   },
   "bins.set": {
     maxShards: 1,
-    touches: "bins and binLocks, both unsharded: the primary shard only",
+    touches: "bins, binLocks and the key log's pending records, all unsharded: the primary shard only",
+  },
+  "issuerEscrowKeys.insert": {
+    maxShards: 1,
+    touches: "an issuer escrow key and the key log's pending records, all unsharded: the primary shard only",
   },
   "kt.enqueue": {
     maxShards: 1,
