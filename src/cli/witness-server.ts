@@ -117,21 +117,27 @@ export async function startWitnessServer(options: WitnessServerOptions): Promise
   };
 }
 
-/** The request body as UTF-8, or the status to refuse it with (413 too large, 400 not UTF-8). */
+/**
+ * The request body as UTF-8, or the status to refuse it with (413 too large, 400 not UTF-8). A body
+ * over `max` is read on and dropped, so the client (which sends it whole before reading) gets the 413
+ * rather than a reset connection; past 16 times `max` the connection is cut.
+ */
 function readBody(req: IncomingMessage, max: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let length = 0;
     req.on("data", (chunk: Buffer) => {
       length += chunk.length;
-      if (length > max) {
+      if (length > 16 * max) {
         reject(413);
         req.destroy();
-        return;
-      }
-      chunks.push(chunk);
+      } else if (length <= max) chunks.push(chunk);
     });
     req.on("end", () => {
+      if (length > max) {
+        reject(413);
+        return;
+      }
       try {
         resolve(new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks)));
       } catch {

@@ -205,6 +205,9 @@ describe("the log and its witnesses", () => {
     closers.push(() => again.close());
     expect((await post(again.url, fork)).status).toBe(422);
     expect((await post(again.url, "nonsense")).status).toBe(400);
+    // A body over the limit is answered 413 (read and dropped), not a reset connection.
+    expect(await post(again.url, `old 0\n${"A".repeat(200_000)}`)).toEqual({ status: 413, body: "bad body\n" });
+    expect((await post(again.url, fork)).status).toBe(422);
   });
 
   it("stores no cosignature that does not verify under the witness's key", async () => {
