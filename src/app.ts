@@ -211,7 +211,7 @@ async function addPlainRoutes(
   clock: Clock,
   ktReads: KtReads,
 ): Promise<void> {
-  const openApiDocument = serviceOpenApi();
+  const openApiDocument = serviceOpenApi({ admin: config.adminToken !== undefined });
   const openApi = JSON.stringify(openApiDocument);
   app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
   if (config.adminToken !== undefined) {
@@ -231,6 +231,6 @@ async function addPlainRoutes(
     readsPerMinute: config.kt.readsPerMinute,
     trustedProxies: config.trustedProxies,
   });
-  await registerApiReference(app, openApiDocument);
+  registerApiReference(app, openApiDocument);
   registerErrorDocs(app);
 }
