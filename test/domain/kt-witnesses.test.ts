@@ -206,7 +206,10 @@ describe("the log and its witnesses", () => {
     expect((await post(again.url, fork)).status).toBe(422);
     expect((await post(again.url, "nonsense")).status).toBe(400);
     // A body over the limit is answered 413 (read and dropped), not a reset connection.
-    expect(await post(again.url, `old 0\n${"A".repeat(200_000)}`)).toEqual({ status: 413, body: "bad body\n" });
+    expect(await post(again.url, `old 0\n${"A".repeat(200_000)}`)).toEqual({
+      status: 413,
+      body: "bad body\n",
+    });
     expect((await post(again.url, fork)).status).toBe(422);
   });
 
