@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast/index.js";
 import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
+import { DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS } from "./http/connection-cap.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
 import type { Environment, Tier } from "./store/types.js";
 
@@ -80,6 +81,11 @@ export interface Config {
     resetBurst: number;
     /** Early stream resets allowed per second after the burst (`HTTP2_RESET_RATE`, default 50). */
     resetRatePerSecond: number;
+    /**
+     * HTTP/2 connections one client address may hold open at once (`HTTP2_MAX_CONNECTIONS_PER_ADDRESS`,
+     * default 100; trusted proxies exempt); more are refused with GOAWAY ENHANCE_YOUR_CALM.
+     */
+    maxConnectionsPerAddress: number;
   };
   /**
    * `FAST_PATHS` (default `on`): which hand-written fast paths (src/fast/index.ts names each) serve
@@ -151,6 +157,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       idleTimeoutMs: int("HTTP2_IDLE_TIMEOUT_MS", 72_000, 1_000, 3_600_000),
       resetBurst: int("HTTP2_RESET_BURST", 200, 1, 100_000),
       resetRatePerSecond: int("HTTP2_RESET_RATE", 50, 1, 100_000),
+      maxConnectionsPerAddress: int(
+        "HTTP2_MAX_CONNECTIONS_PER_ADDRESS",
+        DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS,
+        1,
+        1_000_000,
+      ),
     },
     fastPaths: parseFastPaths(env.FAST_PATHS, problems),
   };

@@ -12,7 +12,7 @@ import Fastify, {
 import type { Logger } from "pino";
 import { AppError } from "../errors.js";
 import { grpcServer } from "../fast/index.js";
-import { kObserved, type Metrics, registerMetricsRoute } from "../metrics.js";
+import { kObserved, type Metrics, registerMetricsRoute, UNMATCHED_METHOD } from "../metrics.js";
 import { kRequestId } from "../rpc/context.js";
 import { toRestError } from "../rpc/error-mapping.js";
 import { requestIdFrom } from "../rpc/request-id.js";
@@ -109,10 +109,11 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     clientAddress: setup.addressOf,
     contextValues: (address) => setup.newContext(address, "grpc"),
     ...(options.meter === undefined ? {} : { meter: options.meter }),
-    onRefused: ({ path, requestId, status, elapsedMs }) =>
+    onRefused: ({ path, routed, requestId, status, elapsedMs }) =>
       setup.observeUnrouted(
         lazyChildLogger(options.logger, { requestId }),
-        { protocol: "grpc", method: path.slice(1) },
+        // An unknown method's path is the caller's text: one label for all of them.
+        { protocol: "grpc", method: routed ? path.slice(1) : UNMATCHED_METHOD },
         200,
         elapsedMs,
         codeForGrpcStatus(status),
@@ -298,7 +299,7 @@ function registerUnroutedAnswers(app: FastifyInstance, setup: CallSetup): void {
     const route = request.routeOptions.url;
     // A Connect route is `/<service>/<method>`; its label is the RPC's name, as the interceptors write it.
     const method =
-      rpc ?? (protocol !== "http" && route !== undefined ? route.slice(1) : (route ?? "unmatched"));
+      rpc ?? (protocol !== "http" && route !== undefined ? route.slice(1) : (route ?? UNMATCHED_METHOD));
     const grpcStatus = request.grpcStatus;
     const code = grpcStatus === null ? undefined : codeForGrpcStatus(grpcStatus);
     setup.observeUnrouted(request.log, { protocol, method }, reply.raw.statusCode, reply.elapsedTime, code);
