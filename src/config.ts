@@ -239,12 +239,22 @@ function readEscrowKeys({ env, problems }: Settings): string[] {
   return escrowKeysText === undefined ? [] : splitKeys(escrowKeysText);
 }
 
-/** `ADMIN_TOKEN`, at least {@link MIN_ADMIN_TOKEN_LENGTH} characters; unset turns the operator API off. */
+/**
+ * `ADMIN_TOKEN`, at least {@link MIN_ADMIN_TOKEN_LENGTH} characters of which at least
+ * {@link MIN_ADMIN_TOKEN_DISTINCT} different; unset turns the operator API off. The second rule
+ * refuses what is long but not random (`aaaa...`, `passwordpassword...`), which a length alone lets
+ * through. The messages never quote the token.
+ */
 function readAdminToken({ env, problems }: Settings): string | undefined {
   const adminToken = env.ADMIN_TOKEN || undefined;
-  if (adminToken !== undefined && adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
+  if (adminToken === undefined) return undefined;
+  const advice = "e.g. openssl rand -base64 32; unset it to turn the operator API off";
+  const distinct = new Set(adminToken).size;
+  if (adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
+    problems.push(`ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (${advice})`);
+  } else if (distinct < MIN_ADMIN_TOKEN_DISTINCT) {
     problems.push(
-      `ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -base64 32); unset it to turn the operator API off`,
+      `ADMIN_TOKEN is not random enough: ${distinct} different characters, at least ${MIN_ADMIN_TOKEN_DISTINCT} needed (${advice})`,
     );
   }
   return adminToken;
@@ -315,6 +325,13 @@ function parseTiers(raw: string | undefined, problems: string[]): Record<Tier, T
 
 /** The shortest `ADMIN_TOKEN` accepted (section 18): 32 characters, about 190 bits as base64. */
 export const MIN_ADMIN_TOKEN_LENGTH = 32;
+
+/**
+ * The fewest different characters an `ADMIN_TOKEN` may have. A base64 token of 32 random bytes has
+ * about 30 of its 43 characters different; a hexadecimal one can never have more than 16, so use
+ * base64 (a 64-digit hex token misses a digit about one time in four and is then refused).
+ */
+export const MIN_ADMIN_TOKEN_DISTINCT = 16;
 
 /**
  * The private keys of an escrow key setting: PEM blocks one after another, or base64 DER keys
