@@ -117,7 +117,8 @@ describe("hostile keys at a running service: always invalid_request, never a dea
         body: () => ({ paymentId: payment.body.data?.paymentId, tokenId }),
       },
     ];
-  });
+    // Building dist/ when a source changed, starting the service, a real RSA key generation.
+  }, 120_000);
 
   afterAll(async () => {
     console.log(`hardening: hostile keys answered per surface ${JSON.stringify(answered)}`);

@@ -27,6 +27,10 @@ export interface ServerProcess {
   exitedWithin(ms: number): Promise<boolean>;
   /** Everything it wrote to stdout and stderr so far. */
   output(): string;
+  /** The log lines it wrote at level 50 (error) or above: every 5xx logs its cause there. */
+  errorLines(): string[];
+  /** Its resident memory in MB, as its own /metrics reports it. */
+  rssMb(): Promise<number>;
   /** Stops it (SIGTERM) and waits for it to exit. */
   stop(): Promise<void>;
 }
@@ -99,9 +103,24 @@ export async function startServerProcess(env: NodeJS.ProcessEnv = {}): Promise<S
     exitedWithin: (ms) =>
       Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]),
     output: () => out,
+    errorLines: () => out.split("\n").filter((line) => levelOf(line) >= 50),
+    async rssMb() {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      return Number(/^process_resident_memory_bytes (\d+)/m.exec(text)?.[1] ?? Number.NaN) / 1_048_576;
+    },
     async stop() {
       if (end === undefined) child.kill("SIGTERM");
       await exited;
     },
   };
+}
+
+/** The pino level of a log line; 0 for a line that is not one (the key banner, a line still being written). */
+function levelOf(line: string): number {
+  if (!line.startsWith("{")) return 0;
+  try {
+    return (JSON.parse(line) as { level?: number }).level ?? 0;
+  } catch {
+    return 0;
+  }
 }
