@@ -30,6 +30,8 @@ export interface IdempotentCall<T> {
   hashRequest(): string;
   encode(value: T): Buffer;
   decode(bytes: Buffer): T;
+  /** Told when the answer is the first call's response, replayed (the transport says so to the caller). */
+  replayed?(): void;
 }
 
 /**
@@ -53,20 +55,26 @@ export async function withIdempotency<T>(
   const requestHash = call.hashRequest();
   const sealKey = createHmac("sha256", deps.pepper).update("idempotency-responses").digest();
   const deadline = Date.now() + WAIT_FOR_FIRST_MS;
+  let leaseUntil: Date;
   for (;;) {
     const now = deps.clock.now();
+    leaseUntil = new Date(now.getTime() + IDEMPOTENCY_LEASE_MS);
     const begun = await deps.store.idempotency.begin(
       storeKey,
       requestHash,
       new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
       now,
-      new Date(now.getTime() + IDEMPOTENCY_LEASE_MS),
+      leaseUntil,
     );
     if (begun.kind === "started") break;
     if (begun.requestHash !== requestHash) {
       throw new AppError("conflict", "This Idempotency-Key was used with a different request.");
     }
-    if (begun.kind === "completed") return call.decode(open(sealKey, begun.response));
+    if (begun.kind === "completed") {
+      const first = call.decode(open(sealKey, begun.response));
+      call.replayed?.();
+      return first;
+    }
     if (Date.now() > deadline) {
       throw new AppError("conflict", "A request with this Idempotency-Key is still in progress.");
     }
@@ -77,7 +85,8 @@ export async function withIdempotency<T>(
     value = await run();
   } catch (err) {
     // The call's own error is the answer; if the key cannot be released now, its lease frees it later.
-    await deps.store.idempotency.abandon(storeKey).catch((cause: unknown) => {
+    // Released only if still ours: a call that outlived its lease may have been taken over meanwhile.
+    await deps.store.idempotency.abandon(storeKey, leaseUntil).catch((cause: unknown) => {
       deps.logger.warn({ err: cause }, "could not release an idempotency key; its lease will");
     });
     throw err;

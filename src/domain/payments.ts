@@ -155,6 +155,9 @@ async function chargeAndStore(
   { record, amount, currency, cardNonce }: PaymentToCharge,
 ): Promise<CreatedPayment> {
   const paymentId = record.paymentId ?? "";
+  // Before the gateway charges: a retry without an Idempotency-Key must not charge the card again.
+  const earlier = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
+  if (earlier !== undefined) throw duplicatePayment(principal, earlier);
   const charge = await gateway.charge({
     paymentId,
     amount,
@@ -178,7 +181,9 @@ async function chargeAndStore(
 
   const outcome = await deps.store.payments.createWithReceipt(payment, record);
   if (outcome.kind === "duplicate_transaction") {
-    throw new AppError("conflict", "A payment for this transactionId already exists for this merchantId.");
+    // Another call created it after the check above; name it if it can be read back.
+    const other = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
+    throw duplicatePayment(principal, other);
   }
   if (outcome.kind === "duplicate_receipt") {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
@@ -187,6 +192,21 @@ async function chargeAndStore(
   return charge.clientSecret === undefined
     ? { payment, receipt: record }
     : { payment, receipt: record, clientSecret: charge.clientSecret };
+}
+
+/**
+ * The `conflict` of a second payment for a `(merchantId, transactionId)`: it names the existing
+ * payment (message and `payment_id` metadata) when the caller's tenant made it, so a POS that retried
+ * without an Idempotency-Key learns which payment stands; another tenant's payment is never named.
+ */
+function duplicatePayment(principal: ApiKeyRecord, existing: PaymentRecord | undefined): AppError {
+  const message = "A payment for this transactionId already exists for this merchantId";
+  if (existing === undefined || existing.merchantTenantId !== principal.tenantId) {
+    return new AppError("conflict", `${message}.`);
+  }
+  return new AppError("conflict", `${message}: ${existing.paymentId}.`, {
+    metadata: { payment_id: existing.paymentId },
+  });
 }
 
 /** A decrypt-payment request after transport decoding. */

@@ -287,6 +287,8 @@ export interface PaymentStore {
   /** Stores the payment and its receipt together: both or neither. */
   createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome>;
   findById(paymentId: string): Promise<PaymentRecord | undefined>;
+  /** The payment of `(merchantId, transactionId)`, of whichever tenant; the caller checks the tenant. */
+  findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined>;
 }
 
 /** A decrypt grant. The token itself is a secret: only its SHA-256 is stored. */
@@ -344,8 +346,12 @@ export interface IdempotencyStore {
   ): Promise<IdempotencyBegin>;
   /** Stores the response (serialized) of a started key. */
   complete(key: string, response: string): Promise<void>;
-  /** Forgets a started key after its call failed, so a retry can run it again. */
-  abandon(key: string): Promise<void>;
+  /**
+   * Forgets a started key after its call failed, so a retry can run it again: only while that call
+   * still holds it, which `leaseUntil` (the lease it began with) proves. A key taken over since holds
+   * a later lease, and its new holder keeps it.
+   */
+  abandon(key: string, leaseUntil: Date): Promise<void>;
 }
 
 /** An audit event: grants issued and decrypt uses. Never a secret. */
