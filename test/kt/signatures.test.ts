@@ -150,6 +150,18 @@ describe("signing keys", () => {
       expect(parseSigningKey(hex(value)).ok, name).toBe(false);
   });
 
+  it("accepts exactly the Wycheproof P-256 public keys that are valid named-curve uncompressed points", () => {
+    // ecdh_secp256r1_test.json's keys: "invalid" ones (wrong curve, invalid-curve attack points,
+    // modified groups) and "acceptable" ones (odd DER, explicit parameters, compressed points) are all
+    // refused by the strict parser; every "valid" one is accepted.
+    const { tests } = fixture("wycheproof-p256-public-keys.json") as {
+      tests: Array<{ tcId: number; flags: string[]; public: string; result: string }>;
+    };
+    expect(tests.length).toBeGreaterThan(600);
+    const wrong = tests.filter((t) => parseSigningKey(hex(t.public)).ok !== (t.result === "valid"));
+    expect(wrong.map((t) => `${t.tcId} ${t.result} ${t.flags.join(",")}`)).toEqual([]);
+  });
+
   it("derives one signingKeyId per key", () => {
     const spki = new Uint8Array(
       generateKeyPairSync("ed25519").publicKey.export({ format: "der", type: "spki" }),
