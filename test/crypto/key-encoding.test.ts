@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { createECDH, createPublicKey, generateKeyPairSync } from "node:crypto";
+import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { importP256Key, importRsaKey } from "../../src/client/client-keys.js";
@@ -138,6 +139,38 @@ describe("the hostile key corpus, key by key", () => {
       const spki = generateKeyPairSync("ed25519").publicKey.export({ type: "spki", format: "der" });
       expect(parseEd25519PublicKey(spki.toString("base64")).spki).toBe(spki.toString("base64"));
     }
+  });
+});
+
+describe("Wycheproof's 612 P-256 public keys (C2SP/wycheproof ecdh_secp256r1_test.json)", () => {
+  it("accepts every valid one, refuses every invalid one, and of the acceptable ones only compressed points", () => {
+    // The fixture of the key-directory library's own parser (test/kt): an oracle written by others.
+    const { tests } = JSON.parse(
+      readFileSync(new URL("../kt/fixtures/wycheproof-p256-public-keys.json", import.meta.url), "utf8"),
+    ) as { tests: Array<{ tcId: number; flags: string[]; public: string; result: string }> };
+    expect(tests).toHaveLength(612);
+    const tally: Record<string, number> = {};
+    for (const t of tests) {
+      let accepted = true;
+      try {
+        parsePublicKey(Buffer.from(t.public, "hex").toString("base64"));
+      } catch (error) {
+        expect((error as AppError).code, `tcId ${t.tcId}`).toBe("invalid_request");
+        accepted = false;
+      }
+      const expected =
+        t.result === "valid" || (t.result === "acceptable" && t.flags.includes("CompressedPoint"));
+      expect(accepted, `tcId ${t.tcId} ${t.result} ${t.flags.join(",")}`).toBe(expected);
+      tally[`${t.result} ${accepted ? "accepted" : "refused"}`] =
+        (tally[`${t.result} ${accepted ? "accepted" : "refused"}`] ?? 0) + 1;
+    }
+    // Acceptable but refused: explicit curve parameters (7) and DER that is not DER (222).
+    expect(tally).toEqual({
+      "valid accepted": 330,
+      "acceptable accepted": 1,
+      "invalid refused": 52,
+      "acceptable refused": 229,
+    });
   });
 });
 
