@@ -84,15 +84,6 @@ export function p256Point(encoded: Uint8Array): P256Point {
   throw new PointError("must be uncompressed (65 bytes from 04) or compressed (33 bytes from 02, 03)");
 }
 
-/** The uncompressed encoding `04 || X || Y` of a point. */
-export function uncompressed(point: P256Point): Uint8Array {
-  const out = new Uint8Array(1 + 2 * P256_BYTES);
-  out[0] = 0x04;
-  out.set(point.x, 1);
-  out.set(point.y, 1 + P256_BYTES);
-  return out;
-}
-
 /** Checks a P-256 private scalar: 32 bytes, from 1 to n - 1. */
 export function checkP256Scalar(d: Uint8Array): void {
   if (d.length !== P256_BYTES) throw new PointError(`must hold a private scalar of ${P256_BYTES} bytes`);

@@ -29,18 +29,20 @@ import {
  * Every key the service or the client library takes is read here first, by our own code, before Node
  * builds a KeyObject or WebCrypto imports it: on Node 20 a P-256 key whose point is the point at
  * infinity aborts the process inside `KeyObject#asymmetricKeyDetails` (no try/catch helps), and
- * OpenSSL accepts much that no honest key is (hybrid points, scalars past the group order, private
- * keys whose public point is not their own). Plain TypeScript (no `node:` module, no `Buffer`), so the
+ * OpenSSL accepts much that no honest key is (hybrid points, scalars past the group order, a
+ * private key whose public point is the point at infinity). Plain TypeScript (no `node:` module, no `Buffer`), so the
  * client library runs the same checks in browsers.
  *
  * What passes: SubjectPublicKeyInfo, PKCS#8 (version 0, no attributes), PKCS#1 and SEC1 in strict
  * DER with nothing after them, of three kinds of key:
  * - RSA with the rsaEncryption algorithm (NULL parameters), a positive odd modulus of
  *   {@link RSA_MIN_BITS}..{@link RSA_MAX_BITS} bits, exponent {@link RSA_EXPONENT}; private keys
- *   two-prime (version 0) with every integer positive and `p * q = n`;
+ *   two-prime (version 0) with every integer positive, primes above 1 and CRT values below them;
  * - EC on the named curve P-256 only (never explicit parameters), its point uncompressed or
  *   compressed, in range, on the curve; private keys a scalar from 1 to n - 1, and their embedded
- *   public point (optional) itself a valid point;
+ *   public point (optional) itself a valid point.
+ * Whether a private key's halves belong together is not checked here: a forged key (another key's
+ * public half) is well-formed, and the decrypt path answers it `forbidden` (`key-consistency.ts`).
  * - Ed25519 (RFC 8410, no parameters): canonical, on the curve, not of small order.
  * Anything else throws {@link KeyEncodingError}, whose message never quotes the input.
  */
@@ -260,7 +262,12 @@ function checkedRsaPublic(n: Uint8Array, e: Uint8Array): RsaPublicData {
   return { type: "rsa", n, e, bits };
 }
 
-/** An RSAPrivateKey (PKCS#1), two-prime: version 0 and eight positive INTEGERs, with `p * q = n`. */
+/**
+ * An RSAPrivateKey (PKCS#1), two-prime: version 0 and eight positive INTEGERs, the public half as
+ * {@link checkedRsaPublic} wants it, both primes above 1 and each CRT value below its prime. Whether
+ * the secret half belongs to the public half (`p * q = n`, ...) is not an encoding question: the
+ * decrypt path checks it (`key-consistency.ts`) and answers a forged key `forbidden`.
+ */
 function rsaPrivateKey(der: Uint8Array): RsaPrivateData {
   const items = childrenOf(der, wholeElement(der, TAG.SEQUENCE));
   const version = smallInteger(der, items[0]);
@@ -279,16 +286,11 @@ function rsaPrivateKey(der: Uint8Array): RsaPrivateData {
   ];
   const key = { ...checkedRsaPublic(n, e), d, p, q, dp, dq, qi };
   const one = Uint8Array.of(1);
-  const consistent =
-    below(one, p) &&
-    below(one, q) &&
-    below(d, n) &&
-    below(dp, p) &&
-    below(dq, q) &&
-    below(qi, p) &&
-    toBigInt(p) * toBigInt(q) === toBigInt(n);
-  if (!consistent) {
-    throw new KeyEncodingError("invalid", "must be a consistent RSA private key (its integers do not agree)");
+  if (!(below(one, p) && below(one, q) && below(dp, p) && below(dq, q) && below(qi, p))) {
+    throw new KeyEncodingError(
+      "invalid",
+      "must be an RSA private key whose primes and CRT values are in range",
+    );
   }
   return key;
 }

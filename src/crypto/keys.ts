@@ -2,7 +2,6 @@ import { createECDH, createPrivateKey, createPublicKey, generateKeyPair, type Ke
 import { promisify } from "node:util";
 import { invalidRequest } from "../errors.js";
 import { rsaJwkFromDer } from "../fast/index.js";
-import { type P256Point, uncompressed } from "./curves.js";
 import {
   KeyEncodingError,
   type KeyType,
@@ -135,8 +134,8 @@ export function parsePublicKey(input: string, field = "publicKey"): ParsedPublic
 /**
  * Parses a private key of either suite given as base64 DER PKCS#8 or as PEM (`PRIVATE KEY`, PKCS#1
  * `RSA PRIVATE KEY`, or SEC1 `EC PRIVATE KEY`); {@link keyAlgorithmOf} tells its suite. Checked by our
- * own code first, as {@link parsePublicKey} is; a P-256 key is built from its scalar, and a public
- * point it carries must be that scalar's. Throws `invalid_request` naming `field` when it does not
+ * own code first, as {@link parsePublicKey} is; a P-256 key is built from its scalar (a public point
+ * it carries must be a valid point, and is otherwise not used). Throws `invalid_request` naming `field` when it does not
  * parse, is encrypted, or is not a key of a suite (RSA 2048..8192 bits with exponent 65537, or EC
  * P-256). The key material never appears in an error.
  */
@@ -146,7 +145,7 @@ export function parsePrivateKey(input: string, field = "privateKey"): KeyObject 
   const type = decoded.label === undefined ? "pkcs8" : privateDerType(decoded.label);
   if (type === undefined) throw keyError(field, PRIVATE_KEY_FORMAT);
   const data = checked(field, PRIVATE_KEY_FORMAT, () => readPrivateKey(decoded.der, type));
-  if (data.type === "p256") return p256PrivateKeyObject(data, field);
+  if (data.type === "p256") return p256PrivateKeyObject(data);
   const jwk =
     type === "pkcs8"
       ? rsaJwkFromDer.privatePkcs8(decoded.der)
@@ -380,22 +379,19 @@ function publicKeyObject(der: Buffer, type: "spki" | "pkcs1", data: PublicKeyDat
 
 /**
  * The KeyObject of a checked P-256 private key, built from its scalar: the public point is computed
- * (OpenSSL's ECDH, given a scalar known to be from 1 to n - 1), and a point the key carried must be
- * that one. A key whose public point is another's would pass the "is this the grant's key" check
- * with a scalar that opens nothing.
+ * (OpenSSL's ECDH, given a scalar known to be from 1 to n - 1), so the key is the scalar's whatever
+ * point it carried. A forged key, another key's point beside this scalar, then matches no grant but
+ * the scalar's own, and decrypt answers it `forbidden` as it answers any wrong key.
  */
-function p256PrivateKeyObject(data: { d: Uint8Array; point?: P256Point }, field: string): KeyObject {
+function p256PrivateKeyObject(data: { d: Uint8Array }): KeyObject {
   const ecdh = createECDH(P256_CURVE);
   ecdh.setPrivateKey(data.d);
-  const computed = ecdh.getPublicKey();
-  if (data.point !== undefined && !Buffer.from(uncompressed(data.point)).equals(computed)) {
-    throw keyError(field, "must carry the public point of its own private scalar; this one carries another");
-  }
+  const point = ecdh.getPublicKey();
   const jwk = {
     kty: "EC",
     crv: "P-256",
-    x: base64url(computed.subarray(1, 33)),
-    y: base64url(computed.subarray(33)),
+    x: base64url(point.subarray(1, 33)),
+    y: base64url(point.subarray(33)),
     d: base64url(data.d),
   };
   return createPrivateKey({ key: jwk, format: "jwk" });

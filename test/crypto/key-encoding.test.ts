@@ -119,10 +119,7 @@ describe("the hostile key corpus, key by key", () => {
       /public point is the point at infinity/,
     );
     expect(priv("PKCS#8 P-256 scalar n")).toBe("must hold a private scalar from 1 to n - 1 of P-256");
-    expect(priv("PKCS#8 P-256 key with another key's point")).toMatch(
-      /public point of its own private scalar/,
-    );
-    expect(priv("RSA p * q != n")).toMatch(/consistent RSA private key/);
+    expect(priv("RSA p = 1, q = n")).toMatch(/primes and CRT values are in range/);
     expect(priv("RSA multi-prime (version 1)")).toMatch(/two-prime/);
     expect(ed("small-order point 00000000..00")).toMatch(/small-order point/);
     expect(ed("y with no point on the curve")).toMatch(/not a point on the curve Ed25519/);
@@ -194,6 +191,28 @@ describe("valid keys in every accepted form", () => {
     expect(spkiOfPrivateKey(parsePrivateKey(VALID_KEYS.rsaPkcs8))).toBe(VALID_KEYS.rsaSpki);
     expect(parseEd25519PublicKey(VALID_KEYS.ed25519Raw).spki).toBe(VALID_KEYS.ed25519Spki);
     expect(parseEd25519PublicKey(VALID_KEYS.ed25519Spki).spki).toBe(VALID_KEYS.ed25519Spki);
+  });
+
+  it("builds a P-256 private key from its scalar: a carried point of another key does not make it that key", () => {
+    const other = createECDH("prime256v1");
+    other.generateKeys();
+    const otherSpki = createPublicKey({
+      key: {
+        kty: "EC",
+        crv: "P-256",
+        x: other.getPublicKey().subarray(1, 33).toString("base64url"),
+        y: other.getPublicKey().subarray(33).toString("base64url"),
+      },
+      format: "jwk",
+    })
+      .export({ type: "spki", format: "der" })
+      .toString("base64");
+    // VALID_KEYS.p256Pkcs8's scalar, with the other key's point in place of its own.
+    const der = Buffer.from(VALID_KEYS.p256Pkcs8, "base64");
+    const forged = Buffer.concat([der.subarray(0, der.length - 64), other.getPublicKey().subarray(1)]);
+    const key = parsePrivateKey(forged.toString("base64"));
+    expect(privateKeyMatches(key, otherSpki)).toBe(false);
+    expect(privateKeyMatches(key, VALID_KEYS.p256Spki)).toBe(true);
   });
 
   it("never matches a stored key that is not a valid key (a store writer's plant)", () => {
