@@ -37,7 +37,7 @@ import {
  * DER with nothing after them, of three kinds of key:
  * - RSA with the rsaEncryption algorithm (NULL parameters), a positive odd modulus of
  *   {@link RSA_MIN_BITS}..{@link RSA_MAX_BITS} bits, exponent {@link RSA_EXPONENT}; private keys
- *   two-prime (version 0) with every integer positive, primes above 1 and CRT values below them;
+ *   two-prime (version 0) with every integer positive;
  * - EC on the named curve P-256 only (never explicit parameters), its point uncompressed or
  *   compressed, in range, on the curve; private keys a scalar from 1 to n - 1, and their embedded
  *   public point (optional) itself a valid point.
@@ -264,9 +264,9 @@ function checkedRsaPublic(n: Uint8Array, e: Uint8Array): RsaPublicData {
 
 /**
  * An RSAPrivateKey (PKCS#1), two-prime: version 0 and eight positive INTEGERs, the public half as
- * {@link checkedRsaPublic} wants it, both primes above 1 and each CRT value below its prime. Whether
- * the secret half belongs to the public half (`p * q = n`, ...) is not an encoding question: the
- * decrypt path checks it (`key-consistency.ts`) and answers a forged key `forbidden`.
+ * {@link checkedRsaPublic} wants it. Whether the secret half belongs to the public half (`p * q = n`,
+ * the CRT values) is not an encoding question: the decrypt path checks it (`key-consistency.ts`) and
+ * answers a forged key `forbidden`.
  */
 function rsaPrivateKey(der: Uint8Array): RsaPrivateData {
   const items = childrenOf(der, wholeElement(der, TAG.SEQUENCE));
@@ -284,24 +284,7 @@ function rsaPrivateKey(der: Uint8Array): RsaPrivateData {
     Uint8Array,
     Uint8Array,
   ];
-  const key = { ...checkedRsaPublic(n, e), d, p, q, dp, dq, qi };
-  const one = Uint8Array.of(1);
-  if (!(below(one, p) && below(one, q) && below(dp, p) && below(dq, q) && below(qi, p))) {
-    throw new KeyEncodingError(
-      "invalid",
-      "must be an RSA private key whose primes and CRT values are in range",
-    );
-  }
-  return key;
-}
-
-/** Whether magnitude `a` < magnitude `b` (both without leading zero bytes, as DER has them). */
-function below(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return a.length < b.length;
-  for (let i = 0; i < a.length; i++) {
-    if (a[i] !== b[i]) return (a[i] as number) < (b[i] as number);
-  }
-  return false;
+  return { ...checkedRsaPublic(n, e), d, p, q, dp, dq, qi };
 }
 
 /**

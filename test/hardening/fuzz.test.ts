@@ -88,7 +88,13 @@ const FUZZ_TIERS = JSON.stringify({
   standard: { requestsPerMinute: 1_000_000, generateKeysPerMinute: 2 },
 });
 
-describe("fuzzed input: every answer is a well-formed 2xx or 4xx, never a 5xx, a hang or a dead process", () => {
+/**
+ * Time for each property: 1,000 requests to another process, 10-22 s alone on a shared two-core
+ * machine, more beside the rest of the suite.
+ */
+const PROPERTY_TIMEOUT = { timeout: 180_000 };
+
+describe("fuzzed input: 2xx or 4xx, never a 5xx, a hang or a dead process", PROPERTY_TIMEOUT, () => {
   let svc: ServerProcess;
   let grpc: Client;
   let holder: Cardholder;

@@ -33,7 +33,10 @@ async function metricsOf(svc: TestService): Promise<{ series: string[]; bytes: n
   };
 }
 
-describe("unauthenticated callers cannot grow the server's memory", () => {
+/** 2,000 requests in the first test: 5-13 s alone, longer beside the rest of the suite. */
+const BARRAGE_TIMEOUT = { timeout: 120_000 };
+
+describe("unauthenticated callers cannot grow the server's memory", BARRAGE_TIMEOUT, () => {
   let svc: TestService;
   let grpc: Client;
 

@@ -412,17 +412,6 @@ export const HOSTILE_PRIVATE_KEYS: readonly HostileKey[] = [
     label: "SEC1 version 2",
     text: pem("EC PRIVATE KEY", seq(int([2]), octets(P256_D), tlv(0xa0, oid(OID.p256)))),
   },
-  {
-    label: "RSA p = 1, q = n",
-    text: b64(
-      rsaPkcs8(
-        rsaPrivate((f) => {
-          f.p = Buffer.from([1]);
-          f.q = Buffer.from(f.n as Buffer);
-        }),
-      ),
-    ),
-  },
   { label: "RSA multi-prime (version 1)", text: b64(rsaPkcs8(rsaPrivate(() => {}, [1]))) },
   {
     label: "RSA e = 3 private key",
