@@ -60,6 +60,8 @@ export {
   type ReceiptJson,
   type ReceiptLineItemJson,
   type ReceiptTaxJson,
+  type ReceiptTaxLineJson,
+  type ReceiptTenderJson,
   type RewrapTarget,
   rewrapKeyBundle,
   type SealedEnvelope,

@@ -69,7 +69,7 @@ async function sealPlaintext(
   caller: CallerInfo,
   paymentId: string,
 ): Promise<PaymentToCharge> {
-  const receipt = prepareReceipt(input.receipt, deps.clock.now(), gateway);
+  const receipt = await prepareReceipt(deps, principal, input.receipt, gateway);
   const amount = gateway.resolveAmount(receipt);
   receipt.amount = amount;
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);

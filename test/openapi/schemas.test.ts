@@ -17,7 +17,7 @@ import { messageToJson } from "../../src/rpc/json.js";
 import { API_SERVICES } from "../../src/rpc/roles.js";
 import { component, deref, doc, filled } from "./support.js";
 
-const MONEY = ["subtotal", "taxAmount", "totalAmount", "amount"];
+const MONEY = ["subtotal", "taxAmount", "totalAmount", "amount", "tipAmount"];
 const TIMESTAMPS = ["transactionDate", "decryptedAt"];
 
 function property(schemaName: string, name: string): JsonObject {
@@ -58,8 +58,11 @@ describe("component schemas from the message descriptors", () => {
         expect(schema).toMatchObject({ type: "integer", format: "int64", maximum: Number.MAX_SAFE_INTEGER });
       } else if (TIMESTAMPS.includes(field.jsonName)) {
         expect(schema).toMatchObject({ type: "string", format: "date-time" });
-      } else if (field.jsonName === "items") {
-        expect(schema).toEqual({ type: "array", items: { $ref: "#/components/schemas/LineItem" } });
+      } else if (field.fieldKind === "list") {
+        const item = { items: "LineItem", tenders: "Tender", taxBreakdown: "TaxBreakdownLine" }[
+          field.jsonName as "items" | "tenders" | "taxBreakdown"
+        ];
+        expect(schema).toEqual({ type: "array", items: { $ref: `#/components/schemas/${item}` } });
       } else if (field.jsonName === "mockItems") {
         expect(schema).toEqual({ type: "boolean" });
       } else if (field.jsonName === "sealedReceipt") {
@@ -76,6 +79,11 @@ describe("component schemas from the message descriptors", () => {
     }
     expect(property("Tax", "rate")).toEqual({ type: "number", format: "double" });
     expect(property("Tax", "amount")).toMatchObject({ type: "integer", format: "int64" });
+    expect(property("Tender", "amount")).toMatchObject({ type: "integer", format: "int64" });
+    for (const name of ["taxableAmount", "taxAmount"]) {
+      expect(property("TaxBreakdownLine", name)).toMatchObject({ type: "integer", format: "int64" });
+    }
+    expect(property("TaxBreakdownLine", "rate")).toEqual({ type: "number", format: "double" });
   });
 
   it("renders bytes as base64 strings and timestamps as date-time strings", () => {
