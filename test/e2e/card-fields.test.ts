@@ -68,7 +68,11 @@ describe("section 21 receipt fields over REST, gRPC and Connect", () => {
     const keys = await post(svc, "/api/v1/onboarding/generate-keys", svc.issuerKey, {
       algorithm: "HPKE-P256-SHA256-A256GCM",
     });
-    const { keyId, publicKey, privateKey } = keys.body.data as Record<string, string>;
+    const { keyId, publicKey, privateKey } = keys.body.data as {
+      keyId: string;
+      publicKey: string;
+      privateKey: string;
+    };
     const reg = await post(svc, "/api/v1/onboarding/register", svc.issuerKey, {
       hashedPan: hashPan(PAN),
       publicKey,
