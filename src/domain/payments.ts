@@ -5,7 +5,7 @@ import { randomId } from "../ids.js";
 import type { ApiKeyRecord, PaymentRecord, ReceiptRecord } from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
-import type { PaymentGateway } from "./gateways/gateway.js";
+import type { ChargeResult, PaymentGateway } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
@@ -147,36 +147,48 @@ async function takeSealed(
   };
 }
 
-/** Charges the card and stores the payment with its receipt, both or neither. */
+/**
+ * Charges the card and stores the payment with its receipt, both or neither. A declined card leaves
+ * a declined payment without a receipt (see {@link recordDecline}); a later attempt of the same
+ * transaction with another card takes over its paymentId.
+ */
 async function chargeAndStore(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   gateway: PaymentGateway,
   { record, amount, currency, cardNonce }: PaymentToCharge,
 ): Promise<CreatedPayment> {
-  const paymentId = record.paymentId ?? "";
   // Before the gateway charges: a retry without an Idempotency-Key must not charge the card again.
   const earlier = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
-  if (earlier !== undefined) throw duplicatePayment(principal, earlier);
-  const charge = await gateway.charge({
-    paymentId,
-    amount,
-    currency,
-    ...(cardNonce === undefined ? {} : { cardNonce }),
-  });
+  if (earlier !== undefined && earlier.status !== "declined") throw duplicatePayment(principal, earlier);
+  if (earlier !== undefined && earlier.merchantTenantId === principal.tenantId) {
+    record.paymentId = earlier.paymentId;
+  }
   const payment: PaymentRecord = {
-    paymentId,
+    paymentId: record.paymentId ?? "",
     merchantTenantId: principal.tenantId,
     merchantId: record.merchantId,
     transactionId: record.transactionId,
     receiptId: record.receiptId,
     gateway: gateway.name,
-    status: charge.status,
+    status: "succeeded",
     amount,
     currency,
-    orderId: charge.orderId,
+    orderId: "",
     createdAt: record.createdAt,
   };
+  let charge: ChargeResult;
+  try {
+    charge = await gateway.charge({
+      paymentId: payment.paymentId,
+      amount,
+      currency,
+      ...(cardNonce === undefined ? {} : { cardNonce }),
+    });
+  } catch (err) {
+    throw await recordDecline(deps, payment, err);
+  }
+  payment.orderId = charge.orderId;
   if (charge.clientSecret !== undefined) payment.clientSecretHash = sha256Hex(charge.clientSecret);
 
   const outcome = await deps.store.payments.createWithReceipt(payment, record);
@@ -192,6 +204,28 @@ async function chargeAndStore(
   return charge.clientSecret === undefined
     ? { payment, receipt: record }
     : { payment, receipt: record, clientSecret: charge.clientSecret };
+}
+
+/**
+ * Keeps a declined payment (`status: "declined"`, its decline code, no receipt: nothing was charged)
+ * so that its merchant can read it, and answers the decline naming it (`payment_id`). Any other
+ * failure of the gateway is answered as it came. The decline is the answer even when it cannot be
+ * kept: the failure to keep it is logged.
+ */
+async function recordDecline(deps: DomainDeps, payment: PaymentRecord, err: unknown): Promise<unknown> {
+  if (!(err instanceof AppError) || err.code !== "payment_declined") return err;
+  const declined: PaymentRecord = { ...payment, status: "declined" };
+  const code = err.metadata.decline_code;
+  if (code !== undefined) declined.declineCode = code;
+  try {
+    if ((await deps.store.payments.recordDecline(declined)) === "duplicate_transaction") return err;
+  } catch (cause) {
+    deps.logger.warn({ err: cause, paymentId: payment.paymentId }, "could not keep a declined payment");
+    return err;
+  }
+  return new AppError(err.code, err.message, {
+    metadata: { ...err.metadata, payment_id: payment.paymentId },
+  });
 }
 
 /**

@@ -18,7 +18,13 @@ import {
 import type { PaymentGateway } from "./gateways/gateway.js";
 import * as limits from "./limits.js";
 import { checkCardBin, checkHashedPan } from "./pan.js";
-import { checkTransactionFields, type OriginalLookup, type TransactionFields } from "./transaction-fields.js";
+import {
+  checkRefundReceipt,
+  checkTransactionFields,
+  type OriginalLookup,
+  type RefundOf,
+  type TransactionFields,
+} from "./transaction-fields.js";
 
 /**
  * The receipt rules of SPEC section 6: one pass over a request's `Receipt` that collects every
@@ -110,6 +116,8 @@ export type ValidateOptions = (
   now: Date;
   /** Whether a refund's or void's original receipt was found (`originals.ts`); unchecked when unset. */
   original?: OriginalLookup;
+  /** For the receipt of a payment's refund (mode `payment`): the payment, whose rules it follows. */
+  refundOf?: RefundOf;
 };
 
 /**
@@ -235,6 +243,7 @@ export function validateReceipt(input: Receipt, options: ValidateOptions): Valid
     taxAmount: receipt.taxAmount,
     amount: input.amount === undefined ? undefined : Number(input.amount),
     original: options.original,
+    refundOf: options.refundOf,
   });
 
   const beforePayment = v.list.length;
@@ -249,6 +258,7 @@ export function validateReceipt(input: Receipt, options: ValidateOptions): Valid
       receipt.cardNonce = input.cardNonce;
     }
   }
+  if (options.refundOf !== undefined) checkRefundReceipt(v, input, receipt.amount, options.refundOf);
   // Gateway rules compare the amount with the item totals: on broken items or a broken amount they
   // would only add noise, so they wait until those are fixed.
   if (options.mode === "payment" && options.gateway && v.list.length === beforePayment) {

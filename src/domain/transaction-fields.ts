@@ -1,6 +1,7 @@
 import type { Receipt, TaxBreakdownLine, Tender } from "../../gen/receipts/v1/receipt_pb.js";
 import { ElementViolations, type ViolationSink, type Violations } from "../errors.js";
 import { checkText, identifier, isTaxRate, money, requiredText, TAX_RATE_RULE } from "./field-rules.js";
+import { refundTooLarge } from "./gateways/gateway.js";
 import * as limits from "./limits.js";
 
 /**
@@ -67,6 +68,21 @@ export interface TransactionTotals {
   /** The payment amount, when the request gave one. */
   amount: number | undefined;
   original: OriginalLookup;
+  /** Set for the receipt of a payment's refund: the payment it refunds. */
+  refundOf?: RefundOf | undefined;
+}
+
+/**
+ * The payment a refund receipt belongs to (`RefundPayment`): its receipt is the original, its
+ * merchantId and currency are the refund's, and `refundable` is what is left to refund of `charged`.
+ */
+export interface RefundOf {
+  receiptId: string;
+  merchantId: string;
+  currency: string;
+  charged: number;
+  refunded: number;
+  refundable: number;
 }
 
 /** Identifier fields with a fixed format: the field, its pattern, and the rule its violation states. */
@@ -136,6 +152,10 @@ function checkReceiptType(
   out: TransactionFields,
   totals: TransactionTotals,
 ): void {
+  if (totals.refundOf !== undefined) {
+    checkRefundLink(v, input, out, totals.refundOf);
+    return;
+  }
   const type = input.receiptType;
   const undoes = type === "refund" || type === "void";
   if (type !== undefined) {
@@ -163,6 +183,45 @@ function checkReceiptType(
       "originalReceiptId",
       "must name a receipt of this merchantId that the service stored: there is none with this receiptId",
     );
+  }
+}
+
+/** A payment's refund receipt: `receiptType` refund, `originalReceiptId` the payment's receipt. */
+function checkRefundLink(v: Violations, input: Receipt, out: TransactionFields, refundOf: RefundOf): void {
+  if (input.receiptType !== "refund") v.add("receiptType", "must be refund on the receipt of a refund");
+  if (input.receiptType !== undefined) out.receiptType = input.receiptType as ReceiptType;
+  if (input.originalReceiptId !== refundOf.receiptId) {
+    v.add("originalReceiptId", `must be ${refundOf.receiptId}, the receiptId of the payment's receipt`);
+  }
+  if (input.originalReceiptId !== undefined) out.originalReceiptId = input.originalReceiptId;
+}
+
+/**
+ * The payment rules of a refund's receipt: the payment's merchantId and currency, an `amount` to
+ * refund that is positive and within what is left, a `totalAmount` (when given) equal to it, no card
+ * nonce. `amount` is the validated amount, undefined when the request gave none.
+ */
+export function checkRefundReceipt(
+  v: ViolationSink,
+  input: Receipt,
+  amount: number | undefined,
+  refundOf: RefundOf,
+): void {
+  if (input.merchantId !== refundOf.merchantId) {
+    v.add("merchantId", `must be ${refundOf.merchantId}, the payment's merchantId`);
+  }
+  if (input.currency.toUpperCase() !== refundOf.currency) {
+    v.add("currency", `must be ${refundOf.currency}, the payment's currency`);
+  }
+  if (input.cardNonce !== undefined) v.add("cardNonce", "is not taken by a refund");
+  if (amount === undefined) v.add("amount", "is required: the amount to refund");
+  else if (amount <= 0) v.add("amount", "must be greater than 0");
+  else if (amount > refundOf.refundable) {
+    const payment = { amount: refundOf.charged, refunded: refundOf.refunded };
+    v.add("amount", refundTooLarge(refundOf.refundable, payment));
+  }
+  if (input.totalAmount !== undefined && amount !== undefined && Number(input.totalAmount) !== amount) {
+    v.add("totalAmount", "must be the amount refunded");
   }
 }
 

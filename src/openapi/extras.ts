@@ -79,6 +79,10 @@ export const DEFAULT_EXTRAS: ReadonlyMap<string, OperationExtras> = new Map<stri
     rpcName(PaymentsService.method.createPayment),
     { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature", "payment_declined"] },
   ],
+  [
+    rpcName(PaymentsService.method.refundPayment),
+    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature"] },
+  ],
 ]);
 
 /** Codes that only the operations whose extras list them can return. */

@@ -9,6 +9,7 @@ import {
   itemsTotal,
   type PaymentGateway,
   randomHex,
+  sandboxRefund,
   systemRandomBytes,
 } from "./gateway.js";
 import type { SandboxDeps } from "./sandbox-a.js";
@@ -97,5 +98,6 @@ export function createSandboxGatewayB(deps: SandboxDeps = {}): PaymentGateway {
       if (outcome !== "approved") throw paymentDeclined(outcome);
       return { status: "succeeded", orderId: `ord_${randomHex(random)}` };
     },
+    refund: sandboxRefund("rfd", random),
   };
 }

@@ -68,6 +68,7 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   [COLLECTIONS.payments]: [
     { key: { paymentId: 1 }, name: "uniq_paymentId", unique: true },
     { key: { merchantId: 1, transactionId: 1 }, name: "uniq_merchantId_transactionId", unique: true },
+    { key: { merchantTenantId: 1, createdAt: -1, paymentId: -1 }, name: "listByTenant" },
   ],
   [COLLECTIONS.grants]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }, ttl],
   [COLLECTIONS.grantSlots]: [ttl],
