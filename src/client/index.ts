@@ -11,6 +11,7 @@ export {
   createReceiptsClient,
   DEFAULT_TIMEOUT_MS,
   type Gateway,
+  type ListPaymentsOptions,
   type ListReceiptsOptions,
   type ReceiptInput,
   type ReceiptsClient,
