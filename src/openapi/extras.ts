@@ -83,6 +83,8 @@ export const DEFAULT_EXTRAS: ReadonlyMap<string, OperationExtras> = new Map<stri
     rpcName(PaymentsService.method.refundPayment),
     { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature"] },
   ],
+  [rpcName(ReceiptsService.method.decryptReceipt), { errors: ["integrity_failure"] }],
+  [rpcName(PaymentsService.method.decryptPayment), { errors: ["integrity_failure"] }],
 ]);
 
 /** Codes that only the operations whose extras list them can return. */

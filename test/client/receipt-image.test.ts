@@ -104,11 +104,15 @@ describe("renderReceiptSvg", () => {
       acquirerReferenceNumber: "74001236123000000001236",
     };
     const lines = linesOf(renderReceiptSvg(refund));
-    const after = (first: string) => lines.slice(lines.indexOf(first));
-    expect(after("REFUND").slice(0, 2)).toEqual(["REFUND", "of receipt r-1001"]);
+    const startingAt = (first: string) => lines.slice(lines.indexOf(first));
+    expect(startingAt("REFUND").slice(0, 2)).toEqual(["REFUND", "of receipt r-1001"]);
     expect(lines).toEqual(expect.arrayContaining(["Tip 1.50", "TOTAL EUR -13.19"]));
-    expect(after("Paid with").slice(0, 3)).toEqual(["Paid with", "gift card 3.19", "VISA **** 4242 10.00"]);
-    expect(after("Tax rate Net Tax").slice(0, 3)).toEqual([
+    expect(startingAt("Paid with").slice(0, 3)).toEqual([
+      "Paid with",
+      "gift card 3.19",
+      "VISA **** 4242 10.00",
+    ]);
+    expect(startingAt("Tax rate Net Tax").slice(0, 3)).toEqual([
       "Tax rate Net Tax",
       "23% 7.00 1.61",
       "13.5% 2.50 0.58",

@@ -54,7 +54,7 @@ describe("refund and void receipts name a stored original", () => {
         currency: "EUR",
       },
       key.publicKey,
-      { keyId: key.keyId },
+      { keyId: key.keyId, aadBound: key.aadBound },
     );
     const bytes = (text: string) => Buffer.from(text, "base64");
     await storeSealedReceipt(
@@ -70,6 +70,7 @@ describe("refund and void receipts name a stored original", () => {
           keyId: envelope.keyBundle.keyId,
           algorithm: envelope.keyBundle.algorithm,
           encryptedAesKey: bytes(envelope.keyBundle.encryptedAesKey),
+          aadBound: envelope.keyBundle.aadBound === true,
         }),
         ciphertext: bytes(envelope.ciphertext),
         iv: bytes(envelope.iv),

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiSQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAkiuwEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiRAoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFMvcCChFPbmJvYXJkaW5nU2VydmljZRKAAQoMR2VuZXJhdGVLZXlzEiAucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVxdWVzdBohLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1Jlc3BvbnNlIiuC0+STAiU6ASoiIC9hcGkvdjEvb25ib2FyZGluZy9nZW5lcmF0ZS1rZXlzEm8KCFJlZ2lzdGVyEhwucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXF1ZXN0Gh0ucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISbgoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIh+C0+STAhkqFy9hcGkvdjEvdXNlcnMve3VzZXJfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiSQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAki1AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCCIkChFEZWxldGVVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJIkQKEkRlbGV0ZVVzZXJSZXNwb25zZRIYChBkZWxldGVkX3JlY2VpcHRzGAEgASgFEhQKDGRlbGV0ZWRfa2V5cxgCIAEoBTL3AgoRT25ib2FyZGluZ1NlcnZpY2USgAEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSIrgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJvCghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9vbmJvYXJkaW5nL3JlZ2lzdGVyEm4KCkRlbGV0ZVVzZXISHi5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVxdWVzdBofLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZSIfgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -137,15 +137,17 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
   registeredAt?: Timestamp | undefined;
 
   /**
-   * How many escrowed receipts were released to this key.
+   * How many escrowed receipts this call released to this key: at most one page
+   * (ESCROW_RELEASE_PER_CALL, default 100); see release_pending for the rest.
    *
    * @generated from field: int32 released_receipts = 5;
    */
   releasedReceipts: number;
 
   /**
-   * How many escrowed receipts for this card stay escrowed: sealed to the issuer's own escrow key
-   * (release them with ReleaseEscrow), or to a service escrow key this service cannot use.
+   * How many escrowed receipts for this card this call looked at that stay escrowed: sealed to the
+   * issuer's own escrow key (release them with ReleaseEscrow), or to a service escrow key this service
+   * cannot use or that does not open them (planted or corrupt; audited, and not looked at again).
    *
    * @generated from field: int32 held_receipts = 6;
    */
@@ -157,6 +159,15 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
    * @generated from field: string algorithm = 7;
    */
   algorithm: string;
+
+  /**
+   * True when the card had more escrowed receipts than one call releases: the service goes on
+   * releasing them after answering (list the user's receipts later). If it stops (a restart), the
+   * next registration of the card goes on from where it is.
+   *
+   * @generated from field: bool release_pending = 8;
+   */
+  releasePending: boolean;
 };
 
 /**

@@ -29,6 +29,8 @@ export const COLLECTIONS = {
    * transaction as the receipt; it also says where the receipt lives (`panHash`, `id`).
    */
   receiptClaims: "receiptClaims",
+  /** Erasures begun and not finished, one document per user (section 19): what a retry finishes. */
+  erasures: "erasures",
 } as const;
 
 /** A collection's name. */
@@ -47,10 +49,16 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { userId: 1 }, name: "uniq_userId", unique: true },
     { key: { panHash: 1 }, name: "uniq_panHash", unique: true },
   ],
-  [COLLECTIONS.keys]: [{ key: { keyId: 1 }, name: "uniq_keyId", unique: true }],
+  [COLLECTIONS.keys]: [
+    { key: { keyId: 1 }, name: "uniq_keyId", unique: true },
+    // A user's keys: listKeys, and erasure's deleteMany({userId}).
+    { key: { userId: 1 }, name: "byUser" },
+  ],
   [COLLECTIONS.receipts]: [
-    { key: { id: 1 }, name: "uniq_id", unique: true },
-    { key: { merchantId: 1, receiptId: 1 }, name: "uniq_merchantId_receiptId", unique: true },
+    // `id` is unique per card, which a cluster can check (the shard key); `(merchantId, receiptId)` is
+    // unique through receiptClaims. (An earlier version's uniq_id and uniq_merchantId_receiptId are
+    // left in place by init: docs/scaling.md says when to drop them.)
+    { key: { panHash: 1, id: 1 }, name: "uniq_panHash_id", unique: true },
     { key: { userId: 1, createdAt: -1, id: -1 }, name: "listByUser" },
     { key: { userId: 1, receiptId: 1 }, name: "findByReceiptId" },
     { key: { merchantTenantId: 1, transactionId: 1 }, name: "findByTransaction" },
@@ -59,14 +67,34 @@ export const INDEXES: Record<string, IndexDescription[]> = {
       name: "findByPaymentId",
       partialFilterExpression: { paymentId: { $exists: true } },
     },
-    // Equality fields, then the sort: a page of a card's escrow reads only that page. (Named anew:
-    // the key of an existing name cannot change, and `createIndexes` would refuse the old name.)
-    { key: { panHash: 1, isEscrowed: 1, createdAt: 1, id: 1 }, name: "listEscrowed_byTime" },
-    // Only escrowed receipts have `expiresAt`: unreleased escrow is deleted after its retention.
-    ttl,
+    // The card, then the sort: a page of a card's escrow reads only that page. Partial: delivered
+    // receipts, nearly all of them, have no entry. (The key of an existing name cannot change, and
+    // `createIndexes` refuses the old name with another key, hence a new name each time.)
+    {
+      key: { panHash: 1, createdAt: 1, id: 1 },
+      name: "escrow_byCardTime",
+      partialFilterExpression: { isEscrowed: true },
+    },
+    // Unreleased escrow is deleted after its retention; only escrowed receipts have `expiresAt`.
+    {
+      key: { expiresAt: 1 },
+      name: "ttl_escrow",
+      expireAfterSeconds: 0,
+      partialFilterExpression: { isEscrowed: true },
+    },
+  ],
+  [COLLECTIONS.receiptClaims]: [
+    // A claim lives as long as its receipt: while the receipt is escrowed it carries its `expiresAt`.
+    {
+      key: { expiresAt: 1 },
+      name: "ttl_escrow",
+      expireAfterSeconds: 0,
+      partialFilterExpression: { expiresAt: { $exists: true } },
+    },
   ],
   [COLLECTIONS.payments]: [
-    { key: { paymentId: 1 }, name: "uniq_paymentId", unique: true },
+    // paymentId is random (96 bits): the index finds, the shard key's unique index is what refuses.
+    { key: { paymentId: 1 }, name: "byPaymentId" },
     { key: { merchantId: 1, transactionId: 1 }, name: "uniq_merchantId_transactionId", unique: true },
     { key: { merchantTenantId: 1, createdAt: -1, paymentId: -1 }, name: "listByTenant" },
   ],
@@ -87,6 +115,7 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { tenantId: 1, createdAt: -1 }, name: "byTenant" },
   ],
   [COLLECTIONS.bins]: [{ key: { tenantId: 1 }, name: "byTenant" }],
+  [COLLECTIONS.erasures]: [{ key: { userId: 1 }, name: "uniq_userId", unique: true }],
 };
 
 /** How one collection is placed on a sharded cluster (SPEC section 23). */
@@ -142,7 +171,8 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
     key: { _id: 1 },
     why:
       "Every request upserts one counter by `_id` (`<subject>:<bucket>:<window>`), which must be unique; " +
-      "the subject in front spreads API keys over chunks. Counters live two minutes.",
+      "the subject in front spreads API keys over chunks. Request counters live two minutes, escrow-intake " +
+      "counters (per merchant tenant and card) one intake window.",
   },
   [COLLECTIONS.audit]: {
     key: { _id: "hashed" },
@@ -181,4 +211,8 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
   },
   [COLLECTIONS.binLocks]: { key: "unsharded", why: "One document per 6-digit prefix in use, as bins." },
   [COLLECTIONS.merchants]: { key: "unsharded", why: "One document per merchantId." },
+  [COLLECTIONS.erasures]: {
+    key: "unsharded",
+    why: "One document per erasure in progress, removed when it finishes: a handful at any time.",
+  },
 };

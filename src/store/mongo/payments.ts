@@ -14,7 +14,8 @@ import {
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
-import { inTransaction, scatterGather } from "./sharding.js";
+import { deleteReceiptIn, insertReceiptIn } from "./receipts.js";
+import { scatterGather } from "./sharding.js";
 
 /** Thrown inside a transaction to abort it with an outcome for the caller. */
 class Refused {
@@ -33,21 +34,17 @@ export class MongoPayments implements PaymentStore {
     return this.ctx.collection<PaymentRecord>(COLLECTIONS.payments);
   }
 
-  private get receipts() {
-    return this.ctx.collection<ReceiptRecord>(COLLECTIONS.receipts);
-  }
-
   /**
-   * Replaces a declined payment of the transaction or inserts the payment, then inserts its receipt,
-   * in one transaction: if either write fails, neither is kept. Which write hit a unique index tells
+   * Replaces a declined payment of the transaction or inserts the payment, then inserts its receipt
+   * with its claim, in one transaction: if a write fails, nothing is kept. Which write hit a unique index tells
    * the outcome, checked in the same order as the memory store (the transaction first).
    */
   createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome> {
     return this.ctx.run(async () => {
       let inserting: "payment" | "receipt" = "payment";
       try {
-        await this.ctx.transaction(async (session) => {
-          const options = { ...this.ctx.writeIn(session), ...inTransaction("payments.createWithReceipt") };
+        await this.ctx.transaction("payments.createWithReceipt", async (session) => {
+          const options = this.ctx.writeIn(session);
           inserting = "payment";
           const { merchantId, transactionId } = payment;
           const replaced = await this.payments.replaceOne(
@@ -57,7 +54,7 @@ export class MongoPayments implements PaymentStore {
           );
           if (replaced.matchedCount === 0) await this.payments.insertOne({ ...payment }, options);
           inserting = "receipt";
-          await this.receipts.insertOne({ ...receipt }, options);
+          await insertReceiptIn(this.ctx, session, receipt);
         });
         return { kind: "created" };
       } catch (err) {
@@ -142,8 +139,8 @@ export class MongoPayments implements PaymentStore {
   holdRefund(ref: PaymentRef, refund: RefundRecord, receipt: ReceiptRecord): Promise<HoldRefundOutcome> {
     return this.ctx.run(async () => {
       try {
-        return await this.ctx.transaction(async (session) => {
-          const options = { ...this.ctx.writeIn(session), ...inTransaction("payments.holdRefund") };
+        return await this.ctx.transaction("payments.holdRefund", async (session) => {
+          const options = this.ctx.writeIn(session);
           const held = await this.payments.updateOne(
             {
               ...refOf(ref),
@@ -156,7 +153,7 @@ export class MongoPayments implements PaymentStore {
           );
           if (held.matchedCount === 0) throw new Refused(await this.whyNotHeld(ref, refund, session));
           try {
-            await this.receipts.insertOne({ ...receipt }, options);
+            await insertReceiptIn(this.ctx, session, receipt);
           } catch (err) {
             if (isDuplicateKey(err)) throw new Refused({ kind: "duplicate_receipt" });
             throw err;
@@ -201,11 +198,11 @@ export class MongoPayments implements PaymentStore {
     });
   }
 
-  /** The receipt is deleted by its shard key (the card) and id, as the receipt given to `holdRefund` has them. */
+  /** The receipt and its claim are deleted by their keys, as the receipt given to `holdRefund` has them. */
   releaseRefund(ref: PaymentRef, refundId: string, receipt: ReceiptRecord): Promise<void> {
     return this.ctx.run(() =>
-      this.ctx.transaction(async (session) => {
-        const options = { ...this.ctx.writeIn(session), ...inTransaction("payments.releaseRefund") };
+      this.ctx.transaction("payments.releaseRefund", async (session) => {
+        const options = this.ctx.writeIn(session);
         const payment = await this.payments.findOne<PaymentRecord>(refOf(ref), this.ctx.readIn(session));
         const refund = payment?.refunds?.find((r) => r.refundId === refundId && r.status === "pending");
         if (payment === null || refund === undefined) return;
@@ -214,7 +211,7 @@ export class MongoPayments implements PaymentStore {
           { $pull: { refunds: { refundId } }, $inc: { refundedAmount: -refund.amount } },
           options,
         );
-        await this.receipts.deleteOne({ panHash: receipt.panHash, id: receipt.id }, options);
+        await deleteReceiptIn(this.ctx, session, receipt);
       }),
     );
   }

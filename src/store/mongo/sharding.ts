@@ -81,6 +81,10 @@ export const TRANSACTIONS = {
     maxShards: 3,
     touches: "the payment, the refund receipt (by card) and its claim: what holdRefund wrote",
   },
+  "receipts.release": {
+    maxShards: 2,
+    touches: "the escrowed receipt (by card) and its claim, whose escrow expiry it clears",
+  },
   "users.register": {
     maxShards: 1,
     touches: "users and keys, both unsharded: the primary shard only",
