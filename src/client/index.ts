@@ -32,6 +32,15 @@ export {
   openReceiptWithKeyRing,
 } from "./key-ring.js";
 export {
+  type CardTransaction,
+  DETAILS_CEILING,
+  MATCH_THRESHOLD,
+  matchStatement,
+  matchTransaction,
+  type StatementMatch,
+  type TransactionMatch,
+} from "./match.js";
+export {
   type MerchantReceipt,
   type MerchantSigner,
   type SealAndStoreOptions,
