@@ -111,13 +111,7 @@ export async function refundPayment(
   caller: CallerInfo,
 ): Promise<RefundedPayment> {
   const payment = await getPayment(deps, principal, input.paymentId);
-  if (payment.status !== "succeeded") {
-    throw new AppError("invalid_request", "A declined payment has nothing to refund.", {
-      violations: [
-        { field: "paymentId", description: "was declined: a declined payment has nothing to refund" },
-      ],
-    });
-  }
+  if (payment.status !== "succeeded") throw nothingToRefund();
   const refundOf = refundOfPayment(payment);
   const { record, amount } =
     input.receipt.sealedReceipt === undefined
@@ -282,11 +276,7 @@ function heldPayment(outcome: HoldRefundOutcome, payment: PaymentRecord): Paymen
     case "not_found":
       throw new AppError("not_found", "Payment not found.");
     case "not_refundable":
-      throw new AppError("invalid_request", "A declined payment has nothing to refund.", {
-        violations: [
-          { field: "paymentId", description: "was declined: a declined payment has nothing to refund" },
-        ],
-      });
+      throw nothingToRefund();
     case "over_amount": {
       const of = { amount: payment.amount, refunded: payment.amount - outcome.refundable };
       throw new AppError("invalid_request", "The refund is more than is left to refund.", {
@@ -300,6 +290,15 @@ function heldPayment(outcome: HoldRefundOutcome, payment: PaymentRecord): Paymen
     case "duplicate_receipt":
       throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
+}
+
+/** The refusal of a refund of a payment that was declined. */
+function nothingToRefund(): AppError {
+  return new AppError("invalid_request", "A declined payment has nothing to refund.", {
+    violations: [
+      { field: "paymentId", description: "was declined: a declined payment has nothing to refund" },
+    ],
+  });
 }
 
 /**
