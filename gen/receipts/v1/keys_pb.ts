@@ -20,11 +20,15 @@ export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
  */
 export type GrantAccessRequest = Message<"receipts.v1.GrantAccessRequest"> & {
   /**
+   * Required. The user (from Register) whose receipts the token opens.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
 
   /**
+   * Required. The user's key the receipts are sealed to.
+   *
    * @generated from field: string key_id = 2;
    */
   keyId: string;
@@ -95,7 +99,7 @@ export const GrantAccessResponseSchema: GenMessage<GrantAccessResponse> = /*@__P
  */
 export type LookupKeyRequest = Message<"receipts.v1.LookupKeyRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string recipient_hashed_pan = 1;
    */
@@ -169,7 +173,7 @@ export const LookupKeyResponseSchema: GenMessage<LookupKeyResponse> = /*@__PURE_
  */
 export type RegisterEscrowKeyRequest = Message<"receipts.v1.RegisterEscrowKeyRequest"> & {
   /**
-   * RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.
+   * Required. RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.
    *
    * @generated from field: string public_key = 1;
    */
@@ -221,6 +225,20 @@ export const KeysService: GenService<{
   /**
    * Grants a 2-3 minute token to decrypt a user's receipts, after the user consented on the device.
    *
+   * Example request:
+   * {"userId": "usr_OiIWtaNKLlelXAD2", "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3"}
+   *
+   * Example response:
+   * {
+   *   "tokenId": "tok_1HSNCCdh24mtE4qhxP-fdDxONWBwTvwQ",
+   *   "userId": "usr_OiIWtaNKLlelXAD2",
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "purpose": "decrypt",
+   *   "grantedAt": "2026-11-25T09:42:32.339Z",
+   *   "expiresAt": "2026-11-25T09:45:32.339Z",
+   *   "sourceIp": "203.0.113.7"
+   * }
+   *
    * @generated from rpc receipts.v1.KeysService.GrantAccess
    */
   grantAccess: {
@@ -232,6 +250,18 @@ export const KeysService: GenService<{
    * The key a receipt for this card would be sealed to now (section 16), for merchants that seal on
    * their own side: the cardholder's active key, or an escrow key (is_escrowed true).
    *
+   * Example request:
+   * {"recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e", "cardBin": "411111"}
+   *
+   * Example response:
+   * {
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
+   *   "isEscrowed": false,
+   *   "aadBound": true
+   * }
+   *
    * @generated from rpc receipts.v1.KeysService.LookupKey
    */
   lookupKey: {
@@ -242,6 +272,12 @@ export const KeysService: GenService<{
   /**
    * Registers an escrow public key of the calling issuer tenant (section 17). The newest is current:
    * receipts escrowed for the tenant are sealed to it, and the service holds nothing that opens them.
+   *
+   * Example request:
+   * {"publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ=="}
+   *
+   * Example response:
+   * {"escrowKeyId": "iek_QOsuElGgQg4OoV-R", "algorithm": "HPKE-P256-SHA256-A256GCM", "createdAt": "2026-11-25T09:37:41.100Z"}
    *
    * @generated from rpc receipts.v1.KeysService.RegisterEscrowKey
    */

@@ -167,6 +167,8 @@ export const RefundSchema: GenMessage<Refund> = /*@__PURE__*/
  */
 export type GetPaymentRequest = Message<"receipts.v1.GetPaymentRequest"> & {
   /**
+   * Required. "pay_...", as CreatePayment (or a payment_declined) answered it.
+   *
    * @generated from field: string payment_id = 1;
    */
   paymentId: string;
@@ -251,6 +253,8 @@ export const ListPaymentsResponseSchema: GenMessage<ListPaymentsResponse> = /*@_
  */
 export type RefundPaymentRequest = Message<"receipts.v1.RefundPaymentRequest"> & {
   /**
+   * Required. The payment to refund.
+   *
    * @generated from field: string payment_id = 1;
    */
   paymentId: string;
@@ -306,7 +310,7 @@ export const RefundPaymentResponseSchema: GenMessage<RefundPaymentResponse> = /*
  */
 export type CreatePaymentRequest = Message<"receipts.v1.CreatePaymentRequest"> & {
   /**
-   * "gateway_a" or "gateway_b".
+   * Required. "gateway_a" or "gateway_b".
    *
    * @generated from field: string gateway = 1;
    */
@@ -442,17 +446,21 @@ export const ServiceMetadataSchema: GenMessage<ServiceMetadata> = /*@__PURE__*/
  */
 export type DecryptPaymentRequest = Message<"receipts.v1.DecryptPaymentRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string payment_id = 1;
    */
   paymentId: string;
 
   /**
+   * Required. The grant from GrantAccess (or its alias access_token_id).
+   *
    * @generated from field: string token_id = 2;
    */
   tokenId: string;
 
   /**
-   * Base64 DER PKCS#8 or PEM. Used in memory for this call only.
+   * Required. Base64 DER PKCS#8 or PEM. Used in memory for this call only.
    *
    * @generated from field: string private_key = 3;
    */
@@ -498,7 +506,51 @@ export const DecryptPaymentResponseSchema: GenMessage<DecryptPaymentResponse> = 
 export const PaymentsService: GenService<{
   /**
    * Charges through a gateway and stores the payment with its sealed receipt, atomically.
-   * Send an Idempotency-Key header (metadata "idempotency-key") so a retry never pays twice.
+   * Send an Idempotency-Key header (metadata "idempotency-key") so a retry never pays twice. The
+   * receipt is as for EncryptReceipt, plus amount (gateway_a) or cardNonce (gateway_b); or, sealed on
+   * the merchant's side, a sealedReceipt with merchantId, transactionId, recipientHashedPan, currency
+   * and amount beside it. A declined card is payment_declined with a decline_code.
+   *
+   * Example request:
+   * {
+   *   "gateway": "gateway_a",
+   *   "receipt": {
+   *     "receiptId": "r-1002",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7782",
+   *     "transactionDate": "2026-11-25T09:41:00Z",
+   *     "currency": "EUR",
+   *     "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *     "amount": 950,
+   *     "totalAmount": 950,
+   *     "items": [
+   *       {"lineItemId": "1", "name": "Flat white", "quantity": 2, "unitPrice": 350, "totalPrice": 700},
+   *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250}
+   *     ]
+   *   }
+   * }
+   *
+   * Example response:
+   * {
+   *   "paymentId": "pay_wWRngLy88lIHJed3",
+   *   "gateway": "gateway_a",
+   *   "status": "succeeded",
+   *   "amount": 950,
+   *   "currency": "EUR",
+   *   "clientSecret": "pay_wWRngLy88lIHJed3_secret_aa325deb68aead3861a9b9d10f0bdae6",
+   *   "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+   *   "createdAt": "2026-11-25T09:41:32.253Z",
+   *   "serviceMetadata": {
+   *     "receiptId": "r-1002",
+   *     "transactionId": "txn-7782",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "isEscrowed": false,
+   *     "gateway": "gateway_a",
+   *     "amount": 950,
+   *     "currency": "EUR"
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.PaymentsService.CreatePayment
    */
@@ -508,7 +560,38 @@ export const PaymentsService: GenService<{
     output: typeof CreatePaymentResponseSchema;
   },
   /**
-   * Decrypts a payment's receipt with a grant and the user's private key.
+   * Decrypts a payment's receipt with a grant and the user's private key. The private key crosses the
+   * network: an app that can, lists the receipts and opens them on the device instead.
+   *
+   * Example request:
+   * {
+   *   "paymentId": "pay_wWRngLy88lIHJed3",
+   *   "tokenId": "tok_1HSNCCdh24mtE4qhxP-fdDxONWBwTvwQ",
+   *   "privateKey": "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgvLQbtzhm713G7j8au9mQoQmgj4fV62Zy1LXcv9xz0m2hRANCAAT9SVOJ9Jpetl5ftN7QfXrhACEQbSVTszvzSzcPbvU+34cU/Zl1PXKRMuOklA9zyFhqVE9hnrU/Z3uAFJH/xpwC"
+   * }
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-1002",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7782",
+   *     "transactionDate": "2026-11-25T09:41:00Z",
+   *     "currency": "EUR",
+   *     "totalAmount": 950,
+   *     "items": [
+   *       {"lineItemId": "1", "name": "Flat white", "quantity": 2, "unitPrice": 350, "totalPrice": 700, "taxes": []},
+   *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250, "taxes": []}
+   *     ],
+   *     "amount": 950,
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "decryptedAt": "2026-11-25T09:42:40.776Z",
+   *     "tenders": [],
+   *     "taxBreakdown": []
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.PaymentsService.DecryptPayment
    */
@@ -519,6 +602,37 @@ export const PaymentsService: GenService<{
   },
   /**
    * One of the caller's own payments: what was charged and refunded. Never the receipt's content.
+   * Another tenant's payment is not_found, as if it did not exist.
+   *
+   * Example request:
+   * {"paymentId": "pay_wWRngLy88lIHJed3"}
+   *
+   * Example response:
+   * {
+   *   "payment": {
+   *     "paymentId": "pay_wWRngLy88lIHJed3",
+   *     "gateway": "gateway_a",
+   *     "status": "succeeded",
+   *     "amount": 950,
+   *     "currency": "EUR",
+   *     "merchantId": "corner-coffee",
+   *     "transactionId": "txn-7782",
+   *     "receiptId": "r-1002",
+   *     "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+   *     "createdAt": "2026-11-25T09:41:32.253Z",
+   *     "refundedAmount": 250,
+   *     "refunds": [
+   *       {
+   *         "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+   *         "amount": 250,
+   *         "status": "succeeded",
+   *         "receiptId": "r-1002-refund-1",
+   *         "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+   *         "createdAt": "2026-11-25T10:15:04.118Z"
+   *       }
+   *     ]
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.PaymentsService.GetPayment
    */
@@ -529,6 +643,31 @@ export const PaymentsService: GenService<{
   },
   /**
    * The caller's tenant's payments, newest first, declined ones included. Never receipt content.
+   *
+   * Example request:
+   * {"pageSize": 1}
+   *
+   * Example response:
+   * {
+   *   "payments": [
+   *     {
+   *       "paymentId": "pay_3kT9cQ0LwZr7uXy1",
+   *       "gateway": "gateway_b",
+   *       "status": "declined",
+   *       "amount": 1200,
+   *       "currency": "EUR",
+   *       "merchantId": "corner-coffee",
+   *       "transactionId": "txn-7790",
+   *       "receiptId": "r-1010",
+   *       "orderId": "",
+   *       "createdAt": "2026-11-25T11:02:10.001Z",
+   *       "refundedAmount": 0,
+   *       "refunds": [],
+   *       "declineCode": "insufficient_funds"
+   *     }
+   *   ],
+   *   "nextPageToken": "WzE3NjQwNjg1MzAwMDEsInBheV8za1Q5Y1EwTHdacjd1WHkxIl0"
+   * }
    *
    * @generated from rpc receipts.v1.PaymentsService.ListPayments
    */
@@ -543,6 +682,68 @@ export const PaymentsService: GenService<{
    * receipt_id, or a sealed_receipt. amount is the amount to refund. Refunds of one payment never add
    * up to more than it charged; a declined payment has nothing to refund. Send an Idempotency-Key
    * header (metadata "idempotency-key") so a retry never refunds twice.
+   *
+   * Example request:
+   * {
+   *   "paymentId": "pay_wWRngLy88lIHJed3",
+   *   "receipt": {
+   *     "receiptId": "r-1002-refund-1",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7782-refund-1",
+   *     "transactionDate": "2026-11-25T10:15:00Z",
+   *     "currency": "EUR",
+   *     "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *     "receiptType": "refund",
+   *     "originalReceiptId": "r-1002",
+   *     "amount": 250,
+   *     "items": [{"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250}]
+   *   }
+   * }
+   *
+   * Example response:
+   * {
+   *   "refund": {
+   *     "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+   *     "amount": 250,
+   *     "status": "succeeded",
+   *     "receiptId": "r-1002-refund-1",
+   *     "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+   *     "createdAt": "2026-11-25T10:15:04.118Z"
+   *   },
+   *   "payment": {
+   *     "paymentId": "pay_wWRngLy88lIHJed3",
+   *     "gateway": "gateway_a",
+   *     "status": "succeeded",
+   *     "amount": 950,
+   *     "currency": "EUR",
+   *     "merchantId": "corner-coffee",
+   *     "transactionId": "txn-7782",
+   *     "receiptId": "r-1002",
+   *     "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+   *     "createdAt": "2026-11-25T09:41:32.253Z",
+   *     "refundedAmount": 250,
+   *     "refunds": [
+   *       {
+   *         "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+   *         "amount": 250,
+   *         "status": "succeeded",
+   *         "receiptId": "r-1002-refund-1",
+   *         "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+   *         "createdAt": "2026-11-25T10:15:04.118Z"
+   *       }
+   *     ]
+   *   },
+   *   "serviceMetadata": {
+   *     "receiptId": "r-1002-refund-1",
+   *     "transactionId": "txn-7782-refund-1",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "isEscrowed": false,
+   *     "gateway": "gateway_a",
+   *     "amount": 250,
+   *     "currency": "EUR"
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.PaymentsService.RefundPayment
    */
