@@ -131,7 +131,7 @@ export async function register(
     throw new AppError("conflict", "This card is registered by another issuer.");
   }
   if (outcome.kind === "key_taken") throw new AppError("conflict", "This keyId is already in use.");
-  if (outcome.key.publicKey !== spki) {
+  if (outcome.kind === "key_mismatch") {
     throw new AppError("conflict", "This keyId is registered with another public key.");
   }
 

@@ -42,6 +42,9 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
     const takenByOther =
       existing.userId === undefined ? existing.tenantId !== input.tenantId : existing.userId !== user?.userId;
     if (takenByOther) return { outcome: { kind: "key_taken" }, keys: [] };
+    // Checked here, before anything is written: a refused call must change nothing (it once made the
+    // old key active again and then answered 409).
+    if (existing.publicKey !== input.key.publicKey) return { outcome: { kind: "key_mismatch" }, keys: [] };
   }
 
   const keyId = input.key.keyId;
@@ -77,8 +80,8 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
 }
 
 /**
- * The key made active for `userId`. A pending or rotated key keeps its stored public key and creation
- * time (the domain has checked that the public key matches); a new key is taken as given.
+ * The key made active for `userId`. A pending or rotated key keeps its stored creation time (the plan
+ * has checked that its public key is the given one); a new key is taken as given.
  */
 function activate(base: KeyRecord, userId: string, input: RegisterInput): KeyRecord {
   const { rotatedAt: _rotatedAt, ...rest } = base;

@@ -106,7 +106,9 @@ export type RegisterOutcome =
   /** The panHash is registered by another tenant. */
   | { kind: "pan_taken" }
   /** The keyId belongs to another user (or to a pending key of another tenant). */
-  | { kind: "key_taken" };
+  | { kind: "key_taken" }
+  /** The keyId exists (pending, active or rotated) with another public key: nothing changed. */
+  | { kind: "key_mismatch" };
 
 export interface UserStore {
   findById(userId: string): Promise<UserRecord | undefined>;
@@ -119,8 +121,9 @@ export interface UserStore {
    * - no user for panHash: creates `newUserId` with this key;
    * - a user of the same tenant with another active key: makes this key active and the old one `rotated`;
    * - the same key already active for that user: `unchanged`;
-   * - a user of another tenant: `pan_taken`; the keyId used by someone else: `key_taken`.
-   * A pending key with the same keyId and tenant is promoted. Concurrent calls for one panHash make
+   * - a user of another tenant: `pan_taken`; the keyId used by someone else: `key_taken`;
+   * - the keyId stored with another public key: `key_mismatch`.
+   * A refusal writes nothing. A pending key with the same keyId and tenant is promoted. Concurrent calls for one panHash make
    * exactly one user.
    */
   register(input: {

@@ -14,6 +14,15 @@ export function usersContract(store: () => Store): void {
       tenantId = issuer,
       newUserId = uid("usr"),
     ) => store().users.register({ panHash, tenantId, newUserId, key, now });
+    /** What the store holds for a card and some keyIds, read back through the interface. */
+    const readBack = async (panHash: string, keyIds: string[]) => {
+      const user = await store().users.findByPanHash(panHash);
+      return {
+        user,
+        keys: await Promise.all(keyIds.map((keyId) => store().users.findKey(keyId))),
+        userKeys: user === undefined ? [] : await store().users.listKeys(user.userId),
+      };
+    };
 
     it("stores a pending key once and finds it by keyId", async () => {
       const key = pendingKey();
@@ -141,6 +150,38 @@ export function usersContract(store: () => Store): void {
       await register(hex64(), key, at(0));
       const otherPan = hex64();
       expect(await register(otherPan, key, at(10))).toEqual({ kind: "key_taken" });
+      expect(await store().users.findByPanHash(otherPan)).toBeUndefined();
+    });
+
+    it("refuses a rotated keyId sent with another public key, changing nothing", async () => {
+      const panHash = hex64();
+      const [first, second] = [pendingKey(), pendingKey()];
+      await register(panHash, first, at(0));
+      await register(panHash, second, at(10));
+      const before = await readBack(panHash, [first.keyId, second.keyId]);
+      // The old keyId with someone else's public key: once this made the old key active again.
+      const forged = { ...first, publicKey: pendingKey().publicKey };
+      expect(await register(panHash, forged, at(20))).toEqual({ kind: "key_mismatch" });
+      expect(await readBack(panHash, [first.keyId, second.keyId])).toEqual(before);
+      expect(before.user?.activeKeyId).toBe(second.keyId);
+    });
+
+    it("refuses the active keyId or a pending keyId sent with another public key, changing nothing", async () => {
+      const panHash = hex64();
+      const active = pendingKey();
+      await register(panHash, active, at(0));
+      const pending = pendingKey();
+      await store().users.insertPendingKey(pending);
+      const otherPan = hex64();
+      const before = await readBack(panHash, [active.keyId, pending.keyId]);
+      const stranger = pendingKey().publicKey;
+      expect(await register(panHash, { ...active, publicKey: stranger }, at(5))).toEqual({
+        kind: "key_mismatch",
+      });
+      expect(await register(otherPan, { ...pending, publicKey: stranger }, at(5))).toEqual({
+        kind: "key_mismatch",
+      });
+      expect(await readBack(panHash, [active.keyId, pending.keyId])).toEqual(before);
       expect(await store().users.findByPanHash(otherPan)).toBeUndefined();
     });
 
