@@ -218,7 +218,7 @@ export async function assignMerchant(
   const record = await ctx.store.merchants.assign(merchantId, tenant, ctx.now);
   const signingKeyRemoved = await ctx.store.merchantKeys.removeUnlessOwnedBy(merchantId, tenant);
   await audit(ctx, "admin.merchant.assigned", tenant, merchantId);
-  return { merchantId, tenant, assignedAt: record.at.toISOString(), signingKeyRemoved };
+  return { merchantId, tenant, assignedAt: record.record.at.toISOString(), signingKeyRemoved };
 }
 
 /** An audit event as an operator reads it. */

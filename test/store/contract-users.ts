@@ -185,6 +185,103 @@ export function usersContract(store: () => Store): void {
       expect(await store().users.findByPanHash(otherPan)).toBeUndefined();
     });
 
+    it("lets the BIN's owner supersede another tenant's user: a new user holds the card, the old keeps its keys", async () => {
+      const panHash = hex64();
+      const squatterKey = pendingKey({ tenantId: "tnt_squatter" });
+      const squatted = await register(panHash, squatterKey, at(0), "tnt_squatter");
+      if (squatted.kind !== "created") throw new Error(`expected created, got ${squatted.kind}`);
+      const ownerKey = pendingKey({ tenantId: "tnt_owner" });
+      const newUserId = uid("usr");
+      const outcome = await store().users.register({
+        panHash,
+        tenantId: "tnt_owner",
+        newUserId,
+        key: ownerKey,
+        now: at(10),
+        ownsBin: true,
+      });
+      const previous = {
+        ...squatted.user,
+        panHash: `superseded:${squatted.user.userId}`,
+        supersededAt: at(10),
+        updatedAt: at(10),
+      };
+      const user = {
+        userId: newUserId,
+        tenantId: "tnt_owner",
+        panHash,
+        activeKeyId: ownerKey.keyId,
+        createdAt: at(10),
+        updatedAt: at(10),
+      };
+      const key = { ...ownerKey, userId: newUserId, status: "active", registeredAt: at(10) };
+      expect(outcome).toEqual({ kind: "superseded", user, key, previous });
+      expect(await store().users.findByPanHash(panHash)).toEqual(user);
+      expect(await store().users.findById(squatted.user.userId)).toEqual(previous);
+      // The superseded user keeps its key, and its card's panHash no longer finds it.
+      expect(await store().users.listKeys(squatted.user.userId)).toEqual([squatted.key]);
+      expect(await store().users.findKey(squatterKey.keyId)).toEqual(squatted.key);
+      // The squatter registering again without owning the BIN is refused, and changes nothing.
+      expect(
+        await register(panHash, pendingKey({ tenantId: "tnt_squatter" }), at(20), "tnt_squatter"),
+      ).toEqual({
+        kind: "pan_taken",
+      });
+      expect(await store().users.findByPanHash(panHash)).toEqual(user);
+      // Erasing the superseded user leaves the card's new user alone.
+      await store().users.erase(squatted.user.userId);
+      expect(await store().users.findByPanHash(panHash)).toEqual(user);
+    });
+
+    it("refuses a BIN owner's registration with the other tenant's keyId, changing nothing", async () => {
+      const panHash = hex64();
+      const theirs = pendingKey({ tenantId: "tnt_squatter" });
+      await register(panHash, theirs, at(0), "tnt_squatter");
+      const before = await readBack(panHash, [theirs.keyId]);
+      const outcome = await store().users.register({
+        panHash,
+        tenantId: "tnt_owner",
+        newUserId: uid("usr"),
+        key: { ...theirs, tenantId: "tnt_owner" },
+        now: at(10),
+        ownsBin: true,
+      });
+      expect(outcome).toEqual({ kind: "key_taken" });
+      expect(await readBack(panHash, [theirs.keyId])).toEqual(before);
+    });
+
+    it("supersedes once when the BIN's owner registers one card 10 times at once", async () => {
+      const panHash = hex64();
+      const squatted = await register(
+        panHash,
+        pendingKey({ tenantId: "tnt_squatter" }),
+        at(0),
+        "tnt_squatter",
+      );
+      const keys = Array.from({ length: 10 }, () => pendingKey({ tenantId: "tnt_owner" }));
+      const outcomes = await Promise.all(
+        keys.map((key) =>
+          store().users.register({
+            panHash,
+            tenantId: "tnt_owner",
+            newUserId: uid("usr"),
+            key,
+            now: at(5),
+            ownsBin: true,
+          }),
+        ),
+      );
+      expect(outcomes.filter((o) => o.kind === "superseded")).toHaveLength(1);
+      expect(outcomes.filter((o) => o.kind === "rotated")).toHaveLength(9);
+      const user = await store().users.findByPanHash(panHash);
+      expect(user?.tenantId).toBe("tnt_owner");
+      expect(new Set(outcomes.map((o) => ("user" in o ? o.user.userId : "")))).toEqual(
+        new Set([user?.userId]),
+      );
+      if (squatted.kind !== "created") throw new Error("expected created");
+      expect((await store().users.findById(squatted.user.userId))?.supersededAt).toEqual(at(5));
+    });
+
     it("makes exactly one user for 20 concurrent registrations of one panHash with different keys", async () => {
       const panHash = hex64();
       const keys = Array.from({ length: 20 }, () => pendingKey());

@@ -45,6 +45,13 @@ export class ListingIndex<R extends ListingPosition> {
     return list.slice(Math.max(0, end - count), end).reverse();
   }
 
+  /** Forgets one record of `key`. */
+  delete(key: string, record: R): void {
+    const list = this.lists.get(key);
+    const index = list?.indexOf(record) ?? -1;
+    if (list !== undefined && index !== -1) list.splice(index, 1);
+  }
+
   /** Forgets every record of `key`. */
   deleteKey(key: string): void {
     this.lists.delete(key);

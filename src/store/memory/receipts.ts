@@ -247,6 +247,25 @@ export class MemoryReceipts implements ReceiptStore {
     return kept.length;
   }
 
+  async deleteByPreviousOwner(
+    merchantId: string,
+    receiptId: string,
+    ownerTenantId: string,
+  ): Promise<boolean> {
+    const kept = this.byMerchantReceipt.get(merchantId, receiptId);
+    if (kept === undefined || kept.merchantTenantId === ownerTenantId) return false;
+    this.drop(kept);
+    return true;
+  }
+
+  /** Deletes the receipt of a payment (the payment store deletes the payment); whether there was one. */
+  deleteOfPayment(paymentId: string): boolean {
+    const kept = this.byPayment.get(paymentId);
+    if (kept === undefined) return false;
+    this.drop(kept);
+    return true;
+  }
+
   async countEscrowed(now: Date): Promise<EscrowCount[]> {
     const nowMs = now.getTime();
     const counts = new Map<string, EscrowCount>();
@@ -265,6 +284,12 @@ export class MemoryReceipts implements ReceiptStore {
       (a, b) =>
         compare(a.ownerTenantId ?? "", b.ownerTenantId ?? "") || compare(a.escrowKeyId, b.escrowKeyId),
     );
+  }
+
+  /** Removes a receipt from every index, the user listing too. */
+  private drop(kept: KeptReceipt): void {
+    this.forget(kept);
+    if (kept.userId !== undefined) this.byUser.delete(kept.userId, kept);
   }
 
   /** Removes a receipt from every index but the user listing (the caller drops or keeps that). */

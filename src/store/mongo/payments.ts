@@ -35,6 +35,21 @@ export class MongoPayments implements PaymentStore {
     });
   }
 
+  /** The payment and its receipt go together, in one transaction. */
+  deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean> {
+    const receipts = this.ctx.collection<ReceiptRecord>(COLLECTIONS.receipts);
+    return this.ctx.run(() =>
+      this.ctx.transaction(async (session) => {
+        const filter = { merchantId, transactionId, merchantTenantId: { $ne: ownerTenantId } };
+        const payment = await this.payments.findOne<PaymentRecord>(filter, this.ctx.readIn(session));
+        if (payment === null) return false;
+        await this.payments.deleteOne({ paymentId: payment.paymentId }, this.ctx.writeIn(session));
+        await receipts.deleteOne({ paymentId: payment.paymentId }, this.ctx.writeIn(session));
+        return true;
+      }),
+    );
+  }
+
   findById(paymentId: string): Promise<PaymentRecord | undefined> {
     return this.ctx.run(
       async () => (await this.payments.findOne<PaymentRecord>({ paymentId }, this.ctx.read)) ?? undefined,

@@ -164,6 +164,13 @@ export class MongoReceipts implements ReceiptStore {
     );
   }
 
+  deleteByPreviousOwner(merchantId: string, receiptId: string, ownerTenantId: string): Promise<boolean> {
+    return this.ctx.run(async () => {
+      const filter = { merchantId, receiptId, merchantTenantId: { $ne: ownerTenantId } };
+      return (await this.collection.deleteOne(filter, this.ctx.limit)).deletedCount === 1;
+    });
+  }
+
   countEscrowed(now: Date): Promise<EscrowCount[]> {
     return this.ctx.run(async () => {
       const groups = await this.collection
