@@ -4,14 +4,13 @@ import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { releaseEscrow } from "./escrow.js";
-import type { CallerInfo } from "./grants.js";
 import {
   type SealedReceiptFields,
   sealedPlaintextOf,
   toReceiptMessage,
   type ValidReceipt,
 } from "./receipt-rules.js";
-import { type Recipient, recipientOf, sealingKeyOf } from "./routing.js";
+import { type BindingConflict, type Recipient, recipientOf, sealingKeyOf } from "./routing.js";
 
 /** The sealed plaintext of a receipt: the UTF-8 JSON of its fields (REST names, money as numbers), section 5. */
 export function plaintextOf(receipt: ValidReceipt): Buffer {
@@ -85,18 +84,28 @@ export function receiptRecordOf(
   return record;
 }
 
+/** A receipt record ready to store, and the binding conflict to audit once it is stored. */
+export interface PreparedReceipt {
+  record: ReceiptRecord;
+  conflict?: BindingConflict | undefined;
+}
+
+/** The prepared receipt of `record`, sealed to `recipient`. */
+export function preparedFor(record: ReceiptRecord, recipient: Recipient): PreparedReceipt {
+  return recipient.kind === "escrow" ? { record, conflict: recipient.conflict } : { record };
+}
+
 /**
  * Seals a validated receipt to its recipient (section 17's routing) and returns the record to store
- * (not yet stored). The sealing runs on the worker pool, off the event loop.
+ * (not yet stored); writes nothing. The sealing runs on the worker pool, off the event loop.
  */
 export async function sealForRecipient(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   receipt: ValidReceipt,
-  caller: CallerInfo,
   paymentId?: string,
-): Promise<ReceiptRecord> {
-  const recipient = await recipientOf(deps, principal, receipt, caller);
+): Promise<PreparedReceipt> {
+  const recipient = await recipientOf(deps, receipt);
   const { keyId, algorithm, spki } = recipient.key;
   const sealed = await deps.pool.seal({
     plaintext: plaintextTextOf(receipt),
@@ -107,7 +116,7 @@ export async function sealForRecipient(
   });
   const keyBundle: StoredKeyBundle = { keyId, algorithm, encryptedAesKey: sealed.encryptedAesKey };
   if (sealed.encapsulatedKey !== undefined) keyBundle.encapsulatedKey = sealed.encapsulatedKey;
-  return receiptRecordOf(
+  const record = receiptRecordOf(
     deps,
     principal,
     recipient,
@@ -115,6 +124,7 @@ export async function sealForRecipient(
     { keyBundle, ciphertext: sealed.ciphertext, iv: sealed.iv, authTag: sealed.authTag },
     paymentId,
   );
+  return preparedFor(record, recipient);
 }
 
 /**

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJfChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDL+AgoLS2V5c1NlcnZpY2USdgoLR3JhbnRBY2Nlc3MSHy5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1JlcXVlc3QaIC5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1Jlc3BvbnNlIiSC0+STAh46ASoiGS9hcGkvdjEva2V5cy9ncmFudC1hY2Nlc3MSagoJTG9va3VwS2V5Eh0ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVxdWVzdBoeLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlc3BvbnNlIh6C0+STAhg6ASoiEy9hcGkvdjEva2V5cy9sb29rdXASigEKEVJlZ2lzdGVyRXNjcm93S2V5EiUucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0GiYucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJfChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIXChVMaXN0RXNjcm93S2V5c1JlcXVlc3QiagoWTGlzdEVzY3Jvd0tleXNSZXNwb25zZRIxCgtlc2Nyb3dfa2V5cxgBIAMoCzIcLnJlY2VpcHRzLnYxLklzc3VlckVzY3Jvd0tleRIdChVjdXJyZW50X2VzY3Jvd19rZXlfaWQYAiABKAkiwAEKD0lzc3VlckVzY3Jvd0tleRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiLwoWUmV2b2tlRXNjcm93S2V5UmVxdWVzdBIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJImoKF1Jldm9rZUVzY3Jvd0tleVJlc3BvbnNlEjAKCmVzY3Jvd19rZXkYASABKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIk4KFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSDQoFYWZ0ZXIYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWwoXTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USJwoGZXZlbnRzGAEgAygLMhcucmVjZWlwdHMudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkixQEKCkF1ZGl0RXZlbnQSJgoCYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGlvbhgCIAEoCRINCgVhY3RvchgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEhEKCXNvdXJjZV9pcBgFIAEoCRIPCgd1c2VyX2lkGAYgASgJEg4KBmtleV9pZBgHIAEoCRIXCg9wcmV2aW91c19rZXlfaWQYCCABKAkSDwoHc3ViamVjdBgJIAEoCTKHBgoLS2V5c1NlcnZpY2USdgoLR3JhbnRBY2Nlc3MSHy5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1JlcXVlc3QaIC5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1Jlc3BvbnNlIiSC0+STAh46ASoiGS9hcGkvdjEva2V5cy9ncmFudC1hY2Nlc3MSagoJTG9va3VwS2V5Eh0ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVxdWVzdBoeLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlc3BvbnNlIh6C0+STAhg6ASoiEy9hcGkvdjEva2V5cy9sb29rdXASigEKEVJlZ2lzdGVyRXNjcm93S2V5EiUucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0GiYucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMSfgoOTGlzdEVzY3Jvd0tleXMSIi5yZWNlaXB0cy52MS5MaXN0RXNjcm93S2V5c1JlcXVlc3QaIy5yZWNlaXB0cy52MS5MaXN0RXNjcm93S2V5c1Jlc3BvbnNlIiOC0+STAh0SGy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5cxKRAQoPUmV2b2tlRXNjcm93S2V5EiMucmVjZWlwdHMudjEuUmV2b2tlRXNjcm93S2V5UmVxdWVzdBokLnJlY2VpcHRzLnYxLlJldm9rZUVzY3Jvd0tleVJlc3BvbnNlIjOC0+STAi0qKy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5cy97ZXNjcm93X2tleV9pZH0ScwoPTGlzdEF1ZGl0RXZlbnRzEiMucmVjZWlwdHMudjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBokLnJlY2VpcHRzLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlIhWC0+STAg8SDS9hcGkvdjEvYXVkaXRiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
@@ -205,6 +205,273 @@ export const RegisterEscrowKeyResponseSchema: GenMessage<RegisterEscrowKeyRespon
   messageDesc(file_receipts_v1_keys, 5);
 
 /**
+ * @generated from message receipts.v1.ListEscrowKeysRequest
+ */
+export type ListEscrowKeysRequest = Message<"receipts.v1.ListEscrowKeysRequest"> & {
+};
+
+/**
+ * Describes the message receipts.v1.ListEscrowKeysRequest.
+ * Use `create(ListEscrowKeysRequestSchema)` to create a new message.
+ */
+export const ListEscrowKeysRequestSchema: GenMessage<ListEscrowKeysRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 6);
+
+/**
+ * @generated from message receipts.v1.ListEscrowKeysResponse
+ */
+export type ListEscrowKeysResponse = Message<"receipts.v1.ListEscrowKeysResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated receipts.v1.IssuerEscrowKey escrow_keys = 1;
+   */
+  escrowKeys: IssuerEscrowKey[];
+
+  /**
+   * The key receipts escrowed for the tenant are sealed to now; empty when none (the service
+   * escrow key then seals them).
+   *
+   * @generated from field: string current_escrow_key_id = 2;
+   */
+  currentEscrowKeyId: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListEscrowKeysResponse.
+ * Use `create(ListEscrowKeysResponseSchema)` to create a new message.
+ */
+export const ListEscrowKeysResponseSchema: GenMessage<ListEscrowKeysResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 7);
+
+/**
+ * An issuer tenant's escrow public key.
+ *
+ * @generated from message receipts.v1.IssuerEscrowKey
+ */
+export type IssuerEscrowKey = Message<"receipts.v1.IssuerEscrowKey"> & {
+  /**
+   * "iek_...".
+   *
+   * @generated from field: string escrow_key_id = 1;
+   */
+  escrowKeyId: string;
+
+  /**
+   * @generated from field: string algorithm = 2;
+   */
+  algorithm: string;
+
+  /**
+   * Base64 of DER SubjectPublicKeyInfo.
+   *
+   * @generated from field: string public_key = 3;
+   */
+  publicKey: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 4;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Set once revoked.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 5;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * Whether receipts escrowed for the tenant are sealed to it now.
+   *
+   * @generated from field: bool current = 6;
+   */
+  current: boolean;
+};
+
+/**
+ * Describes the message receipts.v1.IssuerEscrowKey.
+ * Use `create(IssuerEscrowKeySchema)` to create a new message.
+ */
+export const IssuerEscrowKeySchema: GenMessage<IssuerEscrowKey> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 8);
+
+/**
+ * @generated from message receipts.v1.RevokeEscrowKeyRequest
+ */
+export type RevokeEscrowKeyRequest = Message<"receipts.v1.RevokeEscrowKeyRequest"> & {
+  /**
+   * @generated from field: string escrow_key_id = 1;
+   */
+  escrowKeyId: string;
+};
+
+/**
+ * Describes the message receipts.v1.RevokeEscrowKeyRequest.
+ * Use `create(RevokeEscrowKeyRequestSchema)` to create a new message.
+ */
+export const RevokeEscrowKeyRequestSchema: GenMessage<RevokeEscrowKeyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 9);
+
+/**
+ * @generated from message receipts.v1.RevokeEscrowKeyResponse
+ */
+export type RevokeEscrowKeyResponse = Message<"receipts.v1.RevokeEscrowKeyResponse"> & {
+  /**
+   * @generated from field: receipts.v1.IssuerEscrowKey escrow_key = 1;
+   */
+  escrowKey?: IssuerEscrowKey | undefined;
+
+  /**
+   * The key escrow is sealed to from now on; empty when none (the service escrow key).
+   *
+   * @generated from field: string current_escrow_key_id = 2;
+   */
+  currentEscrowKeyId: string;
+};
+
+/**
+ * Describes the message receipts.v1.RevokeEscrowKeyResponse.
+ * Use `create(RevokeEscrowKeyResponseSchema)` to create a new message.
+ */
+export const RevokeEscrowKeyResponseSchema: GenMessage<RevokeEscrowKeyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 10);
+
+/**
+ * @generated from message receipts.v1.ListAuditEventsRequest
+ */
+export type ListAuditEventsRequest = Message<"receipts.v1.ListAuditEventsRequest"> & {
+  /**
+   * RFC 3339 time: the first page starts with the first event written after it (default: the
+   * oldest). Ignored with a page_token.
+   *
+   * @generated from field: string after = 1;
+   */
+  after: string;
+
+  /**
+   * Default 100, at most 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The next_page_token of the previous answer.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListAuditEventsRequest.
+ * Use `create(ListAuditEventsRequestSchema)` to create a new message.
+ */
+export const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 11);
+
+/**
+ * @generated from message receipts.v1.ListAuditEventsResponse
+ */
+export type ListAuditEventsResponse = Message<"receipts.v1.ListAuditEventsResponse"> & {
+  /**
+   * In the order written.
+   *
+   * @generated from field: repeated receipts.v1.AuditEvent events = 1;
+   */
+  events: AuditEvent[];
+
+  /**
+   * Always set: pass it to read what was written after this page. A page shorter than page_size
+   * means there is nothing more for now.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListAuditEventsResponse.
+ * Use `create(ListAuditEventsResponseSchema)` to create a new message.
+ */
+export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 12);
+
+/**
+ * One entry of the audit log. Never a secret.
+ *
+ * @generated from message receipts.v1.AuditEvent
+ */
+export type AuditEvent = Message<"receipts.v1.AuditEvent"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 1;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * E.g. "key.registered", "key.rotated", "card_binding_conflict", "escrow_key.revoked",
+   * "grant.created", "receipt.decrypted", "admin.bins.set".
+   *
+   * @generated from field: string action = 2;
+   */
+  action: string;
+
+  /**
+   * Who caused it: "self" (a call with one of the tenant's API keys), "operator", or
+   * "other_tenant".
+   *
+   * @generated from field: string actor = 3;
+   */
+  actor: string;
+
+  /**
+   * The call's request id and source address; only when actor is "self".
+   *
+   * @generated from field: string request_id = 4;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: string source_ip = 5;
+   */
+  sourceIp: string;
+
+  /**
+   * @generated from field: string user_id = 6;
+   */
+  userId: string;
+
+  /**
+   * The key the event is about; for a key change, the key current after it.
+   *
+   * @generated from field: string key_id = 7;
+   */
+  keyId: string;
+
+  /**
+   * For a key change, the key current before it.
+   *
+   * @generated from field: string previous_key_id = 8;
+   */
+  previousKeyId: string;
+
+  /**
+   * A non-secret reference or summary.
+   *
+   * @generated from field: string subject = 9;
+   */
+  subject: string;
+};
+
+/**
+ * Describes the message receipts.v1.AuditEvent.
+ * Use `create(AuditEventSchema)` to create a new message.
+ */
+export const AuditEventSchema: GenMessage<AuditEvent> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 13);
+
+/**
  * Short-lived decrypt grants and escrow keys (card issuers); recipient key look-up (merchants).
  *
  * @generated from service receipts.v1.KeysService
@@ -241,6 +508,40 @@ export const KeysService: GenService<{
     methodKind: "unary";
     input: typeof RegisterEscrowKeyRequestSchema;
     output: typeof RegisterEscrowKeyResponseSchema;
+  },
+  /**
+   * The calling issuer tenant's escrow keys, newest first, revoked ones too.
+   *
+   * @generated from rpc receipts.v1.KeysService.ListEscrowKeys
+   */
+  listEscrowKeys: {
+    methodKind: "unary";
+    input: typeof ListEscrowKeysRequestSchema;
+    output: typeof ListEscrowKeysResponseSchema;
+  },
+  /**
+   * Revokes one of the calling tenant's escrow keys: nothing new is sealed to it (the newest key not
+   * revoked is current, else the service escrow key); receipts already sealed to it stay escrowed
+   * and releasable with ListPendingEscrow and ReleaseEscrow, for whoever holds its private key.
+   *
+   * @generated from rpc receipts.v1.KeysService.RevokeEscrowKey
+   */
+  revokeEscrowKey: {
+    methodKind: "unary";
+    input: typeof RevokeEscrowKeyRequestSchema;
+    output: typeof RevokeEscrowKeyResponseSchema;
+  },
+  /**
+   * The calling issuer tenant's audit log in the order it was written: every key change of its
+   * users, its escrow keys, grants, decrypts, binding conflicts and the operator's changes to it.
+   * Pages never skip an event: poll with the last next_page_token.
+   *
+   * @generated from rpc receipts.v1.KeysService.ListAuditEvents
+   */
+  listAuditEvents: {
+    methodKind: "unary";
+    input: typeof ListAuditEventsRequestSchema;
+    output: typeof ListAuditEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_keys, 0);
