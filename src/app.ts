@@ -14,6 +14,7 @@ import type { DomainDeps } from "./domain/deps.js";
 import { useFastPaths } from "./fast/index.js";
 import { registerAdminRoutes } from "./http/admin.js";
 import { registerApiReference } from "./http/docs.js";
+import { registerErrorDocs } from "./http/error-docs.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
 import { createMetrics, metricsInterceptor } from "./metrics.js";
@@ -157,7 +158,10 @@ function listenerOptions(config: Config): ListenerOptions {
   };
 }
 
-/** The routes beside the RPCs: the OpenAPI document, its reference page, and the operator API when enabled. */
+/**
+ * The routes beside the RPCs: the OpenAPI document, its reference page, the error page, and the
+ * operator API when enabled.
+ */
 async function addPlainRoutes(
   app: FastifyInstance,
   config: Config,
@@ -177,4 +181,5 @@ async function addPlainRoutes(
     });
   }
   await registerApiReference(app, openApiDocument);
+  registerErrorDocs(app);
 }

@@ -14,6 +14,10 @@ export interface TierLimits {
 /** The service's configuration, read once from the environment at start-up. */
 export interface Config {
   port: number;
+  /**
+   * The address to listen on (`HOST`): `127.0.0.1` by default, so a development server is reachable
+   * from this machine only; `0.0.0.0` (or `::`) to accept connections from others, e.g. in a container.
+   */
   host: string;
   env: Environment;
   store: "memory" | "mongodb";
@@ -126,7 +130,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 
   const config: Config = {
     port: int("PORT", 8080, 0, 65_535),
-    host: env.HOST || "0.0.0.0",
+    host: env.HOST || "127.0.0.1",
     env: receiptsEnv,
     store,
     mongodbUri,

@@ -82,6 +82,18 @@ export const ERRORS = {
 /** A string error code of the service, e.g. `invalid_request`. */
 export type ErrorCode = keyof typeof ERRORS;
 
+/** Where the service serves the documentation of its error codes, one anchor per code. */
+export const ERROR_DOCS_PATH = "/docs/errors";
+
+/**
+ * The `doc_url` of an error: the anchor of its code on the service's own error page, as a reference
+ * relative to the service's address (the same service answered, so the same origin serves the page;
+ * the service cannot know the address its clients reach it at behind a proxy).
+ */
+export function errorDocUrl(code: ErrorCode): string {
+  return `${ERROR_DOCS_PATH}#${code}`;
+}
+
 /** One offending field of a request, e.g. `{ field: "currency", description: "must be an ISO 4217 code" }`. */
 export interface FieldViolation {
   field: string;
@@ -96,6 +108,12 @@ export interface AppErrorOptions {
   retryAfterSeconds?: number;
   /** Response headers / trailers to send with the error (e.g. rate-limit headers). */
   headers?: Record<string, string>;
+  /**
+   * Machine-readable facts for the client, e.g. `{ decline_code: "insufficient_funds" }` or the
+   * `payment_id` a duplicate names: sent as `google.rpc.ErrorInfo` metadata and as members of the
+   * REST envelope's `error`. Shown to the client, so never a secret.
+   */
+  metadata?: Record<string, string>;
   /** The underlying failure. Logged for 5xx, never returned to the client. */
   cause?: unknown;
 }
@@ -110,6 +128,7 @@ export class AppError extends Error {
   readonly violations: FieldViolation[];
   readonly retryAfterSeconds: number | undefined;
   readonly headers: Record<string, string>;
+  readonly metadata: Record<string, string>;
 
   constructor(code: ErrorCode, message: string, options: AppErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -118,6 +137,7 @@ export class AppError extends Error {
     this.violations = options.violations ?? [];
     this.retryAfterSeconds = options.retryAfterSeconds;
     this.headers = options.headers ?? {};
+    this.metadata = options.metadata ?? {};
   }
 
   /** The human-readable `details` string of the REST envelope: every violation, `field: problem; ...`. */

@@ -26,19 +26,20 @@ Options:
   --merchant-ids <a,b>     merchantIds a merchant key may use (default: any)
   --name <label>           free-text label
   --url <url>              a running server's operator API (token in ADMIN_TOKEN); else the store
+  --json                   print the created key as JSON (its apiKey field is the key)
 The key is printed once, on stdout; only its SHA-256 is stored.`,
   list: `Usage: receipts keys list [--tenant <id>] [--json] [--url <url>]
 
 Lists API keys: id, prefix, environment, tenant, role, tier, merchantIds, created, revoked.`,
-  revoke: `Usage: receipts keys revoke <key-id> [--url <url>]
+  revoke: `Usage: receipts keys revoke <key-id> [--json] [--url <url>]
 
 Revokes the key; calls with it then get 401 unauthorized.`,
-  bins: `Usage: receipts bins set <tenant> <bin,bin,...> [--url <url>]
-       receipts bins get <tenant> [--url <url>]
+  bins: `Usage: receipts bins set <tenant> <bin,bin,...> [--json] [--url <url>]
+       receipts bins get <tenant> [--json] [--url <url>]
 
 Sets (replacing the list) or shows the BIN prefixes (6 or 8 digits) an issuer tenant owns. Receipts
 that carry a cardBin under one of them go only to that tenant's cardholders, or to its escrow.`,
-  merchants: `Usage: receipts merchants assign <merchantId> --tenant <id> [--url <url>]
+  merchants: `Usage: receipts merchants assign <merchantId> --tenant <id> [--json] [--url <url>]
 
 Gives a merchantId to a merchant tenant; other tenants' use of it is then forbidden.`,
   audit: `Usage: receipts audit [--tenant <id>] [--after <RFC 3339>] [--limit <n>] [--json] [--url <url>]
@@ -61,7 +62,13 @@ export function parse<T extends Options>(args: string[], options: T) {
   }
 }
 
-const URL_OPTION = { url: { type: "string" } } as const;
+/** `--url` and `--json`, which every operator command takes. */
+const URL_OPTION = { url: { type: "string" }, json: { type: "boolean", default: false } } as const;
+
+/** Writes `value` as JSON (`--json`), or else `text`. */
+function emit(out: NodeJS.WritableStream, json: boolean | undefined, value: unknown, text: string): void {
+  out.write(json === true ? `${JSON.stringify(value, null, 2)}\n` : text);
+}
 
 /** Runs `work` with the operator `--url` names, or with the configured store (opened and closed here). */
 async function withOperator<T>(url: unknown, work: (operator: Operator) => Promise<T>): Promise<T> {
@@ -125,18 +132,17 @@ export async function keysCommand(
         name: String(values.name),
       }),
     );
-    out.write(
-      `Created ${created.role} key ${created.apiKeyId} for tenant ${created.tenant} (tier ${created.tier}).\n`,
+    emit(
+      out,
+      values.json,
+      created,
+      `Created ${created.role} key ${created.apiKeyId} for tenant ${created.tenant} (tier ${created.tier}).\n` +
+        `API key (shown once, store it now): ${created.apiKey}\n`,
     );
-    out.write(`API key (shown once, store it now): ${created.apiKey}\n`);
     return;
   }
   if (command === "list") {
-    const { values } = parse(args, {
-      ...URL_OPTION,
-      tenant: { type: "string" },
-      json: { type: "boolean", default: false },
-    });
+    const { values } = parse(args, { ...URL_OPTION, tenant: { type: "string" } });
     const keys = await withOperator(values.url, (op) => op.listKeys(values.tenant));
     if (values.json) {
       out.write(`${JSON.stringify(keys, null, 2)}\n`);
@@ -163,7 +169,7 @@ export async function keysCommand(
     const [id] = positionals;
     if (id === undefined || positionals.length !== 1) throw new UsageError("Give exactly one key id.");
     await withOperator(values.url, (op) => op.revokeKey(id));
-    out.write(`Revoked ${id}.\n`);
+    emit(out, values.json, { apiKeyId: id, revoked: true }, `Revoked ${id}.\n`);
     return;
   }
   throw new UsageError(`Unknown command "keys ${command ?? ""}".`);
@@ -181,12 +187,17 @@ export async function ownershipCommand(
     const [tenant, bins] = positionals;
     if (command === "set" && tenant !== undefined && bins !== undefined && positionals.length === 2) {
       const set = await withOperator(values.url, (op) => op.setBins(tenant, list(bins)));
-      out.write(`Tenant ${tenant} owns ${set.join(", ") || "no BIN prefixes"}.\n`);
+      emit(
+        out,
+        values.json,
+        { tenant, bins: set },
+        `Tenant ${tenant} owns ${set.join(", ") || "no BIN prefixes"}.\n`,
+      );
       return;
     }
     if (command === "get" && tenant !== undefined && positionals.length === 1) {
       const bins = await withOperator(values.url, (op) => op.getBins(tenant));
-      out.write(`${bins.join("\n")}${bins.length > 0 ? "\n" : ""}`);
+      emit(out, values.json, { tenant, bins }, `${bins.join("\n")}${bins.length > 0 ? "\n" : ""}`);
       return;
     }
     throw new UsageError(OPERATOR_HELP.bins);
@@ -198,8 +209,9 @@ export async function ownershipCommand(
     if (command !== "assign" || merchantId === undefined || positionals.length !== 1 || !values.tenant) {
       throw new UsageError(OPERATOR_HELP.merchants);
     }
-    await withOperator(values.url, (op) => op.assignMerchant(merchantId, String(values.tenant)));
-    out.write(`merchantId ${merchantId} belongs to tenant ${values.tenant}.\n`);
+    const tenant = String(values.tenant);
+    await withOperator(values.url, (op) => op.assignMerchant(merchantId, tenant));
+    emit(out, values.json, { merchantId, tenant }, `merchantId ${merchantId} belongs to tenant ${tenant}.\n`);
     return;
   }
   if (group === "audit") {
@@ -208,7 +220,6 @@ export async function ownershipCommand(
       tenant: { type: "string" },
       after: { type: "string" },
       limit: { type: "string" },
-      json: { type: "boolean", default: false },
     });
     const events = await withOperator(values.url, (op) =>
       op.readAudit({
@@ -221,7 +232,7 @@ export async function ownershipCommand(
     else for (const e of events) out.write(`${e.at}\t${e.tenantId}\t${e.action}\t${e.subject ?? ""}\n`);
     return;
   }
-  const { values } = parse(args, { ...URL_OPTION, json: { type: "boolean", default: false } });
+  const { values } = parse(args, URL_OPTION);
   const counts = await withOperator(values.url, (op) => op.escrowCounts());
   if (values.json) out.write(`${JSON.stringify(counts, null, 2)}\n`);
   else

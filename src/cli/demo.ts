@@ -8,6 +8,18 @@ export interface DemoOptions {
   issuerKey: string;
   merchantKey: string;
   out: NodeJS.WritableStream;
+  /**
+   * Print one JSON document at the end instead of text as it goes: `{card, steps: [{title, request,
+   * response}], result}`, secrets masked as in the text, long values whole.
+   */
+  json?: boolean;
+}
+
+/** One call of the demo as `--json` prints it. */
+interface DemoStep {
+  title: string;
+  request: { method: string; path: string; body?: unknown };
+  response: { status: number; body: unknown };
 }
 
 /** A failed demo step; the message says which and why. */
@@ -31,7 +43,8 @@ interface Run {
   issuerKey: string;
   merchantKey: string;
   suffix: string;
-  out: NodeJS.WritableStream;
+  /** Where text goes: `out`, or nowhere with `--json`. */
+  say: (text: string) => void;
 }
 
 /**
@@ -40,30 +53,40 @@ interface Run {
  */
 export async function runDemo(options: DemoOptions): Promise<void> {
   const { issuerKey, merchantKey, out } = options;
+  const steps: DemoStep[] = [];
+  const say = options.json === true ? () => {} : (text: string) => out.write(text);
   const run: Run = {
-    call: restCaller(options),
+    call: restCaller(options, say, steps),
     issuerKey,
     merchantKey,
-    out,
+    say,
     suffix: randomUUID().slice(0, 8),
   };
   const pan = testCardNumber(run.suffix);
-  out.write(`Test card ${pan.slice(0, 4)}...${pan.slice(-4)}; the service only ever sees SHA-256(PAN).\n`);
+  const card = `${pan.slice(0, 4)}...${pan.slice(-4)}`;
+  say(`Test card ${card}; the service only ever sees SHA-256(PAN).\n`);
   const receipt = await runFlow(run, sha256(pan));
-  await runEscrow(run, sha256(`${pan}-later`), receipt);
+  const result = await runEscrow(run, sha256(`${pan}-later`), receipt);
+  if (options.json === true) out.write(`${JSON.stringify({ card, steps, result }, masked, 2)}\n`);
 }
 
 /**
- * The demo's REST client. A server that cannot be reached, or a step that does not answer
- * `success: true` with 2xx, ends the demo with a {@link DemoError} saying what to do or which step failed.
+ * The demo's REST client: says each call, and keeps it in `steps`. A server that cannot be reached, or
+ * a step that does not answer `success: true` with 2xx, ends the demo with a {@link DemoError} saying
+ * what to do or which step failed.
  */
-function restCaller({ baseUrl, urlSource = "--url", out }: DemoOptions): Call {
+function restCaller(
+  { baseUrl, urlSource = "--url" }: DemoOptions,
+  say: (text: string) => void,
+  steps: DemoStep[],
+): Call {
   const api = `${baseUrl.replace(/\/$/, "")}/api/v1`;
   return async (title, key, path, body, headers = {}) => {
-    out.write(`\n== ${title}\n${body === undefined ? "GET" : "POST"} ${path}\n`);
-    if (body !== undefined) out.write(`${show(body)}\n`);
+    const method = body === undefined ? "GET" : "POST";
+    say(`\n== ${title}\n${method} ${path}\n`);
+    if (body !== undefined) say(`${show(body)}\n`);
     const res = await fetch(`${api}${path}`, {
-      method: body === undefined ? "GET" : "POST",
+      method,
       headers: {
         "x-api-key": key,
         ...(body === undefined ? {} : { "content-type": "application/json" }),
@@ -80,7 +103,12 @@ function restCaller({ baseUrl, urlSource = "--url", out }: DemoOptions): Call {
       success?: boolean;
       data?: Record<string, unknown>;
     };
-    out.write(`-> ${res.status}\n${show(json)}\n`);
+    say(`-> ${res.status}\n${show(json)}\n`);
+    steps.push({
+      title,
+      request: { method, path, ...(body === undefined ? {} : { body }) },
+      response: { status: res.status, body: json },
+    });
     if (!res.ok || json.success !== true || json.data === undefined) {
       throw new DemoError(`step "${title}" failed with HTTP ${res.status}`);
     }
@@ -162,10 +190,10 @@ function demoReceipt(suffix: string, hashedPan: string) {
  * released by registering that card, and the user's list shows the same ciphertext.
  */
 async function runEscrow(
-  { call, issuerKey, merchantKey, suffix, out }: Run,
+  { call, issuerKey, merchantKey, suffix, say }: Run,
   laterPan: string,
   receipt: ReturnType<typeof demoReceipt>,
-): Promise<void> {
+): Promise<{ escrowed: boolean; released: number; ciphertextUnchanged: boolean }> {
   const escrowed = await call(
     "Escrow: a receipt for a card nobody registered yet",
     merchantKey,
@@ -200,10 +228,16 @@ async function runEscrow(
     `/receipts/${String(released.userId ?? "")}`,
   );
   const first = (listed.receipts as Array<Record<string, unknown>> | undefined)?.[0];
-  out.write(
-    `\nDone: escrowed=${String(escrowed.isEscrowed)}, released=${String(released.releasedReceipts)}, ` +
-      `ciphertext unchanged=${String(first?.ciphertext === escrowed.ciphertext)}.\n`,
+  const result = {
+    escrowed: escrowed.isEscrowed === true,
+    released: Number(released.releasedReceipts ?? 0),
+    ciphertextUnchanged: first?.ciphertext === escrowed.ciphertext,
+  };
+  say(
+    `\nDone: escrowed=${result.escrowed}, released=${result.released}, ` +
+      `ciphertext unchanged=${result.ciphertextUnchanged}.\n`,
   );
+  return result;
 }
 
 /** The reason a fetch failed: Node's "fetch failed" hides it in `cause` (e.g. ECONNREFUSED). */
@@ -213,14 +247,20 @@ function causeOf(err: unknown): string {
   return cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err));
 }
 
+/** A `JSON.stringify` replacer that masks the secrets of {@link MASKED}. */
+function masked(key: string, value: unknown): unknown {
+  return MASKED.has(key) && typeof value === "string" ? "[masked]" : value;
+}
+
 /** Pretty JSON with secrets masked and long base64 values shortened. */
 function show(value: unknown): string {
   return JSON.stringify(
     value,
     (key, v: unknown) => {
-      if (MASKED.has(key) && typeof v === "string") return "[masked]";
-      if (typeof v === "string" && v.length > 72) return `${v.slice(0, 40)}... (${v.length} chars)`;
-      return v;
+      const shown = masked(key, v);
+      if (typeof shown === "string" && shown.length > 72)
+        return `${shown.slice(0, 40)}... (${shown.length} chars)`;
+      return shown;
     },
     2,
   );

@@ -29,11 +29,14 @@ Commands:
   escrow            Count escrowed receipts by owner and key
   demo              Run the five steps plus escrow against a running server, printing each call
 
+Every command takes --json: its result as JSON on stdout, and a failure as {"error": {"code",
+"message"}} on stderr, with the same exit codes.
+
 Run "receipts <command> --help" for a command's options. Operator commands work on a running server
 with --url <url> (its ADMIN_TOKEN in the environment), or else on the store configured by the
 environment (STORE, MONGODB_URI, MONGODB_DB, RECEIPTS_ENV), as for the server.`,
   ...OPERATOR_HELP,
-  demo: `Usage: receipts demo [--url <url>] [--issuer-key <key>] [--merchant-key <key>]
+  demo: `Usage: receipts demo [--url <url>] [--issuer-key <key>] [--merchant-key <key>] [--json]
 
 Runs the five steps of the flow (generate keys, register, create payment, grant, decrypt) and escrow
 (encrypt for an unregistered card, register it, list) against a running server over REST, printing
@@ -45,6 +48,8 @@ Options (or environment):
                            environment as for the server, else 8080)
   --issuer-key <key>       an issuer API key (RECEIPTS_ISSUER_KEY)
   --merchant-key <key>     a merchant API key (RECEIPTS_MERCHANT_KEY)
+  --json                   print one JSON document at the end: every step's request and response
+                           (secrets masked) and the result
   -h, --help               this help
 With the embedded store, use the two keys npm start prints.`,
 };
@@ -90,25 +95,35 @@ export async function runCli(
     }
     throw new UsageError(`Unknown command "${group}".`);
   } catch (e) {
-    if (e instanceof UsageError) {
-      err.write(`${e.message}\nRun "receipts --help" for usage.\n`);
-      return EXIT.usage;
-    }
-    if (e instanceof DemoError) {
-      err.write(`Demo failed: ${e.message}\n`);
-      return EXIT.failure;
-    }
-    if (
-      e instanceof ConfigError ||
-      e instanceof CommandConfigError ||
-      (e instanceof OperatorError && e.code === OPERATOR_API_OFF)
-    ) {
-      err.write(`${e.message}\n`);
-      return EXIT.config;
-    }
-    err.write(`Failed: ${e instanceof Error ? e.message : String(e)}\n`);
-    return EXIT.failure;
+    return reportFailure(e, err, argv.includes("--json"));
   }
+}
+
+/**
+ * Writes why a command failed to `err` and returns its exit code. With `--json` the report is one
+ * JSON object, `{"error": {"code", "message"}}`: the service's error code when the server gave one,
+ * else `usage`, `configuration`, `demo_failed` or `failed`.
+ */
+function reportFailure(e: unknown, err: NodeJS.WritableStream, json: boolean): number {
+  const [exit, code, message, hint] = classify(e);
+  if (json) err.write(`${JSON.stringify({ error: { code, message } })}\n`);
+  else err.write(`${hint === undefined ? message : `${message}\n${hint}`}\n`);
+  return exit;
+}
+
+/** The exit code, error code, message and (text only) hint of a failure. */
+function classify(e: unknown): [number, string, string, string?] {
+  if (e instanceof UsageError) return [EXIT.usage, "usage", e.message, 'Run "receipts --help" for usage.'];
+  if (e instanceof DemoError) return [EXIT.failure, "demo_failed", `Demo failed: ${e.message}`];
+  if (
+    e instanceof ConfigError ||
+    e instanceof CommandConfigError ||
+    (e instanceof OperatorError && e.code === OPERATOR_API_OFF)
+  ) {
+    return [EXIT.config, e instanceof OperatorError ? e.code : "configuration", e.message];
+  }
+  if (e instanceof OperatorError) return [EXIT.failure, e.code, `Failed: ${e.message}`];
+  return [EXIT.failure, "failed", `Failed: ${e instanceof Error ? e.message : String(e)}`];
 }
 
 /**
@@ -126,6 +141,7 @@ async function demo(args: string[], out: NodeJS.WritableStream, env: NodeJS.Proc
     url: { type: "string", default: env.RECEIPTS_URL || fallback },
     "issuer-key": { type: "string", default: env.RECEIPTS_ISSUER_KEY ?? "" },
     "merchant-key": { type: "string", default: env.RECEIPTS_MERCHANT_KEY ?? "" },
+    json: { type: "boolean", default: false },
   });
   const urlSource = args.some((arg) => arg === "--url" || arg.startsWith("--url="))
     ? "--url"
@@ -139,6 +155,6 @@ async function demo(args: string[], out: NodeJS.WritableStream, env: NodeJS.Proc
       "demo needs --issuer-key and --merchant-key (or RECEIPTS_ISSUER_KEY, RECEIPTS_MERCHANT_KEY).",
     );
   }
-  await runDemo({ baseUrl: String(values.url), urlSource, issuerKey, merchantKey, out });
+  await runDemo({ baseUrl: String(values.url), urlSource, issuerKey, merchantKey, out, json: values.json });
   return EXIT.ok;
 }

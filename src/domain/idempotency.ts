@@ -30,6 +30,8 @@ export interface IdempotentCall<T> {
   hashRequest(): string;
   encode(value: T): Buffer;
   decode(bytes: Buffer): T;
+  /** Told when the answer is the first call's response, replayed (the transport says so to the caller). */
+  replayed?(): void;
 }
 
 /**
@@ -66,7 +68,11 @@ export async function withIdempotency<T>(
     if (begun.requestHash !== requestHash) {
       throw new AppError("conflict", "This Idempotency-Key was used with a different request.");
     }
-    if (begun.kind === "completed") return call.decode(open(sealKey, begun.response));
+    if (begun.kind === "completed") {
+      const first = call.decode(open(sealKey, begun.response));
+      call.replayed?.();
+      return first;
+    }
     if (Date.now() > deadline) {
       throw new AppError("conflict", "A request with this Idempotency-Key is still in progress.");
     }

@@ -157,6 +157,12 @@ async function chargeAndStore(
 ): Promise<CreatedPayment> {
   const { record } = prepared;
   const paymentId = record.paymentId ?? "";
+  // Before the gateway charges: a retry without an Idempotency-Key must not charge the card again. A
+  // previous owner's payment of the merchantId does not stop its owner (storePayment frees the id).
+  const earlier = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
+  if (earlier !== undefined && earlier.merchantTenantId === principal.tenantId) {
+    throw duplicatePayment(principal, earlier);
+  }
   const charge = await gateway.charge({
     paymentId,
     amount,
@@ -183,7 +189,9 @@ async function chargeAndStore(
 
   const outcome = await storePayment(deps, principal, payment, record, caller);
   if (outcome.kind === "duplicate_transaction") {
-    throw new AppError("conflict", "A payment for this transactionId already exists for this merchantId.");
+    // Another call created it after the check above; name it if it can be read back.
+    const other = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
+    throw duplicatePayment(principal, other);
   }
   if (outcome.kind === "duplicate_receipt") {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
@@ -217,6 +225,21 @@ async function storePayment(
         : { receiptId: record.receiptId };
     if (!(await replacePreviousOwners(deps, principal, id, payment.merchantId, caller))) return outcome;
   }
+}
+
+/**
+ * The `conflict` of a second payment for a `(merchantId, transactionId)`: it names the existing
+ * payment (message and `payment_id` metadata) when the caller's tenant made it, so a POS that retried
+ * without an Idempotency-Key learns which payment stands; another tenant's payment is never named.
+ */
+function duplicatePayment(principal: ApiKeyRecord, existing: PaymentRecord | undefined): AppError {
+  const message = "A payment for this transactionId already exists for this merchantId";
+  if (existing === undefined || existing.merchantTenantId !== principal.tenantId) {
+    return new AppError("conflict", `${message}.`);
+  }
+  return new AppError("conflict", `${message}: ${existing.paymentId}.`, {
+    metadata: { payment_id: existing.paymentId },
+  });
 }
 
 /** A decrypt-payment request after transport decoding. */

@@ -4,7 +4,7 @@ import type { FastifyInstance } from "fastify";
 
 /**
  * Response headers a browser page may read: the request id, the rate-limit headers of SPEC section 9,
- * and the gRPC status headers gRPC-Web and Connect clients need to see errors (connect-es's list).
+ * the mark of a replayed idempotent response, and the gRPC status headers gRPC-Web and Connect clients need to see errors (connect-es's list).
  */
 export const CORS_EXPOSED_HEADERS: readonly string[] = [
   "X-Request-Id",
@@ -12,6 +12,7 @@ export const CORS_EXPOSED_HEADERS: readonly string[] = [
   "X-RateLimit-Remaining",
   "X-RateLimit-Reset",
   "Retry-After",
+  "Idempotent-Replayed",
   ...connectCors.exposedHeaders,
 ];
 

@@ -82,7 +82,7 @@ export interface HttpServer {
   readonly app: FastifyInstance;
   /** The REST endpoints served, read from the protos. */
   readonly bindings: HttpBinding[];
-  /** Starts listening (port 0 picks a free port) and returns the bound address. */
+  /** Starts listening (port 0 picks a free port; host 127.0.0.1 by default) and returns the bound address. */
   listen(port: number, host?: string): Promise<AddressInfo>;
   /** Stops accepting, lets in-flight calls finish (bounded by `shutdownGraceMs`), then closes. */
   close(): Promise<void>;
@@ -315,7 +315,7 @@ function httpServerOf(
   return {
     app,
     bindings,
-    async listen(port, host = "0.0.0.0") {
+    async listen(port, host = "127.0.0.1") {
       await app.listen({ port, host });
       return app.server.address() as AddressInfo;
     },

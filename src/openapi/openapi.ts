@@ -7,6 +7,7 @@ import { firstSentence, leadingComment } from "./comments.js";
 import {
   DEFAULT_EXTRAS,
   type HeaderParameter,
+  IDEMPOTENCY_KEY,
   methodSpecificCodes,
   type OperationExtras,
   REQUEST_ID,
@@ -319,7 +320,7 @@ function responses(ctx: Context, binding: HttpBinding, extras: OperationExtras):
         field === undefined
           ? `Success; \`data\` is the response message \`${output.typeName}\`.`
           : `Success; \`data\` is the \`${field.name}\` field of \`${output.typeName}\`.`,
-      headers: responseHeaders(200, true),
+      headers: responseHeaders(200, true, (extras.headers ?? []).includes(IDEMPOTENCY_KEY)),
       content: { [JSON_MEDIA]: { schema: successEnvelope(data) } },
     },
   };

@@ -41,6 +41,13 @@ export const RESPONSE_HEADERS: Readonly<Record<string, JsonObject>> = {
     required: true,
     schema: { type: "integer", minimum: 0 },
   },
+  "Idempotent-Replayed": {
+    description:
+      "`true` when this is the stored response of an earlier call with the same Idempotency-Key " +
+      "(nothing was created this time); absent otherwise.",
+    required: false,
+    schema: { type: "string", const: "true" },
+  },
 };
 
 const RATE_LIMIT_HEADERS = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"];
@@ -61,7 +68,7 @@ export function reserveErrorSchemas(schemas: SchemaBuilder): ErrorSchemaRefs {
   });
   const error = schemas.reserve("Error", {
     type: "object",
-    required: ["code", "message", "details", "timestamp", "request_id"],
+    required: ["code", "message", "details", "timestamp", "request_id", "doc_url"],
     properties: {
       code: { $ref: code },
       message: { type: "string", description: "What went wrong, for people; never a secret or a stack." },
@@ -71,6 +78,20 @@ export function reserveErrorSchemas(schemas: SchemaBuilder): ErrorSchemaRefs {
       },
       timestamp: { type: "string", format: "date-time" },
       request_id: { type: "string", description: "Same as the X-Request-Id response header." },
+      doc_url: {
+        type: "string",
+        format: "uri-reference",
+        description: "The documentation of this code: an anchor on the service's own `/docs/errors` page.",
+      },
+      decline_code: {
+        type: "string",
+        description: "`payment_declined` only: why the gateway declined the card, e.g. `insufficient_funds`.",
+      },
+      payment_id: {
+        type: "string",
+        description:
+          "`conflict` of a repeated payment only: the payment that already exists for the transaction.",
+      },
     },
     additionalProperties: false,
   });
@@ -93,10 +114,14 @@ export function successEnvelope(data: JsonSchema): JsonSchema {
   };
 }
 
-/** `$ref`s to the headers a response carries: the request id, plus rate limits on `/api/v1`. */
-export function responseHeaders(status: number, rateLimited: boolean): JsonObject {
+/**
+ * `$ref`s to the headers a response carries: the request id, plus rate limits on `/api/v1`, plus
+ * `Idempotent-Replayed` on the success of an operation that takes an Idempotency-Key.
+ */
+export function responseHeaders(status: number, rateLimited: boolean, idempotent = false): JsonObject {
   const names = ["X-Request-Id", ...(rateLimited ? RATE_LIMIT_HEADERS : [])];
   if (status === 429) names.push("Retry-After");
+  if (status === 200 && idempotent) names.push("Idempotent-Replayed");
   return Object.fromEntries(names.map((name) => [name, { $ref: `${HEADER_PREFIX}${name}` }]));
 }
 

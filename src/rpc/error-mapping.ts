@@ -1,6 +1,13 @@
 import { ConnectError, type Interceptor, type StreamResponse } from "@connectrpc/connect";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import { AppError, ERRORS, type ErrorCode, type FieldViolation, isErrorCode } from "../errors.js";
+import {
+  AppError,
+  ERRORS,
+  type ErrorCode,
+  errorDocUrl,
+  type FieldViolation,
+  isErrorCode,
+} from "../errors.js";
 import { kLogger, kRequestId } from "./context.js";
 import { requestIdFrom } from "./request-id.js";
 
@@ -42,12 +49,19 @@ export function isProtocolHeader(name: string): boolean {
   );
 }
 
-/** The `google.rpc.ErrorInfo` reason of an error this service produced, if it carries one. */
-function ourReason(err: ConnectError): ErrorCode | undefined {
+/** The `google.rpc.ErrorInfo` of an error this service produced, if it carries one. */
+function ourInfo(err: ConnectError): { reason: ErrorCode; metadata: Record<string, string> } | undefined {
   for (const info of err.findDetails(ErrorInfoSchema)) {
-    if (info.domain === ERROR_DOMAIN && isErrorCode(info.reason)) return info.reason;
+    if (info.domain === ERROR_DOMAIN && isErrorCode(info.reason)) {
+      return { reason: info.reason, metadata: info.metadata };
+    }
   }
   return undefined;
+}
+
+/** The `google.rpc.ErrorInfo` reason of an error this service produced, if it carries one. */
+function ourReason(err: ConnectError): ErrorCode | undefined {
+  return ourInfo(err)?.reason;
 }
 
 /** The string error code of any thrown value: its own for domain errors, `internal_server_error` otherwise. */
@@ -71,13 +85,15 @@ export function toConnectError(err: unknown, requestId: string): ConnectError {
   }
   const app = err instanceof AppError ? err : undefined;
   const code: ErrorCode = app?.code ?? "internal_server_error";
-  const metadata = new Headers(app?.headers);
-  metadata.set("x-request-id", requestId);
+  const headers = new Headers(app?.headers);
+  headers.set("x-request-id", requestId);
   if (app?.retryAfterSeconds !== undefined) {
-    metadata.set("retry-after", String(Math.max(0, Math.ceil(app.retryAfterSeconds))));
+    headers.set("retry-after", String(Math.max(0, Math.ceil(app.retryAfterSeconds))));
   }
+  // doc_url last: a domain error's own metadata never replaces the link.
+  const metadata = { ...app?.metadata, doc_url: errorDocUrl(code) };
   const details: ConstructorParameters<typeof ConnectError>[3] = [
-    { desc: ErrorInfoSchema, value: { reason: code, domain: ERROR_DOMAIN } },
+    { desc: ErrorInfoSchema, value: { reason: code, domain: ERROR_DOMAIN, metadata } },
   ];
   if (app !== undefined && app.violations.length > 0) {
     details.push({
@@ -85,16 +101,30 @@ export function toConnectError(err: unknown, requestId: string): ConnectError {
       value: { fieldViolations: app.violations.map((v) => ({ field: v.field, description: v.description })) },
     });
   }
-  return new ConnectError(app?.message ?? INTERNAL_MESSAGE, ERRORS[code].grpc, metadata, details, err);
+  return new ConnectError(app?.message ?? INTERNAL_MESSAGE, ERRORS[code].grpc, headers, details, err);
+}
+
+/** The members of the REST envelope's `error` that section 3 of the spec defines. */
+const ENVELOPE_MEMBERS = new Set(["code", "message", "details", "timestamp", "request_id"]);
+
+/**
+ * The `error` of the REST envelope: the members of section 3, `doc_url`, and the error's other
+ * ErrorInfo metadata (`decline_code`, `payment_id`, ...), all strings.
+ */
+export interface RestErrorBody {
+  code: ErrorCode;
+  message: string;
+  details: string;
+  timestamp: string;
+  request_id: string;
+  doc_url: string;
+  [metadata: string]: string;
 }
 
 /** The REST error envelope of section 3 of the spec, with the HTTP status and headers to send. */
 export interface RestError {
   status: number;
-  body: {
-    success: false;
-    error: { code: ErrorCode; message: string; details: string; timestamp: string; request_id: string };
-  };
+  body: { success: false; error: RestErrorBody };
   /** Headers to send with the error (rate limits, `retry-after`, `x-request-id`, ...). */
   headers: Record<string, string>;
 }
@@ -102,7 +132,8 @@ export interface RestError {
 /**
  * Maps anything thrown on the REST surface to its envelope. It goes through {@link toConnectError}
  * first and reads the code back from the ErrorInfo reason, so REST and RPC answers always agree.
- * `details` lists the field violations as `field: problem; field2: problem` ("" when none).
+ * `details` lists the field violations as `field: problem; field2: problem`, or else the ErrorInfo
+ * metadata other than `doc_url` the same way (`decline_code: insufficient_funds`), "" when neither.
  * `requestId` is used when the error does not carry an `x-request-id` already.
  */
 export function toRestError(
@@ -111,7 +142,11 @@ export function toRestError(
   now: Date = new Date(),
 ): RestError {
   const connectError = toConnectError(err, requestId);
-  const code = ourReason(connectError) ?? "internal_server_error";
+  const info = ourInfo(connectError);
+  const code = info?.reason ?? "internal_server_error";
+  const facts = Object.entries(info?.metadata ?? {}).filter(
+    ([name]) => name !== "doc_url" && !ENVELOPE_MEMBERS.has(name),
+  );
   const violations: FieldViolation[] = connectError
     .findDetails(BadRequestSchema)
     .flatMap((b) => b.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
@@ -128,9 +163,13 @@ export function toRestError(
       error: {
         code,
         message: connectError.rawMessage,
-        details: violations.map((v) => `${v.field}: ${v.description}`).join("; "),
+        details: (violations.length > 0 ? violations.map((v) => [v.field, v.description]) : facts)
+          .map(([name, value]) => `${name}: ${value}`)
+          .join("; "),
         timestamp: now.toISOString(),
         request_id: id,
+        ...Object.fromEntries(facts),
+        doc_url: errorDocUrl(code),
       },
     },
     headers,

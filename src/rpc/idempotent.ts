@@ -9,9 +9,16 @@ import { principalOf } from "./convert.js";
 export const IDEMPOTENCY_HEADER = "idempotency-key";
 
 /**
+ * The response header (gRPC and Connect: response metadata) of a replayed answer: `true` when the
+ * response is the stored one of an earlier call with the same `Idempotency-Key` (section 3).
+ */
+export const REPLAYED_HEADER = "idempotent-replayed";
+
+/**
  * Runs a create RPC at most once per `Idempotency-Key` of the caller's API key (`withIdempotency`):
- * a retry with the same key and request gets the first response, a different request is `conflict`.
- * The request is hashed and the response kept in their protobuf binary form.
+ * a retry with the same key and request gets the first response, marked with {@link REPLAYED_HEADER},
+ * a different request is `conflict`. The request is hashed and the response kept in their protobuf
+ * binary form.
  */
 export function idempotently<I extends DescMessage, O extends DescMessage>(
   deps: DomainDeps,
@@ -28,6 +35,7 @@ export function idempotently<I extends DescMessage, O extends DescMessage>(
       hashRequest: () => sha256Hex(toBinary(request.schema, request.message)),
       encode: (res) => Buffer.from(toBinary(response, res)),
       decode: (bytes) => fromBinary(response, bytes),
+      replayed: () => ctx.responseHeader.set(REPLAYED_HEADER, "true"),
     },
     run,
   );

@@ -321,6 +321,8 @@ export interface PaymentStore {
    * use the transactionId; returns whether it did.
    */
   deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean>;
+  /** The payment of `(merchantId, transactionId)`, of whichever tenant; the caller checks the tenant. */
+  findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined>;
 }
 
 /** A decrypt grant. The token itself is a secret: only its SHA-256 is stored. */

@@ -57,6 +57,50 @@ describe("receipts command line", () => {
     expect(text).not.toMatch(/_secret_[0-9a-f]{8}/);
   });
 
+  it("demo --json prints one JSON document: every step, secrets masked, and the result", async () => {
+    const out = capture();
+    const err = capture();
+    const args = [
+      "demo",
+      "--url",
+      svc.baseUrl,
+      "--issuer-key",
+      svc.issuerKey,
+      "--merchant-key",
+      svc.merchantKey,
+    ];
+    expect(await runCli([...args, "--json"], out, err)).toBe(EXIT.ok);
+    expect(err.text()).toBe("");
+    const doc = JSON.parse(out.text());
+    expect(doc.result).toEqual({ escrowed: true, released: 1, ciphertextUnchanged: true });
+    expect(doc.card).toMatch(/^4111\.\.\.\d{4}$/);
+    const titles = doc.steps.map((step: { title: string }) => step.title);
+    expect(titles[0]).toBe("1. Issuer: generate a key pair");
+    expect(titles).toHaveLength(9);
+    for (const step of doc.steps) expect(step.response.status).toBe(200);
+    const keys = doc.steps[0].response.body.data;
+    expect(keys.privateKey).toBe("[masked]");
+    expect(keys.publicKey.length).toBeGreaterThan(300);
+    expect(out.text()).not.toMatch(/tok_[A-Za-z0-9_-]{20}/);
+    expect(out.text()).not.toMatch(/_secret_[0-9a-f]{8}/);
+    // A failed step: the error as JSON on stderr, exit 1.
+    const failed = capture();
+    const bad = [
+      "demo",
+      "--url",
+      svc.baseUrl,
+      "--issuer-key",
+      svc.merchantKey,
+      "--merchant-key",
+      svc.merchantKey,
+    ];
+    expect(await runCli([...bad, "--json"], capture(), failed)).toBe(EXIT.failure);
+    expect(JSON.parse(failed.text()).error).toEqual({
+      code: "demo_failed",
+      message: 'Demo failed: step "1. Issuer: generate a key pair" failed with HTTP 403',
+    });
+  });
+
   it("demo exits 1 with a clear message when a step fails, and 2 without keys", async () => {
     const err = capture();
     const code = await runCli(

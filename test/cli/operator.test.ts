@@ -155,6 +155,68 @@ describe("operator commands against a running server (--url)", () => {
     expect((await post(svc, "/api/v1/receipts/encrypt", merchantKey, receiptBody(card))).status).toBe(401);
   });
 
+  it("answers every command in JSON with --json, failures too, with the same exit codes", async () => {
+    process.env.ADMIN_TOKEN = TOKEN;
+    const url = ["--url", svc.baseUrl, "--json"];
+    const json = async (args: string[]) => {
+      const run = await cli([...args, ...url]);
+      expect(run.err, args.join(" ")).toBe("");
+      expect(run.code, args.join(" ")).toBe(EXIT.ok);
+      return JSON.parse(run.out);
+    };
+    const created = await json([
+      "keys",
+      "create",
+      "--role",
+      "merchant",
+      "--tenant",
+      "shop-j",
+      "--merchant-ids",
+      "m-j",
+    ]);
+    expect(created).toMatchObject({
+      role: "merchant",
+      tenant: "shop-j",
+      tier: "standard",
+      merchantIds: ["m-j"],
+    });
+    expect(created.apiKey).toMatch(/^rk_dev_/);
+    expect(created.apiKeyId).toEqual(expect.any(String));
+    // The key printed in the JSON works.
+    expect(
+      (await post(svc, "/api/v1/receipts/encrypt", created.apiKey, receiptBody({ merchantId: "m-j" })))
+        .status,
+    ).toBe(200);
+    const issuer = await json(["keys", "create", "--role", "issuer", "--tenant", "bank-j"]);
+    expect(await json(["bins", "set", "bank-j", "677771"])).toEqual({ tenant: "bank-j", bins: ["677771"] });
+    expect(await json(["bins", "get", "bank-j"])).toEqual({ tenant: "bank-j", bins: ["677771"] });
+    expect(await json(["merchants", "assign", "m-j2", "--tenant", "shop-j"])).toEqual({
+      merchantId: "m-j2",
+      tenant: "shop-j",
+    });
+    const listed = await json(["keys", "list", "--tenant", "bank-j"]);
+    expect(listed.map((k: { apiKeyId: string }) => k.apiKeyId)).toEqual([issuer.apiKeyId]);
+    expect(await json(["keys", "revoke", issuer.apiKeyId])).toEqual({
+      apiKeyId: issuer.apiKeyId,
+      revoked: true,
+    });
+    expect(await json(["audit", "--tenant", "bank-j", "--limit", "1"])).toHaveLength(1);
+    expect(Array.isArray(await json(["escrow"]))).toBe(true);
+
+    // Failures: one JSON object on stderr, nothing on stdout, the usual exit code.
+    const failed = async (args: string[], exit: number, code: string) => {
+      const run = await cli([...args, ...url]);
+      expect(run.code, args.join(" ")).toBe(exit);
+      expect(run.out).toBe("");
+      expect(JSON.parse(run.err)).toEqual({ error: { code, message: expect.any(String) } });
+    };
+    await failed(["keys", "revoke", "key_nonexistent"], EXIT.failure, "not_found");
+    await failed(["bins", "set", "bank-j", "12ab"], EXIT.failure, "invalid_request");
+    await failed(["keys", "create", "--role", "king", "--tenant", "x"], EXIT.usage, "usage");
+    delete process.env.ADMIN_TOKEN;
+    await failed(["escrow"], EXIT.config, "configuration");
+  });
+
   it("exits 78 with a clear message when --url is given without ADMIN_TOKEN, and 1 with a wrong one", async () => {
     delete process.env.ADMIN_TOKEN;
     for (const args of [

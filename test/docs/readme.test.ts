@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
@@ -67,14 +67,19 @@ function have(command: string): boolean {
 
 describe("the README's curl walk-through", () => {
   let svc: TestService;
-  let dir: string;
+  /** Where the script starts, standing in for the repository's root: it must stay empty. */
+  let start: string;
+  /** The walk-through's TMPDIR: its `mktemp -d` folders are made here. */
+  let temp: string;
   beforeAll(async () => {
     svc = await startService();
-    dir = mkdtempSync(join(tmpdir(), "readme-walkthrough-"));
+    start = mkdtempSync(join(tmpdir(), "readme-walkthrough-root-"));
+    temp = mkdtempSync(join(tmpdir(), "readme-walkthrough-tmp-"));
   });
   afterAll(async () => {
     await svc.close();
-    rmSync(dir, { recursive: true, force: true });
+    rmSync(start, { recursive: true, force: true });
+    rmSync(temp, { recursive: true, force: true });
   });
 
   it("needs only bash, curl, jq and node", () => {
@@ -113,9 +118,19 @@ describe("the README's curl walk-through", () => {
       CLIENT: join(ROOT, "dist", "src", "client", "index.js"),
     };
     const payments = new Set<string>();
+    const seen = new Set<string>();
     for (const run of [1, 2]) {
-      const result = await bash(script, { cwd: dir, env });
+      const result = await bash(script, { cwd: start, env: { ...env, TMPDIR: temp } });
       expect(result.status, `run ${run} failed:\n${result.stderr}\n${result.stdout.slice(-3000)}`).toBe(0);
+      // Nothing where the reader started; every file, private keys among them, in a folder of its own.
+      expect(readdirSync(start)).toEqual([]);
+      const folders = readdirSync(temp);
+      expect(folders).toHaveLength(run);
+      const dir = join(temp, folders.find((f) => !seen.has(f)) ?? "");
+      seen.add(basename(dir));
+      for (const secret of ["device-key.json", "keys.json", "new-keys.json"]) {
+        expect(readFileSync(join(dir, secret), "utf8")).toMatch(/"privateKey"/);
+      }
       const receipt = JSON.parse(readFileSync(join(dir, "receipt.json"), "utf8"));
       expect(receipt.data.merchantName).toBe("Corner Coffee");
       const payment = JSON.parse(readFileSync(join(dir, "payment.json"), "utf8"));
@@ -167,6 +182,28 @@ describe("the README's code snippets", () => {
       rmSync(file, { force: true });
     }
   }, 180_000);
+
+  it("runs the gRPC example, and it speaks gRPC (the server counts gRPC calls)", async () => {
+    const counted = async () => {
+      const metrics = await (await fetch(`${svc.baseUrl}/metrics`)).text();
+      const line = (method: string) =>
+        new RegExp(`^http_requests_total\\{protocol="grpc",method="${method}",code="ok"\\} (\\d+)$`, "m");
+      return [
+        "grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        "receipts.v1.OnboardingService/GenerateKeys",
+      ].map((method) => Number(line(method).exec(metrics)?.[1] ?? 0));
+    };
+    const before = await counted();
+    const env = { ...process.env, ISSUER: svc.issuerKey, SERVER: svc.baseUrl };
+    const result = await bash(`set -euo pipefail\n${doctestBlock("grpc")}`, { cwd: ROOT, env });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain("receipts.v1.PaymentsService/CreatePayment");
+    const keys = JSON.parse(result.stdout.slice(result.stdout.indexOf("{")));
+    expect(keys.algorithm).toBe("HPKE-P256-SHA256-A256GCM");
+    const [reflection = 0, generate = 0] = await counted();
+    expect(reflection).toBeGreaterThan(before[0] ?? 0);
+    expect(generate).toBe((before[1] ?? 0) + 1);
+  });
 
   it("runs the WebCrypto snippet: its helpers are defined and it opens a listed receipt", async () => {
     const keys = (await post(svc, "/api/v1/onboarding/generate-keys", svc.issuerKey, {})).body.data;

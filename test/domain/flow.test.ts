@@ -1,9 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { gatewayByName } from "../../src/domain/gateways/index.js";
 import { grantAccess } from "../../src/domain/grants.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { panHashOf } from "../../src/domain/pan.js";
 import { createPayment, decryptPayment } from "../../src/domain/payments.js";
 import { decryptReceipt, encryptReceipt, listReceipts } from "../../src/domain/receipts.js";
+import type { AppError } from "../../src/errors.js";
 import { uuid } from "../../src/ids.js";
 import {
   type DomainFixture,
@@ -311,6 +313,39 @@ describe("receipt flow rules (domain)", () => {
         createPayment(f.deps, merchant, { gateway: "gateway_a", receipt: { ...r, receiptId: "another" } }),
       );
       expect(err.code).toBe("conflict");
+    });
+
+    it("names the earlier payment, and charges nothing, when a transaction is paid again", async () => {
+      const r = receiptMessage("1210", { amount: 300n });
+      const first = await createPayment(f.deps, merchant, { gateway: "gateway_a", receipt: r });
+      const charge = vi.spyOn(gatewayByName("gateway_a"), "charge");
+      try {
+        const err = await rejection(createPayment(f.deps, merchant, { gateway: "gateway_a", receipt: r }));
+        expect(err.code).toBe("conflict");
+        expect(err.metadata).toEqual({ payment_id: first.payment.paymentId });
+        expect(err.message).toContain(first.payment.paymentId);
+        expect(charge).not.toHaveBeenCalled();
+      } finally {
+        charge.mockRestore();
+      }
+    });
+
+    it("names the payment that won when two payments of a transaction race", async () => {
+      const r = receiptMessage("1220", { amount: 300n });
+      const outcomes = await Promise.allSettled(
+        ["a", "b"].map((suffix) =>
+          createPayment(f.deps, merchant, {
+            gateway: "gateway_a",
+            receipt: { ...r, receiptId: `${r.receiptId}-${suffix}` },
+          }),
+        ),
+      );
+      const won = outcomes.flatMap((o) => (o.status === "fulfilled" ? [o.value] : []));
+      const lost = outcomes.flatMap((o) => (o.status === "rejected" ? [o.reason as AppError] : []));
+      expect(won).toHaveLength(1);
+      expect(lost.map((e) => [e.code, e.metadata])).toEqual([
+        ["conflict", { payment_id: won[0]?.payment.paymentId }],
+      ]);
     });
 
     it("stores nothing when gateway_b declines the card", async () => {

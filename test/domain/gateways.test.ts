@@ -1,8 +1,14 @@
 import { describe, expect, it } from "vitest";
+import { DECLINE_CODES } from "../../src/domain/gateways/declines.js";
 import { GATEWAY_NAMES, type PaymentGateway } from "../../src/domain/gateways/gateway.js";
 import { createSandboxGateways, gatewayByName } from "../../src/domain/gateways/index.js";
 import { createSandboxGatewayA } from "../../src/domain/gateways/sandbox-a.js";
-import { createSandboxGatewayB, NONCE_DECLINED, NONCE_OK } from "../../src/domain/gateways/sandbox-b.js";
+import {
+  createSandboxGatewayB,
+  NONCE_DECLINED,
+  NONCE_OK,
+  SANDBOX_NONCES,
+} from "../../src/domain/gateways/sandbox-b.js";
 import { MAX_MONEY } from "../../src/domain/limits.js";
 import { mockItems, withMockItems } from "../../src/domain/mock-items.js";
 import type { ReceiptLineItem, ValidReceipt } from "../../src/domain/receipt-rules.js";
@@ -166,7 +172,7 @@ describe("gateway_b (orders with card nonces)", () => {
     expect(gateway.resolveAmount({ ...base, items: [cake], cardNonce: NONCE_OK })).toBe(400);
     expect(gateway.resolveAmount({ ...base, items: [cake], cardNonce: NONCE_DECLINED })).toBe(400);
     expect(detailsOf(() => gateway.resolveAmount({ ...base, items: [cake], cardNonce: "cnon:other" }))).toBe(
-      `cardNonce: must be a sandbox card nonce: ${NONCE_OK} or ${NONCE_DECLINED}`,
+      `cardNonce: must be a sandbox card nonce: ${Object.keys(SANDBOX_NONCES).join(", ")}`,
     );
   });
 
@@ -184,7 +190,7 @@ describe("gateway_b (orders with card nonces)", () => {
     }
   });
 
-  it("declines the declined nonce with payment_declined", async () => {
+  it("declines the declined nonce with payment_declined and a decline code", async () => {
     const charge = gateway.charge({
       paymentId: "pay_1",
       amount: 400,
@@ -194,8 +200,28 @@ describe("gateway_b (orders with card nonces)", () => {
     await expect(charge).rejects.toBeInstanceOf(AppError);
     await expect(charge).rejects.toMatchObject({
       code: "payment_declined",
-      message: "The card was declined.",
+      message: "The card was declined: the card's issuer declined the charge without giving a reason.",
+      metadata: { decline_code: "generic_decline" },
     });
+  });
+
+  it("gives every sandbox nonce its outcome, each decline code at least once", async () => {
+    const seen = new Set<string>();
+    for (const [cardNonce, outcome] of Object.entries(SANDBOX_NONCES)) {
+      expect(gateway.resolveAmount({ ...base, items: [cake], cardNonce })).toBe(400);
+      const charge = gateway.charge({ paymentId: "pay_1", amount: 400, currency: "EUR", cardNonce });
+      if (outcome === "approved") {
+        await expect(charge).resolves.toMatchObject({ status: "succeeded" });
+        continue;
+      }
+      seen.add(outcome);
+      await expect(charge).rejects.toMatchObject({
+        code: "payment_declined",
+        message: `The card was declined: ${DECLINE_CODES[outcome].reason}.`,
+        metadata: { decline_code: outcome },
+      });
+    }
+    expect([...seen].sort()).toEqual(Object.keys(DECLINE_CODES).sort());
   });
 
   it("refuses any other nonce on the cardNonce field", async () => {

@@ -77,10 +77,31 @@ describe("toRestError", () => {
             "recipientHashedPan: must be 64 hexadecimal characters; currency: must be an ISO 4217 code",
           timestamp: "2026-01-01T00:00:00.000Z",
           request_id: "rid-2",
+          doc_url: "/docs/errors#invalid_request",
         },
       },
       headers: { "x-request-id": "rid-2" },
     });
+  });
+
+  it("adds an error's metadata to the envelope and its details, never over the envelope's own members", () => {
+    const now = new Date("2026-01-01T00:00:00Z");
+    const err = new AppError("payment_declined", "Declined.", {
+      metadata: { decline_code: "expired_card", code: "x", request_id: "x", doc_url: "https://evil.example" },
+    });
+    const { error } = toRestError(err, "rid-3", now).body;
+    expect(error).toEqual({
+      code: "payment_declined",
+      message: "Declined.",
+      details: "decline_code: expired_card",
+      timestamp: "2026-01-01T00:00:00.000Z",
+      request_id: "rid-3",
+      decline_code: "expired_card",
+      doc_url: "/docs/errors#payment_declined",
+    });
+    const info = toConnectError(err, "rid-3").findDetails(ErrorInfoSchema)[0];
+    expect(info?.metadata.doc_url).toBe("/docs/errors#payment_declined");
+    expect(info?.metadata.decline_code).toBe("expired_card");
   });
 });
 

@@ -100,6 +100,7 @@ describe("validateAgainst", () => {
         details: "currency: must be an ISO 4217 code",
         timestamp: "2026-01-31T12:00:00.000Z",
         request_id: "req-1",
+        doc_url: "/docs/errors#invalid_request",
       },
     };
     const pointer = responseSchemaRef("/api/v1/keys/grant-access", "post", "400");

@@ -205,6 +205,14 @@ export function receiptsContract(store: () => Store): void {
       expect(await store().receipts.insert(secondReceipt)).toBe(true);
     });
 
+    it("finds a payment by (merchantId, transactionId), and nothing for another pair", async () => {
+      const pay = payment({ merchantId: "m-5", transactionId: "T-5" });
+      await store().payments.createWithReceipt(pay, receipt("usr_1", { paymentId: pay.paymentId }));
+      expect(await store().payments.findByTransaction("m-5", "T-5")).toEqual(pay);
+      expect(await store().payments.findByTransaction("m-5", "T-6")).toBeUndefined();
+      expect(await store().payments.findByTransaction("m-6", "T-5")).toBeUndefined();
+    });
+
     it("refuses a payment whose receipt exists, and keeps the payment out", async () => {
       const existing = receipt("usr_1", { merchantId: "m-1", receiptId: "R-1" });
       await store().receipts.insert(existing);

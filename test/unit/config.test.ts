@@ -18,6 +18,9 @@ describe("loadConfig", () => {
   it("starts with safe development defaults and no configuration at all", () => {
     const config = loadConfig({});
     expect(config).toMatchObject({ port: 8080, env: "dev", store: "memory", grantTtlSeconds: 180 });
+    // Reachable from this machine only, unless HOST says otherwise.
+    expect(config.host).toBe("127.0.0.1");
+    expect(loadConfig({ HOST: "0.0.0.0" }).host).toBe("0.0.0.0");
     expect(config.escrowRetentionDays).toBe(30);
     expect(config.bodyLimitBytes).toBe(1_048_576);
     expect(config.pepperGenerated).toBe(true);

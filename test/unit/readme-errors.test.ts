@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { SANDBOX_NONCES } from "../../src/domain/gateways/sandbox-b.js";
 import { ERRORS } from "../../src/errors.js";
 
 /**
@@ -66,5 +67,25 @@ describe("the README's error table", () => {
     expect(grpcName(Code.InvalidArgument)).toBe("INVALID_ARGUMENT");
     expect(grpcName(Code.FailedPrecondition)).toBe("FAILED_PRECONDITION");
     expect(grpcName(Code.Unavailable)).toBe("UNAVAILABLE");
+  });
+});
+
+describe("the README's sandbox cards", () => {
+  it("lists every sandbox nonce of gateway_b with the outcome it triggers, and no other", () => {
+    const at = README.indexOf("| cardNonce ");
+    expect(at, "a | cardNonce | outcome | table in README.md").toBeGreaterThan(0);
+    const lines = README.slice(at).split("\n");
+    const end = lines.findIndex((line) => !line.trim().startsWith("|"));
+    const rows = lines.slice(2, end).map((line) => line.split("|").map((cell) => cell.trim()));
+    const listed = Object.fromEntries(
+      rows.map(([, nonce, outcome]) => [
+        (nonce ?? "").replace(/`/g, ""),
+        outcome === "approved" ? "approved" : /`([a-z_]+)`$/.exec(outcome ?? "")?.[1],
+      ]),
+    );
+    expect(listed).toEqual(SANDBOX_NONCES);
+    for (const [, , outcome] of rows) {
+      if (outcome !== "approved") expect(outcome).toMatch(/^402 `payment_declined`, `[a-z_]+`$/);
+    }
   });
 });

@@ -1,7 +1,8 @@
-import { AppError, invalidRequest, Violations } from "../../errors.js";
+import { invalidRequest, Violations } from "../../errors.js";
 import { MAX_MONEY } from "../limits.js";
 import { mockItems, mockTargetAmount, needsMockItems } from "../mock-items.js";
 import type { ValidReceipt } from "../receipt-rules.js";
+import { type DeclineCode, paymentDeclined } from "./declines.js";
 import {
   type ChargeInput,
   type ChargeResult,
@@ -17,23 +18,38 @@ export const NONCE_OK = "cnon:card-nonce-ok";
 /** The sandbox nonce of a card the issuer declines: the charge fails with `payment_declined`. */
 export const NONCE_DECLINED = "cnon:card-nonce-declined";
 
-const NONCE_RULE = `must be a sandbox card nonce: ${NONCE_OK} or ${NONCE_DECLINED}`;
+/**
+ * The sandbox's test cards: each card nonce and the outcome it triggers, `approved` or the decline
+ * code of the `payment_declined` it gets. Any other nonce is `invalid_request`.
+ */
+export const SANDBOX_NONCES: Readonly<Record<string, "approved" | DeclineCode>> = {
+  [NONCE_OK]: "approved",
+  [NONCE_DECLINED]: "generic_decline",
+  "cnon:card-nonce-insufficient-funds": "insufficient_funds",
+  "cnon:card-nonce-rejected-cvv": "incorrect_cvc",
+  "cnon:card-nonce-rejected-expiration": "expired_card",
+  "cnon:card-nonce-rejected-postalcode": "incorrect_zip",
+};
+
+const NONCE_RULE = `must be a sandbox card nonce: ${Object.keys(SANDBOX_NONCES).join(", ")}`;
+
+/** The outcome `nonce` triggers, or undefined for a nonce the sandbox does not know. */
+function outcomeOf(nonce: string): "approved" | DeclineCode | undefined {
+  return Object.hasOwn(SANDBOX_NONCES, nonce) ? SANDBOX_NONCES[nonce] : undefined;
+}
 
 /**
  * The offline sandbox of gateway_b, orders with card nonces in the style of Square: the amount is
  * derived from the items (sum of `totalPrice` plus item tax amounts; from the mock items when the
- * receipt has none), a stated `amount` must agree, and the sandbox nonce decides the outcome.
+ * receipt has none), a stated `amount` must agree, and the sandbox nonce decides the outcome
+ * ({@link SANDBOX_NONCES}; no nonce is approved).
  */
 export function createSandboxGatewayB(deps: SandboxDeps = {}): PaymentGateway {
   const random = deps.random ?? systemRandomBytes;
 
   /** Adds violations and returns the derived amount (meaningful only when none were added). */
   function derive(receipt: ValidReceipt, violations: Violations): number {
-    if (
-      receipt.cardNonce !== undefined &&
-      receipt.cardNonce !== NONCE_OK &&
-      receipt.cardNonce !== NONCE_DECLINED
-    ) {
+    if (receipt.cardNonce !== undefined && outcomeOf(receipt.cardNonce) === undefined) {
       violations.add("cardNonce", NONCE_RULE);
     }
     if (receipt.items.length === 0 && !receipt.mockItems) {
@@ -74,11 +90,9 @@ export function createSandboxGatewayB(deps: SandboxDeps = {}): PaymentGateway {
       if (!(Number.isSafeInteger(input.amount) && input.amount > 0)) {
         throw invalidRequest([{ field: "amount", description: "must be greater than 0" }]);
       }
-      if (input.cardNonce === NONCE_DECLINED)
-        throw new AppError("payment_declined", "The card was declined.");
-      if (input.cardNonce !== undefined && input.cardNonce !== NONCE_OK) {
-        throw invalidRequest([{ field: "cardNonce", description: NONCE_RULE }]);
-      }
+      const outcome = input.cardNonce === undefined ? "approved" : outcomeOf(input.cardNonce);
+      if (outcome === undefined) throw invalidRequest([{ field: "cardNonce", description: NONCE_RULE }]);
+      if (outcome !== "approved") throw paymentDeclined(outcome);
       return { status: "succeeded", orderId: `ord_${randomHex(random)}` };
     },
   };

@@ -59,13 +59,21 @@ export class MemoryPayments implements PaymentStore {
   }
 
   async findById(paymentId: string): Promise<PaymentRecord | undefined> {
-    const kept = this.byId.get(paymentId);
-    if (kept === undefined) return undefined;
-    const { createdAtMs, clientSecretHash, ...fields } = kept;
-    return {
-      ...fields,
-      ...(clientSecretHash === undefined ? {} : { clientSecretHash }),
-      createdAt: new Date(createdAtMs),
-    };
+    return recordOf(this.byId.get(paymentId));
   }
+
+  async findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined> {
+    return recordOf(this.byTransaction.get(merchantId, transactionId));
+  }
+}
+
+/** A kept payment as the store's callers see it: a copy, with its `Date`. */
+function recordOf(kept: KeptPayment | undefined): PaymentRecord | undefined {
+  if (kept === undefined) return undefined;
+  const { createdAtMs, clientSecretHash, ...fields } = kept;
+  return {
+    ...fields,
+    ...(clientSecretHash === undefined ? {} : { clientSecretHash }),
+    createdAt: new Date(createdAtMs),
+  };
 }

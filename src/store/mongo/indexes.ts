@@ -25,7 +25,16 @@ export const COLLECTIONS = {
   binLocks: "binLocks",
   /** MerchantIds, `_id` the merchantId, and the merchant tenant each belongs to (section 18). */
   merchants: "merchants",
+  /**
+   * One document per receipt, `_id` its `{merchantId, receiptId}`: the rule that pair is unique, which
+   * the receipts' shard key (the card) cannot carry on a cluster (section 23). Written in the same
+   * transaction as the receipt; it also says where the receipt lives (`panHash`, `id`).
+   */
+  receiptClaims: "receiptClaims",
 } as const;
+
+/** A collection's name. */
+export type CollectionName = (typeof COLLECTIONS)[keyof typeof COLLECTIONS];
 
 /** A TTL index: MongoDB deletes a document once its `expiresAt` has passed (checked about every 60 s). */
 const ttl: IndexDescription = { key: { expiresAt: 1 }, name: "ttl_expiresAt", expireAfterSeconds: 0 };
@@ -83,4 +92,98 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { tenantId: 1, createdAt: -1 }, name: "byTenant" },
   ],
   [COLLECTIONS.bins]: [{ key: { tenantId: 1 }, name: "byTenant" }],
+};
+
+/** How one collection is placed on a sharded cluster (SPEC section 23). */
+export interface ShardKeyDeclaration {
+  /**
+   * The key as `sh.shardCollection` takes it (ranged fields, or one hashed field), or `"unsharded"`: the
+   * collection stays whole on the database's primary shard.
+   */
+  key: Readonly<Record<string, 1 | "hashed">> | "unsharded";
+  /** `sh.shardCollection`'s `unique`: the key itself carries one of the collection's unique rules. */
+  unique?: true;
+  /** Why this key: what the hot queries name, which unique rule it carries, or why the collection stays whole. */
+  why: string;
+}
+
+/**
+ * Every collection's place on a sharded cluster, beside its indexes. The rules (section 23): a unique
+ * rule holds on a cluster only when its index starts with a ranged shard key, or when `_id` is the
+ * shard key, or when it lives in a claims collection keyed by the rule's own fields and written in the
+ * same transaction; a hashed key backs no unique rule. Every query on a sharded collection names the
+ * key or is a declared scatter-gather (`sharding.ts`). A new collection (an event outbox, a key log)
+ * adds its entry here and its indexes above; the cluster-mode contract run (test/store/) then fails
+ * any unique index its key cannot carry and any query or transaction it did not declare.
+ */
+export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
+  [COLLECTIONS.receipts]: {
+    key: { panHash: 1, id: 1 },
+    unique: true,
+    why:
+      "Every read of a cardholder's receipts names the card: listing, decrypt, escrow release, erasure. " +
+      "`id` after it lets one card's receipts split over chunks, and the unique key keeps `id` unique per " +
+      "card (cursors and release). `(merchantId, receiptId)` moves to receiptClaims.",
+  },
+  [COLLECTIONS.receiptClaims]: {
+    key: { _id: 1 },
+    why: "`_id` is `{merchantId, receiptId}`: the shard key is the unique rule itself.",
+  },
+  [COLLECTIONS.payments]: {
+    key: { merchantId: 1, transactionId: 1 },
+    unique: true,
+    why:
+      "Carries the rule `(merchantId, transactionId)` is unique; a merchant's payments spread over " +
+      "chunks by transaction. A payment with its receipt and claim touches three shards at most.",
+  },
+  [COLLECTIONS.idempotency]: {
+    key: { _id: 1 },
+    why:
+      "The claim of a key is its `_id` (`<apiKeyId>:<Idempotency-Key>`), unique only with `_id` as a " +
+      "ranged key; the API key id in front spreads tenants over chunks. Kept 24 h: its size follows " +
+      "the rate of creates.",
+  },
+  [COLLECTIONS.rateLimits]: {
+    key: { _id: 1 },
+    why:
+      "Every request upserts one counter by `_id` (`<subject>:<bucket>:<window>`), which must be unique; " +
+      "the subject in front spreads API keys over chunks. Counters live two minutes.",
+  },
+  [COLLECTIONS.audit]: {
+    key: { _id: "hashed" },
+    why:
+      "Appended on every grant and decrypt, with growing ObjectIds: a hashed `_id` spreads the inserts " +
+      "over every shard. No unique rule. Reads (operators, an issuer's own audit) are rare and declared " +
+      "scatter-gather.",
+  },
+  [COLLECTIONS.users]: {
+    key: "unsharded",
+    why:
+      "One document per cardholder (about 250 B: 50 million fit in tens of GB with indexes); registration " +
+      "reads and writes users and keys in one transaction, on one shard while both stay whole.",
+  },
+  [COLLECTIONS.keys]: {
+    key: "unsharded",
+    why: "One document per key (under 700 B), written with users in registration's one-shard transaction.",
+  },
+  [COLLECTIONS.grants]: {
+    key: "unsharded",
+    why: "Grants live three minutes (TTL): a few thousand at any time, whatever the number of receipts.",
+  },
+  [COLLECTIONS.grantSlots]: {
+    key: "unsharded",
+    why: "One small document per user with live grants, as grants.",
+  },
+  [COLLECTIONS.apiKeys]: {
+    key: "unsharded",
+    why: "One document per API key: thousands, read through a cache.",
+  },
+  [COLLECTIONS.merchantKeys]: { key: "unsharded", why: "One document per merchantId with a signing key." },
+  [COLLECTIONS.issuerEscrowKeys]: { key: "unsharded", why: "A few keys per issuer tenant." },
+  [COLLECTIONS.bins]: {
+    key: "unsharded",
+    why: "BIN prefixes, thousands; set in one transaction with binLocks, on one shard while both stay whole.",
+  },
+  [COLLECTIONS.binLocks]: { key: "unsharded", why: "One document per 6-digit prefix in use, as bins." },
+  [COLLECTIONS.merchants]: { key: "unsharded", why: "One document per merchantId." },
 };

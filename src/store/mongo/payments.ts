@@ -55,4 +55,12 @@ export class MongoPayments implements PaymentStore {
       async () => (await this.payments.findOne<PaymentRecord>({ paymentId }, this.ctx.read)) ?? undefined,
     );
   }
+
+  findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined> {
+    return this.ctx.run(
+      async () =>
+        (await this.payments.findOne<PaymentRecord>({ merchantId, transactionId }, this.ctx.read)) ??
+        undefined,
+    );
+  }
 }

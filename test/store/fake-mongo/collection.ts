@@ -1,4 +1,5 @@
-/* The fake's Collection and FindCursor: the driver methods the store uses, on mingo's query engine. */
+/* The fake's Collection and FindCursor: the driver methods the store uses, on mingo's query engine. Over
+ * 400 lines on purpose: one class per driver class, each method as the driver has it. */
 import {
   aggregate as mingoAggregate,
   update as mingoUpdate,
@@ -13,8 +14,9 @@ import {
   ObjectId,
 } from "mongodb";
 import { bsonCopy, compareValues, type Doc, keyOf, serverError, valueAt } from "./bson.js";
+import { CollectionRouter, isOperatorObject, uniqueIndexAllowed } from "./cluster.js";
 import type { FakeMongo, OperationOptions } from "./server.js";
-import { duplicateKey, type IndexSpec, indexKey, type Transaction } from "./storage.js";
+import { duplicateKey, type IndexSpec, indexKey, shardPart, type Transaction } from "./storage.js";
 
 type Filter = Record<string, unknown>;
 type Sort = Record<string, 1 | -1>;
@@ -45,8 +47,28 @@ export class FakeCollection {
     return bsonCopy(value, this.client.ignoreUndefined === true);
   }
 
-  private write(txn: Transaction | undefined, doc: Doc | null, id: unknown): void {
-    this.db.write(this.collectionName, txn, keyOf(id), doc);
+  /** The cluster's rules for this collection; undefined outside cluster mode. */
+  private get router(): CollectionRouter | undefined {
+    const options = this.server.cluster;
+    if (options === undefined) return undefined;
+    const [db, name] = [this.db, this.collectionName];
+    const view = {
+      options,
+      shardKey: db.collection(name).shardKey,
+      shardOfDoc: (doc: Doc) => db.shardOfDoc(name, doc),
+    };
+    return new CollectionRouter(view, name);
+  }
+
+  /** Where `doc` lives (see `CollectionData`). */
+  private locate(doc: Doc): string {
+    return this.db.locate(this.collectionName, doc);
+  }
+
+  /** Writes `doc` (null deletes) at `location`, the place of `placed` (the document before or after). */
+  private write(txn: Transaction | undefined, doc: Doc | null, location: string, placed: Doc): void {
+    this.router?.touched(txn, placed, true);
+    this.db.write(this.collectionName, txn, location, doc);
   }
 
   async insertOne(doc: Doc, options?: OperationOptions) {
@@ -54,10 +76,12 @@ export class FakeCollection {
     doc._id ??= new ObjectId();
     const stored = this.copy(doc);
     return this.exec(`insertOne ${this.collectionName}`, options, (txn) => {
-      if (this.db.view(this.collectionName, txn).has(keyOf(stored._id))) {
+      this.router?.inserting(txn, stored, options);
+      const location = this.locate(stored);
+      if (this.db.view(this.collectionName, txn).has(location)) {
         throw duplicateKey(this.db.collection(this.collectionName).indexes[0] as IndexSpec, stored);
       }
-      this.write(txn, stored, stored._id);
+      this.write(txn, stored, location, stored);
       return { acknowledged: true, insertedId: stored._id };
     });
   }
@@ -73,6 +97,7 @@ export class FakeCollection {
 
   async findOne(filter: Filter = {}, options?: OperationOptions) {
     return this.exec(`findOne ${this.collectionName}`, options, (txn) => {
+      this.router?.operation(txn, "read", filter, options);
       const found = this.select(txn, filter, options?.sort)[0];
       return found === undefined ? null : project(this.copy(found), options?.projection);
     });
@@ -87,6 +112,7 @@ export class FakeCollection {
         limit: spec.limit,
       });
       return this.exec(`find ${this.collectionName}`, options, (txn) => {
+        this.router?.operation(txn, "read", filter, options);
         let found = this.select(txn, filter, spec.sort);
         found = found.slice(spec.skip, spec.limit === 0 ? undefined : spec.skip + spec.limit);
         return found.map((doc) => project(this.copy(doc), spec.projection));
@@ -96,24 +122,29 @@ export class FakeCollection {
 
   async countDocuments(filter: Filter = {}, options?: OperationOptions) {
     return this.exec(`countDocuments ${this.collectionName}`, options, (txn) => {
+      this.router?.operation(txn, "read", filter, options);
       return this.select(txn, filter).length;
     });
   }
 
   aggregate(pipeline: Document[], options?: OperationOptions): FakeFindCursor {
+    // A cluster routes an aggregation by its first stage, when that is a `$match`.
+    const match = (pipeline[0]?.$match ?? {}) as Filter;
     return new FakeFindCursor(options, () =>
-      this.exec(`aggregate ${this.collectionName}`, options, (txn) =>
-        mingoAggregate(
+      this.exec(`aggregate ${this.collectionName}`, options, (txn) => {
+        this.router?.operation(txn, "read", match, options);
+        return mingoAggregate(
           this.docs(txn).map((doc) => this.copy(doc)),
           pipeline,
-        ).map((doc) => this.copy(doc)),
-      ),
+        ).map((doc) => this.copy(doc));
+      }),
     );
   }
 
   async updateOne(filter: Filter, update: Update, options?: OperationOptions) {
     checkUpdate(update);
     return this.exec(`updateOne ${this.collectionName}`, options, (txn) => {
+      this.router?.operation(txn, "singleWrite", filter, options);
       const { matched, modified, upsertedId } = this.updateFirst(txn, filter, update, options, false);
       return {
         acknowledged: true,
@@ -128,6 +159,8 @@ export class FakeCollection {
   async updateMany(filter: Filter, update: Update, options?: OperationOptions) {
     checkUpdate(update);
     return this.exec(`updateMany ${this.collectionName}`, options, (txn) => {
+      const router = this.router;
+      router?.operation(txn, "multiWrite", filter, options);
       const matches = this.select(txn, filter);
       // Like MongoDB's, not atomic as a whole: a failure part way leaves the earlier documents updated.
       const updated = matches.map((doc) => this.applied(doc, update, false, options));
@@ -135,7 +168,8 @@ export class FakeCollection {
       for (const [i, after] of updated.entries()) {
         const before = matches[i] as Doc;
         if (keyOf(after) === keyOf(before)) continue;
-        this.write(txn, after, before._id);
+        router?.updating(before, after);
+        this.write(txn, after, this.locate(before), before);
         modifiedCount++;
       }
       if (matches.length === 0 && options?.upsert === true) {
@@ -157,6 +191,7 @@ export class FakeCollection {
       throw new MongoInvalidArgumentError("Replacement document must not contain atomic operators");
     }
     return this.exec(`replaceOne ${this.collectionName}`, options, (txn) => {
+      this.router?.operation(txn, "singleWrite", filter, options);
       const { matched, modified, upsertedId } = this.updateFirst(txn, filter, replacement, options, true);
       return {
         acknowledged: true,
@@ -172,6 +207,7 @@ export class FakeCollection {
   async findOneAndUpdate(filter: Filter, update: Update, options?: OperationOptions) {
     checkUpdate(update);
     return this.exec(`findOneAndUpdate ${this.collectionName}`, options, (txn) => {
+      this.router?.operation(txn, "findAndModify", filter, options);
       const { matched, after } = this.updateFirst(txn, filter, update, options, false);
       const doc = options?.returnDocument === "after" ? after : matched;
       return doc === undefined ? null : project(this.copy(doc), options?.projection);
@@ -180,16 +216,18 @@ export class FakeCollection {
 
   async deleteOne(filter: Filter = {}, options?: OperationOptions) {
     return this.exec(`deleteOne ${this.collectionName}`, options, (txn) => {
+      this.router?.operation(txn, "singleWrite", filter, options);
       const found = this.select(txn, filter, options?.sort)[0];
-      if (found !== undefined) this.write(txn, null, found._id);
+      if (found !== undefined) this.write(txn, null, this.locate(found), found);
       return { acknowledged: true, deletedCount: found === undefined ? 0 : 1 };
     });
   }
 
   async deleteMany(filter: Filter = {}, options?: OperationOptions) {
     return this.exec(`deleteMany ${this.collectionName}`, options, (txn) => {
+      this.router?.operation(txn, "multiWrite", filter, options);
       const found = this.select(txn, filter);
-      for (const doc of found) this.write(txn, null, doc._id);
+      for (const doc of found) this.write(txn, null, this.locate(doc), doc);
       return { acknowledged: true, deletedCount: found.length };
     });
   }
@@ -235,13 +273,22 @@ export class FakeCollection {
         if (data.indexes.some((i) => keyOf(i.key) === keyOf(key))) {
           throw serverError(85, "IndexOptionsConflict", `An index with the keys of ${name} exists.`);
         }
+        if (spec.unique && data.shardKey !== undefined && !uniqueIndexAllowed(key, data.shardKey)) {
+          throw serverError(
+            67,
+            "CannotCreateIndex",
+            `cannot create unique index over ${JSON.stringify(key)} with shard key pattern ${JSON.stringify(data.shardKey)}`,
+          );
+        }
         if (spec.unique) {
+          // Each shard builds its own part of the index: duplicates on two shards go unnoticed.
           const seen = new Set<string>();
-          for (const doc of data.docs.values()) {
+          for (const [location, doc] of data.docs) {
             const entry = indexKey(spec, doc);
             if (entry === undefined) continue;
-            if (seen.has(entry)) throw duplicateKey(spec, doc);
-            seen.add(entry);
+            const onShard = `${shardPart(location) ?? ""}|${entry}`;
+            if (seen.has(onShard)) throw duplicateKey(spec, doc);
+            seen.add(onShard);
           }
         }
         data.indexes.push(spec);
@@ -262,6 +309,8 @@ export class FakeCollection {
   private select(txn: Transaction | undefined, filter: Filter, sort?: Sort): Doc[] {
     const query = new Query(filter, {});
     const found = this.docs(txn).filter((doc) => query.test(doc));
+    const router = txn === undefined ? undefined : this.router;
+    for (const doc of router === undefined ? [] : found) router?.touched(txn, doc, false);
     return sort === undefined ? found : found.sort(comparator(sort));
   }
 
@@ -288,8 +337,9 @@ export class FakeCollection {
           "Performing an update would modify the immutable field '_id'.",
         );
       }
+      this.router?.updating(matched, after);
       const modified = keyOf(after) !== keyOf(matched);
-      if (modified) this.write(txn, after, matched._id);
+      if (modified) this.write(txn, after, this.locate(matched), matched);
       return { matched, after: modified ? after : matched, modified };
     }
     if (options?.upsert !== true) return { modified: false };
@@ -302,7 +352,8 @@ export class FakeCollection {
       ? this.copy({ ...base, ...(update as Doc) })
       : this.applied(base, update, true, options);
     if (inserted._id === undefined) inserted = { _id: base._id ?? new ObjectId(), ...inserted };
-    this.write(txn, inserted, inserted._id);
+    this.router?.inserting(txn, inserted, options);
+    this.write(txn, inserted, this.locate(inserted), inserted);
     return { after: inserted, modified: false, upsertedId: inserted._id };
   }
 
@@ -406,14 +457,6 @@ function project(doc: Doc, projection: Document | undefined): Doc {
   if (projection._id !== 0 && doc._id !== undefined) out._id = doc._id;
   for (const [field, value] of entries) if (value === 1 && field in doc) out[field] = doc[field];
   return out;
-}
-
-function isOperatorObject(value: unknown): boolean {
-  if (typeof value !== "object" || value === null || value instanceof Date || value instanceof ObjectId) {
-    return false;
-  }
-  const keys = Object.keys(value);
-  return keys.length > 0 && keys.every((key) => key.startsWith("$"));
 }
 
 /** The driver refuses an update document without operators before sending it. */

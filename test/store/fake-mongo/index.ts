@@ -1,2 +1,8 @@
 export { keyOf } from "./bson.js";
+export {
+  type ClusterDeclarations,
+  ClusterPolicyError,
+  type ShardKeyPattern,
+  type TransactionRecord,
+} from "./cluster.js";
 export { FakeMongo, type FakeMongoOptions, type RecordedQuery } from "./server.js";

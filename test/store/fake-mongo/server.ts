@@ -16,9 +16,34 @@
  * A new collection needs nothing here: collections appear on first use, and unique indexes come from
  * the adapter's own `createIndexes` (its `INDEXES` table) as on a real server.
  *
+ * Cluster mode (`cluster: {shards, declarations}`) makes it a sharded cluster seen through mongos:
+ * - `shardCollection` (a method, or the admin command) with a ranged or one-field hashed key, refused as
+ *   MongoDB refuses it: a unique index that does not start with a ranged key, `unique` with a hashed
+ *   key, no supporting index on a collection with documents. On an empty collection it creates the key's
+ *   index under the default name (`panHash_1_id_1`), unique when asked, as MongoDB does.
+ * - Placement: a document lives on the shard its whole shard key value hashes to, for ranged keys too:
+ *   the worst a balancer can do, since any two key values may sit in different chunks. Unsharded
+ *   collections live on the primary shard. Uniqueness is per shard, `_id` included, so a unique rule
+ *   the key does not carry lets duplicates in, as on a cluster; and `createIndexes` refuses a unique
+ *   index a sharded collection cannot enforce (code 67), as MongoDB does.
+ * - Routing, as mongos routes (strict: every server version since 4.4 accepts what the fake accepts):
+ *   an upsert or a findOneAndUpdate needs equality on the whole shard key (code 61); an updateOne,
+ *   replaceOne or deleteOne needs the whole key, or `_id` equality (a broadcast); an update may not
+ *   change a document's shard key (code 66). A query that pins no prefix of a ranged key, or not the
+ *   hashed field, goes to every shard: allowed only when its `comment` names a declared scatter-gather
+ *   of that collection (`{ scatterGather: id }`), else a `ClusterPolicyError`. Stricter than MongoDB on
+ *   purpose: a document missing a shard key field is refused (MongoDB would file it under null).
+ * - Transactions: every operation in one names a declared transaction (`comment: { transaction: id }`),
+ *   and the transaction fails once it reaches more shards than declared, counted as distinct shard key
+ *   values (or prefixes) read or written plus one for the primary shard: the worst case whatever the
+ *   placement. Committed ones are listed in `transactions`.
+ *
  * What it CANNOT prove, and only a run against a real server (MONGODB_URI) can:
  * - transactions under real contention and isolation: the fake runs one operation at a time, locks
- *   whole documents, and does not model the storage engine, retries inside the server, or sharding;
+ *   whole documents, and does not model the storage engine or retries inside the server;
+ * - a real cluster: chunk splits, migrations and the balancer, mongos caching stale routing tables,
+ *   two-phase commit across shards, and writes without a shard key (MongoDB 7.1+), which the fake
+ *   refuses rather than models;
  * - TTL deletion (indexes with `expireAfterSeconds` are recorded, nothing is ever deleted);
  * - time limits: `maxTimeMS`, socket and server-selection timeouts are checked for presence, never
  *   enforced; a slow server is not simulated (an outage fails fast);
@@ -38,6 +63,7 @@ import {
   type TransactionOptions,
 } from "mongodb";
 import { seededRandom, serverError } from "./bson.js";
+import type { ClusterOptions, ShardKeyPattern, TransactionRecord } from "./cluster.js";
 import { FakeCollection } from "./collection.js";
 import { Database, LockBusy, Transaction } from "./storage.js";
 
@@ -52,6 +78,8 @@ export interface OperationOptions {
   upsert?: boolean;
   returnDocument?: "before" | "after";
   arrayFilters?: Record<string, unknown>[];
+  /** Any value; in cluster mode, the declaration the operation names (see above). */
+  comment?: unknown;
   [option: string]: unknown;
 }
 
@@ -61,6 +89,8 @@ export interface FakeMongoOptions {
   seed?: number;
   /** Largest latency of one operation in milliseconds (uniform from 0). Default 3. */
   maxLatencyMs?: number;
+  /** Makes the fake a sharded cluster (a mongos): see the header of this file. Default: a replica set. */
+  cluster?: ClusterOptions;
 }
 
 /** A find the adapter issued, for checks on query shapes (e.g. that an index serves a sorted page). */
@@ -95,9 +125,32 @@ export class FakeMongo {
     client: MongoClientOptions | undefined;
   }> = [];
 
+  /** Cluster mode's options (default shard count filled in); undefined for a replica set. */
+  readonly cluster: Required<ClusterOptions> | undefined;
+  /** Cluster mode: every committed transaction, with what it touched. */
+  readonly transactions: TransactionRecord[] = [];
+
   constructor(options: FakeMongoOptions = {}) {
     this.random = seededRandom(options.seed ?? 1);
     this.maxLatencyMs = options.maxLatencyMs ?? 3;
+    if (options.cluster !== undefined) {
+      const shards = options.cluster.shards ?? 4;
+      if (!Number.isInteger(shards) || shards < 1) throw new RangeError("shards must be a positive integer");
+      this.cluster = { shards, declarations: options.cluster.declarations };
+    }
+  }
+
+  /**
+   * The operator's `sh.shardCollection(ns, key, unique)` (also reachable as the admin command). Only in
+   * cluster mode: a replica set does not know the command.
+   */
+  async shardCollection(ns: string, key: ShardKeyPattern, options: { unique?: boolean } = {}): Promise<void> {
+    await this.reach();
+    if (this.cluster === undefined)
+      throw serverError(59, "CommandNotFound", "no such command: 'shardCollection'");
+    const dot = ns.indexOf(".");
+    if (dot < 1) throw serverError(73, "InvalidNamespace", `Invalid namespace ${ns}.`);
+    this.database(ns.slice(0, dot)).shardCollection(ns.slice(dot + 1), key, options.unique === true);
   }
 
   /** The adapter's `createClient` seam: a client of this fake server. */
@@ -123,7 +176,7 @@ export class FakeMongo {
   database(name: string): Database {
     let db = this.databases.get(name);
     if (db === undefined) {
-      db = new Database();
+      db = new Database(this.cluster?.shards);
       this.databases.set(name, db);
     }
     return db;
@@ -226,13 +279,25 @@ class FakeDb {
     return collection;
   }
 
-  /** Only `ping` is known. The time limit may be in the command (`maxTimeMS`) or in the options. */
+  /**
+   * `ping`, and on a cluster's `admin` database `enableSharding` and `shardCollection`. The time limit
+   * may be in the command (`maxTimeMS`) or in the options.
+   */
   async command(command: Record<string, unknown>, options?: OperationOptions): Promise<{ ok: 1 }> {
     if (this.isClosed()) throw new MongoTopologyClosedError();
     const maxTimeMS = (command.maxTimeMS as number | undefined) ?? options?.maxTimeMS;
     const name = Object.keys(command)[0] ?? "";
+    const admin = this.databaseName === "admin" && this.server.cluster !== undefined;
+    if (admin && name === "shardCollection") {
+      await this.server.shardCollection(String(command.shardCollection), command.key as ShardKeyPattern, {
+        unique: command.unique === true,
+      });
+      return { ok: 1 };
+    }
     const work = () => {
-      if (name !== "ping") throw serverError(59, "CommandNotFound", `no such command: '${name}'`);
+      if (name !== "ping" && !(admin && name === "enableSharding")) {
+        throw serverError(59, "CommandNotFound", `no such command: '${name}'`);
+      }
       return { ok: 1 as const };
     };
     return this.server.run(`command ${name}`, { ...options, maxTimeMS }, work, undefined, this.client);
@@ -283,6 +348,13 @@ export class FakeSession {
       throw err;
     }
     this.db?.commit(txn);
+    if (txn.declared !== undefined) {
+      this.server.transactions.push({
+        name: txn.declared,
+        targets: txn.targets.size,
+        shards: txn.shards.size,
+      });
+    }
     this.txn = undefined;
   }
 

@@ -3,21 +3,43 @@
 import type { Query } from "mingo";
 import type { IndexDescription } from "mongodb";
 import { type Doc, keyOf, serverError, valueAt } from "./bson.js";
+import {
+  ClusterPolicyError,
+  checkPattern,
+  isHashed,
+  keyValues,
+  type ShardKeyPattern,
+  shardOf,
+  uniqueIndexAllowed,
+} from "./cluster.js";
 
 /** An index as the fake keeps it. Only `unique` (with `partialFilterExpression`) is enforced. */
 export interface IndexSpec {
   name: string;
-  key: Record<string, number>;
+  /** Fields and their order (1, -1), or "hashed". */
+  key: Record<string, number | string>;
   unique: boolean;
   partial: Query | undefined;
   description: IndexDescription;
 }
 
-/** One collection: committed documents by `_id` key (insertion order), indexes, and write locks. */
+/**
+ * One collection: committed documents by location (insertion order), indexes, and write locks. A
+ * location is the `_id` key, preceded by the shard for a sharded collection: two documents with one
+ * `_id` can then live on two shards, as on a cluster whose shard key is not `_id`.
+ */
 export class CollectionData {
   readonly docs = new Map<string, Doc>();
+  /** Set once the collection is sharded (`shardCollection`). */
+  shardKey: ShardKeyPattern | undefined;
   readonly indexes: IndexSpec[] = [
-    { name: "_id_", key: { _id: 1 }, unique: true, partial: undefined, description: { key: { _id: 1 } } },
+    {
+      name: "_id_",
+      key: { _id: 1 },
+      unique: true,
+      partial: undefined,
+      description: { key: { _id: 1 }, name: "_id_" },
+    },
   ];
   /** `_id` keys with an uncommitted write, and the transaction that holds each. */
   readonly locks = new Map<string, Transaction>();
@@ -45,11 +67,99 @@ export class Transaction {
   snapshot: Map<string, Map<string, Doc>> | undefined;
   readonly writes = new Map<string, Map<string, Doc | null>>();
   readonly held: Array<{ data: CollectionData; key: string; unique: boolean }> = [];
+  /** Cluster mode: the declaration its operations name, and what they touched (see `TransactionRecord`). */
+  declared: string | undefined;
+  readonly targets = new Set<string>();
+  readonly shards = new Set<number>();
 }
 
-/** One database of the fake server. */
+/** The shard of a location (see {@link CollectionData}); undefined for an unsharded collection's. */
+export function shardPart(location: string): string | undefined {
+  // `#` never starts a JSON text, so an unsharded location (a bare `_id` key) never looks like one.
+  return location.startsWith("#") ? location.slice(0, location.indexOf("|")) : undefined;
+}
+
+/** One database of the fake server. `shards` is 1 outside cluster mode. */
 export class Database {
   readonly collections = new Map<string, CollectionData>();
+
+  constructor(readonly shards = 1) {}
+
+  /** Where `doc` lives in collection `name`: its `_id` key, after its shard when the collection is sharded. */
+  locate(name: string, doc: Doc): string {
+    const key = this.collection(name).shardKey;
+    const id = keyOf(doc._id);
+    return key === undefined ? id : `#${shardOf(keyValues(key, doc), this.shards)}|${id}`;
+  }
+
+  /** The shard a document of `name` lives on; unsharded collections live on the primary shard, 0. */
+  shardOfDoc(name: string, doc: Doc): number {
+    const key = this.collection(name).shardKey;
+    return key === undefined ? 0 : shardOf(keyValues(key, doc), this.shards);
+  }
+
+  /**
+   * `shardCollection` as MongoDB does it: refused when a unique index (other than `_id`) does not start
+   * with a ranged key, when `unique` is asked of a hashed key, or when no index supports the key on a
+   * collection with documents; on an empty one, it creates the key's index (default name, unique when
+   * asked). Then the documents move to their shards. Sharding again with the same key is a no-op.
+   */
+  shardCollection(name: string, key: ShardKeyPattern, unique: boolean): void {
+    checkPattern(key);
+    const data = this.collection(name);
+    const pattern = JSON.stringify(key);
+    if (data.shardKey !== undefined) {
+      if (keyOf(data.shardKey) === keyOf(key)) return;
+      throw serverError(
+        20,
+        "AlreadyInitialized",
+        `${name} is already sharded by ${JSON.stringify(data.shardKey)}.`,
+      );
+    }
+    if (unique && isHashed(key)) throw serverError(2, "BadValue", "A hashed shard key cannot be unique.");
+    for (const index of data.indexes) {
+      if (!index.unique || index.name === "_id_" || uniqueIndexAllowed(index.key, key)) continue;
+      throw serverError(
+        72,
+        "InvalidOptions",
+        `can't shard collection ${name} with unique index ${index.name} ${JSON.stringify(index.key)} and proposed shard key ${pattern}: uniqueness can't be maintained unless the shard key is a prefix`,
+      );
+    }
+    const supporting = data.indexes.find((index) =>
+      Object.entries(key).every(
+        ([field, kind], i) => Object.entries(index.key)[i]?.join() === [field, kind].join(),
+      ),
+    );
+    if (supporting === undefined) {
+      if (data.docs.size > 0) {
+        throw serverError(
+          72,
+          "InvalidOptions",
+          `Please create an index that starts with the shard key ${pattern} before sharding ${name}.`,
+        );
+      }
+      const indexName = Object.entries(key)
+        .map(([field, kind]) => `${field}_${kind}`)
+        .join("_");
+      const description = { key, name: indexName, ...(unique ? { unique: true } : {}) };
+      data.indexes.push({ name: indexName, key, unique, partial: undefined, description });
+    } else if (unique && !(supporting.unique && keyOf(supporting.key) === keyOf(key))) {
+      throw serverError(
+        72,
+        "InvalidOptions",
+        `The index supporting ${pattern} on ${name} is not unique on the shard key alone.`,
+      );
+    }
+    if (data.locks.size > 0 || data.uniqueLocks.size > 0) {
+      throw new ClusterPolicyError(
+        "fake MongoDB: shardCollection while a transaction writes to the collection",
+      );
+    }
+    data.shardKey = key;
+    const docs = [...data.docs.values()];
+    data.docs.clear();
+    for (const doc of docs) data.docs.set(this.locate(name, doc), doc);
+  }
 
   collection(name: string): CollectionData {
     let data = this.collections.get(name);
@@ -74,7 +184,7 @@ export class Database {
   }
 
   /**
-   * Writes `after` (null deletes) under `_id` key `id`, after the checks MongoDB makes: unique indexes
+   * Writes `after` (null deletes) at location `id` (see {@link CollectionData}), after the checks MongoDB makes: unique indexes
    * (code 11000), and, inside a transaction, conflicts with other writers. Throws before changing
    * anything, so a failed write leaves no trace.
    */
@@ -122,10 +232,15 @@ export class Database {
     const keys: string[] = [];
     for (const index of data.indexes) {
       if (!index.unique || index.name === "_id_") continue;
-      const key = indexKey(index, doc);
-      if (key === undefined) continue;
+      const entry = indexKey(index, doc);
+      if (entry === undefined) continue;
+      // A shard checks only its own documents: a unique index is per shard on a cluster.
+      const shard = shardPart(id);
+      const key = shard === undefined ? entry : `${shard}|${entry}`;
       for (const [otherId, other] of view) {
-        if (otherId !== id && indexKey(index, other) === key) throw duplicateKey(index, doc);
+        if (otherId !== id && shardPart(otherId) === shard && indexKey(index, other) === entry) {
+          throw duplicateKey(index, doc);
+        }
       }
       const holder = data.uniqueLocks.get(key);
       if (holder !== undefined && holder !== txn) {
@@ -135,7 +250,8 @@ export class Database {
       if (txn !== undefined) {
         // Committed after this transaction's snapshot: MongoDB reports a conflict, and a retry sees it.
         for (const [otherId, other] of data.docs) {
-          if (otherId !== id && !view.has(otherId) && indexKey(index, other) === key) throw writeConflict();
+          if (otherId === id || view.has(otherId) || shardPart(otherId) !== shard) continue;
+          if (indexKey(index, other) === entry) throw writeConflict();
         }
       }
       keys.push(key);

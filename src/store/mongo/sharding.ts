@@ -1,0 +1,88 @@
+import { COLLECTIONS, type CollectionName } from "./indexes.js";
+
+/**
+ * How the store's queries and transactions use a sharded cluster (SPEC section 23), declared in one
+ * place beside the shard keys (`SHARD_KEYS` in `indexes.ts`).
+ *
+ * An operation names its declaration in the driver's `comment` option, which the server also writes
+ * to its slow-query log, its profiler and `currentOp`, so an operator sees why a query went to every
+ * shard. The cluster mode of the test fake (test/store/fake-mongo/) reads these tables: it fails any
+ * query on a sharded collection that names neither the shard key nor a declaration of that
+ * collection, any transaction that names no declaration, and any transaction that reaches more shards
+ * than declared (counted as distinct shard key values, plus one for the unsharded collections).
+ */
+
+/** A query that goes to every shard of its collection, and why that is acceptable. */
+export interface ScatterGatherDeclaration {
+  collection: CollectionName;
+  reason: string;
+}
+
+/** Queries on sharded collections that name no shard key, by id. */
+export const SCATTER_GATHER = {
+  "receipts.findByTransaction": {
+    collection: COLLECTIONS.receipts,
+    reason:
+      "A merchant reads its own receipt by transactionId, without naming the card the receipt is placed " +
+      "by; rare (a merchant re-reading one receipt), one probe of the findByTransaction index per shard.",
+  },
+  "receipts.countEscrowed": {
+    collection: COLLECTIONS.receipts,
+    reason:
+      "An operator counts the escrow of every card (GET /admin/v1/escrow), on the partial escrow index.",
+  },
+  "payments.findById": {
+    collection: COLLECTIONS.payments,
+    reason:
+      "A payment by paymentId alone, for operators and tests; no request of the API reads one today. " +
+      "One probe of the paymentId index per shard.",
+  },
+  "audit.list": {
+    collection: COLLECTIONS.audit,
+    reason:
+      "Audit reads (an operator, an issuer's own events) are rare, and audit is spread by a hashed _id so " +
+      "that its writes, on every grant and decrypt, reach every shard evenly.",
+  },
+} as const satisfies Record<string, ScatterGatherDeclaration>;
+
+/** A transaction and the most shards it may reach on a cluster. */
+export interface TransactionDeclaration {
+  maxShards: number;
+  /** What it writes, and so why that many. */
+  touches: string;
+}
+
+/** The store's transactions, by id. */
+export const TRANSACTIONS = {
+  "receipts.insert": {
+    maxShards: 2,
+    touches: "the receipt (by card) and its claim (by merchantId and receiptId)",
+  },
+  "payments.createWithReceipt": {
+    maxShards: 3,
+    touches:
+      "the payment (by merchantId and transactionId), its receipt (by card) and the receipt's claim; " +
+      "an outbox event would be the fourth (SPEC section 23 allows four)",
+  },
+  "users.register": {
+    maxShards: 1,
+    touches: "users and keys, both unsharded: the primary shard only",
+  },
+  "bins.set": {
+    maxShards: 1,
+    touches: "bins and binLocks, both unsharded: the primary shard only",
+  },
+} as const satisfies Record<string, TransactionDeclaration>;
+
+export type ScatterGatherId = keyof typeof SCATTER_GATHER;
+export type TransactionId = keyof typeof TRANSACTIONS;
+
+/** The `comment` option of a declared scatter-gather query. */
+export function scatterGather(id: ScatterGatherId): { comment: { scatterGather: ScatterGatherId } } {
+  return { comment: { scatterGather: id } };
+}
+
+/** The `comment` option of every operation of a declared transaction. */
+export function inTransaction(id: TransactionId): { comment: { transaction: TransactionId } } {
+  return { comment: { transaction: id } };
+}
