@@ -152,9 +152,15 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
   [COLLECTIONS.audit]: {
     key: { _id: "hashed" },
     why:
-      "Appended on every grant and decrypt, with growing ObjectIds: a hashed `_id` spreads the inserts " +
-      "over every shard. No unique rule. Reads (operators, an issuer's own audit) are rare and declared " +
-      "scatter-gather.",
+      "Appended on every grant, decrypt and key change, each event numbered by the `counters` document " +
+      "(its `_id`, growing): a hashed `_id` spreads the inserts over every shard, and `_id` is unique " +
+      "whatever the key. Reads (operators, an issuer's own audit) are rare and declared scatter-gather.",
+  },
+  [COLLECTIONS.counters]: {
+    key: "unsharded",
+    why:
+      "Two small documents: the number of the last audit event (one `$inc` per event) and the number " +
+      "below which readers have seen every event.",
   },
   [COLLECTIONS.users]: {
     key: "unsharded",
