@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
 import { invalidRequest, Violations } from "../errors.js";
+import { isRfc3339 } from "../proto-scalars.js";
 import {
   AUDIT_PAGE_MAX,
   type AuditEvent,
@@ -53,10 +54,9 @@ function checkPageInput(input: AuditPageInput, sizeField = "pageSize"): { after?
   const v = new Violations();
   let after: Date | undefined;
   if (input.after !== "") {
-    after = new Date(input.after);
-    if (!/^\d{4}-\d{2}-\d{2}T/.test(input.after) || Number.isNaN(after.getTime())) {
-      v.add("after", "must be an RFC 3339 time, e.g. 2026-11-25T10:00:00Z");
-    }
+    // A real instant only: Date would read 2026-02-30 as 2 March.
+    if (isRfc3339(input.after)) after = new Date(input.after);
+    else v.add("after", "must be an RFC 3339 time, e.g. 2026-11-25T10:00:00Z");
   }
   if (!Number.isInteger(input.pageSize) || input.pageSize < 0 || input.pageSize > AUDIT_PAGE.max) {
     v.add(sizeField, `must be a whole number from 1 to ${AUDIT_PAGE.max}`);

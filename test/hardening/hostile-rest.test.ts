@@ -297,6 +297,7 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
       "pageSize=1&pageSize=2",
       "after=yesterday",
       "after=2026-13-45T99:00:00Z",
+      "after=2026-02-30T00:00:00Z",
       "pageToken=!!!",
       `pageToken=${Buffer.from("a12").toString("base64url")}`,
       `pageToken=${"A".repeat(300)}`,
