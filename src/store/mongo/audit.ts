@@ -11,6 +11,7 @@ import {
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
+import { scatterGather } from "./sharding.js";
 
 /**
  * The audit log in `audit`, numbered so that a reader that pages through it never skips an event.
@@ -61,7 +62,7 @@ export class MongoAudit implements AuditStore {
     if (query.after !== undefined) filter.at = { $gt: query.after };
     return this.ctx.run(() =>
       this.collection
-        .find<AuditEvent>(filter, this.ctx.read)
+        .find<AuditEvent>(filter, { ...this.ctx.read, ...SCATTER })
         .sort({ at: -1, _id: -1 })
         .limit(limit)
         .toArray(),
@@ -78,7 +79,7 @@ export class MongoAudit implements AuditStore {
       if (query.tenantId !== undefined) filter.tenantId = query.tenantId;
       const max = Math.min(Math.max(1, limit), AUDIT_PAGE_MAX);
       const docs = await this.collection
-        .find<AuditDoc>(filter, this.ctx.limit)
+        .find<AuditDoc>(filter, { ...this.ctx.limit, ...SCATTER })
         .sort({ _id: 1 })
         .limit(max)
         .toArray();
@@ -101,7 +102,7 @@ export class MongoAudit implements AuditStore {
   /** The number before the first event written after `after`, else `stable`. */
   private async startAfter(after: Date, stable: number): Promise<number> {
     const [first] = await this.collection
-      .find<AuditDoc>({ at: { $gt: after }, hole: { $exists: false } }, this.ctx.limit)
+      .find<AuditDoc>({ at: { $gt: after }, hole: { $exists: false } }, { ...this.ctx.limit, ...SCATTER })
       .sort({ at: 1, _id: 1 })
       .limit(1)
       .toArray();
@@ -125,7 +126,7 @@ export class MongoAudit implements AuditStore {
         await this.collection
           .find<{ _id: number }>(
             { _id: { $gt: stable, $lte: upTo } },
-            { ...this.ctx.limit, projection: { _id: 1 } },
+            { ...this.ctx.limit, ...SCATTER, projection: { _id: 1 } },
           )
           .toArray()
       ).map((doc) => doc._id),
@@ -160,6 +161,9 @@ export class MongoAudit implements AuditStore {
     return doc?.seq ?? 0;
   }
 }
+
+/** Reads of audit that name no whole `_id` (its hashed shard key) go to every shard: declared. */
+const SCATTER = scatterGather("audit.list");
 
 /** The counter of event numbers, and the stable number readers have reached. */
 const COUNTER = "audit";

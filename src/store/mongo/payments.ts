@@ -2,6 +2,8 @@ import type { CreatePaymentOutcome, PaymentRecord, PaymentStore, ReceiptRecord }
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
+import { deleteReceiptIn, insertReceiptIn } from "./receipts.js";
+import { scatterGather } from "./sharding.js";
 
 /** Payments in the `payments` collection; unique `paymentId` and `(merchantId, transactionId)`. */
 export class MongoPayments implements PaymentStore {
@@ -12,20 +14,19 @@ export class MongoPayments implements PaymentStore {
   }
 
   /**
-   * Inserts the payment, then its receipt, in one transaction: if either insert fails, neither is
-   * kept. Which insert hit a unique index tells the outcome, checked in the same order as the memory
-   * store (the transaction first).
+   * Inserts the payment, then its receipt with its claim, in one transaction: if an insert fails,
+   * nothing is kept. Which insert hit a unique index tells the outcome, checked in the same order as
+   * the memory store (the transaction first).
    */
   createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome> {
-    const receipts = this.ctx.collection<ReceiptRecord>(COLLECTIONS.receipts);
     return this.ctx.run(async () => {
       let inserting: "payment" | "receipt" = "payment";
       try {
-        await this.ctx.transaction(async (session) => {
+        await this.ctx.transaction("payments.createWithReceipt", async (session) => {
           inserting = "payment";
           await this.payments.insertOne({ ...payment }, this.ctx.writeIn(session));
           inserting = "receipt";
-          await receipts.insertOne({ ...receipt }, this.ctx.writeIn(session));
+          await insertReceiptIn(this.ctx, session, receipt);
         });
         return { kind: "created" };
       } catch (err) {
@@ -35,16 +36,15 @@ export class MongoPayments implements PaymentStore {
     });
   }
 
-  /** The payment and its receipt go together, in one transaction. */
+  /** The payment, its receipt and the receipt's claim go together, in one transaction. */
   deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean> {
-    const receipts = this.ctx.collection<ReceiptRecord>(COLLECTIONS.receipts);
     return this.ctx.run(() =>
-      this.ctx.transaction(async (session) => {
+      this.ctx.transaction("payments.deleteByPreviousOwner", async (session) => {
         const filter = { merchantId, transactionId, merchantTenantId: { $ne: ownerTenantId } };
         const payment = await this.payments.findOne<PaymentRecord>(filter, this.ctx.readIn(session));
         if (payment === null) return false;
-        await this.payments.deleteOne({ paymentId: payment.paymentId }, this.ctx.writeIn(session));
-        await receipts.deleteOne({ paymentId: payment.paymentId }, this.ctx.writeIn(session));
+        await this.payments.deleteOne({ merchantId, transactionId }, this.ctx.writeIn(session));
+        await deleteReceiptIn(this.ctx, session, { merchantId, receiptId: payment.receiptId }, ownerTenantId);
         return true;
       }),
     );
@@ -52,7 +52,11 @@ export class MongoPayments implements PaymentStore {
 
   findById(paymentId: string): Promise<PaymentRecord | undefined> {
     return this.ctx.run(
-      async () => (await this.payments.findOne<PaymentRecord>({ paymentId }, this.ctx.read)) ?? undefined,
+      async () =>
+        (await this.payments.findOne<PaymentRecord>(
+          { paymentId },
+          { ...this.ctx.read, ...scatterGather("payments.findById") },
+        )) ?? undefined,
     );
   }
 
