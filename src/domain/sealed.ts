@@ -28,9 +28,8 @@ export interface SealedInput extends CardRef, ReceiptIdentityInput {
  * Validates a merchant-sealed receipt and builds its record (not yet stored): every field problem at
  * once (`invalid_request`), then the recipient: a bundle naming another key than the card routes to
  * now is `conflict` ("look it up again"). Writes nothing: the caller claims the merchantId (section
- * 18) just before it stores the record. `prefix` is where
- * the sealed parts, `version` and `receiptId` sit in the request, for error messages: "" for
- * /receipts/sealed, "sealedReceipt." for a payment.
+ * 18) just before it stores the record. `prefix` is where the sealed parts, `version` and `receiptId`
+ * sit in the request, for error messages: "" for /receipts/sealed, "sealedReceipt." for a payment.
  */
 export async function prepareSealed(
   deps: DomainDeps,
