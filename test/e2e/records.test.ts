@@ -418,6 +418,36 @@ describe("ownership and records (issue 31), over a running server", () => {
     });
   });
 
+  it("answers the new routes by role as written here by hand, not as the role table says", async () => {
+    const signing = await post(svc, "/api/v1/receipts/signing-keys", k.shop1, {
+      merchantId: "shop1-roles",
+      publicKey: generateKeyPairSync("ed25519")
+        .publicKey.export({ format: "der", type: "spki" })
+        .toString("base64"),
+    });
+    expect(signing.status).toBe(200);
+    const mk = signing.body.data.merchantKeyId as string;
+    // [method, path, issuer, merchant (shop-2, not the owner), merchant (shop-1, the owner)]
+    const matrix: Array<[string, string, number, number, number]> = [
+      ["GET", "/api/v1/audit", 200, 403, 403],
+      ["GET", "/api/v1/issuers/escrow-keys", 200, 403, 403],
+      ["DELETE", "/api/v1/issuers/escrow-keys/iek_nope", 404, 403, 403],
+      ["GET", "/api/v1/merchants/shop1-roles/signing-keys", 200, 403, 200],
+      ["GET", "/api/v1/merchants/never-used-mid/signing-keys", 404, 404, 404],
+      ["DELETE", `/api/v1/merchants/shop1-roles/signing-keys/mk_nope`, 403, 403, 404],
+      ["DELETE", `/api/v1/merchants/shop1-roles/signing-keys/${mk}`, 403, 403, 200],
+    ];
+    for (const [method, path, issuer, other, owner] of matrix) {
+      const answers = [
+        (await call(svc, method, path, k.bankA)).status,
+        (await call(svc, method, path, k.shop2)).status,
+        (await call(svc, method, path, k.shop1)).status,
+        (await call(svc, method, path, "rk_dev_notakey")).status,
+      ];
+      expect(answers, `${method} ${path}`).toEqual([issuer, other, owner, 401]);
+    }
+  });
+
   it("after a reassignment the rightful owner uses every receipt and transaction id the squatter took", async () => {
     const mid = "m-rightful";
     const pan = hashPan("4000000000000119");
