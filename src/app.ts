@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
@@ -10,6 +11,7 @@ import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
 import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
+import { BackgroundTasks } from "./domain/background.js";
 import type { DomainDeps } from "./domain/deps.js";
 import { useFastPaths } from "./fast/index.js";
 import { registerAdminRoutes } from "./http/admin.js";
@@ -78,6 +80,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     pepper: config.hashedPanPepper,
     grantTtlSeconds: config.grantTtlSeconds,
     escrowRetentionDays: config.escrowRetentionDays,
+    escrow: config.escrow,
+    background: new BackgroundTasks(logger),
     pool,
     escrowKeys: pool.escrowKeys,
   };
@@ -116,6 +120,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     domain,
     async close() {
       await server.close();
+      // Background releases get the shutdown's grace too; what they leave stays escrowed for the next
+      // registration of its card.
+      await Promise.race([
+        domain.background.idle(),
+        sleep(deps.shutdownGraceMs ?? 10_000, undefined, { ref: false }),
+      ]);
       await pool.close();
       await store.close();
     },

@@ -5,6 +5,7 @@ import { randomId } from "../ids.js";
 import type { ApiKeyRecord, IssuerEscrowKeyRecord, ReceiptPage } from "../store/types.js";
 import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
+import { keepIfKeyLives } from "./erasure.js";
 import { ISSUER_ESCROW_KEY_PREFIX } from "./escrow.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkKeyBundle } from "./key-bundles.js";
@@ -210,8 +211,11 @@ export async function releaseByIssuer(
       { userId: user.userId, issuerTenantId: user.tenantId, keyBundle: bundle },
       receipt.escrowKeyId,
     );
-    if (ok) released += 1;
-    else fail("not_escrowed");
+    if (!ok) fail("not_escrowed");
+    // An erasure of the user that took its key meanwhile takes the receipt too.
+    else if (await keepIfKeyLives(deps, { ...receipt, userId: user.userId, keyBundle: bundle }))
+      released += 1;
+    else fail("not_found");
   }
   await deps.store.audit.append({
     at: deps.clock.now(),

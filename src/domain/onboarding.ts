@@ -5,7 +5,7 @@ import { isUuidV4, randomId, uuid } from "../ids.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, RegisterOutcome } from "../store/types.js";
 import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
-import { type ReleaseCounts, releaseEscrow } from "./escrow.js";
+import { type ReleaseCounts, type ReleaseTarget, releaseEscrow } from "./escrow.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkCardBin, checkHashedPan, panHashOf } from "./pan.js";
 import { cardBinOwner, sealingKeyOf } from "./routing.js";
@@ -65,8 +65,12 @@ export interface Registration {
   keyId: string;
   status: "active";
   registeredAt: Date;
+  /** Escrowed receipts this call released (at most `escrow.releasePerCall`). */
   releasedReceipts: number;
+  /** Escrowed receipts this call looked at that stay escrowed. */
   heldReceipts: number;
+  /** True when the card had more escrow than one call releases: the rest is released after it answered. */
+  releasePending: boolean;
   algorithm: KeyAlgorithm;
   /** This registration, inside the caller's own BIN, took the card from another issuer's user. */
   superseded: boolean;
@@ -164,7 +168,11 @@ export async function register(
   }
   await auditRegistration(deps, principal, outcome, { cardBin: cardBin ?? "", now, caller });
 
-  const counts = await releaseAfterRegistration(deps, panHash, outcome, caller);
+  const counts = await releaseFirstPage(
+    deps,
+    { panHash, user: outcome.user, key: sealingKeyOf(outcome.key) },
+    caller,
+  );
   return {
     userId: outcome.user.userId,
     keyId,
@@ -172,6 +180,7 @@ export async function register(
     registeredAt: outcome.key.registeredAt ?? now,
     releasedReceipts: counts.released,
     heldReceipts: counts.held,
+    releasePending: counts.nextCursor !== undefined,
     algorithm,
     superseded: outcome.kind === "superseded",
   };
@@ -179,25 +188,6 @@ export async function register(
 
 /** A registration the store made (or found unchanged). */
 type Registered = Exclude<RegisterOutcome, { kind: "pan_taken" | "key_taken" | "key_mismatch" }>;
-
-/**
- * Releases the card's escrow to the registered key. The user exists now: the caller must learn its
- * id, so a failure here is logged, and what was not released stays escrowed for the next
- * registration of the card (or a rotation).
- */
-async function releaseAfterRegistration(
-  deps: DomainDeps,
-  panHash: string,
-  outcome: Registered,
-  caller: CallerInfo,
-): Promise<ReleaseCounts> {
-  try {
-    return await releaseEscrow(deps, { panHash, user: outcome.user, key: sealingKeyOf(outcome.key) }, caller);
-  } catch (err) {
-    deps.logger.warn({ err, userId: outcome.user.userId }, "escrow release during registration failed");
-    return { released: 0, held: 0 };
-  }
-}
 
 /**
  * Writes a registration's key change: `key.registered` (a new user) or `key.rotated`, with the key
@@ -243,4 +233,28 @@ async function auditRegistration(
     keyId: outcome.key.keyId,
     ...(outcome.kind === "rotated" ? { previousKeyId: outcome.previousKeyId } : {}),
   });
+}
+
+/**
+ * Releases the card's escrow up to `escrow.releasePerCall` receipts within the call, and the rest in
+ * the background, so that no amount of escrow (planted or not) makes a registration slow. A failure
+ * never fails the registration: the user exists now and the caller must learn its id. What was not
+ * released stays escrowed, and the next registration of the card (or a rotation) releases it.
+ */
+async function releaseFirstPage(
+  deps: DomainDeps,
+  target: ReleaseTarget,
+  caller: CallerInfo,
+): Promise<ReleaseCounts> {
+  try {
+    const counts = await releaseEscrow(deps, target, caller, { limit: deps.escrow.releasePerCall });
+    const cursor = counts.nextCursor;
+    if (cursor !== undefined) {
+      deps.background.run("escrow release", () => releaseEscrow(deps, target, caller, { cursor }));
+    }
+    return counts;
+  } catch (err) {
+    deps.logger.warn({ err, userId: target.user.userId }, "escrow release during registration failed");
+    return { released: 0, held: 0 };
+  }
 }

@@ -14,7 +14,7 @@ import { prepareReceipt } from "./prepare.js";
 import { checkCurrency } from "./receipt-rules.js";
 import { auditBindingConflict } from "./routing.js";
 import { prepareSealed } from "./sealed.js";
-import { type PreparedReceipt, sealForRecipient, settleEscrowRace } from "./sealing.js";
+import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 
 /** A created payment as returned to the merchant; `clientSecret` is shown only in this response. */
@@ -197,7 +197,7 @@ async function chargeAndStore(
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
   await auditBindingConflict(deps, principal, prepared.conflict, caller);
-  await settleEscrowRace(deps, record);
+  await settleStoredReceipt(deps, record);
   return charge.clientSecret === undefined
     ? { payment, receipt: record }
     : { payment, receipt: record, clientSecret: charge.clientSecret };

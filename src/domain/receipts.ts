@@ -8,7 +8,7 @@ import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "
 import { prepareReceipt } from "./prepare.js";
 import { auditBindingConflict } from "./routing.js";
 import { prepareSealed, type SealedInput } from "./sealed.js";
-import { type PreparedReceipt, sealForRecipient, settleEscrowRace } from "./sealing.js";
+import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 
 /** Default and maximum page sizes of receipt listings. */
@@ -70,7 +70,7 @@ async function storeReceipt(
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
   await auditBindingConflict(deps, principal, conflict, caller);
-  await settleEscrowRace(deps, record);
+  await settleStoredReceipt(deps, record);
   return record;
 }
 

@@ -79,6 +79,8 @@ export const DEFAULT_EXTRAS: ReadonlyMap<string, OperationExtras> = new Map<stri
     rpcName(PaymentsService.method.createPayment),
     { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature", "payment_declined"] },
   ],
+  [rpcName(ReceiptsService.method.decryptReceipt), { errors: ["integrity_failure"] }],
+  [rpcName(PaymentsService.method.decryptPayment), { errors: ["integrity_failure"] }],
 ]);
 
 /** Codes that only the operations whose extras list them can return. */

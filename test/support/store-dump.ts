@@ -6,8 +6,9 @@ import { FakeMongo, keyOf } from "../store/fake-mongo/index.js";
  * Everything a store holds, as plain data, to prove that a refused call changed nothing: read the
  * dump before the call and after it, and compare. For the memory store, its own fields (every map,
  * index and record, as the store keeps them); for the MongoDB adapter on the fake driver, every
- * document of every collection, as the fake server holds them. Only housekeeping that is not data
- * (the memory store's time of its last sweep of expired escrow) is left out.
+ * document of every collection, as the fake server holds them. Left out: housekeeping that is not
+ * data (the memory store's time of its last sweep of expired escrow), and the rate-limit counters,
+ * which count refused calls on purpose (requests per key and address, escrow intake per card).
  */
 export interface DumpableStore {
   store: Store;
@@ -15,7 +16,7 @@ export interface DumpableStore {
 }
 
 /** Fields of the memory store's objects that are housekeeping, not data. */
-const HOUSEKEEPING: ReadonlySet<string> = new Set(["lastSweepMs"]);
+const HOUSEKEEPING: ReadonlySet<string> = new Set(["lastSweepMs", "rateLimits"]);
 
 /** The memory store `store` with a dump of its fields. */
 export function dumpableMemory(store: Store): DumpableStore {
@@ -37,6 +38,7 @@ export async function dumpableMongo(): Promise<DumpableStore> {
       const out: Record<string, string[]> = {};
       const db = fake.database("receipts_dump");
       for (const name of [...db.collections.keys()].sort()) {
+        if (HOUSEKEEPING.has(name)) continue;
         const docs = db.collections.get(name)?.docs ?? new Map();
         out[name] = [...docs.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, doc]) => keyOf(doc));
       }

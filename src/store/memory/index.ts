@@ -1,6 +1,7 @@
 import type { Store } from "../types.js";
 import { MemoryApiKeys } from "./api-keys.js";
 import { MemoryAudit } from "./audit.js";
+import { MemoryErasures } from "./erasures.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
 import { MemoryMerchantKeys } from "./merchant-keys.js";
@@ -34,6 +35,7 @@ export function createMemoryStore(): Store {
     issuerEscrowKeys: new MemoryIssuerEscrowKeys(),
     bins: new MemoryBins(),
     merchants: new MemoryMerchantOwners(),
+    erasures: new MemoryErasures(),
     init: async () => {},
     ping: async () => {},
     close: async () => {},

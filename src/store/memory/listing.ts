@@ -45,16 +45,23 @@ export class ListingIndex<R extends ListingPosition> {
     return list.slice(Math.max(0, end - count), end).reverse();
   }
 
-  /** Forgets one record of `key`. */
-  delete(key: string, record: R): void {
-    const list = this.lists.get(key);
-    const index = list?.indexOf(record) ?? -1;
-    if (list !== undefined && index !== -1) list.splice(index, 1);
-  }
-
   /** Forgets every record of `key`. */
   deleteKey(key: string): void {
     this.lists.delete(key);
+  }
+
+  /** Forgets one record of `key` (found by its position, then by identity). */
+  delete(key: string, record: R): void {
+    const list = this.lists.get(key);
+    if (list === undefined) return;
+    for (let i = countOlder(list, record); i < list.length; i++) {
+      if (list[i] === record) {
+        list.splice(i, 1);
+        break;
+      }
+      if (comesBefore(list[i] as R, record)) break;
+    }
+    if (list.length === 0) this.lists.delete(key);
   }
 
   /** The records of `key`, oldest first (then by id); not a copy, so the caller must not change it. */

@@ -36,6 +36,7 @@ interface KeptReceipt {
   algorithm: KeyAlgorithm;
   encryptedAesKey: string;
   encapsulatedKey: string | undefined;
+  aadBound: true | undefined;
   readonly ciphertext: string;
   readonly iv: string;
   readonly authTag: string;
@@ -44,6 +45,7 @@ interface KeptReceipt {
   escrowKeyId: string | undefined;
   escrowOwnerTenantId: string | undefined;
   expiresAtMs: number | undefined;
+  escrowHeld: true | undefined;
   readonly paymentId: string | undefined;
 }
 
@@ -63,6 +65,7 @@ function keep(r: ReceiptRecord): KeptReceipt {
     algorithm: r.keyBundle.algorithm,
     encryptedAesKey: r.keyBundle.encryptedAesKey,
     encapsulatedKey: r.keyBundle.encapsulatedKey,
+    aadBound: r.keyBundle.aadBound,
     ciphertext: r.ciphertext,
     iv: r.iv,
     authTag: r.authTag,
@@ -71,6 +74,7 @@ function keep(r: ReceiptRecord): KeptReceipt {
     escrowKeyId: r.escrowKeyId,
     escrowOwnerTenantId: r.escrowOwnerTenantId,
     expiresAtMs: r.expiresAt?.getTime(),
+    escrowHeld: r.escrowHeld,
     paymentId: r.paymentId,
   };
 }
@@ -95,9 +99,11 @@ function recordOf(k: KeptReceipt): ReceiptRecord {
   if (k.userId !== undefined) record.userId = k.userId;
   if (k.issuerTenantId !== undefined) record.issuerTenantId = k.issuerTenantId;
   if (k.encapsulatedKey !== undefined) record.keyBundle.encapsulatedKey = k.encapsulatedKey;
+  if (k.aadBound !== undefined) record.keyBundle.aadBound = k.aadBound;
   if (k.escrowKeyId !== undefined) record.escrowKeyId = k.escrowKeyId;
   if (k.escrowOwnerTenantId !== undefined) record.escrowOwnerTenantId = k.escrowOwnerTenantId;
   if (k.expiresAtMs !== undefined) record.expiresAt = new Date(k.expiresAtMs);
+  if (k.escrowHeld !== undefined) record.escrowHeld = k.escrowHeld;
   if (k.paymentId !== undefined) record.paymentId = k.paymentId;
   return record;
 }
@@ -200,6 +206,7 @@ export class MemoryReceipts implements ReceiptStore {
             : k.escrowOwnerTenantId === query.ownerTenantId) &&
           (query.escrowKeyIds === undefined || query.escrowKeyIds.includes(k.escrowKeyId ?? "")) &&
           !(query.excludeEscrowKeyIds ?? []).includes(k.escrowKeyId ?? "") &&
+          !(query.excludeHeld === true && k.escrowHeld === true) &&
           (after === undefined ||
             k.createdAtMs > after.createdAt.getTime() ||
             (k.createdAtMs === after.createdAt.getTime() && k.id > after.id)),
@@ -230,12 +237,14 @@ export class MemoryReceipts implements ReceiptStore {
     kept.escrowKeyId = undefined;
     kept.escrowOwnerTenantId = undefined;
     kept.expiresAtMs = undefined;
+    kept.escrowHeld = undefined;
     kept.userId = to.userId;
     kept.issuerTenantId = to.issuerTenantId;
     kept.keyId = to.keyBundle.keyId;
     kept.algorithm = to.keyBundle.algorithm;
     kept.encryptedAesKey = to.keyBundle.encryptedAesKey;
     kept.encapsulatedKey = to.keyBundle.encapsulatedKey;
+    kept.aadBound = to.keyBundle.aadBound;
     this.byUser.add(to.userId, kept);
     return true;
   }
@@ -263,6 +272,30 @@ export class MemoryReceipts implements ReceiptStore {
     const kept = this.byPayment.get(paymentId);
     if (kept === undefined) return false;
     this.drop(kept);
+    return true;
+  }
+
+  async markHeld(panHash: string, id: string): Promise<void> {
+    const kept = this.escrowed.get(id);
+    if (kept !== undefined && kept.panHash === panHash) kept.escrowHeld = true;
+  }
+
+  async deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
+    const held = this.escrowedByPan.get(panHash).filter((k) => k.escrowOwnerTenantId === ownerTenantId);
+    for (const k of held) this.forget(k);
+    return held.length;
+  }
+
+  async deleteIfSealedTo(
+    panHash: string,
+    merchantId: string,
+    receiptId: string,
+    keyId: string,
+  ): Promise<boolean> {
+    const kept = this.byMerchantReceipt.get(merchantId, receiptId);
+    if (kept === undefined || kept.keyId !== keyId || kept.panHash !== panHash) return false;
+    this.forget(kept);
+    if (kept.userId !== undefined) this.byUser.delete(kept.userId, kept);
     return true;
   }
 

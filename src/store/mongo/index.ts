@@ -2,6 +2,7 @@ import type { Store } from "../types.js";
 import { MongoApiKeys } from "./api-keys.js";
 import { MongoAudit } from "./audit.js";
 import { MongoContext, type MongoStoreOptions } from "./connection.js";
+import { MongoErasures } from "./erasures.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
 import { createDeclaredIndexes } from "./init.js";
@@ -45,6 +46,7 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     issuerEscrowKeys: new MongoIssuerEscrowKeys(ctx),
     bins: new MongoBins(ctx),
     merchants: new MongoMerchantOwners(ctx),
+    erasures: new MongoErasures(ctx),
     /**
      * Creates every collection's indexes (`createDeclaredIndexes`: an index already serving, such as
      * one a `sh.shardCollection` made first, stands in). Bounded by `indexTimeoutMs`, not the per-call

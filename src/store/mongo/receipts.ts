@@ -185,6 +185,7 @@ export class MongoReceipts implements ReceiptStore {
     if (query.excludeEscrowKeyIds !== undefined) {
       keys.push({ escrowKeyId: { $nin: [...query.excludeEscrowKeyIds] } });
     }
+    if (query.excludeHeld === true) keys.push({ escrowHeld: { $exists: false } });
     const position: Filter<ReceiptDoc>[] =
       after === undefined
         ? []
@@ -261,7 +262,7 @@ export class MongoReceipts implements ReceiptStore {
               issuerTenantId: to.issuerTenantId,
               keyBundle: keyBundleDoc(to.keyBundle),
             },
-            $unset: { escrowKeyId: "", escrowOwnerTenantId: "", expiresAt: "" },
+            $unset: { escrowKeyId: "", escrowOwnerTenantId: "", expiresAt: "", escrowHeld: "" },
           },
           this.ctx.writeIn(session),
         );
@@ -299,6 +300,49 @@ export class MongoReceipts implements ReceiptStore {
         deleteReceiptIn(this.ctx, session, claimId(merchantId, receiptId), ownerTenantId),
       ),
     );
+  }
+
+  markHeld(panHash: string, id: string): Promise<void> {
+    return this.ctx.run(async () => {
+      await this.collection.updateOne(
+        { panHash, id, isEscrowed: true },
+        { $set: { escrowHeld: true } },
+        this.ctx.limit,
+      );
+    });
+  }
+
+  /** Deletes the card's escrow held for the tenant, and the claims of what it deletes. */
+  deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
+    return this.deleteWithClaims({ panHash, isEscrowed: true, escrowOwnerTenantId: ownerTenantId });
+  }
+
+  async deleteIfSealedTo(
+    panHash: string,
+    merchantId: string,
+    receiptId: string,
+    keyId: string,
+  ): Promise<boolean> {
+    return (await this.deleteWithClaims({ panHash, merchantId, receiptId, "keyBundle.keyId": keyId })) > 0;
+  }
+
+  /**
+   * Deletes the receipts of one card that match `filter`, and their claims: the claims first, as
+   * `deleteByUser` does, so that a failure between the two leaves receipts that a retry deletes.
+   */
+  private deleteWithClaims(filter: Filter<ReceiptDoc> & { panHash: string }): Promise<number> {
+    return this.ctx.run(async () => {
+      const found = await this.collection
+        .find<Pick<ReceiptDoc, "merchantId" | "receiptId">>(filter, {
+          ...this.ctx.limit,
+          projection: { _id: 0, merchantId: 1, receiptId: 1 },
+        })
+        .toArray();
+      if (found.length === 0) return 0;
+      const ids = found.map((r) => claimId(r.merchantId, r.receiptId));
+      await this.claims.deleteMany({ _id: { $in: ids } }, this.ctx.limit);
+      return (await this.collection.deleteMany(filter, this.ctx.limit)).deletedCount;
+    });
   }
 
   countEscrowed(now: Date): Promise<EscrowCount[]> {
