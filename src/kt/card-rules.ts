@@ -1,5 +1,5 @@
 import type { Checked } from "./json.js";
-import type { CardStatement } from "./statements.js";
+import type { CardStatement, KeyBinding, KeyRevocation } from "./statements.js";
 
 /**
  * The order of statements about one card (SPEC section 20), as pure functions the service (before it
@@ -22,8 +22,16 @@ export interface CardState {
   retired: string[];
 }
 
+/**
+ * The members of a card statement that its order depends on: what the service keeps of a statement
+ * to check the next one (the card reference and the times play no part).
+ */
+export type CardStep =
+  | Pick<KeyBinding, "type" | "version" | "keyId" | "algorithm" | "spkiSha256" | "supersedes">
+  | Pick<KeyRevocation, "type" | "version" | "keyId">;
+
 /** Whether `next` may follow the card's statements so far (`state`, undefined for none), and the state after. */
-export function nextCardState(state: CardState | undefined, next: CardStatement): Checked<CardState> {
+export function nextCardState(state: CardState | undefined, next: CardStep): Checked<CardState> {
   const expected = (state?.version ?? 0) + 1;
   if (next.version !== expected) return { ok: false, reason: `version must be ${expected}, the last + 1` };
   const active = state?.active ?? null;
