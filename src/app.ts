@@ -178,7 +178,7 @@ async function addPlainRoutes(
   store: Store,
   clock: Clock,
 ): Promise<void> {
-  const openApiDocument = serviceOpenApi();
+  const openApiDocument = serviceOpenApi({ admin: config.adminToken !== undefined });
   const openApi = JSON.stringify(openApiDocument);
   app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
   if (config.adminToken !== undefined) {
@@ -190,6 +190,6 @@ async function addPlainRoutes(
       trustedProxies: config.trustedProxies,
     });
   }
-  await registerApiReference(app, openApiDocument);
+  registerApiReference(app, openApiDocument);
   registerErrorDocs(app);
 }

@@ -20,11 +20,15 @@ export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
  */
 export type GrantAccessRequest = Message<"receipts.v1.GrantAccessRequest"> & {
   /**
+   * Required. The user (from Register) whose receipts the token opens.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
 
   /**
+   * Required. The user's key the receipts are sealed to.
+   *
    * @generated from field: string key_id = 2;
    */
   keyId: string;
@@ -95,7 +99,7 @@ export const GrantAccessResponseSchema: GenMessage<GrantAccessResponse> = /*@__P
  */
 export type LookupKeyRequest = Message<"receipts.v1.LookupKeyRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string recipient_hashed_pan = 1;
    */
@@ -169,7 +173,7 @@ export const LookupKeyResponseSchema: GenMessage<LookupKeyResponse> = /*@__PURE_
  */
 export type RegisterEscrowKeyRequest = Message<"receipts.v1.RegisterEscrowKeyRequest"> & {
   /**
-   * RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.
+   * Required. RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.
    *
    * @generated from field: string public_key = 1;
    */
@@ -309,6 +313,8 @@ export const IssuerEscrowKeySchema: GenMessage<IssuerEscrowKey> = /*@__PURE__*/
  */
 export type RevokeEscrowKeyRequest = Message<"receipts.v1.RevokeEscrowKeyRequest"> & {
   /**
+   * Required. One of the calling tenant's escrow keys.
+   *
    * @generated from field: string escrow_key_id = 1;
    */
   escrowKeyId: string;
@@ -488,6 +494,20 @@ export const KeysService: GenService<{
   /**
    * Grants a 2-3 minute token to decrypt a user's receipts, after the user consented on the device.
    *
+   * Example request:
+   * {"userId": "usr_OiIWtaNKLlelXAD2", "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3"}
+   *
+   * Example response:
+   * {
+   *   "tokenId": "tok_1HSNCCdh24mtE4qhxP-fdDxONWBwTvwQ",
+   *   "userId": "usr_OiIWtaNKLlelXAD2",
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "purpose": "decrypt",
+   *   "grantedAt": "2026-11-25T09:42:32.339Z",
+   *   "expiresAt": "2026-11-25T09:45:32.339Z",
+   *   "sourceIp": "203.0.113.7"
+   * }
+   *
    * @generated from rpc receipts.v1.KeysService.GrantAccess
    */
   grantAccess: {
@@ -498,6 +518,18 @@ export const KeysService: GenService<{
   /**
    * The key a receipt for this card would be sealed to now (section 16), for merchants that seal on
    * their own side: the cardholder's active key, or an escrow key (is_escrowed true).
+   *
+   * Example request:
+   * {"recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e", "cardBin": "411111"}
+   *
+   * Example response:
+   * {
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
+   *   "isEscrowed": false,
+   *   "aadBound": true
+   * }
    *
    * @generated from rpc receipts.v1.KeysService.LookupKey
    */
@@ -510,6 +542,12 @@ export const KeysService: GenService<{
    * Registers an escrow public key of the calling issuer tenant (section 17). The newest is current:
    * receipts escrowed for the tenant are sealed to it, and the service holds nothing that opens them.
    *
+   * Example request:
+   * {"publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ=="}
+   *
+   * Example response:
+   * {"escrowKeyId": "iek_QOsuElGgQg4OoV-R", "algorithm": "HPKE-P256-SHA256-A256GCM", "createdAt": "2026-11-25T09:37:41.100Z"}
+   *
    * @generated from rpc receipts.v1.KeysService.RegisterEscrowKey
    */
   registerEscrowKey: {
@@ -519,6 +557,23 @@ export const KeysService: GenService<{
   },
   /**
    * The calling issuer tenant's escrow keys, newest first, revoked ones too.
+   *
+   * Example request:
+   * {}
+   *
+   * Example response:
+   * {
+   *   "escrowKeys": [
+   *     {
+   *       "escrowKeyId": "iek_QOsuElGgQg4OoV-R",
+   *       "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *       "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ==",
+   *       "createdAt": "2026-11-25T09:37:41.100Z",
+   *       "current": true
+   *     }
+   *   ],
+   *   "currentEscrowKeyId": "iek_QOsuElGgQg4OoV-R"
+   * }
    *
    * @generated from rpc receipts.v1.KeysService.ListEscrowKeys
    */
@@ -532,6 +587,22 @@ export const KeysService: GenService<{
    * revoked is current, else the service escrow key); receipts already sealed to it stay escrowed
    * and releasable with ListPendingEscrow and ReleaseEscrow, for whoever holds its private key.
    *
+   * Example request:
+   * {"escrowKeyId": "iek_QOsuElGgQg4OoV-R"}
+   *
+   * Example response:
+   * {
+   *   "escrowKey": {
+   *     "escrowKeyId": "iek_QOsuElGgQg4OoV-R",
+   *     "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *     "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ==",
+   *     "createdAt": "2026-11-25T09:37:41.100Z",
+   *     "revokedAt": "2026-11-25T10:02:13.560Z",
+   *     "current": false
+   *   },
+   *   "currentEscrowKeyId": ""
+   * }
+   *
    * @generated from rpc receipts.v1.KeysService.RevokeEscrowKey
    */
   revokeEscrowKey: {
@@ -543,6 +614,38 @@ export const KeysService: GenService<{
    * The calling issuer tenant's audit log in the order it was written: every key change of its
    * users, its escrow keys, grants, decrypts, binding conflicts and the operator's changes to it.
    * Pages never skip an event: poll with the last next_page_token.
+   *
+   * Example request:
+   * {"pageSize": 2}
+   *
+   * Example response:
+   * {
+   *   "events": [
+   *     {
+   *       "at": "2026-11-25T09:40:02.117Z",
+   *       "action": "key.rotated",
+   *       "actor": "self",
+   *       "requestId": "4b1f0c8e-6a5e-4f0e-9d7c-2f1b8f0a9e31",
+   *       "sourceIp": "203.0.113.7",
+   *       "userId": "usr_OiIWtaNKLlelXAD2",
+   *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *       "previousKeyId": "0b7d1c55-4c2e-4a8e-9a55-8f1c2d3e4f50",
+   *       "subject": ""
+   *     },
+   *     {
+   *       "at": "2026-11-25T09:41:15.902Z",
+   *       "action": "card_binding_conflict",
+   *       "actor": "other_tenant",
+   *       "requestId": "",
+   *       "sourceIp": "",
+   *       "userId": "usr_Xq3LmN8pR2sT4vWy",
+   *       "keyId": "",
+   *       "previousKeyId": "a3c9e1f2-7b6d-4e5a-8c9b-0d1e2f3a4b5c",
+   *       "subject": "the card was taken by the owner of BIN 411111; this user no longer holds it"
+   *     }
+   *   ],
+   *   "nextPageToken": "q1v2A9kS0m4cH7bXeR8tY3uW6zP5nL0jF2gD4sA1"
+   * }
    *
    * @generated from rpc receipts.v1.KeysService.ListAuditEvents
    */

@@ -79,14 +79,14 @@ export const GenerateKeysResponseSchema: GenMessage<GenerateKeysResponse> = /*@_
  */
 export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string hashed_pan = 1;
    */
   hashedPan: string;
 
   /**
-   * RSA public key of at least 2048 bits or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or
+   * Required. RSA public key of at least 2048 bits or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or
    * PEM. The key's type decides its suite.
    *
    * @generated from field: string public_key = 2;
@@ -94,7 +94,7 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   publicKey: string;
 
   /**
-   * A keyId from GenerateKeys (its public key must match), or a fresh UUID for a device-made key.
+   * Required. A keyId from GenerateKeys (its public key must match), or a fresh UUID for a device-made key.
    *
    * @generated from field: string key_id = 3;
    */
@@ -200,6 +200,8 @@ export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*
  */
 export type DeleteUserRequest = Message<"receipts.v1.DeleteUserRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
@@ -244,6 +246,17 @@ export const OnboardingService: GenService<{
    * Generates a key pair of either suite (RSA-OAEP-256 by default, or HPKE-P256-SHA256-A256GCM). The
    * private key is returned once and never kept. A real device makes its own key and only registers it.
    *
+   * Example request:
+   * {"algorithm": "HPKE-P256-SHA256-A256GCM"}
+   *
+   * Example response:
+   * {
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
+   *   "privateKey": "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgvLQbtzhm713G7j8au9mQoQmgj4fV62Zy1LXcv9xz0m2hRANCAAT9SVOJ9Jpetl5ftN7QfXrhACEQbSVTszvzSzcPbvU+34cU/Zl1PXKRMuOklA9zyFhqVE9hnrU/Z3uAFJH/xpwC",
+   *   "algorithm": "HPKE-P256-SHA256-A256GCM"
+   * }
+   *
    * @generated from rpc receipts.v1.OnboardingService.GenerateKeys
    */
   generateKeys: {
@@ -255,6 +268,26 @@ export const OnboardingService: GenService<{
    * Registers a public key under a hashed PAN; rotates the key of an already registered card and
    * releases receipts held in escrow for the card.
    *
+   * Example request:
+   * {
+   *   "hashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3"
+   * }
+   *
+   * Example response:
+   * {
+   *   "userId": "usr_OiIWtaNKLlelXAD2",
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "status": "active",
+   *   "registeredAt": "2026-11-25T09:30:12.393Z",
+   *   "releasedReceipts": 0,
+   *   "heldReceipts": 0,
+   *   "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *   "releasePending": false,
+   *   "superseded": false
+   * }
+   *
    * @generated from rpc receipts.v1.OnboardingService.Register
    */
   register: {
@@ -265,6 +298,12 @@ export const OnboardingService: GenService<{
   /**
    * Erases a user (section 19): its keys, grants and every receipt sealed to its keys go together
    * (crypto-shredding); payments keep their non-secret record without a receipt.
+   *
+   * Example request:
+   * {"userId": "usr_OiIWtaNKLlelXAD2"}
+   *
+   * Example response:
+   * {"deletedReceipts": 2, "deletedKeys": 1}
    *
    * @generated from rpc receipts.v1.OnboardingService.DeleteUser
    */

@@ -376,6 +376,8 @@ export type KeyBundle = Message<"receipts.v1.KeyBundle"> & {
   encryptedAesKey: Uint8Array;
 
   /**
+   * The key it is wrapped to.
+   *
    * @generated from field: string key_id = 2;
    */
   keyId: string;
