@@ -581,11 +581,11 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
       "merchantId": "corner-coffee",
       "signingKeys": [
         {
-          "merchantKeyId": "mk_7hYw2pQxL0aZ3kVd",
+          "merchantKeyId": "mk_m0dpOzkwpLpaGmFT",
           "algorithm": "Ed25519",
-          "publicKey": "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=",
-          "registeredAt": "2026-11-25T09:30:00.000Z",
-          "allReceiptsSigned": true,
+          "publicKey": "MCowBQYDK2VwAyEAkfssVEZsrdB6LxoWJElwqJ1JAITGnfkhWKOZkC2swA8=",
+          "registeredAt": "2026-11-25T09:37:40.715Z",
+          "allReceiptsSigned": false,
           "current": true
         },
         {
@@ -639,18 +639,17 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
   "receipts.v1.ReceiptsService.RevokeSigningKey": {
     "request": {
       "merchantId": "corner-coffee",
-      "merchantKeyId": "mk_2bNc8rTq5sWx1yZe"
+      "merchantKeyId": "mk_m0dpOzkwpLpaGmFT"
     },
     "response": {
       "signingKey": {
-        "merchantKeyId": "mk_2bNc8rTq5sWx1yZe",
+        "merchantKeyId": "mk_m0dpOzkwpLpaGmFT",
         "algorithm": "Ed25519",
-        "publicKey": "MCowBQYDK2VwAyEA11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
-        "registeredAt": "2026-10-01T08:00:00.000Z",
-        "replacedAt": "2026-11-25T09:30:00.000Z",
-        "revokedAt": "2026-11-25T09:31:00.000Z",
+        "publicKey": "MCowBQYDK2VwAyEAkfssVEZsrdB6LxoWJElwqJ1JAITGnfkhWKOZkC2swA8=",
+        "registeredAt": "2026-11-25T09:37:40.715Z",
+        "revokedAt": "2026-11-25T10:05:00.000Z",
         "allReceiptsSigned": false,
-        "current": false
+        "current": true
       }
     }
   },
