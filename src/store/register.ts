@@ -70,6 +70,7 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
     const previous: UserRecord = {
       ...other,
       panHash: `${SUPERSEDED_PAN_PREFIX}${other.userId}`,
+      formerPanHash: other.panHash,
       supersededAt: input.now,
       updatedAt: input.now,
     };

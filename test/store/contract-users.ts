@@ -203,6 +203,7 @@ export function usersContract(store: () => Store): void {
       const previous = {
         ...squatted.user,
         panHash: `superseded:${squatted.user.userId}`,
+        formerPanHash: panHash,
         supersededAt: at(10),
         updatedAt: at(10),
       };
