@@ -129,6 +129,31 @@ export async function keyStillActive(deps: DomainDeps, keyId: string, userId: st
   return key !== undefined && key.userId === userId && key.status === "active";
 }
 
+/** The receipt's AES key, unwrapped with the service escrow key it names, wrapped to the target key. */
+function rewrapped(
+  deps: DomainDeps,
+  target: ReleaseTarget,
+  receipt: ReceiptRecord,
+): Promise<{ encryptedAesKey: string; encapsulatedKey?: string }> {
+  const bundle = receipt.keyBundle;
+  const { iv, ciphertext, authTag } = sealedFromText({ ...receipt, encryptedAesKey: "" });
+  return deps.pool.rewrapFromEscrow({
+    escrowKeyId: receipt.escrowKeyId ?? "",
+    aadBound: bundle.aadBound === true,
+    encryptedAesKey: Buffer.from(bundle.encryptedAesKey, "base64"),
+    encapsulatedKey:
+      bundle.encapsulatedKey === undefined ? undefined : Buffer.from(bundle.encapsulatedKey, "base64"),
+    sealed: { iv, ciphertext, authTag },
+    aad: receiptAad(receipt),
+    target: {
+      keyId: target.key.keyId,
+      spki: target.key.spki,
+      algorithm: target.key.algorithm,
+      aadBound: target.key.aadBound,
+    },
+  });
+}
+
 /**
  * Re-wraps and releases one escrowed receipt to the target: `held` when it stays escrowed, `taken`
  * when a concurrent release (or an expiry, or an erasure of the user) got to it first, `key_inactive`
@@ -158,25 +183,9 @@ export async function releaseReceipt(
     deps.logger.warn({ receiptId: receipt.id, escrowKeyId, reason }, "escrowed receipt held");
     return "held";
   };
-  const bundle = receipt.keyBundle;
   let wrapped: { encryptedAesKey: string; encapsulatedKey?: string };
   try {
-    const { iv, ciphertext, authTag } = sealedFromText({ ...receipt, encryptedAesKey: "" });
-    wrapped = await deps.pool.rewrapFromEscrow({
-      escrowKeyId,
-      aadBound: bundle.aadBound === true,
-      encryptedAesKey: Buffer.from(bundle.encryptedAesKey, "base64"),
-      encapsulatedKey:
-        bundle.encapsulatedKey === undefined ? undefined : Buffer.from(bundle.encapsulatedKey, "base64"),
-      sealed: { iv, ciphertext, authTag },
-      aad: receiptAad(receipt),
-      target: {
-        keyId: target.key.keyId,
-        spki: target.key.spki,
-        algorithm: target.key.algorithm,
-        aadBound: target.key.aadBound,
-      },
-    });
+    wrapped = await rewrapped(deps, target, receipt);
   } catch (err) {
     // A hold is expected (a key no longer configured, a corrupt bundle); anything else is a bug, which
     // must not cost the cardholder the registration either: the receipt stays escrowed.
