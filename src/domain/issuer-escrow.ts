@@ -6,7 +6,7 @@ import type { ApiKeyRecord, IssuerEscrowKeyRecord, ReceiptPage } from "../store/
 import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
-import { ISSUER_ESCROW_KEY_PREFIX } from "./escrow.js";
+import { ISSUER_ESCROW_KEY_PREFIX, keyStillActive } from "./escrow.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkKeyBundle } from "./key-bundles.js";
 import { checkHashedPan, panHashOf } from "./pan.js";
@@ -197,7 +197,8 @@ export async function releaseByIssuer(
       fail("not_escrowed");
       continue;
     }
-    if (item.keyBundle?.keyId !== key.keyId) {
+    // The user's active key, still (a rotation while this call runs makes it another's).
+    if (item.keyBundle?.keyId !== key.keyId || !(await keyStillActive(deps, key.keyId, user.userId))) {
       fail("key_mismatch");
       continue;
     }
