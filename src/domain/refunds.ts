@@ -17,8 +17,9 @@ import { MAX_ID_LENGTH } from "./limits.js";
 import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
 import { withMockItems } from "./mock-items.js";
 import { validateReceipt } from "./receipt-rules.js";
+import { auditBindingConflict } from "./routing.js";
 import { prepareSealed } from "./sealed.js";
-import { sealForRecipient, settleEscrowRace } from "./sealing.js";
+import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 import { checkRefundReceipt, type RefundOf } from "./transaction-fields.js";
 
@@ -113,10 +114,11 @@ export async function refundPayment(
   const payment = await getPayment(deps, principal, input.paymentId);
   if (payment.status !== "succeeded") throw nothingToRefund();
   const refundOf = refundOfPayment(payment);
-  const { record, amount } =
+  const { prepared, amount } =
     input.receipt.sealedReceipt === undefined
-      ? await sealRefundReceipt(deps, principal, refundOf, input, caller)
-      : await takeSealedRefundReceipt(deps, principal, refundOf, input.receipt, caller);
+      ? await sealRefundReceipt(deps, principal, refundOf, input)
+      : await takeSealedRefundReceipt(deps, principal, refundOf, input.receipt);
+  const { record } = prepared;
   const refund: RefundRecord = {
     refundId: randomId("ref", 12),
     amount,
@@ -146,7 +148,9 @@ export async function refundPayment(
     throw err;
   }
   const after = await settleRefund(deps, payment, refund, gatewayRefundId, held);
-  await settleEscrowRace(deps, record);
+  // Once the refund receipt is stored for good (a refused refund removes it): as create does.
+  await auditBindingConflict(deps, principal, prepared.conflict, caller);
+  await settleStoredReceipt(deps, record);
   await auditRefund(deps, principal, caller, payment);
   return { refund: { ...refund, status: "succeeded", gatewayRefundId }, payment: after, receipt: record };
 }
@@ -202,16 +206,15 @@ async function sealRefundReceipt(
   principal: ApiKeyRecord,
   refundOf: RefundOf,
   input: RefundPaymentInput,
-  caller: CallerInfo,
-): Promise<{ record: ReceiptRecord; amount: number }> {
+): Promise<{ prepared: PreparedReceipt; amount: number }> {
   const receipt = withMockItems(
     validateReceipt(input.receipt, { mode: "payment", now: deps.clock.now(), refundOf }),
   );
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
   await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
   await claimMerchantId(deps, principal, receipt.merchantId);
-  const record = await sealForRecipient(deps, principal, receipt, caller);
-  return { record, amount: receipt.amount ?? 0 };
+  const prepared = await sealForRecipient(deps, principal, receipt);
+  return { prepared, amount: receipt.amount ?? 0 };
 }
 
 /** The fields that may stand beside a refund's `sealedReceipt`: those of a payment's, without a nonce. */
@@ -235,8 +238,7 @@ async function takeSealedRefundReceipt(
   principal: ApiKeyRecord,
   refundOf: RefundOf,
   receipt: Receipt,
-  caller: CallerInfo,
-): Promise<{ record: ReceiptRecord; amount: number }> {
+): Promise<{ prepared: PreparedReceipt; amount: number }> {
   const v = new Violations();
   for (const [field, value] of Object.entries(receipt)) {
     if (field === "$typeName" || field === "$unknown" || SEALED_REFUND_FIELDS.has(field)) continue;
@@ -247,7 +249,7 @@ async function takeSealedRefundReceipt(
   checkRefundReceipt(v, receipt, amount, refundOf);
   v.throwIfAny();
   const sealed = receipt.sealedReceipt;
-  const record = await prepareSealed(
+  const prepared = await prepareSealed(
     deps,
     principal,
     {
@@ -262,10 +264,9 @@ async function takeSealedRefundReceipt(
       iv: sealed?.iv ?? new Uint8Array(),
       authTag: sealed?.authTag ?? new Uint8Array(),
     },
-    caller,
     "sealedReceipt.",
   );
-  return { record, amount: amount ?? 0 };
+  return { prepared, amount: amount ?? 0 };
 }
 
 /** The payment with the refund held, or the error of a hold the store refused. */

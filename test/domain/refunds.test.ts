@@ -174,7 +174,9 @@ describe("payments a merchant reads and refunds", () => {
       declineCode: "insufficient_funds",
       amount: 300,
     });
-    expect(await f.store.receipts.findByMerchantReceipt(receipt.merchantId, receipt.receiptId)).toBeUndefined();
+    expect(
+      await f.store.receipts.findByMerchantReceipt(receipt.merchantId, receipt.receiptId),
+    ).toBeUndefined();
     const err = await rejection(
       refundPayment(f.deps, merchant, { paymentId, receipt: refundReceipt(receipt.receiptId, 100n) }, CALLER),
     );

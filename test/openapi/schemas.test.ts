@@ -153,7 +153,7 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
   const bindings = httpBindings(API_SERVICES);
 
   it("validates a fully populated response of every binding, as the transcoder renders it", () => {
-    expect(bindings).toHaveLength(19);
+    expect(bindings).toHaveLength(24);
     for (const binding of bindings) {
       const data = encodeHttpResponse(binding, filled(binding.method.output));
       const pointer = responseSchemaRef(openApiPath(binding), binding.verb);
@@ -200,6 +200,17 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
 
   it("names path parameters so a client can fill them from the request's JSON field names", () => {
     const names = bindings.flatMap((b) => b.variables.map(pathParameterName));
-    expect(names).toEqual(["userId", "userId", "transactionId", "gateway", "paymentId", "paymentId"]);
+    expect(names).toEqual([
+      "userId",
+      "escrowKeyId",
+      "userId",
+      "transactionId",
+      "merchantId",
+      "merchantId",
+      "merchantKeyId",
+      "gateway",
+      "paymentId",
+      "paymentId",
+    ]);
   });
 });

@@ -66,6 +66,18 @@ export class MemoryPayments implements PaymentStore {
     return "recorded";
   }
 
+  async deleteByPreviousOwner(
+    merchantId: string,
+    transactionId: string,
+    ownerTenantId: string,
+  ): Promise<boolean> {
+    const kept = this.byTransaction.get(merchantId, transactionId);
+    if (kept === undefined || kept.merchantTenantId === ownerTenantId) return false;
+    this.forget(kept);
+    this.receipts.deleteOfPayment(kept.paymentId);
+    return true;
+  }
+
   async findById(paymentId: string): Promise<PaymentRecord | undefined> {
     return recordOf(this.byId.get(paymentId));
   }

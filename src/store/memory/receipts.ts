@@ -279,6 +279,25 @@ export class MemoryReceipts implements ReceiptStore {
     return true;
   }
 
+  async deleteByPreviousOwner(
+    merchantId: string,
+    receiptId: string,
+    ownerTenantId: string,
+  ): Promise<boolean> {
+    const kept = this.byMerchantReceipt.get(merchantId, receiptId);
+    if (kept === undefined || kept.merchantTenantId === ownerTenantId) return false;
+    this.drop(kept);
+    return true;
+  }
+
+  /** Deletes the receipt of a payment (the payment store deletes the payment); whether there was one. */
+  deleteOfPayment(paymentId: string): boolean {
+    const kept = this.byPayment.get(paymentId);
+    if (kept === undefined) return false;
+    this.drop(kept);
+    return true;
+  }
+
   async markHeld(panHash: string, id: string): Promise<void> {
     const kept = this.escrowed.get(id);
     if (kept !== undefined && kept.panHash === panHash) kept.escrowHeld = true;

@@ -14,7 +14,7 @@ import {
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
-import { deleteReceiptIn, insertReceiptIn } from "./receipts.js";
+import { deleteReceiptIn, dropReceiptIn, insertReceiptIn } from "./receipts.js";
 import { scatterGather } from "./sharding.js";
 
 /** Thrown inside a transaction to abort it with an outcome for the caller. */
@@ -80,6 +80,20 @@ export class MongoPayments implements PaymentStore {
         throw err;
       }
     });
+  }
+
+  /** The payment, its receipt and the receipt's claim go together, in one transaction. */
+  deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean> {
+    return this.ctx.run(() =>
+      this.ctx.transaction("payments.deleteByPreviousOwner", async (session) => {
+        const filter = { merchantId, transactionId, merchantTenantId: { $ne: ownerTenantId } };
+        const payment = await this.payments.findOne<PaymentRecord>(filter, this.ctx.readIn(session));
+        if (payment === null) return false;
+        await this.payments.deleteOne({ merchantId, transactionId }, this.ctx.writeIn(session));
+        await deleteReceiptIn(this.ctx, session, { merchantId, receiptId: payment.receiptId }, ownerTenantId);
+        return true;
+      }),
+    );
   }
 
   findById(paymentId: string): Promise<PaymentRecord | undefined> {
@@ -211,7 +225,7 @@ export class MongoPayments implements PaymentStore {
           { $pull: { refunds: { refundId } }, $inc: { refundedAmount: -refund.amount } },
           options,
         );
-        await deleteReceiptIn(this.ctx, session, receipt);
+        await dropReceiptIn(this.ctx, session, receipt);
       }),
     );
   }
