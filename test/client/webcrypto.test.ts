@@ -299,7 +299,8 @@ describe("the WebCrypto module", () => {
     "../crypto/asn1.ts": [],
     "../crypto/curves.ts": ["./asn1.js"],
     "p256.ts": ["@hpke/core"],
-    "key-ring.ts": ["./webcrypto.js"],
+    "key-ring.ts": ["./signatures.js", "./webcrypto.js"],
+    "signatures.ts": ["../receipt-fields.js", "./base64.js"],
     "base64.ts": [],
   };
   it.each(Object.keys(allowed))("%s uses no Node module and no Buffer", (file) => {

@@ -261,6 +261,8 @@ export interface Targets {
   holder: Cardholder;
   receipt: Record<string, unknown>;
   paymentId: string;
+  /** The receipt of the payment, which a refund receipt names as its original. */
+  paymentReceiptId: string;
   tokenId: string;
 }
 
@@ -269,10 +271,14 @@ export async function seedTargets(svc: TestService): Promise<Targets> {
   const holder = await onboard(svc, "4111111111111111");
   const receipt = receiptBody({ recipientHashedPan: holder.hashedPan });
   expect((await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, receipt)).status).toBe(200);
-  const pay = await post(svc, "/api/v1/payments/gateway_a/create", svc.merchantKey, {
-    ...receiptBody({ recipientHashedPan: holder.hashedPan }),
-    amount: 950,
-  });
+  const paid = receiptBody({ recipientHashedPan: holder.hashedPan });
+  const pay = await post(svc, "/api/v1/payments/gateway_a/create", svc.merchantKey, { ...paid, amount: 950 });
   expect(pay.status).toBe(200);
-  return { holder, receipt, paymentId: pay.body.data.paymentId, tokenId: await grantFor(svc, holder) };
+  return {
+    holder,
+    receipt,
+    paymentId: pay.body.data.paymentId,
+    paymentReceiptId: paid.receiptId as string,
+    tokenId: await grantFor(svc, holder),
+  };
 }
