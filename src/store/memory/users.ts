@@ -40,13 +40,18 @@ export class MemoryUsers implements UserStore {
         : undefined;
     const plan = planRegister(input, { user, key: this.keys.get(input.key.keyId), activeKey });
     const writes =
-      plan.outcome.kind === "created" || plan.outcome.kind === "rotated" || plan.outcome.kind === "unchanged";
+      plan.outcome.kind === "created" ||
+      plan.outcome.kind === "superseded" ||
+      plan.outcome.kind === "rotated" ||
+      plan.outcome.kind === "unchanged";
     const intake = writes ? this.ktLog.intake(input.kt) : undefined;
     if (intake !== undefined && "kind" in intake) return copy(intake);
     intake?.commit();
-    if (plan.user !== undefined) {
-      this.users.set(plan.user.userId, copy(plan.user));
-      this.userIdByPan.set(plan.user.panHash, plan.user.userId);
+    for (const user of plan.users) {
+      const stored = this.users.get(user.userId);
+      if (stored !== undefined && stored.panHash !== user.panHash) this.userIdByPan.delete(stored.panHash);
+      this.users.set(user.userId, copy(user));
+      this.userIdByPan.set(user.panHash, user.userId);
     }
     for (const key of plan.keys) this.keys.set(key.keyId, copy(key));
     return copy(plan.outcome);

@@ -105,13 +105,17 @@ export class MongoUsers implements UserStore {
         : undefined;
     const plan = planRegister(input, { user, key, activeKey });
     const writes =
-      plan.outcome.kind === "created" || plan.outcome.kind === "rotated" || plan.outcome.kind === "unchanged";
+      plan.outcome.kind === "created" ||
+      plan.outcome.kind === "superseded" ||
+      plan.outcome.kind === "rotated" ||
+      plan.outcome.kind === "unchanged";
     // The statements are checked before anything is written: a refusal leaves the transaction empty.
     const intake = writes ? await ktIntakeIn(this.ctx, session, input.kt) : undefined;
     if (intake !== undefined && "kind" in intake) return intake;
 
     const write = { ...this.ctx.writeIn(session), upsert: true };
-    if (plan.user !== undefined) await this.users.replaceOne({ userId: plan.user.userId }, plan.user, write);
+    // In the plan's order: a superseded user gives up the panHash before the new user takes it.
+    for (const u of plan.users) await this.users.replaceOne({ userId: u.userId }, u, write);
     for (const k of plan.keys) await this.keys.replaceOne({ keyId: k.keyId }, k, write);
     await intake?.write();
     return plan.outcome;
