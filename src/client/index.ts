@@ -13,6 +13,7 @@ export {
   createReceiptsClient,
   DEFAULT_TIMEOUT_MS,
   type Gateway,
+  type ListPaymentsOptions,
   type ListReceiptsOptions,
   type ReceiptInput,
   type ReceiptsClient,
@@ -49,6 +50,7 @@ export {
   type KeyRing,
   keyIdOf,
   type OpenedReceipt,
+  type OpenListingOptions,
   openListing,
   openReceiptWithKeyRing,
 } from "./key-ring.js";
@@ -61,6 +63,15 @@ export {
   KeyVerificationError,
   type VerifiedKey,
 } from "./key-trust.js";
+export {
+  type CardTransaction,
+  DETAILS_CEILING,
+  MATCH_THRESHOLD,
+  matchStatement,
+  matchTransaction,
+  type StatementMatch,
+  type TransactionMatch,
+} from "./match.js";
 export {
   type MerchantReceipt,
   type MerchantSigner,
@@ -78,6 +89,13 @@ export {
   type Sleep,
 } from "./retry.js";
 export {
+  checkReceiptSignature,
+  type SignatureCheck,
+  type SignatureStatus,
+  type SigningKeyInfo,
+  type SigningKeySource,
+} from "./signatures.js";
+export {
   EnvelopeError,
   type EnvelopeErrorCode,
   HPKE_KEY_WRAP_ALGORITHM,
@@ -92,6 +110,8 @@ export {
   type ReceiptJson,
   type ReceiptLineItemJson,
   type ReceiptTaxJson,
+  type ReceiptTaxLineJson,
+  type ReceiptTenderJson,
   type RewrapTarget,
   rewrapKeyBundle,
   type SealedEnvelope,

@@ -72,6 +72,22 @@ export const ADMIN_SCHEMAS: Readonly<Record<string, JsonSchema>> = {
     },
     additionalProperties: false,
   },
+  AdminKtAuditor: {
+    type: "object",
+    description: "An auditor of the key log, who may read its leaf data; the token only once, on creation.",
+    required: ["auditorId", "name", "createdAt"],
+    properties: {
+      auditorId: { type: "string", description: "The id to revoke it by." },
+      name: { type: "string" },
+      token: {
+        type: "string",
+        description: "`kta_<random>`: in the answer to its creation only, for `Authorization: Bearer`.",
+      },
+      createdAt: TIME,
+      revokedAt: TIME,
+    },
+    additionalProperties: false,
+  },
   AdminAuditEvent: {
     type: "object",
     description: "One entry of the audit log. Never a secret.",
@@ -83,8 +99,14 @@ export const ADMIN_SCHEMAS: Readonly<Record<string, JsonSchema>> = {
       requestId: { type: "string" },
       sourceIp: { type: "string" },
       userId: { type: "string" },
-      keyId: { type: "string" },
+      keyId: {
+        type: "string",
+        description: "The key the event is about; for a key change, the key after it.",
+      },
+      previousKeyId: { type: "string", description: "For a key change, the key current before it." },
       subject: { type: "string", description: "A non-secret reference: a receiptId, a paymentId, a key id." },
+      actorTenantId: { type: "string", description: "Set when another tenant's call caused the event." },
+      byOperator: { type: "boolean", description: "Set when the operator caused the event." },
     },
     additionalProperties: false,
   },
@@ -125,6 +147,13 @@ const KEY_EXAMPLE = {
   environment: "live",
   merchantIds: [],
   name: "Acme Bank production",
+  createdAt: "2026-11-25T09:00:00.000Z",
+};
+
+const AUDITOR_REF = { $ref: "#/components/schemas/AdminKtAuditor" };
+const AUDITOR_EXAMPLE = {
+  auditorId: "aud_4kPz0q9WmX1d",
+  name: "Payments regulator",
   createdAt: "2026-11-25T09:00:00.000Z",
 };
 
@@ -265,14 +294,17 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
   },
   "GET /admin/v1/audit": {
     summary: "Reads the audit log.",
-    description: "Audit events, newest first: key changes, grants, decrypts, operator changes. No secrets.",
+    description:
+      "Audit events in the order they were written: key changes (with the key ids before and after), " +
+      "grants, decrypts, operator changes, failed operator logins. No secrets. Pages never skip an " +
+      "event: pass `nextPageToken` as `pageToken` to read what came after, also later, when polling.",
     parameters: [
       TENANT_PARAM("query", "acme-bank"),
       {
         name: "after",
         in: "query",
         required: false,
-        description: "Only events after this time (RFC 3339).",
+        description: "The first page starts with the first event written after this time (RFC 3339).",
         schema: TIME,
         example: "2026-11-25T00:00:00Z",
       },
@@ -284,11 +316,22 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
         schema: { type: "integer", minimum: 1, maximum: 1000 },
         example: 50,
       },
+      {
+        name: "pageToken",
+        in: "query",
+        required: false,
+        description: "The `nextPageToken` of the previous answer.",
+        schema: { type: "string" },
+        example: "a1024",
+      },
     ],
     data: {
       type: "object",
-      required: ["events"],
-      properties: { events: { type: "array", items: { $ref: "#/components/schemas/AdminAuditEvent" } } },
+      required: ["events", "nextPageToken"],
+      properties: {
+        events: { type: "array", items: { $ref: "#/components/schemas/AdminAuditEvent" } },
+        nextPageToken: { type: "string", description: "Always set: where the next page starts." },
+      },
       additionalProperties: false,
     },
     example: {
@@ -300,8 +343,10 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
           requestId: "4b1f0c8e-6a5e-4f0e-9d7c-2f1b8f0a9e31",
           sourceIp: "203.0.113.9",
           subject: "key_Wm3dQ0bY8nT2",
+          byOperator: true,
         },
       ],
+      nextPageToken: "a1025",
     },
     errors: ["invalid_request"],
   },
@@ -332,6 +377,54 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
     },
     example: { escrow: [{ ownerTenantId: "acme-bank", escrowKeyId: "iek_QOsuElGgQg4OoV-R", count: 3 }] },
     errors: [],
+  },
+  "POST /admin/v1/kt/auditors": {
+    summary: "Registers an auditor of the key log.",
+    description:
+      "An auditor (a regulator, a researcher, a bank's second line) may read the key log's leaf data, " +
+      "`GET /kt/v1/entries` with `Authorization: Bearer <token>`; each read is audited. The token is in " +
+      "this answer only (the service keeps its SHA-256).",
+    body: {
+      schema: {
+        type: "object",
+        required: ["name"],
+        properties: { name: { type: "string", minLength: 1, maxLength: 200 } },
+        additionalProperties: false,
+      },
+      example: { name: "Payments regulator" },
+    },
+    data: AUDITOR_REF,
+    example: { ...AUDITOR_EXAMPLE, token: "kta_Zr8pVn2qLw5sXc7bKd0fHj3mTy6uGa9eRq1oWi4nEk8" },
+    errors: ["invalid_request"],
+  },
+  "GET /admin/v1/kt/auditors": {
+    summary: "Lists the key log's auditors.",
+    description: "Every auditor, revoked ones too. Never a token.",
+    data: {
+      type: "object",
+      required: ["auditors"],
+      properties: { auditors: { type: "array", items: AUDITOR_REF } },
+      additionalProperties: false,
+    },
+    example: { auditors: [AUDITOR_EXAMPLE] },
+    errors: [],
+  },
+  "DELETE /admin/v1/kt/auditors/{auditorId}": {
+    summary: "Revokes an auditor of the key log.",
+    description: "From now on its token is `unauthorized` at `GET /kt/v1/entries`.",
+    parameters: [
+      {
+        name: "auditorId",
+        in: "path",
+        required: true,
+        description: "The `auditorId`, from the list.",
+        schema: { type: "string" },
+        example: AUDITOR_EXAMPLE.auditorId,
+      },
+    ],
+    data: AUDITOR_REF,
+    example: { ...AUDITOR_EXAMPLE, revokedAt: "2026-11-25T10:00:00.000Z" },
+    errors: ["not_found"],
   },
 };
 

@@ -1,4 +1,5 @@
 import { binsOverlapping } from "../bins.js";
+import type { KtIntakeRefusal, KtPendingInput } from "../kt-types.js";
 import type {
   BinStore,
   IssuerEscrowKeyRecord,
@@ -8,23 +9,40 @@ import type {
   SetBinsOutcome,
 } from "../types.js";
 import { copy } from "./copy.js";
+import type { MemoryKtLog } from "./kt-log.js";
 
 /** Issuer escrow keys held in memory, per tenant in the order registered. */
 export class MemoryIssuerEscrowKeys implements IssuerEscrowKeyStore {
   private readonly byTenant = new Map<string, IssuerEscrowKeyRecord[]>();
 
-  async insert(key: IssuerEscrowKeyRecord): Promise<void> {
+  constructor(private readonly ktLog: MemoryKtLog) {}
+
+  async insert(
+    key: IssuerEscrowKeyRecord,
+    kt?: readonly KtPendingInput[],
+  ): Promise<KtIntakeRefusal | undefined> {
+    const intake = this.ktLog.intake(kt);
+    if ("kind" in intake) return intake;
+    intake.commit();
     const keys = this.byTenant.get(key.tenantId) ?? [];
     keys.push(copy(key));
     this.byTenant.set(key.tenantId, keys);
+    return undefined;
   }
 
   async current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined> {
-    return copy(this.byTenant.get(tenantId)?.at(-1));
+    return copy(this.byTenant.get(tenantId)?.findLast((key) => key.revokedAt === undefined));
   }
 
   async list(tenantId: string): Promise<IssuerEscrowKeyRecord[]> {
     return copy([...(this.byTenant.get(tenantId) ?? [])].reverse());
+  }
+
+  async revoke(tenantId: string, escrowKeyId: string, at: Date): Promise<IssuerEscrowKeyRecord | undefined> {
+    const key = this.byTenant.get(tenantId)?.find((k) => k.escrowKeyId === escrowKeyId);
+    if (key === undefined) return undefined;
+    key.revokedAt ??= new Date(at);
+    return copy(key);
   }
 }
 
@@ -32,7 +50,14 @@ export class MemoryIssuerEscrowKeys implements IssuerEscrowKeyStore {
 export class MemoryBins implements BinStore {
   private readonly owners = new Map<string, string>();
 
-  async set(tenantId: string, bins: readonly string[]): Promise<SetBinsOutcome> {
+  constructor(private readonly ktLog: MemoryKtLog) {}
+
+  async set(
+    tenantId: string,
+    bins: readonly string[],
+    _now: Date,
+    kt?: readonly KtPendingInput[],
+  ): Promise<SetBinsOutcome | KtIntakeRefusal> {
     for (const bin of bins) {
       for (const other of binsOverlapping(bin)) {
         const owner = this.owners.get(other);
@@ -45,6 +70,9 @@ export class MemoryBins implements BinStore {
         }
       }
     }
+    const intake = this.ktLog.intake(kt);
+    if ("kind" in intake) return intake;
+    intake.commit();
     for (const [bin, owner] of this.owners) if (owner === tenantId) this.owners.delete(bin);
     for (const bin of bins) this.owners.set(bin, tenantId);
     return { kind: "set" };
@@ -64,6 +92,12 @@ export class MemoryBins implements BinStore {
     }
     return undefined;
   }
+
+  async hasOwnedPrefixUnder(bin: string): Promise<boolean> {
+    if (bin.length !== 6) return false;
+    for (const prefix of this.owners.keys()) if (prefix.length === 8 && prefix.startsWith(bin)) return true;
+    return false;
+  }
 }
 
 /** MerchantId owners held in memory. */
@@ -78,10 +112,17 @@ export class MemoryMerchantOwners implements MerchantOwnerStore {
     return record;
   }
 
-  async assign(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord> {
+  async assign(
+    merchantId: string,
+    tenantId: string,
+    now: Date,
+  ): Promise<{ record: MerchantOwnerRecord; previousTenantId?: string }> {
+    const previous = this.byMerchantId.get(merchantId);
     const record: MerchantOwnerRecord = { merchantId, tenantId, source: "operator", at: now };
     this.byMerchantId.set(merchantId, copy(record));
-    return copy(record);
+    return previous === undefined
+      ? { record: copy(record) }
+      : { record: copy(record), previousTenantId: previous.tenantId };
   }
 
   async find(merchantId: string): Promise<MerchantOwnerRecord | undefined> {

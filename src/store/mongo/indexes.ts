@@ -15,6 +15,8 @@ export const COLLECTIONS = {
   /** Merchant signing keys (section 10), one document per merchantId. */
   merchantKeys: "merchantKeys",
   audit: "audit",
+  /** Counters: `audit` numbers audit events, `auditStable` is how far readers may read (see `MongoAudit`). */
+  counters: "counters",
   /** Issuer tenants' escrow public keys (section 17). */
   issuerEscrowKeys: "issuerEscrowKeys",
   /** BIN prefixes, `_id` the prefix, one owner each (section 17). */
@@ -31,6 +33,26 @@ export const COLLECTIONS = {
   receiptClaims: "receiptClaims",
   /** Erasures begun and not finished, one document per user (section 19): what a retry finishes. */
   erasures: "erasures",
+  /** The key log (section 20; `kt-log.ts`): statements waiting for the sequencer, by id. */
+  ktPending: "ktPending",
+  /** The key log's sequences (a card's, an issuer's): intake and logged states, `_id` the name. */
+  ktSequences: "ktSequences",
+  /** The key log's tree as C2SP tiles, `_id` `<level>/<index>`. */
+  ktTiles: "ktTiles",
+  /** The key log's head: one document. */
+  ktHead: "ktHead",
+  /** The key log's leaves, `_id` the leaf index. */
+  ktLeaves: "ktLeaves",
+  /** Checkpoints the log signed, `_id` the tree size, with their cosignatures. */
+  ktCheckpoints: "ktCheckpoints",
+  /** What each witness last cosigned, `_id` its key name. */
+  ktWitnesses: "ktWitnesses",
+  /** Directory snapshots' bodies, `_id` their SHA-256. */
+  ktDirectories: "ktDirectories",
+  /** Auditors allowed to read leaf data, `_id` their id. */
+  ktAuditors: "ktAuditors",
+  /** Leases of background jobs (`_id` the job's name), with their fencing tokens. */
+  leases: "leases",
 } as const;
 
 /** A collection's name. */
@@ -98,6 +120,7 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     // paymentId is random (96 bits): the index finds, the shard key's unique index is what refuses.
     { key: { paymentId: 1 }, name: "byPaymentId" },
     { key: { merchantId: 1, transactionId: 1 }, name: "uniq_merchantId_transactionId", unique: true },
+    { key: { merchantTenantId: 1, createdAt: -1, paymentId: -1 }, name: "listByTenant" },
   ],
   [COLLECTIONS.grants]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }, ttl],
   [COLLECTIONS.grantSlots]: [ttl],
@@ -110,13 +133,39 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   ],
   [COLLECTIONS.merchantKeys]: [{ key: { merchantId: 1 }, name: "uniq_merchantId", unique: true }],
   // The key of `list` ({at: -1}) did not match its sort {at: -1, _id: -1}; a new name, as above.
-  [COLLECTIONS.audit]: [{ key: { at: -1, _id: -1 }, name: "list_at_id" }],
+  [COLLECTIONS.audit]: [
+    { key: { at: -1, _id: -1 }, name: "list_at_id" },
+    // A tenant's events in the order they were numbered (`_id`), for its audit pages.
+    { key: { tenantId: 1, _id: 1 }, name: "page_tenant" },
+  ],
   [COLLECTIONS.issuerEscrowKeys]: [
     { key: { escrowKeyId: 1 }, name: "uniq_escrowKeyId", unique: true },
     { key: { tenantId: 1, createdAt: -1 }, name: "byTenant" },
   ],
   [COLLECTIONS.bins]: [{ key: { tenantId: 1 }, name: "byTenant" }],
   [COLLECTIONS.erasures]: [{ key: { userId: 1 }, name: "uniq_userId", unique: true }],
+  // The sequencer's read: waiting records, oldest first.
+  [COLLECTIONS.ktPending]: [{ key: { state: 1, createdAt: 1, _id: 1 }, name: "waiting" }],
+  [COLLECTIONS.ktLeaves]: [
+    // A pending record becomes one leaf; a sequence's version one leaf (a replayed statement is refused).
+    {
+      key: { pendingId: 1 },
+      name: "uniq_pendingId",
+      unique: true,
+      partialFilterExpression: { pendingId: { $exists: true } },
+    },
+    {
+      key: { sequence: 1, version: -1 },
+      name: "uniq_sequence_version",
+      unique: true,
+      partialFilterExpression: { sequence: { $exists: true } },
+    },
+    // An issuer's feed, and erasure's update of a card's leaves.
+    { key: { tenantId: 1, _id: 1 }, name: "byTenant", partialFilterExpression: { kind: "statement" } },
+    { key: { cardKey: 1 }, name: "byCard", partialFilterExpression: { cardKey: { $exists: true } } },
+  ],
+  [COLLECTIONS.ktDirectories]: [{ key: { index: -1 }, name: "byIndex" }],
+  [COLLECTIONS.ktAuditors]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }],
 };
 
 /** The name of the TTL indexes of `RECEIPT_RETENTION_DAYS`, on receipts and on their claims. */
@@ -201,9 +250,15 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
   [COLLECTIONS.audit]: {
     key: { _id: "hashed" },
     why:
-      "Appended on every grant and decrypt, with growing ObjectIds: a hashed `_id` spreads the inserts " +
-      "over every shard. No unique rule. Reads (operators, an issuer's own audit) are rare and declared " +
-      "scatter-gather.",
+      "Appended on every grant, decrypt and key change, each event numbered by the `counters` document " +
+      "(its `_id`, growing): a hashed `_id` spreads the inserts over every shard, and `_id` is unique " +
+      "whatever the key. Reads (operators, an issuer's own audit) are rare and declared scatter-gather.",
+  },
+  [COLLECTIONS.counters]: {
+    key: "unsharded",
+    why:
+      "Two small documents: the number of the last audit event (one `$inc` per event) and the number " +
+      "below which readers have seen every event.",
   },
   [COLLECTIONS.users]: {
     key: "unsharded",
@@ -239,4 +294,39 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
     key: "unsharded",
     why: "One document per erasure in progress, removed when it finishes: a handful at any time.",
   },
+  [COLLECTIONS.ktPending]: {
+    key: "unsharded",
+    why:
+      "Statements waiting for the sequencer (seconds each), written in the transaction of the change they " +
+      "record, beside users and keys on the primary shard: registration stays a one-shard transaction.",
+  },
+  [COLLECTIONS.ktSequences]: {
+    key: "unsharded",
+    why: "One small document per card with a statement and per issuer, written with pending statements.",
+  },
+  [COLLECTIONS.ktTiles]: {
+    key: "unsharded",
+    why:
+      "The tree: about 32 bytes a leaf in one document per 256 leaves (3.2 GB at 10^8 leaves); read by " +
+      "proofs, written by the one sequencer in its append transaction.",
+  },
+  [COLLECTIONS.ktHead]: { key: "unsharded", why: "One document, written by every append." },
+  [COLLECTIONS.ktLeaves]: {
+    key: "unsharded",
+    why:
+      "One document per leaf (about 600 B with its statement), appended in order by the one sequencer in " +
+      "the same transaction as the tiles and the head; read by card, by tenant and by index. A log read in " +
+      "order by one sequencer stays whole while its size allows (tens of GB at 10^8 leaves).",
+  },
+  [COLLECTIONS.ktCheckpoints]: {
+    key: "unsharded",
+    why: "One small document per checkpoint (at most one every round).",
+  },
+  [COLLECTIONS.ktWitnesses]: { key: "unsharded", why: "One document per witness." },
+  [COLLECTIONS.ktDirectories]: {
+    key: "unsharded",
+    why: "One document per directory snapshot (about one a day).",
+  },
+  [COLLECTIONS.ktAuditors]: { key: "unsharded", why: "The auditors an operator registered: a handful." },
+  [COLLECTIONS.leases]: { key: "unsharded", why: "One document per background job." },
 };

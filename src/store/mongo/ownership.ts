@@ -1,4 +1,6 @@
+import type { Filter } from "mongodb";
 import { binsOverlapping } from "../bins.js";
+import type { KtIntakeRefusal, KtPendingInput } from "../kt-types.js";
 import type {
   BinStore,
   IssuerEscrowKeyRecord,
@@ -10,6 +12,7 @@ import type {
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
+import { ktIntakeIn } from "./kt-docs.js";
 
 /** Issuer escrow keys in `issuerEscrowKeys`. */
 export class MongoIssuerEscrowKeys implements IssuerEscrowKeyStore {
@@ -19,25 +22,53 @@ export class MongoIssuerEscrowKeys implements IssuerEscrowKeyStore {
     return this.ctx.collection<IssuerEscrowKeyRecord>(COLLECTIONS.issuerEscrowKeys);
   }
 
-  insert(key: IssuerEscrowKeyRecord): Promise<void> {
+  /** A plain insert; with `kt`, one transaction with the key log's intake. */
+  insert(key: IssuerEscrowKeyRecord, kt?: readonly KtPendingInput[]): Promise<KtIntakeRefusal | undefined> {
     return this.ctx.run(async () => {
-      await this.collection.insertOne({ ...key }, this.ctx.limit);
+      if (kt === undefined || kt.length === 0) {
+        await this.collection.insertOne({ ...key }, this.ctx.limit);
+        return undefined;
+      }
+      return this.ctx.transaction("issuerEscrowKeys.insert", async (session) => {
+        const intake = await ktIntakeIn(this.ctx, session, kt);
+        if ("kind" in intake) return intake;
+        await this.collection.insertOne({ ...key }, this.ctx.writeIn(session));
+        await intake.write();
+        return undefined;
+      });
     });
   }
 
   async current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined> {
-    return (await this.newestFirst(tenantId, 1))[0];
+    return (await this.newestFirst({ tenantId, revokedAt: { $exists: false } }, 1))[0];
   }
 
   list(tenantId: string): Promise<IssuerEscrowKeyRecord[]> {
-    return this.newestFirst(tenantId, 0);
+    return this.newestFirst({ tenantId }, 0);
   }
 
-  /** The tenant's keys, newest first; `limit` 0 for all. */
-  private newestFirst(tenantId: string, limit: number): Promise<IssuerEscrowKeyRecord[]> {
+  revoke(tenantId: string, escrowKeyId: string, at: Date): Promise<IssuerEscrowKeyRecord | undefined> {
+    return this.ctx.run(async () => {
+      await this.collection.updateOne(
+        { tenantId, escrowKeyId, revokedAt: { $exists: false } },
+        { $set: { revokedAt: at } },
+        this.ctx.limit,
+      );
+      return (
+        (await this.collection.findOne<IssuerEscrowKeyRecord>({ tenantId, escrowKeyId }, this.ctx.read)) ??
+        undefined
+      );
+    });
+  }
+
+  /** The keys matching `filter` (one tenant's), newest first; `limit` 0 for all. */
+  private newestFirst(
+    filter: Filter<IssuerEscrowKeyRecord>,
+    limit: number,
+  ): Promise<IssuerEscrowKeyRecord[]> {
     return this.ctx.run(() =>
       this.collection
-        .find<IssuerEscrowKeyRecord>({ tenantId }, this.ctx.read)
+        .find<IssuerEscrowKeyRecord>(filter, this.ctx.read)
         .sort({ createdAt: -1, escrowKeyId: -1 })
         .limit(limit)
         .toArray(),
@@ -69,7 +100,12 @@ export class MongoBins implements BinStore {
    * then replaces the tenant's list. A concurrent insert of the same prefix by another tenant collides
    * on `_id` and aborts the transaction (nothing changed).
    */
-  set(tenantId: string, bins: readonly string[], now: Date): Promise<SetBinsOutcome> {
+  set(
+    tenantId: string,
+    bins: readonly string[],
+    now: Date,
+    kt?: readonly KtPendingInput[],
+  ): Promise<SetBinsOutcome | KtIntakeRefusal> {
     return this.ctx.run(async () => {
       try {
         return await this.ctx.transaction("bins.set", async (session) => {
@@ -90,6 +126,8 @@ export class MongoBins implements BinStore {
               .toArray();
             if (others.length > 0) return { kind: "conflict", bin } as const;
           }
+          const intake = await ktIntakeIn(this.ctx, session, kt);
+          if ("kind" in intake) return intake;
           const write = this.ctx.writeIn(session);
           // Overlapping prefixes of two tenants are different documents, so inserting both would not
           // collide: every set also writes the lock of each 6-digit prefix it touches, and two
@@ -104,6 +142,7 @@ export class MongoBins implements BinStore {
               write,
             );
           }
+          await intake.write();
           return { kind: "set" } as const;
         });
       } catch (err) {
@@ -129,6 +168,18 @@ export class MongoBins implements BinStore {
       // The most specific prefix wins (8 digits before 6); `set` keeps them from disagreeing anyway.
       found.sort((a, b) => b._id.length - a._id.length);
       return found[0]?.tenantId;
+    });
+  }
+
+  /** An anchored regex on `_id` (6 digits, checked by the domain) reads a range of the `_id` index. */
+  hasOwnedPrefixUnder(bin: string): Promise<boolean> {
+    if (!/^\d{6}$/.test(bin)) return Promise.resolve(false);
+    return this.ctx.run(async () => {
+      const found = await this.collection
+        .find<BinDoc>({ _id: { $regex: `^${bin}\\d{2}$` } }, { ...this.ctx.limit, projection: { _id: 1 } })
+        .limit(1)
+        .toArray();
+      return found.length > 0;
     });
   }
 }
@@ -165,14 +216,20 @@ export class MongoMerchantOwners implements MerchantOwnerStore {
     });
   }
 
-  assign(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord> {
+  /** One upsert that returns the document before it: the previous owner, read atomically. */
+  assign(
+    merchantId: string,
+    tenantId: string,
+    now: Date,
+  ): Promise<{ record: MerchantOwnerRecord; previousTenantId?: string }> {
     return this.ctx.run(async () => {
-      await this.collection.replaceOne(
+      const before = await this.collection.findOneAndUpdate(
         { _id: merchantId },
-        { tenantId, source: "operator", at: now },
-        { ...this.ctx.limit, upsert: true },
+        { $set: { tenantId, source: "operator", at: now } },
+        { ...this.ctx.limit, upsert: true, returnDocument: "before" },
       );
-      return { merchantId, tenantId, source: "operator", at: now };
+      const record: MerchantOwnerRecord = { merchantId, tenantId, source: "operator", at: now };
+      return before === null ? { record } : { record, previousTenantId: before.tenantId };
     });
   }
 
