@@ -192,7 +192,14 @@ async function openOwn(
   );
   const strangers = records.cards.filter((c) => c.enrolled === false).map((c) => c.cardRef);
   const opened = new Map<number, { statement: Uint8Array; opening: Uint8Array }>();
-  if (leaves.length === 0) return opened;
+  // The feed is asked only when a new leaf is under one of the issuer's keys: nothing else is its to
+  // open, and an issuer with no statements of its own still monitors the directory.
+  const own = new Set(monitorConfig(records, sha256).signerHashes);
+  const mine = leaves.some((bytes) => {
+    const leaf = parseLeaf(bytes);
+    return leaf !== undefined && leaf.kind !== "directory" && own.has(toHex(leaf.signerHash));
+  });
+  if (!mine) return opened;
   for (const entry of await source.feed(from)) {
     const leaf = parseLeaf(leaves[entry.index - from] ?? new Uint8Array());
     const stored = fromBase64Strict(entry.statementWithoutCardRef);
