@@ -46,7 +46,8 @@ export async function ktCommand(
   args: string[],
   out: NodeJS.WritableStream,
 ): Promise<void> {
-  if (command !== "keygen") throw new UsageError('Unknown kt command: try "receipts kt keygen" or "receipts kt monitor".');
+  if (command !== "keygen")
+    throw new UsageError('Unknown kt command: try "receipts kt keygen" or "receipts kt monitor".');
   const { values } = parse(args, {
     host: { type: "string" },
     out: { type: "string" },
