@@ -11,6 +11,7 @@ export {
   createReceiptsClient,
   DEFAULT_TIMEOUT_MS,
   type Gateway,
+  type ListPaymentsOptions,
   type ListReceiptsOptions,
   type ReceiptInput,
   type ReceiptsClient,
@@ -27,9 +28,19 @@ export {
   type KeyRing,
   keyIdOf,
   type OpenedReceipt,
+  type OpenListingOptions,
   openListing,
   openReceiptWithKeyRing,
 } from "./key-ring.js";
+export {
+  type CardTransaction,
+  DETAILS_CEILING,
+  MATCH_THRESHOLD,
+  matchStatement,
+  matchTransaction,
+  type StatementMatch,
+  type TransactionMatch,
+} from "./match.js";
 export {
   type MerchantReceipt,
   type MerchantSigner,
@@ -47,6 +58,13 @@ export {
   type Sleep,
 } from "./retry.js";
 export {
+  checkReceiptSignature,
+  type SignatureCheck,
+  type SignatureStatus,
+  type SigningKeyInfo,
+  type SigningKeySource,
+} from "./signatures.js";
+export {
   EnvelopeError,
   type EnvelopeErrorCode,
   HPKE_KEY_WRAP_ALGORITHM,
@@ -60,6 +78,8 @@ export {
   type ReceiptJson,
   type ReceiptLineItemJson,
   type ReceiptTaxJson,
+  type ReceiptTaxLineJson,
+  type ReceiptTenderJson,
   type RewrapTarget,
   rewrapKeyBundle,
   type SealedEnvelope,
