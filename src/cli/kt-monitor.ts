@@ -211,7 +211,7 @@ async function openOwn(
     if (parsed === undefined || !parsed.ok) continue;
     const aboutCard =
       parsed.value.type === "receipts.v1/key-binding" || parsed.value.type === "receipts.v1/key-revocation";
-    const known = entry.userId === null ? undefined : cards.get(entry.userId);
+    const known = entry.userId === "" ? undefined : cards.get(entry.userId);
     const candidates = !aboutCard ? [undefined] : known !== undefined ? [known] : strangers;
     for (const cardRef of candidates) {
       const statement = cardRef === undefined ? (stored as Uint8Array) : withCardRef(text, cardRef);

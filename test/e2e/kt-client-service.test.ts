@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -56,6 +57,7 @@ describe("the client library and the monitor on the service's key log", { timeou
   let svc: TestService;
   let policy: TrustPolicy;
   let watcherKey: string;
+  let bankCard: { hashedPan: string; cardKey: string; statement: Uint8Array } | undefined;
 
   const details: IssuerDetails = {
     tenants: async () => ["issuer-1", "issuer-2"],
@@ -140,6 +142,8 @@ describe("the client library and the monitor on the service's key log", { timeou
     const card = testCard();
     const signed = signedBinding(bank, card, device, {}, Date.now());
     const pending = pendingOf({ log: svc.app.domain.kt } as never, bank, card, signed);
+    pending.userId = "usr_bank_card";
+    bankCard = { hashedPan: card.hashedPan, cardKey: card.cardKey, statement: signed.bytes };
     expect(await store.ktLog.enqueue([pending])).toEqual({ kind: "enqueued" });
     svc.app.domain.kt.notify();
     const { proof } = await svc.app.domain.kt.waitForLeaf(pending.id);
@@ -255,5 +259,78 @@ describe("the client library and the monitor on the service's key log", { timeou
       after.range,
       after.core.next,
     ]);
+  });
+
+  it("runs the BIN owner's monitor through its feed, and reports a binding of its card it did not sign", async () => {
+    const card = bankCard as NonNullable<typeof bankCard>;
+    const files = {
+      policy: join(dir, "policy-bank.json"),
+      records: join(dir, "records-bank.json"),
+      state: join(dir, "bank.state"),
+    };
+    writeFileSync(files.policy, JSON.stringify(policy));
+    const sha = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+    writeFileSync(
+      files.records,
+      JSON.stringify({
+        issuer: bank.tenant,
+        signingKeys: [base64(bank.spki)],
+        prefixes: ["411111"],
+        cards: [{ cardRef: card.hashedPan, userId: "usr_bank_card" }],
+        signed: [sha(card.statement)],
+      }),
+    );
+    const run = async () => {
+      const out = capture();
+      const err = capture();
+      const code = await runCli(
+        [
+          "kt",
+          "monitor",
+          "--url",
+          svc.baseUrl,
+          "--issuer-key",
+          svc.issuerKey,
+          "--policy",
+          files.policy,
+          "--records",
+          files.records,
+          "--state",
+          files.state,
+        ],
+        out,
+        err,
+      );
+      return { code, out: out.text(), err: err.text() };
+    };
+    await witnessed();
+    const first = await run();
+    expect(first.code, `${first.out}${first.err}`).toBe(EXIT.ok);
+    expect(first.out).toMatch(/^ok: tree size \d+, \d+ new leaves, nothing to report\n$/);
+
+    // Someone with the bank's signing key (or the store) binds the card to their own key: the
+    // statement is valid, in order, and logged, and the bank's records say it never signed it.
+    const attacker = makeUserKey();
+    const forged = signedBinding(
+      bank,
+      card,
+      attacker,
+      {
+        version: 2,
+        supersedes: (JSON.parse(new TextDecoder().decode(card.statement)) as { keyId: string }).keyId,
+      },
+      Date.now(),
+    );
+    const pending = pendingOf({ log: svc.app.domain.kt } as never, bank, card, forged);
+    pending.userId = "usr_bank_card";
+    expect(await store.ktLog.enqueue([pending])).toEqual({ kind: "enqueued" });
+    svc.app.domain.kt.notify();
+    const { proof } = await svc.app.domain.kt.waitForLeaf(pending.id);
+    await witnessed();
+    const second = await run();
+    expect(second.code, second.err).toBe(3);
+    expect(second.out).toBe(
+      `alert: leaf ${proof.leafIndex}: a statement under your signing key that you did not sign\n`,
+    );
   });
 });

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJyChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIIi4KGFJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgJInUKGVJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2USFQoNZXNjcm93X2tleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFwoVTGlzdEVzY3Jvd0tleXNSZXF1ZXN0ImoKFkxpc3RFc2Nyb3dLZXlzUmVzcG9uc2USMQoLZXNjcm93X2tleXMYASADKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIsABCg9Jc3N1ZXJFc2Nyb3dLZXkSFQoNZXNjcm93X2tleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdjdXJyZW50GAYgASgIIi8KFlJldm9rZUVzY3Jvd0tleVJlcXVlc3QSFQoNZXNjcm93X2tleV9pZBgBIAEoCSJqChdSZXZva2VFc2Nyb3dLZXlSZXNwb25zZRIwCgplc2Nyb3dfa2V5GAEgASgLMhwucmVjZWlwdHMudjEuSXNzdWVyRXNjcm93S2V5Eh0KFWN1cnJlbnRfZXNjcm93X2tleV9pZBgCIAEoCSJOChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0Eg0KBWFmdGVyGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlsKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLnJlY2VpcHRzLnYxLkF1ZGl0RXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIsUBCgpBdWRpdEV2ZW50EiYKAmF0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZhY3Rpb24YAiABKAkSDQoFYWN0b3IYAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRIRCglzb3VyY2VfaXAYBSABKAkSDwoHdXNlcl9pZBgGIAEoCRIOCgZrZXlfaWQYByABKAkSFwoPcHJldmlvdXNfa2V5X2lkGAggASgJEg8KB3N1YmplY3QYCSABKAkyhwYKC0tleXNTZXJ2aWNlEnYKC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIkgtPkkwIeOgEqIhkvYXBpL3YxL2tleXMvZ3JhbnQtYWNjZXNzEmoKCUxvb2t1cEtleRIdLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlcXVlc3QaHi5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXNwb25zZSIegtPkkwIYOgEqIhMvYXBpL3YxL2tleXMvbG9va3VwEooBChFSZWdpc3RlckVzY3Jvd0tleRIlLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBomLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzEn4KDkxpc3RFc2Nyb3dLZXlzEiIucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXF1ZXN0GiMucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXNwb25zZSIjgtPkkwIdEhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMSkQEKD1Jldm9rZUVzY3Jvd0tleRIjLnJlY2VpcHRzLnYxLlJldm9rZUVzY3Jvd0tleVJlcXVlc3QaJC5yZWNlaXB0cy52MS5SZXZva2VFc2Nyb3dLZXlSZXNwb25zZSIzgtPkkwItKisvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMve2VzY3Jvd19rZXlfaWR9EnMKD0xpc3RBdWRpdEV2ZW50cxIjLnJlY2VpcHRzLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaJC5yZWNlaXB0cy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIVgtPkkwIPEg0vYXBpL3YxL2F1ZGl0YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJyChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIIi4KGFJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgJInUKGVJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2USFQoNZXNjcm93X2tleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFwoVTGlzdEVzY3Jvd0tleXNSZXF1ZXN0ImoKFkxpc3RFc2Nyb3dLZXlzUmVzcG9uc2USMQoLZXNjcm93X2tleXMYASADKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIsABCg9Jc3N1ZXJFc2Nyb3dLZXkSFQoNZXNjcm93X2tleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdjdXJyZW50GAYgASgIIi8KFlJldm9rZUVzY3Jvd0tleVJlcXVlc3QSFQoNZXNjcm93X2tleV9pZBgBIAEoCSJqChdSZXZva2VFc2Nyb3dLZXlSZXNwb25zZRIwCgplc2Nyb3dfa2V5GAEgASgLMhwucmVjZWlwdHMudjEuSXNzdWVyRXNjcm93S2V5Eh0KFWN1cnJlbnRfZXNjcm93X2tleV9pZBgCIAEoCSJOChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0Eg0KBWFmdGVyGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlsKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLnJlY2VpcHRzLnYxLkF1ZGl0RXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIsUBCgpBdWRpdEV2ZW50EiYKAmF0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZhY3Rpb24YAiABKAkSDQoFYWN0b3IYAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRIRCglzb3VyY2VfaXAYBSABKAkSDwoHdXNlcl9pZBgGIAEoCRIOCgZrZXlfaWQYByABKAkSFwoPcHJldmlvdXNfa2V5X2lkGAggASgJEg8KB3N1YmplY3QYCSABKAkiWwoUTGlzdEt0RW50cmllc1JlcXVlc3QSEgoFYWZ0ZXIYASABKANIAIgBARIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCUIICgZfYWZ0ZXIiVwoVTGlzdEt0RW50cmllc1Jlc3BvbnNlEiUKB2VudHJpZXMYASADKAsyFC5yZWNlaXB0cy52MS5LdEVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKGAQoHS3RFbnRyeRINCgVpbmRleBgBIAEoAxIiChpzdGF0ZW1lbnRfd2l0aG91dF9jYXJkX3JlZhgCIAEoCRIPCgdvcGVuaW5nGAMgASgJEhYKDnNpZ25pbmdfa2V5X2lkGAQgASgJEg8KB3VzZXJfaWQYBSABKAkSDgoGZXJhc2VkGAYgASgIMvsGCgtLZXlzU2VydmljZRJ2CgtHcmFudEFjY2VzcxIfLnJlY2VpcHRzLnYxLkdyYW50QWNjZXNzUmVxdWVzdBogLnJlY2VpcHRzLnYxLkdyYW50QWNjZXNzUmVzcG9uc2UiJILT5JMCHjoBKiIZL2FwaS92MS9rZXlzL2dyYW50LWFjY2VzcxJqCglMb29rdXBLZXkSHS5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXF1ZXN0Gh4ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVzcG9uc2UiHoLT5JMCGDoBKiITL2FwaS92MS9rZXlzL2xvb2t1cBKKAQoRUmVnaXN0ZXJFc2Nyb3dLZXkSJS5yZWNlaXB0cy52MS5SZWdpc3RlckVzY3Jvd0tleVJlcXVlc3QaJi5yZWNlaXB0cy52MS5SZWdpc3RlckVzY3Jvd0tleVJlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5cxJ+Cg5MaXN0RXNjcm93S2V5cxIiLnJlY2VpcHRzLnYxLkxpc3RFc2Nyb3dLZXlzUmVxdWVzdBojLnJlY2VpcHRzLnYxLkxpc3RFc2Nyb3dLZXlzUmVzcG9uc2UiI4LT5JMCHRIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzEpEBCg9SZXZva2VFc2Nyb3dLZXkSIy5yZWNlaXB0cy52MS5SZXZva2VFc2Nyb3dLZXlSZXF1ZXN0GiQucmVjZWlwdHMudjEuUmV2b2tlRXNjcm93S2V5UmVzcG9uc2UiM4LT5JMCLSorL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzL3tlc2Nyb3dfa2V5X2lkfRJzCg9MaXN0QXVkaXRFdmVudHMSIy5yZWNlaXB0cy52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GiQucmVjZWlwdHMudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2UiFYLT5JMCDxINL2FwaS92MS9hdWRpdBJyCg1MaXN0S3RFbnRyaWVzEiEucmVjZWlwdHMudjEuTGlzdEt0RW50cmllc1JlcXVlc3QaIi5yZWNlaXB0cy52MS5MaXN0S3RFbnRyaWVzUmVzcG9uc2UiGoLT5JMCFBISL2FwaS92MS9rdC9lbnRyaWVzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
@@ -486,6 +486,123 @@ export const AuditEventSchema: GenMessage<AuditEvent> = /*@__PURE__*/
   messageDesc(file_receipts_v1_keys, 13);
 
 /**
+ * @generated from message receipts.v1.ListKtEntriesRequest
+ */
+export type ListKtEntriesRequest = Message<"receipts.v1.ListKtEntriesRequest"> & {
+  /**
+   * Only leaves with an index above this one (default: from the first leaf). Ignored with a
+   * page_token.
+   *
+   * @generated from field: optional int64 after = 1;
+   */
+  after?: bigint | undefined;
+
+  /**
+   * Default 100, at most 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The next_page_token of the previous answer.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListKtEntriesRequest.
+ * Use `create(ListKtEntriesRequestSchema)` to create a new message.
+ */
+export const ListKtEntriesRequestSchema: GenMessage<ListKtEntriesRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 14);
+
+/**
+ * @generated from message receipts.v1.ListKtEntriesResponse
+ */
+export type ListKtEntriesResponse = Message<"receipts.v1.ListKtEntriesResponse"> & {
+  /**
+   * In log order.
+   *
+   * @generated from field: repeated receipts.v1.KtEntry entries = 1;
+   */
+  entries: KtEntry[];
+
+  /**
+   * Set when a full page was answered: pass it to read on. Empty once the log has no more of the
+   * tenant's leaves (ask again later with `after` the last index seen).
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListKtEntriesResponse.
+ * Use `create(ListKtEntriesResponseSchema)` to create a new message.
+ */
+export const ListKtEntriesResponseSchema: GenMessage<ListKtEntriesResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 15);
+
+/**
+ * One leaf of the key log under the calling issuer's keys, opened.
+ *
+ * @generated from message receipts.v1.KtEntry
+ */
+export type KtEntry = Message<"receipts.v1.KtEntry"> & {
+  /**
+   * The leaf's index in the log.
+   *
+   * @generated from field: int64 index = 1;
+   */
+  index: bigint;
+
+  /**
+   * Base64 of the statement's bytes with cardRef removed (RFC 8785 canonical JSON). Empty when erased.
+   *
+   * @generated from field: string statement_without_card_ref = 2;
+   */
+  statementWithoutCardRef: string;
+
+  /**
+   * Base64 of the 16-byte opening of the leaf's commitment. Empty when erased.
+   *
+   * @generated from field: string opening = 3;
+   */
+  opening: string;
+
+  /**
+   * The signing key that signed it, "sk_" and 32 hexadecimal digits. Empty when erased.
+   *
+   * @generated from field: string signing_key_id = 4;
+   */
+  signingKeyId: string;
+
+  /**
+   * The user it was registered for; empty for a statement about no card, and when erased.
+   *
+   * @generated from field: string user_id = 5;
+   */
+  userId: string;
+
+  /**
+   * True when an erasure removed the statement and opening: the leaf stays in the log.
+   *
+   * @generated from field: bool erased = 6;
+   */
+  erased: boolean;
+};
+
+/**
+ * Describes the message receipts.v1.KtEntry.
+ * Use `create(KtEntrySchema)` to create a new message.
+ */
+export const KtEntrySchema: GenMessage<KtEntry> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 16);
+
+/**
  * Short-lived decrypt grants and escrow keys (card issuers); recipient key look-up (merchants).
  *
  * @generated from service receipts.v1.KeysService
@@ -653,6 +770,39 @@ export const KeysService: GenService<{
     methodKind: "unary";
     input: typeof ListAuditEventsRequestSchema;
     output: typeof ListAuditEventsResponseSchema;
+  },
+  /**
+   * The calling issuer's own statements in the key log (SPEC section 20), opened for its monitor:
+   * each leaf signed by one of the tenant's signing keys, in log order, with the statement as the
+   * service keeps it (cardRef removed: the issuer puts its own card reference back), the opening of
+   * the leaf's commitment, the signing key and the user it was registered for. `receipts kt monitor`
+   * reads it to prove that every leaf under the tenant's keys is one the tenant signed. A statement
+   * an erasure removed is listed as erased (its leaf stays in the log).
+   *
+   * Example request:
+   * {"after": 0, "pageSize": 100}
+   *
+   * Example response:
+   * {
+   *   "entries": [
+   *     {
+   *       "index": 3,
+   *       "statementWithoutCardRef": "eyJhbGdvcml0aG0iOiJIUEtFLVAyNTYtU0hBMjU2LUEyNTZHQ00iLCJiaW4iOiI0MTExMTExMSJ9",
+   *       "opening": "q83vASNFZ4mrze8BI0VniQ==",
+   *       "signingKeyId": "sk_5d41402abc4b2a76b9719d911017c592",
+   *       "userId": "usr_OiIWtaNKLlelXAD2",
+   *       "erased": false
+   *     }
+   *   ],
+   *   "nextPageToken": ""
+   * }
+   *
+   * @generated from rpc receipts.v1.KeysService.ListKtEntries
+   */
+  listKtEntries: {
+    methodKind: "unary";
+    input: typeof ListKtEntriesRequestSchema;
+    output: typeof ListKtEntriesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_keys, 0);

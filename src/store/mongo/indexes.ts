@@ -122,7 +122,13 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { merchantId: 1, transactionId: 1 }, name: "uniq_merchantId_transactionId", unique: true },
     { key: { merchantTenantId: 1, createdAt: -1, paymentId: -1 }, name: "listByTenant" },
   ],
-  [COLLECTIONS.grants]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }, ttl],
+  [COLLECTIONS.grants]: [
+    { key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true },
+    // Erasure's deleteMany({userId}): live grants are the decrypts of the last three minutes, which at a
+    // peak of hundreds a second is too many to read through for each erasure.
+    { key: { userId: 1 }, name: "byUser" },
+    ttl,
+  ],
   [COLLECTIONS.grantSlots]: [ttl],
   [COLLECTIONS.idempotency]: [ttl],
   [COLLECTIONS.rateLimits]: [ttl],
