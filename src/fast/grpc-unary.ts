@@ -76,7 +76,11 @@ export interface GrpcUnaryOptions {
 
 /** A call answered before the interceptors ran. */
 export interface GrpcRefusal {
-  /** The request path, `/receipts.v1.KeysService/GrantAccess`. */
+  /**
+   * The request path, `/receipts.v1.KeysService/GrantAccess`; `/unmatched` for a method the server
+   * does not have, whose path is the caller's text (it may hold anything, a card reference too) and
+   * must not become a metric label or a log field.
+   */
   path: string;
   requestId: string;
   /** The gRPC status the call was answered with. */
@@ -179,7 +183,8 @@ function answerUnimplemented(
       return;
     }
     if (!stream.readableEnded) setImmediate(() => stream.close(constants.NGHTTP2_NO_ERROR));
-    options.onRefused?.({ path, requestId, status: error.code, elapsedMs: performance.now() - started });
+    const elapsedMs = performance.now() - started;
+    options.onRefused?.({ path: "/unmatched", requestId, status: error.code, elapsedMs });
   };
   const apiKey = headers["x-api-key"];
   const meter = options.meter;
