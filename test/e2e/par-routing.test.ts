@@ -1,6 +1,9 @@
 import { createHmac, randomBytes } from "node:crypto";
+import { status as GrpcStatus, Metadata } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
 import { createReceiptsClient, type MerchantReceipt, sealAndStoreReceipt } from "../../src/client/index.js";
+import { grpcClient, grpcUnary } from "../support/grpc.js";
 import {
   type Envelope,
   get,
@@ -10,6 +13,7 @@ import {
   startService,
   type TestService,
 } from "../support/harness.js";
+import { dumpableMemory } from "../support/store-dump.js";
 
 /**
  * Routing by Payment Account Reference (section 21), against a running server as merchants and
@@ -66,6 +70,19 @@ describe("routing by PAR over REST", () => {
     });
   }
 
+  /** Every audit event of the tenant of `key`, read page by page until a page is empty. */
+  async function auditOf(key: string): Promise<{ action: string; userId?: string }[]> {
+    const events: { action: string; userId?: string }[] = [];
+    for (let token = "", pages = 0; pages < 50; pages++) {
+      const page = await get(svc, `/api/v1/audit?pageToken=${token}`, key);
+      expect(page.status, JSON.stringify(page.body)).toBe(200);
+      if (page.body.data.events.length === 0) return events;
+      events.push(...page.body.data.events);
+      token = page.body.data.nextPageToken;
+    }
+    throw new Error("the audit feed never ended");
+  }
+
   function expectInvalid(answer: Answer, field: string): void {
     expect(answer.status, JSON.stringify(answer.body)).toBe(400);
     expect(answer.body.error?.code).toBe("invalid_request");
@@ -93,10 +110,13 @@ describe("routing by PAR over REST", () => {
     expect(enc.body.data).toMatchObject({ keyId, isEscrowed: false });
 
     const paid = receiptBody({ recipientHashedPan: undefined, recipientPar: par, merchantName: "Tap Bar" });
-    const pay = await post(svc, "/api/v1/payments/gateway_a/create", svc.merchantKey, {
-      ...paid,
-      amount: 950,
-    });
+    const pay = await post(
+      svc,
+      "/api/v1/payments/gateway_a/create",
+      svc.merchantKey,
+      { ...paid, amount: 950 },
+      { "idempotency-key": randomBytes(16).toString("hex") },
+    );
     expect(pay.status, JSON.stringify(pay.body)).toBe(200);
     expect(pay.body.data.serviceMetadata).toMatchObject({ keyId, isEscrowed: false });
 
@@ -228,6 +248,33 @@ describe("routing by PAR over REST", () => {
     );
   });
 
+  it("lets the BIN's owner take a PAR card from another issuer, audited for both (a claim conflict)", async () => {
+    const par = newPar();
+    sent.push(par);
+    const squat = await register({ par }, bankB);
+    expect(squat.reg.status).toBe(200);
+    const bins = await fetch(`${svc.baseUrl}/admin/v1/issuers/issuer-1/bins`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ bins: ["52000001", "53000002"] }),
+    });
+    expect(bins.status).toBe(200);
+    const owner = await register({ par, cardBin: "53000002" });
+    expect(owner.reg.status, JSON.stringify(owner.reg.body)).toBe(200);
+    expect(owner.reg.body.data.superseded).toBe(true);
+    const tap = receiptBody({ recipientHashedPan: undefined, recipientPar: par });
+    const enc = await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, tap);
+    expect(enc.body.data).toMatchObject({ keyId: owner.keyId, isEscrowed: false });
+    const conflicts = async (key: string) =>
+      (await auditOf(key)).filter((e) => e.action === "card_binding_conflict");
+    expect(await conflicts(svc.issuerKey)).toEqual(
+      expect.arrayContaining([expect.objectContaining({ userId: owner.reg.body.data.userId })]),
+    );
+    expect(await conflicts(bankB)).toEqual(
+      expect.arrayContaining([expect.objectContaining({ userId: squat.reg.body.data.userId })]),
+    );
+  });
+
   it("erases a card registered by PAR: its receipts go, and the PAR routes to escrow again", async () => {
     const par = newPar();
     sent.push(par);
@@ -244,6 +291,36 @@ describe("routing by PAR over REST", () => {
     expect(lookup.body.data.isEscrowed).toBe(true);
   });
 
+  it("carries the PAR over gRPC: register by PAR and look it up, and refuses a malformed one naming it", async () => {
+    const par = newPar();
+    sent.push(par);
+    const { reg, keyId } = await register({ par });
+    expect(reg.status).toBe(200);
+    const keys = grpcClient(KeysService, svc.port);
+    try {
+      const metadata = new Metadata();
+      metadata.set("x-api-key", svc.merchantKey);
+      const found = await grpcUnary<{ keyId: string; isEscrowed: boolean }>(
+        keys,
+        "lookupKey",
+        { recipientPar: par },
+        metadata,
+      );
+      expect(found.error).toBeUndefined();
+      expect(found.response).toMatchObject({ keyId, isEscrowed: false });
+      const bad = await grpcUnary(keys, "lookupKey", { recipientPar: par.toLowerCase() }, metadata);
+      expect(bad.error?.code).toBe(GrpcStatus.INVALID_ARGUMENT);
+      // The field violation travels in google.rpc.Status (grpc-status-details-bin): it names the field.
+      const status = Buffer.from(bad.error?.metadata.get("grpc-status-details-bin")[0] ?? "").toString(
+        "latin1",
+      );
+      expect(status).toContain("recipientPar");
+      expect(`${status} ${bad.error?.details}`).not.toContain(par.toLowerCase());
+    } finally {
+      keys.close();
+    }
+  });
+
   it("stores a PAR only keyed (HMAC under the pepper, apart from hashed PANs), and never logs it", async () => {
     const par = newPar();
     sent.push(par);
@@ -255,6 +332,10 @@ describe("routing by PAR over REST", () => {
     expect(await svc.store.users.findByPanHash(createHmac("sha256", PEPPER).update(par).digest("hex"))).toBe(
       undefined,
     );
+    // Nowhere in the store in the clear: users, receipts, escrow, payments, idempotency, audit.
+    const stored = JSON.stringify(dumpableMemory(svc.store).dump());
+    expect(stored.length).toBeGreaterThan(10_000);
+    expect(sent.filter((value) => stored.includes(value))).toEqual([]);
     expect(logLines.length).toBeGreaterThan(50);
     for (const value of sent) {
       expect(logLines.filter((line) => line.includes(value))).toEqual([]);
