@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from "node:crypto";
+import { createHmac, generateKeyPairSync, randomBytes } from "node:crypto";
 import { status as GrpcStatus, Metadata } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
@@ -273,6 +273,35 @@ describe("routing by PAR over REST", () => {
     expect(await conflicts(bankB)).toEqual(
       expect.arrayContaining([expect.objectContaining({ userId: squat.reg.body.data.userId })]),
     );
+  });
+
+  it("escrows a tap in an issuer's BIN to that issuer's own escrow key, listed for it by PAR alone", async () => {
+    const par = newPar();
+    sent.push(par);
+    const bins = await fetch(`${svc.baseUrl}/admin/v1/issuers/bank-b/bins`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ bins: ["54000003"] }),
+    });
+    expect(bins.status).toBe(200);
+    const escrowKey = generateKeyPairSync("ec", { namedCurve: "P-256" })
+      .publicKey.export({ format: "der", type: "spki" })
+      .toString("base64");
+    const registered = await post(svc, "/api/v1/issuers/escrow-keys", bankB, { publicKey: escrowKey });
+    expect(registered.status, JSON.stringify(registered.body)).toBe(200);
+    const tap = receiptBody({ recipientHashedPan: undefined, recipientPar: par, cardBin: "54000003" });
+    const enc = await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, tap);
+    expect(enc.body.data).toMatchObject({ isEscrowed: true, keyId: registered.body.data.escrowKeyId });
+    const pending = await post(svc, "/api/v1/escrow/pending", bankB, { par });
+    expect(pending.status).toBe(200);
+    expect(pending.body.data.receipts.map((r: { receiptId: string }) => r.receiptId)).toEqual([
+      tap.receiptId,
+    ]);
+    // Not to another issuer, and not by the same PAR in another case.
+    expect(
+      (await post(svc, "/api/v1/escrow/pending", svc.issuerKey, { par })).body.data.receipts ?? [],
+    ).toEqual([]);
+    expectInvalid(await post(svc, "/api/v1/escrow/pending", bankB, { par: par.toLowerCase() }), "par");
   });
 
   it("erases a card registered by PAR: its receipts go, and the PAR routes to escrow again", async () => {
