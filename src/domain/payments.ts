@@ -11,7 +11,7 @@ import type {
 } from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
-import type { PaymentGateway } from "./gateways/gateway.js";
+import type { ChargeResult, PaymentGateway } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
@@ -75,7 +75,7 @@ async function sealPlaintext(
   input: CreatePaymentInput,
   paymentId: string,
 ): Promise<PaymentToCharge> {
-  const receipt = prepareReceipt(input.receipt, deps.clock.now(), gateway);
+  const receipt = await prepareReceipt(deps, principal, input.receipt, gateway);
   const amount = gateway.resolveAmount(receipt);
   receipt.amount = amount;
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
@@ -152,7 +152,9 @@ async function takeSealed(
 
 /**
  * Charges the card and stores the payment with its receipt, both or neither; an id that a previous
- * owner of the merchantId used is freed first ({@link replacePreviousOwners}).
+ * owner of the merchantId used is freed first ({@link replacePreviousOwners}). A declined card leaves
+ * a declined payment without a receipt (see {@link recordDecline}); a later attempt of the same
+ * transaction with another card takes over its paymentId.
  */
 async function chargeAndStore(
   deps: DomainDeps,
@@ -162,35 +164,41 @@ async function chargeAndStore(
   caller: CallerInfo,
 ): Promise<CreatedPayment> {
   const { record } = prepared;
-  const paymentId = record.paymentId ?? "";
   // Before the gateway charges: a retry without an Idempotency-Key must not charge the card again. A
   // previous owner's payment of the merchantId does not stop its owner (storePayment frees the id).
   const earlier = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
   if (earlier !== undefined && earlier.merchantTenantId === principal.tenantId) {
-    throw duplicatePayment(principal, earlier);
+    if (earlier.status !== "declined") throw duplicatePayment(principal, earlier);
+    record.paymentId = earlier.paymentId;
   }
-  const charge = await gateway.charge({
-    paymentId,
-    amount,
-    currency,
-    ...(cardNonce === undefined ? {} : { cardNonce }),
-  });
   const payment: PaymentRecord = {
-    paymentId,
+    paymentId: record.paymentId ?? "",
     merchantTenantId: principal.tenantId,
     merchantId: record.merchantId,
     transactionId: record.transactionId,
     receiptId: record.receiptId,
     gateway: gateway.name,
-    status: charge.status,
+    status: "succeeded",
     amount,
     currency,
-    orderId: charge.orderId,
+    orderId: "",
     createdAt: record.createdAt,
   };
+  let charge: ChargeResult;
+  try {
+    charge = await gateway.charge({
+      paymentId: payment.paymentId,
+      amount,
+      currency,
+      ...(cardNonce === undefined ? {} : { cardNonce }),
+    });
+  } catch (err) {
+    throw await recordDecline(deps, payment, err);
+  }
+  payment.orderId = charge.orderId;
   if (charge.clientSecret !== undefined) payment.clientSecretHash = sha256Hex(charge.clientSecret);
   // Checked (assertMerchantIdUsable) before anything else, claimed (a first use) only once the gateway
-  // accepted the charge: a refused or declined call writes nothing.
+  // accepted the charge: a refused call writes nothing, a declined one only its declined payment.
   await claimMerchantId(deps, principal, record.merchantId);
 
   const outcome = await storePayment(deps, principal, payment, record, caller);
@@ -207,6 +215,28 @@ async function chargeAndStore(
   return charge.clientSecret === undefined
     ? { payment, receipt: record }
     : { payment, receipt: record, clientSecret: charge.clientSecret };
+}
+
+/**
+ * Keeps a declined payment (`status: "declined"`, its decline code, no receipt: nothing was charged)
+ * so that its merchant can read it, and answers the decline naming it (`payment_id`). Any other
+ * failure of the gateway is answered as it came. The decline is the answer even when it cannot be
+ * kept: the failure to keep it is logged.
+ */
+async function recordDecline(deps: DomainDeps, payment: PaymentRecord, err: unknown): Promise<unknown> {
+  if (!(err instanceof AppError) || err.code !== "payment_declined") return err;
+  const declined: PaymentRecord = { ...payment, status: "declined" };
+  const code = err.metadata.decline_code;
+  if (code !== undefined) declined.declineCode = code;
+  try {
+    if ((await deps.store.payments.recordDecline(declined)) === "duplicate_transaction") return err;
+  } catch (cause) {
+    deps.logger.warn({ err: cause, paymentId: payment.paymentId }, "could not keep a declined payment");
+    return err;
+  }
+  return new AppError(err.code, err.message, {
+    metadata: { ...err.metadata, payment_id: payment.paymentId },
+  });
 }
 
 /**

@@ -35,6 +35,9 @@ const ROLES = new Map<string, readonly Role[]>(
       [ReceiptsService.method.revokeSigningKey, ["merchant"]],
       [PaymentsService.method.createPayment, ["merchant"]],
       [PaymentsService.method.decryptPayment, ["issuer"]],
+      [PaymentsService.method.getPayment, ["merchant"]],
+      [PaymentsService.method.listPayments, ["merchant"]],
+      [PaymentsService.method.refundPayment, ["merchant"]],
     ] as const
   ).map(([method, roles]) => [methodKey(method), roles]),
 );
