@@ -76,12 +76,10 @@ export interface GrpcUnaryOptions {
 
 /** A call answered before the interceptors ran. */
 export interface GrpcRefusal {
-  /**
-   * The request path, `/receipts.v1.KeysService/GrantAccess`; `/unmatched` for a method the server
-   * does not have, whose path is the caller's text (it may hold anything, a card reference too) and
-   * must not become a metric label or a log field.
-   */
+  /** The request path, `/receipts.v1.KeysService/GrantAccess`. */
   path: string;
+  /** Whether the path names a method of the server (false: unknown service or method). */
+  routed: boolean;
   requestId: string;
   /** The gRPC status the call was answered with. */
   status: Code;
@@ -183,8 +181,13 @@ function answerUnimplemented(
       return;
     }
     if (!stream.readableEnded) setImmediate(() => stream.close(constants.NGHTTP2_NO_ERROR));
-    const elapsedMs = performance.now() - started;
-    options.onRefused?.({ path: "/unmatched", requestId, status: error.code, elapsedMs });
+    options.onRefused?.({
+      path,
+      routed: false,
+      requestId,
+      status: error.code,
+      elapsedMs: performance.now() - started,
+    });
   };
   const apiKey = headers["x-api-key"];
   const meter = options.meter;
