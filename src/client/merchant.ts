@@ -2,7 +2,7 @@ import type { CreatePaymentResponse } from "../../gen/receipts/v1/payments_pb.js
 import type { EncryptedReceipt, KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
 import { signingTextOf } from "../receipt-fields.js";
 import { fromBase64, toBase64 } from "./base64.js";
-import type { CreateOptions, Gateway, ReceiptsClient } from "./client.js";
+import type { CreateOptions, Gateway, MerchantCard, ReceiptsClient } from "./client.js";
 import { ReceiptsApiError } from "./errors.js";
 import type { CardIdentity, KeyTrust } from "./key-trust.js";
 import { type ReceiptJson, type SealedEnvelope, sealReceipt, type WebCryptoKey } from "./webcrypto.js";
@@ -24,18 +24,17 @@ export interface MerchantSigner {
   privateKey: WebCryptoKey;
 }
 
-/** A receipt to seal on the merchant's side: its fields, and the card it is for. */
-export type MerchantReceipt = ReceiptJson & {
-  /** SHA-256 of the card number, 64 hexadecimal characters. */
-  recipientHashedPan: string;
-  /**
-   * The card number's first 6 or 8 digits: routes the receipt to the BIN's issuer, and names the
-   * issuer whose signature the key must carry. Required with a `KeyTrust` (or `tokenBin`).
-   */
-  cardBin?: string;
-  /** For a wallet tap, instead of `cardBin`: the device token's first 8 digits (sent as `cardBin`). */
-  tokenBin?: string;
-};
+/**
+ * A receipt to seal on the merchant's side: its fields, and the card it is for: `recipientHashedPan`
+ * (SHA-256 of the card number, 64 hexadecimal characters) or `recipientPar` (the card's PAR, for a
+ * wallet tap), and `cardBin`, the first 6 or 8 digits when known (routes to the BIN's issuer, and names
+ * the issuer whose signature the key must carry: required with a `KeyTrust`, or `tokenBin`).
+ */
+export type MerchantReceipt = Omit<ReceiptJson, "recipientHashedPan" | "recipientPar"> &
+  MerchantCard & {
+    /** For a wallet tap, instead of `cardBin`: the device token's first 8 digits (sent as `cardBin`). */
+    tokenBin?: string;
+  };
 
 /** Options of {@link sealAndStoreReceipt}. */
 export interface SealAndStoreOptions extends CreateOptions {
@@ -69,10 +68,14 @@ export async function sealAndStoreReceipt(
   receipt: MerchantReceipt,
   options: SealAndStoreOptions,
 ): Promise<SealedAndStored> {
-  const { recipientHashedPan, cardBin: panBin, tokenBin, ...fields } = receipt;
+  const { recipientHashedPan, recipientPar, cardBin: panBin, tokenBin, ...fields } = receipt;
   const trust = trustOf(options, receipt);
   const cardBin = panBin ?? tokenBin;
-  const card = { recipientHashedPan, ...(cardBin === undefined ? {} : { cardBin }) };
+  const card: MerchantCard = {
+    ...(recipientHashedPan === undefined ? {} : { recipientHashedPan }),
+    ...(recipientPar === undefined ? {} : { recipientPar }),
+    ...(cardBin === undefined ? {} : { cardBin }),
+  };
   const plain: ReceiptJson = { ...fields, version: fields.version ?? "1.0" };
   if (options.signer !== undefined) {
     const text = new TextEncoder().encode(signingTextOf(plain as never));
@@ -117,13 +120,17 @@ function trustOf(
   }
   const bin =
     receipt.cardBin === undefined ? { tokenBin: receipt.tokenBin as string } : { bin: receipt.cardBin };
-  const card: CardIdentity = { hashedPan: receipt.recipientHashedPan, ...bin };
+  const ref =
+    receipt.recipientPar === undefined
+      ? { hashedPan: receipt.recipientHashedPan ?? "" }
+      : { par: receipt.recipientPar };
+  const card: CardIdentity = { ...ref, ...bin };
   return options?.signal === undefined ? { trust, card } : { trust, card, signal: options.signal };
 }
 
 async function store(
   client: ReceiptsClient,
-  card: { recipientHashedPan: string; cardBin?: string },
+  card: MerchantCard,
   plain: ReceiptJson,
   envelope: SealedEnvelope,
   options: CreateOptions,
