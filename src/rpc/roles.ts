@@ -8,39 +8,41 @@ import type { Role } from "../store/types.js";
 /**
  * Which API key roles may call each RPC (section 1). A method not listed here is `public` (no key:
  * health checks); a new RPC must be added here or it is not reachable with a key at all, which fails
- * safe. `test/rpc/roles.test.ts` checks every method of the four services is listed.
+ * safe. `test/unit/roles.test.ts` holds every method's roles written out by hand, and checks them.
  */
-const ROLES = new Map<string, readonly Role[]>(
-  (
-    [
-      [OnboardingService.method.generateKeys, ["issuer"]],
-      [OnboardingService.method.register, ["issuer"]],
-      [OnboardingService.method.deleteUser, ["issuer"]],
-      [KeysService.method.grantAccess, ["issuer"]],
-      [KeysService.method.lookupKey, ["merchant"]],
-      [KeysService.method.registerEscrowKey, ["issuer"]],
-      [KeysService.method.listEscrowKeys, ["issuer"]],
-      [KeysService.method.revokeEscrowKey, ["issuer"]],
-      [KeysService.method.listAuditEvents, ["issuer"]],
-      [ReceiptsService.method.encryptReceipt, ["merchant"]],
-      [ReceiptsService.method.decryptReceipt, ["issuer"]],
-      [ReceiptsService.method.listReceipts, ["issuer"]],
-      [ReceiptsService.method.getTransactionReceipt, ["merchant"]],
-      [ReceiptsService.method.registerSigningKey, ["merchant"]],
-      [ReceiptsService.method.storeSealedReceipt, ["merchant"]],
-      [ReceiptsService.method.listPendingEscrow, ["issuer"]],
-      [ReceiptsService.method.releaseEscrow, ["issuer"]],
-      // Issuers read any merchantId's keys (for the cardholder's app); a merchant its own.
-      [ReceiptsService.method.listSigningKeys, ["issuer", "merchant"]],
-      [ReceiptsService.method.revokeSigningKey, ["merchant"]],
-      [PaymentsService.method.createPayment, ["merchant"]],
-      [PaymentsService.method.decryptPayment, ["issuer"]],
-      [PaymentsService.method.getPayment, ["merchant"]],
-      [PaymentsService.method.listPayments, ["merchant"]],
-      [PaymentsService.method.refundPayment, ["merchant"]],
-    ] as const
-  ).map(([method, roles]) => [methodKey(method), roles]),
-);
+const TABLE: Array<[DescMethod, Role[]]> = [
+  [OnboardingService.method.generateKeys, ["issuer"]],
+  [OnboardingService.method.register, ["issuer"]],
+  [OnboardingService.method.deleteUser, ["issuer"]],
+  [KeysService.method.grantAccess, ["issuer"]],
+  [KeysService.method.lookupKey, ["merchant"]],
+  [KeysService.method.registerEscrowKey, ["issuer"]],
+  [KeysService.method.listEscrowKeys, ["issuer"]],
+  [KeysService.method.revokeEscrowKey, ["issuer"]],
+  [KeysService.method.listAuditEvents, ["issuer"]],
+  [ReceiptsService.method.encryptReceipt, ["merchant"]],
+  [ReceiptsService.method.decryptReceipt, ["issuer"]],
+  [ReceiptsService.method.listReceipts, ["issuer"]],
+  [ReceiptsService.method.getTransactionReceipt, ["merchant"]],
+  [ReceiptsService.method.registerSigningKey, ["merchant"]],
+  [ReceiptsService.method.storeSealedReceipt, ["merchant"]],
+  [ReceiptsService.method.listPendingEscrow, ["issuer"]],
+  [ReceiptsService.method.releaseEscrow, ["issuer"]],
+  // Issuers read any merchantId's keys (for the cardholder's app); a merchant its own.
+  [ReceiptsService.method.listSigningKeys, ["issuer", "merchant"]],
+  [ReceiptsService.method.revokeSigningKey, ["merchant"]],
+  [PaymentsService.method.createPayment, ["merchant"]],
+  [PaymentsService.method.decryptPayment, ["issuer"]],
+  [PaymentsService.method.getPayment, ["merchant"]],
+  [PaymentsService.method.listPayments, ["merchant"]],
+  [PaymentsService.method.refundPayment, ["merchant"]],
+];
+
+/**
+ * The table by method key. Typed rather than `as const`: StrykerJS leaves `as const` literals
+ * unmutated, and this table is the one place a role is granted (test/unit/roles.test.ts).
+ */
+const ROLES = new Map<string, readonly Role[]>(TABLE.map(([method, roles]) => [methodKey(method), roles]));
 
 function methodKey(method: DescMethod): string {
   return `${method.parent.typeName}/${method.name}`;

@@ -1,5 +1,8 @@
+import type { DescMethod } from "@bufbuild/protobuf";
 import { createContextValues } from "@connectrpc/connect";
 import { beforeAll, describe, expect, it } from "vitest";
+import { Health } from "../../gen/grpc/health/v1/health_pb.js";
+import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import { FakeClock } from "../../src/clock.js";
 import { DEFAULT_TIERS } from "../../src/config.js";
 import { createApiKey } from "../../src/domain/api-keys.js";
@@ -62,7 +65,7 @@ describe("roles, as written here by hand", () => {
   });
 
   /** What the interceptor answers for `method` called with `apiKey`: "ok" (the handler ran) or an error code. */
-  async function call(method: (typeof methods)[number], apiKey: string | undefined): Promise<string> {
+  async function call(method: DescMethod, apiKey: string | undefined): Promise<string> {
     const intercept = accessInterceptor({
       store,
       config: { env: "dev", tiers: DEFAULT_TIERS },
@@ -72,7 +75,7 @@ describe("roles, as written here by hand", () => {
     const header = new Headers(apiKey === undefined ? {} : { "x-api-key": apiKey });
     const req = { method, header, contextValues } as unknown as Parameters<ReturnType<typeof intercept>>[0];
     const handler = intercept(async () => {
-      expect(contextValues.get(kPrincipal)?.role).toBeDefined();
+      if (rolesFor(method) !== "public") expect(contextValues.get(kPrincipal)?.role).toBeDefined();
       return { header: new Headers(), trailer: new Headers() } as never;
     });
     try {
@@ -106,5 +109,18 @@ describe("roles, as written here by hand", () => {
         Boolean,
       ),
     );
+  });
+
+  it("lets a health check through with no key, and refuses a keyed service's unlisted method to everyone", async () => {
+    const check = Health.method.check;
+    expect(rolesFor(check)).toBe("public");
+    expect(await call(check, undefined)).toBe("ok");
+    // A new RPC of a keyed service that nobody added to the table: reachable by no role (fails safe).
+    const unlisted = { ...ReceiptsService.method.encryptReceipt, name: "ExportEverything" } as DescMethod;
+    expect(rolesFor(unlisted)).toEqual([]);
+    expect([await call(unlisted, keys.issuer), await call(unlisted, keys.merchant)]).toEqual([
+      "forbidden",
+      "forbidden",
+    ]);
   });
 });
