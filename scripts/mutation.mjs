@@ -7,10 +7,11 @@
 //   npm run test:mutation -- --since REF           only the lines of the security files changed since
 //                                                   the merge base with REF (CI); exit 1 if any mutant
 //                                                   of a changed line survives unlisted
+//   ... --budget SECONDS                           stop there: the groups left are named, not run
 //
 // Stryker needs Node 22 or later: run it through npm, which runs the Node 24 that npm ci installs.
 // It runs under `nice -n 15` (MUTATION_NICE) with two test processes (MUTATION_CONCURRENCY).
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -52,19 +53,38 @@ function equivalents() {
 }
 
 /**
- * Runs Stryker for one group; returns whether it ran to the end.
+ * Runs Stryker for one group, killing it (and the test processes it started) after `timeoutMs`;
+ * resolves to "done", "failed" or "timeout".
  * @param {string} group
  * @param {string[] | undefined} mutate
+ * @param {number} timeoutMs
+ * @returns {Promise<"done" | "failed" | "timeout">}
  */
-function runGroup(group, mutate) {
+function runGroup(group, mutate, timeoutMs) {
   const stryker = join(ROOT, "node_modules/@stryker-mutator/core/bin/stryker.js");
   const niceness = process.env.MUTATION_NICE ?? "15";
   const command =
     niceness === "0" ? [process.execPath, stryker] : ["nice", "-n", niceness, process.execPath, stryker];
   const env = { ...process.env, MUTATION_GROUP: group };
   if (mutate !== undefined) env.MUTATION_MUTATE = mutate.join(",");
-  const run = spawnSync(command[0], [...command.slice(1), "run"], { cwd: ROOT, env, stdio: "inherit" });
-  return run.status === 0;
+  // A process group of its own, so that a timeout ends Stryker's test processes too.
+  const child = spawn(command[0], [...command.slice(1), "run"], {
+    cwd: ROOT,
+    env,
+    stdio: "inherit",
+    detached: true,
+  });
+  return new Promise((resolve) => {
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      if (child.pid !== undefined) process.kill(-child.pid, "SIGTERM");
+    }, timeoutMs);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve(timedOut ? "timeout" : code === 0 ? "done" : "failed");
+    });
+  });
 }
 
 /**
@@ -106,8 +126,14 @@ function scores(group, excused) {
   return rows;
 }
 
-function main() {
-  const { values } = parseArgs({ options: { group: { type: "string" }, since: { type: "string" } } });
+async function main() {
+  const { values } = parseArgs({
+    options: { group: { type: "string" }, since: { type: "string" }, budget: { type: "string" } },
+  });
+  // CI's time budget for the whole run, in seconds; groups it leaves no time for are named, not run.
+  const deadline = values.budget === undefined ? Infinity : Date.now() + Number(values.budget) * 1000;
+  /** @type {string[]} */
+  const notRun = [];
   const names = values.group ? values.group.split(",") : Object.keys(GROUPS);
   for (const n of names) if (!GROUPS[n]) throw new Error(`no group ${n}: ${Object.keys(GROUPS).join(", ")}`);
   const base =
@@ -124,7 +150,13 @@ function main() {
       console.log(`mutation: group ${name}: no line of its files changed since ${values.since}`);
       continue;
     }
-    if (!runGroup(name, mutate)) {
+    const left = deadline - Date.now();
+    const outcome = left <= 0 ? "timeout" : await runGroup(name, mutate, Math.min(left, 2 ** 31 - 1));
+    if (outcome === "timeout") {
+      notRun.push(name);
+      continue;
+    }
+    if (outcome === "failed") {
       console.error(`mutation: Stryker failed for group ${name}`);
       failed = true;
       continue;
@@ -146,10 +178,13 @@ function main() {
   );
   for (const e of stale) console.log(`stale entry in ${EQUIVALENT_FILE}: ${e.file}:${e.line} ${e.mutator}`);
   if (survivors.length > 0) console.log(`\nsurvivors:\n${survivors.join("\n")}`);
+  if (notRun.length > 0) {
+    console.log(`\nnot run within the budget of ${values.budget} s: ${notRun.join(", ")} (run them locally)`);
+  }
   failed ||= stale.length > 0;
   if (base !== undefined) failed ||= survivors.length > 0;
   else failed ||= rows.some((r) => r.score < THRESHOLD);
   if (failed) process.exit(1);
 }
 
-main();
+await main();
