@@ -9,7 +9,7 @@ import { keepIfKeyLives } from "./erasure.js";
 import { ISSUER_ESCROW_KEY_PREFIX, keyStillActive } from "./escrow.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkKeyBundle } from "./key-bundles.js";
-import { checkHashedPan, panHashOf } from "./pan.js";
+import { cardKeyOf, checkCardReference, ISSUER_CARD_FIELDS } from "./pan.js";
 import { PAGE_SIZE } from "./receipts.js";
 import { sealingKeyOf } from "./routing.js";
 
@@ -43,7 +43,12 @@ export async function registerEscrowKey(
     createdAt: deps.clock.now(),
   };
   const before = await deps.store.issuerEscrowKeys.current(principal.tenantId);
-  await deps.store.issuerEscrowKeys.insert(record);
+  // The tenant's current escrow key is in the directory: the key log snapshots it (section 20).
+  const refused = await deps.store.issuerEscrowKeys.insert(record, [
+    deps.kt.pendingDirectoryChange("issuerEscrowKeys.insert", principal.tenantId),
+  ]);
+  if (refused !== undefined) throw new AppError("conflict", refused.reason);
+  deps.kt.notify();
   await recordChange(deps, {
     at: record.createdAt,
     action: "escrow_key.registered",
@@ -90,6 +95,13 @@ export async function revokeEscrowKey(
   // Revoked before: nothing changed, nothing to record.
   if (key.revokedAt?.getTime() !== now.getTime())
     return { key, currentEscrowKeyId: after?.escrowKeyId ?? "" };
+  // The tenant's current escrow key is in the directory: the key log snapshots it (section 20). Not in
+  // the revocation's store step (the store's revoke takes no pending records); a crash in between
+  // leaves it to the daily snapshot.
+  await deps.store.ktLog.enqueue([
+    deps.kt.pendingDirectoryChange("issuerEscrowKeys.revoke", principal.tenantId),
+  ]);
+  deps.kt.notify();
   await recordChange(deps, {
     at: now,
     action: "escrow_key.revoked",
@@ -103,14 +115,14 @@ export async function revokeEscrowKey(
   return { key, currentEscrowKeyId: after?.escrowKeyId ?? "" };
 }
 
-/** The receipts escrowed for the caller's tenant under its own escrow keys, for one card, oldest first. */
+/** The receipts escrowed for the caller's tenant under its own escrow keys, for one card (hashed PAN or PAR), oldest first. */
 export async function listPendingEscrow(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  input: { hashedPan: string; pageSize: number; pageToken: string },
+  input: { hashedPan: string; par?: string | undefined; pageSize: number; pageToken: string },
 ): Promise<ReceiptPage> {
   const v = new Violations();
-  checkHashedPan(input.hashedPan, "hashedPan", v);
+  checkCardReference(input, ISSUER_CARD_FIELDS, v);
   if (input.pageSize < 0 || input.pageSize > PAGE_SIZE.max)
     v.add("pageSize", `must be from 1 to ${PAGE_SIZE.max}`);
   if (input.pageToken.length > 512) v.add("pageToken", "is not a valid page token");
@@ -119,7 +131,7 @@ export async function listPendingEscrow(
   if (keys.length === 0) return { receipts: [] };
   return deps.store.receipts.findEscrowed(
     {
-      panHash: panHashOf(deps.pepper, input.hashedPan),
+      panHash: cardKeyOf(deps.pepper, input),
       ownerTenantId: principal.tenantId,
       includeUnowned: false,
       escrowKeyIds: keys.map((k) => k.escrowKeyId),

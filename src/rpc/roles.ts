@@ -20,6 +20,7 @@ const TABLE: Array<[DescMethod, Role[]]> = [
   [KeysService.method.listEscrowKeys, ["issuer"]],
   [KeysService.method.revokeEscrowKey, ["issuer"]],
   [KeysService.method.listAuditEvents, ["issuer"]],
+  [KeysService.method.listKtEntries, ["issuer"]],
   [ReceiptsService.method.encryptReceipt, ["merchant"]],
   [ReceiptsService.method.decryptReceipt, ["issuer"]],
   [ReceiptsService.method.listReceipts, ["issuer"]],

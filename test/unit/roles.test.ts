@@ -32,6 +32,7 @@ const MATRIX: Record<string, typeof ISSUER | typeof MERCHANT | typeof BOTH> = {
   "KeysService/ListEscrowKeys": ISSUER,
   "KeysService/RevokeEscrowKey": ISSUER,
   "KeysService/ListAuditEvents": ISSUER,
+  "KeysService/ListKtEntries": ISSUER,
   "ReceiptsService/EncryptReceipt": MERCHANT,
   "ReceiptsService/DecryptReceipt": ISSUER,
   "ReceiptsService/ListReceipts": ISSUER,
