@@ -3,9 +3,9 @@
 // a guess was right; secrets are compared as equal-length digests with crypto.timingSafeEqual, or
 // looked up by their SHA-256 (API keys, access tokens). Parses each file with the TypeScript compiler
 // and reports every equality with an operand named like a secret (token, secret, password, API key,
-// authorization, MAC, signature, digest, pepper; or a template literal that embeds one), unless the
-// other side is a literal, a `typeof`, an upper-case constant or a `.length`/`.size` (a presence, type
-// or size check reveals nothing). A comparison that is not of a secret against a stored one (two
+// authorization, MAC, signature, digest, pepper; or a template literal that embeds one; not a
+// `...Hash`, the SHA-256 a secret is looked up by), unless the other side is a literal, a `typeof`,
+// an upper-case constant or a `.length`/`.size` (a presence, type or size check reveals nothing). A comparison that is not of a secret against a stored one (two
 // fields of one request) says why on the line above: `// secret-compare: <why it is safe>`.
 //
 //   node scripts/secret-compare.mjs          every tracked src/**/*.ts
@@ -16,6 +16,15 @@ import { readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
+
+/**
+ * Whether a name holds a secret; not a `...Hash`, the SHA-256 a secret is looked up by (as the
+ * MongoDB store finds it through its index).
+ * @param {string} name
+ */
+function isSecretName(name) {
+  return SECRET_NAME.test(name) && !/Hash$/.test(name);
+}
 
 /** A name that holds a secret, or something as good as one (its digest, its MAC); page tokens are cursors. */
 const SECRET_NAME =
@@ -96,7 +105,7 @@ export function plainSecretComparisons(fileName, text) {
   const visit = (node) => {
     if (ts.isBinaryExpression(node) && EQUALITY.has(node.operatorToken.kind)) {
       const { left, right } = node;
-      const secret = [left, right].some((side) => namesOf(side).some((name) => SECRET_NAME.test(name)));
+      const secret = [left, right].some((side) => namesOf(side).some(isSecretName));
       if (secret && !isHarmless(left) && !isHarmless(right)) {
         const line = file.getLineAndCharacterOfPosition(node.getStart(file)).line;
         if (!(lines[line - 1] ?? "").includes(EXEMPTION))

@@ -69,6 +69,7 @@ describe("secrets are compared in constant time", () => {
       "if (type !== COSIGNATURE_ED25519) deny();",
       "if (page.nextPageToken === pageToken) loop();",
       "if (k.id === apiKeyId) found();",
+      "return grants.find((g) => g.tokenHash === tokenHash);",
       "// secret-compare: both from the caller's own request\nif (input.tokenId !== input.accessTokenId) deny();",
     ];
     for (const line of harmless) expect(plainSecretComparisons("x.ts", line), line).toEqual([]);
