@@ -165,7 +165,7 @@ export function buildOpenApi(
 }
 
 /**
- * The document of the service's four API services with default options: what `/openapi.json` serves
+ * The document of the service's API services with default options: what `/openapi.json` serves
  * and what `openapi/openapi.json` holds.
  */
 export function serviceOpenApi(): OpenApiDocument {

@@ -1,14 +1,16 @@
 import type { DescMethod } from "@bufbuild/protobuf";
+import { EventsService } from "../../gen/receipts/v1/events_pb.js";
 import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
 import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
 import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import { WebhooksService } from "../../gen/receipts/v1/webhooks_pb.js";
 import type { Role } from "../store/types.js";
 
 /**
  * Which API key roles may call each RPC (section 1). A method not listed here is `public` (no key:
  * health checks); a new RPC must be added here or it is not reachable with a key at all, which fails
- * safe. `test/rpc/roles.test.ts` checks every method of the four services is listed.
+ * safe. `test/rpc/roles.test.ts` checks every method of the API services is listed.
  */
 const ROLES = new Map<string, readonly Role[]>(
   (
@@ -29,6 +31,15 @@ const ROLES = new Map<string, readonly Role[]>(
       [ReceiptsService.method.releaseEscrow, ["issuer"]],
       [PaymentsService.method.createPayment, ["merchant"]],
       [PaymentsService.method.decryptPayment, ["issuer"]],
+      // Events reach every tenant: each call sees its own tenant's endpoints and events only.
+      [WebhooksService.method.createWebhookEndpoint, ["issuer", "merchant"]],
+      [WebhooksService.method.listWebhookEndpoints, ["issuer", "merchant"]],
+      [WebhooksService.method.deleteWebhookEndpoint, ["issuer", "merchant"]],
+      [WebhooksService.method.rotateWebhookSecret, ["issuer", "merchant"]],
+      [WebhooksService.method.listWebhookDeliveries, ["issuer", "merchant"]],
+      [WebhooksService.method.replayWebhookEvent, ["issuer", "merchant"]],
+      [EventsService.method.listEvents, ["issuer", "merchant"]],
+      [EventsService.method.watchEvents, ["issuer", "merchant"]],
     ] as const
   ).map(([method, roles]) => [methodKey(method), roles]),
 );
@@ -38,7 +49,14 @@ function methodKey(method: DescMethod): string {
 }
 
 /** The services whose methods need an API key. */
-export const API_SERVICES = [OnboardingService, KeysService, ReceiptsService, PaymentsService] as const;
+export const API_SERVICES = [
+  OnboardingService,
+  KeysService,
+  ReceiptsService,
+  PaymentsService,
+  WebhooksService,
+  EventsService,
+] as const;
 
 /** The roles allowed to call `method`, `"public"` for key-exempt methods, or `[]` for unknown ones. */
 export function rolesFor(method: DescMethod): readonly Role[] | "public" {

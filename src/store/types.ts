@@ -16,6 +16,7 @@
  */
 
 import type { KeyAlgorithm } from "../crypto/suites.js";
+import type { DeliveryStore, EventStore, LeaseStore, WebhookEndpointStore } from "./event-types.js";
 
 /** Environments of API keys and of the server (`RECEIPTS_ENV`). */
 export type Environment = "live" | "test" | "dev";
@@ -504,6 +505,12 @@ export interface Store {
   readonly issuerEscrowKeys: IssuerEscrowKeyStore;
   readonly bins: BinStore;
   readonly merchants: MerchantOwnerStore;
+  /** The event outbox and feed (section 22). */
+  readonly events: EventStore;
+  readonly webhookEndpoints: WebhookEndpointStore;
+  readonly deliveries: DeliveryStore;
+  /** Leases of background jobs (event delivery), one holder at a time. */
+  readonly leases: LeaseStore;
   /** Creates indexes (idempotent). Called once at start-up. */
   init(): Promise<void>;
   /** Resolves when the backend answers; throws `service_unavailable` otherwise. */

@@ -41,7 +41,8 @@ describe("component schemas from the message descriptors", () => {
         "KeyBundle",
         "ServiceMetadata",
         "google.protobuf.Timestamp",
-        ...API_SERVICES.flatMap((s) => s.methods.flatMap((m) => [m.input.name, m.output.name])),
+        // Every message of a REST endpoint (WatchEvents streams over gRPC and Connect only).
+        ...httpBindings(API_SERVICES).flatMap((b) => [b.method.input.name, b.method.output.name]),
       ]),
     );
     expect(names).toEqual([...names].sort());
@@ -139,7 +140,7 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
   const bindings = httpBindings(API_SERVICES);
 
   it("validates a fully populated response of every binding, as the transcoder renders it", () => {
-    expect(bindings).toHaveLength(16);
+    expect(bindings).toHaveLength(23);
     for (const binding of bindings) {
       const data = encodeHttpResponse(binding, filled(binding.method.output));
       const pointer = responseSchemaRef(openApiPath(binding), binding.verb);
@@ -186,6 +187,14 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
 
   it("names path parameters so a client can fill them from the request's JSON field names", () => {
     const names = bindings.flatMap((b) => b.variables.map(pathParameterName));
-    expect(names).toEqual(["userId", "userId", "transactionId", "gateway"]);
+    expect(names).toEqual([
+      "userId",
+      "userId",
+      "transactionId",
+      "gateway",
+      "endpointId",
+      "endpointId",
+      "endpointId",
+    ]);
   });
 });

@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Store } from "../../src/store/types.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
+import { eventsContract } from "./contract-events.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
 import { ownershipContract } from "./contract-ownership.js";
 import { receiptsContract } from "./contract-receipts.js";
@@ -43,6 +44,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     ownershipContract(store);
     escrowContract(store);
     erasureContract(store);
+    eventsContract(store);
   });
 }
 

@@ -1,6 +1,7 @@
 import type { Store } from "../types.js";
 import { MemoryApiKeys } from "./api-keys.js";
 import { MemoryAudit } from "./audit.js";
+import { MemoryEvents, MemoryLeases } from "./events.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
 import { MemoryMerchantKeys } from "./merchant-keys.js";
@@ -9,6 +10,7 @@ import { MemoryPayments } from "./payments.js";
 import { MemoryRateLimits } from "./rate-limits.js";
 import { MemoryReceipts } from "./receipts.js";
 import { MemoryUsers } from "./users.js";
+import { MemoryDeliveries, MemoryWebhookEndpoints } from "./webhooks.js";
 
 /** The stores made by {@link createMemoryStore}, for {@link isMemoryStore}. */
 const memoryStores = new WeakSet<Store>();
@@ -19,6 +21,7 @@ const memoryStores = new WeakSet<Store>();
  * its check and its write with no `await` in between, which makes it atomic on Node's single thread.
  */
 export function createMemoryStore(): Store {
+  const events = new MemoryEvents();
   const receipts = new MemoryReceipts();
   const store: Store = {
     kind: "memory",
@@ -34,6 +37,10 @@ export function createMemoryStore(): Store {
     issuerEscrowKeys: new MemoryIssuerEscrowKeys(),
     bins: new MemoryBins(),
     merchants: new MemoryMerchantOwners(),
+    events,
+    webhookEndpoints: new MemoryWebhookEndpoints(),
+    deliveries: new MemoryDeliveries(),
+    leases: new MemoryLeases(),
     init: async () => {},
     ping: async () => {},
     close: async () => {},

@@ -2,6 +2,7 @@ import type { Store } from "../types.js";
 import { MongoApiKeys } from "./api-keys.js";
 import { MongoAudit } from "./audit.js";
 import { MongoContext, type MongoStoreOptions } from "./connection.js";
+import { MongoEvents, MongoLeases } from "./events.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
 import { INDEXES } from "./indexes.js";
@@ -11,6 +12,7 @@ import { MongoPayments } from "./payments.js";
 import { MongoRateLimits } from "./rate-limits.js";
 import { MongoReceipts } from "./receipts.js";
 import { MongoUsers } from "./users.js";
+import { MongoDeliveries, MongoWebhookEndpoints } from "./webhooks.js";
 
 export {
   DEFAULT_INDEX_TIMEOUT_MS,
@@ -44,6 +46,10 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     issuerEscrowKeys: new MongoIssuerEscrowKeys(ctx),
     bins: new MongoBins(ctx),
     merchants: new MongoMerchantOwners(ctx),
+    events: new MongoEvents(ctx),
+    webhookEndpoints: new MongoWebhookEndpoints(ctx),
+    deliveries: new MongoDeliveries(ctx),
+    leases: new MongoLeases(ctx),
     /**
      * Creates every collection's indexes; creating an existing identical index is a no-op. Bounded by
      * `indexTimeoutMs`, not the per-call limit, on a client whose socket timeout allows it: a build

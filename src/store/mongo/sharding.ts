@@ -37,6 +37,16 @@ export const SCATTER_GATHER = {
       "A payment by paymentId alone, for operators and tests; no request of the API reads one today. " +
       "One probe of the paymentId index per shard.",
   },
+  "deliveries.due": {
+    collection: COLLECTIONS.deliveries,
+    reason:
+      "The delivery worker looks for due deliveries of every endpoint, on the partial index of pending " +
+      "ones: one query per tick of one instance (the lease holder), small answers.",
+  },
+  "deliveries.prune": {
+    collection: COLLECTIONS.deliveries,
+    reason: "Retention: the worker deletes old, finished deliveries of every endpoint, about once an hour.",
+  },
   "audit.list": {
     collection: COLLECTIONS.audit,
     reason:
@@ -67,6 +77,10 @@ export const TRANSACTIONS = {
   "users.register": {
     maxShards: 1,
     touches: "users and keys, both unsharded: the primary shard only",
+  },
+  "events.sequence": {
+    maxShards: 1,
+    touches: "events and eventState, both unsharded: the primary shard only",
   },
   "bins.set": {
     maxShards: 1,
