@@ -9,6 +9,9 @@ import { openStore } from "./store/startup.js";
 /** How long shutdown waits for in-flight calls before closing connections. */
 const SHUTDOWN_GRACE_MS = 10_000;
 
+/** The oldest Node.js line the service supports (package.json `engines`); older ones are past their end of life. */
+const OLDEST_NODE_MAJOR = 22;
+
 /** Reads the configuration, builds the service, listens, and shuts down cleanly on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
@@ -22,6 +25,12 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config.logLevel);
+  if (Number(process.versions.node.split(".")[0]) < OLDEST_NODE_MAJOR) {
+    logger.warn(
+      { node: process.version },
+      `Node.js ${process.version} is past its end of life and not supported: use 22 or 24 (npm start uses the Node 24 that npm ci installs on Linux and Windows)`,
+    );
+  }
   // A database store initialises in the background: the service starts (and answers /healthz) while
   // the database is down; /readyz and every request say 503 until it is reachable and its indexes
   // exist, then the service is ready by itself.
@@ -46,7 +55,10 @@ async function main(): Promise<void> {
 
   const app = await buildApp({ config, store, logger, shutdownGraceMs: SHUTDOWN_GRACE_MS });
   const address = await app.server.listen(config.port, config.host);
-  logger.info({ address, env: config.env, store: store.kind }, "receipts service listening");
+  logger.info(
+    { address, env: config.env, store: store.kind, node: process.version },
+    "receipts service listening",
+  );
   // Printed to the terminal, not logged: keys never go to the log stream. A cluster primary prints
   // the keys it handed to its workers, once.
   if (devKeys !== undefined && !cluster.isWorker) process.stdout.write(devKeysBanner(devKeys));

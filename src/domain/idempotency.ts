@@ -55,14 +55,16 @@ export async function withIdempotency<T>(
   const requestHash = call.hashRequest();
   const sealKey = createHmac("sha256", deps.pepper).update("idempotency-responses").digest();
   const deadline = Date.now() + WAIT_FOR_FIRST_MS;
+  let leaseUntil: Date;
   for (;;) {
     const now = deps.clock.now();
+    leaseUntil = new Date(now.getTime() + IDEMPOTENCY_LEASE_MS);
     const begun = await deps.store.idempotency.begin(
       storeKey,
       requestHash,
       new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
       now,
-      new Date(now.getTime() + IDEMPOTENCY_LEASE_MS),
+      leaseUntil,
     );
     if (begun.kind === "started") break;
     if (begun.requestHash !== requestHash) {
@@ -83,7 +85,8 @@ export async function withIdempotency<T>(
     value = await run();
   } catch (err) {
     // The call's own error is the answer; if the key cannot be released now, its lease frees it later.
-    await deps.store.idempotency.abandon(storeKey).catch((cause: unknown) => {
+    // Released only if still ours: a call that outlived its lease may have been taken over meanwhile.
+    await deps.store.idempotency.abandon(storeKey, leaseUntil).catch((cause: unknown) => {
       deps.logger.warn({ err: cause }, "could not release an idempotency key; its lease will");
     });
     throw err;

@@ -347,8 +347,12 @@ export interface IdempotencyStore {
   ): Promise<IdempotencyBegin>;
   /** Stores the response (serialized) of a started key. */
   complete(key: string, response: string): Promise<void>;
-  /** Forgets a started key after its call failed, so a retry can run it again. */
-  abandon(key: string): Promise<void>;
+  /**
+   * Forgets a started key after its call failed, so a retry can run it again: only while that call
+   * still holds it, which `leaseUntil` (the lease it began with) proves. A key taken over since holds
+   * a later lease, and its new holder keeps it.
+   */
+  abandon(key: string, leaseUntil: Date): Promise<void>;
 }
 
 /** An audit event: grants issued and decrypt uses. Never a secret. */

@@ -96,3 +96,41 @@ describe("npm start and npm run cli build only when sources changed", () => {
     expect(readFileSync(join(root, "dist", ".build-stamp"), "utf8")).toMatch(/^\d{4}-\d\d-\d\dT/);
   });
 });
+
+describe("without TypeScript (a production install, or npm ci --omit=dev)", () => {
+  let root: string;
+  beforeAll(() => {
+    root = mkdtempSync(join(tmpdir(), "build-if-stale-prod-"));
+    mkdirSync(join(root, "scripts"));
+    mkdirSync(join(root, "src"));
+    mkdirSync(join(root, "node_modules"));
+    copyFileSync(join(repo, "scripts", "build-if-stale.mjs"), join(root, "scripts", "build-if-stale.mjs"));
+    writeFileSync(join(root, "package.json"), '{"type":"module"}\n');
+    writeFileSync(join(root, "src", "main.ts"), "export const answer: number = 1;\n");
+  });
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  const script = () =>
+    spawnSync(process.execPath, [join(root, "scripts", "build-if-stale.mjs")], { encoding: "utf8" });
+
+  it("refuses a missing dist/ with the production install's commands, not a stack trace", () => {
+    const result = script();
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain("dist/ is not built, and TypeScript is not installed");
+    expect(result.stderr).toContain("npm ci && npm prune --omit=dev");
+    expect(result.stderr).not.toMatch(/^\s+at /m);
+  });
+
+  it("runs a built dist/ as it is, and says so when sources are newer", () => {
+    mkdirSync(join(root, "dist"), { recursive: true });
+    writeFileSync(join(root, "dist", ".build-stamp"), "built\n");
+    const earlier = new Date(Date.now() - 10_000);
+    utimesSync(join(root, "dist", ".build-stamp"), earlier, earlier);
+    const stale = script();
+    expect(stale.status).toBe(0);
+    expect(stale.stderr).toContain("running dist/ as built");
+    const later = new Date(Date.now() + 10_000);
+    utimesSync(join(root, "dist", ".build-stamp"), later, later);
+    expect(script()).toMatchObject({ status: 0, stderr: "" });
+  });
+});

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type IdempotentCall, withIdempotency } from "../../src/domain/idempotency.js";
+import { IDEMPOTENCY_LEASE_MS, type IdempotentCall, withIdempotency } from "../../src/domain/idempotency.js";
 import { type DomainFixture, domainFixture, rejection } from "../support/domain.js";
 
 /** `withIdempotency` on its own: replay, conflict, and no request hashing when no key was sent. */
@@ -49,5 +49,33 @@ describe("withIdempotency", () => {
     expect(err.code).toBe("conflict");
     expect(runs).toBe(1);
     expect(hashed.count).toBe(3);
+  });
+
+  it("lets a call that outlived its lease fail without freeing the key its retry took over", async () => {
+    const hashed = { count: 0 };
+    let failFirst: (err: Error) => void = () => undefined;
+    const first = withIdempotency(
+      f.deps,
+      call("k-2", "h", hashed),
+      () => new Promise<string>((_, reject) => (failFirst = reject)),
+    ).catch((err: unknown) => err);
+    await new Promise((resolve) => setImmediate(resolve));
+    // The first call is taken for dead: a retry takes the key over and is still running.
+    f.clock.advance(IDEMPOTENCY_LEASE_MS);
+    let finishRetry: (value: string) => void = () => undefined;
+    const retry = withIdempotency(
+      f.deps,
+      call("k-2", "h", hashed),
+      () => new Promise<string>((resolve) => (finishRetry = resolve)),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    failFirst(new Error("the first call failed late"));
+    expect(await first).toBeInstanceOf(Error);
+    // The retry still holds the key: a third call finds it in progress, not free.
+    const now = f.clock.now();
+    const third = await f.store.idempotency.begin("key_1:k-2", "h", new Date(now.getTime() + 1e6), now, now);
+    expect(third).toEqual({ kind: "in_progress", requestHash: "h" });
+    finishRetry("the retry's answer");
+    expect(await retry).toBe("the retry's answer");
   });
 });

@@ -155,10 +155,10 @@ function idempotencyContract(store: () => Store): void {
     it("lets a retry start again after abandon, but never forgets a completed response", async () => {
       const idem = store().idempotency;
       await idem.begin("idem-1", "hash-a", expires, at(0), lease);
-      await idem.abandon("idem-1");
+      await idem.abandon("idem-1", lease);
       expect(await idem.begin("idem-1", "hash-a", expires, at(1), lease)).toEqual({ kind: "started" });
       await idem.complete("idem-1", "first");
-      await idem.abandon("idem-1");
+      await idem.abandon("idem-1", lease);
       await idem.complete("idem-1", "second");
       expect(await idem.begin("idem-1", "hash-a", expires, at(2), lease)).toEqual({
         kind: "completed",
@@ -210,6 +210,21 @@ function idempotencyContract(store: () => Store): void {
       });
     });
 
+    it("keeps a key taken over: the call whose lease ran out cannot abandon it any more", async () => {
+      const idem = store().idempotency;
+      await idem.begin("idem-1", "hash-a", expires, at(0), at(60));
+      // The first call outlived its lease; a retry took the key over.
+      expect(await idem.begin("idem-1", "hash-a", expires, at(60), at(120))).toEqual({ kind: "started" });
+      await idem.abandon("idem-1", at(60));
+      expect(await idem.begin("idem-1", "hash-a", expires, at(61), at(121))).toEqual({
+        kind: "in_progress",
+        requestHash: "hash-a",
+      });
+      // Its holder can.
+      await idem.abandon("idem-1", at(120));
+      expect(await idem.begin("idem-1", "hash-a", expires, at(62), at(122))).toEqual({ kind: "started" });
+    });
+
     it("never lets another request take over a stale key, and lets one of many retries take it", async () => {
       const idem = store().idempotency;
       await idem.begin("idem-1", "hash-a", expires, at(0), at(60));
@@ -256,6 +271,13 @@ function grantsContract(store: () => Store): void {
         kind: "cap_reached",
         oldestExpiresAt: at(190),
       });
+    });
+
+    it("still finds a grant just expired, also after its user took another (the reader checks expiry)", async () => {
+      const first = grant("usr_1", at(0));
+      await store().grants.create(first, cap, at(0));
+      expect(await store().grants.create(grant("usr_1", at(181)), cap, at(181))).toEqual({ kind: "created" });
+      expect(await store().grants.findByHash(first.tokenHash)).toEqual(first);
     });
 
     it("creates exactly `cap` of 20 concurrent grants for one user", async () => {

@@ -6,7 +6,7 @@ import { randomId } from "../../src/ids.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { ESCROW_PAGE_MAX, type ReceiptRecord } from "../../src/store/types.js";
 import { runStoreContract } from "./contract.js";
-import { allEscrowed, at, escrowedReceipt, escrowQuery, hex64, payment, receipt } from "./fixtures.js";
+import { allEscrowed, at, escrowedReceipt, escrowQuery, grant, hex64, payment, receipt } from "./fixtures.js";
 
 runStoreContract("memory", async () => createMemoryStore());
 
@@ -236,6 +236,25 @@ describe("memory store: expired escrow", () => {
       expect(await store.receipts.findByPaymentId("pay_e")).toBeUndefined();
       const again = receipt("usr_1", { merchantId: expiring.merchantId, receiptId: expiring.receiptId });
       expect(await store.receipts.insert(again)).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe("memory store: expired grants", () => {
+  // As MongoDB's TTL index: an expired grant stays readable (its reader refuses it as expired) until a
+  // sweep at least a minute after it expired; then it is gone, and no longer counted against its user.
+  it("are kept a minute past expiry, then deleted at the next grant", async () => {
+    const store = createMemoryStore();
+    try {
+      const first = grant("usr_1", at(0));
+      await store.grants.create(first, 5, at(0));
+      await store.grants.create(grant("usr_1", at(181)), 5, at(181));
+      expect(await store.grants.findByHash(first.tokenHash)).toEqual(first);
+      await store.grants.create(grant("usr_2", at(241)), 5, at(241));
+      expect(await store.grants.findByHash(first.tokenHash)).toBeUndefined();
+      expect(await store.grants.deleteByUser("usr_1")).toBe(1);
     } finally {
       await store.close();
     }

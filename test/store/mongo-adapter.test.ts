@@ -1,6 +1,8 @@
 import { MongoClient } from "mongodb";
 import { afterEach, describe, expect, it } from "vitest";
 import { AppError } from "../../src/errors.js";
+import { createLogger } from "../../src/logging.js";
+import { createStore } from "../../src/store/index.js";
 import { createMongoStore, DEFAULT_INDEX_TIMEOUT_MS } from "../../src/store/mongo/index.js";
 import { INDEXES } from "../../src/store/mongo/indexes.js";
 import type { Store } from "../../src/store/types.js";
@@ -63,6 +65,33 @@ describe("MongoDB adapter", () => {
     expect(fake.operations.at(-1)?.options?.maxTimeMS).toBe(50);
   });
 
+  it("answers a slow call itself within STORE_TIMEOUT_MS: the service's outer limit never fires first", async () => {
+    for (const storeTimeoutMs of [400, 5_000]) {
+      const fake = new FakeMongo();
+      const config = {
+        store: "mongodb",
+        mongodbUri: "mongodb://fake.invalid/",
+        mongodbDb: "receipts",
+        storeTimeoutMs,
+      } as const;
+      const store = await createStore(config, createLogger("silent"), { createClient: fake.createClient });
+      stores.push(store);
+      await store.audit.list(1);
+      const maxTimeMS = fake.operations.at(-1)?.options?.maxTimeMS ?? Number.POSITIVE_INFINITY;
+      // Two operations (a call's most before its own deadline) fit in the limit.
+      expect(2 * maxTimeMS).toBeLessThan(storeTimeoutMs);
+      if (storeTimeoutMs > 1_000) continue;
+      // Unwrapped (as withTimeLimit's own test shows what the outer limit does): the adapter's own
+      // deadline answers a call that hangs, and it is inside the limit.
+      fake.slow("find audit", 3 * storeTimeoutMs);
+      const failure = await store.audit.list(1).catch((err: unknown) => err);
+      expect(failure).toBeInstanceOf(AppError);
+      expect((failure as AppError).code).toBe("service_unavailable");
+      const deadline = /No answer within (\d+) ms/.exec(String((failure as AppError).cause))?.[1];
+      expect(Number(deadline)).toBeLessThan(storeTimeoutMs);
+    }
+  });
+
   it("starts on a database whose indexes an earlier version created", async () => {
     const fake = new FakeMongo();
     const old = fake.createClient("mongodb://fake.invalid/", {}).db("receipts");
@@ -95,6 +124,37 @@ describe("MongoDB adapter", () => {
     for (const query of pages) expect(servingIndex(query), JSON.stringify(query)).toBeDefined();
   });
 
+  it("keeps a receipt's claim as long as the receipt: the escrow's expiry until released, none after", async () => {
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    const escrowed = escrowedReceipt(hex64(), at(999));
+    await store.receipts.insert(escrowed);
+    const claims = fake.database("receipts").collection("receiptClaims").docs;
+    const claimOf = () =>
+      [...claims.values()].find(
+        (c) => keyOf(c._id) === keyOf({ merchantId: escrowed.merchantId, receiptId: escrowed.receiptId }),
+      );
+    expect(claimOf()).toEqual({
+      _id: { merchantId: escrowed.merchantId, receiptId: escrowed.receiptId },
+      panHash: escrowed.panHash,
+      id: escrowed.id,
+      expiresAt: at(999),
+    });
+    const bundle = { keyId: "k-user", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "d3JhcHBlZA==" };
+    expect(
+      await store.receipts.release(escrowed.id, {
+        userId: "usr_1",
+        issuerTenantId: "tnt_i",
+        keyBundle: bundle,
+      }),
+    ).toBe(true);
+    expect(claimOf()?.expiresAt).toBeUndefined();
+    // Both collections expire by the same TTL: claims that still carry an expiry only.
+    const ttl = INDEXES.receiptClaims?.find((index) => index.expireAfterSeconds !== undefined);
+    expect(ttl).toMatchObject({ key: { expiresAt: 1 }, expireAfterSeconds: 0 });
+  });
+
   it("answers service_unavailable, not a bare error, when an idempotency key stays contended", async () => {
     const fake = new FakeMongo();
     const store = await storeOn(fake);
@@ -116,14 +176,19 @@ describe("MongoDB adapter", () => {
   });
 });
 
-/** An index of the adapter whose keys are the query's equality fields (any order), then its sort. */
+/**
+ * An index of the adapter whose keys are the query's equality fields (any order), then its sort. An
+ * equality the index's partial filter makes (`isEscrowed: true`) needs no key.
+ */
 function servingIndex(query: RecordedQuery): string | undefined {
-  const equality = Object.entries(query.filter)
-    .filter(([field, value]) => !field.startsWith("$") && !isOperators(value))
-    .map(([field]) => field);
   const sort = Object.entries(query.sort ?? {});
   const reversed = sort.map(([field, direction]) => [field, -direction] as const);
   return (INDEXES[query.collection] ?? []).find((index) => {
+    const partial = (index.partialFilterExpression ?? {}) as Record<string, unknown>;
+    const equality = Object.entries(query.filter)
+      .filter(([field, value]) => !field.startsWith("$") && !isOperators(value))
+      .filter(([field, value]) => !(field in partial && keyOf(partial[field]) === keyOf(value)))
+      .map(([field]) => field);
     const keys = Object.entries(index.key as Record<string, number>);
     const prefix = keys.slice(0, equality.length).map(([field]) => field);
     const rest = keys.slice(equality.length, equality.length + sort.length);

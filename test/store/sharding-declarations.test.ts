@@ -54,14 +54,10 @@ describe("shard key declarations (SPEC section 23)", () => {
     }
   });
 
-  it("leave these unique rules for the adapter to move (docs/scaling.md, Status)", () => {
-    // Each of these would let duplicates in across shards; MongoDB refuses to create or keep them on a
-    // collection sharded as declared. The adapter's move to claims and per-card ids removes them.
-    expect(uncarriedUniqueRules()).toEqual([
-      "receipts.uniq_id",
-      "receipts.uniq_merchantId_receiptId",
-      "payments.uniq_paymentId",
-    ]);
+  it("leave no unique index that a collection's shard key cannot carry", () => {
+    // Each would let duplicates in across shards; MongoDB refuses to create or keep one on a
+    // collection sharded as declared.
+    expect(uncarriedUniqueRules()).toEqual([]);
   });
 
   it("declare scatter-gather only on sharded collections, each with a reason", () => {

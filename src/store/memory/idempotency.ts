@@ -40,8 +40,11 @@ export class MemoryIdempotency implements IdempotencyStore {
     if (entry !== undefined && entry.response === undefined) entry.response = response;
   }
 
-  /** Forgets a started key; a completed key keeps its response, so a retry still gets it. */
-  async abandon(key: string): Promise<void> {
-    if (this.entries.get(key)?.response === undefined) this.entries.delete(key);
+  /** Forgets a key its caller still holds; a completed key keeps its response, so a retry still gets it. */
+  async abandon(key: string, leaseUntil: Date): Promise<void> {
+    const entry = this.entries.get(key);
+    if (entry?.response === undefined && entry?.leaseUntil.getTime() === leaseUntil.getTime()) {
+      this.entries.delete(key);
+    }
   }
 }

@@ -14,6 +14,7 @@ import {
 import type { Logger } from "pino";
 import { AppError } from "../../errors.js";
 import { isUnavailable, storeUnavailable } from "./errors.js";
+import { inTransaction, type TransactionId } from "./sharding.js";
 
 /** Options of the MongoDB store. */
 export interface MongoStoreOptions {
@@ -58,6 +59,18 @@ const SOCKET_MARGIN_MS = 1_000;
 const CALL_TIMEOUT_FACTOR = 2;
 
 /**
+ * The `operationTimeoutMs` whose whole-call deadline ends before `callLimitMs`, the time limit the
+ * service puts around every store call (`STORE_TIMEOUT_MS`, see `withTimeLimit`): the adapter then
+ * answers a slow call itself, with every operation's `maxTimeMS` inside the limit, and the outer limit
+ * only ever catches a call the adapter lost track of. A twentieth of the limit (at most 100 ms) is
+ * kept as a margin for the timers' own lateness.
+ */
+export function operationTimeoutWithin(callLimitMs: number): number {
+  const margin = Math.min(100, Math.floor(callLimitMs / 20));
+  return Math.max(1, Math.floor((callLimitMs - margin) / CALL_TIMEOUT_FACTOR));
+}
+
+/**
  * The MongoDB client shared by every repository, with the two things they all need: `run`, which
  * connects on demand and turns driver failures into the contract's errors, and `transaction`, a
  * time-bounded transaction runner.
@@ -68,6 +81,11 @@ export class MongoContext {
   readonly timeoutMs: number;
   /** Time limit of index creation, in ms ({@link MongoStoreOptions.indexTimeoutMs}). */
   readonly indexTimeoutMs: number;
+  /**
+   * Set by `init` on a database an earlier version made and that was not migrated yet: receipts
+   * stored then have no claim in receiptClaims, so a pair is also looked up in receipts themselves.
+   */
+  claimsMayBeMissing = false;
   /** Options for every operation outside a transaction: the server-side time limit. */
   readonly limit: { maxTimeMS: number };
   /** Options for every read outside a transaction: the time limit, and records without Mongo's `_id`. */
@@ -77,6 +95,8 @@ export class MongoContext {
   private readonly clientOptions: MongoClientOptions;
   private readonly createClient: (uri: string, options: MongoClientOptions) => MongoClient;
   private readonly transactionOptions: TransactionOptions;
+  /** The declared transaction each session runs (see `sharding.ts`), named in its operations' comment. */
+  private readonly running = new WeakMap<ClientSession, TransactionId>();
   private connecting: Promise<void> | undefined;
   private connected = false;
   private closed = false;
@@ -127,14 +147,24 @@ export class MongoContext {
     return this.db.collection<T>(name);
   }
 
-  /** Options for a write inside the transaction of `session`. */
-  writeIn(session: ClientSession): { session: ClientSession; maxTimeMS: number } {
-    return { session, ...this.limit };
+  /** Options for a write inside the transaction of `session`: its time limit and its declaration. */
+  writeIn(session: ClientSession): { session: ClientSession; maxTimeMS: number; comment?: unknown } {
+    return { session, ...this.limit, ...this.declarationOf(session) };
   }
 
   /** Options for a read inside the transaction of `session`. */
-  readIn(session: ClientSession): { session: ClientSession; maxTimeMS: number; projection: { _id: 0 } } {
-    return { session, ...this.read };
+  readIn(session: ClientSession): {
+    session: ClientSession;
+    maxTimeMS: number;
+    projection: { _id: 0 };
+    comment?: unknown;
+  } {
+    return { session, ...this.read, ...this.declarationOf(session) };
+  }
+
+  private declarationOf(session: ClientSession): { comment?: unknown } {
+    const id = this.running.get(session);
+    return id === undefined ? {} : inTransaction(id);
   }
 
   /**
@@ -180,17 +210,19 @@ export class MongoContext {
   }
 
   /**
-   * Runs `work` in a transaction and commits it, retrying on transient errors (write conflicts,
-   * elections) with a short backoff until `operationTimeoutMs` has passed. The driver's own
-   * `withTransaction` keeps retrying for 120 s, far past any request's patience, hence this runner.
-   * `work` may run several times and must only touch the database through `session`.
+   * Runs `work` as the declared transaction `id` (`sharding.ts`: on a cluster, the shards it may
+   * reach) and commits it, retrying on transient errors (write conflicts, elections) with a short
+   * backoff until `operationTimeoutMs` has passed. The driver's own `withTransaction` keeps retrying
+   * for 120 s, far past any request's patience, hence this runner. `work` may run several times and
+   * must only touch the database through `session`, with `writeIn` and `readIn`.
    *
    * Transactions need a replica set or a sharded cluster, as every production deployment (and Atlas)
    * is; a standalone `mongod` refuses them (run it with `--replSet rs0` and `rs.initiate()` locally).
    */
-  async transaction<T>(work: (session: ClientSession) => Promise<T>): Promise<T> {
+  async transaction<T>(id: TransactionId, work: (session: ClientSession) => Promise<T>): Promise<T> {
     const deadline = performance.now() + this.timeoutMs;
     const session = this.client.startSession();
+    this.running.set(session, id);
     try {
       for (let attempt = 1; ; attempt++) {
         session.startTransaction(this.transactionOptions);

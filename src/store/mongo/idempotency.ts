@@ -85,10 +85,10 @@ export class MongoIdempotency implements IdempotencyStore {
     });
   }
 
-  /** Forgets a started key; a completed key keeps its response, so a retry still gets it. */
-  abandon(key: string): Promise<void> {
+  /** Forgets a key its caller still holds; a completed key keeps its response, so a retry still gets it. */
+  abandon(key: string, leaseUntil: Date): Promise<void> {
     return this.ctx.run(async () => {
-      await this.collection.deleteOne({ _id: key, response: { $exists: false } }, this.ctx.limit);
+      await this.collection.deleteOne({ _id: key, response: { $exists: false }, leaseUntil }, this.ctx.limit);
     });
   }
 }

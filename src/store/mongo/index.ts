@@ -5,7 +5,7 @@ import { MongoContext, type MongoStoreOptions } from "./connection.js";
 import { MongoEvents, MongoLeases } from "./events.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
-import { INDEXES } from "./indexes.js";
+import { createDeclaredIndexes } from "./init.js";
 import { MongoMerchantKeys } from "./merchant-keys.js";
 import { MongoBins, MongoIssuerEscrowKeys, MongoMerchantOwners } from "./ownership.js";
 import { MongoPayments } from "./payments.js";
@@ -18,6 +18,7 @@ export {
   DEFAULT_INDEX_TIMEOUT_MS,
   DEFAULT_OPERATION_TIMEOUT_MS,
   type MongoStoreOptions,
+  operationTimeoutWithin,
 } from "./connection.js";
 
 /**
@@ -51,17 +52,16 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     deliveries: new MongoDeliveries(ctx),
     leases: new MongoLeases(ctx),
     /**
-     * Creates every collection's indexes; creating an existing identical index is a no-op. Bounded by
-     * `indexTimeoutMs`, not the per-call limit, on a client whose socket timeout allows it: a build
-     * on a big collection takes long.
+     * Creates every collection's indexes (`createDeclaredIndexes`: an index already serving, such as
+     * one a `sh.shardCollection` made first, stands in). Bounded by `indexTimeoutMs`, not the per-call
+     * limit, on a client whose socket timeout allows it: a build on a big collection takes long.
      */
     init: () =>
       ctx.run(
         () =>
           ctx.withIndexClient(async (db) => {
-            for (const [name, indexes] of Object.entries(INDEXES)) {
-              await db.collection(name).createIndexes(indexes, { maxTimeMS: ctx.indexTimeoutMs });
-            }
+            const { legacyReceipts } = await createDeclaredIndexes(db, ctx.indexTimeoutMs);
+            ctx.claimsMayBeMissing = legacyReceipts;
           }),
         ctx.indexTimeoutMs + 2 * ctx.timeoutMs,
       ),

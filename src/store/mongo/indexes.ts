@@ -59,10 +59,16 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { userId: 1 }, name: "uniq_userId", unique: true },
     { key: { panHash: 1 }, name: "uniq_panHash", unique: true },
   ],
-  [COLLECTIONS.keys]: [{ key: { keyId: 1 }, name: "uniq_keyId", unique: true }],
+  [COLLECTIONS.keys]: [
+    { key: { keyId: 1 }, name: "uniq_keyId", unique: true },
+    // A user's keys: listKeys, and erasure's deleteMany({userId}).
+    { key: { userId: 1 }, name: "byUser" },
+  ],
   [COLLECTIONS.receipts]: [
-    { key: { id: 1 }, name: "uniq_id", unique: true },
-    { key: { merchantId: 1, receiptId: 1 }, name: "uniq_merchantId_receiptId", unique: true },
+    // `id` is unique per card, which a cluster can check (the shard key); `(merchantId, receiptId)` is
+    // unique through receiptClaims. (An earlier version's uniq_id and uniq_merchantId_receiptId are
+    // left in place by init: docs/scaling.md says when to drop them.)
+    { key: { panHash: 1, id: 1 }, name: "uniq_panHash_id", unique: true },
     { key: { userId: 1, createdAt: -1, id: -1 }, name: "listByUser" },
     { key: { userId: 1, receiptId: 1 }, name: "findByReceiptId" },
     { key: { merchantTenantId: 1, transactionId: 1 }, name: "findByTransaction" },
@@ -71,14 +77,34 @@ export const INDEXES: Record<string, IndexDescription[]> = {
       name: "findByPaymentId",
       partialFilterExpression: { paymentId: { $exists: true } },
     },
-    // Equality fields, then the sort: a page of a card's escrow reads only that page. (Named anew:
-    // the key of an existing name cannot change, and `createIndexes` would refuse the old name.)
-    { key: { panHash: 1, isEscrowed: 1, createdAt: 1, id: 1 }, name: "listEscrowed_byTime" },
-    // Only escrowed receipts have `expiresAt`: unreleased escrow is deleted after its retention.
-    ttl,
+    // The card, then the sort: a page of a card's escrow reads only that page. Partial: delivered
+    // receipts, nearly all of them, have no entry. (The key of an existing name cannot change, and
+    // `createIndexes` refuses the old name with another key, hence a new name each time.)
+    {
+      key: { panHash: 1, createdAt: 1, id: 1 },
+      name: "escrow_byCardTime",
+      partialFilterExpression: { isEscrowed: true },
+    },
+    // Unreleased escrow is deleted after its retention; only escrowed receipts have `expiresAt`.
+    {
+      key: { expiresAt: 1 },
+      name: "ttl_escrow",
+      expireAfterSeconds: 0,
+      partialFilterExpression: { isEscrowed: true },
+    },
+  ],
+  [COLLECTIONS.receiptClaims]: [
+    // A claim lives as long as its receipt: while the receipt is escrowed it carries its `expiresAt`.
+    {
+      key: { expiresAt: 1 },
+      name: "ttl_escrow",
+      expireAfterSeconds: 0,
+      partialFilterExpression: { expiresAt: { $exists: true } },
+    },
   ],
   [COLLECTIONS.payments]: [
-    { key: { paymentId: 1 }, name: "uniq_paymentId", unique: true },
+    // paymentId is random (96 bits): the index finds, the shard key's unique index is what refuses.
+    { key: { paymentId: 1 }, name: "byPaymentId" },
     { key: { merchantId: 1, transactionId: 1 }, name: "uniq_merchantId_transactionId", unique: true },
   ],
   [COLLECTIONS.grants]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }, ttl],

@@ -72,7 +72,7 @@ export class MongoBins implements BinStore {
   set(tenantId: string, bins: readonly string[], now: Date): Promise<SetBinsOutcome> {
     return this.ctx.run(async () => {
       try {
-        return await this.ctx.transaction(async (session) => {
+        return await this.ctx.transaction("bins.set", async (session) => {
           const read = this.ctx.readIn(session);
           for (const bin of bins) {
             const others = await this.collection

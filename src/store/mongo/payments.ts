@@ -2,6 +2,8 @@ import type { CreatePaymentOutcome, PaymentRecord, PaymentStore, ReceiptRecord }
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
+import { insertReceiptIn } from "./receipts.js";
+import { scatterGather } from "./sharding.js";
 
 /** Payments in the `payments` collection; unique `paymentId` and `(merchantId, transactionId)`. */
 export class MongoPayments implements PaymentStore {
@@ -12,20 +14,19 @@ export class MongoPayments implements PaymentStore {
   }
 
   /**
-   * Inserts the payment, then its receipt, in one transaction: if either insert fails, neither is
-   * kept. Which insert hit a unique index tells the outcome, checked in the same order as the memory
-   * store (the transaction first).
+   * Inserts the payment, then its receipt with its claim, in one transaction: if an insert fails,
+   * nothing is kept. Which insert hit a unique index tells the outcome, checked in the same order as
+   * the memory store (the transaction first).
    */
   createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome> {
-    const receipts = this.ctx.collection<ReceiptRecord>(COLLECTIONS.receipts);
     return this.ctx.run(async () => {
       let inserting: "payment" | "receipt" = "payment";
       try {
-        await this.ctx.transaction(async (session) => {
+        await this.ctx.transaction("payments.createWithReceipt", async (session) => {
           inserting = "payment";
           await this.payments.insertOne({ ...payment }, this.ctx.writeIn(session));
           inserting = "receipt";
-          await receipts.insertOne({ ...receipt }, this.ctx.writeIn(session));
+          await insertReceiptIn(this.ctx, session, receipt);
         });
         return { kind: "created" };
       } catch (err) {
@@ -37,7 +38,11 @@ export class MongoPayments implements PaymentStore {
 
   findById(paymentId: string): Promise<PaymentRecord | undefined> {
     return this.ctx.run(
-      async () => (await this.payments.findOne<PaymentRecord>({ paymentId }, this.ctx.read)) ?? undefined,
+      async () =>
+        (await this.payments.findOne<PaymentRecord>(
+          { paymentId },
+          { ...this.ctx.read, ...scatterGather("payments.findById") },
+        )) ?? undefined,
     );
   }
 

@@ -74,6 +74,10 @@ export const TRANSACTIONS = {
       "the payment (by merchantId and transactionId), its receipt (by card) and the receipt's claim; " +
       "an outbox event would be the fourth (SPEC section 23 allows four)",
   },
+  "receipts.release": {
+    maxShards: 2,
+    touches: "the escrowed receipt (by card) and its claim, whose escrow expiry it clears",
+  },
   "users.register": {
     maxShards: 1,
     touches: "users and keys, both unsharded: the primary shard only",

@@ -83,7 +83,7 @@ export class MongoUsers implements UserStore {
     return this.ctx.run(async () => {
       for (let attempt = 1; ; attempt++) {
         try {
-          return await this.ctx.transaction((session) => this.registerIn(session, input));
+          return await this.ctx.transaction("users.register", (session) => this.registerIn(session, input));
         } catch (err) {
           if (!isDuplicateKey(err)) throw err;
           if (attempt < REGISTER_ATTEMPTS) continue;

@@ -1,5 +1,5 @@
 /* Values as MongoDB keeps them, for the driver-level fake: copies, ordering, equality keys. */
-import { MongoServerError, ObjectId } from "mongodb";
+import { Binary, MongoServerError, ObjectId } from "mongodb";
 
 /** A stored document: plain data with an `_id`. */
 export type Doc = Record<string, unknown> & { _id?: unknown };
@@ -16,6 +16,7 @@ function copyValue(value: unknown, ignoreUndefined: boolean): unknown {
   if (typeof value !== "object" || value === null) return value;
   if (value instanceof Date) return new Date(value.getTime());
   if (value instanceof ObjectId) return new ObjectId(value.toHexString());
+  if (value instanceof Binary) return new Binary(Buffer.from(value.read(0, value.length())), value.sub_type);
   if (Array.isArray(value)) return value.map((v) => (v === undefined ? null : copyValue(v, ignoreUndefined)));
   const out: Record<string, unknown> = {};
   for (const [key, field] of Object.entries(value)) {
@@ -38,6 +39,7 @@ function typeRank(value: unknown): number {
   if (typeof value === "boolean") return 8;
   if (value instanceof Date) return 9;
   if (Array.isArray(value)) return 5;
+  if (value instanceof Binary) return 6;
   return 4;
 }
 
@@ -47,6 +49,7 @@ export function compareValues(a: unknown, b: unknown): number {
   if (ra !== rb) return ra - rb;
   if (a instanceof Date && b instanceof Date) return a.getTime() - b.getTime();
   if (a instanceof ObjectId && b instanceof ObjectId) return compareValues(a.toHexString(), b.toHexString());
+  if (a instanceof Binary && b instanceof Binary) return compareValues(keyOf(a), keyOf(b));
   if (typeof a === "number" && typeof b === "number") return a - b;
   if (typeof a === "string" && typeof b === "string") return a < b ? -1 : a > b ? 1 : 0;
   if (typeof a === "boolean" && typeof b === "boolean") return Number(a) - Number(b);
@@ -62,6 +65,9 @@ function tagged(value: unknown): unknown {
   if (value === undefined || value === null) return null;
   if (value instanceof Date) return { $date: value.getTime() };
   if (value instanceof ObjectId) return { $oid: value.toHexString() };
+  if (value instanceof Binary) {
+    return { $binary: Buffer.from(value.read(0, value.length())).toString("base64"), $type: value.sub_type };
+  }
   if (Array.isArray(value)) return value.map(tagged);
   if (typeof value === "object") {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, tagged(v)]));

@@ -127,18 +127,42 @@ export class FakeCollection {
     });
   }
 
+  /**
+   * Runs a pipeline on mingo. A last `$merge` stage writes into a collection of the same database, in
+   * the one form the fake knows: `{into, on: "_id", whenMatched: "keepExisting", whenNotMatched: "insert"}`.
+   */
   aggregate(pipeline: Document[], options?: OperationOptions): FakeFindCursor {
     // A cluster routes an aggregation by its first stage, when that is a `$match`.
     const match = (pipeline[0]?.$match ?? {}) as Filter;
+    const merge = pipeline.at(-1)?.$merge as Record<string, unknown> | undefined;
+    const stages = merge === undefined ? pipeline : pipeline.slice(0, -1);
     return new FakeFindCursor(options, () =>
       this.exec(`aggregate ${this.collectionName}`, options, (txn) => {
         this.router?.operation(txn, "read", match, options);
-        return mingoAggregate(
+        const out = mingoAggregate(
           this.docs(txn).map((doc) => this.copy(doc)),
-          pipeline,
+          stages,
         ).map((doc) => this.copy(doc));
+        if (merge === undefined) return out;
+        this.mergeInto(txn, merge, out);
+        return [];
       }),
     );
+  }
+
+  /** The `$merge` of {@link aggregate}: inserts each document whose `_id` is not in `into` yet. */
+  private mergeInto(txn: Transaction | undefined, merge: Record<string, unknown>, docs: Doc[]): void {
+    const known =
+      merge.on === "_id" && merge.whenMatched === "keepExisting" && merge.whenNotMatched === "insert";
+    if (typeof merge.into !== "string" || !known) {
+      throw new Error(`fake MongoDB: $merge ${JSON.stringify(merge)} is not modelled`);
+    }
+    const target = this.server.database(this.dbName);
+    for (const doc of docs) {
+      const location = target.locate(merge.into, doc);
+      if (target.view(merge.into, txn).has(location)) continue;
+      target.write(merge.into, txn, location, doc);
+    }
   }
 
   async updateOne(filter: Filter, update: Update, options?: OperationOptions) {
@@ -248,6 +272,7 @@ export class FakeCollection {
   async createIndexes(descriptions: IndexDescription[], options?: OperationOptions) {
     return this.exec(`createIndexes ${this.collectionName}`, options, () => {
       const data = this.db.collection(this.collectionName);
+      data.created = true;
       return descriptions.map((description) => {
         const key = description.key as Record<string, number>;
         const name =
@@ -297,11 +322,38 @@ export class FakeCollection {
     });
   }
 
+  /** Drops an index by name; `_id_`, and the last index supporting a shard key, cannot be dropped. */
+  async dropIndex(name: string, options?: OperationOptions) {
+    return this.exec(`dropIndex ${this.collectionName}`, options, () => {
+      const data = this.db.collection(this.collectionName);
+      const at = data.indexes.findIndex((index) => index.name === name);
+      if (at < 0) throw serverError(27, "IndexNotFound", `index not found with name [${name}]`);
+      if (name === "_id_") throw serverError(72, "InvalidOptions", "cannot drop _id index");
+      const shardKey = data.shardKey;
+      const supports = (key: Record<string, unknown>) =>
+        shardKey !== undefined &&
+        Object.entries(shardKey).every(([f, k], i) => Object.entries(key)[i]?.join() === [f, k].join());
+      const others = data.indexes.filter((index, i) => i !== at && supports(index.key));
+      if (supports((data.indexes[at] as IndexSpec).key) && others.length === 0) {
+        throw serverError(
+          72,
+          "InvalidOptions",
+          `cannot drop index ${name}: it is the last one supporting the shard key`,
+        );
+      }
+      data.indexes.splice(at, 1);
+      return { ok: 1 };
+    });
+  }
+
   listIndexes(options?: OperationOptions): FakeFindCursor {
     return new FakeFindCursor(options, () =>
-      this.exec(`listIndexes ${this.collectionName}`, options, () =>
-        this.db.collection(this.collectionName).indexes.map((index) => ({ v: 2, ...index.description })),
-      ),
+      this.exec(`listIndexes ${this.collectionName}`, options, () => {
+        const data = this.db.collection(this.collectionName);
+        if (!data.created)
+          throw serverError(26, "NamespaceNotFound", `ns does not exist: ${this.collectionName}`);
+        return data.indexes.map((index) => ({ v: 2, ...index.description }));
+      }),
     );
   }
 

@@ -49,7 +49,8 @@
  *   enforced; a slow server is not simulated (an outage fails fast);
  * - write concern, read concern, read preference, replication, elections and failover;
  * - index semantics beyond unique keys: no query plans, no index use, no collation, no multikey rules;
- * - BSON beyond the types the store uses (no Decimal128, Long, Binary), and 16 MB document limits.
+ * - BSON beyond the types the store uses (no Decimal128, Long; Binary is copied and compared, not
+ *   queried), and 16 MB document limits.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import {

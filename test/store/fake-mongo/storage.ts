@@ -32,6 +32,8 @@ export class CollectionData {
   readonly docs = new Map<string, Doc>();
   /** Set once the collection is sharded (`shardCollection`). */
   shardKey: ShardKeyPattern | undefined;
+  /** Whether the collection exists: a write, an index or `shardCollection` creates it. */
+  created = false;
   readonly indexes: IndexSpec[] = [
     {
       name: "_id_",
@@ -156,6 +158,7 @@ export class Database {
       );
     }
     data.shardKey = key;
+    data.created = true;
     const docs = [...data.docs.values()];
     data.docs.clear();
     for (const doc of docs) data.docs.set(this.locate(name, doc), doc);
@@ -198,6 +201,7 @@ export class Database {
     }
     if (txn !== undefined && data.docs.get(id) !== txn.snapshot?.get(name)?.get(id)) throw writeConflict();
     const uniqueKeys = after === null ? [] : this.checkUnique(data, view, id, after, txn);
+    if (after !== null) data.created = true;
 
     if (txn === undefined) {
       if (after === null) data.docs.delete(id);
