@@ -11,7 +11,6 @@ import {
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
-import { inTransaction } from "./sharding.js";
 
 /**
  * An event as stored in `events`: the outbox and the feed are one collection. Other operations insert
@@ -40,19 +39,16 @@ export function eventDocOf(event: EventRecord): EventDoc {
 }
 
 /**
- * Inserts `events` in the transaction of `session`, the outbox write of another operation. Nothing to
- * do for none.
+ * Inserts `events` in the transaction of `session`: the outbox write of another operation, in the
+ * same transaction as its change. Nothing to do for none.
  */
-export async function insertEvents(
+export async function insertEventsIn(
   ctx: MongoContext,
   session: ClientSession,
   events: readonly EventRecord[] | undefined,
-  transaction: Parameters<typeof inTransaction>[0],
 ): Promise<void> {
   if (events === undefined || events.length === 0) return;
-  await ctx
-    .collection<EventDoc>(COLLECTIONS.events)
-    .insertMany(events.map(eventDocOf), { ...ctx.writeIn(session), ...inTransaction(transaction) });
+  await ctx.collection<EventDoc>(COLLECTIONS.events).insertMany(events.map(eventDocOf), ctx.writeIn(session));
 }
 
 /** The record of a stored event (without Mongo's fields). */
@@ -88,9 +84,9 @@ export class MongoEvents implements EventStore {
    */
   sequence(fence: Fence, limit: number): Promise<SequencedEvent[] | typeof FENCED_OUT> {
     return this.ctx.run(() =>
-      this.ctx.transaction(async (session) => {
-        const read = { ...this.ctx.readIn(session), ...inTransaction("events.sequence") };
-        const write = { ...this.ctx.writeIn(session), ...inTransaction("events.sequence") };
+      this.ctx.transaction("events.sequence", async (session) => {
+        const read = this.ctx.readIn(session);
+        const write = this.ctx.writeIn(session);
         const state = await this.state.findOne<SequencerDoc>({ _id: SEQUENCER }, read);
         if (state !== null && state.fence > fence.token) return FENCED_OUT;
         const pending = await this.events
