@@ -1,6 +1,7 @@
 import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { erasedEvent } from "./events.js";
 import type { CallerInfo } from "./grants.js";
 
 /**
@@ -24,8 +25,9 @@ export async function deleteUser(
   if (!user || user.tenantId !== principal.tenantId) throw new AppError("not_found", "User not found.");
   const deletedReceipts = await deps.store.receipts.deleteByUser(user.userId);
   await deps.store.grants.deleteByUser(user.userId);
-  const erased = await deps.store.users.erase(user.userId);
+  const erased = await deps.store.users.erase(user.userId, [erasedEvent(user, deps.clock.now())]);
   if (erased === undefined) throw new AppError("not_found", "User not found.");
+  deps.onEventsWritten?.();
   await deps.store.audit.append({
     at: deps.clock.now(),
     action: "user.erased",

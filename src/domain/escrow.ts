@@ -2,6 +2,7 @@ import { receiptAad } from "../crypto/envelope.js";
 import { isEscrowHold } from "../crypto/escrow-errors.js";
 import type { ReceiptRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { releasedEvent } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import type { SealingKey } from "./routing.js";
 
@@ -61,6 +62,7 @@ export async function releaseEscrow(
   if (counts.released > 0 || counts.held > 0) {
     deps.logger.info({ userId: target.user.userId, ...counts }, "escrow released");
   }
+  if (counts.released > 0) deps.onEventsWritten?.();
   return counts;
 }
 
@@ -122,6 +124,7 @@ async function releaseOne(
       },
     },
     escrowKeyId,
+    [releasedEvent(receipt, target.user, deps.clock.now())],
   );
   return released ? "released" : "taken";
 }

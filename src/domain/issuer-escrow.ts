@@ -5,6 +5,7 @@ import { randomId } from "../ids.js";
 import type { ApiKeyRecord, IssuerEscrowKeyRecord, ReceiptPage } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { ISSUER_ESCROW_KEY_PREFIX } from "./escrow.js";
+import { panHashOfEscrowRef, releasedEvent } from "./events.js";
 import type { CallerInfo } from "./grants.js";
 import { checkKeyBundle } from "./key-bundles.js";
 import { checkHashedPan, panHashOf } from "./pan.js";
@@ -40,14 +41,26 @@ export async function registerEscrowKey(
   return record;
 }
 
-/** The receipts escrowed for the caller's tenant under its own escrow keys, for one card, oldest first. */
+/**
+ * The receipts escrowed for the caller's tenant under its own escrow keys, for one card, oldest first.
+ * The card is named by its hashed PAN, or by the `escrowRef` of an `escrow.pending` event sent to the
+ * caller (an issuer that owns a BIN may not know which of its cards a receipt was for).
+ */
 export async function listPendingEscrow(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  input: { hashedPan: string; pageSize: number; pageToken: string },
+  input: { hashedPan: string; escrowRef?: string; pageSize: number; pageToken: string },
 ): Promise<ReceiptPage> {
   const v = new Violations();
-  checkHashedPan(input.hashedPan, "hashedPan", v);
+  const escrowRef = input.escrowRef ?? "";
+  let panHash: string | undefined;
+  if (escrowRef !== "") {
+    if (input.hashedPan !== "") v.add("hashedPan", "cannot stand beside escrowRef: send one of the two");
+    panHash = panHashOfEscrowRef(deps, principal.tenantId, escrowRef);
+    if (panHash === undefined) v.add("escrowRef", "is not an escrow reference sent to this tenant");
+  } else {
+    checkHashedPan(input.hashedPan, "hashedPan", v);
+  }
   if (input.pageSize < 0 || input.pageSize > PAGE_SIZE.max)
     v.add("pageSize", `must be from 1 to ${PAGE_SIZE.max}`);
   if (input.pageToken.length > 512) v.add("pageToken", "is not a valid page token");
@@ -56,7 +69,7 @@ export async function listPendingEscrow(
   if (keys.length === 0) return { receipts: [] };
   return deps.store.receipts.findEscrowed(
     {
-      panHash: panHashOf(deps.pepper, input.hashedPan),
+      panHash: panHash ?? panHashOf(deps.pepper, input.hashedPan),
       ownerTenantId: principal.tenantId,
       includeUnowned: false,
       escrowKeyIds: keys.map((k) => k.escrowKeyId),
@@ -147,10 +160,12 @@ export async function releaseByIssuer(
       receipt.id,
       { userId: user.userId, issuerTenantId: user.tenantId, keyBundle: bundle },
       receipt.escrowKeyId,
+      [releasedEvent(receipt, user, deps.clock.now())],
     );
     if (ok) released += 1;
     else fail("not_escrowed");
   }
+  if (released > 0) deps.onEventsWritten?.();
   await deps.store.audit.append({
     at: deps.clock.now(),
     action: "escrow.released_by_issuer",

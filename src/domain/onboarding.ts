@@ -5,6 +5,7 @@ import { isUuidV4, randomId, uuid } from "../ids.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { releaseEscrow } from "./escrow.js";
+import { registerEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkHashedPan, panHashOf } from "./pan.js";
 import { sealingKeyOf } from "./routing.js";
@@ -126,7 +127,9 @@ export async function register(
     newUserId: randomId("usr", 12),
     key,
     now,
+    events: (registered) => registerEvents(registered, now),
   });
+  deps.onEventsWritten?.();
   if (outcome.kind === "pan_taken") {
     throw new AppError("conflict", "This card is registered by another issuer.");
   }

@@ -5,6 +5,7 @@ import { randomId } from "../ids.js";
 import type { ApiKeyRecord, PaymentRecord, ReceiptRecord } from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
+import { declinedEvent, paymentEvents } from "./events.js";
 import type { PaymentGateway } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
@@ -158,7 +159,7 @@ async function chargeAndStore(
   // Before the gateway charges: a retry without an Idempotency-Key must not charge the card again.
   const earlier = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
   if (earlier !== undefined) throw duplicatePayment(principal, earlier);
-  const charge = await gateway.charge({
+  const charge = await chargeOrRecordDecline(deps, principal, gateway, record, {
     paymentId,
     amount,
     currency,
@@ -179,7 +180,11 @@ async function chargeAndStore(
   };
   if (charge.clientSecret !== undefined) payment.clientSecretHash = sha256Hex(charge.clientSecret);
 
-  const outcome = await deps.store.payments.createWithReceipt(payment, record);
+  const outcome = await deps.store.payments.createWithReceipt(
+    payment,
+    record,
+    paymentEvents(deps, payment, record),
+  );
   if (outcome.kind === "duplicate_transaction") {
     // Another call created it after the check above; name it if it can be read back.
     const other = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
@@ -188,10 +193,38 @@ async function chargeAndStore(
   if (outcome.kind === "duplicate_receipt") {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
+  deps.onEventsWritten?.();
   await settleEscrowRace(deps, record);
   return charge.clientSecret === undefined
     ? { payment, receipt: record }
     : { payment, receipt: record, clientSecret: charge.clientSecret };
+}
+
+/**
+ * Charges through the gateway. A decline stores nothing but its `payment.declined` event (to the
+ * merchant) before the error goes back to the caller.
+ */
+async function chargeOrRecordDecline(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  gateway: PaymentGateway,
+  record: ReceiptRecord,
+  input: Parameters<PaymentGateway["charge"]>[0],
+): ReturnType<PaymentGateway["charge"]> {
+  try {
+    return await gateway.charge(input);
+  } catch (err) {
+    if (err instanceof AppError && err.code === "payment_declined") {
+      const ids = {
+        merchantId: record.merchantId,
+        transactionId: record.transactionId,
+        receiptId: record.receiptId,
+      };
+      await deps.store.events.append([declinedEvent(principal.tenantId, deps.clock.now(), ids)]);
+      deps.onEventsWritten?.();
+    }
+    throw err;
+  }
 }
 
 /**

@@ -3,6 +3,7 @@ import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord, ReceiptPage, ReceiptRecord } from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
+import { receiptEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
@@ -46,11 +47,15 @@ export async function storeSealedReceipt(
   return storeReceipt(deps, await prepareSealed(deps, principal, input, caller, ""));
 }
 
-/** Stores a sealed receipt without a payment: `(merchantId, receiptId)` must be unused. */
+/**
+ * Stores a sealed receipt without a payment, with its events (`receipt.created` or `escrow.pending`)
+ * in the same store operation: `(merchantId, receiptId)` must be unused.
+ */
 async function storeReceipt(deps: DomainDeps, record: ReceiptRecord): Promise<ReceiptRecord> {
-  if (!(await deps.store.receipts.insert(record))) {
+  if (!(await deps.store.receipts.insert(record, receiptEvents(deps, record)))) {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
+  deps.onEventsWritten?.();
   await settleEscrowRace(deps, record);
   return record;
 }

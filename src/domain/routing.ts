@@ -29,6 +29,8 @@ export type Recipient =
       key: SealingKey;
       /** The issuer tenant the receipt is escrowed for; unset for escrow without an owner. */
       ownerTenantId?: string;
+      /** With an owner: the card BIN that made it the owner. */
+      cardBin?: string;
       /** The HMAC of the hashed PAN, as stored. */
       panHash: string;
     };
@@ -85,7 +87,7 @@ export async function recipientOf(
   const key: SealingKey = issuerKey
     ? { keyId: issuerKey.escrowKeyId, algorithm: issuerKey.algorithm, spki: issuerKey.publicKey }
     : serviceEscrowKey(deps);
-  return { kind: "escrow", key, ownerTenantId: owner, panHash };
+  return { kind: "escrow", key, ownerTenantId: owner, cardBin: card.cardBin ?? "", panHash };
 }
 
 /** The service escrow key that seals: the first one configured. */

@@ -1,3 +1,4 @@
+import type { EventRecord } from "./event-types.js";
 import type { KeyRecord, RegisterOutcome, UserRecord } from "./types.js";
 
 /** The arguments of `UserStore.register`. */
@@ -7,6 +8,8 @@ export interface RegisterInput {
   newUserId: string;
   key: KeyRecord;
   now: Date;
+  /** The events of the outcome, written with it (section 22's outbox). */
+  events?: (outcome: RegisterOutcome) => EventRecord[];
 }
 
 /** What `register` found, read in one consistent view (a synchronous read or a transaction). */
@@ -51,6 +54,7 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
       tenantId: input.tenantId,
       panHash: input.panHash,
       activeKeyId: keyId,
+      keyVersion: 1,
       createdAt: input.now,
       updatedAt: input.now,
     };
@@ -65,7 +69,12 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
     return { outcome: { kind: "unchanged", user, key }, keys: [key] };
   }
 
-  const updated: UserRecord = { ...user, activeKeyId: keyId, updatedAt: input.now };
+  const updated: UserRecord = {
+    ...user,
+    activeKeyId: keyId,
+    keyVersion: (user.keyVersion ?? 1) + 1,
+    updatedAt: input.now,
+  };
   const key = activate(existing ?? input.key, user.userId, input);
   const keys = [key];
   if (activeKey !== undefined) keys.push({ ...activeKey, status: "rotated", rotatedAt: input.now });

@@ -16,7 +16,13 @@
  */
 
 import type { KeyAlgorithm } from "../crypto/suites.js";
-import type { DeliveryStore, EventStore, LeaseStore, WebhookEndpointStore } from "./event-types.js";
+import type {
+  DeliveryStore,
+  EventRecord,
+  EventStore,
+  LeaseStore,
+  WebhookEndpointStore,
+} from "./event-types.js";
 
 /** Environments of API keys and of the server (`RECEIPTS_ENV`). */
 export type Environment = "live" | "test" | "dev";
@@ -73,6 +79,11 @@ export interface UserRecord {
   /** HMAC-SHA256 of the hashed PAN under the pepper, lower-case hex. Unique. */
   panHash: string;
   activeKeyId: string;
+  /**
+   * How many keys the user has had, the active one included: 1 at the first registration, one more
+   * per rotation (`key.changed` carries it). Unset on users stored before it existed, read as 1.
+   */
+  keyVersion?: number;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -130,6 +141,8 @@ export interface UserStore {
     newUserId: string;
     key: KeyRecord;
     now: Date;
+    /** The events of the outcome (section 22), written in the same atomic step as the registration. */
+    events?: (outcome: RegisterOutcome) => EventRecord[];
   }): Promise<RegisterOutcome>;
   /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
   listKeys(userId: string): Promise<KeyRecord[]>;
@@ -137,7 +150,10 @@ export interface UserStore {
    * Erases a user and its keys (section 19): `undefined` when no such user exists. Grants and receipts
    * are the domain's to delete first, so that a retry after a failure finds the user and finishes.
    */
-  erase(userId: string): Promise<{ user: UserRecord; deletedKeys: number } | undefined>;
+  erase(
+    userId: string,
+    events?: readonly EventRecord[],
+  ): Promise<{ user: UserRecord; deletedKeys: number } | undefined>;
 }
 
 /** The AES key of a receipt wrapped to one public key. Bytes are base64 strings at rest. */
@@ -181,6 +197,11 @@ export interface ReceiptRecord {
   escrowOwnerTenantId?: string;
   /** Set while escrowed: deletion time of unreleased escrow. */
   expiresAt?: Date;
+  /**
+   * Set while escrowed for an owner: the card BIN that routed it there (6 or 8 digits, not secret), for
+   * the owner's `escrow.pending` event.
+   */
+  escrowCardBin?: string;
   /** Set for receipts created with a payment. */
   paymentId?: string;
 }
@@ -225,8 +246,11 @@ export function pageLimitOf(limit: number): number {
 }
 
 export interface ReceiptStore {
-  /** False when `(merchantId, receiptId)` exists. */
-  insert(receipt: ReceiptRecord): Promise<boolean>;
+  /**
+   * False when `(merchantId, receiptId)` exists. `events` (section 22) are written in the same atomic
+   * step as the receipt, only when it is stored.
+   */
+  insert(receipt: ReceiptRecord, events?: readonly EventRecord[]): Promise<boolean>;
   /** A user's receipts with this receiptId (one per merchant that used it). */
   findByReceiptId(receiptId: string, userId: string): Promise<ReceiptRecord[]>;
   /** A merchant tenant's receipts for a transactionId. */
@@ -245,13 +269,15 @@ export interface ReceiptStore {
   findByMerchantReceipt(merchantId: string, receiptId: string): Promise<ReceiptRecord | undefined>;
   /**
    * Releases one escrowed receipt to a user: sets the new key bundle, userId and issuerTenantId,
-   * clears isEscrowed/escrowKeyId/escrowOwnerTenantId/expiresAt. Only if it is still escrowed (and,
-   * when `expectedEscrowKeyId` is given, still sealed to that key); returns whether it was.
+   * clears isEscrowed/escrowKeyId/escrowOwnerTenantId/escrowCardBin/expiresAt. Only if it is still
+   * escrowed (and, when `expectedEscrowKeyId` is given, still sealed to that key); returns whether it
+   * was. `events` are written in the same atomic step, only when it was released.
    */
   release(
     id: string,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
+    events?: readonly EventRecord[],
   ): Promise<boolean>;
   /** Deletes every receipt of a user (erasure); returns how many. */
   deleteByUser(userId: string): Promise<number>;
@@ -285,8 +311,12 @@ export type CreatePaymentOutcome =
   | { kind: "duplicate_receipt" };
 
 export interface PaymentStore {
-  /** Stores the payment and its receipt together: both or neither. */
-  createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome>;
+  /** Stores the payment, its receipt and their `events` together: all or nothing. */
+  createWithReceipt(
+    payment: PaymentRecord,
+    receipt: ReceiptRecord,
+    events?: readonly EventRecord[],
+  ): Promise<CreatePaymentOutcome>;
   findById(paymentId: string): Promise<PaymentRecord | undefined>;
   /** The payment of `(merchantId, transactionId)`, of whichever tenant; the caller checks the tenant. */
   findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined>;

@@ -8,7 +8,7 @@ import {
   type WebhookEndpointRecord,
 } from "../../src/store/event-types.js";
 import type { Store } from "../../src/store/types.js";
-import { at, uid } from "./fixtures.js";
+import { at, escrowedReceipt, hex64, payment, pendingKey, receipt, uid } from "./fixtures.js";
 
 /** An event for `tenantId`, created at `seconds` after T0. */
 export function event(tenantId: string, seconds = 0, overrides: Partial<EventRecord> = {}): EventRecord {
@@ -81,6 +81,7 @@ async function sequenceAll(store: Store, token = 1, batch = 100): Promise<Sequen
 
 /** The store rules of events, endpoints, deliveries and leases (src/store/event-types.ts). */
 export function eventsContract(store: () => Store): void {
+  outboxContract(store);
   describe("events: outbox and feed", () => {
     it("shows an appended event only once it is sequenced, with increasing positions", async () => {
       const [a, b, c] = [event("t1", 0), event("t2", 1), event("t1", 2)];
@@ -448,6 +449,105 @@ export function eventsContract(store: () => Store): void {
       expect(await store().deliveries.prune(at(1_000))).toBe(2);
       expect(await store().deliveries.deleteForEndpoint("we_2")).toBe(1);
       expect(await store().deliveries.due(at(1_000), 10)).toEqual([]);
+    });
+  });
+}
+
+/**
+ * The outbox: each operation that causes events writes them in its own atomic step, only when its
+ * change is made (section 22). What was written is what the sequencer then finds.
+ */
+function outboxContract(store: () => Store): void {
+  /** Every event written so far, as the sequencer finds it. */
+  const written = async (): Promise<string[]> => (await sequenceAll(store())).map((e) => e.id);
+
+  describe("events: written with the change that causes them", () => {
+    it("writes a receipt's events when the receipt is stored, and none when it is refused", async () => {
+      const r = receipt("usr_1");
+      const [e1, e2] = [event("t1"), event("t1")];
+      expect(await store().receipts.insert(r, [e1])).toBe(true);
+      expect(
+        await store().receipts.insert(
+          { ...receipt("usr_2"), merchantId: r.merchantId, receiptId: r.receiptId },
+          [e2],
+        ),
+      ).toBe(false);
+      expect(await written()).toEqual([e1.id]);
+    });
+
+    it("writes a payment's events with the payment, and none for a duplicate", async () => {
+      const p = payment();
+      const r = receipt("usr_1", { paymentId: p.paymentId, receiptId: p.receiptId });
+      const [e1, e2, e3] = [event("tnt_merchant"), event("tnt_issuer"), event("tnt_merchant")];
+      expect(await store().payments.createWithReceipt(p, r, [e1, e2])).toEqual({ kind: "created" });
+      const again = payment({ merchantId: p.merchantId, transactionId: p.transactionId });
+      expect((await store().payments.createWithReceipt(again, receipt("usr_1"), [e3])).kind).toBe(
+        "duplicate_transaction",
+      );
+      expect(await written()).toEqual([e1.id, e2.id]);
+    });
+
+    it("writes a release's events only for the call that released the receipt", async () => {
+      const r = escrowedReceipt(hex64(), at(86_400), {
+        escrowOwnerTenantId: "t1",
+        escrowCardBin: "41111111",
+      });
+      await store().receipts.insert(r);
+      const to = { userId: "usr_1", issuerTenantId: "t1", keyBundle: { ...r.keyBundle, keyId: "k-2" } };
+      const [e1, e2] = [event("t1"), event("t1")];
+      expect(await store().receipts.release(r.id, to, undefined, [e1])).toBe(true);
+      expect(await store().receipts.release(r.id, to, undefined, [e2])).toBe(false);
+      expect(await written()).toEqual([e1.id]);
+      const released = await store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId);
+      expect(released?.escrowCardBin).toBeUndefined();
+    });
+
+    it("keeps an escrowed receipt's card BIN while it is escrowed", async () => {
+      const r = escrowedReceipt(hex64(), at(86_400), {
+        escrowOwnerTenantId: "t1",
+        escrowCardBin: "41111111",
+      });
+      await store().receipts.insert(r);
+      expect((await store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId))?.escrowCardBin).toBe(
+        "41111111",
+      );
+    });
+
+    it("writes the events a registration's outcome calls for, and none for a refused one", async () => {
+      const panHash = hex64();
+      const outcomes: string[] = [];
+      const events = (outcome: { kind: string }) => {
+        outcomes.push(outcome.kind);
+        return outcome.kind === "created" || outcome.kind === "rotated" ? [event("tnt_issuer")] : [];
+      };
+      const input = (key = pendingKey(), tenantId = "tnt_issuer") => ({
+        panHash,
+        tenantId,
+        newUserId: uid("usr"),
+        key: { ...key, tenantId, status: "active" as const },
+        now: at(1),
+        events,
+      });
+      await store().users.register(input());
+      await store().users.register(input());
+      await store().users.register(input(pendingKey(), "tnt_other"));
+      expect(outcomes).toEqual(["created", "rotated", "pan_taken"]);
+      expect(await written()).toHaveLength(2);
+    });
+
+    it("writes an erasure's events once, with the user's deletion", async () => {
+      const created = await store().users.register({
+        panHash: hex64(),
+        tenantId: "tnt_issuer",
+        newUserId: uid("usr"),
+        key: { ...pendingKey(), status: "active" },
+        now: at(0),
+      });
+      if (created.kind !== "created") throw new Error(created.kind);
+      const [e1, e2] = [event("tnt_issuer"), event("tnt_issuer")];
+      expect(await store().users.erase(created.user.userId, [e1])).toBeDefined();
+      expect(await store().users.erase(created.user.userId, [e2])).toBeUndefined();
+      expect(await written()).toEqual([e1.id]);
     });
   });
 }

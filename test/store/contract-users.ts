@@ -38,6 +38,7 @@ export function usersContract(store: () => Store): void {
         tenantId: issuer,
         panHash,
         activeKeyId: key.keyId,
+        keyVersion: 1,
         createdAt: at(5),
         updatedAt: at(5),
       };
@@ -94,7 +95,7 @@ export function usersContract(store: () => Store): void {
       const rotated = await register(panHash, newKey, at(60), issuer, unusedUserId);
       expect(rotated).toEqual({
         kind: "rotated",
-        user: { ...created.user, activeKeyId: newKey.keyId, updatedAt: at(60) },
+        user: { ...created.user, activeKeyId: newKey.keyId, keyVersion: 2, updatedAt: at(60) },
         key: { ...newKey, userId, status: "active", registeredAt: at(60) },
         previousKeyId: oldKey.keyId,
       });

@@ -22,14 +22,14 @@ const memoryStores = new WeakSet<Store>();
  */
 export function createMemoryStore(): Store {
   const events = new MemoryEvents();
-  const receipts = new MemoryReceipts();
+  const receipts = new MemoryReceipts(events);
   const store: Store = {
     kind: "memory",
     apiKeys: new MemoryApiKeys(),
     rateLimits: new MemoryRateLimits(),
-    users: new MemoryUsers(),
+    users: new MemoryUsers(events),
     receipts,
-    payments: new MemoryPayments(receipts),
+    payments: new MemoryPayments(receipts, events),
     grants: new MemoryGrants(),
     idempotency: new MemoryIdempotency(),
     audit: new MemoryAudit(),

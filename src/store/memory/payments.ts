@@ -1,4 +1,6 @@
+import type { EventRecord } from "../event-types.js";
 import type { CreatePaymentOutcome, PaymentRecord, PaymentStore, ReceiptRecord } from "../types.js";
+import type { MemoryEvents } from "./events.js";
 import { PairMap } from "./indexes.js";
 import type { MemoryReceipts } from "./receipts.js";
 
@@ -18,9 +20,16 @@ export class MemoryPayments implements PaymentStore {
   /** By `(merchantId, transactionId)`, the pair that has at most one payment. */
   private readonly byTransaction = new PairMap<KeptPayment>();
 
-  constructor(private readonly receipts: MemoryReceipts) {}
+  constructor(
+    private readonly receipts: MemoryReceipts,
+    private readonly events: MemoryEvents,
+  ) {}
 
-  async createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome> {
+  async createWithReceipt(
+    payment: PaymentRecord,
+    receipt: ReceiptRecord,
+    events?: readonly EventRecord[],
+  ): Promise<CreatePaymentOutcome> {
     if (this.byTransaction.has(payment.merchantId, payment.transactionId)) {
       return { kind: "duplicate_transaction" };
     }
@@ -42,6 +51,7 @@ export class MemoryPayments implements PaymentStore {
     this.byId.set(kept.paymentId, kept);
     this.byTransaction.set(kept.merchantId, kept.transactionId, kept);
     this.receipts.put(receipt);
+    this.events.write(events);
     return { kind: "created" };
   }
 

@@ -1,6 +1,8 @@
+import type { EventRecord } from "../event-types.js";
 import type { CreatePaymentOutcome, PaymentRecord, PaymentStore, ReceiptRecord } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
+import { insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
 import { insertReceiptIn } from "./receipts.js";
 import { scatterGather } from "./sharding.js";
@@ -14,11 +16,15 @@ export class MongoPayments implements PaymentStore {
   }
 
   /**
-   * Inserts the payment, then its receipt with its claim, in one transaction: if an insert fails,
-   * nothing is kept. Which insert hit a unique index tells the outcome, checked in the same order as
+   * Inserts the payment, then its receipt with its claim, then its events (the outbox), in one
+   * transaction: if an insert fails, nothing is kept. Which insert hit a unique index tells the outcome, checked in the same order as
    * the memory store (the transaction first).
    */
-  createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome> {
+  createWithReceipt(
+    payment: PaymentRecord,
+    receipt: ReceiptRecord,
+    events?: readonly EventRecord[],
+  ): Promise<CreatePaymentOutcome> {
     return this.ctx.run(async () => {
       let inserting: "payment" | "receipt" = "payment";
       try {
@@ -27,6 +33,7 @@ export class MongoPayments implements PaymentStore {
           await this.payments.insertOne({ ...payment }, this.ctx.writeIn(session));
           inserting = "receipt";
           await insertReceiptIn(this.ctx, session, receipt);
+          await insertEventsIn(this.ctx, session, events);
         });
         return { kind: "created" };
       } catch (err) {

@@ -65,22 +65,28 @@ export interface TransactionDeclaration {
 /** The store's transactions, by id. */
 export const TRANSACTIONS = {
   "receipts.insert": {
-    maxShards: 2,
-    touches: "the receipt (by card) and its claim (by merchantId and receiptId)",
-  },
-  "payments.createWithReceipt": {
     maxShards: 3,
     touches:
-      "the payment (by merchantId and transactionId), its receipt (by card) and the receipt's claim; " +
-      "an outbox event would be the fourth (SPEC section 23 allows four)",
+      "the receipt (by card), its claim (by merchantId and receiptId) and its events (unsharded: the primary shard)",
+  },
+  "payments.createWithReceipt": {
+    maxShards: 4,
+    touches:
+      "the payment (by merchantId and transactionId), its receipt (by card), the receipt's claim, and " +
+      "the events of both (unsharded: the primary shard); SPEC section 23 allows four",
   },
   "receipts.release": {
-    maxShards: 2,
-    touches: "the escrowed receipt (by card) and its claim, whose escrow expiry it clears",
+    maxShards: 3,
+    touches:
+      "the escrowed receipt (by card), its claim, whose escrow expiry it clears, and its event (the primary shard)",
   },
   "users.register": {
     maxShards: 1,
-    touches: "users and keys, both unsharded: the primary shard only",
+    touches: "users, keys and the registration's event, all unsharded: the primary shard only",
+  },
+  "users.erase": {
+    maxShards: 1,
+    touches: "the user and its event, both unsharded: the primary shard only",
   },
   "events.sequence": {
     maxShards: 1,

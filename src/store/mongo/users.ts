@@ -1,8 +1,10 @@
 import type { ClientSession } from "mongodb";
+import type { EventRecord } from "../event-types.js";
 import { planRegister, type RegisterInput } from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
+import { insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
 
 /** How often `register` starts over after losing a race on a unique index to a concurrent call. */
@@ -62,14 +64,24 @@ export class MongoUsers implements UserStore {
     );
   }
 
-  /** Deletes the keys, then the user (a retry after a failure in between finds the user and finishes). */
-  erase(userId: string): Promise<{ user: UserRecord; deletedKeys: number } | undefined> {
+  /**
+   * Deletes the keys, then the user with its events in one transaction (`users.erase`): a retry after
+   * a failure in between finds the user and finishes, and the events exist once the user is gone.
+   */
+  erase(
+    userId: string,
+    events?: readonly EventRecord[],
+  ): Promise<{ user: UserRecord; deletedKeys: number } | undefined> {
     return this.ctx.run(async () => {
       const user = await this.users.findOne<UserRecord>({ userId }, this.ctx.read);
       if (user === null) return undefined;
       const { deletedCount } = await this.keys.deleteMany({ userId }, this.ctx.limit);
-      const removed = await this.users.deleteOne({ userId }, this.ctx.limit);
-      return removed.deletedCount === 1 ? { user, deletedKeys: deletedCount } : undefined;
+      const removed = await this.ctx.transaction("users.erase", async (session) => {
+        const { deletedCount: users } = await this.users.deleteOne({ userId }, this.ctx.writeIn(session));
+        if (users === 1) await insertEventsIn(this.ctx, session, events);
+        return users === 1;
+      });
+      return removed ? { user, deletedKeys: deletedCount } : undefined;
     });
   }
 
@@ -107,6 +119,7 @@ export class MongoUsers implements UserStore {
     const write = { ...this.ctx.writeIn(session), upsert: true };
     if (plan.user !== undefined) await this.users.replaceOne({ userId: plan.user.userId }, plan.user, write);
     for (const k of plan.keys) await this.keys.replaceOne({ keyId: k.keyId }, k, write);
+    await insertEventsIn(this.ctx, session, input.events?.(plan.outcome));
     return plan.outcome;
   }
 }
