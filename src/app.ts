@@ -13,7 +13,7 @@ import type { Config } from "./config.js";
 import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import type { DomainDeps } from "./domain/deps.js";
-import { createEvents, type Events } from "./events/index.js";
+import { createEvents, type Events, withEventWakeups } from "./events/index.js";
 import type { ResolveAll } from "./events/ssrf.js";
 import { useFastPaths } from "./fast/index.js";
 import { registerAdminRoutes } from "./http/admin.js";
@@ -90,7 +90,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   const events = createEvents({ store, clock, logger, config, resolve: deps.webhookResolver });
   const domain: DomainDeps = {
-    store,
+    store: withEventWakeups(store, () => events.deps.hub.written()),
     clock,
     logger,
     pepper: config.hashedPanPepper,
@@ -98,7 +98,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     escrowRetentionDays: config.escrowRetentionDays,
     pool,
     escrowKeys: pool.escrowKeys,
-    onEventsWritten: () => events.deps.hub.written(),
   };
   const metrics = createMetrics();
   const ready = async () => {

@@ -9,9 +9,10 @@ import {
 } from "./admin-commands.js";
 import { DemoError, runDemo } from "./demo.js";
 import { OPERATOR_API_OFF, OperatorError } from "./operator.js";
+import { WEBHOOKS_HELP, webhooksCommand } from "./webhooks.js";
 
 /** The command groups that have their own --help. */
-const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo"]);
+const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo", "webhooks"]);
 
 /** Exit codes scripts can rely on. */
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
@@ -27,6 +28,7 @@ Commands:
   merchants assign  Give a merchantId to a merchant tenant
   audit             Read the audit log
   escrow            Count escrowed receipts by owner and key
+  webhooks          A tenant's webhook endpoints, deliveries and events, with its API key
   demo              Run the five steps plus escrow against a running server, printing each call
 
 Every command takes --json: its result as JSON on stdout, and a failure as {"error": {"code",
@@ -74,6 +76,14 @@ export async function runCli(
     if (group === undefined || (!GROUPS.has(group) && wantsHelp)) {
       out.write(`${HELP.root}\n`);
       return group === undefined ? EXIT.usage : EXIT.ok;
+    }
+    if (group === "webhooks") {
+      if (wantsHelp) {
+        out.write(`${WEBHOOKS_HELP}\n`);
+        return EXIT.ok;
+      }
+      await webhooksCommand(argv.slice(1), out, env, defaultDemoUrl(env));
+      return EXIT.ok;
     }
     if (group === "keys") {
       if (wantsHelp) {

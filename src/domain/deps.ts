@@ -19,9 +19,4 @@ export interface DomainDeps {
    * it sealed. A rotation puts a new key first and keeps the old ones until their escrow is gone.
    */
   escrowKeys: readonly EscrowKeyInfo[];
-  /**
-   * Called after a store operation wrote events (section 22), so this instance's event worker looks at
-   * once rather than at its next poll. Unset: nothing to wake (tests of the domain alone).
-   */
-  onEventsWritten?: () => void;
 }

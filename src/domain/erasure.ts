@@ -27,7 +27,6 @@ export async function deleteUser(
   await deps.store.grants.deleteByUser(user.userId);
   const erased = await deps.store.users.erase(user.userId, [erasedEvent(user, deps.clock.now())]);
   if (erased === undefined) throw new AppError("not_found", "User not found.");
-  deps.onEventsWritten?.();
   await deps.store.audit.append({
     at: deps.clock.now(),
     action: "user.erased",

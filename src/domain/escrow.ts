@@ -62,7 +62,6 @@ export async function releaseEscrow(
   if (counts.released > 0 || counts.held > 0) {
     deps.logger.info({ userId: target.user.userId, ...counts }, "escrow released");
   }
-  if (counts.released > 0) deps.onEventsWritten?.();
   return counts;
 }
 

@@ -165,7 +165,6 @@ export async function releaseByIssuer(
     if (ok) released += 1;
     else fail("not_escrowed");
   }
-  if (released > 0) deps.onEventsWritten?.();
   await deps.store.audit.append({
     at: deps.clock.now(),
     action: "escrow.released_by_issuer",

@@ -129,7 +129,6 @@ export async function register(
     now,
     events: (registered) => registerEvents(registered, now),
   });
-  deps.onEventsWritten?.();
   if (outcome.kind === "pan_taken") {
     throw new AppError("conflict", "This card is registered by another issuer.");
   }

@@ -193,7 +193,6 @@ async function chargeAndStore(
   if (outcome.kind === "duplicate_receipt") {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
-  deps.onEventsWritten?.();
   await settleEscrowRace(deps, record);
   return charge.clientSecret === undefined
     ? { payment, receipt: record }
@@ -221,7 +220,6 @@ async function chargeOrRecordDecline(
         receiptId: record.receiptId,
       };
       await deps.store.events.append([declinedEvent(principal.tenantId, deps.clock.now(), ids)]);
-      deps.onEventsWritten?.();
     }
     throw err;
   }

@@ -324,7 +324,7 @@ function requiredText(v: ViolationSink, field: string, value: string, max: numbe
 }
 
 /** Adds a violation and returns false when `value` has control characters, bad UTF-16 or is too long. */
-function checkText(v: ViolationSink, field: string, value: string, max: number): boolean {
+export function checkText(v: ViolationSink, field: string, value: string, max: number): boolean {
   let problem: string | null = null;
   if (!CONTROL_OR_SURROGATE.test(value)) {
     // No surrogates: one code point per UTF-16 unit.

@@ -55,7 +55,6 @@ async function storeReceipt(deps: DomainDeps, record: ReceiptRecord): Promise<Re
   if (!(await deps.store.receipts.insert(record, receiptEvents(deps, record)))) {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
-  deps.onEventsWritten?.();
   await settleEscrowRace(deps, record);
   return record;
 }

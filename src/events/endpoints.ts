@@ -1,4 +1,5 @@
 import type { CallerInfo } from "../domain/grants.js";
+import { checkText } from "../domain/receipt-rules.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import type {
@@ -58,9 +59,7 @@ export async function createEndpoint(
 ): Promise<EndpointWithSecret> {
   const v = new Violations();
   const events = checkEventTypes(v, principal, input.events);
-  if (input.description.length > MAX_DESCRIPTION_LENGTH) {
-    v.add("description", `must be at most ${MAX_DESCRIPTION_LENGTH} characters`);
-  }
+  checkText(v, "description", input.description, MAX_DESCRIPTION_LENGTH);
   const check = checkWebhookUrl(input.url, allowsPrivateReceivers(deps));
   if (input.url === "") v.add("url", "is required");
   else if (!check.ok) v.add("url", check.reason);
@@ -77,7 +76,8 @@ export async function createEndpoint(
     endpointId,
     tenantId: principal.tenantId,
     role: principal.role,
-    url: input.url,
+    // As the URL parser writes it: host lower-cased, IPv4 in dotted form, default port dropped.
+    url: check.ok ? check.url.href : input.url,
     events,
     description: input.description,
     status: "active",

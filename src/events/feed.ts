@@ -95,6 +95,9 @@ export async function* watchEvents(
         ? await deps.store.events.lastSeq()
         : await positionAfter(deps, principal, input.after);
     let quietSince = Date.now();
+    // The first message goes out at once (an event, or a heartbeat when none waits): the client
+    // knows the stream is open.
+    let opened = false;
     while (!signal.aborted) {
       if (deps.shutdown.aborted) {
         throw new AppError(
@@ -107,12 +110,14 @@ export async function* watchEvents(
         position = event.seq;
         if (wanted.size > 0 && !wanted.has(event.type)) continue;
         yield { event };
+        opened = true;
         quietSince = Date.now();
       }
       if (page.length === STREAM_PAGE) continue;
       const quietFor = Date.now() - quietSince;
-      if (quietFor >= deps.config.heartbeatMs) {
+      if (!opened || quietFor >= deps.config.heartbeatMs) {
         yield { heartbeat: deps.clock.now() };
+        opened = true;
         quietSince = Date.now();
         continue;
       }

@@ -31,7 +31,10 @@ import { EVENT_TYPES } from "./types.js";
 
 /** Events sequenced, and events fanned out, per store call. */
 const BATCH = 200;
-/** How long past the attempt's own time limit a claim lasts (the store writes after the attempt). */
+/**
+ * How long past the attempt's own time limit a claim lasts, at most: room for the store's writes after
+ * the attempt. A claim of a holder that died runs out after both, and the delivery is due again.
+ */
 const CLAIM_MARGIN_MS = 5_000;
 /** How often retention runs. */
 const PRUNE_EVERY_MS = 3_600_000;
@@ -163,7 +166,8 @@ export class EventWorker {
     try {
       const key = { endpointId: delivery.endpointId, eventSeq: delivery.eventSeq };
       const now = clock.now();
-      const claimUntil = new Date(now.getTime() + config.timeoutMs + CLAIM_MARGIN_MS);
+      const margin = Math.min(CLAIM_MARGIN_MS, config.timeoutMs);
+      const claimUntil = new Date(now.getTime() + config.timeoutMs + margin);
       if (!(await store.deliveries.claim(key, fence, claimUntil))) return;
       const endpoint = await store.webhookEndpoints.find(delivery.endpointId);
       const event = await store.events.findForTenant(delivery.tenantId, delivery.eventId);
@@ -182,11 +186,22 @@ export class EventWorker {
     }
   }
 
-  /** Signs the event with the endpoint's live secrets and keys and sends it. */
+  /**
+   * Signs the event with the endpoint's live secrets and keys and sends it. A secret that does not open
+   * (an instance configured with another WEBHOOK_SECRET_KEY) fails the attempt, retried on the schedule,
+   * with the reason in the log: an operator's mistake, never a silent stall.
+   */
   private async send(endpoint: WebhookEndpointRecord, event: SequencedEvent): Promise<SendResult> {
+    let keys: SigningKeys;
+    try {
+      keys = this.keysOf(endpoint);
+    } catch (err) {
+      this.deps.logger.error({ err, endpointId: endpoint.endpointId }, "a webhook secret does not open");
+      return { ...skipped("cannot sign: the secret does not open with WEBHOOK_SECRET_KEY"), gone: false };
+    }
     const body = webhookBodyOf(event);
     const timestamp = Math.floor(this.deps.clock.now().getTime() / 1000);
-    const headers = signWebhook(event.id, timestamp, body, this.keysOf(endpoint));
+    const headers = signWebhook(event.id, timestamp, body, keys);
     return this.sender.send({ url: endpoint.url, headers: { ...headers }, body });
   }
 
@@ -241,10 +256,9 @@ export class EventWorker {
     const since = updated?.failingSince;
     const failingTooLong = since !== undefined && at.getTime() - since.getTime() >= config.disableAfterMs;
     if (!result.gone && !failingTooLong) return;
-    const days = Math.round((config.disableAfterMs / 86_400_000) * 10) / 10;
     const reason = result.gone
       ? "the receiver answered 410 Gone"
-      : `failing for ${days} days without a success`;
+      : `failing for ${spell(config.disableAfterMs)} without a success`;
     await this.disable(endpoint, reason, at);
   }
 
@@ -303,4 +317,21 @@ function newDelivery(endpoint: WebhookEndpointRecord, event: SequencedEvent): De
 /** The result of an attempt not made (the endpoint or the event is gone). */
 function skipped(reason: string): SendResult {
   return { ok: false, statusCode: 0, error: reason, durationMs: 0, gone: true };
+}
+
+/** A duration in the largest whole unit it fills: `5 days`, `2 hours`, `400 ms`. */
+function spell(ms: number): string {
+  const units: [number, string][] = [
+    [86_400_000, "day"],
+    [3_600_000, "hour"],
+    [60_000, "minute"],
+    [1_000, "second"],
+  ];
+  for (const [size, name] of units) {
+    if (ms >= size) {
+      const n = Math.floor(ms / size);
+      return `${n} ${name}${n === 1 ? "" : "s"}`;
+    }
+  }
+  return `${ms} ms`;
 }

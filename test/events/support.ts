@@ -139,3 +139,50 @@ export const REFUSED_URLS = [
   "not a url",
   `https://hooks.example.com/${"a".repeat(2_100)}`,
 ];
+
+/**
+ * A view of `store` that can be frozen, standing in for the store as a killed process sees it: after
+ * `freeze()` no call of the frozen view ever settles, so the instance writes nothing more; `unfreeze`
+ * lets new calls through again, and `abandon()` rejects the calls left hanging (test teardown).
+ */
+export function freezableStore<T extends object>(
+  store: T,
+): { store: T; freeze(): void; unfreeze(): void; abandon(): void } {
+  let frozen = false;
+  const hanging: ((err: Error) => void)[] = [];
+  const wrapped = Object.fromEntries(
+    Object.entries(store).map(([name, member]) => {
+      if (typeof member !== "object" || member === null) return [name, member];
+      const repository = member as Record<string, unknown>;
+      return [
+        name,
+        new Proxy(repository, {
+          get(target, property, receiver) {
+            const value = Reflect.get(target, property, receiver);
+            if (typeof value !== "function") return value;
+            return (...args: unknown[]) =>
+              frozen
+                ? new Promise((_resolve, reject) => hanging.push(reject))
+                : (value as (...a: unknown[]) => unknown).apply(target, args);
+          },
+        }),
+      ];
+    }),
+  ) as T;
+  for (const name of ["init", "ping", "close"] as const) {
+    const fn = (store as Record<string, unknown>)[name];
+    if (typeof fn === "function") (wrapped as Record<string, unknown>)[name] = () => Promise.resolve();
+  }
+  return {
+    store: Object.assign(wrapped, { kind: (store as { kind?: string }).kind }),
+    freeze: () => {
+      frozen = true;
+    },
+    unfreeze: () => {
+      frozen = false;
+    },
+    abandon: () => {
+      for (const reject of hanging.splice(0)) reject(new Error("the instance was killed"));
+    },
+  };
+}

@@ -484,7 +484,8 @@ function outboxContract(store: () => Store): void {
       expect((await store().payments.createWithReceipt(again, receipt("usr_1"), [e3])).kind).toBe(
         "duplicate_transaction",
       );
-      expect(await written()).toEqual([e1.id, e2.id]);
+      // Events of one change share their time: the feed may give them in either order.
+      expect((await written()).sort()).toEqual([e1.id, e2.id].sort());
     });
 
     it("writes a release's events only for the call that released the receipt", async () => {
