@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
@@ -12,8 +13,9 @@ import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
 import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
+import { BackgroundTasks } from "./domain/background.js";
 import type { DomainDeps } from "./domain/deps.js";
-import { createEvents, type Events, withEventWakeups } from "./events/index.js";
+import { createEvents, type Events } from "./events/index.js";
 import type { ResolveAll } from "./events/ssrf.js";
 import { useFastPaths } from "./fast/index.js";
 import { registerAdminRoutes } from "./http/admin.js";
@@ -90,12 +92,14 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   const events = createEvents({ store, clock, logger, config, resolve: deps.webhookResolver });
   const domain: DomainDeps = {
-    store: withEventWakeups(store, () => events.deps.hub.written()),
+    store,
     clock,
     logger,
     pepper: config.hashedPanPepper,
     grantTtlSeconds: config.grantTtlSeconds,
     escrowRetentionDays: config.escrowRetentionDays,
+    escrow: config.escrow,
+    background: new BackgroundTasks(logger),
     pool,
     escrowKeys: pool.escrowKeys,
   };
@@ -139,6 +143,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       // lease over, then calls in flight finish.
       await events.stop();
       await server.close();
+      // Background releases get the shutdown's grace too; what they leave stays escrowed for the next
+      // registration of its card.
+      await Promise.race([
+        domain.background.idle(),
+        sleep(deps.shutdownGraceMs ?? 10_000, undefined, { ref: false }),
+      ]);
       await pool.close();
       await store.close();
     },
@@ -194,7 +204,7 @@ async function addPlainRoutes(
   store: Store,
   clock: Clock,
 ): Promise<void> {
-  const openApiDocument = serviceOpenApi();
+  const openApiDocument = serviceOpenApi({ admin: config.adminToken !== undefined });
   const openApi = JSON.stringify(openApiDocument);
   app.get("/openapi.json", async (_request, reply) => reply.type("application/json").send(openApi));
   if (config.adminToken !== undefined) {
@@ -206,6 +216,6 @@ async function addPlainRoutes(
       trustedProxies: config.trustedProxies,
     });
   }
-  await registerApiReference(app, openApiDocument);
+  registerApiReference(app, openApiDocument);
   registerErrorDocs(app);
 }

@@ -42,6 +42,8 @@ export interface Config {
   grantTtlSeconds: number;
   /** How long an unreleased escrowed receipt is kept, in days. */
   escrowRetentionDays: number;
+  /** How fast escrow may grow for one card, and how much of it a registration releases itself. */
+  escrow: EscrowLimits;
   bodyLimitBytes: number;
   /**
    * Time limit of one store call in milliseconds (`STORE_TIMEOUT_MS`, default 5000): a slower call
@@ -97,6 +99,27 @@ export interface Config {
   events: EventsConfig;
 }
 
+/**
+ * The bounds on escrow that keep a card's registration fast whatever was escrowed for it (issue 31):
+ * a merchant that plants receipts for a card it knows cannot plant them faster than the intake
+ * limit, and a registration releases at most one bounded page itself, the rest after it answers.
+ */
+export interface EscrowLimits {
+  /**
+   * Receipts one merchant tenant may have escrowed for one card per window (`ESCROW_INTAKE_LIMIT`,
+   * default 60); more are `rate_limit_exceeded` with `Retry-After`. Far above a shop's receipts for
+   * one customer; it bounds what 30 days of escrow can hold for a card.
+   */
+  intakeLimit: number;
+  /** The window of {@link intakeLimit}, in seconds (`ESCROW_INTAKE_WINDOW_SECONDS`, default 3600). */
+  intakeWindowSeconds: number;
+  /**
+   * Escrowed receipts a registration releases before it answers (`ESCROW_RELEASE_PER_CALL`, default
+   * 100, about a tenth of a second of RSA work); the rest are released in the background.
+   */
+  releasePerCall: number;
+}
+
 /** The tier table of section 9, before `RATE_LIMIT_TIERS` overrides. */
 export const DEFAULT_TIERS: Record<Tier, TierLimits> = {
   sandbox: { requestsPerMinute: 60, generateKeysPerMinute: 10 },
@@ -149,6 +172,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     adminToken,
     grantTtlSeconds: int("GRANT_TTL_SECONDS", 180, 120, 180),
     escrowRetentionDays: int("ESCROW_RETENTION_DAYS", 30, 1, 3_650),
+    escrow: {
+      intakeLimit: int("ESCROW_INTAKE_LIMIT", 60, 1, 1_000_000),
+      intakeWindowSeconds: int("ESCROW_INTAKE_WINDOW_SECONDS", 3_600, 1, 86_400),
+      releasePerCall: int("ESCROW_RELEASE_PER_CALL", 100, 1, 1_000),
+    },
     bodyLimitBytes: int("BODY_LIMIT_BYTES", 1_048_576, 1_024, 64 * 1_048_576),
     storeTimeoutMs: int("STORE_TIMEOUT_MS", DEFAULT_STORE_TIMEOUT_MS, 10, 120_000),
     cryptoThreads: int("CRYPTO_THREADS", availableParallelism(), 1, 256),

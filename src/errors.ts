@@ -62,6 +62,12 @@ export const ERRORS = {
     grpc: Code.FailedPrecondition,
     description: "The gateway declined the card.",
   },
+  integrity_failure: {
+    http: 422,
+    grpc: Code.FailedPrecondition,
+    description:
+      "The stored receipt does not open with the right key (sealed wrongly by its merchant, or tampered with), or does not hold a receipt.",
+  },
   rate_limit_exceeded: {
     http: 429,
     grpc: Code.ResourceExhausted,

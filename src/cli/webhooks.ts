@@ -81,6 +81,16 @@ function endpointLine(e: EndpointView): string {
   return `${e.endpointId}  ${e.status}${disabled}  ${e.url}  events=${e.events.join(",")}  keys=${(e.publicKeys ?? []).join(",")}\n`;
 }
 
+/** What each subcommand gets: the parsed options, its positionals, a caller and a printer. */
+interface Run {
+  values: Record<string, string | boolean | undefined>;
+  first: string | undefined;
+  second: string | undefined;
+  call: ReturnType<typeof restCaller>;
+  emit: (value: unknown, text: string) => void;
+  need: (value: string | undefined, what: string) => string;
+}
+
 /** Runs `receipts webhooks <command> ...`. */
 export async function webhooksCommand(
   args: string[],
@@ -103,86 +113,79 @@ export async function webhooksCommand(
   const apiKey = String(values["api-key"]);
   if (apiKey === "")
     throw new UsageError("webhooks needs --api-key (or RECEIPTS_API_KEY): the tenant's API key.");
-  const call = restCaller(String(values.url), apiKey);
-  const emit = (value: unknown, text: string) =>
-    out.write(values.json ? `${JSON.stringify(value, null, 2)}\n` : text);
-  const need = (value: string | undefined, what: string): string => {
-    if (value === undefined || value === "") throw new UsageError(`webhooks ${command} needs ${what}.`);
-    return value;
+  const run: Run = {
+    values,
+    first,
+    second,
+    call: restCaller(String(values.url), apiKey),
+    emit: (value, text) => out.write(values.json ? `${JSON.stringify(value, null, 2)}\n` : text),
+    need: (value, what) => {
+      if (value === undefined || value === "") throw new UsageError(`webhooks ${command} needs ${what}.`);
+      return value;
+    },
   };
-  const id = encodeURIComponent;
-  switch (command) {
-    case "create": {
-      const events = String(values.events)
-        .split(",")
-        .map((e) => e.trim())
-        .filter((e) => e !== "");
-      const body = {
-        url: need(first, "the endpoint's URL"),
-        events,
-        description: String(values.description),
-      };
-      const e = await call<EndpointView>("POST", "/webhooks/endpoints", body);
-      emit(e, `${endpointLine(e)}secret (shown once, keep it): ${e.secret}\n`);
-      return;
-    }
-    case "list": {
-      const { endpoints } = await call<{ endpoints: EndpointView[] }>("GET", "/webhooks/endpoints");
-      emit(endpoints, endpoints.map(endpointLine).join("") || "no endpoints\n");
-      return;
-    }
-    case "delete": {
-      await call("DELETE", `/webhooks/endpoints/${id(need(first, "an endpointId"))}`);
-      emit({ deleted: first }, `deleted ${first}\n`);
-      return;
-    }
-    case "rotate": {
-      const path = `/webhooks/endpoints/${id(need(first, "an endpointId"))}/rotate-secret`;
-      const e = await call<EndpointView>("POST", path, { rotateSigningKey: values["signing-key"] });
-      const until = e.previousSecretExpiresAt
-        ? ` (the previous one signs until ${e.previousSecretExpiresAt})`
-        : "";
-      emit(e, `${endpointLine(e)}new secret (shown once, keep it): ${e.secret}${until}\n`);
-      return;
-    }
-    case "deliveries": {
-      const query = new URLSearchParams({ endpointId: need(first, "an endpointId") });
-      if (values["page-token"] !== "") query.set("pageToken", String(values["page-token"]));
-      const page = await call<{ deliveries: Record<string, unknown>[]; nextPageToken?: string }>(
-        "GET",
-        `/webhooks/deliveries?${query}`,
-      );
-      const lines = page.deliveries.map(
-        (d) => `${d.eventId}  ${d.eventType}  ${d.status}  attempts=${d.attempts}\n`,
-      );
-      emit(
-        page,
-        `${lines.join("") || "no deliveries\n"}${page.nextPageToken ? `next page: --page-token ${page.nextPageToken}\n` : ""}`,
-      );
-      return;
-    }
-    case "replay": {
-      const path = `/webhooks/endpoints/${id(need(first, "an endpointId"))}/replay`;
-      const d = await call<Record<string, unknown>>("POST", path, { eventId: need(second, "an eventId") });
-      emit(d, `replaying ${d.eventId} to ${d.endpointId}\n`);
-      return;
-    }
-    case "events": {
-      const query = new URLSearchParams();
-      if (values.after !== "") query.set("after", String(values.after));
-      if (values["page-size"] !== "") query.set("pageSize", String(values["page-size"]));
-      const page = await call<{
-        events: { id: string; type: string; timestamp: string }[];
-        lastEventId?: string;
-      }>("GET", `/events${query.size > 0 ? `?${query}` : ""}`);
-      const lines = page.events.map((e) => `${e.id}  ${e.timestamp}  ${e.type}\n`);
-      emit(
-        page,
-        `${lines.join("") || "no events\n"}${page.lastEventId ? `next: --after ${page.lastEventId}\n` : ""}`,
-      );
-      return;
-    }
-    default:
-      throw new UsageError(`Unknown webhooks command "${command ?? ""}".`);
-  }
+  const handler = command === undefined ? undefined : COMMANDS[command];
+  if (handler === undefined) throw new UsageError(`Unknown webhooks command "${command ?? ""}".`);
+  await handler(run);
 }
+
+const id = encodeURIComponent;
+
+/** The subcommands, by name. */
+const COMMANDS: Record<string, (run: Run) => Promise<void>> = {
+  async create({ values, first, call, emit, need }) {
+    const events = String(values.events)
+      .split(",")
+      .map((e) => e.trim())
+      .filter((e) => e !== "");
+    const body = { url: need(first, "the endpoint's URL"), events, description: String(values.description) };
+    const e = await call<EndpointView>("POST", "/webhooks/endpoints", body);
+    emit(e, `${endpointLine(e)}secret (shown once, keep it): ${e.secret}\n`);
+  },
+  async list({ call, emit }) {
+    const { endpoints } = await call<{ endpoints: EndpointView[] }>("GET", "/webhooks/endpoints");
+    emit(endpoints, endpoints.map(endpointLine).join("") || "no endpoints\n");
+  },
+  async delete({ first, call, emit, need }) {
+    await call("DELETE", `/webhooks/endpoints/${id(need(first, "an endpointId"))}`);
+    emit({ deleted: first }, `deleted ${first}\n`);
+  },
+  async rotate({ values, first, call, emit, need }) {
+    const path = `/webhooks/endpoints/${id(need(first, "an endpointId"))}/rotate-secret`;
+    const e = await call<EndpointView>("POST", path, { rotateSigningKey: values["signing-key"] === true });
+    const until = e.previousSecretExpiresAt
+      ? ` (the previous one signs until ${e.previousSecretExpiresAt})`
+      : "";
+    emit(e, `${endpointLine(e)}new secret (shown once, keep it): ${e.secret}${until}\n`);
+  },
+  async deliveries({ values, first, call, emit, need }) {
+    const query = new URLSearchParams({ endpointId: need(first, "an endpointId") });
+    if (values["page-token"] !== "") query.set("pageToken", String(values["page-token"]));
+    const page = await call<{ deliveries: Record<string, unknown>[]; nextPageToken?: string }>(
+      "GET",
+      `/webhooks/deliveries?${query}`,
+    );
+    const lines = page.deliveries.map(
+      (d) => `${d.eventId}  ${d.eventType}  ${d.status}  attempts=${d.attempts}\n`,
+    );
+    const next = page.nextPageToken ? `next page: --page-token ${page.nextPageToken}\n` : "";
+    emit(page, `${lines.join("") || "no deliveries\n"}${next}`);
+  },
+  async replay({ first, second, call, emit, need }) {
+    const path = `/webhooks/endpoints/${id(need(first, "an endpointId"))}/replay`;
+    const d = await call<Record<string, unknown>>("POST", path, { eventId: need(second, "an eventId") });
+    emit(d, `replaying ${d.eventId} to ${d.endpointId}\n`);
+  },
+  async events({ values, call, emit }) {
+    const query = new URLSearchParams();
+    if (values.after !== "") query.set("after", String(values.after));
+    if (values["page-size"] !== "") query.set("pageSize", String(values["page-size"]));
+    const page = await call<{
+      events: { id: string; type: string; timestamp: string }[];
+      lastEventId?: string;
+    }>("GET", `/events${query.size > 0 ? `?${query}` : ""}`);
+    const lines = page.events.map((e) => `${e.id}  ${e.timestamp}  ${e.type}\n`);
+    const next = page.lastEventId ? `next: --after ${page.lastEventId}\n` : "";
+    emit(page, `${lines.join("") || "no events\n"}${next}`);
+  },
+};

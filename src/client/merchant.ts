@@ -65,7 +65,7 @@ export async function sealAndStoreReceipt(
   }
   for (let attempt = 1; ; attempt++) {
     const key = await client.lookupKey(card, options);
-    const envelope = await sealReceipt(plain, key.publicKey, { keyId: key.keyId });
+    const envelope = await sealReceipt(plain, key.publicKey, { keyId: key.keyId, aadBound: key.aadBound });
     // A re-sealed envelope is a new body: it needs an idempotency key of its own.
     const { idempotencyKey: _first, ...fresh } = options;
     const create: CreateOptions = attempt === 1 ? options : fresh;
@@ -93,6 +93,7 @@ async function store(
     keyId: bundle.keyId,
     algorithm: bundle.algorithm,
     encryptedAesKey: bytes(bundle.encryptedAesKey),
+    aadBound: bundle.aadBound === true,
     ...(bundle.encapsulatedKey === undefined ? {} : { encapsulatedKey: bytes(bundle.encapsulatedKey) }),
   };
   const sealed = {

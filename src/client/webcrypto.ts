@@ -45,8 +45,9 @@ export { HPKE_KEY_WRAP_ALGORITHM, type WebCryptoKeyPair } from "./p256.js";
  * `Buffer` here. The format:
  *
  * - a fresh 256-bit AES key per receipt, wrapped to the recipient's key by its suite (section 15):
- *   `RSA-OAEP-256` (RSA-OAEP, SHA-256 for the hash and for MGF1), or `HPKE-P256-SHA256-A256GCM`
- *   (RFC 9180 base mode to a P-256 key, `info` "receipts.v1 key wrap", `aad` the AAD below; the key
+ *   `RSA-OAEP-256` (RSA-OAEP, SHA-256 for the hash and for MGF1; when the bundle says `aadBound`, the
+ *   OAEP label is the AAD below, otherwise there is none), or `HPKE-P256-SHA256-A256GCM` (RFC 9180
+ *   base mode to a P-256 key, `info` "receipts.v1 key wrap", `aad` the AAD below, always; the key
  *   bundle then carries the 65-byte `encapsulatedKey` and a 48-byte `encryptedAesKey`), see `p256.ts`;
  * - AES-256-GCM with a 96-bit IV and a 128-bit tag (`authTag`, kept apart from `ciphertext`);
  * - additional authenticated data: UTF-8 of `version "\n" receiptId "\n" merchantId "\n" transactionId`;
@@ -74,6 +75,8 @@ export interface ReceiptEnvelope {
         encapsulatedKey?: EnvelopeBytes | undefined;
         keyId?: string;
         algorithm?: string;
+        /** RSA: the OAEP label is the receipt's AAD when true, empty otherwise. HPKE is always bound. */
+        aadBound?: boolean | undefined;
       }
     | undefined;
   ciphertext: EnvelopeBytes;
@@ -93,6 +96,8 @@ export interface SealedEnvelope {
     keyId: string;
     algorithm: KeyWrapAlgorithm;
     encapsulatedKey?: string;
+    /** Set when the wrap is bound to the receipt's AAD: every HPKE wrap, and RSA wraps sealed with `aadBound`. */
+    aadBound?: true;
   };
   ciphertext: string;
   iv: string;
@@ -163,6 +168,12 @@ export interface SealIdentity {
   transactionId?: string;
   /** The id of the recipient's key, recorded in the envelope. Default "". */
   keyId?: string;
+  /**
+   * Bind an RSA wrap to the receipt's AAD (the OAEP label), as look-up's `aadBound` asks for escrow
+   * keys; the service refuses an unbound wrap to an escrow key. Default false: the v1 form, which
+   * every RSA opener reads. HPKE wraps are always bound.
+   */
+  aadBound?: boolean;
 }
 
 const IDENTITY_FIELDS = ["receiptId", "merchantId", "transactionId"] as const;
@@ -182,26 +193,34 @@ export async function openReceipt(
   envelope: ReceiptEnvelope,
   privateKey: PrivateKeyInput,
 ): Promise<ReceiptJson> {
-  const subtle = subtleCrypto();
-  const iv = bytesOf(envelope.iv, "iv", IV_BYTES);
-  const authTag = bytesOf(envelope.authTag, "authTag", TAG_BYTES);
-  const ciphertext = bytesOf(envelope.ciphertext, "ciphertext");
-  const additionalData = aadOf(envelope);
   const rawKey = await unwrapAesKey(envelope, privateKey);
   let plaintext: ArrayBuffer;
   try {
-    if (rawKey.length !== AES_KEY_BYTES) throw integrityError("the unwrapped key is not 256 bits");
-    const aesKey = await subtle.importKey("raw", rawKey, { name: "AES-GCM" }, false, ["decrypt"]);
-    const sealed = new Uint8Array(ciphertext.length + TAG_BYTES);
-    sealed.set(ciphertext);
-    sealed.set(authTag, ciphertext.length);
-    plaintext = await integrity(() =>
-      subtle.decrypt({ name: "AES-GCM", iv, additionalData, tagLength: TAG_BYTES * 8 }, aesKey, sealed),
-    );
+    plaintext = await decryptBody(rawKey, envelope);
   } finally {
     rawKey.fill(0);
   }
   return receiptOf(plaintext, envelope);
+}
+
+/** The receipt's AES-256-GCM layer decrypted with its raw AES key, under the envelope's AAD. */
+async function decryptBody(rawKey: Uint8Array<ArrayBuffer>, envelope: ReceiptEnvelope): Promise<ArrayBuffer> {
+  const subtle = subtleCrypto();
+  const iv = bytesOf(envelope.iv, "iv", IV_BYTES);
+  const authTag = bytesOf(envelope.authTag, "authTag", TAG_BYTES);
+  const ciphertext = bytesOf(envelope.ciphertext, "ciphertext");
+  if (rawKey.length !== AES_KEY_BYTES) throw integrityError("the unwrapped key is not 256 bits");
+  const aesKey = await subtle.importKey("raw", rawKey, { name: "AES-GCM" }, false, ["decrypt"]);
+  const sealed = new Uint8Array(ciphertext.length + TAG_BYTES);
+  sealed.set(ciphertext);
+  sealed.set(authTag, ciphertext.length);
+  return integrity(() =>
+    subtle.decrypt(
+      { name: "AES-GCM", iv, additionalData: aadOf(envelope), tagLength: TAG_BYTES * 8 },
+      aesKey,
+      sealed,
+    ),
+  );
 }
 
 /**
@@ -217,7 +236,8 @@ async function unwrapAesKey(
   if (algorithm === KEY_WRAP_ALGORITHM) {
     const rsaKey = await rsaPrivateKeyOf(privateKey);
     const wrapped = bytesOf(envelope.keyBundle.encryptedAesKey, "keyBundle.encryptedAesKey");
-    return new Uint8Array(await integrity(() => subtleCrypto().decrypt(RSA_OAEP, rsaKey, wrapped)));
+    const params = rsaOaep(envelope.keyBundle.aadBound === true ? aadOf(envelope) : undefined);
+    return new Uint8Array(await integrity(() => subtleCrypto().decrypt(params, rsaKey, wrapped)));
   }
   const p256Pairs = await p256PairsOf(privateKey);
   const { encapsulatedKey } = envelope.keyBundle;
@@ -237,13 +257,17 @@ async function unwrapAesKey(
 export interface RewrapTarget {
   keyId: string;
   publicKey: string | WebCryptoKey;
+  /** Bind an RSA wrap to the receipt's AAD (OAEP label); default false, the v1 form. HPKE always is. */
+  aadBound?: boolean;
 }
 
 /**
  * Issuer-side escrow release (SPEC section 17): unwraps a receipt's AES key with the issuer's escrow
- * private key and wraps it to the cardholder's key (either suite), returning the new key bundle to
- * hand to `ReleaseEscrow`. The ciphertext is not touched, and not decrypted: the receipt's content is
- * never needed to release it.
+ * private key, proves that it is this receipt's key (its AES-GCM tag authenticates under the
+ * receipt's AAD; the plaintext is dropped at once), and wraps it to the cardholder's key (either
+ * suite), returning the new key bundle to hand to `ReleaseEscrow`. The proof is what keeps the
+ * escrow key from being a decryption oracle: a wrapped key lifted from another receipt and planted in
+ * this one fails it (`integrity_failure`) instead of coming back re-wrapped to the planter's card.
  */
 export async function rewrapKeyBundle(
   envelope: ReceiptEnvelope,
@@ -252,8 +276,9 @@ export async function rewrapKeyBundle(
 ): Promise<SealedEnvelope["keyBundle"]> {
   const rawKey = await unwrapAesKey(envelope, escrowPrivateKey);
   try {
-    if (rawKey.length !== AES_KEY_BYTES) throw integrityError("the unwrapped key is not 256 bits");
-    return await wrapAesKey(rawKey, await publicKeyOf(target.publicKey), aadOf(envelope), target.keyId);
+    new Uint8Array(await decryptBody(rawKey, envelope)).fill(0);
+    const key = await publicKeyOf(target.publicKey);
+    return await wrapAesKey(rawKey, key, aadOf(envelope), target.keyId, target.aadBound === true);
   } finally {
     rawKey.fill(0);
   }
@@ -267,12 +292,16 @@ async function publicKeyOf(publicKey: string | WebCryptoKey): Promise<WebCryptoK
     : importRsaKey(publicKey, "public");
 }
 
-/** Wraps a raw AES key to `key`: HPKE for a P-256 key (bound to the receipt's AAD), RSA-OAEP-256 otherwise. */
+/**
+ * Wraps a raw AES key to `key`: HPKE for a P-256 key (always bound to the receipt's AAD),
+ * RSA-OAEP-256 otherwise, with the AAD as OAEP label when `bindRsa`.
+ */
 async function wrapAesKey(
   rawKey: Uint8Array<ArrayBuffer>,
   key: WebCryptoKey,
   aad: Uint8Array<ArrayBuffer>,
   keyId: string,
+  bindRsa: boolean,
 ): Promise<SealedEnvelope["keyBundle"]> {
   if (isP256Key(key)) {
     const wrapped = await hpkeWrapKey(rawKey, key, aad);
@@ -281,10 +310,26 @@ async function wrapAesKey(
       encapsulatedKey: toBase64(wrapped.encapsulatedKey),
       keyId,
       algorithm: HPKE_KEY_WRAP_ALGORITHM,
+      aadBound: true,
     };
   }
-  const encryptedAesKey = new Uint8Array(await subtleCrypto().encrypt(RSA_OAEP, key, rawKey));
-  return { encryptedAesKey: toBase64(encryptedAesKey), keyId, algorithm: KEY_WRAP_ALGORITHM };
+  const params = rsaOaep(bindRsa ? aad : undefined);
+  const encryptedAesKey = new Uint8Array(await subtleCrypto().encrypt(params, key, rawKey));
+  const bundle: SealedEnvelope["keyBundle"] = {
+    encryptedAesKey: toBase64(encryptedAesKey),
+    keyId,
+    algorithm: KEY_WRAP_ALGORITHM,
+  };
+  if (bindRsa) bundle.aadBound = true;
+  return bundle;
+}
+
+/** WebCrypto's RSA-OAEP parameters: SHA-256 (from the key), and the OAEP label when the wrap is bound. */
+function rsaOaep(label: Uint8Array<ArrayBuffer> | undefined): {
+  name: "RSA-OAEP";
+  label?: Uint8Array<ArrayBuffer>;
+} {
+  return label === undefined ? { name: RSA_OAEP.name } : { name: RSA_OAEP.name, label };
 }
 
 /** The suite a key bundle names; absent or empty is the seed's RSA-OAEP-256. */
@@ -350,7 +395,7 @@ export async function sealReceipt(
       ),
     );
     const keyId = identity.keyId ?? "";
-    const keyBundle = await wrapAesKey(rawKey, key, aadOf(id), keyId);
+    const keyBundle = await wrapAesKey(rawKey, key, aadOf(id), keyId, identity.aadBound === true);
     return {
       ...id,
       keyId,

@@ -50,6 +50,8 @@ export interface OpenReceiptRequest {
   sealed: SealedReceipt;
   /** The key bundle's suite, when stored; otherwise HPKE exactly when `sealed.encapsulatedKey` is set. */
   algorithm?: KeyAlgorithm | undefined;
+  /** The key bundle's `aadBound` mark: an RSA wrap's OAEP label is `aad`. */
+  aadBound?: boolean | undefined;
   /** The receipt's additional authenticated data, `receiptAad(...)`. */
   aad: Uint8Array;
 }
@@ -68,6 +70,8 @@ export interface SealRequest {
    * disagrees with the key is `invalid_request` (field `algorithm`) rather than a receipt nobody opens.
    */
   algorithm?: KeyAlgorithm | undefined;
+  /** RSA only: bind the wrap to the AAD (OAEP label), as every wrap to an escrow key is. */
+  aadBound?: boolean | undefined;
 }
 
 /** What {@link CryptoPool.rewrapFromEscrow} needs to release one escrowed receipt's AES key. */
@@ -77,6 +81,10 @@ export interface RewrapRequest {
   /** The receipt's wrapped AES key, and its encapsulated key when the escrow key is a P-256 one. */
   encryptedAesKey: Uint8Array;
   encapsulatedKey?: Uint8Array | undefined;
+  /** The escrowed bundle's `aadBound` mark: an RSA wrap's OAEP label is `aad`. */
+  aadBound?: boolean | undefined;
+  /** The receipt's AES-GCM parts, which the unwrapped key must authenticate before it is re-wrapped. */
+  sealed: Pick<SealedReceipt, "iv" | "ciphertext" | "authTag">;
   /** The receipt's additional authenticated data, `receiptAad(...)`: HPKE binds the wrapped key to it. */
   aad: Uint8Array;
   /** The key to re-wrap to, of either suite. */
@@ -196,6 +204,7 @@ export class CryptoPool {
       privateKey: request.privateKey,
       expectedSpki: request.expectedSpki,
       algorithm: request.algorithm,
+      aadBound: request.aadBound,
       encryptedAesKey,
       iv,
       ciphertext,
@@ -221,24 +230,32 @@ export class CryptoPool {
 
   /**
    * Re-wraps an escrowed receipt's AES key to a user's key (escrow release, sections 8 and 17): unwraps
-   * it with the escrow key `escrowKeyId` (any configured one; its suite is read from the key) and wraps
-   * it to `target`, of either suite (HPKE binds the wrapped key to `aad`). The receipt's ciphertext is
-   * not involved and stays byte-for-byte the same.
+   * it with the escrow key `escrowKeyId` (any configured one; its suite is read from the key), proves
+   * it is this receipt's key (its AES-GCM tag authenticates under `aad`) and wraps it to `target`, of
+   * either suite (HPKE binds the wrapped key to `aad`; RSA does when `target.aadBound`). The receipt's
+   * ciphertext stays byte-for-byte the same.
    *
-   * An unknown `escrowKeyId`, or an unwrap that fails, rejects with `conflict` and the message
+   * An unknown `escrowKeyId`, or an unwrap or proof that fails, rejects with `conflict` and the message
    * `ESCROW_KEY_UNKNOWN` or `ESCROW_UNWRAP_FAILED` (test with `isEscrowHold`): the receipt must stay
    * escrowed. A target key that does not parse, or whose suite is not `target.algorithm`, is `invalid_request`.
    */
   async rewrapFromEscrow(request: RewrapRequest): Promise<RewrappedKey> {
-    const [encryptedAesKey, aad, encapsulatedKey] = copyIntoOneBuffer([
+    const [encryptedAesKey, aad, iv, ciphertext, authTag, encapsulatedKey] = copyIntoOneBuffer([
       request.encryptedAesKey,
       request.aad,
+      request.sealed.iv,
+      request.sealed.ciphertext,
+      request.sealed.authTag,
       request.encapsulatedKey ?? new Uint8Array(0),
     ]);
     const packed = await this.run({
       op: "rewrap",
       escrowKeyId: request.escrowKeyId,
+      aadBound: request.aadBound,
       encryptedAesKey,
+      iv,
+      ciphertext,
+      authTag,
       aad,
       target: { ...request.target },
       ...(request.encapsulatedKey === undefined ? {} : { encapsulatedKey }),

@@ -29,6 +29,11 @@ export interface WrapTarget {
   spki: string;
   /** Checked against the key's own suite when given; inferred from the key when absent. */
   algorithm?: KeyAlgorithm | undefined;
+  /**
+   * RSA only: wrap with the OAEP label = the receipt's AAD (`keyBundle.aadBound`), as every wrap to an
+   * escrow key is. HPKE wraps are always bound to the AAD.
+   */
+  aadBound?: boolean | undefined;
 }
 
 /**
@@ -42,6 +47,8 @@ export type WorkerTask =
       expectedSpki: string;
       /** The key bundle's suite, when known; otherwise read from the presence of `encapsulatedKey`. */
       algorithm?: KeyAlgorithm | undefined;
+      /** The key bundle's `aadBound` mark: an RSA wrap's OAEP label is `aad`. */
+      aadBound?: boolean | undefined;
       encryptedAesKey: Uint8Array;
       encapsulatedKey?: Uint8Array | undefined;
       iv: Uint8Array;
@@ -52,8 +59,14 @@ export type WorkerTask =
   | {
       op: "rewrap";
       escrowKeyId: string;
+      /** The escrowed bundle's `aadBound` mark: an RSA wrap's OAEP label is `aad`. */
+      aadBound?: boolean | undefined;
       encryptedAesKey: Uint8Array;
       encapsulatedKey?: Uint8Array | undefined;
+      /** The receipt's AES-GCM parts: the unwrapped key must authenticate them before it is re-wrapped. */
+      iv: Uint8Array;
+      ciphertext: Uint8Array;
+      authTag: Uint8Array;
       aad: Uint8Array;
       target: WrapTarget;
     }

@@ -5,7 +5,14 @@ import { AppError, invalidRequest } from "../errors.js";
 import { useFastPaths } from "../fast/index.js";
 import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask, WrapTarget } from "./crypto-protocol.js";
 import { packKeyPair, packSealedText, packWrappedKey, serializeError } from "./crypto-protocol.js";
-import { openSealedReceipt, type SealedReceipt, sealReceipt, unwrapAesKey, wrapAesKey } from "./envelope.js";
+import {
+  openSealedReceipt,
+  proveAesKey,
+  type SealedReceipt,
+  sealReceipt,
+  unwrapAesKey,
+  wrapAesKey,
+} from "./envelope.js";
 import { ESCROW_KEY_UNKNOWN, ESCROW_UNWRAP_FAILED } from "./escrow-errors.js";
 import { escrowKeyIdOf } from "./escrow-keys.js";
 import {
@@ -17,6 +24,7 @@ import {
   openSealedReceiptHpke,
   sealReceiptHpke,
 } from "./hpke.js";
+import { privateKeyIsConsistent } from "./key-consistency.js";
 import {
   keyAlgorithmOf,
   PublicKeyCache,
@@ -144,7 +152,8 @@ function run(task: WorkerTask): Output | Promise<Output> {
       const aad = Buffer.from(task.aad, "utf8");
       const algorithm = targetAlgorithm(task);
       if (algorithm === RSA_OAEP_256) {
-        return packSealedText(sealReceipt(plaintext, aad, publicKeys.get(task.keyId, task.spki)));
+        const key = publicKeys.get(task.keyId, task.spki);
+        return packSealedText(sealReceipt(plaintext, aad, key, task.aadBound === true));
       }
       return hpkeKey(task).then(async (key) => packSealedText(await sealReceiptHpke(plaintext, aad, key)));
     }
@@ -157,8 +166,9 @@ function run(task: WorkerTask): Output | Promise<Output> {
 
 function open(task: Extract<WorkerTask, { op: "open" }>): Output | Promise<Output> {
   const privateKey = parsePrivateKey(task.privateKey, "privateKey");
-  // The key must be the grant's key before any receipt byte is touched (section 5).
-  if (!privateKeyMatches(privateKey, task.expectedSpki)) {
+  // The key must be the grant's key before any receipt byte is touched (section 5): its public half,
+  // and a secret half that belongs to that public half (a forged key carries the right public half).
+  if (!privateKeyMatches(privateKey, task.expectedSpki) || !privateKeyIsConsistent(privateKey)) {
     throw new AppError("forbidden", "The private key does not match the key of this grant.");
   }
   const algorithm = keyAlgorithmOf(privateKey, "privateKey");
@@ -175,40 +185,54 @@ function open(task: Extract<WorkerTask, { op: "open" }>): Output | Promise<Outpu
     ciphertext: asBuffer(task.ciphertext),
     authTag: asBuffer(task.authTag),
   };
-  if (algorithm === RSA_OAEP_256) return openSealedReceipt(sealed, task.aad, privateKey);
+  if (algorithm === RSA_OAEP_256) {
+    return openSealedReceipt(sealed, task.aad, privateKey, task.aadBound === true);
+  }
   if (task.encapsulatedKey !== undefined) sealed.encapsulatedKey = asBuffer(task.encapsulatedKey);
   return hpkeKeyPairOf(privateKey).then((pair) => openSealedReceiptHpke(sealed, task.aad, pair));
 }
 
 /**
  * Escrow release: unwraps a receipt's AES key with the escrow key `escrowKeyId` (its suite read from
- * the key) and wraps it to the target, of either suite. An unknown escrow key or a failed unwrap is
- * `conflict` with {@link ESCROW_KEY_UNKNOWN} / {@link ESCROW_UNWRAP_FAILED}: the receipt stays
- * escrowed (section 17); a target key that does not parse is `invalid_request`.
+ * the key; an RSA wrap marked `aadBound` with the receipt's AAD as OAEP label), proves that the key is
+ * this receipt's own (its AES-GCM tag authenticates under the receipt's AAD), and only then wraps it
+ * to the target, of either suite. Without the proof the escrow key would be a decryption oracle: a
+ * bundle lifted from another receipt, planted under a card the planter registers, would come back
+ * re-wrapped to the planter. An unknown escrow key is `conflict` with {@link ESCROW_KEY_UNKNOWN}; a
+ * failed unwrap or proof with {@link ESCROW_UNWRAP_FAILED}: the receipt stays escrowed (section 17).
+ * A target key that does not parse is `invalid_request`.
  */
 async function rewrap(task: Extract<WorkerTask, { op: "rewrap" }>): Promise<Output> {
   const algorithm = targetAlgorithm(task.target);
   const escrow = escrowKey(task.escrowKeyId);
   if (escrow === undefined) throw new AppError("conflict", ESCROW_KEY_UNKNOWN);
-  let aesKey: Buffer;
+  let aesKey: Buffer | undefined;
   try {
     aesKey =
       escrow.algorithm === RSA_OAEP_256
-        ? unwrapAesKey(task.encryptedAesKey, escrow.key)
+        ? unwrapAesKey(task.encryptedAesKey, escrow.key, task.aadBound === true ? task.aad : undefined)
         : await hpkeUnwrap(await hpkeKeyPairOf(escrow.key), task, task.aad);
+    proveAesKey(aesKey, sealedPartsOf(task), task.aad);
   } catch (cause) {
+    aesKey?.fill(0);
     throw new AppError("conflict", ESCROW_UNWRAP_FAILED, { cause });
   }
   try {
     if (algorithm === RSA_OAEP_256) {
+      const key = publicKeys.get(task.target.keyId, task.target.spki);
       return packWrappedKey({
-        encryptedAesKey: wrapAesKey(aesKey, publicKeys.get(task.target.keyId, task.target.spki)),
+        encryptedAesKey: wrapAesKey(aesKey, key, task.target.aadBound === true ? task.aad : undefined),
       });
     }
     return packWrappedKey(await hpkeWrap(aesKey, await hpkeKey(task.target), task.aad));
   } finally {
     aesKey.fill(0);
   }
+}
+
+/** The AES-GCM parts of a rewrap task, as Buffers over the cloned bytes. */
+function sealedPartsOf(task: Extract<WorkerTask, { op: "rewrap" }>) {
+  return { iv: asBuffer(task.iv), ciphertext: asBuffer(task.ciphertext), authTag: asBuffer(task.authTag) };
 }
 
 /** A fresh key pair of the suite, packed: RSA-2048 (e = 65537), or P-256 (cheap, but kept off the event loop too). */

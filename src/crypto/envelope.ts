@@ -14,9 +14,15 @@ import { secureRandomBytes } from "./random.js";
  * RSA-OAEP (SHA-256 for both the OAEP hash and MGF1), with the receipt's immutable identity as
  * additional authenticated data. Anyone holding the private key can open it with WebCrypto or OpenSSL:
  *
- * 1. RSA-OAEP-256 decrypt `encryptedAesKey` with the private key: 32 raw bytes, the AES key.
+ * 1. RSA-OAEP-256 decrypt `encryptedAesKey` with the private key: 32 raw bytes, the AES key. A bundle
+ *    marked `aadBound` was wrapped with the OAEP label = {@link receiptAad}; one without it (every
+ *    receipt stored before the mark existed, and RSA wraps to a cardholder's key) with no label.
  * 2. AES-256-GCM decrypt `ciphertext` with that key, `iv` (12 bytes), `authTag` (16 bytes; WebCrypto
  *    wants it appended to the ciphertext) and `additionalData` = {@link receiptAad}.
+ *
+ * Why the label: a key that unwraps on someone else's behalf (an escrow key, whose holder re-wraps the
+ * AES key to a cardholder) must never unwrap a key lifted from another receipt. With the label, the
+ * wrap only opens under the AAD of the receipt it was made for.
  */
 
 /** JOSE name of the key-wrapping algorithm, sent as `keyBundle.algorithm`. */
@@ -101,12 +107,21 @@ export function receiptAadText(id: ReceiptIdentity): string {
 
 /**
  * Encrypts a receipt to an RSA public key. Each call draws a new random AES key and IV, so sealing
- * the same plaintext twice gives unrelated envelopes. The AES key is zeroed once wrapped.
+ * the same plaintext twice gives unrelated envelopes. The AES key is zeroed once wrapped. With
+ * `aadBound`, the wrap's OAEP label is `aad` (see the format above).
  */
-export function sealReceipt(plaintext: Uint8Array, aad: Uint8Array, publicKey: KeyObject): SealedReceipt {
+export function sealReceipt(
+  plaintext: Uint8Array,
+  aad: Uint8Array,
+  publicKey: KeyObject,
+  aadBound = false,
+): SealedReceipt {
   const aesKey = secureRandomBytes(AES_KEY_BYTES);
   try {
-    return { encryptedAesKey: wrapAesKey(aesKey, publicKey), ...encryptBody(aesKey, plaintext, aad) };
+    return {
+      encryptedAesKey: wrapAesKey(aesKey, publicKey, aadBound ? aad : undefined),
+      ...encryptBody(aesKey, plaintext, aad),
+    };
   } finally {
     aesKey.fill(0);
   }
@@ -127,7 +142,7 @@ export function encryptBody(
 
 /**
  * Decrypts the receipt's AES-256-GCM layer with its unwrapped AES key. A wrong key, a tampered part or
- * another receipt's AAD is an integrity failure (`internal_server_error`, nothing about the data).
+ * another receipt's AAD is an integrity failure ({@link integrityError}, nothing about the data).
  */
 export function decryptBody(
   aesKey: Uint8Array,
@@ -148,34 +163,36 @@ export function decryptBody(
 }
 
 /**
- * Decrypts a sealed receipt with the recipient's private key and returns the plaintext. This is an RSA
- * private-key operation (about a millisecond of CPU): in the server call it through `CryptoPool`,
- * which also checks first that the key is the right one. Any failure (wrong key, tampered or
- * mis-bound ciphertext, malformed field) is an integrity failure: `internal_server_error` with a
- * message that says nothing about the key or the plaintext.
+ * Proves that `aesKey` is the key of this receipt: its AES-GCM tag authenticates under `aad`. A key
+ * unwrapped from a bundle lifted out of another receipt fails here, whatever it was wrapped with, so a
+ * holder of a key that re-wraps for others (escrow release) never hands out a key it was not meant to.
+ * Costs one AES-GCM pass over the ciphertext (the plaintext is zeroed at once); an integrity failure
+ * otherwise.
  */
-export function openSealedReceipt(sealed: SealedReceipt, aad: Uint8Array, privateKey: KeyObject): Buffer {
-  const aesKey = unwrapAesKey(sealed.encryptedAesKey, privateKey);
-  try {
-    return decryptBody(aesKey, sealed, aad);
-  } finally {
-    aesKey.fill(0);
-  }
+export function proveAesKey(
+  aesKey: Uint8Array,
+  sealed: Pick<SealedReceipt, "iv" | "ciphertext" | "authTag">,
+  aad: Uint8Array,
+): void {
+  decryptBody(aesKey, sealed, aad).fill(0);
 }
 
 /**
- * Moves a receipt's AES key from one RSA key to another (escrow release): unwraps it with
- * `fromPrivateKey` and wraps it to `toPublicKey`. The ciphertext, IV and tag are untouched, which is
- * why the AAD leaves out the keyId. Fails like {@link openSealedReceipt} when the key cannot be unwrapped.
+ * Decrypts a sealed receipt with the recipient's private key and returns the plaintext. This is an RSA
+ * private-key operation (about a millisecond of CPU): in the server call it through `CryptoPool`,
+ * which also checks first that the key is the right one. `aadBound` is the key bundle's mark (the OAEP
+ * label is `aad`). Any failure (wrong key, tampered or mis-bound ciphertext, malformed field) is an
+ * integrity failure, with a message that says nothing about the key or the plaintext.
  */
-export function rewrapAesKey(
-  encryptedAesKey: Uint8Array,
-  fromPrivateKey: KeyObject,
-  toPublicKey: KeyObject,
+export function openSealedReceipt(
+  sealed: SealedReceipt,
+  aad: Uint8Array,
+  privateKey: KeyObject,
+  aadBound = false,
 ): Buffer {
-  const aesKey = unwrapAesKey(encryptedAesKey, fromPrivateKey);
+  const aesKey = unwrapAesKey(sealed.encryptedAesKey, privateKey, aadBound ? aad : undefined);
   try {
-    return wrapAesKey(aesKey, toPublicKey);
+    return decryptBody(aesKey, sealed, aad);
   } finally {
     aesKey.fill(0);
   }
@@ -184,16 +201,25 @@ export function rewrapAesKey(
 /** RSA-OAEP with SHA-256; Node (OpenSSL) uses `oaepHash` for MGF1 too, which the WebCrypto test proves. */
 const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" } as const;
 
-/** Wraps an AES key with RSA-OAEP-256 to `publicKey`. */
-export function wrapAesKey(aesKey: Uint8Array, publicKey: KeyObject): Buffer {
-  return publicEncrypt({ key: publicKey, ...OAEP }, aesKey);
+/** Wraps an AES key with RSA-OAEP-256 to `publicKey`; with `label`, bound to it (the receipt's AAD). */
+export function wrapAesKey(aesKey: Uint8Array, publicKey: KeyObject, label?: Uint8Array): Buffer {
+  return publicEncrypt(
+    label === undefined ? { key: publicKey, ...OAEP } : { key: publicKey, ...OAEP, oaepLabel: label },
+    aesKey,
+  );
 }
 
-/** Unwraps an RSA-OAEP-256 wrapped AES key; anything but 32 bytes out is an integrity failure. */
-export function unwrapAesKey(encryptedAesKey: Uint8Array, privateKey: KeyObject): Buffer {
+/**
+ * Unwraps an RSA-OAEP-256 wrapped AES key, with the OAEP `label` it was wrapped with (none for an
+ * unbound bundle); another label, another key or anything but 32 bytes out is an integrity failure.
+ */
+export function unwrapAesKey(encryptedAesKey: Uint8Array, privateKey: KeyObject, label?: Uint8Array): Buffer {
   let aesKey: Buffer;
   try {
-    aesKey = privateDecrypt({ key: privateKey, ...OAEP }, encryptedAesKey);
+    aesKey = privateDecrypt(
+      label === undefined ? { key: privateKey, ...OAEP } : { key: privateKey, ...OAEP, oaepLabel: label },
+      encryptedAesKey,
+    );
   } catch (cause) {
     throw integrityError(cause);
   }
@@ -204,7 +230,13 @@ export function unwrapAesKey(encryptedAesKey: Uint8Array, privateKey: KeyObject)
   return aesKey;
 }
 
-/** A sealed receipt or wrapped key that does not decrypt: `internal_server_error`, saying nothing of the data. */
+/**
+ * A sealed receipt or wrapped key that does not decrypt: `integrity_failure` (422), saying nothing of
+ * the data. Not a 5xx: the service cannot check what a merchant sealed on its side, so a receipt that
+ * was sealed wrongly, or tampered with in the store, is a property of that receipt, not a fault of
+ * the service, and retrying cannot help. The key that failed was already proven to be the grant's
+ * key (a wrong or forged key is `forbidden` before this point).
+ */
 export function integrityError(cause: unknown): AppError {
-  return new AppError("internal_server_error", "The sealed receipt failed its integrity check.", { cause });
+  return new AppError("integrity_failure", "The sealed receipt failed its integrity check.", { cause });
 }

@@ -27,6 +27,32 @@ export function checkCredentials(input: DecryptCredentials, violations: Violatio
 }
 
 /**
+ * The receipt a decrypted plaintext holds, checked against the record it was stored as. The service
+ * seals only receipts it validated, but a merchant seals on its side whatever it likes: a plaintext
+ * that is not UTF-8 JSON, is not a receipt, or names other ids than the receipt it was stored as (its
+ * AAD) is `integrity_failure` (422), as the client library's `openReceipt` refuses it on a device.
+ */
+function receiptOfPlaintext(plaintext: Uint8Array, record: ReceiptRecord): Receipt {
+  let receipt: Receipt;
+  try {
+    receipt = receiptFromPlaintext(plaintext);
+  } catch (cause) {
+    throw new AppError("integrity_failure", "The sealed receipt does not hold a receipt.", { cause });
+  }
+  const identity = ["version", "receiptId", "merchantId", "transactionId"] as const;
+  const mismatched = identity.filter((field) => receipt[field] !== "" && receipt[field] !== record[field]);
+  if (mismatched.length > 0) {
+    throw new AppError(
+      "integrity_failure",
+      `The sealed receipt's ${mismatched.join(", ")} differ from the receipt it was stored as.`,
+    );
+  }
+  // A merchant may leave the ids out of what it sealed: the AAD bound them, so they are the record's.
+  for (const field of identity) receipt[field] = record[field];
+  return receipt;
+}
+
+/**
  * Opens a stored receipt for the holder of a grant (section 7): the token must be valid for the
  * caller's tenant, name the receipt's user and key, and the private key must match that key. The key
  * check runs first in the crypto worker pool (off the event loop), so a wrong key never decrypts anything.
@@ -66,9 +92,10 @@ export async function openWithGrant(
         : { encapsulatedKey: record.keyBundle.encapsulatedKey }),
     }),
     algorithm: record.keyBundle.algorithm,
+    aadBound: record.keyBundle.aadBound === true,
     aad: receiptAad(record),
   });
-  const receipt = receiptFromPlaintext(plaintext);
+  const receipt = receiptOfPlaintext(plaintext, record);
   const now = deps.clock.now();
   receipt.keyId = record.keyBundle.keyId;
   receipt.decryptedAt = timestampFromDate(now);

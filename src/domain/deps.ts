@@ -1,8 +1,10 @@
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
+import type { EscrowLimits } from "../config.js";
 import type { CryptoPool } from "../crypto/crypto-pool.js";
 import type { EscrowKeyInfo } from "../crypto/escrow-keys.js";
 import type { Store } from "../store/types.js";
+import type { BackgroundTasks } from "./background.js";
 
 /** Everything the domain needs from the outside world, passed in explicitly. */
 export interface DomainDeps {
@@ -13,6 +15,10 @@ export interface DomainDeps {
   pepper: string;
   grantTtlSeconds: number;
   escrowRetentionDays: number;
+  /** Escrow intake per merchant tenant and card, and release per registration (`config.escrow`). */
+  escrow: EscrowLimits;
+  /** Work started by a call that does not wait for it (escrow release past a registration's first page). */
+  background: BackgroundTasks;
   pool: CryptoPool;
   /**
    * The service escrow keys (section 17), newest first: the first seals, every one can release what

@@ -1,10 +1,13 @@
-import { receiptAad } from "../crypto/envelope.js";
-import { isEscrowHold } from "../crypto/escrow-errors.js";
-import type { ReceiptRecord, UserRecord } from "../store/types.js";
+import { receiptAad, sealedFromText } from "../crypto/envelope.js";
+import { ESCROW_UNWRAP_FAILED, isEscrowHold } from "../crypto/escrow-errors.js";
+import { RSA_OAEP_256 } from "../crypto/suites.js";
+import { AppError } from "../errors.js";
+import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { keepIfKeyLives } from "./erasure.js";
 import { releasedEvent } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
-import type { SealingKey } from "./routing.js";
+import type { Recipient, SealingKey } from "./routing.js";
 
 /** A service escrow key's public half and its stable id (`esc_...`), from the private key in configuration. */
 export { escrowKeyOf } from "../crypto/escrow-keys.js";
@@ -23,42 +26,95 @@ export interface ReleaseTarget {
 export interface ReleaseCounts {
   released: number;
   /**
-   * Escrowed receipts of the card for this tenant that stay escrowed: sealed to the issuer's own escrow
-   * key (the issuer releases them), or to a service escrow key this service does not hold or that failed
-   * to unwrap (audited as `escrow.held`).
+   * Escrowed receipts of the card for this tenant that it looked at and that stay escrowed: sealed to
+   * the issuer's own escrow key (the issuer releases them), or to a service escrow key this service
+   * does not hold or that failed to unwrap (audited as `escrow.held`).
    */
   held: number;
+  /** Set when the release stopped at its limit with receipts left: where to go on from. */
+  nextCursor?: string;
+}
+
+/**
+ * Counts a receipt about to be escrowed against the intake limit of its merchant tenant and card
+ * (`escrow.intakeLimit` per `escrow.intakeWindowSeconds`), and refuses it over the limit with
+ * `rate_limit_exceeded` and the seconds until the window ends. Receipts for a registered user are not
+ * counted. The bound is what keeps planted escrow finite: whoever knows a card's hashed PAN can escrow
+ * receipts for it, and the card's registration then has them all to look at.
+ */
+export async function admitToEscrow(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  recipient: Recipient,
+): Promise<void> {
+  if (recipient.kind !== "escrow") return;
+  const { intakeLimit, intakeWindowSeconds } = deps.escrow;
+  const windowMs = intakeWindowSeconds * 1000;
+  const now = deps.clock.now().getTime();
+  const windowStart = Math.floor(now / windowMs) * windowMs;
+  const count = await deps.store.rateLimits.increment(
+    `escrow-intake:${principal.tenantId}:${recipient.panHash}`,
+    new Date(windowStart),
+    new Date(windowStart + windowMs),
+  );
+  if (count > intakeLimit) {
+    throw new AppError(
+      "rate_limit_exceeded",
+      "Too many receipts escrowed for this card by this merchant; try again later.",
+      { retryAfterSeconds: Math.max(1, Math.ceil((windowStart + windowMs - now) / 1000)) },
+    );
+  }
 }
 
 /** Escrowed receipts read per page while releasing. */
 const RELEASE_PAGE = 100;
 
+/** Options of {@link releaseEscrow}: where to start, and how many receipts to look at (all by default). */
+export interface ReleaseOptions {
+  cursor?: string | undefined;
+  limit?: number;
+}
+
 /**
  * Releases a card's escrowed receipts to its registered key (section 17): those escrowed without an
- * owner and those escrowed for the user's own tenant, never another tenant's. Each AES key sealed to a
- * service escrow key is unwrapped with the matching escrow key and re-wrapped to the user's key, of
- * either suite (in the crypto worker pool); the ciphertext is untouched. A receipt whose escrow key is
- * unknown or whose unwrap fails stays escrowed and is audited; it never fails the caller. Safe to run
- * concurrently with itself and with new receipts: `release` only succeeds while a receipt is still
- * escrowed to the key it was read with, so each is released exactly once.
+ * owner and those escrowed for the user's own tenant, never another tenant's, oldest first, at most
+ * `options.limit` of them (then `nextCursor` says where the rest begin). Each AES key sealed to a
+ * service escrow key is unwrapped with the matching escrow key, proven to be its receipt's own, and
+ * re-wrapped to the user's key, of either suite (in the crypto worker pool); the ciphertext is
+ * untouched. A receipt whose escrow key is unknown or whose key fails stays escrowed and is audited;
+ * it never fails the caller, and one whose key fails its proof is not looked at again (it never
+ * will release: planted or corrupt). Safe to run concurrently with itself and with new receipts:
+ * `release` only succeeds while a receipt is still escrowed to the key it was read with, so each is
+ * released exactly once.
  */
 export async function releaseEscrow(
   deps: DomainDeps,
   target: ReleaseTarget,
   caller: CallerInfo = INTERNAL_CALLER,
+  options: ReleaseOptions = {},
 ): Promise<ReleaseCounts> {
   const counts: ReleaseCounts = { released: 0, held: 0 };
-  const query = { panHash: target.panHash, ownerTenantId: target.user.tenantId, includeUnowned: true };
-  let cursor: string | undefined;
-  do {
-    const page = await deps.store.receipts.findEscrowed(query, deps.clock.now(), RELEASE_PAGE, cursor);
+  const query = {
+    panHash: target.panHash,
+    ownerTenantId: target.user.tenantId,
+    includeUnowned: true,
+    excludeHeld: true,
+  };
+  let left = options.limit ?? Number.POSITIVE_INFINITY;
+  let cursor = options.cursor;
+  while (left > 0) {
+    const pageSize = Math.min(RELEASE_PAGE, left);
+    const page = await deps.store.receipts.findEscrowed(query, deps.clock.now(), pageSize, cursor);
     for (const receipt of page.receipts) {
-      const outcome = await releaseOne(deps, target, receipt, caller);
+      const outcome = await releaseReceipt(deps, target, receipt, caller);
       if (outcome === "released") counts.released += 1;
       else if (outcome === "held") counts.held += 1;
     }
+    left -= page.receipts.length;
     cursor = page.nextCursor;
-  } while (cursor !== undefined);
+    if (cursor === undefined) break;
+  }
+  if (cursor !== undefined) counts.nextCursor = cursor;
   if (counts.released > 0 || counts.held > 0) {
     deps.logger.info({ userId: target.user.userId, ...counts }, "escrow released");
   }
@@ -66,10 +122,10 @@ export async function releaseEscrow(
 }
 
 /**
- * Re-wraps and releases one receipt: `held` when it stays escrowed, `taken` when a concurrent release
- * (or an expiry) got to it first.
+ * Re-wraps and releases one escrowed receipt to the target: `held` when it stays escrowed, `taken`
+ * when a concurrent release (or an expiry, or an erasure of the user) got to it first.
  */
-async function releaseOne(
+export async function releaseReceipt(
   deps: DomainDeps,
   target: ReleaseTarget,
   receipt: ReceiptRecord,
@@ -95,35 +151,66 @@ async function releaseOne(
   const bundle = receipt.keyBundle;
   let wrapped: { encryptedAesKey: string; encapsulatedKey?: string };
   try {
+    const { iv, ciphertext, authTag } = sealedFromText({ ...receipt, encryptedAesKey: "" });
     wrapped = await deps.pool.rewrapFromEscrow({
       escrowKeyId,
+      aadBound: bundle.aadBound === true,
       encryptedAesKey: Buffer.from(bundle.encryptedAesKey, "base64"),
       encapsulatedKey:
         bundle.encapsulatedKey === undefined ? undefined : Buffer.from(bundle.encapsulatedKey, "base64"),
+      sealed: { iv, ciphertext, authTag },
       aad: receiptAad(receipt),
-      target: { keyId: target.key.keyId, spki: target.key.spki, algorithm: target.key.algorithm },
+      target: {
+        keyId: target.key.keyId,
+        spki: target.key.spki,
+        algorithm: target.key.algorithm,
+        aadBound: target.key.aadBound,
+      },
     });
   } catch (err) {
     // A hold is expected (a key no longer configured, a corrupt bundle); anything else is a bug, which
     // must not cost the cardholder the registration either: the receipt stays escrowed.
-    if (isEscrowHold(err)) return held(err.message);
+    if (isEscrowHold(err)) {
+      // A key that fails its unwrap or proof never will release: later releases skip it.
+      if (err.message === ESCROW_UNWRAP_FAILED)
+        await deps.store.receipts.markHeld(receipt.panHash, receipt.id);
+      return held(err.message);
+    }
     deps.logger.error({ err, receiptId: receipt.id }, "escrow re-wrap failed unexpectedly");
     return held("re-wrap failed");
   }
-  const released = await deps.store.receipts.release(
+  const stored = await deps.store.receipts.release(
     receipt.id,
     {
       userId: target.user.userId,
       issuerTenantId: target.user.tenantId,
-      keyBundle: {
-        keyId: target.key.keyId,
-        algorithm: target.key.algorithm,
-        encryptedAesKey: wrapped.encryptedAesKey,
-        ...(wrapped.encapsulatedKey === undefined ? {} : { encapsulatedKey: wrapped.encapsulatedKey }),
-      },
+      keyBundle: bundleOf(target, wrapped),
     },
     escrowKeyId,
     [releasedEvent(receipt, target.user, deps.clock.now())],
   );
-  return released ? "released" : "taken";
+  if (!stored) return "taken";
+  // An erasure of the user that took its key meanwhile takes this receipt too.
+  const kept = await keepIfKeyLives(deps, {
+    panHash: receipt.panHash,
+    merchantId: receipt.merchantId,
+    receiptId: receipt.receiptId,
+    userId: target.user.userId,
+    keyBundle: { keyId: target.key.keyId, algorithm: target.key.algorithm, encryptedAesKey: "" },
+  });
+  return kept ? "released" : "taken";
+}
+
+/** The key bundle of a receipt re-wrapped to the target's key. */
+function bundleOf(
+  target: ReleaseTarget,
+  wrapped: { encryptedAesKey: string; encapsulatedKey?: string },
+): StoredKeyBundle {
+  return {
+    keyId: target.key.keyId,
+    algorithm: target.key.algorithm,
+    encryptedAesKey: wrapped.encryptedAesKey,
+    ...(wrapped.encapsulatedKey === undefined ? {} : { encapsulatedKey: wrapped.encapsulatedKey }),
+    ...(target.key.aadBound && target.key.algorithm === RSA_OAEP_256 ? { aadBound: true as const } : {}),
+  };
 }

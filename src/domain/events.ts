@@ -143,6 +143,6 @@ export function claimConflictEvents(
 }
 
 /** An erased user's event, to its issuer. */
-export function erasedEvent(user: UserRecord, at: Date): EventRecord {
+export function erasedEvent(user: Pick<UserRecord, "userId" | "tenantId">, at: Date): EventRecord {
   return newEvent("user.erased", user.tenantId, at, { userId: user.userId });
 }

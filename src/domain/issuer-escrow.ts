@@ -4,6 +4,7 @@ import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, IssuerEscrowKeyRecord, ReceiptPage } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { keepIfKeyLives } from "./erasure.js";
 import { ISSUER_ESCROW_KEY_PREFIX } from "./escrow.js";
 import { panHashOfEscrowRef, releasedEvent } from "./events.js";
 import type { CallerInfo } from "./grants.js";
@@ -162,8 +163,11 @@ export async function releaseByIssuer(
       receipt.escrowKeyId,
       [releasedEvent(receipt, user, deps.clock.now())],
     );
-    if (ok) released += 1;
-    else fail("not_escrowed");
+    if (!ok) fail("not_escrowed");
+    // An erasure of the user that took its key meanwhile takes the receipt too.
+    else if (await keepIfKeyLives(deps, { ...receipt, userId: user.userId, keyBundle: bundle }))
+      released += 1;
+    else fail("not_found");
   }
   await deps.store.audit.append({
     at: deps.clock.now(),

@@ -18,7 +18,10 @@ export const MAX_SEALED_CIPHERTEXT_BYTES = 1_048_576;
 /**
  * Checks a key bundle made outside the service against the key it must be wrapped to, adding
  * violations under `field` (e.g. `keyBundle`). The key id is the caller's to compare (a stale one is
- * a `conflict`, not a validation error). Returns the bundle as stored, or undefined when it is invalid.
+ * a `conflict`, not a validation error). An RSA bundle for a key whose wraps must be bound (an escrow
+ * key) must say `aadBound`: the service cannot check the label, but an unbound wrap to an escrow key
+ * is refused here, and a bound one that lies fails to unwrap at release. Returns the bundle as stored
+ * (`aadBound` kept for RSA only: HPKE is always bound), or undefined when it is invalid.
  */
 export function checkKeyBundle(
   v: Violations,
@@ -32,6 +35,13 @@ export function checkKeyBundle(
   }
   if (bundle.algorithm !== key.algorithm) {
     v.add(`${field}.algorithm`, `must be ${key.algorithm}, the suite of key ${key.keyId}`);
+    return undefined;
+  }
+  if (key.aadBound && key.algorithm === RSA_OAEP_256 && !bundle.aadBound) {
+    v.add(
+      `${field}.aadBound`,
+      `must be true for escrow key ${key.keyId}: wrap the AES key with the receipt's AAD as the OAEP label`,
+    );
     return undefined;
   }
   const modulusBits =
@@ -53,6 +63,7 @@ export function checkKeyBundle(
     if (parts.encapsulatedKey !== undefined) {
       stored.encapsulatedKey = Buffer.from(parts.encapsulatedKey).toString("base64");
     }
+    if (key.algorithm === RSA_OAEP_256 && bundle.aadBound) stored.aadBound = true;
     return stored;
   } catch (err) {
     if (!(err instanceof AppError)) throw err;

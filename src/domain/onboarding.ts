@@ -4,7 +4,7 @@ import { AppError, Violations } from "../errors.js";
 import { isUuidV4, randomId, uuid } from "../ids.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
-import { releaseEscrow } from "./escrow.js";
+import { type ReleaseCounts, type ReleaseTarget, releaseEscrow } from "./escrow.js";
 import { registerEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkHashedPan, panHashOf } from "./pan.js";
@@ -63,8 +63,12 @@ export interface Registration {
   keyId: string;
   status: "active";
   registeredAt: Date;
+  /** Escrowed receipts this call released (at most `escrow.releasePerCall`). */
   releasedReceipts: number;
+  /** Escrowed receipts this call looked at that stay escrowed. */
   heldReceipts: number;
+  /** True when the card had more escrow than one call releases: the rest is released after it answered. */
+  releasePending: boolean;
   algorithm: KeyAlgorithm;
 }
 
@@ -137,18 +141,11 @@ export async function register(
     throw new AppError("conflict", "This keyId is registered with another public key.");
   }
 
-  let counts = { released: 0, held: 0 };
-  try {
-    counts = await releaseEscrow(
-      deps,
-      { panHash, user: outcome.user, key: sealingKeyOf(outcome.key) },
-      caller,
-    );
-  } catch (err) {
-    // The user exists now: the caller must learn its id. What was not released stays escrowed, and
-    // the next registration of the card (or a rotation) releases it.
-    deps.logger.warn({ err, userId: outcome.user.userId }, "escrow release during registration failed");
-  }
+  const counts = await releaseFirstPage(
+    deps,
+    { panHash, user: outcome.user, key: sealingKeyOf(outcome.key) },
+    caller,
+  );
   return {
     userId: outcome.user.userId,
     keyId,
@@ -156,6 +153,31 @@ export async function register(
     registeredAt: outcome.key.registeredAt ?? now,
     releasedReceipts: counts.released,
     heldReceipts: counts.held,
+    releasePending: counts.nextCursor !== undefined,
     algorithm,
   };
+}
+
+/**
+ * Releases the card's escrow up to `escrow.releasePerCall` receipts within the call, and the rest in
+ * the background, so that no amount of escrow (planted or not) makes a registration slow. A failure
+ * never fails the registration: the user exists now and the caller must learn its id. What was not
+ * released stays escrowed, and the next registration of the card (or a rotation) releases it.
+ */
+async function releaseFirstPage(
+  deps: DomainDeps,
+  target: ReleaseTarget,
+  caller: CallerInfo,
+): Promise<ReleaseCounts> {
+  try {
+    const counts = await releaseEscrow(deps, target, caller, { limit: deps.escrow.releasePerCall });
+    const cursor = counts.nextCursor;
+    if (cursor !== undefined) {
+      deps.background.run("escrow release", () => releaseEscrow(deps, target, caller, { cursor }));
+    }
+    return counts;
+  } catch (err) {
+    deps.logger.warn({ err, userId: target.user.userId }, "escrow release during registration failed");
+    return { released: 0, held: 0 };
+  }
 }

@@ -14,7 +14,7 @@ import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
 import { checkCurrency } from "./receipt-rules.js";
 import { prepareSealed } from "./sealed.js";
-import { sealForRecipient, settleEscrowRace } from "./sealing.js";
+import { sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 
 /** A created payment as returned to the merchant; `clientSecret` is shown only in this response. */
@@ -193,7 +193,7 @@ async function chargeAndStore(
   if (outcome.kind === "duplicate_receipt") {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
-  await settleEscrowRace(deps, record);
+  await settleStoredReceipt(deps, record);
   return charge.clientSecret === undefined
     ? { payment, receipt: record }
     : { payment, receipt: record, clientSecret: charge.clientSecret };

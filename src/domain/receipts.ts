@@ -8,7 +8,7 @@ import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
 import { prepareSealed, type SealedInput } from "./sealed.js";
-import { sealForRecipient, settleEscrowRace } from "./sealing.js";
+import { sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 
 /** Default and maximum page sizes of receipt listings. */
@@ -55,7 +55,7 @@ async function storeReceipt(deps: DomainDeps, record: ReceiptRecord): Promise<Re
   if (!(await deps.store.receipts.insert(record, receiptEvents(deps, record)))) {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
-  await settleEscrowRace(deps, record);
+  await settleStoredReceipt(deps, record);
   return record;
 }
 

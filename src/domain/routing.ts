@@ -1,3 +1,4 @@
+import { HPKE_P256 } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
@@ -20,6 +21,14 @@ export interface SealingKey {
   algorithm: KeyAlgorithm;
   /** Base64 DER SubjectPublicKeyInfo. */
   spki: string;
+  /**
+   * Whether every wrap to this key is bound to the receipt's AAD (`keyBundle.aadBound`; for RSA the
+   * OAEP label). True for escrow keys, service and issuer alike: their holders unwrap to re-wrap for
+   * someone else, and must never unwrap a key lifted from another receipt. False for a cardholder's
+   * RSA key, which only opens receipts for its holder (who authenticates each one under its AAD), so
+   * that devices reading the v1 format keep opening what they receive. HPKE wraps are always bound.
+   */
+  aadBound: boolean;
 }
 
 export type Recipient =
@@ -49,7 +58,7 @@ export function checkCardRef(card: CardRef, panField: string, violations: Violat
 
 /** The sealing key of a registered user key. */
 export function sealingKeyOf(key: KeyRecord): SealingKey {
-  return { keyId: key.keyId, algorithm: key.algorithm, spki: key.publicKey };
+  return { keyId: key.keyId, algorithm: key.algorithm, spki: key.publicKey, aadBound: false };
 }
 
 /**
@@ -63,14 +72,16 @@ export async function recipientOf(
   caller: CallerInfo,
 ): Promise<Recipient> {
   const panHash = panHashOf(deps.pepper, card.recipientHashedPan);
-  const [owner, user] = await Promise.all([
+  const [owner, found] = await Promise.all([
     card.cardBin === undefined ? undefined : deps.store.bins.ownerOf(card.cardBin),
     deps.store.users.findByPanHash(panHash),
   ]);
+  let user = found;
   if (user !== undefined && (owner === undefined || owner === user.tenantId)) {
     const key = await deps.store.users.findKey(user.activeKeyId);
-    if (key === undefined) throw new AppError("internal_server_error", "A user's active key is missing.");
-    return { kind: "user", user, key: sealingKeyOf(key) };
+    if (key !== undefined) return { kind: "user", user, key: sealingKeyOf(key) };
+    // Only an erasure deletes keys, and the user goes right after them: the card is unregistered.
+    user = undefined;
   }
   if (user !== undefined && owner !== undefined) {
     await deps.store.audit.append({
@@ -85,7 +96,12 @@ export async function recipientOf(
   if (owner === undefined) return { kind: "escrow", key: serviceEscrowKey(deps), panHash };
   const issuerKey = await deps.store.issuerEscrowKeys.current(owner);
   const key: SealingKey = issuerKey
-    ? { keyId: issuerKey.escrowKeyId, algorithm: issuerKey.algorithm, spki: issuerKey.publicKey }
+    ? {
+        keyId: issuerKey.escrowKeyId,
+        algorithm: issuerKey.algorithm,
+        spki: issuerKey.publicKey,
+        aadBound: true,
+      }
     : serviceEscrowKey(deps);
   return { kind: "escrow", key, ownerTenantId: owner, cardBin: card.cardBin ?? "", panHash };
 }
@@ -94,7 +110,7 @@ export async function recipientOf(
 export function serviceEscrowKey(deps: DomainDeps): SealingKey {
   const [first] = deps.escrowKeys;
   if (first === undefined) throw new AppError("internal_server_error", "No escrow key is configured.");
-  return first;
+  return { keyId: first.keyId, algorithm: first.algorithm, spki: first.spki, aadBound: true };
 }
 
 /** A key look-up request after transport decoding (section 16). */
@@ -109,6 +125,8 @@ export interface LookedUpKey {
   algorithm: KeyAlgorithm;
   publicKey: string;
   isEscrowed: boolean;
+  /** Seal with the binding to the receipt's AAD (`keyBundle.aadBound`; RSA: OAEP label = the AAD). */
+  aadBound: boolean;
 }
 
 /**
@@ -138,5 +156,6 @@ export async function lookupKey(
     algorithm: recipient.key.algorithm,
     publicKey: recipient.key.spki,
     isEscrowed: recipient.kind === "escrow",
+    aadBound: recipient.key.aadBound || recipient.key.algorithm === HPKE_P256,
   };
 }

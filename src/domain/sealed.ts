@@ -3,6 +3,7 @@ import { isKeyAlgorithm } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { admitToEscrow } from "./escrow.js";
 import type { CallerInfo } from "./grants.js";
 import { checkKeyBundle, checkSealedBytes } from "./key-bundles.js";
 import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
@@ -66,6 +67,7 @@ export async function prepareSealed(
   }
   const keyBundle = checkKeyBundle(v, bundleField, bundle, recipient.key);
   v.throwIfAny();
+  await admitToEscrow(deps, principal, recipient);
   if (keyBundle === undefined)
     throw new AppError("internal_server_error", "A checked key bundle is missing.");
 

@@ -1,10 +1,12 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { receiptAadText } from "../crypto/envelope.js";
+import { RSA_OAEP_256 } from "../crypto/suites.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
-import { releaseEscrow } from "./escrow.js";
-import type { CallerInfo } from "./grants.js";
+import { keepIfKeyLives } from "./erasure.js";
+import { admitToEscrow, releaseReceipt } from "./escrow.js";
+import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import {
   type SealedReceiptFields,
   sealedPlaintextOf,
@@ -23,9 +25,13 @@ export function plaintextTextOf(receipt: ValidReceipt): string {
   return JSON.stringify(sealedPlaintextOf(receipt));
 }
 
-/** Parses a sealed plaintext back into a receipt message. */
+/**
+ * Parses a sealed plaintext back into a receipt message. Throws when it is not UTF-8 (strictly: no
+ * byte is replaced), not JSON, or not a receipt's fields.
+ */
 export function receiptFromPlaintext(plaintext: Uint8Array): Receipt {
-  return toReceiptMessage(JSON.parse(Buffer.from(plaintext).toString("utf8")) as SealedReceiptFields);
+  const text = new TextDecoder("utf-8", { fatal: true }).decode(plaintext);
+  return toReceiptMessage(JSON.parse(text) as SealedReceiptFields);
 }
 
 /** The parts of a receipt record that do not depend on how it was sealed. */
@@ -98,16 +104,19 @@ export async function sealForRecipient(
   paymentId?: string,
 ): Promise<ReceiptRecord> {
   const recipient = await recipientOf(deps, principal, receipt, caller);
-  const { keyId, algorithm, spki } = recipient.key;
+  await admitToEscrow(deps, principal, recipient);
+  const { keyId, algorithm, spki, aadBound } = recipient.key;
   const sealed = await deps.pool.seal({
     plaintext: plaintextTextOf(receipt),
     aad: receiptAadText(receipt),
     keyId,
     spki,
     algorithm,
+    aadBound,
   });
   const keyBundle: StoredKeyBundle = { keyId, algorithm, encryptedAesKey: sealed.encryptedAesKey };
   if (sealed.encapsulatedKey !== undefined) keyBundle.encapsulatedKey = sealed.encapsulatedKey;
+  if (aadBound && algorithm === RSA_OAEP_256) keyBundle.aadBound = true;
   return receiptRecordOf(
     deps,
     principal,
@@ -116,6 +125,25 @@ export async function sealForRecipient(
     { keyBundle, ciphertext: sealed.ciphertext, iv: sealed.iv, authTag: sealed.authTag },
     paymentId,
   );
+}
+
+/**
+ * Closes the races of a receipt just stored (with or without a payment) with the card's registration
+ * and erasure: a receipt for a user is deleted when an erasure took the user's key meanwhile
+ * (`keepIfKeyLives`); an escrowed one is released when the card registered meanwhile
+ * ({@link settleEscrowRace}). Neither fails the call, whose receipt (and payment) are stored.
+ */
+export async function settleStoredReceipt(deps: DomainDeps, record: ReceiptRecord): Promise<void> {
+  if (record.isEscrowed) {
+    await settleEscrowRace(deps, record);
+    return;
+  }
+  try {
+    await keepIfKeyLives(deps, record);
+  } catch (err) {
+    // The erasure that took the key may still be sweeping (it answers 503 and is retried until done).
+    deps.logger.warn({ err, receiptId: record.id }, "checking a stored receipt's key failed");
+  }
 }
 
 /**
@@ -136,7 +164,13 @@ export async function settleEscrowRace(deps: DomainDeps, record: ReceiptRecord):
     if (record.escrowOwnerTenantId !== undefined && record.escrowOwnerTenantId !== user.tenantId) return;
     const key = await deps.store.users.findKey(user.activeKeyId);
     if (!key) return;
-    await releaseEscrow(deps, { panHash: record.panHash, user, key: sealingKeyOf(key) });
+    // This receipt only: the registration releases the card's other escrow, a page at a time.
+    await releaseReceipt(
+      deps,
+      { panHash: record.panHash, user, key: sealingKeyOf(key) },
+      record,
+      INTERNAL_CALLER,
+    );
   } catch (err) {
     deps.logger.warn({ err, receiptId: record.id }, "escrow release after storing a receipt failed");
   }

@@ -44,6 +44,8 @@ export function createEvents(options: {
     openStreams: new Map(),
   };
   const worker = config.events.worker ? new EventWorker(deps) : undefined;
+  // Events written through this process wake its worker at once (others' within the poll interval).
+  void options.store.events.onWritten(() => deps.hub.written());
   let stopping: Promise<void> | undefined;
   return {
     deps,
@@ -55,41 +57,4 @@ export function createEvents(options: {
       return stopping;
     },
   };
-}
-
-/**
- * The store operations that write events (section 22's outbox), by repository. After one settles,
- * {@link withEventWakeups} wakes this instance's worker, so an event goes out at once rather than at the
- * worker's next poll. An operation missing here loses nothing: its events go out within `EVENTS_POLL_MS`.
- */
-const WRITES_EVENTS: Readonly<Record<string, ReadonlySet<string>>> = {
-  receipts: new Set(["insert", "release"]),
-  payments: new Set(["createWithReceipt"]),
-  users: new Set(["register", "erase"]),
-  events: new Set(["append"]),
-};
-
-/** `store`, with `wake` called after each operation that writes events (whatever its outcome). */
-export function withEventWakeups(store: Store, wake: () => void): Store {
-  const wrapped: Record<string, unknown> = { ...store };
-  for (const [name, methods] of Object.entries(WRITES_EVENTS)) {
-    const repository = (store as unknown as Record<string, object>)[name];
-    if (repository === undefined) continue;
-    const cache = new Map<PropertyKey, (...args: unknown[]) => Promise<unknown>>();
-    wrapped[name] = new Proxy(repository, {
-      get(target, property, receiver) {
-        const value: unknown = Reflect.get(target, property, receiver);
-        if (typeof value !== "function" || typeof property !== "string" || !methods.has(property))
-          return value;
-        let wrapper = cache.get(property);
-        if (wrapper === undefined) {
-          wrapper = (...args: unknown[]) =>
-            (value as (...a: unknown[]) => Promise<unknown>).apply(target, args).finally(wake);
-          cache.set(property, wrapper);
-        }
-        return wrapper;
-      },
-    });
-  }
-  return wrapped as unknown as Store;
 }

@@ -140,6 +140,7 @@ export function checkWebhookUrl(raw: string, allowPrivate: boolean): UrlCheck {
   if (raw.length > MAX_URL_LENGTH)
     return { ok: false, reason: `must be at most ${MAX_URL_LENGTH} characters` };
   // The URL parser would drop or encode these silently: a URL must arrive as it is meant.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
   if (/[\u0000-\u0020\u007f]/.test(raw)) {
     return { ok: false, reason: "must not contain spaces or control characters" };
   }

@@ -118,40 +118,85 @@ function limitThenAuthenticate(
   };
 }
 
-/** The operations of `domain/admin.ts`, one route each, answering in the REST envelope. */
-function registerOperations(scope: FastifyInstance, options: AdminRoutesOptions, clientOf: ClientOf): void {
-  const ctx = (request: FastifyRequest): OperatorContext => ({
-    store: options.store,
-    env: options.env,
-    now: options.clock.now(),
-    requestId: request.id,
-    sourceIp: clientOf(request),
-  });
-  const answer = (reply: FastifyReply, data: unknown) => sendSuccess(reply, data as never);
-  type Params = { Params: Record<string, string>; Querystring: Record<string, string | undefined> };
+/** What an operator route's handler gets: the request's parts, the operator context and the options. */
+interface AdminCall {
+  params: Record<string, string>;
+  query: Record<string, string | undefined>;
+  body: unknown;
+  ctx: OperatorContext;
+  options: AdminRoutesOptions;
+}
 
-  scope.post("/admin/v1/api-keys", async (request, reply) =>
-    answer(reply, await createKey(ctx(request), request.body)),
-  );
-  scope.get<Params>("/admin/v1/api-keys", async (request, reply) =>
-    answer(reply, { apiKeys: await listKeys(options.store, request.query.tenant) }),
-  );
-  scope.delete<Params>("/admin/v1/api-keys/:apiKeyId", async (request, reply) =>
-    answer(reply, await revokeKey(ctx(request), request.params.apiKeyId ?? "")),
-  );
-  scope.put<Params>("/admin/v1/issuers/:tenant/bins", async (request, reply) =>
-    answer(reply, await setBins(ctx(request), request.params.tenant ?? "", request.body)),
-  );
-  scope.get<Params>("/admin/v1/issuers/:tenant/bins", async (request, reply) =>
-    answer(reply, await getBins(options.store, request.params.tenant ?? "")),
-  );
-  scope.put<Params>("/admin/v1/merchants/:merchantId", async (request, reply) =>
-    answer(reply, await assignMerchant(ctx(request), request.params.merchantId ?? "", request.body)),
-  );
-  scope.get<Params>("/admin/v1/audit", async (request, reply) =>
-    answer(reply, await readAudit(options.store, request.query)),
-  );
-  scope.get("/admin/v1/escrow", async (_request, reply) =>
-    answer(reply, await escrowCounts(options.store, options.clock.now())),
-  );
+/** One route of the operator API: its verb, its Fastify path, and the operation it runs. */
+export interface AdminRoute {
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  url: string;
+  run: (call: AdminCall) => Promise<unknown>;
+}
+
+/**
+ * The operator API's routes, each an operation of `domain/admin.ts`. Each is documented in
+ * `src/openapi/admin.ts` (a test keeps the two lists equal).
+ */
+export const ADMIN_ROUTES: readonly AdminRoute[] = [
+  { method: "POST", url: "/admin/v1/api-keys", run: ({ ctx, body }) => createKey(ctx, body) },
+  {
+    method: "GET",
+    url: "/admin/v1/api-keys",
+    run: async ({ options, query }) => ({ apiKeys: await listKeys(options.store, query.tenant) }),
+  },
+  {
+    method: "DELETE",
+    url: "/admin/v1/api-keys/:apiKeyId",
+    run: ({ ctx, params }) => revokeKey(ctx, params.apiKeyId ?? ""),
+  },
+  {
+    method: "PUT",
+    url: "/admin/v1/issuers/:tenant/bins",
+    run: ({ ctx, params, body }) => setBins(ctx, params.tenant ?? "", body),
+  },
+  {
+    method: "GET",
+    url: "/admin/v1/issuers/:tenant/bins",
+    run: ({ options, params }) => getBins(options.store, params.tenant ?? ""),
+  },
+  {
+    method: "PUT",
+    url: "/admin/v1/merchants/:merchantId",
+    run: ({ ctx, params, body }) => assignMerchant(ctx, params.merchantId ?? "", body),
+  },
+  { method: "GET", url: "/admin/v1/audit", run: ({ options, query }) => readAudit(options.store, query) },
+  {
+    method: "GET",
+    url: "/admin/v1/escrow",
+    run: ({ options }) => escrowCounts(options.store, options.clock.now()),
+  },
+];
+
+/** The routes of {@link ADMIN_ROUTES}, answering in the REST envelope. */
+function registerOperations(scope: FastifyInstance, options: AdminRoutesOptions, clientOf: ClientOf): void {
+  type Parts = { Params: Record<string, string>; Querystring: Record<string, string | undefined> };
+  for (const route of ADMIN_ROUTES) {
+    scope.route<Parts>({
+      method: route.method,
+      url: route.url,
+      handler: async (request, reply) => {
+        const ctx: OperatorContext = {
+          store: options.store,
+          env: options.env,
+          now: options.clock.now(),
+          requestId: request.id,
+          sourceIp: clientOf(request),
+        };
+        const data = await route.run({
+          params: request.params,
+          query: request.query,
+          body: request.body,
+          ctx,
+          options,
+        });
+        return sendSuccess(reply, data as never);
+      },
+    });
+  }
 }

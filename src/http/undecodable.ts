@@ -8,7 +8,6 @@ import {
 } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
-import { AppError } from "../errors.js";
 import { kRemoteAddress, kRequestId } from "../rpc/context.js";
 import { toConnectError, UNDECODABLE_PREFIX, undecodableRequest } from "../rpc/error-mapping.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";

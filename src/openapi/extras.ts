@@ -28,15 +28,19 @@ export interface OperationExtras {
   errors?: readonly ErrorCode[];
 }
 
-/** `Idempotency-Key` of payment creation (section 7): a retry with the same key never pays twice. */
+/**
+ * `Idempotency-Key` of the creates (payments, and receipts encrypted or sealed): a retry with the same
+ * key never pays or stores twice.
+ */
 export const IDEMPOTENCY_KEY: HeaderParameter = {
   id: "IdempotencyKey",
   name: "Idempotency-Key",
   required: false,
   description:
-    "Makes the call safe to retry: a retry with the same key and body returns the first response and " +
-    "creates nothing; the same key with a different body is `conflict`. Kept 24 hours. Without it, a " +
-    "second create for the same (merchantId, transactionId) is `conflict`.",
+    "Makes the call safe to retry: a retry with the same key and body returns the first response, " +
+    "marked `Idempotent-Replayed: true`, and creates nothing; the same key with a different body is " +
+    "`conflict`. Kept 24 hours, per API key. Without it, sending the same receiptId (or, for a payment, " +
+    "the same merchantId and transactionId) again is `conflict`, naming what exists.",
   schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x20-\\x7E]+$" },
 };
 
@@ -73,12 +77,15 @@ export function rpcName(method: DescMethod): string {
 export const DEFAULT_EXTRAS: ReadonlyMap<string, OperationExtras> = new Map<string, OperationExtras>([
   [
     rpcName(ReceiptsService.method.encryptReceipt),
-    { headers: [RECEIPT_SIGNATURE], errors: ["invalid_signature"] },
+    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature"] },
   ],
+  [rpcName(ReceiptsService.method.storeSealedReceipt), { headers: [IDEMPOTENCY_KEY] }],
   [
     rpcName(PaymentsService.method.createPayment),
     { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature", "payment_declined"] },
   ],
+  [rpcName(ReceiptsService.method.decryptReceipt), { errors: ["integrity_failure"] }],
+  [rpcName(PaymentsService.method.decryptPayment), { errors: ["integrity_failure"] }],
 ]);
 
 /** Codes that only the operations whose extras list them can return. */

@@ -3,7 +3,9 @@ import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { ERRORS, type ErrorCode } from "../errors.js";
 import { type HttpBinding, httpBindings, type PathVariable } from "../http/bindings.js";
 import { API_SERVICES, rolesFor } from "../rpc/roles.js";
+import { ADMIN_SCHEMAS, ADMIN_SCHEME, ADMIN_SECURITY_SCHEME, ADMIN_TAG, adminPaths } from "./admin.js";
 import { firstSentence, leadingComment } from "./comments.js";
+import { restRequestExample, restResponseExample } from "./examples.js";
 import {
   DEFAULT_EXTRAS,
   type HeaderParameter,
@@ -13,6 +15,7 @@ import {
   REQUEST_ID,
   rpcName,
 } from "./extras.js";
+import { guide } from "./guide.js";
 import {
   codesByStatus,
   type ErrorSchemaRefs,
@@ -55,6 +58,8 @@ export interface OpenApiOptions {
   serverUrl?: string;
   /** HTTP facts the protos cannot express, by `Service/Method`; default {@link DEFAULT_EXTRAS}. */
   extras?: ReadonlyMap<string, OperationExtras>;
+  /** Whether to document the operator API (`/admin/v1`): only when the server serves it. */
+  admin?: boolean;
 }
 
 /** The name of the API key security scheme. */
@@ -62,16 +67,6 @@ export const API_KEY_SCHEME = "apiKey";
 
 /** Codes only requests with a body can get: a body over the limit, or one that is not JSON. */
 const BODY_CODES: ReadonlySet<ErrorCode> = new Set(["payload_too_large", "unsupported_media_type"]);
-
-const DESCRIPTION = [
-  "Receipt encryption and key management for card payments. Every `/api/v1` path is the REST form of",
-  "an RPC of the `receipts.v1` services, which are also served over gRPC, gRPC-Web and Connect.",
-  "",
-  'Success is HTTP 200 with `{"success": true, "data": ...}`; errors use `{"success": false, "error":',
-  "{...}}` with a code from the `ErrorCode` enum. Field names are lowerCamelCase; money is a JSON",
-  "integer in the smallest currency unit; times are RFC 3339 strings; bytes are base64. Unknown fields",
-  "are rejected. Every response carries `X-Request-Id` and, under `/api/v1`, the `X-RateLimit-*` headers.",
-].join("\n");
 
 interface Context {
   schemas: SchemaBuilder;
@@ -123,6 +118,11 @@ export function buildOpenApi(
     paths[openApiPath(binding)] = item;
   }
   Object.assign(paths, operationalPaths(errors));
+  if (options.admin === true) {
+    for (const [name, schema] of Object.entries(ADMIN_SCHEMAS))
+      schemas.reserve(name, structuredClone(schema));
+    Object.assign(paths, adminPaths(errors));
+  }
   // Every request and response message gets a component, also those a binding only uses a field of.
   for (const binding of bindings) {
     schemas.ref(binding.method.input, "input");
@@ -135,16 +135,10 @@ export function buildOpenApi(
     info: {
       title: options.title ?? "Receipt Encryption Service",
       version: options.version ?? "v1",
-      description: DESCRIPTION,
+      description: guide(),
     },
     ...servers,
-    tags: [
-      ...services.map((s) => ({
-        name: s.name,
-        description: leadingComment(s) ?? `The \`${s.typeName}\` service.`,
-      })),
-      { name: OPERATIONS_TAG, description: "Health, readiness, metrics and this document; no API key." },
-    ],
+    tags: tagsOf(services, options.admin === true),
     paths,
     components: {
       schemas: schemas.components(),
@@ -159,17 +153,32 @@ export function buildOpenApi(
           description:
             "An API key `rk_<env>_<random>` of role `issuer` or `merchant`; its environment must match the server's.",
         },
+        ...(options.admin === true ? { [ADMIN_SCHEME]: structuredClone(ADMIN_SECURITY_SCHEME) } : {}),
       },
     },
   };
 }
 
+/** One tag per service, then the operational paths' and, when documented, the operator API's. */
+function tagsOf(services: readonly DescService[], admin: boolean): JsonObject[] {
+  return [
+    ...services.map((s) => ({
+      name: s.name,
+      description: leadingComment(s) ?? `The \`${s.typeName}\` service.`,
+    })),
+    { name: OPERATIONS_TAG, description: "Health, readiness, metrics and this document; no API key." },
+    ...(admin
+      ? [{ name: ADMIN_TAG, description: "The operator API: API keys, BIN prefixes, merchantIds, audit." }]
+      : []),
+  ];
+}
+
 /**
- * The document of the service's API services with default options: what `/openapi.json` serves
- * and what `openapi/openapi.json` holds.
+ * The document of the service's API services: what `/openapi.json` serves, and without the
+ * operator API what `openapi/openapi.json` holds.
  */
-export function serviceOpenApi(): OpenApiDocument {
-  return buildOpenApi(API_SERVICES);
+export function serviceOpenApi(options: { admin?: boolean } = {}): OpenApiDocument {
+  return buildOpenApi(API_SERVICES, options);
 }
 
 /** The OpenAPI name of a path variable: the JSON names of its field path, e.g. `userId`. */
@@ -195,7 +204,7 @@ function operation(ctx: Context, binding: HttpBinding, index: number): JsonObjec
   const op: JsonObject = {
     operationId: `${method.parent.name}_${method.name}${index === 0 ? "" : `_${index}`}`,
     summary: comment === undefined ? humanize(method.name) : firstSentence(comment),
-    description: describe(method, comment, roles),
+    description: describe(comment, roles),
     tags: [method.parent.name],
     "x-rpc": rpcName(method),
   };
@@ -212,12 +221,34 @@ function operation(ctx: Context, binding: HttpBinding, index: number): JsonObjec
   const body = requestBody(ctx, binding);
   if (body !== undefined) op.requestBody = body;
   op.responses = responses(ctx, binding, extras);
+  addExamples(op, binding);
   return op;
 }
 
-function describe(method: DescMethod, comment: string | undefined, roles: readonly string[] | "public") {
+/**
+ * Puts the RPC's example into the operation: path and query values on their parameters, the body
+ * on the request body, the response as the `data` of the 200 envelope.
+ */
+function addExamples(op: JsonObject, binding: HttpBinding): void {
+  const request = restRequestExample(binding);
+  if (request !== undefined) {
+    for (const parameter of op.parameters as JsonObject[]) {
+      const values = parameter.in === "path" ? request.path : parameter.in === "query" ? request.query : {};
+      const value = values[parameter.name as string];
+      if (value !== undefined) parameter.example = value;
+    }
+    const body = (op.requestBody as JsonObject | undefined)?.content as JsonObject | undefined;
+    const media = body?.[JSON_MEDIA] as JsonObject | undefined;
+    if (media !== undefined && request.body !== undefined) media.example = request.body;
+  }
+  const data = restResponseExample(binding);
+  const ok = (op.responses as JsonObject)["200"] as JsonObject;
+  const media = (ok.content as JsonObject)[JSON_MEDIA] as JsonObject;
+  if (data !== undefined) media.example = { success: true, data };
+}
+
+function describe(comment: string | undefined, roles: readonly string[] | "public") {
   const parts = comment === undefined ? [] : [comment];
-  parts.push(`The REST form of the RPC \`${rpcName(method)}\`.`);
   if (roles === "public") parts.push("Needs no API key.");
   else if (roles.length === 0) parts.push("No API key role may call it.");
   else parts.push(`Needs an API key of role ${roles.map((r) => `\`${r}\``).join(" or ")}.`);

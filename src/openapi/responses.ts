@@ -1,4 +1,4 @@
-import type { JsonObject } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { ERRORS, type ErrorCode } from "../errors.js";
 import type { JsonSchema, SchemaBuilder } from "./schema.js";
 
@@ -165,7 +165,16 @@ function operational(
   description: string,
   responses: JsonObject,
 ): JsonObject {
-  return { get: { operationId, summary, description, tags: [OPERATIONS_TAG], security: [], responses } };
+  return {
+    get: {
+      operationId,
+      summary,
+      description: `${description}\n\nNeeds no API key.`,
+      tags: [OPERATIONS_TAG],
+      security: [],
+      responses,
+    },
+  };
 }
 
 /** The tag of the operational paths. */
@@ -176,24 +185,32 @@ export const OPENAPI_PATH = "/openapi.json";
 
 /** `/healthz`, `/readyz`, `/metrics` and the document itself: no API key, no rate limit (section 9). */
 export function operationalPaths(refs: ErrorSchemaRefs): Record<string, JsonObject> {
-  const ok = (description: string, media: string, schema: JsonSchema): JsonObject => ({
+  const ok = (description: string, media: string, schema: JsonSchema, example: JsonValue): JsonObject => ({
     description,
     headers: responseHeaders(200, false),
-    content: { [media]: { schema } },
+    content: { [media]: { schema, example } },
   });
   return {
     "/healthz": operational(
       "Operations_Liveness",
       "Liveness",
       "Answers 200 while the process is up; says nothing about the store.",
-      { "200": ok("The process is up.", JSON_MEDIA, successEnvelope(statusData("ok"))) },
+      {
+        "200": ok("The process is up.", JSON_MEDIA, successEnvelope(statusData("ok")), {
+          success: true,
+          data: { status: "ok" },
+        }),
+      },
     ),
     "/readyz": operational(
       "Operations_Readiness",
       "Readiness",
       "Answers 200 while the store is reachable, 503 `service_unavailable` otherwise.",
       {
-        "200": ok("Ready to serve.", JSON_MEDIA, successEnvelope(statusData("ready"))),
+        "200": ok("Ready to serve.", JSON_MEDIA, successEnvelope(statusData("ready")), {
+          success: true,
+          data: { status: "ready" },
+        }),
         "503": errorResponse(refs, 503, ["service_unavailable"], false),
       },
     ),
@@ -201,13 +218,34 @@ export function operationalPaths(refs: ErrorSchemaRefs): Record<string, JsonObje
       "Operations_Metrics",
       "Prometheus metrics",
       "Request counts and latencies per protocol, method and code, in the Prometheus text format.",
-      { "200": ok("The metrics.", "text/plain", { type: "string" }) },
+      {
+        "200": ok(
+          "The metrics.",
+          "text/plain",
+          { type: "string" },
+          [
+            "# TYPE http_requests_total counter",
+            'http_requests_total{protocol="rest",method="receipts.v1.ReceiptsService/EncryptReceipt",code="ok"} 42',
+          ].join("\n"),
+        ),
+      },
     ),
     [OPENAPI_PATH]: operational(
       "Operations_OpenApi",
       "This document",
       "The OpenAPI document of the REST surface, generated from the proto descriptors.",
-      { "200": ok("The OpenAPI 3.1 document.", JSON_MEDIA, { type: "object" }) },
+      {
+        "200": ok(
+          "The OpenAPI 3.1 document.",
+          JSON_MEDIA,
+          { type: "object" },
+          {
+            openapi: "3.1.0",
+            info: { title: "Receipt Encryption Service", version: "v1" },
+            paths: {},
+          },
+        ),
+      },
     ),
   };
 }

@@ -6,7 +6,7 @@ import {
   ScalarType,
 } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence, isWrapperDesc } from "@bufbuild/protobuf/wkt";
-import { leadingComment } from "./comments.js";
+import { isRequiredField, leadingComment } from "./comments.js";
 
 /**
  * JSON Schemas (OpenAPI 3.1 dialect) for protobuf messages as the REST surface renders them: the
@@ -19,7 +19,15 @@ import { leadingComment } from "./comments.js";
  * message used in both directions with different `required` lists gets two components, `Receipt`
  * (response) and `ReceiptInput` (request); one used in a single direction gets one, under its name.
  * Every message schema has `additionalProperties: false`: the service rejects unknown fields.
+ *
+ * Request fields whose proto comment begins with `Required.` carry `x-required: true`:
+ * the service refuses them empty. They are not in `required`, because in the proto3 JSON mapping
+ * an absent field and an empty one are the same message (the check is on the value), and because a
+ * field moved into `required` is a breaking change to every client generated from the document.
  */
+
+/** The extension that marks a request field the service refuses empty. */
+export const X_REQUIRED = "x-required";
 
 /** Which side of the API a schema describes. */
 export type Direction = "input" | "output";
@@ -167,9 +175,12 @@ export class SchemaBuilder {
   message(desc: DescMessage, direction: Direction, exclude: ReadonlySet<DescField> = new Set()): JsonSchema {
     const properties: JsonObject = {};
     const required: string[] = [];
+    const input = this.directions.get(desc)?.has("input") === true;
     for (const field of desc.fields) {
       if (exclude.has(field)) continue;
-      properties[field.jsonName] = this.field(field, direction);
+      const property = this.field(field, direction);
+      if (input && isRequiredField(field)) property[X_REQUIRED] = true;
+      properties[field.jsonName] = property;
       if (requiredIn(field, direction)) required.push(field.jsonName);
     }
     const schema: JsonSchema = { type: "object" };

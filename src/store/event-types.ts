@@ -96,6 +96,11 @@ export interface EventStore {
   markFannedOut(fence: Fence, seq: number): Promise<boolean>;
   /** Deletes feed events created before `before` (retention); returns how many. */
   prune(before: Date): Promise<number>;
+  /**
+   * Calls `listener` after events were written through this store in this process, so the local
+   * worker looks at once; writes of other processes are found by polling.
+   */
+  onWritten(listener: () => void): void;
 }
 
 /** An HMAC secret of an endpoint, sealed (AES-256-GCM under the configured key) and never stored in the clear. */

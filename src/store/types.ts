@@ -147,13 +147,33 @@ export interface UserStore {
   /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
   listKeys(userId: string): Promise<KeyRecord[]>;
   /**
-   * Erases a user and its keys (section 19): `undefined` when no such user exists. Grants and receipts
-   * are the domain's to delete first, so that a retry after a failure finds the user and finishes.
+   * Erases a user and its keys (section 19): `undefined` when no such user exists. The domain records
+   * the erasure first ({@link ErasureStore}) and deletes grants and receipts after, so that a retry
+   * after a failure at any step finds what is left and finishes.
    */
   erase(
     userId: string,
     events?: readonly EventRecord[],
   ): Promise<{ user: UserRecord; deletedKeys: number } | undefined>;
+}
+
+/** An erasure that began and has not finished (section 19): what a retry needs to finish it. */
+export interface ErasureRecord {
+  userId: string;
+  /** The issuer tenant that owns the user, the only one that may finish the erasure. */
+  tenantId: string;
+  /** The erased card's HMAC (as stored on the user), for the tenant's own escrow of that card. */
+  panHash: string;
+  startedAt: Date;
+}
+
+/** Erasures in progress: written before a user is erased, removed once nothing of it is left. */
+export interface ErasureStore {
+  /** Records that erasing `record.userId` began; a record already there is kept, and returned. */
+  begin(record: ErasureRecord): Promise<ErasureRecord>;
+  find(userId: string): Promise<ErasureRecord | undefined>;
+  /** Forgets the erasure of `userId` (done); forgetting one that is not there is harmless. */
+  finish(userId: string): Promise<void>;
 }
 
 /** The AES key of a receipt wrapped to one public key. Bytes are base64 strings at rest. */
@@ -164,6 +184,11 @@ export interface StoredKeyBundle {
   encryptedAesKey: string;
   /** HPKE only: base64 of the 65-byte encapsulated key. */
   encapsulatedKey?: string;
+  /**
+   * RSA only, set only when true: the wrap's OAEP label is the receipt's AAD (section 5 of the README's
+   * format). Absent on every RSA bundle stored before it existed. HPKE bundles are always bound.
+   */
+  aadBound?: true;
 }
 
 /** A sealed receipt as stored. No plaintext field of the receipt is kept except its identity. */
@@ -202,6 +227,11 @@ export interface ReceiptRecord {
    * the owner's `escrow.pending` event.
    */
   escrowCardBin?: string;
+  /**
+   * Set on an escrowed receipt whose key failed to unwrap or to prove itself its receipt's own with
+   * the service escrow key it names: it never will release, and release no longer looks at it.
+   */
+  escrowHeld?: true;
   /** Set for receipts created with a payment. */
   paymentId?: string;
 }
@@ -219,6 +249,8 @@ export interface EscrowQuery {
   escrowKeyIds?: readonly string[];
   /** Only receipts whose escrow key is not one of these. */
   excludeEscrowKeyIds?: readonly string[];
+  /** Leaves out receipts marked `escrowHeld` ({@link ReceiptStore.markHeld}). */
+  excludeHeld?: boolean;
 }
 
 /** Escrowed receipts counted by owner and key, for operators. */
@@ -279,8 +311,23 @@ export interface ReceiptStore {
     expectedEscrowKeyId?: string,
     events?: readonly EventRecord[],
   ): Promise<boolean>;
+  /**
+   * Marks the escrowed receipt `id` of card `panHash` `escrowHeld`; a receipt no longer escrowed is
+   * left as it is. (The card is named so that the write goes to one shard on a cluster.)
+   */
+  markHeld(panHash: string, id: string): Promise<void>;
   /** Deletes every receipt of a user (erasure); returns how many. */
   deleteByUser(userId: string): Promise<number>;
+  /**
+   * Deletes a card's escrowed receipts held for issuer tenant `ownerTenantId` (erasure: the tenant's
+   * own escrow of the erased card, whatever key it is sealed to); returns how many.
+   */
+  deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number>;
+  /**
+   * Deletes the receipt `(merchantId, receiptId)` of card `panHash` if its key bundle names `keyId`: a
+   * receipt stored or released to a key that was erased meanwhile. Returns whether it did.
+   */
+  deleteIfSealedTo(panHash: string, merchantId: string, receiptId: string, keyId: string): Promise<boolean>;
   /** Unexpired escrowed receipts counted by owner tenant and escrow key id. */
   countEscrowed(now: Date): Promise<EscrowCount[]>;
 }
@@ -539,6 +586,7 @@ export interface Store {
   readonly issuerEscrowKeys: IssuerEscrowKeyStore;
   readonly bins: BinStore;
   readonly merchants: MerchantOwnerStore;
+  readonly erasures: ErasureStore;
   /** The event outbox and feed (section 22). */
   readonly events: EventStore;
   readonly webhookEndpoints: WebhookEndpointStore;

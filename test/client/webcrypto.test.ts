@@ -4,7 +4,13 @@ import { create, toJson } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { beforeAll, describe, expect, it } from "vitest";
 import { EncryptedReceiptSchema, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
-import { EnvelopeError, importRsaKey, openReceipt, sealReceipt } from "../../src/client/webcrypto.js";
+import {
+  EnvelopeError,
+  importRsaKey,
+  openReceipt,
+  rewrapKeyBundle,
+  sealReceipt,
+} from "../../src/client/webcrypto.js";
 import { openSealedReceipt, receiptAad, sealReceipt as serviceSeal } from "../../src/crypto/envelope.js";
 import {
   generateRsaKeyPair,
@@ -143,10 +149,10 @@ describe("openReceipt (WebCrypto) opens what the service sealed", () => {
   });
 });
 
-describe("sealReceipt (WebCrypto) seals what the service opens", () => {
-  /** The validated receipt as JSON, input-only fields included: what a merchant would send. */
-  const requestJson = () => JSON.parse(JSON.stringify(valid)) as Parameters<typeof sealReceipt>[0];
+/** The validated receipt as JSON, input-only fields included: what a merchant would send. */
+const requestJson = () => JSON.parse(JSON.stringify(valid)) as Parameters<typeof sealReceipt>[0];
 
+describe("sealReceipt (WebCrypto) seals what the service opens", () => {
   it("with the exact plaintext bytes the service itself would seal, input-only fields left out", async () => {
     const envelope = await sealReceipt(requestJson(), pair.publicKey, { keyId: "key-1" });
 
@@ -220,6 +226,65 @@ describe("sealReceipt (WebCrypto) seals what the service opens", () => {
       .publicKey.export({ type: "spki", format: "der" })
       .toString("base64");
     expect(await rejectionOf(sealReceipt(requestJson(), weak))).toMatchObject({ code: "invalid_key" });
+  });
+});
+
+describe("the AAD-bound RSA form (keyBundle.aadBound), both ways", () => {
+  it("opens what the service sealed bound, and seals bound what the service opens", async () => {
+    const bound = serviceSeal(
+      plaintextOf(valid),
+      receiptAad(valid),
+      parsePublicKey(pair.publicKey).key,
+      true,
+    );
+    const envelope = {
+      ...valid,
+      keyBundle: { encryptedAesKey: bound.encryptedAesKey.toString("base64"), aadBound: true },
+      ciphertext: bound.ciphertext.toString("base64"),
+      iv: bound.iv.toString("base64"),
+      authTag: bound.authTag.toString("base64"),
+    };
+    expect(await openReceipt(envelope, pair.privateKey)).toEqual(sealedPlaintextOf(valid));
+    // The mark is what tells an opener the label: read as v1 (no mark), the wrap does not open.
+    const unmarked = { ...envelope, keyBundle: { encryptedAesKey: envelope.keyBundle.encryptedAesKey } };
+    expect(await rejectionOf(openReceipt(unmarked, pair.privateKey))).toMatchObject({
+      code: "integrity_failure",
+    });
+
+    const sealed = await sealReceipt(requestJson(), pair.publicKey, { keyId: "k", aadBound: true });
+    expect(sealed.keyBundle.aadBound).toBe(true);
+    const sealedParts = {
+      encryptedAesKey: Buffer.from(sealed.keyBundle.encryptedAesKey, "base64"),
+      iv: Buffer.from(sealed.iv, "base64"),
+      ciphertext: Buffer.from(sealed.ciphertext, "base64"),
+      authTag: Buffer.from(sealed.authTag, "base64"),
+    };
+    const aad = receiptAad(sealed);
+    const key = parsePrivateKey(pair.privateKey);
+    expect(openSealedReceipt(sealedParts, aad, key, true)).toEqual(plaintextOf(valid));
+    expect(() => openSealedReceipt(sealedParts, aad, key, false)).toThrow();
+    // Unbound stays the default: the v1 form every RSA opener reads.
+    expect((await sealReceipt(requestJson(), pair.publicKey)).keyBundle.aadBound).toBeUndefined();
+  });
+
+  it("rewrapKeyBundle refuses a wrapped key lifted from another receipt, and re-wraps a receipt's own", async () => {
+    const escrowed = await sealReceipt(requestJson(), pair.publicKey, { keyId: "iek", aadBound: true });
+    const target = { keyId: "user", publicKey: other.publicKey };
+    const released = await rewrapKeyBundle(escrowed, pair.privateKey, target);
+    expect(released.aadBound).toBeUndefined();
+    const opened = await openReceipt({ ...escrowed, keyBundle: released }, other.privateKey);
+    expect(opened).toEqual(sealedPlaintextOf(valid));
+
+    // A planted receipt: another receipt's identity and ciphertext around this receipt's wrapped key,
+    // unbound (as an older merchant client would seal) so that the unwrap itself succeeds.
+    const legacy = await sealReceipt(requestJson(), pair.publicKey, { keyId: "iek" });
+    const decoy = await sealReceipt({ ...requestJson(), receiptId: "planted" }, pair.publicKey, {
+      keyId: "iek",
+    });
+    const planted = { ...decoy, keyBundle: legacy.keyBundle };
+    expect(await rejectionOf(rewrapKeyBundle(planted, pair.privateKey, target))).toMatchObject({
+      code: "integrity_failure",
+    });
   });
 });
 

@@ -104,7 +104,7 @@ describe("CryptoPool with P-256 keys", () => {
         aad: otherAad,
       }),
     );
-    expect(error.code).toBe("internal_server_error");
+    expect(error.code).toBe("integrity_failure");
     expect(error.message).not.toContain("bound");
   });
 
@@ -179,7 +179,7 @@ describe("CryptoPool with P-256 keys", () => {
         aad,
       }),
     );
-    expect(error.code).toBe("internal_server_error");
+    expect(error.code).toBe("integrity_failure");
     const again = await pool.openReceipt({
       privateKey: device.privateKey,
       expectedSpki: device.publicKey,
@@ -259,6 +259,7 @@ describe("CryptoPool escrow key versions", () => {
     const rewrapped = await pool.rewrapFromEscrow({
       escrowKeyId: pool.escrowKeys[1]?.keyId as string,
       encryptedAesKey: sealed.encryptedAesKey,
+      sealed: sealed,
       aad,
       target: { keyId: "dev", spki: device.publicKey, algorithm: HPKE_P256 },
     });
@@ -286,7 +287,7 @@ describe("CryptoPool escrow key versions", () => {
         aad: otherAad,
       }),
     );
-    expect(moved.code).toBe("internal_server_error");
+    expect(moved.code).toBe("integrity_failure");
   });
 
   it("holds a receipt whose escrow key is unknown or does not unwrap it (conflict, isEscrowHold)", async () => {
@@ -296,6 +297,7 @@ describe("CryptoPool escrow key versions", () => {
       pool.rewrapFromEscrow({
         escrowKeyId: "esc_0000000000000000",
         encryptedAesKey: sealed.encryptedAesKey,
+        sealed: sealed,
         aad,
         target,
       }),
@@ -305,6 +307,7 @@ describe("CryptoPool escrow key versions", () => {
       pool.rewrapFromEscrow({
         escrowKeyId: pool.escrowKeys[0]?.keyId as string,
         encryptedAesKey: sealed.encryptedAesKey,
+        sealed: sealed,
         aad,
         target,
       }),
@@ -316,6 +319,7 @@ describe("CryptoPool escrow key versions", () => {
     const ok = await pool.rewrapFromEscrow({
       escrowKeyId: pool.escrowKeys[1]?.keyId as string,
       encryptedAesKey: sealed.encryptedAesKey,
+      sealed: sealed,
       aad,
       target,
     });
@@ -333,6 +337,7 @@ describe("CryptoPool escrow key versions", () => {
       const rewrapped = await ecPool.rewrapFromEscrow({
         escrowKeyId: ecPool.escrowKeys[0]?.keyId as string,
         encryptedAesKey: sealed.encryptedAesKey,
+        sealed: sealed,
         encapsulatedKey: sealed.encapsulatedKey,
         aad,
         target: { keyId: "u", spki: rsaUser.publicKey },

@@ -12,7 +12,7 @@ import {
   sealedFromText,
   sealReceipt,
 } from "../../src/crypto/envelope.js";
-import { isEscrowHold } from "../../src/crypto/escrow-errors.js";
+import { ESCROW_UNWRAP_FAILED, isEscrowHold } from "../../src/crypto/escrow-errors.js";
 import {
   generateRsaKeyPair,
   parsePrivateKey,
@@ -117,13 +117,13 @@ describe("CryptoPool.openReceipt", () => {
     }
   });
 
-  it("reports a receipt that fails its integrity check with the right key as internal_server_error", async () => {
+  it("reports a receipt that fails its integrity check with the right key as integrity_failure (422)", async () => {
     const sealed = sealReceipt(Buffer.from("secret"), aad, userKey);
     const tampered = { ...sealed, ciphertext: Buffer.from(sealed.ciphertext).fill(0) };
     const error = await rejection(
       pool.openReceipt({ privateKey: user.privateKey, expectedSpki: user.publicKey, sealed: tampered, aad }),
     );
-    expect(error.code).toBe("internal_server_error");
+    expect(error.code).toBe("integrity_failure");
     expect(error.message).not.toContain("secret");
     expect(error.message).not.toContain(user.privateKey.slice(100, 140));
   });
@@ -246,6 +246,7 @@ describe("CryptoPool.rewrapFromEscrow", () => {
     const rewrapped = await pool.rewrapFromEscrow({
       escrowKeyId: escrowKeyId(),
       encryptedAesKey: sealed.encryptedAesKey,
+      sealed: sealed,
       aad,
       target: { keyId: "user", spki: user.publicKey },
     });
@@ -270,6 +271,7 @@ describe("CryptoPool.rewrapFromEscrow", () => {
       pool.rewrapFromEscrow({
         escrowKeyId: escrowKeyId(),
         encryptedAesKey: sealed.encryptedAesKey,
+        sealed: sealed,
         aad,
         target: { keyId: "junk", spki: "junk" },
       }),
@@ -283,12 +285,71 @@ describe("CryptoPool.rewrapFromEscrow", () => {
       pool.rewrapFromEscrow({
         escrowKeyId: escrowKeyId(),
         encryptedAesKey: sealed.encryptedAesKey,
+        sealed: sealed,
         aad,
         target: { keyId: "user", spki: user.publicKey },
       }),
     );
     expect(error.code).toBe("conflict");
     expect(isEscrowHold(error)).toBe(true);
+  });
+});
+
+describe("CryptoPool.rewrapFromEscrow never re-wraps a key that is not its receipt's own", () => {
+  const escrowKeyId = () => pool.escrowKeys[0]?.keyId ?? "";
+  const escrowPublic = () => parsePublicKey(escrow.publicKey).key;
+  const otherAad = receiptAad({ ...identity, receiptId: "planted" });
+
+  it("holds a wrapped key lifted from another receipt, with that receipt's ciphertext or any other", async () => {
+    const victim = sealReceipt(Buffer.from("the victim's receipt"), aad, escrowPublic());
+    const decoy = sealReceipt(Buffer.from("the planter's own"), otherAad, escrowPublic());
+    const target = { keyId: "mallory", spki: stranger.publicKey };
+    const planted = [
+      // The victim's wrapped key beside made-up AES-GCM parts, under the planter's receipt ids.
+      { sealed: decoy, aad: otherAad },
+      // The victim's wrapped key and ciphertext, under the planter's receipt ids.
+      { sealed: victim, aad: otherAad },
+    ];
+    for (const { sealed, aad: plantedAad } of planted) {
+      const error = await rejection(
+        pool.rewrapFromEscrow({
+          escrowKeyId: escrowKeyId(),
+          encryptedAesKey: victim.encryptedAesKey,
+          sealed,
+          aad: plantedAad,
+          target,
+        }),
+      );
+      expect(error.message).toBe(ESCROW_UNWRAP_FAILED);
+      expect(isEscrowHold(error)).toBe(true);
+    }
+  });
+
+  it("unwraps an AAD-bound bundle with its label only, and binds the new wrap when the target asks", async () => {
+    const sealed = sealReceipt(Buffer.from("bound"), aad, escrowPublic(), true);
+    const release = (aadBound: boolean, targetBound: boolean) =>
+      pool.rewrapFromEscrow({
+        escrowKeyId: escrowKeyId(),
+        aadBound,
+        encryptedAesKey: sealed.encryptedAesKey,
+        sealed,
+        aad,
+        target: { keyId: "user", spki: user.publicKey, aadBound: targetBound },
+      });
+    expect((await rejection(release(false, false))).message).toBe(ESCROW_UNWRAP_FAILED);
+    const open = async (aadBound: boolean, wrapped: string) =>
+      pool.openReceipt({
+        privateKey: user.privateKey,
+        expectedSpki: user.publicKey,
+        sealed: { ...sealed, encryptedAesKey: Buffer.from(wrapped, "base64") },
+        aadBound,
+        aad,
+      });
+    const plain = await release(true, false);
+    expect((await open(false, plain.encryptedAesKey)).toString()).toBe("bound");
+    const bound = await release(true, true);
+    expect((await open(true, bound.encryptedAesKey)).toString()).toBe("bound");
+    expect((await rejection(open(false, bound.encryptedAesKey))).code).not.toBe("forbidden");
   });
 });
 

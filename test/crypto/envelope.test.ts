@@ -5,11 +5,13 @@ import {
   AUTH_TAG_BYTES,
   IV_BYTES,
   openSealedReceipt,
+  proveAesKey,
   type ReceiptIdentity,
   receiptAad,
-  rewrapAesKey,
   type SealedReceipt,
   sealReceipt,
+  unwrapAesKey,
+  wrapAesKey,
 } from "../../src/crypto/envelope.js";
 import { AppError } from "../../src/errors.js";
 
@@ -50,7 +52,7 @@ function expectIntegrityFailure(fn: () => unknown): void {
   }
   expect(caught).toBeInstanceOf(AppError);
   const error = caught as AppError;
-  expect(error.code).toBe("internal_server_error");
+  expect(error.code).toBe("integrity_failure");
   expect(error.message).toBe("The sealed receipt failed its integrity check.");
 }
 
@@ -142,22 +144,48 @@ describe("sealReceipt / openSealedReceipt", () => {
   });
 });
 
-describe("rewrapAesKey", () => {
-  it("moves the key to another recipient and leaves the ciphertext byte-for-byte the same", () => {
-    const sealed = sealReceipt(plaintext, aad, alice.publicKey);
-    const before = Buffer.concat([sealed.iv, sealed.ciphertext, sealed.authTag]);
-    const encryptedAesKey = rewrapAesKey(sealed.encryptedAesKey, alice.privateKey, bob.publicKey);
-    const released: SealedReceipt = { ...sealed, encryptedAesKey };
-    expect(Buffer.concat([released.iv, released.ciphertext, released.authTag]).equals(before)).toBe(true);
-    expect(openSealedReceipt(released, aad, bob.privateKey).equals(plaintext)).toBe(true);
-    expect(unwrap(released, bob.privateKey).equals(unwrap(sealed, alice.privateKey))).toBe(true);
-    expectIntegrityFailure(() => openSealedReceipt(released, aad, alice.privateKey));
+describe("the AAD-bound RSA wrap (keyBundle.aadBound)", () => {
+  it("is RSA-OAEP-256 with the receipt's AAD as OAEP label: opens only with that label", () => {
+    const sealed = sealReceipt(plaintext, aad, alice.publicKey, true);
+    expect(openSealedReceipt(sealed, aad, alice.privateKey, true).equals(plaintext)).toBe(true);
+    const byHand = privateDecrypt(
+      {
+        key: alice.privateKey,
+        padding: constants.RSA_PKCS1_OAEP_PADDING,
+        oaepHash: "sha256",
+        oaepLabel: aad,
+      },
+      sealed.encryptedAesKey,
+    );
+    expect(byHand).toHaveLength(AES_KEY_BYTES);
+    // Read as an unbound (v1) bundle, or under another receipt's AAD, it does not unwrap at all.
+    expectIntegrityFailure(() => openSealedReceipt(sealed, aad, alice.privateKey, false));
+    const other = receiptAad({ ...identity, receiptId: "rcpt-002" });
+    expectIntegrityFailure(() => unwrapAesKey(sealed.encryptedAesKey, alice.privateKey, other));
+    // ...and an unbound bundle read as bound fails too: an opener must follow the mark.
+    const unbound = sealReceipt(plaintext, aad, alice.publicKey);
+    expectIntegrityFailure(() => openSealedReceipt(unbound, aad, alice.privateKey, true));
+  });
+});
+
+describe("proveAesKey", () => {
+  it("accepts a receipt's own key and refuses a key lifted from another receipt", () => {
+    const mine = sealReceipt(plaintext, aad, alice.publicKey);
+    const theirs = sealReceipt(plaintext, aad, alice.publicKey);
+    const key = unwrap(mine, alice.privateKey);
+    expect(() => proveAesKey(key, mine, aad)).not.toThrow();
+    expectIntegrityFailure(() => proveAesKey(key, theirs, aad));
+    expectIntegrityFailure(() => proveAesKey(key, mine, receiptAad({ ...identity, transactionId: "t2" })));
+    expectIntegrityFailure(() => proveAesKey(key, { ...mine, authTag: flipped(mine.authTag) }, aad));
   });
 
-  it("fails when the source private key is not the one the AES key was wrapped to", () => {
-    const sealed = sealReceipt(plaintext, aad, alice.publicKey);
-    expectIntegrityFailure(() =>
-      rewrapAesKey(sealed.encryptedAesKey, bob.privateKey, createPublicKey(bob.privateKey)),
-    );
+  it("moves a key between recipients once proven, leaving the ciphertext byte-for-byte the same", () => {
+    const sealed = sealReceipt(plaintext, aad, alice.publicKey, true);
+    const key = unwrapAesKey(sealed.encryptedAesKey, alice.privateKey, aad);
+    proveAesKey(key, sealed, aad);
+    const released: SealedReceipt = { ...sealed, encryptedAesKey: wrapAesKey(key, bob.publicKey) };
+    expect(openSealedReceipt(released, aad, bob.privateKey).equals(plaintext)).toBe(true);
+    expectIntegrityFailure(() => openSealedReceipt(released, aad, alice.privateKey, true));
+    expect(createPublicKey(bob.privateKey).equals(bob.publicKey)).toBe(true);
   });
 });

@@ -189,7 +189,7 @@ describe("the service's wrap (HPKE-P256-SHA256-A256GCM) against the independent 
       Buffer.from("x"),
     ).catch((e) => e);
     expect(error).toBeInstanceOf(AppError);
-    expect((error as AppError).code).toBe("internal_server_error");
+    expect((error as AppError).code).toBe("integrity_failure");
   });
 
   it("a plain @hpke/core suite with AES-256-GCM agrees with the independent one for a fixed ephemeral key", async () => {

@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ESCROW_FIXTURE } from "../support/fixture-keys.js";
 import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 const ROOT = join(import.meta.dirname, "..", "..");
@@ -227,12 +228,22 @@ describe("the README's code snippets", () => {
     ].join("\n");
     const file = join(dir, "webcrypto.mjs");
     writeFileSync(file, module);
-    const env = { ...process.env, SEALED: JSON.stringify(r), PRIVATE_KEY: keys.privateKey };
-    const result = await bash(`node ${JSON.stringify(file)}`, { cwd: dir, env });
-    expect(result.status, result.stderr).toBe(0);
-    const opened = JSON.parse(result.stdout);
+    const open = async (sealed: unknown, privateKey: string) => {
+      const env = { ...process.env, SEALED: JSON.stringify(sealed), PRIVATE_KEY: privateKey };
+      const result = await bash(`node ${JSON.stringify(file)}`, { cwd: dir, env });
+      expect(result.status, result.stderr).toBe(0);
+      return JSON.parse(result.stdout);
+    };
+    expect(r.keyBundle.aadBound).toBe(false);
+    const opened = await open(r, keys.privateKey);
     expect(opened.receiptId).toBe(sent.receiptId);
     expect(opened.merchantName).toBe("Corner Coffee");
     expect(opened.items.map((item: { name: string }) => item.name)).toEqual(["Flat white", "Croissant"]);
+    // An escrowed receipt is the bound form (OAEP label = the AAD): the snippet opens it with the
+    // escrow key, which the test service's escrow fixture is.
+    const escrowed = receiptBody({ recipientHashedPan: hashPan(`4999${Date.now()}`), currency: "EUR" });
+    const held = (await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, escrowed)).body.data;
+    expect(held.keyBundle.aadBound).toBe(true);
+    expect((await open(held, ESCROW_FIXTURE.privateKey)).receiptId).toBe(escrowed.receiptId);
   });
 });

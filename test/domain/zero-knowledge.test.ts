@@ -9,7 +9,7 @@ import {
   type SealedEnvelope,
   sealReceipt,
 } from "../../src/client/index.js";
-import { receiptAad } from "../../src/crypto/envelope.js";
+import { receiptAad, sealedFromText } from "../../src/crypto/envelope.js";
 import { deleteUser } from "../../src/domain/erasure.js";
 import { grantAccess } from "../../src/domain/grants.js";
 import { listPendingEscrow, registerEscrowKey, releaseByIssuer } from "../../src/domain/issuer-escrow.js";
@@ -200,6 +200,8 @@ describe("zero-knowledge receipts (domain)", () => {
         algorithm: P256,
         publicKey: user.publicKey,
         isEscrowed: false,
+        // HPKE wraps are always bound to the receipt's AAD.
+        aadBound: true,
       });
       const envelope = await sealReceipt(receiptJson("zk-1", "zt-1"), key.publicKey, { keyId: key.keyId });
       const record = await storeSealedReceipt(f.deps, merchant, sealedInput(envelope, "4000000000000005"), {
@@ -354,6 +356,7 @@ describe("zero-knowledge receipts (domain)", () => {
             escrowKeyId: key.keyId,
             encryptedAesKey: Buffer.from(record.keyBundle.encryptedAesKey, "base64"),
             encapsulatedKey: Buffer.from(record.keyBundle.encapsulatedKey ?? "", "base64"),
+            sealed: sealedFromText({ ...record, encryptedAesKey: "" }),
             aad: receiptAad(record),
             target: { keyId: key.keyId, spki: key.spki, algorithm: key.algorithm },
           }),
@@ -364,6 +367,7 @@ describe("zero-knowledge receipts (domain)", () => {
         f.pool.rewrapFromEscrow({
           escrowKeyId: iek.escrowKeyId,
           encryptedAesKey: Buffer.from(record.keyBundle.encryptedAesKey, "base64"),
+          sealed: sealedFromText({ ...record, encryptedAesKey: "" }),
           aad: receiptAad(record),
           target: { keyId: "x", spki: escrowPublic, algorithm: P256 },
         }),

@@ -43,9 +43,13 @@ describe("Idempotency-Key on receipts without a payment", () => {
   it("replays a merchant-sealed receipt for a retry with the same key", async () => {
     const card = hashPan("4000000000000124");
     const looked = await post(svc, "/api/v1/keys/lookup", svc.merchantKey, { recipientHashedPan: card });
-    const { keyId, publicKey } = looked.body.data as { keyId: string; publicKey: string };
+    const { keyId, publicKey, aadBound } = looked.body.data as {
+      keyId: string;
+      publicKey: string;
+      aadBound: boolean;
+    };
     const plain = receiptBody({ receiptId: `idem-${crypto.randomUUID().slice(0, 8)}` });
-    const { keyId: _top, ...envelope } = await sealReceipt(plain as never, publicKey, { keyId });
+    const { keyId: _top, ...envelope } = await sealReceipt(plain as never, publicKey, { keyId, aadBound });
     const body = { recipientHashedPan: card, ...envelope };
     const key = { "idempotency-key": crypto.randomUUID() };
     const first = await post(svc, "/api/v1/receipts/sealed", svc.merchantKey, body, key);

@@ -130,7 +130,13 @@ function sealedParts(keyId: string, algorithm: string) {
 function sealedJson(keyId: string, algorithm: string) {
   const parts = sealedParts(keyId, algorithm);
   return {
-    keyBundle: { keyId, algorithm, encryptedAesKey: parts.keyBundle.encryptedAesKey.toString("base64") },
+    keyBundle: {
+      keyId,
+      algorithm,
+      encryptedAesKey: parts.keyBundle.encryptedAesKey.toString("base64"),
+      // Bound to the receipt's AAD, as a bundle for an escrow key must be (these parts are random).
+      aadBound: true,
+    },
     ciphertext: parts.ciphertext.toString("base64"),
     iv: parts.iv.toString("base64"),
     authTag: parts.authTag.toString("base64"),

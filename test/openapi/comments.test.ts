@@ -13,8 +13,9 @@ import { buildOpenApi } from "../../src/openapi/openapi.js";
 import { doc, operation } from "./support.js";
 
 /**
- * The generated code carries no source info, so the served document uses generated summaries; given
- * descriptors with source info (e.g. from a `buf build` image), the proto comments are used instead.
+ * The generated code carries no source info; the comments reach the served document through
+ * `gen/receipts/v1/docs.ts`, written by `buf generate` with scripts/protoc-gen-docs.mjs. Descriptors
+ * that carry source info themselves (e.g. from a `buf build` image) are read directly.
  */
 function keysServiceWithComments() {
   const proto = clone(FileDescriptorProtoSchema, file_receipts_v1_keys.proto);
@@ -41,12 +42,25 @@ function keysServiceWithComments() {
 }
 
 describe("proto comments", () => {
-  it("are absent from the generated descriptors, so operations get a summary from the method name", () => {
+  it("reach the served document from the generated table: summary, description, fields, services", () => {
     const op = operation("/api/v1/keys/grant-access", "post");
-    expect(op.summary).toBe("Grant access");
-    expect(op.description).toBe(
-      "The REST form of the RPC `receipts.v1.KeysService/GrantAccess`.\n\nNeeds an API key of role `issuer`.",
+    expect(op.summary).toBe(
+      "Grants a 2-3 minute token to decrypt a user's receipts, after the user consented on the device.",
     );
+    expect(op.description).toBe(
+      "Grants a 2-3 minute token to decrypt a user's receipts, after the user consented on the device." +
+        "\n\nNeeds an API key of role `issuer`.",
+    );
+    // The examples are taken out of the comment: they are examples, not description.
+    expect(op.description).not.toContain("Example");
+    expect(doc.components.schemas.GrantAccessResponse?.properties).toMatchObject({
+      tokenId: { type: "string", description: '"tok_..." with at least 128 bits of randomness.' },
+    });
+    expect(doc.tags).toContainEqual({
+      name: "KeysService",
+      description:
+        "Short-lived decrypt grants and escrow keys (card issuers); recipient key look-up (merchants).",
+    });
   });
 
   it("become summary, description and field descriptions when the descriptors carry source info", () => {
@@ -71,9 +85,6 @@ describe("proto comments", () => {
     expect(response.tokenId).toEqual({
       type: "string",
       description: '"tok_..." with at least 128 bits of randomness.',
-    });
-    expect(doc.components.schemas.GrantAccessResponse?.properties).toMatchObject({
-      tokenId: { type: "string" },
     });
   });
 });

@@ -72,7 +72,10 @@ describe("paths from the google.api.http annotations", () => {
     const query = (path: string) =>
       parameters(operation(path, "get"))
         .filter((p) => p.in === "query")
-        .map((p) => [p.name, p.schema]);
+        .map((p) => {
+          const { description: _comment, ...schema } = p.schema as JsonObject;
+          return [p.name, schema];
+        });
     expect(query("/api/v1/receipts/{userId}")).toEqual([
       ["pageSize", { type: "integer", format: "int32" }],
       ["pageToken", { type: "string" }],
@@ -86,8 +89,12 @@ describe("paths from the google.api.http annotations", () => {
   });
 
   it("takes the request body from `body`: the request message for *, the Receipt for body: receipt", () => {
-    const bodyRef = (path: string) =>
-      ((operation(path, "post").requestBody as JsonObject).content as JsonObject)["application/json"];
+    const bodyRef = (path: string) => {
+      const media = ((operation(path, "post").requestBody as JsonObject).content as JsonObject)[
+        "application/json"
+      ] as JsonObject;
+      return { schema: media.schema };
+    };
     expect(bodyRef("/api/v1/keys/grant-access")).toEqual({
       schema: { $ref: "#/components/schemas/GrantAccessRequest" },
     });
@@ -190,7 +197,7 @@ describe("errors, headers and security", () => {
     }
   });
 
-  it("documents Idempotency-Key on payments create and X-Receipt-Signature on encrypt and create", () => {
+  it("documents Idempotency-Key on the creates and X-Receipt-Signature on encrypt and create", () => {
     const headerNames = (path: string) =>
       parameters(operation(path, "post"))
         .filter((p) => p.in === "header")
@@ -200,7 +207,12 @@ describe("errors, headers and security", () => {
       "Idempotency-Key",
       "X-Receipt-Signature",
     ]);
-    expect(headerNames("/api/v1/receipts/encrypt")).toEqual(["X-Request-Id", "X-Receipt-Signature"]);
+    expect(headerNames("/api/v1/receipts/encrypt")).toEqual([
+      "X-Request-Id",
+      "Idempotency-Key",
+      "X-Receipt-Signature",
+    ]);
+    expect(headerNames("/api/v1/receipts/sealed")).toEqual(["X-Request-Id", "Idempotency-Key"]);
     expect(headerNames("/api/v1/keys/grant-access")).toEqual(["X-Request-Id"]);
   });
 

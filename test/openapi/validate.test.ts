@@ -17,6 +17,7 @@ function encryptResponse(): { success: boolean; data: JsonObject } {
         encryptedAesKey: "q83vEjRWeJA=",
         keyId: "0d8f3f5e-5a43-4a8e-9d0b-8d3c9e1c2a47",
         algorithm: "RSA-OAEP-256",
+        aadBound: false,
       },
       ciphertext: "c2VhbGVkIHJlY2VpcHQ=",
       iv: "AAECAwQFBgcICQoL",

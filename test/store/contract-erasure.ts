@@ -119,6 +119,81 @@ export function erasureContract(store: () => Store): void {
       ).toBe(true);
     });
 
+    it("deletes a card's escrow held for one tenant, whatever its key, and nothing else", async () => {
+      const card = hex64();
+      const later = at(10_000);
+      const mine = [
+        escrowedReceipt(card, later, { escrowOwnerTenantId: "tnt_a" }),
+        escrowedReceipt(card, later, { escrowOwnerTenantId: "tnt_a", escrowKeyId: "iek_1" }),
+      ];
+      const others = [
+        escrowedReceipt(card, later, { escrowOwnerTenantId: "tnt_b" }),
+        escrowedReceipt(card, later),
+        escrowedReceipt(hex64(), later, { escrowOwnerTenantId: "tnt_a" }),
+        receipt("usr_1", { panHash: card }),
+      ];
+      for (const r of [...mine, ...others]) expect(await store().receipts.insert(r)).toBe(true);
+      expect(await store().receipts.deleteEscrowedFor(card, "tnt_a")).toBe(2);
+      for (const r of mine) {
+        expect(await store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId)).toBeUndefined();
+      }
+      for (const r of others) {
+        expect(await store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId)).toEqual(r);
+      }
+      const left = await store().receipts.findEscrowed(
+        { panHash: card, ownerTenantId: "tnt_a", includeUnowned: true },
+        at(0),
+        10,
+      );
+      expect(left.receipts.map((r) => r.id)).toEqual([others[1]?.id]);
+      expect(await store().receipts.deleteEscrowedFor(card, "tnt_a")).toBe(0);
+    });
+
+    it("deletes a receipt only while it is sealed to the key named, out of every listing", async () => {
+      const [older, target, newer] = [at(1), at(2), at(3)].map((createdAt) =>
+        receipt("usr_1", { createdAt }),
+      );
+      for (const r of [older, target, newer]) if (r !== undefined) await store().receipts.insert(r);
+      if (older === undefined || target === undefined || newer === undefined) throw new Error("no receipt");
+      const { panHash, merchantId, receiptId } = target;
+      expect(await store().receipts.deleteIfSealedTo(panHash, merchantId, receiptId, "another-key")).toBe(
+        false,
+      );
+      expect(
+        await store().receipts.deleteIfSealedTo(hex64(), merchantId, receiptId, target.keyBundle.keyId),
+      ).toBe(false);
+      expect(await store().receipts.findByMerchantReceipt(merchantId, receiptId)).toEqual(target);
+      expect(
+        await store().receipts.deleteIfSealedTo(panHash, merchantId, receiptId, target.keyBundle.keyId),
+      ).toBe(true);
+      expect(await store().receipts.findByMerchantReceipt(merchantId, receiptId)).toBeUndefined();
+      expect(await store().receipts.findByTransaction(target.merchantTenantId, target.transactionId)).toEqual(
+        [],
+      );
+      expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([newer, older]);
+      expect(
+        await store().receipts.deleteIfSealedTo(panHash, merchantId, receiptId, target.keyBundle.keyId),
+      ).toBe(false);
+    });
+
+    it("keeps an erasure's record from its first begin until finish", async () => {
+      const userId = uid("usr");
+      const first = { userId, tenantId: "tnt_a", panHash: hex64(), startedAt: at(5) };
+      expect(await store().erasures.find(userId)).toBeUndefined();
+      expect(await store().erasures.begin(first)).toEqual(first);
+      expect(await store().erasures.begin({ ...first, startedAt: at(60) })).toEqual(first);
+      const both = await Promise.all([
+        store().erasures.begin({ ...first, userId: `${userId}x` }),
+        store().erasures.begin({ ...first, userId: `${userId}x`, startedAt: at(9) }),
+      ]);
+      expect(both[0]).toEqual(both[1]);
+      expect(await store().erasures.find(userId)).toEqual(first);
+      await store().erasures.finish(userId);
+      expect(await store().erasures.find(userId)).toBeUndefined();
+      await store().erasures.finish(userId);
+      expect(await store().erasures.find(`${userId}x`)).toEqual(both[0]);
+    });
+
     it("deletes every grant of a user, freeing its cap, and no one else's", async () => {
       const mine = [grant("usr_1", at(0)), grant("usr_1", at(1)), grant("usr_1", at(2))];
       const theirs = grant("usr_2", at(0));

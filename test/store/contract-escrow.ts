@@ -54,6 +54,52 @@ export function escrowContract(store: () => Store): void {
     const find = async (query: EscrowQuery, now = at(60), limit = 100) =>
       (await store().receipts.findEscrowed(query, now, limit)).receipts;
 
+    it("keeps a key bundle's aadBound mark, escrowed and after release", async () => {
+      const panHash = hex64();
+      const bound = escrowedReceipt(panHash, at(10_000));
+      bound.keyBundle.aadBound = true;
+      const unbound = escrowedReceipt(panHash, at(10_000));
+      for (const r of [bound, unbound]) await store().receipts.insert(r);
+      const read = (r: ReceiptRecord) => store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId);
+      expect((await read(bound))?.keyBundle).toEqual(bound.keyBundle);
+      expect((await read(unbound))?.keyBundle).toEqual(unbound.keyBundle);
+      const boundTo = { ...to, keyBundle: { ...to.keyBundle, aadBound: true as const } };
+      expect(await store().receipts.release(unbound.id, boundTo)).toBe(true);
+      expect(await store().receipts.release(bound.id, to)).toBe(true);
+      expect((await read(unbound))?.keyBundle).toEqual(boundTo.keyBundle);
+      expect((await read(bound))?.keyBundle).toEqual(to.keyBundle);
+    });
+
+    it("marks a receipt held, which a query that excludes held ones skips, until it is released", async () => {
+      const panHash = hex64();
+      const [first, second] = [at(1), at(2)].map((createdAt) =>
+        escrowedReceipt(panHash, at(10_000), { createdAt }),
+      );
+      if (first === undefined || second === undefined) throw new Error("no receipt");
+      for (const r of [first, second]) await store().receipts.insert(r);
+      await store().receipts.markHeld(hex64(), first.id);
+      expect(
+        (await store().receipts.findByMerchantReceipt(first.merchantId, first.receiptId))?.escrowHeld,
+      ).toBeUndefined();
+      await store().receipts.markHeld(panHash, first.id);
+      const query = { panHash, ownerTenantId: "tnt_a", includeUnowned: true };
+      const ids = async (excludeHeld: boolean) =>
+        (await store().receipts.findEscrowed({ ...query, excludeHeld }, at(0), 10)).receipts.map((r) => r.id);
+      expect(await ids(false)).toEqual([first.id, second.id]);
+      expect(await ids(true)).toEqual([second.id]);
+      expect(
+        (await store().receipts.findByMerchantReceipt(first.merchantId, first.receiptId))?.escrowHeld,
+      ).toBe(true);
+      // A released receipt loses the mark; marking a receipt that is not escrowed changes nothing.
+      expect(await store().receipts.release(first.id, to)).toBe(true);
+      const released = await store().receipts.findByMerchantReceipt(first.merchantId, first.receiptId);
+      expect(released?.escrowHeld).toBeUndefined();
+      await store().receipts.markHeld(panHash, first.id);
+      expect(await store().receipts.findByMerchantReceipt(first.merchantId, first.receiptId)).toEqual(
+        released,
+      );
+    });
+
     it("finds the owner's escrow, with or without the unowned, never another tenant's, oldest first", async () => {
       const s = await seed();
       const base = { panHash: s.panHash, ownerTenantId: "tnt_a" };

@@ -2,6 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { FakeClock } from "../../src/clock.js";
 import { CryptoPool } from "../../src/crypto/crypto-pool.js";
+import { BackgroundTasks } from "../../src/domain/background.js";
 import type { DomainDeps } from "../../src/domain/deps.js";
 import { AppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logging.js";
@@ -43,6 +44,8 @@ export async function domainFixture(
     pepper: "test-pepper-test-pepper-test-pepper",
     grantTtlSeconds: 180,
     escrowRetentionDays: 30,
+    escrow: { intakeLimit: 60, intakeWindowSeconds: 3_600, releasePerCall: 100 },
+    background: new BackgroundTasks(createLogger("silent")),
     pool,
     escrowKeys: pool.escrowKeys,
   };

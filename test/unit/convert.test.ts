@@ -30,11 +30,15 @@ const record: fc.Arbitrary<ReceiptRecord> = fc
     merchantTenantId: fc.string(),
     panHash: fc.string(),
     keyBundle: fc.oneof(
-      fc.record({
-        keyId: fc.string(),
-        algorithm: fc.constant("RSA-OAEP-256" as const),
-        encryptedAesKey: base64,
-      }),
+      fc.record(
+        {
+          keyId: fc.string(),
+          algorithm: fc.constant("RSA-OAEP-256" as const),
+          encryptedAesKey: base64,
+          aadBound: fc.constant(true as const),
+        },
+        { requiredKeys: ["keyId", "algorithm", "encryptedAesKey"] },
+      ),
       fc.record({
         keyId: fc.string(),
         algorithm: fc.constant("HPKE-P256-SHA256-A256GCM" as const),
@@ -68,6 +72,8 @@ function withCreate(r: ReceiptRecord) {
       encryptedAesKey: Buffer.from(r.keyBundle.encryptedAesKey, "base64"),
       keyId: r.keyBundle.keyId,
       algorithm: r.keyBundle.algorithm,
+      // Stored for bound RSA wraps; every HPKE wrap is bound.
+      aadBound: r.keyBundle.aadBound === true || r.keyBundle.algorithm === "HPKE-P256-SHA256-A256GCM",
       ...(r.keyBundle.encapsulatedKey === undefined
         ? {}
         : { encapsulatedKey: Buffer.from(r.keyBundle.encapsulatedKey, "base64") }),

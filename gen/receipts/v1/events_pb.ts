@@ -262,6 +262,28 @@ export const EventsService: GenService<{
    * The tenant's events after `after`, oldest first. The feed never skips an event: an event appears
    * only once every event before it in the feed is visible, however many instances write at once.
    *
+   * Example request:
+   * {"pageSize": 50}
+   *
+   * Example response:
+   * {
+   *   "events": [
+   *     {
+   *       "id": "evt_3NdVxQ1s8cJb5yPq2Lk9Tg",
+   *       "type": "key.changed",
+   *       "timestamp": "2026-11-25T09:37:40.871Z",
+   *       "data": {
+   *         "userId": "usr_OiIWtaNKLlelXAD2",
+   *         "keyIdBefore": "",
+   *         "keyIdAfter": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *         "version": 1
+   *       }
+   *     }
+   *   ],
+   *   "lastEventId": "evt_3NdVxQ1s8cJb5yPq2Lk9Tg",
+   *   "hasMore": true
+   * }
+   *
    * @generated from rpc receipts.v1.EventsService.ListEvents
    */
   listEvents: {
@@ -273,7 +295,26 @@ export const EventsService: GenService<{
    * A server stream of the tenant's events, resumable after any event id: every event after `after`,
    * then each new one as it happens, with a heartbeat while nothing happens. Flow-controlled: the
    * server reads the next events only when the client has taken the previous ones. Served on gRPC,
-   * gRPC-Web and Connect (no REST binding: use ListEvents).
+   * gRPC-Web and Connect (no REST binding: use ListEvents). The first message comes at once: the
+   * first event, or a heartbeat when none waits.
+   *
+   * Example request:
+   * {"after": "evt_3NdVxQ1s8cJb5yPq2Lk9Tg", "types": ["receipt.created", "key.changed"]}
+   *
+   * Example response:
+   * {
+   *   "event": {
+   *     "id": "evt_3NdVxQ1s8cJb5yPq2Lk9Tg",
+   *     "type": "receipt.created",
+   *     "timestamp": "2026-11-25T09:41:02.300Z",
+   *     "data": {
+   *       "userId": "usr_OiIWtaNKLlelXAD2",
+   *       "receiptId": "rcpt-2026-000123",
+   *       "merchantId": "merchant-001",
+   *       "createdAt": "2026-11-25T09:41:02.300Z"
+   *     }
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.EventsService.WatchEvents
    */

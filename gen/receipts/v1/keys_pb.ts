@@ -13,18 +13,22 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJfChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDL+AgoLS2V5c1NlcnZpY2USdgoLR3JhbnRBY2Nlc3MSHy5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1JlcXVlc3QaIC5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1Jlc3BvbnNlIiSC0+STAh46ASoiGS9hcGkvdjEva2V5cy9ncmFudC1hY2Nlc3MSagoJTG9va3VwS2V5Eh0ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVxdWVzdBoeLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlc3BvbnNlIh6C0+STAhg6ASoiEy9hcGkvdjEva2V5cy9sb29rdXASigEKEVJlZ2lzdGVyRXNjcm93S2V5EiUucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0GiYucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJyChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIIi4KGFJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgJInUKGVJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2USFQoNZXNjcm93X2tleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAy/gIKC0tleXNTZXJ2aWNlEnYKC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIkgtPkkwIeOgEqIhkvYXBpL3YxL2tleXMvZ3JhbnQtYWNjZXNzEmoKCUxvb2t1cEtleRIdLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlcXVlc3QaHi5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXNwb25zZSIegtPkkwIYOgEqIhMvYXBpL3YxL2tleXMvbG9va3VwEooBChFSZWdpc3RlckVzY3Jvd0tleRIlLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBomLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
  */
 export type GrantAccessRequest = Message<"receipts.v1.GrantAccessRequest"> & {
   /**
+   * Required. The user (from Register) whose receipts the token opens.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
 
   /**
+   * Required. The user's key the receipts are sealed to.
+   *
    * @generated from field: string key_id = 2;
    */
   keyId: string;
@@ -95,7 +99,7 @@ export const GrantAccessResponseSchema: GenMessage<GrantAccessResponse> = /*@__P
  */
 export type LookupKeyRequest = Message<"receipts.v1.LookupKeyRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string recipient_hashed_pan = 1;
    */
@@ -147,6 +151,14 @@ export type LookupKeyResponse = Message<"receipts.v1.LookupKeyResponse"> & {
    * @generated from field: bool is_escrowed = 4;
    */
   isEscrowed: boolean;
+
+  /**
+   * True when the wrapped key must be bound to the receipt's AAD: set key_bundle.aad_bound and, for
+   * RSA-OAEP-256, use the AAD's bytes as the OAEP label. True for escrow keys and for HPKE keys.
+   *
+   * @generated from field: bool aad_bound = 5;
+   */
+  aadBound: boolean;
 };
 
 /**
@@ -161,7 +173,7 @@ export const LookupKeyResponseSchema: GenMessage<LookupKeyResponse> = /*@__PURE_
  */
 export type RegisterEscrowKeyRequest = Message<"receipts.v1.RegisterEscrowKeyRequest"> & {
   /**
-   * RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.
+   * Required. RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.
    *
    * @generated from field: string public_key = 1;
    */
@@ -213,6 +225,20 @@ export const KeysService: GenService<{
   /**
    * Grants a 2-3 minute token to decrypt a user's receipts, after the user consented on the device.
    *
+   * Example request:
+   * {"userId": "usr_OiIWtaNKLlelXAD2", "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3"}
+   *
+   * Example response:
+   * {
+   *   "tokenId": "tok_1HSNCCdh24mtE4qhxP-fdDxONWBwTvwQ",
+   *   "userId": "usr_OiIWtaNKLlelXAD2",
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "purpose": "decrypt",
+   *   "grantedAt": "2026-11-25T09:42:32.339Z",
+   *   "expiresAt": "2026-11-25T09:45:32.339Z",
+   *   "sourceIp": "203.0.113.7"
+   * }
+   *
    * @generated from rpc receipts.v1.KeysService.GrantAccess
    */
   grantAccess: {
@@ -224,6 +250,18 @@ export const KeysService: GenService<{
    * The key a receipt for this card would be sealed to now (section 16), for merchants that seal on
    * their own side: the cardholder's active key, or an escrow key (is_escrowed true).
    *
+   * Example request:
+   * {"recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e", "cardBin": "411111"}
+   *
+   * Example response:
+   * {
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
+   *   "isEscrowed": false,
+   *   "aadBound": true
+   * }
+   *
    * @generated from rpc receipts.v1.KeysService.LookupKey
    */
   lookupKey: {
@@ -234,6 +272,12 @@ export const KeysService: GenService<{
   /**
    * Registers an escrow public key of the calling issuer tenant (section 17). The newest is current:
    * receipts escrowed for the tenant are sealed to it, and the service holds nothing that opens them.
+   *
+   * Example request:
+   * {"publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ=="}
+   *
+   * Example response:
+   * {"escrowKeyId": "iek_QOsuElGgQg4OoV-R", "algorithm": "HPKE-P256-SHA256-A256GCM", "createdAt": "2026-11-25T09:37:41.100Z"}
    *
    * @generated from rpc receipts.v1.KeysService.RegisterEscrowKey
    */

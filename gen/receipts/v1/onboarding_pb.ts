@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiSQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAkiuwEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiRAoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFMvcCChFPbmJvYXJkaW5nU2VydmljZRKAAQoMR2VuZXJhdGVLZXlzEiAucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVxdWVzdBohLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1Jlc3BvbnNlIiuC0+STAiU6ASoiIC9hcGkvdjEvb25ib2FyZGluZy9nZW5lcmF0ZS1rZXlzEm8KCFJlZ2lzdGVyEhwucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXF1ZXN0Gh0ucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISbgoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIh+C0+STAhkqFy9hcGkvdjEvdXNlcnMve3VzZXJfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiSQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAki1AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCCIkChFEZWxldGVVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJIkQKEkRlbGV0ZVVzZXJSZXNwb25zZRIYChBkZWxldGVkX3JlY2VpcHRzGAEgASgFEhQKDGRlbGV0ZWRfa2V5cxgCIAEoBTL3AgoRT25ib2FyZGluZ1NlcnZpY2USgAEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSIrgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJvCghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9vbmJvYXJkaW5nL3JlZ2lzdGVyEm4KCkRlbGV0ZVVzZXISHi5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVxdWVzdBofLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZSIfgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -79,14 +79,14 @@ export const GenerateKeysResponseSchema: GenMessage<GenerateKeysResponse> = /*@_
  */
 export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string hashed_pan = 1;
    */
   hashedPan: string;
 
   /**
-   * RSA public key of at least 2048 bits or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or
+   * Required. RSA public key of at least 2048 bits or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or
    * PEM. The key's type decides its suite.
    *
    * @generated from field: string public_key = 2;
@@ -94,7 +94,7 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   publicKey: string;
 
   /**
-   * A keyId from GenerateKeys (its public key must match), or a fresh UUID for a device-made key.
+   * Required. A keyId from GenerateKeys (its public key must match), or a fresh UUID for a device-made key.
    *
    * @generated from field: string key_id = 3;
    */
@@ -137,15 +137,17 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
   registeredAt?: Timestamp | undefined;
 
   /**
-   * How many escrowed receipts were released to this key.
+   * How many escrowed receipts this call released to this key: at most one page
+   * (ESCROW_RELEASE_PER_CALL, default 100); see release_pending for the rest.
    *
    * @generated from field: int32 released_receipts = 5;
    */
   releasedReceipts: number;
 
   /**
-   * How many escrowed receipts for this card stay escrowed: sealed to the issuer's own escrow key
-   * (release them with ReleaseEscrow), or to a service escrow key this service cannot use.
+   * How many escrowed receipts for this card this call looked at that stay escrowed: sealed to the
+   * issuer's own escrow key (release them with ReleaseEscrow), or to a service escrow key this service
+   * cannot use or that does not open them (planted or corrupt; audited, and not looked at again).
    *
    * @generated from field: int32 held_receipts = 6;
    */
@@ -157,6 +159,15 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
    * @generated from field: string algorithm = 7;
    */
   algorithm: string;
+
+  /**
+   * True when the card had more escrowed receipts than one call releases: the service goes on
+   * releasing them after answering (list the user's receipts later). If it stops (a restart), the
+   * next registration of the card goes on from where it is.
+   *
+   * @generated from field: bool release_pending = 8;
+   */
+  releasePending: boolean;
 };
 
 /**
@@ -171,6 +182,8 @@ export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*
  */
 export type DeleteUserRequest = Message<"receipts.v1.DeleteUserRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
@@ -215,6 +228,17 @@ export const OnboardingService: GenService<{
    * Generates a key pair of either suite (RSA-OAEP-256 by default, or HPKE-P256-SHA256-A256GCM). The
    * private key is returned once and never kept. A real device makes its own key and only registers it.
    *
+   * Example request:
+   * {"algorithm": "HPKE-P256-SHA256-A256GCM"}
+   *
+   * Example response:
+   * {
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
+   *   "privateKey": "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgvLQbtzhm713G7j8au9mQoQmgj4fV62Zy1LXcv9xz0m2hRANCAAT9SVOJ9Jpetl5ftN7QfXrhACEQbSVTszvzSzcPbvU+34cU/Zl1PXKRMuOklA9zyFhqVE9hnrU/Z3uAFJH/xpwC",
+   *   "algorithm": "HPKE-P256-SHA256-A256GCM"
+   * }
+   *
    * @generated from rpc receipts.v1.OnboardingService.GenerateKeys
    */
   generateKeys: {
@@ -226,6 +250,25 @@ export const OnboardingService: GenService<{
    * Registers a public key under a hashed PAN; rotates the key of an already registered card and
    * releases receipts held in escrow for the card.
    *
+   * Example request:
+   * {
+   *   "hashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3"
+   * }
+   *
+   * Example response:
+   * {
+   *   "userId": "usr_OiIWtaNKLlelXAD2",
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "status": "active",
+   *   "registeredAt": "2026-11-25T09:30:12.393Z",
+   *   "releasedReceipts": 0,
+   *   "heldReceipts": 0,
+   *   "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *   "releasePending": false
+   * }
+   *
    * @generated from rpc receipts.v1.OnboardingService.Register
    */
   register: {
@@ -236,6 +279,12 @@ export const OnboardingService: GenService<{
   /**
    * Erases a user (section 19): its keys, grants and every receipt sealed to its keys go together
    * (crypto-shredding); payments keep their non-secret record without a receipt.
+   *
+   * Example request:
+   * {"userId": "usr_OiIWtaNKLlelXAD2"}
+   *
+   * Example response:
+   * {"deletedReceipts": 2, "deletedKeys": 1}
    *
    * @generated from rpc receipts.v1.OnboardingService.DeleteUser
    */

@@ -22,7 +22,7 @@ export const file_receipts_v1_payments: GenFile = /*@__PURE__*/
  */
 export type CreatePaymentRequest = Message<"receipts.v1.CreatePaymentRequest"> & {
   /**
-   * "gateway_a" or "gateway_b".
+   * Required. "gateway_a" or "gateway_b".
    *
    * @generated from field: string gateway = 1;
    */
@@ -158,17 +158,21 @@ export const ServiceMetadataSchema: GenMessage<ServiceMetadata> = /*@__PURE__*/
  */
 export type DecryptPaymentRequest = Message<"receipts.v1.DecryptPaymentRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string payment_id = 1;
    */
   paymentId: string;
 
   /**
+   * Required. The grant from GrantAccess (or its alias access_token_id).
+   *
    * @generated from field: string token_id = 2;
    */
   tokenId: string;
 
   /**
-   * Base64 DER PKCS#8 or PEM. Used in memory for this call only.
+   * Required. Base64 DER PKCS#8 or PEM. Used in memory for this call only.
    *
    * @generated from field: string private_key = 3;
    */
@@ -214,7 +218,51 @@ export const DecryptPaymentResponseSchema: GenMessage<DecryptPaymentResponse> = 
 export const PaymentsService: GenService<{
   /**
    * Charges through a gateway and stores the payment with its sealed receipt, atomically.
-   * Send an Idempotency-Key header (metadata "idempotency-key") so a retry never pays twice.
+   * Send an Idempotency-Key header (metadata "idempotency-key") so a retry never pays twice. The
+   * receipt is as for EncryptReceipt, plus amount (gateway_a) or cardNonce (gateway_b); or, sealed on
+   * the merchant's side, a sealedReceipt with merchantId, transactionId, recipientHashedPan, currency
+   * and amount beside it. A declined card is payment_declined with a decline_code.
+   *
+   * Example request:
+   * {
+   *   "gateway": "gateway_a",
+   *   "receipt": {
+   *     "receiptId": "r-1002",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7782",
+   *     "transactionDate": "2026-11-25T09:41:00Z",
+   *     "currency": "EUR",
+   *     "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *     "amount": 950,
+   *     "totalAmount": 950,
+   *     "items": [
+   *       {"lineItemId": "1", "name": "Flat white", "quantity": 2, "unitPrice": 350, "totalPrice": 700},
+   *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250}
+   *     ]
+   *   }
+   * }
+   *
+   * Example response:
+   * {
+   *   "paymentId": "pay_wWRngLy88lIHJed3",
+   *   "gateway": "gateway_a",
+   *   "status": "succeeded",
+   *   "amount": 950,
+   *   "currency": "EUR",
+   *   "clientSecret": "pay_wWRngLy88lIHJed3_secret_aa325deb68aead3861a9b9d10f0bdae6",
+   *   "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+   *   "createdAt": "2026-11-25T09:41:32.253Z",
+   *   "serviceMetadata": {
+   *     "receiptId": "r-1002",
+   *     "transactionId": "txn-7782",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "isEscrowed": false,
+   *     "gateway": "gateway_a",
+   *     "amount": 950,
+   *     "currency": "EUR"
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.PaymentsService.CreatePayment
    */
@@ -224,7 +272,36 @@ export const PaymentsService: GenService<{
     output: typeof CreatePaymentResponseSchema;
   },
   /**
-   * Decrypts a payment's receipt with a grant and the user's private key.
+   * Decrypts a payment's receipt with a grant and the user's private key. The private key crosses the
+   * network: an app that can, lists the receipts and opens them on the device instead.
+   *
+   * Example request:
+   * {
+   *   "paymentId": "pay_wWRngLy88lIHJed3",
+   *   "tokenId": "tok_1HSNCCdh24mtE4qhxP-fdDxONWBwTvwQ",
+   *   "privateKey": "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgvLQbtzhm713G7j8au9mQoQmgj4fV62Zy1LXcv9xz0m2hRANCAAT9SVOJ9Jpetl5ftN7QfXrhACEQbSVTszvzSzcPbvU+34cU/Zl1PXKRMuOklA9zyFhqVE9hnrU/Z3uAFJH/xpwC"
+   * }
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-1002",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7782",
+   *     "transactionDate": "2026-11-25T09:41:00Z",
+   *     "currency": "EUR",
+   *     "totalAmount": 950,
+   *     "items": [
+   *       {"lineItemId": "1", "name": "Flat white", "quantity": 2, "unitPrice": 350, "totalPrice": 700, "taxes": []},
+   *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250, "taxes": []}
+   *     ],
+   *     "amount": 950,
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "decryptedAt": "2026-11-25T09:42:40.776Z"
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.PaymentsService.DecryptPayment
    */

@@ -56,17 +56,21 @@ export const EncryptReceiptResponseSchema: GenMessage<EncryptReceiptResponse> = 
  */
 export type DecryptReceiptRequest = Message<"receipts.v1.DecryptReceiptRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string receipt_id = 1;
    */
   receiptId: string;
 
   /**
+   * Required. The grant from GrantAccess (or its alias access_token_id).
+   *
    * @generated from field: string token_id = 2;
    */
   tokenId: string;
 
   /**
-   * Base64 DER PKCS#8 or PEM. Used in memory for this call only.
+   * Required. Base64 DER PKCS#8 or PEM. Used in memory for this call only.
    *
    * @generated from field: string private_key = 3;
    */
@@ -116,6 +120,8 @@ export const DecryptReceiptResponseSchema: GenMessage<DecryptReceiptResponse> = 
  */
 export type ListReceiptsRequest = Message<"receipts.v1.ListReceiptsRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
@@ -171,6 +177,8 @@ export const ListReceiptsResponseSchema: GenMessage<ListReceiptsResponse> = /*@_
  */
 export type GetTransactionReceiptRequest = Message<"receipts.v1.GetTransactionReceiptRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string transaction_id = 1;
    */
   transactionId: string;
@@ -212,7 +220,7 @@ export const GetTransactionReceiptResponseSchema: GenMessage<GetTransactionRecei
  */
 export type RegisterSigningKeyRequest = Message<"receipts.v1.RegisterSigningKeyRequest"> & {
   /**
-   * The merchantId whose receipts the key signs; must be allowed for the calling API key. A merchantId
+   * Required. The merchantId whose receipts the key signs; must be allowed for the calling API key. A merchantId
    * that belongs to another merchant tenant is refused with permission denied (forbidden).
    *
    * @generated from field: string merchant_id = 1;
@@ -220,7 +228,7 @@ export type RegisterSigningKeyRequest = Message<"receipts.v1.RegisterSigningKeyR
   merchantId: string;
 
   /**
-   * Ed25519 public key: base64 DER SubjectPublicKeyInfo, PEM ("PUBLIC KEY"), or base64 of the raw
+   * Required. Ed25519 public key: base64 DER SubjectPublicKeyInfo, PEM ("PUBLIC KEY"), or base64 of the raw
    * 32 bytes.
    *
    * @generated from field: string public_key = 2;
@@ -276,7 +284,7 @@ export const RegisterSigningKeyResponseSchema: GenMessage<RegisterSigningKeyResp
  */
 export type StoreSealedReceiptRequest = Message<"receipts.v1.StoreSealedReceiptRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string recipient_hashed_pan = 1;
    */
@@ -297,43 +305,49 @@ export type StoreSealedReceiptRequest = Message<"receipts.v1.StoreSealedReceiptR
   version: string;
 
   /**
+   * Required.
+   *
    * @generated from field: string receipt_id = 4;
    */
   receiptId: string;
 
   /**
+   * Required.
+   *
    * @generated from field: string merchant_id = 5;
    */
   merchantId: string;
 
   /**
+   * Required.
+   *
    * @generated from field: string transaction_id = 6;
    */
   transactionId: string;
 
   /**
-   * The AES key wrapped to the key LookupKey gave.
+   * Required. The AES key wrapped to the key LookupKey gave.
    *
    * @generated from field: receipts.v1.KeyBundle key_bundle = 7;
    */
   keyBundle?: KeyBundle | undefined;
 
   /**
-   * AES-256-GCM of the receipt's UTF-8 JSON, AAD as for every receipt.
+   * Required. AES-256-GCM of the receipt's UTF-8 JSON, AAD as for every receipt.
    *
    * @generated from field: bytes ciphertext = 8;
    */
   ciphertext: Uint8Array;
 
   /**
-   * 12 bytes.
+   * Required. 12 bytes.
    *
    * @generated from field: bytes iv = 9;
    */
   iv: Uint8Array;
 
   /**
-   * 16 bytes.
+   * Required. 16 bytes.
    *
    * @generated from field: bytes auth_tag = 10;
    */
@@ -369,7 +383,7 @@ export const StoreSealedReceiptResponseSchema: GenMessage<StoreSealedReceiptResp
  */
 export type ListPendingEscrowRequest = Message<"receipts.v1.ListPendingEscrowRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
    *
    * @generated from field: string hashed_pan = 1;
    */
@@ -431,13 +445,15 @@ export const ListPendingEscrowResponseSchema: GenMessage<ListPendingEscrowRespon
  */
 export type ReleaseEscrowRequest = Message<"receipts.v1.ReleaseEscrowRequest"> & {
   /**
-   * The registered user the receipts go to (a user of the calling tenant).
+   * Required. The registered user the receipts go to (a user of the calling tenant).
    *
    * @generated from field: string user_id = 1;
    */
   userId: string;
 
   /**
+   * Required.
+   *
    * @generated from field: repeated receipts.v1.EscrowRelease receipts = 2;
    */
   receipts: EscrowRelease[];
@@ -457,16 +473,23 @@ export const ReleaseEscrowRequestSchema: GenMessage<ReleaseEscrowRequest> = /*@_
  */
 export type EscrowRelease = Message<"receipts.v1.EscrowRelease"> & {
   /**
+   * Required.
+   *
    * @generated from field: string merchant_id = 1;
    */
   merchantId: string;
 
   /**
+   * Required.
+   *
    * @generated from field: string receipt_id = 2;
    */
   receiptId: string;
 
   /**
+   * The receipt's AES key wrapped to the user's active key. Without it, or naming another key, the
+   * receipt stays escrowed and is listed in failed (key_mismatch, invalid_key_bundle).
+   *
    * @generated from field: receipts.v1.KeyBundle key_bundle = 3;
    */
   keyBundle?: KeyBundle | undefined;
@@ -537,7 +560,51 @@ export const EscrowReleaseFailureSchema: GenMessage<EscrowReleaseFailure> = /*@_
  */
 export const ReceiptsService: GenService<{
   /**
-   * Seals a receipt to the recipient's key (or to escrow) and stores it.
+   * Seals a receipt to the recipient's key (or to escrow) and stores it. The receipt needs receiptId,
+   * merchantId, merchantName, transactionId, transactionDate, currency and recipientHashedPan; items
+   * are made up (deterministic mock items) when none are sent, unless mockItems is false. Send an
+   * Idempotency-Key header (metadata "idempotency-key") so that a retry gets the first answer.
+   *
+   * Example request:
+   * {
+   *   "receipt": {
+   *     "receiptId": "r-1001",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7781",
+   *     "transactionDate": "2026-11-25T09:41:00Z",
+   *     "currency": "EUR",
+   *     "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *     "totalAmount": 950,
+   *     "items": [
+   *       {"lineItemId": "1", "name": "Flat white", "quantity": 2, "unitPrice": 350, "totalPrice": 700},
+   *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250}
+   *     ]
+   *   }
+   * }
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-1001",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "keyBundle": {
+   *       "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *       "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *       "aadBound": true
+   *     },
+   *     "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
+   *     "iv": "HaN4EMhwPxB5cvMK",
+   *     "authTag": "RrmUXbTtLKhMlWz/EOkSdQ==",
+   *     "merchantId": "corner-coffee",
+   *     "transactionId": "txn-7781",
+   *     "createdAt": "2026-11-25T09:41:31.807Z",
+   *     "isEscrowed": false
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.ReceiptsService.EncryptReceipt
    */
@@ -547,7 +614,35 @@ export const ReceiptsService: GenService<{
     output: typeof EncryptReceiptResponseSchema;
   },
   /**
-   * Decrypts a stored receipt with a grant and the user's private key.
+   * Decrypts a stored receipt with a grant and the user's private key. The private key crosses the
+   * network: an app that can, lists the receipts and opens them on the device instead.
+   *
+   * Example request:
+   * {
+   *   "receiptId": "r-1001",
+   *   "tokenId": "tok_1HSNCCdh24mtE4qhxP-fdDxONWBwTvwQ",
+   *   "privateKey": "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgvLQbtzhm713G7j8au9mQoQmgj4fV62Zy1LXcv9xz0m2hRANCAAT9SVOJ9Jpetl5ftN7QfXrhACEQbSVTszvzSzcPbvU+34cU/Zl1PXKRMuOklA9zyFhqVE9hnrU/Z3uAFJH/xpwC"
+   * }
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-1001",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7781",
+   *     "transactionDate": "2026-11-25T09:41:00Z",
+   *     "currency": "EUR",
+   *     "totalAmount": 950,
+   *     "items": [
+   *       {"lineItemId": "1", "name": "Flat white", "quantity": 2, "unitPrice": 350, "totalPrice": 700, "taxes": []},
+   *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250, "taxes": []}
+   *     ],
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "decryptedAt": "2026-11-25T09:42:40.776Z"
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.ReceiptsService.DecryptReceipt
    */
@@ -559,6 +654,35 @@ export const ReceiptsService: GenService<{
   /**
    * Lists a user's sealed receipts, newest first, for decryption on the device.
    *
+   * Example request:
+   * {"userId": "usr_OiIWtaNKLlelXAD2", "pageSize": 1}
+   *
+   * Example response:
+   * {
+   *   "receipts": [
+   *     {
+   *       "version": "1.0",
+   *       "receiptId": "r-1001",
+   *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *       "keyBundle": {
+   *         "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *         "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *         "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *         "aadBound": true
+   *       },
+   *       "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
+   *       "iv": "HaN4EMhwPxB5cvMK",
+   *       "authTag": "RrmUXbTtLKhMlWz/EOkSdQ==",
+   *       "merchantId": "corner-coffee",
+   *       "transactionId": "txn-7781",
+   *       "createdAt": "2026-11-25T09:41:31.807Z",
+   *       "isEscrowed": false
+   *     }
+   *   ],
+   *   "nextPageToken": "WzE3OTU2NDYyNTIyNTMsInJjcF80R0xVNmUzbzdwNWk1NVBVIl0"
+   * }
+   *
    * @generated from rpc receipts.v1.ReceiptsService.ListReceipts
    */
   listReceipts: {
@@ -568,6 +692,32 @@ export const ReceiptsService: GenService<{
   },
   /**
    * The merchant's own sealed receipt for one of its transactions.
+   *
+   * Example request:
+   * {"transactionId": "txn-7781"}
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-1001",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "keyBundle": {
+   *       "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *       "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *       "aadBound": true
+   *     },
+   *     "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
+   *     "iv": "HaN4EMhwPxB5cvMK",
+   *     "authTag": "RrmUXbTtLKhMlWz/EOkSdQ==",
+   *     "merchantId": "corner-coffee",
+   *     "transactionId": "txn-7781",
+   *     "createdAt": "2026-11-25T09:41:31.807Z",
+   *     "isEscrowed": false
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.ReceiptsService.GetTransactionReceipt
    */
@@ -582,6 +732,17 @@ export const ReceiptsService: GenService<{
    * then on every encrypt and create for that merchantId must carry the X-Receipt-Signature header
    * (gRPC metadata x-receipt-signature); see Receipt.merchant_signature for what is signed.
    *
+   * Example request:
+   * {"merchantId": "corner-coffee", "publicKey": "MCowBQYDK2VwAyEAkfssVEZsrdB6LxoWJElwqJ1JAITGnfkhWKOZkC2swA8="}
+   *
+   * Example response:
+   * {
+   *   "merchantKeyId": "mk_m0dpOzkwpLpaGmFT",
+   *   "merchantId": "corner-coffee",
+   *   "algorithm": "Ed25519",
+   *   "registeredAt": "2026-11-25T09:37:40.715Z"
+   * }
+   *
    * @generated from rpc receipts.v1.ReceiptsService.RegisterSigningKey
    */
   registerSigningKey: {
@@ -591,7 +752,50 @@ export const ReceiptsService: GenService<{
   },
   /**
    * Stores a receipt the merchant sealed on its own side (section 16): the service never sees its
-   * content. The key bundle must name the key LookupKey gives now.
+   * content. The key bundle must name the key LookupKey gives now. Send an Idempotency-Key header
+   * (metadata "idempotency-key") so that a retry gets the first answer.
+   *
+   * Example request:
+   * {
+   *   "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *   "version": "1.0",
+   *   "receiptId": "r-2001",
+   *   "merchantId": "corner-coffee",
+   *   "transactionId": "txn-8120",
+   *   "keyBundle": {
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *     "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *     "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *     "aadBound": true
+   *   },
+   *   "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
+   *   "iv": "HaN4EMhwPxB5cvMK",
+   *   "authTag": "RrmUXbTtLKhMlWz/EOkSdQ=="
+   * }
+   *
+   * Example response:
+   * {
+   *   "receipt": {
+   *     "version": "1.0",
+   *     "receiptId": "r-2001",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "keyBundle": {
+   *       "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *       "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *       "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *       "aadBound": true
+   *     },
+   *     "ciphertext": "RF5v2qCVvwcDDgWitmhdWToq+nksIHWzRMlQkJOieiw9Kq4iHJY7H1/iN8Tvey73",
+   *     "iv": "HaN4EMhwPxB5cvMK",
+   *     "authTag": "RrmUXbTtLKhMlWz/EOkSdQ==",
+   *     "merchantId": "corner-coffee",
+   *     "transactionId": "txn-8120",
+   *     "createdAt": "2026-11-25T09:41:31.807Z",
+   *     "isEscrowed": false
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.ReceiptsService.StoreSealedReceipt
    */
@@ -604,6 +808,37 @@ export const ReceiptsService: GenService<{
    * Receipts escrowed for the calling issuer tenant under its own escrow keys, for one card, for the
    * issuer to re-wrap on its side (section 17).
    *
+   * Example request:
+   * {"hashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e", "pageSize": 50}
+   *
+   * Example response:
+   * {
+   *   "receipts": [
+   *     {
+   *       "version": "1.0",
+   *       "receiptId": "r-3001",
+   *       "keyId": "iek_QOsuElGgQg4OoV-R",
+   *       "keyBundle": {
+   *         "encryptedAesKey": "PNeXdpmKq85pRBF7XFd+9HshCBmZGs7GdJac2SnQ+JocvHv3or3VYF9Qub3GAPcG",
+   *         "keyId": "iek_QOsuElGgQg4OoV-R",
+   *         "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *         "encapsulatedKey": "BAyvE8IWdFFoZlnBz9KyQ5Pcr6igEVjjiK+zZDf8tJwe5TxznSiKBDnRySxiurlC4N+Rq2ztOshf2NsrQGa2uZE=",
+   *         "aadBound": true
+   *       },
+   *       "ciphertext": "vezMtxJeHmigwFhgEiyKrzKeUonhd5e5OFEOBN/bx/uWKq4o+Zg7mixU4+xMxq05",
+   *       "iv": "JTpKcRCUiPXJL3pk",
+   *       "authTag": "uB6DPMJkd20MFXNb7Ad7Vw==",
+   *       "merchantId": "corner-coffee",
+   *       "transactionId": "txn-9034",
+   *       "createdAt": "2026-11-25T09:12:02.253Z",
+   *       "isEscrowed": true,
+   *       "escrowKeyId": "iek_QOsuElGgQg4OoV-R",
+   *       "expiresAt": "2027-02-23T09:12:02.253Z"
+   *     }
+   *   ],
+   *   "nextPageToken": ""
+   * }
+   *
    * @generated from rpc receipts.v1.ReceiptsService.ListPendingEscrow
    */
   listPendingEscrow: {
@@ -614,6 +849,27 @@ export const ReceiptsService: GenService<{
   /**
    * Swaps the key bundles of escrowed receipts for bundles the issuer re-wrapped to the user's active
    * key; the ciphertext is untouched.
+   *
+   * Example request:
+   * {
+   *   "userId": "usr_OiIWtaNKLlelXAD2",
+   *   "receipts": [
+   *     {
+   *       "merchantId": "corner-coffee",
+   *       "receiptId": "r-3001",
+   *       "keyBundle": {
+   *         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *         "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *         "encryptedAesKey": "do4ydqj4Ni1tSrLEOT1yLB+9iXo8q7/8MwUElxxrkhy4htFqT4AYXgCZL0DYCyDq",
+   *         "encapsulatedKey": "BHxwI/7cROq8lqZRV5aqcXkT4LSGJRILZSog5RIZerzbgSGNyx/rvEbC/fbTnMPSMuG5pACJkhT0KgbtxveDGyc=",
+   *         "aadBound": true
+   *       }
+   *     }
+   *   ]
+   * }
+   *
+   * Example response:
+   * {"released": 1, "failed": []}
    *
    * @generated from rpc receipts.v1.ReceiptsService.ReleaseEscrow
    */

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/webhooks.proto.
  */
 export const file_receipts_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWNlaXB0cy92MS93ZWJob29rcy5wcm90bxILcmVjZWlwdHMudjEixwIKD1dlYmhvb2tFbmRwb2ludBITCgtlbmRwb2ludF9pZBgBIAEoCRILCgN1cmwYAiABKAkSDgoGZXZlbnRzGAMgAygJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwdWJsaWNfa2V5cxgHIAMoCRIOCgZzZWNyZXQYCCABKAkSPgoacHJldmlvdXNfc2VjcmV0X2V4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2Rpc2FibGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9kaXNhYmxlZF9yZWFzb24YCyABKAkiUAocQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBILCgN1cmwYASABKAkSDgoGZXZlbnRzGAIgAygJEhMKC2Rlc2NyaXB0aW9uGAMgASgJIk8KHUNyZWF0ZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEi4KCGVuZHBvaW50GAEgASgLMhwucmVjZWlwdHMudjEuV2ViaG9va0VuZHBvaW50Ih0KG0xpc3RXZWJob29rRW5kcG9pbnRzUmVxdWVzdCJPChxMaXN0V2ViaG9va0VuZHBvaW50c1Jlc3BvbnNlEi8KCWVuZHBvaW50cxgBIAMoCzIcLnJlY2VpcHRzLnYxLldlYmhvb2tFbmRwb2ludCIzChxEZWxldGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJIjQKHURlbGV0ZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEhMKC2VuZHBvaW50X2lkGAEgASgJIk0KGlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEhoKEnJvdGF0ZV9zaWduaW5nX2tleRgCIAEoCCJNChtSb3RhdGVXZWJob29rU2VjcmV0UmVzcG9uc2USLgoIZW5kcG9pbnQYASABKAsyHC5yZWNlaXB0cy52MS5XZWJob29rRW5kcG9pbnQitwIKD1dlYmhvb2tEZWxpdmVyeRITCgtlbmRwb2ludF9pZBgBIAEoCRIQCghldmVudF9pZBgCIAEoCRISCgpldmVudF90eXBlGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIQCghhdHRlbXB0cxgFIAEoBRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9uZXh0X2F0dGVtcHRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGRlbGl2ZXJlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoLYXR0ZW1wdF9sb2cYCSADKAsyGy5yZWNlaXB0cy52MS5XZWJob29rQXR0ZW1wdCJxCg5XZWJob29rQXR0ZW1wdBImCgJhdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLc3RhdHVzX2NvZGUYAiABKAUSDQoFZXJyb3IYAyABKAkSEwoLZHVyYXRpb25fbXMYBCABKAUiWgocTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBITCgtlbmRwb2ludF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJqCh1MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXNwb25zZRIwCgpkZWxpdmVyaWVzGAEgAygLMhwucmVjZWlwdHMudjEuV2ViaG9va0RlbGl2ZXJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJCChlSZXBsYXlXZWJob29rRXZlbnRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEhAKCGV2ZW50X2lkGAIgASgJIkwKGlJlcGxheVdlYmhvb2tFdmVudFJlc3BvbnNlEi4KCGRlbGl2ZXJ5GAEgASgLMhwucmVjZWlwdHMudjEuV2ViaG9va0RlbGl2ZXJ5MuQHCg9XZWJob29rc1NlcnZpY2USnwEKFUNyZWF0ZVdlYmhvb2tFbmRwb2ludBIpLnJlY2VpcHRzLnYxLkNyZWF0ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QaKi5yZWNlaXB0cy52MS5DcmVhdGVXZWJob29rRW5kcG9pbnRSZXNwb25zZSIvgtPkkwIpOgEqYghlbmRwb2ludCIaL2FwaS92MS93ZWJob29rcy9lbmRwb2ludHMSjwEKFExpc3RXZWJob29rRW5kcG9pbnRzEigucmVjZWlwdHMudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXF1ZXN0GikucmVjZWlwdHMudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXNwb25zZSIigtPkkwIcEhovYXBpL3YxL3dlYmhvb2tzL2VuZHBvaW50cxKgAQoVRGVsZXRlV2ViaG9va0VuZHBvaW50EikucmVjZWlwdHMudjEuRGVsZXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBoqLnJlY2VpcHRzLnYxLkRlbGV0ZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlIjCC0+STAioqKC9hcGkvdjEvd2ViaG9va3MvZW5kcG9pbnRzL3tlbmRwb2ludF9pZH0StQEKE1JvdGF0ZVdlYmhvb2tTZWNyZXQSJy5yZWNlaXB0cy52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBooLnJlY2VpcHRzLnYxLlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXNwb25zZSJLgtPkkwJFOgEqYghlbmRwb2ludCI2L2FwaS92MS93ZWJob29rcy9lbmRwb2ludHMve2VuZHBvaW50X2lkfS9yb3RhdGUtc2VjcmV0EpMBChVMaXN0V2ViaG9va0RlbGl2ZXJpZXMSKS5yZWNlaXB0cy52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0GioucmVjZWlwdHMudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2UiI4LT5JMCHRIbL2FwaS92MS93ZWJob29rcy9kZWxpdmVyaWVzEqsBChJSZXBsYXlXZWJob29rRXZlbnQSJi5yZWNlaXB0cy52MS5SZXBsYXlXZWJob29rRXZlbnRSZXF1ZXN0GicucmVjZWlwdHMudjEuUmVwbGF5V2ViaG9va0V2ZW50UmVzcG9uc2UiRILT5JMCPjoBKmIIZGVsaXZlcnkiLy9hcGkvdjEvd2ViaG9va3MvZW5kcG9pbnRzL3tlbmRwb2ludF9pZH0vcmVwbGF5YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChpyZWNlaXB0cy92MS93ZWJob29rcy5wcm90bxILcmVjZWlwdHMudjEi8AIKD1dlYmhvb2tFbmRwb2ludBITCgtlbmRwb2ludF9pZBgBIAEoCRILCgN1cmwYAiABKAkSDgoGZXZlbnRzGAMgAygJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtwdWJsaWNfa2V5cxgHIAMoCRITCgZzZWNyZXQYCCABKAlIAIgBARI+ChpwcmV2aW91c19zZWNyZXRfZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZGlzYWJsZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhwKD2Rpc2FibGVkX3JlYXNvbhgLIAEoCUgBiAEBQgkKB19zZWNyZXRCEgoQX2Rpc2FibGVkX3JlYXNvbiJQChxDcmVhdGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0EgsKA3VybBgBIAEoCRIOCgZldmVudHMYAiADKAkSEwoLZGVzY3JpcHRpb24YAyABKAkiTwodQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USLgoIZW5kcG9pbnQYASABKAsyHC5yZWNlaXB0cy52MS5XZWJob29rRW5kcG9pbnQiHQobTGlzdFdlYmhvb2tFbmRwb2ludHNSZXF1ZXN0Ik8KHExpc3RXZWJob29rRW5kcG9pbnRzUmVzcG9uc2USLwoJZW5kcG9pbnRzGAEgAygLMhwucmVjZWlwdHMudjEuV2ViaG9va0VuZHBvaW50IjMKHERlbGV0ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkiNAodRGVsZXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USEwoLZW5kcG9pbnRfaWQYASABKAkiTQoaUm90YXRlV2ViaG9va1NlY3JldFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSGgoScm90YXRlX3NpZ25pbmdfa2V5GAIgASgIIk0KG1JvdGF0ZVdlYmhvb2tTZWNyZXRSZXNwb25zZRIuCghlbmRwb2ludBgBIAEoCzIcLnJlY2VpcHRzLnYxLldlYmhvb2tFbmRwb2ludCK3AgoPV2ViaG9va0RlbGl2ZXJ5EhMKC2VuZHBvaW50X2lkGAEgASgJEhAKCGV2ZW50X2lkGAIgASgJEhIKCmV2ZW50X3R5cGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEhAKCGF0dGVtcHRzGAUgASgFEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD25leHRfYXR0ZW1wdF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMZGVsaXZlcmVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgthdHRlbXB0X2xvZxgJIAMoCzIbLnJlY2VpcHRzLnYxLldlYmhvb2tBdHRlbXB0InEKDldlYmhvb2tBdHRlbXB0EiYKAmF0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtzdGF0dXNfY29kZRgCIAEoBRINCgVlcnJvchgDIAEoCRITCgtkdXJhdGlvbl9tcxgEIAEoBSJaChxMaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImoKHUxpc3RXZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlEjAKCmRlbGl2ZXJpZXMYASADKAsyHC5yZWNlaXB0cy52MS5XZWJob29rRGVsaXZlcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkIKGVJlcGxheVdlYmhvb2tFdmVudFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSEAoIZXZlbnRfaWQYAiABKAkiTAoaUmVwbGF5V2ViaG9va0V2ZW50UmVzcG9uc2USLgoIZGVsaXZlcnkYASABKAsyHC5yZWNlaXB0cy52MS5XZWJob29rRGVsaXZlcnky5AcKD1dlYmhvb2tzU2VydmljZRKfAQoVQ3JlYXRlV2ViaG9va0VuZHBvaW50EikucmVjZWlwdHMudjEuQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBoqLnJlY2VpcHRzLnYxLkNyZWF0ZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlIi+C0+STAik6ASpiCGVuZHBvaW50IhovYXBpL3YxL3dlYmhvb2tzL2VuZHBvaW50cxKPAQoUTGlzdFdlYmhvb2tFbmRwb2ludHMSKC5yZWNlaXB0cy52MS5MaXN0V2ViaG9va0VuZHBvaW50c1JlcXVlc3QaKS5yZWNlaXB0cy52MS5MaXN0V2ViaG9va0VuZHBvaW50c1Jlc3BvbnNlIiKC0+STAhwSGi9hcGkvdjEvd2ViaG9va3MvZW5kcG9pbnRzEqABChVEZWxldGVXZWJob29rRW5kcG9pbnQSKS5yZWNlaXB0cy52MS5EZWxldGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0GioucmVjZWlwdHMudjEuRGVsZXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2UiMILT5JMCKiooL2FwaS92MS93ZWJob29rcy9lbmRwb2ludHMve2VuZHBvaW50X2lkfRK1AQoTUm90YXRlV2ViaG9va1NlY3JldBInLnJlY2VpcHRzLnYxLlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXF1ZXN0GigucmVjZWlwdHMudjEuUm90YXRlV2ViaG9va1NlY3JldFJlc3BvbnNlIkuC0+STAkU6ASpiCGVuZHBvaW50IjYvYXBpL3YxL3dlYmhvb2tzL2VuZHBvaW50cy97ZW5kcG9pbnRfaWR9L3JvdGF0ZS1zZWNyZXQSkwEKFUxpc3RXZWJob29rRGVsaXZlcmllcxIpLnJlY2VpcHRzLnYxLkxpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QaKi5yZWNlaXB0cy52MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXNwb25zZSIjgtPkkwIdEhsvYXBpL3YxL3dlYmhvb2tzL2RlbGl2ZXJpZXMSqwEKElJlcGxheVdlYmhvb2tFdmVudBImLnJlY2VpcHRzLnYxLlJlcGxheVdlYmhvb2tFdmVudFJlcXVlc3QaJy5yZWNlaXB0cy52MS5SZXBsYXlXZWJob29rRXZlbnRSZXNwb25zZSJEgtPkkwI+OgEqYghkZWxpdmVyeSIvL2FwaS92MS93ZWJob29rcy9lbmRwb2ludHMve2VuZHBvaW50X2lkfS9yZXBsYXliBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * A webhook endpoint of a tenant.
@@ -70,9 +70,9 @@ export type WebhookEndpoint = Message<"receipts.v1.WebhookEndpoint"> & {
   /**
    * "whsec_...": only in the responses of create and rotate, never again.
    *
-   * @generated from field: string secret = 8;
+   * @generated from field: optional string secret = 8;
    */
-  secret: string;
+  secret?: string | undefined;
 
   /**
    * Set while a previous secret still signs beside the current one.
@@ -89,9 +89,11 @@ export type WebhookEndpoint = Message<"receipts.v1.WebhookEndpoint"> & {
   disabledAt?: Timestamp | undefined;
 
   /**
-   * @generated from field: string disabled_reason = 11;
+   * Why it was disabled, once disabled.
+   *
+   * @generated from field: optional string disabled_reason = 11;
    */
-  disabledReason: string;
+  disabledReason?: string | undefined;
 };
 
 /**
@@ -106,12 +108,15 @@ export const WebhookEndpointSchema: GenMessage<WebhookEndpoint> = /*@__PURE__*/
  */
 export type CreateWebhookEndpointRequest = Message<"receipts.v1.CreateWebhookEndpointRequest"> & {
   /**
+   * Required. Where events are POSTed: https (outside development), at most 2,048 characters, every
+   * address it resolves to public.
+   *
    * @generated from field: string url = 1;
    */
   url: string;
 
   /**
-   * Event types, at least one; "*" for every type the caller's role receives.
+   * Required. Event types, at least one; "*" for every type the caller's role receives.
    *
    * @generated from field: repeated string events = 2;
    */
@@ -184,6 +189,8 @@ export const ListWebhookEndpointsResponseSchema: GenMessage<ListWebhookEndpoints
  */
 export type DeleteWebhookEndpointRequest = Message<"receipts.v1.DeleteWebhookEndpointRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string endpoint_id = 1;
    */
   endpointId: string;
@@ -218,6 +225,8 @@ export const DeleteWebhookEndpointResponseSchema: GenMessage<DeleteWebhookEndpoi
  */
 export type RotateWebhookSecretRequest = Message<"receipts.v1.RotateWebhookSecretRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string endpoint_id = 1;
    */
   endpointId: string;
@@ -362,6 +371,8 @@ export const WebhookAttemptSchema: GenMessage<WebhookAttempt> = /*@__PURE__*/
  */
 export type ListWebhookDeliveriesRequest = Message<"receipts.v1.ListWebhookDeliveriesRequest"> & {
   /**
+   * Required. The endpoint whose log to read.
+   *
    * @generated from field: string endpoint_id = 1;
    */
   endpointId: string;
@@ -415,11 +426,15 @@ export const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveri
  */
 export type ReplayWebhookEventRequest = Message<"receipts.v1.ReplayWebhookEventRequest"> & {
   /**
+   * Required.
+   *
    * @generated from field: string endpoint_id = 1;
    */
   endpointId: string;
 
   /**
+   * Required. An event of the caller's tenant (from a webhook's `webhook-id`, or ListEvents).
+   *
    * @generated from field: string event_id = 2;
    */
   eventId: string;
@@ -461,6 +476,23 @@ export const WebhooksService: GenService<{
   /**
    * Creates an endpoint. Its secret (`whsec_...`) is in this response only.
    *
+   * Example request:
+   * {"url": "https://hooks.example.com/receipts", "events": ["*"]}
+   *
+   * Example response:
+   * {
+   *   "endpoint": {
+   *     "endpointId": "we_Qm3tKx8PZr1vY2dA",
+   *     "url": "https://hooks.example.com/receipts",
+   *     "events": ["*"],
+   *     "description": "",
+   *     "status": "active",
+   *     "createdAt": "2026-11-25T09:40:12.511Z",
+   *     "publicKeys": ["whpk_p1Hk7bBSd5l3lM2Kgbq0zZ3vjDcsY9m5mYuE2fY7xVQ="],
+   *     "secret": "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+   *   }
+   * }
+   *
    * @generated from rpc receipts.v1.WebhooksService.CreateWebhookEndpoint
    */
   createWebhookEndpoint: {
@@ -470,6 +502,24 @@ export const WebhooksService: GenService<{
   },
   /**
    * The tenant's endpoints, oldest first (never their secrets).
+   *
+   * Example request:
+   * {}
+   *
+   * Example response:
+   * {
+   *   "endpoints": [
+   *     {
+   *       "endpointId": "we_Qm3tKx8PZr1vY2dA",
+   *       "url": "https://hooks.example.com/receipts",
+   *       "events": ["*"],
+   *       "description": "",
+   *       "status": "active",
+   *       "createdAt": "2026-11-25T09:40:12.511Z",
+   *       "publicKeys": ["whpk_p1Hk7bBSd5l3lM2Kgbq0zZ3vjDcsY9m5mYuE2fY7xVQ="]
+   *     }
+   *   ]
+   * }
    *
    * @generated from rpc receipts.v1.WebhooksService.ListWebhookEndpoints
    */
@@ -481,6 +531,12 @@ export const WebhooksService: GenService<{
   /**
    * Deletes an endpoint: nothing more is sent to it.
    *
+   * Example request:
+   * {"endpointId": "we_Qm3tKx8PZr1vY2dA"}
+   *
+   * Example response:
+   * {"endpointId": "we_Qm3tKx8PZr1vY2dA"}
+   *
    * @generated from rpc receipts.v1.WebhooksService.DeleteWebhookEndpoint
    */
   deleteWebhookEndpoint: {
@@ -490,6 +546,24 @@ export const WebhooksService: GenService<{
   },
   /**
    * Makes a new secret (in this response only); the previous one keeps signing beside it for 24 hours.
+   *
+   * Example request:
+   * {"endpointId": "we_Qm3tKx8PZr1vY2dA"}
+   *
+   * Example response:
+   * {
+   *   "endpoint": {
+   *     "endpointId": "we_Qm3tKx8PZr1vY2dA",
+   *     "url": "https://hooks.example.com/receipts",
+   *     "events": ["*"],
+   *     "description": "",
+   *     "status": "active",
+   *     "createdAt": "2026-11-25T09:40:12.511Z",
+   *     "publicKeys": ["whpk_p1Hk7bBSd5l3lM2Kgbq0zZ3vjDcsY9m5mYuE2fY7xVQ="],
+   *     "secret": "whsec_7Qg4BvR0yW2nE8cH1tZkLm5pX9sA3dF6",
+   *     "previousSecretExpiresAt": "2026-11-26T09:52:03.118Z"
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.WebhooksService.RotateWebhookSecret
    */
@@ -501,6 +575,29 @@ export const WebhooksService: GenService<{
   /**
    * An endpoint's delivery log, newest first: one entry per event, with its attempts.
    *
+   * Example request:
+   * {"endpointId": "we_Qm3tKx8PZr1vY2dA", "pageSize": 20}
+   *
+   * Example response:
+   * {
+   *   "deliveries": [
+   *     {
+   *       "endpointId": "we_Qm3tKx8PZr1vY2dA",
+   *       "eventId": "evt_3NdVxQ1s8cJb5yPq2Lk9Tg",
+   *       "eventType": "receipt.created",
+   *       "status": "delivered",
+   *       "attempts": 2,
+   *       "createdAt": "2026-11-25T09:41:02.300Z",
+   *       "deliveredAt": "2026-11-25T09:41:07.420Z",
+   *       "attemptLog": [
+   *         {"at": "2026-11-25T09:41:02.310Z", "statusCode": 503, "error": "HTTP 503", "durationMs": 41},
+   *         {"at": "2026-11-25T09:41:07.420Z", "statusCode": 204, "error": "", "durationMs": 38}
+   *       ]
+   *     }
+   *   ],
+   *   "nextPageToken": ""
+   * }
+   *
    * @generated from rpc receipts.v1.WebhooksService.ListWebhookDeliveries
    */
   listWebhookDeliveries: {
@@ -510,6 +607,23 @@ export const WebhooksService: GenService<{
   },
   /**
    * Sends one event to an endpoint again, now (its `webhook-id` stays the event id).
+   *
+   * Example request:
+   * {"endpointId": "we_Qm3tKx8PZr1vY2dA", "eventId": "evt_3NdVxQ1s8cJb5yPq2Lk9Tg"}
+   *
+   * Example response:
+   * {
+   *   "delivery": {
+   *     "endpointId": "we_Qm3tKx8PZr1vY2dA",
+   *     "eventId": "evt_3NdVxQ1s8cJb5yPq2Lk9Tg",
+   *     "eventType": "receipt.created",
+   *     "status": "pending",
+   *     "attempts": 0,
+   *     "createdAt": "2026-11-25T09:53:10.002Z",
+   *     "nextAttemptAt": "2026-11-25T09:53:10.002Z",
+   *     "attemptLog": []
+   *   }
+   * }
    *
    * @generated from rpc receipts.v1.WebhooksService.ReplayWebhookEvent
    */

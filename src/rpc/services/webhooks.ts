@@ -64,11 +64,11 @@ function endpointMessageOf(e: WebhookEndpointRecord, now: Date, secret = ""): We
     status: e.status,
     createdAt: timestampOf(e.createdAt),
     publicKeys: live(e.signingKeys).map((k) => k.publicKey),
-    secret,
+    ...(secret === "" ? {} : { secret }),
     ...(previous?.expiresAt === undefined
       ? {}
       : { previousSecretExpiresAt: timestampOf(previous.expiresAt) }),
     ...(e.disabledAt === undefined ? {} : { disabledAt: timestampOf(e.disabledAt) }),
-    disabledReason: e.disabledReason ?? "",
+    ...(e.disabledReason === undefined ? {} : { disabledReason: e.disabledReason }),
   });
 }

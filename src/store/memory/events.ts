@@ -28,10 +28,17 @@ export class MemoryEvents implements EventStore {
   private fence = 0;
   private fanned = 0;
 
+  private readonly listeners: (() => void)[] = [];
+
   /** Writes events in the caller's synchronous step (the outbox write of another operation). */
   write(events: readonly EventRecord[] | undefined): void {
-    if (events === undefined) return;
+    if (events === undefined || events.length === 0) return;
     for (const event of events) this.outbox.push(copy(event));
+    for (const listener of this.listeners) listener();
+  }
+
+  onWritten(listener: () => void): void {
+    this.listeners.push(listener);
   }
 
   async append(events: readonly EventRecord[]): Promise<void> {

@@ -1,6 +1,7 @@
 import type { Store } from "../types.js";
 import { MemoryApiKeys } from "./api-keys.js";
 import { MemoryAudit } from "./audit.js";
+import { MemoryErasures } from "./erasures.js";
 import { MemoryEvents, MemoryLeases } from "./events.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
@@ -37,6 +38,7 @@ export function createMemoryStore(): Store {
     issuerEscrowKeys: new MemoryIssuerEscrowKeys(),
     bins: new MemoryBins(),
     merchants: new MemoryMerchantOwners(),
+    erasures: new MemoryErasures(),
     events,
     webhookEndpoints: new MemoryWebhookEndpoints(),
     deliveries: new MemoryDeliveries(),

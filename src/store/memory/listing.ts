@@ -50,6 +50,20 @@ export class ListingIndex<R extends ListingPosition> {
     this.lists.delete(key);
   }
 
+  /** Forgets one record of `key` (found by its position, then by identity). */
+  delete(key: string, record: R): void {
+    const list = this.lists.get(key);
+    if (list === undefined) return;
+    for (let i = countOlder(list, record); i < list.length; i++) {
+      if (list[i] === record) {
+        list.splice(i, 1);
+        break;
+      }
+      if (comesBefore(list[i] as R, record)) break;
+    }
+    if (list.length === 0) this.lists.delete(key);
+  }
+
   /** The records of `key`, oldest first (then by id); not a copy, so the caller must not change it. */
   oldestFirst(key: string): readonly R[] {
     return this.lists.get(key) ?? [];

@@ -38,6 +38,7 @@ interface KeptReceipt {
   algorithm: KeyAlgorithm;
   encryptedAesKey: string;
   encapsulatedKey: string | undefined;
+  aadBound: true | undefined;
   readonly ciphertext: string;
   readonly iv: string;
   readonly authTag: string;
@@ -47,6 +48,7 @@ interface KeptReceipt {
   escrowOwnerTenantId: string | undefined;
   escrowCardBin: string | undefined;
   expiresAtMs: number | undefined;
+  escrowHeld: true | undefined;
   readonly paymentId: string | undefined;
 }
 
@@ -66,6 +68,7 @@ function keep(r: ReceiptRecord): KeptReceipt {
     algorithm: r.keyBundle.algorithm,
     encryptedAesKey: r.keyBundle.encryptedAesKey,
     encapsulatedKey: r.keyBundle.encapsulatedKey,
+    aadBound: r.keyBundle.aadBound,
     ciphertext: r.ciphertext,
     iv: r.iv,
     authTag: r.authTag,
@@ -75,6 +78,7 @@ function keep(r: ReceiptRecord): KeptReceipt {
     escrowOwnerTenantId: r.escrowOwnerTenantId,
     escrowCardBin: r.escrowCardBin,
     expiresAtMs: r.expiresAt?.getTime(),
+    escrowHeld: r.escrowHeld,
     paymentId: r.paymentId,
   };
 }
@@ -99,10 +103,12 @@ function recordOf(k: KeptReceipt): ReceiptRecord {
   if (k.userId !== undefined) record.userId = k.userId;
   if (k.issuerTenantId !== undefined) record.issuerTenantId = k.issuerTenantId;
   if (k.encapsulatedKey !== undefined) record.keyBundle.encapsulatedKey = k.encapsulatedKey;
+  if (k.aadBound !== undefined) record.keyBundle.aadBound = k.aadBound;
   if (k.escrowKeyId !== undefined) record.escrowKeyId = k.escrowKeyId;
   if (k.escrowOwnerTenantId !== undefined) record.escrowOwnerTenantId = k.escrowOwnerTenantId;
   if (k.escrowCardBin !== undefined) record.escrowCardBin = k.escrowCardBin;
   if (k.expiresAtMs !== undefined) record.expiresAt = new Date(k.expiresAtMs);
+  if (k.escrowHeld !== undefined) record.escrowHeld = k.escrowHeld;
   if (k.paymentId !== undefined) record.paymentId = k.paymentId;
   return record;
 }
@@ -209,6 +215,7 @@ export class MemoryReceipts implements ReceiptStore {
             : k.escrowOwnerTenantId === query.ownerTenantId) &&
           (query.escrowKeyIds === undefined || query.escrowKeyIds.includes(k.escrowKeyId ?? "")) &&
           !(query.excludeEscrowKeyIds ?? []).includes(k.escrowKeyId ?? "") &&
+          !(query.excludeHeld === true && k.escrowHeld === true) &&
           (after === undefined ||
             k.createdAtMs > after.createdAt.getTime() ||
             (k.createdAtMs === after.createdAt.getTime() && k.id > after.id)),
@@ -242,12 +249,14 @@ export class MemoryReceipts implements ReceiptStore {
     kept.escrowOwnerTenantId = undefined;
     kept.escrowCardBin = undefined;
     kept.expiresAtMs = undefined;
+    kept.escrowHeld = undefined;
     kept.userId = to.userId;
     kept.issuerTenantId = to.issuerTenantId;
     kept.keyId = to.keyBundle.keyId;
     kept.algorithm = to.keyBundle.algorithm;
     kept.encryptedAesKey = to.keyBundle.encryptedAesKey;
     kept.encapsulatedKey = to.keyBundle.encapsulatedKey;
+    kept.aadBound = to.keyBundle.aadBound;
     this.byUser.add(to.userId, kept);
     return true;
   }
@@ -257,6 +266,30 @@ export class MemoryReceipts implements ReceiptStore {
     for (const k of kept) this.forget(k);
     this.byUser.deleteKey(userId);
     return kept.length;
+  }
+
+  async markHeld(panHash: string, id: string): Promise<void> {
+    const kept = this.escrowed.get(id);
+    if (kept !== undefined && kept.panHash === panHash) kept.escrowHeld = true;
+  }
+
+  async deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
+    const held = this.escrowedByPan.get(panHash).filter((k) => k.escrowOwnerTenantId === ownerTenantId);
+    for (const k of held) this.forget(k);
+    return held.length;
+  }
+
+  async deleteIfSealedTo(
+    panHash: string,
+    merchantId: string,
+    receiptId: string,
+    keyId: string,
+  ): Promise<boolean> {
+    const kept = this.byMerchantReceipt.get(merchantId, receiptId);
+    if (kept === undefined || kept.keyId !== keyId || kept.panHash !== panHash) return false;
+    this.forget(kept);
+    if (kept.userId !== undefined) this.byUser.delete(kept.userId, kept);
+    return true;
   }
 
   async countEscrowed(now: Date): Promise<EscrowCount[]> {

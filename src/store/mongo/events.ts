@@ -51,6 +51,14 @@ export async function insertEventsIn(
   await ctx.collection<EventDoc>(COLLECTIONS.events).insertMany(events.map(eventDocOf), ctx.writeIn(session));
 }
 
+/**
+ * Tells this process's listeners (`EventStore.onWritten`) that events were written, after the
+ * operation that wrote them committed. Nothing for none.
+ */
+export function announceEvents(ctx: MongoContext, events: readonly EventRecord[] | undefined): void {
+  if (events !== undefined && events.length > 0) ctx.announceEvents();
+}
+
 /** The record of a stored event (without Mongo's fields). */
 function sequencedOf(doc: EventDoc): SequencedEvent {
   const { _id, pending: _pending, seq, ...event } = doc;
@@ -73,7 +81,12 @@ export class MongoEvents implements EventStore {
     return this.ctx.run(async () => {
       if (events.length === 0) return;
       await this.events.insertMany(events.map(eventDocOf), this.ctx.limit);
+      announceEvents(this.ctx, events);
     });
+  }
+
+  onWritten(listener: () => void): void {
+    this.ctx.onEventsWritten(listener);
   }
 
   /**

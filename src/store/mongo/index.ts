@@ -2,6 +2,7 @@ import type { Store } from "../types.js";
 import { MongoApiKeys } from "./api-keys.js";
 import { MongoAudit } from "./audit.js";
 import { MongoContext, type MongoStoreOptions } from "./connection.js";
+import { MongoErasures } from "./erasures.js";
 import { MongoEvents, MongoLeases } from "./events.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
@@ -47,6 +48,7 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     issuerEscrowKeys: new MongoIssuerEscrowKeys(ctx),
     bins: new MongoBins(ctx),
     merchants: new MongoMerchantOwners(ctx),
+    erasures: new MongoErasures(ctx),
     events: new MongoEvents(ctx),
     webhookEndpoints: new MongoWebhookEndpoints(ctx),
     deliveries: new MongoDeliveries(ctx),

@@ -29,6 +29,8 @@ export const COLLECTIONS = {
    * transaction as the receipt; it also says where the receipt lives (`panHash`, `id`).
    */
   receiptClaims: "receiptClaims",
+  /** Erasures begun and not finished, one document per user (section 19): what a retry finishes. */
+  erasures: "erasures",
   /**
    * Events (section 22): the outbox, written in the transaction of the change that causes each, and
    * the feed it becomes once the sequencer gives it a position (`seq`).
@@ -124,6 +126,7 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { tenantId: 1, createdAt: -1 }, name: "byTenant" },
   ],
   [COLLECTIONS.bins]: [{ key: { tenantId: 1 }, name: "byTenant" }],
+  [COLLECTIONS.erasures]: [{ key: { userId: 1 }, name: "uniq_userId", unique: true }],
   [COLLECTIONS.events]: [
     // No two events share a position; only sequenced events have one.
     {
@@ -210,7 +213,8 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
     key: { _id: 1 },
     why:
       "Every request upserts one counter by `_id` (`<subject>:<bucket>:<window>`), which must be unique; " +
-      "the subject in front spreads API keys over chunks. Counters live two minutes.",
+      "the subject in front spreads API keys over chunks. Request counters live two minutes, escrow-intake " +
+      "counters (per merchant tenant and card) one intake window.",
   },
   [COLLECTIONS.audit]: {
     key: { _id: "hashed" },
@@ -249,6 +253,10 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
   },
   [COLLECTIONS.binLocks]: { key: "unsharded", why: "One document per 6-digit prefix in use, as bins." },
   [COLLECTIONS.merchants]: { key: "unsharded", why: "One document per merchantId." },
+  [COLLECTIONS.erasures]: {
+    key: "unsharded",
+    why: "One document per erasure in progress, removed when it finishes: a handful at any time.",
+  },
   [COLLECTIONS.events]: {
     key: "unsharded",
     why:

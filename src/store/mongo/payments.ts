@@ -2,7 +2,7 @@ import type { EventRecord } from "../event-types.js";
 import type { CreatePaymentOutcome, PaymentRecord, PaymentStore, ReceiptRecord } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
-import { insertEventsIn } from "./events.js";
+import { announceEvents, insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
 import { insertReceiptIn } from "./receipts.js";
 import { scatterGather } from "./sharding.js";
@@ -35,6 +35,7 @@ export class MongoPayments implements PaymentStore {
           await insertReceiptIn(this.ctx, session, receipt);
           await insertEventsIn(this.ctx, session, events);
         });
+        announceEvents(this.ctx, events);
         return { kind: "created" };
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;

@@ -52,6 +52,7 @@ export function keyBundleDoc(bundle: StoredKeyBundle): KeyBundleDoc {
     encryptedAesKey: toBytes(bundle.encryptedAesKey),
   };
   if (bundle.encapsulatedKey !== undefined) doc.encapsulatedKey = toBytes(bundle.encapsulatedKey);
+  if (bundle.aadBound === true) doc.aadBound = true;
   return doc;
 }
 
@@ -75,6 +76,7 @@ export function receiptRecord(doc: ReceiptDoc): ReceiptRecord {
     encryptedAesKey: toText(keyBundle.encryptedAesKey),
   };
   if (keyBundle.encapsulatedKey !== undefined) bundle.encapsulatedKey = toText(keyBundle.encapsulatedKey);
+  if (keyBundle.aadBound === true) bundle.aadBound = true;
   return {
     ...rest,
     keyBundle: bundle,

@@ -12,7 +12,7 @@ import {
 } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
-import { insertEventsIn } from "./events.js";
+import { announceEvents, insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
 import { keyBundleDoc, type ReceiptDoc, receiptDoc, receiptRecord } from "./receipt-docs.js";
 import { scatterGather } from "./sharding.js";
@@ -101,6 +101,7 @@ export class MongoReceipts implements ReceiptStore {
           await insertReceiptIn(this.ctx, session, receipt);
           await insertEventsIn(this.ctx, session, events);
         });
+        announceEvents(this.ctx, events);
         return true;
       } catch (err) {
         if (isDuplicateKey(err)) return false;
@@ -169,6 +170,7 @@ export class MongoReceipts implements ReceiptStore {
     if (query.excludeEscrowKeyIds !== undefined) {
       keys.push({ escrowKeyId: { $nin: [...query.excludeEscrowKeyIds] } });
     }
+    if (query.excludeHeld === true) keys.push({ escrowHeld: { $exists: false } });
     const position: Filter<ReceiptDoc>[] =
       after === undefined
         ? []
@@ -229,8 +231,8 @@ export class MongoReceipts implements ReceiptStore {
     expectedEscrowKeyId?: string,
     events?: readonly EventRecord[],
   ): Promise<boolean> {
-    return this.ctx.run(() =>
-      this.ctx.transaction("receipts.release", async (session) => {
+    return this.ctx.run(async () => {
+      const released = await this.ctx.transaction("receipts.release", async (session) => {
         const filter: Filter<ReceiptDoc> =
           expectedEscrowKeyId === undefined
             ? { id, isEscrowed: true }
@@ -246,7 +248,13 @@ export class MongoReceipts implements ReceiptStore {
               issuerTenantId: to.issuerTenantId,
               keyBundle: keyBundleDoc(to.keyBundle),
             },
-            $unset: { escrowKeyId: "", escrowOwnerTenantId: "", escrowCardBin: "", expiresAt: "" },
+            $unset: {
+              escrowKeyId: "",
+              escrowOwnerTenantId: "",
+              escrowCardBin: "",
+              expiresAt: "",
+              escrowHeld: "",
+            },
           },
           this.ctx.writeIn(session),
         );
@@ -257,8 +265,10 @@ export class MongoReceipts implements ReceiptStore {
         );
         await insertEventsIn(this.ctx, session, events);
         return true;
-      }),
-    );
+      });
+      if (released) announceEvents(this.ctx, events);
+      return released;
+    });
   }
 
   /** Deletes the user's receipts and their claims (which say where the receipts were). */
@@ -275,6 +285,49 @@ export class MongoReceipts implements ReceiptStore {
         await this.claims.deleteMany({ _id: { $in: ids } }, this.ctx.limit);
       }
       return (await this.collection.deleteMany({ userId }, this.ctx.limit)).deletedCount;
+    });
+  }
+
+  markHeld(panHash: string, id: string): Promise<void> {
+    return this.ctx.run(async () => {
+      await this.collection.updateOne(
+        { panHash, id, isEscrowed: true },
+        { $set: { escrowHeld: true } },
+        this.ctx.limit,
+      );
+    });
+  }
+
+  /** Deletes the card's escrow held for the tenant, and the claims of what it deletes. */
+  deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
+    return this.deleteWithClaims({ panHash, isEscrowed: true, escrowOwnerTenantId: ownerTenantId });
+  }
+
+  async deleteIfSealedTo(
+    panHash: string,
+    merchantId: string,
+    receiptId: string,
+    keyId: string,
+  ): Promise<boolean> {
+    return (await this.deleteWithClaims({ panHash, merchantId, receiptId, "keyBundle.keyId": keyId })) > 0;
+  }
+
+  /**
+   * Deletes the receipts of one card that match `filter`, and their claims: the claims first, as
+   * `deleteByUser` does, so that a failure between the two leaves receipts that a retry deletes.
+   */
+  private deleteWithClaims(filter: Filter<ReceiptDoc> & { panHash: string }): Promise<number> {
+    return this.ctx.run(async () => {
+      const found = await this.collection
+        .find<Pick<ReceiptDoc, "merchantId" | "receiptId">>(filter, {
+          ...this.ctx.limit,
+          projection: { _id: 0, merchantId: 1, receiptId: 1 },
+        })
+        .toArray();
+      if (found.length === 0) return 0;
+      const ids = found.map((r) => claimId(r.merchantId, r.receiptId));
+      await this.claims.deleteMany({ _id: { $in: ids } }, this.ctx.limit);
+      return (await this.collection.deleteMany(filter, this.ctx.limit)).deletedCount;
     });
   }
 

@@ -4,7 +4,7 @@ import { planRegister, type RegisterInput } from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
-import { insertEventsIn } from "./events.js";
+import { announceEvents, insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
 
 /** How often `register` starts over after losing a race on a unique index to a concurrent call. */
@@ -81,7 +81,9 @@ export class MongoUsers implements UserStore {
         if (users === 1) await insertEventsIn(this.ctx, session, events);
         return users === 1;
       });
-      return removed ? { user, deletedKeys: deletedCount } : undefined;
+      if (!removed) return undefined;
+      announceEvents(this.ctx, events);
+      return { user, deletedKeys: deletedCount };
     });
   }
 
@@ -95,7 +97,11 @@ export class MongoUsers implements UserStore {
     return this.ctx.run(async () => {
       for (let attempt = 1; ; attempt++) {
         try {
-          return await this.ctx.transaction("users.register", (session) => this.registerIn(session, input));
+          const { outcome, events } = await this.ctx.transaction("users.register", (session) =>
+            this.registerIn(session, input),
+          );
+          announceEvents(this.ctx, events);
+          return outcome;
         } catch (err) {
           if (!isDuplicateKey(err)) throw err;
           if (attempt < REGISTER_ATTEMPTS) continue;
@@ -106,7 +112,10 @@ export class MongoUsers implements UserStore {
     });
   }
 
-  private async registerIn(session: ClientSession, input: RegisterInput): Promise<RegisterOutcome> {
+  private async registerIn(
+    session: ClientSession,
+    input: RegisterInput,
+  ): Promise<{ outcome: RegisterOutcome; events: EventRecord[] | undefined }> {
     const read = this.ctx.readIn(session);
     const user = (await this.users.findOne<UserRecord>({ panHash: input.panHash }, read)) ?? undefined;
     const key = (await this.keys.findOne<KeyRecord>({ keyId: input.key.keyId }, read)) ?? undefined;
@@ -119,8 +128,9 @@ export class MongoUsers implements UserStore {
     const write = { ...this.ctx.writeIn(session), upsert: true };
     if (plan.user !== undefined) await this.users.replaceOne({ userId: plan.user.userId }, plan.user, write);
     for (const k of plan.keys) await this.keys.replaceOne({ keyId: k.keyId }, k, write);
-    await insertEventsIn(this.ctx, session, input.events?.(plan.outcome));
-    return plan.outcome;
+    const events = input.events?.(plan.outcome);
+    await insertEventsIn(this.ctx, session, events);
+    return { outcome: plan.outcome, events };
   }
 }
 

@@ -1,0 +1,182 @@
+import { bytesEqual, toHex } from "./bytes.js";
+import { type CardState, nextCardState } from "./card-rules.js";
+import { type DirectorySnapshot, parseDirectory } from "./directory.js";
+import { defaultSha256, type Sha256 } from "./hash.js";
+import { canonicalJson, type Json } from "./json.js";
+import { commitmentOf, parseLeaf, parTagOf } from "./leaves.js";
+import { parseStatement } from "./statements.js";
+
+/**
+ * The core of an issuer's monitor (SPEC section 20, "Monitors"), as a pure function: the previous
+ * state, the new leaves, what the issuer's feed opened, what its own records say, and the checkpoints
+ * seen at witnesses in; the next state and one alert per finding out. The command line around it
+ * downloads, verifies the leaves against a trusted checkpoint, keeps the state between runs, prints one
+ * line per alert and exits non-zero when there is any.
+ */
+
+/** What the issuer knows from its own records. */
+export interface MonitorConfig {
+  issuer: string;
+  /** Hex `signerHash` of each of its signing keys. */
+  signerHashes: string[];
+  /** The PARs of its cards (their tags are computed here). */
+  pars: string[];
+  /** Card references (hashed PAN or PAR) its records show as enrolled. */
+  enrolled: string[];
+  /** Hex SHA-256 of every statement it signed. */
+  signed: string[];
+  /** Its own directory entry as its records say it should read (canonical JSON), if it keeps one. */
+  expectedEntry?: string;
+  /** Its BIN and token-BIN prefixes. */
+  prefixes: string[];
+}
+
+/** What a monitor keeps between runs. */
+export interface MonitorState {
+  /** Index of the next leaf to read. */
+  next: number;
+  /** Per card reference, what its statements so far say. */
+  cards: Record<string, CardState>;
+  /** Per witness, per tree size, the root it cosigned (hex). */
+  witnessRoots: Record<string, Record<string, string>>;
+}
+
+export const EMPTY_MONITOR_STATE: MonitorState = { next: 0, cards: {}, witnessRoots: {} };
+
+/** One run's input: leaves from `state.next` on, in order; the feed's openings; checkpoints seen at witnesses. */
+export interface MonitorInput {
+  leaves: Uint8Array[];
+  /** Index -> the full statement (cardRef added back by the issuer) and its opening, as the feed opened it. */
+  opened: ReadonlyMap<number, { statement: Uint8Array; opening: Uint8Array }>;
+  witnessCheckpoints: Array<{ witness: string; size: number; root: Uint8Array }>;
+}
+
+export interface MonitorAlert {
+  index?: number;
+  message: string;
+}
+
+interface Run {
+  config: MonitorConfig;
+  state: MonitorState;
+  alerts: MonitorAlert[];
+  parTags: Set<string>;
+  sha256: Sha256;
+}
+
+/** Reads new leaves and checkpoints; see the module comment. */
+export function monitor(
+  config: MonitorConfig,
+  previous: MonitorState,
+  input: MonitorInput,
+  sha256: Sha256 = defaultSha256,
+): { state: MonitorState; alerts: MonitorAlert[] } {
+  const state = JSON.parse(JSON.stringify(previous)) as MonitorState;
+  const run: Run = {
+    config,
+    state,
+    alerts: [],
+    parTags: new Set(config.pars.map((p) => toHex(parTagOf(p, sha256)))),
+    sha256,
+  };
+  for (const [offset, leaf] of input.leaves.entries())
+    readLeaf(run, previous.next + offset, leaf, input.opened);
+  state.next = previous.next + input.leaves.length;
+  for (const seen of input.witnessCheckpoints) {
+    const roots = state.witnessRoots[seen.witness] ?? {};
+    const known = roots[String(seen.size)];
+    const root = toHex(seen.root);
+    if (known !== undefined && known !== root) {
+      run.alerts.push({ message: `witness ${seen.witness} cosigned two roots for tree size ${seen.size}` });
+    }
+    state.witnessRoots[seen.witness] = { ...roots, [String(seen.size)]: known ?? root };
+  }
+  return { state, alerts: run.alerts };
+}
+
+function readLeaf(run: Run, index: number, leaf: Uint8Array, opened: MonitorInput["opened"]): void {
+  const parsed = parseLeaf(leaf);
+  if (parsed === undefined) {
+    run.alerts.push({ index, message: "a leaf that is not of this log's formats" });
+    return;
+  }
+  if (parsed.kind === "directory") {
+    readSnapshot(run, index, parsed.json);
+    return;
+  }
+  const mine = run.config.signerHashes.includes(toHex(parsed.signerHash));
+  if (parsed.kind === "par-statement" && !mine && run.parTags.has(toHex(parsed.parTag))) {
+    run.alerts.push({
+      index,
+      message: "a statement about one of your PAR cards signed by another issuer's key",
+    });
+  }
+  if (!mine) return;
+  const entry = opened.get(index);
+  if (
+    entry === undefined ||
+    entry.opening.length !== 16 ||
+    !bytesEqual(commitmentOf(entry.opening, entry.statement, run.sha256), parsed.commitment)
+  ) {
+    run.alerts.push({ index, message: "a leaf under your signing key that your feed does not open" });
+    return;
+  }
+  if (!run.config.signed.includes(toHex(run.sha256(entry.statement)))) {
+    run.alerts.push({ index, message: "a statement under your signing key that you did not sign" });
+  }
+  readStatement(run, index, entry.statement);
+}
+
+function readStatement(run: Run, index: number, bytes: Uint8Array): void {
+  const statement = parseStatement(bytes);
+  if (!statement.ok) {
+    run.alerts.push({ index, message: `a statement under your key that is not valid: ${statement.reason}` });
+    return;
+  }
+  const s = statement.value;
+  if (s.type !== "receipts.v1/key-binding" && s.type !== "receipts.v1/key-revocation") return;
+  const before = run.state.cards[s.cardRef];
+  if (before === undefined && !run.config.enrolled.includes(s.cardRef)) {
+    run.alerts.push({ index, message: "a binding for a card your records show as not enrolled" });
+  }
+  const next = nextCardState(before, s);
+  if (!next.ok) {
+    run.alerts.push({
+      index,
+      message: `a card statement out of order (a second unrevoked binding?): ${next.reason}`,
+    });
+    return;
+  }
+  run.state.cards[s.cardRef] = next.value;
+}
+
+function readSnapshot(run: Run, index: number, json: Uint8Array): void {
+  const parsed = parseDirectory(json);
+  if (!parsed.ok) {
+    run.alerts.push({ index, message: `a directory snapshot that is not valid: ${parsed.reason}` });
+    return;
+  }
+  const own = parsed.value.issuers.find((entry) => entry.issuer === run.config.issuer);
+  const text = own === undefined ? undefined : canonicalJson(own as unknown as Json);
+  if (run.config.expectedEntry !== undefined && text !== run.config.expectedEntry) {
+    run.alerts.push({ index, message: "the directory's entry for you is not what your records say" });
+  }
+  for (const taken of foreignPrefixes(parsed.value, run.config)) {
+    run.alerts.push({ index, message: `the directory gives your prefix ${taken.prefix} to ${taken.issuer}` });
+  }
+}
+
+function foreignPrefixes(
+  snapshot: DirectorySnapshot,
+  config: MonitorConfig,
+): Array<{ prefix: string; issuer: string }> {
+  const out: Array<{ prefix: string; issuer: string }> = [];
+  for (const entry of snapshot.issuers) {
+    if (entry.issuer === config.issuer) continue;
+    for (const p of entry.prefixes) {
+      const clash = config.prefixes.some((mine) => mine.startsWith(p.prefix) || p.prefix.startsWith(mine));
+      if (clash) out.push({ prefix: p.prefix, issuer: entry.issuer });
+    }
+  }
+  return out;
+}

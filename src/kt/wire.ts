@@ -1,0 +1,72 @@
+/**
+ * The JSON shapes of the key-transparency parts of answers (SPEC section 20), as the server writes
+ * them and the client library reads them; docs/key-transparency.md describes each member. Bytes are
+ * standard padded base64 unless said otherwise; sizes and indexes are JSON numbers.
+ */
+
+/** An issuer's signed statement, as `register` and `POST /issuers/escrow-keys` take it and lookup answers it. */
+export interface KtBinding {
+  /** Base64 of the statement's exact bytes (RFC 8785 canonical JSON, UTF-8). */
+  statement: string;
+  /** Base64 of the 64-byte signature (Ed25519, or P-256 raw r || s). */
+  signature: string;
+  /** The signing key, `sk_` + 32 hex digits (see `signingKeyIdOf`). */
+  signingKeyId: string;
+}
+
+/** Where the statement's leaf is in the log. */
+export interface KtProof {
+  leafIndex: number;
+  /** Equals the checkpoint's size. */
+  treeSize: number;
+  /** Base64 hashes, RFC 9162 inclusion proof order. */
+  inclusion: string[];
+  /** The signed checkpoint note (C2SP), with the log's signature and every cosignature. */
+  checkpoint: string;
+}
+
+/** The directory snapshot the answer was made under, proven under the same checkpoint. */
+export interface KtDirectoryProof {
+  /** Leaf index of the snapshot. */
+  index: number;
+  /** Base64 hashes of its inclusion proof in the checkpoint's tree. */
+  inclusion: string[];
+  /** Lower-case hex SHA-256 of the snapshot's JSON: `GET /kt/v1/directory/{sha256}` serves it (immutable). */
+  sha256: string;
+}
+
+/**
+ * What `POST /api/v1/keys/lookup` answers (and `register`, about the registered key), the
+ * key-transparency members beside `keyId`, `algorithm`, `publicKey`, `isEscrowed`. `binding`,
+ * `opening` and `proof` are absent only for the service's own escrow key, which nobody signs.
+ */
+export interface KtLookupAnswer {
+  keyId: string;
+  algorithm: string;
+  /** Base64 SPKI DER of the key to seal to. */
+  publicKey: string;
+  isEscrowed: boolean;
+  binding?: KtBinding;
+  /** Base64 of the 16-byte opening of the statement's commitment. */
+  opening?: string;
+  proof?: KtProof;
+  directory: KtDirectoryProof;
+  /** The checkpoint note, when there is no `proof` (service escrow); otherwise `proof.checkpoint`. */
+  checkpoint?: string;
+}
+
+/** One leaf as `GET /kt/v1/entries` serves it to issuers and auditors: base64 of its bytes. */
+export interface KtEntry {
+  index: number;
+  leaf: string;
+}
+
+/** One of its own leaves as `GET /api/v1/kt/entries` opens it to an issuer. */
+export interface KtOpenedEntry {
+  index: number;
+  /** Base64 of the statement without `cardRef` (the issuer adds its own card reference back). */
+  statementWithoutCardRef: string;
+  opening: string;
+  signingKeyId: string;
+  userId: string | null;
+}

@@ -1,0 +1,406 @@
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type { ErrorCode } from "../errors.js";
+import {
+  codesByStatus,
+  type ErrorSchemaRefs,
+  errorResponse,
+  JSON_MEDIA,
+  responseHeaders,
+  successEnvelope,
+} from "./responses.js";
+import type { JsonSchema } from "./schema.js";
+
+/**
+ * The operator API (`/admin/v1`, on only when the server has `ADMIN_TOKEN`) in the OpenAPI document.
+ * Its routes are plain Fastify routes over `domain/admin.ts`, not RPCs, so their documentation is
+ * written here, one entry per route of `ADMIN_ROUTES` (src/http/admin.ts): a test fails when the two
+ * lists differ, and another sends each example to a running server and checks the answer against
+ * the schema given here.
+ */
+
+/** The name of the operator's bearer-token security scheme. */
+export const ADMIN_SCHEME = "adminToken";
+
+/** The tag of the operator operations. */
+export const ADMIN_TAG = "Operator";
+
+const ID = { type: "string", pattern: "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$" };
+const TIME = { type: "string", format: "date-time" };
+const BINS = {
+  type: "array",
+  items: { type: "string", pattern: "^([0-9]{6}|[0-9]{8})$" },
+  maxItems: 1000,
+  description: "BIN prefixes: the first 6 or 8 digits of the tenant's cards.",
+};
+
+/** Component schemas of the operator API, added to the document beside the proto messages. */
+export const ADMIN_SCHEMAS: Readonly<Record<string, JsonSchema>> = {
+  AdminApiKey: {
+    type: "object",
+    description: "An API key as an operator sees it: never its hash; the key itself only once, on creation.",
+    required: [
+      "apiKeyId",
+      "prefix",
+      "tenant",
+      "role",
+      "tier",
+      "environment",
+      "merchantIds",
+      "name",
+      "createdAt",
+    ],
+    properties: {
+      apiKeyId: { type: "string", description: "The id to revoke it by." },
+      apiKey: {
+        type: "string",
+        description:
+          "`rk_<env>_<random>`: in the answer to its creation only. Store it; it is never shown again.",
+      },
+      prefix: { type: "string", description: "The first characters of the key, to recognise it in lists." },
+      tenant: ID,
+      role: { type: "string", enum: ["issuer", "merchant"] },
+      tier: { type: "string", enum: ["sandbox", "standard", "enterprise"] },
+      environment: { type: "string", enum: ["live", "test", "dev"] },
+      merchantIds: {
+        type: "array",
+        items: { type: "string" },
+        description: "The merchantIds a merchant key may use; empty: any its tenant owns.",
+      },
+      name: { type: "string" },
+      createdAt: TIME,
+      revokedAt: TIME,
+    },
+    additionalProperties: false,
+  },
+  AdminAuditEvent: {
+    type: "object",
+    description: "One entry of the audit log. Never a secret.",
+    required: ["at", "action", "tenantId", "requestId", "sourceIp"],
+    properties: {
+      at: TIME,
+      action: { type: "string", description: "E.g. `grant.created`, `receipt.decrypted`, `admin.bins.set`." },
+      tenantId: { type: "string" },
+      requestId: { type: "string" },
+      sourceIp: { type: "string" },
+      userId: { type: "string" },
+      keyId: { type: "string" },
+      subject: { type: "string", description: "A non-secret reference: a receiptId, a paymentId, a key id." },
+    },
+    additionalProperties: false,
+  },
+};
+
+/** One operator operation's documentation. */
+interface AdminOperation {
+  summary: string;
+  description: string;
+  /** Path and query parameters. */
+  parameters?: JsonObject[];
+  body?: { schema: JsonSchema; example: JsonValue };
+  /** The schema of `data` in the success envelope, and an example of it. */
+  data: JsonSchema;
+  example: JsonValue;
+  /** The error codes it can answer besides those of every operator call. */
+  errors: ErrorCode[];
+}
+
+/** Codes every operator call can get: a bad token, the rate limit, a body that is not JSON. */
+const COMMON_ERRORS: ErrorCode[] = ["unauthorized", "rate_limit_exceeded", "internal_server_error"];
+
+const KEY_REF = { $ref: "#/components/schemas/AdminApiKey" };
+const TENANT_PARAM = (where: "path" | "query", example: string) => ({
+  name: "tenant",
+  in: where,
+  required: where === "path",
+  description: "A tenant id, as given to its API keys.",
+  schema: ID,
+  example,
+});
+const KEY_EXAMPLE = {
+  apiKeyId: "key_Wm3dQ0bY8nT2",
+  prefix: "rk_live_Q9x",
+  tenant: "acme-bank",
+  role: "issuer",
+  tier: "standard",
+  environment: "live",
+  merchantIds: [],
+  name: "Acme Bank production",
+  createdAt: "2026-11-25T09:00:00.000Z",
+};
+
+/** The operator operations by `VERB /path` (OpenAPI path templates). */
+export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
+  "POST /admin/v1/api-keys": {
+    summary: "Creates an API key.",
+    description:
+      "Creates an API key of a tenant and role. The key is in this answer only: hand it over and " +
+      "forget it (the service keeps a hash). A merchant key may be limited to some merchantIds.",
+    body: {
+      schema: {
+        type: "object",
+        required: ["tenant", "role"],
+        properties: {
+          tenant: ID,
+          role: { type: "string", enum: ["issuer", "merchant"] },
+          tier: { type: "string", enum: ["sandbox", "standard", "enterprise"], default: "standard" },
+          merchantIds: { type: "array", items: ID, maxItems: 1000 },
+          name: { type: "string", maxLength: 200 },
+        },
+        additionalProperties: false,
+      },
+      example: { tenant: "acme-bank", role: "issuer", tier: "standard", name: "Acme Bank production" },
+    },
+    data: KEY_REF,
+    example: { ...KEY_EXAMPLE, apiKey: "rk_live_Q9xV3mJc0s8e2KqLr7WzT1uYb5NdHf4aGp6" },
+    errors: ["invalid_request"],
+  },
+  "GET /admin/v1/api-keys": {
+    summary: "Lists API keys.",
+    description: "Every API key, or those of one tenant, oldest first; revoked keys too. Never the keys.",
+    parameters: [TENANT_PARAM("query", "acme-bank")],
+    data: {
+      type: "object",
+      required: ["apiKeys"],
+      properties: { apiKeys: { type: "array", items: KEY_REF } },
+      additionalProperties: false,
+    },
+    example: { apiKeys: [KEY_EXAMPLE] },
+    errors: ["invalid_request"],
+  },
+  "DELETE /admin/v1/api-keys/{apiKeyId}": {
+    summary: "Revokes an API key.",
+    description: "From now on the key is `unauthorized`. Revoking cannot be undone: create a new key.",
+    parameters: [
+      {
+        name: "apiKeyId",
+        in: "path",
+        required: true,
+        description: "The `apiKeyId` of the key, from the list.",
+        schema: { type: "string" },
+        example: "key_Wm3dQ0bY8nT2",
+      },
+    ],
+    data: {
+      type: "object",
+      required: ["apiKeyId"],
+      properties: { apiKeyId: { type: "string" } },
+      additionalProperties: false,
+    },
+    example: { apiKeyId: "key_Wm3dQ0bY8nT2" },
+    errors: ["not_found"],
+  },
+  "PUT /admin/v1/issuers/{tenant}/bins": {
+    summary: "Sets an issuer tenant's BIN prefixes.",
+    description:
+      "Replaces the tenant's list. A receipt that carries a `cardBin` inside one of them goes only to a " +
+      "cardholder this tenant registered, or to the tenant's escrow. A prefix belongs to one tenant: " +
+      "one another tenant owns, or one overlapping it, is `conflict`.",
+    parameters: [TENANT_PARAM("path", "acme-bank")],
+    body: {
+      schema: {
+        type: "object",
+        required: ["bins"],
+        properties: { bins: BINS },
+        additionalProperties: false,
+      },
+      example: { bins: ["411111", "45671234"] },
+    },
+    data: binsData(),
+    example: { tenant: "acme-bank", bins: ["411111", "45671234"] },
+    errors: ["invalid_request", "conflict"],
+  },
+  "GET /admin/v1/issuers/{tenant}/bins": {
+    summary: "Reads an issuer tenant's BIN prefixes.",
+    description: "The tenant's BIN prefixes, sorted.",
+    parameters: [TENANT_PARAM("path", "acme-bank")],
+    data: binsData(),
+    example: { tenant: "acme-bank", bins: ["411111", "45671234"] },
+    errors: ["invalid_request"],
+  },
+  "PUT /admin/v1/merchants/{merchantId}": {
+    summary: "Assigns a merchantId to a merchant tenant.",
+    description:
+      "A merchantId belongs to one merchant tenant: the first that uses it, or the one assigned here. " +
+      "The operator's word is final: a signing key the previous owner registered for it is removed.",
+    parameters: [
+      {
+        name: "merchantId",
+        in: "path",
+        required: true,
+        description: "The merchantId, as in receipts.",
+        schema: ID,
+        example: "corner-coffee",
+      },
+    ],
+    body: {
+      schema: {
+        type: "object",
+        required: ["tenant"],
+        properties: { tenant: ID },
+        additionalProperties: false,
+      },
+      example: { tenant: "corner-coffee-ltd" },
+    },
+    data: {
+      type: "object",
+      required: ["merchantId", "tenant", "assignedAt", "signingKeyRemoved"],
+      properties: {
+        merchantId: ID,
+        tenant: ID,
+        assignedAt: TIME,
+        signingKeyRemoved: {
+          type: "boolean",
+          description: "Whether another tenant's signing key for the merchantId was removed.",
+        },
+      },
+      additionalProperties: false,
+    },
+    example: {
+      merchantId: "corner-coffee",
+      tenant: "corner-coffee-ltd",
+      assignedAt: "2026-11-25T09:05:00.000Z",
+      signingKeyRemoved: false,
+    },
+    errors: ["invalid_request"],
+  },
+  "GET /admin/v1/audit": {
+    summary: "Reads the audit log.",
+    description: "Audit events, newest first: key changes, grants, decrypts, operator changes. No secrets.",
+    parameters: [
+      TENANT_PARAM("query", "acme-bank"),
+      {
+        name: "after",
+        in: "query",
+        required: false,
+        description: "Only events after this time (RFC 3339).",
+        schema: TIME,
+        example: "2026-11-25T00:00:00Z",
+      },
+      {
+        name: "limit",
+        in: "query",
+        required: false,
+        description: "At most this many events, 1 to 1000; default 100.",
+        schema: { type: "integer", minimum: 1, maximum: 1000 },
+        example: 50,
+      },
+    ],
+    data: {
+      type: "object",
+      required: ["events"],
+      properties: { events: { type: "array", items: { $ref: "#/components/schemas/AdminAuditEvent" } } },
+      additionalProperties: false,
+    },
+    example: {
+      events: [
+        {
+          at: "2026-11-25T09:00:00.000Z",
+          action: "admin.api_key.created",
+          tenantId: "acme-bank",
+          requestId: "4b1f0c8e-6a5e-4f0e-9d7c-2f1b8f0a9e31",
+          sourceIp: "203.0.113.9",
+          subject: "key_Wm3dQ0bY8nT2",
+        },
+      ],
+    },
+    errors: ["invalid_request"],
+  },
+  "GET /admin/v1/escrow": {
+    summary: "Counts escrowed receipts.",
+    description:
+      "Unexpired escrowed receipts by owner tenant (absent: escrowed without an owner) and escrow key: " +
+      "what waits for a card to be registered.",
+    data: {
+      type: "object",
+      required: ["escrow"],
+      properties: {
+        escrow: {
+          type: "array",
+          items: {
+            type: "object",
+            required: ["escrowKeyId", "count"],
+            properties: {
+              ownerTenantId: { type: "string" },
+              escrowKeyId: { type: "string" },
+              count: { type: "integer", minimum: 0 },
+            },
+            additionalProperties: false,
+          },
+        },
+      },
+      additionalProperties: false,
+    },
+    example: { escrow: [{ ownerTenantId: "acme-bank", escrowKeyId: "iek_QOsuElGgQg4OoV-R", count: 3 }] },
+    errors: [],
+  },
+};
+
+function binsData(): JsonSchema {
+  return {
+    type: "object",
+    required: ["tenant", "bins"],
+    properties: { tenant: ID, bins: BINS },
+    additionalProperties: false,
+  };
+}
+
+/** The operator API's paths, for a document whose error schemas are `errors`. */
+export function adminPaths(errors: ErrorSchemaRefs): Record<string, JsonObject> {
+  const paths: Record<string, JsonObject> = {};
+  for (const [key, doc] of Object.entries(ADMIN_OPERATIONS)) {
+    const [verb = "", path = ""] = key.split(" ");
+    const op: JsonObject = {
+      operationId: `Operator_${operationName(verb, path)}`,
+      summary: doc.summary,
+      description: `${doc.description}\n\nNeeds \`Authorization: Bearer <ADMIN_TOKEN>\`.`,
+      tags: [ADMIN_TAG],
+      security: [{ [ADMIN_SCHEME]: [] }],
+      parameters: doc.parameters ?? [],
+    };
+    if (doc.body !== undefined) {
+      op.requestBody = {
+        required: true,
+        content: { [JSON_MEDIA]: { schema: doc.body.schema, example: doc.body.example } },
+      };
+    }
+    op.responses = responsesOf(errors, doc);
+    paths[path] = { ...paths[path], [verb.toLowerCase()]: op };
+  }
+  return paths;
+}
+
+function responsesOf(errors: ErrorSchemaRefs, doc: AdminOperation): JsonObject {
+  const responses: JsonObject = {
+    "200": {
+      description: "Success.",
+      headers: responseHeaders(200, true),
+      content: {
+        [JSON_MEDIA]: { schema: successEnvelope(doc.data), example: { success: true, data: doc.example } },
+      },
+    },
+  };
+  for (const [status, group] of codesByStatus([...doc.errors, ...COMMON_ERRORS])) {
+    responses[String(status)] = errorResponse(errors, status, group, true);
+  }
+  return responses;
+}
+
+/** `PUT /admin/v1/issuers/{tenant}/bins` as `PutIssuersBins`. */
+function operationName(verb: string, path: string): string {
+  const words = path
+    .replace("/admin/v1/", "")
+    .split("/")
+    .filter((part) => !part.startsWith("{"))
+    .flatMap((part) => part.split("-"))
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1));
+  return `${verb.charAt(0)}${verb.slice(1).toLowerCase()}${words.join("")}`;
+}
+
+/** The operator's security scheme. */
+export const ADMIN_SECURITY_SCHEME: JsonObject = {
+  type: "http",
+  scheme: "bearer",
+  description:
+    "The operator API's token: `Authorization: Bearer <ADMIN_TOKEN>`, the server's `ADMIN_TOKEN` (at " +
+    "least 32 characters). Without `ADMIN_TOKEN` the operator API is off and every `/admin/v1` path is 404.",
+};

@@ -1,0 +1,137 @@
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { toHex, utf8 } from "../../src/kt/bytes.js";
+import { canonicalJson, type Json } from "../../src/kt/json.js";
+import { directoryLeaf, statementLeaf } from "../../src/kt/leaves.js";
+import { EMPTY_MONITOR_STATE, type MonitorConfig, monitor } from "../../src/kt/monitor.js";
+import { signerHashOf } from "../../src/kt/signatures.js";
+import { nodeSha256 } from "./support.js";
+import { bindingOf, makeIssuer, makeUserKey, snapshotOf } from "./world.js";
+
+/**
+ * The issuer's monitor on the substitutions of issue 32: a stolen signing key (a statement the issuer
+ * did not sign), the operator (a directory entry or BIN the issuer did not change), a store writer (a
+ * leaf under the issuer's key its feed cannot open; a binding for a card it never enrolled), and the
+ * other alarms of SPEC section 20.
+ */
+
+const bank = makeIssuer("bank-a");
+const other = makeIssuer("bank-b");
+const CARD = "c".repeat(64);
+
+function leafOf(statement: string, signer = bank, opening = new Uint8Array(randomBytes(16)), par?: string) {
+  const bytes = utf8(statement);
+  return {
+    leaf: statementLeaf({ signerSpki: signer.spki, opening, statement: bytes, par }),
+    statement: bytes,
+    opening,
+  };
+}
+
+function config(changes: Partial<MonitorConfig> = {}): MonitorConfig {
+  return {
+    issuer: "bank-a",
+    signerHashes: [toHex(signerHashOf(bank.spki))],
+    pars: ["P".repeat(29)],
+    enrolled: [CARD],
+    signed: [],
+    prefixes: ["411111"],
+    ...changes,
+  };
+}
+
+describe("monitor", () => {
+  it("stays quiet on its own honest entries and keeps its place between runs", () => {
+    const key = makeUserKey();
+    const a = leafOf(bindingOf(bank, key, CARD));
+    const run = monitor(config({ signed: [toHex(nodeSha256(a.statement))] }), EMPTY_MONITOR_STATE, {
+      leaves: [a.leaf],
+      opened: new Map([[0, { statement: a.statement, opening: a.opening }]]),
+      witnessCheckpoints: [],
+    });
+    expect(run.alerts).toEqual([]);
+    expect(run.state.next).toBe(1);
+    expect(run.state.cards[CARD]?.active?.keyId).toBe(key.keyId);
+  });
+
+  it("alarms on a statement under its key that it did not sign (a stolen signing key)", () => {
+    const a = leafOf(bindingOf(bank, makeUserKey(), CARD));
+    const run = monitor(config(), EMPTY_MONITOR_STATE, {
+      leaves: [a.leaf],
+      opened: new Map([[0, { statement: a.statement, opening: a.opening }]]),
+      witnessCheckpoints: [],
+    });
+    expect(run.alerts.map((x) => x.message)).toEqual([
+      "a statement under your signing key that you did not sign",
+    ]);
+  });
+
+  it("alarms on a leaf under its key that its feed does not open, or opens wrongly (a store writer)", () => {
+    const a = leafOf(bindingOf(bank, makeUserKey(), CARD));
+    const wrong = { statement: a.statement, opening: new Uint8Array(16) };
+    for (const opened of [new Map(), new Map([[0, wrong]])]) {
+      const run = monitor(config(), EMPTY_MONITOR_STATE, {
+        leaves: [a.leaf],
+        opened,
+        witnessCheckpoints: [],
+      });
+      expect(run.alerts.map((x) => x.message)).toEqual([
+        "a leaf under your signing key that your feed does not open",
+      ]);
+    }
+  });
+
+  it("alarms on a first binding of a card it never enrolled, and on a second unrevoked binding", () => {
+    const first = leafOf(bindingOf(bank, makeUserKey(), "d".repeat(64)));
+    const second = leafOf(bindingOf(bank, makeUserKey(), "d".repeat(64)));
+    const signed = [first, second].map((x) => toHex(nodeSha256(x.statement)));
+    const run = monitor(config({ signed }), EMPTY_MONITOR_STATE, {
+      leaves: [first.leaf, second.leaf],
+      opened: new Map([
+        [0, first],
+        [1, second],
+      ]),
+      witnessCheckpoints: [],
+    });
+    expect(run.alerts.map((x) => x.message)).toEqual([
+      "a binding for a card your records show as not enrolled",
+      expect.stringContaining("out of order"),
+    ]);
+  });
+
+  it("alarms on a directory change it did not make (the operator), and on its PAR under another signer", () => {
+    const mine = snapshotOf([{ issuer: bank, bins: ["411111"] }]);
+    const expectedEntry = canonicalJson((JSON.parse(mine) as { issuers: Json[] }).issuers[0] as Json);
+    const moved = snapshotOf([
+      { issuer: bank, bins: ["411111"] },
+      { issuer: other, bins: ["41111122"] },
+    ]);
+    const rekeyed = snapshotOf([{ issuer: makeIssuer("bank-a"), bins: ["411111"] }]);
+    const par = leafOf(bindingOf(other, makeUserKey(), "P".repeat(29)), other, undefined, "P".repeat(29));
+    const run = monitor(config({ expectedEntry }), EMPTY_MONITOR_STATE, {
+      leaves: [directoryLeaf(mine), directoryLeaf(moved), directoryLeaf(rekeyed), par.leaf],
+      opened: new Map(),
+      witnessCheckpoints: [],
+    });
+    expect(run.alerts).toEqual([
+      { index: 1, message: "the directory gives your prefix 41111122 to bank-b" },
+      { index: 2, message: "the directory's entry for you is not what your records say" },
+      { index: 3, message: "a statement about one of your PAR cards signed by another issuer's key" },
+    ]);
+  });
+
+  it("alarms when a witness cosigned two roots for one size, across runs", () => {
+    const first = monitor(config(), EMPTY_MONITOR_STATE, {
+      leaves: [],
+      opened: new Map(),
+      witnessCheckpoints: [{ witness: "w1", size: 10, root: new Uint8Array(32).fill(1) }],
+    });
+    expect(first.alerts).toEqual([]);
+    const second = monitor(config(), first.state, {
+      leaves: [],
+      opened: new Map(),
+      witnessCheckpoints: [{ witness: "w1", size: 10, root: new Uint8Array(32).fill(2) }],
+    });
+    expect(second.alerts.map((x) => x.message)).toEqual(["witness w1 cosigned two roots for tree size 10"]);
+  });
+});
