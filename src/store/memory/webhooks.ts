@@ -93,15 +93,24 @@ export class MemoryDeliveries implements DeliveryStore {
     }
   }
 
+  /**
+   * The `limit` earliest due deliveries, earliest first. One pass that keeps only the best `limit` so
+   * far: under load the worker asks after every attempt while thousands wait, and sorting them all
+   * each time made the worker's cost grow with its backlog.
+   */
   async due(now: Date, limit: number): Promise<DeliveryRecord[]> {
     const nowMs = now.getTime();
-    const due: DeliveryRecord[] = [];
-    for (const d of this.pending) if ((d.nextAttemptAt?.getTime() ?? 0) <= nowMs) due.push(d);
-    due.sort(
-      (a, b) =>
-        (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0) || a.eventSeq - b.eventSeq,
-    );
-    return copy(due.slice(0, Math.max(0, limit)));
+    const best: DeliveryRecord[] = [];
+    if (limit <= 0) return best;
+    for (const d of this.pending) {
+      if ((d.nextAttemptAt?.getTime() ?? 0) > nowMs) continue;
+      if (best.length === limit && !earlier(d, best[limit - 1] as DeliveryRecord)) continue;
+      let at = best.length;
+      while (at > 0 && earlier(d, best[at - 1] as DeliveryRecord)) at--;
+      best.splice(at, 0, d);
+      if (best.length > limit) best.pop();
+    }
+    return copy(best);
   }
 
   async claim(key: DeliveryKey, fence: Fence, until: Date): Promise<boolean> {
@@ -199,4 +208,10 @@ export class MemoryDeliveries implements DeliveryStore {
     }
     return ofEndpoint;
   }
+}
+
+/** Whether `a` is due before `b`: by next attempt, then by event position. */
+function earlier(a: DeliveryRecord, b: DeliveryRecord): boolean {
+  const byTime = (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0);
+  return byTime < 0 || (byTime === 0 && a.eventSeq < b.eventSeq);
 }
