@@ -1,4 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
 import {
   Code,
   type CallOptions as ConnectCallOptions,
@@ -9,6 +10,7 @@ import {
 import {
   type GrantAccessResponse,
   KeysService,
+  type ListAuditEventsResponse,
   type LookupKeyResponse,
   type RegisterEscrowKeyResponse,
 } from "../../gen/receipts/v1/keys_pb.js";
@@ -24,12 +26,14 @@ import {
   type EscrowReleaseSchema,
   type ListPendingEscrowResponse,
   type ListReceiptsResponse,
+  type MerchantSigningKey,
   ReceiptsService,
   type ReleaseEscrowResponse,
   type StoreSealedReceiptRequestSchema,
 } from "../../gen/receipts/v1/receipts_pb.js";
 import { toApiError } from "./errors.js";
 import { type RetryOptions, realSleep, retryPolicyOf, type Sleep, withRetry } from "./retry.js";
+import type { SigningKeyInfo } from "./signatures.js";
 import { nodeTransport } from "./transport.js";
 
 /** A payment gateway of SPEC section 7. */
@@ -99,7 +103,7 @@ export interface ReceiptsClient {
   generateKeys(options?: CallOptions & { algorithm?: string }): Promise<GenerateKeysResponse>;
   /** Issuer: registers a cardholder's public key under the hashed PAN (rotates an existing key). */
   register(
-    request: { hashedPan: string; publicKey: string; keyId: string },
+    request: { hashedPan: string; publicKey: string; keyId: string; cardBin?: string },
     options?: CallOptions,
   ): Promise<RegisterResponse>;
   /** Issuer: a 2-3 minute decrypt grant for a user's key, after the user consented on the device. */
@@ -172,6 +176,16 @@ export interface ReceiptsClient {
   ): Promise<ReleaseEscrowResponse>;
   /** Issuer: erases a user, its keys, grants and receipts (section 19). */
   deleteUser(userId: string, options?: CallOptions): Promise<DeleteUserResponse>;
+  /**
+   * Issuer: a merchantId's public signing keys, as `openListing`'s `signingKeys` takes them: e.g.
+   * `openListing(receipts, ring, { signingKeys: (m) => client.signingKeysFor(m) })`.
+   */
+  signingKeysFor(merchantId: string, options?: CallOptions): Promise<SigningKeyInfo[]>;
+  /** Issuer: one page of the tenant's audit log, oldest first; poll with the last `nextPageToken`. */
+  listAuditEvents(
+    request?: { after?: string; pageSize?: number; pageToken?: string },
+    options?: CallOptions,
+  ): Promise<ListAuditEventsResponse>;
 }
 
 /**
@@ -230,6 +244,30 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
     listPendingEscrow: (request, options) => call(options, (o) => receipts.listPendingEscrow(request, o)),
     releaseEscrow: (request, options) => call(options, (o) => receipts.releaseEscrow(request, o)),
     deleteUser: (userId, options) => call(options, (o) => onboarding.deleteUser({ userId }, o)),
+    signingKeysFor: (merchantId, options) =>
+      call(options, async (o) =>
+        (await receipts.listSigningKeys({ merchantId }, o)).signingKeys.map(signingKeyInfoOf),
+      ),
+    listAuditEvents: (request = {}, options = undefined) =>
+      call(options, (o) =>
+        keys.listAuditEvents(
+          { after: request.after ?? "", pageSize: request.pageSize ?? 0, pageToken: request.pageToken ?? "" },
+          o,
+        ),
+      ),
+  };
+}
+
+/** A listed signing key in the form the signature check takes (times as Dates). */
+function signingKeyInfoOf(key: MerchantSigningKey): SigningKeyInfo {
+  const date = (t: Timestamp | undefined) => (t === undefined ? undefined : timestampDate(t));
+  return {
+    merchantKeyId: key.merchantKeyId,
+    publicKey: key.publicKey,
+    registeredAt: date(key.registeredAt) ?? new Date(0),
+    replacedAt: date(key.replacedAt),
+    revokedAt: date(key.revokedAt),
+    allReceiptsSigned: key.allReceiptsSigned,
   };
 }
 

@@ -27,6 +27,7 @@ export {
   type KeyRing,
   keyIdOf,
   type OpenedReceipt,
+  type OpenListingOptions,
   openListing,
   openReceiptWithKeyRing,
 } from "./key-ring.js";
@@ -46,6 +47,13 @@ export {
   type RetryOptions,
   type Sleep,
 } from "./retry.js";
+export {
+  checkReceiptSignature,
+  type SignatureCheck,
+  type SignatureStatus,
+  type SigningKeyInfo,
+  type SigningKeySource,
+} from "./signatures.js";
 export {
   EnvelopeError,
   type EnvelopeErrorCode,

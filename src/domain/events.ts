@@ -7,8 +7,8 @@ import type { DomainDeps } from "./deps.js";
  * Which events each change of the domain causes (section 22), decided in one place. The store
  * operation that makes the change takes these events and writes them in the same atomic step (an
  * outbox), so an event exists exactly when its change does. Changes made by other modules call the
- * builders here the same way: `card.claim_conflict` (a card superseded by its BIN's owner) and
- * `payment.refunded` (a refund) each have one below.
+ * builders here the same way: `payment.refunded` (a refund, which the service does not make yet)
+ * has one below.
  */
 
 /** Escrow references per pepper: derived once (an HKDF), used for every escrowed receipt. */
@@ -110,19 +110,21 @@ export function releasedEvent(receipt: ReceiptRecord, user: UserRecord, at: Date
 }
 
 /**
- * A registration's event: `key.changed` to the issuer when a key became active (a new user, or a
- * rotation); none when nothing changed. Called by the store inside its atomic step, with the outcome.
+ * A registration's events: `key.changed` to the issuer when a key became active (a new user, a
+ * rotation, or a card taken by its BIN's owner); none when nothing changed. A card taken by the owner
+ * of its BIN (`cardBin`) also writes `card.claim_conflict` to both issuers. Called by the store inside
+ * its atomic step, with the outcome.
  */
-export function registerEvents(outcome: RegisterOutcome, at: Date): EventRecord[] {
-  if (outcome.kind !== "created" && outcome.kind !== "rotated") return [];
-  return [
-    newEvent("key.changed", outcome.user.tenantId, at, {
-      userId: outcome.user.userId,
-      keyIdBefore: outcome.kind === "rotated" ? outcome.previousKeyId : "",
-      keyIdAfter: outcome.key.keyId,
-      version: outcome.user.keyVersion ?? 1,
-    }),
-  ];
+export function registerEvents(outcome: RegisterOutcome, at: Date, cardBin?: string): EventRecord[] {
+  if (outcome.kind !== "created" && outcome.kind !== "rotated" && outcome.kind !== "superseded") return [];
+  const changed = newEvent("key.changed", outcome.user.tenantId, at, {
+    userId: outcome.user.userId,
+    keyIdBefore: outcome.kind === "rotated" ? outcome.previousKeyId : "",
+    keyIdAfter: outcome.key.keyId,
+    version: outcome.user.keyVersion ?? 1,
+  });
+  if (outcome.kind !== "superseded") return [changed];
+  return [changed, ...claimConflictEvents(cardBin ?? "", outcome.previous, outcome.user, at)];
 }
 
 /**

@@ -2,7 +2,13 @@ import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { sha256Hex } from "../crypto/digest.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
-import type { ApiKeyRecord, PaymentRecord, ReceiptRecord } from "../store/types.js";
+import type {
+  ApiKeyRecord,
+  CreatePaymentOutcome,
+  PaymentRecord,
+  ReceiptOwner,
+  ReceiptRecord,
+} from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
 import { declinedEvent, paymentEvents } from "./events.js";
@@ -10,11 +16,12 @@ import type { PaymentGateway } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
-import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
+import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
 import { checkCurrency } from "./receipt-rules.js";
+import { auditBindingConflict } from "./routing.js";
 import { prepareSealed } from "./sealed.js";
-import { sealForRecipient, settleStoredReceipt } from "./sealing.js";
+import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 
 /** A created payment as returned to the merchant; `clientSecret` is shown only in this response. */
@@ -48,14 +55,14 @@ export async function createPayment(
   const paymentId = randomId("pay", 12);
   const charge =
     input.receipt.sealedReceipt === undefined
-      ? await sealPlaintext(deps, principal, gateway, input, caller, paymentId)
-      : await takeSealed(deps, principal, input.receipt, caller, paymentId);
-  return chargeAndStore(deps, principal, gateway, charge);
+      ? await sealPlaintext(deps, principal, gateway, input, paymentId)
+      : await takeSealed(deps, principal, input.receipt, paymentId);
+  return chargeAndStore(deps, principal, gateway, charge, caller);
 }
 
-/** What {@link chargeAndStore} needs: the receipt record and what to charge. */
+/** What {@link chargeAndStore} needs: the receipt record (and its binding conflict) and what to charge. */
 interface PaymentToCharge {
-  record: ReceiptRecord;
+  prepared: PreparedReceipt;
   amount: number;
   currency: string;
   cardNonce: string | undefined;
@@ -67,7 +74,6 @@ async function sealPlaintext(
   principal: ApiKeyRecord,
   gateway: PaymentGateway,
   input: CreatePaymentInput,
-  caller: CallerInfo,
   paymentId: string,
 ): Promise<PaymentToCharge> {
   const receipt = prepareReceipt(input.receipt, deps.clock.now(), gateway);
@@ -76,9 +82,8 @@ async function sealPlaintext(
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
   // After the amount is resolved: the receipt is sealed (and must be signed) with the amount charged.
   await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
-  await claimMerchantId(deps, principal, receipt.merchantId);
-  const record = await sealForRecipient(deps, principal, receipt, caller, paymentId);
-  return { record, amount, currency: receipt.currency, cardNonce: receipt.cardNonce };
+  const prepared = await sealForRecipient(deps, principal, receipt, paymentId);
+  return { prepared, amount, currency: receipt.currency, cardNonce: receipt.cardNonce };
 }
 
 /**
@@ -101,7 +106,6 @@ async function takeSealed(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   receipt: Receipt,
-  caller: CallerInfo,
   paymentId: string,
 ): Promise<PaymentToCharge> {
   const v = new Violations();
@@ -121,7 +125,7 @@ async function takeSealed(
   }
   v.throwIfAny();
   const sealed = receipt.sealedReceipt;
-  const record = await prepareSealed(
+  const prepared = await prepareSealed(
     deps,
     principal,
     {
@@ -136,29 +140,36 @@ async function takeSealed(
       iv: sealed?.iv ?? new Uint8Array(),
       authTag: sealed?.authTag ?? new Uint8Array(),
     },
-    caller,
     "sealedReceipt.",
     paymentId,
   );
   return {
-    record,
+    prepared,
     amount: Number(amount),
     currency: receipt.currency.toUpperCase(),
     cardNonce: receipt.cardNonce,
   };
 }
 
-/** Charges the card and stores the payment with its receipt, both or neither. */
+/**
+ * Charges the card and stores the payment with its receipt, both or neither; an id that a previous
+ * owner of the merchantId used is freed first ({@link replacePreviousOwners}).
+ */
 async function chargeAndStore(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   gateway: PaymentGateway,
-  { record, amount, currency, cardNonce }: PaymentToCharge,
+  { prepared, amount, currency, cardNonce }: PaymentToCharge,
+  caller: CallerInfo,
 ): Promise<CreatedPayment> {
+  const { record } = prepared;
   const paymentId = record.paymentId ?? "";
-  // Before the gateway charges: a retry without an Idempotency-Key must not charge the card again.
+  // Before the gateway charges: a retry without an Idempotency-Key must not charge the card again. A
+  // previous owner's payment of the merchantId does not stop its owner (storePayment frees the id).
   const earlier = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
-  if (earlier !== undefined) throw duplicatePayment(principal, earlier);
+  if (earlier !== undefined && earlier.merchantTenantId === principal.tenantId) {
+    throw duplicatePayment(principal, earlier);
+  }
   const charge = await chargeOrRecordDecline(deps, principal, gateway, record, {
     paymentId,
     amount,
@@ -179,12 +190,11 @@ async function chargeAndStore(
     createdAt: record.createdAt,
   };
   if (charge.clientSecret !== undefined) payment.clientSecretHash = sha256Hex(charge.clientSecret);
+  // Checked (assertMerchantIdUsable) before anything else, claimed (a first use) only once the gateway
+  // accepted the charge: a refused or declined call writes nothing.
+  await claimMerchantId(deps, principal, record.merchantId);
 
-  const outcome = await deps.store.payments.createWithReceipt(
-    payment,
-    record,
-    paymentEvents(deps, payment, record),
-  );
+  const outcome = await storePayment(deps, principal, payment, record, caller);
   if (outcome.kind === "duplicate_transaction") {
     // Another call created it after the check above; name it if it can be read back.
     const other = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
@@ -193,6 +203,7 @@ async function chargeAndStore(
   if (outcome.kind === "duplicate_receipt") {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
+  await auditBindingConflict(deps, principal, prepared.conflict, caller);
   await settleStoredReceipt(deps, record);
   return charge.clientSecret === undefined
     ? { payment, receipt: record }
@@ -222,6 +233,31 @@ async function chargeOrRecordDecline(
       await deps.store.events.append([declinedEvent(principal.tenantId, deps.clock.now(), ids)]);
     }
     throw err;
+  }
+}
+
+/**
+ * Stores the payment with its receipt and their events; when a previous owner of the merchantId holds the
+ * transactionId or the receiptId, frees it and tries again (each at most once).
+ */
+async function storePayment(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  payment: PaymentRecord,
+  record: ReceiptRecord,
+  caller: CallerInfo,
+): Promise<CreatePaymentOutcome> {
+  const events = paymentEvents(deps, payment, record);
+  const freed = new Set<string>();
+  for (;;) {
+    const outcome = await deps.store.payments.createWithReceipt(payment, record, events);
+    if (outcome.kind === "created" || freed.has(outcome.kind)) return outcome;
+    freed.add(outcome.kind);
+    const id =
+      outcome.kind === "duplicate_transaction"
+        ? { transactionId: payment.transactionId }
+        : { receiptId: record.receiptId };
+    if (!(await replacePreviousOwners(deps, principal, id, payment.merchantId, caller))) return outcome;
   }
 }
 
@@ -257,7 +293,8 @@ export async function decryptPayment(
     violations.add("paymentId", "is required");
     violations.throwIfAny();
   }
-  return openWithGrant(deps, principal, input, () => deps.store.receipts.findByPaymentId(input.paymentId), {
+  const find = (owner: ReceiptOwner) => deps.store.receipts.findByPaymentId(input.paymentId, owner);
+  return openWithGrant(deps, principal, input, find, {
     ...caller,
     action: "payment.decrypted",
   });

@@ -1,14 +1,15 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { AppError, Violations } from "../errors.js";
-import type { ApiKeyRecord, ReceiptPage, ReceiptRecord } from "../store/types.js";
+import { type ApiKeyRecord, type ReceiptPage, type ReceiptRecord, receiptOwnerOf } from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
 import { receiptEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
-import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
+import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
+import { auditBindingConflict } from "./routing.js";
 import { prepareSealed, type SealedInput } from "./sealed.js";
-import { sealForRecipient, settleStoredReceipt } from "./sealing.js";
+import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 
 /** Default and maximum page sizes of receipt listings. */
@@ -30,8 +31,10 @@ export async function encryptReceipt(
   const receipt = prepareReceipt(input, deps.clock.now());
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
   await applyMerchantSignature(deps, input, receipt, signature);
+  // Sealed (and its card's BIN checked) before the merchantId is claimed: a refusal writes nothing.
+  const prepared = await sealForRecipient(deps, principal, receipt);
   await claimMerchantId(deps, principal, receipt.merchantId);
-  return storeReceipt(deps, await sealForRecipient(deps, principal, receipt, caller));
+  return storeReceipt(deps, principal, prepared, caller);
 }
 
 /**
@@ -44,17 +47,33 @@ export async function storeSealedReceipt(
   input: SealedInput,
   caller: CallerInfo,
 ): Promise<ReceiptRecord> {
-  return storeReceipt(deps, await prepareSealed(deps, principal, input, caller, ""));
+  const prepared = await prepareSealed(deps, principal, input, "");
+  await claimMerchantId(deps, principal, input.merchantId);
+  return storeReceipt(deps, principal, prepared, caller);
 }
 
 /**
+/**
  * Stores a sealed receipt without a payment, with its events (`receipt.created` or `escrow.pending`)
- * in the same store operation: `(merchantId, receiptId)` must be unused.
+ * in the same store operation: `(merchantId, receiptId)` must be unused, or used by a previous owner
+ * of the merchantId ({@link replacePreviousOwners}). Then audits a binding conflict.
  */
-async function storeReceipt(deps: DomainDeps, record: ReceiptRecord): Promise<ReceiptRecord> {
-  if (!(await deps.store.receipts.insert(record, receiptEvents(deps, record)))) {
+async function storeReceipt(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  { record, conflict }: PreparedReceipt,
+  caller: CallerInfo,
+): Promise<ReceiptRecord> {
+  const events = receiptEvents(deps, record);
+  let stored = await deps.store.receipts.insert(record, events);
+  const id = { receiptId: record.receiptId };
+  if (!stored && (await replacePreviousOwners(deps, principal, id, record.merchantId, caller))) {
+    stored = await deps.store.receipts.insert(record, events);
+  }
+  if (!stored) {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
+  await auditBindingConflict(deps, principal, conflict, caller);
   await settleStoredReceipt(deps, record);
   return record;
 }
@@ -81,8 +100,8 @@ export async function decryptReceipt(
     deps,
     principal,
     input,
-    async (userId) => {
-      const found = await deps.store.receipts.findByReceiptId(input.receiptId, userId);
+    async (owner) => {
+      const found = await deps.store.receipts.findByReceiptId(input.receiptId, owner);
       const matching = input.merchantId ? found.filter((r) => r.merchantId === input.merchantId) : found;
       if (matching.length > 1) {
         throw new AppError("invalid_request", "Two merchants used this receiptId: send merchantId too.", {
@@ -112,7 +131,7 @@ export async function listReceipts(
   if (!user || user.tenantId !== principal.tenantId) throw new AppError("not_found", "User not found.");
   // The store rejects a page token it did not make with invalid_request on pageToken.
   return deps.store.receipts.listByUser(
-    user.userId,
+    receiptOwnerOf(user),
     input.pageSize || PAGE_SIZE.default,
     input.pageToken || undefined,
   );

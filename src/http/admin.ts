@@ -9,6 +9,7 @@ import {
   listKeys,
   type OperatorContext,
   readAudit,
+  recordFailedLogin,
   revokeKey,
   setBins,
 } from "../domain/admin.js";
@@ -113,9 +114,34 @@ function limitThenAuthenticate(
     const header = request.headers.authorization ?? "";
     const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : "";
     if (given === "" || !timingSafeEqual(digest(given), expected)) {
+      await auditFailedLogin(options, request, clientOf, header !== "");
       throw new AppError("unauthorized", "The operator API needs Authorization: Bearer <ADMIN_TOKEN>.");
     }
   };
+}
+
+/**
+ * Writes a failed login to the audit log (never the token sent). A store that cannot take it does not
+ * change the answer, which stays 401; the failure is logged instead.
+ */
+async function auditFailedLogin(
+  options: AdminRoutesOptions,
+  request: FastifyRequest,
+  clientOf: ClientOf,
+  tokenSent: boolean,
+): Promise<void> {
+  try {
+    await recordFailedLogin(options.store, {
+      now: options.clock.now(),
+      requestId: request.id,
+      sourceIp: clientOf(request),
+      method: request.method,
+      path: request.url.split("?")[0] ?? "",
+      tokenSent,
+    });
+  } catch (err) {
+    request.log.error({ err }, "a failed operator login could not be written to the audit log");
+  }
 }
 
 /** What an operator route's handler gets: the request's parts, the operator context and the options. */

@@ -21,6 +21,9 @@ const ROLES = new Map<string, readonly Role[]>(
       [KeysService.method.grantAccess, ["issuer"]],
       [KeysService.method.lookupKey, ["merchant"]],
       [KeysService.method.registerEscrowKey, ["issuer"]],
+      [KeysService.method.listEscrowKeys, ["issuer"]],
+      [KeysService.method.revokeEscrowKey, ["issuer"]],
+      [KeysService.method.listAuditEvents, ["issuer"]],
       [ReceiptsService.method.encryptReceipt, ["merchant"]],
       [ReceiptsService.method.decryptReceipt, ["issuer"]],
       [ReceiptsService.method.listReceipts, ["issuer"]],
@@ -29,6 +32,9 @@ const ROLES = new Map<string, readonly Role[]>(
       [ReceiptsService.method.storeSealedReceipt, ["merchant"]],
       [ReceiptsService.method.listPendingEscrow, ["issuer"]],
       [ReceiptsService.method.releaseEscrow, ["issuer"]],
+      // Issuers read any merchantId's keys (for the cardholder's app); a merchant its own.
+      [ReceiptsService.method.listSigningKeys, ["issuer", "merchant"]],
+      [ReceiptsService.method.revokeSigningKey, ["merchant"]],
       [PaymentsService.method.createPayment, ["merchant"]],
       [PaymentsService.method.decryptPayment, ["issuer"]],
       // Events reach every tenant: each call sees its own tenant's endpoints and events only.

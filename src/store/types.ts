@@ -16,6 +16,7 @@
  */
 
 import type { KeyAlgorithm } from "../crypto/suites.js";
+import { invalidRequest } from "../errors.js";
 import type {
   DeliveryStore,
   EventRecord,
@@ -86,7 +87,18 @@ export interface UserRecord {
   keyVersion?: number;
   createdAt: Date;
   updatedAt: Date;
+  /**
+   * Set when the owner of the card's BIN registered the card inside its BIN (section 17): the user
+   * keeps its keys, grants and receipts, but no longer holds the card; its `panHash` is then
+   * {@link SUPERSEDED_PAN_PREFIX} + its userId, so that no card routes to it.
+   */
+  supersededAt?: Date;
+  /** Set with `supersededAt`: the card's panHash, by which the user's receipts are still placed. */
+  formerPanHash?: string;
 }
+
+/** The `panHash` of a user whose card was taken by the BIN's owner: this prefix, then its userId. */
+export const SUPERSEDED_PAN_PREFIX = "superseded:";
 
 export type KeyStatus = "pending" | "active" | "rotated";
 
@@ -115,10 +127,17 @@ export type RegisterOutcome =
   | { kind: "rotated"; user: UserRecord; key: KeyRecord; previousKeyId: string }
   /** Same panHash, same tenant, same key: nothing changed. */
   | { kind: "unchanged"; user: UserRecord; key: KeyRecord }
+  /**
+   * The card was registered by another tenant, and the caller owns the card's BIN: a new user of the
+   * caller holds the card now; `previous` is the other tenant's user as stored after (superseded).
+   */
+  | { kind: "superseded"; user: UserRecord; key: KeyRecord; previous: UserRecord }
   /** The panHash is registered by another tenant. */
   | { kind: "pan_taken" }
   /** The keyId belongs to another user (or to a pending key of another tenant). */
-  | { kind: "key_taken" };
+  | { kind: "key_taken" }
+  /** The keyId exists (pending, active or rotated) with another public key: nothing changed. */
+  | { kind: "key_mismatch" };
 
 export interface UserStore {
   findById(userId: string): Promise<UserRecord | undefined>;
@@ -131,8 +150,12 @@ export interface UserStore {
    * - no user for panHash: creates `newUserId` with this key;
    * - a user of the same tenant with another active key: makes this key active and the old one `rotated`;
    * - the same key already active for that user: `unchanged`;
-   * - a user of another tenant: `pan_taken`; the keyId used by someone else: `key_taken`.
-   * A pending key with the same keyId and tenant is promoted. Concurrent calls for one panHash make
+   * - a user of another tenant: `pan_taken`, unless `ownsBin` (the caller owns the card's BIN): then
+   *   that user is superseded (see {@link UserRecord.supersededAt}) and a new user of the caller
+   *   created, in the same atomic step;
+   * - the keyId used by someone else: `key_taken`;
+   * - the keyId stored with another public key: `key_mismatch`.
+   * A refusal writes nothing. A pending key with the same keyId and tenant is promoted. Concurrent calls for one panHash make
    * exactly one user.
    */
   register(input: {
@@ -141,6 +164,7 @@ export interface UserStore {
     newUserId: string;
     key: KeyRecord;
     now: Date;
+    ownsBin?: boolean;
     /** The events of the outcome (section 22), written in the same atomic step as the registration. */
     events?: (outcome: RegisterOutcome) => EventRecord[];
   }): Promise<RegisterOutcome>;
@@ -270,12 +294,36 @@ export interface ReceiptPage {
 /** Most escrowed receipts one `findEscrowed` call returns: a larger `limit` is capped. */
 export const ESCROW_PAGE_MAX = 1_000;
 
+/** A page of deletion ({@link ReceiptStore.deleteByUser}): capped; `RangeError` unless a positive integer. */
+export function deleteLimitOf(limit: number): number {
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new RangeError("The page size must be a positive integer.");
+  return Math.min(limit, DELETE_PAGE_MAX);
+}
+
 /** A page size for {@link ReceiptStore.findEscrowed}: capped; `RangeError` unless a positive integer. */
 export function pageLimitOf(limit: number): number {
   if (!Number.isInteger(limit) || limit < 1)
     throw new RangeError("The page size must be a positive integer.");
   return Math.min(limit, ESCROW_PAGE_MAX);
 }
+
+/**
+ * A user, with the card its receipts are placed by (their `panHash`): on a sharded MongoDB cluster the
+ * card is the receipts' shard key, so every read of a user's receipts names it (docs/scaling.md).
+ */
+export interface ReceiptOwner {
+  userId: string;
+  panHash: string;
+}
+
+/** The owner of a user's receipts: the user and its card (the one it held, for a superseded user). */
+export function receiptOwnerOf(user: Pick<UserRecord, "userId" | "panHash" | "formerPanHash">): ReceiptOwner {
+  return { userId: user.userId, panHash: user.formerPanHash ?? user.panHash };
+}
+
+/** Most receipts one {@link ReceiptStore.deleteByUser} or `deleteEscrowedFor` call deletes. */
+export const DELETE_PAGE_MAX = 1_000;
 
 export interface ReceiptStore {
   /**
@@ -284,12 +332,13 @@ export interface ReceiptStore {
    */
   insert(receipt: ReceiptRecord, events?: readonly EventRecord[]): Promise<boolean>;
   /** A user's receipts with this receiptId (one per merchant that used it). */
-  findByReceiptId(receiptId: string, userId: string): Promise<ReceiptRecord[]>;
+  findByReceiptId(receiptId: string, owner: ReceiptOwner): Promise<ReceiptRecord[]>;
   /** A merchant tenant's receipts for a transactionId. */
   findByTransaction(merchantTenantId: string, transactionId: string): Promise<ReceiptRecord[]>;
-  findByPaymentId(paymentId: string): Promise<ReceiptRecord | undefined>;
+  /** The receipt of a payment, if it is one of the owner's card's (of any user of that card). */
+  findByPaymentId(paymentId: string, owner: ReceiptOwner): Promise<ReceiptRecord | undefined>;
   /** A user's receipts, newest first (createdAt desc, then id desc), `limit` per page. */
-  listByUser(userId: string, limit: number, cursor?: string): Promise<ReceiptPage>;
+  listByUser(owner: ReceiptOwner, limit: number, cursor?: string): Promise<ReceiptPage>;
   /**
    * Escrowed receipts matching `query` whose `expiresAt` is after `now`, oldest first (createdAt,
    * then id), at most `limit` (capped at {@link ESCROW_PAGE_MAX}) per page; `cursor` is the
@@ -306,7 +355,7 @@ export interface ReceiptStore {
    * was. `events` are written in the same atomic step, only when it was released.
    */
   release(
-    id: string,
+    receipt: Pick<ReceiptRecord, "panHash" | "id">,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
     events?: readonly EventRecord[],
@@ -316,13 +365,27 @@ export interface ReceiptStore {
    * left as it is. (The card is named so that the write goes to one shard on a cluster.)
    */
   markHeld(panHash: string, id: string): Promise<void>;
-  /** Deletes every receipt of a user (erasure); returns how many. */
-  deleteByUser(userId: string): Promise<number>;
   /**
-   * Deletes a card's escrowed receipts held for issuer tenant `ownerTenantId` (erasure: the tenant's
-   * own escrow of the erased card, whatever key it is sealed to); returns how many.
+   * Deletes the receipt `(merchantId, receiptId)` if a tenant other than `ownerTenantId` made it (a
+   * previous owner of the merchantId, section 18), so that the owner can use the receiptId; returns
+   * whether it did. A payment that carried it keeps its record without a receipt, as after erasure.
    */
-  deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number>;
+  deleteByPreviousOwner(merchantId: string, receiptId: string, ownerTenantId: string): Promise<boolean>;
+  /**
+   * Deletes at most `limit` (capped at {@link DELETE_PAGE_MAX}) receipts of a user (erasure, in bounded
+   * pages: a caller deletes them all by calling until fewer than `limit` go); returns how many.
+   */
+  deleteByUser(owner: ReceiptOwner, limit: number): Promise<number>;
+  /** How many receipts a user has (what an erasure has left). */
+  countByUser(owner: ReceiptOwner): Promise<number>;
+  /**
+   * Deletes at most `limit` (capped at {@link DELETE_PAGE_MAX}) of a card's escrowed receipts held for
+   * issuer tenant `ownerTenantId` (erasure: the tenant's own escrow of the erased card, whatever key it
+   * is sealed to); returns how many.
+   */
+  deleteEscrowedFor(panHash: string, ownerTenantId: string, limit: number): Promise<number>;
+  /** How many of a card's escrowed receipts are held for `ownerTenantId`, expired or not. */
+  countEscrowedFor(panHash: string, ownerTenantId: string): Promise<number>;
   /**
    * Deletes the receipt `(merchantId, receiptId)` of card `panHash` if its key bundle names `keyId`: a
    * receipt stored or released to a key that was erased meanwhile. Returns whether it did.
@@ -365,6 +428,12 @@ export interface PaymentStore {
     events?: readonly EventRecord[],
   ): Promise<CreatePaymentOutcome>;
   findById(paymentId: string): Promise<PaymentRecord | undefined>;
+  /**
+   * Deletes the payment `(merchantId, transactionId)` and its receipt if a tenant other than
+   * `ownerTenantId` made it (a previous owner of the merchantId, section 18), so that the owner can
+   * use the transactionId; returns whether it did.
+   */
+  deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean>;
   /** The payment of `(merchantId, transactionId)`, of whichever tenant; the caller checks the tenant. */
   findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined>;
 }
@@ -432,18 +501,29 @@ export interface IdempotencyStore {
   abandon(key: string, leaseUntil: Date): Promise<void>;
 }
 
-/** An audit event: grants issued and decrypt uses. Never a secret. */
+/**
+ * An audit event: grants issued, decrypt uses, every key change, ownership changes and failed operator
+ * logins. Never a secret.
+ */
 export interface AuditEvent {
   at: Date;
-  /** e.g. `grant.created`, `receipt.decrypted`, `payment.decrypted`. */
+  /** e.g. `grant.created`, `receipt.decrypted`, `key.rotated`, `admin.login_failed`. */
   action: string;
+  /** The tenant the event concerns ("" for none: a failed operator login). */
   tenantId: string;
   requestId: string;
   sourceIp: string;
   userId?: string;
+  /** The key the event is about, or for a key change the key current after it. */
   keyId?: string;
-  /** Non-secret reference: receiptId, paymentId, or the first 8 hex of a token hash. */
+  /** For a key change: the key current before it. */
+  previousKeyId?: string;
+  /** Non-secret reference: receiptId, paymentId, merchantId, the first 8 hex of a token hash. */
   subject?: string;
+  /** Set when another tenant's call caused the event (its tenant id), not `tenantId`'s own. */
+  actorTenantId?: string;
+  /** Set when the operator caused the event. */
+  byOperator?: boolean;
 }
 
 /** Which audit events an operator reads. */
@@ -454,10 +534,48 @@ export interface AuditQuery {
   after?: Date;
 }
 
+/** A page of the audit log in the order it was written. */
+export interface AuditPage {
+  events: AuditEvent[];
+  /**
+   * Where the next page starts: always set, also when the log holds nothing more yet (polling passes
+   * it again later). Opaque.
+   */
+  cursor: string;
+}
+
 export interface AuditStore {
   append(event: AuditEvent): Promise<void>;
-  /** Newest first; for operators and tests. */
+  /** Newest first, for quick looks and tests; polling uses {@link AuditStore.page}. */
   list(limit: number, query?: AuditQuery): Promise<AuditEvent[]>;
+  /**
+   * Events in the order they were written (`tenantId` only, when given), at most `limit` (1 to
+   * {@link AUDIT_PAGE_MAX}), after `cursor` (the `cursor` of a previous page), or without a cursor
+   * from the first event written after `query.after` (from the start when absent). Never skips an
+   * event: an event is returned only once every event written before it can be returned too, so a
+   * page that ends short is everything there is for now. A cursor this store did not make is
+   * `invalid_request` on `pageToken`.
+   */
+  page(query: AuditQuery, limit: number, cursor?: string): Promise<AuditPage>;
+}
+
+/** The most audit events one {@link AuditStore.page} call returns. */
+export const AUDIT_PAGE_MAX = 1_000;
+
+/** Encodes an audit position (the number of the last event read) as a cursor. */
+export function auditCursorOf(seq: number): string {
+  return `a${seq}`;
+}
+
+/** Decodes a cursor of {@link auditCursorOf}; `invalid_request` on `pageToken` for anything else. */
+export function auditSeqOf(cursor: string): number {
+  const seq = /^a(\d{1,15})$/.exec(cursor)?.[1];
+  if (seq === undefined) {
+    throw invalidRequest([
+      { field: "pageToken", description: "is not a page token returned by this service" },
+    ]);
+  }
+  return Number(seq);
 }
 
 /** An issuer tenant's escrow public key (section 17); the service never holds its private half. */
@@ -469,14 +587,21 @@ export interface IssuerEscrowKeyRecord {
   /** Base64 DER SubjectPublicKeyInfo. */
   publicKey: string;
   createdAt: Date;
+  /** Set once the tenant revoked it: nothing new is sealed to it; what it sealed stays releasable. */
+  revokedAt?: Date;
 }
 
 export interface IssuerEscrowKeyStore {
   insert(key: IssuerEscrowKeyRecord): Promise<void>;
-  /** The tenant's newest key (the current one), if any. */
+  /** The tenant's newest key that is not revoked (the current one), if any. */
   current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined>;
-  /** Every key of the tenant, newest first. */
+  /** Every key of the tenant, revoked ones too, newest first. */
   list(tenantId: string): Promise<IssuerEscrowKeyRecord[]>;
+  /**
+   * Revokes the tenant's key `escrowKeyId` and returns it; revoking twice keeps the first time.
+   * `undefined` (nothing changed) when the tenant has no key with that id.
+   */
+  revoke(tenantId: string, escrowKeyId: string, at: Date): Promise<IssuerEscrowKeyRecord | undefined>;
 }
 
 export type SetBinsOutcome =
@@ -495,6 +620,11 @@ export interface BinStore {
   list(tenantId: string): Promise<string[]>;
   /** The owner of a card BIN: of its 8-digit prefix, else of its 6-digit one. */
   ownerOf(cardBin: string): Promise<string | undefined>;
+  /**
+   * Whether some 8-digit prefix under the 6-digit `bin` belongs to a tenant: a card given by those 6
+   * digits alone may then be in one of them, so its owner is unknown (section 17).
+   */
+  hasOwnedPrefixUnder(bin: string): Promise<boolean>;
 }
 
 /** How a merchantId came to belong to its tenant. */
@@ -514,8 +644,15 @@ export interface MerchantOwnerStore {
    * claimant, or whoever held it before; concurrent claims leave one owner).
    */
   claim(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord>;
-  /** Assigns (or reassigns) a merchantId to a tenant: the operator's word is final. */
-  assign(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord>;
+  /**
+   * Assigns (or reassigns) a merchantId to a tenant: the operator's word is final. Returns the new
+   * record and, atomically, the tenant that held it before (if any).
+   */
+  assign(
+    merchantId: string,
+    tenantId: string,
+    now: Date,
+  ): Promise<{ record: MerchantOwnerRecord; previousTenantId?: string }>;
   find(merchantId: string): Promise<MerchantOwnerRecord | undefined>;
 }
 
@@ -529,6 +666,10 @@ export interface PreviousMerchantKey {
   registeredAt: Date;
   /** When the key that replaced it was registered. */
   replacedAt: Date;
+  /** As {@link MerchantKeyRecord.allReceiptsSigned}, while it was current. */
+  allReceiptsSigned?: boolean;
+  /** Set once the tenant revoked it. */
+  revokedAt?: Date;
 }
 
 /** The Ed25519 key that signs a merchantId's receipts (section 10): one current key per merchantId. */
@@ -543,6 +684,13 @@ export interface MerchantKeyRecord {
   /** Base64 DER SubjectPublicKeyInfo. */
   publicKey: string;
   registeredAt: Date;
+  /**
+   * The merchant declared, with this key, that every receipt of the merchantId is signed while this
+   * key is current: a cardholder's app then treats an unsigned one as invalid (section 10).
+   */
+  allReceiptsSigned?: boolean;
+  /** Set once the tenant revoked it: receipts are then refused until a new key is registered. */
+  revokedAt?: Date;
   /** The keys this one replaced, oldest first, at most {@link MERCHANT_KEY_HISTORY}. */
   previousKeys: PreviousMerchantKey[];
 }
@@ -563,6 +711,17 @@ export interface MerchantKeyStore {
    */
   put(key: Omit<MerchantKeyRecord, "previousKeys">): Promise<MerchantKeyPutOutcome>;
   findByMerchantId(merchantId: string): Promise<MerchantKeyRecord | undefined>;
+  /**
+   * Revokes the key `merchantKeyId` of the merchantId (the current one or one in its history) if the
+   * record belongs to `tenantId`, and returns the record after; revoking twice keeps the first time.
+   * `undefined` (nothing changed) when the tenant has no such key for that merchantId.
+   */
+  revoke(
+    tenantId: string,
+    merchantId: string,
+    merchantKeyId: string,
+    at: Date,
+  ): Promise<MerchantKeyRecord | undefined>;
   /**
    * Deletes the merchantId's signing key unless it belongs to `keepTenantId` (an operator gave the
    * merchantId to that tenant: the previous owner's key must not lock it out). Returns whether it did.

@@ -12,9 +12,9 @@ import {
   applyMerchantSignature,
   receiptJsonOf,
   receiptSigningInput,
-  registerSigningKey,
   signedFormOf,
 } from "../../src/domain/signatures.js";
+import { registerSigningKey } from "../../src/domain/signing-keys.js";
 import { messageToJson } from "../../src/rpc/json.js";
 import { type DomainFixture, domainFixture, principal, rejection } from "../support/domain.js";
 import { hashPan } from "../support/harness.js";
@@ -96,6 +96,7 @@ describe("merchant signatures (domain)", () => {
         merchantId: "m-1",
         algorithm: "Ed25519",
         registeredAt: f.clock.now(),
+        allReceiptsSigned: false,
       });
       // The same key in another encoding is the same key: nothing changes, the id stays.
       for (const publicKey of [pem, raw]) {

@@ -32,8 +32,10 @@ const STORY = [
   "receipts.v1.ReceiptsService/GetTransactionReceipt",
   "receipts.v1.ReceiptsService/StoreSealedReceipt",
   "receipts.v1.KeysService/RegisterEscrowKey",
+  "receipts.v1.KeysService/ListEscrowKeys",
   "receipts.v1.ReceiptsService/ListPendingEscrow",
   "receipts.v1.ReceiptsService/ReleaseEscrow",
+  "receipts.v1.KeysService/RevokeEscrowKey",
   "receipts.v1.WebhooksService/CreateWebhookEndpoint",
   "receipts.v1.WebhooksService/ListWebhookEndpoints",
   "receipts.v1.EventsService/ListEvents",
@@ -43,6 +45,9 @@ const STORY = [
   "receipts.v1.WebhooksService/DeleteWebhookEndpoint",
   // After every receipt of the merchantId: from now on they must be signed.
   "receipts.v1.ReceiptsService/RegisterSigningKey",
+  "receipts.v1.ReceiptsService/ListSigningKeys",
+  "receipts.v1.ReceiptsService/RevokeSigningKey",
+  "receipts.v1.KeysService/ListAuditEvents",
   "receipts.v1.OnboardingService/DeleteUser",
 ];
 

@@ -1,6 +1,6 @@
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimConflictEvents, refundedEvent } from "../../src/domain/events.js";
+import { refundedEvent } from "../../src/domain/events.js";
 import { ALL_EVENT_TYPES } from "../../src/events/types.js";
 import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 import { FAST_EVENTS, type Receiver, startReceiver, until } from "./support.js";
@@ -37,6 +37,10 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
   const CARD = "4000000000000002";
   /** A card under issuer-1's BIN 411111, not registered when its receipt arrives. */
   const ESCROW_CARD = "4111110000000009";
+  /** A card under issuer-1's BIN that issuer-2 registers first. */
+  const CLAIMED_CARD = "4111112222222228";
+  let squatter: { userId: string };
+  let claimant: { userId: string };
 
   beforeAll(async () => {
     svc = await startService({ env: FAST_EVENTS });
@@ -75,16 +79,13 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
       headers: { "x-api-key": svc.issuerKey },
     }); // user.erased
     expect(erased.status).toBe(200);
-    // The two types whose changes other work brings (a card claimed by its BIN's owner, a refund),
-    // written through the builders that work will call, the way a store operation would.
-    const now = new Date();
+    // A card of issuer-1's BIN registered first by issuer-2 (key.changed to issuer-2), then by issuer-1
+    // naming the BIN: the owner takes it (key.changed, and card.claim_conflict to both).
+    squatter = await registerCard(svc, issuer2Key, CLAIMED_CARD);
+    claimant = await registerCard(svc, svc.issuerKey, CLAIMED_CARD, { cardBin: "41111122" });
+    // A refund, which the service does not make yet, written through the builder its store operation
+    // will call.
     await svc.store.events.append([
-      ...claimConflictEvents(
-        "41111100",
-        { tenantId: "issuer-2", userId: "usr_of_issuer2" },
-        { tenantId: "issuer-1", userId: first.userId },
-        now,
-      ),
       refundedEvent(
         {
           paymentId: paid.body.data.paymentId,
@@ -93,7 +94,7 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
           transactionId: "t",
         },
         "rfd_1",
-        now,
+        new Date(),
       ),
     ]);
     svc.app.events.deps.hub.written();
@@ -111,6 +112,7 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
     "key.changed",
     "key.changed",
     "key.changed",
+    "key.changed",
     "receipt.created",
     "receipt.created",
     "user.erased",
@@ -125,9 +127,10 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
   });
 
   it("delivers only the subscribed types to an endpoint that asked for some", async () => {
-    await until(() => recv("some").received.length >= 5, 15_000, "subscribed events");
+    await until(() => recv("some").received.length >= 6, 15_000, "subscribed events");
     await new Promise((r) => setTimeout(r, 300));
     expect(typesOf(recv("some").received)).toEqual([
+      "key.changed",
       "key.changed",
       "key.changed",
       "key.changed",
@@ -148,15 +151,20 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
     await expectSignedByEndpoint(recv("merchant").received, endpoints.merchant as CreatedEndpoint, verifyV1);
   });
 
-  it("delivers to another issuer its own event only, naming its own user", async () => {
-    await until(() => recv("issuer2").received.length >= 1, 15_000, "issuer-2 event");
+  it("delivers to another issuer its own events only, naming its own user, and the claim to both", async () => {
+    await until(() => recv("issuer2").received.length >= 2, 15_000, "issuer-2 events");
     await new Promise((r) => setTimeout(r, 300));
-    expect(recv("issuer2").received).toHaveLength(1);
-    const event = JSON.parse(recv("issuer2").received[0]?.body ?? "{}");
-    expect(event).toMatchObject({
-      type: "card.claim_conflict",
-      data: { userId: "usr_of_issuer2", cardBin: "41111100" },
-    });
+    expect(typesOf(recv("issuer2").received)).toEqual(["card.claim_conflict", "key.changed"]);
+    const claims = (name: "issuer2" | "all") =>
+      recv(name)
+        .received.map((r) => JSON.parse(r.body))
+        .filter((e) => e.type === "card.claim_conflict");
+    expect(claims("issuer2")).toEqual([
+      expect.objectContaining({ data: { userId: squatter.userId, cardBin: "41111122" } }),
+    ]);
+    expect(claims("all")).toEqual([
+      expect.objectContaining({ data: { userId: claimant.userId, cardBin: "41111122" } }),
+    ]);
   });
 
   it("covers every event type of section 22 across the receivers", () => {
@@ -260,7 +268,11 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
     const ids = own.body.data.events.map((e: { id: string }) => e.id);
     expect(new Set(ids)).toEqual(new Set(idsOf(recv("all").received)));
     const other = await get(svc, "/api/v1/events", issuer2Key);
-    expect(other.body.data.events.map((e: { type: string }) => e.type)).toEqual(["card.claim_conflict"]);
+    // In feed order: its registration, then the claim that took the card.
+    expect(other.body.data.events.map((e: { type: string }) => e.type)).toEqual([
+      "key.changed",
+      "card.claim_conflict",
+    ]);
     const foreignCursor = await get(svc, `/api/v1/events?after=${ids[0]}`, issuer2Key);
     expect(foreignCursor.status).toBe(404);
   });

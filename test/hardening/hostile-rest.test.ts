@@ -293,6 +293,23 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
     ]) {
       await refuseGet(`/api/v1/receipts/${holder.userId}?${query}`, svc.issuerKey, `receipts?${query}`);
     }
+    for (const query of [
+      "pageSize=abc",
+      "pageSize=-1",
+      "pageSize=1001",
+      "pageSize=1&pageSize=2",
+      "after=yesterday",
+      "after=2026-13-45T99:00:00Z",
+      "after=2026-02-30T00:00:00Z",
+      "pageToken=!!!",
+      `pageToken=${Buffer.from("a12").toString("base64url")}`,
+      `pageToken=${"A".repeat(300)}`,
+      `pageToken=${cursor(1)}`,
+      "tenant=issuer-2",
+      "after[$gt]=1",
+    ]) {
+      await refuseGet(`/api/v1/audit?${query}`, svc.issuerKey, `audit?${query}`);
+    }
     for (const query of ["merchantId=a&merchantId=b", "merchantId[$ne]=", "foo=1", "transactionId=x"]) {
       await refuseGet(
         `/api/v1/transactions/${receipt.transactionId}/receipt?${query}`,

@@ -146,7 +146,7 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
   const bindings = httpBindings(API_SERVICES);
 
   it("validates a fully populated response of every binding, as the transcoder renders it", () => {
-    expect(bindings).toHaveLength(23);
+    expect(bindings).toHaveLength(28);
     for (const binding of bindings) {
       const data = encodeHttpResponse(binding, filled(binding.method.output));
       const pointer = responseSchemaRef(openApiPath(binding), binding.verb);
@@ -195,8 +195,12 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
     const names = bindings.flatMap((b) => b.variables.map(pathParameterName));
     expect(names).toEqual([
       "userId",
+      "escrowKeyId",
       "userId",
       "transactionId",
+      "merchantId",
+      "merchantId",
+      "merchantKeyId",
       "gateway",
       "endpointId",
       "endpointId",

@@ -496,8 +496,8 @@ function outboxContract(store: () => Store): void {
       await store().receipts.insert(r);
       const to = { userId: "usr_1", issuerTenantId: "t1", keyBundle: { ...r.keyBundle, keyId: "k-2" } };
       const [e1, e2] = [event("t1"), event("t1")];
-      expect(await store().receipts.release(r.id, to, undefined, [e1])).toBe(true);
-      expect(await store().receipts.release(r.id, to, undefined, [e2])).toBe(false);
+      expect(await store().receipts.release(r, to, undefined, [e1])).toBe(true);
+      expect(await store().receipts.release(r, to, undefined, [e2])).toBe(false);
       expect(await written()).toEqual([e1.id]);
       const released = await store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId);
       expect(released?.escrowCardBin).toBeUndefined();

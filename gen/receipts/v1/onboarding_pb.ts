@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiSQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAki1AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCCIkChFEZWxldGVVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJIkQKEkRlbGV0ZVVzZXJSZXNwb25zZRIYChBkZWxldGVkX3JlY2VpcHRzGAEgASgFEhQKDGRlbGV0ZWRfa2V5cxgCIAEoBTL3AgoRT25ib2FyZGluZ1NlcnZpY2USgAEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSIrgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJvCghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9vbmJvYXJkaW5nL3JlZ2lzdGVyEm4KCkRlbGV0ZVVzZXISHi5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVxdWVzdBofLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZSIfgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkibQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAkSFQoIY2FyZF9iaW4YBCABKAlIAIgBAUILCglfY2FyZF9iaW4i6AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCBISCgpzdXBlcnNlZGVkGAkgASgIIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUy9wIKEU9uYm9hcmRpbmdTZXJ2aWNlEoABCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiK4LT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSbwoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvb25ib2FyZGluZy9yZWdpc3RlchJuCgpEZWxldGVVc2VyEh4ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlcXVlc3QaHy5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVzcG9uc2UiH4LT5JMCGSoXL2FwaS92MS91c2Vycy97dXNlcl9pZH1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -99,6 +99,16 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
    * @generated from field: string key_id = 3;
    */
   keyId: string;
+
+  /**
+   * The card's first 6 or 8 digits (section 17). Inside another issuer's BIN the call is refused
+   * (permission denied); inside the caller's own BIN it takes the card from another issuer that
+   * registered it (audited card_binding_conflict for both) and receives the card's escrow. Six
+   * digits that cover 8-digit prefixes of issuers are refused: send 8.
+   *
+   * @generated from field: optional string card_bin = 4;
+   */
+  cardBin?: string | undefined;
 };
 
 /**
@@ -168,6 +178,14 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
    * @generated from field: bool release_pending = 8;
    */
   releasePending: boolean;
+
+  /**
+   * True when this registration, inside the caller's own BIN, took the card from another issuer's
+   * user (section 17): that user keeps its keys and receipts, and no new receipt goes to it.
+   *
+   * @generated from field: bool superseded = 9;
+   */
+  superseded: boolean;
 };
 
 /**
@@ -209,6 +227,13 @@ export type DeleteUserResponse = Message<"receipts.v1.DeleteUserResponse"> & {
    * @generated from field: int32 deleted_keys = 2;
    */
   deletedKeys: number;
+
+  /**
+   * Receipts of the user this call left for the next one (0: the erasure is complete).
+   *
+   * @generated from field: int32 receipts_left = 3;
+   */
+  receiptsLeft: number;
 };
 
 /**
@@ -266,7 +291,8 @@ export const OnboardingService: GenService<{
    *   "releasedReceipts": 0,
    *   "heldReceipts": 0,
    *   "algorithm": "HPKE-P256-SHA256-A256GCM",
-   *   "releasePending": false
+   *   "releasePending": false,
+   *   "superseded": false
    * }
    *
    * @generated from rpc receipts.v1.OnboardingService.Register
@@ -278,13 +304,15 @@ export const OnboardingService: GenService<{
   },
   /**
    * Erases a user (section 19): its keys, grants and every receipt sealed to its keys go together
-   * (crypto-shredding); payments keep their non-secret record without a receipt.
+   * (crypto-shredding); payments keep their non-secret record without a receipt. The user and its keys
+   * go at once; receipts go in bounded pages, and a call answers how many are left: call again until
+   * none are (then the user is `not_found`).
    *
    * Example request:
    * {"userId": "usr_OiIWtaNKLlelXAD2"}
    *
    * Example response:
-   * {"deletedReceipts": 2, "deletedKeys": 1}
+   * {"deletedReceipts": 2, "deletedKeys": 1, "receiptsLeft": 0}
    *
    * @generated from rpc receipts.v1.OnboardingService.DeleteUser
    */

@@ -55,6 +55,19 @@ export class MemoryPayments implements PaymentStore {
     return { kind: "created" };
   }
 
+  async deleteByPreviousOwner(
+    merchantId: string,
+    transactionId: string,
+    ownerTenantId: string,
+  ): Promise<boolean> {
+    const kept = this.byTransaction.get(merchantId, transactionId);
+    if (kept === undefined || kept.merchantTenantId === ownerTenantId) return false;
+    this.byId.delete(kept.paymentId);
+    this.byTransaction.delete(merchantId, transactionId);
+    this.receipts.deleteOfPayment(kept.paymentId);
+    return true;
+  }
+
   async findById(paymentId: string): Promise<PaymentRecord | undefined> {
     return recordOf(this.byId.get(paymentId));
   }

@@ -15,6 +15,8 @@ export const COLLECTIONS = {
   /** Merchant signing keys (section 10), one document per merchantId. */
   merchantKeys: "merchantKeys",
   audit: "audit",
+  /** Counters: `audit` numbers audit events, `auditStable` is how far readers may read (see `MongoAudit`). */
+  counters: "counters",
   /** Issuer tenants' escrow public keys (section 17). */
   issuerEscrowKeys: "issuerEscrowKeys",
   /** BIN prefixes, `_id` the prefix, one owner each (section 17). */
@@ -71,8 +73,10 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     // unique through receiptClaims. (An earlier version's uniq_id and uniq_merchantId_receiptId are
     // left in place by init: docs/scaling.md says when to drop them.)
     { key: { panHash: 1, id: 1 }, name: "uniq_panHash_id", unique: true },
-    { key: { userId: 1, createdAt: -1, id: -1 }, name: "listByUser" },
-    { key: { userId: 1, receiptId: 1 }, name: "findByReceiptId" },
+    // A user's receipts on its card, newest first: the listing's pages, erasure's pages and counts, and
+    // decrypt by receiptId (among a user's few receipts). Led by the card, as every such query is.
+    // (It replaces an earlier version's listByUser and findByReceiptId: docs/scaling.md.)
+    { key: { panHash: 1, userId: 1, createdAt: -1, id: -1 }, name: "byCardUser_newest" },
     { key: { merchantTenantId: 1, transactionId: 1 }, name: "findByTransaction" },
     {
       key: { paymentId: 1 },
@@ -120,7 +124,11 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   ],
   [COLLECTIONS.merchantKeys]: [{ key: { merchantId: 1 }, name: "uniq_merchantId", unique: true }],
   // The key of `list` ({at: -1}) did not match its sort {at: -1, _id: -1}; a new name, as above.
-  [COLLECTIONS.audit]: [{ key: { at: -1, _id: -1 }, name: "list_at_id" }],
+  [COLLECTIONS.audit]: [
+    { key: { at: -1, _id: -1 }, name: "list_at_id" },
+    // A tenant's events in the order they were numbered (`_id`), for its audit pages.
+    { key: { tenantId: 1, _id: 1 }, name: "page_tenant" },
+  ],
   [COLLECTIONS.issuerEscrowKeys]: [
     { key: { escrowKeyId: 1 }, name: "uniq_escrowKeyId", unique: true },
     { key: { tenantId: 1, createdAt: -1 }, name: "byTenant" },
@@ -159,6 +167,29 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { createdAt: 1 }, name: "prune" },
   ],
 };
+
+/** The name of the TTL indexes of `RECEIPT_RETENTION_DAYS`, on receipts and on their claims. */
+export const RETENTION_INDEX = "ttl_retention";
+
+/**
+ * The TTL indexes of a receipt retention of `days` (`RECEIPT_RETENTION_DAYS`): delivered receipts, and
+ * every claim, are deleted `days` after they were made. Escrowed receipts keep their own expiry (the
+ * retention is at least the escrow's, so a claim never goes before its escrowed receipt).
+ */
+export function retentionIndexes(days: number): Record<string, IndexDescription[]> {
+  const expireAfterSeconds = days * 86_400;
+  return {
+    [COLLECTIONS.receipts]: [
+      {
+        key: { createdAt: 1 },
+        name: RETENTION_INDEX,
+        expireAfterSeconds,
+        partialFilterExpression: { isEscrowed: false },
+      },
+    ],
+    [COLLECTIONS.receiptClaims]: [{ key: { createdAt: 1 }, name: RETENTION_INDEX, expireAfterSeconds }],
+  };
+}
 
 /** How one collection is placed on a sharded cluster (SPEC section 23). */
 export interface ShardKeyDeclaration {
@@ -219,9 +250,15 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
   [COLLECTIONS.audit]: {
     key: { _id: "hashed" },
     why:
-      "Appended on every grant and decrypt, with growing ObjectIds: a hashed `_id` spreads the inserts " +
-      "over every shard. No unique rule. Reads (operators, an issuer's own audit) are rare and declared " +
-      "scatter-gather.",
+      "Appended on every grant, decrypt and key change, each event numbered by the `counters` document " +
+      "(its `_id`, growing): a hashed `_id` spreads the inserts over every shard, and `_id` is unique " +
+      "whatever the key. Reads (operators, an issuer's own audit) are rare and declared scatter-gather.",
+  },
+  [COLLECTIONS.counters]: {
+    key: "unsharded",
+    why:
+      "Two small documents: the number of the last audit event (one `$inc` per event) and the number " +
+      "below which readers have seen every event.",
   },
   [COLLECTIONS.users]: {
     key: "unsharded",

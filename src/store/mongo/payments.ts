@@ -4,7 +4,7 @@ import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { announceEvents, insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
-import { insertReceiptIn } from "./receipts.js";
+import { deleteReceiptIn, insertReceiptIn } from "./receipts.js";
 import { scatterGather } from "./sharding.js";
 
 /** Payments in the `payments` collection; unique `paymentId` and `(merchantId, transactionId)`. */
@@ -42,6 +42,20 @@ export class MongoPayments implements PaymentStore {
         return { kind: inserting === "payment" ? "duplicate_transaction" : "duplicate_receipt" };
       }
     });
+  }
+
+  /** The payment, its receipt and the receipt's claim go together, in one transaction. */
+  deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean> {
+    return this.ctx.run(() =>
+      this.ctx.transaction("payments.deleteByPreviousOwner", async (session) => {
+        const filter = { merchantId, transactionId, merchantTenantId: { $ne: ownerTenantId } };
+        const payment = await this.payments.findOne<PaymentRecord>(filter, this.ctx.readIn(session));
+        if (payment === null) return false;
+        await this.payments.deleteOne({ merchantId, transactionId }, this.ctx.writeIn(session));
+        await deleteReceiptIn(this.ctx, session, { merchantId, receiptId: payment.receiptId }, ownerTenantId);
+        return true;
+      }),
+    );
   }
 
   findById(paymentId: string): Promise<PaymentRecord | undefined> {

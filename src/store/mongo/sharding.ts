@@ -50,8 +50,9 @@ export const SCATTER_GATHER = {
   "audit.list": {
     collection: COLLECTIONS.audit,
     reason:
-      "Audit reads (an operator, an issuer's own events) are rare, and audit is spread by a hashed _id so " +
-      "that its writes, on every grant and decrypt, reach every shard evenly.",
+      "Audit reads (an operator, an issuer's own events, their pages and the check for holes in the " +
+      "numbering) are rare, and audit is spread by a hashed _id so that its writes, on every grant, " +
+      "decrypt and key change, reach every shard evenly.",
   },
 } as const satisfies Record<string, ScatterGatherDeclaration>;
 
@@ -79,6 +80,14 @@ export const TRANSACTIONS = {
     maxShards: 3,
     touches:
       "the escrowed receipt (by card), its claim, whose escrow expiry it clears, and its event (the primary shard)",
+  },
+  "receipts.deleteByPreviousOwner": {
+    maxShards: 2,
+    touches: "a previous owner's receipt (by card) and its claim, when the merchantId's owner reuses the id",
+  },
+  "payments.deleteByPreviousOwner": {
+    maxShards: 3,
+    touches: "a previous owner's payment, its receipt (by card) and the receipt's claim",
   },
   "users.register": {
     maxShards: 1,
