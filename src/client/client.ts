@@ -20,7 +20,13 @@ import {
   OnboardingService,
   type RegisterResponse,
 } from "../../gen/receipts/v1/onboarding_pb.js";
-import { type CreatePaymentResponse, PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
+import {
+  type CreatePaymentResponse,
+  type ListPaymentsResponse,
+  type Payment,
+  PaymentsService,
+  type RefundPaymentResponse,
+} from "../../gen/receipts/v1/payments_pb.js";
 import type { EncryptedReceipt, Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import {
   type EscrowReleaseSchema,
@@ -52,6 +58,13 @@ export interface CallOptions {
 export interface CreateOptions extends CallOptions {
   /** The `Idempotency-Key` of this logical call; by default a fresh one from the client's generator. */
   idempotencyKey?: string;
+}
+
+/** Options of `listPayments`; `pageSize` defaults to 50 on the server, at most 200. */
+export interface ListPaymentsOptions extends CallOptions {
+  pageSize?: number;
+  /** The `nextPageToken` of the previous page; empty or unset for the first page. */
+  pageToken?: string;
 }
 
 /** Options of `listReceipts`; `pageSize` defaults to 50 on the server, at most 200. */
@@ -126,6 +139,20 @@ export interface ReceiptsClient {
     receipt: ReceiptInput,
     options?: CreateOptions,
   ): Promise<CreatePaymentResponse>;
+  /** Merchant: one of its payments (amounts, status, refunds; never the receipt's content). */
+  getPayment(paymentId: string, options?: CallOptions): Promise<Payment>;
+  /** Merchant: one page of its tenant's payments, newest first. */
+  listPayments(options?: ListPaymentsOptions): Promise<ListPaymentsResponse>;
+  /**
+   * Merchant: refunds `receipt.amount` of a payment with a refund receipt (`receiptType: "refund"`,
+   * `originalReceiptId` the payment's receipt), or a `sealedReceipt`. Every attempt of one call
+   * sends the same `Idempotency-Key`, so a retry never refunds twice.
+   */
+  refundPayment(
+    paymentId: string,
+    receipt: ReceiptInput,
+    options?: CreateOptions,
+  ): Promise<RefundPaymentResponse>;
   /**
    * Issuer: decrypts a payment's receipt on the server. The private key crosses the network; prefer
    * `openReceipt` on the device where possible.
@@ -223,6 +250,14 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
       ),
     createPayment: (gateway, receipt, options) =>
       call(options, (o) => payments.createPayment({ gateway, receipt }, o), idempotencyHeader(options)),
+    getPayment: (paymentId, options) =>
+      call(options, async (o) => present((await payments.getPayment({ paymentId }, o)).payment)),
+    listPayments: (options = {}) =>
+      call(options, (o) =>
+        payments.listPayments({ pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" }, o),
+      ),
+    refundPayment: (paymentId, receipt, options) =>
+      call(options, (o) => payments.refundPayment({ paymentId, receipt }, o), idempotencyHeader(options)),
     decryptPayment: (request, options) =>
       call(options, async (o) => present((await payments.decryptPayment(request, o)).receipt)),
     decryptReceipt: (request, options) =>

@@ -11,6 +11,7 @@ export {
   createReceiptsClient,
   DEFAULT_TIMEOUT_MS,
   type Gateway,
+  type ListPaymentsOptions,
   type ListReceiptsOptions,
   type ReceiptInput,
   type ReceiptsClient,
@@ -31,6 +32,15 @@ export {
   openListing,
   openReceiptWithKeyRing,
 } from "./key-ring.js";
+export {
+  type CardTransaction,
+  DETAILS_CEILING,
+  MATCH_THRESHOLD,
+  matchStatement,
+  matchTransaction,
+  type StatementMatch,
+  type TransactionMatch,
+} from "./match.js";
 export {
   type MerchantReceipt,
   type MerchantSigner,
@@ -68,6 +78,8 @@ export {
   type ReceiptJson,
   type ReceiptLineItemJson,
   type ReceiptTaxJson,
+  type ReceiptTaxLineJson,
+  type ReceiptTenderJson,
   type RewrapTarget,
   rewrapKeyBundle,
   type SealedEnvelope,

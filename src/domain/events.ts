@@ -7,8 +7,7 @@ import type { DomainDeps } from "./deps.js";
  * Which events each change of the domain causes (section 22), decided in one place. The store
  * operation that makes the change takes these events and writes them in the same atomic step (an
  * outbox), so an event exists exactly when its change does. Changes made by other modules call the
- * builders here the same way: `payment.refunded` (a refund, which the service does not make yet)
- * has one below.
+ * builders here the same way.
  */
 
 /** Escrow references per pepper: derived once (an HKDF), used for every escrowed receipt. */
@@ -77,11 +76,11 @@ export function paymentEvents(
   ];
 }
 
-/** A declined payment's event, to the merchant; nothing else is stored for it. */
+/** A declined payment's event, to the merchant, written with the declined payment. */
 export function declinedEvent(
   merchantTenantId: string,
   at: Date,
-  ids: { merchantId: string; transactionId: string; receiptId: string },
+  ids: { paymentId: string; merchantId: string; transactionId: string; receiptId: string },
 ): EventRecord {
   return newEvent("payment.declined", merchantTenantId, at, ids);
 }

@@ -12,7 +12,7 @@ import type {
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
 import { declinedEvent, paymentEvents } from "./events.js";
-import type { PaymentGateway } from "./gateways/gateway.js";
+import type { ChargeResult, PaymentGateway } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
@@ -76,7 +76,7 @@ async function sealPlaintext(
   input: CreatePaymentInput,
   paymentId: string,
 ): Promise<PaymentToCharge> {
-  const receipt = prepareReceipt(input.receipt, deps.clock.now(), gateway);
+  const receipt = await prepareReceipt(deps, principal, input.receipt, gateway);
   const amount = gateway.resolveAmount(receipt);
   receipt.amount = amount;
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
@@ -153,7 +153,9 @@ async function takeSealed(
 
 /**
  * Charges the card and stores the payment with its receipt, both or neither; an id that a previous
- * owner of the merchantId used is freed first ({@link replacePreviousOwners}).
+ * owner of the merchantId used is freed first ({@link replacePreviousOwners}). A declined card leaves
+ * a declined payment without a receipt (see {@link recordDecline}); a later attempt of the same
+ * transaction with another card takes over its paymentId.
  */
 async function chargeAndStore(
   deps: DomainDeps,
@@ -163,35 +165,41 @@ async function chargeAndStore(
   caller: CallerInfo,
 ): Promise<CreatedPayment> {
   const { record } = prepared;
-  const paymentId = record.paymentId ?? "";
   // Before the gateway charges: a retry without an Idempotency-Key must not charge the card again. A
   // previous owner's payment of the merchantId does not stop its owner (storePayment frees the id).
   const earlier = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
   if (earlier !== undefined && earlier.merchantTenantId === principal.tenantId) {
-    throw duplicatePayment(principal, earlier);
+    if (earlier.status !== "declined") throw duplicatePayment(principal, earlier);
+    record.paymentId = earlier.paymentId;
   }
-  const charge = await chargeOrRecordDecline(deps, principal, gateway, record, {
-    paymentId,
-    amount,
-    currency,
-    ...(cardNonce === undefined ? {} : { cardNonce }),
-  });
   const payment: PaymentRecord = {
-    paymentId,
+    paymentId: record.paymentId ?? "",
     merchantTenantId: principal.tenantId,
     merchantId: record.merchantId,
     transactionId: record.transactionId,
     receiptId: record.receiptId,
     gateway: gateway.name,
-    status: charge.status,
+    status: "succeeded",
     amount,
     currency,
-    orderId: charge.orderId,
+    orderId: "",
     createdAt: record.createdAt,
   };
+  let charge: ChargeResult;
+  try {
+    charge = await gateway.charge({
+      paymentId: payment.paymentId,
+      amount,
+      currency,
+      ...(cardNonce === undefined ? {} : { cardNonce }),
+    });
+  } catch (err) {
+    throw await recordDecline(deps, payment, err);
+  }
+  payment.orderId = charge.orderId;
   if (charge.clientSecret !== undefined) payment.clientSecretHash = sha256Hex(charge.clientSecret);
   // Checked (assertMerchantIdUsable) before anything else, claimed (a first use) only once the gateway
-  // accepted the charge: a refused or declined call writes nothing.
+  // accepted the charge: a refused call writes nothing, a declined one only its declined payment.
   await claimMerchantId(deps, principal, record.merchantId);
 
   const outcome = await storePayment(deps, principal, payment, record, caller);
@@ -211,29 +219,32 @@ async function chargeAndStore(
 }
 
 /**
- * Charges through the gateway. A decline stores nothing but its `payment.declined` event (to the
- * merchant) before the error goes back to the caller.
+ * Keeps a declined payment (`status: "declined"`, its decline code, no receipt: nothing was charged)
+ * with its `payment.declined` event (section 22), so that its merchant can read it and hear of it, and
+ * answers the decline naming it (`payment_id`). Any other
+ * failure of the gateway is answered as it came. The decline is the answer even when it cannot be
+ * kept: the failure to keep it is logged.
  */
-async function chargeOrRecordDecline(
-  deps: DomainDeps,
-  principal: ApiKeyRecord,
-  gateway: PaymentGateway,
-  record: ReceiptRecord,
-  input: Parameters<PaymentGateway["charge"]>[0],
-): ReturnType<PaymentGateway["charge"]> {
+async function recordDecline(deps: DomainDeps, payment: PaymentRecord, err: unknown): Promise<unknown> {
+  if (!(err instanceof AppError) || err.code !== "payment_declined") return err;
+  const declined: PaymentRecord = { ...payment, status: "declined" };
+  const code = err.metadata.decline_code;
+  if (code !== undefined) declined.declineCode = code;
   try {
-    return await gateway.charge(input);
-  } catch (err) {
-    if (err instanceof AppError && err.code === "payment_declined") {
-      const ids = {
-        merchantId: record.merchantId,
-        transactionId: record.transactionId,
-        receiptId: record.receiptId,
-      };
-      await deps.store.events.append([declinedEvent(principal.tenantId, deps.clock.now(), ids)]);
-    }
-    throw err;
+    const event = declinedEvent(declined.merchantTenantId, deps.clock.now(), {
+      paymentId: declined.paymentId,
+      merchantId: declined.merchantId,
+      transactionId: declined.transactionId,
+      receiptId: declined.receiptId,
+    });
+    if ((await deps.store.payments.recordDecline(declined, [event])) === "duplicate_transaction") return err;
+  } catch (cause) {
+    deps.logger.warn({ err: cause, paymentId: payment.paymentId }, "could not keep a declined payment");
+    return err;
   }
+  return new AppError(err.code, err.message, {
+    metadata: { ...err.metadata, payment_id: payment.paymentId },
+  });
 }
 
 /**

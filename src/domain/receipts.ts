@@ -28,7 +28,7 @@ export async function encryptReceipt(
   signature: string | null = null,
   caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<ReceiptRecord> {
-  const receipt = prepareReceipt(input, deps.clock.now());
+  const receipt = await prepareReceipt(deps, principal, input);
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
   await applyMerchantSignature(deps, input, receipt, signature);
   // Sealed (and its card's BIN checked) before the merchantId is claimed: a refusal writes nothing.

@@ -1,5 +1,5 @@
+import { checkText } from "../domain/field-rules.js";
 import type { CallerInfo } from "../domain/grants.js";
-import { checkText } from "../domain/receipt-rules.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import type {

@@ -61,8 +61,8 @@ export const EVENT_TYPES = {
   },
   "payment.declined": {
     role: "merchant",
-    description: "The gateway declined a payment; nothing was stored.",
-    data: ["merchantId", "transactionId", "receiptId"],
+    description: "The gateway declined a payment: it is kept as declined, without a receipt.",
+    data: ["paymentId", "merchantId", "transactionId", "receiptId"],
   },
   "payment.refunded": {
     role: "merchant",

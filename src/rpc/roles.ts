@@ -37,6 +37,9 @@ const ROLES = new Map<string, readonly Role[]>(
       [ReceiptsService.method.revokeSigningKey, ["merchant"]],
       [PaymentsService.method.createPayment, ["merchant"]],
       [PaymentsService.method.decryptPayment, ["issuer"]],
+      [PaymentsService.method.getPayment, ["merchant"]],
+      [PaymentsService.method.listPayments, ["merchant"]],
+      [PaymentsService.method.refundPayment, ["merchant"]],
       // Events reach every tenant: each call sees its own tenant's endpoints and events only.
       [WebhooksService.method.createWebhookEndpoint, ["issuer", "merchant"]],
       [WebhooksService.method.listWebhookEndpoints, ["issuer", "merchant"]],

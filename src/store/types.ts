@@ -395,6 +395,9 @@ export interface ReceiptStore {
   countEscrowed(now: Date): Promise<EscrowCount[]>;
 }
 
+/** What became of a payment: charged (`succeeded`), or refused by the card's issuer (`declined`). */
+export type PaymentStatus = "succeeded" | "declined";
+
 /** A payment as stored. The client secret is kept only as a hash. */
 export interface PaymentRecord {
   /** `pay_<random>`. */
@@ -402,16 +405,46 @@ export interface PaymentRecord {
   merchantTenantId: string;
   merchantId: string;
   transactionId: string;
+  /** The receipt of the payment; a declined payment's receipt was never stored. */
   receiptId: string;
   gateway: string;
-  status: string;
+  status: PaymentStatus;
   amount: number;
   currency: string;
   orderId: string;
   /** SHA-256 of the client secret (gateway_a), never the secret. */
   clientSecretHash?: string;
   createdAt: Date;
+  /** Declined payments: why (a decline code such as `insufficient_funds`). */
+  declineCode?: string;
+  /**
+   * The amount of the refunds, pending ones included: what is held against `amount`. Unset on a
+   * payment never refunded (and on those stored before refunds existed).
+   */
+  refundedAmount?: number;
+  /** The refunds, oldest first; unset on a payment never refunded. */
+  refunds?: RefundRecord[];
 }
+
+/**
+ * A refund of a payment, stored inside the payment (a payment has a few at most; the store caps them
+ * at {@link MAX_REFUNDS_PER_PAYMENT}). `pending` from the moment its amount is held until the gateway
+ * answers; then `succeeded`, or it is removed with its receipt.
+ */
+export interface RefundRecord {
+  /** `ref_<random>`. */
+  refundId: string;
+  amount: number;
+  status: "pending" | "succeeded";
+  /** The refund receipt (`receiptType: refund`), stored with the refund. */
+  receiptId: string;
+  /** The gateway's id of the refund, once it answered. */
+  gatewayRefundId?: string;
+  createdAt: Date;
+}
+
+/** The most refunds one payment takes: more partial refunds of one sale than this are a mistake. */
+export const MAX_REFUNDS_PER_PAYMENT = 50;
 
 export type CreatePaymentOutcome =
   | { kind: "created" }
@@ -420,13 +453,51 @@ export type CreatePaymentOutcome =
   /** `(merchantId, receiptId)` already has a receipt. */
   | { kind: "duplicate_receipt" };
 
+/** The `(merchantId, transactionId)` and id of a payment: what the store finds it by. */
+export type PaymentRef = Pick<PaymentRecord, "merchantId" | "transactionId" | "paymentId">;
+
+/** What {@link PaymentStore.holdRefund} did. */
+export type HoldRefundOutcome =
+  /** The amount is held and the refund stored as `pending`, with its receipt. */
+  | { kind: "held"; payment: PaymentRecord }
+  /** No such payment. */
+  | { kind: "not_found" }
+  /** The payment was not charged (declined): there is nothing to refund. */
+  | { kind: "not_refundable" }
+  /** The refund is more than is left: `refundable` is what is. */
+  | { kind: "over_amount"; refundable: number }
+  /** The payment has {@link MAX_REFUNDS_PER_PAYMENT} refunds already. */
+  | { kind: "too_many" }
+  /** `(merchantId, receiptId)` of the refund receipt already has a receipt. */
+  | { kind: "duplicate_receipt" };
+
+/** One page of a merchant tenant's payments, newest first. */
+export interface PaymentPage {
+  payments: PaymentRecord[];
+  /** Opaque; undefined on the last page. */
+  nextCursor?: string;
+}
+
 export interface PaymentStore {
-  /** Stores the payment, its receipt and their `events` together: all or nothing. */
+  /**
+   * Stores the payment, its receipt and their `events` together: all or nothing. A declined payment
+   * of the same `(merchantId, transactionId)` (an earlier attempt with another card) is replaced by
+   * this one.
+   */
   createWithReceipt(
     payment: PaymentRecord,
     receipt: ReceiptRecord,
     events?: readonly EventRecord[],
   ): Promise<CreatePaymentOutcome>;
+  /**
+   * Stores a declined payment (`status: "declined"`), without a receipt, with its `events`, replacing
+   * an earlier declined one of the same `(merchantId, transactionId)`; never a payment that was
+   * charged (`duplicate_transaction`, nothing written).
+   */
+  recordDecline(
+    payment: PaymentRecord,
+    events?: readonly EventRecord[],
+  ): Promise<"recorded" | "duplicate_transaction">;
   findById(paymentId: string): Promise<PaymentRecord | undefined>;
   /**
    * Deletes the payment `(merchantId, transactionId)` and its receipt if a tenant other than
@@ -436,6 +507,39 @@ export interface PaymentStore {
   deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean>;
   /** The payment of `(merchantId, transactionId)`, of whichever tenant; the caller checks the tenant. */
   findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined>;
+  /**
+   * A merchant tenant's payments, newest first (createdAt desc, then paymentId desc), `limit` per
+   * page, only those of `merchantIds` when given; `cursor` is the previous page's `nextCursor`. Keyset
+   * pages: a payment made while paging comes before the cursor, so none after it is skipped or repeated.
+   */
+  listByTenant(
+    merchantTenantId: string,
+    limit: number,
+    cursor?: string,
+    merchantIds?: readonly string[],
+  ): Promise<PaymentPage>;
+  /**
+   * Holds `refund.amount` of a succeeded payment and stores the refund (`pending`) and its receipt,
+   * atomically: the held and refunded amounts never exceed the payment's `amount`, however many
+   * refunds run at once. Refused (nothing written) as the {@link HoldRefundOutcome} says.
+   */
+  holdRefund(payment: PaymentRef, refund: RefundRecord, receipt: ReceiptRecord): Promise<HoldRefundOutcome>;
+  /**
+   * Marks a held refund `succeeded` with the gateway's id, writing its `events` in the same step (only
+   * when it was pending); the payment as stored after, if found.
+   */
+  completeRefund(
+    payment: PaymentRef,
+    refundId: string,
+    gatewayRefundId: string,
+    events?: readonly EventRecord[],
+  ): Promise<PaymentRecord | undefined>;
+  /**
+   * Undoes {@link holdRefund} when the gateway refused the refund: removes the pending refund, frees
+   * its amount and deletes its receipt (the one given to `holdRefund`), together. Nothing happens to a
+   * refund that is not pending.
+   */
+  releaseRefund(payment: PaymentRef, refundId: string, receipt: ReceiptRecord): Promise<void>;
 }
 
 /** A decrypt grant. The token itself is a secret: only its SHA-256 is stored. */

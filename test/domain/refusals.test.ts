@@ -444,20 +444,6 @@ const REFUSALS: Refusal[] = [
     "conflict",
   ],
   [
-    "create: declined, first use of a merchantId",
-    (w) => () =>
-      createPayment(
-        w.f.deps,
-        w.shop1,
-        {
-          gateway: "gateway_b",
-          receipt: plainReceipt(PAN_X, { merchantId: "m-fresh-3", cardNonce: "cnon:card-nonce-declined" }),
-        },
-        caller,
-      ),
-    "payment_declined",
-  ],
-  [
     "create: another merchant's merchantId",
     (w) => () =>
       createPayment(
@@ -576,14 +562,29 @@ describe.each([
   it.each(REFUSALS)("%s", async (_label, prepare, code) => {
     const call = await prepare(w);
     const before = w.db.dump();
-    const [beforeEvents, eventsBefore] = [w.db.dumpWithoutEvents(), w.db.eventsWritten()];
     expect((await rejection(call())).code).toBe(code);
-    if (code !== "payment_declined") {
-      expect(w.db.dump()).toEqual(before);
-      return;
-    }
-    // A decline is news for the merchant (section 22): its payment.declined event is the one write.
-    expect(w.db.dumpWithoutEvents()).toEqual(beforeEvents);
+    expect(w.db.dump()).toEqual(before);
+  });
+
+  // A declined card is an answer of the card's issuer, not a refusal of the call: the merchant can read
+  // the declined payment (section 21), and nothing else is written: no receipt, no claim of the
+  // merchantId, nothing charged; and its payment.declined event (section 22), for the merchant.
+  it("create: declined, first use of a merchantId, keeps only the declined payment and its event", async () => {
+    const receipt = plainReceipt(PAN_X, { merchantId: "m-fresh-3", cardNonce: "cnon:card-nonce-declined" });
+    const before = withoutPayments(w.db.dumpWithoutEvents());
+    const eventsBefore = w.db.eventsWritten();
+    const err = await rejection(createPayment(w.f.deps, w.shop1, { gateway: "gateway_b", receipt }, caller));
+    expect(err.code).toBe("payment_declined");
+    expect(withoutPayments(w.db.dumpWithoutEvents())).toEqual(before);
     expect(w.db.eventsWritten()).toBe(eventsBefore + 1);
+    const kept = await w.db.store.payments.findById(err.metadata.payment_id as string);
+    expect(kept).toMatchObject({ status: "declined", merchantId: "m-fresh-3", receiptId: receipt.receiptId });
+    expect(await w.db.store.receipts.findByMerchantReceipt("m-fresh-3", receipt.receiptId)).toBeUndefined();
   });
 });
+
+/** A dump without the payments (the memory store's payment store, or the payments collection). */
+function withoutPayments(dump: unknown): unknown {
+  const { payments: _payments, ...rest } = dump as Record<string, unknown>;
+  return rest;
+}

@@ -11,7 +11,7 @@ import { DECLINE_CODES } from "../../src/domain/gateways/declines.js";
 import { SANDBOX_NONCES } from "../../src/domain/gateways/sandbox-b.js";
 import { ERRORS } from "../../src/errors.js";
 import { grpcClient, grpcUnary } from "../support/grpc.js";
-import { post, receiptBody, startService, type TestService } from "../support/harness.js";
+import { get, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
  * Errors and retries as a payments developer meets them (spec section 3): every error links to its
@@ -221,12 +221,16 @@ describe("errors and retries", () => {
         receiptBody({ cardNonce }),
       );
       expect(res.status, cardNonce).toBe(402);
+      // The declined payment is kept (section 21): the error names it, and the merchant can read it.
+      const paymentId = (res.body.error as Record<string, string> | undefined)?.payment_id ?? "";
       expect(res.body.error).toMatchObject({
         code: "payment_declined",
         decline_code: declineCode,
-        details: `decline_code: ${declineCode}`,
+        details: `decline_code: ${declineCode}; payment_id: ${paymentId}`,
         doc_url: "/docs/errors#payment_declined",
       });
+      const declined = await get(svc, `/api/v1/payments/${paymentId}`, svc.merchantKey);
+      expect(declined.body.data).toMatchObject({ paymentId, status: "declined", declineCode });
       expect(res.body.error?.message).toBe(
         `The card was declined: ${DECLINE_CODES[declineCode as keyof typeof DECLINE_CODES].reason}.`,
       );
@@ -266,6 +270,7 @@ describe("errors and retries", () => {
     expect(info?.metadata).toEqual({
       decline_code: "incorrect_cvc",
       doc_url: "/docs/errors#payment_declined",
+      payment_id: expect.stringMatching(/^pay_/),
     });
   });
 });

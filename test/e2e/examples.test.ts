@@ -28,6 +28,10 @@ const STORY = [
   "receipts.v1.KeysService/GrantAccess",
   "receipts.v1.ReceiptsService/DecryptReceipt",
   "receipts.v1.PaymentsService/DecryptPayment",
+  // Before the merchantId's receipts must be signed: the refund has a receipt of its own.
+  "receipts.v1.PaymentsService/RefundPayment",
+  "receipts.v1.PaymentsService/GetPayment",
+  "receipts.v1.PaymentsService/ListPayments",
   "receipts.v1.ReceiptsService/ListReceipts",
   "receipts.v1.ReceiptsService/GetTransactionReceipt",
   "receipts.v1.ReceiptsService/StoreSealedReceipt",

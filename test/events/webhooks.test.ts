@@ -1,6 +1,5 @@
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { refundedEvent } from "../../src/domain/events.js";
 import { ALL_EVENT_TYPES } from "../../src/events/types.js";
 import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 import { FAST_EVENTS, type Receiver, startReceiver, until } from "./support.js";
@@ -40,6 +39,7 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
   /** A card under issuer-1's BIN that issuer-2 registers first. */
   const CLAIMED_CARD = "4111112222222228";
   let squatter: { userId: string };
+  let refundId: string;
   let claimant: { userId: string };
 
   beforeAll(async () => {
@@ -62,8 +62,9 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
     await encryptFor(svc, svc.merchantKey, CARD); // receipt.created
     await encryptFor(svc, svc.merchantKey, ESCROW_CARD, { cardBin: "41111100" }); // escrow.pending
     await registerCard(svc, svc.issuerKey, ESCROW_CARD); // key.changed, escrow.released
+    const sale = receiptBody({ recipientHashedPan: hashPan(CARD) });
     const paid = await post(svc, "/api/v1/payments/gateway_a/create", svc.merchantKey, {
-      ...receiptBody({ recipientHashedPan: hashPan(CARD) }),
+      ...sale,
       amount: 950,
     }); // payment.created, receipt.created
     expect(paid.status, JSON.stringify(paid.body)).toBe(200);
@@ -83,21 +84,22 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
     // naming the BIN: the owner takes it (key.changed, and card.claim_conflict to both).
     squatter = await registerCard(svc, issuer2Key, CLAIMED_CARD);
     claimant = await registerCard(svc, svc.issuerKey, CLAIMED_CARD, { cardBin: "41111122" });
-    // A refund, which the service does not make yet, written through the builder its store operation
-    // will call.
-    await svc.store.events.append([
-      refundedEvent(
-        {
-          paymentId: paid.body.data.paymentId,
-          merchantTenantId: "merchant-1",
-          merchantId: "merchant-001",
-          transactionId: "t",
-        },
-        "rfd_1",
-        new Date(),
-      ),
-    ]);
-    svc.app.events.deps.hub.written();
+    // A refund after the card's user is gone: payment.refunded to the merchant; its refund receipt
+    // goes to escrow without an owner, which tells no issuer.
+    const refund = await post(svc, `/api/v1/payments/${paid.body.data.paymentId}/refund`, svc.merchantKey, {
+      receiptId: `${sale.receiptId}-refund`,
+      merchantId: sale.merchantId,
+      merchantName: sale.merchantName,
+      transactionId: `${sale.transactionId}-refund`,
+      transactionDate: sale.transactionDate,
+      currency: sale.currency,
+      recipientHashedPan: hashPan(CARD),
+      receiptType: "refund",
+      originalReceiptId: sale.receiptId,
+      amount: 300,
+    });
+    expect(refund.status, JSON.stringify(refund.body)).toBe(200);
+    refundId = refund.body.data.refund.refundId;
   }, 60_000);
 
   afterAll(async () => {
@@ -148,6 +150,13 @@ describe("webhooks: every event type, once per endpoint, signed, to its own tena
       "payment.declined",
       "payment.refunded",
     ]);
+    const events = recv("merchant").received.map((r) => JSON.parse(r.body));
+    const declined = events.find((e) => e.type === "payment.declined");
+    // The declined payment is kept, and its event names it.
+    expect(declined.data.paymentId).toMatch(/^pay_/);
+    const kept = await get(svc, `/api/v1/payments/${declined.data.paymentId}`, svc.merchantKey);
+    expect(kept.body.data.status).toBe("declined");
+    expect(events.find((e) => e.type === "payment.refunded").data.refundId).toBe(refundId);
     await expectSignedByEndpoint(recv("merchant").received, endpoints.merchant as CreatedEndpoint, verifyV1);
   });
 

@@ -488,6 +488,44 @@ function outboxContract(store: () => Store): void {
       expect((await written()).sort()).toEqual([e1.id, e2.id].sort());
     });
 
+    it("writes a decline's event with the declined payment, and none when the transaction was charged", async () => {
+      const declined = { ...payment(), status: "declined" as const };
+      const [e1, e2, e3] = [event("t1"), event("t1"), event("t1")];
+      expect(await store().payments.recordDecline(declined, [e1])).toBe("recorded");
+      const charged = payment({ merchantId: declined.merchantId, transactionId: declined.transactionId });
+      const r = receipt("usr_1", { paymentId: charged.paymentId, receiptId: charged.receiptId });
+      expect(await store().payments.createWithReceipt(charged, r, [e2])).toEqual({ kind: "created" });
+      const again = { ...payment({ merchantId: charged.merchantId, transactionId: charged.transactionId }) };
+      expect(await store().payments.recordDecline({ ...again, status: "declined" }, [e3])).toBe(
+        "duplicate_transaction",
+      );
+      expect((await written()).sort()).toEqual([e1.id, e2.id].sort());
+    });
+
+    it("writes a refund's events when it completes, once, and none for a released one", async () => {
+      const p = payment({ amount: 1000 });
+      const r = receipt("usr_1", { paymentId: p.paymentId, receiptId: p.receiptId });
+      expect(await store().payments.createWithReceipt(p, r)).toEqual({ kind: "created" });
+      const refundReceipt = () => receipt("usr_1", { merchantId: p.merchantId, receiptId: uid("R-refund") });
+      const [a, b] = [refundReceipt(), refundReceipt()];
+      const refundOf = (amount: number, rec: typeof a) => ({
+        refundId: uid("ref"),
+        amount,
+        status: "pending" as const,
+        receiptId: rec.receiptId,
+        createdAt: at(60),
+      });
+      const [first, second] = [refundOf(400, a), refundOf(100, b)];
+      expect((await store().payments.holdRefund(p, first, a)).kind).toBe("held");
+      expect((await store().payments.holdRefund(p, second, b)).kind).toBe("held");
+      const [e1, e2, e3] = [event("t1"), event("t1"), event("t1")];
+      await store().payments.completeRefund(p, first.refundId, "re_1", [e1]);
+      await store().payments.completeRefund(p, first.refundId, "re_1", [e2]);
+      await store().payments.releaseRefund(p, second.refundId, b);
+      await store().payments.completeRefund(p, second.refundId, "re_2", [e3]);
+      expect(await written()).toEqual([e1.id]);
+    });
+
     it("writes a release's events only for the call that released the receipt", async () => {
       const r = escrowedReceipt(hex64(), at(86_400), {
         escrowOwnerTenantId: "t1",

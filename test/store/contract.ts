@@ -5,6 +5,7 @@ import { escrowContract } from "./contract-escrow.js";
 import { eventsContract } from "./contract-events.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
 import { ownershipContract } from "./contract-ownership.js";
+import { paymentsContract } from "./contract-payments.js";
 import { receiptsContract } from "./contract-receipts.js";
 import { usersContract } from "./contract-users.js";
 import { apiKey, at, auditEvent, grant, uid } from "./fixtures.js";
@@ -40,6 +41,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     grantsContract(store);
     usersContract(store);
     receiptsContract(store);
+    paymentsContract(store);
     merchantKeysContract(store);
     ownershipContract(store);
     escrowContract(store);

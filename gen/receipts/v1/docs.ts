@@ -55,6 +55,7 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.GenerateKeysResponse.key_id": "UUID v4.",
   "receipts.v1.GenerateKeysResponse.private_key": "Base64 of DER PKCS#8. Shown once; the service does not keep it.",
   "receipts.v1.GenerateKeysResponse.public_key": "Base64 of DER SubjectPublicKeyInfo.",
+  "receipts.v1.GetPaymentRequest.payment_id": "\"pay_...\", as CreatePayment (or a payment_declined) answered it.",
   "receipts.v1.GetTransactionReceiptRequest.merchant_id": "Needed when the caller's tenant used this transactionId for two merchantIds.",
   "receipts.v1.GrantAccessRequest.key_id": "The user's key the receipts are sealed to.",
   "receipts.v1.GrantAccessRequest.user_id": "The user (from Register) whose receipts the token opens.",
@@ -91,6 +92,9 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.ListEventsRequest.page_size": "Default 50, at most 200.",
   "receipts.v1.ListEventsResponse.has_more": "True when more events follow right now.",
   "receipts.v1.ListEventsResponse.last_event_id": "The id to pass as `after` for the next page: the last event's id, or `after` when there was none.",
+  "receipts.v1.ListPaymentsRequest.page_size": "Default 50, at most 200.",
+  "receipts.v1.ListPaymentsRequest.page_token": "Opaque cursor from a previous response.",
+  "receipts.v1.ListPaymentsResponse.next_page_token": "Empty on the last page.",
   "receipts.v1.ListPendingEscrowRequest.escrow_ref": "In place of hashed_pan: the escrow_ref of an escrow.pending event sent to the calling tenant.",
   "receipts.v1.ListPendingEscrowRequest.hashed_pan": "SHA-256 of the card number, 64 hexadecimal characters (any case).",
   "receipts.v1.ListPendingEscrowRequest.page_size": "Default 50, at most 200.",
@@ -121,22 +125,44 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.OnboardingService.DeleteUser": "Erases a user (section 19): its keys, grants and every receipt sealed to its keys go together\n(crypto-shredding); payments keep their non-secret record without a receipt. The user and its keys\ngo at once; receipts go in bounded pages, and a call answers how many are left: call again until\nnone are (then the user is `not_found`).",
   "receipts.v1.OnboardingService.GenerateKeys": "Generates a key pair of either suite (RSA-OAEP-256 by default, or HPKE-P256-SHA256-A256GCM). The\nprivate key is returned once and never kept. A real device makes its own key and only registers it.",
   "receipts.v1.OnboardingService.Register": "Registers a public key under a hashed PAN; rotates the key of an already registered card and\nreleases receipts held in escrow for the card.",
+  "receipts.v1.Payment": "A payment as its merchant reads it: amounts, status and refunds, never the receipt's content.",
+  "receipts.v1.Payment.amount": "The amount charged (or, for a declined payment, asked for).",
+  "receipts.v1.Payment.decline_code": "Declined payments: why, e.g. \"insufficient_funds\".",
+  "receipts.v1.Payment.payment_id": "\"pay_...\".",
+  "receipts.v1.Payment.receipt_id": "The payment's receipt; a declined payment's receipt was not stored.",
+  "receipts.v1.Payment.refunded_amount": "The sum of the refunds that succeeded.",
+  "receipts.v1.Payment.refunds": "Every refund, oldest first.",
+  "receipts.v1.Payment.status": "\"succeeded\" (charged) or \"declined\" (refused by the card's issuer; nothing was charged).",
   "receipts.v1.PaymentsService": "Payments that carry a sealed receipt: create (merchants), decrypt (issuers).",
   "receipts.v1.PaymentsService.CreatePayment": "Charges through a gateway and stores the payment with its sealed receipt, atomically.\nSend an Idempotency-Key header (metadata \"idempotency-key\") so a retry never pays twice. The\nreceipt is as for EncryptReceipt, plus amount (gateway_a) or cardNonce (gateway_b); or, sealed on\nthe merchant's side, a sealedReceipt with merchantId, transactionId, recipientHashedPan, currency\nand amount beside it. A declined card is payment_declined with a decline_code.",
   "receipts.v1.PaymentsService.DecryptPayment": "Decrypts a payment's receipt with a grant and the user's private key. The private key crosses the\nnetwork: an app that can, lists the receipts and opens them on the device instead.",
+  "receipts.v1.PaymentsService.GetPayment": "One of the caller's own payments: what was charged and refunded. Never the receipt's content.\nAnother tenant's payment is not_found, as if it did not exist.",
+  "receipts.v1.PaymentsService.ListPayments": "The caller's tenant's payments, newest first, declined ones included. Never receipt content.",
+  "receipts.v1.PaymentsService.RefundPayment": "Refunds part or all of a payment through its gateway, with a refund receipt (section 21): the\nplaintext receipt fields with receipt_type \"refund\" and original_receipt_id the payment's\nreceipt_id, or a sealed_receipt. amount is the amount to refund. Refunds of one payment never add\nup to more than it charged; a declined payment has nothing to refund. Send an Idempotency-Key\nheader (metadata \"idempotency-key\") so a retry never refunds twice.",
   "receipts.v1.Receipt": "A receipt document: what a merchant sends to be encrypted and what a cardholder gets back after\ndecryption. One message serves both directions so the field names and values round-trip exactly.\nMoney fields are int64 in the smallest currency unit (JSON numbers on the REST surface).\nFields marked \"input only\" are instructions to the service and are never part of the sealed\nplaintext; fields marked \"output only\" are set by the service on decryption and rejected on input.",
+  "receipts.v1.Receipt.acquirer_reference_number": "The acquirer reference number of the clearing record: 23 digits, the last a Luhn (mod 10) check\ndigit over the other 22. Usually known only after clearing, days after the sale.",
   "receipts.v1.Receipt.amount": "Payment amount (payments only). Required by gateway_a, derived from the items by gateway_b.",
+  "receipts.v1.Receipt.authorization_code": "The issuer's approval code (ISO 8583 field 38): 6 letters or digits.",
+  "receipts.v1.Receipt.card_acceptor_name": "The card acceptor name as the card statement shows it (the statement descriptor, the name part of\nISO 8583 field 43): 1 to 25 characters.",
   "receipts.v1.Receipt.card_bin": "Input only: the card's first 6 or 8 digits (PCI DSS allows them in the clear). When an issuer\nowns the BIN, the receipt goes only to that issuer's cardholder, or to its escrow (section 17).",
   "receipts.v1.Receipt.card_last4": "Last four digits of the card.",
   "receipts.v1.Receipt.card_nonce": "Input only, payments only: the card nonce for gateway_b.",
   "receipts.v1.Receipt.currency": "ISO 4217 code, upper-cased by the service.",
   "receipts.v1.Receipt.decrypted_at": "Output only: when the service decrypted it.",
   "receipts.v1.Receipt.key_id": "Output only: the key the receipt was sealed to.",
+  "receipts.v1.Receipt.merchant_category_code": "The merchant category code (ISO 18245): 4 digits, e.g. \"5814\" for fast food.",
   "receipts.v1.Receipt.merchant_key_id": "Output only, sealed: the \"mk_...\" id of the signing key that verified merchant_signature.",
   "receipts.v1.Receipt.merchant_signature": "Output only, sealed: the merchant's Ed25519 signature (base64) from the X-Receipt-Signature header,\nset when the merchantId has a registered signing key (section 10). It covers the RFC 8785\ncanonical JSON of this receipt's REST JSON form (lowerCamelCase names, int64 as JSON integers,\ntimestamps as RFC 3339 \"Z\" strings as protobuf renders them, every non-optional field present)\nwithout recipient_hashed_pan, mock_items, card_nonce, key_id, decrypted_at, merchant_signature and\nmerchant_key_id, and with every member whose value is \"\" or [] removed, recursively. The merchant\nsigns exactly that form of its request body; the cardholder's app checks the same form of the\ndecrypted receipt against the key named by merchant_key_id.",
   "receipts.v1.Receipt.mock_items": "Input only: when true (the default) and items is empty, deterministic mock items are generated.",
+  "receipts.v1.Receipt.original_receipt_id": "The receiptId of the sale a refund or void undoes, a receipt of the same merchantId that the\nservice stored (sealed by the service or by the merchant). Required for \"refund\" and \"void\",\nrefused otherwise.",
+  "receipts.v1.Receipt.receipt_type": "What the receipt records (section 21): \"sale\" (also when absent), \"refund\" or \"void\". A refund or\nvoid names the receipt it undoes in original_receipt_id.",
   "receipts.v1.Receipt.recipient_hashed_pan": "Input only: SHA-256 of the card number, 64 hexadecimal characters.",
+  "receipts.v1.Receipt.retrieval_reference_number": "The retrieval reference number (ISO 8583 field 37): 12 letters or digits.",
   "receipts.v1.Receipt.sealed_receipt": "Input only, payments only: a receipt the merchant sealed on its side (section 16), instead of the\nplaintext fields. Only merchant_id, transaction_id, recipient_hashed_pan, currency, amount,\ncard_nonce and card_bin may stand beside it.",
+  "receipts.v1.Receipt.tax_breakdown": "The tax of the receipt per rate, as a VAT receipt prints it: the tax amounts add up to tax_amount\nwhen that is given. At most 20.",
+  "receipts.v1.Receipt.tenders": "How the total was paid, when by more than one means (a gift card and a card, cash and a card): the\namounts add up to total_amount. At most 20.",
+  "receipts.v1.Receipt.terminal_id": "The card acceptor terminal id (ISO 8583 field 41): 1 to 8 printable ASCII characters, no spaces.",
+  "receipts.v1.Receipt.tip_amount": "The tip, included in total_amount and in the amount charged.",
   "receipts.v1.Receipt.transaction_timezone": "IANA time zone name, e.g. \"Europe/Berlin\".",
   "receipts.v1.Receipt.version": "Receipt format version, default \"1.0\".",
   "receipts.v1.ReceiptsService": "Receipts without a payment: encrypt (merchants), list and decrypt (issuers).",
@@ -150,6 +176,15 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.ReceiptsService.ReleaseEscrow": "Swaps the key bundles of escrowed receipts for bundles the issuer re-wrapped to the user's active\nkey; the ciphertext is untouched.",
   "receipts.v1.ReceiptsService.RevokeSigningKey": "Revokes one of a merchantId's signing keys (the merchant tenant that owns it). A receipt signed\nwith it and stored before the revocation still verifies; one stored after does not. Revoking\nthe current key stops encrypt and create for the merchantId until a new key is registered.",
   "receipts.v1.ReceiptsService.StoreSealedReceipt": "Stores a receipt the merchant sealed on its own side (section 16): the service never sees its\ncontent. The key bundle must name the key LookupKey gives now. Send an Idempotency-Key header\n(metadata \"idempotency-key\") so that a retry gets the first answer.",
+  "receipts.v1.Refund": "A refund of a payment.",
+  "receipts.v1.Refund.gateway_refund_id": "The gateway's id of the refund, once it answered.",
+  "receipts.v1.Refund.receipt_id": "The refund receipt: its receipt_type is \"refund\", its original_receipt_id the payment's receipt.",
+  "receipts.v1.Refund.refund_id": "\"ref_...\".",
+  "receipts.v1.Refund.status": "\"succeeded\", or \"pending\" while the gateway has not answered.",
+  "receipts.v1.RefundPaymentRequest.payment_id": "The payment to refund.",
+  "receipts.v1.RefundPaymentRequest.receipt": "The refund receipt, and amount: the amount to refund (required, greater than 0).",
+  "receipts.v1.RefundPaymentResponse.payment": "The payment after the refund.",
+  "receipts.v1.RefundPaymentResponse.service_metadata": "What the service did with the refund receipt (amount is the amount refunded).",
   "receipts.v1.RegisterEscrowKeyRequest.public_key": "RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.",
   "receipts.v1.RegisterEscrowKeyResponse.escrow_key_id": "\"iek_...\".",
   "receipts.v1.RegisterRequest.card_bin": "The card's first 6 or 8 digits (section 17). Inside another issuer's BIN the call is refused\n(permission denied); inside the caller's own BIN it takes the card from another issuer that\nregistered it (audited card_binding_conflict for both) and receives the card's escrow. Six\ndigits that cover 8-digit prefixes of issuers are refused: send 8.",
@@ -189,6 +224,13 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.StoreSealedReceiptRequest.version": "Receipt format version, default \"1.0\". Part of the AAD.",
   "receipts.v1.Tax": "A tax applied to a line item.",
   "receipts.v1.Tax.rate": "Rate as a fraction, e.g. 0.19 for 19%.",
+  "receipts.v1.TaxBreakdownLine": "The tax of one rate across a receipt.",
+  "receipts.v1.TaxBreakdownLine.rate": "Rate as a fraction, e.g. 0.19 for 19%.",
+  "receipts.v1.TaxBreakdownLine.taxable_amount": "The amount the rate applies to (net of this tax), in the smallest currency unit.",
+  "receipts.v1.Tender": "One means of payment of a split tender.",
+  "receipts.v1.Tender.amount": "In the smallest currency unit.",
+  "receipts.v1.Tender.card_last4": "Last four digits of the card, for a card tender.",
+  "receipts.v1.Tender.method": "How it was paid, e.g. \"card\", \"cash\", \"gift_card\".",
   "receipts.v1.WatchEventsRequest.after": "An event id: resume after it. Empty: from now on.",
   "receipts.v1.WatchEventsRequest.types": "Only events of these types; empty: every type.",
   "receipts.v1.WatchEventsResponse.event": "The next event; unset on a heartbeat.",
@@ -492,7 +534,132 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
         ],
         "amount": 950,
         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
-        "decryptedAt": "2026-11-25T09:42:40.776Z"
+        "decryptedAt": "2026-11-25T09:42:40.776Z",
+        "tenders": [],
+        "taxBreakdown": []
+      }
+    }
+  },
+  "receipts.v1.PaymentsService.GetPayment": {
+    "request": {
+      "paymentId": "pay_wWRngLy88lIHJed3"
+    },
+    "response": {
+      "payment": {
+        "paymentId": "pay_wWRngLy88lIHJed3",
+        "gateway": "gateway_a",
+        "status": "succeeded",
+        "amount": 950,
+        "currency": "EUR",
+        "merchantId": "corner-coffee",
+        "transactionId": "txn-7782",
+        "receiptId": "r-1002",
+        "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+        "createdAt": "2026-11-25T09:41:32.253Z",
+        "refundedAmount": 250,
+        "refunds": [
+          {
+            "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+            "amount": 250,
+            "status": "succeeded",
+            "receiptId": "r-1002-refund-1",
+            "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+            "createdAt": "2026-11-25T10:15:04.118Z"
+          }
+        ]
+      }
+    }
+  },
+  "receipts.v1.PaymentsService.ListPayments": {
+    "request": {
+      "pageSize": 1
+    },
+    "response": {
+      "payments": [
+        {
+          "paymentId": "pay_3kT9cQ0LwZr7uXy1",
+          "gateway": "gateway_b",
+          "status": "declined",
+          "amount": 1200,
+          "currency": "EUR",
+          "merchantId": "corner-coffee",
+          "transactionId": "txn-7790",
+          "receiptId": "r-1010",
+          "orderId": "",
+          "createdAt": "2026-11-25T11:02:10.001Z",
+          "refundedAmount": 0,
+          "refunds": [],
+          "declineCode": "insufficient_funds"
+        }
+      ],
+      "nextPageToken": "WzE3NjQwNjg1MzAwMDEsInBheV8za1Q5Y1EwTHdacjd1WHkxIl0"
+    }
+  },
+  "receipts.v1.PaymentsService.RefundPayment": {
+    "request": {
+      "paymentId": "pay_wWRngLy88lIHJed3",
+      "receipt": {
+        "receiptId": "r-1002-refund-1",
+        "merchantId": "corner-coffee",
+        "merchantName": "Corner Coffee",
+        "transactionId": "txn-7782-refund-1",
+        "transactionDate": "2026-11-25T10:15:00Z",
+        "currency": "EUR",
+        "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+        "receiptType": "refund",
+        "originalReceiptId": "r-1002",
+        "amount": 250,
+        "items": [
+          {
+            "lineItemId": "2",
+            "name": "Croissant",
+            "quantity": 1,
+            "unitPrice": 250,
+            "totalPrice": 250
+          }
+        ]
+      }
+    },
+    "response": {
+      "refund": {
+        "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+        "amount": 250,
+        "status": "succeeded",
+        "receiptId": "r-1002-refund-1",
+        "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+        "createdAt": "2026-11-25T10:15:04.118Z"
+      },
+      "payment": {
+        "paymentId": "pay_wWRngLy88lIHJed3",
+        "gateway": "gateway_a",
+        "status": "succeeded",
+        "amount": 950,
+        "currency": "EUR",
+        "merchantId": "corner-coffee",
+        "transactionId": "txn-7782",
+        "receiptId": "r-1002",
+        "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+        "createdAt": "2026-11-25T09:41:32.253Z",
+        "refundedAmount": 250,
+        "refunds": [
+          {
+            "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+            "amount": 250,
+            "status": "succeeded",
+            "receiptId": "r-1002-refund-1",
+            "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+            "createdAt": "2026-11-25T10:15:04.118Z"
+          }
+        ]
+      },
+      "serviceMetadata": {
+        "receiptId": "r-1002-refund-1",
+        "transactionId": "txn-7782-refund-1",
+        "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+        "isEscrowed": false,
+        "gateway": "gateway_a",
+        "amount": 250,
+        "currency": "EUR"
       }
     }
   },
@@ -531,7 +698,9 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
           }
         ],
         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
-        "decryptedAt": "2026-11-25T09:42:40.776Z"
+        "decryptedAt": "2026-11-25T09:42:40.776Z",
+        "tenders": [],
+        "taxBreakdown": []
       }
     }
   },
@@ -937,6 +1106,7 @@ export const required: ReadonlySet<string> = new Set([
   "receipts.v1.DeleteWebhookEndpointRequest.endpoint_id",
   "receipts.v1.EscrowRelease.merchant_id",
   "receipts.v1.EscrowRelease.receipt_id",
+  "receipts.v1.GetPaymentRequest.payment_id",
   "receipts.v1.GetTransactionReceiptRequest.transaction_id",
   "receipts.v1.GrantAccessRequest.key_id",
   "receipts.v1.GrantAccessRequest.user_id",
@@ -945,6 +1115,7 @@ export const required: ReadonlySet<string> = new Set([
   "receipts.v1.ListSigningKeysRequest.merchant_id",
   "receipts.v1.ListWebhookDeliveriesRequest.endpoint_id",
   "receipts.v1.LookupKeyRequest.recipient_hashed_pan",
+  "receipts.v1.RefundPaymentRequest.payment_id",
   "receipts.v1.RegisterEscrowKeyRequest.public_key",
   "receipts.v1.RegisterRequest.hashed_pan",
   "receipts.v1.RegisterRequest.key_id",

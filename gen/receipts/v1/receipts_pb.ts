@@ -810,7 +810,9 @@ export const ReceiptsService: GenService<{
    *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250, "taxes": []}
    *     ],
    *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
-   *     "decryptedAt": "2026-11-25T09:42:40.776Z"
+   *     "decryptedAt": "2026-11-25T09:42:40.776Z",
+   *     "tenders": [],
+   *     "taxBreakdown": []
    *   }
    * }
    *

@@ -283,6 +283,14 @@ export class MemoryReceipts implements ReceiptStore {
     return this.byUser.oldestFirst(owner.userId).filter((k) => k.panHash === owner.panHash).length;
   }
 
+  /** Deletes the receipt of `(merchantId, receiptId)` (a refund's, when its gateway refused); whether there was one. */
+  dropByMerchantReceipt(merchantId: string, receiptId: string): boolean {
+    const kept = this.byMerchantReceipt.get(merchantId, receiptId);
+    if (kept === undefined) return false;
+    this.drop(kept);
+    return true;
+  }
+
   async deleteByPreviousOwner(
     merchantId: string,
     receiptId: string,

@@ -112,6 +112,7 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     // paymentId is random (96 bits): the index finds, the shard key's unique index is what refuses.
     { key: { paymentId: 1 }, name: "byPaymentId" },
     { key: { merchantId: 1, transactionId: 1 }, name: "uniq_merchantId_transactionId", unique: true },
+    { key: { merchantTenantId: 1, createdAt: -1, paymentId: -1 }, name: "listByTenant" },
   ],
   [COLLECTIONS.grants]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }, ttl],
   [COLLECTIONS.grantSlots]: [ttl],

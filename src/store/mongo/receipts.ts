@@ -84,6 +84,22 @@ export async function deleteReceiptIn(
 }
 
 /**
+ * Deletes a receipt and its claim in the transaction of `session`, by their keys (the card and `id`,
+ * the pair): a refund's receipt when the gateway refused the refund (`payments.releaseRefund`).
+ */
+export async function dropReceiptIn(
+  ctx: MongoContext,
+  session: ClientSession,
+  receipt: ReceiptRecord,
+): Promise<void> {
+  const claim = claimId(receipt.merchantId, receipt.receiptId);
+  await ctx.collection<ClaimDoc>(COLLECTIONS.receiptClaims).deleteOne({ _id: claim }, ctx.writeIn(session));
+  await ctx
+    .collection<ReceiptDoc>(COLLECTIONS.receipts)
+    .deleteOne({ panHash: receipt.panHash, id: receipt.id }, ctx.writeIn(session));
+}
+
+/**
  * The claims of receipts stored before claims existed (by an earlier version), made by the server in
  * one aggregation of `receipts`; existing claims are kept, so it can run again. Run once before the
  * earlier unique indexes are dropped and receipts sharded: docs/scaling.md shows it for mongosh.

@@ -34,8 +34,15 @@ export const SCATTER_GATHER = {
   "payments.findById": {
     collection: COLLECTIONS.payments,
     reason:
-      "A payment by paymentId alone, for operators and tests; no request of the API reads one today. " +
-      "One probe of the paymentId index per shard.",
+      "A merchant reads or refunds one payment by its paymentId (GET /payments/{paymentId}, refund), " +
+      "which does not name the transaction the payment is placed by: one probe of the paymentId index " +
+      "per shard, for a read a merchant makes now and then, not on every sale.",
+  },
+  "payments.listByTenant": {
+    collection: COLLECTIONS.payments,
+    reason:
+      "A merchant tenant lists its payments (GET /payments), across all of its merchantIds and so " +
+      "across shards; each shard reads one page of the listByTenant index and mongos merges the pages.",
   },
   "deliveries.due": {
     collection: COLLECTIONS.deliveries,
@@ -75,6 +82,24 @@ export const TRANSACTIONS = {
     touches:
       "the payment (by merchantId and transactionId), its receipt (by card), the receipt's claim, and " +
       "the events of both (unsharded: the primary shard); SPEC section 23 allows four",
+  },
+  "payments.recordDecline": {
+    maxShards: 2,
+    touches: "the declined payment (by merchantId and transactionId) and its event (the primary shard)",
+  },
+  "payments.holdRefund": {
+    maxShards: 3,
+    touches:
+      "the payment (by merchantId and transactionId), the refund receipt (by card) and its claim; " +
+      "the refund's events wait for payments.completeRefund",
+  },
+  "payments.completeRefund": {
+    maxShards: 2,
+    touches: "the payment (by merchantId and transactionId) and the refund's events (the primary shard)",
+  },
+  "payments.releaseRefund": {
+    maxShards: 3,
+    touches: "the payment, the refund receipt (by card) and its claim: what holdRefund wrote",
   },
   "receipts.release": {
     maxShards: 3,
