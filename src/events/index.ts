@@ -45,7 +45,7 @@ export function createEvents(options: {
   };
   const worker = config.events.worker ? new EventWorker(deps) : undefined;
   // Events written through this process wake its worker at once (others' within the poll interval).
-  void options.store.events.onWritten(() => deps.hub.written());
+  options.store.events.onWritten(() => deps.hub.written());
   let stopping: Promise<void> | undefined;
   return {
     deps,

@@ -98,10 +98,18 @@ export interface EventStore {
   prune(before: Date): Promise<number>;
   /**
    * Calls `listener` after events were written through this store in this process, so the local
-   * worker looks at once; writes of other processes are found by polling.
+   * worker looks at once; writes of other processes are found by polling. Local: no I/O, so the
+   * store's wrappers pass it through ({@link LOCAL_STORE_METHODS}).
    */
   onWritten(listener: () => void): void;
 }
+
+/**
+ * Store methods that only touch this process (registering a listener): the wrappers that gate, time
+ * and count store calls (startup, time limit) pass them through as they are, synchronous, so they
+ * work before the store is ready and never become a rejected promise nobody awaits.
+ */
+export const LOCAL_STORE_METHODS: ReadonlySet<PropertyKey> = new Set(["onWritten"]);
 
 /** An HMAC secret of an endpoint, sealed (AES-256-GCM under the configured key) and never stored in the clear. */
 export interface SealedSecret {
