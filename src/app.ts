@@ -15,12 +15,16 @@ import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import { BackgroundTasks } from "./domain/background.js";
 import type { DomainDeps } from "./domain/deps.js";
+import { ktLogSigner } from "./domain/kt/note-keys.js";
+import type { KtReads } from "./domain/kt/reads.js";
+import { createKtRuntime, type KtRuntime, type KtRuntimeOptions } from "./domain/kt/runtime.js";
 import { createEvents, type Events } from "./events/index.js";
 import type { ResolveAll } from "./events/ssrf.js";
 import { useFastPaths } from "./fast/index.js";
 import { registerAdminRoutes } from "./http/admin.js";
 import { registerApiReference } from "./http/docs.js";
 import { registerErrorDocs } from "./http/error-docs.js";
+import { registerKtRoutes } from "./http/kt.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
 import { createMetrics, metricsInterceptor } from "./metrics.js";
@@ -53,6 +57,11 @@ export interface AppDeps {
   shutdownGraceMs?: number;
   /** Resolves webhook receivers' host names; the system resolver by default (tests inject one). */
   webhookResolver?: ResolveAll;
+  /**
+   * The key log's seams: the tenants' signing keys (the signing-key store), the directory source, the
+   * HTTP client for witnesses, the sequencer's holder name.
+   */
+  kt?: Partial<Pick<KtRuntimeOptions, "signingKeys" | "directory" | "fetch" | "holder">>;
 }
 
 /** A built service: the HTTP server (not listening yet) and what it was built from. */
@@ -61,6 +70,8 @@ export interface App {
   domain: DomainDeps;
   /** Events and webhooks: their dependencies and this instance's worker. */
   events: Events;
+  /** The key log of this instance: its service (`domain.kt`), reads and sequencer. */
+  kt: KtRuntime;
   /** Stops accepting, finishes in-flight calls, stops workers, closes the store. */
   close(): Promise<void>;
 }
@@ -91,6 +102,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     size: deps.workers ?? config.cryptoThreads,
   });
   const events = createEvents({ store, clock, logger, config, resolve: deps.webhookResolver });
+  const kt = ktRuntimeOf(deps, store, clock, pool);
   const domain: DomainDeps = {
     store,
     clock,
@@ -102,6 +114,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     background: new BackgroundTasks(logger),
     pool,
     escrowKeys: pool.escrowKeys,
+    kt: kt.log,
   };
   const metrics = createMetrics();
   const ready = async () => {
@@ -131,18 +144,21 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     trustedProxies: config.trustedProxies,
     listener: { ...listenerOptions(config), ...deps.listener },
     ...(deps.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: deps.shutdownGraceMs }),
-    addRoutes: (app) => addPlainRoutes(app, config, store, clock),
+    addRoutes: (app) => addPlainRoutes(app, config, store, clock, kt.reads),
   });
   events.start();
+  kt.start();
   return {
     server,
     domain,
     events,
+    kt,
     async close() {
       // Streams end first (they would hold the drain for its whole grace), then the worker hands its
       // lease over, then calls in flight finish.
       await events.stop();
       await server.close();
+      await kt.stop();
       // Background releases get the shutdown's grace too; what they leave stays escrowed for the next
       // registration of its card.
       await Promise.race([
@@ -153,6 +169,22 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       await store.close();
     },
   };
+}
+
+/** The key log of this instance (section 20), over the bounded store; its sequencer not started yet. */
+function ktRuntimeOf(deps: AppDeps, store: Store, clock: Clock, pool: CryptoPool): KtRuntime {
+  const { config, logger } = deps;
+  return createKtRuntime({
+    store,
+    clock,
+    logger,
+    pepper: config.hashedPanPepper,
+    config: config.kt,
+    signer: ktLogSigner(config.kt.logPrivateKey, logger),
+    leases: store.leases,
+    ...(pool.escrowKeys[0] === undefined ? {} : { serviceEscrowKey: pool.escrowKeys[0] }),
+    ...deps.kt,
+  });
 }
 
 /** The escrow private keys of `config`, or one made for this process (development only). */
@@ -205,6 +237,7 @@ async function addPlainRoutes(
   config: Config,
   store: Store,
   clock: Clock,
+  ktReads: KtReads,
 ): Promise<void> {
   const openApiDocument = serviceOpenApi({ admin: config.adminToken !== undefined });
   const openApi = JSON.stringify(openApiDocument);
@@ -218,6 +251,14 @@ async function addPlainRoutes(
       trustedProxies: config.trustedProxies,
     });
   }
+  registerKtRoutes(app, {
+    reads: ktReads,
+    store,
+    env: config.env,
+    clock,
+    readsPerMinute: config.kt.readsPerMinute,
+    trustedProxies: config.trustedProxies,
+  });
   registerApiReference(app, openApiDocument);
   registerErrorDocs(app);
 }

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { type KtConfig, readKtConfig } from "./config-kt.js";
 import { type EventsConfig, readEventsConfig } from "./events/config.js";
 import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast/index.js";
 import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
@@ -109,6 +110,8 @@ export interface Config {
   fastPaths: FastPath[];
   /** Events, webhooks and the event stream (section 22); see `EventsConfig`. */
   events: EventsConfig;
+  /** The key log (section 20): its signing key, witnesses and limits (`config-kt.ts`). */
+  kt: KtConfig;
 }
 
 /**
@@ -168,6 +171,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     hasEscrowKey: escrowPrivateKeys.length > 0,
     webhookKeyGenerated: events.secretKeyGenerated,
   });
+  const kt = readKtConfig(settings, receiptsEnv, store);
   const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
   problems.push(...trusted.problems);
   const escrowRetentionDays = int("ESCROW_RETENTION_DAYS", 30, 1, 3_650);
@@ -214,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     fastPaths: parseFastPaths(env.FAST_PATHS, problems),
     events,
+    kt,
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

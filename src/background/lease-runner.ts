@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
-import type { Lease, LeaseStore } from "../store/event-types.js";
+import type { Lease, LeaseStore } from "../store/lease-types.js";
 
 /**
  * Runs a background job on exactly one instance at a time: the holder of a store lease (`LeaseStore`).

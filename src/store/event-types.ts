@@ -260,20 +260,3 @@ export interface DeliveryStore {
   /** Deletes deliveries created before `before` that are no longer pending (retention); returns how many. */
   prune(before: Date): Promise<number>;
 }
-
-/** A lease: one holder at a time for a background job, with a fencing token. */
-export interface Lease extends Fence {
-  holder: string;
-  expiresAt: Date;
-}
-
-export interface LeaseStore {
-  /**
-   * Takes the lease `name` for `holder` until `now + ttlMs`, atomically: when nobody holds it, its
-   * holder's time ran out, or `holder` holds it already (a renewal, which keeps the token). A takeover
-   * gets a token larger than every one given before. Undefined when another holder's lease is live.
-   */
-  acquire(name: string, holder: string, now: Date, ttlMs: number): Promise<Lease | undefined>;
-  /** Gives the lease up if `lease` still holds it, so another instance takes over at once. */
-  release(lease: Lease): Promise<void>;
-}

@@ -1,4 +1,5 @@
 import type { EventRecord } from "./event-types.js";
+import type { KtPendingInput } from "./kt-types.js";
 import { type KeyRecord, type RegisterOutcome, SUPERSEDED_PAN_PREFIX, type UserRecord } from "./types.js";
 
 /** The arguments of `UserStore.register`. */
@@ -8,6 +9,8 @@ export interface RegisterInput {
   newUserId: string;
   key: KeyRecord;
   now: Date;
+  /** The statements of the key log that the registration records, written with it (section 20). */
+  kt?: readonly KtPendingInput[];
   /** The caller owns the card's BIN: a registration of the card by another tenant is superseded. */
   ownsBin?: boolean;
   /** The events of the outcome, written with it (section 22's outbox). */

@@ -23,9 +23,9 @@ describe("store faults: 503 with nothing half-written, and recovery when the sto
     svc = await startService({
       clock,
       store: double.store,
-      // The event worker's own store calls (sequencing, delivery) would interleave with a request's,
-      // which these tests fail one by one in order: the worker runs elsewhere here.
-      env: { STORE_TIMEOUT_MS: String(STORE_TIMEOUT_MS), EVENTS_WORKER: "off" },
+      // The event worker and the key log's sequencer off: their own background store calls would
+      // interleave with a request's, which these tests fail one by one in order.
+      env: { STORE_TIMEOUT_MS: String(STORE_TIMEOUT_MS), EVENTS_WORKER: "off", KT_SEQUENCER: "off" },
     });
     grpc = rawGrpcClient(svc.port);
     holder = await onboard(svc, "4111111111111111");

@@ -3,6 +3,8 @@ import type { AuditEvent, AuditQuery, Store } from "../../src/store/types.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
 import { eventsContract } from "./contract-events.js";
+import { ktLogContract } from "./contract-kt-log.js";
+import { leasesContract } from "./contract-leases.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
 import { ownershipContract } from "./contract-ownership.js";
 import { paymentsContract } from "./contract-payments.js";
@@ -47,6 +49,8 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     escrowContract(store);
     erasureContract(store);
     eventsContract(store);
+    ktLogContract(store);
+    leasesContract(store);
   });
 }
 

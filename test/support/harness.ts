@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, type AppDeps, buildApp } from "../../src/app.js";
 import { type Clock, systemClock } from "../../src/clock.js";
 import { type Config, loadConfig } from "../../src/config.js";
 import { createApiKey, type NewApiKey } from "../../src/domain/api-keys.js";
@@ -44,6 +44,8 @@ export async function startService(
     realRsaKeyGeneration?: boolean;
     /** Resolves webhook receivers' host names (the SSRF tests map names to chosen addresses). */
     resolve?: ResolveAll;
+    /** The key log's seams (the tenants' signing keys, the directory source, the witnesses' HTTP client). */
+    kt?: AppDeps["kt"];
   } = {},
 ): Promise<TestService> {
   const config = loadConfig({
@@ -72,6 +74,7 @@ export async function startService(
     ...(options.listener === undefined ? {} : { listener: options.listener }),
     ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
     ...(options.resolve === undefined ? {} : { webhookResolver: options.resolve }),
+    ...(options.kt === undefined ? {} : { kt: options.kt }),
   });
   if (options.realRsaKeyGeneration !== true) useFixtureRsaKeys(app.domain.pool);
   const address = await app.server.listen(0, "127.0.0.1");

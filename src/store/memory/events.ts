@@ -3,8 +3,6 @@ import {
   type EventStore,
   FENCED_OUT,
   type Fence,
-  type Lease,
-  type LeaseStore,
   type SequencedEvent,
 } from "../event-types.js";
 import { copy } from "./copy.js";
@@ -166,32 +164,5 @@ class Positions {
       this.head = 0;
     }
     return this.items.length - this.head;
-  }
-}
-
-/** Leases held in memory: shared by every service built on the same memory store (tests run two). */
-export class MemoryLeases implements LeaseStore {
-  private readonly leases = new Map<string, Lease>();
-  /** The largest token given per lease name, kept after a release so tokens only grow. */
-  private readonly tokens = new Map<string, number>();
-
-  async acquire(name: string, holder: string, now: Date, ttlMs: number): Promise<Lease | undefined> {
-    const current = this.leases.get(name);
-    const expiresAt = new Date(now.getTime() + ttlMs);
-    if (current !== undefined && current.holder === holder && current.expiresAt > now) {
-      current.expiresAt = expiresAt;
-      return copy(current);
-    }
-    if (current !== undefined && current.expiresAt > now) return undefined;
-    const token = (this.tokens.get(name) ?? 0) + 1;
-    this.tokens.set(name, token);
-    const lease: Lease = { lease: name, holder, token, expiresAt };
-    this.leases.set(name, lease);
-    return copy(lease);
-  }
-
-  async release(lease: Lease): Promise<void> {
-    const current = this.leases.get(lease.lease);
-    if (current?.holder === lease.holder && current.token === lease.token) this.leases.delete(lease.lease);
   }
 }

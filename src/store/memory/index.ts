@@ -2,9 +2,11 @@ import type { Store } from "../types.js";
 import { MemoryApiKeys } from "./api-keys.js";
 import { MemoryAudit } from "./audit.js";
 import { MemoryErasures } from "./erasures.js";
-import { MemoryEvents, MemoryLeases } from "./events.js";
+import { MemoryEvents } from "./events.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
+import { MemoryKtLog } from "./kt-log.js";
+import { MemoryLeases } from "./leases.js";
 import { MemoryMerchantKeys } from "./merchant-keys.js";
 import { MemoryBins, MemoryIssuerEscrowKeys, MemoryMerchantOwners } from "./ownership.js";
 import { MemoryPayments } from "./payments.js";
@@ -24,24 +26,26 @@ const memoryStores = new WeakSet<Store>();
 export function createMemoryStore(): Store {
   const events = new MemoryEvents();
   const receipts = new MemoryReceipts(events);
+  const ktLog = new MemoryKtLog();
   const store: Store = {
     kind: "memory",
     apiKeys: new MemoryApiKeys(),
     rateLimits: new MemoryRateLimits(),
-    users: new MemoryUsers(events),
+    users: new MemoryUsers(events, ktLog),
     receipts,
     payments: new MemoryPayments(receipts, events),
     grants: new MemoryGrants(),
     idempotency: new MemoryIdempotency(),
     audit: new MemoryAudit(),
     merchantKeys: new MemoryMerchantKeys(),
-    issuerEscrowKeys: new MemoryIssuerEscrowKeys(),
-    bins: new MemoryBins(),
+    issuerEscrowKeys: new MemoryIssuerEscrowKeys(ktLog),
+    bins: new MemoryBins(ktLog),
     merchants: new MemoryMerchantOwners(),
     erasures: new MemoryErasures(),
     events,
     webhookEndpoints: new MemoryWebhookEndpoints(),
     deliveries: new MemoryDeliveries(),
+    ktLog,
     leases: new MemoryLeases(),
     init: async () => {},
     ping: async () => {},

@@ -3,6 +3,7 @@ import { planRegister, type RegisterInput } from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import { copy } from "./copy.js";
 import type { MemoryEvents } from "./events.js";
+import type { MemoryKtLog } from "./kt-log.js";
 
 /** Users and their keys held in memory. `register` reads, decides and writes in one synchronous step. */
 export class MemoryUsers implements UserStore {
@@ -10,8 +11,14 @@ export class MemoryUsers implements UserStore {
   private readonly userIdByPan = new Map<string, string>();
   private readonly keys = new Map<string, KeyRecord>();
 
-  /** `events`: the outbox, written in the same synchronous step as the registration or erasure. */
-  constructor(private readonly events: MemoryEvents) {}
+  /**
+   * `events`: the outbox, written in the same synchronous step as the registration or erasure;
+   * `ktLog`: the key log, whose statements a registration writes in that step too.
+   */
+  constructor(
+    private readonly events: MemoryEvents,
+    private readonly ktLog: MemoryKtLog,
+  ) {}
 
   async findById(userId: string): Promise<UserRecord | undefined> {
     return copy(this.users.get(userId));
@@ -40,6 +47,14 @@ export class MemoryUsers implements UserStore {
         ? this.keys.get(user.activeKeyId)
         : undefined;
     const plan = planRegister(input, { user, key: this.keys.get(input.key.keyId), activeKey });
+    const writes =
+      plan.outcome.kind === "created" ||
+      plan.outcome.kind === "superseded" ||
+      plan.outcome.kind === "rotated" ||
+      plan.outcome.kind === "unchanged";
+    const intake = writes ? this.ktLog.intake(input.kt) : undefined;
+    if (intake !== undefined && "kind" in intake) return copy(intake);
+    intake?.commit();
     for (const user of plan.users) {
       const stored = this.users.get(user.userId);
       if (stored !== undefined && stored.panHash !== user.panHash) this.userIdByPan.delete(stored.panHash);

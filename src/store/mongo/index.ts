@@ -3,10 +3,12 @@ import { MongoApiKeys } from "./api-keys.js";
 import { MongoAudit } from "./audit.js";
 import { MongoContext, type MongoStoreOptions } from "./connection.js";
 import { MongoErasures } from "./erasures.js";
-import { MongoEvents, MongoLeases } from "./events.js";
+import { MongoEvents } from "./events.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
 import { createDeclaredIndexes } from "./init.js";
+import { MongoKtLog } from "./kt-log.js";
+import { MongoLeases } from "./leases.js";
 import { MongoMerchantKeys } from "./merchant-keys.js";
 import { MongoBins, MongoIssuerEscrowKeys, MongoMerchantOwners } from "./ownership.js";
 import { MongoPayments } from "./payments.js";
@@ -48,11 +50,12 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     issuerEscrowKeys: new MongoIssuerEscrowKeys(ctx),
     bins: new MongoBins(ctx),
     merchants: new MongoMerchantOwners(ctx),
+    ktLog: new MongoKtLog(ctx),
+    leases: new MongoLeases(ctx),
     erasures: new MongoErasures(ctx),
     events: new MongoEvents(ctx),
     webhookEndpoints: new MongoWebhookEndpoints(ctx),
     deliveries: new MongoDeliveries(ctx),
-    leases: new MongoLeases(ctx),
     /**
      * Creates every collection's indexes (`createDeclaredIndexes`: an index already serving, such as
      * one a `sh.shardCollection` made first, stands in). Bounded by `indexTimeoutMs`, not the per-call
