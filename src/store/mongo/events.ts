@@ -7,7 +7,6 @@ import {
   type SequencedEvent,
 } from "../event-types.js";
 import type { MongoContext } from "./connection.js";
-import { isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
 
 /**
