@@ -10,7 +10,7 @@ import { ISSUER_ESCROW_KEY_PREFIX, keyStillActive } from "./escrow.js";
 import { panHashOfEscrowRef, releasedEvent } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkKeyBundle } from "./key-bundles.js";
-import { checkHashedPan, panHashOf } from "./pan.js";
+import { cardKeyOf, checkCardReference, ISSUER_CARD_FIELDS } from "./pan.js";
 import { PAGE_SIZE } from "./receipts.js";
 import { sealingKeyOf } from "./routing.js";
 
@@ -111,23 +111,31 @@ export async function revokeEscrowKey(
 
 /**
  * The receipts escrowed for the caller's tenant under its own escrow keys, for one card, oldest first.
- * The card is named by its hashed PAN, or by the `escrowRef` of an `escrow.pending` event sent to the
- * caller (an issuer that owns a BIN may not know which of its cards a receipt was for).
+ * The card is named by its hashed PAN or PAR, or by the `escrowRef` of an `escrow.pending` event sent
+ * to the caller (an issuer that owns a BIN may not know which of its cards a receipt was for).
  */
 export async function listPendingEscrow(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  input: { hashedPan: string; escrowRef?: string; pageSize: number; pageToken: string },
+  input: {
+    hashedPan: string;
+    par?: string | undefined;
+    escrowRef?: string;
+    pageSize: number;
+    pageToken: string;
+  },
 ): Promise<ReceiptPage> {
   const v = new Violations();
   const escrowRef = input.escrowRef ?? "";
   let panHash: string | undefined;
   if (escrowRef !== "") {
-    if (input.hashedPan !== "") v.add("hashedPan", "cannot stand beside escrowRef: send one of the two");
+    if (input.hashedPan !== "" || (input.par ?? "") !== "") {
+      v.add("escrowRef", "cannot stand beside hashedPan or par: name the card by exactly one");
+    }
     panHash = panHashOfEscrowRef(deps, principal.tenantId, escrowRef);
     if (panHash === undefined) v.add("escrowRef", "is not an escrow reference sent to this tenant");
   } else {
-    checkHashedPan(input.hashedPan, "hashedPan", v);
+    checkCardReference(input, ISSUER_CARD_FIELDS, v);
   }
   if (input.pageSize < 0 || input.pageSize > PAGE_SIZE.max)
     v.add("pageSize", `must be from 1 to ${PAGE_SIZE.max}`);
@@ -137,7 +145,7 @@ export async function listPendingEscrow(
   if (keys.length === 0) return { receipts: [] };
   return deps.store.receipts.findEscrowed(
     {
-      panHash: panHash ?? panHashOf(deps.pepper, input.hashedPan),
+      panHash: panHash ?? cardKeyOf(deps.pepper, input),
       ownerTenantId: principal.tenantId,
       includeUnowned: false,
       escrowKeyIds: keys.map((k) => k.escrowKeyId),
