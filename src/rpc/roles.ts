@@ -1,8 +1,10 @@
 import type { DescMethod } from "@bufbuild/protobuf";
+import { EventsService } from "../../gen/receipts/v1/events_pb.js";
 import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
 import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
 import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import { WebhooksService } from "../../gen/receipts/v1/webhooks_pb.js";
 import type { Role } from "../store/types.js";
 
 /**
@@ -37,6 +39,15 @@ const TABLE: Array<[DescMethod, Role[]]> = [
   [PaymentsService.method.getPayment, ["merchant"]],
   [PaymentsService.method.listPayments, ["merchant"]],
   [PaymentsService.method.refundPayment, ["merchant"]],
+  // Events reach every tenant: each call sees its own tenant's endpoints and events only.
+  [WebhooksService.method.createWebhookEndpoint, ["issuer", "merchant"]],
+  [WebhooksService.method.listWebhookEndpoints, ["issuer", "merchant"]],
+  [WebhooksService.method.deleteWebhookEndpoint, ["issuer", "merchant"]],
+  [WebhooksService.method.rotateWebhookSecret, ["issuer", "merchant"]],
+  [WebhooksService.method.listWebhookDeliveries, ["issuer", "merchant"]],
+  [WebhooksService.method.replayWebhookEvent, ["issuer", "merchant"]],
+  [EventsService.method.listEvents, ["issuer", "merchant"]],
+  [EventsService.method.watchEvents, ["issuer", "merchant"]],
 ];
 
 /**
@@ -50,7 +61,14 @@ function methodKey(method: DescMethod): string {
 }
 
 /** The services whose methods need an API key. */
-export const API_SERVICES = [OnboardingService, KeysService, ReceiptsService, PaymentsService] as const;
+export const API_SERVICES = [
+  OnboardingService,
+  KeysService,
+  ReceiptsService,
+  PaymentsService,
+  WebhooksService,
+  EventsService,
+] as const;
 
 /** The roles allowed to call `method`, `"public"` for key-exempt methods, or `[]` for unknown ones. */
 export function rolesFor(method: DescMethod): readonly Role[] | "public" {
