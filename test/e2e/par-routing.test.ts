@@ -153,7 +153,7 @@ describe("routing by PAR over REST", () => {
     const paid = await sealAndStoreReceipt(
       merchant,
       { ...(sale as unknown as MerchantReceipt), recipientPar: par },
-      { payment: { gateway: "gateway_a", amount: 950n } },
+      { trust: "unverified", payment: { gateway: "gateway_a", amount: 950n } },
     );
     if (paid.kind !== "payment") throw new Error("expected a payment");
     expect(paid.payment.serviceMetadata).toMatchObject({ keyId, isEscrowed: false });
