@@ -9,6 +9,7 @@ import {
 } from "./admin-commands.js";
 import { DemoError, runDemo } from "./demo.js";
 import { KT_HELP, ktCommand, witnessCommand } from "./kt-commands.js";
+import { ktMonitorCommand, MONITOR_HELP } from "./kt-monitor-command.js";
 import { OPERATOR_API_OFF, OperatorError } from "./operator.js";
 
 /** The command groups that have their own --help. */
@@ -30,6 +31,7 @@ Commands:
   escrow            Count escrowed receipts by owner and key
   demo              Run the five steps plus escrow against a running server, printing each call
   kt keygen         Make the key log's signing key (KT_LOG_PRIVATE_KEY_FILE) and print its vkey
+  kt monitor        One run of an issuer's key-log monitor (exit 3 and one line per alert)
   witness keygen    Make a witness key and print its vkey
   witness serve     Run a witness of the key log (C2SP tlog-witness), as a bank may
 
@@ -89,6 +91,13 @@ export async function runCli(
       }
       await keysCommand(command, rest, out);
       return EXIT.ok;
+    }
+    if (group === "kt" && command === "monitor") {
+      if (wantsHelp) {
+        out.write(`${MONITOR_HELP}\n`);
+        return EXIT.ok;
+      }
+      return await ktMonitorCommand(rest, out, env);
     }
     if (group === "kt" || group === "witness") {
       if (wantsHelp) {

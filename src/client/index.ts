@@ -5,6 +5,8 @@
  * only opens receipts imports `./webcrypto.js` and `./key-ring.js` directly.
  */
 
+export type { TrustPolicy } from "../kt/policy.js";
+export type { KtBinding, KtLookupAnswer } from "../kt/wire.js";
 export {
   type CallOptions,
   type CreateOptions,
@@ -18,12 +20,32 @@ export {
   type ReceiptsClientOptions,
 } from "./client.js";
 export {
+  checkRegistration,
+  checkSelf,
+  type DeviceCheckCode,
+  DeviceCheckError,
+  type HeldBinding,
+} from "./device-checks.js";
+export {
   type ApiFieldViolation,
   codeFromConnectCode,
   ReceiptsApiError,
   type ReceiptsErrorCode,
   type TransportErrorCode,
 } from "./errors.js";
+export {
+  DEFAULT_VALID_DAYS,
+  type EscrowKeyInput,
+  escrowKeyStatement,
+  generateIssuerSigner,
+  type IssuerSigner,
+  type IssuerSigningKey,
+  issuerSigningKeyOf,
+  type KeyBindingInput,
+  keyBindingStatement,
+  signStatement,
+  statementOf,
+} from "./key-binding.js";
 export {
   type KeyRing,
   keyIdOf,
@@ -32,6 +54,15 @@ export {
   openListing,
   openReceiptWithKeyRing,
 } from "./key-ring.js";
+export {
+  type CardIdentity,
+  createKeyTrust,
+  type KeyTrust,
+  type KeyTrustOptions,
+  type KeyVerificationCheck,
+  KeyVerificationError,
+  type VerifiedKey,
+} from "./key-trust.js";
 export {
   type CardTransaction,
   DETAILS_CEILING,
@@ -72,6 +103,7 @@ export {
   importRsaKey,
   KEY_WRAP_ALGORITHM,
   type KeyWrapAlgorithm,
+  type LookupAnswerLike,
   openReceipt,
   type PrivateKeyInput,
   type ReceiptEnvelope,
@@ -84,6 +116,7 @@ export {
   rewrapKeyBundle,
   type SealedEnvelope,
   type SealIdentity,
+  type SealTrust,
   sealReceipt,
   type WebCryptoKey,
   type WebCryptoKeyPair,

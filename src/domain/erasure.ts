@@ -43,6 +43,7 @@ export async function deleteUser(
   v.throwIfAny();
   const erasure = await erasureOf(deps, principal, input.userId);
   const { userId } = erasure;
+  await eraseStatements(deps, userId);
   // Keys first: from here on a receipt stored for them does not survive (see above).
   const erased = await deps.store.users.erase(userId);
   await deps.store.grants.deleteByUser(userId);
@@ -62,6 +63,20 @@ export async function deleteUser(
   });
   if (receiptsLeft === 0) await deps.store.erasures.finish(userId);
   return { deletedReceipts, deletedKeys, receiptsLeft };
+}
+
+/**
+ * The key log's part of an erasure (section 20): the card's statements, signatures, openings and keyed
+ * card reference leave the log's leaf records; the leaves stay, so every proof still verifies, and a
+ * hashed-PAN leaf (a signer hash and a commitment) says nothing of the card without its opening. Runs
+ * before the user goes, so a retry after a failure runs it again (it is idempotent). Only while the
+ * user holds the card: a user superseded by the BIN's owner no longer does, and the card's statements
+ * are then the new holder's too (its own stay in the log; see docs/key-transparency.md).
+ */
+async function eraseStatements(deps: DomainDeps, userId: string): Promise<void> {
+  const user = await deps.store.users.findById(userId);
+  if (user === undefined || user.supersededAt !== undefined) return;
+  await deps.store.ktLog.eraseCard(user.panHash, deps.clock.now());
 }
 
 /** Receipts one store call of an erasure deletes. */

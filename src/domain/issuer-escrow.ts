@@ -95,6 +95,13 @@ export async function revokeEscrowKey(
   // Revoked before: nothing changed, nothing to record.
   if (key.revokedAt?.getTime() !== now.getTime())
     return { key, currentEscrowKeyId: after?.escrowKeyId ?? "" };
+  // The tenant's current escrow key is in the directory: the key log snapshots it (section 20). Not in
+  // the revocation's store step (the store's revoke takes no pending records); a crash in between
+  // leaves it to the daily snapshot.
+  await deps.store.ktLog.enqueue([
+    deps.kt.pendingDirectoryChange("issuerEscrowKeys.revoke", principal.tenantId),
+  ]);
+  deps.kt.notify();
   await recordChange(deps, {
     at: now,
     action: "escrow_key.revoked",

@@ -22,6 +22,7 @@ const ROLES = new Map<string, readonly Role[]>(
       [KeysService.method.listEscrowKeys, ["issuer"]],
       [KeysService.method.revokeEscrowKey, ["issuer"]],
       [KeysService.method.listAuditEvents, ["issuer"]],
+      [KeysService.method.listKtEntries, ["issuer"]],
       [ReceiptsService.method.encryptReceipt, ["merchant"]],
       [ReceiptsService.method.decryptReceipt, ["issuer"]],
       [ReceiptsService.method.listReceipts, ["issuer"]],

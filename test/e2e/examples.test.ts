@@ -45,6 +45,7 @@ const STORY = [
   "receipts.v1.ReceiptsService/ListSigningKeys",
   "receipts.v1.ReceiptsService/RevokeSigningKey",
   "receipts.v1.KeysService/ListAuditEvents",
+  "receipts.v1.KeysService/ListKtEntries",
   "receipts.v1.OnboardingService/DeleteUser",
 ];
 

@@ -60,9 +60,17 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.KeysService.GrantAccess": "Grants a 2-3 minute token to decrypt a user's receipts, after the user consented on the device.",
   "receipts.v1.KeysService.ListAuditEvents": "The calling issuer tenant's audit log in the order it was written: every key change of its\nusers, its escrow keys, grants, decrypts, binding conflicts and the operator's changes to it.\nPages never skip an event: poll with the last next_page_token.",
   "receipts.v1.KeysService.ListEscrowKeys": "The calling issuer tenant's escrow keys, newest first, revoked ones too.",
+  "receipts.v1.KeysService.ListKtEntries": "The calling issuer's own statements in the key log (SPEC section 20), opened for its monitor:\neach leaf signed by one of the tenant's signing keys, in log order, with the statement as the\nservice keeps it (cardRef removed: the issuer puts its own card reference back), the opening of\nthe leaf's commitment, the signing key and the user it was registered for. `receipts kt monitor`\nreads it to prove that every leaf under the tenant's keys is one the tenant signed. A statement\nan erasure removed is listed as erased (its leaf stays in the log).",
   "receipts.v1.KeysService.LookupKey": "The key a receipt for this card would be sealed to now (section 16), for merchants that seal on\ntheir own side: the cardholder's active key, or an escrow key (is_escrowed true).",
   "receipts.v1.KeysService.RegisterEscrowKey": "Registers an escrow public key of the calling issuer tenant (section 17). The newest is current:\nreceipts escrowed for the tenant are sealed to it, and the service holds nothing that opens them.",
   "receipts.v1.KeysService.RevokeEscrowKey": "Revokes one of the calling tenant's escrow keys: nothing new is sealed to it (the newest key not\nrevoked is current, else the service escrow key); receipts already sealed to it stay escrowed\nand releasable with ListPendingEscrow and ReleaseEscrow, for whoever holds its private key.",
+  "receipts.v1.KtEntry": "One leaf of the key log under the calling issuer's keys, opened.",
+  "receipts.v1.KtEntry.erased": "True when an erasure removed the statement and opening: the leaf stays in the log.",
+  "receipts.v1.KtEntry.index": "The leaf's index in the log.",
+  "receipts.v1.KtEntry.opening": "Base64 of the 16-byte opening of the leaf's commitment. Empty when erased.",
+  "receipts.v1.KtEntry.signing_key_id": "The signing key that signed it, \"sk_\" and 32 hexadecimal digits. Empty when erased.",
+  "receipts.v1.KtEntry.statement_without_card_ref": "Base64 of the statement's bytes with cardRef removed (RFC 8785 canonical JSON). Empty when erased.",
+  "receipts.v1.KtEntry.user_id": "The user it was registered for; empty for a statement about no card, and when erased.",
   "receipts.v1.LineItem": "One line of a receipt.",
   "receipts.v1.ListAuditEventsRequest.after": "RFC 3339 time: the first page starts with the first event written after it (default: the\noldest). Ignored with a page_token.",
   "receipts.v1.ListAuditEventsRequest.page_size": "Default 100, at most 1000.",
@@ -71,6 +79,11 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.ListAuditEventsResponse.next_page_token": "Always set: pass it to read what was written after this page. A page shorter than page_size\nmeans there is nothing more for now.",
   "receipts.v1.ListEscrowKeysResponse.current_escrow_key_id": "The key receipts escrowed for the tenant are sealed to now; empty when none (the service\nescrow key then seals them).",
   "receipts.v1.ListEscrowKeysResponse.escrow_keys": "Newest first.",
+  "receipts.v1.ListKtEntriesRequest.after": "Only leaves with an index above this one (default: from the first leaf). Ignored with a\npage_token.",
+  "receipts.v1.ListKtEntriesRequest.page_size": "Default 100, at most 1000.",
+  "receipts.v1.ListKtEntriesRequest.page_token": "The next_page_token of the previous answer.",
+  "receipts.v1.ListKtEntriesResponse.entries": "In log order.",
+  "receipts.v1.ListKtEntriesResponse.next_page_token": "Set when a full page was answered: pass it to read on. Empty once the log has no more of the\ntenant's leaves (ask again later with `after` the last index seen).",
   "receipts.v1.ListPaymentsRequest.page_size": "Default 50, at most 200.",
   "receipts.v1.ListPaymentsRequest.page_token": "Opaque cursor from a previous response.",
   "receipts.v1.ListPaymentsResponse.next_page_token": "Empty on the last page.",
@@ -273,6 +286,25 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
         }
       ],
       "currentEscrowKeyId": "iek_QOsuElGgQg4OoV-R"
+    }
+  },
+  "receipts.v1.KeysService.ListKtEntries": {
+    "request": {
+      "after": 0,
+      "pageSize": 100
+    },
+    "response": {
+      "entries": [
+        {
+          "index": 3,
+          "statementWithoutCardRef": "eyJhbGdvcml0aG0iOiJIUEtFLVAyNTYtU0hBMjU2LUEyNTZHQ00iLCJiaW4iOiI0MTExMTExMSJ9",
+          "opening": "q83vASNFZ4mrze8BI0VniQ==",
+          "signingKeyId": "sk_5d41402abc4b2a76b9719d911017c592",
+          "userId": "usr_OiIWtaNKLlelXAD2",
+          "erased": false
+        }
+      ],
+      "nextPageToken": ""
     }
   },
   "receipts.v1.KeysService.LookupKey": {
