@@ -611,13 +611,15 @@ describe.each([
 
   // A declined card is an answer of the card's issuer, not a refusal of the call: the merchant can read
   // the declined payment (section 21), and nothing else is written: no receipt, no claim of the
-  // merchantId, nothing charged.
-  it("create: declined, first use of a merchantId, keeps only the declined payment", async () => {
+  // merchantId, nothing charged; and its payment.declined event (section 22), for the merchant.
+  it("create: declined, first use of a merchantId, keeps only the declined payment and its event", async () => {
     const receipt = plainReceipt(PAN_X, { merchantId: "m-fresh-3", cardNonce: "cnon:card-nonce-declined" });
-    const before = withoutPayments(w.db.dump());
+    const before = withoutPayments(w.db.dumpWithoutEvents());
+    const eventsBefore = w.db.eventsWritten();
     const err = await rejection(createPayment(w.f.deps, w.shop1, { gateway: "gateway_b", receipt }, caller));
     expect(err.code).toBe("payment_declined");
-    expect(withoutPayments(w.db.dump())).toEqual(before);
+    expect(withoutPayments(w.db.dumpWithoutEvents())).toEqual(before);
+    expect(w.db.eventsWritten()).toBe(eventsBefore + 1);
     const kept = await w.db.store.payments.findById(err.metadata.payment_id as string);
     expect(kept).toMatchObject({ status: "declined", merchantId: "m-fresh-3", receiptId: receipt.receiptId });
     expect(await w.db.store.receipts.findByMerchantReceipt("m-fresh-3", receipt.receiptId)).toBeUndefined();
