@@ -11,9 +11,10 @@ import { DemoError, runDemo } from "./demo.js";
 import { KT_HELP, ktCommand, witnessCommand } from "./kt-commands.js";
 import { ktMonitorCommand, MONITOR_HELP } from "./kt-monitor-command.js";
 import { OPERATOR_API_OFF, OperatorError } from "./operator.js";
+import { WEBHOOKS_HELP, webhooksCommand } from "./webhooks.js";
 
 /** The command groups that have their own --help. */
-const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo", "kt", "witness"]);
+const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo", "kt", "witness", "webhooks"]);
 
 /** Exit codes scripts can rely on. */
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
@@ -29,6 +30,7 @@ Commands:
   merchants assign  Give a merchantId to a merchant tenant
   audit             Read the audit log
   escrow            Count escrowed receipts by owner and key
+  webhooks          A tenant's webhook endpoints, deliveries and events, with its API key
   demo              Run the five steps plus escrow against a running server, printing each call
   kt keygen         Make the key log's signing key (KT_LOG_PRIVATE_KEY_FILE) and print its vkey
   kt monitor        One run of an issuer's key-log monitor (exit 3 and one line per alert)
@@ -81,6 +83,14 @@ export async function runCli(
     if (group === undefined || (!GROUPS.has(group) && wantsHelp)) {
       out.write(`${HELP.root}\n`);
       return group === undefined ? EXIT.usage : EXIT.ok;
+    }
+    if (group === "webhooks") {
+      if (wantsHelp) {
+        out.write(`${WEBHOOKS_HELP}\n`);
+        return EXIT.ok;
+      }
+      await webhooksCommand(argv.slice(1), out, env, defaultDemoUrl(env));
+      return EXIT.ok;
     }
     if (group === "keys") {
       if (wantsHelp) {

@@ -121,3 +121,10 @@ export {
   type WebCryptoKey,
   type WebCryptoKeyPair,
 } from "./webcrypto.js";
+export {
+  verifyWebhook,
+  type WebhookEvent,
+  type WebhookHeaders,
+  WebhookVerificationError,
+  type WebhookVerifyOptions,
+} from "./webhooks.js";

@@ -1,6 +1,7 @@
 import { AppError, Violations } from "../errors.js";
 import { type ApiKeyRecord, type ErasureRecord, type ReceiptRecord, receiptOwnerOf } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { erasedEvent } from "./events.js";
 import type { CallerInfo } from "./grants.js";
 
 /**
@@ -45,7 +46,8 @@ export async function deleteUser(
   const { userId } = erasure;
   await eraseStatements(deps, userId);
   // Keys first: from here on a receipt stored for them does not survive (see above).
-  const erased = await deps.store.users.erase(userId);
+  // The user's deletion writes its user.erased event (once: a retry finds no user to delete).
+  const erased = await deps.store.users.erase(userId, [erasedEvent(erasure, deps.clock.now())]);
   await deps.store.grants.deleteByUser(userId);
   const { deleted: deletedReceipts, left: receiptsLeft } = await deleteReceipts(deps, erasure);
   const deletedKeys = erased?.deletedKeys ?? 0;
@@ -57,6 +59,8 @@ export async function deleteUser(
     requestId: caller.requestId,
     sourceIp: caller.sourceIp,
     userId,
+    // A key change on record: the key the user held until now (on the call that deleted it).
+    ...(erased === undefined ? {} : { previousKeyId: erased.user.activeKeyId }),
     subject: `${deletedReceipts} receipts, ${deletedKeys} keys${receiptsLeft > 0 ? `, ${receiptsLeft} receipts left` : ""}`,
   });
   if (receiptsLeft === 0) await deps.store.erasures.finish(userId);
