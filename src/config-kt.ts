@@ -5,7 +5,7 @@ import { DEFAULT_MAX_BINDING_DAYS } from "./kt/statements.js";
 import type { Environment } from "./store/types.js";
 
 /**
- * The key log's configuration (SPEC section 20), read with the rest of the configuration
+ * The key log's configuration (docs/key-transparency.md), read with the rest of the configuration
  * (`loadConfig`) and reported with it: the log's signing key, the witnesses, and the log's limits.
  */
 export interface KtConfig {

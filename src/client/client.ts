@@ -42,7 +42,7 @@ import { type RetryOptions, realSleep, retryPolicyOf, type Sleep, withRetry } fr
 import type { SigningKeyInfo } from "./signatures.js";
 import { nodeTransport } from "./transport.js";
 
-/** A payment gateway of SPEC section 7. */
+/** A payment gateway. */
 
 /**
  * The card a merchant names (section 21): its hashed PAN, or its PAR when it has no card number (a
@@ -97,7 +97,7 @@ export interface ReceiptsClientOptions {
    */
   transport?: "connect" | "grpc";
   /**
-   * Attempts and delays; the defaults are the rules of SPEC section 13 (3 attempts, 1 s, 2 s), and a
+   * Attempts and delays; the defaults are the retry rules (3 attempts, 1 s, 2 s), and a
    * `Retry-After` over 10 s fails the call at once instead of waiting (`maxRetryAfterMs`).
    */
   retry?: RetryOptions;
@@ -116,7 +116,7 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /**
  * A typed client of the receipt service for both roles (issuer and merchant). Every method retries
- * transient failures by the rules of SPEC section 13 and throws a `ReceiptsApiError` when it gives up.
+ * transient failures by the retry rules (README, "TypeScript client") and throws a `ReceiptsApiError` when it gives up.
  */
 export interface ReceiptsClient {
   /**

@@ -1,7 +1,7 @@
 import { invalidRequest } from "../errors.js";
 
 /**
- * The key suites of SPEC section 15. Every user key, key bundle and generated pair names its suite as
+ * The key suites. Every user key, key bundle and generated pair names its suite as
  * `algorithm`; the receipt's own AES-256-GCM layer is the same for both, so re-wrapping a receipt's
  * AES key moves it between suites without touching the ciphertext.
  *

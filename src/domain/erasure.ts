@@ -28,7 +28,7 @@ import type { CallerInfo } from "./grants.js";
  * an unregistered card. The audit keeps the event, with the user's random id and no personal data.
  *
  * The user and its keys go at once; receipts go in pages of {@link ERASURE_PAGE}, at most
- * {@link ERASURE_PAGES_PER_CALL} pages a call (SPEC section 23: a card with thousands of receipts
+ * {@link ERASURE_PAGES_PER_CALL} pages a call (docs/scaling.md: a card with thousands of receipts
  * never makes one request slow or time out). A call answers what it deleted and how many receipts it
  * left; the next call, which finds the erasure record, goes on. Once none are left the record goes,
  * and a further call is `not_found`.

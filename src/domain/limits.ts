@@ -74,7 +74,7 @@ export const MAX_TENDERS = 20;
 /** Lines of a receipt's tax breakdown, one per rate: countries have at most a handful of VAT rates. */
 export const MAX_TAX_BREAKDOWN_LINES = 20;
 
-/** Line items per receipt (SPEC section 6). A supermarket receipt rarely has more than 100. */
+/** Line items per receipt. A supermarket receipt rarely has more than 100. */
 export const MAX_ITEMS = 500;
 
 /** Taxes per line item: one or two are usual; 20 covers stacked federal, state, city and special taxes. */

@@ -27,7 +27,7 @@ import {
 } from "./transaction-fields.js";
 
 /**
- * The receipt rules of SPEC section 6: one pass over a request's `Receipt` that collects every
+ * The receipt rules: one pass over a request's `Receipt` that collects every
  * problem, then either throws one `invalid_request` naming every offending field or returns a
  * normalised plain object ({@link ValidReceipt}) that the service seals.
  *
@@ -187,7 +187,7 @@ const OPTIONAL_TEXT: ReadonlyArray<
 const MONEY_FIELDS = ["subtotal", "taxAmount", "totalAmount"] as const;
 
 /**
- * Validates and normalises a receipt of an encrypt or create-payment request (SPEC section 6).
+ * Validates and normalises a receipt of an encrypt or create-payment request.
  * Throws `invalid_request` listing every offending field (paths as in JSON, e.g.
  * `items[3].taxes[0].rate`); returns the normalised receipt otherwise. With `mode: "encrypt"`, the
  * payment fields `amount` and `cardNonce` are rejected; with `mode: "payment"` they are checked and,

@@ -5,7 +5,7 @@ import { bytesEqual, concat, toHex } from "./bytes.js";
 import { defaultSha256, type Sha256 } from "./hash.js";
 
 /**
- * Issuer signing keys and signatures, with one rule everywhere (SPEC section 20).
+ * Issuer signing keys and signatures, with one rule everywhere (docs/key-transparency.md).
  *
  * Keys are SubjectPublicKeyInfo DER, checked byte by byte here before any library sees them: an
  * Ed25519 key is exactly `302a300506032b6570032100 || A` with A canonical (y < p, no "negative zero")

@@ -5,7 +5,7 @@ import type { ErrorCode } from "../errors.js";
 
 /**
  * The HTTP facts of an operation that a `google.api.http` rule cannot express: request headers it
- * reads (spec sections 7 and 10) and error codes only it can return. Everything else in the OpenAPI
+ * reads and error codes only it can return. Everything else in the OpenAPI
  * document comes from the descriptors; this table is the one hand-written part, keyed by RPC so a
  * renamed method fails the OpenAPI tests instead of silently losing its headers.
  */

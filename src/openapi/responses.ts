@@ -4,7 +4,7 @@ import type { JsonSchema, SchemaBuilder } from "./schema.js";
 
 /**
  * The parts of the OpenAPI document that describe the REST envelope rather than a proto message
- * (spec sections 3, 4 and 9): the success and error envelopes, the response headers, one error
+ * (README, "Responses and errors"): the success and error envelopes, the response headers, one error
  * response per HTTP status listing its registry codes, and the operational paths.
  */
 
@@ -14,7 +14,7 @@ export const JSON_MEDIA = "application/json";
 /** Where header components live in the document. */
 const HEADER_PREFIX = "#/components/headers/";
 
-/** Response headers of spec sections 3 and 9, as `components.headers`. */
+/** Response headers (README, "Responses and errors"), as `components.headers`. */
 export const RESPONSE_HEADERS: Readonly<Record<string, JsonObject>> = {
   "X-Request-Id": {
     description: "The request id: the caller's X-Request-Id when it was a sane token, otherwise a new one.",

@@ -10,7 +10,7 @@ import { isRequiredField, leadingComment } from "./comments.js";
 
 /**
  * JSON Schemas (OpenAPI 3.1 dialect) for protobuf messages as the REST surface renders them: the
- * proto3 JSON mapping with lowerCamelCase names, 64-bit integers as JSON integers (spec section 3),
+ * proto3 JSON mapping with lowerCamelCase names, 64-bit integers as JSON integers,
  * bytes as base64 strings, well-known types in their JSON form (Timestamp: RFC 3339 string).
  *
  * A message has two JSON shapes. As a response, every field with implicit presence (proto3 scalars,

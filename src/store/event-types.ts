@@ -1,7 +1,7 @@
 import type { Role } from "./types.js";
 
 /**
- * The repository interfaces of events (SPEC section 22) and of leases, beside `types.ts` (which holds
+ * The repository interfaces of events (docs/events.md) and of leases, beside `types.ts` (which holds
  * the rest of the contract): the outbox that other store operations write in the same atomic step as
  * their change, the feed it becomes, webhook endpoints, their deliveries, and the lease that lets
  * exactly one instance at a time sequence and deliver.

@@ -5,7 +5,7 @@ import type { StatementType } from "../kt/statements.js";
 import type { Tile, TileReader } from "../kt/tiles.js";
 
 /**
- * The repository of the key-transparency log (SPEC section 20; docs/key-transparency.md, "The log
+ * The repository of the key-transparency log (docs/key-transparency.md, "The log
  * inside the service"): statements waiting to be logged, the tree as tiles, the leaves' records,
  * checkpoints with their cosignatures, what each witness last cosigned, the directory snapshots'
  * bodies and the auditors allowed to read leaf data.

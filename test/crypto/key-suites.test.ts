@@ -18,7 +18,7 @@ import {
 } from "../../src/crypto/suites.js";
 import { AppError } from "../../src/errors.js";
 
-/** SPEC section 15: RSA and P-256 keys, each inferred as its suite; everything else refused clearly. */
+/** RSA and P-256 keys, each inferred as its suite; everything else refused clearly. */
 
 const der = (key: KeyObject, type: "spki" | "pkcs8") =>
   key.export({ type, format: "der" } as never).toString("base64");

@@ -14,7 +14,7 @@ import { grpcClient, grpcUnary } from "../support/grpc.js";
 import { get, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
- * Errors and retries as a payments developer meets them (spec section 3): every error links to its
+ * Errors and retries as a payments developer meets them: every error links to its
  * documentation, a replayed idempotent answer says so on every protocol, a payment sent again without
  * an Idempotency-Key names the payment that stands (the caller's own only), and a decline says why.
  */

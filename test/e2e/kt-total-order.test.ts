@@ -22,7 +22,7 @@ import {
 } from "../support/kt.js";
 
 /**
- * SPEC section 20: one total order with several instances on one store. Three service instances
+ * Key transparency (docs/key-transparency.md): one total order with several instances on one store. Three service instances
  * (each its own app, its own store client on the shared database, its own sequencer loop) register
  * cards concurrently, each registration writing its statement in the registration's store step and
  * waiting for its leaf; the instance that leads is stopped half-way, so another takes over. Then: no

@@ -1,6 +1,6 @@
 import type { IndexDescription } from "mongodb";
 
-/** The store's collection names (section 11 of the spec), plus `grantSlots` for the grant cap. */
+/** The store's collection names, plus `grantSlots` for the grant cap. */
 export const COLLECTIONS = {
   keys: "keys",
   users: "users",
@@ -238,7 +238,7 @@ export function retentionIndexes(days: number): Record<string, IndexDescription[
   };
 }
 
-/** How one collection is placed on a sharded cluster (SPEC section 23). */
+/** How one collection is placed on a sharded cluster (docs/scaling.md). */
 export interface ShardKeyDeclaration {
   /**
    * The key as `sh.shardCollection` takes it (ranged fields, or one hashed field), or `"unsharded"`: the
