@@ -36,7 +36,7 @@ export interface KtConfig {
   witnessTimeoutMs: number;
 }
 
-/** The fixed times of section 20, in one place. */
+/** The fixed times, in one place. */
 export const KT_TIMES = {
   /** The sequencer's lease, ms: another instance takes over within this after its holder stops. */
   leaseTtlMs: 10_000,

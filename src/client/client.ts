@@ -45,7 +45,7 @@ import { nodeTransport } from "./transport.js";
 /** A payment gateway. */
 
 /**
- * The card a merchant names (section 21): its hashed PAN, or its PAR when it has no card number (a
+ * The card a merchant names: its hashed PAN, or its PAR when it has no card number (a
  * wallet tap): exactly one. `cardBin` is the card's (or, for a tap, the wallet token's) first digits.
  */
 export interface MerchantCard {
@@ -193,7 +193,7 @@ export interface ReceiptsClient {
     merchantId?: string,
     options?: CallOptions,
   ): Promise<EncryptedReceipt>;
-  /** Merchant: the key a receipt for this card (by hashed PAN or by PAR) is sealed to now (section 16). */
+  /** Merchant: the key a receipt for this card (by hashed PAN or by PAR) is sealed to now. */
   lookupKey(request: MerchantCard, options?: CallOptions): Promise<LookupKeyResponse>;
   /** Merchant: stores a receipt sealed on the merchant's side (`sealAndStoreReceipt` does it all). */
   storeSealedReceipt(
@@ -212,7 +212,7 @@ export interface ReceiptsClient {
     request: { userId: string; receipts: MessageInitShape<typeof EscrowReleaseSchema>[] },
     options?: CallOptions,
   ): Promise<ReleaseEscrowResponse>;
-  /** Issuer: erases a user, its keys, grants and receipts (section 19). */
+  /** Issuer: erases a user, its keys, grants and receipts. */
   deleteUser(userId: string, options?: CallOptions): Promise<DeleteUserResponse>;
   /**
    * Issuer: a merchantId's public signing keys, as `openListing`'s `signingKeys` takes them: e.g.

@@ -45,7 +45,7 @@ export { HPKE_KEY_WRAP_ALGORITHM, type WebCryptoKeyPair } from "./p256.js";
  * merchant can seal on its side, in Node, a browser or React Native alike. No `node:` module and no
  * `Buffer` here. The format:
  *
- * - a fresh 256-bit AES key per receipt, wrapped to the recipient's key by its suite (section 15):
+ * - a fresh 256-bit AES key per receipt, wrapped to the recipient's key by its suite:
  *   `RSA-OAEP-256` (RSA-OAEP, SHA-256 for the hash and for MGF1; when the bundle says `aadBound`, the
  *   OAEP label is the AAD below, otherwise there is none), or `HPKE-P256-SHA256-A256GCM` (RFC 9180
  *   base mode to a P-256 key, `info` "receipts.v1 key wrap", `aad` the AAD below, always; the key
@@ -123,7 +123,7 @@ export interface ReceiptLineItemJson {
   taxes?: ReceiptTaxJson[];
 }
 
-/** One means of payment of a split tender (section 21); `amount` in the smallest currency unit. */
+/** One means of payment of a split tender; `amount` in the smallest currency unit. */
 export interface ReceiptTenderJson {
   /** How it was paid, e.g. `card`, `cash`, `gift_card`. */
   method: string;
@@ -132,7 +132,7 @@ export interface ReceiptTenderJson {
   amount: number;
 }
 
-/** The tax of one rate across the receipt (section 21); `rate` a fraction, amounts in the smallest unit. */
+/** The tax of one rate across the receipt; `rate` a fraction, amounts in the smallest unit. */
 export interface ReceiptTaxLineJson {
   rate: number;
   /** The amount the rate applies to, net of this tax. */
@@ -189,13 +189,13 @@ export interface ReceiptJson {
   tipAmount?: number;
   tenders?: ReceiptTenderJson[];
   taxBreakdown?: ReceiptTaxLineJson[];
-  /** Set when the merchant signed the receipt (section 10): its Ed25519 signature, base64. */
+  /** Set when the merchant signed the receipt (README, "Merchant signatures"): its Ed25519 signature, base64. */
   merchantSignature?: string;
   /** The `mk_...` id of the key that signed the receipt. */
   merchantKeyId?: string;
   /** Input only, never sealed. */
   recipientHashedPan?: string;
-  /** Input only, never sealed: the card's PAR instead of `recipientHashedPan` (section 21). */
+  /** Input only, never sealed: the card's PAR instead of `recipientHashedPan`. */
   recipientPar?: string;
   /** Input only, never sealed. */
   mockItems?: boolean;

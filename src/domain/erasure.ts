@@ -5,7 +5,7 @@ import { erasedEvent } from "./events.js";
 import type { CallerInfo } from "./grants.js";
 
 /**
- * Erasure (section 19): nothing of an erased user survives it, even what arrives while it runs, and a
+ * Erasure: nothing of an erased user survives it, even what arrives while it runs, and a
  * call that fails at any step finishes when it is retried.
  *
  * How nothing survives: erasure deletes the user's keys first and sweeps its receipts after; every
@@ -68,7 +68,7 @@ export async function deleteUser(
 }
 
 /**
- * The key log's part of an erasure (section 20): the card's statements, signatures, openings and keyed
+ * The key log's part of an erasure (docs/key-transparency.md): the card's statements, signatures, openings and keyed
  * card reference leave the log's leaf records; the leaves stay, so every proof still verifies, and a
  * hashed-PAN leaf (a signer hash and a commitment) says nothing of the card without its opening. Runs
  * before the user goes, so a retry after a failure runs it again (it is idempotent). Only while the

@@ -63,7 +63,7 @@ export const MAX_ITEM_NAME_LENGTH = 200;
 export const MAX_CARD_NONCE_LENGTH = 256;
 
 /**
- * The card acceptor name (statement descriptor, section 21): the name part of ISO 8583 field 43 has 25
+ * The card acceptor name (statement descriptor): the name part of ISO 8583 field 43 has 25
  * positions (the rest of the 40 are city and country), and the schemes print no more of it.
  */
 export const MAX_CARD_ACCEPTOR_NAME_LENGTH = 25;

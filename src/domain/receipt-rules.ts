@@ -1,4 +1,4 @@
-/* Over 400 lines on purpose: every rule of section 6 in one pass, so that one error names every
+/* Over 400 lines on purpose: every rule in one pass, so that one error names every
  * offending field; the rules read best side by side. */
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
@@ -67,7 +67,7 @@ export type ValidReceipt = {
   transactionDate: string;
   currency: string;
   recipientHashedPan: string;
-  /** The card's PAR (section 21) when the merchant routes by it instead of `recipientHashedPan` (then ""). */
+  /** The card's PAR when the merchant routes by it instead of `recipientHashedPan` (then ""). */
   recipientPar?: string;
   merchantStreet?: string;
   merchantCity?: string;
@@ -87,11 +87,11 @@ export type ValidReceipt = {
   mockItems: boolean;
   amount?: number;
   cardNonce?: string;
-  /** The card's first 6 or 8 digits, for routing to the BIN's issuer (section 17). */
+  /** The card's first 6 or 8 digits, for routing to the BIN's issuer. */
   cardBin?: string;
   /**
    * Set by the service, never from input: the merchant's verified Ed25519 signature (base64) and the
-   * id of its key, sealed with the receipt so the cardholder's app can verify it (section 10).
+   * id of its key, sealed with the receipt so the cardholder's app can verify it (README, "Merchant signatures").
    */
   merchantSignature?: string;
   merchantKeyId?: string;
@@ -309,7 +309,7 @@ export interface ReceiptIdentityInput {
 }
 
 /**
- * Checks the fields of a receipt's identity (section 5's AAD) with the rules of section 6, adding
+ * Checks the fields of a receipt's identity (the AAD) with the rules, adding
  * violations under their own names (or under `prefix` + name), and returns them with `version` defaulted.
  */
 export function checkReceiptIdentity(

@@ -185,7 +185,7 @@ export function verifySignature(
   return engine.p256(key, message, signature);
 }
 
-/** `signerHash` of section 20: the first 8 bytes of SHA-256 of the signing key's SPKI DER. */
+/** `signerHash`: the first 8 bytes of SHA-256 of the signing key's SPKI DER. */
 export function signerHashOf(spki: Uint8Array, sha256: Sha256 = defaultSha256): Uint8Array {
   return sha256(spki).slice(0, 8);
 }

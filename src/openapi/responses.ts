@@ -58,7 +58,7 @@ export interface ErrorSchemaRefs {
   code: string;
 }
 
-/** Adds `ErrorCode`, `Error` and `ErrorEnvelope` (section 3) to the schemas; the code enum is the registry. */
+/** Adds `ErrorCode`, `Error` and `ErrorEnvelope` (README, "Responses and errors") to the schemas; the code enum is the registry. */
 export function reserveErrorSchemas(schemas: SchemaBuilder): ErrorSchemaRefs {
   const codes = Object.keys(ERRORS) as ErrorCode[];
   const code = schemas.reserve("ErrorCode", {
@@ -184,7 +184,7 @@ export const OPERATIONS_TAG = "Operations";
 /** The path this document is served at. */
 export const OPENAPI_PATH = "/openapi.json";
 
-/** `/healthz`, `/readyz`, `/metrics` and the document itself: no API key, no rate limit (section 9). */
+/** `/healthz`, `/readyz`, `/metrics` and the document itself: no API key, no rate limit. */
 export function operationalPaths(refs: ErrorSchemaRefs): Record<string, JsonObject> {
   const ok = (description: string, media: string, schema: JsonSchema, example: JsonValue): JsonObject => ({
     description,

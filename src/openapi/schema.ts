@@ -38,7 +38,7 @@ export type JsonSchema = JsonObject;
 /** Where component schemas live in the document. */
 export const SCHEMA_PREFIX = "#/components/schemas/";
 
-/** The largest integer JSON parsers round-trip exactly; 64-bit values are limited to it (section 6). */
+/** The largest integer JSON parsers round-trip exactly; 64-bit values are limited to it. */
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
 /** JSON forms of the well-known types that do not render as plain objects. */

@@ -130,7 +130,7 @@ export function toConnectError(err: unknown, requestId: string): ConnectError {
 const ENVELOPE_MEMBERS = new Set(["code", "message", "details", "timestamp", "request_id"]);
 
 /**
- * The `error` of the REST envelope: the members of section 3, `doc_url`, and the error's other
+ * The `error` of the REST envelope: the members, `doc_url`, and the error's other
  * ErrorInfo metadata (`decline_code`, `payment_id`, ...), all strings.
  */
 export interface RestErrorBody {

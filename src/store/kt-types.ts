@@ -299,7 +299,7 @@ export interface KtLogStore extends TileReader {
   /** A tenant's statement leaves with index above `afterIndex`, in order, at most `limit` (the issuer's feed). */
   leavesOfTenant(tenantId: string, afterIndex: number, limit: number): Promise<KtLeafRecord[]>;
   /**
-   * Erasure of a card (section 19): removes from every leaf record of the card its statement,
+   * Erasure of a card: removes from every leaf record of the card its statement,
    * signature, opening, sequence and keyed card reference (the leaves stay in the tree), and the
    * card's sequence states. Returns how many leaf records it changed.
    */

@@ -50,7 +50,7 @@ function expectRefused(fn: () => unknown, input: string, field: string, descript
 }
 
 describe("suite names", () => {
-  it("are the two of section 15, spelled exactly", () => {
+  it("are the two, spelled exactly", () => {
     expect(KEY_ALGORITHMS).toEqual(["RSA-OAEP-256", "HPKE-P256-SHA256-A256GCM"]);
     for (const name of KEY_ALGORITHMS) expect(isKeyAlgorithm(name)).toBe(true);
     for (const name of ["rsa-oaep-256", "HPKE", "", undefined, 1, "RSA-OAEP"]) {

@@ -221,7 +221,7 @@ describe("errors and retries", () => {
         receiptBody({ cardNonce }),
       );
       expect(res.status, cardNonce).toBe(402);
-      // The declined payment is kept (section 21): the error names it, and the merchant can read it.
+      // The declined payment is kept: the error names it, and the merchant can read it.
       const paymentId = (res.body.error as Record<string, string> | undefined)?.payment_id ?? "";
       expect(res.body.error).toMatchObject({
         code: "payment_declined",

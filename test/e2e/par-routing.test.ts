@@ -16,7 +16,7 @@ import {
 import { dumpableMemory } from "../support/store-dump.js";
 
 /**
- * Routing by Payment Account Reference (section 21), against a running server as merchants and
+ * Routing by Payment Account Reference, against a running server as merchants and
  * issuers (and strangers) call it: a card registered by its PAR receives what merchants route by that
  * PAR on every merchant path (look-up, encrypt, create, sealed), its escrow is released to it, it is
  * erased like any card; malformed PARs, both or neither card fields, another tenant's PAR and a PAR

@@ -35,7 +35,7 @@ export interface IssuerDetails {
   tenants(): Promise<string[]>;
   details(tenantId: string): Promise<
     Partial<Pick<IssuerEntry, "signingKeys" | "requireBindings" | "plaintextIntake">> & {
-      /** Token-BIN prefixes (section 21), beside the BINs of the bins store. */
+      /** Token-BIN prefixes, beside the BINs of the bins store. */
       tokenBins?: string[];
     }
   >;

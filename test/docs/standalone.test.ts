@@ -1,0 +1,51 @@
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const ROOT = join(import.meta.dirname, "..", "..");
+
+/**
+ * Issue 37, "Standalone documents": the repository says everything in its own words (README,
+ * SECURITY.md, docs/, the comments), so nothing in it may point a reader to a specification they do
+ * not have: no `SPEC.md`, no `../shared` path, no "spec section N". The patterns are spelled in pieces
+ * so this file does not match itself; a protocol's public spec (gRPC, Standard Webhooks) is fine.
+ */
+const OUTSIDE_SPEC = [
+  new RegExp(["SPEC", "\\.md"].join(""), "i"),
+  new RegExp(["\\.\\.", "/shared"].join("")),
+  new RegExp(["\\bspec(ification)?", "\\s+sections?\\s+\\d"].join(""), "i"),
+  new RegExp(["\\bsections?\\s+\\d+\\s+of\\s+the\\s+", "spec\\b"].join(""), "i"),
+];
+
+/** Tracked files that are text, but the lock file (package names and URLs, not ours to word). */
+function trackedTextFiles(): string[] {
+  const listed = spawnSync("git", ["ls-files", "-z"], { cwd: ROOT, encoding: "utf8" });
+  if (listed.status !== 0) throw new Error(`git ls-files failed: ${listed.stderr}`);
+  return listed.stdout.split("\0").filter((path) => path !== "" && path !== "package-lock.json");
+}
+
+describe("standalone documents", () => {
+  it("finds the patterns it looks for (so a pass below means something)", () => {
+    const samples = ["see SPEC.md", "../shared/TOOLCHAIN", "SPEC section 20", "section 3 of the spec"];
+    for (const sample of samples) expect(OUTSIDE_SPEC.some((p) => p.test(sample)), sample).toBe(true);
+    expect(OUTSIDE_SPEC.some((p) => p.test("as the gRPC spec says; RFC 9113, section 7"))).toBe(false);
+  });
+
+  it("has no tracked file that refers to a specification outside the repository", () => {
+    const offenders: string[] = [];
+    for (const path of trackedTextFiles()) {
+      let text: string;
+      try {
+        text = readFileSync(join(ROOT, path), "utf8");
+      } catch {
+        continue; // listed but absent in this checkout (a deleted, uncommitted file)
+      }
+      if (text.includes("\0")) continue; // binary
+      text.split("\n").forEach((line, i) => {
+        if (OUTSIDE_SPEC.some((p) => p.test(line))) offenders.push(`${path}:${i + 1}: ${line.trim()}`);
+      });
+    }
+    expect(offenders).toEqual([]);
+  });
+});
