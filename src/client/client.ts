@@ -116,7 +116,8 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /**
  * A typed client of the receipt service for both roles (issuer and merchant). Every method retries
- * transient failures by the retry rules (README, "TypeScript client") and throws a `ReceiptsApiError` when it gives up.
+ * transient failures by the retry rules (README, "TypeScript client") and throws a `ReceiptsApiError` when it
+ * gives up.
  */
 export interface ReceiptsClient {
   /**

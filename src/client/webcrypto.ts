@@ -141,9 +141,9 @@ export interface ReceiptTaxLineJson {
 }
 
 /**
- * A receipt in its JSON form (README, "Refunds, and receipts that find their card statement line"): lowerCamelCase names, money as JSON integers
- * in the smallest currency unit, `transactionDate` as RFC 3339. The input-only fields are accepted by
- * {@link sealReceipt} and left out of the sealed plaintext.
+ * A receipt in its JSON form (README, "Refunds, and receipts that find their card statement line"):
+ * lowerCamelCase names, money as JSON integers in the smallest currency unit, `transactionDate` as RFC 3339.
+ * The input-only fields are accepted by {@link sealReceipt} and left out of the sealed plaintext.
  */
 export interface ReceiptJson {
   /** Receipt format version; {@link sealReceipt} uses "1.0" when unset. */
@@ -189,7 +189,9 @@ export interface ReceiptJson {
   tipAmount?: number;
   tenders?: ReceiptTenderJson[];
   taxBreakdown?: ReceiptTaxLineJson[];
-  /** Set when the merchant signed the receipt (README, "Merchant signatures"): its Ed25519 signature, base64. */
+  /**
+   * Set when the merchant signed the receipt (README, "Merchant signatures"): its Ed25519 signature, base64.
+   */
   merchantSignature?: string;
   /** The `mk_...` id of the key that signed the receipt. */
   merchantKeyId?: string;

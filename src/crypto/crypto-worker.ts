@@ -166,8 +166,9 @@ function run(task: WorkerTask): Output | Promise<Output> {
 
 function open(task: Extract<WorkerTask, { op: "open" }>): Output | Promise<Output> {
   const privateKey = parsePrivateKey(task.privateKey, "privateKey");
-  // The key must be the grant's key before any receipt byte is touched (README, "The sealed receipt"): its public half,
-  // and a secret half that belongs to that public half (a forged key carries the right public half).
+  // The key must be the grant's key before any receipt byte is touched (README, "The sealed receipt"): its
+  // public half, and a secret half that belongs to that public half (a forged key carries the right public
+  // half).
   if (!privateKeyMatches(privateKey, task.expectedSpki) || !privateKeyIsConsistent(privateKey)) {
     throw new AppError("forbidden", "The private key does not match the key of this grant.");
   }

@@ -15,7 +15,10 @@ import {
 } from "./key-encoding.js";
 import { HPKE_P256, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
 
-/** Modulus size of generated key pairs, in bits; also the smallest size accepted on input (README, "The sealed receipt"). */
+/**
+ * Modulus size of generated key pairs, in bits; also the smallest size accepted on input (README, "The sealed
+ * receipt").
+ */
 export const RSA_MODULUS_BITS = RSA_MIN_BITS;
 
 /** Largest RSA modulus accepted on input, in bits (see `key-encoding.ts`). */
@@ -216,9 +219,10 @@ export const ED25519_RAW_KEY_BYTES = 32;
 const ED25519_SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
 
 /**
- * Parses a merchant's Ed25519 signing key (README, "Merchant signatures") given as base64 DER SubjectPublicKeyInfo, as
- * PEM (`PUBLIC KEY`), or as base64 of the raw 32-byte key (what most Ed25519 libraries export).
- * The key must be canonical, on the curve and not of small order (`key-encoding.ts`). Throws
+ * Parses a merchant's Ed25519 signing key (README, "Merchant signatures") given as base64 DER
+ * SubjectPublicKeyInfo, as PEM (`PUBLIC KEY`), or as base64 of the raw 32-byte key (what most Ed25519
+ * libraries export). The key must be canonical, on the curve and not of small order (`key-encoding.ts`).
+ * Throws
  * `invalid_request` naming `field` when it does not parse, is a private key, or is of another type
  * (RSA, EC, Ed448, ...). Messages never quote the input.
  */

@@ -68,9 +68,9 @@ export async function deleteUser(
 }
 
 /**
- * The key log's part of an erasure (docs/key-transparency.md): the card's statements, signatures, openings and keyed
- * card reference leave the log's leaf records; the leaves stay, so every proof still verifies, and a
- * hashed-PAN leaf (a signer hash and a commitment) says nothing of the card without its opening. Runs
+ * The key log's part of an erasure (docs/key-transparency.md): the card's statements, signatures, openings
+ * and keyed card reference leave the log's leaf records; the leaves stay, so every proof still verifies, and
+ * a hashed-PAN leaf (a signer hash and a commitment) says nothing of the card without its opening. Runs
  * before the user goes, so a retry after a failure runs it again (it is idempotent). Only while the
  * user holds the card: a user superseded by the BIN's owner no longer does, and the card's statements
  * are then the new holder's too (its own stay in the log; see docs/key-transparency.md).

@@ -96,8 +96,8 @@ export async function revokeEscrowKey(
   // Revoked before: nothing changed, nothing to record.
   if (key.revokedAt?.getTime() !== now.getTime())
     return { key, currentEscrowKeyId: after?.escrowKeyId ?? "" };
-  // The tenant's current escrow key is in the directory: the key log snapshots it (docs/key-transparency.md). Not in
-  // the revocation's store step (the store's revoke takes no pending records); a crash in between
+  // The tenant's current escrow key is in the directory: the key log snapshots it (docs/key-transparency.md).
+  // Not in the revocation's store step (the store's revoke takes no pending records); a crash in between
   // leaves it to the daily snapshot.
   await deps.store.ktLog.enqueue([
     deps.kt.pendingDirectoryChange("issuerEscrowKeys.revoke", principal.tenantId),

@@ -35,7 +35,10 @@ export interface CreatedPayment {
 export interface CreatePaymentInput {
   gateway: string;
   receipt: Receipt;
-  /** The `X-Receipt-Signature` header (README, "Merchant signatures"); unused for a receipt the merchant sealed. */
+  /**
+   * The `X-Receipt-Signature` header (README, "Merchant signatures"); unused for a receipt the merchant
+   * sealed.
+   */
   signature?: string | null;
 }
 

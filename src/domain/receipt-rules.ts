@@ -91,7 +91,8 @@ export type ValidReceipt = {
   cardBin?: string;
   /**
    * Set by the service, never from input: the merchant's verified Ed25519 signature (base64) and the
-   * id of its key, sealed with the receipt so the cardholder's app can verify it (README, "Merchant signatures").
+   * id of its key, sealed with the receipt so the cardholder's app can verify it (README, "Merchant
+   * signatures").
    */
   merchantSignature?: string;
   merchantKeyId?: string;

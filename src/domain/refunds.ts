@@ -89,7 +89,10 @@ export interface RefundPaymentInput {
   paymentId: string;
   /** The refund receipt and `amount`, the amount to refund. */
   receipt: Receipt;
-  /** The `X-Receipt-Signature` header (README, "Merchant signatures"); unused for a receipt the merchant sealed. */
+  /**
+   * The `X-Receipt-Signature` header (README, "Merchant signatures"); unused for a receipt the merchant
+   * sealed.
+   */
   signature?: string | null;
   /** The caller's Idempotency-Key, passed on to the gateway. */
   idempotencyKey?: string | undefined;

@@ -10,8 +10,8 @@ import { assertMerchantIdUsable, claimMerchantId, merchantIdTaken } from "./merc
 import { SIGNATURE_ALGORITHM } from "./signatures.js";
 
 /**
- * Merchants' signing keys (README, "Merchant signatures"): registered, rotated and revoked by the merchant tenant that
- * owns the merchantId, and listed for issuers so that a cardholder's app can check the signature
+ * Merchants' signing keys (README, "Merchant signatures"): registered, rotated and revoked by the merchant
+ * tenant that owns the merchantId, and listed for issuers so that a cardholder's app can check the signature
  * sealed inside a receipt, which the service cannot see. Every change is audited under the merchant
  * tenant with the current key before and after.
  *

@@ -6,8 +6,8 @@ import { type Checked, canonicalJson, type Json, type JsonObject, parseCanonical
  * docs/key-transparency.md lists every type's members; this file is the one place that checks them.
  *
  * Card statements (signed by a current signing key of `issuer`): `receipts.v1/key-binding` (the
- * members docs/key-transparency.md lists), `receipts.v1/key-revocation`. Issuer statement: `receipts.v1/escrow-key`. Tenant
- * statements (signed by the tenant's root): `receipts.v1/signing-key`,
+ * members docs/key-transparency.md lists), `receipts.v1/key-revocation`. Issuer statement:
+ * `receipts.v1/escrow-key`. Tenant statements (signed by the tenant's root): `receipts.v1/signing-key`,
  * `receipts.v1/signing-key-revocation`, `receipts.v1/require-bindings`, `receipts.v1/bin-claim`,
  * `receipts.v1/bin-release`, `receipts.v1/plaintext-intake`. The directory snapshot
  * (`receipts.v1/directory`) is in `directory.ts`: the log writes it, nobody signs it.

@@ -44,7 +44,10 @@ export const IDEMPOTENCY_KEY: HeaderParameter = {
   schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x20-\\x7E]+$" },
 };
 
-/** `X-Receipt-Signature` (README, "Merchant signatures"): the merchant's Ed25519 signature over the receipt fields. */
+/**
+ * `X-Receipt-Signature` (README, "Merchant signatures"): the merchant's Ed25519 signature over the receipt
+ * fields.
+ */
 export const RECEIPT_SIGNATURE: HeaderParameter = {
   id: "ReceiptSignature",
   name: "X-Receipt-Signature",
@@ -57,7 +60,9 @@ export const RECEIPT_SIGNATURE: HeaderParameter = {
   schema: { type: "string", format: "byte", contentEncoding: "base64" },
 };
 
-/** `X-Request-Id`, accepted on every request and echoed on every response (README, "Responses and errors"). */
+/**
+ * `X-Request-Id`, accepted on every request and echoed on every response (README, "Responses and errors").
+ */
 export const REQUEST_ID: HeaderParameter = {
   id: "RequestId",
   name: "X-Request-Id",

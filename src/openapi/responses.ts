@@ -58,7 +58,10 @@ export interface ErrorSchemaRefs {
   code: string;
 }
 
-/** Adds `ErrorCode`, `Error` and `ErrorEnvelope` (README, "Responses and errors") to the schemas; the code enum is the registry. */
+/**
+ * Adds `ErrorCode`, `Error` and `ErrorEnvelope` (README, "Responses and errors") to the schemas; the code
+ * enum is the registry.
+ */
 export function reserveErrorSchemas(schemas: SchemaBuilder): ErrorSchemaRefs {
   const codes = Object.keys(ERRORS) as ErrorCode[];
   const code = schemas.reserve("ErrorCode", {

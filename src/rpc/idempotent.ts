@@ -10,7 +10,8 @@ export const IDEMPOTENCY_HEADER = "idempotency-key";
 
 /**
  * The response header (gRPC and Connect: response metadata) of a replayed answer: `true` when the
- * response is the stored one of an earlier call with the same `Idempotency-Key` (README, "Responses and errors").
+ * response is the stored one of an earlier call with the same `Idempotency-Key` (README, "Responses and
+ * errors").
  */
 export const REPLAYED_HEADER = "idempotent-replayed";
 

@@ -9,7 +9,9 @@ export interface RegisterInput {
   newUserId: string;
   key: KeyRecord;
   now: Date;
-  /** The statements of the key log that the registration records, written with it (docs/key-transparency.md). */
+  /**
+   * The statements of the key log that the registration records, written with it (docs/key-transparency.md).
+   */
   kt?: readonly KtPendingInput[];
   /** The caller owns the card's BIN: a registration of the card by another tenant is superseded. */
   ownsBin?: boolean;

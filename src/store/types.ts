@@ -697,9 +697,9 @@ export interface IssuerEscrowKeyRecord {
 
 export interface IssuerEscrowKeyStore {
   /**
-   * Stores the key; `kt` (docs/key-transparency.md: its `escrow-key` statement, or a directory change) is written in
-   * the same atomic step after its sequence is checked: `log_refused`, with nothing written, when a
-   * statement does not follow; else undefined.
+   * Stores the key; `kt` (docs/key-transparency.md: its `escrow-key` statement, or a directory change) is
+   * written in the same atomic step after its sequence is checked: `log_refused`, with nothing written, when
+   * a statement does not follow; else undefined.
    */
   insert(key: IssuerEscrowKeyRecord, kt?: readonly KtPendingInput[]): Promise<KtIntakeRefusal | undefined>;
   /** The tenant's newest key that is not revoked (the current one), if any. */
@@ -787,7 +787,10 @@ export interface PreviousMerchantKey {
   revokedAt?: Date;
 }
 
-/** The Ed25519 key that signs a merchantId's receipts (README, "Merchant signatures"): one current key per merchantId. */
+/**
+ * The Ed25519 key that signs a merchantId's receipts (README, "Merchant signatures"): one current key per
+ * merchantId.
+ */
 export interface MerchantKeyRecord {
   /** `mk_<random>`; sealed receipts name the key that verified their signature. */
   merchantKeyId: string;
@@ -801,7 +804,8 @@ export interface MerchantKeyRecord {
   registeredAt: Date;
   /**
    * The merchant declared, with this key, that every receipt of the merchantId is signed while this
-   * key is current: a cardholder's app then treats an unsigned one as invalid (README, "Merchant signatures").
+   * key is current: a cardholder's app then treats an unsigned one as invalid (README, "Merchant
+   * signatures").
    */
   allReceiptsSigned?: boolean;
   /** Set once the tenant revoked it: receipts are then refused until a new key is registered. */

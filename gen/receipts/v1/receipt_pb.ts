@@ -187,8 +187,8 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
 
   /**
    * Output only, sealed: the merchant's Ed25519 signature (base64) from the X-Receipt-Signature header,
-   * set when the merchantId has a registered signing key (README, "Merchant signatures"). It covers the RFC 8785
-   * canonical JSON of this receipt's REST JSON form (lowerCamelCase names, int64 as JSON integers,
+   * set when the merchantId has a registered signing key (README, "Merchant signatures"). It covers the
+   * RFC 8785 canonical JSON of this receipt's REST JSON form (lowerCamelCase names, int64 as JSON integers,
    * timestamps as RFC 3339 "Z" strings as protobuf renders them, every non-optional field present)
    * without recipient_hashed_pan, mock_items, card_nonce, key_id, decrypted_at, merchant_signature and
    * merchant_key_id, and with every member whose value is "" or [] removed, recursively. The merchant

@@ -915,9 +915,9 @@ export const ReceiptsService: GenService<{
     output: typeof GetTransactionReceiptResponseSchema;
   },
   /**
-   * Registers the Ed25519 public key that signs a merchantId's receipts (README, "Merchant signatures"), or replaces it
-   * (rotation: the new key gets a new merchant_key_id; receipts already sealed keep the old id). From
-   * then on every encrypt and create for that merchantId must carry the X-Receipt-Signature header
+   * Registers the Ed25519 public key that signs a merchantId's receipts (README, "Merchant signatures"), or
+   * replaces it (rotation: the new key gets a new merchant_key_id; receipts already sealed keep the old id).
+   * From then on every encrypt and create for that merchantId must carry the X-Receipt-Signature header
    * (gRPC metadata x-receipt-signature); see Receipt.merchant_signature for what is signed.
    *
    * Example request:
@@ -1068,8 +1068,8 @@ export const ReceiptsService: GenService<{
     output: typeof ReleaseEscrowResponseSchema;
   },
   /**
-   * A merchantId's public signing keys (README, "Merchant signatures"), current and replaced, with their times and
-   * revocations, for a cardholder's app to check the signature sealed in a receipt: issuers for any
+   * A merchantId's public signing keys (README, "Merchant signatures"), current and replaced, with their
+   * times and revocations, for a cardholder's app to check the signature sealed in a receipt: issuers for any
    * merchantId, merchants for their own.
    *
    * Example request:
