@@ -206,7 +206,10 @@ function print(rows: Row[]): void {
   }
 }
 
-/** Section 23's arithmetic: 2 billion receipts a year, each with its claim, a payment and its index entries. */
+/**
+ * The capacity arithmetic of docs/scaling.md: 2 billion receipts a year, each with its claim, a payment
+ * and its index entries.
+ */
 function capacity(rows: Row[], receipts: ReceiptRecord[], payment: object): void {
   const perYear = 2e9;
   const seconds = 365 * 86_400;
