@@ -59,6 +59,8 @@ export async function deleteUser(
     requestId: caller.requestId,
     sourceIp: caller.sourceIp,
     userId,
+    // A key change on record: the key the user held until now (on the call that deleted it).
+    ...(erased === undefined ? {} : { previousKeyId: erased.user.activeKeyId }),
     subject: `${deletedReceipts} receipts, ${deletedKeys} keys${receiptsLeft > 0 ? `, ${receiptsLeft} receipts left` : ""}`,
   });
   if (receiptsLeft === 0) await deps.store.erasures.finish(userId);

@@ -535,8 +535,9 @@ export interface PaymentStore {
   ): Promise<PaymentRecord | undefined>;
   /**
    * Undoes {@link holdRefund} when the gateway refused the refund: removes the pending refund, frees
-   * its amount and deletes its receipt (the one given to `holdRefund`), together. Nothing happens to a
-   * refund that is not pending.
+   * its amount and deletes its receipt (the one given to `holdRefund`), together, so that the payment
+   * reads back exactly as before the hold (a payment's only refund leaves no `refunds` and no
+   * `refundedAmount`). Nothing happens to a refund that is not pending.
    */
   releaseRefund(payment: PaymentRef, refundId: string, receipt: ReceiptRecord): Promise<void>;
 }

@@ -1,6 +1,6 @@
 import { generateKeyPairSync, randomBytes, randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { KeyBundleSchema, type Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import {
   assignMerchant,
@@ -12,16 +12,19 @@ import {
 import { createApiKey } from "../../src/domain/api-keys.js";
 import { readTenantAudit } from "../../src/domain/audit.js";
 import { deleteUser } from "../../src/domain/erasure.js";
+import { gatewayByName } from "../../src/domain/gateways/index.js";
 import { grantAccess } from "../../src/domain/grants.js";
 import { registerEscrowKey, releaseByIssuer, revokeEscrowKey } from "../../src/domain/issuer-escrow.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { panHashOf } from "../../src/domain/pan.js";
 import { createPayment } from "../../src/domain/payments.js";
 import { encryptReceipt, storeSealedReceipt } from "../../src/domain/receipts.js";
+import { refundPayment } from "../../src/domain/refunds.js";
 import { lookupKey } from "../../src/domain/routing.js";
 import { registerSigningKey, revokeSigningKey } from "../../src/domain/signing-keys.js";
+import { invalidRequest } from "../../src/errors.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
-import type { ApiKeyRecord } from "../../src/store/types.js";
+import type { ApiKeyRecord, PaymentRecord } from "../../src/store/types.js";
 import {
   type DomainFixture,
   domainFixture,
@@ -73,6 +76,8 @@ interface World {
   pendingOfA: string;
   escrowKeyOfA: string;
   signingKeyOfShop1: string;
+  /** Shop-1's payment of 950 on m-1 (gateway_a), nothing refunded. */
+  paymentOfShop1: PaymentRecord;
 }
 
 /** The tenants, cards, keys and receipts every refusal below is tried against. */
@@ -140,7 +145,7 @@ async function buildWorld(db: DumpableStore): Promise<World> {
     null,
     caller,
   );
-  await createPayment(
+  const { payment: paymentOfShop1 } = await createPayment(
     f.deps,
     shop1,
     {
@@ -167,6 +172,7 @@ async function buildWorld(db: DumpableStore): Promise<World> {
     pendingOfA,
     escrowKeyOfA,
     signingKeyOfShop1,
+    paymentOfShop1,
   };
 }
 
@@ -203,6 +209,25 @@ function sealedCall(w: World, merchant: ApiKeyRecord, input: Awaited<ReturnType<
 /** A receipt message for encrypt and create. */
 function plainReceipt(pan: string, overrides: Partial<Receipt> = {}): Receipt {
   return receiptMessage(pan, { merchantId: "m-1", ...overrides });
+}
+
+/** A refund of shop-1's payment: its refund receipt in the clear, refunding `amount`. */
+function refundOfShop1(
+  w: World,
+  merchant: ApiKeyRecord,
+  amount: bigint,
+  overrides: Partial<Receipt> = {},
+): Call {
+  const receipt = receiptMessage(PAN_Y, {
+    merchantId: "m-1",
+    receiptType: "refund",
+    originalReceiptId: w.paymentOfShop1.receiptId,
+    amount,
+    items: [],
+    mockItems: false,
+    ...overrides,
+  });
+  return () => refundPayment(w.f.deps, merchant, { paymentId: w.paymentOfShop1.paymentId, receipt }, caller);
 }
 
 /**
@@ -472,6 +497,24 @@ const REFUSALS: Refusal[] = [
     "lookup: an ambiguous cardBin",
     (w) => () =>
       lookupKey(w.f.deps, w.shop1, { recipientHashedPan: hashPan(PAN_Y), cardBin: "522222" }, caller),
+    "invalid_request",
+  ],
+  // refunds
+  ["refund: another merchant's payment", (w) => refundOfShop1(w, w.shop2, 100n), "not_found"],
+  ["refund: more than was charged", (w) => refundOfShop1(w, w.shop1, 951n), "invalid_request"],
+  [
+    "refund: a receiptId the merchantId used",
+    (w) => refundOfShop1(w, w.shop1, 100n, { receiptId: "r-x1" }),
+    "conflict",
+  ],
+  [
+    "refund: refused by the gateway",
+    (w) => {
+      vi.spyOn(gatewayByName("gateway_a"), "refund").mockRejectedValueOnce(
+        invalidRequest([{ field: "amount", description: "refused by the gateway" }]),
+      );
+      return refundOfShop1(w, w.shop1, 100n);
+    },
     "invalid_request",
   ],
   // issuer release, erasure, grants, audit

@@ -159,8 +159,10 @@ export class MemoryPayments implements PaymentStore {
     const kept = this.find(ref);
     const refund = kept?.refunds?.find((r) => r.refundId === refundId && r.status === "pending");
     if (kept === undefined || refund === undefined) return;
-    kept.refunds = kept.refunds?.filter((r) => r !== refund);
-    kept.refundedAmount = (kept.refundedAmount ?? 0) - refund.amount;
+    const left = kept.refunds?.filter((r) => r !== refund) ?? [];
+    // The payment's only refund: back to a payment that was never refunded, as it was before the hold.
+    kept.refunds = left.length === 0 ? undefined : left;
+    kept.refundedAmount = left.length === 0 ? undefined : (kept.refundedAmount ?? 0) - refund.amount;
     this.receipts.dropByMerchantReceipt(receipt.merchantId, receipt.receiptId);
   }
 

@@ -248,9 +248,13 @@ export class MongoPayments implements PaymentStore {
         const payment = await this.payments.findOne<PaymentRecord>(refOf(ref), this.ctx.readIn(session));
         const refund = payment?.refunds?.find((r) => r.refundId === refundId && r.status === "pending");
         if (payment === null || refund === undefined) return;
+        // The payment's only refund: back to a payment that was never refunded, as it was before the hold.
+        const only = payment.refunds?.length === 1;
         await this.payments.updateOne(
           { ...refOf(ref), refunds: { $elemMatch: { refundId, status: "pending" } } },
-          { $pull: { refunds: { refundId } }, $inc: { refundedAmount: -refund.amount } },
+          only
+            ? { $unset: { refunds: "", refundedAmount: "" } }
+            : { $pull: { refunds: { refundId } }, $inc: { refundedAmount: -refund.amount } },
           options,
         );
         await dropReceiptIn(this.ctx, session, receipt);
