@@ -13,7 +13,7 @@ import {
  * The metadata entry in which the client keeps the HTTP status of a failed response, when there was
  * one (no entry for a network error or a timeout). Connect turns a bare HTTP error of an intermediary
  * into a code that loses it: a proxy's 400 becomes Internal and its 409 Unknown, both of which look
- * transient. The retry rules of SPEC section 13 are stated in HTTP statuses, so they need it.
+ * transient. The retry rules are stated in HTTP statuses, so they need it.
  */
 export const HTTP_STATUS_METADATA = "x-receipts-client-http-status";
 
