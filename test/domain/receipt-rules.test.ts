@@ -439,6 +439,28 @@ describe("validateReceipt: one error names every problem", () => {
     );
   });
 
+  it("skips the gateway's rules when a total they derive from is broken: invalid_request, never a crash", () => {
+    // gateway_b derives mock items from totalAmount less tipAmount; a negative total used to reach
+    // the mock item generator, which threw a RangeError (a 500 to the caller, found by the fuzz run).
+    for (const overrides of [{ totalAmount: -992n }, { totalAmount: -1n, tipAmount: 0n }]) {
+      let error: unknown;
+      try {
+        validateReceipt(receipt(overrides), {
+          mode: "payment",
+          now: NOW,
+          gateway: gatewayByName("gateway_b"),
+        });
+      } catch (err) {
+        error = err;
+      }
+      expect(
+        error,
+        JSON.stringify(overrides, (_, x) => (typeof x === "bigint" ? `${x}` : x)),
+      ).toBeInstanceOf(AppError);
+      expect((error as AppError).violations.map((v) => v.field)).toContain("totalAmount");
+    }
+  });
+
   it("skips the gateway's amount comparison when the items are already broken", () => {
     const found = violations(receipt({ amount: 5n, items: [item({ unitPrice: -1n })] }), "payment");
     expect(found.map((v) => v.field)).toEqual(["items[0].unitPrice"]);
