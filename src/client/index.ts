@@ -1,8 +1,12 @@
 /**
- * The receipt service's TypeScript client: a typed, retrying RPC client for issuers and merchants,
- * and WebCrypto helpers that open and seal receipts locally, both key suites (RSA-OAEP-256 and
- * HPKE-P256-SHA256-A256GCM). The RPC client uses Node transports; a browser or React Native app that
- * only opens receipts imports `./webcrypto.js` and `./key-ring.js` directly.
+ * The receipt service's TypeScript client (the package `receipt-encryption-client`): a typed,
+ * retrying RPC client for issuers and merchants, and WebCrypto helpers that seal, sign, open and
+ * verify receipts on the device, both key suites (RSA-OAEP-256 and HPKE-P256-SHA256-A256GCM).
+ *
+ * This entry point runs wherever there is `fetch` and WebCrypto: Node 22+, browsers, React Native
+ * with a WebCrypto polyfill (client/README.md says what it needs). Node's extras (gRPC over HTTP/2)
+ * are in `./node.js`; the receipt picture (`renderReceiptSvg`) in `./receipt-image.js`, so that an
+ * app that does not draw receipts does not load the renderer.
  */
 
 export {
@@ -15,7 +19,9 @@ export {
   type ReceiptInput,
   type ReceiptsClient,
   type ReceiptsClientOptions,
+  type SendReceiptOptions,
 } from "./client.js";
+export { isServiceErrorCode, SERVICE_ERROR_CODES, type ServiceErrorCode } from "./error-codes.js";
 export {
   type ApiFieldViolation,
   codeFromConnectCode,
@@ -37,7 +43,6 @@ export {
   type SealedAndStored,
   sealAndStoreReceipt,
 } from "./merchant.js";
-export { type ReceiptImageOptions, renderReceiptSvg } from "./receipt-image.js";
 export {
   BASE_DELAY_MS,
   isRetryable,
@@ -46,6 +51,14 @@ export {
   type RetryOptions,
   type Sleep,
 } from "./retry.js";
+export {
+  generateSigningKey,
+  type SigningKeyPair,
+  signableReceipt,
+  signReceipt,
+  signReceiptJson,
+} from "./signing.js";
+export { fetchTransport } from "./transport.js";
 export {
   EnvelopeError,
   type EnvelopeErrorCode,

@@ -1,10 +1,12 @@
 import type { CreatePaymentResponse } from "../../gen/receipts/v1/payments_pb.js";
 import type { EncryptedReceipt, KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
-import { signingTextOf } from "../receipt-fields.js";
-import { fromBase64, toBase64 } from "./base64.js";
+import { fromBase64 } from "./base64.js";
 import type { CreateOptions, Gateway, ReceiptsClient } from "./client.js";
 import { ReceiptsApiError } from "./errors.js";
-import { type ReceiptJson, type SealedEnvelope, sealReceipt, type WebCryptoKey } from "./webcrypto.js";
+import { type MerchantSigner, signReceiptJson } from "./signing.js";
+import { type ReceiptJson, type SealedEnvelope, sealReceipt } from "./webcrypto.js";
+
+export type { MerchantSigner };
 
 /**
  * The merchant's side of zero-knowledge receipts (SPEC section 16) in one call: look up the key the
@@ -12,14 +14,6 @@ import { type ReceiptJson, type SealedEnvelope, sealReceipt, type WebCryptoKey }
  * hand the service only the envelope. The service never sees the receipt's content; the signature
  * travels inside the sealed plaintext, where the cardholder's app verifies it.
  */
-
-/** A merchant's Ed25519 signing key, registered with the service under `merchantKeyId`. */
-export interface MerchantSigner {
-  /** The `mk_...` id the service gave the public key (RegisterSigningKey). */
-  merchantKeyId: string;
-  /** The Ed25519 private key (a WebCrypto key: it may be non-extractable). */
-  privateKey: WebCryptoKey;
-}
 
 /** A receipt to seal on the merchant's side: its fields, and the card it is for. */
 export type MerchantReceipt = ReceiptJson & {
@@ -56,19 +50,20 @@ export async function sealAndStoreReceipt(
   const card = { recipientHashedPan, ...(cardBin === undefined ? {} : { cardBin }) };
   const plain: ReceiptJson = { ...fields, version: fields.version ?? "1.0" };
   if (options.signer !== undefined) {
-    const text = new TextEncoder().encode(signingTextOf(plain as never));
-    const signature = await globalThis.crypto.subtle.sign("Ed25519", options.signer.privateKey, text);
+    const signature = await signReceiptJson(plain as never, options.signer.privateKey);
     Object.assign(plain, {
-      merchantSignature: toBase64(new Uint8Array(signature)),
+      merchantSignature: signature,
       merchantKeyId: options.signer.merchantKeyId,
     });
   }
   for (let attempt = 1; ; attempt++) {
     const key = await client.lookupKey(card, options);
     const envelope = await sealReceipt(plain, key.publicKey, { keyId: key.keyId, aadBound: key.aadBound });
-    // A re-sealed envelope is a new body: it needs an idempotency key of its own.
-    const { idempotencyKey: _first, ...fresh } = options;
-    const create: CreateOptions = attempt === 1 ? options : fresh;
+    // A re-sealed envelope is a new body: it needs an idempotency key of its own. The signature is
+    // inside the envelope: the create itself is not signed (no signer, no payment options).
+    const { idempotencyKey, signer: _inside, payment: _options, ...call } = options;
+    const create: CreateOptions =
+      attempt === 1 && idempotencyKey !== undefined ? { ...call, idempotencyKey } : call;
     try {
       return await store(client, card, plain, envelope, create, options.payment);
     } catch (err) {

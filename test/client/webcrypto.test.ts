@@ -293,7 +293,13 @@ describe("the WebCrypto module", () => {
   // receipt field rules the service shares (src/receipt-fields.ts, checked below).
   const allowed: Record<string, string[]> = {
     "webcrypto.ts": ["../receipt-fields.js", "./base64.js", "./client-keys.js", "./p256.js"],
-    "../receipt-fields.ts": ["canonicalize"],
+    "../receipt-fields.ts": [
+      "@bufbuild/protobuf",
+      "canonicalize",
+      "../gen/receipts/v1/receipt_pb.js",
+      "./proto-scalars.js",
+    ],
+    "../proto-scalars.ts": ["@bufbuild/protobuf", "@bufbuild/protobuf/wkt"],
     "client-keys.ts": ["./base64.js", "./p256.js"],
     "p256.ts": ["@hpke/core"],
     "key-ring.ts": ["./webcrypto.js"],
