@@ -2,8 +2,9 @@
  * Measures the BSON size of the documents the MongoDB store writes, for the capacity arithmetic of
  * docs/scaling.md. It runs the service in-process (embedded store), makes the records through the REST
  * API (payments with receipts of 2, 12 and 50 line items for both key suites, escrow, a grant, an
- * idempotent create), and sizes each record as the MongoDB adapter inserts it (a copy with an ObjectId
- * `_id`) with the driver's own BSON serializer: once with bytes as base64 text, once as BSON binary.
+ * idempotent create), and sizes each record with the driver's own BSON serializer twice: as earlier
+ * versions stored it (a copy of the record, bytes as base64 text, plus the `_id` the driver adds), and
+ * as the MongoDB adapter stores it now (`receiptDoc`: bytes as BSON binary; a receipt's claim, `claimOf`).
  * Index entries are sized the same way (the key fields' BSON values plus an 8-byte record id): an
  * upper bound, since WiredTiger compresses index keys by prefix. Then the arithmetic of SPEC section
  * 23 for 2 billion receipts a year.
@@ -11,31 +12,25 @@
  *   npm run bench:sizes
  */
 import { createHash, randomUUID } from "node:crypto";
-import { Binary, BSON, ObjectId } from "mongodb";
+import { BSON, ObjectId } from "mongodb";
 import { buildApp } from "../src/app.js";
 import { loadConfig } from "../src/config.js";
 import { createApiKey } from "../src/domain/api-keys.js";
 import { createLogger } from "../src/logging.js";
 import { createMemoryStore } from "../src/store/memory/index.js";
-import type { ReceiptRecord, Store } from "../src/store/types.js";
+import { receiptDoc } from "../src/store/mongo/receipt-docs.js";
+import { claimOf } from "../src/store/mongo/receipts.js";
+import { type ReceiptRecord, receiptOwnerOf, type Store } from "../src/store/types.js";
 import { hashPan, P256_SUITE, postJson, RECEIPT_SIZES, RSA_SUITE, sizedReceiptText } from "./fixtures.js";
 
 type Doc = Record<string, unknown>;
-
-/** The fields of each stored record that hold bytes (base64 text today). */
-const BYTE_FIELDS = {
-  receipt: ["ciphertext", "iv", "authTag", "keyBundle.encryptedAesKey", "keyBundle.encapsulatedKey"],
-  key: ["publicKey"],
-  none: [],
-} as const;
 
 /** The index keys of a delivered receipt, of its claim and of its payment, as docs/scaling.md lists them. */
 const INDEX_KEYS = {
   receipt: [
     ["_id"],
     ["panHash", "id"],
-    ["userId", "createdAt", "id"],
-    ["userId", "receiptId"],
+    ["panHash", "userId", "createdAt", "id"],
     ["merchantTenantId", "transactionId"],
     ["paymentId"],
   ],
@@ -46,26 +41,6 @@ const INDEX_KEYS = {
 } as const;
 
 /** The document the adapter inserts: a copy of the record, plus the `_id` the driver adds. */
-function asInserted(record: object): Doc {
-  return { _id: new ObjectId(), ...record };
-}
-
-/** The same document with its byte fields as BSON binary (subtype 0) instead of base64 text. */
-function asBinary(doc: Doc, fields: readonly string[]): Doc {
-  const copy = structuredClone({ ...doc, _id: undefined }) as Doc;
-  copy._id = doc._id;
-  for (const path of fields) {
-    const parts = path.split(".");
-    const last = parts.pop() as string;
-    let holder: Doc | undefined = copy;
-    for (const part of parts) holder = holder?.[part] as Doc | undefined;
-    const value = holder?.[last];
-    if (holder !== undefined && typeof value === "string") {
-      holder[last] = new Binary(Buffer.from(value, "base64"));
-    }
-  }
-  return copy;
-}
 
 function size(doc: Doc): number {
   return BSON.calculateObjectSize(doc, { ignoreUndefined: true });
@@ -77,23 +52,20 @@ interface Row {
   binary: number;
 }
 
-function row(what: string, record: object, kind: keyof typeof BYTE_FIELDS = "none"): Row {
-  const doc = asInserted(record);
-  return { what, text: size(doc), binary: size(asBinary(doc, BYTE_FIELDS[kind])) };
+/** A record's size as earlier versions stored it (`text`) and as the adapter stores it now (`binary`). */
+function row(what: string, record: object, stored: object = record): Row {
+  const _id = new ObjectId();
+  return { what, text: size({ _id, ...record }), binary: size({ _id, ...stored }) };
 }
 
-/** The claim of a receipt's `(merchantId, receiptId)` (SPEC section 23), as docs/scaling.md designs it. */
-function claimOf(receipt: ReceiptRecord): Doc {
-  return {
-    _id: { merchantId: receipt.merchantId, receiptId: receipt.receiptId },
-    panHash: receipt.panHash,
-    id: receipt.id,
-  };
+/** A receipt's row: the adapter stores its bytes as binary. */
+function receiptRow(what: string, receipt: ReceiptRecord): Row {
+  return row(what, receipt, receiptDoc(receipt));
 }
 
 /** Bytes of a document's index entries (an upper bound: raw key values plus an 8-byte record id each). */
 function indexBytes(record: object, indexes: readonly (readonly string[])[]): number {
-  const doc = asInserted(record);
+  const doc: Doc = { _id: new ObjectId(), ...record };
   let total = 0;
   for (const fields of indexes) {
     const key = Object.fromEntries(fields.map((field, i) => [String(i), doc[field] ?? null]));
@@ -142,16 +114,21 @@ async function measureSuite(svc: Service, algorithm: string, rows: Row[], receip
   const hashedPan = hashPan(`doc-sizes-${suite}`);
   const registration = { hashedPan, publicKey: pair.publicKey, keyId: pair.keyId };
   const userId = String((await postJson(`${base}/api/v1/onboarding/register`, issuer, registration)).userId);
+  const registered = await store.users.findById(userId);
+  if (registered === undefined) throw new Error("the user was not stored");
   for (const items of RECEIPT_SIZES) {
     const body = JSON.parse(sizedReceiptText(hashedPan, items, 1_000)) as Doc;
     const payment = await postJson(`${base}/api/v1/payments/gateway_a/create`, merchant, body);
-    const receipt = await store.receipts.findByPaymentId(String(payment.paymentId));
+    const receipt = await store.receipts.findByPaymentId(
+      String(payment.paymentId),
+      receiptOwnerOf(registered),
+    );
     if (receipt === undefined) throw new Error("the payment's receipt was not stored");
-    rows.push(row(`receipt, ${suite}, ${items} items`, receipt, "receipt"));
+    rows.push(receiptRow(`receipt, ${suite}, ${items} items`, receipt));
     receipts.push(receipt);
   }
   const suiteKey = await store.users.findKey(String(pair.keyId));
-  if (suiteKey !== undefined) rows.push(row(`key, ${suite}`, suiteKey, "key"));
+  if (suiteKey !== undefined) rows.push(row(`key, ${suite}`, suiteKey));
   if (algorithm !== RSA_SUITE) return;
   const user = await store.users.findById(userId);
   const key = await store.users.findKey(String(pair.keyId));
@@ -160,10 +137,10 @@ async function measureSuite(svc: Service, algorithm: string, rows: Row[], receip
   const cardholder =
     row("user", user).text +
     indexBytes(user, INDEX_KEYS.user) +
-    row("key", key, "key").binary +
+    row("key", key).binary +
     indexBytes(key, INDEX_KEYS.key);
   console.log(
-    `per cardholder (user, RSA key as binary, their index entries <= ${indexBytes(user, INDEX_KEYS.user) + indexBytes(key, INDEX_KEYS.key)} B): ${cardholder} B; 50 million: ${((cardholder * 5e7) / 1e9).toFixed(1)} GB`,
+    `per cardholder (user, RSA key, their index entries <= ${indexBytes(user, INDEX_KEYS.user) + indexBytes(key, INDEX_KEYS.key)} B): ${cardholder} B; 50 million: ${((cardholder * 5e7) / 1e9).toFixed(1)} GB`,
   );
   const grant = await postJson(`${base}/api/v1/keys/grant-access`, issuer, { userId, keyId: pair.keyId });
   const stored = await store.grants.findByHash(
@@ -181,7 +158,7 @@ async function measureOthers(svc: Service, rows: Row[], receipts: ReceiptRecord[
   const payment = await store.payments.findById(first?.paymentId ?? "");
   if (first === undefined || payment === undefined) throw new Error("no payment was stored");
   rows.push(row("payment (gateway_a)", payment));
-  rows.push(row("receipt claim (designed)", claimOf(first)));
+  rows.push(row("receipt claim", claimOf(first)));
   const escrowPan = hashPan("doc-sizes-escrow");
   const escrowed = await postJson(
     `${base}/api/v1/receipts/encrypt`,
@@ -192,7 +169,7 @@ async function measureOthers(svc: Service, rows: Row[], receipts: ReceiptRecord[
     String(escrowed.merchantId),
     String(escrowed.receiptId),
   );
-  if (inEscrow !== undefined) rows.push(row("receipt in escrow (service key), 2 items", inEscrow, "receipt"));
+  if (inEscrow !== undefined) rows.push(receiptRow("receipt in escrow (service key), 2 items", inEscrow));
 
   const idempotencyKey = randomUUID();
   const res = await fetch(`${base}/api/v1/payments/gateway_a/create`, {
@@ -219,12 +196,12 @@ async function measureOthers(svc: Service, rows: Row[], receipts: ReceiptRecord[
 
 function print(rows: Row[]): void {
   const width = Math.max(...rows.map((r) => r.what.length));
-  console.log(`${"document".padEnd(width)}  BSON, base64 text  BSON, binary  saved`);
+  console.log(`${"document".padEnd(width)}  earlier (text)  now (binary)  saved`);
   for (const r of rows) {
     const saved = r.text - r.binary;
     const share = r.text === 0 ? 0 : (100 * saved) / r.text;
     console.log(
-      `${r.what.padEnd(width)}  ${String(r.text).padStart(17)}  ${String(r.binary).padStart(12)}  ${String(saved).padStart(5)} (${share.toFixed(1)}%)`,
+      `${r.what.padEnd(width)}  ${String(r.text).padStart(14)}  ${String(r.binary).padStart(12)}  ${String(saved).padStart(5)} (${share.toFixed(1)}%)`,
     );
   }
 }
@@ -234,7 +211,7 @@ function capacity(rows: Row[], receipts: ReceiptRecord[], payment: object): void
   const perYear = 2e9;
   const seconds = 365 * 86_400;
   const find = (what: string) => rows.find((r) => r.what === what);
-  const claim = find("receipt claim (designed)")?.binary ?? 0;
+  const claim = find("receipt claim")?.binary ?? 0;
   const paymentSize = find("payment (gateway_a)")?.binary ?? 0;
   const shardBytes = 2e12;
   console.log(`\nreceipts: ${(perYear / seconds).toFixed(1)}/s on average over a year`);

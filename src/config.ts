@@ -41,6 +41,12 @@ export interface Config {
   grantTtlSeconds: number;
   /** How long an unreleased escrowed receipt is kept, in days. */
   escrowRetentionDays: number;
+  /**
+   * How long a delivered receipt is kept, in days after it was made (`RECEIPT_RETENTION_DAYS`); unset
+   * keeps receipts until their user is erased. At least `escrowRetentionDays`. MongoDB deletes them
+   * (and their claims) with a TTL index, about a minute late; nothing hides them before.
+   */
+  receiptRetentionDays: number | undefined;
   /** How fast escrow may grow for one card, and how much of it a registration releases itself. */
   escrow: EscrowLimits;
   bodyLimitBytes: number;
@@ -150,6 +156,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   requireLastingSecrets(problems, receiptsEnv, store, pepperGenerated, escrowPrivateKeys.length > 0);
   const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
   problems.push(...trusted.problems);
+  const escrowRetentionDays = int("ESCROW_RETENTION_DAYS", 30, 1, 3_650);
 
   const config: Config = {
     port: int("PORT", 8080, 0, 65_535),
@@ -163,7 +170,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     escrowPrivateKeys,
     adminToken,
     grantTtlSeconds: int("GRANT_TTL_SECONDS", 180, 120, 180),
-    escrowRetentionDays: int("ESCROW_RETENTION_DAYS", 30, 1, 3_650),
+    escrowRetentionDays,
+    receiptRetentionDays: readRetention(settings, escrowRetentionDays),
     escrow: {
       intakeLimit: int("ESCROW_INTAKE_LIMIT", 60, 1, 1_000_000),
       intakeWindowSeconds: int("ESCROW_INTAKE_WINDOW_SECONDS", 3_600, 1, 86_400),
@@ -222,6 +230,24 @@ function settingsOf(env: NodeJS.ProcessEnv): Settings {
     return raw as T;
   };
   return { env, problems, int, oneOf };
+}
+
+/**
+ * `RECEIPT_RETENTION_DAYS`: unset, or whole days from 1 to 36,500 and at least the escrow's retention,
+ * so that a receipt is kept as long as unreleased escrow is (its claim expires with the longer of the
+ * two).
+ */
+function readRetention({ env, problems, int }: Settings, escrowDays: number): number | undefined {
+  const raw = env.RECEIPT_RETENTION_DAYS;
+  if (raw === undefined || raw === "") return undefined;
+  const days = int("RECEIPT_RETENTION_DAYS", 0, 1, 36_500);
+  if (days === 0) return undefined;
+  if (days < escrowDays) {
+    problems.push(
+      `RECEIPT_RETENTION_DAYS must be at least ESCROW_RETENTION_DAYS (${escrowDays}): a receipt is kept as long as unreleased escrow (got "${raw}")`,
+    );
+  }
+  return days;
 }
 
 /** `STORE` and, for MongoDB, `MONGODB_URI` (required with `STORE=mongodb`, checked whenever set). */

@@ -2,7 +2,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { receiptAad, sealedFromText } from "../crypto/envelope.js";
 import { AppError, Violations } from "../errors.js";
-import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
+import { type ApiKeyRecord, type ReceiptOwner, type ReceiptRecord, receiptOwnerOf } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { type CallerInfo, validGrant } from "./grants.js";
 import { receiptFromPlaintext } from "./sealing.js";
@@ -61,7 +61,7 @@ export async function openWithGrant(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: DecryptCredentials,
-  find: (userId: string) => Promise<ReceiptRecord | undefined>,
+  find: (owner: ReceiptOwner) => Promise<ReceiptRecord | undefined>,
   caller: CallerInfo & { action: string },
 ): Promise<Receipt> {
   const violations = new Violations();
@@ -71,7 +71,10 @@ export async function openWithGrant(
   const grant = await validGrant(deps, principal, tokenId);
   const key = await deps.store.users.findKey(grant.keyId);
   if (!key) throw new AppError("not_found", "Key not found.");
-  const record = await find(grant.userId);
+  // The receipt is looked for among the grant's user's, on its card (which places receipts).
+  const user = await deps.store.users.findById(grant.userId);
+  if (!user) throw new AppError("not_found", "Receipt not found.");
+  const record = await find(receiptOwnerOf(user));
   if (!record || record.issuerTenantId !== principal.tenantId) {
     throw new AppError("not_found", "Receipt not found.");
   }

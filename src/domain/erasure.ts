@@ -25,14 +25,19 @@ import type { CallerInfo } from "./grants.js";
  * tenant's own escrow of the card (receipts held for that tenant, whatever key they are sealed to).
  * Payments keep their non-secret record without a receipt. Later receipts for the card route as for
  * an unregistered card. The audit keeps the event, with the user's random id and no personal data.
- * Answers what this call deleted: a retry that finishes an erasure counts what it found left.
+ *
+ * The user and its keys go at once; receipts go in pages of {@link ERASURE_PAGE}, at most
+ * {@link ERASURE_PAGES_PER_CALL} pages a call (SPEC section 23: a card with thousands of receipts
+ * never makes one request slow or time out). A call answers what it deleted and how many receipts it
+ * left; the next call, which finds the erasure record, goes on. Once none are left the record goes,
+ * and a further call is `not_found`.
  */
 export async function deleteUser(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: { userId: string },
   caller: CallerInfo,
-): Promise<{ deletedReceipts: number; deletedKeys: number }> {
+): Promise<{ deletedReceipts: number; deletedKeys: number; receiptsLeft: number }> {
   const v = new Violations();
   if (input.userId === "") v.add("userId", "is required");
   v.throwIfAny();
@@ -41,9 +46,7 @@ export async function deleteUser(
   // Keys first: from here on a receipt stored for them does not survive (see above).
   const erased = await deps.store.users.erase(userId);
   await deps.store.grants.deleteByUser(userId);
-  const deletedReceipts =
-    (await deps.store.receipts.deleteByUser(userId)) +
-    (await deps.store.receipts.deleteEscrowedFor(erasure.panHash, erasure.tenantId));
+  const { deleted: deletedReceipts, left: receiptsLeft } = await deleteReceipts(deps, erasure);
   const deletedKeys = erased?.deletedKeys ?? 0;
   // Audited before the record goes: a failure here is retried (and audited twice), never lost.
   await deps.store.audit.append({
@@ -53,10 +56,46 @@ export async function deleteUser(
     requestId: caller.requestId,
     sourceIp: caller.sourceIp,
     userId,
-    subject: `${deletedReceipts} receipts, ${deletedKeys} keys`,
+    subject: `${deletedReceipts} receipts, ${deletedKeys} keys${receiptsLeft > 0 ? `, ${receiptsLeft} receipts left` : ""}`,
   });
-  await deps.store.erasures.finish(userId);
-  return { deletedReceipts, deletedKeys };
+  if (receiptsLeft === 0) await deps.store.erasures.finish(userId);
+  return { deletedReceipts, deletedKeys, receiptsLeft };
+}
+
+/** Receipts one store call of an erasure deletes. */
+export const ERASURE_PAGE = 500;
+/** Pages of receipts one erasure call deletes before it answers (the next call deletes the rest). */
+export const ERASURE_PAGES_PER_CALL = 4;
+
+/**
+ * Deletes the user's receipts, then the tenant's own escrow of the card, a page at a time, at most
+ * {@link ERASURE_PAGES_PER_CALL} pages; counts what it could not delete in that many.
+ */
+async function deleteReceipts(
+  deps: DomainDeps,
+  erasure: ErasureRecord,
+): Promise<{ deleted: number; left: number }> {
+  const owner = { userId: erasure.userId, panHash: erasure.panHash };
+  const receipts = deps.store.receipts;
+  const steps = [
+    () => receipts.deleteByUser(owner, ERASURE_PAGE),
+    () => receipts.deleteEscrowedFor(erasure.panHash, erasure.tenantId, ERASURE_PAGE),
+  ];
+  let deleted = 0;
+  let pages = 0;
+  for (const step of steps) {
+    for (let page = ERASURE_PAGE; page === ERASURE_PAGE; pages++) {
+      if (pages === ERASURE_PAGES_PER_CALL) {
+        const left =
+          (await receipts.countByUser(owner)) +
+          (await receipts.countEscrowedFor(erasure.panHash, erasure.tenantId));
+        return { deleted, left };
+      }
+      page = await step();
+      deleted += page;
+    }
+  }
+  return { deleted, left: 0 };
 }
 
 /**

@@ -179,7 +179,7 @@ export async function releaseReceipt(
     return held("re-wrap failed");
   }
   const stored = await deps.store.receipts.release(
-    receipt.id,
+    receipt,
     {
       userId: target.user.userId,
       issuerTenantId: target.user.tenantId,

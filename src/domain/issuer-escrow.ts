@@ -145,7 +145,7 @@ export async function releaseByIssuer(
       continue;
     }
     const ok = await deps.store.receipts.release(
-      receipt.id,
+      receipt,
       { userId: user.userId, issuerTenantId: user.tenantId, keyBundle: bundle },
       receipt.escrowKeyId,
     );

@@ -2,7 +2,7 @@ import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { sha256Hex } from "../crypto/digest.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
-import type { ApiKeyRecord, PaymentRecord, ReceiptRecord } from "../store/types.js";
+import type { ApiKeyRecord, PaymentRecord, ReceiptOwner, ReceiptRecord } from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
 import type { PaymentGateway } from "./gateways/gateway.js";
@@ -226,7 +226,8 @@ export async function decryptPayment(
     violations.add("paymentId", "is required");
     violations.throwIfAny();
   }
-  return openWithGrant(deps, principal, input, () => deps.store.receipts.findByPaymentId(input.paymentId), {
+  const find = (owner: ReceiptOwner) => deps.store.receipts.findByPaymentId(input.paymentId, owner);
+  return openWithGrant(deps, principal, input, find, {
     ...caller,
     action: "payment.decrypted",
   });

@@ -1,6 +1,6 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { AppError, Violations } from "../errors.js";
-import type { ApiKeyRecord, ReceiptPage, ReceiptRecord } from "../store/types.js";
+import { type ApiKeyRecord, type ReceiptPage, type ReceiptRecord, receiptOwnerOf } from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
@@ -77,8 +77,8 @@ export async function decryptReceipt(
     deps,
     principal,
     input,
-    async (userId) => {
-      const found = await deps.store.receipts.findByReceiptId(input.receiptId, userId);
+    async (owner) => {
+      const found = await deps.store.receipts.findByReceiptId(input.receiptId, owner);
       const matching = input.merchantId ? found.filter((r) => r.merchantId === input.merchantId) : found;
       if (matching.length > 1) {
         throw new AppError("invalid_request", "Two merchants used this receiptId: send merchantId too.", {
@@ -108,7 +108,7 @@ export async function listReceipts(
   if (!user || user.tenantId !== principal.tenantId) throw new AppError("not_found", "User not found.");
   // The store rejects a page token it did not make with invalid_request on pageToken.
   return deps.store.receipts.listByUser(
-    user.userId,
+    receiptOwnerOf(user),
     input.pageSize || PAGE_SIZE.default,
     input.pageToken || undefined,
   );

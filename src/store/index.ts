@@ -13,7 +13,7 @@ export { createMongoStore, type MongoStoreOptions } from "./mongo/index.js";
  * tests put a driver fake under the adapter.
  */
 export async function createStore(
-  config: Pick<Config, "store" | "mongodbUri" | "mongodbDb" | "storeTimeoutMs">,
+  config: Pick<Config, "store" | "mongodbUri" | "mongodbDb" | "storeTimeoutMs" | "receiptRetentionDays">,
   logger: Logger,
   seams: Pick<MongoStoreOptions, "createClient"> = {},
 ): Promise<Store> {
@@ -23,6 +23,7 @@ export async function createStore(
     uri: config.mongodbUri,
     dbName: config.mongodbDb,
     operationTimeoutMs: operationTimeoutWithin(config.storeTimeoutMs),
+    receiptRetentionDays: config.receiptRetentionDays,
     logger,
     ...seams,
   });

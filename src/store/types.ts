@@ -248,6 +248,13 @@ export interface ReceiptPage {
 /** Most escrowed receipts one `findEscrowed` call returns: a larger `limit` is capped. */
 export const ESCROW_PAGE_MAX = 1_000;
 
+/** A page of deletion ({@link ReceiptStore.deleteByUser}): capped; `RangeError` unless a positive integer. */
+export function deleteLimitOf(limit: number): number {
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new RangeError("The page size must be a positive integer.");
+  return Math.min(limit, DELETE_PAGE_MAX);
+}
+
 /** A page size for {@link ReceiptStore.findEscrowed}: capped; `RangeError` unless a positive integer. */
 export function pageLimitOf(limit: number): number {
   if (!Number.isInteger(limit) || limit < 1)
@@ -255,16 +262,34 @@ export function pageLimitOf(limit: number): number {
   return Math.min(limit, ESCROW_PAGE_MAX);
 }
 
+/**
+ * A user, with the card its receipts are placed by (their `panHash`): on a sharded MongoDB cluster the
+ * card is the receipts' shard key, so every read of a user's receipts names it (docs/scaling.md).
+ */
+export interface ReceiptOwner {
+  userId: string;
+  panHash: string;
+}
+
+/** The owner of a user's receipts: the user and its card. */
+export function receiptOwnerOf(user: Pick<UserRecord, "userId" | "panHash">): ReceiptOwner {
+  return { userId: user.userId, panHash: user.panHash };
+}
+
+/** Most receipts one {@link ReceiptStore.deleteByUser} or `deleteEscrowedFor` call deletes. */
+export const DELETE_PAGE_MAX = 1_000;
+
 export interface ReceiptStore {
   /** False when `(merchantId, receiptId)` exists. */
   insert(receipt: ReceiptRecord): Promise<boolean>;
   /** A user's receipts with this receiptId (one per merchant that used it). */
-  findByReceiptId(receiptId: string, userId: string): Promise<ReceiptRecord[]>;
+  findByReceiptId(receiptId: string, owner: ReceiptOwner): Promise<ReceiptRecord[]>;
   /** A merchant tenant's receipts for a transactionId. */
   findByTransaction(merchantTenantId: string, transactionId: string): Promise<ReceiptRecord[]>;
-  findByPaymentId(paymentId: string): Promise<ReceiptRecord | undefined>;
+  /** The receipt of a payment, if it is one of the owner's card's (of any user of that card). */
+  findByPaymentId(paymentId: string, owner: ReceiptOwner): Promise<ReceiptRecord | undefined>;
   /** A user's receipts, newest first (createdAt desc, then id desc), `limit` per page. */
-  listByUser(userId: string, limit: number, cursor?: string): Promise<ReceiptPage>;
+  listByUser(owner: ReceiptOwner, limit: number, cursor?: string): Promise<ReceiptPage>;
   /**
    * Escrowed receipts matching `query` whose `expiresAt` is after `now`, oldest first (createdAt,
    * then id), at most `limit` (capped at {@link ESCROW_PAGE_MAX}) per page; `cursor` is the
@@ -280,7 +305,7 @@ export interface ReceiptStore {
    * when `expectedEscrowKeyId` is given, still sealed to that key); returns whether it was.
    */
   release(
-    id: string,
+    receipt: Pick<ReceiptRecord, "panHash" | "id">,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
   ): Promise<boolean>;
@@ -289,13 +314,21 @@ export interface ReceiptStore {
    * left as it is. (The card is named so that the write goes to one shard on a cluster.)
    */
   markHeld(panHash: string, id: string): Promise<void>;
-  /** Deletes every receipt of a user (erasure); returns how many. */
-  deleteByUser(userId: string): Promise<number>;
   /**
-   * Deletes a card's escrowed receipts held for issuer tenant `ownerTenantId` (erasure: the tenant's
-   * own escrow of the erased card, whatever key it is sealed to); returns how many.
+   * Deletes at most `limit` (capped at {@link DELETE_PAGE_MAX}) receipts of a user (erasure, in bounded
+   * pages: a caller deletes them all by calling until fewer than `limit` go); returns how many.
    */
-  deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number>;
+  deleteByUser(owner: ReceiptOwner, limit: number): Promise<number>;
+  /** How many receipts a user has (what an erasure has left). */
+  countByUser(owner: ReceiptOwner): Promise<number>;
+  /**
+   * Deletes at most `limit` (capped at {@link DELETE_PAGE_MAX}) of a card's escrowed receipts held for
+   * issuer tenant `ownerTenantId` (erasure: the tenant's own escrow of the erased card, whatever key it
+   * is sealed to); returns how many.
+   */
+  deleteEscrowedFor(panHash: string, ownerTenantId: string, limit: number): Promise<number>;
+  /** How many of a card's escrowed receipts are held for `ownerTenantId`, expired or not. */
+  countEscrowedFor(panHash: string, ownerTenantId: string): Promise<number>;
   /**
    * Deletes the receipt `(merchantId, receiptId)` of card `panHash` if its key bundle names `keyId`: a
    * receipt stored or released to a key that was erased meanwhile. Returns whether it did.

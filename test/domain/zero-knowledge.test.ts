@@ -462,6 +462,7 @@ describe("zero-knowledge receipts (domain)", () => {
       ).toEqual({
         deletedReceipts: 2,
         deletedKeys: 1,
+        receiptsLeft: 0,
       });
       expect(await f.store.users.findById(user.userId)).toBeUndefined();
       expect(await f.store.users.findKey(user.keyId)).toBeUndefined();

@@ -68,7 +68,12 @@ async function leftOf(svc: TestService, holder: Cardholder) {
     user: await svc.store.users.findById(holder.userId),
     key: await svc.store.users.findKey(holder.keyId),
     erasure: await svc.store.erasures.find(holder.userId),
-    receipts: (await svc.store.receipts.listByUser(holder.userId, 200)).receipts.length,
+    receipts: (
+      await svc.store.receipts.listByUser(
+        { userId: holder.userId, panHash: panHashOf(svc.config.hashedPanPepper, holder.hashedPan) },
+        200,
+      )
+    ).receipts.length,
     heldEscrow: (
       await svc.store.receipts.findEscrowed(
         {

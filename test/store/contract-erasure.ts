@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { KeyRecord, Store } from "../../src/store/types.js";
+import { DELETE_PAGE_MAX } from "../../src/store/types.js";
 import {
   apiKey,
   at,
@@ -8,6 +9,7 @@ import {
   escrowedReceipt,
   grant,
   hex64,
+  owner,
   payment,
   pendingKey,
   receipt,
@@ -96,19 +98,19 @@ export function erasureContract(store: () => Store): void {
       const escrowed = escrowedReceipt(hex64(), at(10_000));
       for (const r of [theirs, escrowed]) await store().receipts.insert(r);
 
-      expect(await store().receipts.deleteByUser("usr_1")).toBe(3);
-      expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([]);
+      expect(await store().receipts.deleteByUser(owner("usr_1"), DELETE_PAGE_MAX)).toBe(3);
+      expect((await store().receipts.listByUser(owner("usr_1"), 10)).receipts).toEqual([]);
       for (const r of mine) {
         expect(await store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId)).toBeUndefined();
         expect(await store().receipts.findByTransaction(r.merchantTenantId, r.transactionId)).toEqual([]);
       }
-      expect(await store().receipts.findByPaymentId(pay.paymentId)).toBeUndefined();
+      expect(await store().receipts.findByPaymentId(pay.paymentId, owner("usr_1"))).toBeUndefined();
       expect(await store().payments.findById(pay.paymentId)).toEqual(pay);
-      expect((await store().receipts.listByUser("usr_2", 10)).receipts).toEqual([theirs]);
+      expect((await store().receipts.listByUser(owner("usr_2"), 10)).receipts).toEqual([theirs]);
       expect(await store().receipts.findByMerchantReceipt(escrowed.merchantId, escrowed.receiptId)).toEqual(
         escrowed,
       );
-      expect(await store().receipts.deleteByUser("usr_1")).toBe(0);
+      expect(await store().receipts.deleteByUser(owner("usr_1"), DELETE_PAGE_MAX)).toBe(0);
       // The ids are free again.
       const first = mine[0];
       if (first === undefined) throw new Error("no receipt");
@@ -117,6 +119,31 @@ export function erasureContract(store: () => Store): void {
           receipt("usr_3", { merchantId: first.merchantId, receiptId: first.receiptId }),
         ),
       ).toBe(true);
+    });
+
+    it("deletes a user's receipts, and a card's escrow for a tenant, in pages of at most `limit`", async () => {
+      const mine = Array.from({ length: 5 }, (_, i) => receipt("usr_1", { createdAt: at(i) }));
+      const card = hex64();
+      const held = Array.from({ length: 3 }, () =>
+        escrowedReceipt(card, at(10_000), { escrowOwnerTenantId: "tnt_a" }),
+      );
+      for (const r of [...mine, ...held, receipt("usr_2")]) await store().receipts.insert(r);
+      expect(await store().receipts.countByUser(owner("usr_1"))).toBe(5);
+      expect(await store().receipts.deleteByUser(owner("usr_1"), 2)).toBe(2);
+      expect(await store().receipts.countByUser(owner("usr_1"))).toBe(3);
+      expect(await store().receipts.deleteByUser(owner("usr_1"), 2)).toBe(2);
+      expect(await store().receipts.deleteByUser(owner("usr_1"), 2)).toBe(1);
+      expect(await store().receipts.deleteByUser(owner("usr_1"), 2)).toBe(0);
+      expect(await store().receipts.countByUser(owner("usr_1"))).toBe(0);
+      for (const r of mine) {
+        expect(await store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId)).toBeUndefined();
+      }
+      expect(await store().receipts.countByUser(owner("usr_2"))).toBe(1);
+      expect(await store().receipts.countEscrowedFor(card, "tnt_a")).toBe(3);
+      expect(await store().receipts.deleteEscrowedFor(card, "tnt_a", 2)).toBe(2);
+      expect(await store().receipts.countEscrowedFor(card, "tnt_a")).toBe(1);
+      expect(await store().receipts.deleteEscrowedFor(card, "tnt_a", 2)).toBe(1);
+      await expect(store().receipts.deleteByUser(owner("usr_2"), 0)).rejects.toThrow(RangeError);
     });
 
     it("deletes a card's escrow held for one tenant, whatever its key, and nothing else", async () => {
@@ -133,7 +160,7 @@ export function erasureContract(store: () => Store): void {
         receipt("usr_1", { panHash: card }),
       ];
       for (const r of [...mine, ...others]) expect(await store().receipts.insert(r)).toBe(true);
-      expect(await store().receipts.deleteEscrowedFor(card, "tnt_a")).toBe(2);
+      expect(await store().receipts.deleteEscrowedFor(card, "tnt_a", DELETE_PAGE_MAX)).toBe(2);
       for (const r of mine) {
         expect(await store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId)).toBeUndefined();
       }
@@ -146,7 +173,7 @@ export function erasureContract(store: () => Store): void {
         10,
       );
       expect(left.receipts.map((r) => r.id)).toEqual([others[1]?.id]);
-      expect(await store().receipts.deleteEscrowedFor(card, "tnt_a")).toBe(0);
+      expect(await store().receipts.deleteEscrowedFor(card, "tnt_a", DELETE_PAGE_MAX)).toBe(0);
     });
 
     it("deletes a receipt only while it is sealed to the key named, out of every listing", async () => {
@@ -170,7 +197,7 @@ export function erasureContract(store: () => Store): void {
       expect(await store().receipts.findByTransaction(target.merchantTenantId, target.transactionId)).toEqual(
         [],
       );
-      expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([newer, older]);
+      expect((await store().receipts.listByUser(owner("usr_1"), 10)).receipts).toEqual([newer, older]);
       expect(
         await store().receipts.deleteIfSealedTo(panHash, merchantId, receiptId, target.keyBundle.keyId),
       ).toBe(false);

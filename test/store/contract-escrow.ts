@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { EscrowQuery, ReceiptRecord, Store } from "../../src/store/types.js";
-import { at, escrowedReceipt, hex64, receipt } from "./fixtures.js";
+import { at, escrowedReceipt, hex64, owner, receipt } from "./fixtures.js";
 
 /** Escrowed receipts sorted as `findEscrowed` must answer: oldest first, then by id. */
 function oldestFirst(records: ReceiptRecord[]): ReceiptRecord[] {
@@ -64,8 +64,8 @@ export function escrowContract(store: () => Store): void {
       expect((await read(bound))?.keyBundle).toEqual(bound.keyBundle);
       expect((await read(unbound))?.keyBundle).toEqual(unbound.keyBundle);
       const boundTo = { ...to, keyBundle: { ...to.keyBundle, aadBound: true as const } };
-      expect(await store().receipts.release(unbound.id, boundTo)).toBe(true);
-      expect(await store().receipts.release(bound.id, to)).toBe(true);
+      expect(await store().receipts.release(unbound, boundTo)).toBe(true);
+      expect(await store().receipts.release(bound, to)).toBe(true);
       expect((await read(unbound))?.keyBundle).toEqual(boundTo.keyBundle);
       expect((await read(bound))?.keyBundle).toEqual(to.keyBundle);
     });
@@ -91,7 +91,7 @@ export function escrowContract(store: () => Store): void {
         (await store().receipts.findByMerchantReceipt(first.merchantId, first.receiptId))?.escrowHeld,
       ).toBe(true);
       // A released receipt loses the mark; marking a receipt that is not escrowed changes nothing.
-      expect(await store().receipts.release(first.id, to)).toBe(true);
+      expect(await store().receipts.release(first, to)).toBe(true);
       const released = await store().receipts.findByMerchantReceipt(first.merchantId, first.receiptId);
       expect(released?.escrowHeld).toBeUndefined();
       await store().receipts.markHeld(panHash, first.id);
@@ -169,22 +169,22 @@ export function escrowContract(store: () => Store): void {
 
     it("releases only while sealed to the expected escrow key: a wrong key changes nothing", async () => {
       const s = await seed();
-      expect(await store().receipts.release(s.aOld.id, to, "esc_1")).toBe(false);
+      expect(await store().receipts.release(s.aOld, to, "esc_1")).toBe(false);
       expect(await store().receipts.findByMerchantReceipt(s.aOld.merchantId, s.aOld.receiptId)).toEqual(
         s.aOld,
       );
-      expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([]);
+      expect((await store().receipts.listByUser(owner("usr_1", s.panHash), 10)).receipts).toEqual([]);
 
-      expect(await store().receipts.release(s.aOld.id, to, "esc_2")).toBe(true);
+      expect(await store().receipts.release(s.aOld, to, "esc_2")).toBe(true);
       const { escrowKeyId: _k, expiresAt: _e, escrowOwnerTenantId: _o, ...kept } = s.aOld;
       const released = { ...kept, ...to, isEscrowed: false };
       expect(await store().receipts.findByMerchantReceipt(s.aOld.merchantId, s.aOld.receiptId)).toEqual(
         released,
       );
-      expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([released]);
+      expect((await store().receipts.listByUser(owner("usr_1", s.panHash), 10)).receipts).toEqual([released]);
       // Released once: the second try, with the right key or none, is refused.
-      expect(await store().receipts.release(s.aOld.id, { ...to, userId: "usr_2" }, "esc_2")).toBe(false);
-      expect(await store().receipts.release(s.aOld.id, { ...to, userId: "usr_2" })).toBe(false);
+      expect(await store().receipts.release(s.aOld, { ...to, userId: "usr_2" }, "esc_2")).toBe(false);
+      expect(await store().receipts.release(s.aOld, { ...to, userId: "usr_2" })).toBe(false);
       expect(await find({ panHash: s.panHash, ownerTenantId: "tnt_a", includeUnowned: false })).toEqual([
         s.aNew,
       ]);

@@ -1,7 +1,18 @@
 import { describe, expect, it } from "vitest";
 import { AppError } from "../../src/errors.js";
 import type { ReceiptRecord, Store } from "../../src/store/types.js";
-import { allEscrowed, at, escrowedReceipt, escrowQuery, hex64, payment, receipt, uid } from "./fixtures.js";
+import {
+  allEscrowed,
+  at,
+  cardOf,
+  escrowedReceipt,
+  escrowQuery,
+  hex64,
+  owner,
+  payment,
+  receipt,
+  uid,
+} from "./fixtures.js";
 
 /** The rules of `ReceiptStore` and `PaymentStore`. */
 export function receiptsContract(store: () => Store): void {
@@ -14,8 +25,8 @@ export function receiptsContract(store: () => Store): void {
       );
       const otherMerchant = receipt("usr_1", { merchantId: "m-2", receiptId: "R-1", createdAt: at(1) });
       expect(await store().receipts.insert(otherMerchant)).toBe(true);
-      expect(await store().receipts.findByReceiptId("R-1", "usr_1")).toEqual([first, otherMerchant]);
-      expect(await store().receipts.findByReceiptId("R-1", "usr_2")).toEqual([]);
+      expect(await store().receipts.findByReceiptId("R-1", owner("usr_1"))).toEqual([first, otherMerchant]);
+      expect(await store().receipts.findByReceiptId("R-1", owner("usr_2"))).toEqual([]);
     });
 
     it("finds a merchant tenant's receipts by transaction, and a payment's receipt", async () => {
@@ -25,8 +36,10 @@ export function receiptsContract(store: () => Store): void {
       await store().receipts.insert(theirs);
       expect(await store().receipts.findByTransaction("tnt_a", "T-1")).toEqual([mine]);
       expect(await store().receipts.findByTransaction("tnt_a", "T-2")).toEqual([]);
-      expect(await store().receipts.findByPaymentId("pay_1")).toEqual(mine);
-      expect(await store().receipts.findByPaymentId("pay_2")).toBeUndefined();
+      expect(await store().receipts.findByPaymentId("pay_1", owner("usr_1"))).toEqual(mine);
+      expect(await store().receipts.findByPaymentId("pay_2", owner("usr_1"))).toBeUndefined();
+      // Only among the receipts of the card named.
+      expect(await store().receipts.findByPaymentId("pay_1", owner("usr_2"))).toBeUndefined();
     });
 
     it("pages a user's receipts newest first, without gaps or repeats, across equal timestamps", async () => {
@@ -42,7 +55,7 @@ export function receiptsContract(store: () => Store): void {
       const pages: ReceiptRecord[][] = [];
       let cursor: string | undefined;
       do {
-        const page = await store().receipts.listByUser("usr_1", 3, cursor);
+        const page = await store().receipts.listByUser(owner("usr_1"), 3, cursor);
         pages.push(page.receipts);
         cursor = page.nextCursor;
       } while (cursor !== undefined && pages.length < 10);
@@ -56,18 +69,18 @@ export function receiptsContract(store: () => Store): void {
 
     it("ends on a full last page without an extra empty one", async () => {
       for (let i = 0; i < 6; i++) await store().receipts.insert(receipt("usr_1", { createdAt: at(i) }));
-      const first = await store().receipts.listByUser("usr_1", 3);
+      const first = await store().receipts.listByUser(owner("usr_1"), 3);
       expect(first.nextCursor).toBeDefined();
-      const second = await store().receipts.listByUser("usr_1", 3, first.nextCursor);
+      const second = await store().receipts.listByUser(owner("usr_1"), 3, first.nextCursor);
       expect(second.receipts).toHaveLength(3);
       expect(second.nextCursor).toBeUndefined();
-      expect(await store().receipts.listByUser("usr_nobody", 3)).toEqual({ receipts: [] });
+      expect(await store().receipts.listByUser(owner("usr_nobody"), 3)).toEqual({ receipts: [] });
     });
 
     it("rejects a page token it did not make as invalid_request", async () => {
       for (const token of ["not-a-token", Buffer.from('{"a":1}').toString("base64url")]) {
         const failure = await store()
-          .receipts.listByUser("usr_1", 3, token)
+          .receipts.listByUser(owner("usr_1"), 3, token)
           .catch((err: unknown) => err);
         expect(failure).toBeInstanceOf(AppError);
         expect((failure as AppError).code).toBe("invalid_request");
@@ -115,29 +128,30 @@ export function receiptsContract(store: () => Store): void {
         issuerTenantId: "tnt_issuer",
         keyBundle: { keyId: "k-user", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "d3JhcHBlZA==" },
       };
-      expect(await store().receipts.release(escrowed.id, to)).toBe(true);
-      expect(await store().receipts.release(escrowed.id, { ...to, userId: "usr_2" })).toBe(false);
+      expect(await store().receipts.release(escrowed, to)).toBe(true);
+      expect(await store().receipts.release(escrowed, { ...to, userId: "usr_2" })).toBe(false);
 
       const { escrowKeyId: _k, expiresAt: _e, ...kept } = escrowed;
       const released = { ...kept, ...to, isEscrowed: false };
-      expect((await store().receipts.listByUser("usr_1", 10)).receipts).toEqual([released]);
+      // Released to the user who registered the card.
+      expect((await store().receipts.listByUser(owner("usr_1", panHash), 10)).receipts).toEqual([released]);
       expect(await allEscrowed(store(), panHash, at(0))).toEqual([]);
-      expect((await store().receipts.listByUser("usr_2", 10)).receipts).toEqual([]);
+      expect((await store().receipts.listByUser(owner("usr_2", panHash), 10)).receipts).toEqual([]);
     });
 
     it("lists a released receipt at its own time among the user's newer and older ones", async () => {
       const older = receipt("usr_1", { createdAt: at(10) });
       const newer = receipt("usr_1", { createdAt: at(30) });
-      const panHash = hex64();
-      const escrowed = escrowedReceipt(panHash, at(999), { createdAt: at(20) });
+      // Escrowed for the card usr_1 then registered.
+      const escrowed = escrowedReceipt(cardOf("usr_1"), at(999), { createdAt: at(20) });
       for (const r of [older, newer, escrowed]) await store().receipts.insert(r);
       const to = { userId: "usr_1", issuerTenantId: "tnt_issuer", keyBundle: newer.keyBundle };
-      expect(await store().receipts.release(escrowed.id, to)).toBe(true);
+      expect(await store().receipts.release(escrowed, to)).toBe(true);
 
       const ids: string[] = [];
       let cursor: string | undefined;
       do {
-        const page = await store().receipts.listByUser("usr_1", 1, cursor);
+        const page = await store().receipts.listByUser(owner("usr_1"), 1, cursor);
         ids.push(...page.receipts.map((r) => r.id));
         cursor = page.nextCursor;
       } while (cursor !== undefined && ids.length < 10);
@@ -149,10 +163,9 @@ export function receiptsContract(store: () => Store): void {
         createdAt: at(5),
       });
       expect(await store().receipts.insert(inserted)).toBe(true);
-      expect((await store().receipts.findByReceiptId(escrowed.receiptId, "usr_1")).map((r) => r.id)).toEqual([
-        inserted.id,
-        escrowed.id,
-      ]);
+      expect(
+        (await store().receipts.findByReceiptId(escrowed.receiptId, owner("usr_1"))).map((r) => r.id),
+      ).toEqual([inserted.id, escrowed.id]);
     });
 
     it("releases nothing that is not escrowed", async () => {
@@ -163,9 +176,11 @@ export function receiptsContract(store: () => Store): void {
         issuerTenantId: "tnt_issuer",
         keyBundle: { keyId: "k", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "eA==" },
       };
-      expect(await store().receipts.release(delivered.id, to)).toBe(false);
-      expect(await store().receipts.release(uid("rcp"), to)).toBe(false);
-      expect(await store().receipts.findByReceiptId(delivered.receiptId, "usr_1")).toEqual([delivered]);
+      expect(await store().receipts.release(delivered, to)).toBe(false);
+      expect(await store().receipts.release({ panHash: delivered.panHash, id: uid("rcp") }, to)).toBe(false);
+      expect(await store().receipts.findByReceiptId(delivered.receiptId, owner("usr_1"))).toEqual([
+        delivered,
+      ]);
     });
 
     it("keeps what was stored when the caller mutates its objects", async () => {
@@ -174,10 +189,10 @@ export function receiptsContract(store: () => Store): void {
       await store().receipts.insert(record);
       expect(record).toEqual(before);
       record.keyBundle.keyId = "tampered";
-      const found = await store().receipts.findByPaymentId("pay_1");
+      const found = await store().receipts.findByPaymentId("pay_1", owner("usr_1"));
       expect(found).toEqual(before);
       if (found) found.keyBundle.encryptedAesKey = "tampered";
-      expect(await store().receipts.findByPaymentId("pay_1")).toEqual(before);
+      expect(await store().receipts.findByPaymentId("pay_1", owner("usr_1"))).toEqual(before);
     });
   });
 
@@ -187,7 +202,7 @@ export function receiptsContract(store: () => Store): void {
       const rec = receipt("usr_1", { paymentId: pay.paymentId, transactionId: pay.transactionId });
       expect(await store().payments.createWithReceipt(pay, rec)).toEqual({ kind: "created" });
       expect(await store().payments.findById(pay.paymentId)).toEqual(pay);
-      expect(await store().receipts.findByPaymentId(pay.paymentId)).toEqual(rec);
+      expect(await store().receipts.findByPaymentId(pay.paymentId, owner("usr_1"))).toEqual(rec);
       expect(await store().payments.findById(uid("pay"))).toBeUndefined();
     });
 
@@ -200,7 +215,7 @@ export function receiptsContract(store: () => Store): void {
         kind: "duplicate_transaction",
       });
       expect(await store().payments.findById(second.paymentId)).toBeUndefined();
-      expect(await store().receipts.findByPaymentId(second.paymentId)).toBeUndefined();
+      expect(await store().receipts.findByPaymentId(second.paymentId, owner("usr_1"))).toBeUndefined();
       // The receipt was not kept, so it can still be stored on its own.
       expect(await store().receipts.insert(secondReceipt)).toBe(true);
     });

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
 import {
   type ApiKeyRecord,
   type AuditEvent,
@@ -7,6 +7,7 @@ import {
   type GrantRecord,
   type KeyRecord,
   type PaymentRecord,
+  type ReceiptOwner,
   type ReceiptRecord,
   type Store,
 } from "../../src/store/types.js";
@@ -61,7 +62,17 @@ export function pendingKey(overrides: Partial<KeyRecord> = {}): KeyRecord {
   };
 }
 
-/** A receipt delivered to `userId` (not escrowed). */
+/** The card (panHash) of a user of these fixtures: the same for every receipt of that user. */
+export function cardOf(userId: string): string {
+  return createHash("sha256").update(`card of ${userId}`).digest("hex");
+}
+
+/** The owner of a user's receipts, on its card (`cardOf`) unless another is named. */
+export function owner(userId: string, panHash = cardOf(userId)): ReceiptOwner {
+  return { userId, panHash };
+}
+
+/** A receipt delivered to `userId` (not escrowed), on its card ({@link cardOf}). */
 export function receipt(userId: string, overrides: Partial<ReceiptRecord> = {}): ReceiptRecord {
   return {
     id: uid("rcp"),
@@ -70,7 +81,7 @@ export function receipt(userId: string, overrides: Partial<ReceiptRecord> = {}):
     transactionId: uid("txn"),
     version: "1.0",
     merchantTenantId: "tnt_merchant",
-    panHash: hex64(),
+    panHash: cardOf(userId),
     userId,
     issuerTenantId: "tnt_issuer",
     keyBundle: {

@@ -6,7 +6,17 @@ import { randomId } from "../../src/ids.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { ESCROW_PAGE_MAX, type ReceiptRecord } from "../../src/store/types.js";
 import { runStoreContract } from "./contract.js";
-import { allEscrowed, at, escrowedReceipt, escrowQuery, grant, hex64, payment, receipt } from "./fixtures.js";
+import {
+  allEscrowed,
+  at,
+  escrowedReceipt,
+  escrowQuery,
+  grant,
+  hex64,
+  owner,
+  payment,
+  receipt,
+} from "./fixtures.js";
 
 runStoreContract("memory", async () => createMemoryStore());
 
@@ -37,9 +47,9 @@ describe("memory store: reading a user's receipts", () => {
     // (`instanceof Date` still holds for the Dates made before the swap.)
     const sort = vi.spyOn(Array.prototype, "sort");
     try {
-      const first = await store.receipts.listByUser("usr_1", 20);
-      const second = await store.receipts.listByUser("usr_1", 20, first.nextCursor);
-      const found = await store.receipts.findByReceiptId(second.receipts[0]?.receiptId ?? "", "usr_1");
+      const first = await store.receipts.listByUser(owner("usr_1"), 20);
+      const second = await store.receipts.listByUser(owner("usr_1"), 20, first.nextCursor);
+      const found = await store.receipts.findByReceiptId(second.receipts[0]?.receiptId ?? "", owner("usr_1"));
       expect(first.receipts).toHaveLength(20);
       expect(second.receipts).toHaveLength(20);
       expect(found).toEqual([second.receipts[0]]);
@@ -99,9 +109,9 @@ describe("memory store: many receipts escrowed for one card", () => {
         issuerTenantId: "tnt_issuer",
         keyBundle: { keyId: "k-1", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "a2V5" },
       };
-      for (const receipt of pending) expect(await store.receipts.release(receipt.id, to)).toBe(true);
+      for (const receipt of pending) expect(await store.receipts.release(receipt, to)).toBe(true);
       expect(await allEscrowed(store, panHash, at(0))).toEqual([]);
-      expect((await store.receipts.listByUser("usr_1", 5_001)).receipts).toHaveLength(5_000);
+      expect((await store.receipts.listByUser(owner("usr_1"), 5_001)).receipts).toHaveLength(5_000);
     } finally {
       await store.close();
     }
@@ -160,7 +170,7 @@ describe("memory store: heap per receipt and per payment", () => {
     await store.init();
     try {
       const perReceipt = await heapPerCall(20_000, (i) => store.receipts.insert(sealedReceipt(i)));
-      expect((await store.receipts.listByUser(user.userId, 1)).receipts).toHaveLength(1);
+      expect((await store.receipts.listByUser(owner(user.userId), 1)).receipts).toHaveLength(1);
       expect(perReceipt).toBeGreaterThan(1_056);
       expect(perReceipt).toBeLessThan(1_700);
     } finally {
@@ -233,7 +243,7 @@ describe("memory store: expired escrow", () => {
       expect(
         await store.receipts.findByTransaction(expiring.merchantTenantId, expiring.transactionId),
       ).toEqual([]);
-      expect(await store.receipts.findByPaymentId("pay_e")).toBeUndefined();
+      expect(await store.receipts.findByPaymentId("pay_e", owner("usr_1", panHash))).toBeUndefined();
       const again = receipt("usr_1", { merchantId: expiring.merchantId, receiptId: expiring.receiptId });
       expect(await store.receipts.insert(again)).toBe(true);
     } finally {

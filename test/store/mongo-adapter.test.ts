@@ -7,7 +7,7 @@ import { createMongoStore, DEFAULT_INDEX_TIMEOUT_MS } from "../../src/store/mong
 import { INDEXES } from "../../src/store/mongo/indexes.js";
 import type { Store } from "../../src/store/types.js";
 import { FakeMongo, keyOf, type RecordedQuery } from "./fake-mongo/index.js";
-import { at, auditEvent, escrowedReceipt, escrowQuery, hex64, receipt } from "./fixtures.js";
+import { at, auditEvent, escrowedReceipt, escrowQuery, hex64, owner, receipt } from "./fixtures.js";
 
 /**
  * What the MongoDB adapter sends, beyond the store contract: the options it pins, its time limits,
@@ -73,6 +73,7 @@ describe("MongoDB adapter", () => {
         mongodbUri: "mongodb://fake.invalid/",
         mongodbDb: "receipts",
         storeTimeoutMs,
+        receiptRetentionDays: undefined,
       } as const;
       const store = await createStore(config, createLogger("silent"), { createClient: fake.createClient });
       stores.push(store);
@@ -114,8 +115,8 @@ describe("MongoDB adapter", () => {
       await store.receipts.insert(escrowedReceipt(panHash, at(999), { createdAt: at(i) }));
     }
     expect(await store.audit.list(2)).toHaveLength(2);
-    const page = await store.receipts.listByUser("usr_1", 2);
-    await store.receipts.listByUser("usr_1", 2, page.nextCursor);
+    const page = await store.receipts.listByUser(owner("usr_1"), 2);
+    await store.receipts.listByUser(owner("usr_1"), 2, page.nextCursor);
     const escrowed = await store.receipts.findEscrowed(escrowQuery(panHash), at(0), 2);
     await store.receipts.findEscrowed(escrowQuery(panHash), at(0), 2, escrowed.nextCursor);
 
@@ -139,11 +140,12 @@ describe("MongoDB adapter", () => {
       _id: { merchantId: escrowed.merchantId, receiptId: escrowed.receiptId },
       panHash: escrowed.panHash,
       id: escrowed.id,
+      createdAt: escrowed.createdAt,
       expiresAt: at(999),
     });
     const bundle = { keyId: "k-user", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "d3JhcHBlZA==" };
     expect(
-      await store.receipts.release(escrowed.id, {
+      await store.receipts.release(escrowed, {
         userId: "usr_1",
         issuerTenantId: "tnt_i",
         keyBundle: bundle,

@@ -5,7 +5,7 @@ import { CLAIMS_BACKFILL } from "../../src/store/mongo/receipts.js";
 import type { ReceiptRecord, Store } from "../../src/store/types.js";
 import { DECLARATIONS, shardAsDeclared } from "./cluster-setup.js";
 import { FakeMongo } from "./fake-mongo/index.js";
-import { at, escrowedReceipt, hex64, payment, receipt } from "./fixtures.js";
+import { at, escrowedReceipt, hex64, owner, payment, receipt } from "./fixtures.js";
 
 const limit = { maxTimeMS: 1000 };
 
@@ -43,11 +43,12 @@ async function earlierVersionIndexes(db: Db): Promise<void> {
  */
 describe("MongoDB adapter: upgrades and clusters sharded first", () => {
   const stores: Store[] = [];
-  const storeOn = async (fake: FakeMongo) => {
+  const storeOn = async (fake: FakeMongo, receiptRetentionDays?: number) => {
     const store = await createMongoStore({
       uri: "mongodb://fake.invalid/",
       dbName: "receipts",
       createClient: fake.createClient,
+      receiptRetentionDays,
     });
     stores.push(store);
     return store;
@@ -75,7 +76,7 @@ describe("MongoDB adapter: upgrades and clusters sharded first", () => {
     expect(await store.receipts.insert(fresh)).toBe(true);
     const stored = await db.collection("receipts").findOne({ id: fresh.id }, limit);
     expect(stored?.ciphertext).toBeInstanceOf(Binary);
-    expect(await store.receipts.findByReceiptId(fresh.receiptId, "usr_1")).toEqual([fresh]);
+    expect(await store.receipts.findByReceiptId(fresh.receiptId, owner("usr_1"))).toEqual([fresh]);
 
     // docs/scaling.md: claims for the earlier receipts, then the earlier unique indexes go.
     await db.collection("receipts").aggregate(CLAIMS_BACKFILL, limit).toArray();
@@ -119,6 +120,36 @@ describe("MongoDB adapter: upgrades and clusters sharded first", () => {
         3,
       ]);
     }
+  });
+
+  it("follows RECEIPT_RETENTION_DAYS: TTL indexes made when set, changed in place, dropped when unset", async () => {
+    const fake = new FakeMongo({ maxLatencyMs: 1 });
+    const db = fake.createClient("mongodb://fake.invalid/", {}).db("receipts") as Db;
+    const retention = async (collection: string) =>
+      (await db.collection(collection).listIndexes(limit).toArray()).find((i) => i.name === "ttl_retention");
+    await (await storeOn(fake, 400)).init();
+    expect(await retention("receipts")).toMatchObject({
+      key: { createdAt: 1 },
+      expireAfterSeconds: 400 * 86_400,
+      partialFilterExpression: { isEscrowed: false },
+    });
+    expect(await retention("receiptClaims")).toMatchObject({
+      key: { createdAt: 1 },
+      expireAfterSeconds: 400 * 86_400,
+    });
+    await (await storeOn(fake, 800)).init();
+    expect((await retention("receipts"))?.expireAfterSeconds).toBe(800 * 86_400);
+    expect((await retention("receiptClaims"))?.expireAfterSeconds).toBe(800 * 86_400);
+    expect(fake.operations.filter((op) => op.name === "command collMod")).toHaveLength(2);
+    await (await storeOn(fake)).init();
+    expect(await retention("receipts")).toBeUndefined();
+    expect(await retention("receiptClaims")).toBeUndefined();
+    // A claim carries its receipt's time, which the claims' retention counts from.
+    const store = await storeOn(fake, 400);
+    const kept = receipt("usr_1", { createdAt: at(7) });
+    await store.receipts.insert(kept);
+    const claim = await db.collection("receiptClaims").findOne({}, limit);
+    expect(claim?.createdAt).toEqual(at(7));
   });
 
   it("refuses to start, saying what to do, where the operator sharded a unique key without unique: true", async () => {

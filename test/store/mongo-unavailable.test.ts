@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { AppError } from "../../src/errors.js";
 import { createMongoStore } from "../../src/store/mongo/index.js";
 import type { Store } from "../../src/store/types.js";
-import { grant, hex64, payment, pendingKey, receipt } from "./fixtures.js";
+import { grant, hex64, owner, payment, pendingKey, receipt } from "./fixtures.js";
 
 /**
  * The MongoDB store with nothing listening on its port (no server needed): every call must fail fast
@@ -48,7 +48,7 @@ describe("MongoDB store, database unreachable", () => {
     const error = await expectUnavailable(s.ping());
     expect(error.cause).toBeInstanceOf(MongoServerSelectionError);
     await expectUnavailable(s.users.findById("usr_1"));
-    await expectUnavailable(s.receipts.listByUser("usr_1", 10));
+    await expectUnavailable(s.receipts.listByUser(owner("usr_1"), 10));
   });
 
   it("fails writes, transactions and init with service_unavailable", async () => {

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { COLLECTIONS, INDEXES, SHARD_KEYS } from "../../src/store/mongo/indexes.js";
+import { CLAIMS_BACKFILL } from "../../src/store/mongo/receipts.js";
 import { SCATTER_GATHER, TRANSACTIONS } from "../../src/store/mongo/sharding.js";
 
 /** A shard key as docs/scaling.md writes it: `{panHash: 1, id: 1}`. */
@@ -86,5 +87,33 @@ describe("shard key declarations (SPEC section 23)", () => {
     for (const [id, declared] of Object.entries(TRANSACTIONS)) {
       expect(doc, id).toMatch(new RegExp(`\\| \`${id}\` +\\| +${declared.maxShards} \\|`));
     }
+  });
+});
+
+describe("docs/scaling.md's commands for operators", () => {
+  const doc = readFileSync(join(import.meta.dirname, "..", "..", "docs", "scaling.md"), "utf8");
+  /** The fenced block after `<!-- name -->`. */
+  const block = (name: string) =>
+    /```js\n([\s\S]*?)```/.exec(doc.slice(doc.indexOf(`<!-- ${name} -->`)))?.[1] ?? "";
+
+  it("shard every sharded collection as declared, and only those", () => {
+    const expected = [`sh.enableSharding("receipts");`];
+    for (const [name, declared] of Object.entries(SHARD_KEYS)) {
+      if (declared.key === "unsharded") continue;
+      const key = `{ ${Object.entries(declared.key)
+        .map(([field, kind]) => `${field}: ${JSON.stringify(kind)}`)
+        .join(", ")} }`;
+      expected.push(
+        `sh.shardCollection("receipts.${name}", ${key}${declared.unique === true ? ", true" : ""});`,
+      );
+    }
+    expect(block("shard-commands").trim().split("\n")).toEqual(expected);
+  });
+
+  it("backfill claims with the adapter's own pipeline", () => {
+    const text = block("claims-backfill")
+      .replace(/^\s*db\.receipts\.aggregate\(/, "")
+      .replace(/\)\s*$/, "");
+    expect(JSON.parse(text)).toEqual(CLAIMS_BACKFILL);
   });
 });

@@ -63,6 +63,21 @@ describe("loadConfig", () => {
     expect(problems).toMatch(/REQUEST_TIMEOUT_MS must be an integer from 1000/);
   });
 
+  it("reads RECEIPT_RETENTION_DAYS: unset keeps receipts; whole days, never under the escrow's retention", () => {
+    expect(loadConfig({}).receiptRetentionDays).toBeUndefined();
+    expect(loadConfig({ RECEIPT_RETENTION_DAYS: "2555" }).receiptRetentionDays).toBe(2555);
+    expect(loadConfig({ RECEIPT_RETENTION_DAYS: "30" }).receiptRetentionDays).toBe(30);
+    for (const bad of ["0", "-1", "1.5", "seven years", "36501"]) {
+      expect(problemsOf({ RECEIPT_RETENTION_DAYS: bad }).join("\n")).toMatch(
+        /RECEIPT_RETENTION_DAYS must be an integer from 1 to 36500/,
+      );
+    }
+    expect(problemsOf({ RECEIPT_RETENTION_DAYS: "29" })).toEqual([
+      'RECEIPT_RETENTION_DAYS must be at least ESCROW_RETENTION_DAYS (30): a receipt is kept as long as unreleased escrow (got "29")',
+    ]);
+    expect(problemsOf({ RECEIPT_RETENTION_DAYS: "60", ESCROW_RETENTION_DAYS: "90" })).toHaveLength(1);
+  });
+
   it("reads FAST_PATHS: on (all), off (none) or a list, and nothing else", () => {
     const all = ["grpc-server", "json-reader", "json-writer", "one-pass", "der"];
     expect(loadConfig({}).fastPaths).toEqual(all);

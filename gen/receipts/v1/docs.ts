@@ -16,6 +16,7 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.DecryptReceiptRequest.merchant_id": "Needed when the user holds receipts with this receiptId from two merchants.",
   "receipts.v1.DecryptReceiptRequest.private_key": "Base64 DER PKCS#8 or PEM. Used in memory for this call only.",
   "receipts.v1.DecryptReceiptRequest.token_id": "The grant from GrantAccess (or its alias access_token_id).",
+  "receipts.v1.DeleteUserResponse.receipts_left": "Receipts of the user this call left for the next one (0: the erasure is complete).",
   "receipts.v1.EncryptedReceipt": "A sealed receipt as stored and listed: AES-256-GCM ciphertext plus the wrapped key.\nAdditional authenticated data: UTF-8 of version \"\\n\" receipt_id \"\\n\" merchant_id \"\\n\" transaction_id.",
   "receipts.v1.EncryptedReceipt.auth_tag": "128-bit GCM tag.",
   "receipts.v1.EncryptedReceipt.escrow_key_id": "Set while escrowed.",
@@ -61,7 +62,7 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.LookupKeyResponse.key_id": "The key to wrap the receipt's AES key to; name it in the key bundle.",
   "receipts.v1.LookupKeyResponse.public_key": "Base64 of DER SubjectPublicKeyInfo.",
   "receipts.v1.OnboardingService": "Key pairs and cardholder registration, for card issuers.",
-  "receipts.v1.OnboardingService.DeleteUser": "Erases a user (section 19): its keys, grants and every receipt sealed to its keys go together\n(crypto-shredding); payments keep their non-secret record without a receipt.",
+  "receipts.v1.OnboardingService.DeleteUser": "Erases a user (section 19): its keys, grants and every receipt sealed to its keys go together\n(crypto-shredding); payments keep their non-secret record without a receipt. The user and its keys\ngo at once; receipts go in bounded pages, and a call answers how many are left: call again until\nnone are (then the user is `not_found`).",
   "receipts.v1.OnboardingService.GenerateKeys": "Generates a key pair of either suite (RSA-OAEP-256 by default, or HPKE-P256-SHA256-A256GCM). The\nprivate key is returned once and never kept. A real device makes its own key and only registers it.",
   "receipts.v1.OnboardingService.Register": "Registers a public key under a hashed PAN; rotates the key of an already registered card and\nreleases receipts held in escrow for the card.",
   "receipts.v1.PaymentsService": "Payments that carry a sealed receipt: create (merchants), decrypt (issuers).",
@@ -169,7 +170,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
     },
     "response": {
       "deletedReceipts": 2,
-      "deletedKeys": 1
+      "deletedKeys": 1,
+      "receiptsLeft": 0
     }
   },
   "receipts.v1.OnboardingService.GenerateKeys": {

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiSQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAki1AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCCIkChFEZWxldGVVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJIkQKEkRlbGV0ZVVzZXJSZXNwb25zZRIYChBkZWxldGVkX3JlY2VpcHRzGAEgASgFEhQKDGRlbGV0ZWRfa2V5cxgCIAEoBTL3AgoRT25ib2FyZGluZ1NlcnZpY2USgAEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSIrgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJvCghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9vbmJvYXJkaW5nL3JlZ2lzdGVyEm4KCkRlbGV0ZVVzZXISHi5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVxdWVzdBofLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZSIfgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiSQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAki1AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCCIkChFEZWxldGVVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJIlsKEkRlbGV0ZVVzZXJSZXNwb25zZRIYChBkZWxldGVkX3JlY2VpcHRzGAEgASgFEhQKDGRlbGV0ZWRfa2V5cxgCIAEoBRIVCg1yZWNlaXB0c19sZWZ0GAMgASgFMvcCChFPbmJvYXJkaW5nU2VydmljZRKAAQoMR2VuZXJhdGVLZXlzEiAucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVxdWVzdBohLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1Jlc3BvbnNlIiuC0+STAiU6ASoiIC9hcGkvdjEvb25ib2FyZGluZy9nZW5lcmF0ZS1rZXlzEm8KCFJlZ2lzdGVyEhwucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXF1ZXN0Gh0ucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISbgoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIh+C0+STAhkqFy9hcGkvdjEvdXNlcnMve3VzZXJfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -209,6 +209,13 @@ export type DeleteUserResponse = Message<"receipts.v1.DeleteUserResponse"> & {
    * @generated from field: int32 deleted_keys = 2;
    */
   deletedKeys: number;
+
+  /**
+   * Receipts of the user this call left for the next one (0: the erasure is complete).
+   *
+   * @generated from field: int32 receipts_left = 3;
+   */
+  receiptsLeft: number;
 };
 
 /**
@@ -278,13 +285,15 @@ export const OnboardingService: GenService<{
   },
   /**
    * Erases a user (section 19): its keys, grants and every receipt sealed to its keys go together
-   * (crypto-shredding); payments keep their non-secret record without a receipt.
+   * (crypto-shredding); payments keep their non-secret record without a receipt. The user and its keys
+   * go at once; receipts go in bounded pages, and a call answers how many are left: call again until
+   * none are (then the user is `not_found`).
    *
    * Example request:
    * {"userId": "usr_OiIWtaNKLlelXAD2"}
    *
    * Example response:
-   * {"deletedReceipts": 2, "deletedKeys": 1}
+   * {"deletedReceipts": 2, "deletedKeys": 1, "receiptsLeft": 0}
    *
    * @generated from rpc receipts.v1.OnboardingService.DeleteUser
    */

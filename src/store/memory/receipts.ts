@@ -1,9 +1,11 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import {
+  deleteLimitOf,
   type EscrowCount,
   type EscrowQuery,
   type KeyAlgorithm,
   pageLimitOf,
+  type ReceiptOwner,
   type ReceiptPage,
   type ReceiptRecord,
   type ReceiptStore,
@@ -159,10 +161,10 @@ export class MemoryReceipts implements ReceiptStore {
   }
 
   /** Oldest first (then by id), the order of the user's listing index. */
-  async findByReceiptId(receiptId: string, userId: string): Promise<ReceiptRecord[]> {
+  async findByReceiptId(receiptId: string, owner: ReceiptOwner): Promise<ReceiptRecord[]> {
     return this.byUser
-      .oldestFirst(userId)
-      .filter((k) => k.receiptId === receiptId)
+      .oldestFirst(owner.userId)
+      .filter((k) => k.receiptId === receiptId && k.panHash === owner.panHash)
       .map(recordOf);
   }
 
@@ -170,12 +172,14 @@ export class MemoryReceipts implements ReceiptStore {
     return this.records(memberList(this.byTransaction.get(merchantTenantId, transactionId)));
   }
 
-  async findByPaymentId(paymentId: string): Promise<ReceiptRecord | undefined> {
+  async findByPaymentId(paymentId: string, owner: ReceiptOwner): Promise<ReceiptRecord | undefined> {
     const kept = this.byPayment.get(paymentId);
-    return kept === undefined ? undefined : recordOf(kept);
+    return kept === undefined || kept.panHash !== owner.panHash ? undefined : recordOf(kept);
   }
 
-  async listByUser(userId: string, limit: number, cursor?: string): Promise<ReceiptPage> {
+  /** The user's receipts on the owner's card (a user's receipts are all on its card). */
+  async listByUser(owner: ReceiptOwner, limit: number, cursor?: string): Promise<ReceiptPage> {
+    const userId = owner.userId;
     if (!Number.isInteger(limit) || limit < 1)
       throw new RangeError("The page size must be a positive integer.");
     const after = cursor === undefined ? undefined : decodeCursor(cursor);
@@ -224,12 +228,13 @@ export class MemoryReceipts implements ReceiptStore {
   }
 
   async release(
-    id: string,
+    receipt: Pick<ReceiptRecord, "panHash" | "id">,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
   ): Promise<boolean> {
+    const id = receipt.id;
     const kept = this.escrowed.get(id);
-    if (kept === undefined) return false;
+    if (kept === undefined || kept.panHash !== receipt.panHash) return false;
     if (expectedEscrowKeyId !== undefined && kept.escrowKeyId !== expectedEscrowKeyId) return false;
     this.escrowedByPan.delete(kept.panHash, kept);
     this.escrowed.delete(id);
@@ -249,11 +254,21 @@ export class MemoryReceipts implements ReceiptStore {
     return true;
   }
 
-  async deleteByUser(userId: string): Promise<number> {
-    const kept = [...this.byUser.oldestFirst(userId)];
-    for (const k of kept) this.forget(k);
-    this.byUser.deleteKey(userId);
-    return kept.length;
+  /** The oldest first, at most `limit`. */
+  async deleteByUser(owner: ReceiptOwner, limit: number): Promise<number> {
+    const page = this.byUser
+      .oldestFirst(owner.userId)
+      .filter((k) => k.panHash === owner.panHash)
+      .slice(0, deleteLimitOf(limit));
+    for (const k of page) {
+      this.forget(k);
+      this.byUser.delete(owner.userId, k);
+    }
+    return page.length;
+  }
+
+  async countByUser(owner: ReceiptOwner): Promise<number> {
+    return this.byUser.oldestFirst(owner.userId).filter((k) => k.panHash === owner.panHash).length;
   }
 
   async markHeld(panHash: string, id: string): Promise<void> {
@@ -261,10 +276,17 @@ export class MemoryReceipts implements ReceiptStore {
     if (kept !== undefined && kept.panHash === panHash) kept.escrowHeld = true;
   }
 
-  async deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
-    const held = this.escrowedByPan.get(panHash).filter((k) => k.escrowOwnerTenantId === ownerTenantId);
+  async deleteEscrowedFor(panHash: string, ownerTenantId: string, limit: number): Promise<number> {
+    const held = this.escrowedByPan
+      .get(panHash)
+      .filter((k) => k.escrowOwnerTenantId === ownerTenantId)
+      .slice(0, deleteLimitOf(limit));
     for (const k of held) this.forget(k);
     return held.length;
+  }
+
+  async countEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
+    return this.escrowedByPan.get(panHash).filter((k) => k.escrowOwnerTenantId === ownerTenantId).length;
   }
 
   async deleteIfSealedTo(

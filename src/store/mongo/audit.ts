@@ -2,6 +2,7 @@ import type { Filter } from "mongodb";
 import type { AuditEvent, AuditQuery, AuditStore } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { COLLECTIONS } from "./indexes.js";
+import { scatterGather } from "./sharding.js";
 
 /** The audit log in the `audit` collection. */
 export class MongoAudit implements AuditStore {
@@ -25,7 +26,7 @@ export class MongoAudit implements AuditStore {
     if (query.after !== undefined) filter.at = { $gt: query.after };
     return this.ctx.run(() =>
       this.collection
-        .find<AuditEvent>(filter, this.ctx.read)
+        .find<AuditEvent>(filter, { ...this.ctx.read, ...scatterGather("audit.list") })
         .sort({ at: -1, _id: -1 })
         .limit(limit)
         .toArray(),

@@ -34,6 +34,11 @@ export interface MongoStoreOptions {
    * limit rather than `operationTimeoutMs`.
    */
   indexTimeoutMs?: number;
+  /**
+   * `RECEIPT_RETENTION_DAYS`: when set, `init` keeps TTL indexes that delete delivered receipts (and
+   * their claims) that many days after they were made; unset, it drops them.
+   */
+  receiptRetentionDays?: number | undefined;
   /** Receives connection events (connected, connection failed); silent when absent. */
   logger?: Pick<Logger, "info" | "warn">;
   /**

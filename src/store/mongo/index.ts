@@ -56,7 +56,11 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
       ctx.run(
         () =>
           ctx.withIndexClient(async (db) => {
-            const { legacyReceipts } = await createDeclaredIndexes(db, ctx.indexTimeoutMs);
+            const { legacyReceipts } = await createDeclaredIndexes(
+              db,
+              ctx.indexTimeoutMs,
+              options.receiptRetentionDays,
+            );
             ctx.claimsMayBeMissing = legacyReceipts;
           }),
         ctx.indexTimeoutMs + 2 * ctx.timeoutMs,

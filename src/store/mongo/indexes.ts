@@ -59,8 +59,10 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     // unique through receiptClaims. (An earlier version's uniq_id and uniq_merchantId_receiptId are
     // left in place by init: docs/scaling.md says when to drop them.)
     { key: { panHash: 1, id: 1 }, name: "uniq_panHash_id", unique: true },
-    { key: { userId: 1, createdAt: -1, id: -1 }, name: "listByUser" },
-    { key: { userId: 1, receiptId: 1 }, name: "findByReceiptId" },
+    // A user's receipts on its card, newest first: the listing's pages, erasure's pages and counts, and
+    // decrypt by receiptId (among a user's few receipts). Led by the card, as every such query is.
+    // (It replaces an earlier version's listByUser and findByReceiptId: docs/scaling.md.)
+    { key: { panHash: 1, userId: 1, createdAt: -1, id: -1 }, name: "byCardUser_newest" },
     { key: { merchantTenantId: 1, transactionId: 1 }, name: "findByTransaction" },
     {
       key: { paymentId: 1 },
@@ -116,6 +118,29 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   [COLLECTIONS.bins]: [{ key: { tenantId: 1 }, name: "byTenant" }],
   [COLLECTIONS.erasures]: [{ key: { userId: 1 }, name: "uniq_userId", unique: true }],
 };
+
+/** The name of the TTL indexes of `RECEIPT_RETENTION_DAYS`, on receipts and on their claims. */
+export const RETENTION_INDEX = "ttl_retention";
+
+/**
+ * The TTL indexes of a receipt retention of `days` (`RECEIPT_RETENTION_DAYS`): delivered receipts, and
+ * every claim, are deleted `days` after they were made. Escrowed receipts keep their own expiry (the
+ * retention is at least the escrow's, so a claim never goes before its escrowed receipt).
+ */
+export function retentionIndexes(days: number): Record<string, IndexDescription[]> {
+  const expireAfterSeconds = days * 86_400;
+  return {
+    [COLLECTIONS.receipts]: [
+      {
+        key: { createdAt: 1 },
+        name: RETENTION_INDEX,
+        expireAfterSeconds,
+        partialFilterExpression: { isEscrowed: false },
+      },
+    ],
+    [COLLECTIONS.receiptClaims]: [{ key: { createdAt: 1 }, name: RETENTION_INDEX, expireAfterSeconds }],
+  };
+}
 
 /** How one collection is placed on a sharded cluster (SPEC section 23). */
 export interface ShardKeyDeclaration {

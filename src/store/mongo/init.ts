@@ -1,5 +1,5 @@
 import { type Collection, type Db, type IndexDescription, MongoServerError } from "mongodb";
-import { COLLECTIONS, INDEXES } from "./indexes.js";
+import { COLLECTIONS, INDEXES, RETENTION_INDEX, retentionIndexes } from "./indexes.js";
 
 /**
  * The unique index on `(merchantId, receiptId)` of versions before receiptClaims. While it exists the
@@ -16,6 +16,7 @@ interface ExistingIndex {
   name: string;
   key: Record<string, unknown>;
   unique?: boolean;
+  expireAfterSeconds?: number | undefined;
 }
 
 /**
@@ -23,20 +24,57 @@ interface ExistingIndex {
  * serve. Such an index, under another name, is the one `sh.shardCollection` made for the shard key
  * when the operator sharded first (`panHash_1_id_1`), or one an earlier version made: creating ours
  * beside it would be refused (IndexOptionsConflict), so it stands in for ours. Unless ours is unique
- * and it is not: then a unique rule would not hold, and init fails saying what to do. Says whether the
+ * and it is not: then a unique rule would not hold, and init fails saying what to do.
+ *
+ * The retention's TTL indexes follow `retentionDays` (`RECEIPT_RETENTION_DAYS`): made when it is set,
+ * given a new lifetime with `collMod` when it changes, dropped when it is unset. Says whether the
  * receipts still have the index of {@link LEGACY_RECEIPT_PAIR_INDEX}.
  */
-export async function createDeclaredIndexes(db: Db, maxTimeMS: number): Promise<{ legacyReceipts: boolean }> {
+export async function createDeclaredIndexes(
+  db: Db,
+  maxTimeMS: number,
+  retentionDays?: number,
+): Promise<{ legacyReceipts: boolean }> {
   let legacyReceipts = false;
+  const retention = retentionDays === undefined ? {} : retentionIndexes(retentionDays);
   for (const [name, declared] of Object.entries(INDEXES)) {
     const collection = db.collection(name);
     const existing = await existingIndexes(collection, maxTimeMS);
-    if (name === COLLECTIONS.receipts)
+    if (name === COLLECTIONS.receipts) {
       legacyReceipts = existing.some((i) => i.name === LEGACY_RECEIPT_PAIR_INDEX);
-    const missing = indexesToCreate(name, declared, existing);
+    }
+    const wanted = retention[name] ?? [];
+    await followRetention(db, name, wanted[0], existing, maxTimeMS);
+    const missing = indexesToCreate(name, [...declared, ...wanted], existing);
     if (missing.length > 0) await collection.createIndexes(missing, { maxTimeMS });
   }
   return { legacyReceipts };
+}
+
+/**
+ * Brings an existing retention TTL index of `collection` to `wanted` (undefined: no retention): a new
+ * lifetime through `collMod`, which keeps the index, or a drop. A missing one is created with the rest.
+ */
+async function followRetention(
+  db: Db,
+  collection: string,
+  wanted: IndexDescription | undefined,
+  existing: ExistingIndex[],
+  maxTimeMS: number,
+): Promise<void> {
+  const at = existing.findIndex((index) => index.name === RETENTION_INDEX);
+  const current = existing[at];
+  if (current === undefined) return;
+  if (wanted === undefined) {
+    await db.collection(collection).dropIndex(RETENTION_INDEX, { maxTimeMS });
+    existing.splice(at, 1);
+    return;
+  }
+  if (current.expireAfterSeconds === wanted.expireAfterSeconds) return;
+  const index = { name: RETENTION_INDEX, expireAfterSeconds: wanted.expireAfterSeconds };
+  await db.command({ collMod: collection, index, maxTimeMS });
+  // Now the same as the wanted one: createIndexes finds it identical.
+  current.expireAfterSeconds = wanted.expireAfterSeconds;
 }
 
 async function existingIndexes(collection: Collection, maxTimeMS: number): Promise<ExistingIndex[]> {

@@ -1,9 +1,11 @@
 import type { ClientSession, Filter } from "mongodb";
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import {
+  deleteLimitOf,
   type EscrowCount,
   type EscrowQuery,
   pageLimitOf,
+  type ReceiptOwner,
   type ReceiptPage,
   type ReceiptRecord,
   type ReceiptStore,
@@ -20,10 +22,12 @@ import { scatterGather } from "./sharding.js";
  * pair is unique on a cluster too (the receipts themselves are placed by card). It says where its
  * receipt lives, and lives as long as it: while the receipt is escrowed it carries its `expiresAt`.
  */
-interface ClaimDoc {
+export interface ClaimDoc {
   _id: { merchantId: string; receiptId: string };
   panHash: string;
   id: string;
+  /** The receipt's, for the retention's TTL (`RECEIPT_RETENTION_DAYS`). */
+  createdAt: Date;
   expiresAt?: Date;
 }
 
@@ -32,11 +36,13 @@ function claimId(merchantId: string, receiptId: string): ClaimDoc["_id"] {
   return { merchantId, receiptId };
 }
 
-function claimOf(receipt: ReceiptRecord): ClaimDoc {
+/** The claim document of a receipt (exported for bench/doc-sizes.ts, which sizes what is stored). */
+export function claimOf(receipt: ReceiptRecord): ClaimDoc {
   const claim: ClaimDoc = {
     _id: claimId(receipt.merchantId, receipt.receiptId),
     panHash: receipt.panHash,
     id: receipt.id,
+    createdAt: receipt.createdAt,
   };
   if (receipt.isEscrowed && receipt.expiresAt !== undefined) claim.expiresAt = receipt.expiresAt;
   return claim;
@@ -66,6 +72,7 @@ export const CLAIMS_BACKFILL = [
       _id: { merchantId: "$merchantId", receiptId: "$receiptId" },
       panHash: 1,
       id: 1,
+      createdAt: 1,
       expiresAt: { $cond: [{ $eq: ["$isEscrowed", true] }, "$expiresAt", "$$REMOVE"] },
     },
   },
@@ -105,31 +112,35 @@ export class MongoReceipts implements ReceiptStore {
     });
   }
 
-  findByReceiptId(receiptId: string, userId: string): Promise<ReceiptRecord[]> {
-    return this.findAll({ userId, receiptId });
+  findByReceiptId(receiptId: string, owner: ReceiptOwner): Promise<ReceiptRecord[]> {
+    return this.findAll({ panHash: owner.panHash, userId: owner.userId, receiptId });
   }
 
   findByTransaction(merchantTenantId: string, transactionId: string): Promise<ReceiptRecord[]> {
     return this.findAll({ merchantTenantId, transactionId }, scatterGather("receipts.findByTransaction"));
   }
 
-  findByPaymentId(paymentId: string): Promise<ReceiptRecord | undefined> {
+  findByPaymentId(paymentId: string, owner: ReceiptOwner): Promise<ReceiptRecord | undefined> {
     return this.ctx.run(async () => {
-      const found = await this.collection.findOne<ReceiptDoc>({ paymentId }, this.ctx.read);
+      const found = await this.collection.findOne<ReceiptDoc>(
+        { panHash: owner.panHash, paymentId },
+        this.ctx.read,
+      );
       return found === null ? undefined : receiptRecord(found);
     });
   }
 
   /** Keyset pagination on the `listByUser` index: one more than `limit` is read to know if more follow. */
-  async listByUser(userId: string, limit: number, cursor?: string): Promise<ReceiptPage> {
+  async listByUser(owner: ReceiptOwner, limit: number, cursor?: string): Promise<ReceiptPage> {
     if (!Number.isInteger(limit) || limit < 1)
       throw new RangeError("The page size must be a positive integer.");
     const after = cursor === undefined ? undefined : decodeCursor(cursor);
+    const mine = { panHash: owner.panHash, userId: owner.userId };
     const filter: Filter<ReceiptDoc> =
       after === undefined
-        ? { userId }
+        ? mine
         : {
-            userId,
+            ...mine,
             $or: [
               { createdAt: { $lt: after.createdAt } },
               { createdAt: after.createdAt, id: { $lt: after.id } },
@@ -221,20 +232,21 @@ export class MongoReceipts implements ReceiptStore {
    * receipt conflict; the retried one finds it released.
    */
   release(
-    id: string,
+    receipt: Pick<ReceiptRecord, "panHash" | "id">,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
   ): Promise<boolean> {
+    const { panHash, id } = receipt;
     return this.ctx.run(() =>
       this.ctx.transaction("receipts.release", async (session) => {
         const filter: Filter<ReceiptDoc> =
           expectedEscrowKeyId === undefined
-            ? { id, isEscrowed: true }
-            : { id, isEscrowed: true, escrowKeyId: expectedEscrowKeyId };
+            ? { panHash, id, isEscrowed: true }
+            : { panHash, id, isEscrowed: true, escrowKeyId: expectedEscrowKeyId };
         const found = await this.collection.findOne<ReceiptDoc>(filter, this.ctx.readIn(session));
         if (found === null) return false;
         await this.collection.updateOne(
-          { panHash: found.panHash, id },
+          { panHash, id },
           {
             $set: {
               isEscrowed: false,
@@ -256,21 +268,15 @@ export class MongoReceipts implements ReceiptStore {
     );
   }
 
-  /** Deletes the user's receipts and their claims (which say where the receipts were). */
-  deleteByUser(userId: string): Promise<number> {
-    return this.ctx.run(async () => {
-      const found = await this.collection
-        .find<Pick<ReceiptDoc, "merchantId" | "receiptId">>(
-          { userId },
-          { ...this.ctx.limit, projection: { _id: 0, merchantId: 1, receiptId: 1 } },
-        )
-        .toArray();
-      if (found.length > 0) {
-        const ids = found.map((r) => claimId(r.merchantId, r.receiptId));
-        await this.claims.deleteMany({ _id: { $in: ids } }, this.ctx.limit);
-      }
-      return (await this.collection.deleteMany({ userId }, this.ctx.limit)).deletedCount;
-    });
+  /** At most `limit` of the user's receipts, and their claims (see {@link deleteWithClaims}). */
+  deleteByUser(owner: ReceiptOwner, limit: number): Promise<number> {
+    return this.deleteWithClaims({ panHash: owner.panHash, userId: owner.userId }, limit);
+  }
+
+  countByUser(owner: ReceiptOwner): Promise<number> {
+    return this.ctx.run(() =>
+      this.collection.countDocuments({ panHash: owner.panHash, userId: owner.userId }, this.ctx.limit),
+    );
   }
 
   markHeld(panHash: string, id: string): Promise<void> {
@@ -284,8 +290,17 @@ export class MongoReceipts implements ReceiptStore {
   }
 
   /** Deletes the card's escrow held for the tenant, and the claims of what it deletes. */
-  deleteEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
-    return this.deleteWithClaims({ panHash, isEscrowed: true, escrowOwnerTenantId: ownerTenantId });
+  deleteEscrowedFor(panHash: string, ownerTenantId: string, limit: number): Promise<number> {
+    return this.deleteWithClaims({ panHash, isEscrowed: true, escrowOwnerTenantId: ownerTenantId }, limit);
+  }
+
+  countEscrowedFor(panHash: string, ownerTenantId: string): Promise<number> {
+    return this.ctx.run(() =>
+      this.collection.countDocuments(
+        { panHash, isEscrowed: true, escrowOwnerTenantId: ownerTenantId },
+        this.ctx.limit,
+      ),
+    );
   }
 
   async deleteIfSealedTo(
@@ -294,25 +309,31 @@ export class MongoReceipts implements ReceiptStore {
     receiptId: string,
     keyId: string,
   ): Promise<boolean> {
-    return (await this.deleteWithClaims({ panHash, merchantId, receiptId, "keyBundle.keyId": keyId })) > 0;
+    const sealedTo = { panHash, merchantId, receiptId, "keyBundle.keyId": keyId };
+    return (await this.deleteWithClaims(sealedTo, 1)) > 0;
   }
 
   /**
-   * Deletes the receipts of one card that match `filter`, and their claims: the claims first, as
-   * `deleteByUser` does, so that a failure between the two leaves receipts that a retry deletes.
+   * Deletes at most `limit` receipts of one card that match `filter`, and their claims: the claims
+   * first, so that a failure between the two leaves receipts that a retry deletes. Only the receipts
+   * read are deleted (by card and id): one that matches meanwhile stays, with its claim, for the next
+   * page.
    */
-  private deleteWithClaims(filter: Filter<ReceiptDoc> & { panHash: string }): Promise<number> {
+  private deleteWithClaims(filter: Filter<ReceiptDoc> & { panHash: string }, limit: number): Promise<number> {
     return this.ctx.run(async () => {
       const found = await this.collection
-        .find<Pick<ReceiptDoc, "merchantId" | "receiptId">>(filter, {
+        .find<Pick<ReceiptDoc, "id" | "merchantId" | "receiptId">>(filter, {
           ...this.ctx.limit,
-          projection: { _id: 0, merchantId: 1, receiptId: 1 },
+          projection: { _id: 0, id: 1, merchantId: 1, receiptId: 1 },
         })
+        .limit(deleteLimitOf(limit))
         .toArray();
       if (found.length === 0) return 0;
-      const ids = found.map((r) => claimId(r.merchantId, r.receiptId));
-      await this.claims.deleteMany({ _id: { $in: ids } }, this.ctx.limit);
-      return (await this.collection.deleteMany(filter, this.ctx.limit)).deletedCount;
+      const claims = found.map((r) => claimId(r.merchantId, r.receiptId));
+      await this.claims.deleteMany({ _id: { $in: claims } }, this.ctx.limit);
+      const ids = found.map((r) => r.id);
+      return (await this.collection.deleteMany({ panHash: filter.panHash, id: { $in: ids } }, this.ctx.limit))
+        .deletedCount;
     });
   }
 

@@ -280,8 +280,20 @@ class FakeDb {
     return collection;
   }
 
+  private collMod(command: Record<string, unknown>, options: OperationOptions): Promise<{ ok: 1 }> {
+    const db = this.server.database(this.databaseName);
+    return this.server.run(
+      `command collMod`,
+      options,
+      () => changeIndex(db, command),
+      undefined,
+      this.client,
+    );
+  }
+
   /**
-   * `ping`, and on a cluster's `admin` database `enableSharding` and `shardCollection`. The time limit
+   * `ping`, `collMod` (a TTL index's lifetime), and on a cluster's `admin` database `enableSharding`
+   * and `shardCollection`. The time limit
    * may be in the command (`maxTimeMS`) or in the options.
    */
   async command(command: Record<string, unknown>, options?: OperationOptions): Promise<{ ok: 1 }> {
@@ -289,6 +301,7 @@ class FakeDb {
     const maxTimeMS = (command.maxTimeMS as number | undefined) ?? options?.maxTimeMS;
     const name = Object.keys(command)[0] ?? "";
     const admin = this.databaseName === "admin" && this.server.cluster !== undefined;
+    if (name === "collMod") return this.collMod(command, { ...options, maxTimeMS });
     if (admin && name === "shardCollection") {
       await this.server.shardCollection(String(command.shardCollection), command.key as ShardKeyPattern, {
         unique: command.unique === true,
@@ -303,6 +316,21 @@ class FakeDb {
     };
     return this.server.run(`command ${name}`, { ...options, maxTimeMS }, work, undefined, this.client);
   }
+}
+
+/** `collMod`'s change of a TTL index's lifetime: `{collMod: collection, index: {name, expireAfterSeconds}}`. */
+function changeIndex(db: Database, command: Record<string, unknown>): { ok: 1 } {
+  const change = command.index as { name?: unknown; expireAfterSeconds?: unknown } | undefined;
+  const data = db.collection(String(command.collMod));
+  const index = data.indexes.find((i) => i.name === change?.name);
+  if (index === undefined || typeof change?.expireAfterSeconds !== "number") {
+    throw serverError(27, "IndexNotFound", `cannot find index ${String(change?.name)} for collMod`);
+  }
+  if (index.description.expireAfterSeconds === undefined) {
+    throw serverError(72, "InvalidOptions", "no expireAfterSeconds field to update");
+  }
+  index.description = { ...index.description, expireAfterSeconds: change.expireAfterSeconds };
+  return { ok: 1 };
 }
 
 /** A driver `ClientSession`: at most one transaction at a time, over one database. */
