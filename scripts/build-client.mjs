@@ -33,6 +33,10 @@ export const SHIPPABLE = [
   "src/kt/", // the key-transparency verifier (its Node engine is refused below by its imports)
   "src/receipt-fields.", // which receipt fields are sealed and signed, shared with the service
   "src/proto-scalars.", // protobuf scalar facts the signed form of a receipt needs (int64 as numbers)
+  // Our own checks of key bytes before WebCrypto reads them (DER, curve points), shared with the service.
+  "src/crypto/key-encoding.",
+  "src/crypto/asn1.",
+  "src/crypto/curves.",
 ];
 
 /** Packages of the server that the client must never import. */

@@ -165,6 +165,8 @@ function listenerOptions(config: Config): ListenerOptions {
     http2IdleTimeoutMs: config.http2.idleTimeoutMs,
     http2ResetBurst: config.http2.resetBurst,
     http2ResetRatePerSecond: config.http2.resetRatePerSecond,
+    http2MaxConnectionsPerAddress: config.http2.maxConnectionsPerAddress,
+    http2CapExempt: (address) => config.trustedProxies.has(address),
   };
 }
 

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast/index.js";
 import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
+import { DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS } from "./http/connection-cap.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
 import type { Environment, Tier } from "./store/types.js";
 
@@ -92,6 +93,11 @@ export interface Config {
     resetBurst: number;
     /** Early stream resets allowed per second after the burst (`HTTP2_RESET_RATE`, default 50). */
     resetRatePerSecond: number;
+    /**
+     * HTTP/2 connections one client address may hold open at once (`HTTP2_MAX_CONNECTIONS_PER_ADDRESS`,
+     * default 100; trusted proxies exempt); more are refused with GOAWAY ENHANCE_YOUR_CALM.
+     */
+    maxConnectionsPerAddress: number;
   };
   /**
    * `FAST_PATHS` (default `on`): which hand-written fast paths (src/fast/index.ts names each) serve
@@ -191,6 +197,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       idleTimeoutMs: int("HTTP2_IDLE_TIMEOUT_MS", 72_000, 1_000, 3_600_000),
       resetBurst: int("HTTP2_RESET_BURST", 200, 1, 100_000),
       resetRatePerSecond: int("HTTP2_RESET_RATE", 50, 1, 100_000),
+      maxConnectionsPerAddress: int(
+        "HTTP2_MAX_CONNECTIONS_PER_ADDRESS",
+        DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS,
+        1,
+        1_000_000,
+      ),
     },
     fastPaths: parseFastPaths(env.FAST_PATHS, problems),
   };
@@ -285,12 +297,22 @@ function readEscrowKeys({ env, problems }: Settings): string[] {
   return escrowKeysText === undefined ? [] : splitKeys(escrowKeysText);
 }
 
-/** `ADMIN_TOKEN`, at least {@link MIN_ADMIN_TOKEN_LENGTH} characters; unset turns the operator API off. */
+/**
+ * `ADMIN_TOKEN`, at least {@link MIN_ADMIN_TOKEN_LENGTH} characters of which at least
+ * {@link MIN_ADMIN_TOKEN_DISTINCT} different; unset turns the operator API off. The second rule
+ * refuses what is long but not random (`aaaa...`, `passwordpassword...`), which a length alone lets
+ * through. The messages never quote the token.
+ */
 function readAdminToken({ env, problems }: Settings): string | undefined {
   const adminToken = env.ADMIN_TOKEN || undefined;
-  if (adminToken !== undefined && adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
+  if (adminToken === undefined) return undefined;
+  const advice = "e.g. openssl rand -base64 32; unset it to turn the operator API off";
+  const distinct = new Set(adminToken).size;
+  if (adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
+    problems.push(`ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (${advice})`);
+  } else if (distinct < MIN_ADMIN_TOKEN_DISTINCT) {
     problems.push(
-      `ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -base64 32); unset it to turn the operator API off`,
+      `ADMIN_TOKEN is not random enough: ${distinct} different characters, at least ${MIN_ADMIN_TOKEN_DISTINCT} needed (${advice})`,
     );
   }
   return adminToken;
@@ -361,6 +383,13 @@ function parseTiers(raw: string | undefined, problems: string[]): Record<Tier, T
 
 /** The shortest `ADMIN_TOKEN` accepted (section 18): 32 characters, about 190 bits as base64. */
 export const MIN_ADMIN_TOKEN_LENGTH = 32;
+
+/**
+ * The fewest different characters an `ADMIN_TOKEN` may have. A base64 token of 32 random bytes has
+ * about 30 of its 43 characters different; a hexadecimal one can never have more than 16, so use
+ * base64 (a 64-digit hex token misses a digit about one time in four and is then refused).
+ */
+export const MIN_ADMIN_TOKEN_DISTINCT = 16;
 
 /**
  * The private keys of an escrow key setting: PEM blocks one after another, or base64 DER keys

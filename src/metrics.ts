@@ -21,6 +21,19 @@ export interface Metrics {
   observe(labels: RequestLabels, seconds: number): void;
 }
 
+/**
+ * The method label of every request that matched no RPC and no route (an unknown path, an unknown
+ * gRPC method): one value, whatever the path, so a caller cannot make a series per path it invents.
+ */
+export const UNMATCHED_METHOD = "unmatched";
+
+/**
+ * Most distinct method labels kept (the service has a few dozen RPCs and routes). A backstop: every
+ * way in labels what matched no method {@link UNMATCHED_METHOD}, and were another to pass a caller's
+ * text through, values past this many would be counted as unmatched rather than grow the registry.
+ */
+export const MAX_METHOD_LABELS = 256;
+
 /** Latency buckets in seconds: from cheap reads to an RSA key generation under load. */
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -48,7 +61,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   // The labelled series, looked up once each: prom-client validates and hashes a label object on
   // every `inc`/`observe`, which showed up in the profile of every call.
   const series = new Map<string, { count: () => void; time: (seconds: number) => void }>();
-  const seriesOf = ({ protocol, method, code }: RequestLabels) => {
+  const methods = new Set<string>([UNMATCHED_METHOD]);
+  const seriesOf = ({ protocol, code, ...labels }: RequestLabels) => {
+    let method = labels.method;
+    if (!methods.has(method)) {
+      if (methods.size >= MAX_METHOD_LABELS) method = UNMATCHED_METHOD;
+      else methods.add(method);
+    }
     const key = `${protocol} ${method} ${code}`;
     let found = series.get(key);
     if (found === undefined) {

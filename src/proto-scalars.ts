@@ -76,3 +76,31 @@ function isoSeconds(seconds: number): string {
 function two(n: number): string {
   return n < 10 ? `0${n}` : `${n}`;
 }
+
+/** An RFC 3339 date-time: date, time, optional fraction of up to 9 digits, `Z` or an offset. */
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))$/;
+
+/** Whether `value` is an RFC 3339 date-time string naming a real instant in years 0001-9999. */
+export function isRfc3339(value: unknown): boolean {
+  if (typeof value !== "string") return false;
+  const m = RFC3339.exec(value);
+  if (m === null) return false;
+  const year = Number(m[1]);
+  const month = Number(m[2]);
+  const day = Number(m[3]);
+  const hour = Number(m[4]);
+  const minute = Number(m[5]);
+  const second = Number(m[6]);
+  const date = new Date(Date.UTC(year, month - 1, day));
+  date.setUTCFullYear(year);
+  const offsetOk = m[9] === undefined || (Number(m[9]) < 24 && Number(m[10]) < 60);
+  return (
+    year >= 1 &&
+    date.getUTCMonth() === month - 1 &&
+    date.getUTCDate() === day &&
+    hour < 24 &&
+    minute < 60 &&
+    second < 60 &&
+    offsetOk
+  );
+}

@@ -44,7 +44,8 @@ that carry a cardBin under one of them go only to that tenant's cardholders, or 
 Gives a merchantId to a merchant tenant; other tenants' use of it is then forbidden.`,
   audit: `Usage: receipts audit [--tenant <id>] [--after <RFC 3339>] [--limit <n>] [--json] [--url <url>]
 
-Reads the audit log, newest first.`,
+Reads the audit log in the order it was written, from the first event after --after (default: the
+oldest), at most --limit events (default 100).`,
   escrow: `Usage: receipts escrow [--json] [--url <url>]
 
 Counts escrowed receipts by owner tenant and escrow key.`,

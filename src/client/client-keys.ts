@@ -1,3 +1,4 @@
+import { KeyEncodingError, readPrivateKey, readPublicKey } from "../crypto/key-encoding.js";
 import { fromBase64 } from "./base64.js";
 import {
   ECDH_P256,
@@ -53,7 +54,6 @@ export type WebCryptoKey = Awaited<ReturnType<Subtle["importKey"]>>;
 
 /** RSA-OAEP with SHA-256 for the hash and MGF1, as WebCrypto names it. */
 export const RSA_OAEP = { name: "RSA-OAEP", hash: "SHA-256" } as const;
-const MIN_RSA_BITS = 2048;
 
 /** The RSA-OAEP key of a {@link PrivateKeyInput}, or `invalid_key` saying that it is of the other suite. */
 export async function rsaPrivateKeyOf(input: PrivateKeyInput): Promise<WebCryptoKey> {
@@ -103,34 +103,33 @@ function suiteMismatch(kind: string, algorithm: KeyWrapAlgorithm): EnvelopeError
 /**
  * Imports an RSA key for RSA-OAEP with SHA-256: base64 DER (PKCS#8 for `private`, SPKI for `public`)
  * or the matching PEM. PKCS#1 PEM (`RSA PRIVATE KEY`) is refused: WebCrypto cannot import it.
- * Keys under 2048 bits are refused, as the service refuses them.
+ * The key is checked as the service checks it (`key-encoding.ts`: 2048 to 8192 bits, exponent
+ * 65537, strict DER) before WebCrypto sees it.
  */
 export async function importRsaKey(text: string, kind: "private" | "public"): Promise<WebCryptoKey> {
   const format = kind === "private" ? "pkcs8" : "spki";
   const der = derOfKeyText(text, kind);
-  let key: WebCryptoKey;
+  checkKeyEncoding(der, kind, "rsa", `the ${kind} key is not an RSA ${format} key`);
   try {
-    key = await subtleCrypto().importKey(format, der, RSA_OAEP, false, [
+    return await subtleCrypto().importKey(format, der, RSA_OAEP, false, [
       kind === "private" ? "decrypt" : "encrypt",
     ]);
   } catch (cause) {
     throw new EnvelopeError("invalid_key", `the ${kind} key is not an RSA ${format} key`, { cause });
   }
-  const { modulusLength } = key.algorithm as { modulusLength?: number };
-  if (modulusLength === undefined || modulusLength < MIN_RSA_BITS) {
-    throw new EnvelopeError("invalid_key", `the ${kind} key must be RSA of at least ${MIN_RSA_BITS} bits`);
-  }
-  return key;
 }
 
 /**
  * Imports a P-256 key for HPKE (ECDH): base64 DER (PKCS#8 for `private`, SPKI for `public`) or the
- * matching PEM. SEC1 `EC PRIVATE KEY` PEM is refused: WebCrypto cannot import it. A private key
- * imported from text is extractable, so that its public half (which HPKE needs) can be read from it.
+ * matching PEM. SEC1 `EC PRIVATE KEY` PEM is refused: WebCrypto cannot import it. The key is checked
+ * as the service checks it (`key-encoding.ts`: the named curve, a valid point that is not the point
+ * at infinity, a scalar from 1 to n - 1) before WebCrypto sees it. A private key imported from text
+ * is extractable, so that its public half (which HPKE needs) can be read from it.
  */
 export async function importP256Key(text: string, kind: "private" | "public"): Promise<WebCryptoKey> {
   const format = kind === "private" ? "pkcs8" : "spki";
   const der = derOfKeyText(text, kind);
+  checkKeyEncoding(der, kind, "p256", `the ${kind} key is not an EC P-256 ${format} key`);
   try {
     return await subtleCrypto().importKey(
       format,
@@ -144,11 +143,38 @@ export async function importP256Key(text: string, kind: "private" | "public"): P
   }
 }
 
+/**
+ * Checks key DER with the service's own reader before WebCrypto imports it, so that a hostile key
+ * fails here with a reason rather than inside the platform's crypto (where, in Node 20, some abort
+ * the process). `malformed` says `malformedMessage`.
+ */
+function checkKeyEncoding(
+  der: Uint8Array,
+  kind: "private" | "public",
+  type: "rsa" | "p256",
+  malformedMessage: string,
+): void {
+  try {
+    const key = kind === "private" ? readPrivateKey(der, "pkcs8") : readPublicKey(der, "spki", [type]);
+    if (key.type !== type) throw new KeyEncodingError("unsupported");
+  } catch (error) {
+    if (!(error instanceof KeyEncodingError)) throw error;
+    if (error.problem === "invalid") {
+      throw new EnvelopeError("invalid_key", `the ${kind} key is refused: it ${error.message}`);
+    }
+    if (error.problem === "private") {
+      throw new EnvelopeError("invalid_key", "a private key was given where a public key belongs");
+    }
+    throw new EnvelopeError("invalid_key", malformedMessage);
+  }
+}
+
 /** The DER bytes of key text: base64 DER or a PEM block of the label WebCrypto imports. */
 function derOfKeyText(text: string, kind: "private" | "public"): Uint8Array<ArrayBuffer> {
   const format = kind === "private" ? "pkcs8" : "spki";
   const label = kind === "private" ? "PRIVATE KEY" : "PUBLIC KEY";
-  const pem = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----/.exec(text);
+  // One PEM block and nothing else around it (a second block would be silently ignored).
+  const pem = /^\s*-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----\s*$/.exec(text);
   if (pem !== null && pem[1] !== label) {
     throw new EnvelopeError(
       "invalid_key",

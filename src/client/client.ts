@@ -1,4 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
 import {
   Code,
   type CallOptions as ConnectCallOptions,
@@ -9,6 +10,7 @@ import {
 import {
   type GrantAccessResponse,
   KeysService,
+  type ListAuditEventsResponse,
   type LookupKeyResponse,
   type RegisterEscrowKeyResponse,
 } from "../../gen/receipts/v1/keys_pb.js";
@@ -18,12 +20,19 @@ import {
   OnboardingService,
   type RegisterResponse,
 } from "../../gen/receipts/v1/onboarding_pb.js";
-import { type CreatePaymentResponse, PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
+import {
+  type CreatePaymentResponse,
+  type ListPaymentsResponse,
+  type Payment,
+  PaymentsService,
+  type RefundPaymentResponse,
+} from "../../gen/receipts/v1/payments_pb.js";
 import type { EncryptedReceipt, Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import {
   type EscrowReleaseSchema,
   type ListPendingEscrowResponse,
   type ListReceiptsResponse,
+  type MerchantSigningKey,
   ReceiptsService,
   type RegisterSigningKeyResponse,
   type ReleaseEscrowResponse,
@@ -31,6 +40,7 @@ import {
 } from "../../gen/receipts/v1/receipts_pb.js";
 import { toApiError } from "./errors.js";
 import { type RetryOptions, realSleep, retryPolicyOf, type Sleep, withRetry } from "./retry.js";
+import type { SigningKeyInfo } from "./signatures.js";
 import { type MerchantSigner, type ReceiptInput, signableReceipt, signReceipt } from "./signing.js";
 import { fetchTransport } from "./transport.js";
 
@@ -59,6 +69,13 @@ export interface SendReceiptOptions extends CreateOptions {
    * signed: `version` "1.0" when unset, the currency upper-cased.
    */
   signer?: MerchantSigner;
+}
+
+/** Options of `listPayments`; `pageSize` defaults to 50 on the server, at most 200. */
+export interface ListPaymentsOptions extends CallOptions {
+  pageSize?: number;
+  /** The `nextPageToken` of the previous page; empty or unset for the first page. */
+  pageToken?: string;
 }
 
 /** Options of `listReceipts`; `pageSize` defaults to 50 on the server, at most 200. */
@@ -114,7 +131,7 @@ export interface ReceiptsClient {
   generateKeys(options?: CallOptions & { algorithm?: string }): Promise<GenerateKeysResponse>;
   /** Issuer: registers a cardholder's public key under the hashed PAN (rotates an existing key). */
   register(
-    request: { hashedPan: string; publicKey: string; keyId: string },
+    request: { hashedPan: string; publicKey: string; keyId: string; cardBin?: string },
     options?: CallOptions,
   ): Promise<RegisterResponse>;
   /** Issuer: a 2-3 minute decrypt grant for a user's key, after the user consented on the device. */
@@ -137,6 +154,20 @@ export interface ReceiptsClient {
     receipt: ReceiptInput,
     options?: SendReceiptOptions,
   ): Promise<CreatePaymentResponse>;
+  /** Merchant: one of its payments (amounts, status, refunds; never the receipt's content). */
+  getPayment(paymentId: string, options?: CallOptions): Promise<Payment>;
+  /** Merchant: one page of its tenant's payments, newest first. */
+  listPayments(options?: ListPaymentsOptions): Promise<ListPaymentsResponse>;
+  /**
+   * Merchant: refunds `receipt.amount` of a payment with a refund receipt (`receiptType: "refund"`,
+   * `originalReceiptId` the payment's receipt), or a `sealedReceipt`. Every attempt of one call
+   * sends the same `Idempotency-Key`, so a retry never refunds twice.
+   */
+  refundPayment(
+    paymentId: string,
+    receipt: ReceiptInput,
+    options?: CreateOptions,
+  ): Promise<RefundPaymentResponse>;
   /**
    * Issuer: decrypts a payment's receipt on the server. The private key crosses the network; prefer
    * `openReceipt` on the device where possible.
@@ -196,6 +227,16 @@ export interface ReceiptsClient {
     request: { merchantId: string; publicKey: string },
     options?: CallOptions,
   ): Promise<RegisterSigningKeyResponse>;
+  /**
+   * Issuer: a merchantId's public signing keys, as `openListing`'s `signingKeys` takes them: e.g.
+   * `openListing(receipts, ring, { signingKeys: (m) => client.signingKeysFor(m) })`.
+   */
+  signingKeysFor(merchantId: string, options?: CallOptions): Promise<SigningKeyInfo[]>;
+  /** Issuer: one page of the tenant's audit log, oldest first; poll with the last `nextPageToken`. */
+  listAuditEvents(
+    request?: { after?: string; pageSize?: number; pageToken?: string },
+    options?: CallOptions,
+  ): Promise<ListAuditEventsResponse>;
 }
 
 /**
@@ -237,6 +278,14 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
       const { body, headers } = await signed(receipt, options, idempotencyHeader(options));
       return call(options, (o) => payments.createPayment({ gateway, receipt: body }, o), headers);
     },
+    getPayment: (paymentId, options) =>
+      call(options, async (o) => present((await payments.getPayment({ paymentId }, o)).payment)),
+    listPayments: (options = {}) =>
+      call(options, (o) =>
+        payments.listPayments({ pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" }, o),
+      ),
+    refundPayment: (paymentId, receipt, options) =>
+      call(options, (o) => payments.refundPayment({ paymentId, receipt }, o), idempotencyHeader(options)),
     decryptPayment: (request, options) =>
       call(options, async (o) => present((await payments.decryptPayment(request, o)).receipt)),
     decryptReceipt: (request, options) =>
@@ -259,6 +308,30 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
     releaseEscrow: (request, options) => call(options, (o) => receipts.releaseEscrow(request, o)),
     deleteUser: (userId, options) => call(options, (o) => onboarding.deleteUser({ userId }, o)),
     registerSigningKey: (request, options) => call(options, (o) => receipts.registerSigningKey(request, o)),
+    signingKeysFor: (merchantId, options) =>
+      call(options, async (o) =>
+        (await receipts.listSigningKeys({ merchantId }, o)).signingKeys.map(signingKeyInfoOf),
+      ),
+    listAuditEvents: (request = {}, options = undefined) =>
+      call(options, (o) =>
+        keys.listAuditEvents(
+          { after: request.after ?? "", pageSize: request.pageSize ?? 0, pageToken: request.pageToken ?? "" },
+          o,
+        ),
+      ),
+  };
+}
+
+/** A listed signing key in the form the signature check takes (times as Dates). */
+function signingKeyInfoOf(key: MerchantSigningKey): SigningKeyInfo {
+  const date = (t: Timestamp | undefined) => (t === undefined ? undefined : timestampDate(t));
+  return {
+    merchantKeyId: key.merchantKeyId,
+    publicKey: key.publicKey,
+    registeredAt: date(key.registeredAt) ?? new Date(0),
+    replacedAt: date(key.replacedAt),
+    revokedAt: date(key.revokedAt),
+    allReceiptsSigned: key.allReceiptsSigned,
   };
 }
 

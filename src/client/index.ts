@@ -15,6 +15,7 @@ export {
   createReceiptsClient,
   DEFAULT_TIMEOUT_MS,
   type Gateway,
+  type ListPaymentsOptions,
   type ListReceiptsOptions,
   type ReceiptInput,
   type ReceiptsClient,
@@ -33,9 +34,19 @@ export {
   type KeyRing,
   keyIdOf,
   type OpenedReceipt,
+  type OpenListingOptions,
   openListing,
   openReceiptWithKeyRing,
 } from "./key-ring.js";
+export {
+  type CardTransaction,
+  DETAILS_CEILING,
+  MATCH_THRESHOLD,
+  matchStatement,
+  matchTransaction,
+  type StatementMatch,
+  type TransactionMatch,
+} from "./match.js";
 export {
   type MerchantReceipt,
   type MerchantSigner,
@@ -51,6 +62,13 @@ export {
   type RetryOptions,
   type Sleep,
 } from "./retry.js";
+export {
+  checkReceiptSignature,
+  type SignatureCheck,
+  type SignatureStatus,
+  type SigningKeyInfo,
+  type SigningKeySource,
+} from "./signatures.js";
 export {
   generateSigningKey,
   type SigningKeyPair,
@@ -73,6 +91,8 @@ export {
   type ReceiptJson,
   type ReceiptLineItemJson,
   type ReceiptTaxJson,
+  type ReceiptTaxLineJson,
+  type ReceiptTenderJson,
   type RewrapTarget,
   rewrapKeyBundle,
   type SealedEnvelope,

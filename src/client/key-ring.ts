@@ -1,4 +1,11 @@
 import {
+  checkReceiptSignature,
+  type SignatureCheck,
+  type SigningKeySource,
+  signingKeysOnce,
+  storedAtOf,
+} from "./signatures.js";
+import {
   EnvelopeError,
   openReceipt,
   type PrivateKeyInput,
@@ -40,29 +47,54 @@ export async function openReceiptWithKeyRing(
   return openReceipt(envelope, key);
 }
 
-/** One receipt of a listing opened by {@link openListing}: its receipt, or why it did not open. */
+/**
+ * One receipt of a listing opened by {@link openListing}: its receipt, or why it did not open. With
+ * signing keys to check against, an opened receipt also says whether its merchant signature is
+ * valid, invalid or absent.
+ */
 export type OpenedReceipt =
-  | { receiptId: string; keyId: string; ok: true; receipt: ReceiptJson }
+  | { receiptId: string; keyId: string; ok: true; receipt: ReceiptJson; signature?: SignatureCheck }
   | { receiptId: string; keyId: string; ok: false; error: EnvelopeError };
+
+/** Options of {@link openListing}. */
+export interface OpenListingOptions {
+  /**
+   * Where to read each merchantId's signing keys (read once per merchantId), e.g.
+   * `(merchantId) => client.signingKeysFor(merchantId)`. With it, every opened receipt carries its
+   * `signature` check.
+   */
+  signingKeys?: SigningKeySource;
+}
 
 /**
  * Opens every receipt of a listing (`GET /api/v1/receipts/{userId}`'s `receipts`) with a key ring, in
- * order. Each receipt succeeds or fails on its own, so one receipt of a key the device no longer has
- * does not hide the others.
+ * order, and checks each one's merchant signature when given the merchants' signing keys. Each receipt
+ * succeeds or fails on its own, so one receipt of a key the device no longer has does not hide the
+ * others.
  */
 export async function openListing(
   receipts: readonly ReceiptEnvelope[],
   keyRing: KeyRing,
+  options: OpenListingOptions = {},
 ): Promise<OpenedReceipt[]> {
+  const keysOf = options.signingKeys === undefined ? undefined : signingKeysOnce(options.signingKeys);
   return Promise.all(
     receipts.map(async (envelope): Promise<OpenedReceipt> => {
       const ids = { receiptId: envelope.receiptId, keyId: keyIdOf(envelope) };
+      let receipt: ReceiptJson;
       try {
-        return { ...ids, ok: true, receipt: await openReceiptWithKeyRing(envelope, keyRing) };
+        receipt = await openReceiptWithKeyRing(envelope, keyRing);
       } catch (error) {
         if (!(error instanceof EnvelopeError)) throw error;
         return { ...ids, ok: false, error };
       }
+      if (keysOf === undefined) return { ...ids, ok: true, receipt };
+      const keys = await keysOf(envelope.merchantId);
+      const signature: SignatureCheck =
+        keys instanceof Error
+          ? { status: "invalid", reason: `the merchant's signing keys could not be read: ${keys.message}` }
+          : await checkReceiptSignature(receipt, keys, storedAtOf(envelope));
+      return { ...ids, ok: true, receipt, signature };
     }),
   );
 }

@@ -26,51 +26,137 @@ const SPECIAL = /[\\|{}\-=~_"`^]/g;
 
 /**
  * Draws an opened receipt (what `openReceipt` returns) as an SVG till receipt: merchant name and
- * address, date, receipt id, one line per item with quantity and price, subtotal, tax and total,
- * payment method, and a QR code of the receipt id. Money is in the smallest currency unit in the
- * receipt and shown with the currency's decimals (EUR 9.50). Text from the receipt is escaped for
+ * address, date, receipt id, a REFUND or VOID banner naming the original receipt, one line per item
+ * with quantity and price, subtotal, tax, tip and total (negative for a refund or void), how it was
+ * paid (each tender of a split payment, else the payment method and card), the tax per rate, the
+ * identifiers the card statement knows it by (statement descriptor, authorization code, terminal,
+ * RRN, ARN), and a QR code of the receipt id. Money is in the smallest currency unit in the receipt
+ * and shown with the currency's decimals (EUR 9.50). Text from the receipt is escaped for
  * receiptline, which in turn escapes it for XML, so a receipt cannot inject markup into the image.
  */
 export function renderReceiptSvg(receipt: ReceiptJson, options: ReceiptImageOptions = {}): string {
   const cpl = options.charactersPerLine ?? 42;
   const money = moneyFormatter(receipt.currency);
-  const lines: string[] = [];
-  const add = (...parts: string[]) => lines.push(...parts);
+  const lines = [
+    ...headerLines(receipt, options.locale ?? "en-GB"),
+    ...itemLines(receipt, money),
+    ...totalLines(receipt, money),
+    ...paymentLines(receipt, money),
+    ...taxBreakdownLines(receipt, money),
+    ...networkLines(receipt),
+  ];
+  if (options.qrCode !== false) {
+    lines.push("", `{code:${escProperty(receipt.receiptId)}; option:qrcode,4,m}`);
+  }
+  lines.push("", "Thank you!");
+  const svg = transform(lines.join("\n"), { cpl, encoding: "multilingual", command: "svg" });
+  // receiptline's SVG imports its font from Google Fonts; a receipt image must not call out (that
+  // would tell a third party when a receipt is viewed), so the image uses the device's monospace font.
+  return svg.replace(REMOTE_FONT, "");
+}
 
-  add(`^^^${esc(receipt.merchantName)}`);
+type Money = (minor: number) => string;
+
+/** Whether the receipt undoes a sale: a refund or a void. */
+function undoes(receipt: ReceiptJson): "REFUND" | "VOID" | undefined {
+  if (receipt.receiptType === "refund") return "REFUND";
+  if (receipt.receiptType === "void") return "VOID";
+  return undefined;
+}
+
+/** Merchant, address, tax id, date, receipt id, and the banner of a refund or void. */
+function headerLines(receipt: ReceiptJson, locale: string): string[] {
+  const lines = [`^^^${esc(receipt.merchantName)}`];
   const address = [
     receipt.merchantStreet,
     [receipt.merchantPostalCode, receipt.merchantCity].filter(Boolean).join(" "),
     receipt.merchantCountry,
   ].filter((part): part is string => typeof part === "string" && part !== "");
-  for (const part of address) add(esc(part));
-  if (receipt.merchantTaxId) add(`Tax ID ${esc(receipt.merchantTaxId)}`);
-  add("", dateOf(receipt, options.locale ?? "en-GB"), `Receipt ${esc(receipt.receiptId)}`, "---");
-
-  const items = receipt.items ?? [];
-  for (const item of items) {
-    const quantity = item.quantity === 1 ? "" : ` x${item.quantity}`;
-    add(`|${esc(item.name)}${quantity} | ${money(item.totalPrice)}|`);
-    if (item.quantity !== 1) add(`|~~${item.quantity} @ ${money(item.unitPrice)} |`);
+  for (const part of address) lines.push(esc(part));
+  if (receipt.merchantTaxId) lines.push(`Tax ID ${esc(receipt.merchantTaxId)}`);
+  lines.push("", dateOf(receipt, locale), `Receipt ${esc(receipt.receiptId)}`);
+  const banner = undoes(receipt);
+  if (banner !== undefined) {
+    lines.push("", `\`^^${banner}\``);
+    if (receipt.originalReceiptId) lines.push(`of receipt ${esc(receipt.originalReceiptId)}`);
   }
-  add("---");
-  if (receipt.subtotal !== undefined) add(`|Subtotal | ${money(receipt.subtotal)}|`);
-  if (receipt.taxAmount !== undefined) add(`|Tax | ${money(receipt.taxAmount)}|`);
+  lines.push("---");
+  return lines;
+}
+
+function itemLines(receipt: ReceiptJson, money: Money): string[] {
+  const lines: string[] = [];
+  for (const item of receipt.items ?? []) {
+    const quantity = item.quantity === 1 ? "" : ` x${item.quantity}`;
+    lines.push(`|${esc(item.name)}${quantity} | ${money(item.totalPrice)}|`);
+    if (item.quantity !== 1) lines.push(`|~~${item.quantity} @ ${money(item.unitPrice)} |`);
+  }
+  lines.push("---");
+  return lines;
+}
+
+/** Subtotal, tax, tip and the total: negative, and named so, for a refund or void. */
+function totalLines(receipt: ReceiptJson, money: Money): string[] {
+  const lines: string[] = [];
+  if (receipt.subtotal !== undefined) lines.push(`|Subtotal | ${money(receipt.subtotal)}|`);
+  if (receipt.taxAmount !== undefined) lines.push(`|Tax | ${money(receipt.taxAmount)}|`);
+  if (receipt.tipAmount !== undefined) lines.push(`|Tip | ${money(receipt.tipAmount)}|`);
+  const items = receipt.items ?? [];
   const total =
     receipt.totalAmount ?? receipt.amount ?? items.reduce((sum, item) => sum + item.totalPrice, 0);
-  add(`|^"TOTAL | ^"${esc(receipt.currency)} ${money(total)}|`);
+  // A refund or void gives money back (the banner above says which): its total is negative.
+  const sign = undoes(receipt) === undefined || total === 0 ? "" : "-";
+  lines.push(`|^"TOTAL | ^"${esc(receipt.currency)} ${sign}${money(total)}|`);
+  return lines;
+}
+
+/** Each tender of a split payment with its amount; else the payment method and card. */
+function paymentLines(receipt: ReceiptJson, money: Money): string[] {
+  const tenders = receipt.tenders ?? [];
+  if (tenders.length > 0) {
+    const lines = ["", "|Paid with |"];
+    for (const tender of tenders) {
+      const card = [tender.cardBrand, tender.cardLast4 ? `**** ${tender.cardLast4}` : ""].filter(Boolean);
+      const label = card.length > 0 ? card.join(" ") : tender.method.replace(/_/g, " ");
+      lines.push(`|~~${esc(label)} | ${money(tender.amount)}|`);
+    }
+    return lines;
+  }
   const card = [receipt.cardBrand, receipt.cardLast4 ? `**** ${receipt.cardLast4}` : ""].filter(Boolean);
-  if (receipt.paymentMethod || card.length > 0) {
-    add("", `|${esc([receipt.paymentMethod, ...card].filter(Boolean).join(" "))} |`);
+  if (!receipt.paymentMethod && card.length === 0) return [];
+  return ["", `|${esc([receipt.paymentMethod, ...card].filter(Boolean).join(" "))} |`];
+}
+
+/** The tax per rate: rate, the amount it applies to, and the tax. */
+function taxBreakdownLines(receipt: ReceiptJson, money: Money): string[] {
+  const breakdown = receipt.taxBreakdown ?? [];
+  if (breakdown.length === 0) return [];
+  const lines = ["", "|Tax rate | Net | Tax|"];
+  for (const line of breakdown) {
+    lines.push(`|${percent(line.rate)} | ${money(line.taxableAmount)} | ${money(line.taxAmount)}|`);
   }
-  if (options.qrCode !== false) {
-    add("", `{code:${escProperty(receipt.receiptId)}; option:qrcode,4,m}`);
-  }
-  add("", "Thank you!");
-  const svg = transform(lines.join("\n"), { cpl, encoding: "multilingual", command: "svg" });
-  // receiptline's SVG imports its font from Google Fonts; a receipt image must not call out (that
-  // would tell a third party when a receipt is viewed), so the image uses the device's monospace font.
-  return svg.replace(REMOTE_FONT, "");
+  return lines;
+}
+
+/** What the card statement knows the transaction by, for the cardholder to compare. */
+function networkLines(receipt: ReceiptJson): string[] {
+  const ids: [string, string | undefined][] = [
+    ["Statement", receipt.cardAcceptorName],
+    ["Auth code", receipt.authorizationCode],
+    ["Terminal", receipt.terminalId],
+    ["RRN", receipt.retrievalReferenceNumber],
+    ["ARN", receipt.acquirerReferenceNumber],
+  ];
+  const shown = ids.filter((id): id is [string, string] => id[1] !== undefined && id[1] !== "");
+  if (shown.length === 0) return [];
+  // Labels in a column of 10, the values in the rest: a 23-digit ARN fits on one line.
+  const rows = shown.map(([label, value]) => `|${label} | ${esc(value)}|`);
+  return ["", "{width: 10 *}", ...rows, "{width: auto}"];
+}
+
+/** A rate fraction as a percentage: 0.23 is "23%", 0.075 "7.5%". */
+function percent(rate: number): string {
+  return `${Number((rate * 100).toFixed(4))}%`;
 }
 
 /** Amounts in the smallest unit of `currency`, shown with its decimals (JPY 0, EUR 2, BHD 3). */

@@ -122,9 +122,26 @@ export interface ReceiptLineItemJson {
   taxes?: ReceiptTaxJson[];
 }
 
+/** One means of payment of a split tender (section 21); `amount` in the smallest currency unit. */
+export interface ReceiptTenderJson {
+  /** How it was paid, e.g. `card`, `cash`, `gift_card`. */
+  method: string;
+  cardBrand?: string;
+  cardLast4?: string;
+  amount: number;
+}
+
+/** The tax of one rate across the receipt (section 21); `rate` a fraction, amounts in the smallest unit. */
+export interface ReceiptTaxLineJson {
+  rate: number;
+  /** The amount the rate applies to, net of this tax. */
+  taxableAmount: number;
+  taxAmount: number;
+}
+
 /**
- * A receipt in its JSON form (SPEC section 6): lowerCamelCase names, money as JSON integers in the
- * smallest currency unit, `transactionDate` as RFC 3339. The input-only fields are accepted by
+ * A receipt in its JSON form (SPEC sections 6 and 21): lowerCamelCase names, money as JSON integers
+ * in the smallest currency unit, `transactionDate` as RFC 3339. The input-only fields are accepted by
  * {@link sealReceipt} and left out of the sealed plaintext.
  */
 export interface ReceiptJson {
@@ -152,6 +169,29 @@ export interface ReceiptJson {
   totalAmount?: number;
   items?: ReceiptLineItemJson[];
   amount?: number;
+  /** `sale` (also when unset), `refund` or `void`; a refund or void names its sale in `originalReceiptId`. */
+  receiptType?: "sale" | "refund" | "void";
+  originalReceiptId?: string;
+  /** The approval code (ISO 8583 field 38), 6 letters or digits. */
+  authorizationCode?: string;
+  /** The retrieval reference number (ISO 8583 field 37), 12 letters or digits. */
+  retrievalReferenceNumber?: string;
+  /** The acquirer reference number of the clearing record, 23 digits. */
+  acquirerReferenceNumber?: string;
+  /** The terminal id (ISO 8583 field 41), up to 8 characters. */
+  terminalId?: string;
+  /** The merchant category code (ISO 18245), 4 digits. */
+  merchantCategoryCode?: string;
+  /** The statement descriptor: the merchant's name as the card statement shows it. */
+  cardAcceptorName?: string;
+  /** The tip, included in `totalAmount`. */
+  tipAmount?: number;
+  tenders?: ReceiptTenderJson[];
+  taxBreakdown?: ReceiptTaxLineJson[];
+  /** Set when the merchant signed the receipt (section 10): its Ed25519 signature, base64. */
+  merchantSignature?: string;
+  /** The `mk_...` id of the key that signed the receipt. */
+  merchantKeyId?: string;
   /** Input only, never sealed. */
   recipientHashedPan?: string;
   /** Input only, never sealed. */

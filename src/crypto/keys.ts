@@ -1,24 +1,31 @@
-import { createPrivateKey, createPublicKey, generateKeyPair, type KeyObject } from "node:crypto";
+import { createECDH, createPrivateKey, createPublicKey, generateKeyPair, type KeyObject } from "node:crypto";
 import { promisify } from "node:util";
 import { invalidRequest } from "../errors.js";
 import { rsaJwkFromDer } from "../fast/index.js";
+import {
+  KeyEncodingError,
+  type KeyType,
+  type PublicKeyData,
+  RSA_EXPONENT,
+  RSA_MAX_BITS,
+  RSA_MIN_BITS,
+  readEd25519PublicKey,
+  readPrivateKey,
+  readPublicKey,
+} from "./key-encoding.js";
 import { HPKE_P256, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
 
 /** Modulus size of generated key pairs, in bits; also the smallest size accepted on input (section 5). */
-export const RSA_MODULUS_BITS = 2048;
+export const RSA_MODULUS_BITS = RSA_MIN_BITS;
 
-/**
- * Largest RSA modulus accepted on input, in bits. Private-key operations grow with the cube of the
- * modulus size, so an unbounded key would let one caller buy seconds of CPU per decrypt.
- */
-export const RSA_MAX_MODULUS_BITS = 8192;
+/** Largest RSA modulus accepted on input, in bits (see `key-encoding.ts`). */
+export const RSA_MAX_MODULUS_BITS = RSA_MAX_BITS;
 
 /**
  * Public exponent of generated key pairs (F4, the only exponent in common use), and the only one
- * accepted on input: small exponents such as 3 are where RSA's classic attacks live (a padding or
- * implementation slip turns into a cube root), and nothing legitimate needs another.
+ * accepted on input (see `key-encoding.ts`).
  */
-export const RSA_PUBLIC_EXPONENT = 65537;
+export const RSA_PUBLIC_EXPONENT = RSA_EXPONENT;
 
 /** Node's (OpenSSL's) name of the only elliptic curve accepted: NIST P-256, a.k.a. prime256v1, secp256r1. */
 const P256_CURVE = "prime256v1";
@@ -85,6 +92,9 @@ const ACCEPTED_KEYS = "an RSA (2048 bits or more, exponent 65537) or EC P-256 ke
 const PUBLIC_KEY_FORMAT = `must be ${ACCEPTED_KEYS.replace(" key", " public key")}: base64 DER SubjectPublicKeyInfo or PEM`;
 const PRIVATE_KEY_FORMAT = `must be ${ACCEPTED_KEYS.replace(" key", " private key")}: base64 DER PKCS#8 or PEM`;
 
+/** The key types of the two suites (section 15). */
+const SUITE_KEY_TYPES: readonly KeyType[] = ["rsa", "p256"];
+
 /** DER encodings of the PEM labels accepted for each kind of key. */
 const PUBLIC_PEM_TYPES = { "PUBLIC KEY": "spki", "RSA PUBLIC KEY": "pkcs1" } as const;
 const PRIVATE_PEM_TYPES = {
@@ -96,96 +106,88 @@ const PRIVATE_PEM_TYPES = {
 /**
  * Parses a cardholder's public key given as base64 DER SubjectPublicKeyInfo or as PEM (`PUBLIC KEY`,
  * or PKCS#1 `RSA PUBLIC KEY`) and infers its suite (section 15): RSA of 2048..8192 bits with exponent
- * 65537 is `RSA-OAEP-256`, EC P-256 is `HPKE-P256-SHA256-A256GCM`. Throws `invalid_request` naming
- * `field` when the key does not parse, is a private key, or is anything else (another curve, Ed25519,
- * X25519, RSA-PSS, a small or odd RSA key). Messages never quote the input.
+ * 65537 is `RSA-OAEP-256`, EC P-256 is `HPKE-P256-SHA256-A256GCM`. The encoding is checked by our
+ * own code first (`key-encoding.ts`: strict DER, the named curve, a valid point) and Node only builds
+ * a key from what passed. Throws `invalid_request` naming `field` when the key does not parse, is a
+ * private key, or is anything else (another curve, Ed25519, X25519, RSA-PSS, a small or odd RSA key,
+ * a point that is not on the curve or is the point at infinity). Messages never quote the input.
  */
 export function parsePublicKey(input: string, field = "publicKey"): ParsedPublicKey {
   const decoded = decodeKeyText(input);
   if (decoded === undefined) throw keyError(field, PUBLIC_KEY_FORMAT);
   if (decoded.label?.includes("PRIVATE")) throw privateSentAsPublic(field);
   const type = decoded.label === undefined ? "spki" : publicDerType(decoded.label);
-  if (type === undefined || !isSingleDerSequence(decoded.der)) throw keyError(field, PUBLIC_KEY_FORMAT);
-  const jwk =
-    type === "spki" ? rsaJwkFromDer.publicSpki(decoded.der) : rsaJwkFromDer.publicPkcs1(decoded.der);
-  if (jwk !== undefined) {
-    // The canonical structure of a public key, so neither a private key nor anything but this key; an
-    // SPKI read this way is already the canonical encoding.
-    const key = createPublicKey({ key: jwk, format: "jwk" });
-    checkRsaKey(key, field);
-    const spki = type === "spki" ? decoded.der.toString("base64") : exportSpki(key);
-    return { key, spki, algorithm: RSA_OAEP_256 };
+  if (type === undefined) throw keyError(field, PUBLIC_KEY_FORMAT);
+  const data = checked(field, PUBLIC_KEY_FORMAT, () => readPublicKey(decoded.der, type, SUITE_KEY_TYPES));
+  const key = publicKeyObject(decoded.der, type, data);
+  if (data.type === "rsa") {
+    // Strict DER has one encoding per key: an SPKI that passed is already the canonical form.
+    return {
+      key,
+      spki: type === "spki" ? decoded.der.toString("base64") : exportSpki(key),
+      algorithm: RSA_OAEP_256,
+    };
   }
-  // createPublicKey derives a public key from a private one for PKCS#1 input, so refuse private keys first.
-  if (parsesAsPrivateKey(decoded.der)) throw privateSentAsPublic(field);
-  let key: KeyObject;
-  try {
-    key = createPublicKey({ key: decoded.der, format: "der", type });
-  } catch {
-    throw keyError(field, PUBLIC_KEY_FORMAT);
-  }
-  const algorithm = checkKeyType(key, field);
-  if (algorithm === HPKE_P256) {
-    if (type !== "spki") throw keyError(field, PUBLIC_KEY_FORMAT);
-    // Through a JWK, so that a compressed or hybrid point encoding comes out uncompressed.
-    const canonical = createPublicKey({ key: key.export({ format: "jwk" }), format: "jwk" });
-    return { key: canonical, spki: exportSpki(canonical), algorithm };
-  }
-  return { key, spki: exportSpki(key), algorithm };
+  return { key, spki: exportSpki(key), algorithm: HPKE_P256 };
 }
 
 /**
  * Parses a private key of either suite given as base64 DER PKCS#8 or as PEM (`PRIVATE KEY`, PKCS#1
- * `RSA PRIVATE KEY`, or SEC1 `EC PRIVATE KEY`); {@link keyAlgorithmOf} tells its suite. Throws
- * `invalid_request` naming `field` when it does not parse, is encrypted, or is not a key of a suite
- * (RSA 2048..8192 bits with exponent 65537, or EC P-256). The key material never appears in an error.
+ * `RSA PRIVATE KEY`, or SEC1 `EC PRIVATE KEY`); {@link keyAlgorithmOf} tells its suite. Checked by our
+ * own code first, as {@link parsePublicKey} is; a P-256 key is built from its scalar (a public point
+ * it carries must be a valid point, and is otherwise not used). Throws `invalid_request` naming `field` when it does not
+ * parse, is encrypted, or is not a key of a suite (RSA 2048..8192 bits with exponent 65537, or EC
+ * P-256). The key material never appears in an error.
  */
 export function parsePrivateKey(input: string, field = "privateKey"): KeyObject {
   const decoded = decodeKeyText(input);
   if (decoded === undefined) throw keyError(field, PRIVATE_KEY_FORMAT);
   const type = decoded.label === undefined ? "pkcs8" : privateDerType(decoded.label);
-  if (type === undefined || !isSingleDerSequence(decoded.der)) throw keyError(field, PRIVATE_KEY_FORMAT);
+  if (type === undefined) throw keyError(field, PRIVATE_KEY_FORMAT);
+  const data = checked(field, PRIVATE_KEY_FORMAT, () => readPrivateKey(decoded.der, type));
+  if (data.type === "p256") return p256PrivateKeyObject(data);
   const jwk =
     type === "pkcs8"
       ? rsaJwkFromDer.privatePkcs8(decoded.der)
       : type === "pkcs1"
         ? rsaJwkFromDer.privatePkcs1(decoded.der)
         : undefined;
-  let key: KeyObject;
   try {
-    key =
-      jwk === undefined
-        ? createPrivateKey({ key: decoded.der, format: "der", type })
-        : createPrivateKey({ key: jwk, format: "jwk" });
+    return jwk === undefined
+      ? createPrivateKey({ key: decoded.der, format: "der", type })
+      : createPrivateKey({ key: jwk, format: "jwk" });
   } catch {
     throw keyError(field, PRIVATE_KEY_FORMAT);
   }
-  checkKeyType(key, field);
-  return key;
 }
 
 /**
  * The suite of a key parsed by {@link parsePublicKey} or {@link parsePrivateKey} (or its public half):
  * RSA keys are `RSA-OAEP-256`, P-256 keys `HPKE-P256-SHA256-A256GCM`. Throws `invalid_request` for
- * anything else, as the parsers do.
+ * anything else, as the parsers do. Only for keys those parsers made: Node's key details of a key it
+ * built from unchecked bytes can abort the process.
  */
 export function keyAlgorithmOf(key: KeyObject, field = "key"): KeyAlgorithm {
-  return checkKeyType(key, field);
+  if (key.asymmetricKeyType === "ec") {
+    if (key.asymmetricKeyDetails?.namedCurve !== P256_CURVE) {
+      throw keyError(field, `must be ${ACCEPTED_KEYS}; this EC key is on another curve`);
+    }
+    return HPKE_P256;
+  }
+  if (key.asymmetricKeyType !== "rsa") throw keyError(field, `must be ${ACCEPTED_KEYS}`);
+  return RSA_OAEP_256;
 }
 
 /**
  * Whether a private key is the private half of the public key `spki` (base64 DER SubjectPublicKeyInfo,
  * as stored). Compares the key material, which costs microseconds; re-encoding the private key's
- * public half to compare encodings cost more than the decryption the check guards.
+ * public half to compare encodings cost more than the decryption the check guards. The stored key is
+ * checked like any input (a store writer's key must not abort the process either).
  */
 export function privateKeyMatches(privateKey: KeyObject, spki: string): boolean {
   try {
     const der = Buffer.from(spki, "base64");
-    const jwk = rsaJwkFromDer.publicSpki(der);
-    const expected =
-      jwk === undefined
-        ? createPublicKey({ key: der, format: "der", type: "spki" })
-        : createPublicKey({ key: jwk, format: "jwk" });
+    const expected = publicKeyObject(der, "spki", readPublicKey(der, "spki", SUITE_KEY_TYPES));
     const actual = createPublicKey(privateKey);
     // Keys of two types are never equal; and comparing them leaves an error in OpenSSL's queue on
     // Node 24, which the next key parse on the same thread then reports as its own failure.
@@ -216,8 +218,9 @@ const ED25519_SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
 /**
  * Parses a merchant's Ed25519 signing key (section 10) given as base64 DER SubjectPublicKeyInfo, as
  * PEM (`PUBLIC KEY`), or as base64 of the raw 32-byte key (what most Ed25519 libraries export).
- * Throws `invalid_request` naming `field` when it does not parse, is a private key, or is of another
- * type (RSA, EC, Ed448, ...). Messages never quote the input.
+ * The key must be canonical, on the curve and not of small order (`key-encoding.ts`). Throws
+ * `invalid_request` naming `field` when it does not parse, is a private key, or is of another type
+ * (RSA, EC, Ed448, ...). Messages never quote the input.
  */
 export function parseEd25519PublicKey(
   input: string,
@@ -228,20 +231,18 @@ export function parseEd25519PublicKey(
   if (decoded.label?.includes("PRIVATE")) throw privateSentAsPublic(field);
   if (decoded.label !== undefined && decoded.label !== "PUBLIC KEY")
     throw keyError(field, ED25519_KEY_FORMAT);
-  const der =
-    decoded.label === undefined && decoded.der.length === ED25519_RAW_KEY_BYTES
-      ? Buffer.concat([ED25519_SPKI_PREFIX, decoded.der])
-      : decoded.der;
-  if (!isSingleDerSequence(der)) throw keyError(field, ED25519_KEY_FORMAT);
-  if (parsesAsPrivateKey(der)) throw privateSentAsPublic(field);
-  let key: KeyObject;
-  try {
-    key = createPublicKey({ key: der, format: "der", type: "spki" });
-  } catch {
+  if (decoded.label !== undefined && decoded.der.length === ED25519_RAW_KEY_BYTES) {
     throw keyError(field, ED25519_KEY_FORMAT);
   }
-  if (key.asymmetricKeyType !== "ed25519") throw keyError(field, "must be an Ed25519 key");
-  return { key, spki: exportSpki(key) };
+  const raw = checked(
+    field,
+    ED25519_KEY_FORMAT,
+    () => readEd25519PublicKey(decoded.der),
+    "must be an Ed25519 key",
+  );
+  const der = Buffer.concat([ED25519_SPKI_PREFIX, raw]);
+  const key = createPublicKey({ key: der, format: "der", type: "spki" });
+  return { key, spki: der.toString("base64") };
 }
 
 /**
@@ -314,21 +315,6 @@ function decodeBase64(text: string): Buffer | undefined {
   return Buffer.from(compact, "base64");
 }
 
-/**
- * Whether `der` is exactly one DER SEQUENCE with nothing after it. OpenSSL ignores trailing bytes,
- * but a key with junk appended is a corrupted key and is better refused than silently trimmed.
- */
-function isSingleDerSequence(der: Buffer): boolean {
-  if (der.length < 2 || der[0] !== 0x30) return false;
-  const first = der[1] ?? 0;
-  if (first < 0x80) return der.length === 2 + first;
-  const lengthBytes = first & 0x7f;
-  if (lengthBytes === 0 || lengthBytes > 3 || der.length < 2 + lengthBytes) return false;
-  let length = 0;
-  for (let i = 0; i < lengthBytes; i++) length = length * 256 + (der[2 + i] ?? 0);
-  return der.length === 2 + lengthBytes + length;
-}
-
 function publicDerType(label: string): "spki" | "pkcs1" | undefined {
   return Object.hasOwn(PUBLIC_PEM_TYPES, label)
     ? PUBLIC_PEM_TYPES[label as keyof typeof PUBLIC_PEM_TYPES]
@@ -341,42 +327,78 @@ function privateDerType(label: string): "pkcs8" | "pkcs1" | "sec1" | undefined {
     : undefined;
 }
 
-function parsesAsPrivateKey(der: Buffer): boolean {
-  for (const type of ["pkcs8", "pkcs1", "sec1"] as const) {
-    try {
-      createPrivateKey({ key: der, format: "der", type });
-      return true;
-    } catch {
-      // Not this encoding of a private key; try the next.
+/**
+ * Runs a reader of `key-encoding.ts`, turning its refusal into `invalid_request` on `field`: the
+ * `format` description for a malformed key, `unsupported` (or the accepted keys) for a key of
+ * another kind, the reader's own description otherwise.
+ */
+function checked<T>(
+  field: string,
+  format: string,
+  read: () => T,
+  unsupported = `must be ${ACCEPTED_KEYS}`,
+): T {
+  try {
+    return read();
+  } catch (error) {
+    if (!(error instanceof KeyEncodingError)) throw error;
+    switch (error.problem) {
+      case "malformed":
+        throw keyError(field, format);
+      case "private":
+        throw privateSentAsPublic(field);
+      case "unsupported":
+        throw keyError(
+          field,
+          error.message === "unsupported" ? unsupported : `${unsupported}; ${error.message}`,
+        );
+      case "invalid":
+        throw keyError(field, error.message);
     }
   }
-  return false;
 }
 
-/** The suite of a parsed key, or `invalid_request` saying which key types are accepted. */
-function checkKeyType(key: KeyObject, field: string): KeyAlgorithm {
-  if (key.asymmetricKeyType === "ec") {
-    // A curve given by explicit parameters has no name here, and is refused like any other curve.
-    if (key.asymmetricKeyDetails?.namedCurve !== P256_CURVE) {
-      throw keyError(field, `must be ${ACCEPTED_KEYS}; this EC key is on another curve`);
-    }
-    return HPKE_P256;
+/**
+ * The KeyObject of a checked public key. A P-256 key is built from its coordinates (a JWK), so
+ * OpenSSL never decodes the caller's point encoding; an RSA key from its DER, or from a JWK when the
+ * `der` fast path reads it.
+ */
+function publicKeyObject(der: Buffer, type: "spki" | "pkcs1", data: PublicKeyData): KeyObject {
+  if (data.type === "p256") {
+    const { x, y } = data.point;
+    return createPublicKey({
+      key: { kty: "EC", crv: "P-256", x: base64url(x), y: base64url(y) },
+      format: "jwk",
+    });
   }
-  checkRsaKey(key, field);
-  return RSA_OAEP_256;
+  const jwk = type === "spki" ? rsaJwkFromDer.publicSpki(der) : rsaJwkFromDer.publicPkcs1(der);
+  return jwk === undefined
+    ? createPublicKey({ key: der, format: "der", type })
+    : createPublicKey({ key: jwk, format: "jwk" });
 }
 
-/** Only plain RSA (rsaEncryption) keys can do RSA-OAEP; RSA-PSS keys are restricted to signatures. */
-function checkRsaKey(key: KeyObject, field: string): void {
-  if (key.asymmetricKeyType === "rsa-pss")
-    throw keyError(field, "must be an RSA encryption key, not RSA-PSS");
-  if (key.asymmetricKeyType !== "rsa") throw keyError(field, `must be ${ACCEPTED_KEYS}`);
-  const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
-  if (bits < RSA_MODULUS_BITS) throw keyError(field, `must be at least ${RSA_MODULUS_BITS} bits`);
-  if (bits > RSA_MAX_MODULUS_BITS) throw keyError(field, `must be at most ${RSA_MAX_MODULUS_BITS} bits`);
-  if (key.asymmetricKeyDetails?.publicExponent !== BigInt(RSA_PUBLIC_EXPONENT)) {
-    throw keyError(field, `must have the RSA public exponent ${RSA_PUBLIC_EXPONENT}`);
-  }
+/**
+ * The KeyObject of a checked P-256 private key, built from its scalar: the public point is computed
+ * (OpenSSL's ECDH, given a scalar known to be from 1 to n - 1), so the key is the scalar's whatever
+ * point it carried. A forged key, another key's point beside this scalar, then matches no grant but
+ * the scalar's own, and decrypt answers it `forbidden` as it answers any wrong key.
+ */
+function p256PrivateKeyObject(data: { d: Uint8Array }): KeyObject {
+  const ecdh = createECDH(P256_CURVE);
+  ecdh.setPrivateKey(data.d);
+  const point = ecdh.getPublicKey();
+  const jwk = {
+    kty: "EC",
+    crv: "P-256",
+    x: base64url(point.subarray(1, 33)),
+    y: base64url(point.subarray(33)),
+    d: base64url(data.d),
+  };
+  return createPrivateKey({ key: jwk, format: "jwk" });
+}
+
+function base64url(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64url");
 }
 
 function exportSpki(key: KeyObject): string {

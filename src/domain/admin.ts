@@ -1,6 +1,7 @@
 import { AppError, invalidRequest, Violations } from "../errors.js";
-import type { AuditEvent, Environment, EscrowCount, Role, Store, Tier } from "../store/types.js";
+import type { Environment, EscrowCount, Role, Store, Tier } from "../store/types.js";
 import { createApiKey } from "./api-keys.js";
+import { type OperatorAuditEvent, readOperatorAudit } from "./audit.js";
 import { ID_PATTERN, MAX_ID_LENGTH } from "./limits.js";
 import { BIN_PATTERN } from "./pan.js";
 
@@ -22,7 +23,13 @@ export interface OperatorContext {
 }
 
 /** Records an operator's change in the audit log under the tenant it concerns. */
-async function audit(ctx: OperatorContext, action: string, tenantId: string, subject: string): Promise<void> {
+async function audit(
+  ctx: OperatorContext,
+  action: string,
+  tenantId: string,
+  subject: string,
+  keys: { keyId?: string; previousKeyId?: string } = {},
+): Promise<void> {
   await ctx.store.audit.append({
     at: ctx.now,
     action,
@@ -30,6 +37,36 @@ async function audit(ctx: OperatorContext, action: string, tenantId: string, sub
     requestId: ctx.requestId,
     sourceIp: ctx.sourceIp,
     subject,
+    byOperator: true,
+    ...keys,
+  });
+}
+
+/** The tenant id of audit events that concern no tenant (a failed operator login). */
+export const NO_TENANT = "";
+
+/**
+ * Records a failed operator login: a missing or wrong bearer token, from `sourceIp`. Never the token
+ * that was sent. Under {@link NO_TENANT}, so only the operator reads it.
+ */
+export async function recordFailedLogin(
+  store: Store,
+  attempt: {
+    now: Date;
+    requestId: string;
+    sourceIp: string;
+    method: string;
+    path: string;
+    tokenSent: boolean;
+  },
+): Promise<void> {
+  await store.audit.append({
+    at: attempt.now,
+    action: "admin.login_failed",
+    tenantId: NO_TENANT,
+    requestId: attempt.requestId,
+    sourceIp: attempt.sourceIp,
+    subject: `${attempt.method} ${attempt.path.slice(0, 200)}: ${attempt.tokenSent ? "wrong token" : "no token"}`,
   });
 }
 
@@ -53,8 +90,6 @@ const ROLES: readonly Role[] = ["issuer", "merchant"];
 const TIERS: readonly Tier[] = ["sandbox", "standard", "enterprise"];
 /** At most this many BIN prefixes per tenant, and merchantIds per key. */
 export const MAX_LIST_ENTRIES = 1_000;
-/** Default and largest number of audit events per read. */
-export const AUDIT_PAGE = { default: 100, max: 1_000 } as const;
 
 /** A plain object from a parsed JSON body, or `invalid_request`. */
 function objectOf(body: unknown): Record<string, unknown> {
@@ -180,6 +215,7 @@ export async function setBins(
   v.throwIfAny();
   await assertTenantOf(ctx.store, tenant, "issuer");
   const unique = [...new Set(bins as string[])].sort();
+  const before = await ctx.store.bins.list(tenant);
   const outcome = await ctx.store.bins.set(tenant, unique, ctx.now);
   if (outcome.kind === "conflict") {
     throw new AppError(
@@ -187,7 +223,12 @@ export async function setBins(
       `The BIN prefix ${outcome.bin} (or one overlapping it) belongs to another tenant.`,
     );
   }
-  await audit(ctx, "admin.bins.set", tenant, unique.join(","));
+  await audit(
+    ctx,
+    "admin.bins.set",
+    tenant,
+    `before: ${before.join(",") || "none"}; after: ${unique.join(",") || "none"}`,
+  );
   return { tenant, bins: unique };
 }
 
@@ -201,7 +242,11 @@ export async function getBins(store: Store, tenant: string): Promise<{ tenant: s
 
 /**
  * Assigns a merchantId to a merchant tenant from `{tenant}`: the operator's word is final, and a
- * signing key the previous owner registered for it is removed (it would lock the new owner out).
+ * signing key the previous owner registered for it is removed (it would lock the new owner out, and
+ * it never spoke for the merchantId: receipts signed with it no longer verify on the cardholder's
+ * app). The receipts and payments the previous owner made under the merchantId stay until the owner
+ * reuses one of their ids (`replacePreviousOwners`). Audited under both tenants, with the signing key
+ * before and after.
  */
 export async function assignMerchant(
   ctx: OperatorContext,
@@ -215,39 +260,45 @@ export async function assignMerchant(
   const tenant = checkId(v, "tenant", input.tenant);
   v.throwIfAny();
   await assertTenantOf(ctx.store, tenant, "merchant");
-  const record = await ctx.store.merchants.assign(merchantId, tenant, ctx.now);
+  const keyBefore = await ctx.store.merchantKeys.findByMerchantId(merchantId);
+  const { record, previousTenantId } = await ctx.store.merchants.assign(merchantId, tenant, ctx.now);
   const signingKeyRemoved = await ctx.store.merchantKeys.removeUnlessOwnedBy(merchantId, tenant);
-  await audit(ctx, "admin.merchant.assigned", tenant, merchantId);
+  const keyAfter = signingKeyRemoved ? undefined : await ctx.store.merchantKeys.findByMerchantId(merchantId);
+  const keys = {
+    ...(keyAfter === undefined ? {} : { keyId: keyAfter.merchantKeyId }),
+    ...(keyBefore === undefined ? {} : { previousKeyId: keyBefore.merchantKeyId }),
+  };
+  const from = previousTenantId === undefined ? "no owner" : `tenant ${previousTenantId}`;
+  await audit(ctx, "admin.merchant.assigned", tenant, `${merchantId} from ${from}`, keys);
+  if (previousTenantId !== undefined && previousTenantId !== tenant) {
+    await audit(
+      ctx,
+      "admin.merchant.unassigned",
+      previousTenantId,
+      `${merchantId} to tenant ${tenant}`,
+      keys,
+    );
+  }
   return { merchantId, tenant, assignedAt: record.at.toISOString(), signingKeyRemoved };
 }
 
-/** An audit event as an operator reads it. */
-export type AuditView = Omit<AuditEvent, "at"> & { at: string };
+/** An audit event as the operator reads it. */
+export type AuditView = OperatorAuditEvent;
 
-/** Reads the audit log, newest first: `tenant`, `after` (RFC 3339, exclusive) and `limit` optional. */
-export async function readAudit(
+/**
+ * Reads the audit log in the order it was written (oldest first), paged without skipping an event:
+ * `tenant`, `after` (RFC 3339: where the first page starts), `limit` and `pageToken` optional.
+ */
+export function readAudit(
   store: Store,
-  query: { tenant?: string | undefined; after?: string | undefined; limit?: string | undefined },
-): Promise<{ events: AuditView[] }> {
-  const v = new Violations();
-  if (query.tenant !== undefined) checkId(v, "tenant", query.tenant);
-  let after: Date | undefined;
-  if (query.after !== undefined) {
-    after = new Date(query.after);
-    if (!/^\d{4}-\d{2}-\d{2}T/.test(query.after) || Number.isNaN(after.getTime())) {
-      v.add("after", "must be an RFC 3339 time, e.g. 2026-11-25T10:00:00Z");
-    }
-  }
-  const limit = query.limit === undefined ? AUDIT_PAGE.default : Number(query.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > AUDIT_PAGE.max) {
-    v.add("limit", `must be a whole number from 1 to ${AUDIT_PAGE.max}`);
-  }
-  v.throwIfAny();
-  const events = await store.audit.list(limit, {
-    ...(query.tenant === undefined ? {} : { tenantId: query.tenant }),
-    ...(after === undefined ? {} : { after }),
-  });
-  return { events: events.map(({ at, ...rest }) => ({ ...rest, at: at.toISOString() })) };
+  query: {
+    tenant?: string | undefined;
+    after?: string | undefined;
+    limit?: string | undefined;
+    pageToken?: string | undefined;
+  },
+): Promise<{ events: OperatorAuditEvent[]; nextPageToken: string }> {
+  return readOperatorAudit(store, query, (v, tenant) => checkId(v, "tenant", tenant));
 }
 
 /** Unexpired escrowed receipts counted by owner tenant (absent: no owner) and escrow key id. */

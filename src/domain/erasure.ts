@@ -1,5 +1,5 @@
 import { AppError, Violations } from "../errors.js";
-import type { ApiKeyRecord, ErasureRecord, ReceiptRecord } from "../store/types.js";
+import { type ApiKeyRecord, type ErasureRecord, type ReceiptRecord, receiptOwnerOf } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
 
@@ -110,7 +110,8 @@ async function erasureOf(deps: DomainDeps, principal: ApiKeyRecord, userId: stri
     return deps.store.erasures.begin({
       userId,
       tenantId: user.tenantId,
-      panHash: user.panHash,
+      // A superseded user's receipts are still placed by the card it held.
+      panHash: receiptOwnerOf(user).panHash,
       startedAt: deps.clock.now(),
     });
   }

@@ -84,7 +84,9 @@ export interface ReleaseOptions {
  * it never fails the caller, and one whose key fails its proof is not looked at again (it never
  * will release: planted or corrupt). Safe to run concurrently with itself and with new receipts:
  * `release` only succeeds while a receipt is still escrowed to the key it was read with, so each is
- * released exactly once.
+ * released exactly once. It stops once the target key is no longer the user's active one (a rotation
+ * or an erasure since it began, e.g. while it ran in the background): what is left stays escrowed for
+ * the registration that made another key active.
  */
 export async function releaseEscrow(
   deps: DomainDeps,
@@ -108,6 +110,7 @@ export async function releaseEscrow(
       const outcome = await releaseReceipt(deps, target, receipt, caller);
       if (outcome === "released") counts.released += 1;
       else if (outcome === "held") counts.held += 1;
+      else if (outcome === "key_inactive") return counts;
     }
     left -= page.receipts.length;
     cursor = page.nextCursor;
@@ -120,19 +123,52 @@ export async function releaseEscrow(
   return counts;
 }
 
+/** Whether `keyId` is still the active key of `userId` (no rotation or erasure since it was read). */
+export async function keyStillActive(deps: DomainDeps, keyId: string, userId: string): Promise<boolean> {
+  const key = await deps.store.users.findKey(keyId);
+  return key !== undefined && key.userId === userId && key.status === "active";
+}
+
+/** The receipt's AES key, unwrapped with the service escrow key it names, wrapped to the target key. */
+function rewrapped(
+  deps: DomainDeps,
+  target: ReleaseTarget,
+  receipt: ReceiptRecord,
+): Promise<{ encryptedAesKey: string; encapsulatedKey?: string }> {
+  const bundle = receipt.keyBundle;
+  const { iv, ciphertext, authTag } = sealedFromText({ ...receipt, encryptedAesKey: "" });
+  return deps.pool.rewrapFromEscrow({
+    escrowKeyId: receipt.escrowKeyId ?? "",
+    aadBound: bundle.aadBound === true,
+    encryptedAesKey: Buffer.from(bundle.encryptedAesKey, "base64"),
+    encapsulatedKey:
+      bundle.encapsulatedKey === undefined ? undefined : Buffer.from(bundle.encapsulatedKey, "base64"),
+    sealed: { iv, ciphertext, authTag },
+    aad: receiptAad(receipt),
+    target: {
+      keyId: target.key.keyId,
+      spki: target.key.spki,
+      algorithm: target.key.algorithm,
+      aadBound: target.key.aadBound,
+    },
+  });
+}
+
 /**
  * Re-wraps and releases one escrowed receipt to the target: `held` when it stays escrowed, `taken`
- * when a concurrent release (or an expiry, or an erasure of the user) got to it first.
+ * when a concurrent release (or an expiry, or an erasure of the user) got to it first, `key_inactive`
+ * (nothing done) when the target key is no longer the user's active key.
  */
 export async function releaseReceipt(
   deps: DomainDeps,
   target: ReleaseTarget,
   receipt: ReceiptRecord,
   caller: CallerInfo,
-): Promise<"released" | "held" | "taken"> {
+): Promise<"released" | "held" | "taken" | "key_inactive"> {
   const escrowKeyId = receipt.escrowKeyId ?? "";
   // Sealed to an issuer's own escrow key: only the issuer can re-wrap it (ReleaseEscrow).
   if (escrowKeyId.startsWith(ISSUER_ESCROW_KEY_PREFIX)) return "held";
+  if (!(await keyStillActive(deps, target.key.keyId, target.user.userId))) return "key_inactive";
   const held = async (reason: string): Promise<"held"> => {
     await deps.store.audit.append({
       at: deps.clock.now(),
@@ -147,25 +183,9 @@ export async function releaseReceipt(
     deps.logger.warn({ receiptId: receipt.id, escrowKeyId, reason }, "escrowed receipt held");
     return "held";
   };
-  const bundle = receipt.keyBundle;
   let wrapped: { encryptedAesKey: string; encapsulatedKey?: string };
   try {
-    const { iv, ciphertext, authTag } = sealedFromText({ ...receipt, encryptedAesKey: "" });
-    wrapped = await deps.pool.rewrapFromEscrow({
-      escrowKeyId,
-      aadBound: bundle.aadBound === true,
-      encryptedAesKey: Buffer.from(bundle.encryptedAesKey, "base64"),
-      encapsulatedKey:
-        bundle.encapsulatedKey === undefined ? undefined : Buffer.from(bundle.encapsulatedKey, "base64"),
-      sealed: { iv, ciphertext, authTag },
-      aad: receiptAad(receipt),
-      target: {
-        keyId: target.key.keyId,
-        spki: target.key.spki,
-        algorithm: target.key.algorithm,
-        aadBound: target.key.aadBound,
-      },
-    });
+    wrapped = await rewrapped(deps, target, receipt);
   } catch (err) {
     // A hold is expected (a key no longer configured, a corrupt bundle); anything else is a bug, which
     // must not cost the cardholder the registration either: the receipt stays escrowed.

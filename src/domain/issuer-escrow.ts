@@ -3,10 +3,11 @@ import { parsePublicKey } from "../crypto/keys.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, IssuerEscrowKeyRecord, ReceiptPage } from "../store/types.js";
+import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
-import { ISSUER_ESCROW_KEY_PREFIX } from "./escrow.js";
-import type { CallerInfo } from "./grants.js";
+import { ISSUER_ESCROW_KEY_PREFIX, keyStillActive } from "./escrow.js";
+import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkKeyBundle } from "./key-bundles.js";
 import { checkHashedPan, panHashOf } from "./pan.js";
 import { PAGE_SIZE } from "./receipts.js";
@@ -20,11 +21,15 @@ import { sealingKeyOf } from "./routing.js";
  * that opens it.
  */
 
-/** Registers an escrow public key (either suite) of the caller's tenant; it becomes the current one. */
+/**
+ * Registers an escrow public key (either suite) of the caller's tenant; it becomes the current one.
+ * Audited as `escrow_key.registered` with the current key before and after.
+ */
 export async function registerEscrowKey(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: { publicKey: string },
+  caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<IssuerEscrowKeyRecord> {
   const v = new Violations();
   if (input.publicKey === "") v.add("publicKey", "is required");
@@ -37,8 +42,65 @@ export async function registerEscrowKey(
     publicKey: parsed.spki,
     createdAt: deps.clock.now(),
   };
+  const before = await deps.store.issuerEscrowKeys.current(principal.tenantId);
   await deps.store.issuerEscrowKeys.insert(record);
+  await recordChange(deps, {
+    at: record.createdAt,
+    action: "escrow_key.registered",
+    tenantId: principal.tenantId,
+    requestId: caller.requestId,
+    sourceIp: caller.sourceIp,
+    keyId: record.escrowKeyId,
+    ...(before === undefined ? {} : { previousKeyId: before.escrowKeyId }),
+    subject: record.escrowKeyId,
+  });
   return record;
+}
+
+/** The caller's escrow keys, newest first (revoked ones too), and the current one's id ("" for none). */
+export async function listEscrowKeys(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+): Promise<{ keys: IssuerEscrowKeyRecord[]; currentEscrowKeyId: string }> {
+  const keys = await deps.store.issuerEscrowKeys.list(principal.tenantId);
+  return { keys, currentEscrowKeyId: keys.find((k) => k.revokedAt === undefined)?.escrowKeyId ?? "" };
+}
+
+/**
+ * Revokes one of the caller's escrow keys: nothing new is sealed to it (the newest unrevoked key is
+ * current, else the service escrow key seals the tenant's escrow). Receipts already sealed to it stay
+ * escrowed and releasable by the issuer (`ListPendingEscrow`, `ReleaseEscrow`): the service cannot
+ * re-seal them, and whoever holds the private key can open them until they are released. Another
+ * tenant's key id is `not_found`, as an unknown one. Audited as `escrow_key.revoked`.
+ */
+export async function revokeEscrowKey(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: { escrowKeyId: string },
+  caller: CallerInfo,
+): Promise<{ key: IssuerEscrowKeyRecord; currentEscrowKeyId: string }> {
+  const v = new Violations();
+  if (input.escrowKeyId === "") v.add("escrowKeyId", "is required");
+  v.throwIfAny();
+  const before = await deps.store.issuerEscrowKeys.current(principal.tenantId);
+  const now = deps.clock.now();
+  const key = await deps.store.issuerEscrowKeys.revoke(principal.tenantId, input.escrowKeyId, now);
+  if (key === undefined) throw new AppError("not_found", "No escrow key of this tenant has this id.");
+  const after = await deps.store.issuerEscrowKeys.current(principal.tenantId);
+  // Revoked before: nothing changed, nothing to record.
+  if (key.revokedAt?.getTime() !== now.getTime())
+    return { key, currentEscrowKeyId: after?.escrowKeyId ?? "" };
+  await recordChange(deps, {
+    at: now,
+    action: "escrow_key.revoked",
+    tenantId: principal.tenantId,
+    requestId: caller.requestId,
+    sourceIp: caller.sourceIp,
+    ...(after === undefined ? {} : { keyId: after.escrowKeyId }),
+    ...(before === undefined ? {} : { previousKeyId: before.escrowKeyId }),
+    subject: key.escrowKeyId,
+  });
+  return { key, currentEscrowKeyId: after?.escrowKeyId ?? "" };
 }
 
 /** The receipts escrowed for the caller's tenant under its own escrow keys, for one card, oldest first. */
@@ -135,7 +197,8 @@ export async function releaseByIssuer(
       fail("not_escrowed");
       continue;
     }
-    if (item.keyBundle?.keyId !== key.keyId) {
+    // The user's active key, still (a rotation while this call runs makes it another's).
+    if (item.keyBundle?.keyId !== key.keyId || !(await keyStillActive(deps, key.keyId, user.userId))) {
       fail("key_mismatch");
       continue;
     }

@@ -75,10 +75,15 @@ export function mockItems(receiptId: string, amount?: number): ReceiptLineItem[]
 
 /**
  * The amount mock items must add up to, when one is known: the payment `amount`, else the receipt's
- * `totalAmount` (items plus their taxes make the total paid; mock items carry no taxes).
+ * `totalAmount` (items plus their taxes make the total paid; mock items carry no taxes), less the
+ * `tipAmount` that total includes (a tip is not an item).
  */
-export function mockTargetAmount(receipt: Pick<ValidReceipt, "amount" | "totalAmount">): number | undefined {
-  return receipt.amount ?? receipt.totalAmount;
+export function mockTargetAmount(
+  receipt: Pick<ValidReceipt, "amount" | "totalAmount" | "tipAmount">,
+): number | undefined {
+  const total = receipt.amount ?? receipt.totalAmount;
+  if (total === undefined || receipt.tipAmount === undefined) return total;
+  return Math.max(0, total - receipt.tipAmount);
 }
 
 /** Whether the service generates mock items for this receipt: `mockItems` is true and `items` is empty. */

@@ -2,12 +2,13 @@ import { parsePublicKey } from "../crypto/keys.js";
 import { KEY_ALGORITHMS } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import { isUuidV4, randomId, uuid } from "../ids.js";
-import type { ApiKeyRecord, KeyAlgorithm, KeyRecord } from "../store/types.js";
+import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, RegisterOutcome } from "../store/types.js";
+import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
 import { type ReleaseCounts, type ReleaseTarget, releaseEscrow } from "./escrow.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
-import { checkHashedPan, panHashOf } from "./pan.js";
-import { sealingKeyOf } from "./routing.js";
+import { checkCardBin, checkHashedPan, panHashOf } from "./pan.js";
+import { cardBinOwner, sealingKeyOf } from "./routing.js";
 
 /** A generated key pair; the private key is returned to the caller once and never kept. */
 export interface GeneratedKeys {
@@ -54,6 +55,8 @@ export interface RegisterInput {
   hashedPan: string;
   publicKey: string;
   keyId: string;
+  /** The card's first 6 or 8 digits (section 17), when the issuer sends them. */
+  cardBin?: string | undefined;
 }
 
 /** The outcome of a registration, as returned to the issuer. */
@@ -69,28 +72,25 @@ export interface Registration {
   /** True when the card had more escrow than one call releases: the rest is released after it answered. */
   releasePending: boolean;
   algorithm: KeyAlgorithm;
+  /** This registration, inside the caller's own BIN, took the card from another issuer's user. */
+  superseded: boolean;
 }
 
-/**
- * Registers a cardholder's public key of either suite under a hashed PAN (sections 8, 15, 17): creates
- * the user, or rotates the key of a card the same tenant registered before, then releases the card's
- * escrowed receipts that this tenant may have.
- *
- * Atomic for the caller: the store creates the user and its key in one step, and nothing after it can
- * fail the call. A receipt that cannot be released stays escrowed (counted in `heldReceipts`), and a
- * store failure while releasing leaves the rest escrowed for the next registration of the card: the
- * issuer always learns the `userId` of a user that was created.
- */
-export async function register(
-  deps: DomainDeps,
-  principal: ApiKeyRecord,
-  input: RegisterInput,
-  caller: CallerInfo = INTERNAL_CALLER,
-): Promise<Registration> {
+/** A register request that passed its field checks. */
+interface CheckedRegistration {
+  keyId: string;
+  spki: string;
+  algorithm: KeyAlgorithm;
+  cardBin: string | undefined;
+}
+
+/** Checks every field of a register request at once (`invalid_request` naming each). */
+function checkRegisterInput(input: RegisterInput): CheckedRegistration {
   const violations = new Violations();
   checkHashedPan(input.hashedPan, "hashedPan", violations);
   if (input.keyId === "") violations.add("keyId", "is required");
   else if (!isUuidV4(input.keyId)) violations.add("keyId", "must be a UUID v4");
+  const cardBin = checkCardBin(input.cardBin, "cardBin", violations);
   let spki = "";
   let algorithm: KeyAlgorithm = "RSA-OAEP-256";
   if (input.publicKey === "") violations.add("publicKey", "is required");
@@ -103,8 +103,35 @@ export async function register(
     }
   }
   violations.throwIfAny();
+  return { keyId: input.keyId.toLowerCase(), spki, algorithm, cardBin };
+}
 
-  const keyId = input.keyId.toLowerCase();
+/**
+ * Registers a cardholder's public key of either suite under a hashed PAN (sections 8, 15, 17): creates
+ * the user, or rotates the key of a card the same tenant registered before, then releases the card's
+ * escrowed receipts that this tenant may have. With a `cardBin`: inside another tenant's BIN it is
+ * `forbidden`; inside the caller's own BIN it supersedes another tenant's registration of the card
+ * (`card_binding_conflict` in both tenants' audit) and so receives the card's escrow.
+ *
+ * Atomic for the caller: every refusal comes before the store's one atomic step, which creates (or
+ * supersedes, or rotates) and refuses (writing nothing) in one; nothing after it can fail the call but
+ * the audit write. A receipt that cannot be released stays escrowed (counted in `heldReceipts`), and a
+ * store failure while releasing leaves the rest escrowed for the next registration of the card: the
+ * issuer always learns the `userId` of a user that was created.
+ */
+export async function register(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: RegisterInput,
+  caller: CallerInfo = INTERNAL_CALLER,
+): Promise<Registration> {
+  const { keyId, spki, algorithm, cardBin } = checkRegisterInput(input);
+  const binOwner = await cardBinOwner(deps, cardBin);
+  if (binOwner !== undefined && binOwner !== principal.tenantId) {
+    throw new AppError("forbidden", "This card's BIN belongs to another issuer.", {
+      violations: [{ field: "cardBin", description: "belongs to another issuer tenant" }],
+    });
+  }
   const existing = await deps.store.users.findKey(keyId);
   if (existing && existing.tenantId !== principal.tenantId) {
     throw new AppError("conflict", "This keyId is already in use.");
@@ -130,14 +157,16 @@ export async function register(
     newUserId: randomId("usr", 12),
     key,
     now,
+    ownsBin: binOwner !== undefined,
   });
   if (outcome.kind === "pan_taken") {
     throw new AppError("conflict", "This card is registered by another issuer.");
   }
   if (outcome.kind === "key_taken") throw new AppError("conflict", "This keyId is already in use.");
-  if (outcome.key.publicKey !== spki) {
+  if (outcome.kind === "key_mismatch") {
     throw new AppError("conflict", "This keyId is registered with another public key.");
   }
+  await auditRegistration(deps, principal, outcome, { cardBin: cardBin ?? "", now, caller });
 
   const counts = await releaseFirstPage(
     deps,
@@ -153,7 +182,57 @@ export async function register(
     heldReceipts: counts.held,
     releasePending: counts.nextCursor !== undefined,
     algorithm,
+    superseded: outcome.kind === "superseded",
   };
+}
+
+/** A registration the store made (or found unchanged). */
+type Registered = Exclude<RegisterOutcome, { kind: "pan_taken" | "key_taken" | "key_mismatch" }>;
+
+/**
+ * Writes a registration's key change: `key.registered` (a new user) or `key.rotated`, with the key
+ * before and after; a supersession also writes `card_binding_conflict` under both tenants. An
+ * unchanged registration changes no key and writes nothing.
+ */
+async function auditRegistration(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  outcome: Registered,
+  context: { cardBin: string; now: Date; caller: CallerInfo },
+): Promise<void> {
+  if (outcome.kind === "unchanged") return;
+  const { now, caller, cardBin } = context;
+  const own = {
+    at: now,
+    tenantId: principal.tenantId,
+    requestId: caller.requestId,
+    sourceIp: caller.sourceIp,
+  };
+  if (outcome.kind === "superseded") {
+    const previous = outcome.previous;
+    await recordChange(deps, {
+      ...own,
+      action: "card_binding_conflict",
+      userId: outcome.user.userId,
+      subject: `took the card from issuer tenant ${previous.tenantId}'s user (BIN ${cardBin})`,
+    });
+    await recordChange(deps, {
+      ...own,
+      action: "card_binding_conflict",
+      tenantId: previous.tenantId,
+      userId: previous.userId,
+      previousKeyId: previous.activeKeyId,
+      subject: `the card was taken by the owner of BIN ${cardBin}; this user no longer holds it`,
+      actorTenantId: principal.tenantId,
+    });
+  }
+  await recordChange(deps, {
+    ...own,
+    action: outcome.kind === "rotated" ? "key.rotated" : "key.registered",
+    userId: outcome.user.userId,
+    keyId: outcome.key.keyId,
+    ...(outcome.kind === "rotated" ? { previousKeyId: outcome.previousKeyId } : {}),
+  });
 }
 
 /**

@@ -2,18 +2,25 @@ import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { sha256Hex } from "../crypto/digest.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
-import type { ApiKeyRecord, PaymentRecord, ReceiptOwner, ReceiptRecord } from "../store/types.js";
+import type {
+  ApiKeyRecord,
+  CreatePaymentOutcome,
+  PaymentRecord,
+  ReceiptOwner,
+  ReceiptRecord,
+} from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
-import type { PaymentGateway } from "./gateways/gateway.js";
+import type { ChargeResult, PaymentGateway } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
-import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
+import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
 import { checkCurrency } from "./receipt-rules.js";
+import { auditBindingConflict } from "./routing.js";
 import { prepareSealed } from "./sealed.js";
-import { sealForRecipient, settleStoredReceipt } from "./sealing.js";
+import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 
 /** A created payment as returned to the merchant; `clientSecret` is shown only in this response. */
@@ -47,14 +54,14 @@ export async function createPayment(
   const paymentId = randomId("pay", 12);
   const charge =
     input.receipt.sealedReceipt === undefined
-      ? await sealPlaintext(deps, principal, gateway, input, caller, paymentId)
-      : await takeSealed(deps, principal, input.receipt, caller, paymentId);
-  return chargeAndStore(deps, principal, gateway, charge);
+      ? await sealPlaintext(deps, principal, gateway, input, paymentId)
+      : await takeSealed(deps, principal, input.receipt, paymentId);
+  return chargeAndStore(deps, principal, gateway, charge, caller);
 }
 
-/** What {@link chargeAndStore} needs: the receipt record and what to charge. */
+/** What {@link chargeAndStore} needs: the receipt record (and its binding conflict) and what to charge. */
 interface PaymentToCharge {
-  record: ReceiptRecord;
+  prepared: PreparedReceipt;
   amount: number;
   currency: string;
   cardNonce: string | undefined;
@@ -66,18 +73,16 @@ async function sealPlaintext(
   principal: ApiKeyRecord,
   gateway: PaymentGateway,
   input: CreatePaymentInput,
-  caller: CallerInfo,
   paymentId: string,
 ): Promise<PaymentToCharge> {
-  const receipt = prepareReceipt(input.receipt, deps.clock.now(), gateway);
+  const receipt = await prepareReceipt(deps, principal, input.receipt, gateway);
   const amount = gateway.resolveAmount(receipt);
   receipt.amount = amount;
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
   // After the amount is resolved: the receipt is sealed (and must be signed) with the amount charged.
   await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
-  await claimMerchantId(deps, principal, receipt.merchantId);
-  const record = await sealForRecipient(deps, principal, receipt, caller, paymentId);
-  return { record, amount, currency: receipt.currency, cardNonce: receipt.cardNonce };
+  const prepared = await sealForRecipient(deps, principal, receipt, paymentId);
+  return { prepared, amount, currency: receipt.currency, cardNonce: receipt.cardNonce };
 }
 
 /**
@@ -100,7 +105,6 @@ async function takeSealed(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   receipt: Receipt,
-  caller: CallerInfo,
   paymentId: string,
 ): Promise<PaymentToCharge> {
   const v = new Violations();
@@ -120,7 +124,7 @@ async function takeSealed(
   }
   v.throwIfAny();
   const sealed = receipt.sealedReceipt;
-  const record = await prepareSealed(
+  const prepared = await prepareSealed(
     deps,
     principal,
     {
@@ -135,51 +139,69 @@ async function takeSealed(
       iv: sealed?.iv ?? new Uint8Array(),
       authTag: sealed?.authTag ?? new Uint8Array(),
     },
-    caller,
     "sealedReceipt.",
     paymentId,
   );
   return {
-    record,
+    prepared,
     amount: Number(amount),
     currency: receipt.currency.toUpperCase(),
     cardNonce: receipt.cardNonce,
   };
 }
 
-/** Charges the card and stores the payment with its receipt, both or neither. */
+/**
+ * Charges the card and stores the payment with its receipt, both or neither; an id that a previous
+ * owner of the merchantId used is freed first ({@link replacePreviousOwners}). A declined card leaves
+ * a declined payment without a receipt (see {@link recordDecline}); a later attempt of the same
+ * transaction with another card takes over its paymentId.
+ */
 async function chargeAndStore(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   gateway: PaymentGateway,
-  { record, amount, currency, cardNonce }: PaymentToCharge,
+  { prepared, amount, currency, cardNonce }: PaymentToCharge,
+  caller: CallerInfo,
 ): Promise<CreatedPayment> {
-  const paymentId = record.paymentId ?? "";
-  // Before the gateway charges: a retry without an Idempotency-Key must not charge the card again.
+  const { record } = prepared;
+  // Before the gateway charges: a retry without an Idempotency-Key must not charge the card again. A
+  // previous owner's payment of the merchantId does not stop its owner (storePayment frees the id).
   const earlier = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
-  if (earlier !== undefined) throw duplicatePayment(principal, earlier);
-  const charge = await gateway.charge({
-    paymentId,
-    amount,
-    currency,
-    ...(cardNonce === undefined ? {} : { cardNonce }),
-  });
+  if (earlier !== undefined && earlier.merchantTenantId === principal.tenantId) {
+    if (earlier.status !== "declined") throw duplicatePayment(principal, earlier);
+    record.paymentId = earlier.paymentId;
+  }
   const payment: PaymentRecord = {
-    paymentId,
+    paymentId: record.paymentId ?? "",
     merchantTenantId: principal.tenantId,
     merchantId: record.merchantId,
     transactionId: record.transactionId,
     receiptId: record.receiptId,
     gateway: gateway.name,
-    status: charge.status,
+    status: "succeeded",
     amount,
     currency,
-    orderId: charge.orderId,
+    orderId: "",
     createdAt: record.createdAt,
   };
+  let charge: ChargeResult;
+  try {
+    charge = await gateway.charge({
+      paymentId: payment.paymentId,
+      amount,
+      currency,
+      ...(cardNonce === undefined ? {} : { cardNonce }),
+    });
+  } catch (err) {
+    throw await recordDecline(deps, payment, err);
+  }
+  payment.orderId = charge.orderId;
   if (charge.clientSecret !== undefined) payment.clientSecretHash = sha256Hex(charge.clientSecret);
+  // Checked (assertMerchantIdUsable) before anything else, claimed (a first use) only once the gateway
+  // accepted the charge: a refused call writes nothing, a declined one only its declined payment.
+  await claimMerchantId(deps, principal, record.merchantId);
 
-  const outcome = await deps.store.payments.createWithReceipt(payment, record);
+  const outcome = await storePayment(deps, principal, payment, record, caller);
   if (outcome.kind === "duplicate_transaction") {
     // Another call created it after the check above; name it if it can be read back.
     const other = await deps.store.payments.findByTransaction(record.merchantId, record.transactionId);
@@ -188,10 +210,57 @@ async function chargeAndStore(
   if (outcome.kind === "duplicate_receipt") {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
+  await auditBindingConflict(deps, principal, prepared.conflict, caller);
   await settleStoredReceipt(deps, record);
   return charge.clientSecret === undefined
     ? { payment, receipt: record }
     : { payment, receipt: record, clientSecret: charge.clientSecret };
+}
+
+/**
+ * Keeps a declined payment (`status: "declined"`, its decline code, no receipt: nothing was charged)
+ * so that its merchant can read it, and answers the decline naming it (`payment_id`). Any other
+ * failure of the gateway is answered as it came. The decline is the answer even when it cannot be
+ * kept: the failure to keep it is logged.
+ */
+async function recordDecline(deps: DomainDeps, payment: PaymentRecord, err: unknown): Promise<unknown> {
+  if (!(err instanceof AppError) || err.code !== "payment_declined") return err;
+  const declined: PaymentRecord = { ...payment, status: "declined" };
+  const code = err.metadata.decline_code;
+  if (code !== undefined) declined.declineCode = code;
+  try {
+    if ((await deps.store.payments.recordDecline(declined)) === "duplicate_transaction") return err;
+  } catch (cause) {
+    deps.logger.warn({ err: cause, paymentId: payment.paymentId }, "could not keep a declined payment");
+    return err;
+  }
+  return new AppError(err.code, err.message, {
+    metadata: { ...err.metadata, payment_id: payment.paymentId },
+  });
+}
+
+/**
+ * Stores the payment with its receipt; when a previous owner of the merchantId holds the
+ * transactionId or the receiptId, frees it and tries again (each at most once).
+ */
+async function storePayment(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  payment: PaymentRecord,
+  record: ReceiptRecord,
+  caller: CallerInfo,
+): Promise<CreatePaymentOutcome> {
+  const freed = new Set<string>();
+  for (;;) {
+    const outcome = await deps.store.payments.createWithReceipt(payment, record);
+    if (outcome.kind === "created" || freed.has(outcome.kind)) return outcome;
+    freed.add(outcome.kind);
+    const id =
+      outcome.kind === "duplicate_transaction"
+        ? { transactionId: payment.transactionId }
+        : { receiptId: record.receiptId };
+    if (!(await replacePreviousOwners(deps, principal, id, payment.merchantId, caller))) return outcome;
+  }
 }
 
 /**

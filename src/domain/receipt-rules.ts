@@ -6,9 +6,25 @@ import { type LineItem, type Receipt, ReceiptSchema, type Tax } from "../../gen/
 import { ElementViolations, type ViolationSink, Violations } from "../errors.js";
 import { timestampJson } from "../proto-scalars.js";
 import { INPUT_ONLY_FIELDS } from "../receipt-fields.js";
+import {
+  checkText,
+  codePoints,
+  identifier,
+  isTaxRate,
+  money,
+  requiredText,
+  TAX_RATE_RULE,
+} from "./field-rules.js";
 import type { PaymentGateway } from "./gateways/gateway.js";
 import * as limits from "./limits.js";
 import { checkCardBin, checkHashedPan } from "./pan.js";
+import {
+  checkRefundReceipt,
+  checkTransactionFields,
+  type OriginalLookup,
+  type RefundOf,
+  type TransactionFields,
+} from "./transaction-fields.js";
 
 /**
  * The receipt rules of SPEC section 6: one pass over a request's `Receipt` that collects every
@@ -77,7 +93,7 @@ export type ValidReceipt = {
    */
   merchantSignature?: string;
   merchantKeyId?: string;
-};
+} & TransactionFields;
 
 /**
  * Input-only fields: instructions to the service, never sealed. Of the output-only fields, `keyId` and
@@ -89,14 +105,20 @@ export { INPUT_ONLY_FIELDS };
 export type SealedReceiptFields = Omit<ValidReceipt, (typeof INPUT_ONLY_FIELDS)[number]>;
 
 /** Options of {@link validateReceipt}; `now` is the injected clock's time, for the date range. */
-export type ValidateOptions =
-  | { mode: "encrypt"; now: Date }
+export type ValidateOptions = (
+  | { mode: "encrypt" }
   | {
       mode: "payment";
-      now: Date;
       /** When given, its amount and nonce rules are checked in the same pass, so one error lists all. */
       gateway?: PaymentGateway;
-    };
+    }
+) & {
+  now: Date;
+  /** Whether a refund's or void's original receipt was found (`originals.ts`); unchecked when unset. */
+  original?: OriginalLookup;
+  /** For the receipt of a payment's refund (mode `payment`): the payment, whose rules it follows. */
+  refundOf?: RefundOf;
+};
 
 /**
  * Active ISO 4217 currency codes a card payment can be made in (ISO 4217 list one, 2025 edition),
@@ -119,19 +141,10 @@ const EMAIL_LOCAL = /^[\p{L}\p{N}!#$%&'*+/=?^_`{|}~-]+(\.[\p{L}\p{N}!#$%&'*+/=?^
 const EMAIL_DOMAIN = /^([\p{L}\p{N}]([\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?\.)+[\p{L}]{2,63}$/u;
 /** The shape of an IANA zone name; excludes the numeric offsets newer engines would also accept. */
 const TIMEZONE_NAME = /^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/;
-/** C0 controls, DEL and C1 controls (Unicode category Cc). */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const ID_RULE = "must start with a letter or digit and contain only letters, digits, '.', '_', ':' and '-'";
 const PAYMENTS_ONLY = "only accepted by payments";
 
-const MAX_MONEY = BigInt(limits.MAX_MONEY);
 const MIN_QUANTITY = BigInt(limits.MIN_QUANTITY);
 const MAX_QUANTITY = BigInt(limits.MAX_QUANTITY);
-/** Anything {@link checkText} looks at closer: control characters and surrogates, paired or not. */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
-const CONTROL_OR_SURROGATE = /[\u0000-\u001f\u007f-\u009f\uD800-\uDFFF]/;
 
 const CANONICAL_ZONES: ReadonlySet<string> = new Set([...Intl.supportedValuesOf("timeZone"), "UTC"]);
 
@@ -224,6 +237,14 @@ export function validateReceipt(input: Receipt, options: ValidateOptions): Valid
     v.add("merchantSignature", "is output only: send the signature in the X-Receipt-Signature header");
   }
   if (input.merchantKeyId !== undefined) v.add("merchantKeyId", "is output only");
+  checkTransactionFields(v, input, receipt, {
+    receiptId: receipt.receiptId,
+    totalAmount: receipt.totalAmount,
+    taxAmount: receipt.taxAmount,
+    amount: input.amount === undefined ? undefined : Number(input.amount),
+    original: options.original,
+    refundOf: options.refundOf,
+  });
 
   const beforePayment = v.list.length;
   receipt.items = lineItems(v, input.items);
@@ -237,6 +258,7 @@ export function validateReceipt(input: Receipt, options: ValidateOptions): Valid
       receipt.cardNonce = input.cardNonce;
     }
   }
+  if (options.refundOf !== undefined) checkRefundReceipt(v, input, receipt.amount, options.refundOf);
   // Gateway rules compare the amount with the item totals: on broken items or a broken amount they
   // would only add noise, so they wait until those are fixed.
   if (options.mode === "payment" && options.gateway && v.list.length === beforePayment) {
@@ -307,41 +329,6 @@ export function toReceiptMessage(receipt: ValidReceipt | SealedReceiptFields): R
   return fromJson(ReceiptSchema, receipt as JsonObject);
 }
 
-function identifier(v: ViolationSink, field: string, value: string): string {
-  let problem: string | null = null;
-  if (value === "") problem = "is required";
-  else if (value.length > limits.MAX_ID_LENGTH)
-    problem = `must be at most ${limits.MAX_ID_LENGTH} characters`;
-  else if (!limits.ID_PATTERN.test(value)) problem = ID_RULE;
-  if (problem !== null) v.add(field, problem);
-  return value;
-}
-
-function requiredText(v: ViolationSink, field: string, value: string, max: number): string {
-  if (value.trim() === "") v.add(field, "is required");
-  else checkText(v, field, value, max);
-  return value;
-}
-
-/** Adds a violation and returns false when `value` has control characters, bad UTF-16 or is too long. */
-function checkText(v: ViolationSink, field: string, value: string, max: number): boolean {
-  let problem: string | null = null;
-  if (!CONTROL_OR_SURROGATE.test(value)) {
-    // No surrogates: one code point per UTF-16 unit.
-    if (value.length > max) problem = `must be at most ${max} characters`;
-  } else if (CONTROL.test(value)) problem = "must not contain control characters";
-  else if (LONE_SURROGATE.test(value)) problem = "must be valid Unicode text (it has an unpaired surrogate)";
-  else if (codePoints(value) > max) problem = `must be at most ${max} characters`;
-  if (problem !== null) v.add(field, problem);
-  return problem === null;
-}
-
-function codePoints(value: string): number {
-  let count = 0;
-  for (const _ of value) count++;
-  return count;
-}
-
 function transactionDate(v: Violations, value: Timestamp | undefined, now: Date): string {
   if (value === undefined) {
     v.add("transactionDate", "is required");
@@ -358,13 +345,6 @@ function transactionDate(v: Violations, value: Timestamp | undefined, now: Date)
     return timestampJson(value);
   }
   return "";
-}
-
-function money(v: ViolationSink, field: string, value: bigint): number {
-  if (value < 0n || value > MAX_MONEY) {
-    v.add(field, `must be an integer between 0 and ${limits.MAX_MONEY}`);
-  }
-  return Number(value);
 }
 
 function lineItems(v: Violations, items: readonly LineItem[]): ReceiptLineItem[] {
@@ -410,9 +390,7 @@ function taxes(item: ViolationSink, list: readonly Tax[]): ReceiptTax[] {
   return list.map((tax, i) => {
     const at = new ElementViolations(item, "taxes", i);
     const name = requiredText(at, "name", tax.name, limits.MAX_LABEL_LENGTH);
-    if (!Number.isFinite(tax.rate) || tax.rate < limits.MIN_TAX_RATE || tax.rate > limits.MAX_TAX_RATE) {
-      at.add("rate", "must be a fraction between 0 and 1, e.g. 0.19 for 19%");
-    }
+    if (!isTaxRate(tax.rate)) at.add("rate", TAX_RATE_RULE);
     return { name, rate: tax.rate, amount: money(at, "amount", tax.amount) };
   });
 }

@@ -4,10 +4,11 @@ import { type ApiKeyRecord, type ReceiptPage, type ReceiptRecord, receiptOwnerOf
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
-import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
+import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
+import { auditBindingConflict } from "./routing.js";
 import { prepareSealed, type SealedInput } from "./sealed.js";
-import { sealForRecipient, settleStoredReceipt } from "./sealing.js";
+import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 
 /** Default and maximum page sizes of receipt listings. */
@@ -26,11 +27,13 @@ export async function encryptReceipt(
   signature: string | null = null,
   caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<ReceiptRecord> {
-  const receipt = prepareReceipt(input, deps.clock.now());
+  const receipt = await prepareReceipt(deps, principal, input);
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
   await applyMerchantSignature(deps, input, receipt, signature);
+  // Sealed (and its card's BIN checked) before the merchantId is claimed: a refusal writes nothing.
+  const prepared = await sealForRecipient(deps, principal, receipt);
   await claimMerchantId(deps, principal, receipt.merchantId);
-  return storeReceipt(deps, await sealForRecipient(deps, principal, receipt, caller));
+  return storeReceipt(deps, principal, prepared, caller);
 }
 
 /**
@@ -43,14 +46,30 @@ export async function storeSealedReceipt(
   input: SealedInput,
   caller: CallerInfo,
 ): Promise<ReceiptRecord> {
-  return storeReceipt(deps, await prepareSealed(deps, principal, input, caller, ""));
+  const prepared = await prepareSealed(deps, principal, input, "");
+  await claimMerchantId(deps, principal, input.merchantId);
+  return storeReceipt(deps, principal, prepared, caller);
 }
 
-/** Stores a sealed receipt without a payment: `(merchantId, receiptId)` must be unused. */
-async function storeReceipt(deps: DomainDeps, record: ReceiptRecord): Promise<ReceiptRecord> {
-  if (!(await deps.store.receipts.insert(record))) {
+/**
+ * Stores a sealed receipt without a payment: `(merchantId, receiptId)` must be unused, or used by a
+ * previous owner of the merchantId ({@link replacePreviousOwners}). Then audits a binding conflict.
+ */
+async function storeReceipt(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  { record, conflict }: PreparedReceipt,
+  caller: CallerInfo,
+): Promise<ReceiptRecord> {
+  let stored = await deps.store.receipts.insert(record);
+  const id = { receiptId: record.receiptId };
+  if (!stored && (await replacePreviousOwners(deps, principal, id, record.merchantId, caller))) {
+    stored = await deps.store.receipts.insert(record);
+  }
+  if (!stored) {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
+  await auditBindingConflict(deps, principal, conflict, caller);
   await settleStoredReceipt(deps, record);
   return record;
 }

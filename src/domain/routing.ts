@@ -1,5 +1,5 @@
 import { HPKE_P256 } from "../crypto/suites.js";
-import { AppError, Violations } from "../errors.js";
+import { AppError, invalidRequest, Violations } from "../errors.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
@@ -40,7 +40,19 @@ export type Recipient =
       ownerTenantId?: string;
       /** The HMAC of the hashed PAN, as stored. */
       panHash: string;
+      /**
+       * Set when the card is registered by a tenant that does not own its BIN: the caller writes the
+       * `card_binding_conflict` ({@link auditBindingConflict}) once the receipt is stored, so that a
+       * refused call writes nothing.
+       */
+      conflict?: BindingConflict;
     };
+
+/** A card in tenant `binOwner`'s BIN, registered by tenant `registeredBy`. */
+export interface BindingConflict {
+  binOwner: string;
+  registeredBy: string;
+}
 
 /** The card a merchant request names. */
 export interface CardRef {
@@ -60,18 +72,35 @@ export function sealingKeyOf(key: KeyRecord): SealingKey {
 }
 
 /**
- * Decides the recipient of a receipt for `card` (validated by {@link checkCardRef}). A binding
- * conflict is written to the audit log as `card_binding_conflict` under the BIN owner's tenant.
+ * The issuer tenant that owns a card BIN (section 17), or `undefined` when nobody does. Six digits
+ * that cover an 8-digit prefix some tenant owns, and no 6-digit prefix, name no owner for sure: the
+ * card may be in that 8-digit prefix or not. That is `invalid_request` asking for 8 digits, never
+ * "unowned", which would route the receipt past the owner's escrow.
  */
-export async function recipientOf(
+export async function cardBinOwner(
   deps: DomainDeps,
-  principal: ApiKeyRecord,
-  card: CardRef,
-  caller: CallerInfo,
-): Promise<Recipient> {
+  cardBin: string | undefined,
+): Promise<string | undefined> {
+  if (cardBin === undefined) return undefined;
+  const owner = await deps.store.bins.ownerOf(cardBin);
+  if (owner !== undefined || cardBin.length !== 6) return owner;
+  if (await deps.store.bins.hasOwnedPrefixUnder(cardBin)) {
+    throw invalidRequest(
+      [{ field: "cardBin", description: "is ambiguous: send the card's first 8 digits" }],
+      "Issuers own 8-digit prefixes under these 6 digits: send the card's first 8 digits as cardBin.",
+    );
+  }
+  return undefined;
+}
+
+/**
+ * Decides the recipient of a receipt for `card` (validated by {@link checkCardRef}); writes nothing.
+ * A binding conflict is returned for the caller to audit once the receipt is stored.
+ */
+export async function recipientOf(deps: DomainDeps, card: CardRef): Promise<Recipient> {
   const panHash = panHashOf(deps.pepper, card.recipientHashedPan);
   const [owner, found] = await Promise.all([
-    card.cardBin === undefined ? undefined : deps.store.bins.ownerOf(card.cardBin),
+    cardBinOwner(deps, card.cardBin),
     deps.store.users.findByPanHash(panHash),
   ]);
   let user = found;
@@ -80,16 +109,6 @@ export async function recipientOf(
     if (key !== undefined) return { kind: "user", user, key: sealingKeyOf(key) };
     // Only an erasure deletes keys, and the user goes right after them: the card is unregistered.
     user = undefined;
-  }
-  if (user !== undefined && owner !== undefined) {
-    await deps.store.audit.append({
-      at: deps.clock.now(),
-      action: "card_binding_conflict",
-      tenantId: owner,
-      requestId: caller.requestId,
-      sourceIp: caller.sourceIp,
-      subject: `merchant tenant ${principal.tenantId}`,
-    });
   }
   if (owner === undefined) return { kind: "escrow", key: serviceEscrowKey(deps), panHash };
   const issuerKey = await deps.store.issuerEscrowKeys.current(owner);
@@ -101,7 +120,31 @@ export async function recipientOf(
         aadBound: true,
       }
     : serviceEscrowKey(deps);
-  return { kind: "escrow", key, ownerTenantId: owner, panHash };
+  const recipient: Recipient = { kind: "escrow", key, ownerTenantId: owner, panHash };
+  if (user !== undefined) recipient.conflict = { binOwner: owner, registeredBy: user.tenantId };
+  return recipient;
+}
+
+/**
+ * Writes a binding conflict to the audit log as `card_binding_conflict`, under the BIN owner's tenant
+ * (it learns which issuer registered a card of its BIN), caused by the merchant tenant `principal`.
+ */
+export async function auditBindingConflict(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  conflict: BindingConflict | undefined,
+  caller: CallerInfo,
+): Promise<void> {
+  if (conflict === undefined) return;
+  await deps.store.audit.append({
+    at: deps.clock.now(),
+    action: "card_binding_conflict",
+    tenantId: conflict.binOwner,
+    requestId: caller.requestId,
+    sourceIp: caller.sourceIp,
+    subject: `a receipt for a card of this tenant's BIN registered by issuer tenant ${conflict.registeredBy}`,
+    actorTenantId: principal.tenantId,
+  });
 }
 
 /** The service escrow key that seals: the first one configured. */
@@ -140,7 +183,8 @@ export async function lookupKey(
   const violations = new Violations();
   checkCardRef(input, "recipientHashedPan", violations);
   violations.throwIfAny();
-  const recipient = await recipientOf(deps, principal, input, caller);
+  const recipient = await recipientOf(deps, input);
+  if (recipient.kind === "escrow") await auditBindingConflict(deps, principal, recipient.conflict, caller);
   await deps.store.audit.append({
     at: deps.clock.now(),
     action: "key.lookup",

@@ -1,15 +1,14 @@
 import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
 import { isKeyAlgorithm } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
-import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
+import type { ApiKeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { admitToEscrow } from "./escrow.js";
-import type { CallerInfo } from "./grants.js";
 import { checkKeyBundle, checkSealedBytes } from "./key-bundles.js";
-import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
+import { assertMerchantIdUsable } from "./merchants.js";
 import { checkReceiptIdentity, type ReceiptIdentityInput } from "./receipt-rules.js";
 import { type CardRef, checkCardRef, recipientOf } from "./routing.js";
-import { receiptRecordOf } from "./sealing.js";
+import { type PreparedReceipt, preparedFor, receiptRecordOf } from "./sealing.js";
 
 /**
  * Merchant-side sealing (section 16): a receipt the merchant sealed on its side, to the key that
@@ -29,18 +28,17 @@ export interface SealedInput extends CardRef, ReceiptIdentityInput {
 /**
  * Validates a merchant-sealed receipt and builds its record (not yet stored): every field problem at
  * once (`invalid_request`), then the recipient: a bundle naming another key than the card routes to
- * now is `conflict` ("look it up again"). Claims the merchantId last (section 18). `prefix` is where
- * the sealed parts, `version` and `receiptId` sit in the request, for error messages: "" for
- * /receipts/sealed, "sealedReceipt." for a payment.
+ * now is `conflict` ("look it up again"). Writes nothing: the caller claims the merchantId (section
+ * 18) just before it stores the record. `prefix` is where the sealed parts, `version` and `receiptId`
+ * sit in the request, for error messages: "" for /receipts/sealed, "sealedReceipt." for a payment.
  */
 export async function prepareSealed(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: SealedInput,
-  caller: CallerInfo,
   prefix: string,
   paymentId?: string,
-): Promise<ReceiptRecord> {
+): Promise<PreparedReceipt> {
   const v = new Violations();
   const identity = checkReceiptIdentity(v, input, prefix);
   checkCardRef(input, "recipientHashedPan", v);
@@ -58,7 +56,7 @@ export async function prepareSealed(
   // Another tenant's merchantId is refused before anything about the card (section 18).
   await assertMerchantIdUsable(deps, principal, identity.merchantId);
 
-  const recipient = await recipientOf(deps, principal, input, caller);
+  const recipient = await recipientOf(deps, input);
   if (bundle?.keyId !== recipient.key.keyId) {
     throw new AppError(
       "conflict",
@@ -71,9 +69,8 @@ export async function prepareSealed(
   if (keyBundle === undefined)
     throw new AppError("internal_server_error", "A checked key bundle is missing.");
 
-  await claimMerchantId(deps, principal, identity.merchantId);
   const base64 = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64");
-  return receiptRecordOf(
+  const record = receiptRecordOf(
     deps,
     principal,
     recipient,
@@ -81,4 +78,5 @@ export async function prepareSealed(
     { keyBundle, ciphertext: base64(input.ciphertext), iv: base64(input.iv), authTag: base64(input.authTag) },
     paymentId,
   );
+  return preparedFor(record, recipient);
 }

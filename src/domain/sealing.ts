@@ -6,14 +6,14 @@ import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/type
 import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
 import { admitToEscrow, releaseReceipt } from "./escrow.js";
-import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
+import { INTERNAL_CALLER } from "./grants.js";
 import {
   type SealedReceiptFields,
   sealedPlaintextOf,
   toReceiptMessage,
   type ValidReceipt,
 } from "./receipt-rules.js";
-import { type Recipient, recipientOf, sealingKeyOf } from "./routing.js";
+import { type BindingConflict, type Recipient, recipientOf, sealingKeyOf } from "./routing.js";
 
 /** The sealed plaintext of a receipt: the UTF-8 JSON of its fields (REST names, money as numbers), section 5. */
 export function plaintextOf(receipt: ValidReceipt): Buffer {
@@ -91,18 +91,28 @@ export function receiptRecordOf(
   return record;
 }
 
+/** A receipt record ready to store, and the binding conflict to audit once it is stored. */
+export interface PreparedReceipt {
+  record: ReceiptRecord;
+  conflict?: BindingConflict | undefined;
+}
+
+/** The prepared receipt of `record`, sealed to `recipient`. */
+export function preparedFor(record: ReceiptRecord, recipient: Recipient): PreparedReceipt {
+  return recipient.kind === "escrow" ? { record, conflict: recipient.conflict } : { record };
+}
+
 /**
  * Seals a validated receipt to its recipient (section 17's routing) and returns the record to store
- * (not yet stored). The sealing runs on the worker pool, off the event loop.
+ * (not yet stored); writes nothing. The sealing runs on the worker pool, off the event loop.
  */
 export async function sealForRecipient(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   receipt: ValidReceipt,
-  caller: CallerInfo,
   paymentId?: string,
-): Promise<ReceiptRecord> {
-  const recipient = await recipientOf(deps, principal, receipt, caller);
+): Promise<PreparedReceipt> {
+  const recipient = await recipientOf(deps, receipt);
   await admitToEscrow(deps, principal, recipient);
   const { keyId, algorithm, spki, aadBound } = recipient.key;
   const sealed = await deps.pool.seal({
@@ -116,7 +126,7 @@ export async function sealForRecipient(
   const keyBundle: StoredKeyBundle = { keyId, algorithm, encryptedAesKey: sealed.encryptedAesKey };
   if (sealed.encapsulatedKey !== undefined) keyBundle.encapsulatedKey = sealed.encapsulatedKey;
   if (aadBound && algorithm === RSA_OAEP_256) keyBundle.aadBound = true;
-  return receiptRecordOf(
+  const record = receiptRecordOf(
     deps,
     principal,
     recipient,
@@ -124,6 +134,7 @@ export async function sealForRecipient(
     { keyBundle, ciphertext: sealed.ciphertext, iv: sealed.iv, authTag: sealed.authTag },
     paymentId,
   );
+  return preparedFor(record, recipient);
 }
 
 /**

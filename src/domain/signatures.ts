@@ -1,9 +1,7 @@
 import { createPublicKey, verify } from "node:crypto";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
-import { parseEd25519PublicKey } from "../crypto/keys.js";
 import { AppError, Violations } from "../errors.js";
-import { randomId } from "../ids.js";
 import {
   canonicalJsonOf,
   type Json,
@@ -12,10 +10,7 @@ import {
   signingTextOf,
   UNSIGNED_FIELDS,
 } from "../receipt-fields.js";
-import type { ApiKeyRecord, MerchantKeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
-import * as limits from "./limits.js";
-import { claimMerchantId, merchantIdTaken } from "./merchants.js";
 
 export { receiptJsonOf, signedFormOf, UNSIGNED_FIELDS };
 
@@ -43,60 +38,6 @@ export const SIGNATURE_HEADER = "x-receipt-signature";
 /** Length of an Ed25519 signature (RFC 8032), in bytes. */
 const SIGNATURE_BYTES = 64;
 
-/** A merchant signing key as returned by {@link registerSigningKey}. */
-export interface RegisteredSigningKey {
-  merchantKeyId: string;
-  merchantId: string;
-  algorithm: typeof SIGNATURE_ALGORITHM;
-  registeredAt: Date;
-}
-
-/**
- * Registers the Ed25519 key that signs `merchantId`'s receipts, or replaces the tenant's current one
- * (rotation: a new `merchantKeyId`; the replaced key moves to the record's history, and receipts
- * sealed before keep naming it). Registering the current key again changes nothing and returns it,
- * so a retry is harmless. The merchantId must be allowed for the API key and belong to the caller's
- * tenant (section 18; registering a key is a first use that claims it): otherwise `forbidden`.
- */
-export async function registerSigningKey(
-  deps: DomainDeps,
-  principal: ApiKeyRecord,
-  input: { merchantId: string; publicKey: string },
-): Promise<RegisteredSigningKey> {
-  const violations = new Violations();
-  if (input.merchantId === "") violations.add("merchantId", "is required");
-  else if (input.merchantId.length > limits.MAX_ID_LENGTH || !limits.ID_PATTERN.test(input.merchantId)) {
-    violations.add("merchantId", "is not a valid merchantId");
-  }
-  let spki = "";
-  if (input.publicKey === "") violations.add("publicKey", "is required");
-  else {
-    try {
-      spki = parseEd25519PublicKey(input.publicKey, "publicKey").spki;
-    } catch (err) {
-      if (!(err instanceof AppError)) throw err;
-      for (const v of err.violations) violations.add(v.field, v.description);
-    }
-  }
-  violations.throwIfAny();
-  await claimMerchantId(deps, principal, input.merchantId);
-
-  const current = await deps.store.merchantKeys.findByMerchantId(input.merchantId);
-  if (current !== undefined && current.tenantId !== principal.tenantId) throw merchantIdTaken();
-  if (current !== undefined && current.publicKey === spki) return registered(current);
-  const key: Omit<MerchantKeyRecord, "previousKeys"> = {
-    merchantKeyId: randomId("mk", 12),
-    merchantId: input.merchantId,
-    tenantId: principal.tenantId,
-    algorithm: SIGNATURE_ALGORITHM,
-    publicKey: spki,
-    registeredAt: deps.clock.now(),
-  };
-  const outcome = await deps.store.merchantKeys.put(key);
-  if (outcome.kind === "taken") throw merchantIdTaken();
-  return registered(key);
-}
-
 /**
  * Checks the signature of a receipt request when its merchantId has a registered key, and on success
  * sets `merchantSignature` and `merchantKeyId` on `receipt` so that they are sealed with it. Call it
@@ -105,7 +46,8 @@ export async function registerSigningKey(
  *
  * Without a registered key the header is ignored and nothing is sealed: merchants can roll signing
  * out to their terminals before registering the key, and registering it turns enforcement on.
- * Throws `invalid_signature` when the header is missing, malformed or does not verify, and
+ * Throws `invalid_signature` when the header is missing, malformed or does not verify, or the key is
+ * revoked, and
  * `invalid_request` (naming the fields) when the service would seal something other than what was
  * signed (a lower-case currency, a defaulted version, generated mock items, a derived amount), since
  * the cardholder could then not verify the signature.
@@ -118,6 +60,10 @@ export async function applyMerchantSignature(
 ): Promise<void> {
   const key = await deps.store.merchantKeys.findByMerchantId(receipt.merchantId);
   if (key === undefined) return;
+  // Revoking the current key does not turn signing off: receipts wait for a new key.
+  if (key.revokedAt !== undefined) {
+    throw signatureError("cannot be checked: this merchantId's signing key is revoked; register a new one");
+  }
   const signature = decodeSignature(header);
   const signed = signedFormOf(receiptJsonOf(request) as { [name: string]: Json });
   assertSealedAsSigned(signed, signedFormOf(sealedPlaintextOf(receipt) as { [name: string]: Json }));
@@ -188,13 +134,4 @@ function signatureError(problem: string): AppError {
   return new AppError("invalid_signature", `The X-Receipt-Signature header ${problem}.`, {
     violations: [{ field: "X-Receipt-Signature", description: problem }],
   });
-}
-
-function registered(key: Omit<MerchantKeyRecord, "previousKeys">): RegisteredSigningKey {
-  return {
-    merchantKeyId: key.merchantKeyId,
-    merchantId: key.merchantId,
-    algorithm: key.algorithm,
-    registeredAt: key.registeredAt,
-  };
 }

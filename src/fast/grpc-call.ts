@@ -279,6 +279,7 @@ function refuse(call: Call, error: ConnectError): void {
     answerError(call, error);
     options.onRefused?.({
       path: call.path,
+      routed: true,
       requestId: call.requestId,
       status: error.code,
       elapsedMs: performance.now() - call.started,

@@ -78,6 +78,8 @@ export interface GrpcUnaryOptions {
 export interface GrpcRefusal {
   /** The request path, `/receipts.v1.KeysService/GrantAccess`. */
   path: string;
+  /** Whether the path names a method of the server (false: unknown service or method). */
+  routed: boolean;
   requestId: string;
   /** The gRPC status the call was answered with. */
   status: Code;
@@ -179,7 +181,13 @@ function answerUnimplemented(
       return;
     }
     if (!stream.readableEnded) setImmediate(() => stream.close(constants.NGHTTP2_NO_ERROR));
-    options.onRefused?.({ path, requestId, status: error.code, elapsedMs: performance.now() - started });
+    options.onRefused?.({
+      path,
+      routed: false,
+      requestId,
+      status: error.code,
+      elapsedMs: performance.now() - started,
+    });
   };
   const apiKey = headers["x-api-key"];
   const meter = options.meter;

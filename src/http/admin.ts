@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Clock } from "../clock.js";
 import {
   assignMerchant,
@@ -9,13 +9,15 @@ import {
   listKeys,
   type OperatorContext,
   readAudit,
+  recordFailedLogin,
   revokeKey,
   setBins,
 } from "../domain/admin.js";
 import { AppError } from "../errors.js";
+import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import type { Environment, Store } from "../store/types.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
-import { sendError, sendSuccess } from "./envelope.js";
+import { fromFastifyError, sendError, sendSuccess } from "./envelope.js";
 
 /**
  * The operator API of section 18 under `/admin/v1`, registered only when `ADMIN_TOKEN` is set (without
@@ -57,7 +59,9 @@ export async function registerAdminRoutes(app: FastifyInstance, options: AdminRo
 
   await app.register(async (scope) => {
     acceptJsonOnly(scope);
-    scope.setErrorHandler((error, request, reply) => sendError(request, reply, error));
+    scope.setErrorHandler((error: FastifyError, request, reply) =>
+      sendError(request, reply, fromFastifyError(error, request.routeOptions.bodyLimit)),
+    );
     scope.addHook("onRequest", limitThenAuthenticate(options, limit, expected, clientOf));
     registerOperations(scope, options, clientOf);
   });
@@ -66,16 +70,27 @@ export async function registerAdminRoutes(app: FastifyInstance, options: AdminRo
 /** The address of the client that sent a request, through the trusted-proxy rule. */
 type ClientOf = (request: FastifyRequest) => string;
 
-/** Makes `application/json` the scope's only body type; an empty body reads as `{}`. */
+/**
+ * Makes `application/json` the scope's only body type (any other is 415); an empty body reads as
+ * `{}`. A member named twice in one object is refused as on /api/v1 (RFC 7493): `JSON.parse` would
+ * silently keep the last.
+ */
 function acceptJsonOnly(scope: FastifyInstance): void {
   scope.removeAllContentTypeParsers();
   scope.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
     if (body === "") return done(null, {});
+    let parsed: unknown;
     try {
-      done(null, JSON.parse(body as string));
+      parsed = JSON.parse(body as string);
     } catch {
-      done(new AppError("invalid_request", "The body is not valid JSON."), undefined);
+      return done(new AppError("invalid_request", "The body is not valid JSON."), undefined);
     }
+    try {
+      assertNoDuplicateMembers(body as string, parsed);
+    } catch (error) {
+      return done(error as Error, undefined);
+    }
+    done(null, parsed);
   });
 }
 
@@ -113,9 +128,34 @@ function limitThenAuthenticate(
     const header = request.headers.authorization ?? "";
     const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : "";
     if (given === "" || !timingSafeEqual(digest(given), expected)) {
+      await auditFailedLogin(options, request, clientOf, header !== "");
       throw new AppError("unauthorized", "The operator API needs Authorization: Bearer <ADMIN_TOKEN>.");
     }
   };
+}
+
+/**
+ * Writes a failed login to the audit log (never the token sent). A store that cannot take it does not
+ * change the answer, which stays 401; the failure is logged instead.
+ */
+async function auditFailedLogin(
+  options: AdminRoutesOptions,
+  request: FastifyRequest,
+  clientOf: ClientOf,
+  tokenSent: boolean,
+): Promise<void> {
+  try {
+    await recordFailedLogin(options.store, {
+      now: options.clock.now(),
+      requestId: request.id,
+      sourceIp: clientOf(request),
+      method: request.method,
+      path: request.url.split("?")[0] ?? "",
+      tokenSent,
+    });
+  } catch (err) {
+    request.log.error({ err }, "a failed operator login could not be written to the audit log");
+  }
 }
 
 /** What an operator route's handler gets: the request's parts, the operator context and the options. */

@@ -1,8 +1,10 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
-import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import { AppError } from "../errors.js";
 import { toRestError } from "../rpc/error-mapping.js";
 import { requestIdFrom } from "../rpc/request-id.js";
+import { codeForStatus } from "./call-setup.js";
 
 /**
  * The REST envelope of spec section 3 on the wire: `{"success":true,"data":...}` and
@@ -40,4 +42,30 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, err: unk
     .headers(rest.headers)
     .type("application/json; charset=utf-8")
     .send(rest.body);
+}
+
+/**
+ * Fastify's own failures (body parsing, limits) as domain errors for the envelope: 413 for a body
+ * over `bodyLimitBytes`, 415 for a Content-Type no parser takes, 400 for a bad Content-Length, the
+ * code of the status for any other 4xx. Every route scope uses this, so none answers them with 500.
+ */
+export function fromFastifyError(error: FastifyError, bodyLimitBytes: number | undefined): unknown {
+  if (error instanceof AppError) return error;
+  switch (error.code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new AppError(
+        "payload_too_large",
+        bodyLimitBytes === undefined
+          ? "The body is too large."
+          : `The body is larger than ${bodyLimitBytes} bytes.`,
+      );
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return new AppError("unsupported_media_type", "The Content-Type must be application/json.");
+    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
+      return new AppError("invalid_request", "The Content-Length does not match the body.");
+  }
+  const status = error.statusCode ?? 500;
+  if (status >= 500) return error;
+  const code = codeForStatus(status);
+  return new AppError(code === "ok" ? "invalid_request" : code, "The request is invalid.");
 }

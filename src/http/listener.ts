@@ -15,6 +15,7 @@ import {
   type ServerHttp2Stream,
 } from "node:http2";
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
+import { type ConnectionCap, createConnectionCap, refuseHttp2Connection } from "./connection-cap.js";
 import { createHttp2Guard, type Http2Guard } from "./http2-guard.js";
 
 /**
@@ -84,6 +85,13 @@ export interface ListenerOptions {
   /** HTTP/2: how many early resets per second a connection may sustain. Default 50. */
   http2ResetRatePerSecond?: number;
   /**
+   * HTTP/2: connections one client address may hold open at once; more are refused with GOAWAY
+   * ENHANCE_YOUR_CALM before a session is made (`connection-cap.ts`). Default 100.
+   */
+  http2MaxConnectionsPerAddress?: number;
+  /** Addresses the per-address cap does not apply to: trusted proxies, whose clients all share it. */
+  http2CapExempt?: (address: string) => boolean;
+  /**
    * HTTP/2: after a GOAWAY (idle session, or one the client sent), how long streams still open may
    * finish before they are reset and the connection closed. Default 5 000.
    */
@@ -126,8 +134,9 @@ export function createDualProtocolListener(
   const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   const h1 = createHttp1(handler, options, requestTimeoutMs, open, clientErrorAnswer);
   const { h2, guard } = createHttp2(handler, options, requestTimeoutMs, open, claim);
+  const cap = createConnectionCap(options.http2MaxConnectionsPerAddress, options.http2CapExempt);
   const server = createNetServer({ noDelay: true }, (socket) =>
-    acceptConnection(socket, sniffTimeoutMs, open, h1, h2),
+    acceptConnection(socket, sniffTimeoutMs, open, h1, h2, cap),
   );
   // An http.Server only tracks its connections (for closeIdleConnections and the header/request
   // timeouts) once it has seen "listening"; it never listens itself, so it is told when we do.
@@ -238,7 +247,8 @@ function createHttp2(
 
 /**
  * Takes a new connection: tracks it until it closes, destroys it at once during a drain, and hands
- * it to the HTTP/2 or the HTTP/1.1 server once its first bytes tell which protocol it speaks.
+ * it to the HTTP/2 or the HTTP/1.1 server once its first bytes tell which protocol it speaks (an
+ * HTTP/2 one only if its address is under the cap).
  */
 function acceptConnection(
   socket: Socket,
@@ -246,6 +256,7 @@ function acceptConnection(
   open: OpenConnections,
   h1: HttpServer,
   h2: Http2Server,
+  cap: ConnectionCap,
 ): void {
   open.sockets.add(socket);
   socket.once("close", () => {
@@ -260,7 +271,8 @@ function acceptConnection(
   sniff(socket, sniffTimeoutMs, (isHttp2) => {
     open.sniffing.delete(socket);
     if (isHttp2) {
-      h2.emit("connection", socket);
+      if (cap.admit(socket)) h2.emit("connection", socket);
+      else refuseHttp2Connection(socket);
     } else {
       h1.emit("connection", socket);
       // The HTTP/1.1 parser reads straight from the socket's handle; the bytes put back reach it

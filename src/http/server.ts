@@ -12,15 +12,15 @@ import Fastify, {
 import type { Logger } from "pino";
 import { AppError } from "../errors.js";
 import { grpcServer } from "../fast/index.js";
-import { kObserved, type Metrics, registerMetricsRoute } from "../metrics.js";
+import { kObserved, type Metrics, registerMetricsRoute, UNMATCHED_METHOD } from "../metrics.js";
 import { kRequestId } from "../rpc/context.js";
 import { toRestError } from "../rpc/error-mapping.js";
 import { requestIdFrom } from "../rpc/request-id.js";
 import type { HttpBinding } from "./bindings.js";
-import { type CallSetup, callSetup, codeForGrpcStatus, codeForStatus } from "./call-setup.js";
+import { type CallSetup, callSetup, codeForGrpcStatus } from "./call-setup.js";
 import type { TrustedProxies } from "./client-address.js";
 import { registerCors } from "./cors.js";
-import { assignRequestId, sendError, sendSuccess } from "./envelope.js";
+import { assignRequestId, fromFastifyError, sendError, sendSuccess } from "./envelope.js";
 import { lazyChildLogger } from "./lazy-logger.js";
 import {
   type ClientErrorAnswer,
@@ -109,10 +109,11 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     clientAddress: setup.addressOf,
     contextValues: (address) => setup.newContext(address, "grpc"),
     ...(options.meter === undefined ? {} : { meter: options.meter }),
-    onRefused: ({ path, requestId, status, elapsedMs }) =>
+    onRefused: ({ path, routed, requestId, status, elapsedMs }) =>
       setup.observeUnrouted(
         lazyChildLogger(options.logger, { requestId }),
-        { protocol: "grpc", method: path.slice(1) },
+        // An unknown method's path is the caller's text: one label for all of them.
+        { protocol: "grpc", method: routed ? path.slice(1) : UNMATCHED_METHOD },
         200,
         elapsedMs,
         codeForGrpcStatus(status),
@@ -211,7 +212,7 @@ function registerRequestHandling(app: FastifyInstance, options: HttpServerOption
     done();
   });
   app.setErrorHandler((error: FastifyError, request, reply) =>
-    sendError(request, reply, fromFastifyError(error, options)),
+    sendError(request, reply, fromFastifyError(error, options.bodyLimitBytes)),
   );
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0]?.slice(0, 200) ?? "";
@@ -298,7 +299,7 @@ function registerUnroutedAnswers(app: FastifyInstance, setup: CallSetup): void {
     const route = request.routeOptions.url;
     // A Connect route is `/<service>/<method>`; its label is the RPC's name, as the interceptors write it.
     const method =
-      rpc ?? (protocol !== "http" && route !== undefined ? route.slice(1) : (route ?? "unmatched"));
+      rpc ?? (protocol !== "http" && route !== undefined ? route.slice(1) : (route ?? UNMATCHED_METHOD));
     const grpcStatus = request.grpcStatus;
     const code = grpcStatus === null ? undefined : codeForGrpcStatus(grpcStatus);
     setup.observeUnrouted(request.log, { protocol, method }, reply.raw.statusCode, reply.elapsedTime, code);
@@ -325,21 +326,4 @@ function httpServerOf(
     },
     openHttp2Streams: () => listener()?.openHttp2Streams() ?? 0,
   };
-}
-
-/** Turns Fastify's own failures (body parsing, limits) into domain errors for the envelope. */
-function fromFastifyError(error: FastifyError, options: HttpServerOptions): unknown {
-  if (error instanceof AppError) return error;
-  switch (error.code) {
-    case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return new AppError("payload_too_large", `The body is larger than ${options.bodyLimitBytes} bytes.`);
-    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return new AppError("unsupported_media_type", "The Content-Type must be application/json.");
-    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
-      return new AppError("invalid_request", "The Content-Length does not match the body.");
-  }
-  const status = error.statusCode ?? 500;
-  if (status >= 500) return error;
-  const code = codeForStatus(status);
-  return new AppError(code === "ok" ? "invalid_request" : code, "The request is invalid.");
 }

@@ -83,8 +83,14 @@ export const ADMIN_SCHEMAS: Readonly<Record<string, JsonSchema>> = {
       requestId: { type: "string" },
       sourceIp: { type: "string" },
       userId: { type: "string" },
-      keyId: { type: "string" },
+      keyId: {
+        type: "string",
+        description: "The key the event is about; for a key change, the key after it.",
+      },
+      previousKeyId: { type: "string", description: "For a key change, the key current before it." },
       subject: { type: "string", description: "A non-secret reference: a receiptId, a paymentId, a key id." },
+      actorTenantId: { type: "string", description: "Set when another tenant's call caused the event." },
+      byOperator: { type: "boolean", description: "Set when the operator caused the event." },
     },
     additionalProperties: false,
   },
@@ -265,14 +271,17 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
   },
   "GET /admin/v1/audit": {
     summary: "Reads the audit log.",
-    description: "Audit events, newest first: key changes, grants, decrypts, operator changes. No secrets.",
+    description:
+      "Audit events in the order they were written: key changes (with the key ids before and after), " +
+      "grants, decrypts, operator changes, failed operator logins. No secrets. Pages never skip an " +
+      "event: pass `nextPageToken` as `pageToken` to read what came after, also later, when polling.",
     parameters: [
       TENANT_PARAM("query", "acme-bank"),
       {
         name: "after",
         in: "query",
         required: false,
-        description: "Only events after this time (RFC 3339).",
+        description: "The first page starts with the first event written after this time (RFC 3339).",
         schema: TIME,
         example: "2026-11-25T00:00:00Z",
       },
@@ -284,11 +293,22 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
         schema: { type: "integer", minimum: 1, maximum: 1000 },
         example: 50,
       },
+      {
+        name: "pageToken",
+        in: "query",
+        required: false,
+        description: "The `nextPageToken` of the previous answer.",
+        schema: { type: "string" },
+        example: "a1024",
+      },
     ],
     data: {
       type: "object",
-      required: ["events"],
-      properties: { events: { type: "array", items: { $ref: "#/components/schemas/AdminAuditEvent" } } },
+      required: ["events", "nextPageToken"],
+      properties: {
+        events: { type: "array", items: { $ref: "#/components/schemas/AdminAuditEvent" } },
+        nextPageToken: { type: "string", description: "Always set: where the next page starts." },
+      },
       additionalProperties: false,
     },
     example: {
@@ -300,8 +320,10 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
           requestId: "4b1f0c8e-6a5e-4f0e-9d7c-2f1b8f0a9e31",
           sourceIp: "203.0.113.9",
           subject: "key_Wm3dQ0bY8nT2",
+          byOperator: true,
         },
       ],
+      nextPageToken: "a1025",
     },
     errors: ["invalid_request"],
   },

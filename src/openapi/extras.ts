@@ -84,6 +84,10 @@ export const DEFAULT_EXTRAS: ReadonlyMap<string, OperationExtras> = new Map<stri
     rpcName(PaymentsService.method.createPayment),
     { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature", "payment_declined"] },
   ],
+  [
+    rpcName(PaymentsService.method.refundPayment),
+    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature"] },
+  ],
   [rpcName(ReceiptsService.method.decryptReceipt), { errors: ["integrity_failure"] }],
   [rpcName(PaymentsService.method.decryptPayment), { errors: ["integrity_failure"] }],
 ]);

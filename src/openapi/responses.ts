@@ -90,7 +90,8 @@ export function reserveErrorSchemas(schemas: SchemaBuilder): ErrorSchemaRefs {
       payment_id: {
         type: "string",
         description:
-          "`conflict` of a repeated payment only: the payment that already exists for the transaction.",
+          "`conflict` of a repeated payment: the payment that already exists for the transaction; " +
+          "`payment_declined`: the declined payment, kept so that it can be read.",
       },
     },
     additionalProperties: false,

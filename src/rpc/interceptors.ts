@@ -13,15 +13,11 @@ import { rolesFor } from "./roles.js";
 /**
  * The outermost interceptor: assigns the request id, puts a child logger in the context, echoes
  * `x-request-id` on every response (errors included), and writes one log line per call with route,
- * status, latency and tenant (never the key).
- *
- * The request line is written through a child logger without redaction: every field of it is set
- * here and none is secret, and redacting it was most of the cost of logging at info level (about 9 of
- * 10 microseconds per call). Everything else logged for a call goes through the redacting child in
- * `kLogger`.
+ * status, latency and tenant (never the key). Every line goes through the root's redaction
+ * (`logging.ts`); on the request line's five plain members it costs well under a microsecond.
  */
 export function requestContextInterceptor(root: Logger): Interceptor {
-  const lines = root.child({}, { redact: [] });
+  const lines = root;
   return (next) => async (req) => {
     const started = performance.now();
     const requestId = requestIdFrom(req.header.get("x-request-id"));

@@ -9,7 +9,7 @@ import {
 import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { type FieldViolation, invalidRequest } from "../errors.js";
 import { messageFromJson } from "../fast/index.js";
-import { is64BitInteger } from "../proto-scalars.js";
+import { is64BitInteger, isRfc3339 } from "../proto-scalars.js";
 import { FORBIDDEN_KEYS, isBase64Text, isWellFormed, MAX_JSON_DEPTH } from "./json-rules.js";
 
 export { messageToJson } from "../fast/index.js";
@@ -30,7 +30,6 @@ const MAX_VIOLATIONS = 100;
 
 const INT32_RANGE = { min: -2147483648, max: 2147483647 };
 const UINT32_RANGE = { min: 0, max: 4294967295 };
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))$/;
 const DURATION = /^-?\d{1,12}(\.\d{1,9})?s$/;
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -271,31 +270,6 @@ function jsonDepth(value: unknown, limit: number): number {
     if (deepest > limit) break;
   }
   return deepest + 1;
-}
-
-/** Whether `value` is an RFC 3339 date-time string naming a real instant in years 0001-9999. */
-function isRfc3339(value: unknown): boolean {
-  if (typeof value !== "string") return false;
-  const m = RFC3339.exec(value);
-  if (m === null) return false;
-  const year = Number(m[1]);
-  const month = Number(m[2]);
-  const day = Number(m[3]);
-  const hour = Number(m[4]);
-  const minute = Number(m[5]);
-  const second = Number(m[6]);
-  const date = new Date(Date.UTC(year, month - 1, day));
-  date.setUTCFullYear(year);
-  const offsetOk = m[9] === undefined || (Number(m[9]) < 24 && Number(m[10]) < 60);
-  return (
-    year >= 1 &&
-    date.getUTCMonth() === month - 1 &&
-    date.getUTCDate() === day &&
-    hour < 24 &&
-    minute < 60 &&
-    second < 60 &&
-    offsetOk
-  );
 }
 
 /**

@@ -19,6 +19,9 @@ const ROLES = new Map<string, readonly Role[]>(
       [KeysService.method.grantAccess, ["issuer"]],
       [KeysService.method.lookupKey, ["merchant"]],
       [KeysService.method.registerEscrowKey, ["issuer"]],
+      [KeysService.method.listEscrowKeys, ["issuer"]],
+      [KeysService.method.revokeEscrowKey, ["issuer"]],
+      [KeysService.method.listAuditEvents, ["issuer"]],
       [ReceiptsService.method.encryptReceipt, ["merchant"]],
       [ReceiptsService.method.decryptReceipt, ["issuer"]],
       [ReceiptsService.method.listReceipts, ["issuer"]],
@@ -27,8 +30,14 @@ const ROLES = new Map<string, readonly Role[]>(
       [ReceiptsService.method.storeSealedReceipt, ["merchant"]],
       [ReceiptsService.method.listPendingEscrow, ["issuer"]],
       [ReceiptsService.method.releaseEscrow, ["issuer"]],
+      // Issuers read any merchantId's keys (for the cardholder's app); a merchant its own.
+      [ReceiptsService.method.listSigningKeys, ["issuer", "merchant"]],
+      [ReceiptsService.method.revokeSigningKey, ["merchant"]],
       [PaymentsService.method.createPayment, ["merchant"]],
       [PaymentsService.method.decryptPayment, ["issuer"]],
+      [PaymentsService.method.getPayment, ["merchant"]],
+      [PaymentsService.method.listPayments, ["merchant"]],
+      [PaymentsService.method.refundPayment, ["merchant"]],
     ] as const
   ).map(([method, roles]) => [methodKey(method), roles]),
 );

@@ -1,4 +1,4 @@
-import type { KeyRecord, RegisterOutcome, UserRecord } from "./types.js";
+import { type KeyRecord, type RegisterOutcome, SUPERSEDED_PAN_PREFIX, type UserRecord } from "./types.js";
 
 /** The arguments of `UserStore.register`. */
 export interface RegisterInput {
@@ -7,6 +7,8 @@ export interface RegisterInput {
   newUserId: string;
   key: KeyRecord;
   now: Date;
+  /** The caller owns the card's BIN: a registration of the card by another tenant is superseded. */
+  ownsBin?: boolean;
 }
 
 /** What `register` found, read in one consistent view (a synchronous read or a transaction). */
@@ -26,22 +28,29 @@ export interface RegisterState {
  */
 export interface RegisterPlan {
   outcome: RegisterOutcome;
-  /** The user to store (new, or with a new active key); absent when no user changes. */
-  user?: UserRecord;
+  /**
+   * The users to store, in this order: a superseded user (which frees the panHash) before the new
+   * one; a new user, or one with a new active key. Empty when no user changes.
+   */
+  users: UserRecord[];
   /** Keys to store: the newly active key, and the previously active one marked `rotated`. */
   keys: KeyRecord[];
 }
 
 /** Decides what a `register` call does, following the rules of `UserStore.register`. */
 export function planRegister(input: RegisterInput, state: RegisterState): RegisterPlan {
-  const { user, key: existing, activeKey } = state;
-  if (user !== undefined && user.tenantId !== input.tenantId) {
-    return { outcome: { kind: "pan_taken" }, keys: [] };
-  }
+  const { key: existing, activeKey } = state;
+  const other = state.user !== undefined && state.user.tenantId !== input.tenantId ? state.user : undefined;
+  if (other !== undefined && input.ownsBin !== true) return refused("pan_taken");
+  // The caller's own user of the card, if any (never the other tenant's, which a BIN owner supersedes).
+  const user = other === undefined ? state.user : undefined;
   if (existing !== undefined) {
     const takenByOther =
       existing.userId === undefined ? existing.tenantId !== input.tenantId : existing.userId !== user?.userId;
-    if (takenByOther) return { outcome: { kind: "key_taken" }, keys: [] };
+    if (takenByOther) return refused("key_taken");
+    // Checked here, before anything is written: a refused call must change nothing (it once made the
+    // old key active again and then answered 409).
+    if (existing.publicKey !== input.key.publicKey) return refused("key_mismatch");
   }
 
   const keyId = input.key.keyId;
@@ -55,14 +64,30 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
       updatedAt: input.now,
     };
     const key = activate(existing ?? input.key, created.userId, input);
-    return { outcome: { kind: "created", user: created, key }, user: created, keys: [key] };
+    if (other === undefined) {
+      return { outcome: { kind: "created", user: created, key }, users: [created], keys: [key] };
+    }
+    const previous: UserRecord = {
+      ...other,
+      panHash: `${SUPERSEDED_PAN_PREFIX}${other.userId}`,
+      formerPanHash: other.panHash,
+      supersededAt: input.now,
+      updatedAt: input.now,
+    };
+    return {
+      outcome: { kind: "superseded", user: created, key, previous },
+      users: [previous, created],
+      keys: [key],
+    };
   }
 
   if (user.activeKeyId === keyId) {
-    if (existing !== undefined) return { outcome: { kind: "unchanged", user, key: existing }, keys: [] };
+    if (existing !== undefined) {
+      return { outcome: { kind: "unchanged", user, key: existing }, users: [], keys: [] };
+    }
     // The user names a key record that is missing: store it, so the state is whole again.
     const key = activate(input.key, user.userId, input);
-    return { outcome: { kind: "unchanged", user, key }, keys: [key] };
+    return { outcome: { kind: "unchanged", user, key }, users: [], keys: [key] };
   }
 
   const updated: UserRecord = { ...user, activeKeyId: keyId, updatedAt: input.now };
@@ -71,14 +96,19 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
   if (activeKey !== undefined) keys.push({ ...activeKey, status: "rotated", rotatedAt: input.now });
   return {
     outcome: { kind: "rotated", user: updated, key, previousKeyId: user.activeKeyId },
-    user: updated,
+    users: [updated],
     keys,
   };
 }
 
+/** A refusal: nothing is written. */
+function refused(kind: "pan_taken" | "key_taken" | "key_mismatch"): RegisterPlan {
+  return { outcome: { kind }, users: [], keys: [] };
+}
+
 /**
- * The key made active for `userId`. A pending or rotated key keeps its stored public key and creation
- * time (the domain has checked that the public key matches); a new key is taken as given.
+ * The key made active for `userId`. A pending or rotated key keeps its stored creation time (the plan
+ * has checked that its public key is the given one); a new key is taken as given.
  */
 function activate(base: KeyRecord, userId: string, input: RegisterInput): KeyRecord {
   const { rotatedAt: _rotatedAt, ...rest } = base;

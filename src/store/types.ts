@@ -16,6 +16,7 @@
  */
 
 import type { KeyAlgorithm } from "../crypto/suites.js";
+import { invalidRequest } from "../errors.js";
 
 /** Environments of API keys and of the server (`RECEIPTS_ENV`). */
 export type Environment = "live" | "test" | "dev";
@@ -74,7 +75,18 @@ export interface UserRecord {
   activeKeyId: string;
   createdAt: Date;
   updatedAt: Date;
+  /**
+   * Set when the owner of the card's BIN registered the card inside its BIN (section 17): the user
+   * keeps its keys, grants and receipts, but no longer holds the card; its `panHash` is then
+   * {@link SUPERSEDED_PAN_PREFIX} + its userId, so that no card routes to it.
+   */
+  supersededAt?: Date;
+  /** Set with `supersededAt`: the card's panHash, by which the user's receipts are still placed. */
+  formerPanHash?: string;
 }
+
+/** The `panHash` of a user whose card was taken by the BIN's owner: this prefix, then its userId. */
+export const SUPERSEDED_PAN_PREFIX = "superseded:";
 
 export type KeyStatus = "pending" | "active" | "rotated";
 
@@ -103,10 +115,17 @@ export type RegisterOutcome =
   | { kind: "rotated"; user: UserRecord; key: KeyRecord; previousKeyId: string }
   /** Same panHash, same tenant, same key: nothing changed. */
   | { kind: "unchanged"; user: UserRecord; key: KeyRecord }
+  /**
+   * The card was registered by another tenant, and the caller owns the card's BIN: a new user of the
+   * caller holds the card now; `previous` is the other tenant's user as stored after (superseded).
+   */
+  | { kind: "superseded"; user: UserRecord; key: KeyRecord; previous: UserRecord }
   /** The panHash is registered by another tenant. */
   | { kind: "pan_taken" }
   /** The keyId belongs to another user (or to a pending key of another tenant). */
-  | { kind: "key_taken" };
+  | { kind: "key_taken" }
+  /** The keyId exists (pending, active or rotated) with another public key: nothing changed. */
+  | { kind: "key_mismatch" };
 
 export interface UserStore {
   findById(userId: string): Promise<UserRecord | undefined>;
@@ -119,8 +138,12 @@ export interface UserStore {
    * - no user for panHash: creates `newUserId` with this key;
    * - a user of the same tenant with another active key: makes this key active and the old one `rotated`;
    * - the same key already active for that user: `unchanged`;
-   * - a user of another tenant: `pan_taken`; the keyId used by someone else: `key_taken`.
-   * A pending key with the same keyId and tenant is promoted. Concurrent calls for one panHash make
+   * - a user of another tenant: `pan_taken`, unless `ownsBin` (the caller owns the card's BIN): then
+   *   that user is superseded (see {@link UserRecord.supersededAt}) and a new user of the caller
+   *   created, in the same atomic step;
+   * - the keyId used by someone else: `key_taken`;
+   * - the keyId stored with another public key: `key_mismatch`.
+   * A refusal writes nothing. A pending key with the same keyId and tenant is promoted. Concurrent calls for one panHash make
    * exactly one user.
    */
   register(input: {
@@ -129,6 +152,7 @@ export interface UserStore {
     newUserId: string;
     key: KeyRecord;
     now: Date;
+    ownsBin?: boolean;
   }): Promise<RegisterOutcome>;
   /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
   listKeys(userId: string): Promise<KeyRecord[]>;
@@ -271,9 +295,9 @@ export interface ReceiptOwner {
   panHash: string;
 }
 
-/** The owner of a user's receipts: the user and its card. */
-export function receiptOwnerOf(user: Pick<UserRecord, "userId" | "panHash">): ReceiptOwner {
-  return { userId: user.userId, panHash: user.panHash };
+/** The owner of a user's receipts: the user and its card (the one it held, for a superseded user). */
+export function receiptOwnerOf(user: Pick<UserRecord, "userId" | "panHash" | "formerPanHash">): ReceiptOwner {
+  return { userId: user.userId, panHash: user.formerPanHash ?? user.panHash };
 }
 
 /** Most receipts one {@link ReceiptStore.deleteByUser} or `deleteEscrowedFor` call deletes. */
@@ -315,6 +339,12 @@ export interface ReceiptStore {
    */
   markHeld(panHash: string, id: string): Promise<void>;
   /**
+   * Deletes the receipt `(merchantId, receiptId)` if a tenant other than `ownerTenantId` made it (a
+   * previous owner of the merchantId, section 18), so that the owner can use the receiptId; returns
+   * whether it did. A payment that carried it keeps its record without a receipt, as after erasure.
+   */
+  deleteByPreviousOwner(merchantId: string, receiptId: string, ownerTenantId: string): Promise<boolean>;
+  /**
    * Deletes at most `limit` (capped at {@link DELETE_PAGE_MAX}) receipts of a user (erasure, in bounded
    * pages: a caller deletes them all by calling until fewer than `limit` go); returns how many.
    */
@@ -338,6 +368,9 @@ export interface ReceiptStore {
   countEscrowed(now: Date): Promise<EscrowCount[]>;
 }
 
+/** What became of a payment: charged (`succeeded`), or refused by the card's issuer (`declined`). */
+export type PaymentStatus = "succeeded" | "declined";
+
 /** A payment as stored. The client secret is kept only as a hash. */
 export interface PaymentRecord {
   /** `pay_<random>`. */
@@ -345,16 +378,46 @@ export interface PaymentRecord {
   merchantTenantId: string;
   merchantId: string;
   transactionId: string;
+  /** The receipt of the payment; a declined payment's receipt was never stored. */
   receiptId: string;
   gateway: string;
-  status: string;
+  status: PaymentStatus;
   amount: number;
   currency: string;
   orderId: string;
   /** SHA-256 of the client secret (gateway_a), never the secret. */
   clientSecretHash?: string;
   createdAt: Date;
+  /** Declined payments: why (a decline code such as `insufficient_funds`). */
+  declineCode?: string;
+  /**
+   * The amount of the refunds, pending ones included: what is held against `amount`. Unset on a
+   * payment never refunded (and on those stored before refunds existed).
+   */
+  refundedAmount?: number;
+  /** The refunds, oldest first; unset on a payment never refunded. */
+  refunds?: RefundRecord[];
 }
+
+/**
+ * A refund of a payment, stored inside the payment (a payment has a few at most; the store caps them
+ * at {@link MAX_REFUNDS_PER_PAYMENT}). `pending` from the moment its amount is held until the gateway
+ * answers; then `succeeded`, or it is removed with its receipt.
+ */
+export interface RefundRecord {
+  /** `ref_<random>`. */
+  refundId: string;
+  amount: number;
+  status: "pending" | "succeeded";
+  /** The refund receipt (`receiptType: refund`), stored with the refund. */
+  receiptId: string;
+  /** The gateway's id of the refund, once it answered. */
+  gatewayRefundId?: string;
+  createdAt: Date;
+}
+
+/** The most refunds one payment takes: more partial refunds of one sale than this are a mistake. */
+export const MAX_REFUNDS_PER_PAYMENT = 50;
 
 export type CreatePaymentOutcome =
   | { kind: "created" }
@@ -363,12 +426,81 @@ export type CreatePaymentOutcome =
   /** `(merchantId, receiptId)` already has a receipt. */
   | { kind: "duplicate_receipt" };
 
+/** The `(merchantId, transactionId)` and id of a payment: what the store finds it by. */
+export type PaymentRef = Pick<PaymentRecord, "merchantId" | "transactionId" | "paymentId">;
+
+/** What {@link PaymentStore.holdRefund} did. */
+export type HoldRefundOutcome =
+  /** The amount is held and the refund stored as `pending`, with its receipt. */
+  | { kind: "held"; payment: PaymentRecord }
+  /** No such payment. */
+  | { kind: "not_found" }
+  /** The payment was not charged (declined): there is nothing to refund. */
+  | { kind: "not_refundable" }
+  /** The refund is more than is left: `refundable` is what is. */
+  | { kind: "over_amount"; refundable: number }
+  /** The payment has {@link MAX_REFUNDS_PER_PAYMENT} refunds already. */
+  | { kind: "too_many" }
+  /** `(merchantId, receiptId)` of the refund receipt already has a receipt. */
+  | { kind: "duplicate_receipt" };
+
+/** One page of a merchant tenant's payments, newest first. */
+export interface PaymentPage {
+  payments: PaymentRecord[];
+  /** Opaque; undefined on the last page. */
+  nextCursor?: string;
+}
+
 export interface PaymentStore {
-  /** Stores the payment and its receipt together: both or neither. */
+  /**
+   * Stores the payment and its receipt together: both or neither. A declined payment of the same
+   * `(merchantId, transactionId)` (an earlier attempt with another card) is replaced by this one.
+   */
   createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome>;
+  /**
+   * Stores a declined payment (`status: "declined"`), without a receipt, replacing an earlier
+   * declined one of the same `(merchantId, transactionId)`; never a payment that was charged
+   * (`duplicate_transaction`).
+   */
+  recordDecline(payment: PaymentRecord): Promise<"recorded" | "duplicate_transaction">;
   findById(paymentId: string): Promise<PaymentRecord | undefined>;
+  /**
+   * Deletes the payment `(merchantId, transactionId)` and its receipt if a tenant other than
+   * `ownerTenantId` made it (a previous owner of the merchantId, section 18), so that the owner can
+   * use the transactionId; returns whether it did.
+   */
+  deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean>;
   /** The payment of `(merchantId, transactionId)`, of whichever tenant; the caller checks the tenant. */
   findByTransaction(merchantId: string, transactionId: string): Promise<PaymentRecord | undefined>;
+  /**
+   * A merchant tenant's payments, newest first (createdAt desc, then paymentId desc), `limit` per
+   * page, only those of `merchantIds` when given; `cursor` is the previous page's `nextCursor`. Keyset
+   * pages: a payment made while paging comes before the cursor, so none after it is skipped or repeated.
+   */
+  listByTenant(
+    merchantTenantId: string,
+    limit: number,
+    cursor?: string,
+    merchantIds?: readonly string[],
+  ): Promise<PaymentPage>;
+  /**
+   * Holds `refund.amount` of a succeeded payment and stores the refund (`pending`) and its receipt,
+   * atomically: the held and refunded amounts never exceed the payment's `amount`, however many
+   * refunds run at once. Refused (nothing written) as the {@link HoldRefundOutcome} says.
+   */
+  holdRefund(payment: PaymentRef, refund: RefundRecord, receipt: ReceiptRecord): Promise<HoldRefundOutcome>;
+  /** Marks a held refund `succeeded` with the gateway's id; the payment as stored after, if found. */
+  completeRefund(
+    payment: PaymentRef,
+    refundId: string,
+    gatewayRefundId: string,
+  ): Promise<PaymentRecord | undefined>;
+  /**
+   * Undoes {@link holdRefund} when the gateway refused the refund: removes the pending refund, frees
+   * its amount and deletes its receipt (the one given to `holdRefund`), together. Nothing happens to a
+   * refund that is not pending.
+   */
+  releaseRefund(payment: PaymentRef, refundId: string, receipt: ReceiptRecord): Promise<void>;
 }
 
 /** A decrypt grant. The token itself is a secret: only its SHA-256 is stored. */
@@ -434,18 +566,29 @@ export interface IdempotencyStore {
   abandon(key: string, leaseUntil: Date): Promise<void>;
 }
 
-/** An audit event: grants issued and decrypt uses. Never a secret. */
+/**
+ * An audit event: grants issued, decrypt uses, every key change, ownership changes and failed operator
+ * logins. Never a secret.
+ */
 export interface AuditEvent {
   at: Date;
-  /** e.g. `grant.created`, `receipt.decrypted`, `payment.decrypted`. */
+  /** e.g. `grant.created`, `receipt.decrypted`, `key.rotated`, `admin.login_failed`. */
   action: string;
+  /** The tenant the event concerns ("" for none: a failed operator login). */
   tenantId: string;
   requestId: string;
   sourceIp: string;
   userId?: string;
+  /** The key the event is about, or for a key change the key current after it. */
   keyId?: string;
-  /** Non-secret reference: receiptId, paymentId, or the first 8 hex of a token hash. */
+  /** For a key change: the key current before it. */
+  previousKeyId?: string;
+  /** Non-secret reference: receiptId, paymentId, merchantId, the first 8 hex of a token hash. */
   subject?: string;
+  /** Set when another tenant's call caused the event (its tenant id), not `tenantId`'s own. */
+  actorTenantId?: string;
+  /** Set when the operator caused the event. */
+  byOperator?: boolean;
 }
 
 /** Which audit events an operator reads. */
@@ -456,10 +599,48 @@ export interface AuditQuery {
   after?: Date;
 }
 
+/** A page of the audit log in the order it was written. */
+export interface AuditPage {
+  events: AuditEvent[];
+  /**
+   * Where the next page starts: always set, also when the log holds nothing more yet (polling passes
+   * it again later). Opaque.
+   */
+  cursor: string;
+}
+
 export interface AuditStore {
   append(event: AuditEvent): Promise<void>;
-  /** Newest first; for operators and tests. */
+  /** Newest first, for quick looks and tests; polling uses {@link AuditStore.page}. */
   list(limit: number, query?: AuditQuery): Promise<AuditEvent[]>;
+  /**
+   * Events in the order they were written (`tenantId` only, when given), at most `limit` (1 to
+   * {@link AUDIT_PAGE_MAX}), after `cursor` (the `cursor` of a previous page), or without a cursor
+   * from the first event written after `query.after` (from the start when absent). Never skips an
+   * event: an event is returned only once every event written before it can be returned too, so a
+   * page that ends short is everything there is for now. A cursor this store did not make is
+   * `invalid_request` on `pageToken`.
+   */
+  page(query: AuditQuery, limit: number, cursor?: string): Promise<AuditPage>;
+}
+
+/** The most audit events one {@link AuditStore.page} call returns. */
+export const AUDIT_PAGE_MAX = 1_000;
+
+/** Encodes an audit position (the number of the last event read) as a cursor. */
+export function auditCursorOf(seq: number): string {
+  return `a${seq}`;
+}
+
+/** Decodes a cursor of {@link auditCursorOf}; `invalid_request` on `pageToken` for anything else. */
+export function auditSeqOf(cursor: string): number {
+  const seq = /^a(\d{1,15})$/.exec(cursor)?.[1];
+  if (seq === undefined) {
+    throw invalidRequest([
+      { field: "pageToken", description: "is not a page token returned by this service" },
+    ]);
+  }
+  return Number(seq);
 }
 
 /** An issuer tenant's escrow public key (section 17); the service never holds its private half. */
@@ -471,14 +652,21 @@ export interface IssuerEscrowKeyRecord {
   /** Base64 DER SubjectPublicKeyInfo. */
   publicKey: string;
   createdAt: Date;
+  /** Set once the tenant revoked it: nothing new is sealed to it; what it sealed stays releasable. */
+  revokedAt?: Date;
 }
 
 export interface IssuerEscrowKeyStore {
   insert(key: IssuerEscrowKeyRecord): Promise<void>;
-  /** The tenant's newest key (the current one), if any. */
+  /** The tenant's newest key that is not revoked (the current one), if any. */
   current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined>;
-  /** Every key of the tenant, newest first. */
+  /** Every key of the tenant, revoked ones too, newest first. */
   list(tenantId: string): Promise<IssuerEscrowKeyRecord[]>;
+  /**
+   * Revokes the tenant's key `escrowKeyId` and returns it; revoking twice keeps the first time.
+   * `undefined` (nothing changed) when the tenant has no key with that id.
+   */
+  revoke(tenantId: string, escrowKeyId: string, at: Date): Promise<IssuerEscrowKeyRecord | undefined>;
 }
 
 export type SetBinsOutcome =
@@ -497,6 +685,11 @@ export interface BinStore {
   list(tenantId: string): Promise<string[]>;
   /** The owner of a card BIN: of its 8-digit prefix, else of its 6-digit one. */
   ownerOf(cardBin: string): Promise<string | undefined>;
+  /**
+   * Whether some 8-digit prefix under the 6-digit `bin` belongs to a tenant: a card given by those 6
+   * digits alone may then be in one of them, so its owner is unknown (section 17).
+   */
+  hasOwnedPrefixUnder(bin: string): Promise<boolean>;
 }
 
 /** How a merchantId came to belong to its tenant. */
@@ -516,8 +709,15 @@ export interface MerchantOwnerStore {
    * claimant, or whoever held it before; concurrent claims leave one owner).
    */
   claim(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord>;
-  /** Assigns (or reassigns) a merchantId to a tenant: the operator's word is final. */
-  assign(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord>;
+  /**
+   * Assigns (or reassigns) a merchantId to a tenant: the operator's word is final. Returns the new
+   * record and, atomically, the tenant that held it before (if any).
+   */
+  assign(
+    merchantId: string,
+    tenantId: string,
+    now: Date,
+  ): Promise<{ record: MerchantOwnerRecord; previousTenantId?: string }>;
   find(merchantId: string): Promise<MerchantOwnerRecord | undefined>;
 }
 
@@ -531,6 +731,10 @@ export interface PreviousMerchantKey {
   registeredAt: Date;
   /** When the key that replaced it was registered. */
   replacedAt: Date;
+  /** As {@link MerchantKeyRecord.allReceiptsSigned}, while it was current. */
+  allReceiptsSigned?: boolean;
+  /** Set once the tenant revoked it. */
+  revokedAt?: Date;
 }
 
 /** The Ed25519 key that signs a merchantId's receipts (section 10): one current key per merchantId. */
@@ -545,6 +749,13 @@ export interface MerchantKeyRecord {
   /** Base64 DER SubjectPublicKeyInfo. */
   publicKey: string;
   registeredAt: Date;
+  /**
+   * The merchant declared, with this key, that every receipt of the merchantId is signed while this
+   * key is current: a cardholder's app then treats an unsigned one as invalid (section 10).
+   */
+  allReceiptsSigned?: boolean;
+  /** Set once the tenant revoked it: receipts are then refused until a new key is registered. */
+  revokedAt?: Date;
   /** The keys this one replaced, oldest first, at most {@link MERCHANT_KEY_HISTORY}. */
   previousKeys: PreviousMerchantKey[];
 }
@@ -565,6 +776,17 @@ export interface MerchantKeyStore {
    */
   put(key: Omit<MerchantKeyRecord, "previousKeys">): Promise<MerchantKeyPutOutcome>;
   findByMerchantId(merchantId: string): Promise<MerchantKeyRecord | undefined>;
+  /**
+   * Revokes the key `merchantKeyId` of the merchantId (the current one or one in its history) if the
+   * record belongs to `tenantId`, and returns the record after; revoking twice keeps the first time.
+   * `undefined` (nothing changed) when the tenant has no such key for that merchantId.
+   */
+  revoke(
+    tenantId: string,
+    merchantId: string,
+    merchantKeyId: string,
+    at: Date,
+  ): Promise<MerchantKeyRecord | undefined>;
   /**
    * Deletes the merchantId's signing key unless it belongs to `keepTenantId` (an operator gave the
    * merchantId to that tenant: the previous owner's key must not lock it out). Returns whether it did.

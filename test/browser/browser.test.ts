@@ -86,9 +86,9 @@ async function bundlePage(): Promise<string> {
 
 const PAGE_HTML = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Receipts in the browser</title>
-<style>body{font-family:sans-serif;margin:24px;background:#eee} #receipt svg{background:#fff;box-shadow:0 2px 8px #999}</style>
+<style>body{font-family:sans-serif;margin:24px;background:#eee} #receipt svg,#refund svg{background:#fff;box-shadow:0 2px 8px #999;margin:8px}</style>
 </head><body>
-<h1>My receipts</h1><p id="status">Loading...</p><div id="receipt"></div>
+<h1>My receipts</h1><p id="status">Loading...</p><div id="receipt"></div><div id="refund"></div>
 <script type="module" src="/page.js"></script>
 </body></html>`;
 
@@ -132,7 +132,7 @@ describe.skipIf(!haveChromium && process.env.CI !== "true")("in a real browser (
 
   // RSA first, P-256 last: the screenshot kept is of the careful issuer's path.
   it.each(["RSA-OAEP-256", "HPKE-P256-SHA256-A256GCM"] as const)(
-    "makes a non-extractable %s key, registers it, gets a receipt, lists and opens it, and draws it",
+    "makes a non-extractable %s key, registers it, gets a receipt and its refund, opens and draws both",
     async (algorithm) => {
       const page = await context.newPage();
       const problems: string[] = [];
@@ -155,7 +155,7 @@ describe.skipIf(!haveChromium && process.env.CI !== "true")("in a real browser (
       expect(result.exportRefused).toBe(true);
       expect(result.userId).toMatch(/^usr_/);
       expect(result.paymentId).toMatch(/^pay_/);
-      expect(result.listed).toBe(1);
+      expect(result.listed).toBe(2);
       expect(result.opened).toEqual({
         receiptId: `web-r-${config.suffix}`,
         merchantName: "Corner Coffee",
@@ -169,9 +169,44 @@ describe.skipIf(!haveChromium && process.env.CI !== "true")("in a real browser (
       const box = await image.boundingBox();
       expect(box?.height ?? 0).toBeGreaterThan(300);
       const shown = (await image.textContent())?.replace(/\u00a0/g, " ").replace(/\s+/g, " ") ?? "";
-      for (const text of ["Corner Coffee", "Flat white x2", "Croissant", "TOTAL", "EUR 9.50", "VISA **** "]) {
+      for (const text of [
+        "Corner Coffee",
+        "Flat white x2",
+        "Croissant",
+        "TOTAL",
+        "EUR 12.95",
+        "VISA **** ",
+      ]) {
         expect(shown, text).toContain(text);
       }
+      // What the browser drew, line by line: the sale's tip, tenders and tax per rate, and the refund.
+      const last4 = result.images.sale.lines.find((l) => l.startsWith("VISA **** "))?.slice(10, 14) ?? "";
+      expect(result.images.sale.lines).toEqual(
+        expect.arrayContaining([
+          "Tip 1.50",
+          "TOTAL EUR 12.95",
+          "Paid with",
+          "gift card 2.95",
+          `VISA **** ${last4} 10.00`,
+          "Tax rate Net Tax",
+          "23% 7.00 1.61",
+          "13.5% 2.50 0.34",
+          "Statement CORNER COFFEE DUBLIN",
+          "Auth code A1B2C3",
+        ]),
+      );
+      const refund = result.images.refund.lines;
+      expect(refund.slice(refund.indexOf("REFUND"), refund.indexOf("REFUND") + 2)).toEqual([
+        "REFUND",
+        `of receipt web-r-${config.suffix}`,
+      ]);
+      expect(refund).toEqual(expect.arrayContaining(["TOTAL EUR -2.50", `VISA **** ${last4} 2.50`]));
+      expect(result.images.sale.lines).not.toContain("REFUND");
+      // The pixels: the REFUND banner is drawn inverted (mostly dark: 77% when measured), the plain
+      // lines are not (16-17%), the sale's bold TOTAL line neither.
+      expect(result.images.refund.dark.banner).toBeGreaterThan(0.5);
+      expect(result.images.refund.dark.plain).toBeLessThan(0.3);
+      expect(result.images.sale.dark.banner).toBeLessThan(0.3);
       expect(await page.locator("#status").textContent()).toContain("extractable: false");
       await page.screenshot({ path: join(ARTIFACTS, "browser-receipt.png"), fullPage: true });
       await page.close();

@@ -106,7 +106,7 @@ describe("the package guard (scripts/build-client.mjs)", () => {
       "src/client/c.d.ts: imports fastify, a package of the server",
       "src/client/d.js: imports mongodb, a package of the server",
       "src/client/d.js: imports @fastify/cors, a package of the server",
-      "src/domain/payments.js: not client code (the package may ship src/client/, gen/, src/kt/, src/receipt-fields., src/proto-scalars.)",
+      "src/domain/payments.js: not client code (the package may ship src/client/, gen/, src/kt/, src/receipt-fields., src/proto-scalars., src/crypto/key-encoding., src/crypto/asn1., src/crypto/curves.)",
       "src/kt/node-engine.js: imports node:crypto, a Node built-in (the package runs in browsers too)",
     ]);
     expect(packageOf("@noble/curves/ed25519.js")).toBe("@noble/curves");
@@ -263,11 +263,14 @@ describe("the client package, packed, installed and used", () => {
       docUrl: `${svc.baseUrl}/docs/errors#conflict`,
       paymentId: seen.paymentId,
     });
+    // A declined payment is kept, and the error names it.
     expect(seen.declined).toEqual({
       code: "payment_declined",
       docUrl: `${svc.baseUrl}/docs/errors#payment_declined`,
       declineCode: "insufficient_funds",
+      paymentId: expect.stringMatching(/^pay_/),
     });
+    expect(seen.declined.paymentId).not.toBe(seen.paymentId);
     expect(seen.unsigned).toMatchObject({ code: "invalid_signature" });
   }, 120_000);
 });

@@ -25,8 +25,12 @@ const receipt: ReceiptJson = {
 
 /** The text a person reads in the image: receiptline draws each line as SVG text. */
 function textOf(svg: string): string {
+  return decoded(svg.replace(/<\/text>/g, "\n"));
+}
+
+/** The characters of an SVG fragment, without its tags. */
+function decoded(svg: string): string {
   return svg
-    .replace(/<\/text>/g, "\n")
     .replace(/<[^>]+>/g, "")
     .replace(/&amp;/g, "&")
     .replace(/&lt;/g, "<")
@@ -35,6 +39,14 @@ function textOf(svg: string): string {
     .replace(/&#x([0-9a-f]+);/gi, (_m, n: string) => String.fromCodePoint(Number.parseInt(n, 16)))
     .replace(/&#(\d+);/g, (_m, n: string) => String.fromCodePoint(Number(n)))
     .replace(/\u00a0/g, " ");
+}
+
+/** The lines a person reads: receiptline draws each line as a group of texts, one per column. */
+function linesOf(svg: string): string[] {
+  return decoded(svg.replace(/<\/text>/g, " ").replace(/<\/g>/g, "\n"))
+    .split("\n")
+    .map((line) => line.replace(/\s+/g, " ").trim())
+    .filter((line) => line !== "");
 }
 
 describe("renderReceiptSvg", () => {
@@ -67,6 +79,57 @@ describe("renderReceiptSvg", () => {
     expect(textOf(renderReceiptSvg(noTotal))).toMatch(/EUR 9\.50/);
     const yen = textOf(renderReceiptSvg({ ...receipt, currency: "JPY", totalAmount: 950 }));
     expect(yen).toMatch(/JPY 950(?!\.)/);
+  });
+
+  it("draws a refund: the banner with its original, the tip, each tender and the tax per rate", () => {
+    const refund: ReceiptJson = {
+      ...receipt,
+      receiptId: "r-1002",
+      receiptType: "refund",
+      originalReceiptId: "r-1001",
+      subtotal: 950,
+      taxAmount: 219,
+      tipAmount: 150,
+      totalAmount: 1319,
+      tenders: [
+        { method: "gift_card", amount: 319 },
+        { method: "card", cardBrand: "VISA", cardLast4: "4242", amount: 1000 },
+      ],
+      taxBreakdown: [
+        { rate: 0.23, taxableAmount: 700, taxAmount: 161 },
+        { rate: 0.135, taxableAmount: 250, taxAmount: 58 },
+      ],
+      cardAcceptorName: "CORNER COFFEE DUBLIN",
+      authorizationCode: "A1B2C3",
+      acquirerReferenceNumber: "74001236123000000001236",
+    };
+    const lines = linesOf(renderReceiptSvg(refund));
+    const startingAt = (first: string) => lines.slice(lines.indexOf(first));
+    expect(startingAt("REFUND").slice(0, 2)).toEqual(["REFUND", "of receipt r-1001"]);
+    expect(lines).toEqual(expect.arrayContaining(["Tip 1.50", "TOTAL EUR -13.19"]));
+    expect(startingAt("Paid with").slice(0, 3)).toEqual([
+      "Paid with",
+      "gift card 3.19",
+      "VISA **** 4242 10.00",
+    ]);
+    expect(startingAt("Tax rate Net Tax").slice(0, 3)).toEqual([
+      "Tax rate Net Tax",
+      "23% 7.00 1.61",
+      "13.5% 2.50 0.58",
+    ]);
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        "Statement CORNER COFFEE DUBLIN",
+        "Auth code A1B2C3",
+        "ARN 74001236123000000001236",
+      ]),
+    );
+    // A sale has no banner, a positive total, and its card line instead of tenders.
+    const sale = textOf(renderReceiptSvg(receipt));
+    expect(sale).not.toContain("REFUND");
+    expect(sale).not.toContain("Paid with");
+    expect(sale.replace(/\s+/g, " ")).toContain("EUR 9.50");
+    expect(textOf(renderReceiptSvg({ ...refund, receiptType: "void" }))).toContain("VOID");
   });
 
   it("escapes what the receipt says: no markup and no receiptline syntax gets through", () => {

@@ -289,8 +289,8 @@ describe("the AAD-bound RSA form (keyBundle.aadBound), both ways", () => {
 });
 
 describe("the WebCrypto module", () => {
-  // What each browser-safe module may import: its siblings, @hpke/core (WebCrypto only) and the
-  // receipt field rules the service shares (src/receipt-fields.ts, checked below).
+  // What each browser-safe module may import: its siblings, @hpke/core (WebCrypto only), the
+  // receipt field rules and the key encoding checks the service shares (checked below).
   const allowed: Record<string, string[]> = {
     "webcrypto.ts": ["../receipt-fields.js", "./base64.js", "./client-keys.js", "./p256.js"],
     "../receipt-fields.ts": [
@@ -300,9 +300,13 @@ describe("the WebCrypto module", () => {
       "./proto-scalars.js",
     ],
     "../proto-scalars.ts": ["@bufbuild/protobuf", "@bufbuild/protobuf/wkt"],
-    "client-keys.ts": ["./base64.js", "./p256.js"],
+    "client-keys.ts": ["../crypto/key-encoding.js", "./base64.js", "./p256.js"],
+    "../crypto/key-encoding.ts": ["./asn1.js", "./curves.js"],
+    "../crypto/asn1.ts": [],
+    "../crypto/curves.ts": ["./asn1.js"],
     "p256.ts": ["@hpke/core"],
-    "key-ring.ts": ["./webcrypto.js"],
+    "key-ring.ts": ["./signatures.js", "./webcrypto.js"],
+    "signatures.ts": ["../receipt-fields.js", "./base64.js"],
     "base64.ts": [],
   };
   it.each(Object.keys(allowed))("%s uses no Node module and no Buffer", (file) => {

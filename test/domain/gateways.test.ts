@@ -237,3 +237,56 @@ describe("gateway_b (orders with card nonces)", () => {
     });
   });
 });
+
+describe.each([
+  ["gateway_a", /^re_[0-9a-f]{32}$/],
+  ["gateway_b", /^rfd_[0-9a-f]{32}$/],
+] as const)("%s refunds in its sandbox", (name, idPattern) => {
+  const gateway = gatewayByName(name);
+  const refund = (amount: number, payment: { status: string; amount: number; refunded: number }) =>
+    gateway.refund({
+      paymentId: "pay_1",
+      orderId: "ord_1",
+      refundId: "ref_1",
+      amount,
+      currency: "EUR",
+      payment,
+    });
+  const refusal = async (promise: Promise<unknown>) => {
+    const err = await promise.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(AppError);
+    return (err as AppError).violations;
+  };
+
+  it("refunds part of a charge, then the rest, with an id of its own for each", async () => {
+    const first = await refund(300, { status: "succeeded", amount: 1000, refunded: 0 });
+    const rest = await refund(700, { status: "succeeded", amount: 1000, refunded: 300 });
+    expect(first.gatewayRefundId).toMatch(idPattern);
+    expect(rest.gatewayRefundId).toMatch(idPattern);
+    expect(rest.gatewayRefundId).not.toBe(first.gatewayRefundId);
+  });
+
+  it("refuses refunds adding up to more than the charge, saying what is left", async () => {
+    expect(await refusal(refund(701, { status: "succeeded", amount: 1000, refunded: 300 }))).toEqual([
+      {
+        field: "amount",
+        description: "must be at most 700, what is left to refund of the payment's 1000 (300 refunded)",
+      },
+    ]);
+    expect(await refusal(refund(1, { status: "succeeded", amount: 1000, refunded: 1000 }))).toHaveLength(1);
+  });
+
+  it("refuses a refund of a declined payment, and an amount that is not positive", async () => {
+    expect(await refusal(refund(100, { status: "declined", amount: 1000, refunded: 0 }))).toEqual([
+      { field: "paymentId", description: "was declined: a declined payment has nothing to refund" },
+    ]);
+    for (const amount of [0, -5, 1.5]) {
+      expect(await refusal(refund(amount, { status: "succeeded", amount: 1000, refunded: 0 }))).toEqual([
+        { field: "amount", description: "must be greater than 0" },
+      ]);
+    }
+  });
+});

@@ -1,4 +1,4 @@
-import { clone, create, equals } from "@bufbuild/protobuf";
+import { clone, create, equals, isFieldSet } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
@@ -51,32 +51,48 @@ const full = create(ReceiptSchema, {
   amount: 833n,
   cardNonce: "cnon:card-nonce-ok",
   cardBin: "41111111",
+  receiptType: "void",
+  originalReceiptId: "rcpt-0000",
+  authorizationCode: "A1B2C3",
+  retrievalReferenceNumber: "633112345678",
+  acquirerReferenceNumber: "74001236123000000001236",
+  terminalId: "TID00042",
+  merchantCategoryCode: "5814",
+  cardAcceptorName: "CORNER CAFE BERLIN",
+  tipAmount: 0n,
+  tenders: [{ method: "card", cardBrand: "visa", cardLast4: "4242", amount: 833n }],
+  taxBreakdown: [{ rate: 0.19, taxableAmount: 700n, taxAmount: 133n }],
 });
 
+/**
+ * Receipt fields a request never sets: the service's own answers (`keyId`, `decryptedAt`) and its
+ * sealed additions (`merchantSignature`, `merchantKeyId`, section 10), and `sealedReceipt`, which
+ * stands instead of the plaintext fields.
+ */
+const NOT_FROM_INPUT = ["keyId", "decryptedAt", "merchantSignature", "merchantKeyId", "sealedReceipt"];
+
 describe("sealedPlaintextOf", () => {
-  it("holds every receipt field except the input-only ones", () => {
-    const sealed = sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW }));
+  it("is tested with a receipt that sets every field of the proto a request may set", () => {
+    // A field added to receipt.proto must be added here, and then to the rules that seal it.
+    const unset = ReceiptSchema.fields.filter((f) => !isFieldSet(full, f)).map((f) => f.localName);
+    expect(unset).toEqual(NOT_FROM_INPUT);
+  });
+
+  it("holds every receipt field of the proto except the input-only ones", () => {
+    const sealed = sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW, original: "found" }));
     expect(INPUT_ONLY_FIELDS).toEqual(["recipientHashedPan", "mockItems", "cardNonce", "cardBin"]);
-    expect(Object.keys(sealed).sort()).toEqual(
-      [
-        ...[
-          "version",
-          "receiptId",
-          "merchantId",
-          "merchantName",
-          "transactionId",
-          "transactionDate",
-          "currency",
-        ],
-        ...["merchantStreet", "merchantCity", "merchantState", "merchantPostalCode", "merchantCountry"],
-        ...["merchantTaxId", "merchantContactEmail", "transactionTimezone", "paymentMethod", "cardLast4"],
-        ...["cardBrand", "subtotal", "taxAmount", "totalAmount", "items", "amount"],
-      ].sort(),
-    );
+    const expected = ReceiptSchema.fields
+      .map((f) => f.jsonName)
+      .filter(
+        (name) => !NOT_FROM_INPUT.includes(name) && !(INPUT_ONLY_FIELDS as readonly string[]).includes(name),
+      );
+    expect(Object.keys(sealed).sort()).toEqual(expected.sort());
   });
 
   it("serialises money as JSON numbers and dates as RFC 3339", () => {
-    const json = JSON.stringify(sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW })));
+    const json = JSON.stringify(
+      sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW, original: "found" })),
+    );
     expect(json).toContain('"subtotal":700');
     expect(json).toContain('"amount":833');
     expect(json).toContain('"quantity":2');
@@ -85,7 +101,9 @@ describe("sealedPlaintextOf", () => {
   });
 
   it("round-trips through JSON to the same Receipt message, minus the input-only fields", () => {
-    const json = JSON.stringify(sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW })));
+    const json = JSON.stringify(
+      sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW, original: "found" })),
+    );
     const expected = clone(ReceiptSchema, full);
     expected.recipientHashedPan = undefined;
     expected.mockItems = undefined;

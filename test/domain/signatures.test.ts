@@ -12,9 +12,9 @@ import {
   applyMerchantSignature,
   receiptJsonOf,
   receiptSigningInput,
-  registerSigningKey,
   signedFormOf,
 } from "../../src/domain/signatures.js";
+import { registerSigningKey } from "../../src/domain/signing-keys.js";
 import { messageToJson } from "../../src/rpc/json.js";
 import { type DomainFixture, domainFixture, principal, rejection } from "../support/domain.js";
 import { hashPan } from "../support/harness.js";
@@ -96,6 +96,7 @@ describe("merchant signatures (domain)", () => {
         merchantId: "m-1",
         algorithm: "Ed25519",
         registeredAt: f.clock.now(),
+        allReceiptsSigned: false,
       });
       // The same key in another encoding is the same key: nothing changes, the id stays.
       for (const publicKey of [pem, raw]) {
@@ -327,10 +328,73 @@ describe("merchant signatures (domain)", () => {
     });
   });
 
+  it("covers the section 21 fields: the cardholder verifies them, and a change to any is refused", async () => {
+    await registerSigningKey(f.deps, merchant, { merchantId: "m-1", publicKey: keys.publicKey });
+    const pair = await generateKeys(f.deps, issuer);
+    const { userId } = await register(f.deps, issuer, {
+      hashedPan: hashPan("4111111111111111"),
+      publicKey: pair.publicKey,
+      keyId: pair.keyId,
+    });
+    const sale = body();
+    await encryptReceipt(f.deps, merchant, message(sale), signBody(sale, keys.privateKey));
+    const refund = body({
+      receiptType: "refund",
+      originalReceiptId: sale.receiptId,
+      authorizationCode: "A1B2C3",
+      retrievalReferenceNumber: "633112345678",
+      merchantCategoryCode: "5814",
+      cardAcceptorName: "CORNER COFFEE",
+      tipAmount: 0,
+      totalAmount: 300,
+      tenders: [
+        { method: "gift_card", amount: 100 },
+        { method: "card", cardBrand: "visa", cardLast4: "4242", amount: 200 },
+      ],
+      taxAmount: 48,
+      taxBreakdown: [{ rate: 0.19, taxableAmount: 252, taxAmount: 48 }],
+    });
+    const header = signBody(refund, keys.privateKey);
+    const changed: Array<Record<string, unknown>> = [
+      { ...refund, authorizationCode: "A1B2C4" },
+      { ...refund, tenders: [{ method: "card", amount: 300 }] },
+      { ...refund, taxBreakdown: [{ rate: 0.2, taxableAmount: 252, taxAmount: 48 }] },
+      { ...refund, receiptType: "void" },
+    ];
+    for (const other of changed) {
+      const err = await rejection(encryptReceipt(f.deps, merchant, message(other), header));
+      expect(err.code).toBe("invalid_signature");
+    }
+    await encryptReceipt(f.deps, merchant, message(refund), header);
+    const grant = await grantAccess(
+      f.deps,
+      issuer,
+      { userId, keyId: pair.keyId },
+      { requestId: "r", sourceIp: "ip" },
+    );
+    const opened = await decryptReceipt(
+      f.deps,
+      issuer,
+      {
+        receiptId: refund.receiptId as string,
+        merchantId: "",
+        tokenId: grant.tokenId,
+        accessTokenId: "",
+        privateKey: pair.privateKey,
+      },
+      { requestId: "r", sourceIp: "ip" },
+    );
+    const asRest = messageToJson(ReceiptSchema, opened) as Record<string, unknown>;
+    expect(asRest).toMatchObject({ receiptType: "refund", tipAmount: 0, authorizationCode: "A1B2C3" });
+    expect(cardholderVerifies(asRest, keys.publicKeyObject)).toBe(true);
+    const forged = { ...asRest, tenders: [{ method: "card", amount: 300 }] };
+    expect(cardholderVerifies(forged, keys.publicKeyObject)).toBe(false);
+  });
+
   it("ignores a signature header when the merchantId has no registered key, and seals none", async () => {
     await registerSigningKey(f.deps, merchant, { merchantId: "m-1", publicKey: keys.publicKey });
     const b = body({ merchantId: "m-unsigned" });
-    const receipt = prepareReceipt(message(b), f.clock.now());
+    const receipt = await prepareReceipt(f.deps, merchant, message(b));
     await applyMerchantSignature(f.deps, message(b), receipt, signBody(b, keys.privateKey));
     expect(sealedPlaintextOf(receipt)).not.toHaveProperty("merchantSignature");
     expect(sealedPlaintextOf(receipt)).not.toHaveProperty("merchantKeyId");

@@ -11,7 +11,7 @@ import { DECLINE_CODES } from "../../src/domain/gateways/declines.js";
 import { SANDBOX_NONCES } from "../../src/domain/gateways/sandbox-b.js";
 import { ERRORS } from "../../src/errors.js";
 import { grpcClient, grpcUnary } from "../support/grpc.js";
-import { post, receiptBody, startService, type TestService } from "../support/harness.js";
+import { get, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
  * Errors and retries as a payments developer meets them (spec section 3): every error links to its
@@ -195,14 +195,19 @@ describe("errors and retries", () => {
     const body = receiptBody({ amount: 950, merchantId });
     const first = await post(svc, "/api/v1/payments/gateway_a/create", svc.merchantKey, body);
     expect(first.status).toBe(200);
-    // The operator hands the merchantId to another tenant, which then sends the same transaction.
+    // The operator hands the merchantId to another tenant, which then sends the same transaction: the
+    // new owner may use every transactionId of its merchantId (issue 31), so the previous owner's
+    // payment gives way, and its id appears nowhere in the answer.
     const otherKey = await svc.newKey({ role: "merchant", tier: "standard", tenantId: "merchant-other" });
     await svc.store.merchants.assign(merchantId, "merchant-other", new Date());
     const other = await post(svc, "/api/v1/payments/gateway_a/create", otherKey, body);
-    expect(other.status).toBe(409);
+    expect(other.status, JSON.stringify(other.body)).toBe(200);
     expect(JSON.stringify(other.body)).not.toContain(first.body.data.paymentId);
-    expect(other.body.error).not.toHaveProperty("payment_id");
-    expect(other.body.error?.details).toBe("");
+    // Sent again, it is the new owner's own duplicate, named with its own payment only.
+    const again = await post(svc, "/api/v1/payments/gateway_a/create", otherKey, body);
+    expect(again.status).toBe(409);
+    expect(JSON.stringify(again.body)).not.toContain(first.body.data.paymentId);
+    expect(again.body.error?.message).toContain(other.body.data.paymentId);
   });
 
   it("says why a payment was declined, for every sandbox card that declines", async () => {
@@ -216,12 +221,16 @@ describe("errors and retries", () => {
         receiptBody({ cardNonce }),
       );
       expect(res.status, cardNonce).toBe(402);
+      // The declined payment is kept (section 21): the error names it, and the merchant can read it.
+      const paymentId = (res.body.error as Record<string, string> | undefined)?.payment_id ?? "";
       expect(res.body.error).toMatchObject({
         code: "payment_declined",
         decline_code: declineCode,
-        details: `decline_code: ${declineCode}`,
+        details: `decline_code: ${declineCode}; payment_id: ${paymentId}`,
         doc_url: "/docs/errors#payment_declined",
       });
+      const declined = await get(svc, `/api/v1/payments/${paymentId}`, svc.merchantKey);
+      expect(declined.body.data).toMatchObject({ paymentId, status: "declined", declineCode });
       expect(res.body.error?.message).toBe(
         `The card was declined: ${DECLINE_CODES[declineCode as keyof typeof DECLINE_CODES].reason}.`,
       );
@@ -261,6 +270,7 @@ describe("errors and retries", () => {
     expect(info?.metadata).toEqual({
       decline_code: "incorrect_cvc",
       doc_url: "/docs/errors#payment_declined",
+      payment_id: expect.stringMatching(/^pay_/),
     });
   });
 });

@@ -28,14 +28,23 @@ const STORY = [
   "receipts.v1.KeysService/GrantAccess",
   "receipts.v1.ReceiptsService/DecryptReceipt",
   "receipts.v1.PaymentsService/DecryptPayment",
+  // Before the merchantId's receipts must be signed: the refund has a receipt of its own.
+  "receipts.v1.PaymentsService/RefundPayment",
+  "receipts.v1.PaymentsService/GetPayment",
+  "receipts.v1.PaymentsService/ListPayments",
   "receipts.v1.ReceiptsService/ListReceipts",
   "receipts.v1.ReceiptsService/GetTransactionReceipt",
   "receipts.v1.ReceiptsService/StoreSealedReceipt",
   "receipts.v1.KeysService/RegisterEscrowKey",
+  "receipts.v1.KeysService/ListEscrowKeys",
   "receipts.v1.ReceiptsService/ListPendingEscrow",
   "receipts.v1.ReceiptsService/ReleaseEscrow",
+  "receipts.v1.KeysService/RevokeEscrowKey",
   // After every receipt of the merchantId: from now on they must be signed.
   "receipts.v1.ReceiptsService/RegisterSigningKey",
+  "receipts.v1.ReceiptsService/ListSigningKeys",
+  "receipts.v1.ReceiptsService/RevokeSigningKey",
+  "receipts.v1.KeysService/ListAuditEvents",
   "receipts.v1.OnboardingService/DeleteUser",
 ];
 

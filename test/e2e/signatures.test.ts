@@ -90,6 +90,7 @@ describe("merchant signatures end to end (section 10)", () => {
       merchantId: MERCHANT_ID,
       algorithm: "Ed25519",
       registeredAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/),
+      allReceiptsSigned: false,
     });
     merchantKeyId = res.body.data.merchantKeyId;
   });

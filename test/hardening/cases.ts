@@ -1,4 +1,5 @@
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
+import { HOSTILE_PRIVATE_KEYS, HOSTILE_PUBLIC_KEYS, VALID_KEYS } from "../support/hostile-keys.js";
 
 /**
  * Hostile inputs, as data: whole bodies that are not what a route expects, values of the wrong type
@@ -158,64 +159,25 @@ export const RECEIPT_RULE_BREAKERS: ReadonlyArray<readonly [string, unknown]> = 
 ];
 
 /**
- * Strings that are not a public key of a suite (RSA-2048+ with e = 65537, or EC P-256): bad base64,
- * bad PEM, other key types, curves, sizes and exponents.
+ * Strings that are not a public key of a suite (RSA-2048+ with e = 65537, or EC P-256): the hostile
+ * key corpus (test/support/hostile-keys.ts), as `[label, key]`.
  */
 export function hostileKeys(): Array<readonly [string, string]> {
-  const der = (key: KeyObject, type: "spki" | "pkcs8" | "pkcs1") =>
-    key.export({ type, format: "der" } as const).toString("base64");
-  const small = generateKeyPairSync("rsa", { modulusLength: 1024 });
-  const ec = generateKeyPairSync("ec", { namedCurve: "P-384" });
-  const e3 = generateKeyPairSync("rsa", { modulusLength: 2048, publicExponent: 3 });
-  const ed = generateKeyPairSync("ed25519");
-  const pss = generateKeyPairSync("rsa-pss", { modulusLength: 2048 });
-  const rsa = generateKeyPairSync("rsa", { modulusLength: 2048 });
-  const spki = der(rsa.publicKey, "spki");
-  const pem = (label: string, body: string) => `-----BEGIN ${label}-----\n${body}\n-----END ${label}-----`;
-  return [
-    ["empty-ish base64", "===="],
-    ["not base64", "!!!!not-base64!!!!"],
-    ["base64 of the wrong length", "QUJD="],
-    ["base64 that is not DER", Buffer.from("hello, I am not a key").toString("base64")],
-    [
-      "DER with trailing junk",
-      Buffer.concat([Buffer.from(spki, "base64"), Buffer.from([0, 0])]).toString("base64"),
-    ],
-    ["truncated DER", spki.slice(0, 200)],
-    ["RSA-1024", der(small.publicKey, "spki")],
-    ["EC P-384", der(ec.publicKey, "spki")],
-    ["RSA-2048 with e = 3", der(e3.publicKey, "spki")],
-    ["Ed25519", der(ed.publicKey, "spki")],
-    ["RSA-PSS", der(pss.publicKey, "spki")],
-    ["a private key (PKCS#8)", der(rsa.privateKey, "pkcs8")],
-    ["a private key (PEM)", rsa.privateKey.export({ type: "pkcs8", format: "pem" }).toString()],
-    ["a certificate PEM", pem("CERTIFICATE", spki)],
-    ["PEM with mismatched labels", `-----BEGIN PUBLIC KEY-----\n${spki}\n-----END PRIVATE KEY-----`],
-    ["PEM with an unknown label", pem("SECRET KEY", spki)],
-    ["PEM with a bad body", pem("PUBLIC KEY", "@@@@")],
-    ["encrypted PEM", pem("ENCRYPTED PRIVATE KEY", spki)],
-    ["20,000 characters", "A".repeat(20_000)],
-  ];
+  return HOSTILE_PUBLIC_KEYS.map((key) => [key.label, key.text] as const);
 }
 
-/** Private keys that must be refused on decrypt (given the public halves of `hostileKeys`). */
+/**
+ * Private keys that must be refused on decrypt: the corpus's (each `invalid_request`), and two valid
+ * keys that are not the grant's (`forbidden`).
+ */
 export function hostilePrivateKeys(): Array<readonly [string, string]> {
-  const der = (key: KeyObject, type: "spki" | "pkcs8" | "pkcs1") =>
-    key.export({ type, format: "der" } as const).toString("base64");
-  const small = generateKeyPairSync("rsa", { modulusLength: 1024 });
-  const ec = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  const other = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  const der = (key: KeyObject) => key.export({ type: "pkcs8", format: "der" }).toString("base64");
   return [
-    ["not base64", "%%%"],
-    ["base64 that is not DER", Buffer.from("not a key at all").toString("base64")],
-    ["a public key", der(other.publicKey, "spki")],
-    ["RSA-1024", der(small.privateKey, "pkcs8")],
-    ["EC P-256", der(ec.privateKey, "pkcs8")],
-    ["another RSA-2048 key", der(other.privateKey, "pkcs8")],
+    ...HOSTILE_PRIVATE_KEYS.map((key) => [key.label, key.text] as const),
     [
-      "PKCS#1 with a PKCS#8 label",
-      `-----BEGIN PRIVATE KEY-----\n${der(other.privateKey, "pkcs1")}\n-----END PRIVATE KEY-----`,
+      "a valid EC P-256 key that is not the grant's",
+      der(generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey),
     ],
-    ["20,000 characters", "A".repeat(20_000)],
+    ["a valid RSA-2048 key that is not the grant's", VALID_KEYS.rsaPkcs8],
   ];
 }

@@ -59,13 +59,14 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
   let holder: Cardholder;
   let tokenId: string;
   let paymentId: string;
+  let paymentReceiptId: string;
   let receipt: Record<string, unknown>;
   let sealed: SealedEnvelope;
   let cases = 0;
 
   beforeAll(async () => {
     svc = await startService({ env: { RATE_LIMIT_TIERS: UNLIMITED_TIERS }, logLines });
-    ({ holder, receipt, paymentId, tokenId } = await seedTargets(svc));
+    ({ holder, receipt, paymentId, paymentReceiptId, tokenId } = await seedTargets(svc));
     const plain = receiptBody({ receiptId: "hostile-sealed", merchantId: "merchant-sealed-hostile" });
     sealed = await sealReceipt(plain as unknown as ReceiptJson, holder.publicKey, { keyId: holder.keyId });
   });
@@ -82,6 +83,13 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
     GrantAccess: { userId: holder.userId, keyId: holder.keyId },
     EncryptReceipt: receiptBody(),
     CreatePayment: { ...receiptBody(), amount: 950 },
+    RefundPayment: {
+      ...receiptBody({ recipientHashedPan: holder.hashedPan }),
+      receiptType: "refund",
+      originalReceiptId: paymentReceiptId,
+      // A refund receipt's total is the amount refunded: the whole payment here.
+      amount: 950,
+    },
     DecryptPayment: { paymentId, tokenId, privateKey: holder.privateKey },
     DecryptReceipt: { receiptId: receipt.receiptId, tokenId, privateKey: holder.privateKey },
     // A merchantId of its own: a key registered here must not make other tests' receipts need signatures.
@@ -111,7 +119,7 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
       REST_ROUTES.filter((r) => r.verb === "POST").map((r) => [
         r.rpc,
         {
-          path: fillPath(r.template, { gateway: "gateway_a" }),
+          path: fillPath(r.template, { gateway: "gateway_a", payment_id: paymentId }),
           key: () => (r.role === "issuer" ? svc.issuerKey : svc.merchantKey),
           body: () => validBodies()[r.rpc] ?? {},
         },
@@ -290,6 +298,23 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
     ]) {
       await refuseGet(`/api/v1/receipts/${holder.userId}?${query}`, svc.issuerKey, `receipts?${query}`);
     }
+    for (const query of [
+      "pageSize=abc",
+      "pageSize=-1",
+      "pageSize=1001",
+      "pageSize=1&pageSize=2",
+      "after=yesterday",
+      "after=2026-13-45T99:00:00Z",
+      "after=2026-02-30T00:00:00Z",
+      "pageToken=!!!",
+      `pageToken=${Buffer.from("a12").toString("base64url")}`,
+      `pageToken=${"A".repeat(300)}`,
+      `pageToken=${cursor(1)}`,
+      "tenant=issuer-2",
+      "after[$gt]=1",
+    ]) {
+      await refuseGet(`/api/v1/audit?${query}`, svc.issuerKey, `audit?${query}`);
+    }
     for (const query of ["merchantId=a&merchantId=b", "merchantId[$ne]=", "foo=1", "transactionId=x"]) {
       await refuseGet(
         `/api/v1/transactions/${receipt.transactionId}/receipt?${query}`,
@@ -358,6 +383,11 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
     });
     expect(opened.status).toBe(200);
     expect(opened.body.data.merchantName).toBe("After The Storm");
+    // The refund body every hostile variant was made from is valid, and none of them refunded a cent.
+    const refund = routes().RefundPayment as PostRoute;
+    const refunded = await post(svc, refund.path, refund.key(), refund.body());
+    expect(refunded.status).toBe(200);
+    expect(refunded.body.data.payment.refundedAmount).toBe(950);
     expect(errorLines(logLines)).toEqual([]);
     expect(cases).toBeGreaterThan(500);
   });

@@ -142,6 +142,36 @@ describe("tenant isolation: another tenant's ids answer exactly like ids that do
     expect(visible(x)).toEqual(visible(y));
   });
 
+  it("payments: another merchant tenant's payment, read or refunded, and none of it listed", async () => {
+    const [x, y] = [
+      await get(svc, `/api/v1/payments/${a.paymentId}`, b.merchant),
+      await get(svc, `/api/v1/payments/${random("pay")}`, b.merchant),
+    ];
+    expect(x.status).toBe(404);
+    expect(visible(x)).toEqual(visible(y));
+    const refund = {
+      ...receiptBody({ merchantId: "merchant-001", receiptType: "refund", originalReceiptId: "whatever" }),
+      amount: 1,
+    };
+    const [rx, ry] = [
+      await post(svc, `/api/v1/payments/${a.paymentId}/refund`, b.merchant, refund),
+      await post(svc, `/api/v1/payments/${random("pay")}/refund`, b.merchant, refund),
+    ];
+    expect(rx.status).toBe(404);
+    expect(visible(rx)).toEqual(visible(ry));
+    expect((await get(svc, "/api/v1/payments", b.merchant)).body.data.payments).toEqual([]);
+    // Tenant A's payment is untouched.
+    expect((await get(svc, `/api/v1/payments/${a.paymentId}`, svc.merchantKey)).body.data.refunds).toEqual(
+      [],
+    );
+  });
+
+  it("refund receipts: another merchant tenant's receipt as the original answers like a random id", async () => {
+    const naming = (originalReceiptId: string) =>
+      receiptBody({ merchantId: "merchant-001", receiptType: "refund", originalReceiptId });
+    await samePost("/api/v1/receipts/encrypt", b.merchant, naming(a.receiptId), naming(random("rcpt")));
+  });
+
   it("encrypt and create: another merchant tenant's receipt and transaction ids are free to use", async () => {
     const reuse = receiptBody({
       receiptId: a.receiptId,

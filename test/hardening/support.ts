@@ -7,7 +7,14 @@ import { ERRORS, type ErrorCode, isErrorCode } from "../../src/errors.js";
 import { httpBindings } from "../../src/http/bindings.js";
 import { API_SERVICES, rolesFor } from "../../src/rpc/roles.js";
 import type { Role } from "../../src/store/types.js";
-import { type Envelope, hashPan, post, receiptBody, type TestService } from "../support/harness.js";
+import {
+  type Envelope,
+  hashPan,
+  post,
+  type Reachable,
+  receiptBody,
+  type TestService,
+} from "../support/harness.js";
 
 /**
  * Shared pieces of the hardening tests: requests that can never hang (every one has a deadline),
@@ -68,7 +75,7 @@ export interface Answer {
 
 /** Sends one HTTP/1.1 request with a deadline; `body` goes out byte for byte. */
 export async function send(
-  svc: TestService,
+  svc: Pick<TestService, "baseUrl">,
   method: string,
   path: string,
   options: { body?: string | Uint8Array; headers?: Record<string, string> } = {},
@@ -165,7 +172,7 @@ export function grpcTyped(
 
 /** Sends a Connect unary request (`application/json` or `application/proto`) with a deadline. */
 export function connectRaw(
-  svc: TestService,
+  svc: Pick<TestService, "baseUrl">,
   method: DescMethod,
   body: string | Uint8Array,
   headers: Record<string, string>,
@@ -183,13 +190,19 @@ export function connectRaw(
  */
 export function fuzzSettings(defaultRuns: number): { seed: number; numRuns: number } {
   const rawSeed = process.env.FC_SEED;
-  const seed = rawSeed === "random" ? Date.now() % 2_147_483_647 : rawSeed ? Number(rawSeed) : FIXED_SEED;
+  const seed = rawSeed === "random" ? RANDOM_SEED : rawSeed ? Number(rawSeed) : FIXED_SEED;
   const runs = Number(process.env.FC_RUNS) || defaultRuns;
   return { seed, numRuns: runs };
 }
 
 /** The seed of every property in normal runs. */
 export const FIXED_SEED = 20_261_121;
+
+/**
+ * The seed of every property of this process with `FC_SEED=random`: one per run, so the seed a
+ * test prints replays all of its properties.
+ */
+const RANDOM_SEED = Date.now() % 2_147_483_647;
 
 /** A registered cardholder: its key pair and user id. */
 export interface Cardholder {
@@ -201,7 +214,7 @@ export interface Cardholder {
 }
 
 /** Generates a key pair and registers it for card `pan` with `issuerKey` (the service's issuer by default). */
-export async function onboard(svc: TestService, pan: string, issuerKey = svc.issuerKey): Promise<Cardholder> {
+export async function onboard(svc: Reachable, pan: string, issuerKey = svc.issuerKey): Promise<Cardholder> {
   const keys = await post(svc, "/api/v1/onboarding/generate-keys", issuerKey, {});
   expect(keys.status).toBe(200);
   const hashedPan = hashPan(pan);
@@ -218,7 +231,7 @@ export async function onboard(svc: TestService, pan: string, issuerKey = svc.iss
 }
 
 /** A decrypt grant for a cardholder; returns the token id. */
-export async function grantFor(svc: TestService, holder: Cardholder, issuerKey = svc.issuerKey) {
+export async function grantFor(svc: Reachable, holder: Cardholder, issuerKey = svc.issuerKey) {
   const res = await post(svc, "/api/v1/keys/grant-access", issuerKey, {
     userId: holder.userId,
     keyId: holder.keyId,
@@ -248,6 +261,8 @@ export interface Targets {
   holder: Cardholder;
   receipt: Record<string, unknown>;
   paymentId: string;
+  /** The receipt of the payment, which a refund receipt names as its original. */
+  paymentReceiptId: string;
   tokenId: string;
 }
 
@@ -256,10 +271,14 @@ export async function seedTargets(svc: TestService): Promise<Targets> {
   const holder = await onboard(svc, "4111111111111111");
   const receipt = receiptBody({ recipientHashedPan: holder.hashedPan });
   expect((await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, receipt)).status).toBe(200);
-  const pay = await post(svc, "/api/v1/payments/gateway_a/create", svc.merchantKey, {
-    ...receiptBody({ recipientHashedPan: holder.hashedPan }),
-    amount: 950,
-  });
+  const paid = receiptBody({ recipientHashedPan: holder.hashedPan });
+  const pay = await post(svc, "/api/v1/payments/gateway_a/create", svc.merchantKey, { ...paid, amount: 950 });
   expect(pay.status).toBe(200);
-  return { holder, receipt, paymentId: pay.body.data.paymentId, tokenId: await grantFor(svc, holder) };
+  return {
+    holder,
+    receipt,
+    paymentId: pay.body.data.paymentId,
+    paymentReceiptId: paid.receiptId as string,
+    tokenId: await grantFor(svc, holder),
+  };
 }

@@ -60,6 +60,7 @@ describe("the REST surface", () => {
         heldReceipts: 0,
         algorithm: "",
         releasePending: false,
+        superseded: false,
       },
     });
   });

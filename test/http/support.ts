@@ -62,6 +62,9 @@ const keys: ServiceImpl<typeof KeysService> = {
   }),
   lookupKey: () => ({ keyId: "key-1", algorithm: "RSA-OAEP-256", publicKey: "PUB", isEscrowed: false }),
   registerEscrowKey: () => ({ escrowKeyId: "iek_1", algorithm: "RSA-OAEP-256" }),
+  listEscrowKeys: () => ({ escrowKeys: [], currentEscrowKeyId: "" }),
+  revokeEscrowKey: (req) => ({ escrowKey: { escrowKeyId: req.escrowKeyId }, currentEscrowKeyId: "" }),
+  listAuditEvents: (req) => ({ events: [], nextPageToken: req.pageToken }),
 };
 
 const sealed = (receiptId: string) =>

@@ -17,7 +17,7 @@ import { messageToJson } from "../../src/rpc/json.js";
 import { API_SERVICES } from "../../src/rpc/roles.js";
 import { component, deref, doc, filled } from "./support.js";
 
-const MONEY = ["subtotal", "taxAmount", "totalAmount", "amount"];
+const MONEY = ["subtotal", "taxAmount", "totalAmount", "amount", "tipAmount"];
 const TIMESTAMPS = ["transactionDate", "decryptedAt"];
 
 function property(schemaName: string, name: string): JsonObject {
@@ -58,8 +58,11 @@ describe("component schemas from the message descriptors", () => {
         expect(schema).toMatchObject({ type: "integer", format: "int64", maximum: Number.MAX_SAFE_INTEGER });
       } else if (TIMESTAMPS.includes(field.jsonName)) {
         expect(schema).toMatchObject({ type: "string", format: "date-time" });
-      } else if (field.jsonName === "items") {
-        expect(schema).toEqual({ type: "array", items: { $ref: "#/components/schemas/LineItem" } });
+      } else if (field.fieldKind === "list") {
+        const item = { items: "LineItem", tenders: "Tender", taxBreakdown: "TaxBreakdownLine" }[
+          field.jsonName as "items" | "tenders" | "taxBreakdown"
+        ];
+        expect(schema).toMatchObject({ type: "array", items: { $ref: `#/components/schemas/${item}` } });
       } else if (field.jsonName === "mockItems") {
         expect(schema).toMatchObject({ type: "boolean" });
       } else if (field.jsonName === "sealedReceipt") {
@@ -82,6 +85,11 @@ describe("component schemas from the message descriptors", () => {
       description: "Rate as a fraction, e.g. 0.19 for 19%.",
     });
     expect(property("Tax", "amount")).toMatchObject({ type: "integer", format: "int64" });
+    expect(property("Tender", "amount")).toMatchObject({ type: "integer", format: "int64" });
+    for (const name of ["taxableAmount", "taxAmount"]) {
+      expect(property("TaxBreakdownLine", name)).toMatchObject({ type: "integer", format: "int64" });
+    }
+    expect(property("TaxBreakdownLine", "rate")).toMatchObject({ type: "number", format: "double" });
   });
 
   it("renders bytes as base64 strings and timestamps as date-time strings", () => {
@@ -145,7 +153,7 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
   const bindings = httpBindings(API_SERVICES);
 
   it("validates a fully populated response of every binding, as the transcoder renders it", () => {
-    expect(bindings).toHaveLength(16);
+    expect(bindings).toHaveLength(24);
     for (const binding of bindings) {
       const data = encodeHttpResponse(binding, filled(binding.method.output));
       const pointer = responseSchemaRef(openApiPath(binding), binding.verb);
@@ -192,6 +200,17 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
 
   it("names path parameters so a client can fill them from the request's JSON field names", () => {
     const names = bindings.flatMap((b) => b.variables.map(pathParameterName));
-    expect(names).toEqual(["userId", "userId", "transactionId", "gateway"]);
+    expect(names).toEqual([
+      "userId",
+      "escrowKeyId",
+      "userId",
+      "transactionId",
+      "merchantId",
+      "merchantId",
+      "merchantKeyId",
+      "gateway",
+      "paymentId",
+      "paymentId",
+    ]);
   });
 });

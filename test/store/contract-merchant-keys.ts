@@ -98,6 +98,51 @@ export function merchantKeysContract(store: () => Store): void {
       expect(ids.sort()).toEqual(keys.map((k) => k.merchantKeyId).sort());
     });
 
+    it("revokes the tenant's current or an older key, keeps the declaration, and carries both into the history", async () => {
+      const first = signingKey({ registeredAt: at(0), allReceiptsSigned: true });
+      const second = signingKey({ registeredAt: at(60) });
+      await store().merchantKeys.put(first);
+      await store().merchantKeys.put(second);
+      // Another tenant, another merchantId, an unknown id: nothing changes.
+      const before = await store().merchantKeys.findByMerchantId("m-1");
+      expect(
+        await store().merchantKeys.revoke("tnt_other", "m-1", first.merchantKeyId, at(70)),
+      ).toBeUndefined();
+      expect(
+        await store().merchantKeys.revoke("tnt_merchant", "m-2", first.merchantKeyId, at(70)),
+      ).toBeUndefined();
+      expect(await store().merchantKeys.revoke("tnt_merchant", "m-1", uid("mk"), at(70))).toBeUndefined();
+      expect(await store().merchantKeys.findByMerchantId("m-1")).toEqual(before);
+
+      const older = await store().merchantKeys.revoke("tnt_merchant", "m-1", first.merchantKeyId, at(80));
+      expect(older?.previousKeys[0]).toEqual({
+        merchantKeyId: first.merchantKeyId,
+        publicKey: first.publicKey,
+        registeredAt: at(0),
+        replacedAt: at(60),
+        allReceiptsSigned: true,
+        revokedAt: at(80),
+      });
+      expect(older?.revokedAt).toBeUndefined();
+      const current = await store().merchantKeys.revoke("tnt_merchant", "m-1", second.merchantKeyId, at(90));
+      expect(current).toMatchObject({ merchantKeyId: second.merchantKeyId, revokedAt: at(90) });
+      // Twice keeps the first time.
+      await store().merchantKeys.revoke("tnt_merchant", "m-1", second.merchantKeyId, at(95));
+      expect((await store().merchantKeys.findByMerchantId("m-1"))?.revokedAt).toEqual(at(90));
+
+      // A new key replaces the revoked one: it is current and unrevoked, the revoked one in the history.
+      const third = signingKey({ registeredAt: at(120) });
+      await store().merchantKeys.put(third);
+      const found = await store().merchantKeys.findByMerchantId("m-1");
+      expect(found).toMatchObject({ merchantKeyId: third.merchantKeyId });
+      expect(found?.revokedAt).toBeUndefined();
+      expect(found?.allReceiptsSigned).toBeUndefined();
+      expect(found?.previousKeys.map((k) => [k.merchantKeyId, k.revokedAt, k.allReceiptsSigned])).toEqual([
+        [first.merchantKeyId, at(80), true],
+        [second.merchantKeyId, at(90), undefined],
+      ]);
+    });
+
     it("keeps what was stored when the caller mutates its objects", async () => {
       const key = signingKey();
       const stored = { ...structuredClone(key), previousKeys: [] };

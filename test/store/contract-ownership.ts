@@ -57,6 +57,20 @@ export function ownershipContract(store: () => Store): void {
       expect(await store().bins.ownerOf("600001")).toBeUndefined();
     });
 
+    it("knows when 6 digits cover an owned 8-digit prefix, so that they name no owner for sure", async () => {
+      await store().bins.set("tnt_a", ["41111111"], at(0));
+      await store().bins.set("tnt_b", ["555555", "55555512"], at(0));
+      expect(await store().bins.hasOwnedPrefixUnder("411111")).toBe(true);
+      expect(await store().bins.ownerOf("411111")).toBeUndefined();
+      // A 6-digit prefix a tenant owns is an owner whatever lies under it.
+      expect(await store().bins.hasOwnedPrefixUnder("555555")).toBe(true);
+      expect(await store().bins.ownerOf("555555")).toBe("tnt_b");
+      expect(await store().bins.hasOwnedPrefixUnder("411112")).toBe(false);
+      expect(await store().bins.hasOwnedPrefixUnder("41111")).toBe(false);
+      await store().bins.set("tnt_a", [], at(10));
+      expect(await store().bins.hasOwnedPrefixUnder("411111")).toBe(false);
+    });
+
     it("replaces a tenant's whole list, freeing the prefixes it dropped", async () => {
       await store().bins.set("tnt_a", ["411111", "555555"], at(0));
       expect(await store().bins.set("tnt_a", ["400000", "411111"], at(10))).toEqual({ kind: "set" });
@@ -122,12 +136,17 @@ export function ownershipContract(store: () => Store): void {
     it("lets the operator's assignment override the first use, and keeps it against later claims", async () => {
       await store().merchants.claim("m-1", "tnt_a", at(0));
       const assigned = await store().merchants.assign("m-1", "tnt_b", at(10));
-      expect(assigned).toEqual({ merchantId: "m-1", tenantId: "tnt_b", source: "operator", at: at(10) });
-      expect(await store().merchants.find("m-1")).toEqual(assigned);
-      expect(await store().merchants.claim("m-1", "tnt_a", at(20))).toEqual(assigned);
-      // Assigning an unused merchantId works too, and a first use then finds the owner.
+      const record = { merchantId: "m-1", tenantId: "tnt_b", source: "operator", at: at(10) };
+      expect(assigned).toEqual({ record, previousTenantId: "tnt_a" });
+      expect(await store().merchants.find("m-1")).toEqual(record);
+      expect(await store().merchants.claim("m-1", "tnt_a", at(20))).toEqual(record);
+      expect(await store().merchants.assign("m-1", "tnt_c", at(25))).toMatchObject({
+        previousTenantId: "tnt_b",
+      });
+      // Assigning an unused merchantId works too (no previous owner), and a first use then finds it.
       const fresh = await store().merchants.assign("m-2", "tnt_a", at(30));
-      expect(await store().merchants.claim("m-2", "tnt_b", at(40))).toEqual(fresh);
+      expect(fresh.previousTenantId).toBeUndefined();
+      expect(await store().merchants.claim("m-2", "tnt_b", at(40))).toEqual(fresh.record);
     });
   });
 
@@ -154,6 +173,28 @@ export function ownershipContract(store: () => Store): void {
       expect(await store().issuerEscrowKeys.list("tnt_a")).toEqual([k3, k2, k1]);
       expect(await store().issuerEscrowKeys.current("tnt_b")).toEqual(other);
       expect(await store().issuerEscrowKeys.list("tnt_c")).toEqual([]);
+    });
+
+    it("revokes a key of the tenant: the newest unrevoked one is current; another tenant's id changes nothing", async () => {
+      const [k1, k2, other] = [escrowKey("tnt_a", 0), escrowKey("tnt_a", 10), escrowKey("tnt_b", 5)];
+      for (const key of [k1, k2, other]) await store().issuerEscrowKeys.insert(key);
+      // Another tenant's key, an unknown id: nothing changes.
+      expect(await store().issuerEscrowKeys.revoke("tnt_a", other.escrowKeyId, at(20))).toBeUndefined();
+      expect(await store().issuerEscrowKeys.revoke("tnt_a", uid("iek"), at(20))).toBeUndefined();
+      expect(await store().issuerEscrowKeys.list("tnt_b")).toEqual([other]);
+      expect(await store().issuerEscrowKeys.list("tnt_a")).toEqual([k2, k1]);
+
+      expect(await store().issuerEscrowKeys.revoke("tnt_a", k2.escrowKeyId, at(30))).toEqual({
+        ...k2,
+        revokedAt: at(30),
+      });
+      expect(await store().issuerEscrowKeys.current("tnt_a")).toEqual(k1);
+      // Twice keeps the first time.
+      await store().issuerEscrowKeys.revoke("tnt_a", k2.escrowKeyId, at(40));
+      expect(await store().issuerEscrowKeys.list("tnt_a")).toEqual([{ ...k2, revokedAt: at(30) }, k1]);
+      await store().issuerEscrowKeys.revoke("tnt_a", k1.escrowKeyId, at(50));
+      expect(await store().issuerEscrowKeys.current("tnt_a")).toBeUndefined();
+      expect(await store().issuerEscrowKeys.current("tnt_b")).toEqual(other);
     });
   });
 }

@@ -241,6 +241,66 @@ export function receiptsContract(store: () => Store): void {
       expect(await store().payments.createWithReceipt(retry, retryReceipt)).toEqual({ kind: "created" });
     });
 
+    it("deletes a previous owner's receipt and payment of a merchantId, never the owner's own", async () => {
+      const squatted = receipt("usr_1", { merchantTenantId: "tnt_old", merchantId: "m-1", receiptId: "R-1" });
+      const own = receipt("usr_1", { merchantTenantId: "tnt_new", merchantId: "m-1", receiptId: "R-2" });
+      const oldPay = payment({
+        merchantTenantId: "tnt_old",
+        merchantId: "m-1",
+        transactionId: "T-1",
+        receiptId: "R-3",
+      });
+      const oldPayReceipt = receipt("usr_1", {
+        merchantTenantId: "tnt_old",
+        merchantId: "m-1",
+        receiptId: "R-3",
+        transactionId: "T-1",
+        paymentId: oldPay.paymentId,
+      });
+      const ownPay = payment({ merchantTenantId: "tnt_new", merchantId: "m-1", transactionId: "T-2" });
+      await store().receipts.insert(squatted);
+      await store().receipts.insert(own);
+      await store().payments.createWithReceipt(oldPay, oldPayReceipt);
+      await store().payments.createWithReceipt(ownPay, receipt("usr_1", { paymentId: ownPay.paymentId }));
+
+      // The owner's own records, and ids nobody used, stay.
+      expect(await store().receipts.deleteByPreviousOwner("m-1", "R-2", "tnt_new")).toBe(false);
+      expect(await store().receipts.deleteByPreviousOwner("m-1", "R-9", "tnt_new")).toBe(false);
+      expect(await store().payments.deleteByPreviousOwner("m-1", "T-2", "tnt_new")).toBe(false);
+      expect(await store().payments.deleteByPreviousOwner("m-1", "T-9", "tnt_new")).toBe(false);
+      expect(await store().receipts.findByMerchantReceipt("m-1", "R-2")).toEqual(own);
+      expect(await store().payments.findById(ownPay.paymentId)).toEqual(ownPay);
+
+      expect(await store().receipts.deleteByPreviousOwner("m-1", "R-1", "tnt_new")).toBe(true);
+      expect(await store().receipts.findByMerchantReceipt("m-1", "R-1")).toBeUndefined();
+      expect(await store().receipts.findByReceiptId("R-1", owner("usr_1"))).toEqual([]);
+      expect(await store().payments.deleteByPreviousOwner("m-1", "T-1", "tnt_new")).toBe(true);
+      expect(await store().payments.findById(oldPay.paymentId)).toBeUndefined();
+      expect(await store().receipts.findByPaymentId(oldPay.paymentId, owner("usr_1"))).toBeUndefined();
+      expect(await store().receipts.findByMerchantReceipt("m-1", "R-3")).toBeUndefined();
+      // The ids are free for the owner now.
+      expect(
+        await store().receipts.insert(receipt("usr_2", { merchantTenantId: "tnt_new", receiptId: "R-1" })),
+      ).toBe(true);
+      const reuse = payment({
+        merchantTenantId: "tnt_new",
+        merchantId: "m-1",
+        transactionId: "T-1",
+        receiptId: "R-3",
+      });
+      const reuseReceipt = receipt("usr_2", {
+        merchantTenantId: "tnt_new",
+        receiptId: "R-3",
+        transactionId: "T-1",
+        paymentId: reuse.paymentId,
+      });
+      expect(await store().payments.createWithReceipt(reuse, reuseReceipt)).toEqual({ kind: "created" });
+      const listed = (await store().receipts.listByUser(owner("usr_1"), 10)).receipts.map((r) => r.receiptId);
+      expect(listed).toContain("R-2");
+      expect(listed).not.toContain("R-1");
+      expect(listed).not.toContain("R-3");
+    });
+
     it("creates exactly one of 10 concurrent payments for one transaction", async () => {
       const attempts = Array.from({ length: 10 }, () => {
         const pay = payment({ merchantTenantId: "tnt_m", merchantId: "m-1", transactionId: "T-1" });

@@ -14,6 +14,15 @@ export function usersContract(store: () => Store): void {
       tenantId = issuer,
       newUserId = uid("usr"),
     ) => store().users.register({ panHash, tenantId, newUserId, key, now });
+    /** What the store holds for a card and some keyIds, read back through the interface. */
+    const readBack = async (panHash: string, keyIds: string[]) => {
+      const user = await store().users.findByPanHash(panHash);
+      return {
+        user,
+        keys: await Promise.all(keyIds.map((keyId) => store().users.findKey(keyId))),
+        userKeys: user === undefined ? [] : await store().users.listKeys(user.userId),
+      };
+    };
 
     it("stores a pending key once and finds it by keyId", async () => {
       const key = pendingKey();
@@ -142,6 +151,136 @@ export function usersContract(store: () => Store): void {
       const otherPan = hex64();
       expect(await register(otherPan, key, at(10))).toEqual({ kind: "key_taken" });
       expect(await store().users.findByPanHash(otherPan)).toBeUndefined();
+    });
+
+    it("refuses a rotated keyId sent with another public key, changing nothing", async () => {
+      const panHash = hex64();
+      const [first, second] = [pendingKey(), pendingKey()];
+      await register(panHash, first, at(0));
+      await register(panHash, second, at(10));
+      const before = await readBack(panHash, [first.keyId, second.keyId]);
+      // The old keyId with someone else's public key: once this made the old key active again.
+      const forged = { ...first, publicKey: pendingKey().publicKey };
+      expect(await register(panHash, forged, at(20))).toEqual({ kind: "key_mismatch" });
+      expect(await readBack(panHash, [first.keyId, second.keyId])).toEqual(before);
+      expect(before.user?.activeKeyId).toBe(second.keyId);
+    });
+
+    it("refuses the active keyId or a pending keyId sent with another public key, changing nothing", async () => {
+      const panHash = hex64();
+      const active = pendingKey();
+      await register(panHash, active, at(0));
+      const pending = pendingKey();
+      await store().users.insertPendingKey(pending);
+      const otherPan = hex64();
+      const before = await readBack(panHash, [active.keyId, pending.keyId]);
+      const stranger = pendingKey().publicKey;
+      expect(await register(panHash, { ...active, publicKey: stranger }, at(5))).toEqual({
+        kind: "key_mismatch",
+      });
+      expect(await register(otherPan, { ...pending, publicKey: stranger }, at(5))).toEqual({
+        kind: "key_mismatch",
+      });
+      expect(await readBack(panHash, [active.keyId, pending.keyId])).toEqual(before);
+      expect(await store().users.findByPanHash(otherPan)).toBeUndefined();
+    });
+
+    it("lets the BIN's owner supersede another tenant's user: a new user holds the card, the old keeps its keys", async () => {
+      const panHash = hex64();
+      const squatterKey = pendingKey({ tenantId: "tnt_squatter" });
+      const squatted = await register(panHash, squatterKey, at(0), "tnt_squatter");
+      if (squatted.kind !== "created") throw new Error(`expected created, got ${squatted.kind}`);
+      const ownerKey = pendingKey({ tenantId: "tnt_owner" });
+      const newUserId = uid("usr");
+      const outcome = await store().users.register({
+        panHash,
+        tenantId: "tnt_owner",
+        newUserId,
+        key: ownerKey,
+        now: at(10),
+        ownsBin: true,
+      });
+      const previous = {
+        ...squatted.user,
+        panHash: `superseded:${squatted.user.userId}`,
+        formerPanHash: panHash,
+        supersededAt: at(10),
+        updatedAt: at(10),
+      };
+      const user = {
+        userId: newUserId,
+        tenantId: "tnt_owner",
+        panHash,
+        activeKeyId: ownerKey.keyId,
+        createdAt: at(10),
+        updatedAt: at(10),
+      };
+      const key = { ...ownerKey, userId: newUserId, status: "active", registeredAt: at(10) };
+      expect(outcome).toEqual({ kind: "superseded", user, key, previous });
+      expect(await store().users.findByPanHash(panHash)).toEqual(user);
+      expect(await store().users.findById(squatted.user.userId)).toEqual(previous);
+      // The superseded user keeps its key, and its card's panHash no longer finds it.
+      expect(await store().users.listKeys(squatted.user.userId)).toEqual([squatted.key]);
+      expect(await store().users.findKey(squatterKey.keyId)).toEqual(squatted.key);
+      // The squatter registering again without owning the BIN is refused, and changes nothing.
+      expect(
+        await register(panHash, pendingKey({ tenantId: "tnt_squatter" }), at(20), "tnt_squatter"),
+      ).toEqual({
+        kind: "pan_taken",
+      });
+      expect(await store().users.findByPanHash(panHash)).toEqual(user);
+      // Erasing the superseded user leaves the card's new user alone.
+      await store().users.erase(squatted.user.userId);
+      expect(await store().users.findByPanHash(panHash)).toEqual(user);
+    });
+
+    it("refuses a BIN owner's registration with the other tenant's keyId, changing nothing", async () => {
+      const panHash = hex64();
+      const theirs = pendingKey({ tenantId: "tnt_squatter" });
+      await register(panHash, theirs, at(0), "tnt_squatter");
+      const before = await readBack(panHash, [theirs.keyId]);
+      const outcome = await store().users.register({
+        panHash,
+        tenantId: "tnt_owner",
+        newUserId: uid("usr"),
+        key: { ...theirs, tenantId: "tnt_owner" },
+        now: at(10),
+        ownsBin: true,
+      });
+      expect(outcome).toEqual({ kind: "key_taken" });
+      expect(await readBack(panHash, [theirs.keyId])).toEqual(before);
+    });
+
+    it("supersedes once when the BIN's owner registers one card 10 times at once", async () => {
+      const panHash = hex64();
+      const squatted = await register(
+        panHash,
+        pendingKey({ tenantId: "tnt_squatter" }),
+        at(0),
+        "tnt_squatter",
+      );
+      const keys = Array.from({ length: 10 }, () => pendingKey({ tenantId: "tnt_owner" }));
+      const outcomes = await Promise.all(
+        keys.map((key) =>
+          store().users.register({
+            panHash,
+            tenantId: "tnt_owner",
+            newUserId: uid("usr"),
+            key,
+            now: at(5),
+            ownsBin: true,
+          }),
+        ),
+      );
+      expect(outcomes.filter((o) => o.kind === "superseded")).toHaveLength(1);
+      expect(outcomes.filter((o) => o.kind === "rotated")).toHaveLength(9);
+      const user = await store().users.findByPanHash(panHash);
+      expect(user?.tenantId).toBe("tnt_owner");
+      expect(new Set(outcomes.map((o) => ("user" in o ? o.user.userId : "")))).toEqual(
+        new Set([user?.userId]),
+      );
+      if (squatted.kind !== "created") throw new Error("expected created");
+      expect((await store().users.findById(squatted.user.userId))?.supersededAt).toEqual(at(5));
     });
 
     it("makes exactly one user for 20 concurrent registrations of one panHash with different keys", async () => {

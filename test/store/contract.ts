@@ -1,9 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Store } from "../../src/store/types.js";
+import type { AuditEvent, AuditQuery, Store } from "../../src/store/types.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
 import { ownershipContract } from "./contract-ownership.js";
+import { paymentsContract } from "./contract-payments.js";
 import { receiptsContract } from "./contract-receipts.js";
 import { usersContract } from "./contract-users.js";
 import { apiKey, at, auditEvent, grant, uid } from "./fixtures.js";
@@ -39,6 +40,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     grantsContract(store);
     usersContract(store);
     receiptsContract(store);
+    paymentsContract(store);
     merchantKeysContract(store);
     ownershipContract(store);
     escrowContract(store);
@@ -125,6 +127,80 @@ function auditContract(store: () => Store): void {
       for (const event of [first, third, second]) await store().audit.append(event);
       expect(await store().audit.list(2)).toEqual([third, second]);
       expect(await store().audit.list(10)).toEqual([third, second, first]);
+    });
+
+    /** Reads pages of `limit` from `cursor` until one comes back empty; returns the events and the end. */
+    const pollAll = async (limit: number, query: AuditQuery = {}, cursor?: string) => {
+      const read: AuditEvent[] = [];
+      for (let next = cursor; ; ) {
+        const page = await store().audit.page(query, limit, next);
+        expect(page.events.length).toBeLessThanOrEqual(limit);
+        if (page.events.length === 0) return { read, cursor: page.cursor };
+        read.push(...page.events);
+        next = page.cursor;
+      }
+    };
+
+    it("pages in the order written, so that polling with a page of 2 reads 5 events of 5", async () => {
+      // Out of time order on purpose: a writer's clock is no order.
+      const events = [at(5), at(1), at(4), at(2), at(3)].map((time, i) =>
+        auditEvent({ at: time, action: `key.change.${i}`, keyId: `k-${i}`, previousKeyId: `k-${i - 1}` }),
+      );
+      for (const event of events) await store().audit.append(event);
+      // The newest-first listing with a time filter lost events to polling; pages lose none.
+      expect((await pollAll(2)).read).toEqual(events);
+      expect((await pollAll(1)).read).toEqual(events);
+    });
+
+    it("continues from a cursor with what was written after it, and an empty page keeps its place", async () => {
+      const first = auditEvent({ action: "grant.created" });
+      await store().audit.append(first);
+      const caughtUp = await pollAll(10);
+      expect(caughtUp.read).toEqual([first]);
+      const idle = await store().audit.page({}, 10, caughtUp.cursor);
+      expect(idle.events).toEqual([]);
+      const later = [auditEvent({ action: "key.rotated" }), auditEvent({ action: "key.registered" })];
+      for (const event of later) await store().audit.append(event);
+      expect((await pollAll(1, {}, idle.cursor)).read).toEqual(later);
+    });
+
+    it("pages one tenant's events only, and starts after a time when asked", async () => {
+      const mine = [0, 1, 2, 3].map((i) =>
+        auditEvent({ at: at(i * 10), tenantId: "tnt_a", subject: `a${i}` }),
+      );
+      for (const event of mine) {
+        await store().audit.append(event);
+        await store().audit.append(auditEvent({ at: event.at, tenantId: "tnt_b" }));
+      }
+      expect((await pollAll(1, { tenantId: "tnt_a" })).read).toEqual(mine);
+      expect((await pollAll(3, { tenantId: "tnt_a", after: at(10) })).read).toEqual(mine.slice(2));
+      expect((await pollAll(3, { after: at(30) })).read).toEqual([]);
+      expect((await pollAll(3, { tenantId: "tnt_c" })).read).toEqual([]);
+    });
+
+    it("reads every one of 60 events appended while a reader polls, each once", async () => {
+      const events = Array.from({ length: 60 }, (_, i) => auditEvent({ subject: `e${i}` }));
+      const read: AuditEvent[] = [];
+      let cursor: string | undefined;
+      const poll = async () => {
+        const page = await store().audit.page({}, 2, cursor);
+        read.push(...page.events);
+        cursor = page.cursor;
+      };
+      const writers = events.map((event) => store().audit.append(event));
+      for (let i = 0; i < 30; i++) await poll();
+      await Promise.all(writers);
+      read.push(...(await pollAll(7, {}, cursor)).read);
+      expect(read.map((e) => e.subject).sort()).toEqual(events.map((e) => e.subject).sort());
+    });
+
+    it("refuses a page token it did not make", async () => {
+      for (const token of ["", "abc", "a-1", `a${"9".repeat(16)}`, "eyJhIjoxfQ"]) {
+        await expect(store().audit.page({}, 5, token)).rejects.toMatchObject({
+          code: "invalid_request",
+          violations: [{ field: "pageToken" }],
+        });
+      }
     });
   });
 }

@@ -1,3 +1,4 @@
+import type { IndexDescription } from "mongodb";
 import { MongoClient } from "mongodb";
 import { afterEach, describe, expect, it } from "vitest";
 import { AppError } from "../../src/errors.js";
@@ -115,6 +116,9 @@ describe("MongoDB adapter", () => {
       await store.receipts.insert(escrowedReceipt(panHash, at(999), { createdAt: at(i) }));
     }
     expect(await store.audit.list(2)).toHaveLength(2);
+    await store.audit.page({}, 2);
+    await store.audit.page({ tenantId: "tnt_issuer" }, 2);
+    await store.audit.page({ after: at(0) }, 2);
     const page = await store.receipts.listByUser(owner("usr_1"), 2);
     await store.receipts.listByUser(owner("usr_1"), 2, page.nextCursor);
     const escrowed = await store.receipts.findEscrowed(escrowQuery(panHash), at(0), 2);
@@ -123,6 +127,61 @@ describe("MongoDB adapter", () => {
     const pages = fake.queries.filter((q) => q.sort !== undefined && q.limit > 0);
     expect(new Set(pages.map((q) => q.collection))).toEqual(new Set(["audit", "receipts"]));
     for (const query of pages) expect(servingIndex(query), JSON.stringify(query)).toBeDefined();
+  });
+
+  it("never lets an audit reader pass an event still on its way: the reader claims the hole", async () => {
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    const counters = fake.createClient("mongodb://fake.invalid/", {}).db("receipts").collection("counters");
+    const audit = fake.createClient("mongodb://fake.invalid/", {}).db("receipts").collection("audit");
+    await store.audit.append(auditEvent({ subject: "one" }));
+    // A writer takes number 2 and stalls before its insert; number 3 is written first.
+    const taken = await counters.findOneAndUpdate(
+      { _id: "audit" as never },
+      { $inc: { seq: 1 } },
+      { returnDocument: "after", maxTimeMS: 1000 },
+    );
+    expect(taken?.seq).toBe(2);
+    await store.audit.append(auditEvent({ subject: "three" }));
+    const page = await store.audit.page({}, 10);
+    expect(page.events.map((e) => e.subject)).toEqual(["one", "three"]);
+    // The reader gave number 2 up: the stalled insert fails, so the event can only come later.
+    await expect(
+      audit.insertOne({ _id: 2 as never, ...auditEvent({ subject: "two" }) }, { maxTimeMS: 1000 }),
+    ).rejects.toMatchObject({ code: 11000 });
+    // An append whose number was given up takes the next one, and the reader gets it.
+    await audit.insertOne({ _id: 4 as never, hole: true }, { maxTimeMS: 1000 });
+    await store.audit.append(auditEvent({ subject: "late" }));
+    const next = await store.audit.page({}, 10, page.cursor);
+    expect(next.events.map((e) => e.subject)).toEqual(["late"]);
+    expect(await audit.countDocuments({ _id: 5 as never }, { maxTimeMS: 1000 })).toBe(1);
+  });
+
+  it("reads every slow audit append once, while a reader polls between its number and its insert", async () => {
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    fake.slow("insertOne audit", 40);
+    const read: string[] = [];
+    let cursor: string | undefined;
+    const poll = async () => {
+      const page = await store.audit.page({}, 3, cursor);
+      read.push(...page.events.map((e) => e.subject ?? ""));
+      cursor = page.cursor;
+    };
+    const writes = Array.from({ length: 12 }, (_, i) => store.audit.append(auditEvent({ subject: `e${i}` })));
+    let settled = false;
+    const all = Promise.all(writes).then(() => {
+      settled = true;
+    });
+    while (!settled) {
+      await poll();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    await all;
+    for (let i = 0; i < 5; i++) await poll();
+    expect(read.sort()).toEqual(Array.from({ length: 12 }, (_, i) => `e${i}`).sort());
   });
 
   it("keeps a receipt's claim as long as the receipt: the escrow's expiry until released, none after", async () => {
@@ -185,7 +244,12 @@ describe("MongoDB adapter", () => {
 function servingIndex(query: RecordedQuery): string | undefined {
   const sort = Object.entries(query.sort ?? {});
   const reversed = sort.map(([field, direction]) => [field, -direction] as const);
-  return (INDEXES[query.collection] ?? []).find((index) => {
+  // Every collection has its `_id` index.
+  const indexes: IndexDescription[] = [
+    { key: { _id: 1 }, name: "_id_" },
+    ...(INDEXES[query.collection] ?? []),
+  ];
+  return indexes.find((index) => {
     const partial = (index.partialFilterExpression ?? {}) as Record<string, unknown>;
     const equality = Object.entries(query.filter)
       .filter(([field, value]) => !field.startsWith("$") && !isOperators(value))

@@ -86,6 +86,9 @@ export async function startService(
   };
 }
 
+/** What a client needs of a running service: where it is, and its two API keys. */
+export type Reachable = Pick<TestService, "baseUrl" | "issuerKey" | "merchantKey">;
+
 /** SHA-256 hex of a (test) card number: what an issuer app sends as `hashedPan`. */
 export function hashPan(pan: string): string {
   return createHash("sha256").update(pan).digest("hex");
@@ -93,7 +96,7 @@ export function hashPan(pan: string): string {
 
 /** POSTs JSON with an API key and returns status, headers and parsed body. */
 export async function post(
-  svc: TestService,
+  svc: Pick<TestService, "baseUrl">,
   path: string,
   key: string,
   body: unknown,
@@ -109,7 +112,7 @@ export async function post(
 
 /** GETs with an API key and returns status, headers and parsed body. */
 export async function get(
-  svc: TestService,
+  svc: Pick<TestService, "baseUrl">,
   path: string,
   key: string,
 ): Promise<{ status: number; headers: Headers; body: Envelope }> {

@@ -44,6 +44,7 @@ describe("loadConfig", () => {
       idleTimeoutMs: 72_000,
       resetBurst: 200,
       resetRatePerSecond: 50,
+      maxConnectionsPerAddress: 100,
     });
     expect(loadConfig({}).requestTimeoutMs).toBe(30_000);
     const config = loadConfig({ HTTP2_MAX_CONCURRENT_STREAMS: "250", REQUEST_TIMEOUT_MS: "5000" });
@@ -54,12 +55,15 @@ describe("loadConfig", () => {
       HTTP2_IDLE_TIMEOUT_MS: "soon",
       HTTP2_RESET_BURST: "-5",
       HTTP2_RESET_RATE: "1.5",
+      HTTP2_MAX_CONNECTIONS_PER_ADDRESS: "0",
       REQUEST_TIMEOUT_MS: "10",
     }).join("\n");
     expect(problems).toMatch(/HTTP2_MAX_CONCURRENT_STREAMS must be an integer from 1 to 10000 \(got "0"\)/);
     expect(problems).toMatch(/HTTP2_IDLE_TIMEOUT_MS must be an integer/);
     expect(problems).toMatch(/HTTP2_RESET_BURST must be an integer/);
     expect(problems).toMatch(/HTTP2_RESET_RATE must be an integer/);
+    expect(problems).toMatch(/HTTP2_MAX_CONNECTIONS_PER_ADDRESS must be an integer from 1 to 1000000/);
+    expect(loadConfig({ HTTP2_MAX_CONNECTIONS_PER_ADDRESS: "8" }).http2.maxConnectionsPerAddress).toBe(8);
     expect(problems).toMatch(/REQUEST_TIMEOUT_MS must be an integer from 1000/);
   });
 

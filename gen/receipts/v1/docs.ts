@@ -5,6 +5,13 @@ import type { JsonValue } from "@bufbuild/protobuf";
 
 /** The leading comment of each element by full name, RPC comments without their examples. */
 export const comments: Readonly<Record<string, string>> = {
+  "receipts.v1.AuditEvent": "One entry of the audit log. Never a secret.",
+  "receipts.v1.AuditEvent.action": "E.g. \"key.registered\", \"key.rotated\", \"card_binding_conflict\", \"escrow_key.revoked\",\n\"grant.created\", \"receipt.decrypted\", \"admin.bins.set\".",
+  "receipts.v1.AuditEvent.actor": "Who caused it: \"self\" (a call with one of the tenant's API keys), \"operator\", or\n\"other_tenant\".",
+  "receipts.v1.AuditEvent.key_id": "The key the event is about; for a key change, the key current after it.",
+  "receipts.v1.AuditEvent.previous_key_id": "For a key change, the key current before it.",
+  "receipts.v1.AuditEvent.request_id": "The call's request id and source address; only when actor is \"self\".",
+  "receipts.v1.AuditEvent.subject": "A non-secret reference or summary.",
   "receipts.v1.CreatePaymentRequest.gateway": "\"gateway_a\" or \"gateway_b\".",
   "receipts.v1.CreatePaymentResponse.client_secret": "gateway_a only: \"<paymentId>_secret_<random>\", shown only in this response.",
   "receipts.v1.CreatePaymentResponse.payment_id": "\"pay_...\".",
@@ -31,12 +38,18 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.GenerateKeysResponse.key_id": "UUID v4.",
   "receipts.v1.GenerateKeysResponse.private_key": "Base64 of DER PKCS#8. Shown once; the service does not keep it.",
   "receipts.v1.GenerateKeysResponse.public_key": "Base64 of DER SubjectPublicKeyInfo.",
+  "receipts.v1.GetPaymentRequest.payment_id": "\"pay_...\", as CreatePayment (or a payment_declined) answered it.",
   "receipts.v1.GetTransactionReceiptRequest.merchant_id": "Needed when the caller's tenant used this transactionId for two merchantIds.",
   "receipts.v1.GrantAccessRequest.key_id": "The user's key the receipts are sealed to.",
   "receipts.v1.GrantAccessRequest.user_id": "The user (from Register) whose receipts the token opens.",
   "receipts.v1.GrantAccessResponse.purpose": "\"decrypt\".",
   "receipts.v1.GrantAccessResponse.source_ip": "The caller's address as the service saw it.",
   "receipts.v1.GrantAccessResponse.token_id": "\"tok_...\" with at least 128 bits of randomness.",
+  "receipts.v1.IssuerEscrowKey": "An issuer tenant's escrow public key.",
+  "receipts.v1.IssuerEscrowKey.current": "Whether receipts escrowed for the tenant are sealed to it now.",
+  "receipts.v1.IssuerEscrowKey.escrow_key_id": "\"iek_...\".",
+  "receipts.v1.IssuerEscrowKey.public_key": "Base64 of DER SubjectPublicKeyInfo.",
+  "receipts.v1.IssuerEscrowKey.revoked_at": "Set once revoked.",
   "receipts.v1.KeyBundle": "The AES key of a sealed receipt, wrapped to one public key.",
   "receipts.v1.KeyBundle.aad_bound": "True when the wrapped key is bound to the receipt's AAD, so that it opens only for this receipt.\nRSA-OAEP-256: the OAEP label is the AAD's bytes when true, and empty when false (every RSA bundle\nstored before this field, and RSA wraps to a cardholder's own key). HPKE bundles are always bound\n(their HPKE aad) and the service answers true for them. A bundle for an escrow key must be bound.",
   "receipts.v1.KeyBundle.algorithm": "\"RSA-OAEP-256\" or \"HPKE-P256-SHA256-A256GCM\".",
@@ -45,15 +58,29 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.KeyBundle.key_id": "The key it is wrapped to.",
   "receipts.v1.KeysService": "Short-lived decrypt grants and escrow keys (card issuers); recipient key look-up (merchants).",
   "receipts.v1.KeysService.GrantAccess": "Grants a 2-3 minute token to decrypt a user's receipts, after the user consented on the device.",
+  "receipts.v1.KeysService.ListAuditEvents": "The calling issuer tenant's audit log in the order it was written: every key change of its\nusers, its escrow keys, grants, decrypts, binding conflicts and the operator's changes to it.\nPages never skip an event: poll with the last next_page_token.",
+  "receipts.v1.KeysService.ListEscrowKeys": "The calling issuer tenant's escrow keys, newest first, revoked ones too.",
   "receipts.v1.KeysService.LookupKey": "The key a receipt for this card would be sealed to now (section 16), for merchants that seal on\ntheir own side: the cardholder's active key, or an escrow key (is_escrowed true).",
   "receipts.v1.KeysService.RegisterEscrowKey": "Registers an escrow public key of the calling issuer tenant (section 17). The newest is current:\nreceipts escrowed for the tenant are sealed to it, and the service holds nothing that opens them.",
+  "receipts.v1.KeysService.RevokeEscrowKey": "Revokes one of the calling tenant's escrow keys: nothing new is sealed to it (the newest key not\nrevoked is current, else the service escrow key); receipts already sealed to it stay escrowed\nand releasable with ListPendingEscrow and ReleaseEscrow, for whoever holds its private key.",
   "receipts.v1.LineItem": "One line of a receipt.",
+  "receipts.v1.ListAuditEventsRequest.after": "RFC 3339 time: the first page starts with the first event written after it (default: the\noldest). Ignored with a page_token.",
+  "receipts.v1.ListAuditEventsRequest.page_size": "Default 100, at most 1000.",
+  "receipts.v1.ListAuditEventsRequest.page_token": "The next_page_token of the previous answer.",
+  "receipts.v1.ListAuditEventsResponse.events": "In the order written.",
+  "receipts.v1.ListAuditEventsResponse.next_page_token": "Always set: pass it to read what was written after this page. A page shorter than page_size\nmeans there is nothing more for now.",
+  "receipts.v1.ListEscrowKeysResponse.current_escrow_key_id": "The key receipts escrowed for the tenant are sealed to now; empty when none (the service\nescrow key then seals them).",
+  "receipts.v1.ListEscrowKeysResponse.escrow_keys": "Newest first.",
+  "receipts.v1.ListPaymentsRequest.page_size": "Default 50, at most 200.",
+  "receipts.v1.ListPaymentsRequest.page_token": "Opaque cursor from a previous response.",
+  "receipts.v1.ListPaymentsResponse.next_page_token": "Empty on the last page.",
   "receipts.v1.ListPendingEscrowRequest.hashed_pan": "SHA-256 of the card number, 64 hexadecimal characters (any case).",
   "receipts.v1.ListPendingEscrowRequest.page_size": "Default 50, at most 200.",
   "receipts.v1.ListPendingEscrowResponse.next_page_token": "Empty on the last page.",
   "receipts.v1.ListReceiptsRequest.page_size": "Default 50, at most 200.",
   "receipts.v1.ListReceiptsRequest.page_token": "Opaque cursor from a previous response.",
   "receipts.v1.ListReceiptsResponse.next_page_token": "Empty on the last page.",
+  "receipts.v1.ListSigningKeysResponse.signing_keys": "The current key first, then replaced keys, newest first. Empty when the merchantId has none:\nits receipts are unsigned.",
   "receipts.v1.LookupKeyRequest.card_bin": "The card's first 6 or 8 digits, when the merchant knows them: routes to the owning issuer.",
   "receipts.v1.LookupKeyRequest.recipient_hashed_pan": "SHA-256 of the card number, 64 hexadecimal characters (any case).",
   "receipts.v1.LookupKeyResponse.aad_bound": "True when the wrapped key must be bound to the receipt's AAD: set key_bundle.aad_bound and, for\nRSA-OAEP-256, use the AAD's bytes as the OAEP label. True for escrow keys and for HPKE keys.",
@@ -61,26 +88,56 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.LookupKeyResponse.is_escrowed": "True when the key is an escrow key (the card is not registered, or not to the BIN's issuer).",
   "receipts.v1.LookupKeyResponse.key_id": "The key to wrap the receipt's AES key to; name it in the key bundle.",
   "receipts.v1.LookupKeyResponse.public_key": "Base64 of DER SubjectPublicKeyInfo.",
+  "receipts.v1.MerchantSigningKey": "One Ed25519 public key of a merchantId, and when it spoke for it.",
+  "receipts.v1.MerchantSigningKey.algorithm": "Always \"Ed25519\".",
+  "receipts.v1.MerchantSigningKey.all_receipts_signed": "The merchant declared that every receipt is signed while this key is current.",
+  "receipts.v1.MerchantSigningKey.merchant_key_id": "\"mk_...\", as named in a sealed receipt's merchant_key_id.",
+  "receipts.v1.MerchantSigningKey.public_key": "Base64 of DER SubjectPublicKeyInfo.",
+  "receipts.v1.MerchantSigningKey.registered_at": "From then on it was current.",
+  "receipts.v1.MerchantSigningKey.replaced_at": "Until then it was current; unset for the current key.",
+  "receipts.v1.MerchantSigningKey.revoked_at": "Set once revoked: a receipt stored after this time must not carry its signature.",
   "receipts.v1.OnboardingService": "Key pairs and cardholder registration, for card issuers.",
   "receipts.v1.OnboardingService.DeleteUser": "Erases a user (section 19): its keys, grants and every receipt sealed to its keys go together\n(crypto-shredding); payments keep their non-secret record without a receipt. The user and its keys\ngo at once; receipts go in bounded pages, and a call answers how many are left: call again until\nnone are (then the user is `not_found`).",
   "receipts.v1.OnboardingService.GenerateKeys": "Generates a key pair of either suite (RSA-OAEP-256 by default, or HPKE-P256-SHA256-A256GCM). The\nprivate key is returned once and never kept. A real device makes its own key and only registers it.",
   "receipts.v1.OnboardingService.Register": "Registers a public key under a hashed PAN; rotates the key of an already registered card and\nreleases receipts held in escrow for the card.",
+  "receipts.v1.Payment": "A payment as its merchant reads it: amounts, status and refunds, never the receipt's content.",
+  "receipts.v1.Payment.amount": "The amount charged (or, for a declined payment, asked for).",
+  "receipts.v1.Payment.decline_code": "Declined payments: why, e.g. \"insufficient_funds\".",
+  "receipts.v1.Payment.payment_id": "\"pay_...\".",
+  "receipts.v1.Payment.receipt_id": "The payment's receipt; a declined payment's receipt was not stored.",
+  "receipts.v1.Payment.refunded_amount": "The sum of the refunds that succeeded.",
+  "receipts.v1.Payment.refunds": "Every refund, oldest first.",
+  "receipts.v1.Payment.status": "\"succeeded\" (charged) or \"declined\" (refused by the card's issuer; nothing was charged).",
   "receipts.v1.PaymentsService": "Payments that carry a sealed receipt: create (merchants), decrypt (issuers).",
   "receipts.v1.PaymentsService.CreatePayment": "Charges through a gateway and stores the payment with its sealed receipt, atomically.\nSend an Idempotency-Key header (metadata \"idempotency-key\") so a retry never pays twice. The\nreceipt is as for EncryptReceipt, plus amount (gateway_a) or cardNonce (gateway_b); or, sealed on\nthe merchant's side, a sealedReceipt with merchantId, transactionId, recipientHashedPan, currency\nand amount beside it. A declined card is payment_declined with a decline_code.",
   "receipts.v1.PaymentsService.DecryptPayment": "Decrypts a payment's receipt with a grant and the user's private key. The private key crosses the\nnetwork: an app that can, lists the receipts and opens them on the device instead.",
+  "receipts.v1.PaymentsService.GetPayment": "One of the caller's own payments: what was charged and refunded. Never the receipt's content.\nAnother tenant's payment is not_found, as if it did not exist.",
+  "receipts.v1.PaymentsService.ListPayments": "The caller's tenant's payments, newest first, declined ones included. Never receipt content.",
+  "receipts.v1.PaymentsService.RefundPayment": "Refunds part or all of a payment through its gateway, with a refund receipt (section 21): the\nplaintext receipt fields with receipt_type \"refund\" and original_receipt_id the payment's\nreceipt_id, or a sealed_receipt. amount is the amount to refund. Refunds of one payment never add\nup to more than it charged; a declined payment has nothing to refund. Send an Idempotency-Key\nheader (metadata \"idempotency-key\") so a retry never refunds twice.",
   "receipts.v1.Receipt": "A receipt document: what a merchant sends to be encrypted and what a cardholder gets back after\ndecryption. One message serves both directions so the field names and values round-trip exactly.\nMoney fields are int64 in the smallest currency unit (JSON numbers on the REST surface).\nFields marked \"input only\" are instructions to the service and are never part of the sealed\nplaintext; fields marked \"output only\" are set by the service on decryption and rejected on input.",
+  "receipts.v1.Receipt.acquirer_reference_number": "The acquirer reference number of the clearing record: 23 digits, the last a Luhn (mod 10) check\ndigit over the other 22. Usually known only after clearing, days after the sale.",
   "receipts.v1.Receipt.amount": "Payment amount (payments only). Required by gateway_a, derived from the items by gateway_b.",
+  "receipts.v1.Receipt.authorization_code": "The issuer's approval code (ISO 8583 field 38): 6 letters or digits.",
+  "receipts.v1.Receipt.card_acceptor_name": "The card acceptor name as the card statement shows it (the statement descriptor, the name part of\nISO 8583 field 43): 1 to 25 characters.",
   "receipts.v1.Receipt.card_bin": "Input only: the card's first 6 or 8 digits (PCI DSS allows them in the clear). When an issuer\nowns the BIN, the receipt goes only to that issuer's cardholder, or to its escrow (section 17).",
   "receipts.v1.Receipt.card_last4": "Last four digits of the card.",
   "receipts.v1.Receipt.card_nonce": "Input only, payments only: the card nonce for gateway_b.",
   "receipts.v1.Receipt.currency": "ISO 4217 code, upper-cased by the service.",
   "receipts.v1.Receipt.decrypted_at": "Output only: when the service decrypted it.",
   "receipts.v1.Receipt.key_id": "Output only: the key the receipt was sealed to.",
+  "receipts.v1.Receipt.merchant_category_code": "The merchant category code (ISO 18245): 4 digits, e.g. \"5814\" for fast food.",
   "receipts.v1.Receipt.merchant_key_id": "Output only, sealed: the \"mk_...\" id of the signing key that verified merchant_signature.",
   "receipts.v1.Receipt.merchant_signature": "Output only, sealed: the merchant's Ed25519 signature (base64) from the X-Receipt-Signature header,\nset when the merchantId has a registered signing key (section 10). It covers the RFC 8785\ncanonical JSON of this receipt's REST JSON form (lowerCamelCase names, int64 as JSON integers,\ntimestamps as RFC 3339 \"Z\" strings as protobuf renders them, every non-optional field present)\nwithout recipient_hashed_pan, mock_items, card_nonce, key_id, decrypted_at, merchant_signature and\nmerchant_key_id, and with every member whose value is \"\" or [] removed, recursively. The merchant\nsigns exactly that form of its request body; the cardholder's app checks the same form of the\ndecrypted receipt against the key named by merchant_key_id.",
   "receipts.v1.Receipt.mock_items": "Input only: when true (the default) and items is empty, deterministic mock items are generated.",
+  "receipts.v1.Receipt.original_receipt_id": "The receiptId of the sale a refund or void undoes, a receipt of the same merchantId that the\nservice stored (sealed by the service or by the merchant). Required for \"refund\" and \"void\",\nrefused otherwise.",
+  "receipts.v1.Receipt.receipt_type": "What the receipt records (section 21): \"sale\" (also when absent), \"refund\" or \"void\". A refund or\nvoid names the receipt it undoes in original_receipt_id.",
   "receipts.v1.Receipt.recipient_hashed_pan": "Input only: SHA-256 of the card number, 64 hexadecimal characters.",
+  "receipts.v1.Receipt.retrieval_reference_number": "The retrieval reference number (ISO 8583 field 37): 12 letters or digits.",
   "receipts.v1.Receipt.sealed_receipt": "Input only, payments only: a receipt the merchant sealed on its side (section 16), instead of the\nplaintext fields. Only merchant_id, transaction_id, recipient_hashed_pan, currency, amount,\ncard_nonce and card_bin may stand beside it.",
+  "receipts.v1.Receipt.tax_breakdown": "The tax of the receipt per rate, as a VAT receipt prints it: the tax amounts add up to tax_amount\nwhen that is given. At most 20.",
+  "receipts.v1.Receipt.tenders": "How the total was paid, when by more than one means (a gift card and a card, cash and a card): the\namounts add up to total_amount. At most 20.",
+  "receipts.v1.Receipt.terminal_id": "The card acceptor terminal id (ISO 8583 field 41): 1 to 8 printable ASCII characters, no spaces.",
+  "receipts.v1.Receipt.tip_amount": "The tip, included in total_amount and in the amount charged.",
   "receipts.v1.Receipt.transaction_timezone": "IANA time zone name, e.g. \"Europe/Berlin\".",
   "receipts.v1.Receipt.version": "Receipt format version, default \"1.0\".",
   "receipts.v1.ReceiptsService": "Receipts without a payment: encrypt (merchants), list and decrypt (issuers).",
@@ -89,11 +146,23 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.ReceiptsService.GetTransactionReceipt": "The merchant's own sealed receipt for one of its transactions.",
   "receipts.v1.ReceiptsService.ListPendingEscrow": "Receipts escrowed for the calling issuer tenant under its own escrow keys, for one card, for the\nissuer to re-wrap on its side (section 17).",
   "receipts.v1.ReceiptsService.ListReceipts": "Lists a user's sealed receipts, newest first, for decryption on the device.",
+  "receipts.v1.ReceiptsService.ListSigningKeys": "A merchantId's public signing keys (section 10), current and replaced, with their times and\nrevocations, for a cardholder's app to check the signature sealed in a receipt: issuers for any\nmerchantId, merchants for their own.",
   "receipts.v1.ReceiptsService.RegisterSigningKey": "Registers the Ed25519 public key that signs a merchantId's receipts (section 10), or replaces it\n(rotation: the new key gets a new merchant_key_id; receipts already sealed keep the old id). From\nthen on every encrypt and create for that merchantId must carry the X-Receipt-Signature header\n(gRPC metadata x-receipt-signature); see Receipt.merchant_signature for what is signed.",
   "receipts.v1.ReceiptsService.ReleaseEscrow": "Swaps the key bundles of escrowed receipts for bundles the issuer re-wrapped to the user's active\nkey; the ciphertext is untouched.",
+  "receipts.v1.ReceiptsService.RevokeSigningKey": "Revokes one of a merchantId's signing keys (the merchant tenant that owns it). A receipt signed\nwith it and stored before the revocation still verifies; one stored after does not. Revoking\nthe current key stops encrypt and create for the merchantId until a new key is registered.",
   "receipts.v1.ReceiptsService.StoreSealedReceipt": "Stores a receipt the merchant sealed on its own side (section 16): the service never sees its\ncontent. The key bundle must name the key LookupKey gives now. Send an Idempotency-Key header\n(metadata \"idempotency-key\") so that a retry gets the first answer.",
+  "receipts.v1.Refund": "A refund of a payment.",
+  "receipts.v1.Refund.gateway_refund_id": "The gateway's id of the refund, once it answered.",
+  "receipts.v1.Refund.receipt_id": "The refund receipt: its receipt_type is \"refund\", its original_receipt_id the payment's receipt.",
+  "receipts.v1.Refund.refund_id": "\"ref_...\".",
+  "receipts.v1.Refund.status": "\"succeeded\", or \"pending\" while the gateway has not answered.",
+  "receipts.v1.RefundPaymentRequest.payment_id": "The payment to refund.",
+  "receipts.v1.RefundPaymentRequest.receipt": "The refund receipt, and amount: the amount to refund (required, greater than 0).",
+  "receipts.v1.RefundPaymentResponse.payment": "The payment after the refund.",
+  "receipts.v1.RefundPaymentResponse.service_metadata": "What the service did with the refund receipt (amount is the amount refunded).",
   "receipts.v1.RegisterEscrowKeyRequest.public_key": "RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.",
   "receipts.v1.RegisterEscrowKeyResponse.escrow_key_id": "\"iek_...\".",
+  "receipts.v1.RegisterRequest.card_bin": "The card's first 6 or 8 digits (section 17). Inside another issuer's BIN the call is refused\n(permission denied); inside the caller's own BIN it takes the card from another issuer that\nregistered it (audited card_binding_conflict for both) and receives the card's escrow. Six\ndigits that cover 8-digit prefixes of issuers are refused: send 8.",
   "receipts.v1.RegisterRequest.hashed_pan": "SHA-256 of the card number, 64 hexadecimal characters (any case).",
   "receipts.v1.RegisterRequest.key_id": "A keyId from GenerateKeys (its public key must match), or a fresh UUID for a device-made key.",
   "receipts.v1.RegisterRequest.public_key": "RSA public key of at least 2048 bits or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or\nPEM. The key's type decides its suite.",
@@ -102,12 +171,18 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.RegisterResponse.release_pending": "True when the card had more escrowed receipts than one call releases: the service goes on\nreleasing them after answering (list the user's receipts later). If it stops (a restart), the\nnext registration of the card goes on from where it is.",
   "receipts.v1.RegisterResponse.released_receipts": "How many escrowed receipts this call released to this key: at most one page\n(ESCROW_RELEASE_PER_CALL, default 100); see release_pending for the rest.",
   "receipts.v1.RegisterResponse.status": "\"active\".",
+  "receipts.v1.RegisterResponse.superseded": "True when this registration, inside the caller's own BIN, took the card from another issuer's\nuser (section 17): that user keeps its keys and receipts, and no new receipt goes to it.",
   "receipts.v1.RegisterResponse.user_id": "\"usr_...\"; stays the same across key rotations.",
+  "receipts.v1.RegisterSigningKeyRequest.all_receipts_signed": "Declares that every receipt of the merchantId is signed while this key is current: a\ncardholder's app then treats an unsigned receipt of that time as invalid.",
   "receipts.v1.RegisterSigningKeyRequest.merchant_id": "The merchantId whose receipts the key signs; must be allowed for the calling API key. A merchantId\nthat belongs to another merchant tenant is refused with permission denied (forbidden).",
   "receipts.v1.RegisterSigningKeyRequest.public_key": "Ed25519 public key: base64 DER SubjectPublicKeyInfo, PEM (\"PUBLIC KEY\"), or base64 of the raw\n32 bytes.",
   "receipts.v1.RegisterSigningKeyResponse.algorithm": "Always \"Ed25519\".",
+  "receipts.v1.RegisterSigningKeyResponse.all_receipts_signed": "As declared with this key.",
   "receipts.v1.RegisterSigningKeyResponse.merchant_key_id": "\"mk_...\"; a new one for every new key. Sealed receipts name it in Receipt.merchant_key_id.",
   "receipts.v1.ReleaseEscrowRequest.user_id": "The registered user the receipts go to (a user of the calling tenant).",
+  "receipts.v1.RevokeEscrowKeyRequest.escrow_key_id": "One of the calling tenant's escrow keys.",
+  "receipts.v1.RevokeEscrowKeyResponse.current_escrow_key_id": "The key escrow is sealed to from now on; empty when none (the service escrow key).",
+  "receipts.v1.RevokeSigningKeyRequest.merchant_key_id": "A key of the merchantId, current or replaced.",
   "receipts.v1.SealedReceipt": "A receipt sealed by the merchant, carried by a payment instead of its plaintext fields.",
   "receipts.v1.SealedReceipt.auth_tag": "16 bytes.",
   "receipts.v1.SealedReceipt.iv": "12 bytes.",
@@ -121,7 +196,14 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.StoreSealedReceiptRequest.recipient_hashed_pan": "SHA-256 of the card number, 64 hexadecimal characters (any case).",
   "receipts.v1.StoreSealedReceiptRequest.version": "Receipt format version, default \"1.0\". Part of the AAD.",
   "receipts.v1.Tax": "A tax applied to a line item.",
-  "receipts.v1.Tax.rate": "Rate as a fraction, e.g. 0.19 for 19%."
+  "receipts.v1.Tax.rate": "Rate as a fraction, e.g. 0.19 for 19%.",
+  "receipts.v1.TaxBreakdownLine": "The tax of one rate across a receipt.",
+  "receipts.v1.TaxBreakdownLine.rate": "Rate as a fraction, e.g. 0.19 for 19%.",
+  "receipts.v1.TaxBreakdownLine.taxable_amount": "The amount the rate applies to (net of this tax), in the smallest currency unit.",
+  "receipts.v1.Tender": "One means of payment of a split tender.",
+  "receipts.v1.Tender.amount": "In the smallest currency unit.",
+  "receipts.v1.Tender.card_last4": "Last four digits of the card, for a card tender.",
+  "receipts.v1.Tender.method": "How it was paid, e.g. \"card\", \"cash\", \"gift_card\"."
 };
 
 /** Each RPC's example request and response messages, in the proto JSON mapping, by full name. */
@@ -139,6 +221,53 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
       "grantedAt": "2026-11-25T09:42:32.339Z",
       "expiresAt": "2026-11-25T09:45:32.339Z",
       "sourceIp": "203.0.113.7"
+    }
+  },
+  "receipts.v1.KeysService.ListAuditEvents": {
+    "request": {
+      "pageSize": 2
+    },
+    "response": {
+      "events": [
+        {
+          "at": "2026-11-25T09:40:02.117Z",
+          "action": "key.rotated",
+          "actor": "self",
+          "requestId": "4b1f0c8e-6a5e-4f0e-9d7c-2f1b8f0a9e31",
+          "sourceIp": "203.0.113.7",
+          "userId": "usr_OiIWtaNKLlelXAD2",
+          "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+          "previousKeyId": "0b7d1c55-4c2e-4a8e-9a55-8f1c2d3e4f50",
+          "subject": ""
+        },
+        {
+          "at": "2026-11-25T09:41:15.902Z",
+          "action": "card_binding_conflict",
+          "actor": "other_tenant",
+          "requestId": "",
+          "sourceIp": "",
+          "userId": "usr_Xq3LmN8pR2sT4vWy",
+          "keyId": "",
+          "previousKeyId": "a3c9e1f2-7b6d-4e5a-8c9b-0d1e2f3a4b5c",
+          "subject": "the card was taken by the owner of BIN 411111; this user no longer holds it"
+        }
+      ],
+      "nextPageToken": "q1v2A9kS0m4cH7bXeR8tY3uW6zP5nL0jF2gD4sA1"
+    }
+  },
+  "receipts.v1.KeysService.ListEscrowKeys": {
+    "request": {},
+    "response": {
+      "escrowKeys": [
+        {
+          "escrowKeyId": "iek_QOsuElGgQg4OoV-R",
+          "algorithm": "HPKE-P256-SHA256-A256GCM",
+          "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ==",
+          "createdAt": "2026-11-25T09:37:41.100Z",
+          "current": true
+        }
+      ],
+      "currentEscrowKeyId": "iek_QOsuElGgQg4OoV-R"
     }
   },
   "receipts.v1.KeysService.LookupKey": {
@@ -162,6 +291,22 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
       "escrowKeyId": "iek_QOsuElGgQg4OoV-R",
       "algorithm": "HPKE-P256-SHA256-A256GCM",
       "createdAt": "2026-11-25T09:37:41.100Z"
+    }
+  },
+  "receipts.v1.KeysService.RevokeEscrowKey": {
+    "request": {
+      "escrowKeyId": "iek_QOsuElGgQg4OoV-R"
+    },
+    "response": {
+      "escrowKey": {
+        "escrowKeyId": "iek_QOsuElGgQg4OoV-R",
+        "algorithm": "HPKE-P256-SHA256-A256GCM",
+        "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ==",
+        "createdAt": "2026-11-25T09:37:41.100Z",
+        "revokedAt": "2026-11-25T10:02:13.560Z",
+        "current": false
+      },
+      "currentEscrowKeyId": ""
     }
   },
   "receipts.v1.OnboardingService.DeleteUser": {
@@ -199,7 +344,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
       "releasedReceipts": 0,
       "heldReceipts": 0,
       "algorithm": "HPKE-P256-SHA256-A256GCM",
-      "releasePending": false
+      "releasePending": false,
+      "superseded": false
     }
   },
   "receipts.v1.PaymentsService.CreatePayment": {
@@ -289,7 +435,132 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
         ],
         "amount": 950,
         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
-        "decryptedAt": "2026-11-25T09:42:40.776Z"
+        "decryptedAt": "2026-11-25T09:42:40.776Z",
+        "tenders": [],
+        "taxBreakdown": []
+      }
+    }
+  },
+  "receipts.v1.PaymentsService.GetPayment": {
+    "request": {
+      "paymentId": "pay_wWRngLy88lIHJed3"
+    },
+    "response": {
+      "payment": {
+        "paymentId": "pay_wWRngLy88lIHJed3",
+        "gateway": "gateway_a",
+        "status": "succeeded",
+        "amount": 950,
+        "currency": "EUR",
+        "merchantId": "corner-coffee",
+        "transactionId": "txn-7782",
+        "receiptId": "r-1002",
+        "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+        "createdAt": "2026-11-25T09:41:32.253Z",
+        "refundedAmount": 250,
+        "refunds": [
+          {
+            "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+            "amount": 250,
+            "status": "succeeded",
+            "receiptId": "r-1002-refund-1",
+            "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+            "createdAt": "2026-11-25T10:15:04.118Z"
+          }
+        ]
+      }
+    }
+  },
+  "receipts.v1.PaymentsService.ListPayments": {
+    "request": {
+      "pageSize": 1
+    },
+    "response": {
+      "payments": [
+        {
+          "paymentId": "pay_3kT9cQ0LwZr7uXy1",
+          "gateway": "gateway_b",
+          "status": "declined",
+          "amount": 1200,
+          "currency": "EUR",
+          "merchantId": "corner-coffee",
+          "transactionId": "txn-7790",
+          "receiptId": "r-1010",
+          "orderId": "",
+          "createdAt": "2026-11-25T11:02:10.001Z",
+          "refundedAmount": 0,
+          "refunds": [],
+          "declineCode": "insufficient_funds"
+        }
+      ],
+      "nextPageToken": "WzE3NjQwNjg1MzAwMDEsInBheV8za1Q5Y1EwTHdacjd1WHkxIl0"
+    }
+  },
+  "receipts.v1.PaymentsService.RefundPayment": {
+    "request": {
+      "paymentId": "pay_wWRngLy88lIHJed3",
+      "receipt": {
+        "receiptId": "r-1002-refund-1",
+        "merchantId": "corner-coffee",
+        "merchantName": "Corner Coffee",
+        "transactionId": "txn-7782-refund-1",
+        "transactionDate": "2026-11-25T10:15:00Z",
+        "currency": "EUR",
+        "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+        "receiptType": "refund",
+        "originalReceiptId": "r-1002",
+        "amount": 250,
+        "items": [
+          {
+            "lineItemId": "2",
+            "name": "Croissant",
+            "quantity": 1,
+            "unitPrice": 250,
+            "totalPrice": 250
+          }
+        ]
+      }
+    },
+    "response": {
+      "refund": {
+        "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+        "amount": 250,
+        "status": "succeeded",
+        "receiptId": "r-1002-refund-1",
+        "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+        "createdAt": "2026-11-25T10:15:04.118Z"
+      },
+      "payment": {
+        "paymentId": "pay_wWRngLy88lIHJed3",
+        "gateway": "gateway_a",
+        "status": "succeeded",
+        "amount": 950,
+        "currency": "EUR",
+        "merchantId": "corner-coffee",
+        "transactionId": "txn-7782",
+        "receiptId": "r-1002",
+        "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+        "createdAt": "2026-11-25T09:41:32.253Z",
+        "refundedAmount": 250,
+        "refunds": [
+          {
+            "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+            "amount": 250,
+            "status": "succeeded",
+            "receiptId": "r-1002-refund-1",
+            "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+            "createdAt": "2026-11-25T10:15:04.118Z"
+          }
+        ]
+      },
+      "serviceMetadata": {
+        "receiptId": "r-1002-refund-1",
+        "transactionId": "txn-7782-refund-1",
+        "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+        "isEscrowed": false,
+        "gateway": "gateway_a",
+        "amount": 250,
+        "currency": "EUR"
       }
     }
   },
@@ -328,7 +599,9 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
           }
         ],
         "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
-        "decryptedAt": "2026-11-25T09:42:40.776Z"
+        "decryptedAt": "2026-11-25T09:42:40.776Z",
+        "tenders": [],
+        "taxBreakdown": []
       }
     }
   },
@@ -471,6 +744,34 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
       "nextPageToken": "WzE3OTU2NDYyNTIyNTMsInJjcF80R0xVNmUzbzdwNWk1NVBVIl0"
     }
   },
+  "receipts.v1.ReceiptsService.ListSigningKeys": {
+    "request": {
+      "merchantId": "corner-coffee"
+    },
+    "response": {
+      "merchantId": "corner-coffee",
+      "signingKeys": [
+        {
+          "merchantKeyId": "mk_m0dpOzkwpLpaGmFT",
+          "algorithm": "Ed25519",
+          "publicKey": "MCowBQYDK2VwAyEAkfssVEZsrdB6LxoWJElwqJ1JAITGnfkhWKOZkC2swA8=",
+          "registeredAt": "2026-11-25T09:37:40.715Z",
+          "allReceiptsSigned": false,
+          "current": true
+        },
+        {
+          "merchantKeyId": "mk_2bNc8rTq5sWx1yZe",
+          "algorithm": "Ed25519",
+          "publicKey": "MCowBQYDK2VwAyEA11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
+          "registeredAt": "2026-10-01T08:00:00.000Z",
+          "replacedAt": "2026-11-25T09:30:00.000Z",
+          "revokedAt": "2026-11-25T09:31:00.000Z",
+          "allReceiptsSigned": false,
+          "current": false
+        }
+      ]
+    }
+  },
   "receipts.v1.ReceiptsService.RegisterSigningKey": {
     "request": {
       "merchantId": "corner-coffee",
@@ -480,7 +781,8 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
       "merchantKeyId": "mk_m0dpOzkwpLpaGmFT",
       "merchantId": "corner-coffee",
       "algorithm": "Ed25519",
-      "registeredAt": "2026-11-25T09:37:40.715Z"
+      "registeredAt": "2026-11-25T09:37:40.715Z",
+      "allReceiptsSigned": false
     }
   },
   "receipts.v1.ReceiptsService.ReleaseEscrow": {
@@ -503,6 +805,23 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
     "response": {
       "released": 1,
       "failed": []
+    }
+  },
+  "receipts.v1.ReceiptsService.RevokeSigningKey": {
+    "request": {
+      "merchantId": "corner-coffee",
+      "merchantKeyId": "mk_m0dpOzkwpLpaGmFT"
+    },
+    "response": {
+      "signingKey": {
+        "merchantKeyId": "mk_m0dpOzkwpLpaGmFT",
+        "algorithm": "Ed25519",
+        "publicKey": "MCowBQYDK2VwAyEAkfssVEZsrdB6LxoWJElwqJ1JAITGnfkhWKOZkC2swA8=",
+        "registeredAt": "2026-11-25T09:37:40.715Z",
+        "revokedAt": "2026-11-25T10:05:00.000Z",
+        "allReceiptsSigned": false,
+        "current": true
+      }
     }
   },
   "receipts.v1.ReceiptsService.StoreSealedReceipt": {
@@ -559,12 +878,15 @@ export const required: ReadonlySet<string> = new Set([
   "receipts.v1.DeleteUserRequest.user_id",
   "receipts.v1.EscrowRelease.merchant_id",
   "receipts.v1.EscrowRelease.receipt_id",
+  "receipts.v1.GetPaymentRequest.payment_id",
   "receipts.v1.GetTransactionReceiptRequest.transaction_id",
   "receipts.v1.GrantAccessRequest.key_id",
   "receipts.v1.GrantAccessRequest.user_id",
   "receipts.v1.ListPendingEscrowRequest.hashed_pan",
   "receipts.v1.ListReceiptsRequest.user_id",
+  "receipts.v1.ListSigningKeysRequest.merchant_id",
   "receipts.v1.LookupKeyRequest.recipient_hashed_pan",
+  "receipts.v1.RefundPaymentRequest.payment_id",
   "receipts.v1.RegisterEscrowKeyRequest.public_key",
   "receipts.v1.RegisterRequest.hashed_pan",
   "receipts.v1.RegisterRequest.key_id",
@@ -573,6 +895,9 @@ export const required: ReadonlySet<string> = new Set([
   "receipts.v1.RegisterSigningKeyRequest.public_key",
   "receipts.v1.ReleaseEscrowRequest.receipts",
   "receipts.v1.ReleaseEscrowRequest.user_id",
+  "receipts.v1.RevokeEscrowKeyRequest.escrow_key_id",
+  "receipts.v1.RevokeSigningKeyRequest.merchant_id",
+  "receipts.v1.RevokeSigningKeyRequest.merchant_key_id",
   "receipts.v1.StoreSealedReceiptRequest.auth_tag",
   "receipts.v1.StoreSealedReceiptRequest.ciphertext",
   "receipts.v1.StoreSealedReceiptRequest.iv",

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJyChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIIi4KGFJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgJInUKGVJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2USFQoNZXNjcm93X2tleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAy/gIKC0tleXNTZXJ2aWNlEnYKC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIkgtPkkwIeOgEqIhkvYXBpL3YxL2tleXMvZ3JhbnQtYWNjZXNzEmoKCUxvb2t1cEtleRIdLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlcXVlc3QaHi5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXNwb25zZSIegtPkkwIYOgEqIhMvYXBpL3YxL2tleXMvbG9va3VwEooBChFSZWdpc3RlckVzY3Jvd0tleRIlLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBomLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiVAoQTG9va3VwS2V5UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBQgsKCV9jYXJkX2JpbiJyChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIIi4KGFJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgJInUKGVJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2USFQoNZXNjcm93X2tleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFwoVTGlzdEVzY3Jvd0tleXNSZXF1ZXN0ImoKFkxpc3RFc2Nyb3dLZXlzUmVzcG9uc2USMQoLZXNjcm93X2tleXMYASADKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIsABCg9Jc3N1ZXJFc2Nyb3dLZXkSFQoNZXNjcm93X2tleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdjdXJyZW50GAYgASgIIi8KFlJldm9rZUVzY3Jvd0tleVJlcXVlc3QSFQoNZXNjcm93X2tleV9pZBgBIAEoCSJqChdSZXZva2VFc2Nyb3dLZXlSZXNwb25zZRIwCgplc2Nyb3dfa2V5GAEgASgLMhwucmVjZWlwdHMudjEuSXNzdWVyRXNjcm93S2V5Eh0KFWN1cnJlbnRfZXNjcm93X2tleV9pZBgCIAEoCSJOChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0Eg0KBWFmdGVyGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlsKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLnJlY2VpcHRzLnYxLkF1ZGl0RXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIsUBCgpBdWRpdEV2ZW50EiYKAmF0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZhY3Rpb24YAiABKAkSDQoFYWN0b3IYAyABKAkSEgoKcmVxdWVzdF9pZBgEIAEoCRIRCglzb3VyY2VfaXAYBSABKAkSDwoHdXNlcl9pZBgGIAEoCRIOCgZrZXlfaWQYByABKAkSFwoPcHJldmlvdXNfa2V5X2lkGAggASgJEg8KB3N1YmplY3QYCSABKAkyhwYKC0tleXNTZXJ2aWNlEnYKC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIkgtPkkwIeOgEqIhkvYXBpL3YxL2tleXMvZ3JhbnQtYWNjZXNzEmoKCUxvb2t1cEtleRIdLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlcXVlc3QaHi5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXNwb25zZSIegtPkkwIYOgEqIhMvYXBpL3YxL2tleXMvbG9va3VwEooBChFSZWdpc3RlckVzY3Jvd0tleRIlLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBomLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzEn4KDkxpc3RFc2Nyb3dLZXlzEiIucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXF1ZXN0GiMucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXNwb25zZSIjgtPkkwIdEhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMSkQEKD1Jldm9rZUVzY3Jvd0tleRIjLnJlY2VpcHRzLnYxLlJldm9rZUVzY3Jvd0tleVJlcXVlc3QaJC5yZWNlaXB0cy52MS5SZXZva2VFc2Nyb3dLZXlSZXNwb25zZSIzgtPkkwItKisvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMve2VzY3Jvd19rZXlfaWR9EnMKD0xpc3RBdWRpdEV2ZW50cxIjLnJlY2VpcHRzLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaJC5yZWNlaXB0cy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIVgtPkkwIPEg0vYXBpL3YxL2F1ZGl0YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
@@ -217,6 +217,275 @@ export const RegisterEscrowKeyResponseSchema: GenMessage<RegisterEscrowKeyRespon
   messageDesc(file_receipts_v1_keys, 5);
 
 /**
+ * @generated from message receipts.v1.ListEscrowKeysRequest
+ */
+export type ListEscrowKeysRequest = Message<"receipts.v1.ListEscrowKeysRequest"> & {
+};
+
+/**
+ * Describes the message receipts.v1.ListEscrowKeysRequest.
+ * Use `create(ListEscrowKeysRequestSchema)` to create a new message.
+ */
+export const ListEscrowKeysRequestSchema: GenMessage<ListEscrowKeysRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 6);
+
+/**
+ * @generated from message receipts.v1.ListEscrowKeysResponse
+ */
+export type ListEscrowKeysResponse = Message<"receipts.v1.ListEscrowKeysResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated receipts.v1.IssuerEscrowKey escrow_keys = 1;
+   */
+  escrowKeys: IssuerEscrowKey[];
+
+  /**
+   * The key receipts escrowed for the tenant are sealed to now; empty when none (the service
+   * escrow key then seals them).
+   *
+   * @generated from field: string current_escrow_key_id = 2;
+   */
+  currentEscrowKeyId: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListEscrowKeysResponse.
+ * Use `create(ListEscrowKeysResponseSchema)` to create a new message.
+ */
+export const ListEscrowKeysResponseSchema: GenMessage<ListEscrowKeysResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 7);
+
+/**
+ * An issuer tenant's escrow public key.
+ *
+ * @generated from message receipts.v1.IssuerEscrowKey
+ */
+export type IssuerEscrowKey = Message<"receipts.v1.IssuerEscrowKey"> & {
+  /**
+   * "iek_...".
+   *
+   * @generated from field: string escrow_key_id = 1;
+   */
+  escrowKeyId: string;
+
+  /**
+   * @generated from field: string algorithm = 2;
+   */
+  algorithm: string;
+
+  /**
+   * Base64 of DER SubjectPublicKeyInfo.
+   *
+   * @generated from field: string public_key = 3;
+   */
+  publicKey: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 4;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Set once revoked.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 5;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * Whether receipts escrowed for the tenant are sealed to it now.
+   *
+   * @generated from field: bool current = 6;
+   */
+  current: boolean;
+};
+
+/**
+ * Describes the message receipts.v1.IssuerEscrowKey.
+ * Use `create(IssuerEscrowKeySchema)` to create a new message.
+ */
+export const IssuerEscrowKeySchema: GenMessage<IssuerEscrowKey> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 8);
+
+/**
+ * @generated from message receipts.v1.RevokeEscrowKeyRequest
+ */
+export type RevokeEscrowKeyRequest = Message<"receipts.v1.RevokeEscrowKeyRequest"> & {
+  /**
+   * Required. One of the calling tenant's escrow keys.
+   *
+   * @generated from field: string escrow_key_id = 1;
+   */
+  escrowKeyId: string;
+};
+
+/**
+ * Describes the message receipts.v1.RevokeEscrowKeyRequest.
+ * Use `create(RevokeEscrowKeyRequestSchema)` to create a new message.
+ */
+export const RevokeEscrowKeyRequestSchema: GenMessage<RevokeEscrowKeyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 9);
+
+/**
+ * @generated from message receipts.v1.RevokeEscrowKeyResponse
+ */
+export type RevokeEscrowKeyResponse = Message<"receipts.v1.RevokeEscrowKeyResponse"> & {
+  /**
+   * @generated from field: receipts.v1.IssuerEscrowKey escrow_key = 1;
+   */
+  escrowKey?: IssuerEscrowKey | undefined;
+
+  /**
+   * The key escrow is sealed to from now on; empty when none (the service escrow key).
+   *
+   * @generated from field: string current_escrow_key_id = 2;
+   */
+  currentEscrowKeyId: string;
+};
+
+/**
+ * Describes the message receipts.v1.RevokeEscrowKeyResponse.
+ * Use `create(RevokeEscrowKeyResponseSchema)` to create a new message.
+ */
+export const RevokeEscrowKeyResponseSchema: GenMessage<RevokeEscrowKeyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 10);
+
+/**
+ * @generated from message receipts.v1.ListAuditEventsRequest
+ */
+export type ListAuditEventsRequest = Message<"receipts.v1.ListAuditEventsRequest"> & {
+  /**
+   * RFC 3339 time: the first page starts with the first event written after it (default: the
+   * oldest). Ignored with a page_token.
+   *
+   * @generated from field: string after = 1;
+   */
+  after: string;
+
+  /**
+   * Default 100, at most 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The next_page_token of the previous answer.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListAuditEventsRequest.
+ * Use `create(ListAuditEventsRequestSchema)` to create a new message.
+ */
+export const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 11);
+
+/**
+ * @generated from message receipts.v1.ListAuditEventsResponse
+ */
+export type ListAuditEventsResponse = Message<"receipts.v1.ListAuditEventsResponse"> & {
+  /**
+   * In the order written.
+   *
+   * @generated from field: repeated receipts.v1.AuditEvent events = 1;
+   */
+  events: AuditEvent[];
+
+  /**
+   * Always set: pass it to read what was written after this page. A page shorter than page_size
+   * means there is nothing more for now.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListAuditEventsResponse.
+ * Use `create(ListAuditEventsResponseSchema)` to create a new message.
+ */
+export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 12);
+
+/**
+ * One entry of the audit log. Never a secret.
+ *
+ * @generated from message receipts.v1.AuditEvent
+ */
+export type AuditEvent = Message<"receipts.v1.AuditEvent"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 1;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * E.g. "key.registered", "key.rotated", "card_binding_conflict", "escrow_key.revoked",
+   * "grant.created", "receipt.decrypted", "admin.bins.set".
+   *
+   * @generated from field: string action = 2;
+   */
+  action: string;
+
+  /**
+   * Who caused it: "self" (a call with one of the tenant's API keys), "operator", or
+   * "other_tenant".
+   *
+   * @generated from field: string actor = 3;
+   */
+  actor: string;
+
+  /**
+   * The call's request id and source address; only when actor is "self".
+   *
+   * @generated from field: string request_id = 4;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: string source_ip = 5;
+   */
+  sourceIp: string;
+
+  /**
+   * @generated from field: string user_id = 6;
+   */
+  userId: string;
+
+  /**
+   * The key the event is about; for a key change, the key current after it.
+   *
+   * @generated from field: string key_id = 7;
+   */
+  keyId: string;
+
+  /**
+   * For a key change, the key current before it.
+   *
+   * @generated from field: string previous_key_id = 8;
+   */
+  previousKeyId: string;
+
+  /**
+   * A non-secret reference or summary.
+   *
+   * @generated from field: string subject = 9;
+   */
+  subject: string;
+};
+
+/**
+ * Describes the message receipts.v1.AuditEvent.
+ * Use `create(AuditEventSchema)` to create a new message.
+ */
+export const AuditEventSchema: GenMessage<AuditEvent> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 13);
+
+/**
  * Short-lived decrypt grants and escrow keys (card issuers); recipient key look-up (merchants).
  *
  * @generated from service receipts.v1.KeysService
@@ -285,6 +554,105 @@ export const KeysService: GenService<{
     methodKind: "unary";
     input: typeof RegisterEscrowKeyRequestSchema;
     output: typeof RegisterEscrowKeyResponseSchema;
+  },
+  /**
+   * The calling issuer tenant's escrow keys, newest first, revoked ones too.
+   *
+   * Example request:
+   * {}
+   *
+   * Example response:
+   * {
+   *   "escrowKeys": [
+   *     {
+   *       "escrowKeyId": "iek_QOsuElGgQg4OoV-R",
+   *       "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *       "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ==",
+   *       "createdAt": "2026-11-25T09:37:41.100Z",
+   *       "current": true
+   *     }
+   *   ],
+   *   "currentEscrowKeyId": "iek_QOsuElGgQg4OoV-R"
+   * }
+   *
+   * @generated from rpc receipts.v1.KeysService.ListEscrowKeys
+   */
+  listEscrowKeys: {
+    methodKind: "unary";
+    input: typeof ListEscrowKeysRequestSchema;
+    output: typeof ListEscrowKeysResponseSchema;
+  },
+  /**
+   * Revokes one of the calling tenant's escrow keys: nothing new is sealed to it (the newest key not
+   * revoked is current, else the service escrow key); receipts already sealed to it stay escrowed
+   * and releasable with ListPendingEscrow and ReleaseEscrow, for whoever holds its private key.
+   *
+   * Example request:
+   * {"escrowKeyId": "iek_QOsuElGgQg4OoV-R"}
+   *
+   * Example response:
+   * {
+   *   "escrowKey": {
+   *     "escrowKeyId": "iek_QOsuElGgQg4OoV-R",
+   *     "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *     "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ==",
+   *     "createdAt": "2026-11-25T09:37:41.100Z",
+   *     "revokedAt": "2026-11-25T10:02:13.560Z",
+   *     "current": false
+   *   },
+   *   "currentEscrowKeyId": ""
+   * }
+   *
+   * @generated from rpc receipts.v1.KeysService.RevokeEscrowKey
+   */
+  revokeEscrowKey: {
+    methodKind: "unary";
+    input: typeof RevokeEscrowKeyRequestSchema;
+    output: typeof RevokeEscrowKeyResponseSchema;
+  },
+  /**
+   * The calling issuer tenant's audit log in the order it was written: every key change of its
+   * users, its escrow keys, grants, decrypts, binding conflicts and the operator's changes to it.
+   * Pages never skip an event: poll with the last next_page_token.
+   *
+   * Example request:
+   * {"pageSize": 2}
+   *
+   * Example response:
+   * {
+   *   "events": [
+   *     {
+   *       "at": "2026-11-25T09:40:02.117Z",
+   *       "action": "key.rotated",
+   *       "actor": "self",
+   *       "requestId": "4b1f0c8e-6a5e-4f0e-9d7c-2f1b8f0a9e31",
+   *       "sourceIp": "203.0.113.7",
+   *       "userId": "usr_OiIWtaNKLlelXAD2",
+   *       "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *       "previousKeyId": "0b7d1c55-4c2e-4a8e-9a55-8f1c2d3e4f50",
+   *       "subject": ""
+   *     },
+   *     {
+   *       "at": "2026-11-25T09:41:15.902Z",
+   *       "action": "card_binding_conflict",
+   *       "actor": "other_tenant",
+   *       "requestId": "",
+   *       "sourceIp": "",
+   *       "userId": "usr_Xq3LmN8pR2sT4vWy",
+   *       "keyId": "",
+   *       "previousKeyId": "a3c9e1f2-7b6d-4e5a-8c9b-0d1e2f3a4b5c",
+   *       "subject": "the card was taken by the owner of BIN 411111; this user no longer holds it"
+   *     }
+   *   ],
+   *   "nextPageToken": "q1v2A9kS0m4cH7bXeR8tY3uW6zP5nL0jF2gD4sA1"
+   * }
+   *
+   * @generated from rpc receipts.v1.KeysService.ListAuditEvents
+   */
+  listAuditEvents: {
+    methodKind: "unary";
+    input: typeof ListAuditEventsRequestSchema;
+    output: typeof ListAuditEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_keys, 0);

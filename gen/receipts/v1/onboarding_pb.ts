@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkiSQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAki1AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCCIkChFEZWxldGVVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJIlsKEkRlbGV0ZVVzZXJSZXNwb25zZRIYChBkZWxldGVkX3JlY2VpcHRzGAEgASgFEhQKDGRlbGV0ZWRfa2V5cxgCIAEoBRIVCg1yZWNlaXB0c19sZWZ0GAMgASgFMvcCChFPbmJvYXJkaW5nU2VydmljZRKAAQoMR2VuZXJhdGVLZXlzEiAucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVxdWVzdBohLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1Jlc3BvbnNlIiuC0+STAiU6ASoiIC9hcGkvdjEvb25ib2FyZGluZy9nZW5lcmF0ZS1rZXlzEm8KCFJlZ2lzdGVyEhwucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXF1ZXN0Gh0ucmVjZWlwdHMudjEuUmVnaXN0ZXJSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISbgoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIh+C0+STAhkqFy9hcGkvdjEvdXNlcnMve3VzZXJfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkibQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAkSFQoIY2FyZF9iaW4YBCABKAlIAIgBAUILCglfY2FyZF9iaW4i6AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCBISCgpzdXBlcnNlZGVkGAkgASgIIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUy9wIKEU9uYm9hcmRpbmdTZXJ2aWNlEoABCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiK4LT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSbwoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvb25ib2FyZGluZy9yZWdpc3RlchJuCgpEZWxldGVVc2VyEh4ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlcXVlc3QaHy5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVzcG9uc2UiH4LT5JMCGSoXL2FwaS92MS91c2Vycy97dXNlcl9pZH1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -99,6 +99,16 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
    * @generated from field: string key_id = 3;
    */
   keyId: string;
+
+  /**
+   * The card's first 6 or 8 digits (section 17). Inside another issuer's BIN the call is refused
+   * (permission denied); inside the caller's own BIN it takes the card from another issuer that
+   * registered it (audited card_binding_conflict for both) and receives the card's escrow. Six
+   * digits that cover 8-digit prefixes of issuers are refused: send 8.
+   *
+   * @generated from field: optional string card_bin = 4;
+   */
+  cardBin?: string | undefined;
 };
 
 /**
@@ -168,6 +178,14 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
    * @generated from field: bool release_pending = 8;
    */
   releasePending: boolean;
+
+  /**
+   * True when this registration, inside the caller's own BIN, took the card from another issuer's
+   * user (section 17): that user keeps its keys and receipts, and no new receipt goes to it.
+   *
+   * @generated from field: bool superseded = 9;
+   */
+  superseded: boolean;
 };
 
 /**
@@ -273,7 +291,8 @@ export const OnboardingService: GenService<{
    *   "releasedReceipts": 0,
    *   "heldReceipts": 0,
    *   "algorithm": "HPKE-P256-SHA256-A256GCM",
-   *   "releasePending": false
+   *   "releasePending": false,
+   *   "superseded": false
    * }
    *
    * @generated from rpc receipts.v1.OnboardingService.Register

@@ -15,7 +15,295 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/payments.proto.
  */
 export const file_receipts_v1_payments: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWNlaXB0cy92MS9wYXltZW50cy5wcm90bxILcmVjZWlwdHMudjEiTgoUQ3JlYXRlUGF5bWVudFJlcXVlc3QSDwoHZ2F0ZXdheRgBIAEoCRIlCgdyZWNlaXB0GAIgASgLMhQucmVjZWlwdHMudjEuUmVjZWlwdCKWAgoVQ3JlYXRlUGF5bWVudFJlc3BvbnNlEhIKCnBheW1lbnRfaWQYASABKAkSDwoHZ2F0ZXdheRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSDgoGYW1vdW50GAQgASgDEhAKCGN1cnJlbmN5GAUgASgJEhoKDWNsaWVudF9zZWNyZXQYBiABKAlIAIgBARIQCghvcmRlcl9pZBgHIAEoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2ChBzZXJ2aWNlX21ldGFkYXRhGAkgASgLMhwucmVjZWlwdHMudjEuU2VydmljZU1ldGFkYXRhQhAKDl9jbGllbnRfc2VjcmV0IpUBCg9TZXJ2aWNlTWV0YWRhdGESEgoKcmVjZWlwdF9pZBgBIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSDwoHZ2F0ZXdheRgFIAEoCRIOCgZhbW91bnQYBiABKAMSEAoIY3VycmVuY3kYByABKAkiawoVRGVjcnlwdFBheW1lbnRSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkSEAoIdG9rZW5faWQYAiABKAkSEwoLcHJpdmF0ZV9rZXkYAyABKAkSFwoPYWNjZXNzX3Rva2VuX2lkGAQgASgJIj8KFkRlY3J5cHRQYXltZW50UmVzcG9uc2USJQoHcmVjZWlwdBgBIAEoCzIULnJlY2VpcHRzLnYxLlJlY2VpcHQyqAIKD1BheW1lbnRzU2VydmljZRKKAQoNQ3JlYXRlUGF5bWVudBIhLnJlY2VpcHRzLnYxLkNyZWF0ZVBheW1lbnRSZXF1ZXN0GiIucmVjZWlwdHMudjEuQ3JlYXRlUGF5bWVudFJlc3BvbnNlIjKC0+STAiw6B3JlY2VpcHQiIS9hcGkvdjEvcGF5bWVudHMve2dhdGV3YXl9L2NyZWF0ZRKHAQoORGVjcnlwdFBheW1lbnQSIi5yZWNlaXB0cy52MS5EZWNyeXB0UGF5bWVudFJlcXVlc3QaIy5yZWNlaXB0cy52MS5EZWNyeXB0UGF5bWVudFJlc3BvbnNlIiyC0+STAiY6ASpiB3JlY2VpcHQiGC9hcGkvdjEvcGF5bWVudHMvZGVjcnlwdGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
+  fileDesc("ChpyZWNlaXB0cy92MS9wYXltZW50cy5wcm90bxILcmVjZWlwdHMudjEizgIKB1BheW1lbnQSEgoKcGF5bWVudF9pZBgBIAEoCRIPCgdnYXRld2F5GAIgASgJEg4KBnN0YXR1cxgDIAEoCRIOCgZhbW91bnQYBCABKAMSEAoIY3VycmVuY3kYBSABKAkSEwoLbWVyY2hhbnRfaWQYBiABKAkSFgoOdHJhbnNhY3Rpb25faWQYByABKAkSEgoKcmVjZWlwdF9pZBgIIAEoCRIQCghvcmRlcl9pZBgJIAEoCRIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9yZWZ1bmRlZF9hbW91bnQYCyABKAMSJAoHcmVmdW5kcxgMIAMoCzITLnJlY2VpcHRzLnYxLlJlZnVuZBIZCgxkZWNsaW5lX2NvZGUYDSABKAlIAIgBAUIPCg1fZGVjbGluZV9jb2RlIpoBCgZSZWZ1bmQSEQoJcmVmdW5kX2lkGAEgASgJEg4KBmFtb3VudBgCIAEoAxIOCgZzdGF0dXMYAyABKAkSEgoKcmVjZWlwdF9pZBgEIAEoCRIZChFnYXRld2F5X3JlZnVuZF9pZBgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCInChFHZXRQYXltZW50UmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJIjsKEkdldFBheW1lbnRSZXNwb25zZRIlCgdwYXltZW50GAEgASgLMhQucmVjZWlwdHMudjEuUGF5bWVudCI8ChNMaXN0UGF5bWVudHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlcKFExpc3RQYXltZW50c1Jlc3BvbnNlEiYKCHBheW1lbnRzGAEgAygLMhQucmVjZWlwdHMudjEuUGF5bWVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUQoUUmVmdW5kUGF5bWVudFJlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRIlCgdyZWNlaXB0GAIgASgLMhQucmVjZWlwdHMudjEuUmVjZWlwdCKbAQoVUmVmdW5kUGF5bWVudFJlc3BvbnNlEiMKBnJlZnVuZBgBIAEoCzITLnJlY2VpcHRzLnYxLlJlZnVuZBIlCgdwYXltZW50GAIgASgLMhQucmVjZWlwdHMudjEuUGF5bWVudBI2ChBzZXJ2aWNlX21ldGFkYXRhGAMgASgLMhwucmVjZWlwdHMudjEuU2VydmljZU1ldGFkYXRhIk4KFENyZWF0ZVBheW1lbnRSZXF1ZXN0Eg8KB2dhdGV3YXkYASABKAkSJQoHcmVjZWlwdBgCIAEoCzIULnJlY2VpcHRzLnYxLlJlY2VpcHQilgIKFUNyZWF0ZVBheW1lbnRSZXNwb25zZRISCgpwYXltZW50X2lkGAEgASgJEg8KB2dhdGV3YXkYAiABKAkSDgoGc3RhdHVzGAMgASgJEg4KBmFtb3VudBgEIAEoAxIQCghjdXJyZW5jeRgFIAEoCRIaCg1jbGllbnRfc2VjcmV0GAYgASgJSACIAQESEAoIb3JkZXJfaWQYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNgoQc2VydmljZV9tZXRhZGF0YRgJIAEoCzIcLnJlY2VpcHRzLnYxLlNlcnZpY2VNZXRhZGF0YUIQCg5fY2xpZW50X3NlY3JldCKVAQoPU2VydmljZU1ldGFkYXRhEhIKCnJlY2VpcHRfaWQYASABKAkSFgoOdHJhbnNhY3Rpb25faWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEhMKC2lzX2VzY3Jvd2VkGAQgASgIEg8KB2dhdGV3YXkYBSABKAkSDgoGYW1vdW50GAYgASgDEhAKCGN1cnJlbmN5GAcgASgJImsKFURlY3J5cHRQYXltZW50UmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJEhAKCHRva2VuX2lkGAIgASgJEhMKC3ByaXZhdGVfa2V5GAMgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgEIAEoCSI/ChZEZWNyeXB0UGF5bWVudFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0MqYFCg9QYXltZW50c1NlcnZpY2USigEKDUNyZWF0ZVBheW1lbnQSIS5yZWNlaXB0cy52MS5DcmVhdGVQYXltZW50UmVxdWVzdBoiLnJlY2VpcHRzLnYxLkNyZWF0ZVBheW1lbnRSZXNwb25zZSIygtPkkwIsOgdyZWNlaXB0IiEvYXBpL3YxL3BheW1lbnRzL3tnYXRld2F5fS9jcmVhdGUShwEKDkRlY3J5cHRQYXltZW50EiIucmVjZWlwdHMudjEuRGVjcnlwdFBheW1lbnRSZXF1ZXN0GiMucmVjZWlwdHMudjEuRGVjcnlwdFBheW1lbnRSZXNwb25zZSIsgtPkkwImOgEqYgdyZWNlaXB0IhgvYXBpL3YxL3BheW1lbnRzL2RlY3J5cHQSfQoKR2V0UGF5bWVudBIeLnJlY2VpcHRzLnYxLkdldFBheW1lbnRSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuR2V0UGF5bWVudFJlc3BvbnNlIi6C0+STAihiB3BheW1lbnQSHS9hcGkvdjEvcGF5bWVudHMve3BheW1lbnRfaWR9Em0KDExpc3RQYXltZW50cxIgLnJlY2VpcHRzLnYxLkxpc3RQYXltZW50c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5MaXN0UGF5bWVudHNSZXNwb25zZSIYgtPkkwISEhAvYXBpL3YxL3BheW1lbnRzEo0BCg1SZWZ1bmRQYXltZW50EiEucmVjZWlwdHMudjEuUmVmdW5kUGF5bWVudFJlcXVlc3QaIi5yZWNlaXB0cy52MS5SZWZ1bmRQYXltZW50UmVzcG9uc2UiNYLT5JMCLzoHcmVjZWlwdCIkL2FwaS92MS9wYXltZW50cy97cGF5bWVudF9pZH0vcmVmdW5kYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
+
+/**
+ * A payment as its merchant reads it: amounts, status and refunds, never the receipt's content.
+ *
+ * @generated from message receipts.v1.Payment
+ */
+export type Payment = Message<"receipts.v1.Payment"> & {
+  /**
+   * "pay_...".
+   *
+   * @generated from field: string payment_id = 1;
+   */
+  paymentId: string;
+
+  /**
+   * @generated from field: string gateway = 2;
+   */
+  gateway: string;
+
+  /**
+   * "succeeded" (charged) or "declined" (refused by the card's issuer; nothing was charged).
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * The amount charged (or, for a declined payment, asked for).
+   *
+   * @generated from field: int64 amount = 4;
+   */
+  amount: bigint;
+
+  /**
+   * @generated from field: string currency = 5;
+   */
+  currency: string;
+
+  /**
+   * @generated from field: string merchant_id = 6;
+   */
+  merchantId: string;
+
+  /**
+   * @generated from field: string transaction_id = 7;
+   */
+  transactionId: string;
+
+  /**
+   * The payment's receipt; a declined payment's receipt was not stored.
+   *
+   * @generated from field: string receipt_id = 8;
+   */
+  receiptId: string;
+
+  /**
+   * @generated from field: string order_id = 9;
+   */
+  orderId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 10;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * The sum of the refunds that succeeded.
+   *
+   * @generated from field: int64 refunded_amount = 11;
+   */
+  refundedAmount: bigint;
+
+  /**
+   * Every refund, oldest first.
+   *
+   * @generated from field: repeated receipts.v1.Refund refunds = 12;
+   */
+  refunds: Refund[];
+
+  /**
+   * Declined payments: why, e.g. "insufficient_funds".
+   *
+   * @generated from field: optional string decline_code = 13;
+   */
+  declineCode?: string | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.Payment.
+ * Use `create(PaymentSchema)` to create a new message.
+ */
+export const PaymentSchema: GenMessage<Payment> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_payments, 0);
+
+/**
+ * A refund of a payment.
+ *
+ * @generated from message receipts.v1.Refund
+ */
+export type Refund = Message<"receipts.v1.Refund"> & {
+  /**
+   * "ref_...".
+   *
+   * @generated from field: string refund_id = 1;
+   */
+  refundId: string;
+
+  /**
+   * @generated from field: int64 amount = 2;
+   */
+  amount: bigint;
+
+  /**
+   * "succeeded", or "pending" while the gateway has not answered.
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * The refund receipt: its receipt_type is "refund", its original_receipt_id the payment's receipt.
+   *
+   * @generated from field: string receipt_id = 4;
+   */
+  receiptId: string;
+
+  /**
+   * The gateway's id of the refund, once it answered.
+   *
+   * @generated from field: string gateway_refund_id = 5;
+   */
+  gatewayRefundId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.Refund.
+ * Use `create(RefundSchema)` to create a new message.
+ */
+export const RefundSchema: GenMessage<Refund> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_payments, 1);
+
+/**
+ * @generated from message receipts.v1.GetPaymentRequest
+ */
+export type GetPaymentRequest = Message<"receipts.v1.GetPaymentRequest"> & {
+  /**
+   * Required. "pay_...", as CreatePayment (or a payment_declined) answered it.
+   *
+   * @generated from field: string payment_id = 1;
+   */
+  paymentId: string;
+};
+
+/**
+ * Describes the message receipts.v1.GetPaymentRequest.
+ * Use `create(GetPaymentRequestSchema)` to create a new message.
+ */
+export const GetPaymentRequestSchema: GenMessage<GetPaymentRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_payments, 2);
+
+/**
+ * @generated from message receipts.v1.GetPaymentResponse
+ */
+export type GetPaymentResponse = Message<"receipts.v1.GetPaymentResponse"> & {
+  /**
+   * @generated from field: receipts.v1.Payment payment = 1;
+   */
+  payment?: Payment | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.GetPaymentResponse.
+ * Use `create(GetPaymentResponseSchema)` to create a new message.
+ */
+export const GetPaymentResponseSchema: GenMessage<GetPaymentResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_payments, 3);
+
+/**
+ * @generated from message receipts.v1.ListPaymentsRequest
+ */
+export type ListPaymentsRequest = Message<"receipts.v1.ListPaymentsRequest"> & {
+  /**
+   * Default 50, at most 200.
+   *
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * Opaque cursor from a previous response.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListPaymentsRequest.
+ * Use `create(ListPaymentsRequestSchema)` to create a new message.
+ */
+export const ListPaymentsRequestSchema: GenMessage<ListPaymentsRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_payments, 4);
+
+/**
+ * @generated from message receipts.v1.ListPaymentsResponse
+ */
+export type ListPaymentsResponse = Message<"receipts.v1.ListPaymentsResponse"> & {
+  /**
+   * @generated from field: repeated receipts.v1.Payment payments = 1;
+   */
+  payments: Payment[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListPaymentsResponse.
+ * Use `create(ListPaymentsResponseSchema)` to create a new message.
+ */
+export const ListPaymentsResponseSchema: GenMessage<ListPaymentsResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_payments, 5);
+
+/**
+ * @generated from message receipts.v1.RefundPaymentRequest
+ */
+export type RefundPaymentRequest = Message<"receipts.v1.RefundPaymentRequest"> & {
+  /**
+   * Required. The payment to refund.
+   *
+   * @generated from field: string payment_id = 1;
+   */
+  paymentId: string;
+
+  /**
+   * The refund receipt, and amount: the amount to refund (required, greater than 0).
+   *
+   * @generated from field: receipts.v1.Receipt receipt = 2;
+   */
+  receipt?: Receipt | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.RefundPaymentRequest.
+ * Use `create(RefundPaymentRequestSchema)` to create a new message.
+ */
+export const RefundPaymentRequestSchema: GenMessage<RefundPaymentRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_payments, 6);
+
+/**
+ * @generated from message receipts.v1.RefundPaymentResponse
+ */
+export type RefundPaymentResponse = Message<"receipts.v1.RefundPaymentResponse"> & {
+  /**
+   * @generated from field: receipts.v1.Refund refund = 1;
+   */
+  refund?: Refund | undefined;
+
+  /**
+   * The payment after the refund.
+   *
+   * @generated from field: receipts.v1.Payment payment = 2;
+   */
+  payment?: Payment | undefined;
+
+  /**
+   * What the service did with the refund receipt (amount is the amount refunded).
+   *
+   * @generated from field: receipts.v1.ServiceMetadata service_metadata = 3;
+   */
+  serviceMetadata?: ServiceMetadata | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.RefundPaymentResponse.
+ * Use `create(RefundPaymentResponseSchema)` to create a new message.
+ */
+export const RefundPaymentResponseSchema: GenMessage<RefundPaymentResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_payments, 7);
 
 /**
  * @generated from message receipts.v1.CreatePaymentRequest
@@ -39,7 +327,7 @@ export type CreatePaymentRequest = Message<"receipts.v1.CreatePaymentRequest"> &
  * Use `create(CreatePaymentRequestSchema)` to create a new message.
  */
 export const CreatePaymentRequestSchema: GenMessage<CreatePaymentRequest> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_payments, 0);
+  messageDesc(file_receipts_v1_payments, 8);
 
 /**
  * @generated from message receipts.v1.CreatePaymentResponse
@@ -102,7 +390,7 @@ export type CreatePaymentResponse = Message<"receipts.v1.CreatePaymentResponse">
  * Use `create(CreatePaymentResponseSchema)` to create a new message.
  */
 export const CreatePaymentResponseSchema: GenMessage<CreatePaymentResponse> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_payments, 1);
+  messageDesc(file_receipts_v1_payments, 9);
 
 /**
  * What the service did with the receipt of a payment.
@@ -151,7 +439,7 @@ export type ServiceMetadata = Message<"receipts.v1.ServiceMetadata"> & {
  * Use `create(ServiceMetadataSchema)` to create a new message.
  */
 export const ServiceMetadataSchema: GenMessage<ServiceMetadata> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_payments, 2);
+  messageDesc(file_receipts_v1_payments, 10);
 
 /**
  * @generated from message receipts.v1.DecryptPaymentRequest
@@ -191,7 +479,7 @@ export type DecryptPaymentRequest = Message<"receipts.v1.DecryptPaymentRequest">
  * Use `create(DecryptPaymentRequestSchema)` to create a new message.
  */
 export const DecryptPaymentRequestSchema: GenMessage<DecryptPaymentRequest> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_payments, 3);
+  messageDesc(file_receipts_v1_payments, 11);
 
 /**
  * @generated from message receipts.v1.DecryptPaymentResponse
@@ -208,7 +496,7 @@ export type DecryptPaymentResponse = Message<"receipts.v1.DecryptPaymentResponse
  * Use `create(DecryptPaymentResponseSchema)` to create a new message.
  */
 export const DecryptPaymentResponseSchema: GenMessage<DecryptPaymentResponse> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_payments, 4);
+  messageDesc(file_receipts_v1_payments, 12);
 
 /**
  * Payments that carry a sealed receipt: create (merchants), decrypt (issuers).
@@ -299,7 +587,9 @@ export const PaymentsService: GenService<{
    *     ],
    *     "amount": 950,
    *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
-   *     "decryptedAt": "2026-11-25T09:42:40.776Z"
+   *     "decryptedAt": "2026-11-25T09:42:40.776Z",
+   *     "tenders": [],
+   *     "taxBreakdown": []
    *   }
    * }
    *
@@ -309,6 +599,158 @@ export const PaymentsService: GenService<{
     methodKind: "unary";
     input: typeof DecryptPaymentRequestSchema;
     output: typeof DecryptPaymentResponseSchema;
+  },
+  /**
+   * One of the caller's own payments: what was charged and refunded. Never the receipt's content.
+   * Another tenant's payment is not_found, as if it did not exist.
+   *
+   * Example request:
+   * {"paymentId": "pay_wWRngLy88lIHJed3"}
+   *
+   * Example response:
+   * {
+   *   "payment": {
+   *     "paymentId": "pay_wWRngLy88lIHJed3",
+   *     "gateway": "gateway_a",
+   *     "status": "succeeded",
+   *     "amount": 950,
+   *     "currency": "EUR",
+   *     "merchantId": "corner-coffee",
+   *     "transactionId": "txn-7782",
+   *     "receiptId": "r-1002",
+   *     "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+   *     "createdAt": "2026-11-25T09:41:32.253Z",
+   *     "refundedAmount": 250,
+   *     "refunds": [
+   *       {
+   *         "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+   *         "amount": 250,
+   *         "status": "succeeded",
+   *         "receiptId": "r-1002-refund-1",
+   *         "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+   *         "createdAt": "2026-11-25T10:15:04.118Z"
+   *       }
+   *     ]
+   *   }
+   * }
+   *
+   * @generated from rpc receipts.v1.PaymentsService.GetPayment
+   */
+  getPayment: {
+    methodKind: "unary";
+    input: typeof GetPaymentRequestSchema;
+    output: typeof GetPaymentResponseSchema;
+  },
+  /**
+   * The caller's tenant's payments, newest first, declined ones included. Never receipt content.
+   *
+   * Example request:
+   * {"pageSize": 1}
+   *
+   * Example response:
+   * {
+   *   "payments": [
+   *     {
+   *       "paymentId": "pay_3kT9cQ0LwZr7uXy1",
+   *       "gateway": "gateway_b",
+   *       "status": "declined",
+   *       "amount": 1200,
+   *       "currency": "EUR",
+   *       "merchantId": "corner-coffee",
+   *       "transactionId": "txn-7790",
+   *       "receiptId": "r-1010",
+   *       "orderId": "",
+   *       "createdAt": "2026-11-25T11:02:10.001Z",
+   *       "refundedAmount": 0,
+   *       "refunds": [],
+   *       "declineCode": "insufficient_funds"
+   *     }
+   *   ],
+   *   "nextPageToken": "WzE3NjQwNjg1MzAwMDEsInBheV8za1Q5Y1EwTHdacjd1WHkxIl0"
+   * }
+   *
+   * @generated from rpc receipts.v1.PaymentsService.ListPayments
+   */
+  listPayments: {
+    methodKind: "unary";
+    input: typeof ListPaymentsRequestSchema;
+    output: typeof ListPaymentsResponseSchema;
+  },
+  /**
+   * Refunds part or all of a payment through its gateway, with a refund receipt (section 21): the
+   * plaintext receipt fields with receipt_type "refund" and original_receipt_id the payment's
+   * receipt_id, or a sealed_receipt. amount is the amount to refund. Refunds of one payment never add
+   * up to more than it charged; a declined payment has nothing to refund. Send an Idempotency-Key
+   * header (metadata "idempotency-key") so a retry never refunds twice.
+   *
+   * Example request:
+   * {
+   *   "paymentId": "pay_wWRngLy88lIHJed3",
+   *   "receipt": {
+   *     "receiptId": "r-1002-refund-1",
+   *     "merchantId": "corner-coffee",
+   *     "merchantName": "Corner Coffee",
+   *     "transactionId": "txn-7782-refund-1",
+   *     "transactionDate": "2026-11-25T10:15:00Z",
+   *     "currency": "EUR",
+   *     "recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e",
+   *     "receiptType": "refund",
+   *     "originalReceiptId": "r-1002",
+   *     "amount": 250,
+   *     "items": [{"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250}]
+   *   }
+   * }
+   *
+   * Example response:
+   * {
+   *   "refund": {
+   *     "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+   *     "amount": 250,
+   *     "status": "succeeded",
+   *     "receiptId": "r-1002-refund-1",
+   *     "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+   *     "createdAt": "2026-11-25T10:15:04.118Z"
+   *   },
+   *   "payment": {
+   *     "paymentId": "pay_wWRngLy88lIHJed3",
+   *     "gateway": "gateway_a",
+   *     "status": "succeeded",
+   *     "amount": 950,
+   *     "currency": "EUR",
+   *     "merchantId": "corner-coffee",
+   *     "transactionId": "txn-7782",
+   *     "receiptId": "r-1002",
+   *     "orderId": "ord_b66bc94e41bc82826da8813637502df2",
+   *     "createdAt": "2026-11-25T09:41:32.253Z",
+   *     "refundedAmount": 250,
+   *     "refunds": [
+   *       {
+   *         "refundId": "ref_Qm3x0Jd6kq1yVn2T",
+   *         "amount": 250,
+   *         "status": "succeeded",
+   *         "receiptId": "r-1002-refund-1",
+   *         "gatewayRefundId": "re_5f2c1a9e0b7d4c3e8a6f1b2d9c0e7a41",
+   *         "createdAt": "2026-11-25T10:15:04.118Z"
+   *       }
+   *     ]
+   *   },
+   *   "serviceMetadata": {
+   *     "receiptId": "r-1002-refund-1",
+   *     "transactionId": "txn-7782-refund-1",
+   *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *     "isEscrowed": false,
+   *     "gateway": "gateway_a",
+   *     "amount": 250,
+   *     "currency": "EUR"
+   *   }
+   * }
+   *
+   * @generated from rpc receipts.v1.PaymentsService.RefundPayment
+   */
+  refundPayment: {
+    methodKind: "unary";
+    input: typeof RefundPaymentRequestSchema;
+    output: typeof RefundPaymentResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_payments, 0);

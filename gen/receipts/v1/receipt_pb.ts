@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/receipt.proto.
  */
 export const file_receipts_v1_receipt: GenFile = /*@__PURE__*/
-  fileDesc("ChlyZWNlaXB0cy92MS9yZWNlaXB0LnByb3RvEgtyZWNlaXB0cy52MSL0CgoHUmVjZWlwdBIPCgd2ZXJzaW9uGAEgASgJEhIKCnJlY2VpcHRfaWQYAiABKAkSEwoLbWVyY2hhbnRfaWQYAyABKAkSFQoNbWVyY2hhbnRfbmFtZRgEIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgFIAEoCRI0ChB0cmFuc2FjdGlvbl9kYXRlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghjdXJyZW5jeRgHIAEoCRIhChRyZWNpcGllbnRfaGFzaGVkX3BhbhgIIAEoCUgAiAEBEhwKD21lcmNoYW50X3N0cmVldBgJIAEoCUgBiAEBEhoKDW1lcmNoYW50X2NpdHkYCiABKAlIAogBARIbCg5tZXJjaGFudF9zdGF0ZRgLIAEoCUgDiAEBEiEKFG1lcmNoYW50X3Bvc3RhbF9jb2RlGAwgASgJSASIAQESHQoQbWVyY2hhbnRfY291bnRyeRgNIAEoCUgFiAEBEhwKD21lcmNoYW50X3RheF9pZBgOIAEoCUgGiAEBEiMKFm1lcmNoYW50X2NvbnRhY3RfZW1haWwYDyABKAlIB4gBARIhChR0cmFuc2FjdGlvbl90aW1lem9uZRgQIAEoCUgIiAEBEhsKDnBheW1lbnRfbWV0aG9kGBEgASgJSAmIAQESFwoKY2FyZF9sYXN0NBgSIAEoCUgKiAEBEhcKCmNhcmRfYnJhbmQYEyABKAlIC4gBARIVCghzdWJ0b3RhbBgUIAEoA0gMiAEBEhcKCnRheF9hbW91bnQYFSABKANIDYgBARIZCgx0b3RhbF9hbW91bnQYFiABKANIDogBARIkCgVpdGVtcxgXIAMoCzIVLnJlY2VpcHRzLnYxLkxpbmVJdGVtEhcKCm1vY2tfaXRlbXMYGCABKAhID4gBARITCgZhbW91bnQYGSABKANIEIgBARIXCgpjYXJkX25vbmNlGBogASgJSBGIAQESEwoGa2V5X2lkGBsgASgJSBKIAQESNQoMZGVjcnlwdGVkX2F0GBwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgTiAEBEh8KEm1lcmNoYW50X3NpZ25hdHVyZRgdIAEoCUgUiAEBEhwKD21lcmNoYW50X2tleV9pZBgeIAEoCUgViAEBEhUKCGNhcmRfYmluGB8gASgJSBaIAQESNwoOc2VhbGVkX3JlY2VpcHQYICABKAsyGi5yZWNlaXB0cy52MS5TZWFsZWRSZWNlaXB0SBeIAQFCFwoVX3JlY2lwaWVudF9oYXNoZWRfcGFuQhIKEF9tZXJjaGFudF9zdHJlZXRCEAoOX21lcmNoYW50X2NpdHlCEQoPX21lcmNoYW50X3N0YXRlQhcKFV9tZXJjaGFudF9wb3N0YWxfY29kZUITChFfbWVyY2hhbnRfY291bnRyeUISChBfbWVyY2hhbnRfdGF4X2lkQhkKF19tZXJjaGFudF9jb250YWN0X2VtYWlsQhcKFV90cmFuc2FjdGlvbl90aW1lem9uZUIRCg9fcGF5bWVudF9tZXRob2RCDQoLX2NhcmRfbGFzdDRCDQoLX2NhcmRfYnJhbmRCCwoJX3N1YnRvdGFsQg0KC190YXhfYW1vdW50Qg8KDV90b3RhbF9hbW91bnRCDQoLX21vY2tfaXRlbXNCCQoHX2Ftb3VudEINCgtfY2FyZF9ub25jZUIJCgdfa2V5X2lkQg8KDV9kZWNyeXB0ZWRfYXRCFQoTX21lcmNoYW50X3NpZ25hdHVyZUISChBfbWVyY2hhbnRfa2V5X2lkQgsKCV9jYXJkX2JpbkIRCg9fc2VhbGVkX3JlY2VpcHQikgEKDVNlYWxlZFJlY2VpcHQSDwoHdmVyc2lvbhgBIAEoCRISCgpyZWNlaXB0X2lkGAIgASgJEioKCmtleV9idW5kbGUYAyABKAsyFi5yZWNlaXB0cy52MS5LZXlCdW5kbGUSEgoKY2lwaGVydGV4dBgEIAEoDBIKCgJpdhgFIAEoDBIQCghhdXRoX3RhZxgGIAEoDCKuAQoITGluZUl0ZW0SFAoMbGluZV9pdGVtX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEAoIcXVhbnRpdHkYAyABKAMSEgoKdW5pdF9wcmljZRgEIAEoAxITCgt0b3RhbF9wcmljZRgFIAEoAxIVCghjYXRlZ29yeRgGIAEoCUgAiAEBEh8KBXRheGVzGAcgAygLMhAucmVjZWlwdHMudjEuVGF4QgsKCV9jYXRlZ29yeSIxCgNUYXgSDAoEbmFtZRgBIAEoCRIMCgRyYXRlGAIgASgBEg4KBmFtb3VudBgDIAEoAyKQAQoJS2V5QnVuZGxlEhkKEWVuY3J5cHRlZF9hZXNfa2V5GAEgASgMEg4KBmtleV9pZBgCIAEoCRIRCglhbGdvcml0aG0YAyABKAkSHQoQZW5jYXBzdWxhdGVkX2tleRgEIAEoDEgAiAEBEhEKCWFhZF9ib3VuZBgFIAEoCEITChFfZW5jYXBzdWxhdGVkX2tleSKJAwoQRW5jcnlwdGVkUmVjZWlwdBIPCgd2ZXJzaW9uGAEgASgJEhIKCnJlY2VpcHRfaWQYAiABKAkSDgoGa2V5X2lkGAMgASgJEioKCmtleV9idW5kbGUYBCABKAsyFi5yZWNlaXB0cy52MS5LZXlCdW5kbGUSEgoKY2lwaGVydGV4dBgFIAEoDBIKCgJpdhgGIAEoDBIQCghhdXRoX3RhZxgHIAEoDBITCgttZXJjaGFudF9pZBgIIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgJIAEoCRIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtpc19lc2Nyb3dlZBgLIAEoCBIaCg1lc2Nyb3dfa2V5X2lkGAwgASgJSACIAQESMwoKZXhwaXJlc19hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAYgBAUIQCg5fZXNjcm93X2tleV9pZEINCgtfZXhwaXJlc19hdGIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChlyZWNlaXB0cy92MS9yZWNlaXB0LnByb3RvEgtyZWNlaXB0cy52MSLGDwoHUmVjZWlwdBIPCgd2ZXJzaW9uGAEgASgJEhIKCnJlY2VpcHRfaWQYAiABKAkSEwoLbWVyY2hhbnRfaWQYAyABKAkSFQoNbWVyY2hhbnRfbmFtZRgEIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgFIAEoCRI0ChB0cmFuc2FjdGlvbl9kYXRlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghjdXJyZW5jeRgHIAEoCRIhChRyZWNpcGllbnRfaGFzaGVkX3BhbhgIIAEoCUgAiAEBEhwKD21lcmNoYW50X3N0cmVldBgJIAEoCUgBiAEBEhoKDW1lcmNoYW50X2NpdHkYCiABKAlIAogBARIbCg5tZXJjaGFudF9zdGF0ZRgLIAEoCUgDiAEBEiEKFG1lcmNoYW50X3Bvc3RhbF9jb2RlGAwgASgJSASIAQESHQoQbWVyY2hhbnRfY291bnRyeRgNIAEoCUgFiAEBEhwKD21lcmNoYW50X3RheF9pZBgOIAEoCUgGiAEBEiMKFm1lcmNoYW50X2NvbnRhY3RfZW1haWwYDyABKAlIB4gBARIhChR0cmFuc2FjdGlvbl90aW1lem9uZRgQIAEoCUgIiAEBEhsKDnBheW1lbnRfbWV0aG9kGBEgASgJSAmIAQESFwoKY2FyZF9sYXN0NBgSIAEoCUgKiAEBEhcKCmNhcmRfYnJhbmQYEyABKAlIC4gBARIVCghzdWJ0b3RhbBgUIAEoA0gMiAEBEhcKCnRheF9hbW91bnQYFSABKANIDYgBARIZCgx0b3RhbF9hbW91bnQYFiABKANIDogBARIkCgVpdGVtcxgXIAMoCzIVLnJlY2VpcHRzLnYxLkxpbmVJdGVtEhcKCm1vY2tfaXRlbXMYGCABKAhID4gBARITCgZhbW91bnQYGSABKANIEIgBARIXCgpjYXJkX25vbmNlGBogASgJSBGIAQESEwoGa2V5X2lkGBsgASgJSBKIAQESNQoMZGVjcnlwdGVkX2F0GBwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgTiAEBEh8KEm1lcmNoYW50X3NpZ25hdHVyZRgdIAEoCUgUiAEBEhwKD21lcmNoYW50X2tleV9pZBgeIAEoCUgViAEBEhUKCGNhcmRfYmluGB8gASgJSBaIAQESNwoOc2VhbGVkX3JlY2VpcHQYICABKAsyGi5yZWNlaXB0cy52MS5TZWFsZWRSZWNlaXB0SBeIAQESGQoMcmVjZWlwdF90eXBlGCEgASgJSBiIAQESIAoTb3JpZ2luYWxfcmVjZWlwdF9pZBgiIAEoCUgZiAEBEh8KEmF1dGhvcml6YXRpb25fY29kZRgjIAEoCUgaiAEBEicKGnJldHJpZXZhbF9yZWZlcmVuY2VfbnVtYmVyGCQgASgJSBuIAQESJgoZYWNxdWlyZXJfcmVmZXJlbmNlX251bWJlchglIAEoCUgciAEBEhgKC3Rlcm1pbmFsX2lkGCYgASgJSB2IAQESIwoWbWVyY2hhbnRfY2F0ZWdvcnlfY29kZRgnIAEoCUgeiAEBEh8KEmNhcmRfYWNjZXB0b3JfbmFtZRgoIAEoCUgfiAEBEhcKCnRpcF9hbW91bnQYKSABKANIIIgBARIkCgd0ZW5kZXJzGCogAygLMhMucmVjZWlwdHMudjEuVGVuZGVyEjQKDXRheF9icmVha2Rvd24YKyADKAsyHS5yZWNlaXB0cy52MS5UYXhCcmVha2Rvd25MaW5lQhcKFV9yZWNpcGllbnRfaGFzaGVkX3BhbkISChBfbWVyY2hhbnRfc3RyZWV0QhAKDl9tZXJjaGFudF9jaXR5QhEKD19tZXJjaGFudF9zdGF0ZUIXChVfbWVyY2hhbnRfcG9zdGFsX2NvZGVCEwoRX21lcmNoYW50X2NvdW50cnlCEgoQX21lcmNoYW50X3RheF9pZEIZChdfbWVyY2hhbnRfY29udGFjdF9lbWFpbEIXChVfdHJhbnNhY3Rpb25fdGltZXpvbmVCEQoPX3BheW1lbnRfbWV0aG9kQg0KC19jYXJkX2xhc3Q0Qg0KC19jYXJkX2JyYW5kQgsKCV9zdWJ0b3RhbEINCgtfdGF4X2Ftb3VudEIPCg1fdG90YWxfYW1vdW50Qg0KC19tb2NrX2l0ZW1zQgkKB19hbW91bnRCDQoLX2NhcmRfbm9uY2VCCQoHX2tleV9pZEIPCg1fZGVjcnlwdGVkX2F0QhUKE19tZXJjaGFudF9zaWduYXR1cmVCEgoQX21lcmNoYW50X2tleV9pZEILCglfY2FyZF9iaW5CEQoPX3NlYWxlZF9yZWNlaXB0Qg8KDV9yZWNlaXB0X3R5cGVCFgoUX29yaWdpbmFsX3JlY2VpcHRfaWRCFQoTX2F1dGhvcml6YXRpb25fY29kZUIdChtfcmV0cmlldmFsX3JlZmVyZW5jZV9udW1iZXJCHAoaX2FjcXVpcmVyX3JlZmVyZW5jZV9udW1iZXJCDgoMX3Rlcm1pbmFsX2lkQhkKF19tZXJjaGFudF9jYXRlZ29yeV9jb2RlQhUKE19jYXJkX2FjY2VwdG9yX25hbWVCDQoLX3RpcF9hbW91bnQieAoGVGVuZGVyEg4KBm1ldGhvZBgBIAEoCRIXCgpjYXJkX2JyYW5kGAIgASgJSACIAQESFwoKY2FyZF9sYXN0NBgDIAEoCUgBiAEBEg4KBmFtb3VudBgEIAEoA0INCgtfY2FyZF9icmFuZEINCgtfY2FyZF9sYXN0NCJMChBUYXhCcmVha2Rvd25MaW5lEgwKBHJhdGUYASABKAESFgoOdGF4YWJsZV9hbW91bnQYAiABKAMSEgoKdGF4X2Ftb3VudBgDIAEoAyKSAQoNU2VhbGVkUmVjZWlwdBIPCgd2ZXJzaW9uGAEgASgJEhIKCnJlY2VpcHRfaWQYAiABKAkSKgoKa2V5X2J1bmRsZRgDIAEoCzIWLnJlY2VpcHRzLnYxLktleUJ1bmRsZRISCgpjaXBoZXJ0ZXh0GAQgASgMEgoKAml2GAUgASgMEhAKCGF1dGhfdGFnGAYgASgMIq4BCghMaW5lSXRlbRIUCgxsaW5lX2l0ZW1faWQYASABKAkSDAoEbmFtZRgCIAEoCRIQCghxdWFudGl0eRgDIAEoAxISCgp1bml0X3ByaWNlGAQgASgDEhMKC3RvdGFsX3ByaWNlGAUgASgDEhUKCGNhdGVnb3J5GAYgASgJSACIAQESHwoFdGF4ZXMYByADKAsyEC5yZWNlaXB0cy52MS5UYXhCCwoJX2NhdGVnb3J5IjEKA1RheBIMCgRuYW1lGAEgASgJEgwKBHJhdGUYAiABKAESDgoGYW1vdW50GAMgASgDIpABCglLZXlCdW5kbGUSGQoRZW5jcnlwdGVkX2Flc19rZXkYASABKAwSDgoGa2V5X2lkGAIgASgJEhEKCWFsZ29yaXRobRgDIAEoCRIdChBlbmNhcHN1bGF0ZWRfa2V5GAQgASgMSACIAQESEQoJYWFkX2JvdW5kGAUgASgIQhMKEV9lbmNhcHN1bGF0ZWRfa2V5IokDChBFbmNyeXB0ZWRSZWNlaXB0Eg8KB3ZlcnNpb24YASABKAkSEgoKcmVjZWlwdF9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSKgoKa2V5X2J1bmRsZRgEIAEoCzIWLnJlY2VpcHRzLnYxLktleUJ1bmRsZRISCgpjaXBoZXJ0ZXh0GAUgASgMEgoKAml2GAYgASgMEhAKCGF1dGhfdGFnGAcgASgMEhMKC21lcmNoYW50X2lkGAggASgJEhYKDnRyYW5zYWN0aW9uX2lkGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2lzX2VzY3Jvd2VkGAsgASgIEhoKDWVzY3Jvd19rZXlfaWQYDCABKAlIAIgBARIzCgpleHBpcmVzX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBQhAKDl9lc2Nyb3dfa2V5X2lkQg0KC19leHBpcmVzX2F0YgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * A receipt document: what a merchant sends to be encrypted and what a cardholder gets back after
@@ -221,6 +221,90 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
    * @generated from field: optional receipts.v1.SealedReceipt sealed_receipt = 32;
    */
   sealedReceipt?: SealedReceipt | undefined;
+
+  /**
+   * What the receipt records (section 21): "sale" (also when absent), "refund" or "void". A refund or
+   * void names the receipt it undoes in original_receipt_id.
+   *
+   * @generated from field: optional string receipt_type = 33;
+   */
+  receiptType?: string | undefined;
+
+  /**
+   * The receiptId of the sale a refund or void undoes, a receipt of the same merchantId that the
+   * service stored (sealed by the service or by the merchant). Required for "refund" and "void",
+   * refused otherwise.
+   *
+   * @generated from field: optional string original_receipt_id = 34;
+   */
+  originalReceiptId?: string | undefined;
+
+  /**
+   * The issuer's approval code (ISO 8583 field 38): 6 letters or digits.
+   *
+   * @generated from field: optional string authorization_code = 35;
+   */
+  authorizationCode?: string | undefined;
+
+  /**
+   * The retrieval reference number (ISO 8583 field 37): 12 letters or digits.
+   *
+   * @generated from field: optional string retrieval_reference_number = 36;
+   */
+  retrievalReferenceNumber?: string | undefined;
+
+  /**
+   * The acquirer reference number of the clearing record: 23 digits, the last a Luhn (mod 10) check
+   * digit over the other 22. Usually known only after clearing, days after the sale.
+   *
+   * @generated from field: optional string acquirer_reference_number = 37;
+   */
+  acquirerReferenceNumber?: string | undefined;
+
+  /**
+   * The card acceptor terminal id (ISO 8583 field 41): 1 to 8 printable ASCII characters, no spaces.
+   *
+   * @generated from field: optional string terminal_id = 38;
+   */
+  terminalId?: string | undefined;
+
+  /**
+   * The merchant category code (ISO 18245): 4 digits, e.g. "5814" for fast food.
+   *
+   * @generated from field: optional string merchant_category_code = 39;
+   */
+  merchantCategoryCode?: string | undefined;
+
+  /**
+   * The card acceptor name as the card statement shows it (the statement descriptor, the name part of
+   * ISO 8583 field 43): 1 to 25 characters.
+   *
+   * @generated from field: optional string card_acceptor_name = 40;
+   */
+  cardAcceptorName?: string | undefined;
+
+  /**
+   * The tip, included in total_amount and in the amount charged.
+   *
+   * @generated from field: optional int64 tip_amount = 41;
+   */
+  tipAmount?: bigint | undefined;
+
+  /**
+   * How the total was paid, when by more than one means (a gift card and a card, cash and a card): the
+   * amounts add up to total_amount. At most 20.
+   *
+   * @generated from field: repeated receipts.v1.Tender tenders = 42;
+   */
+  tenders: Tender[];
+
+  /**
+   * The tax of the receipt per rate, as a VAT receipt prints it: the tax amounts add up to tax_amount
+   * when that is given. At most 20.
+   *
+   * @generated from field: repeated receipts.v1.TaxBreakdownLine tax_breakdown = 43;
+   */
+  taxBreakdown: TaxBreakdownLine[];
 };
 
 /**
@@ -229,6 +313,79 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
  */
 export const ReceiptSchema: GenMessage<Receipt> = /*@__PURE__*/
   messageDesc(file_receipts_v1_receipt, 0);
+
+/**
+ * One means of payment of a split tender.
+ *
+ * @generated from message receipts.v1.Tender
+ */
+export type Tender = Message<"receipts.v1.Tender"> & {
+  /**
+   * How it was paid, e.g. "card", "cash", "gift_card".
+   *
+   * @generated from field: string method = 1;
+   */
+  method: string;
+
+  /**
+   * @generated from field: optional string card_brand = 2;
+   */
+  cardBrand?: string | undefined;
+
+  /**
+   * Last four digits of the card, for a card tender.
+   *
+   * @generated from field: optional string card_last4 = 3;
+   */
+  cardLast4?: string | undefined;
+
+  /**
+   * In the smallest currency unit.
+   *
+   * @generated from field: int64 amount = 4;
+   */
+  amount: bigint;
+};
+
+/**
+ * Describes the message receipts.v1.Tender.
+ * Use `create(TenderSchema)` to create a new message.
+ */
+export const TenderSchema: GenMessage<Tender> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipt, 1);
+
+/**
+ * The tax of one rate across a receipt.
+ *
+ * @generated from message receipts.v1.TaxBreakdownLine
+ */
+export type TaxBreakdownLine = Message<"receipts.v1.TaxBreakdownLine"> & {
+  /**
+   * Rate as a fraction, e.g. 0.19 for 19%.
+   *
+   * @generated from field: double rate = 1;
+   */
+  rate: number;
+
+  /**
+   * The amount the rate applies to (net of this tax), in the smallest currency unit.
+   *
+   * @generated from field: int64 taxable_amount = 2;
+   */
+  taxableAmount: bigint;
+
+  /**
+   * @generated from field: int64 tax_amount = 3;
+   */
+  taxAmount: bigint;
+};
+
+/**
+ * Describes the message receipts.v1.TaxBreakdownLine.
+ * Use `create(TaxBreakdownLineSchema)` to create a new message.
+ */
+export const TaxBreakdownLineSchema: GenMessage<TaxBreakdownLine> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipt, 2);
 
 /**
  * A receipt sealed by the merchant, carried by a payment instead of its plaintext fields.
@@ -278,7 +435,7 @@ export type SealedReceipt = Message<"receipts.v1.SealedReceipt"> & {
  * Use `create(SealedReceiptSchema)` to create a new message.
  */
 export const SealedReceiptSchema: GenMessage<SealedReceipt> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_receipt, 1);
+  messageDesc(file_receipts_v1_receipt, 3);
 
 /**
  * One line of a receipt.
@@ -327,7 +484,7 @@ export type LineItem = Message<"receipts.v1.LineItem"> & {
  * Use `create(LineItemSchema)` to create a new message.
  */
 export const LineItemSchema: GenMessage<LineItem> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_receipt, 2);
+  messageDesc(file_receipts_v1_receipt, 4);
 
 /**
  * A tax applied to a line item.
@@ -358,7 +515,7 @@ export type Tax = Message<"receipts.v1.Tax"> & {
  * Use `create(TaxSchema)` to create a new message.
  */
 export const TaxSchema: GenMessage<Tax> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_receipt, 3);
+  messageDesc(file_receipts_v1_receipt, 5);
 
 /**
  * The AES key of a sealed receipt, wrapped to one public key.
@@ -412,7 +569,7 @@ export type KeyBundle = Message<"receipts.v1.KeyBundle"> & {
  * Use `create(KeyBundleSchema)` to create a new message.
  */
 export const KeyBundleSchema: GenMessage<KeyBundle> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_receipt, 4);
+  messageDesc(file_receipts_v1_receipt, 6);
 
 /**
  * A sealed receipt as stored and listed: AES-256-GCM ciphertext plus the wrapped key.
@@ -502,5 +659,5 @@ export type EncryptedReceipt = Message<"receipts.v1.EncryptedReceipt"> & {
  * Use `create(EncryptedReceiptSchema)` to create a new message.
  */
 export const EncryptedReceiptSchema: GenMessage<EncryptedReceipt> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_receipt, 5);
+  messageDesc(file_receipts_v1_receipt, 7);
 

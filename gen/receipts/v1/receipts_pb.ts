@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/receipts.proto.
  */
 export const file_receipts_v1_receipts: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEiPgoVRW5jcnlwdFJlY2VpcHRSZXF1ZXN0EiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkgKFkVuY3J5cHRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQigAEKFURlY3J5cHRSZWNlaXB0UmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJEhAKCHRva2VuX2lkGAIgASgJEhMKC3ByaXZhdGVfa2V5GAMgASgJEhMKC21lcmNoYW50X2lkGAQgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgFIAEoCSI/ChZEZWNyeXB0UmVjZWlwdFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0Ik0KE0xpc3RSZWNlaXB0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJgChRMaXN0UmVjZWlwdHNSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIksKHEdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QSFgoOdHJhbnNhY3Rpb25faWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkiTwodR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiRAoZUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBITCgttZXJjaGFudF9pZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgJIpABChpSZWdpc3RlclNpZ25pbmdLZXlSZXNwb25zZRIXCg9tZXJjaGFudF9rZXlfaWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkSEQoJYWxnb3JpdGhtGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo0CChlTdG9yZVNlYWxlZFJlY2VpcHRSZXF1ZXN0EhwKFHJlY2lwaWVudF9oYXNoZWRfcGFuGAEgASgJEhUKCGNhcmRfYmluGAIgASgJSACIAQESDwoHdmVyc2lvbhgDIAEoCRISCgpyZWNlaXB0X2lkGAQgASgJEhMKC21lcmNoYW50X2lkGAUgASgJEhYKDnRyYW5zYWN0aW9uX2lkGAYgASgJEioKCmtleV9idW5kbGUYByABKAsyFi5yZWNlaXB0cy52MS5LZXlCdW5kbGUSEgoKY2lwaGVydGV4dBgIIAEoDBIKCgJpdhgJIAEoDBIQCghhdXRoX3RhZxgKIAEoDEILCglfY2FyZF9iaW4iTAoaU3RvcmVTZWFsZWRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiVQoYTGlzdFBlbmRpbmdFc2Nyb3dSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiZQoZTGlzdFBlbmRpbmdFc2Nyb3dSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlUKFFJlbGVhc2VFc2Nyb3dSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSLAoIcmVjZWlwdHMYAiADKAsyGi5yZWNlaXB0cy52MS5Fc2Nyb3dSZWxlYXNlImQKDUVzY3Jvd1JlbGVhc2USEwoLbWVyY2hhbnRfaWQYASABKAkSEgoKcmVjZWlwdF9pZBgCIAEoCRIqCgprZXlfYnVuZGxlGAMgASgLMhYucmVjZWlwdHMudjEuS2V5QnVuZGxlIlwKFVJlbGVhc2VFc2Nyb3dSZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoBRIxCgZmYWlsZWQYAiADKAsyIS5yZWNlaXB0cy52MS5Fc2Nyb3dSZWxlYXNlRmFpbHVyZSJPChRFc2Nyb3dSZWxlYXNlRmFpbHVyZRISCgpyZWNlaXB0X2lkGAEgASgJEhMKC21lcmNoYW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCTL/CAoPUmVjZWlwdHNTZXJ2aWNlEo0BCg5FbmNyeXB0UmVjZWlwdBIiLnJlY2VpcHRzLnYxLkVuY3J5cHRSZWNlaXB0UmVxdWVzdBojLnJlY2VpcHRzLnYxLkVuY3J5cHRSZWNlaXB0UmVzcG9uc2UiMoLT5JMCLDoHcmVjZWlwdGIHcmVjZWlwdCIYL2FwaS92MS9yZWNlaXB0cy9lbmNyeXB0EocBCg5EZWNyeXB0UmVjZWlwdBIiLnJlY2VpcHRzLnYxLkRlY3J5cHRSZWNlaXB0UmVxdWVzdBojLnJlY2VpcHRzLnYxLkRlY3J5cHRSZWNlaXB0UmVzcG9uc2UiLILT5JMCJjoBKmIHcmVjZWlwdCIYL2FwaS92MS9yZWNlaXB0cy9kZWNyeXB0EncKDExpc3RSZWNlaXB0cxIgLnJlY2VpcHRzLnYxLkxpc3RSZWNlaXB0c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5MaXN0UmVjZWlwdHNSZXNwb25zZSIigtPkkwIcEhovYXBpL3YxL3JlY2VpcHRzL3t1c2VyX2lkfRKuAQoVR2V0VHJhbnNhY3Rpb25SZWNlaXB0EikucmVjZWlwdHMudjEuR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVxdWVzdBoqLnJlY2VpcHRzLnYxLkdldFRyYW5zYWN0aW9uUmVjZWlwdFJlc3BvbnNlIj6C0+STAjhiB3JlY2VpcHQSLS9hcGkvdjEvdHJhbnNhY3Rpb25zL3t0cmFuc2FjdGlvbl9pZH0vcmVjZWlwdBKPAQoSUmVnaXN0ZXJTaWduaW5nS2V5EiYucmVjZWlwdHMudjEuUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBonLnJlY2VpcHRzLnYxLlJlZ2lzdGVyU2lnbmluZ0tleVJlc3BvbnNlIiiC0+STAiI6ASoiHS9hcGkvdjEvcmVjZWlwdHMvc2lnbmluZy1rZXlzEpIBChJTdG9yZVNlYWxlZFJlY2VpcHQSJi5yZWNlaXB0cy52MS5TdG9yZVNlYWxlZFJlY2VpcHRSZXF1ZXN0GicucmVjZWlwdHMudjEuU3RvcmVTZWFsZWRSZWNlaXB0UmVzcG9uc2UiK4LT5JMCJToBKmIHcmVjZWlwdCIXL2FwaS92MS9yZWNlaXB0cy9zZWFsZWQShQEKEUxpc3RQZW5kaW5nRXNjcm93EiUucmVjZWlwdHMudjEuTGlzdFBlbmRpbmdFc2Nyb3dSZXF1ZXN0GiYucmVjZWlwdHMudjEuTGlzdFBlbmRpbmdFc2Nyb3dSZXNwb25zZSIhgtPkkwIbOgEqIhYvYXBpL3YxL2VzY3Jvdy9wZW5kaW5nEnkKDVJlbGVhc2VFc2Nyb3cSIS5yZWNlaXB0cy52MS5SZWxlYXNlRXNjcm93UmVxdWVzdBoiLnJlY2VpcHRzLnYxLlJlbGVhc2VFc2Nyb3dSZXNwb25zZSIhgtPkkwIbOgEqIhYvYXBpL3YxL2VzY3Jvdy9yZWxlYXNlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
+  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEiPgoVRW5jcnlwdFJlY2VpcHRSZXF1ZXN0EiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkgKFkVuY3J5cHRSZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQigAEKFURlY3J5cHRSZWNlaXB0UmVxdWVzdBISCgpyZWNlaXB0X2lkGAEgASgJEhAKCHRva2VuX2lkGAIgASgJEhMKC3ByaXZhdGVfa2V5GAMgASgJEhMKC21lcmNoYW50X2lkGAQgASgJEhcKD2FjY2Vzc190b2tlbl9pZBgFIAEoCSI/ChZEZWNyeXB0UmVjZWlwdFJlc3BvbnNlEiUKB3JlY2VpcHQYASABKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0Ik0KE0xpc3RSZWNlaXB0c1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJgChRMaXN0UmVjZWlwdHNSZXNwb25zZRIvCghyZWNlaXB0cxgBIAMoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIksKHEdldFRyYW5zYWN0aW9uUmVjZWlwdFJlcXVlc3QSFgoOdHJhbnNhY3Rpb25faWQYASABKAkSEwoLbWVyY2hhbnRfaWQYAiABKAkiTwodR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2USLgoHcmVjZWlwdBgBIAEoCzIdLnJlY2VpcHRzLnYxLkVuY3J5cHRlZFJlY2VpcHQiYQoZUmVnaXN0ZXJTaWduaW5nS2V5UmVxdWVzdBITCgttZXJjaGFudF9pZBgBIAEoCRISCgpwdWJsaWNfa2V5GAIgASgJEhsKE2FsbF9yZWNlaXB0c19zaWduZWQYAyABKAgirQEKGlJlZ2lzdGVyU2lnbmluZ0tleVJlc3BvbnNlEhcKD21lcmNoYW50X2tleV9pZBgBIAEoCRITCgttZXJjaGFudF9pZBgCIAEoCRIRCglhbGdvcml0aG0YAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTYWxsX3JlY2VpcHRzX3NpZ25lZBgFIAEoCCKNAgoZU3RvcmVTZWFsZWRSZWNlaXB0UmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBEg8KB3ZlcnNpb24YAyABKAkSEgoKcmVjZWlwdF9pZBgEIAEoCRITCgttZXJjaGFudF9pZBgFIAEoCRIWCg50cmFuc2FjdGlvbl9pZBgGIAEoCRIqCgprZXlfYnVuZGxlGAcgASgLMhYucmVjZWlwdHMudjEuS2V5QnVuZGxlEhIKCmNpcGhlcnRleHQYCCABKAwSCgoCaXYYCSABKAwSEAoIYXV0aF90YWcYCiABKAxCCwoJX2NhcmRfYmluIkwKGlN0b3JlU2VhbGVkUmVjZWlwdFJlc3BvbnNlEi4KB3JlY2VpcHQYASABKAsyHS5yZWNlaXB0cy52MS5FbmNyeXB0ZWRSZWNlaXB0IlUKGExpc3RQZW5kaW5nRXNjcm93UmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImUKGUxpc3RQZW5kaW5nRXNjcm93UmVzcG9uc2USLwoIcmVjZWlwdHMYASADKAsyHS5yZWNlaXB0cy52MS5FbmNyeXB0ZWRSZWNlaXB0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJVChRSZWxlYXNlRXNjcm93UmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEiwKCHJlY2VpcHRzGAIgAygLMhoucmVjZWlwdHMudjEuRXNjcm93UmVsZWFzZSJkCg1Fc2Nyb3dSZWxlYXNlEhMKC21lcmNoYW50X2lkGAEgASgJEhIKCnJlY2VpcHRfaWQYAiABKAkSKgoKa2V5X2J1bmRsZRgDIAEoCzIWLnJlY2VpcHRzLnYxLktleUJ1bmRsZSJcChVSZWxlYXNlRXNjcm93UmVzcG9uc2USEAoIcmVsZWFzZWQYASABKAUSMQoGZmFpbGVkGAIgAygLMiEucmVjZWlwdHMudjEuRXNjcm93UmVsZWFzZUZhaWx1cmUiTwoURXNjcm93UmVsZWFzZUZhaWx1cmUSEgoKcmVjZWlwdF9pZBgBIAEoCRITCgttZXJjaGFudF9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkiLQoWTGlzdFNpZ25pbmdLZXlzUmVxdWVzdBITCgttZXJjaGFudF9pZBgBIAEoCSJlChdMaXN0U2lnbmluZ0tleXNSZXNwb25zZRITCgttZXJjaGFudF9pZBgBIAEoCRI1CgxzaWduaW5nX2tleXMYAiADKAsyHy5yZWNlaXB0cy52MS5NZXJjaGFudFNpZ25pbmdLZXkilgIKEk1lcmNoYW50U2lnbmluZ0tleRIXCg9tZXJjaGFudF9rZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLcmVwbGFjZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE2FsbF9yZWNlaXB0c19zaWduZWQYByABKAgSDwoHY3VycmVudBgIIAEoCCJHChdSZXZva2VTaWduaW5nS2V5UmVxdWVzdBITCgttZXJjaGFudF9pZBgBIAEoCRIXCg9tZXJjaGFudF9rZXlfaWQYAiABKAkiUAoYUmV2b2tlU2lnbmluZ0tleVJlc3BvbnNlEjQKC3NpZ25pbmdfa2V5GAEgASgLMh8ucmVjZWlwdHMudjEuTWVyY2hhbnRTaWduaW5nS2V5Mr4LCg9SZWNlaXB0c1NlcnZpY2USjQEKDkVuY3J5cHRSZWNlaXB0EiIucmVjZWlwdHMudjEuRW5jcnlwdFJlY2VpcHRSZXF1ZXN0GiMucmVjZWlwdHMudjEuRW5jcnlwdFJlY2VpcHRSZXNwb25zZSIygtPkkwIsOgdyZWNlaXB0YgdyZWNlaXB0IhgvYXBpL3YxL3JlY2VpcHRzL2VuY3J5cHQShwEKDkRlY3J5cHRSZWNlaXB0EiIucmVjZWlwdHMudjEuRGVjcnlwdFJlY2VpcHRSZXF1ZXN0GiMucmVjZWlwdHMudjEuRGVjcnlwdFJlY2VpcHRSZXNwb25zZSIsgtPkkwImOgEqYgdyZWNlaXB0IhgvYXBpL3YxL3JlY2VpcHRzL2RlY3J5cHQSdwoMTGlzdFJlY2VpcHRzEiAucmVjZWlwdHMudjEuTGlzdFJlY2VpcHRzUmVxdWVzdBohLnJlY2VpcHRzLnYxLkxpc3RSZWNlaXB0c1Jlc3BvbnNlIiKC0+STAhwSGi9hcGkvdjEvcmVjZWlwdHMve3VzZXJfaWR9Eq4BChVHZXRUcmFuc2FjdGlvblJlY2VpcHQSKS5yZWNlaXB0cy52MS5HZXRUcmFuc2FjdGlvblJlY2VpcHRSZXF1ZXN0GioucmVjZWlwdHMudjEuR2V0VHJhbnNhY3Rpb25SZWNlaXB0UmVzcG9uc2UiPoLT5JMCOGIHcmVjZWlwdBItL2FwaS92MS90cmFuc2FjdGlvbnMve3RyYW5zYWN0aW9uX2lkfS9yZWNlaXB0Eo8BChJSZWdpc3RlclNpZ25pbmdLZXkSJi5yZWNlaXB0cy52MS5SZWdpc3RlclNpZ25pbmdLZXlSZXF1ZXN0GicucmVjZWlwdHMudjEuUmVnaXN0ZXJTaWduaW5nS2V5UmVzcG9uc2UiKILT5JMCIjoBKiIdL2FwaS92MS9yZWNlaXB0cy9zaWduaW5nLWtleXMSkgEKElN0b3JlU2VhbGVkUmVjZWlwdBImLnJlY2VpcHRzLnYxLlN0b3JlU2VhbGVkUmVjZWlwdFJlcXVlc3QaJy5yZWNlaXB0cy52MS5TdG9yZVNlYWxlZFJlY2VpcHRSZXNwb25zZSIrgtPkkwIlOgEqYgdyZWNlaXB0IhcvYXBpL3YxL3JlY2VpcHRzL3NlYWxlZBKFAQoRTGlzdFBlbmRpbmdFc2Nyb3cSJS5yZWNlaXB0cy52MS5MaXN0UGVuZGluZ0VzY3Jvd1JlcXVlc3QaJi5yZWNlaXB0cy52MS5MaXN0UGVuZGluZ0VzY3Jvd1Jlc3BvbnNlIiGC0+STAhs6ASoiFi9hcGkvdjEvZXNjcm93L3BlbmRpbmcSeQoNUmVsZWFzZUVzY3JvdxIhLnJlY2VpcHRzLnYxLlJlbGVhc2VFc2Nyb3dSZXF1ZXN0GiIucmVjZWlwdHMudjEuUmVsZWFzZUVzY3Jvd1Jlc3BvbnNlIiGC0+STAhs6ASoiFi9hcGkvdjEvZXNjcm93L3JlbGVhc2USkgEKD0xpc3RTaWduaW5nS2V5cxIjLnJlY2VpcHRzLnYxLkxpc3RTaWduaW5nS2V5c1JlcXVlc3QaJC5yZWNlaXB0cy52MS5MaXN0U2lnbmluZ0tleXNSZXNwb25zZSI0gtPkkwIuEiwvYXBpL3YxL21lcmNoYW50cy97bWVyY2hhbnRfaWR9L3NpZ25pbmcta2V5cxKnAQoQUmV2b2tlU2lnbmluZ0tleRIkLnJlY2VpcHRzLnYxLlJldm9rZVNpZ25pbmdLZXlSZXF1ZXN0GiUucmVjZWlwdHMudjEuUmV2b2tlU2lnbmluZ0tleVJlc3BvbnNlIkaC0+STAkAqPi9hcGkvdjEvbWVyY2hhbnRzL3ttZXJjaGFudF9pZH0vc2lnbmluZy1rZXlzL3ttZXJjaGFudF9rZXlfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_receipt]);
 
 /**
  * @generated from message receipts.v1.EncryptReceiptRequest
@@ -234,6 +234,14 @@ export type RegisterSigningKeyRequest = Message<"receipts.v1.RegisterSigningKeyR
    * @generated from field: string public_key = 2;
    */
   publicKey: string;
+
+  /**
+   * Declares that every receipt of the merchantId is signed while this key is current: a
+   * cardholder's app then treats an unsigned receipt of that time as invalid.
+   *
+   * @generated from field: bool all_receipts_signed = 3;
+   */
+  allReceiptsSigned: boolean;
 };
 
 /**
@@ -270,6 +278,13 @@ export type RegisterSigningKeyResponse = Message<"receipts.v1.RegisterSigningKey
    * @generated from field: google.protobuf.Timestamp registered_at = 4;
    */
   registeredAt?: Timestamp | undefined;
+
+  /**
+   * As declared with this key.
+   *
+   * @generated from field: bool all_receipts_signed = 5;
+   */
+  allReceiptsSigned: boolean;
 };
 
 /**
@@ -547,6 +562,161 @@ export const EscrowReleaseFailureSchema: GenMessage<EscrowReleaseFailure> = /*@_
   messageDesc(file_receipts_v1_receipts, 17);
 
 /**
+ * @generated from message receipts.v1.ListSigningKeysRequest
+ */
+export type ListSigningKeysRequest = Message<"receipts.v1.ListSigningKeysRequest"> & {
+  /**
+   * Required.
+   *
+   * @generated from field: string merchant_id = 1;
+   */
+  merchantId: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListSigningKeysRequest.
+ * Use `create(ListSigningKeysRequestSchema)` to create a new message.
+ */
+export const ListSigningKeysRequestSchema: GenMessage<ListSigningKeysRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 18);
+
+/**
+ * @generated from message receipts.v1.ListSigningKeysResponse
+ */
+export type ListSigningKeysResponse = Message<"receipts.v1.ListSigningKeysResponse"> & {
+  /**
+   * @generated from field: string merchant_id = 1;
+   */
+  merchantId: string;
+
+  /**
+   * The current key first, then replaced keys, newest first. Empty when the merchantId has none:
+   * its receipts are unsigned.
+   *
+   * @generated from field: repeated receipts.v1.MerchantSigningKey signing_keys = 2;
+   */
+  signingKeys: MerchantSigningKey[];
+};
+
+/**
+ * Describes the message receipts.v1.ListSigningKeysResponse.
+ * Use `create(ListSigningKeysResponseSchema)` to create a new message.
+ */
+export const ListSigningKeysResponseSchema: GenMessage<ListSigningKeysResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 19);
+
+/**
+ * One Ed25519 public key of a merchantId, and when it spoke for it.
+ *
+ * @generated from message receipts.v1.MerchantSigningKey
+ */
+export type MerchantSigningKey = Message<"receipts.v1.MerchantSigningKey"> & {
+  /**
+   * "mk_...", as named in a sealed receipt's merchant_key_id.
+   *
+   * @generated from field: string merchant_key_id = 1;
+   */
+  merchantKeyId: string;
+
+  /**
+   * Always "Ed25519".
+   *
+   * @generated from field: string algorithm = 2;
+   */
+  algorithm: string;
+
+  /**
+   * Base64 of DER SubjectPublicKeyInfo.
+   *
+   * @generated from field: string public_key = 3;
+   */
+  publicKey: string;
+
+  /**
+   * From then on it was current.
+   *
+   * @generated from field: google.protobuf.Timestamp registered_at = 4;
+   */
+  registeredAt?: Timestamp | undefined;
+
+  /**
+   * Until then it was current; unset for the current key.
+   *
+   * @generated from field: google.protobuf.Timestamp replaced_at = 5;
+   */
+  replacedAt?: Timestamp | undefined;
+
+  /**
+   * Set once revoked: a receipt stored after this time must not carry its signature.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 6;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * The merchant declared that every receipt is signed while this key is current.
+   *
+   * @generated from field: bool all_receipts_signed = 7;
+   */
+  allReceiptsSigned: boolean;
+
+  /**
+   * @generated from field: bool current = 8;
+   */
+  current: boolean;
+};
+
+/**
+ * Describes the message receipts.v1.MerchantSigningKey.
+ * Use `create(MerchantSigningKeySchema)` to create a new message.
+ */
+export const MerchantSigningKeySchema: GenMessage<MerchantSigningKey> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 20);
+
+/**
+ * @generated from message receipts.v1.RevokeSigningKeyRequest
+ */
+export type RevokeSigningKeyRequest = Message<"receipts.v1.RevokeSigningKeyRequest"> & {
+  /**
+   * Required.
+   *
+   * @generated from field: string merchant_id = 1;
+   */
+  merchantId: string;
+
+  /**
+   * Required. A key of the merchantId, current or replaced.
+   *
+   * @generated from field: string merchant_key_id = 2;
+   */
+  merchantKeyId: string;
+};
+
+/**
+ * Describes the message receipts.v1.RevokeSigningKeyRequest.
+ * Use `create(RevokeSigningKeyRequestSchema)` to create a new message.
+ */
+export const RevokeSigningKeyRequestSchema: GenMessage<RevokeSigningKeyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 21);
+
+/**
+ * @generated from message receipts.v1.RevokeSigningKeyResponse
+ */
+export type RevokeSigningKeyResponse = Message<"receipts.v1.RevokeSigningKeyResponse"> & {
+  /**
+   * @generated from field: receipts.v1.MerchantSigningKey signing_key = 1;
+   */
+  signingKey?: MerchantSigningKey | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.RevokeSigningKeyResponse.
+ * Use `create(RevokeSigningKeyResponseSchema)` to create a new message.
+ */
+export const RevokeSigningKeyResponseSchema: GenMessage<RevokeSigningKeyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 22);
+
+/**
  * Receipts without a payment: encrypt (merchants), list and decrypt (issuers).
  *
  * @generated from service receipts.v1.ReceiptsService
@@ -633,7 +803,9 @@ export const ReceiptsService: GenService<{
    *       {"lineItemId": "2", "name": "Croissant", "quantity": 1, "unitPrice": 250, "totalPrice": 250, "taxes": []}
    *     ],
    *     "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
-   *     "decryptedAt": "2026-11-25T09:42:40.776Z"
+   *     "decryptedAt": "2026-11-25T09:42:40.776Z",
+   *     "tenders": [],
+   *     "taxBreakdown": []
    *   }
    * }
    *
@@ -733,7 +905,8 @@ export const ReceiptsService: GenService<{
    *   "merchantKeyId": "mk_m0dpOzkwpLpaGmFT",
    *   "merchantId": "corner-coffee",
    *   "algorithm": "Ed25519",
-   *   "registeredAt": "2026-11-25T09:37:40.715Z"
+   *   "registeredAt": "2026-11-25T09:37:40.715Z",
+   *   "allReceiptsSigned": false
    * }
    *
    * @generated from rpc receipts.v1.ReceiptsService.RegisterSigningKey
@@ -870,6 +1043,74 @@ export const ReceiptsService: GenService<{
     methodKind: "unary";
     input: typeof ReleaseEscrowRequestSchema;
     output: typeof ReleaseEscrowResponseSchema;
+  },
+  /**
+   * A merchantId's public signing keys (section 10), current and replaced, with their times and
+   * revocations, for a cardholder's app to check the signature sealed in a receipt: issuers for any
+   * merchantId, merchants for their own.
+   *
+   * Example request:
+   * {"merchantId": "corner-coffee"}
+   *
+   * Example response:
+   * {
+   *   "merchantId": "corner-coffee",
+   *   "signingKeys": [
+   *     {
+   *       "merchantKeyId": "mk_m0dpOzkwpLpaGmFT",
+   *       "algorithm": "Ed25519",
+   *       "publicKey": "MCowBQYDK2VwAyEAkfssVEZsrdB6LxoWJElwqJ1JAITGnfkhWKOZkC2swA8=",
+   *       "registeredAt": "2026-11-25T09:37:40.715Z",
+   *       "allReceiptsSigned": false,
+   *       "current": true
+   *     },
+   *     {
+   *       "merchantKeyId": "mk_2bNc8rTq5sWx1yZe",
+   *       "algorithm": "Ed25519",
+   *       "publicKey": "MCowBQYDK2VwAyEA11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
+   *       "registeredAt": "2026-10-01T08:00:00.000Z",
+   *       "replacedAt": "2026-11-25T09:30:00.000Z",
+   *       "revokedAt": "2026-11-25T09:31:00.000Z",
+   *       "allReceiptsSigned": false,
+   *       "current": false
+   *     }
+   *   ]
+   * }
+   *
+   * @generated from rpc receipts.v1.ReceiptsService.ListSigningKeys
+   */
+  listSigningKeys: {
+    methodKind: "unary";
+    input: typeof ListSigningKeysRequestSchema;
+    output: typeof ListSigningKeysResponseSchema;
+  },
+  /**
+   * Revokes one of a merchantId's signing keys (the merchant tenant that owns it). A receipt signed
+   * with it and stored before the revocation still verifies; one stored after does not. Revoking
+   * the current key stops encrypt and create for the merchantId until a new key is registered.
+   *
+   * Example request:
+   * {"merchantId": "corner-coffee", "merchantKeyId": "mk_m0dpOzkwpLpaGmFT"}
+   *
+   * Example response:
+   * {
+   *   "signingKey": {
+   *     "merchantKeyId": "mk_m0dpOzkwpLpaGmFT",
+   *     "algorithm": "Ed25519",
+   *     "publicKey": "MCowBQYDK2VwAyEAkfssVEZsrdB6LxoWJElwqJ1JAITGnfkhWKOZkC2swA8=",
+   *     "registeredAt": "2026-11-25T09:37:40.715Z",
+   *     "revokedAt": "2026-11-25T10:05:00.000Z",
+   *     "allReceiptsSigned": false,
+   *     "current": true
+   *   }
+   * }
+   *
+   * @generated from rpc receipts.v1.ReceiptsService.RevokeSigningKey
+   */
+  revokeSigningKey: {
+    methodKind: "unary";
+    input: typeof RevokeSigningKeyRequestSchema;
+    output: typeof RevokeSigningKeyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_receipts, 0);

@@ -1,5 +1,5 @@
 import { secureRandomBytes } from "../../crypto/random.js";
-import type { Violations } from "../../errors.js";
+import { invalidRequest, type Violations } from "../../errors.js";
 import type { ReceiptLineItem, ValidReceipt } from "../receipt-rules.js";
 
 /** The gateways a payment can be created through (the `{gateway}` of the create path). */
@@ -26,12 +26,39 @@ export interface ChargeInput {
 
 /** What a gateway answered. */
 export interface ChargeResult {
-  /** The gateway's payment status; the sandboxes only ever answer `succeeded`. */
-  status: string;
+  /** The gateway charged the card (a decline is thrown as `payment_declined`). */
+  status: "succeeded";
   /** The gateway's order / payment-intent id (`ord_...`). */
   orderId: string;
   /** gateway_a: `<paymentId>_secret_<random>`, for the POS to confirm the intent. Shown once. */
   clientSecret?: string;
+}
+
+/** What the service asks a gateway to refund. `amount` is in the smallest unit of `currency`. */
+export interface RefundInput {
+  /** The service's id of the payment (`pay_...`). */
+  paymentId: string;
+  /** The gateway's id of the charge, as `charge` answered it. */
+  orderId: string;
+  /** The service's id of the refund (`ref_...`). */
+  refundId: string;
+  amount: number;
+  /** ISO 4217, upper case: the payment's. */
+  currency: string;
+  /**
+   * The payment as the service recorded it: its status, the amount charged, and the amount of the
+   * refunds before this one. A real gateway checks its own records; the offline sandboxes keep none,
+   * so they check these, as their real counterparts would.
+   */
+  payment: { status: string; amount: number; refunded: number };
+  /** The caller's Idempotency-Key, for a real client to forward (see {@link ChargeInput}). */
+  idempotencyKey?: string;
+}
+
+/** What a gateway answered to a refund. */
+export interface RefundResult {
+  /** The gateway's id of the refund (`re_...`, `rfd_...`). */
+  gatewayRefundId: string;
 }
 
 /**
@@ -58,6 +85,44 @@ export interface PaymentGateway {
    * `invalid_request` when it refuses the input (e.g. an unknown nonce).
    */
   charge(input: ChargeInput): Promise<ChargeResult>;
+  /**
+   * Refunds part or all of a charge. Rejects with `invalid_request` when the gateway refuses: a
+   * payment that was not charged (declined), an amount of 0, or more than is left to refund.
+   */
+  refund(input: RefundInput): Promise<RefundResult>;
+}
+
+/**
+ * The refund of the offline sandboxes, which refuse what their real counterparts refuse (Stripe's
+ * `charge_already_refunded` and `amount_too_large`, Square's refunds of a failed payment): a payment
+ * that was not charged, an amount that is not positive, and refunds adding up to more than the charge.
+ * `prefix` starts the refund ids it makes.
+ */
+export function sandboxRefund(
+  prefix: string,
+  random: RandomBytes,
+): (input: RefundInput) => Promise<RefundResult> {
+  return async (input) => {
+    const { payment, amount } = input;
+    if (payment.status !== "succeeded") {
+      throw invalidRequest([
+        { field: "paymentId", description: "was declined: a declined payment has nothing to refund" },
+      ]);
+    }
+    if (!(Number.isSafeInteger(amount) && amount > 0)) {
+      throw invalidRequest([{ field: "amount", description: "must be greater than 0" }]);
+    }
+    const left = payment.amount - payment.refunded;
+    if (amount > left) {
+      throw invalidRequest([{ field: "amount", description: refundTooLarge(left, payment) }]);
+    }
+    return { gatewayRefundId: `${prefix}_${randomHex(random)}` };
+  };
+}
+
+/** Why a refund is too large: what is left, of how much. */
+export function refundTooLarge(left: number, payment: { amount: number; refunded: number }): string {
+  return `must be at most ${left}, what is left to refund of the payment's ${payment.amount} (${payment.refunded} refunded)`;
 }
 
 /** A source of cryptographically strong random bytes, injected so tests can pin generated ids. */

@@ -6,6 +6,7 @@ import {
   type PaymentGateway,
   type RandomBytes,
   randomHex,
+  sandboxRefund,
   systemRandomBytes,
 } from "./gateway.js";
 
@@ -49,5 +50,6 @@ export function createSandboxGatewayA(deps: SandboxDeps = {}): PaymentGateway {
         clientSecret: `${input.paymentId}_secret_${randomHex(random)}`,
       };
     },
+    refund: sandboxRefund("re", random),
   };
 }

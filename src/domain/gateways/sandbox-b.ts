@@ -9,6 +9,7 @@ import {
   itemsTotal,
   type PaymentGateway,
   randomHex,
+  sandboxRefund,
   systemRandomBytes,
 } from "./gateway.js";
 import type { SandboxDeps } from "./sandbox-a.js";
@@ -41,7 +42,8 @@ function outcomeOf(nonce: string): "approved" | DeclineCode | undefined {
 /**
  * The offline sandbox of gateway_b, orders with card nonces in the style of Square: the amount is
  * derived from the items (sum of `totalPrice` plus item tax amounts; from the mock items when the
- * receipt has none), a stated `amount` must agree, and the sandbox nonce decides the outcome
+ * receipt has none) plus the `tipAmount` (Square charges `amount_money` plus `tip_money`), a stated
+ * `amount` must agree, and the sandbox nonce decides the outcome
  * ({@link SANDBOX_NONCES}; no nonce is approved).
  */
 export function createSandboxGatewayB(deps: SandboxDeps = {}): PaymentGateway {
@@ -63,11 +65,12 @@ export function createSandboxGatewayB(deps: SandboxDeps = {}): PaymentGateway {
     const items = needsMockItems(receipt)
       ? mockItems(receipt.receiptId, mockTargetAmount(receipt))
       : receipt.items;
-    const total = itemsTotal(items);
+    const total = itemsTotal(items) + BigInt(receipt.tipAmount ?? 0);
     if (total > BigInt(MAX_MONEY)) {
       violations.add("items", `must add up to at most ${MAX_MONEY} (totalPrice plus tax amounts)`);
     } else if (receipt.amount !== undefined && BigInt(receipt.amount) !== total) {
-      violations.add("amount", `must be ${total}, the sum of the items' totalPrice and tax amounts`);
+      const tip = receipt.tipAmount === undefined ? "" : " plus tipAmount";
+      violations.add("amount", `must be ${total}, the sum of the items' totalPrice and tax amounts${tip}`);
     } else if (total === 0n) {
       if (receipt.amount !== undefined) violations.add("amount", "must be greater than 0");
       else violations.add("items", "must add up to an amount greater than 0");
@@ -95,5 +98,6 @@ export function createSandboxGatewayB(deps: SandboxDeps = {}): PaymentGateway {
       if (outcome !== "approved") throw paymentDeclined(outcome);
       return { status: "succeeded", orderId: `ord_${randomHex(random)}` };
     },
+    refund: sandboxRefund("rfd", random),
   };
 }

@@ -1,10 +1,13 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { KeysService } from "../../../gen/receipts/v1/keys_pb.js";
+import type { IssuerEscrowKeySchema, KeysService } from "../../../gen/receipts/v1/keys_pb.js";
+import { readTenantAudit } from "../../domain/audit.js";
 import type { DomainDeps } from "../../domain/deps.js";
 import { grantAccess } from "../../domain/grants.js";
-import { registerEscrowKey } from "../../domain/issuer-escrow.js";
+import { listEscrowKeys, registerEscrowKey, revokeEscrowKey } from "../../domain/issuer-escrow.js";
 import { lookupKey } from "../../domain/routing.js";
+import type { IssuerEscrowKeyRecord } from "../../store/types.js";
 import { callerOf, principalOf } from "../convert.js";
 
 /** KeysService: decrypt grants, recipient key look-up and issuer escrow keys, adapted to the domain. */
@@ -26,12 +29,42 @@ export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
         callerOf(ctx),
       ),
     async registerEscrowKey(req, ctx) {
-      const key = await registerEscrowKey(deps, principalOf(ctx), req);
+      const key = await registerEscrowKey(deps, principalOf(ctx), req, callerOf(ctx));
       return {
         escrowKeyId: key.escrowKeyId,
         algorithm: key.algorithm,
         createdAt: timestampFromDate(key.createdAt),
       };
     },
+    async listEscrowKeys(_req, ctx) {
+      const { keys, currentEscrowKeyId } = await listEscrowKeys(deps, principalOf(ctx));
+      return { escrowKeys: keys.map((k) => escrowKeyOf(k, currentEscrowKeyId)), currentEscrowKeyId };
+    },
+    async revokeEscrowKey(req, ctx) {
+      const { key, currentEscrowKeyId } = await revokeEscrowKey(deps, principalOf(ctx), req, callerOf(ctx));
+      return { escrowKey: escrowKeyOf(key, currentEscrowKeyId), currentEscrowKeyId };
+    },
+    async listAuditEvents(req, ctx) {
+      const page = await readTenantAudit(deps, principalOf(ctx).tenantId, req);
+      return {
+        events: page.events.map((event) => ({ ...event, at: timestampFromDate(event.at) })),
+        nextPageToken: page.nextPageToken,
+      };
+    },
+  };
+}
+
+/** An issuer escrow key as the API renders it. */
+function escrowKeyOf(
+  key: IssuerEscrowKeyRecord,
+  currentEscrowKeyId: string,
+): MessageInitShape<typeof IssuerEscrowKeySchema> {
+  return {
+    escrowKeyId: key.escrowKeyId,
+    algorithm: key.algorithm,
+    publicKey: key.publicKey,
+    createdAt: timestampFromDate(key.createdAt),
+    ...(key.revokedAt === undefined ? {} : { revokedAt: timestampFromDate(key.revokedAt) }),
+    current: key.escrowKeyId === currentEscrowKeyId,
   };
 }

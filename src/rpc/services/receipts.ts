@@ -1,10 +1,11 @@
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
 import {
   EncryptReceiptRequestSchema,
   EncryptReceiptResponseSchema,
+  type MerchantSigningKeySchema,
   type ReceiptsService,
   StoreSealedReceiptRequestSchema,
   StoreSealedReceiptResponseSchema,
@@ -18,7 +19,13 @@ import {
   listReceipts,
   storeSealedReceipt,
 } from "../../domain/receipts.js";
-import { registerSigningKey, SIGNATURE_HEADER } from "../../domain/signatures.js";
+import { SIGNATURE_HEADER } from "../../domain/signatures.js";
+import {
+  listSigningKeys,
+  registerSigningKey,
+  revokeSigningKey,
+  type SigningKeyView,
+} from "../../domain/signing-keys.js";
 import { callerOf, encryptedReceiptOf, principalOf } from "../convert.js";
 import { idempotently } from "../idempotent.js";
 
@@ -57,8 +64,15 @@ export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsSe
       return { receipt: encryptedReceiptOf(await getTransactionReceipt(deps, principalOf(ctx), req)) };
     },
     async registerSigningKey(req, ctx) {
-      const key = await registerSigningKey(deps, principalOf(ctx), req);
+      const key = await registerSigningKey(deps, principalOf(ctx), req, callerOf(ctx));
       return { ...key, registeredAt: timestampFromDate(key.registeredAt) };
+    },
+    async listSigningKeys(req, ctx) {
+      const { merchantId, keys } = await listSigningKeys(deps, principalOf(ctx), req);
+      return { merchantId, signingKeys: keys.map(signingKeyOf) };
+    },
+    async revokeSigningKey(req, ctx) {
+      return { signingKey: signingKeyOf(await revokeSigningKey(deps, principalOf(ctx), req, callerOf(ctx))) };
     },
     storeSealedReceipt: (req, ctx) =>
       idempotently(
@@ -77,5 +91,16 @@ export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsSe
       return { receipts: page.receipts.map(encryptedReceiptOf), nextPageToken: page.nextCursor ?? "" };
     },
     releaseEscrow: (req, ctx) => releaseByIssuer(deps, principalOf(ctx), req, callerOf(ctx)),
+  };
+}
+
+/** A merchant signing key as the API renders it. */
+function signingKeyOf(key: SigningKeyView): MessageInitShape<typeof MerchantSigningKeySchema> {
+  const { registeredAt, replacedAt, revokedAt, ...rest } = key;
+  return {
+    ...rest,
+    registeredAt: timestampFromDate(registeredAt),
+    ...(replacedAt === undefined ? {} : { replacedAt: timestampFromDate(replacedAt) }),
+    ...(revokedAt === undefined ? {} : { revokedAt: timestampFromDate(revokedAt) }),
   };
 }

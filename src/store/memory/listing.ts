@@ -37,12 +37,19 @@ export class ListingIndex<R extends ListingPosition> {
   }
 
   /**
-   * Up to `count` records of `key` newest first, starting after `after` (exclusive) or at the newest.
+   * Up to `count` records of `key` newest first, starting after `after` (exclusive) or at the newest;
+   * only those `where` accepts, when given (the others are walked past).
    */
-  newestFirst(key: string, count: number, after?: ListingPosition): R[] {
+  newestFirst(key: string, count: number, after?: ListingPosition, where?: (record: R) => boolean): R[] {
     const list = this.lists.get(key) ?? [];
     const end = after === undefined ? list.length : countOlder(list, after);
-    return list.slice(Math.max(0, end - count), end).reverse();
+    if (where === undefined) return list.slice(Math.max(0, end - count), end).reverse();
+    const found: R[] = [];
+    for (let i = end - 1; i >= 0 && found.length < count; i--) {
+      const record = list[i] as R;
+      if (where(record)) found.push(record);
+    }
+    return found;
   }
 
   /** Forgets every record of `key`. */

@@ -3,6 +3,7 @@ import {
   type MerchantKeyPutOutcome,
   type MerchantKeyRecord,
   type MerchantKeyStore,
+  type PreviousMerchantKey,
 } from "../types.js";
 import { copy } from "./copy.js";
 
@@ -17,12 +18,14 @@ export class MemoryMerchantKeys implements MerchantKeyStore {
       return { kind: "created" };
     }
     if (current.tenantId !== key.tenantId) return { kind: "taken" };
-    const replaced = {
+    const replaced: PreviousMerchantKey = {
       merchantKeyId: current.merchantKeyId,
       publicKey: current.publicKey,
       registeredAt: current.registeredAt,
       replacedAt: new Date(key.registeredAt),
     };
+    if (current.allReceiptsSigned !== undefined) replaced.allReceiptsSigned = current.allReceiptsSigned;
+    if (current.revokedAt !== undefined) replaced.revokedAt = current.revokedAt;
     const previousKeys = [...current.previousKeys, replaced].slice(-MERCHANT_KEY_HISTORY);
     this.byMerchantId.set(key.merchantId, copy({ ...key, previousKeys }));
     return { kind: "replaced", previousKeyId: current.merchantKeyId };
@@ -32,6 +35,23 @@ export class MemoryMerchantKeys implements MerchantKeyStore {
     const current = this.byMerchantId.get(merchantId);
     if (current === undefined || current.tenantId === keepTenantId) return false;
     return this.byMerchantId.delete(merchantId);
+  }
+
+  async revoke(
+    tenantId: string,
+    merchantId: string,
+    merchantKeyId: string,
+    at: Date,
+  ): Promise<MerchantKeyRecord | undefined> {
+    const record = this.byMerchantId.get(merchantId);
+    if (record === undefined || record.tenantId !== tenantId) return undefined;
+    const key =
+      record.merchantKeyId === merchantKeyId
+        ? record
+        : record.previousKeys.find((k) => k.merchantKeyId === merchantKeyId);
+    if (key === undefined) return undefined;
+    key.revokedAt ??= new Date(at);
+    return copy(record);
   }
 
   async findByMerchantId(merchantId: string): Promise<MerchantKeyRecord | undefined> {

@@ -20,11 +20,18 @@ export class MemoryIssuerEscrowKeys implements IssuerEscrowKeyStore {
   }
 
   async current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined> {
-    return copy(this.byTenant.get(tenantId)?.at(-1));
+    return copy(this.byTenant.get(tenantId)?.findLast((key) => key.revokedAt === undefined));
   }
 
   async list(tenantId: string): Promise<IssuerEscrowKeyRecord[]> {
     return copy([...(this.byTenant.get(tenantId) ?? [])].reverse());
+  }
+
+  async revoke(tenantId: string, escrowKeyId: string, at: Date): Promise<IssuerEscrowKeyRecord | undefined> {
+    const key = this.byTenant.get(tenantId)?.find((k) => k.escrowKeyId === escrowKeyId);
+    if (key === undefined) return undefined;
+    key.revokedAt ??= new Date(at);
+    return copy(key);
   }
 }
 
@@ -64,6 +71,12 @@ export class MemoryBins implements BinStore {
     }
     return undefined;
   }
+
+  async hasOwnedPrefixUnder(bin: string): Promise<boolean> {
+    if (bin.length !== 6) return false;
+    for (const prefix of this.owners.keys()) if (prefix.length === 8 && prefix.startsWith(bin)) return true;
+    return false;
+  }
 }
 
 /** MerchantId owners held in memory. */
@@ -78,10 +91,17 @@ export class MemoryMerchantOwners implements MerchantOwnerStore {
     return record;
   }
 
-  async assign(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord> {
+  async assign(
+    merchantId: string,
+    tenantId: string,
+    now: Date,
+  ): Promise<{ record: MerchantOwnerRecord; previousTenantId?: string }> {
+    const previous = this.byMerchantId.get(merchantId);
     const record: MerchantOwnerRecord = { merchantId, tenantId, source: "operator", at: now };
     this.byMerchantId.set(merchantId, copy(record));
-    return copy(record);
+    return previous === undefined
+      ? { record: copy(record) }
+      : { record: copy(record), previousTenantId: previous.tenantId };
   }
 
   async find(merchantId: string): Promise<MerchantOwnerRecord | undefined> {

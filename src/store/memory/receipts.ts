@@ -271,6 +271,33 @@ export class MemoryReceipts implements ReceiptStore {
     return this.byUser.oldestFirst(owner.userId).filter((k) => k.panHash === owner.panHash).length;
   }
 
+  /** Deletes the receipt of `(merchantId, receiptId)` (a refund's, when its gateway refused); whether there was one. */
+  dropByMerchantReceipt(merchantId: string, receiptId: string): boolean {
+    const kept = this.byMerchantReceipt.get(merchantId, receiptId);
+    if (kept === undefined) return false;
+    this.drop(kept);
+    return true;
+  }
+
+  async deleteByPreviousOwner(
+    merchantId: string,
+    receiptId: string,
+    ownerTenantId: string,
+  ): Promise<boolean> {
+    const kept = this.byMerchantReceipt.get(merchantId, receiptId);
+    if (kept === undefined || kept.merchantTenantId === ownerTenantId) return false;
+    this.drop(kept);
+    return true;
+  }
+
+  /** Deletes the receipt of a payment (the payment store deletes the payment); whether there was one. */
+  deleteOfPayment(paymentId: string): boolean {
+    const kept = this.byPayment.get(paymentId);
+    if (kept === undefined) return false;
+    this.drop(kept);
+    return true;
+  }
+
   async markHeld(panHash: string, id: string): Promise<void> {
     const kept = this.escrowed.get(id);
     if (kept !== undefined && kept.panHash === panHash) kept.escrowHeld = true;
@@ -320,6 +347,12 @@ export class MemoryReceipts implements ReceiptStore {
       (a, b) =>
         compare(a.ownerTenantId ?? "", b.ownerTenantId ?? "") || compare(a.escrowKeyId, b.escrowKeyId),
     );
+  }
+
+  /** Removes a receipt from every index, the user listing too. */
+  private drop(kept: KeptReceipt): void {
+    this.forget(kept);
+    if (kept.userId !== undefined) this.byUser.delete(kept.userId, kept);
   }
 
   /** Removes a receipt from every index but the user listing (the caller drops or keeps that). */

@@ -35,9 +35,11 @@ export class MemoryUsers implements UserStore {
         ? this.keys.get(user.activeKeyId)
         : undefined;
     const plan = planRegister(input, { user, key: this.keys.get(input.key.keyId), activeKey });
-    if (plan.user !== undefined) {
-      this.users.set(plan.user.userId, copy(plan.user));
-      this.userIdByPan.set(plan.user.panHash, plan.user.userId);
+    for (const user of plan.users) {
+      const stored = this.users.get(user.userId);
+      if (stored !== undefined && stored.panHash !== user.panHash) this.userIdByPan.delete(stored.panHash);
+      this.users.set(user.userId, copy(user));
+      this.userIdByPan.set(user.panHash, user.userId);
     }
     for (const key of plan.keys) this.keys.set(key.keyId, copy(key));
     return copy(plan.outcome);

@@ -1,35 +1,184 @@
 import type { Filter } from "mongodb";
-import type { AuditEvent, AuditQuery, AuditStore } from "../types.js";
+import {
+  AUDIT_PAGE_MAX,
+  type AuditEvent,
+  type AuditPage,
+  type AuditQuery,
+  type AuditStore,
+  auditCursorOf,
+  auditSeqOf,
+} from "../types.js";
 import type { MongoContext } from "./connection.js";
+import { isDuplicateKey, storeUnavailable } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
 import { scatterGather } from "./sharding.js";
 
-/** The audit log in the `audit` collection. */
+/**
+ * The audit log in `audit`, numbered so that a reader that pages through it never skips an event.
+ *
+ * An append takes the next number from a counter (`counters`, document `audit`) and inserts the event
+ * with that number as its `_id`. Two appends can take numbers 7 and 8 and write 8 first, so a reader
+ * that saw 8 and moved on would never see 7. Readers therefore only return events up to the "stable"
+ * number (`counters`, document `auditStable`): the highest number below which every number is either
+ * an event that a majority read sees, or a hole that will never be written. A reader advances it by
+ * looking at the numbers after it: a number with no event is claimed with a `hole` document (an
+ * insert under the same `_id`); if that insert succeeds, the append that took the number fails on
+ * the duplicate `_id` and takes a new number, past anything a reader has read; if it fails, the event
+ * is there (perhaps not yet visible to a majority read), and the reader stops before it this time.
+ * No clock is involved, so neither clock skew nor a slow writer can make a reader skip an event.
+ */
 export class MongoAudit implements AuditStore {
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<AuditEvent>(COLLECTIONS.audit);
+    return this.ctx.collection<AuditDoc>(COLLECTIONS.audit);
+  }
+
+  private get counters() {
+    return this.ctx.collection<{ _id: string; seq: number }>(COLLECTIONS.counters);
   }
 
   append(event: AuditEvent): Promise<void> {
     return this.ctx.run(async () => {
-      await this.collection.insertOne({ ...event }, this.ctx.limit);
+      for (let attempt = 1; attempt <= APPEND_ATTEMPTS; attempt++) {
+        const seq = await this.next(COUNTER);
+        try {
+          await this.collection.insertOne({ ...event, _id: seq }, this.ctx.limit);
+          return;
+        } catch (err) {
+          // A reader gave this number up as a hole while the event was on its way: take another.
+          if (!isDuplicateKey(err)) throw err;
+        }
+      }
+      throw storeUnavailable(new Error(`audit.append lost its number ${APPEND_ATTEMPTS} times in a row.`));
     });
   }
 
-  /** Newest first by `at`; events with the same time, the last inserted first (ObjectIds grow). */
+  /** Newest first by `at`; events with the same time, the last numbered first. */
   list(limit: number, query: AuditQuery = {}): Promise<AuditEvent[]> {
     if (limit < 1) return Promise.resolve([]);
-    const filter: Filter<AuditEvent> = {};
+    const filter: Filter<AuditDoc> = { hole: { $exists: false } };
     if (query.tenantId !== undefined) filter.tenantId = query.tenantId;
     if (query.after !== undefined) filter.at = { $gt: query.after };
     return this.ctx.run(() =>
       this.collection
-        .find<AuditEvent>(filter, { ...this.ctx.read, ...scatterGather("audit.list") })
+        .find<AuditEvent>(filter, { ...this.ctx.read, ...SCATTER })
         .sort({ at: -1, _id: -1 })
         .limit(limit)
         .toArray(),
     );
   }
+
+  async page(query: AuditQuery, limit: number, cursor?: string): Promise<AuditPage> {
+    const start = cursor === undefined ? undefined : auditSeqOf(cursor);
+    return this.ctx.run(async () => {
+      const stable = await this.advanceStable();
+      const from = start ?? (query.after === undefined ? 0 : await this.startAfter(query.after, stable));
+      if (stable <= from) return { events: [], cursor: auditCursorOf(from) };
+      const filter: Filter<AuditDoc> = { _id: { $gt: from, $lte: stable }, hole: { $exists: false } };
+      if (query.tenantId !== undefined) filter.tenantId = query.tenantId;
+      const max = Math.min(Math.max(1, limit), AUDIT_PAGE_MAX);
+      const docs = await this.collection
+        .find<AuditDoc>(filter, { ...this.ctx.limit, ...SCATTER })
+        .sort({ _id: 1 })
+        .limit(max)
+        .toArray();
+      const last = docs.length === max ? (docs.at(-1)?._id ?? stable) : stable;
+      return { events: docs.map(eventOf), cursor: auditCursorOf(last) };
+    });
+  }
+
+  /** The next number of `counter`. */
+  private async next(counter: string): Promise<number> {
+    const doc = await this.counters.findOneAndUpdate(
+      { _id: counter },
+      { $inc: { seq: 1 } },
+      { ...this.ctx.limit, upsert: true, returnDocument: "after" },
+    );
+    if (doc === null) throw new Error(`The ${counter} counter did not answer its number.`);
+    return doc.seq;
+  }
+
+  /** The number before the first event written after `after`, else `stable`. */
+  private async startAfter(after: Date, stable: number): Promise<number> {
+    const [first] = await this.collection
+      .find<AuditDoc>({ at: { $gt: after }, hole: { $exists: false } }, { ...this.ctx.limit, ...SCATTER })
+      .sort({ at: 1, _id: 1 })
+      .limit(1)
+      .toArray();
+    return first === undefined ? stable : first._id - 1;
+  }
+
+  /**
+   * Moves the stable number forward over the numbers after it (at most {@link STABLE_SCAN} per call)
+   * and returns it: over each number that has its event, and over each hole this call claims.
+   */
+  private async advanceStable(): Promise<number> {
+    const [stableDoc, counterDoc] = await Promise.all([
+      this.counters.findOne({ _id: STABLE }, this.ctx.limit),
+      this.counters.findOne({ _id: COUNTER }, this.ctx.limit),
+    ]);
+    const stable = this.stableOf(stableDoc);
+    const upTo = Math.min(this.stableOf(counterDoc), stable + STABLE_SCAN);
+    if (upTo <= stable) return stable;
+    const written = new Set(
+      (
+        await this.collection
+          .find<{ _id: number }>(
+            { _id: { $gt: stable, $lte: upTo } },
+            { ...this.ctx.limit, ...SCATTER, projection: { _id: 1 } },
+          )
+          .toArray()
+      ).map((doc) => doc._id),
+    );
+    let reached = stable;
+    for (let seq = stable + 1; seq <= upTo; seq++) {
+      if (!written.has(seq) && !(await this.claimHole(seq))) break;
+      reached = seq;
+    }
+    if (reached > stable) {
+      await this.counters.updateOne(
+        { _id: STABLE },
+        { $max: { seq: reached } },
+        { ...this.ctx.limit, upsert: true },
+      );
+    }
+    return reached;
+  }
+
+  /** Claims `seq` as a hole; false when its event was written meanwhile. */
+  private async claimHole(seq: number): Promise<boolean> {
+    try {
+      await this.collection.insertOne({ _id: seq, hole: true }, this.ctx.limit);
+      return true;
+    } catch (err) {
+      if (isDuplicateKey(err)) return false;
+      throw err;
+    }
+  }
+
+  private stableOf(doc: { seq: number } | null): number {
+    return doc?.seq ?? 0;
+  }
+}
+
+/** Reads of audit that name no whole `_id` (its hashed shard key) go to every shard: declared. */
+const SCATTER = scatterGather("audit.list");
+
+/** The counter of event numbers, and the stable number readers have reached. */
+const COUNTER = "audit";
+const STABLE = "auditStable";
+/** How often an append takes a new number after a reader claimed its number as a hole. */
+const APPEND_ATTEMPTS = 5;
+/** How many numbers one read looks at to move the stable number. */
+const STABLE_SCAN = 5_000;
+
+/** An audit event as stored, its number the `_id`; or a hole, a number no event will have. */
+type AuditDoc = (AuditEvent & { _id: number; hole?: undefined }) | { _id: number; hole: true };
+
+/** The event of a stored document (never a hole: every query that returns events excludes them). */
+function eventOf(doc: AuditDoc): AuditEvent {
+  if (doc.hole === true) throw new Error("An audit hole was read as an event.");
+  const { _id: _seq, hole: _hole, ...event } = doc;
+  return event;
 }

@@ -15,6 +15,8 @@ export const COLLECTIONS = {
   /** Merchant signing keys (section 10), one document per merchantId. */
   merchantKeys: "merchantKeys",
   audit: "audit",
+  /** Counters: `audit` numbers audit events, `auditStable` is how far readers may read (see `MongoAudit`). */
+  counters: "counters",
   /** Issuer tenants' escrow public keys (section 17). */
   issuerEscrowKeys: "issuerEscrowKeys",
   /** BIN prefixes, `_id` the prefix, one owner each (section 17). */
@@ -98,6 +100,7 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     // paymentId is random (96 bits): the index finds, the shard key's unique index is what refuses.
     { key: { paymentId: 1 }, name: "byPaymentId" },
     { key: { merchantId: 1, transactionId: 1 }, name: "uniq_merchantId_transactionId", unique: true },
+    { key: { merchantTenantId: 1, createdAt: -1, paymentId: -1 }, name: "listByTenant" },
   ],
   [COLLECTIONS.grants]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }, ttl],
   [COLLECTIONS.grantSlots]: [ttl],
@@ -110,7 +113,11 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   ],
   [COLLECTIONS.merchantKeys]: [{ key: { merchantId: 1 }, name: "uniq_merchantId", unique: true }],
   // The key of `list` ({at: -1}) did not match its sort {at: -1, _id: -1}; a new name, as above.
-  [COLLECTIONS.audit]: [{ key: { at: -1, _id: -1 }, name: "list_at_id" }],
+  [COLLECTIONS.audit]: [
+    { key: { at: -1, _id: -1 }, name: "list_at_id" },
+    // A tenant's events in the order they were numbered (`_id`), for its audit pages.
+    { key: { tenantId: 1, _id: 1 }, name: "page_tenant" },
+  ],
   [COLLECTIONS.issuerEscrowKeys]: [
     { key: { escrowKeyId: 1 }, name: "uniq_escrowKeyId", unique: true },
     { key: { tenantId: 1, createdAt: -1 }, name: "byTenant" },
@@ -201,9 +208,15 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
   [COLLECTIONS.audit]: {
     key: { _id: "hashed" },
     why:
-      "Appended on every grant and decrypt, with growing ObjectIds: a hashed `_id` spreads the inserts " +
-      "over every shard. No unique rule. Reads (operators, an issuer's own audit) are rare and declared " +
-      "scatter-gather.",
+      "Appended on every grant, decrypt and key change, each event numbered by the `counters` document " +
+      "(its `_id`, growing): a hashed `_id` spreads the inserts over every shard, and `_id` is unique " +
+      "whatever the key. Reads (operators, an issuer's own audit) are rare and declared scatter-gather.",
+  },
+  [COLLECTIONS.counters]: {
+    key: "unsharded",
+    why:
+      "Two small documents: the number of the last audit event (one `$inc` per event) and the number " +
+      "below which readers have seen every event.",
   },
   [COLLECTIONS.users]: {
     key: "unsharded",

@@ -56,6 +56,37 @@ export class MongoMerchantKeys implements MerchantKeyStore {
     );
   }
 
+  /** The current key, or the key in the history, whichever has the id; then the record as it is. */
+  revoke(
+    tenantId: string,
+    merchantId: string,
+    merchantKeyId: string,
+    at: Date,
+  ): Promise<MerchantKeyRecord | undefined> {
+    return this.ctx.run(async () => {
+      const unrevoked = { $exists: false };
+      await this.collection.updateOne(
+        { merchantId, tenantId, merchantKeyId, revokedAt: unrevoked },
+        { $set: { revokedAt: at } },
+        this.ctx.limit,
+      );
+      await this.collection.updateOne(
+        { merchantId, tenantId },
+        { $set: { "previousKeys.$[k].revokedAt": at } },
+        { ...this.ctx.limit, arrayFilters: [{ "k.merchantKeyId": merchantKeyId, "k.revokedAt": unrevoked }] },
+      );
+      const record = await this.collection.findOne<MerchantKeyRecord>(
+        { merchantId, tenantId },
+        this.ctx.read,
+      );
+      const has =
+        record !== null &&
+        (record.merchantKeyId === merchantKeyId ||
+          record.previousKeys.some((k) => k.merchantKeyId === merchantKeyId));
+      return has ? record : undefined;
+    });
+  }
+
   removeUnlessOwnedBy(merchantId: string, keepTenantId: string): Promise<boolean> {
     return this.ctx.run(async () => {
       const result = await this.collection.deleteOne(
@@ -73,11 +104,14 @@ export class MongoMerchantKeys implements MerchantKeyStore {
  * in `$literal` so that no string of the request is ever read as a field path or an operator.
  */
 function rotateTo(key: Omit<MerchantKeyRecord, "previousKeys">) {
+  // A field path of a field the document lacks leaves the member out, as the memory store does.
   const replaced = {
     merchantKeyId: "$merchantKeyId",
     publicKey: "$publicKey",
     registeredAt: "$registeredAt",
     replacedAt: { $literal: key.registeredAt },
+    allReceiptsSigned: "$allReceiptsSigned",
+    revokedAt: "$revokedAt",
   };
   return [
     {
@@ -90,12 +124,17 @@ function rotateTo(key: Omit<MerchantKeyRecord, "previousKeys">) {
         },
       },
     },
+    // The new key is the whole current key: nothing of the replaced one (its revocation) stays.
+    { $unset: ["allReceiptsSigned", "revokedAt"] },
     {
       $set: {
         merchantKeyId: { $literal: key.merchantKeyId },
         algorithm: { $literal: key.algorithm },
         publicKey: { $literal: key.publicKey },
         registeredAt: { $literal: key.registeredAt },
+        ...(key.allReceiptsSigned === undefined
+          ? {}
+          : { allReceiptsSigned: { $literal: key.allReceiptsSigned } }),
       },
     },
   ];

@@ -1,3 +1,4 @@
+import type { Filter } from "mongodb";
 import { binsOverlapping } from "../bins.js";
 import type {
   BinStore,
@@ -26,18 +27,35 @@ export class MongoIssuerEscrowKeys implements IssuerEscrowKeyStore {
   }
 
   async current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined> {
-    return (await this.newestFirst(tenantId, 1))[0];
+    return (await this.newestFirst({ tenantId, revokedAt: { $exists: false } }, 1))[0];
   }
 
   list(tenantId: string): Promise<IssuerEscrowKeyRecord[]> {
-    return this.newestFirst(tenantId, 0);
+    return this.newestFirst({ tenantId }, 0);
   }
 
-  /** The tenant's keys, newest first; `limit` 0 for all. */
-  private newestFirst(tenantId: string, limit: number): Promise<IssuerEscrowKeyRecord[]> {
+  revoke(tenantId: string, escrowKeyId: string, at: Date): Promise<IssuerEscrowKeyRecord | undefined> {
+    return this.ctx.run(async () => {
+      await this.collection.updateOne(
+        { tenantId, escrowKeyId, revokedAt: { $exists: false } },
+        { $set: { revokedAt: at } },
+        this.ctx.limit,
+      );
+      return (
+        (await this.collection.findOne<IssuerEscrowKeyRecord>({ tenantId, escrowKeyId }, this.ctx.read)) ??
+        undefined
+      );
+    });
+  }
+
+  /** The keys matching `filter` (one tenant's), newest first; `limit` 0 for all. */
+  private newestFirst(
+    filter: Filter<IssuerEscrowKeyRecord>,
+    limit: number,
+  ): Promise<IssuerEscrowKeyRecord[]> {
     return this.ctx.run(() =>
       this.collection
-        .find<IssuerEscrowKeyRecord>({ tenantId }, this.ctx.read)
+        .find<IssuerEscrowKeyRecord>(filter, this.ctx.read)
         .sort({ createdAt: -1, escrowKeyId: -1 })
         .limit(limit)
         .toArray(),
@@ -131,6 +149,18 @@ export class MongoBins implements BinStore {
       return found[0]?.tenantId;
     });
   }
+
+  /** An anchored regex on `_id` (6 digits, checked by the domain) reads a range of the `_id` index. */
+  hasOwnedPrefixUnder(bin: string): Promise<boolean> {
+    if (!/^\d{6}$/.test(bin)) return Promise.resolve(false);
+    return this.ctx.run(async () => {
+      const found = await this.collection
+        .find<BinDoc>({ _id: { $regex: `^${bin}\\d{2}$` } }, { ...this.ctx.limit, projection: { _id: 1 } })
+        .limit(1)
+        .toArray();
+      return found.length > 0;
+    });
+  }
 }
 
 /** A merchantId's owner as stored in `merchants`: the merchantId is the `_id`. */
@@ -165,14 +195,20 @@ export class MongoMerchantOwners implements MerchantOwnerStore {
     });
   }
 
-  assign(merchantId: string, tenantId: string, now: Date): Promise<MerchantOwnerRecord> {
+  /** One upsert that returns the document before it: the previous owner, read atomically. */
+  assign(
+    merchantId: string,
+    tenantId: string,
+    now: Date,
+  ): Promise<{ record: MerchantOwnerRecord; previousTenantId?: string }> {
     return this.ctx.run(async () => {
-      await this.collection.replaceOne(
+      const before = await this.collection.findOneAndUpdate(
         { _id: merchantId },
-        { tenantId, source: "operator", at: now },
-        { ...this.ctx.limit, upsert: true },
+        { $set: { tenantId, source: "operator", at: now } },
+        { ...this.ctx.limit, upsert: true, returnDocument: "before" },
       );
-      return { merchantId, tenantId, source: "operator", at: now };
+      const record: MerchantOwnerRecord = { merchantId, tenantId, source: "operator", at: now };
+      return before === null ? { record } : { record, previousTenantId: before.tenantId };
     });
   }
 

@@ -1,11 +1,32 @@
-import type { CreatePaymentOutcome, PaymentRecord, PaymentStore, ReceiptRecord } from "../types.js";
+import type { ClientSession, Filter } from "mongodb";
+import { decodeCursor, encodeCursor } from "../cursor.js";
+import {
+  type CreatePaymentOutcome,
+  type HoldRefundOutcome,
+  MAX_REFUNDS_PER_PAYMENT,
+  type PaymentPage,
+  type PaymentRecord,
+  type PaymentRef,
+  type PaymentStore,
+  type ReceiptRecord,
+  type RefundRecord,
+} from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
-import { insertReceiptIn } from "./receipts.js";
+import { deleteReceiptIn, dropReceiptIn, insertReceiptIn } from "./receipts.js";
 import { scatterGather } from "./sharding.js";
 
-/** Payments in the `payments` collection; unique `paymentId` and `(merchantId, transactionId)`. */
+/** Thrown inside a transaction to abort it with an outcome for the caller. */
+class Refused {
+  constructor(readonly outcome: HoldRefundOutcome) {}
+}
+
+/**
+ * Payments in the `payments` collection; unique `paymentId` and `(merchantId, transactionId)`. A
+ * payment's refunds live inside it (a few at most), so that holding a refund's amount is one
+ * conditional update of one document.
+ */
 export class MongoPayments implements PaymentStore {
   constructor(private readonly ctx: MongoContext) {}
 
@@ -14,17 +35,24 @@ export class MongoPayments implements PaymentStore {
   }
 
   /**
-   * Inserts the payment, then its receipt with its claim, in one transaction: if an insert fails,
-   * nothing is kept. Which insert hit a unique index tells the outcome, checked in the same order as
-   * the memory store (the transaction first).
+   * Replaces a declined payment of the transaction or inserts the payment, then inserts its receipt
+   * with its claim, in one transaction: if a write fails, nothing is kept. Which write hit a unique index tells
+   * the outcome, checked in the same order as the memory store (the transaction first).
    */
   createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome> {
     return this.ctx.run(async () => {
       let inserting: "payment" | "receipt" = "payment";
       try {
         await this.ctx.transaction("payments.createWithReceipt", async (session) => {
+          const options = this.ctx.writeIn(session);
           inserting = "payment";
-          await this.payments.insertOne({ ...payment }, this.ctx.writeIn(session));
+          const { merchantId, transactionId } = payment;
+          const replaced = await this.payments.replaceOne(
+            { merchantId, transactionId, status: "declined" },
+            { ...payment },
+            options,
+          );
+          if (replaced.matchedCount === 0) await this.payments.insertOne({ ...payment }, options);
           inserting = "receipt";
           await insertReceiptIn(this.ctx, session, receipt);
         });
@@ -34,6 +62,38 @@ export class MongoPayments implements PaymentStore {
         return { kind: inserting === "payment" ? "duplicate_transaction" : "duplicate_receipt" };
       }
     });
+  }
+
+  /** An upsert that matches only a declined payment: over a charged one it inserts, and the unique index refuses. */
+  recordDecline(payment: PaymentRecord): Promise<"recorded" | "duplicate_transaction"> {
+    return this.ctx.run(async () => {
+      const { merchantId, transactionId } = payment;
+      try {
+        await this.payments.replaceOne(
+          { merchantId, transactionId, status: "declined" },
+          { ...payment },
+          { ...this.ctx.limit, upsert: true },
+        );
+        return "recorded";
+      } catch (err) {
+        if (isDuplicateKey(err)) return "duplicate_transaction";
+        throw err;
+      }
+    });
+  }
+
+  /** The payment, its receipt and the receipt's claim go together, in one transaction. */
+  deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean> {
+    return this.ctx.run(() =>
+      this.ctx.transaction("payments.deleteByPreviousOwner", async (session) => {
+        const filter = { merchantId, transactionId, merchantTenantId: { $ne: ownerTenantId } };
+        const payment = await this.payments.findOne<PaymentRecord>(filter, this.ctx.readIn(session));
+        if (payment === null) return false;
+        await this.payments.deleteOne({ merchantId, transactionId }, this.ctx.writeIn(session));
+        await deleteReceiptIn(this.ctx, session, { merchantId, receiptId: payment.receiptId }, ownerTenantId);
+        return true;
+      }),
+    );
   }
 
   findById(paymentId: string): Promise<PaymentRecord | undefined> {
@@ -53,4 +113,125 @@ export class MongoPayments implements PaymentStore {
         undefined,
     );
   }
+
+  /** Keyset pagination on the `listByTenant` index: one more than `limit` is read to know if more follow. */
+  listByTenant(
+    merchantTenantId: string,
+    limit: number,
+    cursor?: string,
+    merchantIds?: readonly string[],
+  ): Promise<PaymentPage> {
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new RangeError("The page size must be a positive integer.");
+    const after = cursor === undefined ? undefined : decodeCursor(cursor);
+    const filter: Filter<PaymentRecord> = { merchantTenantId };
+    if (merchantIds !== undefined) filter.merchantId = { $in: [...merchantIds] };
+    if (after !== undefined) {
+      filter.$or = [
+        { createdAt: { $lt: after.createdAt } },
+        { createdAt: after.createdAt, paymentId: { $lt: after.id } },
+      ];
+    }
+    return this.ctx.run(async () => {
+      const found = await this.payments
+        .find<PaymentRecord>(filter, { ...this.ctx.read, ...scatterGather("payments.listByTenant") })
+        .sort({ createdAt: -1, paymentId: -1 })
+        .limit(limit + 1)
+        .toArray();
+      const payments = found.slice(0, limit);
+      const last = payments.at(-1);
+      if (found.length <= limit || last === undefined) return { payments };
+      return { payments, nextCursor: encodeCursor({ createdAt: last.createdAt, id: last.paymentId }) };
+    });
+  }
+
+  /**
+   * One conditional update holds the amount (it matches only while the held and refunded amounts
+   * stay within the payment's amount, so concurrent refunds cannot overdraw it), then the refund
+   * receipt is inserted in the same transaction.
+   */
+  holdRefund(ref: PaymentRef, refund: RefundRecord, receipt: ReceiptRecord): Promise<HoldRefundOutcome> {
+    return this.ctx.run(async () => {
+      try {
+        return await this.ctx.transaction("payments.holdRefund", async (session) => {
+          const options = this.ctx.writeIn(session);
+          const held = await this.payments.updateOne(
+            {
+              ...refOf(ref),
+              status: "succeeded",
+              [`refunds.${MAX_REFUNDS_PER_PAYMENT - 1}`]: { $exists: false },
+              $expr: { $lte: [{ $add: [{ $ifNull: ["$refundedAmount", 0] }, refund.amount] }, "$amount"] },
+            },
+            { $inc: { refundedAmount: refund.amount }, $push: { refunds: { ...refund } } },
+            options,
+          );
+          if (held.matchedCount === 0) throw new Refused(await this.whyNotHeld(ref, refund, session));
+          try {
+            await insertReceiptIn(this.ctx, session, receipt);
+          } catch (err) {
+            if (isDuplicateKey(err)) throw new Refused({ kind: "duplicate_receipt" });
+            throw err;
+          }
+          const payment = await this.payments.findOne<PaymentRecord>(refOf(ref), this.ctx.readIn(session));
+          if (payment === null) throw new Error("A payment vanished inside its own transaction.");
+          return { kind: "held", payment } as const;
+        });
+      } catch (err) {
+        if (err instanceof Refused) return err.outcome;
+        throw err;
+      }
+    });
+  }
+
+  /** Why {@link holdRefund}'s update matched nothing, read in its transaction. */
+  private async whyNotHeld(ref: PaymentRef, refund: RefundRecord, session: ClientSession) {
+    const payment = await this.payments.findOne<PaymentRecord>(refOf(ref), this.ctx.readIn(session));
+    if (payment === null) return { kind: "not_found" } as const;
+    if (payment.status !== "succeeded") return { kind: "not_refundable" } as const;
+    const refundable = payment.amount - (payment.refundedAmount ?? 0);
+    if (refund.amount > refundable) return { kind: "over_amount", refundable } as const;
+    return { kind: "too_many" } as const;
+  }
+
+  completeRefund(
+    ref: PaymentRef,
+    refundId: string,
+    gatewayRefundId: string,
+  ): Promise<PaymentRecord | undefined> {
+    return this.ctx.run(async () => {
+      const before = await this.payments.findOne<PaymentRecord>(refOf(ref), this.ctx.read);
+      const refund = before?.refunds?.find((r) => r.refundId === refundId && r.status === "pending");
+      if (refund === undefined) return before ?? undefined;
+      // The element replaced whole (one path), and only while it is still pending.
+      await this.payments.updateOne(
+        refOf(ref),
+        { $set: { "refunds.$[r]": { ...refund, status: "succeeded", gatewayRefundId } } },
+        { ...this.ctx.limit, arrayFilters: [{ "r.refundId": refundId, "r.status": "pending" }] },
+      );
+      return (await this.payments.findOne<PaymentRecord>(refOf(ref), this.ctx.read)) ?? undefined;
+    });
+  }
+
+  /** The receipt and its claim are deleted by their keys, as the receipt given to `holdRefund` has them. */
+  releaseRefund(ref: PaymentRef, refundId: string, receipt: ReceiptRecord): Promise<void> {
+    return this.ctx.run(() =>
+      this.ctx.transaction("payments.releaseRefund", async (session) => {
+        const options = this.ctx.writeIn(session);
+        const payment = await this.payments.findOne<PaymentRecord>(refOf(ref), this.ctx.readIn(session));
+        const refund = payment?.refunds?.find((r) => r.refundId === refundId && r.status === "pending");
+        if (payment === null || refund === undefined) return;
+        await this.payments.updateOne(
+          { ...refOf(ref), refunds: { $elemMatch: { refundId, status: "pending" } } },
+          { $pull: { refunds: { refundId } }, $inc: { refundedAmount: -refund.amount } },
+          options,
+        );
+        await dropReceiptIn(this.ctx, session, receipt);
+      }),
+    );
+  }
+}
+
+/** The filter of the payment `ref` names: its shard key and its id. */
+function refOf(ref: PaymentRef): Filter<PaymentRecord> {
+  return { merchantId: ref.merchantId, transactionId: ref.transactionId, paymentId: ref.paymentId };
 }

@@ -62,6 +62,42 @@ export async function insertReceiptIn(
 }
 
 /**
+ * Deletes, in the transaction of `session`, the receipt the claim `id` points to and the claim, if a
+ * tenant other than `ownerTenantId` made the receipt; returns whether it did.
+ */
+export async function deleteReceiptIn(
+  ctx: MongoContext,
+  session: ClientSession,
+  id: ClaimDoc["_id"],
+  ownerTenantId: string,
+): Promise<boolean> {
+  const claims = ctx.collection<ClaimDoc>(COLLECTIONS.receiptClaims);
+  const receipts = ctx.collection<ReceiptDoc>(COLLECTIONS.receipts);
+  const claim = await claims.findOne({ _id: id }, ctx.readIn(session));
+  if (claim === null) return false;
+  const filter = { panHash: claim.panHash, id: claim.id, merchantTenantId: { $ne: ownerTenantId } };
+  if ((await receipts.deleteOne(filter, ctx.writeIn(session))).deletedCount !== 1) return false;
+  await claims.deleteOne({ _id: id }, ctx.writeIn(session));
+  return true;
+}
+
+/**
+ * Deletes a receipt and its claim in the transaction of `session`, by their keys (the card and `id`,
+ * the pair): a refund's receipt when the gateway refused the refund (`payments.releaseRefund`).
+ */
+export async function dropReceiptIn(
+  ctx: MongoContext,
+  session: ClientSession,
+  receipt: ReceiptRecord,
+): Promise<void> {
+  const claim = claimId(receipt.merchantId, receipt.receiptId);
+  await ctx.collection<ClaimDoc>(COLLECTIONS.receiptClaims).deleteOne({ _id: claim }, ctx.writeIn(session));
+  await ctx
+    .collection<ReceiptDoc>(COLLECTIONS.receipts)
+    .deleteOne({ panHash: receipt.panHash, id: receipt.id }, ctx.writeIn(session));
+}
+
+/**
  * The claims of receipts stored before claims existed (by an earlier version), made by the server in
  * one aggregation of `receipts`; existing claims are kept, so it can run again. Run once before the
  * earlier unique indexes are dropped and receipts sharded: docs/scaling.md shows it for mongosh.
@@ -276,6 +312,15 @@ export class MongoReceipts implements ReceiptStore {
   countByUser(owner: ReceiptOwner): Promise<number> {
     return this.ctx.run(() =>
       this.collection.countDocuments({ panHash: owner.panHash, userId: owner.userId }, this.ctx.limit),
+    );
+  }
+
+  /** In one transaction: the receipt the pair's claim points to, if another tenant made it, and the claim. */
+  deleteByPreviousOwner(merchantId: string, receiptId: string, ownerTenantId: string): Promise<boolean> {
+    return this.ctx.run(() =>
+      this.ctx.transaction("receipts.deleteByPreviousOwner", (session) =>
+        deleteReceiptIn(this.ctx, session, claimId(merchantId, receiptId), ownerTenantId),
+      ),
     );
   }
 

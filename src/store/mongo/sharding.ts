@@ -34,14 +34,22 @@ export const SCATTER_GATHER = {
   "payments.findById": {
     collection: COLLECTIONS.payments,
     reason:
-      "A payment by paymentId alone, for operators and tests; no request of the API reads one today. " +
-      "One probe of the paymentId index per shard.",
+      "A merchant reads or refunds one payment by its paymentId (GET /payments/{paymentId}, refund), " +
+      "which does not name the transaction the payment is placed by: one probe of the paymentId index " +
+      "per shard, for a read a merchant makes now and then, not on every sale.",
+  },
+  "payments.listByTenant": {
+    collection: COLLECTIONS.payments,
+    reason:
+      "A merchant tenant lists its payments (GET /payments), across all of its merchantIds and so " +
+      "across shards; each shard reads one page of the listByTenant index and mongos merges the pages.",
   },
   "audit.list": {
     collection: COLLECTIONS.audit,
     reason:
-      "Audit reads (an operator, an issuer's own events) are rare, and audit is spread by a hashed _id so " +
-      "that its writes, on every grant and decrypt, reach every shard evenly.",
+      "Audit reads (an operator, an issuer's own events, their pages and the check for holes in the " +
+      "numbering) are rare, and audit is spread by a hashed _id so that its writes, on every grant, " +
+      "decrypt and key change, reach every shard evenly.",
   },
 } as const satisfies Record<string, ScatterGatherDeclaration>;
 
@@ -64,9 +72,27 @@ export const TRANSACTIONS = {
       "the payment (by merchantId and transactionId), its receipt (by card) and the receipt's claim; " +
       "an outbox event would be the fourth (SPEC section 23 allows four)",
   },
+  "payments.holdRefund": {
+    maxShards: 3,
+    touches:
+      "the payment (by merchantId and transactionId), the refund receipt (by card) and its claim; " +
+      "a payment.refunded outbox event would be the fourth",
+  },
+  "payments.releaseRefund": {
+    maxShards: 3,
+    touches: "the payment, the refund receipt (by card) and its claim: what holdRefund wrote",
+  },
   "receipts.release": {
     maxShards: 2,
     touches: "the escrowed receipt (by card) and its claim, whose escrow expiry it clears",
+  },
+  "receipts.deleteByPreviousOwner": {
+    maxShards: 2,
+    touches: "a previous owner's receipt (by card) and its claim, when the merchantId's owner reuses the id",
+  },
+  "payments.deleteByPreviousOwner": {
+    maxShards: 3,
+    touches: "a previous owner's payment, its receipt (by card) and the receipt's claim",
   },
   "users.register": {
     maxShards: 1,

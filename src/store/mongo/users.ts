@@ -105,7 +105,8 @@ export class MongoUsers implements UserStore {
     const plan = planRegister(input, { user, key, activeKey });
 
     const write = { ...this.ctx.writeIn(session), upsert: true };
-    if (plan.user !== undefined) await this.users.replaceOne({ userId: plan.user.userId }, plan.user, write);
+    // In the plan's order: a superseded user gives up the panHash before the new user takes it.
+    for (const u of plan.users) await this.users.replaceOne({ userId: u.userId }, u, write);
     for (const k of plan.keys) await this.keys.replaceOne({ keyId: k.keyId }, k, write);
     return plan.outcome;
   }

@@ -1,0 +1,339 @@
+import {
+  bitLength,
+  bitStringBytes,
+  childrenCount,
+  childrenOf,
+  contentOf,
+  copyOf,
+  type DerElement,
+  DerError,
+  expectNull,
+  expectTag,
+  oidHex,
+  positiveInteger,
+  smallInteger,
+  TAG,
+  toBigInt,
+  wholeElement,
+} from "./asn1.js";
+import {
+  checkEd25519Point,
+  checkP256Scalar,
+  ED25519_BYTES,
+  type P256Point,
+  PointError,
+  p256Point,
+} from "./curves.js";
+
+/**
+ * Every key the service or the client library takes is read here first, by our own code, before Node
+ * builds a KeyObject or WebCrypto imports it: on Node 20 a P-256 key whose point is the point at
+ * infinity aborts the process inside `KeyObject#asymmetricKeyDetails` (no try/catch helps), and
+ * OpenSSL accepts much that no honest key is (hybrid points, scalars past the group order, a
+ * private key whose public point is the point at infinity). Plain TypeScript (no `node:` module, no `Buffer`), so the
+ * client library runs the same checks in browsers.
+ *
+ * What passes: SubjectPublicKeyInfo, PKCS#8 (version 0, no attributes), PKCS#1 and SEC1 in strict
+ * DER with nothing after them, of three kinds of key:
+ * - RSA with the rsaEncryption algorithm (NULL parameters), a positive odd modulus of
+ *   {@link RSA_MIN_BITS}..{@link RSA_MAX_BITS} bits, exponent {@link RSA_EXPONENT}; private keys
+ *   two-prime (version 0) with every integer positive;
+ * - EC on the named curve P-256 only (never explicit parameters), its point uncompressed or
+ *   compressed, in range, on the curve; private keys a scalar from 1 to n - 1, and their embedded
+ *   public point (optional) itself a valid point.
+ * Whether a private key's halves belong together is not checked here: a forged key (another key's
+ * public half) is well-formed, and the decrypt path answers it `forbidden` (`key-consistency.ts`).
+ * - Ed25519 (RFC 8410, no parameters): canonical, on the curve, not of small order.
+ * Anything else throws {@link KeyEncodingError}, whose message never quotes the input.
+ */
+
+/** Smallest RSA modulus accepted, in bits (SPEC section 5). */
+export const RSA_MIN_BITS = 2048;
+/**
+ * Largest RSA modulus accepted, in bits. Private-key operations grow with the cube of the modulus
+ * size, so an unbounded key would let one caller buy seconds of CPU per decrypt.
+ */
+export const RSA_MAX_BITS = 8192;
+/** The only RSA public exponent accepted (F4); small exponents are where RSA's classic attacks live. */
+export const RSA_EXPONENT = 65537;
+
+/**
+ * Why a key was refused: not a well-formed encoding at all (`malformed`), a well-formed key of a
+ * kind the caller does not take (`unsupported`; the message, if any, says which), a private key
+ * where a public one belongs (`private`), or a key of the right kind with a bad value (`invalid`; the
+ * message is a description for the caller's field, e.g. `must be at least 2048 bits`).
+ */
+export type KeyProblem = "malformed" | "unsupported" | "private" | "invalid";
+
+/** A key that is refused, and why. */
+export class KeyEncodingError extends Error {
+  constructor(
+    readonly problem: KeyProblem,
+    message = "",
+  ) {
+    super(message || problem);
+    this.name = "KeyEncodingError";
+  }
+}
+
+/** The kinds of key there are checks for. */
+export type KeyType = "rsa" | "p256" | "ed25519";
+
+/** An RSA public key: modulus and exponent as big-endian magnitudes. */
+export interface RsaPublicData {
+  type: "rsa";
+  n: Uint8Array;
+  e: Uint8Array;
+  bits: number;
+}
+
+/** A public key as read and checked. */
+export type PublicKeyData =
+  | RsaPublicData
+  | { type: "p256"; point: P256Point }
+  | { type: "ed25519"; raw: Uint8Array };
+
+/** The integers of a two-prime RSA private key (PKCS#1), as big-endian magnitudes. */
+export interface RsaPrivateData extends RsaPublicData {
+  d: Uint8Array;
+  p: Uint8Array;
+  q: Uint8Array;
+  dp: Uint8Array;
+  dq: Uint8Array;
+  qi: Uint8Array;
+}
+
+/** A private key as read and checked; a P-256 key's embedded public point when it has one. */
+export type PrivateKeyData = RsaPrivateData | { type: "p256"; d: Uint8Array; point?: P256Point };
+
+// OBJECT IDENTIFIER contents, hex.
+const OID_RSA = "2a864886f70d010101";
+const OID_RSA_PSS = "2a864886f70d01010a";
+const OID_EC = "2a8648ce3d0201";
+const OID_P256 = "2a8648ce3d030107";
+const OID_ED25519 = "2b6570";
+
+/**
+ * Reads a public key: `spki` (SubjectPublicKeyInfo) or `pkcs1` (RSAPublicKey), of one of the
+ * `accepted` types. A private key in any encoding is `private`, whatever `encoding` says.
+ */
+export function readPublicKey(
+  der: Uint8Array,
+  encoding: "spki" | "pkcs1",
+  accepted: readonly KeyType[],
+): PublicKeyData {
+  if (isPrivateKeyShape(der)) throw new KeyEncodingError("private");
+  return guarded(() => {
+    if (encoding === "pkcs1") {
+      if (!accepted.includes("rsa")) throw new KeyEncodingError("unsupported");
+      return rsaPublicKey(der);
+    }
+    const [algorithm, key] = childrenCount(der, wholeElement(der, TAG.SEQUENCE), 2);
+    const type = algorithmOf(der, algorithm as DerElement);
+    if (!accepted.includes(type)) throw new KeyEncodingError("unsupported", unsupportedDetail(type));
+    const bits = bitStringBytes(der, key);
+    if (type === "rsa") return rsaPublicKey(bits);
+    if (type === "p256") return { type, point: checkedPoint(bits) };
+    try {
+      checkEd25519Point(bits);
+    } catch (cause) {
+      throw pointProblem("Ed25519", cause);
+    }
+    return { type, raw: copyOf(bits) };
+  });
+}
+
+/**
+ * Reads a private key: `pkcs8` (PrivateKeyInfo holding an RSA or P-256 key), `pkcs1`
+ * (RSAPrivateKey) or `sec1` (ECPrivateKey, which must name P-256).
+ */
+export function readPrivateKey(der: Uint8Array, encoding: "pkcs8" | "pkcs1" | "sec1"): PrivateKeyData {
+  return guarded(() => {
+    if (encoding === "pkcs1") return rsaPrivateKey(der);
+    if (encoding === "sec1") return ecPrivateKey(der, true);
+    const [version, algorithm, key] = childrenCount(der, wholeElement(der, TAG.SEQUENCE), 3);
+    if (smallInteger(der, version) !== 0) throw new DerError("PKCS#8 version other than 0");
+    const type = algorithmOf(der, algorithm as DerElement);
+    const inner = contentOf(der, expectTag(key, TAG.OCTET_STRING));
+    if (type === "rsa") return rsaPrivateKey(inner);
+    if (type === "p256") return ecPrivateKey(inner, false);
+    throw new KeyEncodingError("unsupported", unsupportedDetail(type));
+  });
+}
+
+/**
+ * Reads an Ed25519 public key given as SubjectPublicKeyInfo or as the raw 32 bytes (what most
+ * Ed25519 libraries export).
+ */
+export function readEd25519PublicKey(bytes: Uint8Array): Uint8Array {
+  if (bytes.length === ED25519_BYTES) {
+    try {
+      checkEd25519Point(bytes);
+    } catch (cause) {
+      throw pointProblem("Ed25519", cause);
+    }
+    return copyOf(bytes);
+  }
+  const key = readPublicKey(bytes, "spki", ["ed25519"]);
+  return (key as { raw: Uint8Array }).raw;
+}
+
+/**
+ * Whether bytes have the outer shape of a private key (PKCS#8, PKCS#1 RSAPrivateKey or SEC1
+ * ECPrivateKey), valid or not: a private key sent where a public key belongs is refused as such,
+ * without asking OpenSSL to parse it.
+ */
+export function isPrivateKeyShape(der: Uint8Array): boolean {
+  try {
+    const items = childrenOf(der, wholeElement(der, TAG.SEQUENCE));
+    const [first, second] = items;
+    if (first?.tag !== TAG.INTEGER) return false;
+    const version = smallInteger(der, first);
+    // PKCS#8 v1/v2: version, AlgorithmIdentifier, OCTET STRING.
+    if (version <= 1 && second?.tag === TAG.SEQUENCE && items[2]?.tag === TAG.OCTET_STRING) return true;
+    // SEC1: version 1, OCTET STRING (the scalar).
+    if (version === 1 && second?.tag === TAG.OCTET_STRING) return true;
+    // PKCS#1 RSAPrivateKey: version, then eight INTEGERs (or more, multi-prime).
+    return items.length >= 9 && items.every((item) => item.tag === TAG.INTEGER);
+  } catch {
+    return false;
+  }
+}
+
+/** Runs a reader, turning the DER reader's failures into `malformed`. */
+function guarded<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof KeyEncodingError) throw error;
+    if (error instanceof DerError) throw new KeyEncodingError("malformed");
+    throw error;
+  }
+}
+
+/** The key type an AlgorithmIdentifier names, with its parameters checked. */
+function algorithmOf(der: Uint8Array, algorithm: DerElement): KeyType {
+  const [oid, parameters, ...extra] = childrenOf(der, expectTag(algorithm, TAG.SEQUENCE));
+  if (extra.length > 0) throw new DerError("AlgorithmIdentifier with extra elements");
+  switch (oidHex(der, oid)) {
+    case OID_RSA:
+      expectNull(parameters);
+      return "rsa";
+    case OID_EC:
+      if (parameters?.tag !== TAG.OID) {
+        throw new KeyEncodingError(
+          "unsupported",
+          "this EC key gives its curve by explicit parameters; only the named curve P-256 is accepted",
+        );
+      }
+      if (oidHex(der, parameters) !== OID_P256) {
+        throw new KeyEncodingError("unsupported", "this EC key is on another curve");
+      }
+      return "p256";
+    case OID_ED25519:
+      if (parameters !== undefined) throw new DerError("Ed25519 with parameters");
+      return "ed25519";
+    case OID_RSA_PSS:
+      throw new KeyEncodingError("unsupported", "an RSA key must be an encryption key, not RSA-PSS");
+    default:
+      throw new KeyEncodingError("unsupported");
+  }
+}
+
+function unsupportedDetail(type: KeyType): string {
+  return type === "ed25519" ? "this is an Ed25519 key" : "";
+}
+
+/** An RSAPublicKey (PKCS#1): `SEQUENCE { n, e }`. */
+function rsaPublicKey(der: Uint8Array): RsaPublicData {
+  const [n, e] = childrenCount(der, wholeElement(der, TAG.SEQUENCE), 2);
+  return checkedRsaPublic(positiveInteger(der, n), positiveInteger(der, e));
+}
+
+function checkedRsaPublic(n: Uint8Array, e: Uint8Array): RsaPublicData {
+  const bits = bitLength(n);
+  if (bits < RSA_MIN_BITS) throw new KeyEncodingError("invalid", `must be at least ${RSA_MIN_BITS} bits`);
+  if (bits > RSA_MAX_BITS) throw new KeyEncodingError("invalid", `must be at most ${RSA_MAX_BITS} bits`);
+  if (toBigInt(e) !== BigInt(RSA_EXPONENT)) {
+    throw new KeyEncodingError("invalid", `must have the RSA public exponent ${RSA_EXPONENT}`);
+  }
+  if (((n[n.length - 1] as number) & 1) === 0)
+    throw new KeyEncodingError("invalid", "must have an odd RSA modulus");
+  return { type: "rsa", n, e, bits };
+}
+
+/**
+ * An RSAPrivateKey (PKCS#1), two-prime: version 0 and eight positive INTEGERs, the public half as
+ * {@link checkedRsaPublic} wants it. Whether the secret half belongs to the public half (`p * q = n`,
+ * the CRT values) is not an encoding question: the decrypt path checks it (`key-consistency.ts`) and
+ * answers a forged key `forbidden`.
+ */
+function rsaPrivateKey(der: Uint8Array): RsaPrivateData {
+  const items = childrenOf(der, wholeElement(der, TAG.SEQUENCE));
+  const version = smallInteger(der, items[0]);
+  if (version !== 0 || items.length !== 9) {
+    throw new KeyEncodingError("invalid", "must be a two-prime RSA key (PKCS#1 version 0)");
+  }
+  const [n, e, d, p, q, dp, dq, qi] = items.slice(1).map((item) => positiveInteger(der, item)) as [
+    Uint8Array,
+    Uint8Array,
+    Uint8Array,
+    Uint8Array,
+    Uint8Array,
+    Uint8Array,
+    Uint8Array,
+    Uint8Array,
+  ];
+  return { ...checkedRsaPublic(n, e), d, p, q, dp, dq, qi };
+}
+
+/**
+ * An ECPrivateKey (SEC1, RFC 5915): version 1, the scalar, `[0]` the curve (required when `named`,
+ * as SEC1 on its own has no other place for it; inside PKCS#8 optional), `[1]` the public point.
+ */
+function ecPrivateKey(der: Uint8Array, named: boolean): PrivateKeyData {
+  const [version, scalar, ...optional] = childrenCount(der, wholeElement(der, TAG.SEQUENCE), 2, 4);
+  if (smallInteger(der, version) !== 1) throw new DerError("ECPrivateKey version other than 1");
+  const d = contentOf(der, expectTag(scalar, TAG.OCTET_STRING));
+  let parameters: DerElement | undefined;
+  let publicKey: DerElement | undefined;
+  for (const item of optional) {
+    if (item.tag === TAG.CONTEXT_0 && parameters === undefined && publicKey === undefined) parameters = item;
+    else if (item.tag === TAG.CONTEXT_1 && publicKey === undefined) publicKey = item;
+    else throw new DerError("unexpected element in ECPrivateKey");
+  }
+  if (parameters !== undefined) {
+    const [curve] = childrenCount(der, parameters, 1);
+    if (curve?.tag !== TAG.OID) {
+      throw new KeyEncodingError(
+        "unsupported",
+        "this EC key gives its curve by explicit parameters; only the named curve P-256 is accepted",
+      );
+    }
+    if (oidHex(der, curve) !== OID_P256)
+      throw new KeyEncodingError("unsupported", "this EC key is on another curve");
+  } else if (named) {
+    throw new DerError("SEC1 key without its curve");
+  }
+  try {
+    checkP256Scalar(d);
+  } catch (cause) {
+    throw new KeyEncodingError("invalid", (cause as Error).message);
+  }
+  if (publicKey === undefined) return { type: "p256", d: copyOf(d) };
+  const [bits] = childrenCount(der, publicKey, 1);
+  return { type: "p256", d: copyOf(d), point: checkedPoint(bitStringBytes(der, bits)) };
+}
+
+function checkedPoint(encoded: Uint8Array): P256Point {
+  try {
+    return p256Point(encoded);
+  } catch (cause) {
+    throw pointProblem("P-256", cause);
+  }
+}
+
+function pointProblem(curve: string, cause: unknown): Error {
+  if (!(cause instanceof PointError)) return cause as Error;
+  return new KeyEncodingError("invalid", `must be a valid ${curve} key: its public point ${cause.message}`);
+}

@@ -1,0 +1,124 @@
+import { describe, expect, it } from "vitest";
+import { lazyChildLogger } from "../../src/http/lazy-logger.js";
+import { createLogger } from "../../src/logging.js";
+
+/**
+ * Issue 38's live defect: redaction reached one level deep, so `log.info({ req: { body: { privateKey } } })`
+ * wrote the private key. Every secret the service handles, named here by hand (not read from the list
+ * under test), is logged at trace level through the real logger configuration, nested at many depths,
+ * inside arrays, in errors and in child bindings, with non-secret neighbours; none may appear in the
+ * output, and every neighbour must.
+ */
+
+/** Each secret field and a value no other part of the test contains. */
+const SECRETS: Record<string, string> = {
+  privateKey: "MIIEvAIBADANBgkqhkiG9w0BAQEFAASCBKYwggSiAgEAAoIBAQC-secret-1",
+  escrowPrivateKeys: "escrow-private-key-secret-2",
+  hashedPan: "a1".repeat(32),
+  recipientHashedPan: "b2".repeat(32),
+  hashedPanPepper: "pepper-secret-3",
+  par: "V0010013018284738432583719583",
+  paymentAccountReference: "PAR-secret-4",
+  tokenId: "tok_secret5",
+  accessTokenId: "tok_secret6",
+  token: "bearer-secret-7",
+  clientSecret: "cs_secret8",
+  apiKey: "rk_live_secret9",
+  "x-api-key": "rk_live_secret10",
+  adminToken: "adm_secret11",
+  authorization: "Bearer adm_secret12",
+  webhookSecret: "whsec_secret13",
+  statement: "statement-secret-14",
+  opening: "opening-secret-15",
+  cardNonce: "cnon:secret-16",
+  plaintext: "plaintext-secret-17",
+  receipt: "receipt-contents-secret-18",
+};
+
+/** Spellings of the same names a caller might use. */
+const SPELLINGS: Record<string, string> = {
+  private_key: "snake-case-secret-19",
+  PrivateKey: "pascal-case-secret-20",
+  "X-API-KEY": "upper-header-secret-21",
+  hashed_pan: "snake-pan-secret-22",
+};
+
+function capture(): { lines: string[]; logger: ReturnType<typeof createLogger> } {
+  const lines: string[] = [];
+  return { lines, logger: createLogger("trace", { write: (line: string) => lines.push(line) }) };
+}
+
+/** `value` wrapped `depth` levels deep in objects, alternating with arrays. */
+function nest(value: unknown, depth: number): unknown {
+  let out = value;
+  for (let i = 0; i < depth; i++) out = i % 2 === 0 ? { level: i, inner: out } : [{ keep: `keep-${i}` }, out];
+  return out;
+}
+
+function expectClean(lines: string[]): void {
+  const text = lines.join("\n");
+  for (const [name, secret] of Object.entries({ ...SECRETS, ...SPELLINGS })) {
+    expect(text, `${name} leaked`).not.toContain(secret);
+  }
+}
+
+describe("log redaction at any depth", () => {
+  it("redacts each secret in a request body, as in log.info({ req: { body } })", () => {
+    const { lines, logger } = capture();
+    logger.info({ req: { body: { ...SECRETS, merchantName: "keep-merchant" } } }, "request");
+    expectClean(lines);
+    const body = JSON.parse(lines[0] as string).req.body;
+    expect(body.merchantName).toBe("keep-merchant");
+    for (const name of Object.keys(SECRETS)) expect(body[name], name).toBe("[redacted]");
+  });
+
+  it("redacts at every depth up to 40 and inside arrays, at every level from trace to fatal", () => {
+    const { lines, logger } = capture();
+    const levels = ["trace", "debug", "info", "warn", "error", "fatal"] as const;
+    for (let depth = 0; depth <= 40; depth++) {
+      const level = levels[depth % levels.length] as (typeof levels)[number];
+      logger[level](
+        { call: nest({ ...SECRETS, ...SPELLINGS, keep: `keep-depth-${depth}` }, depth) },
+        "nested",
+      );
+      logger[level]({ list: [[{ items: [SECRETS, { keep: `keep-list-${depth}` }] }]] }, "arrays");
+    }
+    expect(lines).toHaveLength(82);
+    expectClean(lines);
+    // What is not secret is still there (up to the depth that is walked at all).
+    expect(lines.join("\n")).toContain("keep-depth-20");
+    expect(lines.join("\n")).toContain("keep-list-40");
+  });
+
+  it("redacts in errors, in child bindings, and through the per-request lazy child", () => {
+    const { lines, logger } = capture();
+    const error = Object.assign(new Error("decrypt failed"), {
+      privateKey: SECRETS.privateKey,
+      detail: { tokenId: SECRETS.tokenId },
+    });
+    logger.error({ err: error }, "with an error");
+    logger.error(error);
+    logger
+      .child({ apiKey: SECRETS.apiKey, request: { headers: { "x-api-key": SECRETS["x-api-key"] } } })
+      .info("bound");
+    lazyChildLogger(logger, { requestId: "req_1", auth: { authorization: SECRETS.authorization } }).trace(
+      { body: { items: [{ par: SECRETS.par }] } },
+      "lazy",
+    );
+    expectClean(lines);
+    const text = lines.join("\n");
+    expect(text).toContain("decrypt failed");
+    expect(text).toContain("req_1");
+    expect(lines).toHaveLength(4);
+  });
+
+  it("keeps objects without secrets as they are, and survives cycles", () => {
+    const { lines, logger } = capture();
+    const cyclic: Record<string, unknown> = { name: "keep-cycle", privateKey: SECRETS.privateKey };
+    cyclic.self = cyclic;
+    logger.info({ cyclic, date: new Date(0), buffer: Buffer.from("keep") }, "odd values");
+    expectClean(lines);
+    expect(lines[0]).toContain("keep-cycle");
+    expect(lines[0]).toContain("1970-01-01T00:00:00.000Z");
+  });
+});
