@@ -13,10 +13,14 @@ import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import { BackgroundTasks } from "./domain/background.js";
 import type { DomainDeps } from "./domain/deps.js";
+import { ktLogSigner } from "./domain/kt/note-keys.js";
+import type { KtReads } from "./domain/kt/reads.js";
+import { createKtRuntime, type KtRuntime, type KtRuntimeOptions } from "./domain/kt/runtime.js";
 import { useFastPaths } from "./fast/index.js";
 import { registerAdminRoutes } from "./http/admin.js";
 import { registerApiReference } from "./http/docs.js";
 import { registerErrorDocs } from "./http/error-docs.js";
+import { registerKtRoutes } from "./http/kt.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
 import { createMetrics, metricsInterceptor } from "./metrics.js";
@@ -45,12 +49,19 @@ export interface AppDeps {
   listener?: ListenerOptions;
   /** How long `close()` lets in-flight calls finish, in ms; default 10 000. */
   shutdownGraceMs?: number;
+  /**
+   * The key log's seams: the tenants' signing keys (the signing-key store), the directory source, the
+   * HTTP client for witnesses, the sequencer's holder name.
+   */
+  kt?: Partial<Pick<KtRuntimeOptions, "signingKeys" | "directory" | "fetch" | "holder">>;
 }
 
 /** A built service: the HTTP server (not listening yet) and what it was built from. */
 export interface App {
   server: HttpServer;
   domain: DomainDeps;
+  /** The key log of this instance: its service (`domain.kt`), reads and sequencer. */
+  kt: KtRuntime;
   /** Stops accepting, finishes in-flight calls, stops workers, closes the store. */
   close(): Promise<void>;
 }
@@ -73,6 +84,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     escrowPrivateKeys: await escrowPrivateKeys(config, logger),
     size: deps.workers ?? config.cryptoThreads,
   });
+  const kt = ktRuntimeOf(deps, store, clock, pool);
   const domain: DomainDeps = {
     store,
     clock,
@@ -84,6 +96,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     background: new BackgroundTasks(logger),
     pool,
     escrowKeys: pool.escrowKeys,
+    kt: kt.log,
   };
   const metrics = createMetrics();
   const ready = async () => {
@@ -113,13 +126,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     trustedProxies: config.trustedProxies,
     listener: { ...listenerOptions(config), ...deps.listener },
     ...(deps.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: deps.shutdownGraceMs }),
-    addRoutes: (app) => addPlainRoutes(app, config, store, clock),
+    addRoutes: (app) => addPlainRoutes(app, config, store, clock, kt.reads),
   });
+  kt.start();
   return {
     server,
     domain,
+    kt,
     async close() {
       await server.close();
+      await kt.stop();
       // Background releases get the shutdown's grace too; what they leave stays escrowed for the next
       // registration of its card.
       await Promise.race([
@@ -130,6 +146,22 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       await store.close();
     },
   };
+}
+
+/** The key log of this instance (section 20), over the bounded store; its sequencer not started yet. */
+function ktRuntimeOf(deps: AppDeps, store: Store, clock: Clock, pool: CryptoPool): KtRuntime {
+  const { config, logger } = deps;
+  return createKtRuntime({
+    store,
+    clock,
+    logger,
+    pepper: config.hashedPanPepper,
+    config: config.kt,
+    signer: ktLogSigner(config.kt.logPrivateKey, logger),
+    leases: store.leases,
+    ...(pool.escrowKeys[0] === undefined ? {} : { serviceEscrowKey: pool.escrowKeys[0] }),
+    ...deps.kt,
+  });
 }
 
 /** The escrow private keys of `config`, or one made for this process (development only). */
@@ -179,6 +211,7 @@ async function addPlainRoutes(
   config: Config,
   store: Store,
   clock: Clock,
+  ktReads: KtReads,
 ): Promise<void> {
   const openApiDocument = serviceOpenApi({ admin: config.adminToken !== undefined });
   const openApi = JSON.stringify(openApiDocument);
@@ -192,6 +225,14 @@ async function addPlainRoutes(
       trustedProxies: config.trustedProxies,
     });
   }
+  registerKtRoutes(app, {
+    reads: ktReads,
+    store,
+    env: config.env,
+    clock,
+    readsPerMinute: config.kt.readsPerMinute,
+    trustedProxies: config.trustedProxies,
+  });
   registerApiReference(app, openApiDocument);
   registerErrorDocs(app);
 }

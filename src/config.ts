@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { type KtConfig, readKtConfig } from "./config-kt.js";
 import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast/index.js";
 import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
 import { DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS } from "./http/connection-cap.js";
@@ -106,6 +107,8 @@ export interface Config {
    * one against the others. This is the one place it is read.
    */
   fastPaths: FastPath[];
+  /** The key log (section 20): its signing key, witnesses and limits (`config-kt.ts`). */
+  kt: KtConfig;
 }
 
 /**
@@ -160,6 +163,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const escrowPrivateKeys = readEscrowKeys(settings);
   const adminToken = readAdminToken(settings);
   requireLastingSecrets(problems, receiptsEnv, store, pepperGenerated, escrowPrivateKeys.length > 0);
+  const kt = readKtConfig(settings, receiptsEnv, store);
   const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
   problems.push(...trusted.problems);
   const escrowRetentionDays = int("ESCROW_RETENTION_DAYS", 30, 1, 3_650);
@@ -205,6 +209,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ),
     },
     fastPaths: parseFastPaths(env.FAST_PATHS, problems),
+    kt,
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

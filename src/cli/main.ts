@@ -8,10 +8,11 @@ import {
   UsageError,
 } from "./admin-commands.js";
 import { DemoError, runDemo } from "./demo.js";
+import { KT_HELP, ktCommand, witnessCommand } from "./kt-commands.js";
 import { OPERATOR_API_OFF, OperatorError } from "./operator.js";
 
 /** The command groups that have their own --help. */
-const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo"]);
+const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo", "kt", "witness"]);
 
 /** Exit codes scripts can rely on. */
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
@@ -28,6 +29,9 @@ Commands:
   audit             Read the audit log
   escrow            Count escrowed receipts by owner and key
   demo              Run the five steps plus escrow against a running server, printing each call
+  kt keygen         Make the key log's signing key (KT_LOG_PRIVATE_KEY_FILE) and print its vkey
+  witness keygen    Make a witness key and print its vkey
+  witness serve     Run a witness of the key log (C2SP tlog-witness), as a bank may
 
 Every command takes --json: its result as JSON on stdout, and a failure as {"error": {"code",
 "message"}} on stderr, with the same exit codes.
@@ -36,6 +40,7 @@ Run "receipts <command> --help" for a command's options. Operator commands work 
 with --url <url> (its ADMIN_TOKEN in the environment), or else on the store configured by the
 environment (STORE, MONGODB_URI, MONGODB_DB, RECEIPTS_ENV), as for the server.`,
   ...OPERATOR_HELP,
+  ...KT_HELP,
   demo: `Usage: receipts demo [--url <url>] [--issuer-key <key>] [--merchant-key <key>] [--json]
 
 Runs the five steps of the flow (generate keys, register, create payment, grant, decrypt) and escrow
@@ -83,6 +88,14 @@ export async function runCli(
         return EXIT.ok;
       }
       await keysCommand(command, rest, out);
+      return EXIT.ok;
+    }
+    if (group === "kt" || group === "witness") {
+      if (wantsHelp) {
+        out.write(`${HELP[group]}\n`);
+        return EXIT.ok;
+      }
+      await (group === "kt" ? ktCommand : witnessCommand)(command, rest, out);
       return EXIT.ok;
     }
     if (group === "bins" || group === "merchants" || group === "audit" || group === "escrow") {

@@ -2,6 +2,7 @@ import { AppError, invalidRequest, Violations } from "../errors.js";
 import type { Environment, EscrowCount, Role, Store, Tier } from "../store/types.js";
 import { createApiKey } from "./api-keys.js";
 import { type OperatorAuditEvent, readOperatorAudit } from "./audit.js";
+import { directoryChange } from "./kt/directory-change.js";
 import { ID_PATTERN, MAX_ID_LENGTH } from "./limits.js";
 import { BIN_PATTERN } from "./pan.js";
 
@@ -216,7 +217,11 @@ export async function setBins(
   await assertTenantOf(ctx.store, tenant, "issuer");
   const unique = [...new Set(bins as string[])].sort();
   const before = await ctx.store.bins.list(tenant);
-  const outcome = await ctx.store.bins.set(tenant, unique, ctx.now);
+  // The directory changed: the key log snapshots it (section 20), written with the change.
+  const outcome = await ctx.store.bins.set(tenant, unique, ctx.now, [
+    directoryChange("bins.set", ctx.now, tenant),
+  ]);
+  if (outcome.kind === "log_refused") throw new AppError("conflict", outcome.reason);
   if (outcome.kind === "conflict") {
     throw new AppError(
       "conflict",

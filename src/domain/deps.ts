@@ -5,6 +5,7 @@ import type { CryptoPool } from "../crypto/crypto-pool.js";
 import type { EscrowKeyInfo } from "../crypto/escrow-keys.js";
 import type { Store } from "../store/types.js";
 import type { BackgroundTasks } from "./background.js";
+import type { KtLog } from "./kt/log.js";
 
 /** Everything the domain needs from the outside world, passed in explicitly. */
 export interface DomainDeps {
@@ -25,4 +26,6 @@ export interface DomainDeps {
    * it sealed. A rotation puts a new key first and keeps the old ones until their escrow is gone.
    */
   escrowKeys: readonly EscrowKeyInfo[];
+  /** The key-transparency log (section 20; `kt/log.ts`). */
+  kt: KtLog;
 }

@@ -43,7 +43,12 @@ export async function registerEscrowKey(
     createdAt: deps.clock.now(),
   };
   const before = await deps.store.issuerEscrowKeys.current(principal.tenantId);
-  await deps.store.issuerEscrowKeys.insert(record);
+  // The tenant's current escrow key is in the directory: the key log snapshots it (section 20).
+  const refused = await deps.store.issuerEscrowKeys.insert(record, [
+    deps.kt.pendingDirectoryChange("issuerEscrowKeys.insert", principal.tenantId),
+  ]);
+  if (refused !== undefined) throw new AppError("conflict", refused.reason);
+  deps.kt.notify();
   await recordChange(deps, {
     at: record.createdAt,
     action: "escrow_key.registered",

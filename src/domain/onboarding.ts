@@ -163,6 +163,12 @@ export async function register(
     throw new AppError("conflict", "This card is registered by another issuer.");
   }
   if (outcome.kind === "key_taken") throw new AppError("conflict", "This keyId is already in use.");
+  if (outcome.kind === "log_refused") {
+    throw new AppError(
+      "conflict",
+      `The key binding does not follow the card's statements: ${outcome.reason}.`,
+    );
+  }
   if (outcome.kind === "key_mismatch") {
     throw new AppError("conflict", "This keyId is registered with another public key.");
   }
@@ -187,7 +193,10 @@ export async function register(
 }
 
 /** A registration the store made (or found unchanged). */
-type Registered = Exclude<RegisterOutcome, { kind: "pan_taken" | "key_taken" | "key_mismatch" }>;
+type Registered = Exclude<
+  RegisterOutcome,
+  { kind: "pan_taken" | "key_taken" | "key_mismatch" | "log_refused" }
+>;
 
 /**
  * Writes a registration's key change: `key.registered` (a new user) or `key.rotated`, with the key

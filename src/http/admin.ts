@@ -13,6 +13,7 @@ import {
   revokeKey,
   setBins,
 } from "../domain/admin.js";
+import { createAuditor, listAuditors, revokeAuditor } from "../domain/kt/auditors.js";
 import { AppError } from "../errors.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import type { Environment, Store } from "../store/types.js";
@@ -210,6 +211,13 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     method: "GET",
     url: "/admin/v1/escrow",
     run: ({ options }) => escrowCounts(options.store, options.clock.now()),
+  },
+  { method: "POST", url: "/admin/v1/kt/auditors", run: ({ ctx, body }) => createAuditor(ctx, body) },
+  { method: "GET", url: "/admin/v1/kt/auditors", run: ({ ctx }) => listAuditors(ctx) },
+  {
+    method: "DELETE",
+    url: "/admin/v1/kt/auditors/:auditorId",
+    run: ({ ctx, params }) => revokeAuditor(ctx, params.auditorId ?? ""),
   },
 ];
 

@@ -72,6 +72,22 @@ export const ADMIN_SCHEMAS: Readonly<Record<string, JsonSchema>> = {
     },
     additionalProperties: false,
   },
+  AdminKtAuditor: {
+    type: "object",
+    description: "An auditor of the key log, who may read its leaf data; the token only once, on creation.",
+    required: ["auditorId", "name", "createdAt"],
+    properties: {
+      auditorId: { type: "string", description: "The id to revoke it by." },
+      name: { type: "string" },
+      token: {
+        type: "string",
+        description: "`kta_<random>`: in the answer to its creation only, for `Authorization: Bearer`.",
+      },
+      createdAt: TIME,
+      revokedAt: TIME,
+    },
+    additionalProperties: false,
+  },
   AdminAuditEvent: {
     type: "object",
     description: "One entry of the audit log. Never a secret.",
@@ -131,6 +147,13 @@ const KEY_EXAMPLE = {
   environment: "live",
   merchantIds: [],
   name: "Acme Bank production",
+  createdAt: "2026-11-25T09:00:00.000Z",
+};
+
+const AUDITOR_REF = { $ref: "#/components/schemas/AdminKtAuditor" };
+const AUDITOR_EXAMPLE = {
+  auditorId: "aud_4kPz0q9WmX1d",
+  name: "Payments regulator",
   createdAt: "2026-11-25T09:00:00.000Z",
 };
 
@@ -354,6 +377,54 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
     },
     example: { escrow: [{ ownerTenantId: "acme-bank", escrowKeyId: "iek_QOsuElGgQg4OoV-R", count: 3 }] },
     errors: [],
+  },
+  "POST /admin/v1/kt/auditors": {
+    summary: "Registers an auditor of the key log.",
+    description:
+      "An auditor (a regulator, a researcher, a bank's second line) may read the key log's leaf data, " +
+      "`GET /kt/v1/entries` with `Authorization: Bearer <token>`; each read is audited. The token is in " +
+      "this answer only (the service keeps its SHA-256).",
+    body: {
+      schema: {
+        type: "object",
+        required: ["name"],
+        properties: { name: { type: "string", minLength: 1, maxLength: 200 } },
+        additionalProperties: false,
+      },
+      example: { name: "Payments regulator" },
+    },
+    data: AUDITOR_REF,
+    example: { ...AUDITOR_EXAMPLE, token: "kta_Zr8pVn2qLw5sXc7bKd0fHj3mTy6uGa9eRq1oWi4nEk8" },
+    errors: ["invalid_request"],
+  },
+  "GET /admin/v1/kt/auditors": {
+    summary: "Lists the key log's auditors.",
+    description: "Every auditor, revoked ones too. Never a token.",
+    data: {
+      type: "object",
+      required: ["auditors"],
+      properties: { auditors: { type: "array", items: AUDITOR_REF } },
+      additionalProperties: false,
+    },
+    example: { auditors: [AUDITOR_EXAMPLE] },
+    errors: [],
+  },
+  "DELETE /admin/v1/kt/auditors/{auditorId}": {
+    summary: "Revokes an auditor of the key log.",
+    description: "From now on its token is `unauthorized` at `GET /kt/v1/entries`.",
+    parameters: [
+      {
+        name: "auditorId",
+        in: "path",
+        required: true,
+        description: "The `auditorId`, from the list.",
+        schema: { type: "string" },
+        example: AUDITOR_EXAMPLE.auditorId,
+      },
+    ],
+    data: AUDITOR_REF,
+    example: { ...AUDITOR_EXAMPLE, revokedAt: "2026-11-25T10:00:00.000Z" },
+    errors: ["not_found"],
   },
 };
 

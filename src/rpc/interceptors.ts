@@ -145,11 +145,25 @@ async function countCall(
   const tier: TierLimits = config.tiers[principal?.tier ?? "sandbox"];
   const limit = bucket === "keygen" ? tier.generateKeysPerMinute : tier.requestsPerMinute;
   const subject = principal ? principal.id : `ip:${remoteAddress || "unknown"}`;
+  return countInWindow({ store, clock }, `${subject}:${bucket}`, limit);
+}
+
+/**
+ * The service's fixed-window limiter: counts one call of `counter` (e.g. `ip:<address>:kt`) in the
+ * current minute, shared by every instance through the store, and returns the rate-limit headers, or
+ * throws `rate_limit_exceeded` (with `Retry-After`) past `limit`. The API's calls and the key log's
+ * public reads (`src/http/kt.ts`) both count through it.
+ */
+export async function countInWindow(
+  { store, clock }: Pick<AccessOptions, "store" | "clock">,
+  counter: string,
+  limit: number,
+): Promise<Record<string, string>> {
   const nowMs = clock.now().getTime();
   const windowStart = Math.floor(nowMs / WINDOW_MS) * WINDOW_MS;
   const reset = windowStart + WINDOW_MS;
   const count = await store.rateLimits.increment(
-    `${subject}:${bucket}:${windowStart}`,
+    `${counter}:${windowStart}`,
     new Date(windowStart),
     new Date(reset + WINDOW_MS),
   );

@@ -1,3 +1,4 @@
+import type { KtPendingInput } from "./kt-types.js";
 import { type KeyRecord, type RegisterOutcome, SUPERSEDED_PAN_PREFIX, type UserRecord } from "./types.js";
 
 /** The arguments of `UserStore.register`. */
@@ -7,6 +8,8 @@ export interface RegisterInput {
   newUserId: string;
   key: KeyRecord;
   now: Date;
+  /** The statements of the key log that the registration records, written with it (section 20). */
+  kt?: readonly KtPendingInput[];
   /** The caller owns the card's BIN: a registration of the card by another tenant is superseded. */
   ownsBin?: boolean;
 }

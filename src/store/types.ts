@@ -17,6 +17,8 @@
 
 import type { KeyAlgorithm } from "../crypto/suites.js";
 import { invalidRequest } from "../errors.js";
+import type { KtIntakeRefusal, KtLogStore, KtPendingInput } from "./kt-types.js";
+import type { LeaseStore } from "./lease-types.js";
 
 /** Environments of API keys and of the server (`RECEIPTS_ENV`). */
 export type Environment = "live" | "test" | "dev";
@@ -125,7 +127,9 @@ export type RegisterOutcome =
   /** The keyId belongs to another user (or to a pending key of another tenant). */
   | { kind: "key_taken" }
   /** The keyId exists (pending, active or rotated) with another public key: nothing changed. */
-  | { kind: "key_mismatch" };
+  | { kind: "key_mismatch" }
+  /** A statement of `kt` does not follow its sequence (section 20): nothing was written. */
+  | KtIntakeRefusal;
 
 export interface UserStore {
   findById(userId: string): Promise<UserRecord | undefined>;
@@ -152,6 +156,7 @@ export interface UserStore {
     newUserId: string;
     key: KeyRecord;
     now: Date;
+    kt?: readonly KtPendingInput[];
     ownsBin?: boolean;
   }): Promise<RegisterOutcome>;
   /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
@@ -657,7 +662,12 @@ export interface IssuerEscrowKeyRecord {
 }
 
 export interface IssuerEscrowKeyStore {
-  insert(key: IssuerEscrowKeyRecord): Promise<void>;
+  /**
+   * Stores the key; `kt` (section 20: its `escrow-key` statement, or a directory change) is written in
+   * the same atomic step after its sequence is checked: `log_refused`, with nothing written, when a
+   * statement does not follow; else undefined.
+   */
+  insert(key: IssuerEscrowKeyRecord, kt?: readonly KtPendingInput[]): Promise<KtIntakeRefusal | undefined>;
   /** The tenant's newest key that is not revoked (the current one), if any. */
   current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined>;
   /** Every key of the tenant, revoked ones too, newest first. */
@@ -679,8 +689,14 @@ export interface BinStore {
   /**
    * Makes `bins` the tenant's whole list, atomically: refused (nothing changed) when one of them, or
    * a 6-digit prefix of an 8-digit one, or an 8-digit one under a 6-digit one, belongs to another tenant.
+   * `kt` (section 20: a directory change, or BIN claim statements) is written in the same step.
    */
-  set(tenantId: string, bins: readonly string[], now: Date): Promise<SetBinsOutcome>;
+  set(
+    tenantId: string,
+    bins: readonly string[],
+    now: Date,
+    kt?: readonly KtPendingInput[],
+  ): Promise<SetBinsOutcome | KtIntakeRefusal>;
   /** The tenant's prefixes, sorted. */
   list(tenantId: string): Promise<string[]>;
   /** The owner of a card BIN: of its 8-digit prefix, else of its 6-digit one. */
@@ -811,6 +827,10 @@ export interface Store {
   readonly bins: BinStore;
   readonly merchants: MerchantOwnerStore;
   readonly erasures: ErasureStore;
+  /** The key-transparency log (section 20; `kt-types.ts`). */
+  readonly ktLog: KtLogStore;
+  /** Leases of background jobs (the key log's sequencer), one holder at a time. */
+  readonly leases: LeaseStore;
   /** Creates indexes (idempotent). Called once at start-up. */
   init(): Promise<void>;
   /** Resolves when the backend answers; throws `service_unavailable` otherwise. */

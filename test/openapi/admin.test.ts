@@ -64,6 +64,9 @@ describe("operator API examples against a running server", () => {
     "PUT /admin/v1/merchants/{merchantId}",
     "GET /admin/v1/audit",
     "GET /admin/v1/escrow",
+    "POST /admin/v1/kt/auditors",
+    "GET /admin/v1/kt/auditors",
+    "DELETE /admin/v1/kt/auditors/{auditorId}",
     "DELETE /admin/v1/api-keys/{apiKeyId}",
   ];
 
@@ -94,6 +97,8 @@ describe("operator API examples against a running server", () => {
       const created = answer.data as JsonObject;
       if (key === "POST /admin/v1/api-keys")
         ids.set(String((op.example as JsonObject).apiKeyId), String(created.apiKeyId));
+      if (key === "POST /admin/v1/kt/auditors")
+        ids.set(String((op.example as JsonObject).auditorId), String(created.auditorId));
     }
   });
 });

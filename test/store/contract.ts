@@ -2,6 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditEvent, AuditQuery, Store } from "../../src/store/types.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
+import { ktLogContract } from "./contract-kt-log.js";
+import { leasesContract } from "./contract-leases.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
 import { ownershipContract } from "./contract-ownership.js";
 import { paymentsContract } from "./contract-payments.js";
@@ -45,6 +47,8 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     ownershipContract(store);
     escrowContract(store);
     erasureContract(store);
+    ktLogContract(store);
+    leasesContract(store);
   });
 }
 

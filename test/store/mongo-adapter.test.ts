@@ -1,5 +1,4 @@
-import type { IndexDescription } from "mongodb";
-import { MongoClient } from "mongodb";
+import { type IndexDescription, MongoClient } from "mongodb";
 import { afterEach, describe, expect, it } from "vitest";
 import { AppError } from "../../src/errors.js";
 import { createLogger } from "../../src/logging.js";
@@ -7,8 +6,19 @@ import { createStore } from "../../src/store/index.js";
 import { createMongoStore, DEFAULT_INDEX_TIMEOUT_MS } from "../../src/store/mongo/index.js";
 import { INDEXES } from "../../src/store/mongo/indexes.js";
 import type { Store } from "../../src/store/types.js";
-import { FakeMongo, keyOf, type RecordedQuery } from "./fake-mongo/index.js";
-import { at, auditEvent, escrowedReceipt, escrowQuery, hex64, owner, receipt } from "./fixtures.js";
+import { FakeMongo, keyOf, type RecordedFilter, type RecordedQuery } from "./fake-mongo/index.js";
+import {
+  at,
+  auditEvent,
+  cardOf,
+  escrowedReceipt,
+  escrowQuery,
+  grant,
+  hex64,
+  owner,
+  pendingKey,
+  receipt,
+} from "./fixtures.js";
 
 /**
  * What the MongoDB adapter sends, beyond the store contract: the options it pins, its time limits,
@@ -129,6 +139,54 @@ describe("MongoDB adapter", () => {
     for (const query of pages) expect(servingIndex(query), JSON.stringify(query)).toBeDefined();
   });
 
+  it("serves every filter it sends to a collection that grows with cardholders or receipts from an index", async () => {
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    // A cardholder's life: registration, a rotation, receipts delivered and escrowed, release, erasure.
+    const userId = "usr_1";
+    const [first, second] = [pendingKey(), pendingKey()];
+    const card = cardOf(userId);
+    for (const [key, now] of [
+      [first, at(0)],
+      [second, at(60)],
+    ] as const) {
+      await store.users.register({ panHash: card, tenantId: "tnt_issuer", newUserId: userId, key, now });
+    }
+    await store.users.listKeys(userId);
+    await store.users.findKey(second.keyId);
+    const kept = receipt(userId);
+    await store.receipts.insert(kept);
+    const escrowed = escrowedReceipt(card, at(999), { escrowOwnerTenantId: "tnt_issuer" });
+    await store.receipts.insert(escrowed);
+    await store.receipts.findByReceiptId(kept.receiptId, owner(userId));
+    await store.receipts.findEscrowed(escrowQuery(card), at(0), 10);
+    const bundle = {
+      keyId: second.keyId,
+      algorithm: "RSA-OAEP-256" as const,
+      encryptedAesKey: "d3JhcHBlZA==",
+    };
+    await store.receipts.release(escrowed, { userId, issuerTenantId: "tnt_issuer", keyBundle: bundle });
+    await store.receipts.countByUser(owner(userId));
+    const token = grant(userId, at(0));
+    await store.grants.create(token, 5, at(0));
+    await store.grants.findByHash(token.tokenHash);
+    await store.users.erase(userId);
+    await store.grants.deleteByUser(userId);
+    await store.receipts.deleteByUser(owner(userId), 10);
+    await store.receipts.countEscrowedFor(card, "tnt_issuer");
+    await store.receipts.deleteEscrowedFor(card, "tnt_issuer", 10);
+
+    // Grants: a few minutes' decrypts, but hundreds a second at a peak.
+    const growing = new Set(["users", "keys", "receipts", "receiptClaims", "payments", "grants"]);
+    const sent = fake.filters.filter((f) => growing.has(f.collection));
+    expect(new Set(sent.map((f) => f.collection))).toEqual(
+      new Set(["users", "keys", "receipts", "receiptClaims", "grants"]),
+    );
+    expect(sent.filter((f) => f.collection === "keys" && f.kind === "multiWrite")).toHaveLength(1);
+    for (const filter of sent) expect(leadingIndex(filter), JSON.stringify(filter)).toBeDefined();
+  });
+
   it("never lets an audit reader pass an event still on its way: the reader claims the hole", async () => {
     const fake = new FakeMongo();
     const store = await storeOn(fake);
@@ -238,8 +296,9 @@ describe("MongoDB adapter", () => {
 });
 
 /**
- * An index of the adapter whose keys are the query's equality fields (any order), then its sort. An
- * equality the index's partial filter makes (`isEscrowed: true`) needs no key.
+ * An index of the adapter whose keys are the query's equality fields (any order), then its sort. A
+ * partial index serves only a query that implies its filter; an equality the index's partial filter
+ * makes (`isEscrowed: true`) needs no key.
  */
 function servingIndex(query: RecordedQuery): string | undefined {
   const sort = Object.entries(query.sort ?? {});
@@ -262,11 +321,40 @@ function servingIndex(query: RecordedQuery): string | undefined {
       rest.length === wanted.length &&
       rest.every(([f, d], i) => f === wanted[i]?.[0] && d === wanted[i]?.[1]);
     return (
+      impliesPartial(query.filter, index) &&
       new Set(prefix).size === equality.length &&
       equality.every((field) => prefix.includes(field)) &&
       (sameSort(sort) || sameSort(reversed))
     );
   })?.name;
+}
+
+/**
+ * An index of the adapter that a filter can seek by, instead of reading the whole collection: `_id`'s,
+ * or one whose first field the filter names by value (or by `$in`), and whose partial filter, if any,
+ * the filter implies.
+ */
+function leadingIndex(sent: RecordedFilter): string | undefined {
+  const named = (field: string) => {
+    const value = sent.filter[field];
+    return value !== undefined && (!isOperators(value) || "$in" in (value as object));
+  };
+  if (named("_id")) return "_id_";
+  return (INDEXES[sent.collection] ?? []).find((index) => {
+    const [first] = Object.keys(index.key as Record<string, number>);
+    return first !== undefined && named(first) && impliesPartial(sent.filter, index);
+  })?.name;
+}
+
+/** Whether every query `filter` selects only documents the index's partial filter keeps. */
+function impliesPartial(filter: Record<string, unknown>, index: IndexDescription): boolean {
+  const partial = (index.partialFilterExpression ?? {}) as Record<string, unknown>;
+  return Object.entries(partial).every(([field, condition]) => {
+    const value = filter[field];
+    if (keyOf(value) === keyOf(condition)) return true;
+    // `{$exists: true}` holds for any value the filter asks by equality.
+    return keyOf(condition) === keyOf({ $exists: true }) && value !== undefined && !isOperators(value);
+  });
 }
 
 function isOperators(value: unknown): boolean {

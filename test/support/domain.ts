@@ -4,12 +4,16 @@ import { FakeClock } from "../../src/clock.js";
 import { CryptoPool } from "../../src/crypto/crypto-pool.js";
 import { BackgroundTasks } from "../../src/domain/background.js";
 import type { DomainDeps } from "../../src/domain/deps.js";
+import { generateNoteSigner } from "../../src/domain/kt/note-keys.js";
+import { createKtRuntime, type KtRuntime } from "../../src/domain/kt/runtime.js";
 import { AppError } from "../../src/errors.js";
+import { NOTE_ED25519 } from "../../src/kt/note.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { ApiKeyRecord, Role, Store } from "../../src/store/types.js";
 import { ESCROW_FIXTURE, useFixtureRsaKeys } from "./fixture-keys.js";
 import { hashPan } from "./harness.js";
+import { ktConfig, ORIGIN } from "./kt.js";
 
 /**
  * Domain dependencies over the memory store, a fake clock and a real crypto worker pool, whose key
@@ -21,6 +25,8 @@ export interface DomainFixture {
   clock: FakeClock;
   store: Store;
   pool: CryptoPool;
+  /** The key log (`deps.kt` is its service), its sequencer not started. */
+  kt: KtRuntime;
   close(): Promise<void>;
 }
 
@@ -37,6 +43,16 @@ export async function domainFixture(
   const pool = new CryptoPool({ escrowPrivateKeys, size: 1 });
   // RSA pairs from the fixtures (finding primes is slow); P-256 pairs are cheap, so real ones.
   useFixtureRsaKeys(pool);
+  // The key log over the same store, not started: a test runs its sequencer (`kt.start()`, or rounds).
+  const kt = createKtRuntime({
+    store,
+    clock,
+    logger: createLogger("silent"),
+    pepper: "test-pepper-test-pepper-test-pepper",
+    config: ktConfig(),
+    signer: generateNoteSigner(ORIGIN, NOTE_ED25519),
+    leases: store.leases,
+  });
   const deps: DomainDeps = {
     store,
     clock,
@@ -48,8 +64,19 @@ export async function domainFixture(
     background: new BackgroundTasks(createLogger("silent")),
     pool,
     escrowKeys: pool.escrowKeys,
+    kt: kt.log,
   };
-  return { deps, clock, store, pool, close: () => pool.close() };
+  return {
+    deps,
+    clock,
+    store,
+    pool,
+    kt,
+    close: async () => {
+      await kt.stop();
+      await pool.close();
+    },
+  };
 }
 
 let counter = 0;

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, type AppDeps, buildApp } from "../../src/app.js";
 import { type Clock, systemClock } from "../../src/clock.js";
 import { type Config, loadConfig } from "../../src/config.js";
 import { createApiKey, type NewApiKey } from "../../src/domain/api-keys.js";
@@ -41,6 +41,8 @@ export async function startService(
      * about where the keys come from; the worker's key generation is tested in test/crypto.
      */
     realRsaKeyGeneration?: boolean;
+    /** The key log's seams (the tenants' signing keys, the directory source, the witnesses' HTTP client). */
+    kt?: AppDeps["kt"];
   } = {},
 ): Promise<TestService> {
   const config = loadConfig({
@@ -68,6 +70,7 @@ export async function startService(
     workers: 2,
     ...(options.listener === undefined ? {} : { listener: options.listener }),
     ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+    ...(options.kt === undefined ? {} : { kt: options.kt }),
   });
   if (options.realRsaKeyGeneration !== true) useFixtureRsaKeys(app.domain.pool);
   const address = await app.server.listen(0, "127.0.0.1");

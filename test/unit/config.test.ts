@@ -1,8 +1,11 @@
 import { availableParallelism } from "node:os";
 import { describe, expect, it } from "vitest";
 import { ConfigError, DEFAULT_TIERS, loadConfig } from "../../src/config.js";
+import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
+import { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } from "../../src/kt/note.js";
 
 const PEPPER = "p".repeat(40);
+const LOG_KEY = formatNoteSkey(generateNoteSigner("kt.example.com/receipts/kt/v1", NOTE_ED25519));
 
 function problemsOf(env: NodeJS.ProcessEnv): string[] {
   try {
@@ -123,6 +126,7 @@ describe("loadConfig", () => {
       MONGODB_URI: "mongodb://db:27017",
       HASHED_PAN_PEPPER: PEPPER,
       ESCROW_PRIVATE_KEY: "MIIE...",
+      KT_LOG_PRIVATE_KEY: LOG_KEY,
     });
     expect(config.pepperGenerated).toBe(false);
     expect(config.hashedPanPepper).toBe(PEPPER);
@@ -133,6 +137,7 @@ describe("loadConfig", () => {
     expect(problems).toEqual([
       "HASHED_PAN_PEPPER is required with STORE=mongodb",
       "ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required with STORE=mongodb",
+      "KT_LOG_PRIVATE_KEY or KT_LOG_PRIVATE_KEY_FILE is required with STORE=mongodb",
     ]);
   });
 
@@ -153,5 +158,59 @@ describe("loadConfig", () => {
     expect(problemsOf({ RATE_LIMIT_TIERS: '{"sandbox":{"requestsPerMinute":-1}}' })[0]).toMatch(
       /sandbox.requestsPerMinute must be a positive integer/,
     );
+  });
+
+  it("refuses production without the log's key, and reads the key log's settings", () => {
+    expect(problemsOf({ RECEIPTS_ENV: "live" })).toContain(
+      "KT_LOG_PRIVATE_KEY or KT_LOG_PRIVATE_KEY_FILE is required in production (RECEIPTS_ENV=live)",
+    );
+    const witness = formatVkey(generateNoteSigner("w1.bank-a.example", COSIGNATURE_ED25519).key);
+    const config = loadConfig({
+      KT_LOG_PRIVATE_KEY: LOG_KEY,
+      WITNESS_URLS: `https://w1.bank-a.example/witness ${witness}`,
+      KT_LOG_WAIT_MS: "2000",
+    });
+    expect(config.kt).toMatchObject({
+      logPrivateKey: LOG_KEY,
+      witnesses: [{ url: "https://w1.bank-a.example/witness", vkey: witness }],
+      waitMs: 2_000,
+      answerCosignatures: 1,
+      sequencer: true,
+    });
+    expect(loadConfig({}).kt).toMatchObject({
+      logPrivateKey: undefined,
+      witnesses: [],
+      answerCosignatures: 0,
+    });
+  });
+
+  it("names a bad log key or witness without printing the key", () => {
+    const logKey = generateNoteSigner("kt.example.com/receipts/kt/v1", NOTE_ED25519);
+    const wrongName = formatNoteSkey(generateNoteSigner("kt.example.com", NOTE_ED25519));
+    const tampered = LOG_KEY.replace(/\+[0-9a-f]{8}\+/, "+00000000+");
+    const cosigner = formatNoteSkey(generateNoteSigner("kt.example.com/receipts/kt/v1", COSIGNATURE_ED25519));
+    const problems = [wrongName, tampered, cosigner, "PRIVATE+KEY+x"].map((key) =>
+      problemsOf({ KT_LOG_PRIVATE_KEY: key }),
+    );
+    expect(problems).toEqual([
+      ["KT_LOG_PRIVATE_KEY must be named <host>/receipts/kt/v1 (the log's origin)"],
+      ["KT_LOG_PRIVATE_KEY is not a log key: the key ID does not match the key"],
+      ["KT_LOG_PRIVATE_KEY is not a log key: the key type must be 1"],
+      ["KT_LOG_PRIVATE_KEY is not a log key: must be PRIVATE+KEY+<name>+<key id>+<key>"],
+    ]);
+    for (const p of problems.flat()) expect(p).not.toContain(formatNoteSkey(logKey).slice(-20));
+    expect(problemsOf({ KT_LOG_PRIVATE_KEY: LOG_KEY, KT_LOG_PRIVATE_KEY_FILE: "/x" })).toEqual([
+      "set only one of KT_LOG_PRIVATE_KEY and KT_LOG_PRIVATE_KEY_FILE",
+    ]);
+    const witness = formatVkey(generateNoteSigner("w1", COSIGNATURE_ED25519).key);
+    const logVkey = formatVkey(logKey.key);
+    expect(problemsOf({ WITNESS_URLS: `ftp://w1 ${witness}, https://w2 ${logVkey}, https://w3` })).toEqual([
+      `WITNESS_URLS: "ftp://w1 ${witness}" is not "<http(s) URL> <witness vkey>"`,
+      `WITNESS_URLS: "https://w2 ${logVkey}" is not "<http(s) URL> <witness vkey>"`,
+      'WITNESS_URLS: "https://w3" is not "<http(s) URL> <witness vkey>"',
+    ]);
+    expect(problemsOf({ WITNESS_URLS: `https://a ${witness}\nhttps://b ${witness}` })).toEqual([
+      "WITNESS_URLS: the witness w1 is listed twice",
+    ]);
   });
 });

@@ -4,6 +4,8 @@ import { MemoryAudit } from "./audit.js";
 import { MemoryErasures } from "./erasures.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
+import { MemoryKtLog } from "./kt-log.js";
+import { MemoryLeases } from "./leases.js";
 import { MemoryMerchantKeys } from "./merchant-keys.js";
 import { MemoryBins, MemoryIssuerEscrowKeys, MemoryMerchantOwners } from "./ownership.js";
 import { MemoryPayments } from "./payments.js";
@@ -21,21 +23,24 @@ const memoryStores = new WeakSet<Store>();
  */
 export function createMemoryStore(): Store {
   const receipts = new MemoryReceipts();
+  const ktLog = new MemoryKtLog();
   const store: Store = {
     kind: "memory",
     apiKeys: new MemoryApiKeys(),
     rateLimits: new MemoryRateLimits(),
-    users: new MemoryUsers(),
+    users: new MemoryUsers(ktLog),
     receipts,
     payments: new MemoryPayments(receipts),
     grants: new MemoryGrants(),
     idempotency: new MemoryIdempotency(),
     audit: new MemoryAudit(),
     merchantKeys: new MemoryMerchantKeys(),
-    issuerEscrowKeys: new MemoryIssuerEscrowKeys(),
-    bins: new MemoryBins(),
+    issuerEscrowKeys: new MemoryIssuerEscrowKeys(ktLog),
+    bins: new MemoryBins(ktLog),
     merchants: new MemoryMerchantOwners(),
     erasures: new MemoryErasures(),
+    ktLog,
+    leases: new MemoryLeases(),
     init: async () => {},
     ping: async () => {},
     close: async () => {},

@@ -1,4 +1,5 @@
 import { binsOverlapping } from "../bins.js";
+import type { KtIntakeRefusal, KtPendingInput } from "../kt-types.js";
 import type {
   BinStore,
   IssuerEscrowKeyRecord,
@@ -8,15 +9,25 @@ import type {
   SetBinsOutcome,
 } from "../types.js";
 import { copy } from "./copy.js";
+import type { MemoryKtLog } from "./kt-log.js";
 
 /** Issuer escrow keys held in memory, per tenant in the order registered. */
 export class MemoryIssuerEscrowKeys implements IssuerEscrowKeyStore {
   private readonly byTenant = new Map<string, IssuerEscrowKeyRecord[]>();
 
-  async insert(key: IssuerEscrowKeyRecord): Promise<void> {
+  constructor(private readonly ktLog: MemoryKtLog) {}
+
+  async insert(
+    key: IssuerEscrowKeyRecord,
+    kt?: readonly KtPendingInput[],
+  ): Promise<KtIntakeRefusal | undefined> {
+    const intake = this.ktLog.intake(kt);
+    if ("kind" in intake) return intake;
+    intake.commit();
     const keys = this.byTenant.get(key.tenantId) ?? [];
     keys.push(copy(key));
     this.byTenant.set(key.tenantId, keys);
+    return undefined;
   }
 
   async current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined> {
@@ -39,7 +50,14 @@ export class MemoryIssuerEscrowKeys implements IssuerEscrowKeyStore {
 export class MemoryBins implements BinStore {
   private readonly owners = new Map<string, string>();
 
-  async set(tenantId: string, bins: readonly string[]): Promise<SetBinsOutcome> {
+  constructor(private readonly ktLog: MemoryKtLog) {}
+
+  async set(
+    tenantId: string,
+    bins: readonly string[],
+    _now: Date,
+    kt?: readonly KtPendingInput[],
+  ): Promise<SetBinsOutcome | KtIntakeRefusal> {
     for (const bin of bins) {
       for (const other of binsOverlapping(bin)) {
         const owner = this.owners.get(other);
@@ -52,6 +70,9 @@ export class MemoryBins implements BinStore {
         }
       }
     }
+    const intake = this.ktLog.intake(kt);
+    if ("kind" in intake) return intake;
+    intake.commit();
     for (const [bin, owner] of this.owners) if (owner === tenantId) this.owners.delete(bin);
     for (const bin of bins) this.owners.set(bin, tenantId);
     return { kind: "set" };

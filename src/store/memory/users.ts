@@ -1,12 +1,16 @@
 import { planRegister, type RegisterInput } from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import { copy } from "./copy.js";
+import type { MemoryKtLog } from "./kt-log.js";
 
 /** Users and their keys held in memory. `register` reads, decides and writes in one synchronous step. */
 export class MemoryUsers implements UserStore {
   private readonly users = new Map<string, UserRecord>();
   private readonly userIdByPan = new Map<string, string>();
   private readonly keys = new Map<string, KeyRecord>();
+
+  /** `ktLog`: the key log, whose statements a registration writes in its own synchronous step. */
+  constructor(private readonly ktLog: MemoryKtLog) {}
 
   async findById(userId: string): Promise<UserRecord | undefined> {
     return copy(this.users.get(userId));
@@ -35,6 +39,14 @@ export class MemoryUsers implements UserStore {
         ? this.keys.get(user.activeKeyId)
         : undefined;
     const plan = planRegister(input, { user, key: this.keys.get(input.key.keyId), activeKey });
+    const writes =
+      plan.outcome.kind === "created" ||
+      plan.outcome.kind === "superseded" ||
+      plan.outcome.kind === "rotated" ||
+      plan.outcome.kind === "unchanged";
+    const intake = writes ? this.ktLog.intake(input.kt) : undefined;
+    if (intake !== undefined && "kind" in intake) return copy(intake);
+    intake?.commit();
     for (const user of plan.users) {
       const stored = this.users.get(user.userId);
       if (stored !== undefined && stored.panHash !== user.panHash) this.userIdByPan.delete(stored.panHash);

@@ -6,6 +6,8 @@ import { MongoErasures } from "./erasures.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
 import { createDeclaredIndexes } from "./init.js";
+import { MongoKtLog } from "./kt-log.js";
+import { MongoLeases } from "./leases.js";
 import { MongoMerchantKeys } from "./merchant-keys.js";
 import { MongoBins, MongoIssuerEscrowKeys, MongoMerchantOwners } from "./ownership.js";
 import { MongoPayments } from "./payments.js";
@@ -46,6 +48,8 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     issuerEscrowKeys: new MongoIssuerEscrowKeys(ctx),
     bins: new MongoBins(ctx),
     merchants: new MongoMerchantOwners(ctx),
+    ktLog: new MongoKtLog(ctx),
+    leases: new MongoLeases(ctx),
     erasures: new MongoErasures(ctx),
     /**
      * Creates every collection's indexes (`createDeclaredIndexes`: an index already serving, such as

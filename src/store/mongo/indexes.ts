@@ -33,6 +33,26 @@ export const COLLECTIONS = {
   receiptClaims: "receiptClaims",
   /** Erasures begun and not finished, one document per user (section 19): what a retry finishes. */
   erasures: "erasures",
+  /** The key log (section 20; `kt-log.ts`): statements waiting for the sequencer, by id. */
+  ktPending: "ktPending",
+  /** The key log's sequences (a card's, an issuer's): intake and logged states, `_id` the name. */
+  ktSequences: "ktSequences",
+  /** The key log's tree as C2SP tiles, `_id` `<level>/<index>`. */
+  ktTiles: "ktTiles",
+  /** The key log's head: one document. */
+  ktHead: "ktHead",
+  /** The key log's leaves, `_id` the leaf index. */
+  ktLeaves: "ktLeaves",
+  /** Checkpoints the log signed, `_id` the tree size, with their cosignatures. */
+  ktCheckpoints: "ktCheckpoints",
+  /** What each witness last cosigned, `_id` its key name. */
+  ktWitnesses: "ktWitnesses",
+  /** Directory snapshots' bodies, `_id` their SHA-256. */
+  ktDirectories: "ktDirectories",
+  /** Auditors allowed to read leaf data, `_id` their id. */
+  ktAuditors: "ktAuditors",
+  /** Leases of background jobs (`_id` the job's name), with their fencing tokens. */
+  leases: "leases",
 } as const;
 
 /** A collection's name. */
@@ -102,7 +122,13 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { merchantId: 1, transactionId: 1 }, name: "uniq_merchantId_transactionId", unique: true },
     { key: { merchantTenantId: 1, createdAt: -1, paymentId: -1 }, name: "listByTenant" },
   ],
-  [COLLECTIONS.grants]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }, ttl],
+  [COLLECTIONS.grants]: [
+    { key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true },
+    // Erasure's deleteMany({userId}): live grants are the decrypts of the last three minutes, which at a
+    // peak of hundreds a second is too many to read through for each erasure.
+    { key: { userId: 1 }, name: "byUser" },
+    ttl,
+  ],
   [COLLECTIONS.grantSlots]: [ttl],
   [COLLECTIONS.idempotency]: [ttl],
   [COLLECTIONS.rateLimits]: [ttl],
@@ -124,6 +150,28 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   ],
   [COLLECTIONS.bins]: [{ key: { tenantId: 1 }, name: "byTenant" }],
   [COLLECTIONS.erasures]: [{ key: { userId: 1 }, name: "uniq_userId", unique: true }],
+  // The sequencer's read: waiting records, oldest first.
+  [COLLECTIONS.ktPending]: [{ key: { state: 1, createdAt: 1, _id: 1 }, name: "waiting" }],
+  [COLLECTIONS.ktLeaves]: [
+    // A pending record becomes one leaf; a sequence's version one leaf (a replayed statement is refused).
+    {
+      key: { pendingId: 1 },
+      name: "uniq_pendingId",
+      unique: true,
+      partialFilterExpression: { pendingId: { $exists: true } },
+    },
+    {
+      key: { sequence: 1, version: -1 },
+      name: "uniq_sequence_version",
+      unique: true,
+      partialFilterExpression: { sequence: { $exists: true } },
+    },
+    // An issuer's feed, and erasure's update of a card's leaves.
+    { key: { tenantId: 1, _id: 1 }, name: "byTenant", partialFilterExpression: { kind: "statement" } },
+    { key: { cardKey: 1 }, name: "byCard", partialFilterExpression: { cardKey: { $exists: true } } },
+  ],
+  [COLLECTIONS.ktDirectories]: [{ key: { index: -1 }, name: "byIndex" }],
+  [COLLECTIONS.ktAuditors]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }],
 };
 
 /** The name of the TTL indexes of `RECEIPT_RETENTION_DAYS`, on receipts and on their claims. */
@@ -252,4 +300,39 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
     key: "unsharded",
     why: "One document per erasure in progress, removed when it finishes: a handful at any time.",
   },
+  [COLLECTIONS.ktPending]: {
+    key: "unsharded",
+    why:
+      "Statements waiting for the sequencer (seconds each), written in the transaction of the change they " +
+      "record, beside users and keys on the primary shard: registration stays a one-shard transaction.",
+  },
+  [COLLECTIONS.ktSequences]: {
+    key: "unsharded",
+    why: "One small document per card with a statement and per issuer, written with pending statements.",
+  },
+  [COLLECTIONS.ktTiles]: {
+    key: "unsharded",
+    why:
+      "The tree: about 32 bytes a leaf in one document per 256 leaves (3.2 GB at 10^8 leaves); read by " +
+      "proofs, written by the one sequencer in its append transaction.",
+  },
+  [COLLECTIONS.ktHead]: { key: "unsharded", why: "One document, written by every append." },
+  [COLLECTIONS.ktLeaves]: {
+    key: "unsharded",
+    why:
+      "One document per leaf (about 600 B with its statement), appended in order by the one sequencer in " +
+      "the same transaction as the tiles and the head; read by card, by tenant and by index. A log read in " +
+      "order by one sequencer stays whole while its size allows (tens of GB at 10^8 leaves).",
+  },
+  [COLLECTIONS.ktCheckpoints]: {
+    key: "unsharded",
+    why: "One small document per checkpoint (at most one every round).",
+  },
+  [COLLECTIONS.ktWitnesses]: { key: "unsharded", why: "One document per witness." },
+  [COLLECTIONS.ktDirectories]: {
+    key: "unsharded",
+    why: "One document per directory snapshot (about one a day).",
+  },
+  [COLLECTIONS.ktAuditors]: { key: "unsharded", why: "The auditors an operator registered: a handful." },
+  [COLLECTIONS.leases]: { key: "unsharded", why: "One document per background job." },
 };

@@ -1,5 +1,6 @@
 import type { Filter } from "mongodb";
 import { binsOverlapping } from "../bins.js";
+import type { KtIntakeRefusal, KtPendingInput } from "../kt-types.js";
 import type {
   BinStore,
   IssuerEscrowKeyRecord,
@@ -11,6 +12,7 @@ import type {
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
+import { ktIntakeIn } from "./kt-docs.js";
 
 /** Issuer escrow keys in `issuerEscrowKeys`. */
 export class MongoIssuerEscrowKeys implements IssuerEscrowKeyStore {
@@ -20,9 +22,20 @@ export class MongoIssuerEscrowKeys implements IssuerEscrowKeyStore {
     return this.ctx.collection<IssuerEscrowKeyRecord>(COLLECTIONS.issuerEscrowKeys);
   }
 
-  insert(key: IssuerEscrowKeyRecord): Promise<void> {
+  /** A plain insert; with `kt`, one transaction with the key log's intake. */
+  insert(key: IssuerEscrowKeyRecord, kt?: readonly KtPendingInput[]): Promise<KtIntakeRefusal | undefined> {
     return this.ctx.run(async () => {
-      await this.collection.insertOne({ ...key }, this.ctx.limit);
+      if (kt === undefined || kt.length === 0) {
+        await this.collection.insertOne({ ...key }, this.ctx.limit);
+        return undefined;
+      }
+      return this.ctx.transaction("issuerEscrowKeys.insert", async (session) => {
+        const intake = await ktIntakeIn(this.ctx, session, kt);
+        if ("kind" in intake) return intake;
+        await this.collection.insertOne({ ...key }, this.ctx.writeIn(session));
+        await intake.write();
+        return undefined;
+      });
     });
   }
 
@@ -87,7 +100,12 @@ export class MongoBins implements BinStore {
    * then replaces the tenant's list. A concurrent insert of the same prefix by another tenant collides
    * on `_id` and aborts the transaction (nothing changed).
    */
-  set(tenantId: string, bins: readonly string[], now: Date): Promise<SetBinsOutcome> {
+  set(
+    tenantId: string,
+    bins: readonly string[],
+    now: Date,
+    kt?: readonly KtPendingInput[],
+  ): Promise<SetBinsOutcome | KtIntakeRefusal> {
     return this.ctx.run(async () => {
       try {
         return await this.ctx.transaction("bins.set", async (session) => {
@@ -108,6 +126,8 @@ export class MongoBins implements BinStore {
               .toArray();
             if (others.length > 0) return { kind: "conflict", bin } as const;
           }
+          const intake = await ktIntakeIn(this.ctx, session, kt);
+          if ("kind" in intake) return intake;
           const write = this.ctx.writeIn(session);
           // Overlapping prefixes of two tenants are different documents, so inserting both would not
           // collide: every set also writes the lock of each 6-digit prefix it touches, and two
@@ -122,6 +142,7 @@ export class MongoBins implements BinStore {
               write,
             );
           }
+          await intake.write();
           return { kind: "set" } as const;
         });
       } catch (err) {

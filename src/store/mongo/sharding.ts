@@ -96,11 +96,26 @@ export const TRANSACTIONS = {
   },
   "users.register": {
     maxShards: 1,
-    touches: "users and keys, both unsharded: the primary shard only",
+    touches:
+      "users, keys and the key log's pending statement and sequence, all unsharded: the primary shard only",
   },
   "bins.set": {
     maxShards: 1,
-    touches: "bins and binLocks, both unsharded: the primary shard only",
+    touches: "bins, binLocks and the key log's pending records, all unsharded: the primary shard only",
+  },
+  "issuerEscrowKeys.insert": {
+    maxShards: 1,
+    touches: "an issuer escrow key and the key log's pending records, all unsharded: the primary shard only",
+  },
+  "kt.enqueue": {
+    maxShards: 1,
+    touches: "the key log's pending statements and sequences, both unsharded: the primary shard only",
+  },
+  "kt.append": {
+    maxShards: 1,
+    touches:
+      "the key log's head, tiles, leaves, directories, pending statements and sequences, all unsharded: " +
+      "the primary shard only",
   },
 } as const satisfies Record<string, TransactionDeclaration>;
 

@@ -4,6 +4,7 @@ import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
+import { ktIntakeIn } from "./kt-docs.js";
 
 /** How often `register` starts over after losing a race on a unique index to a concurrent call. */
 const REGISTER_ATTEMPTS = 5;
@@ -103,11 +104,20 @@ export class MongoUsers implements UserStore {
         ? ((await this.keys.findOne<KeyRecord>({ keyId: user.activeKeyId }, read)) ?? undefined)
         : undefined;
     const plan = planRegister(input, { user, key, activeKey });
+    const writes =
+      plan.outcome.kind === "created" ||
+      plan.outcome.kind === "superseded" ||
+      plan.outcome.kind === "rotated" ||
+      plan.outcome.kind === "unchanged";
+    // The statements are checked before anything is written: a refusal leaves the transaction empty.
+    const intake = writes ? await ktIntakeIn(this.ctx, session, input.kt) : undefined;
+    if (intake !== undefined && "kind" in intake) return intake;
 
     const write = { ...this.ctx.writeIn(session), upsert: true };
     // In the plan's order: a superseded user gives up the panHash before the new user takes it.
     for (const u of plan.users) await this.users.replaceOne({ userId: u.userId }, u, write);
     for (const k of plan.keys) await this.keys.replaceOne({ keyId: k.keyId }, k, write);
+    await intake?.write();
     return plan.outcome;
   }
 }

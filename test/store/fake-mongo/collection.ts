@@ -14,7 +14,7 @@ import {
   ObjectId,
 } from "mongodb";
 import { bsonCopy, compareValues, type Doc, keyOf, serverError, valueAt } from "./bson.js";
-import { CollectionRouter, isOperatorObject, uniqueIndexAllowed } from "./cluster.js";
+import { CollectionRouter, isOperatorObject, type OperationKind, uniqueIndexAllowed } from "./cluster.js";
 import type { FakeMongo, OperationOptions } from "./server.js";
 import { duplicateKey, type IndexSpec, indexKey, shardPart, type Transaction } from "./storage.js";
 
@@ -60,6 +60,21 @@ export class FakeCollection {
     return new CollectionRouter(view, name);
   }
 
+  /** Records an operation's filter (see `FakeMongo.filters`), then routes it as a cluster would. */
+  private route(
+    txn: Transaction | undefined,
+    kind: OperationKind,
+    filter: Filter,
+    options: OperationOptions | undefined,
+  ): void {
+    this.record(kind, filter);
+    this.router?.operation(txn, kind, filter, options);
+  }
+
+  private record(kind: OperationKind, filter: Filter): void {
+    this.server.filters.push({ collection: this.collectionName, kind, filter });
+  }
+
   /** Where `doc` lives (see `CollectionData`). */
   private locate(doc: Doc): string {
     return this.db.locate(this.collectionName, doc);
@@ -97,7 +112,7 @@ export class FakeCollection {
 
   async findOne(filter: Filter = {}, options?: OperationOptions) {
     return this.exec(`findOne ${this.collectionName}`, options, (txn) => {
-      this.router?.operation(txn, "read", filter, options);
+      this.route(txn, "read", filter, options);
       const found = this.select(txn, filter, options?.sort)[0];
       return found === undefined ? null : project(this.copy(found), options?.projection);
     });
@@ -112,7 +127,7 @@ export class FakeCollection {
         limit: spec.limit,
       });
       return this.exec(`find ${this.collectionName}`, options, (txn) => {
-        this.router?.operation(txn, "read", filter, options);
+        this.route(txn, "read", filter, options);
         let found = this.select(txn, filter, spec.sort);
         found = found.slice(spec.skip, spec.limit === 0 ? undefined : spec.skip + spec.limit);
         return found.map((doc) => project(this.copy(doc), spec.projection));
@@ -122,7 +137,7 @@ export class FakeCollection {
 
   async countDocuments(filter: Filter = {}, options?: OperationOptions) {
     return this.exec(`countDocuments ${this.collectionName}`, options, (txn) => {
-      this.router?.operation(txn, "read", filter, options);
+      this.route(txn, "read", filter, options);
       return this.select(txn, filter).length;
     });
   }
@@ -138,7 +153,7 @@ export class FakeCollection {
     const stages = merge === undefined ? pipeline : pipeline.slice(0, -1);
     return new FakeFindCursor(options, () =>
       this.exec(`aggregate ${this.collectionName}`, options, (txn) => {
-        this.router?.operation(txn, "read", match, options);
+        this.route(txn, "read", match, options);
         const out = mingoAggregate(
           this.docs(txn).map((doc) => this.copy(doc)),
           stages,
@@ -168,7 +183,7 @@ export class FakeCollection {
   async updateOne(filter: Filter, update: Update, options?: OperationOptions) {
     checkUpdate(update);
     return this.exec(`updateOne ${this.collectionName}`, options, (txn) => {
-      this.router?.operation(txn, "singleWrite", filter, options);
+      this.route(txn, "singleWrite", filter, options);
       const { matched, modified, upsertedId } = this.updateFirst(txn, filter, update, options, false);
       return {
         acknowledged: true,
@@ -184,6 +199,7 @@ export class FakeCollection {
     checkUpdate(update);
     return this.exec(`updateMany ${this.collectionName}`, options, (txn) => {
       const router = this.router;
+      this.record("multiWrite", filter);
       router?.operation(txn, "multiWrite", filter, options);
       const matches = this.select(txn, filter);
       // Like MongoDB's, not atomic as a whole: a failure part way leaves the earlier documents updated.
@@ -215,7 +231,7 @@ export class FakeCollection {
       throw new MongoInvalidArgumentError("Replacement document must not contain atomic operators");
     }
     return this.exec(`replaceOne ${this.collectionName}`, options, (txn) => {
-      this.router?.operation(txn, "singleWrite", filter, options);
+      this.route(txn, "singleWrite", filter, options);
       const { matched, modified, upsertedId } = this.updateFirst(txn, filter, replacement, options, true);
       return {
         acknowledged: true,
@@ -231,7 +247,7 @@ export class FakeCollection {
   async findOneAndUpdate(filter: Filter, update: Update, options?: OperationOptions) {
     checkUpdate(update);
     return this.exec(`findOneAndUpdate ${this.collectionName}`, options, (txn) => {
-      this.router?.operation(txn, "findAndModify", filter, options);
+      this.route(txn, "findAndModify", filter, options);
       const { matched, after } = this.updateFirst(txn, filter, update, options, false);
       const doc = options?.returnDocument === "after" ? after : matched;
       return doc === undefined ? null : project(this.copy(doc), options?.projection);
@@ -240,7 +256,7 @@ export class FakeCollection {
 
   async deleteOne(filter: Filter = {}, options?: OperationOptions) {
     return this.exec(`deleteOne ${this.collectionName}`, options, (txn) => {
-      this.router?.operation(txn, "singleWrite", filter, options);
+      this.route(txn, "singleWrite", filter, options);
       const found = this.select(txn, filter, options?.sort)[0];
       if (found !== undefined) this.write(txn, null, this.locate(found), found);
       return { acknowledged: true, deletedCount: found === undefined ? 0 : 1 };
@@ -249,7 +265,7 @@ export class FakeCollection {
 
   async deleteMany(filter: Filter = {}, options?: OperationOptions) {
     return this.exec(`deleteMany ${this.collectionName}`, options, (txn) => {
-      this.router?.operation(txn, "multiWrite", filter, options);
+      this.route(txn, "multiWrite", filter, options);
       const found = this.select(txn, filter);
       for (const doc of found) this.write(txn, null, this.locate(doc), doc);
       return { acknowledged: true, deletedCount: found.length };

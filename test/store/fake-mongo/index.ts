@@ -5,4 +5,4 @@ export {
   type ShardKeyPattern,
   type TransactionRecord,
 } from "./cluster.js";
-export { FakeMongo, type FakeMongoOptions, type RecordedQuery } from "./server.js";
+export { FakeMongo, type FakeMongoOptions, type RecordedFilter, type RecordedQuery } from "./server.js";

@@ -64,7 +64,7 @@ import {
   type TransactionOptions,
 } from "mongodb";
 import { seededRandom, serverError } from "./bson.js";
-import type { ClusterOptions, ShardKeyPattern, TransactionRecord } from "./cluster.js";
+import type { ClusterOptions, OperationKind, ShardKeyPattern, TransactionRecord } from "./cluster.js";
 import { FakeCollection } from "./collection.js";
 import { Database, LockBusy, Transaction } from "./storage.js";
 
@@ -102,6 +102,16 @@ export interface RecordedQuery {
   limit: number;
 }
 
+/**
+ * The filter of an operation the adapter issued (a read, an update, a delete, an aggregation's first
+ * `$match`), for checks that an index serves each one.
+ */
+export interface RecordedFilter {
+  collection: string;
+  kind: OperationKind;
+  filter: Record<string, unknown>;
+}
+
 /** The fake server: its databases, its up/down state, and the clients made by its `createClient`. */
 export class FakeMongo {
   private readonly databases = new Map<string, Database>();
@@ -118,6 +128,8 @@ export class FakeMongo {
   readonly clientOptions: MongoClientOptions[] = [];
   /** Every find, in order. */
   readonly queries: RecordedQuery[] = [];
+  /** Every filter sent, finds and writes alike, in order. */
+  readonly filters: RecordedFilter[] = [];
   /** Every operation that ran, by name (`find receipts`, `command ping`), for tests on what was sent. */
   readonly operations: Array<{
     name: string;

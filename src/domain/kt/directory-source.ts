@@ -1,0 +1,129 @@
+import { createHash } from "node:crypto";
+import type { EscrowKeyInfo } from "../../crypto/escrow-keys.js";
+import { base64url } from "../../kt/bytes.js";
+import type {
+  DirectorySnapshot,
+  EscrowKeyRef,
+  IssuerEntry,
+  PrefixEntry,
+  SigningKeyEntry,
+} from "../../kt/directory.js";
+import { formatTime } from "../../kt/statements.js";
+import { sequenceName } from "../../store/kt-sequence.js";
+import type { Store } from "../../store/types.js";
+
+/**
+ * Where the sequencer reads the directory it snapshots (SPEC section 20): every issuer with its BIN
+ * and token-BIN prefixes, signing keys, `requireBindings`, `plaintextIntake`, current escrow key and
+ * tenant-statement version, and the service escrow key. It reads at the moment of the snapshot, after
+ * the change that asked for one was committed.
+ */
+export interface DirectorySource {
+  read(
+    now: Date,
+    previous: DirectorySnapshot | undefined,
+  ): Promise<Pick<DirectorySnapshot, "issuers" | "serviceEscrowKey">>;
+}
+
+/**
+ * What an issuer's entry holds beyond what the stores of today know (BINs, escrow keys): its signing
+ * keys and settings, from the signing-key store when there is one. Without it an issuer has no
+ * signing keys, `requireBindings` false and `plaintextIntake` "accept".
+ */
+export interface IssuerDetails {
+  /** Issuer tenants with details of their own (a tenant with signing keys and nothing else). */
+  tenants(): Promise<string[]>;
+  details(tenantId: string): Promise<
+    Partial<Pick<IssuerEntry, "signingKeys" | "requireBindings" | "plaintextIntake">> & {
+      /** Token-BIN prefixes (section 21), beside the BINs of the bins store. */
+      tokenBins?: string[];
+    }
+  >;
+}
+
+/** The escrow key reference of a base64 SPKI. */
+export function escrowKeyRef(keyId: string, algorithm: string, spkiBase64: string): EscrowKeyRef {
+  const digest = createHash("sha256").update(Buffer.from(spkiBase64, "base64")).digest();
+  return { keyId, algorithm, spkiSha256: base64url(new Uint8Array(digest)) };
+}
+
+/**
+ * The directory as the stores hold it: the issuer tenants (of issuer API keys, and of `details`),
+ * each with its BINs, current escrow key and tenant-statement version as the log appended it;
+ * `details` adds signing keys and settings. A prefix or signing key keeps the `effectiveFrom` the
+ * previous snapshot gave it, so an unchanged entry is the same in every snapshot; a new one counts from
+ * `now`.
+ */
+export function storeDirectorySource(
+  store: Store,
+  serviceEscrowKey: EscrowKeyInfo | undefined,
+  details?: IssuerDetails,
+): DirectorySource {
+  return {
+    async read(now, previous) {
+      const keys = await store.apiKeys.list();
+      const tenants = new Set(keys.filter((k) => k.role === "issuer").map((k) => k.tenantId));
+      for (const tenant of (await details?.tenants()) ?? []) tenants.add(tenant);
+      const issuers: IssuerEntry[] = [];
+      for (const tenant of [...tenants].sort()) {
+        const entry = await issuerEntryOf(store, tenant, now, previous, details);
+        if (entry !== undefined) issuers.push(entry);
+      }
+      const service =
+        serviceEscrowKey === undefined
+          ? null
+          : escrowKeyRef(serviceEscrowKey.keyId, serviceEscrowKey.algorithm, serviceEscrowKey.spki);
+      return { issuers, serviceEscrowKey: service };
+    },
+  };
+}
+
+async function issuerEntryOf(
+  store: Store,
+  tenant: string,
+  now: Date,
+  previous: DirectorySnapshot | undefined,
+  details: IssuerDetails | undefined,
+): Promise<IssuerEntry | undefined> {
+  const [bins, escrow, extra, logged] = await Promise.all([
+    store.bins.list(tenant),
+    store.issuerEscrowKeys.current(tenant),
+    details?.details(tenant) ?? Promise.resolve(undefined),
+    store.ktLog.loggedStates([sequenceName.tenant(tenant)]),
+  ]);
+  const signingKeys = extra?.signingKeys ?? [];
+  const tokenBins = extra?.tokenBins ?? [];
+  if (bins.length === 0 && tokenBins.length === 0 && escrow === undefined && signingKeys.length === 0) {
+    return undefined;
+  }
+  const before = previous?.issuers.find((i) => i.issuer === tenant);
+  const since = formatTime(now.getTime());
+  const prefixes: PrefixEntry[] = [
+    ...bins.map((prefix) => ({ prefix, kind: "bin" as const })),
+    ...tokenBins.map((prefix) => ({ prefix, kind: "token-bin" as const })),
+  ]
+    .sort((a, b) => (a.kind + a.prefix < b.kind + b.prefix ? -1 : 1))
+    .map(({ prefix, kind }) => ({
+      prefix,
+      kind,
+      effectiveFrom:
+        before?.prefixes.find((p) => p.prefix === prefix && p.kind === kind && p.effectiveUntil === null)
+          ?.effectiveFrom ?? since,
+      effectiveUntil: null,
+    }));
+  return {
+    issuer: tenant,
+    version: logged.get(sequenceName.tenant(tenant))?.version ?? 0,
+    requireBindings: extra?.requireBindings ?? false,
+    plaintextIntake: extra?.plaintextIntake ?? "accept",
+    signingKeys: signingKeys.map((k) => keepEffectiveFrom(k, before)),
+    prefixes,
+    escrowKey:
+      escrow === undefined ? null : escrowKeyRef(escrow.escrowKeyId, escrow.algorithm, escrow.publicKey),
+  };
+}
+
+function keepEffectiveFrom(key: SigningKeyEntry, before: IssuerEntry | undefined): SigningKeyEntry {
+  const old = before?.signingKeys.find((k) => k.signingKeyId === key.signingKeyId && k.status === key.status);
+  return old === undefined ? key : { ...key, effectiveFrom: old.effectiveFrom };
+}

@@ -1,0 +1,231 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Clock } from "../../clock.js";
+import { secureRandomBytes } from "../../crypto/random.js";
+import { AppError } from "../../errors.js";
+import { randomId } from "../../ids.js";
+import { base64, fromUtf8 } from "../../kt/bytes.js";
+import { nodeSha256 } from "../../kt/node-engine.js";
+import { formatVkey, type NoteSigner } from "../../kt/note.js";
+import { withoutCardRef } from "../../kt/statements.js";
+import { inclusionProofFromTiles, type TileReader } from "../../kt/tiles.js";
+import type {
+  KtCheckpointRecord,
+  KtLogStore,
+  KtPendingDirectoryChange,
+  KtPendingStatement,
+} from "../../store/kt-types.js";
+import type { CardRefSeal } from "./card-seal.js";
+import { directoryChange } from "./directory-change.js";
+import type { KtAnswerProofs, KtLog, StatementToLog } from "./log.js";
+import { orderOf } from "./statement-check.js";
+
+/** What {@link KtLogService} is made of. */
+export interface KtLogServiceDeps {
+  log: KtLogStore;
+  clock: Clock;
+  signer: NoteSigner;
+  seal: CardRefSeal;
+  /** The store's tiles through a cache. */
+  tiles: TileReader;
+  /** Witness key names whose cosignatures count for the answer checkpoint. */
+  witnessNames: readonly string[];
+  /** `KT_ANSWER_COSIGNATURES`. */
+  answerCosignatures: number;
+  /** `KT_LOG_WAIT_MS`. */
+  waitMs: number;
+  /** Wakes this process's sequencer. */
+  wake: () => void;
+}
+
+/** How long a checkpoint read stays the answer for lookups without a local signal, ms. */
+const CHECKPOINT_CACHE_MS = 100;
+
+/** The key log as the domain uses it (`log.ts` documents each method). */
+export class KtLogService implements KtLog {
+  readonly origin: string;
+  readonly vkey: string;
+  private readonly listeners = new Set<() => void>();
+  private cached: { at: number; checkpoint: KtCheckpointRecord | undefined } | undefined;
+  private answer: KtCheckpointRecord | undefined;
+
+  constructor(private readonly deps: KtLogServiceDeps) {
+    this.origin = deps.signer.key.name;
+    this.vkey = formatVkey(deps.signer.key);
+  }
+
+  pendingStatement(input: StatementToLog): KtPendingStatement {
+    const id = randomId("ktp", 16);
+    const text = fromUtf8(input.bytes);
+    if (text === undefined) throw new TypeError("a statement is UTF-8");
+    const record: KtPendingStatement = {
+      kind: "statement",
+      id,
+      tenantId: input.tenantId,
+      order: orderOf(input.statement, input.card),
+      statement: input.card === undefined ? text : withoutCardRef(text),
+      signature: base64(input.signature),
+      signingKeyId: input.signingKeyId,
+      opening: base64(secureRandomBytes(16)),
+      createdAt: this.deps.clock.now(),
+    };
+    if (input.card !== undefined) {
+      record.card = {
+        kind: input.card.kind,
+        key: input.card.key,
+        sealedRef: this.deps.seal.seal(id, input.card.ref),
+      };
+    }
+    if (input.userId !== undefined) record.userId = input.userId;
+    return record;
+  }
+
+  pendingDirectoryChange(reason: string, tenantId?: string): KtPendingDirectoryChange {
+    return directoryChange(reason, this.deps.clock.now(), tenantId);
+  }
+
+  notify(): void {
+    this.deps.wake();
+  }
+
+  /** Called by the sequencer of this process after each checkpoint (and cosignature round). */
+  checkpointed(): void {
+    this.cached = undefined;
+    for (const listener of this.listeners) listener();
+  }
+
+  async waitForLeaf(pendingId: string, options: { timeoutMs?: number } = {}) {
+    const deadline = performance.now() + (options.timeoutMs ?? this.deps.waitMs);
+    let delay = 5;
+    for (;;) {
+      const leaf = await this.deps.log.leafByPending(pendingId);
+      if (leaf !== undefined) {
+        const checkpoint = await this.answerCheckpoint(leaf.index + 1);
+        if (checkpoint !== undefined) {
+          const proofs = await this.proofsUnder(checkpoint, leaf.index);
+          return proofs as KtAnswerProofs & { proof: NonNullable<KtAnswerProofs["proof"]> };
+        }
+      } else {
+        const pending = await this.deps.log.findPending(pendingId);
+        if (pending?.refused !== undefined) {
+          throw new AppError("internal_server_error", "The key log refused the statement.", {
+            cause: new Error(`pending ${pendingId} refused: ${pending.refused}`),
+          });
+        }
+        if (pending === undefined && (await this.deps.log.leafByPending(pendingId)) === undefined) {
+          throw new AppError("internal_server_error", "The statement is not in the key log.", {
+            cause: new Error(`no pending record or leaf ${pendingId}`),
+          });
+        }
+      }
+      const left = deadline - performance.now();
+      if (left <= 0) throw notSequenced(options.timeoutMs ?? this.deps.waitMs);
+      await this.signalOr(Math.min(delay, left));
+      delay = Math.min(delay * 2, 200);
+    }
+  }
+
+  async proofs(input: { leafIndex?: number } = {}): Promise<KtAnswerProofs> {
+    const checkpoint = await this.answerCheckpoint((input.leafIndex ?? 0) + 1);
+    if (checkpoint === undefined) {
+      throw new AppError("service_unavailable", "The key log has no checkpoint covering the answer yet.", {
+        retryAfterSeconds: 1,
+      });
+    }
+    return this.proofsUnder(checkpoint, input.leafIndex);
+  }
+
+  /**
+   * The answer checkpoint of at least `minSize`: the newest, when enough witnesses cosigned it; else
+   * the last one chosen that they did (while it is large enough); else the newest anyway.
+   */
+  private async answerCheckpoint(minSize: number): Promise<KtCheckpointRecord | undefined> {
+    const latest = await this.latest();
+    if (latest === undefined || latest.size < minSize) return undefined;
+    if (this.witnessed(latest)) {
+      this.answer = latest;
+      return latest;
+    }
+    if (this.answer !== undefined && this.answer.size >= minSize && this.answer.size < latest.size) {
+      const again = await this.deps.log.checkpointAt(this.answer.size);
+      if (again !== undefined && this.witnessed(again)) return again;
+    }
+    return latest;
+  }
+
+  private witnessed(checkpoint: KtCheckpointRecord): boolean {
+    const count = this.deps.witnessNames.filter((name) => checkpoint.cosignatures[name] !== undefined).length;
+    return count >= this.deps.answerCosignatures;
+  }
+
+  private async latest(): Promise<KtCheckpointRecord | undefined> {
+    const now = performance.now();
+    if (this.cached !== undefined && now - this.cached.at < CHECKPOINT_CACHE_MS)
+      return this.cached.checkpoint;
+    const checkpoint = await this.deps.log.latestCheckpoint();
+    this.cached = { at: now, checkpoint };
+    return checkpoint;
+  }
+
+  private async proofsUnder(
+    checkpoint: KtCheckpointRecord,
+    leafIndex: number | undefined,
+  ): Promise<KtAnswerProofs> {
+    const directory = await this.deps.log.directoryBefore(checkpoint.size);
+    if (directory === undefined) {
+      throw new AppError("service_unavailable", "The key log has no directory snapshot yet.", {
+        retryAfterSeconds: 1,
+      });
+    }
+    const prove = async (index: number) =>
+      (await inclusionProofFromTiles(this.deps.tiles, index, checkpoint.size, nodeSha256)).map(base64);
+    const note = noteWithCosignatures(checkpoint);
+    const answer: KtAnswerProofs = {
+      directory: {
+        index: directory.index,
+        inclusion: await prove(directory.index),
+        sha256: directory.sha256,
+      },
+      checkpoint: note,
+      treeSize: checkpoint.size,
+    };
+    if (leafIndex !== undefined) {
+      answer.proof = {
+        leafIndex,
+        treeSize: checkpoint.size,
+        inclusion: await prove(leafIndex),
+        checkpoint: note,
+      };
+    }
+    return answer;
+  }
+
+  /** Waits `ms`, or less when this process's sequencer signs a checkpoint. */
+  private async signalOr(ms: number): Promise<void> {
+    let listener: (() => void) | undefined;
+    const signalled = new Promise<void>((resolve) => {
+      listener = resolve;
+      this.listeners.add(resolve);
+    });
+    try {
+      await Promise.race([signalled, sleep(ms, undefined, { ref: false })]);
+    } finally {
+      if (listener !== undefined) this.listeners.delete(listener);
+    }
+  }
+}
+
+/** The checkpoint's note with every cosignature line, in the order of the witnesses' names. */
+export function noteWithCosignatures(checkpoint: KtCheckpointRecord): string {
+  const lines = Object.keys(checkpoint.cosignatures)
+    .sort()
+    .map((name) => checkpoint.cosignatures[name]?.line ?? "");
+  return `${checkpoint.note}${lines.join("")}`;
+}
+
+function notSequenced(ms: number): AppError {
+  return new AppError(
+    "service_unavailable",
+    `The key log did not log the statement within ${ms} ms; the change is stored and its statement queued. Ask again for its proof.`,
+    { retryAfterSeconds: 5 },
+  );
+}

@@ -1,0 +1,75 @@
+import type { Tile, TileReader, TileRequest } from "../../kt/tiles.js";
+
+/**
+ * A {@link TileReader} that keeps the tiles it read. A tile of a given width never changes (a full
+ * tile is final; a partial one only grows, and its prefix of a given width is what every tree of that
+ * size has), so the cache needs no invalidation: proofs under a checkpoint read mostly from memory.
+ * Bounded by count, dropping the entries least recently used; a full tile is 8 KiB.
+ */
+export class CachedTiles implements TileReader {
+  private readonly entries = new Map<string, Uint8Array>();
+
+  constructor(
+    private readonly source: TileReader,
+    private readonly maxEntries = 2_048,
+  ) {}
+
+  async readTiles(requests: TileRequest[]): Promise<Uint8Array[]> {
+    const keys = requests.map((r) => `${r.level}/${r.index}/${r.width}`);
+    const missing: TileRequest[] = [];
+    const found = keys.map((key, i) => {
+      const hit = this.entries.get(key);
+      if (hit === undefined) {
+        missing.push(requests[i] as TileRequest);
+        return undefined;
+      }
+      this.entries.delete(key);
+      this.entries.set(key, hit);
+      return hit;
+    });
+    if (missing.length === 0) return found as Uint8Array[];
+    const read = await this.source.readTiles(missing);
+    let next = 0;
+    return found.map((hit, i) => {
+      if (hit !== undefined) return hit;
+      const tile = read[next++] as Uint8Array;
+      this.remember(keys[i] as string, tile);
+      return tile;
+    });
+  }
+
+  private remember(key: string, tile: Uint8Array): void {
+    this.entries.set(key, tile);
+    if (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next().value as string;
+      this.entries.delete(oldest);
+    }
+  }
+}
+
+/**
+ * A {@link TileReader} that sees `tiles` (an append's, not written yet) over `below`: the sequencer
+ * computes the new root before it writes.
+ */
+export class TileOverlay implements TileReader {
+  private readonly own: Map<string, Uint8Array>;
+
+  constructor(
+    private readonly below: TileReader,
+    tiles: readonly Tile[],
+  ) {
+    this.own = new Map(tiles.map((t) => [`${t.level}/${t.index}`, t.hashes]));
+  }
+
+  async readTiles(requests: TileRequest[]): Promise<Uint8Array[]> {
+    const fromBelow = requests.filter((r) => !this.own.has(`${r.level}/${r.index}`));
+    const read = fromBelow.length > 0 ? await this.below.readTiles(fromBelow) : [];
+    let next = 0;
+    return requests.map((r) => {
+      const own = this.own.get(`${r.level}/${r.index}`);
+      if (own === undefined) return read[next++] as Uint8Array;
+      if (own.length < r.width * 32) throw new Error(`tile ${r.level}/${r.index} is short`);
+      return own.subarray(0, r.width * 32);
+    });
+  }
+}
