@@ -61,7 +61,7 @@ export interface CreateOptions extends CallOptions {
   idempotencyKey?: string;
 }
 
-/** Options of `encryptReceipt` and `createPayment`. */
+/** Options of `encryptReceipt`, `createPayment` and `refundPayment`. */
 export interface SendReceiptOptions extends CreateOptions {
   /**
    * Signs the receipt with the merchant's registered signing key and sends the signature as
@@ -161,12 +161,13 @@ export interface ReceiptsClient {
   /**
    * Merchant: refunds `receipt.amount` of a payment with a refund receipt (`receiptType: "refund"`,
    * `originalReceiptId` the payment's receipt), or a `sealedReceipt`. Every attempt of one call
-   * sends the same `Idempotency-Key`, so a retry never refunds twice.
+   * sends the same `Idempotency-Key`, so a retry never refunds twice. A refund receipt in the clear
+   * of a merchantId with a signing key needs `signer`, as the creates do.
    */
   refundPayment(
     paymentId: string,
     receipt: ReceiptInput,
-    options?: CreateOptions,
+    options?: SendReceiptOptions,
   ): Promise<RefundPaymentResponse>;
   /**
    * Issuer: decrypts a payment's receipt on the server. The private key crosses the network; prefer
@@ -221,7 +222,8 @@ export interface ReceiptsClient {
   /**
    * Merchant: registers the Ed25519 public key (`generateSigningKey().publicKey`) that signs a
    * merchantId's receipts, or replaces it. From then on every receipt of the merchantId must be
-   * signed: pass `signer: { merchantKeyId, privateKey }` to `encryptReceipt` and `createPayment`.
+   * signed: pass `signer: { merchantKeyId, privateKey }` to `encryptReceipt`, `createPayment` and
+   * `refundPayment`.
    */
   registerSigningKey(
     request: { merchantId: string; publicKey: string },
@@ -284,8 +286,10 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
       call(options, (o) =>
         payments.listPayments({ pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" }, o),
       ),
-    refundPayment: (paymentId, receipt, options) =>
-      call(options, (o) => payments.refundPayment({ paymentId, receipt }, o), idempotencyHeader(options)),
+    refundPayment: async (paymentId, receipt, options) => {
+      const { body, headers } = await signed(receipt, options, idempotencyHeader(options));
+      return call(options, (o) => payments.refundPayment({ paymentId, receipt: body }, o), headers);
+    },
     decryptPayment: (request, options) =>
       call(options, async (o) => present((await payments.decryptPayment(request, o)).receipt)),
     decryptReceipt: (request, options) =>

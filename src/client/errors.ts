@@ -84,8 +84,9 @@ export class ReceiptsApiError extends Error {
   /** `payment_declined` only: why the gateway declined the card (the envelope's `decline_code`). */
   readonly declineCode: string | undefined;
   /**
-   * `conflict` of a payment sent again without an Idempotency-Key only: the payment that already
-   * exists for the transaction (the envelope's `payment_id`).
+   * The payment an error is about (the envelope's `payment_id`): on `payment_declined`, the declined
+   * payment (kept, with its decline code); on `conflict` of a payment sent again without an
+   * Idempotency-Key, the payment that already exists for the transaction.
    */
   readonly paymentId: string | undefined;
   /** Every fact the service attached to the error, by its envelope name (`doc_url`, `decline_code`, ...). */

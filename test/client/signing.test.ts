@@ -81,6 +81,25 @@ describe("signing receipts with the client", () => {
         { signer },
       );
       expect(paid.paymentId).toMatch(/^pay_/);
+      // A refund's receipt is the merchant's too: signed like the creates, refused unsigned.
+      const refund = (suffix: string): ReceiptInput => ({
+        receiptId: `sig-r-${suffix}`,
+        merchantId: "signing-shop",
+        merchantName: "Signing Shop",
+        transactionId: `sig-t-${suffix}`,
+        transactionDate: { seconds: BigInt(Math.floor(Date.now() / 1000) - 30), nanos: 0 },
+        currency: "eur",
+        recipientHashedPan: card,
+        receiptType: "refund",
+        originalReceiptId: "sig-r-3",
+        amount: 100n,
+        items: [{ lineItemId: "1", name: "Tea", quantity: 1n, unitPrice: 100n, totalPrice: 100n }],
+      });
+      const refunded = await merchant.refundPayment(paid.paymentId, refund("5"), { signer });
+      expect(refunded.payment?.refundedAmount).toBe(100n);
+      expect(await rejectionOf(merchant.refundPayment(paid.paymentId, refund("6")))).toMatchObject({
+        code: "invalid_signature",
+      });
 
       const unsigned = await rejectionOf(merchant.encryptReceipt(receipt("4", card)));
       expect(unsigned).toBeInstanceOf(ReceiptsApiError);
