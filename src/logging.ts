@@ -40,7 +40,10 @@ export const REDACTED_NAMES = [
   "recipientHashedPan",
   "par",
   "pars",
+  "recipientPar",
   "paymentAccountReference",
+  // The keyed card reference the stores key a card by: not reversible, but one card's mark everywhere.
+  "panHash",
   "cardNonce",
   // Receipt contents.
   "receipt",

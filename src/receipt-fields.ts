@@ -10,7 +10,13 @@ import { is64BitInteger } from "./proto-scalars.js";
  */
 
 /** Input-only receipt fields: instructions to the service, never sealed. */
-export const INPUT_ONLY_FIELDS = ["recipientHashedPan", "mockItems", "cardNonce", "cardBin"] as const;
+export const INPUT_ONLY_FIELDS = [
+  "recipientHashedPan",
+  "recipientPar",
+  "mockItems",
+  "cardNonce",
+  "cardBin",
+] as const;
 
 /**
  * Receipt members a signature does not cover: the input-only instructions to the service, and what

@@ -45,6 +45,17 @@ import { type MerchantSigner, type ReceiptInput, signableReceipt, signReceipt } 
 import { fetchTransport } from "./transport.js";
 
 /** A payment gateway of SPEC section 7. */
+
+/**
+ * The card a merchant names (section 21): its hashed PAN, or its PAR when it has no card number (a
+ * wallet tap): exactly one. `cardBin` is the card's (or, for a tap, the wallet token's) first digits.
+ */
+export interface MerchantCard {
+  recipientHashedPan?: string;
+  recipientPar?: string;
+  cardBin?: string;
+}
+
 export type Gateway = "gateway_a" | "gateway_b";
 
 export type { ReceiptInput };
@@ -129,9 +140,12 @@ export interface ReceiptsClient {
    * in secure hardware) should, and only register its public key.
    */
   generateKeys(options?: CallOptions & { algorithm?: string }): Promise<GenerateKeysResponse>;
-  /** Issuer: registers a cardholder's public key under the hashed PAN (rotates an existing key). */
+  /**
+   * Issuer: registers a cardholder's public key under the card's hashed PAN or its PAR, exactly one
+   * (rotates an existing key).
+   */
   register(
-    request: { hashedPan: string; publicKey: string; keyId: string; cardBin?: string },
+    request: { hashedPan?: string; par?: string; publicKey: string; keyId: string; cardBin?: string },
     options?: CallOptions,
   ): Promise<RegisterResponse>;
   /** Issuer: a 2-3 minute decrypt grant for a user's key, after the user consented on the device. */
@@ -195,11 +209,8 @@ export interface ReceiptsClient {
     merchantId?: string,
     options?: CallOptions,
   ): Promise<EncryptedReceipt>;
-  /** Merchant: the key a receipt for this card is sealed to now (section 16). */
-  lookupKey(
-    request: { recipientHashedPan: string; cardBin?: string },
-    options?: CallOptions,
-  ): Promise<LookupKeyResponse>;
+  /** Merchant: the key a receipt for this card (by hashed PAN or by PAR) is sealed to now (section 16). */
+  lookupKey(request: MerchantCard, options?: CallOptions): Promise<LookupKeyResponse>;
   /** Merchant: stores a receipt sealed on the merchant's side (`sealAndStoreReceipt` does it all). */
   storeSealedReceipt(
     request: MessageInitShape<typeof StoreSealedReceiptRequestSchema>,
@@ -209,7 +220,7 @@ export interface ReceiptsClient {
   registerEscrowKey(publicKey: string, options?: CallOptions): Promise<RegisterEscrowKeyResponse>;
   /** Issuer: receipts escrowed for the tenant under its own escrow keys, for one card. */
   listPendingEscrow(
-    request: { hashedPan: string; pageSize?: number; pageToken?: string },
+    request: { hashedPan?: string; par?: string; pageSize?: number; pageToken?: string },
     options?: CallOptions,
   ): Promise<ListPendingEscrowResponse>;
   /** Issuer: hands back key bundles re-wrapped on the issuer's side to the user's active key. */

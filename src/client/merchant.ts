@@ -1,7 +1,7 @@
 import type { CreatePaymentResponse } from "../../gen/receipts/v1/payments_pb.js";
 import type { EncryptedReceipt, KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
 import { fromBase64 } from "./base64.js";
-import type { CreateOptions, Gateway, ReceiptsClient } from "./client.js";
+import type { CreateOptions, Gateway, MerchantCard, ReceiptsClient } from "./client.js";
 import { ReceiptsApiError } from "./errors.js";
 import { type MerchantSigner, signReceiptJson } from "./signing.js";
 import { type ReceiptJson, type SealedEnvelope, sealReceipt } from "./webcrypto.js";
@@ -15,13 +15,12 @@ export type { MerchantSigner };
  * travels inside the sealed plaintext, where the cardholder's app verifies it.
  */
 
-/** A receipt to seal on the merchant's side: its fields, and the card it is for. */
-export type MerchantReceipt = ReceiptJson & {
-  /** SHA-256 of the card number, 64 hexadecimal characters. */
-  recipientHashedPan: string;
-  /** The card's first 6 or 8 digits, when known: routes the receipt to the BIN's issuer. */
-  cardBin?: string;
-};
+/**
+ * A receipt to seal on the merchant's side: its fields, and the card it is for: `recipientHashedPan`
+ * (SHA-256 of the card number, 64 hexadecimal characters) or `recipientPar` (the card's PAR, for a
+ * wallet tap), and `cardBin`, the first 6 or 8 digits when known (routes to the BIN's issuer).
+ */
+export type MerchantReceipt = Omit<ReceiptJson, "recipientHashedPan" | "recipientPar"> & MerchantCard;
 
 /** Options of {@link sealAndStoreReceipt}. */
 export interface SealAndStoreOptions extends CreateOptions {
@@ -46,8 +45,12 @@ export async function sealAndStoreReceipt(
   receipt: MerchantReceipt,
   options: SealAndStoreOptions = {},
 ): Promise<SealedAndStored> {
-  const { recipientHashedPan, cardBin, ...fields } = receipt;
-  const card = { recipientHashedPan, ...(cardBin === undefined ? {} : { cardBin }) };
+  const { recipientHashedPan, recipientPar, cardBin, ...fields } = receipt;
+  const card: MerchantCard = {
+    ...(recipientHashedPan === undefined ? {} : { recipientHashedPan }),
+    ...(recipientPar === undefined ? {} : { recipientPar }),
+    ...(cardBin === undefined ? {} : { cardBin }),
+  };
   const plain: ReceiptJson = { ...fields, version: fields.version ?? "1.0" };
   if (options.signer !== undefined) {
     const signature = await signReceiptJson(plain as never, options.signer.privateKey);
@@ -76,7 +79,7 @@ export async function sealAndStoreReceipt(
 
 async function store(
   client: ReceiptsClient,
-  card: { recipientHashedPan: string; cardBin?: string },
+  card: MerchantCard,
   plain: ReceiptJson,
   envelope: SealedEnvelope,
   options: CreateOptions,

@@ -194,6 +194,8 @@ export interface ReceiptJson {
   merchantKeyId?: string;
   /** Input only, never sealed. */
   recipientHashedPan?: string;
+  /** Input only, never sealed: the card's PAR instead of `recipientHashedPan` (section 21). */
+  recipientPar?: string;
   /** Input only, never sealed. */
   mockItems?: boolean;
   /** Input only, never sealed. */

@@ -85,8 +85,9 @@ export interface ReleaseOptions {
  * will release: planted or corrupt). Safe to run concurrently with itself and with new receipts:
  * `release` only succeeds while a receipt is still escrowed to the key it was read with, so each is
  * released exactly once. It stops once the target key is no longer the user's active one (a rotation
- * or an erasure since it began, e.g. while it ran in the background): what is left stays escrowed for
- * the registration that made another key active.
+ * or an erasure since it began, e.g. while it ran in the background), or the user no longer holds the
+ * card (the BIN's owner took it): what is left stays escrowed for the registration that made another
+ * key active or took the card.
  */
 export async function releaseEscrow(
   deps: DomainDeps,
@@ -129,6 +130,19 @@ export async function keyStillActive(deps: DomainDeps, keyId: string, userId: st
   return key !== undefined && key.userId === userId && key.status === "active";
 }
 
+/**
+ * Whether the card's escrow still goes to `target`: its key is still the user's active key, and the user
+ * still holds the card (the BIN's owner supersedes it, and then the escrow is the owner's). The two
+ * reads run at once: the check waits for the store no longer than the key check alone did.
+ */
+async function targetStillCurrent(deps: DomainDeps, target: ReleaseTarget): Promise<boolean> {
+  const [keyActive, user] = await Promise.all([
+    keyStillActive(deps, target.key.keyId, target.user.userId),
+    deps.store.users.findById(target.user.userId),
+  ]);
+  return keyActive && user?.panHash === target.panHash;
+}
+
 /** The receipt's AES key, unwrapped with the service escrow key it names, wrapped to the target key. */
 function rewrapped(
   deps: DomainDeps,
@@ -157,7 +171,7 @@ function rewrapped(
 /**
  * Re-wraps and releases one escrowed receipt to the target: `held` when it stays escrowed, `taken`
  * when a concurrent release (or an expiry, or an erasure of the user) got to it first, `key_inactive`
- * (nothing done) when the target key is no longer the user's active key.
+ * (nothing done) when the target key is no longer the user's active key or the user lost the card.
  */
 export async function releaseReceipt(
   deps: DomainDeps,
@@ -168,7 +182,7 @@ export async function releaseReceipt(
   const escrowKeyId = receipt.escrowKeyId ?? "";
   // Sealed to an issuer's own escrow key: only the issuer can re-wrap it (ReleaseEscrow).
   if (escrowKeyId.startsWith(ISSUER_ESCROW_KEY_PREFIX)) return "held";
-  if (!(await keyStillActive(deps, target.key.keyId, target.user.userId))) return "key_inactive";
+  if (!(await targetStillCurrent(deps, target))) return "key_inactive";
   const held = async (reason: string): Promise<"held"> => {
     await deps.store.audit.append({
       at: deps.clock.now(),

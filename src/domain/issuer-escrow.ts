@@ -9,7 +9,7 @@ import { keepIfKeyLives } from "./erasure.js";
 import { ISSUER_ESCROW_KEY_PREFIX, keyStillActive } from "./escrow.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkKeyBundle } from "./key-bundles.js";
-import { checkHashedPan, panHashOf } from "./pan.js";
+import { cardKeyOf, checkCardReference, ISSUER_CARD_FIELDS } from "./pan.js";
 import { PAGE_SIZE } from "./receipts.js";
 import { sealingKeyOf } from "./routing.js";
 
@@ -108,14 +108,14 @@ export async function revokeEscrowKey(
   return { key, currentEscrowKeyId: after?.escrowKeyId ?? "" };
 }
 
-/** The receipts escrowed for the caller's tenant under its own escrow keys, for one card, oldest first. */
+/** The receipts escrowed for the caller's tenant under its own escrow keys, for one card (hashed PAN or PAR), oldest first. */
 export async function listPendingEscrow(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  input: { hashedPan: string; pageSize: number; pageToken: string },
+  input: { hashedPan: string; par?: string | undefined; pageSize: number; pageToken: string },
 ): Promise<ReceiptPage> {
   const v = new Violations();
-  checkHashedPan(input.hashedPan, "hashedPan", v);
+  checkCardReference(input, ISSUER_CARD_FIELDS, v);
   if (input.pageSize < 0 || input.pageSize > PAGE_SIZE.max)
     v.add("pageSize", `must be from 1 to ${PAGE_SIZE.max}`);
   if (input.pageToken.length > 512) v.add("pageToken", "is not a valid page token");
@@ -124,7 +124,7 @@ export async function listPendingEscrow(
   if (keys.length === 0) return { receipts: [] };
   return deps.store.receipts.findEscrowed(
     {
-      panHash: panHashOf(deps.pepper, input.hashedPan),
+      panHash: cardKeyOf(deps.pepper, input),
       ownerTenantId: principal.tenantId,
       includeUnowned: false,
       escrowKeyIds: keys.map((k) => k.escrowKeyId),

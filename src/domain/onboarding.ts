@@ -7,7 +7,7 @@ import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
 import { type ReleaseCounts, type ReleaseTarget, releaseEscrow } from "./escrow.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
-import { checkCardBin, checkHashedPan, panHashOf } from "./pan.js";
+import { cardKeyOf, checkCardBin, checkCardReference, ISSUER_CARD_FIELDS } from "./pan.js";
 import { cardBinOwner, sealingKeyOf } from "./routing.js";
 
 /** A generated key pair; the private key is returned to the caller once and never kept. */
@@ -53,6 +53,8 @@ export async function generateKeys(
 /** A register request after transport decoding. */
 export interface RegisterInput {
   hashedPan: string;
+  /** The card's PAR (section 21), instead of `hashedPan`: exactly one of the two. */
+  par?: string | undefined;
   publicKey: string;
   keyId: string;
   /** The card's first 6 or 8 digits (section 17), when the issuer sends them. */
@@ -87,7 +89,7 @@ interface CheckedRegistration {
 /** Checks every field of a register request at once (`invalid_request` naming each). */
 function checkRegisterInput(input: RegisterInput): CheckedRegistration {
   const violations = new Violations();
-  checkHashedPan(input.hashedPan, "hashedPan", violations);
+  checkCardReference(input, ISSUER_CARD_FIELDS, violations);
   if (input.keyId === "") violations.add("keyId", "is required");
   else if (!isUuidV4(input.keyId)) violations.add("keyId", "must be a UUID v4");
   const cardBin = checkCardBin(input.cardBin, "cardBin", violations);
@@ -141,7 +143,7 @@ export async function register(
   }
 
   const now = deps.clock.now();
-  const panHash = panHashOf(deps.pepper, input.hashedPan);
+  const panHash = cardKeyOf(deps.pepper, input);
   const key: KeyRecord = {
     keyId,
     tenantId: principal.tenantId,

@@ -36,3 +36,71 @@ export function checkCardBin(
 export function panHashOf(pepper: string, hashedPan: string): string {
   return createHmac("sha256", pepper).update(hashedPan.toLowerCase(), "utf8").digest("hex");
 }
+
+const PAR = /^[0-9A-Z]{29}$/;
+
+/**
+ * Whether `value` is an EMVCo Payment Account Reference (section 21): 29 upper-case letters and
+ * digits. No other case is accepted: a PAR is an exact reference, and two spellings of one would be
+ * two cards.
+ */
+export function isPar(value: string): boolean {
+  return PAR.test(value);
+}
+
+/**
+ * The form in which a PAR is stored and a card routed by it is keyed: HMAC-SHA256 under the pepper,
+ * like {@link panHashOf}, over `par:` and the PAR, so that a PAR and a hashed PAN never key the same
+ * card by accident (their inputs differ in form and length anyway). Lower-case hex, the form of a
+ * `panHash`: a card registered by PAR is stored, listed, escrowed and erased by this key exactly as a
+ * card registered by hashed PAN is by its own.
+ */
+export function parKeyOf(pepper: string, par: string): string {
+  return createHmac("sha256", pepper).update(`par:${par}`, "utf8").digest("hex");
+}
+
+/**
+ * A card as a request names it: a hashed PAN (64 hexadecimal characters, any case) or a PAR, exactly
+ * one of the two. Absent is "" or `undefined` (proto3 strings and optional fields alike).
+ */
+export interface CardReference {
+  hashedPan?: string | undefined;
+  par?: string | undefined;
+}
+
+/** The names a request gives the two card fields, for its error messages. */
+export interface CardFields {
+  hashedPan: string;
+  par: string;
+}
+
+/** The fields of a merchant request (a receipt, a look-up, a sealed receipt) that name its card. */
+export const MERCHANT_CARD_FIELDS: CardFields = { hashedPan: "recipientHashedPan", par: "recipientPar" };
+
+/** The fields of an issuer request (register, pending escrow) that name its card. */
+export const ISSUER_CARD_FIELDS: CardFields = { hashedPan: "hashedPan", par: "par" };
+
+/**
+ * Records violations unless `card` names exactly one well-formed card reference: both given, or
+ * neither, is `invalid_request` naming both fields. The value itself is never echoed.
+ */
+export function checkCardReference(card: CardReference, fields: CardFields, violations: Violations): void {
+  const hashedPan = card.hashedPan ?? "";
+  const par = card.par ?? "";
+  if (hashedPan !== "" && par !== "") {
+    violations.add(fields.par, `cannot stand beside ${fields.hashedPan}: name the card by exactly one`);
+    return;
+  }
+  if (hashedPan === "" && par === "") {
+    violations.add(fields.hashedPan, `is required (or ${fields.par}, the card's PAR)`);
+    return;
+  }
+  if (par === "") checkHashedPan(hashedPan, fields.hashedPan, violations);
+  else if (!isPar(par)) violations.add(fields.par, "must be a PAR: 29 upper-case letters and digits");
+}
+
+/** The keyed card reference (`panHash`) of a card that {@link checkCardReference} accepted. */
+export function cardKeyOf(pepper: string, card: CardReference): string {
+  const par = card.par ?? "";
+  return par === "" ? panHashOf(pepper, card.hashedPan ?? "") : parKeyOf(pepper, par);
+}

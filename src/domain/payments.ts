@@ -93,6 +93,7 @@ const SEALED_PAYMENT_FIELDS: ReadonlySet<string> = new Set([
   "merchantId",
   "transactionId",
   "recipientHashedPan",
+  "recipientPar",
   "currency",
   "amount",
   "cardNonce",
@@ -129,6 +130,7 @@ async function takeSealed(
     principal,
     {
       recipientHashedPan: (receipt.recipientHashedPan ?? "").toLowerCase(),
+      recipientPar: receipt.recipientPar,
       cardBin: receipt.cardBin,
       version: sealed?.version ?? "",
       receiptId: sealed?.receiptId ?? "",

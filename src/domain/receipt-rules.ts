@@ -17,7 +17,7 @@ import {
 } from "./field-rules.js";
 import type { PaymentGateway } from "./gateways/gateway.js";
 import * as limits from "./limits.js";
-import { checkCardBin, checkHashedPan } from "./pan.js";
+import { checkCardBin, checkCardReference, MERCHANT_CARD_FIELDS } from "./pan.js";
 import {
   checkRefundReceipt,
   checkTransactionFields,
@@ -67,6 +67,8 @@ export type ValidReceipt = {
   transactionDate: string;
   currency: string;
   recipientHashedPan: string;
+  /** The card's PAR (section 21) when the merchant routes by it instead of `recipientHashedPan` (then ""). */
+  recipientPar?: string;
   merchantStreet?: string;
   merchantCity?: string;
   merchantState?: string;
@@ -207,9 +209,7 @@ export function validateReceipt(input: Receipt, options: ValidateOptions): Valid
     mockItems: input.mockItems ?? true,
   };
   checkCurrency(v, input.currency);
-  checkHashedPan(input.recipientHashedPan ?? "", "recipientHashedPan", v);
-  const cardBin = checkCardBin(input.cardBin, "cardBin", v);
-  if (cardBin !== undefined) receipt.cardBin = cardBin;
+  checkReceiptCard(v, input, receipt);
   if (input.sealedReceipt !== undefined) {
     v.add(
       "sealedReceipt",
@@ -269,14 +269,34 @@ export function validateReceipt(input: Receipt, options: ValidateOptions): Valid
 }
 
 /**
+ * Checks that the receipt names its card by exactly one hashed PAN or PAR and a well-formed card BIN,
+ * and keeps the PAR and the BIN on `receipt`.
+ */
+function checkReceiptCard(v: Violations, input: Receipt, receipt: ValidReceipt): void {
+  const card = { hashedPan: input.recipientHashedPan, par: input.recipientPar };
+  checkCardReference(card, MERCHANT_CARD_FIELDS, v);
+  if (input.recipientPar !== undefined && input.recipientPar !== "")
+    receipt.recipientPar = input.recipientPar;
+  const cardBin = checkCardBin(input.cardBin, "cardBin", v);
+  if (cardBin !== undefined) receipt.cardBin = cardBin;
+}
+
+/**
  * The fields of a receipt that are sealed: everything except the input-only `recipientHashedPan`,
- * `mockItems` and `cardNonce` (the output-only `keyId` and `decryptedAt` are never in a
+ * `recipientPar`, `mockItems`, `cardNonce` and `cardBin` (the output-only `keyId` and `decryptedAt` are never in a
  * {@link ValidReceipt}). Generate mock items first (`withMockItems`) so that they are sealed too, and
  * set a verified merchant signature (`signatures.ts`) first so that it is sealed with them.
  * The result is the proto JSON of a `Receipt` with money as JSON numbers: `JSON.stringify` it.
  */
 export function sealedPlaintextOf(receipt: ValidReceipt): SealedReceiptFields {
-  const { recipientHashedPan: _pan, mockItems: _mock, cardNonce: _nonce, cardBin: _bin, ...sealed } = receipt;
+  const {
+    recipientHashedPan: _pan,
+    recipientPar: _par,
+    mockItems: _mock,
+    cardNonce: _nonce,
+    cardBin: _bin,
+    ...sealed
+  } = receipt;
   return sealed;
 }
 

@@ -222,6 +222,7 @@ const SEALED_REFUND_FIELDS: ReadonlySet<string> = new Set([
   "merchantId",
   "transactionId",
   "recipientHashedPan",
+  "recipientPar",
   "currency",
   "amount",
   "cardBin",
@@ -254,6 +255,7 @@ async function takeSealedRefundReceipt(
     principal,
     {
       recipientHashedPan: (receipt.recipientHashedPan ?? "").toLowerCase(),
+      recipientPar: receipt.recipientPar,
       cardBin: receipt.cardBin,
       version: sealed?.version ?? "",
       receiptId: sealed?.receiptId ?? "",

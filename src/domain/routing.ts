@@ -3,7 +3,7 @@ import { AppError, invalidRequest, Violations } from "../errors.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
-import { checkCardBin, checkHashedPan, panHashOf } from "./pan.js";
+import { cardKeyOf, checkCardBin, checkCardReference, MERCHANT_CARD_FIELDS } from "./pan.js";
 
 /**
  * Where a receipt for a card goes (sections 8 and 17), decided in one place for encrypt, create,
@@ -38,7 +38,7 @@ export type Recipient =
       key: SealingKey;
       /** The issuer tenant the receipt is escrowed for; unset for escrow without an owner. */
       ownerTenantId?: string;
-      /** The HMAC of the hashed PAN, as stored. */
+      /** The keyed card reference (HMAC of the hashed PAN or of the PAR), as stored. */
       panHash: string;
       /**
        * Set when the card is registered by a tenant that does not own its BIN: the caller writes the
@@ -54,16 +54,29 @@ export interface BindingConflict {
   registeredBy: string;
 }
 
-/** The card a merchant request names. */
+/** The card a merchant request names: by hashed PAN or by PAR (section 21), exactly one. */
 export interface CardRef {
   recipientHashedPan: string;
+  recipientPar?: string | undefined;
   cardBin?: string | undefined;
 }
 
-/** Adds violations for a malformed hashed PAN or card BIN, naming `panField` and `cardBin`. */
-export function checkCardRef(card: CardRef, panField: string, violations: Violations): void {
-  checkHashedPan(card.recipientHashedPan, panField, violations);
+/**
+ * Adds violations unless `card` names its card by exactly one well-formed hashed PAN or PAR, and its
+ * card BIN (if any) is 6 or 8 digits; the fields are named as merchants send them.
+ */
+export function checkCardRef(card: CardRef, violations: Violations): void {
+  checkCardReference(
+    { hashedPan: card.recipientHashedPan, par: card.recipientPar },
+    MERCHANT_CARD_FIELDS,
+    violations,
+  );
   checkCardBin(card.cardBin, "cardBin", violations);
+}
+
+/** The keyed reference (`panHash`) of the card a checked {@link CardRef} names. */
+export function cardKeyOfRef(deps: Pick<DomainDeps, "pepper">, card: CardRef): string {
+  return cardKeyOf(deps.pepper, { hashedPan: card.recipientHashedPan, par: card.recipientPar });
 }
 
 /** The sealing key of a registered user key. */
@@ -98,7 +111,7 @@ export async function cardBinOwner(
  * A binding conflict is returned for the caller to audit once the receipt is stored.
  */
 export async function recipientOf(deps: DomainDeps, card: CardRef): Promise<Recipient> {
-  const panHash = panHashOf(deps.pepper, card.recipientHashedPan);
+  const panHash = cardKeyOfRef(deps, card);
   const [owner, found] = await Promise.all([
     cardBinOwner(deps, card.cardBin),
     deps.store.users.findByPanHash(panHash),
@@ -155,10 +168,7 @@ export function serviceEscrowKey(deps: DomainDeps): SealingKey {
 }
 
 /** A key look-up request after transport decoding (section 16). */
-export interface LookupInput {
-  recipientHashedPan: string;
-  cardBin?: string | undefined;
-}
+export type LookupInput = CardRef;
 
 /** The key a merchant seals to on its own side, as returned by look-up. */
 export interface LookedUpKey {
@@ -181,7 +191,7 @@ export async function lookupKey(
   caller: CallerInfo,
 ): Promise<LookedUpKey> {
   const violations = new Violations();
-  checkCardRef(input, "recipientHashedPan", violations);
+  checkCardRef(input, violations);
   violations.throwIfAny();
   const recipient = await recipientOf(deps, input);
   if (recipient.kind === "escrow") await auditBindingConflict(deps, principal, recipient.conflict, caller);

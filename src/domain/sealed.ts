@@ -41,7 +41,7 @@ export async function prepareSealed(
 ): Promise<PreparedReceipt> {
   const v = new Violations();
   const identity = checkReceiptIdentity(v, input, prefix);
-  checkCardRef(input, "recipientHashedPan", v);
+  checkCardRef(input, v);
   checkSealedBytes(v, input, prefix);
   const bundleField = `${prefix}keyBundle`;
   const bundle = input.keyBundle;

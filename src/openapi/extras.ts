@@ -51,7 +51,7 @@ export const RECEIPT_SIGNATURE: HeaderParameter = {
   required: false,
   description:
     "Base64 Ed25519 signature over the RFC 8785 canonical JSON of the receipt fields (the body without " +
-    'recipientHashedPan, mockItems and cardNonce, and without every member whose value is null, "" or ' +
+    'recipientHashedPan, recipientPar, mockItems, cardNonce and cardBin, and without every member whose value is null, "" or ' +
     "[], at any depth). Required once the merchantId has a registered signing key " +
     "(`POST /api/v1/receipts/signing-keys`); missing or wrong is `invalid_signature`; ignored otherwise.",
   schema: { type: "string", format: "byte", contentEncoding: "base64" },

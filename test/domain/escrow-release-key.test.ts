@@ -8,7 +8,7 @@ import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { panHashOf } from "../../src/domain/pan.js";
 import { encryptReceipt } from "../../src/domain/receipts.js";
 import { encryptedReceiptOf } from "../../src/rpc/convert.js";
-import type { ReceiptRecord } from "../../src/store/types.js";
+import { type ReceiptRecord, receiptOwnerOf } from "../../src/store/types.js";
 import { type DomainFixture, domainFixture, principal, receiptMessage } from "../support/domain.js";
 import { hashPan } from "../support/harness.js";
 
@@ -18,7 +18,8 @@ const merchant = principal("merchant", "shop-1");
 /**
  * Escrow release checks that its target key is still the user's active key before each receipt: a
  * release that runs on in the background after the registration answered must not hand receipts to a
- * key rotated away meanwhile (a lost device's); they wait for the new key's release.
+ * key rotated away meanwhile (a lost device's); they wait for the new key's release. Nor to a user
+ * that lost the card to the BIN's owner meanwhile: the rest of the card's escrow is the owner's.
  */
 describe("escrow release to a key rotated away meanwhile", () => {
   let f: DomainFixture;
@@ -63,6 +64,37 @@ describe("escrow release to a key rotated away meanwhile", () => {
     );
     const byKey = (keyId: string) => receipts.filter((r) => r.keyBundle.keyId === keyId).length;
     expect([byKey(lost.keyId), byKey(replacement.keyId), receipts.length]).toEqual([2, 3, 5]);
+  });
+
+  it("stops when the BIN's owner takes the card meanwhile: the rest goes to the owner", async () => {
+    await f.store.bins.set("bank-a", ["400000"], f.clock.now());
+    const squatter = principal("issuer", "bank-b");
+    const pan = "4000000000000025";
+    // Escrowed without a cardBin: without an owner, released to whoever holds the card.
+    for (let i = 0; i < 5; i++) await encryptReceipt(f.deps, merchant, receiptMessage(pan));
+    const later: Array<() => Promise<unknown>> = [];
+    vi.spyOn(f.deps.background, "run").mockImplementation((_name, task) => later.push(task));
+
+    const squat = await register(f.deps, squatter, {
+      hashedPan: hashPan(pan),
+      ...(await generateKeys(f.deps, squatter)),
+    });
+    expect(squat).toMatchObject({ releasedReceipts: 2, releasePending: true });
+    const owned = await register(f.deps, issuer, {
+      hashedPan: hashPan(pan),
+      ...(await generateKeys(f.deps, issuer)),
+      cardBin: "400000",
+    });
+    expect(owned).toMatchObject({ superseded: true, releasedReceipts: 2, releasePending: true });
+    // The squatter's background release runs first, after it lost the card.
+    for (const task of later.splice(0)) await task();
+
+    const held = async (userId: string) => {
+      const user = await f.store.users.findById(userId);
+      if (user === undefined) throw new Error("no user");
+      return (await f.store.receipts.listByUser(receiptOwnerOf(user), 10)).receipts.length;
+    };
+    expect([await held(squat.userId), await held(owned.userId)]).toEqual([2, 3]);
   });
 
   it("refuses, item by item, an issuer's bundles for a key rotated away during its release call", async () => {

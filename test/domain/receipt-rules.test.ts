@@ -396,7 +396,7 @@ describe("validateReceipt: one error names every problem", () => {
       "transactionId: is required",
       "transactionDate: is required",
       "currency: is required",
-      "recipientHashedPan: is required",
+      "recipientHashedPan: is required (or recipientPar, the card's PAR)",
     ]);
   });
 

@@ -75,18 +75,35 @@ describe("sealedPlaintextOf", () => {
   it("is tested with a receipt that sets every field of the proto a request may set", () => {
     // A field added to receipt.proto must be added here, and then to the rules that seal it.
     const unset = ReceiptSchema.fields.filter((f) => !isFieldSet(full, f)).map((f) => f.localName);
-    expect(unset).toEqual(NOT_FROM_INPUT);
+    // recipientPar names the card instead of recipientHashedPan, never beside it (the next test).
+    expect(unset).toEqual([...NOT_FROM_INPUT, "recipientPar"]);
   });
 
   it("holds every receipt field of the proto except the input-only ones", () => {
     const sealed = sealedPlaintextOf(validateReceipt(full, { mode: "payment", now: NOW, original: "found" }));
-    expect(INPUT_ONLY_FIELDS).toEqual(["recipientHashedPan", "mockItems", "cardNonce", "cardBin"]);
+    expect(INPUT_ONLY_FIELDS).toEqual([
+      "recipientHashedPan",
+      "recipientPar",
+      "mockItems",
+      "cardNonce",
+      "cardBin",
+    ]);
     const expected = ReceiptSchema.fields
       .map((f) => f.jsonName)
       .filter(
         (name) => !NOT_FROM_INPUT.includes(name) && !(INPUT_ONLY_FIELDS as readonly string[]).includes(name),
       );
     expect(Object.keys(sealed).sort()).toEqual(expected.sort());
+  });
+
+  it("seals a receipt routed by PAR exactly as the same receipt routed by hashed PAN", () => {
+    const byPar = clone(ReceiptSchema, full);
+    byPar.recipientHashedPan = undefined;
+    byPar.recipientPar = "5001A9ZXCVBNMASDFGHJKLQWERTY1";
+    const options = { mode: "payment", now: NOW, original: "found" } as const;
+    const sealed = sealedPlaintextOf(validateReceipt(byPar, options));
+    expect(sealed).toEqual(sealedPlaintextOf(validateReceipt(full, options)));
+    expect(JSON.stringify(sealed)).not.toContain("5001A9ZXCVBNMASDFGHJKLQWERTY1");
   });
 
   it("serialises money as JSON numbers and dates as RFC 3339", () => {

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkibQoPUmVnaXN0ZXJSZXF1ZXN0EhIKCmhhc2hlZF9wYW4YASABKAkSEgoKcHVibGljX2tleRgCIAEoCRIOCgZrZXlfaWQYAyABKAkSFQoIY2FyZF9iaW4YBCABKAlIAIgBAUILCglfY2FyZF9iaW4i6AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCBISCgpzdXBlcnNlZGVkGAkgASgIIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUy9wIKEU9uYm9hcmRpbmdTZXJ2aWNlEoABCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiK4LT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSbwoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvb25ib2FyZGluZy9yZWdpc3RlchJuCgpEZWxldGVVc2VyEh4ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlcXVlc3QaHy5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVzcG9uc2UiH4LT5JMCGSoXL2FwaS92MS91c2Vycy97dXNlcl9pZH1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkihwEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQFCCwoJX2NhcmRfYmluQgYKBF9wYXIi6AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCBISCgpzdXBlcnNlZGVkGAkgASgIIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUy9wIKEU9uYm9hcmRpbmdTZXJ2aWNlEoABCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiK4LT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSbwoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvb25ib2FyZGluZy9yZWdpc3RlchJuCgpEZWxldGVVc2VyEh4ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlcXVlc3QaHy5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVzcG9uc2UiH4LT5JMCGSoXL2FwaS92MS91c2Vycy97dXNlcl9pZH1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -79,7 +79,8 @@ export const GenerateKeysResponseSchema: GenMessage<GenerateKeysResponse> = /*@_
  */
 export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   /**
-   * Required. SHA-256 of the card number, 64 hexadecimal characters (any case).
+   * SHA-256 of the card number, 64 hexadecimal characters (any case). Exactly one of hashed_pan and
+   * par names the card.
    *
    * @generated from field: string hashed_pan = 1;
    */
@@ -109,6 +110,16 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
    * @generated from field: optional string card_bin = 4;
    */
   cardBin?: string | undefined;
+
+  /**
+   * The card's EMVCo Payment Account Reference (section 21), 29 upper-case letters and digits,
+   * instead of hashed_pan: receipts that merchants route by this PAR (a wallet tap) reach the user.
+   * Stored only keyed (HMAC under the service's pepper), never logged. For a tap, card_bin is the
+   * wallet token's first 8 digits.
+   *
+   * @generated from field: optional string par = 5;
+   */
+  par?: string | undefined;
 };
 
 /**

@@ -25,7 +25,11 @@ export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
       lookupKey(
         deps,
         principalOf(ctx),
-        { recipientHashedPan: req.recipientHashedPan.toLowerCase(), cardBin: req.cardBin },
+        {
+          recipientHashedPan: req.recipientHashedPan.toLowerCase(),
+          recipientPar: req.recipientPar,
+          cardBin: req.cardBin,
+        },
         callerOf(ctx),
       ),
     async registerEscrowKey(req, ctx) {

@@ -110,8 +110,10 @@ export class MongoAudit implements AuditStore {
   }
 
   /**
-   * Moves the stable number forward over the numbers after it (at most {@link STABLE_SCAN} per call)
-   * and returns it: over each number that has its event, and over each hole this call claims.
+   * Moves the stable number forward over the numbers after it and returns it: over each number that
+   * has its event, and over each hole this call claims. It looks at up to {@link STABLE_SCAN} numbers
+   * at a time, at most {@link STABLE_SCANS} times a call, so that a reader catches up at once with
+   * however many events were written since anyone last read (up to that bound).
    */
   private async advanceStable(): Promise<number> {
     const [stableDoc, counterDoc] = await Promise.all([
@@ -119,22 +121,13 @@ export class MongoAudit implements AuditStore {
       this.counters.findOne({ _id: COUNTER }, this.ctx.limit),
     ]);
     const stable = this.stableOf(stableDoc);
-    const upTo = Math.min(this.stableOf(counterDoc), stable + STABLE_SCAN);
-    if (upTo <= stable) return stable;
-    const written = new Set(
-      (
-        await this.collection
-          .find<{ _id: number }>(
-            { _id: { $gt: stable, $lte: upTo } },
-            { ...this.ctx.limit, ...SCATTER, projection: { _id: 1 } },
-          )
-          .toArray()
-      ).map((doc) => doc._id),
-    );
+    const counter = this.stableOf(counterDoc);
     let reached = stable;
-    for (let seq = stable + 1; seq <= upTo; seq++) {
-      if (!written.has(seq) && !(await this.claimHole(seq))) break;
-      reached = seq;
+    for (let scan = 0; scan < STABLE_SCANS && reached < counter; scan++) {
+      const upTo = Math.min(counter, reached + STABLE_SCAN);
+      const next = await this.scanFrom(reached, upTo);
+      reached = next;
+      if (next < upTo) break;
     }
     if (reached > stable) {
       await this.counters.updateOne(
@@ -142,6 +135,31 @@ export class MongoAudit implements AuditStore {
         { $max: { seq: reached } },
         { ...this.ctx.limit, upsert: true },
       );
+    }
+    return reached;
+  }
+
+  /**
+   * The highest number up to `upTo` that the numbers after `from` reach without a gap: every one has
+   * its event or a hole, or is claimed as a hole now. One count when all are there (the usual case);
+   * else a walk of the numbers, stopping before the first one whose event is on its way.
+   */
+  private async scanFrom(from: number, upTo: number): Promise<number> {
+    const range = { _id: { $gt: from, $lte: upTo } };
+    if ((await this.collection.countDocuments(range, { ...this.ctx.limit, ...SCATTER })) === upTo - from) {
+      return upTo;
+    }
+    const written = new Set(
+      (
+        await this.collection
+          .find<{ _id: number }>(range, { ...this.ctx.limit, ...SCATTER, projection: { _id: 1 } })
+          .toArray()
+      ).map((doc) => doc._id),
+    );
+    let reached = from;
+    for (let seq = from + 1; seq <= upTo; seq++) {
+      if (!written.has(seq) && !(await this.claimHole(seq))) break;
+      reached = seq;
     }
     return reached;
   }
@@ -170,8 +188,10 @@ const COUNTER = "audit";
 const STABLE = "auditStable";
 /** How often an append takes a new number after a reader claimed its number as a hole. */
 const APPEND_ATTEMPTS = 5;
-/** How many numbers one read looks at to move the stable number. */
+/** How many numbers a reader looks at in one go to move the stable number. */
 const STABLE_SCAN = 5_000;
+/** How many such looks one read makes at most: it catches up with 100,000 events at once. */
+const STABLE_SCANS = 20;
 
 /** An audit event as stored, its number the `_id`; or a hole, a number no event will have. */
 type AuditDoc = (AuditEvent & { _id: number; hole?: undefined }) | { _id: number; hole: true };
