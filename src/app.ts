@@ -3,10 +3,12 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
+import { EventsService } from "../gen/receipts/v1/events_pb.js";
 import { KeysService } from "../gen/receipts/v1/keys_pb.js";
 import { OnboardingService } from "../gen/receipts/v1/onboarding_pb.js";
 import { PaymentsService } from "../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../gen/receipts/v1/receipts_pb.js";
+import { WebhooksService } from "../gen/receipts/v1/webhooks_pb.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
 import { CryptoPool } from "./crypto/crypto-pool.js";
@@ -16,6 +18,8 @@ import type { DomainDeps } from "./domain/deps.js";
 import { ktLogSigner } from "./domain/kt/note-keys.js";
 import type { KtReads } from "./domain/kt/reads.js";
 import { createKtRuntime, type KtRuntime, type KtRuntimeOptions } from "./domain/kt/runtime.js";
+import { createEvents, type Events } from "./events/index.js";
+import type { ResolveAll } from "./events/ssrf.js";
 import { useFastPaths } from "./fast/index.js";
 import { registerAdminRoutes } from "./http/admin.js";
 import { registerApiReference } from "./http/docs.js";
@@ -29,10 +33,12 @@ import { errorInterceptor } from "./rpc/error-mapping.js";
 import { healthService } from "./rpc/health.js";
 import { accessInterceptor, requestContextInterceptor, requestMeter } from "./rpc/interceptors.js";
 import { registerReflection } from "./rpc/reflection.js";
+import { eventsService } from "./rpc/services/events.js";
 import { keysService } from "./rpc/services/keys.js";
 import { onboardingService } from "./rpc/services/onboarding.js";
 import { paymentsService } from "./rpc/services/payments.js";
 import { receiptsService } from "./rpc/services/receipts.js";
+import { webhooksService } from "./rpc/services/webhooks.js";
 import { isMemoryStore } from "./store/memory/index.js";
 import { withTimeLimit } from "./store/time-limit.js";
 import type { Store } from "./store/types.js";
@@ -49,6 +55,8 @@ export interface AppDeps {
   listener?: ListenerOptions;
   /** How long `close()` lets in-flight calls finish, in ms; default 10 000. */
   shutdownGraceMs?: number;
+  /** Resolves webhook receivers' host names; the system resolver by default (tests inject one). */
+  webhookResolver?: ResolveAll;
   /**
    * The key log's seams: the tenants' signing keys (the signing-key store), the directory source, the
    * HTTP client for witnesses, the sequencer's holder name.
@@ -60,6 +68,8 @@ export interface AppDeps {
 export interface App {
   server: HttpServer;
   domain: DomainDeps;
+  /** Events and webhooks: their dependencies and this instance's worker. */
+  events: Events;
   /** The key log of this instance: its service (`domain.kt`), reads and sequencer. */
   kt: KtRuntime;
   /** Stops accepting, finishes in-flight calls, stops workers, closes the store. */
@@ -67,7 +77,14 @@ export interface App {
 }
 
 /** The services served on every protocol, in the order of the README. */
-export const SERVICES = [OnboardingService, KeysService, ReceiptsService, PaymentsService] as const;
+export const SERVICES = [
+  OnboardingService,
+  KeysService,
+  ReceiptsService,
+  PaymentsService,
+  WebhooksService,
+  EventsService,
+] as const;
 
 /**
  * Builds the service from its dependencies: domain, interceptors, and one HTTP server serving REST,
@@ -84,6 +101,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     escrowPrivateKeys: await escrowPrivateKeys(config, logger),
     size: deps.workers ?? config.cryptoThreads,
   });
+  const events = createEvents({ store, clock, logger, config, resolve: deps.webhookResolver });
   const kt = ktRuntimeOf(deps, store, clock, pool);
   const domain: DomainDeps = {
     store,
@@ -108,7 +126,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     }
   };
   const server = await createHttpServer({
-    routes: serviceRoutes(domain, ready, config.grpcReflection),
+    routes: serviceRoutes(domain, events, ready, config.grpcReflection),
     services: [...SERVICES],
     // Order matters: the first interceptor is the outermost. Every protocol runs this one list once.
     interceptors: [
@@ -128,12 +146,17 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ...(deps.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: deps.shutdownGraceMs }),
     addRoutes: (app) => addPlainRoutes(app, config, store, clock, kt.reads),
   });
+  events.start();
   kt.start();
   return {
     server,
     domain,
+    events,
     kt,
     async close() {
+      // Streams end first (they would hold the drain for its whole grace), then the worker hands its
+      // lease over, then calls in flight finish.
+      await events.stop();
       await server.close();
       await kt.stop();
       // Background releases get the shutdown's grace too; what they leave stays escrowed for the next
@@ -173,9 +196,10 @@ async function escrowPrivateKeys(config: Config, logger: Logger): Promise<string
   return [(await generateRsaKeyPair()).privateKey];
 }
 
-/** The Connect routes: the four services, gRPC health and, unless switched off, reflection. */
+/** The Connect routes: the API services, gRPC health and, unless switched off, reflection. */
 function serviceRoutes(
   domain: DomainDeps,
+  events: Events,
   ready: () => Promise<boolean>,
   reflection: boolean,
 ): (router: ConnectRouter) => void {
@@ -184,6 +208,8 @@ function serviceRoutes(
     router.service(KeysService, keysService(domain));
     router.service(ReceiptsService, receiptsService(domain));
     router.service(PaymentsService, paymentsService(domain));
+    router.service(WebhooksService, webhooksService(events.deps));
+    router.service(EventsService, eventsService(events.deps));
     router.service(Health, healthService(ready));
     if (reflection) registerReflection(router, [...SERVICES, Health]);
   };

@@ -86,6 +86,12 @@ async function workerEnvironment(
       "ESCROW_PRIVATE_KEY not set: the workers share an escrow key generated for this run (development only)",
     );
   }
+  if (config.events.secretKeyGenerated) {
+    shared.WEBHOOK_SECRET_KEY = config.events.secretKeys.map((key) => key.toString("base64")).join(",");
+    logger.warn(
+      "WEBHOOK_SECRET_KEY not set: the workers share a key generated for this run (development only)",
+    );
+  }
   // Each process has its own crypto worker threads: together one per core, not one per core each
   // (on two cores, two processes with two threads each served encrypt 9% slower than one process).
   if ((env.CRYPTO_THREADS ?? "") === "") {

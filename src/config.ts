@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { type KtConfig, readKtConfig } from "./config-kt.js";
+import { type EventsConfig, readEventsConfig } from "./events/config.js";
 import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast/index.js";
 import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
 import { DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS } from "./http/connection-cap.js";
@@ -107,6 +108,8 @@ export interface Config {
    * one against the others. This is the one place it is read.
    */
   fastPaths: FastPath[];
+  /** Events, webhooks and the event stream (section 22); see `EventsConfig`. */
+  events: EventsConfig;
   /** The key log (section 20): its signing key, witnesses and limits (`config-kt.ts`). */
   kt: KtConfig;
 }
@@ -162,7 +165,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const { pepper, pepperGenerated } = readPepper(settings);
   const escrowPrivateKeys = readEscrowKeys(settings);
   const adminToken = readAdminToken(settings);
-  requireLastingSecrets(problems, receiptsEnv, store, pepperGenerated, escrowPrivateKeys.length > 0);
+  const events = readEventsConfig(settings);
+  requireLastingSecrets(problems, receiptsEnv, store, {
+    pepperGenerated,
+    hasEscrowKey: escrowPrivateKeys.length > 0,
+    webhookKeyGenerated: events.secretKeyGenerated,
+  });
   const kt = readKtConfig(settings, receiptsEnv, store);
   const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
   problems.push(...trusted.problems);
@@ -209,6 +217,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ),
     },
     fastPaths: parseFastPaths(env.FAST_PATHS, problems),
+    events,
     kt,
   };
   if (problems.length > 0) throw new ConfigError(problems);
@@ -324,28 +333,29 @@ function readAdminToken({ env, problems }: Settings): string | undefined {
 }
 
 /**
- * Reports a pepper or escrow key that would die with the process where data outlives it: in production
- * (which also needs MongoDB) and with MongoDB in any environment, a per-process one would orphan the data.
+ * Reports a secret that would die with the process where data outlives it (the pepper, the escrow key,
+ * the key sealing webhook secrets): in production (which also needs MongoDB) and with MongoDB in any
+ * environment, a per-process one would orphan the data.
  */
 function requireLastingSecrets(
   problems: string[],
   receiptsEnv: Environment,
   store: Config["store"],
-  pepperGenerated: boolean,
-  hasEscrowKey: boolean,
+  secrets: { pepperGenerated: boolean; hasEscrowKey: boolean; webhookKeyGenerated: boolean },
 ): void {
-  if (receiptsEnv === "live") {
-    if (pepperGenerated) problems.push("HASHED_PAN_PEPPER is required in production (RECEIPTS_ENV=live)");
-    if (!hasEscrowKey) {
-      problems.push(
-        "ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required in production (RECEIPTS_ENV=live)",
-      );
-    }
-    if (store !== "mongodb") problems.push("STORE=mongodb is required in production (RECEIPTS_ENV=live)");
-  } else if (store === "mongodb") {
-    if (pepperGenerated) problems.push("HASHED_PAN_PEPPER is required with STORE=mongodb");
-    if (!hasEscrowKey)
-      problems.push("ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required with STORE=mongodb");
+  const where =
+    receiptsEnv === "live"
+      ? "in production (RECEIPTS_ENV=live)"
+      : store === "mongodb"
+        ? "with STORE=mongodb"
+        : "";
+  if (where === "") return;
+  if (secrets.pepperGenerated) problems.push(`HASHED_PAN_PEPPER is required ${where}`);
+  if (!secrets.hasEscrowKey)
+    problems.push(`ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required ${where}`);
+  if (secrets.webhookKeyGenerated) problems.push(`WEBHOOK_SECRET_KEY is required ${where}`);
+  if (receiptsEnv === "live" && store !== "mongodb") {
+    problems.push("STORE=mongodb is required in production (RECEIPTS_ENV=live)");
   }
 }
 

@@ -127,9 +127,15 @@ function redact(value: unknown, depth: number, path: Set<object>): unknown {
   return copy ?? value;
 }
 
-/** A copy of an error that keeps its prototype, message and stack (which are not enumerable). */
+/**
+ * A copy of an error that keeps its prototype, message and stack (which are not enumerable). On Node
+ * 24 `stack` is an own accessor that reads the original error's internal slot and gives `undefined`
+ * on a copy, so the copy gets the text itself (without it a redacted error lost its stack trace).
+ */
 function copyOfError(error: Error): Record<string, unknown> {
-  return Object.create(Object.getPrototypeOf(error), Object.getOwnPropertyDescriptors(error));
+  const copy = Object.create(Object.getPrototypeOf(error), Object.getOwnPropertyDescriptors(error));
+  Object.defineProperty(copy, "stack", { value: error.stack });
+  return copy;
 }
 
 /**

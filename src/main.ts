@@ -41,6 +41,11 @@ async function main(): Promise<void> {
   if (config.pepperGenerated) {
     logger.warn("HASHED_PAN_PEPPER not set: using a pepper generated for this process (development only)");
   }
+  if (config.events.secretKeyGenerated) {
+    logger.warn(
+      "WEBHOOK_SECRET_KEY not set: webhook secrets are sealed with a key generated for this process (development only)",
+    );
+  }
 
   // Created before listening, so that no request (on any cluster worker) can arrive before its key.
   const devKeys =

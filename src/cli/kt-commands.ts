@@ -20,6 +20,7 @@ import { startWitnessServer } from "./witness-server.js";
 
 export const KT_HELP = {
   kt: `Usage: receipts kt keygen --host <host> --out <file> [--json]
+       receipts kt monitor ... (an issuer's monitor of the log: "receipts kt monitor --help")
 
 Makes the key log's signing key, named <host>/receipts/kt/v1 (the log's origin, the host merchants
 reach the service at). The private key goes to --out (a new file of mode 600), which
@@ -45,7 +46,8 @@ export async function ktCommand(
   args: string[],
   out: NodeJS.WritableStream,
 ): Promise<void> {
-  if (command !== "keygen") throw new UsageError('Unknown kt command: try "receipts kt keygen".');
+  if (command !== "keygen")
+    throw new UsageError('Unknown kt command: try "receipts kt keygen" or "receipts kt monitor".');
   const { values } = parse(args, {
     host: { type: "string" },
     out: { type: "string" },

@@ -9,10 +9,12 @@ import {
 } from "./admin-commands.js";
 import { DemoError, runDemo } from "./demo.js";
 import { KT_HELP, ktCommand, witnessCommand } from "./kt-commands.js";
+import { ktMonitorCommand, MONITOR_HELP } from "./kt-monitor-command.js";
 import { OPERATOR_API_OFF, OperatorError } from "./operator.js";
+import { WEBHOOKS_HELP, webhooksCommand } from "./webhooks.js";
 
 /** The command groups that have their own --help. */
-const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo", "kt", "witness"]);
+const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo", "kt", "witness", "webhooks"]);
 
 /** Exit codes scripts can rely on. */
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
@@ -28,8 +30,10 @@ Commands:
   merchants assign  Give a merchantId to a merchant tenant
   audit             Read the audit log
   escrow            Count escrowed receipts by owner and key
+  webhooks          A tenant's webhook endpoints, deliveries and events, with its API key
   demo              Run the five steps plus escrow against a running server, printing each call
   kt keygen         Make the key log's signing key (KT_LOG_PRIVATE_KEY_FILE) and print its vkey
+  kt monitor        One run of an issuer's key-log monitor (exit 3 and one line per alert)
   witness keygen    Make a witness key and print its vkey
   witness serve     Run a witness of the key log (C2SP tlog-witness), as a bank may
 
@@ -80,6 +84,14 @@ export async function runCli(
       out.write(`${HELP.root}\n`);
       return group === undefined ? EXIT.usage : EXIT.ok;
     }
+    if (group === "webhooks") {
+      if (wantsHelp) {
+        out.write(`${WEBHOOKS_HELP}\n`);
+        return EXIT.ok;
+      }
+      await webhooksCommand(argv.slice(1), out, env, defaultDemoUrl(env));
+      return EXIT.ok;
+    }
     if (group === "keys") {
       if (wantsHelp) {
         const help =
@@ -89,6 +101,13 @@ export async function runCli(
       }
       await keysCommand(command, rest, out);
       return EXIT.ok;
+    }
+    if (group === "kt" && command === "monitor") {
+      if (wantsHelp) {
+        out.write(`${MONITOR_HELP}\n`);
+        return EXIT.ok;
+      }
+      return await ktMonitorCommand(rest, out, env);
     }
     if (group === "kt" || group === "witness") {
       if (wantsHelp) {

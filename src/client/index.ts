@@ -9,6 +9,8 @@
  * app that does not draw receipts does not load the renderer.
  */
 
+export type { TrustPolicy } from "../kt/policy.js";
+export type { KtBinding, KtLookupAnswer } from "../kt/wire.js";
 export {
   type CallOptions,
   type CreateOptions,
@@ -22,6 +24,13 @@ export {
   type ReceiptsClientOptions,
   type SendReceiptOptions,
 } from "./client.js";
+export {
+  checkRegistration,
+  checkSelf,
+  type DeviceCheckCode,
+  DeviceCheckError,
+  type HeldBinding,
+} from "./device-checks.js";
 export { isServiceErrorCode, SERVICE_ERROR_CODES, type ServiceErrorCode } from "./error-codes.js";
 export {
   type ApiFieldViolation,
@@ -31,6 +40,19 @@ export {
   type TransportErrorCode,
 } from "./errors.js";
 export {
+  DEFAULT_VALID_DAYS,
+  type EscrowKeyInput,
+  escrowKeyStatement,
+  generateIssuerSigner,
+  type IssuerSigner,
+  type IssuerSigningKey,
+  issuerSigningKeyOf,
+  type KeyBindingInput,
+  keyBindingStatement,
+  signStatement,
+  statementOf,
+} from "./key-binding.js";
+export {
   type KeyRing,
   keyIdOf,
   type OpenedReceipt,
@@ -38,6 +60,15 @@ export {
   openListing,
   openReceiptWithKeyRing,
 } from "./key-ring.js";
+export {
+  type CardIdentity,
+  createKeyTrust,
+  type KeyTrust,
+  type KeyTrustOptions,
+  type KeyVerificationCheck,
+  KeyVerificationError,
+  type VerifiedKey,
+} from "./key-trust.js";
 export {
   type CardTransaction,
   DETAILS_CEILING,
@@ -85,6 +116,7 @@ export {
   importRsaKey,
   KEY_WRAP_ALGORITHM,
   type KeyWrapAlgorithm,
+  type LookupAnswerLike,
   openReceipt,
   type PrivateKeyInput,
   type ReceiptEnvelope,
@@ -97,7 +129,15 @@ export {
   rewrapKeyBundle,
   type SealedEnvelope,
   type SealIdentity,
+  type SealTrust,
   sealReceipt,
   type WebCryptoKey,
   type WebCryptoKeyPair,
 } from "./webcrypto.js";
+export {
+  verifyWebhook,
+  type WebhookEvent,
+  type WebhookHeaders,
+  WebhookVerificationError,
+  type WebhookVerifyOptions,
+} from "./webhooks.js";

@@ -16,6 +16,7 @@ import {
   subtleCrypto,
   type WebCryptoKey,
 } from "./client-keys.js";
+import type { CardIdentity, KeyTrust } from "./key-trust.js";
 import {
   HPKE_ENC_BYTES,
   HPKE_KEY_WRAP_ALGORITHM,
@@ -404,13 +405,95 @@ async function unwrapWithAny(
 }
 
 /**
+ * How {@link sealReceipt} checks a lookup (or register) answer before sealing to its key: under a
+ * {@link KeyTrust} (the merchant's trust policy) for the card in hand, or not at all, which must be
+ * said in so many words (`"unverified"`: whoever controls the service's answer, the operator, a
+ * stolen issuer API key, a store writer, then chooses who can read the receipt).
+ */
+export type SealTrust =
+  | { trust: KeyTrust; card: CardIdentity; signal?: AbortSignal }
+  | { trust: "unverified" };
+
+/**
  * Seals a receipt to a public key of either suite (base64 DER SPKI, as register takes it, or a
  * `PUBLIC KEY` PEM, or a `CryptoKey`): RSA keys get RSA-OAEP-256, P-256 keys HPKE, in the format the
  * service produces and {@link openReceipt} opens. The AAD is the receipt's version (default "1.0"),
  * receiptId, merchantId and transactionId; `identity` may supply or pin them (a value that disagrees
  * with the receipt's is refused) and names the recipient's `keyId`. Each call draws a new AES key and IV.
+ *
+ * A bare key is sealed to as it is: the caller vouches for it. Given lookup's answer instead (its JSON
+ * `data`, or the client's `LookupKeyResponse`), the answer is verified first under `identity.trust`
+ * (SPEC section 20: signed binding, log inclusion, witnessed checkpoint, the BIN's owner) and a
+ * failure throws a `KeyVerificationError` before anything is sealed; the key id and AAD binding come
+ * from the verified answer.
  */
 export async function sealReceipt(
+  receipt: ReceiptJson,
+  publicKey: string | WebCryptoKey,
+  identity?: SealIdentity,
+): Promise<SealedEnvelope>;
+export async function sealReceipt(
+  receipt: ReceiptJson,
+  answer: LookupAnswerLike,
+  identity: SealIdentity & SealTrust,
+): Promise<SealedEnvelope>;
+export async function sealReceipt(
+  receipt: ReceiptJson,
+  recipient: string | WebCryptoKey | LookupAnswerLike,
+  identity: SealIdentity & Partial<SealTrust> = {},
+): Promise<SealedEnvelope> {
+  if (isAnswer(recipient)) {
+    const key = await recipientOf(recipient, identity);
+    const pinned: SealIdentity = { keyId: key.keyId, aadBound: key.aadBound };
+    for (const name of ["version", ...IDENTITY_FIELDS] as const) {
+      const value = identity[name];
+      if (value !== undefined) pinned[name] = value;
+    }
+    return sealToKey(receipt, key.publicKey, pinned);
+  }
+  return sealToKey(receipt, recipient, identity);
+}
+
+/** A lookup answer as sealReceipt takes it: at least the key and its id (the rest is checked by the trust). */
+export interface LookupAnswerLike {
+  keyId: string;
+  publicKey: string;
+  aadBound?: boolean | undefined;
+}
+
+function isAnswer(recipient: unknown): recipient is LookupAnswerLike {
+  return (
+    typeof recipient === "object" && recipient !== null && "keyId" in recipient && "publicKey" in recipient
+  );
+}
+
+/** The key an answer names, verified under the trust (or taken as it is, when told "unverified"). */
+async function recipientOf(
+  answer: LookupAnswerLike,
+  identity: SealIdentity & Partial<SealTrust>,
+): Promise<{ keyId: string; publicKey: string; aadBound: boolean }> {
+  const { trust, card, signal } = identity as Partial<{
+    trust: KeyTrust | "unverified";
+    card: CardIdentity;
+    signal: AbortSignal;
+  }>;
+  if (trust === undefined) {
+    throw new TypeError(
+      'sealReceipt: a lookup answer needs identity.trust: a KeyTrust and the card (createKeyTrust), or "unverified"',
+    );
+  }
+  const key =
+    trust === "unverified"
+      ? { keyId: answer.keyId, publicKey: answer.publicKey, aadBound: answer.aadBound === true }
+      : await trust.verify(answer, card as CardIdentity, signal === undefined ? {} : { signal });
+  if (identity.keyId !== undefined && identity.keyId !== key.keyId) {
+    throw new EnvelopeError("invalid_receipt", "identity.keyId differs from the answer's keyId");
+  }
+  return key;
+}
+
+/** {@link sealReceipt} to a key the caller vouches for. */
+async function sealToKey(
   receipt: ReceiptJson,
   publicKey: string | WebCryptoKey,
   identity: SealIdentity = {},

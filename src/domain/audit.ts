@@ -181,6 +181,7 @@ function sealToken(key: Buffer, tenantId: string, cursor: string): string {
 function openToken(key: Buffer, tenantId: string, token: string): string {
   const bytes = /^[A-Za-z0-9_-]+$/.test(token) ? Buffer.from(token, "base64url") : Buffer.alloc(0);
   // Only the spelling this service gave: base64 decoding drops a lone last character and unused bits.
+  // secret-compare: a page cursor against its own re-encoding, not against a stored secret.
   if (bytes.length > 28 && bytes.toString("base64url") === token) {
     try {
       const decipher = createDecipheriv("aes-256-gcm", key, bytes.subarray(0, 12));

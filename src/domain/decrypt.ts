@@ -18,6 +18,7 @@ export interface DecryptCredentials {
 /** Checks the presence of a decrypt call's credentials, adding violations for the missing ones. */
 export function checkCredentials(input: DecryptCredentials, violations: Violations): string {
   const tokenId = input.tokenId || input.accessTokenId;
+  // secret-compare: two fields of the caller's own request, neither compared with a stored token.
   if (input.tokenId && input.accessTokenId && input.tokenId !== input.accessTokenId) {
     violations.add("accessTokenId", "must equal tokenId when both are given");
   }

@@ -1,6 +1,7 @@
 import { AppError, Violations } from "../errors.js";
 import { type ApiKeyRecord, type ErasureRecord, type ReceiptRecord, receiptOwnerOf } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { erasedEvent } from "./events.js";
 import type { CallerInfo } from "./grants.js";
 
 /**
@@ -43,8 +44,10 @@ export async function deleteUser(
   v.throwIfAny();
   const erasure = await erasureOf(deps, principal, input.userId);
   const { userId } = erasure;
+  await eraseStatements(deps, userId);
   // Keys first: from here on a receipt stored for them does not survive (see above).
-  const erased = await deps.store.users.erase(userId);
+  // The user's deletion writes its user.erased event (once: a retry finds no user to delete).
+  const erased = await deps.store.users.erase(userId, [erasedEvent(erasure, deps.clock.now())]);
   await deps.store.grants.deleteByUser(userId);
   const { deleted: deletedReceipts, left: receiptsLeft } = await deleteReceipts(deps, erasure);
   const deletedKeys = erased?.deletedKeys ?? 0;
@@ -56,10 +59,26 @@ export async function deleteUser(
     requestId: caller.requestId,
     sourceIp: caller.sourceIp,
     userId,
+    // A key change on record: the key the user held until now (on the call that deleted it).
+    ...(erased === undefined ? {} : { previousKeyId: erased.user.activeKeyId }),
     subject: `${deletedReceipts} receipts, ${deletedKeys} keys${receiptsLeft > 0 ? `, ${receiptsLeft} receipts left` : ""}`,
   });
   if (receiptsLeft === 0) await deps.store.erasures.finish(userId);
   return { deletedReceipts, deletedKeys, receiptsLeft };
+}
+
+/**
+ * The key log's part of an erasure (section 20): the card's statements, signatures, openings and keyed
+ * card reference leave the log's leaf records; the leaves stay, so every proof still verifies, and a
+ * hashed-PAN leaf (a signer hash and a commitment) says nothing of the card without its opening. Runs
+ * before the user goes, so a retry after a failure runs it again (it is idempotent). Only while the
+ * user holds the card: a user superseded by the BIN's owner no longer does, and the card's statements
+ * are then the new holder's too (its own stay in the log; see docs/key-transparency.md).
+ */
+async function eraseStatements(deps: DomainDeps, userId: string): Promise<void> {
+  const user = await deps.store.users.findById(userId);
+  if (user === undefined || user.supersededAt !== undefined) return;
+  await deps.store.ktLog.eraseCard(user.panHash, deps.clock.now());
 }
 
 /** Receipts one store call of an erasure deletes. */

@@ -2,9 +2,10 @@ import { receiptAad, sealedFromText } from "../crypto/envelope.js";
 import { ESCROW_UNWRAP_FAILED, isEscrowHold } from "../crypto/escrow-errors.js";
 import { RSA_OAEP_256 } from "../crypto/suites.js";
 import { AppError } from "../errors.js";
-import type { ApiKeyRecord, ReceiptRecord, UserRecord } from "../store/types.js";
+import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
+import { releasedEvent } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import type { Recipient, SealingKey } from "./routing.js";
 
@@ -217,15 +218,10 @@ export async function releaseReceipt(
     {
       userId: target.user.userId,
       issuerTenantId: target.user.tenantId,
-      keyBundle: {
-        keyId: target.key.keyId,
-        algorithm: target.key.algorithm,
-        encryptedAesKey: wrapped.encryptedAesKey,
-        ...(wrapped.encapsulatedKey === undefined ? {} : { encapsulatedKey: wrapped.encapsulatedKey }),
-        ...(target.key.aadBound && target.key.algorithm === RSA_OAEP_256 ? { aadBound: true as const } : {}),
-      },
+      keyBundle: bundleOf(target, wrapped),
     },
     escrowKeyId,
+    [releasedEvent(receipt, target.user, deps.clock.now())],
   );
   if (!stored) return "taken";
   // An erasure of the user that took its key meanwhile takes this receipt too.
@@ -237,4 +233,18 @@ export async function releaseReceipt(
     keyBundle: { keyId: target.key.keyId, algorithm: target.key.algorithm, encryptedAesKey: "" },
   });
   return kept ? "released" : "taken";
+}
+
+/** The key bundle of a receipt re-wrapped to the target's key. */
+function bundleOf(
+  target: ReleaseTarget,
+  wrapped: { encryptedAesKey: string; encapsulatedKey?: string },
+): StoredKeyBundle {
+  return {
+    keyId: target.key.keyId,
+    algorithm: target.key.algorithm,
+    encryptedAesKey: wrapped.encryptedAesKey,
+    ...(wrapped.encapsulatedKey === undefined ? {} : { encapsulatedKey: wrapped.encapsulatedKey }),
+    ...(target.key.aadBound && target.key.algorithm === RSA_OAEP_256 ? { aadBound: true as const } : {}),
+  };
 }

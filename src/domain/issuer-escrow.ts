@@ -7,6 +7,7 @@ import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
 import { ISSUER_ESCROW_KEY_PREFIX, keyStillActive } from "./escrow.js";
+import { panHashOfEscrowRef, releasedEvent } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkKeyBundle } from "./key-bundles.js";
 import { cardKeyOf, checkCardReference, ISSUER_CARD_FIELDS } from "./pan.js";
@@ -95,6 +96,13 @@ export async function revokeEscrowKey(
   // Revoked before: nothing changed, nothing to record.
   if (key.revokedAt?.getTime() !== now.getTime())
     return { key, currentEscrowKeyId: after?.escrowKeyId ?? "" };
+  // The tenant's current escrow key is in the directory: the key log snapshots it (section 20). Not in
+  // the revocation's store step (the store's revoke takes no pending records); a crash in between
+  // leaves it to the daily snapshot.
+  await deps.store.ktLog.enqueue([
+    deps.kt.pendingDirectoryChange("issuerEscrowKeys.revoke", principal.tenantId),
+  ]);
+  deps.kt.notify();
   await recordChange(deps, {
     at: now,
     action: "escrow_key.revoked",
@@ -108,14 +116,34 @@ export async function revokeEscrowKey(
   return { key, currentEscrowKeyId: after?.escrowKeyId ?? "" };
 }
 
-/** The receipts escrowed for the caller's tenant under its own escrow keys, for one card (hashed PAN or PAR), oldest first. */
+/**
+ * The receipts escrowed for the caller's tenant under its own escrow keys, for one card, oldest first.
+ * The card is named by its hashed PAN or PAR, or by the `escrowRef` of an `escrow.pending` event sent
+ * to the caller (an issuer that owns a BIN may not know which of its cards a receipt was for).
+ */
 export async function listPendingEscrow(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  input: { hashedPan: string; par?: string | undefined; pageSize: number; pageToken: string },
+  input: {
+    hashedPan: string;
+    par?: string | undefined;
+    escrowRef?: string;
+    pageSize: number;
+    pageToken: string;
+  },
 ): Promise<ReceiptPage> {
   const v = new Violations();
-  checkCardReference(input, ISSUER_CARD_FIELDS, v);
+  const escrowRef = input.escrowRef ?? "";
+  let panHash: string | undefined;
+  if (escrowRef !== "") {
+    if (input.hashedPan !== "" || (input.par ?? "") !== "") {
+      v.add("escrowRef", "cannot stand beside hashedPan or par: name the card by exactly one");
+    }
+    panHash = panHashOfEscrowRef(deps, principal.tenantId, escrowRef);
+    if (panHash === undefined) v.add("escrowRef", "is not an escrow reference sent to this tenant");
+  } else {
+    checkCardReference(input, ISSUER_CARD_FIELDS, v);
+  }
   if (input.pageSize < 0 || input.pageSize > PAGE_SIZE.max)
     v.add("pageSize", `must be from 1 to ${PAGE_SIZE.max}`);
   if (input.pageToken.length > 512) v.add("pageToken", "is not a valid page token");
@@ -124,7 +152,7 @@ export async function listPendingEscrow(
   if (keys.length === 0) return { receipts: [] };
   return deps.store.receipts.findEscrowed(
     {
-      panHash: cardKeyOf(deps.pepper, input),
+      panHash: panHash ?? cardKeyOf(deps.pepper, input),
       ownerTenantId: principal.tenantId,
       includeUnowned: false,
       escrowKeyIds: keys.map((k) => k.escrowKeyId),
@@ -216,6 +244,7 @@ export async function releaseByIssuer(
       receipt,
       { userId: user.userId, issuerTenantId: user.tenantId, keyBundle: bundle },
       receipt.escrowKeyId,
+      [releasedEvent(receipt, user, deps.clock.now())],
     );
     if (!ok) fail("not_escrowed");
     // An erasure of the user that took its key meanwhile takes the receipt too.

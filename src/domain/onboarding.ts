@@ -6,6 +6,7 @@ import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, RegisterOutcome } from "../
 import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
 import { type ReleaseCounts, type ReleaseTarget, releaseEscrow } from "./escrow.js";
+import { registerEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { cardKeyOf, checkCardBin, checkCardReference, ISSUER_CARD_FIELDS } from "./pan.js";
 import { cardBinOwner, sealingKeyOf } from "./routing.js";
@@ -160,6 +161,7 @@ export async function register(
     key,
     now,
     ownsBin: binOwner !== undefined,
+    events: (registered) => registerEvents(registered, now, cardBin),
   });
   if (outcome.kind === "pan_taken") {
     throw new AppError("conflict", "This card is registered by another issuer.");

@@ -11,6 +11,7 @@ import type {
 } from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
+import { declinedEvent, paymentEvents } from "./events.js";
 import type { ChargeResult, PaymentGateway } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
@@ -221,7 +222,8 @@ async function chargeAndStore(
 
 /**
  * Keeps a declined payment (`status: "declined"`, its decline code, no receipt: nothing was charged)
- * so that its merchant can read it, and answers the decline naming it (`payment_id`). Any other
+ * with its `payment.declined` event (section 22), so that its merchant can read it and hear of it, and
+ * answers the decline naming it (`payment_id`). Any other
  * failure of the gateway is answered as it came. The decline is the answer even when it cannot be
  * kept: the failure to keep it is logged.
  */
@@ -231,7 +233,13 @@ async function recordDecline(deps: DomainDeps, payment: PaymentRecord, err: unkn
   const code = err.metadata.decline_code;
   if (code !== undefined) declined.declineCode = code;
   try {
-    if ((await deps.store.payments.recordDecline(declined)) === "duplicate_transaction") return err;
+    const event = declinedEvent(declined.merchantTenantId, deps.clock.now(), {
+      paymentId: declined.paymentId,
+      merchantId: declined.merchantId,
+      transactionId: declined.transactionId,
+      receiptId: declined.receiptId,
+    });
+    if ((await deps.store.payments.recordDecline(declined, [event])) === "duplicate_transaction") return err;
   } catch (cause) {
     deps.logger.warn({ err: cause, paymentId: payment.paymentId }, "could not keep a declined payment");
     return err;
@@ -242,7 +250,7 @@ async function recordDecline(deps: DomainDeps, payment: PaymentRecord, err: unkn
 }
 
 /**
- * Stores the payment with its receipt; when a previous owner of the merchantId holds the
+ * Stores the payment with its receipt and their events; when a previous owner of the merchantId holds the
  * transactionId or the receiptId, frees it and tries again (each at most once).
  */
 async function storePayment(
@@ -252,9 +260,10 @@ async function storePayment(
   record: ReceiptRecord,
   caller: CallerInfo,
 ): Promise<CreatePaymentOutcome> {
+  const events = paymentEvents(deps, payment, record);
   const freed = new Set<string>();
   for (;;) {
-    const outcome = await deps.store.payments.createWithReceipt(payment, record);
+    const outcome = await deps.store.payments.createWithReceipt(payment, record, events);
     if (outcome.kind === "created" || freed.has(outcome.kind)) return outcome;
     freed.add(outcome.kind);
     const id =

@@ -3,6 +3,7 @@ import { AppError, Violations } from "../errors.js";
 import { type ApiKeyRecord, type ReceiptPage, type ReceiptRecord, receiptOwnerOf } from "../store/types.js";
 import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
+import { receiptEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "./merchants.js";
 import { prepareReceipt } from "./prepare.js";
@@ -52,8 +53,10 @@ export async function storeSealedReceipt(
 }
 
 /**
- * Stores a sealed receipt without a payment: `(merchantId, receiptId)` must be unused, or used by a
- * previous owner of the merchantId ({@link replacePreviousOwners}). Then audits a binding conflict.
+/**
+ * Stores a sealed receipt without a payment, with its events (`receipt.created` or `escrow.pending`)
+ * in the same store operation: `(merchantId, receiptId)` must be unused, or used by a previous owner
+ * of the merchantId ({@link replacePreviousOwners}). Then audits a binding conflict.
  */
 async function storeReceipt(
   deps: DomainDeps,
@@ -61,10 +64,11 @@ async function storeReceipt(
   { record, conflict }: PreparedReceipt,
   caller: CallerInfo,
 ): Promise<ReceiptRecord> {
-  let stored = await deps.store.receipts.insert(record);
+  const events = receiptEvents(deps, record);
+  let stored = await deps.store.receipts.insert(record, events);
   const id = { receiptId: record.receiptId };
   if (!stored && (await replacePreviousOwners(deps, principal, id, record.merchantId, caller))) {
-    stored = await deps.store.receipts.insert(record);
+    stored = await deps.store.receipts.insert(record, events);
   }
   if (!stored) {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");

@@ -1,5 +1,6 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { AppError, Violations } from "../errors.js";
+import type { EventRecord } from "../events/types.js";
 import { randomId } from "../ids.js";
 import type {
   ApiKeyRecord,
@@ -10,6 +11,7 @@ import type {
   RefundRecord,
 } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { receiptEvents, refundedEvent } from "./events.js";
 import { refundTooLarge } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import type { CallerInfo } from "./grants.js";
@@ -147,7 +149,9 @@ export async function refundPayment(
     }
     throw err;
   }
-  const after = await settleRefund(deps, payment, refund, gatewayRefundId, held);
+  // The refund's events (section 22) are written with its completion: a refused refund has none.
+  const events = [refundedEvent(payment, refund.refundId, deps.clock.now()), ...receiptEvents(deps, record)];
+  const after = await settleRefund(deps, payment, { refund, gatewayRefundId, events }, held);
   // Once the refund receipt is stored for good (a refused refund removes it): as create does.
   await auditBindingConflict(deps, principal, prepared.conflict, caller);
   await settleStoredReceipt(deps, record);
@@ -162,12 +166,14 @@ export async function refundPayment(
 async function settleRefund(
   deps: DomainDeps,
   payment: PaymentRecord,
-  refund: RefundRecord,
-  gatewayRefundId: string,
+  done: { refund: RefundRecord; gatewayRefundId: string; events: EventRecord[] },
   held: PaymentRecord,
 ): Promise<PaymentRecord> {
+  const { refund, gatewayRefundId, events } = done;
   try {
-    return (await deps.store.payments.completeRefund(payment, refund.refundId, gatewayRefundId)) ?? held;
+    return (
+      (await deps.store.payments.completeRefund(payment, refund.refundId, gatewayRefundId, events)) ?? held
+    );
   } catch (err) {
     deps.logger.warn(
       { err, refundId: refund.refundId },

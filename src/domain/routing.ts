@@ -38,6 +38,8 @@ export type Recipient =
       key: SealingKey;
       /** The issuer tenant the receipt is escrowed for; unset for escrow without an owner. */
       ownerTenantId?: string;
+      /** With an owner: the card BIN that made it the owner. */
+      cardBin?: string;
       /** The keyed card reference (HMAC of the hashed PAN or of the PAR), as stored. */
       panHash: string;
       /**
@@ -133,7 +135,13 @@ export async function recipientOf(deps: DomainDeps, card: CardRef): Promise<Reci
         aadBound: true,
       }
     : serviceEscrowKey(deps);
-  const recipient: Recipient = { kind: "escrow", key, ownerTenantId: owner, panHash };
+  const recipient: Recipient = {
+    kind: "escrow",
+    key,
+    ownerTenantId: owner,
+    cardBin: card.cardBin ?? "",
+    panHash,
+  };
   if (user !== undefined) recipient.conflict = { binOwner: owner, registeredBy: user.tenantId };
   return recipient;
 }

@@ -85,6 +85,7 @@ export function receiptRecordOf(
   } else {
     record.escrowKeyId = recipient.key.keyId;
     if (recipient.ownerTenantId !== undefined) record.escrowOwnerTenantId = recipient.ownerTenantId;
+    if (recipient.cardBin !== undefined) record.escrowCardBin = recipient.cardBin;
     record.expiresAt = new Date(now.getTime() + deps.escrowRetentionDays * 86_400_000);
   }
   if (paymentId !== undefined) record.paymentId = paymentId;

@@ -1,5 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import type { Clock } from "../clock.js";
 import {
   assignMerchant,
@@ -9,7 +8,6 @@ import {
   listKeys,
   type OperatorContext,
   readAudit,
-  recordFailedLogin,
   revokeKey,
   setBins,
 } from "../domain/admin.js";
@@ -17,6 +15,7 @@ import { createAuditor, listAuditors, revokeAuditor } from "../domain/kt/auditor
 import { AppError } from "../errors.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import type { Environment, Store } from "../store/types.js";
+import { digest, limitThenAuthenticate } from "./admin-access.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
 import { fromFastifyError, sendError, sendSuccess } from "./envelope.js";
 
@@ -43,13 +42,6 @@ export interface AdminRoutesOptions {
 /** The operator API's rate limit per client address and minute: far above an operator's, far below a guesser's. */
 export const ADMIN_REQUESTS_PER_MINUTE = 120;
 
-const WINDOW_MS = 60_000;
-
-/** SHA-256 of a token: equal-length digests, so the comparison's time says nothing about the token. */
-function digest(token: string): Buffer {
-  return createHash("sha256").update(token, "utf8").digest();
-}
-
 /** Registers the operator routes in a scope of their own, with a JSON body parser of their own. */
 export async function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): Promise<void> {
   const expected = digest(options.token);
@@ -69,7 +61,7 @@ export async function registerAdminRoutes(app: FastifyInstance, options: AdminRo
 }
 
 /** The address of the client that sent a request, through the trusted-proxy rule. */
-type ClientOf = (request: FastifyRequest) => string;
+export type ClientOf = (request: FastifyRequest) => string;
 
 /**
  * Makes `application/json` the scope's only body type (any other is 415); an empty body reads as
@@ -93,70 +85,6 @@ function acceptJsonOnly(scope: FastifyInstance): void {
     }
     done(null, parsed);
   });
-}
-
-/**
- * The hook every operator call passes first: counts the call against the client address's limit
- * (`limit` per minute, with the three rate-limit headers), then checks the bearer token against its
- * digest `expected`. Counting first makes a guess of the token cost the same as a call.
- */
-function limitThenAuthenticate(
-  options: AdminRoutesOptions,
-  limit: number,
-  expected: Buffer,
-  clientOf: ClientOf,
-): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
-  return async (request, reply) => {
-    const now = options.clock.now().getTime();
-    const windowStart = Math.floor(now / WINDOW_MS) * WINDOW_MS;
-    const count = await options.store.rateLimits.increment(
-      `admin:ip:${clientOf(request)}`,
-      new Date(windowStart),
-      new Date(windowStart + 2 * WINDOW_MS),
-    );
-    const reset = (windowStart + WINDOW_MS) / 1000;
-    reply.headers({
-      "x-ratelimit-limit": String(limit),
-      "x-ratelimit-remaining": String(Math.max(0, limit - count)),
-      "x-ratelimit-reset": String(reset),
-    });
-    if (count > limit) {
-      const retryAfterSeconds = Math.max(1, Math.ceil(reset - now / 1000));
-      throw new AppError("rate_limit_exceeded", "Too many operator calls: wait and try again.", {
-        retryAfterSeconds,
-      });
-    }
-    const header = request.headers.authorization ?? "";
-    const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : "";
-    if (given === "" || !timingSafeEqual(digest(given), expected)) {
-      await auditFailedLogin(options, request, clientOf, header !== "");
-      throw new AppError("unauthorized", "The operator API needs Authorization: Bearer <ADMIN_TOKEN>.");
-    }
-  };
-}
-
-/**
- * Writes a failed login to the audit log (never the token sent). A store that cannot take it does not
- * change the answer, which stays 401; the failure is logged instead.
- */
-async function auditFailedLogin(
-  options: AdminRoutesOptions,
-  request: FastifyRequest,
-  clientOf: ClientOf,
-  tokenSent: boolean,
-): Promise<void> {
-  try {
-    await recordFailedLogin(options.store, {
-      now: options.clock.now(),
-      requestId: request.id,
-      sourceIp: clientOf(request),
-      method: request.method,
-      path: request.url.split("?")[0] ?? "",
-      tokenSent,
-    });
-  } catch (err) {
-    request.log.error({ err }, "a failed operator login could not be written to the audit log");
-  }
 }
 
 /** What an operator route's handler gets: the request's parts, the operator context and the options. */

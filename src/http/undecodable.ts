@@ -8,9 +8,8 @@ import {
 } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
-import { AppError } from "../errors.js";
 import { kRemoteAddress, kRequestId } from "../rpc/context.js";
-import { toConnectError } from "../rpc/error-mapping.js";
+import { toConnectError, UNDECODABLE_PREFIX, undecodableRequest } from "../rpc/error-mapping.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import { requestIdFrom } from "../rpc/request-id.js";
 import { reencodeGrpcMessage, setGrpcStatus } from "./grpc-status.js";
@@ -28,8 +27,7 @@ import { reencodeGrpcMessage, setGrpcStatus } from "./grpc-status.js";
  * percent-encoding of gRPC's `grpc-message`, made the spec's (`grpc-status.ts`).
  */
 
-/** The message prefix connect-es gives a request it cannot decode from protobuf binary. */
-const UNDECODABLE = "parse binary: ";
+const UNDECODABLE = UNDECODABLE_PREFIX;
 
 const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
 
@@ -114,12 +112,7 @@ function wrapHandler(handler: UniversalHandler, meter: Meter | undefined): Unive
   const relabel = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
     const response = await handler(request);
     const invalid = (message: string) =>
-      toConnectError(
-        new AppError("invalid_request", "The request message cannot be decoded.", {
-          violations: [{ field: "body", description: message.slice(UNDECODABLE.length) }],
-        }),
-        requestIdFrom(request.header.get("x-request-id")),
-      );
+      toConnectError(undecodableRequest(message), requestIdFrom(request.header.get("x-request-id")));
     const type = response.header?.get("content-type") ?? "";
     if (type.startsWith("application/grpc-web")) return grpcWeb(response, invalid);
     if (type.startsWith("application/grpc")) return grpc(response, invalid);

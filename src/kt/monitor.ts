@@ -1,9 +1,10 @@
-import { bytesEqual, toHex } from "./bytes.js";
+import { bytesEqual, fromBase64Strict, toHex } from "./bytes.js";
 import { type CardState, nextCardState } from "./card-rules.js";
 import { type DirectorySnapshot, parseDirectory } from "./directory.js";
 import { defaultSha256, type Sha256 } from "./hash.js";
 import { canonicalJson, type Json } from "./json.js";
 import { commitmentOf, parseLeaf, parTagOf } from "./leaves.js";
+import { signerHashOf } from "./signatures.js";
 import { parseStatement } from "./statements.js";
 
 /**
@@ -27,6 +28,11 @@ export interface MonitorConfig {
   signed: string[];
   /** Its own directory entry as its records say it should read (canonical JSON), if it keeps one. */
   expectedEntry?: string;
+  /**
+   * The escrowKeyIds it registered, if it keeps them: another escrow key in its directory entry is
+   * an alarm (merchants would seal its cards' escrow to it).
+   */
+  escrowKeyIds?: string[];
   /** Its BIN and token-BIN prefixes. */
   prefixes: string[];
 }
@@ -160,6 +166,25 @@ function readSnapshot(run: Run, index: number, json: Uint8Array): void {
   const text = own === undefined ? undefined : canonicalJson(own as unknown as Json);
   if (run.config.expectedEntry !== undefined && text !== run.config.expectedEntry) {
     run.alerts.push({ index, message: "the directory's entry for you is not what your records say" });
+  }
+  // Merchants take an issuer's current signing keys and escrow key from the snapshot: a key that is
+  // not the issuer's own, listed there, lets whoever holds it sign bindings merchants accept.
+  for (const key of own?.signingKeys ?? []) {
+    const spki = fromBase64Strict(key.spki);
+    const hash = spki === undefined ? "" : toHex(signerHashOf(spki, run.sha256));
+    if (key.status !== "revoked" && !run.config.signerHashes.includes(hash)) {
+      run.alerts.push({
+        index,
+        message: `the directory lists a signing key for you that is not yours (${key.signingKeyId})`,
+      });
+    }
+  }
+  const escrow = own?.escrowKey;
+  if (escrow && run.config.escrowKeyIds !== undefined && !run.config.escrowKeyIds.includes(escrow.keyId)) {
+    run.alerts.push({
+      index,
+      message: `the directory lists an escrow key for you that is not yours (${escrow.keyId})`,
+    });
   }
   for (const taken of foreignPrefixes(parsed.value, run.config)) {
     run.alerts.push({ index, message: `the directory gives your prefix ${taken.prefix} to ${taken.issuer}` });

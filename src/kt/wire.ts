@@ -61,12 +61,16 @@ export interface KtEntry {
   leaf: string;
 }
 
-/** One of its own leaves as `GET /api/v1/kt/entries` opens it to an issuer. */
+/** One of its own leaves as `GET /api/v1/kt/entries` (ListKtEntries) opens it to an issuer. */
 export interface KtOpenedEntry {
   index: number;
-  /** Base64 of the statement without `cardRef` (the issuer adds its own card reference back). */
+  /** Base64 of the statement without `cardRef` (the issuer adds its own card reference back); "" when erased. */
   statementWithoutCardRef: string;
+  /** Base64 of the 16-byte opening; "" when erased. */
   opening: string;
   signingKeyId: string;
-  userId: string | null;
+  /** The user it was registered for; "" for a statement about no card (and when erased). */
+  userId: string;
+  /** An erasure removed the statement and opening; the leaf stays. */
+  erased?: boolean;
 }

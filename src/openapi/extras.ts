@@ -73,7 +73,7 @@ export function rpcName(method: DescMethod): string {
   return `${method.parent.typeName}/${method.name}`;
 }
 
-/** The extras of the four services' operations. */
+/** The extras of the API services' operations. */
 export const DEFAULT_EXTRAS: ReadonlyMap<string, OperationExtras> = new Map<string, OperationExtras>([
   [
     rpcName(ReceiptsService.method.encryptReceipt),

@@ -174,7 +174,7 @@ function tagsOf(services: readonly DescService[], admin: boolean): JsonObject[] 
 }
 
 /**
- * The document of the service's four API services: what `/openapi.json` serves, and without the
+ * The document of the service's API services: what `/openapi.json` serves, and without the
  * operator API what `openapi/openapi.json` holds.
  */
 export function serviceOpenApi(options: { admin?: boolean } = {}): OpenApiDocument {

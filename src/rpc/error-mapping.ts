@@ -1,4 +1,4 @@
-import { ConnectError, type Interceptor, type StreamResponse } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor, type StreamResponse } from "@connectrpc/connect";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import {
   AppError,
@@ -23,6 +23,28 @@ export const ERROR_DOMAIN = "receipts.v1";
 
 /** The message sent for every error that is not a domain error; the cause is only logged. */
 const INTERNAL_MESSAGE = "Internal server error.";
+
+/** The message prefix connect-es gives a request it cannot decode from protobuf binary. */
+export const UNDECODABLE_PREFIX = "parse binary: ";
+
+/** The caller's error for a request message connect-es could not decode (`message` is connect-es's). */
+export function undecodableRequest(message: string): AppError {
+  return new AppError("invalid_request", "The request message cannot be decoded.", {
+    violations: [{ field: "body", description: message.slice(UNDECODABLE_PREFIX.length) }],
+  });
+}
+
+/**
+ * connect-es's INTERNAL for a request it cannot decode, as the caller's `invalid_request`, or `err`
+ * itself. A streaming call decodes its request inside the interceptors (a unary one before them:
+ * src/http/undecodable.ts relabels those), so the error interceptor relabels it here.
+ */
+function relabelUndecodable(err: unknown): unknown {
+  if (err instanceof ConnectError && err.code === Code.Internal && ourReason(err) === undefined) {
+    if (err.rawMessage.startsWith(UNDECODABLE_PREFIX)) return undecodableRequest(err.rawMessage);
+  }
+  return err;
+}
 
 /** Response headers that belong to a wire protocol and must not be copied to another surface. */
 const PROTOCOL_HEADERS = new Set([
@@ -182,8 +204,9 @@ export function toRestError(
  * that sets `kRequestId` and `kLogger`, so the error carries the request's id.
  */
 export const errorInterceptor: Interceptor = (next) => async (req) => {
-  const map = (err: unknown): ConnectError => {
+  const map = (thrown: unknown): ConnectError => {
     const requestId = req.contextValues.get(kRequestId) || requestIdFrom(undefined);
+    const err = relabelUndecodable(thrown);
     const mapped = toConnectError(err, requestId);
     const code = errorCodeOf(mapped);
     if (ERRORS[code].http >= 500) {

@@ -1,18 +1,22 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "../../gen/grpc/health/v1/health_pb.js";
+import { EventsService } from "../../gen/receipts/v1/events_pb.js";
 import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
 import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
 import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import { WebhooksService } from "../../gen/receipts/v1/webhooks_pb.js";
 import { AppError } from "../errors.js";
 
-/** The services whose health is reported by default: the four API services. */
+/** The services whose health is reported by default: the API services. */
 const DEFAULT_SERVICES: readonly DescService[] = [
   OnboardingService,
   KeysService,
   ReceiptsService,
   PaymentsService,
+  WebhooksService,
+  EventsService,
 ];
 
 /**
@@ -20,7 +24,7 @@ const DEFAULT_SERVICES: readonly DescService[] = [
  *
  * Every service shares one status: SERVING while `ready()` resolves true (the store is reachable),
  * NOT_SERVING when it resolves false or throws. `service` may be "" (the whole server), the health
- * service itself or any of `services` (default: the four API services); another name is NOT_FOUND
+ * service itself or any of `services` (default: the API services); another name is NOT_FOUND
  * for Check and SERVICE_UNKNOWN for Watch, as the health protocol prescribes. Watch sends the
  * current status once and ends; clients re-open it when they want a fresh one.
  */

@@ -41,3 +41,21 @@ export function decodeCursor(token: string): ReceiptCursor {
   }
   throw invalidRequest([{ field: "pageToken", description: "is not a page token returned by this service" }]);
 }
+
+/** A delivery-log page token: the position of the last event of the previous page. */
+export function encodeDeliveryCursor(eventSeq: number): string {
+  return Buffer.from(JSON.stringify({ s: eventSeq }), "utf8").toString("base64url");
+}
+
+/** The position in a page token made by {@link encodeDeliveryCursor}; `invalid_request` otherwise. */
+export function decodeDeliveryCursor(token: string): number {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
+  } catch {
+    parsed = undefined;
+  }
+  const seq = (parsed as { s?: unknown } | undefined)?.s;
+  if (typeof seq === "number" && Number.isSafeInteger(seq) && seq > 0) return seq;
+  throw invalidRequest([{ field: "pageToken", description: "is not a page token returned by this service" }]);
+}

@@ -1,3 +1,4 @@
+import type { EventRecord } from "./event-types.js";
 import type { KtPendingInput } from "./kt-types.js";
 import { type KeyRecord, type RegisterOutcome, SUPERSEDED_PAN_PREFIX, type UserRecord } from "./types.js";
 
@@ -12,6 +13,8 @@ export interface RegisterInput {
   kt?: readonly KtPendingInput[];
   /** The caller owns the card's BIN: a registration of the card by another tenant is superseded. */
   ownsBin?: boolean;
+  /** The events of the outcome, written with it (section 22's outbox). */
+  events?: (outcome: RegisterOutcome) => EventRecord[];
 }
 
 /** What `register` found, read in one consistent view (a synchronous read or a transaction). */
@@ -63,6 +66,7 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
       tenantId: input.tenantId,
       panHash: input.panHash,
       activeKeyId: keyId,
+      keyVersion: 1,
       createdAt: input.now,
       updatedAt: input.now,
     };
@@ -93,7 +97,12 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
     return { outcome: { kind: "unchanged", user, key }, users: [], keys: [key] };
   }
 
-  const updated: UserRecord = { ...user, activeKeyId: keyId, updatedAt: input.now };
+  const updated: UserRecord = {
+    ...user,
+    activeKeyId: keyId,
+    keyVersion: (user.keyVersion ?? 1) + 1,
+    updatedAt: input.now,
+  };
   const key = activate(existing ?? input.key, user.userId, input);
   const keys = [key];
   if (activeKey !== undefined) keys.push({ ...activeKey, status: "rotated", rotatedAt: input.now });

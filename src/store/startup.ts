@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import { AppError } from "../errors.js";
+import { LOCAL_STORE_METHODS } from "./event-types.js";
 import { isMemoryStore } from "./memory/index.js";
 import type { Store } from "./types.js";
 
@@ -102,6 +103,7 @@ function gatedStore(backend: Store, isReady: () => boolean, stop: () => void): S
       get(target, property, receiver) {
         const value: unknown = Reflect.get(target, property, receiver);
         if (typeof value !== "function") return value;
+        if (LOCAL_STORE_METHODS.has(property)) return value.bind(target);
         return (...args: unknown[]) => (isReady() ? value.apply(target, args) : notReady());
       },
     });

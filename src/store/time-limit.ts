@@ -1,4 +1,5 @@
 import { AppError } from "../errors.js";
+import { LOCAL_STORE_METHODS } from "./event-types.js";
 import type { Store } from "./types.js";
 
 /** Default of `STORE_TIMEOUT_MS`: how long one store call may take before the request gets a 503. */
@@ -48,6 +49,7 @@ function limitMethods<T extends object>(repository: T, name: string, deadlines: 
     get(target, property, receiver) {
       const value: unknown = Reflect.get(target, property, receiver);
       if (typeof value !== "function") return value;
+      if (LOCAL_STORE_METHODS.has(property)) return value.bind(target);
       const cached = wrappers.get(property);
       if (cached?.of === value) return cached.wrapper;
       const what = `${name}.${String(property)}`;

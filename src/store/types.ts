@@ -17,6 +17,7 @@
 
 import type { KeyAlgorithm } from "../crypto/suites.js";
 import { invalidRequest } from "../errors.js";
+import type { DeliveryStore, EventRecord, EventStore, WebhookEndpointStore } from "./event-types.js";
 import type { KtIntakeRefusal, KtLogStore, KtPendingInput } from "./kt-types.js";
 import type { LeaseStore } from "./lease-types.js";
 
@@ -75,6 +76,11 @@ export interface UserRecord {
   /** HMAC-SHA256 of the hashed PAN under the pepper, lower-case hex. Unique. */
   panHash: string;
   activeKeyId: string;
+  /**
+   * How many keys the user has had, the active one included: 1 at the first registration, one more
+   * per rotation (`key.changed` carries it). Unset on users stored before it existed, read as 1.
+   */
+  keyVersion?: number;
   createdAt: Date;
   updatedAt: Date;
   /**
@@ -158,6 +164,8 @@ export interface UserStore {
     now: Date;
     kt?: readonly KtPendingInput[];
     ownsBin?: boolean;
+    /** The events of the outcome (section 22), written in the same atomic step as the registration. */
+    events?: (outcome: RegisterOutcome) => EventRecord[];
   }): Promise<RegisterOutcome>;
   /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
   listKeys(userId: string): Promise<KeyRecord[]>;
@@ -166,7 +174,10 @@ export interface UserStore {
    * the erasure first ({@link ErasureStore}) and deletes grants and receipts after, so that a retry
    * after a failure at any step finds what is left and finishes.
    */
-  erase(userId: string): Promise<{ user: UserRecord; deletedKeys: number } | undefined>;
+  erase(
+    userId: string,
+    events?: readonly EventRecord[],
+  ): Promise<{ user: UserRecord; deletedKeys: number } | undefined>;
 }
 
 /** An erasure that began and has not finished (section 19): what a retry needs to finish it. */
@@ -234,6 +245,11 @@ export interface ReceiptRecord {
   escrowOwnerTenantId?: string;
   /** Set while escrowed: deletion time of unreleased escrow. */
   expiresAt?: Date;
+  /**
+   * Set while escrowed for an owner: the card BIN that routed it there (6 or 8 digits, not secret), for
+   * the owner's `escrow.pending` event.
+   */
+  escrowCardBin?: string;
   /**
    * Set on an escrowed receipt whose key failed to unwrap or to prove itself its receipt's own with
    * the service escrow key it names: it never will release, and release no longer looks at it.
@@ -309,8 +325,11 @@ export function receiptOwnerOf(user: Pick<UserRecord, "userId" | "panHash" | "fo
 export const DELETE_PAGE_MAX = 1_000;
 
 export interface ReceiptStore {
-  /** False when `(merchantId, receiptId)` exists. */
-  insert(receipt: ReceiptRecord): Promise<boolean>;
+  /**
+   * False when `(merchantId, receiptId)` exists. `events` (section 22) are written in the same atomic
+   * step as the receipt, only when it is stored.
+   */
+  insert(receipt: ReceiptRecord, events?: readonly EventRecord[]): Promise<boolean>;
   /** A user's receipts with this receiptId (one per merchant that used it). */
   findByReceiptId(receiptId: string, owner: ReceiptOwner): Promise<ReceiptRecord[]>;
   /** A merchant tenant's receipts for a transactionId. */
@@ -330,13 +349,15 @@ export interface ReceiptStore {
   findByMerchantReceipt(merchantId: string, receiptId: string): Promise<ReceiptRecord | undefined>;
   /**
    * Releases one escrowed receipt to a user: sets the new key bundle, userId and issuerTenantId,
-   * clears isEscrowed/escrowKeyId/escrowOwnerTenantId/expiresAt. Only if it is still escrowed (and,
-   * when `expectedEscrowKeyId` is given, still sealed to that key); returns whether it was.
+   * clears isEscrowed/escrowKeyId/escrowOwnerTenantId/escrowCardBin/expiresAt. Only if it is still
+   * escrowed (and, when `expectedEscrowKeyId` is given, still sealed to that key); returns whether it
+   * was. `events` are written in the same atomic step, only when it was released.
    */
   release(
     receipt: Pick<ReceiptRecord, "panHash" | "id">,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
+    events?: readonly EventRecord[],
   ): Promise<boolean>;
   /**
    * Marks the escrowed receipt `id` of card `panHash` `escrowHeld`; a receipt no longer escrowed is
@@ -458,16 +479,24 @@ export interface PaymentPage {
 
 export interface PaymentStore {
   /**
-   * Stores the payment and its receipt together: both or neither. A declined payment of the same
-   * `(merchantId, transactionId)` (an earlier attempt with another card) is replaced by this one.
+   * Stores the payment, its receipt and their `events` together: all or nothing. A declined payment
+   * of the same `(merchantId, transactionId)` (an earlier attempt with another card) is replaced by
+   * this one.
    */
-  createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome>;
+  createWithReceipt(
+    payment: PaymentRecord,
+    receipt: ReceiptRecord,
+    events?: readonly EventRecord[],
+  ): Promise<CreatePaymentOutcome>;
   /**
-   * Stores a declined payment (`status: "declined"`), without a receipt, replacing an earlier
-   * declined one of the same `(merchantId, transactionId)`; never a payment that was charged
-   * (`duplicate_transaction`).
+   * Stores a declined payment (`status: "declined"`), without a receipt, with its `events`, replacing
+   * an earlier declined one of the same `(merchantId, transactionId)`; never a payment that was
+   * charged (`duplicate_transaction`, nothing written).
    */
-  recordDecline(payment: PaymentRecord): Promise<"recorded" | "duplicate_transaction">;
+  recordDecline(
+    payment: PaymentRecord,
+    events?: readonly EventRecord[],
+  ): Promise<"recorded" | "duplicate_transaction">;
   findById(paymentId: string): Promise<PaymentRecord | undefined>;
   /**
    * Deletes the payment `(merchantId, transactionId)` and its receipt if a tenant other than
@@ -494,16 +523,21 @@ export interface PaymentStore {
    * refunds run at once. Refused (nothing written) as the {@link HoldRefundOutcome} says.
    */
   holdRefund(payment: PaymentRef, refund: RefundRecord, receipt: ReceiptRecord): Promise<HoldRefundOutcome>;
-  /** Marks a held refund `succeeded` with the gateway's id; the payment as stored after, if found. */
+  /**
+   * Marks a held refund `succeeded` with the gateway's id, writing its `events` in the same step (only
+   * when it was pending); the payment as stored after, if found.
+   */
   completeRefund(
     payment: PaymentRef,
     refundId: string,
     gatewayRefundId: string,
+    events?: readonly EventRecord[],
   ): Promise<PaymentRecord | undefined>;
   /**
    * Undoes {@link holdRefund} when the gateway refused the refund: removes the pending refund, frees
-   * its amount and deletes its receipt (the one given to `holdRefund`), together. Nothing happens to a
-   * refund that is not pending.
+   * its amount and deletes its receipt (the one given to `holdRefund`), together, so that the payment
+   * reads back exactly as before the hold (a payment's only refund leaves no `refunds` and no
+   * `refundedAmount`). Nothing happens to a refund that is not pending.
    */
   releaseRefund(payment: PaymentRef, refundId: string, receipt: ReceiptRecord): Promise<void>;
 }
@@ -827,9 +861,13 @@ export interface Store {
   readonly bins: BinStore;
   readonly merchants: MerchantOwnerStore;
   readonly erasures: ErasureStore;
+  /** The event outbox and feed (section 22). */
+  readonly events: EventStore;
+  readonly webhookEndpoints: WebhookEndpointStore;
+  readonly deliveries: DeliveryStore;
   /** The key-transparency log (section 20; `kt-types.ts`). */
   readonly ktLog: KtLogStore;
-  /** Leases of background jobs (the key log's sequencer), one holder at a time. */
+  /** Leases of background jobs (the key log's sequencer, event delivery), one holder at a time. */
   readonly leases: LeaseStore;
   /** Creates indexes (idempotent). Called once at start-up. */
   init(): Promise<void>;

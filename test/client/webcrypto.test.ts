@@ -290,9 +290,41 @@ describe("the AAD-bound RSA form (keyBundle.aadBound), both ways", () => {
 
 describe("the WebCrypto module", () => {
   // What each browser-safe module may import: its siblings, @hpke/core (WebCrypto only), the
-  // receipt field rules and the key encoding checks the service shares (checked below).
+  // receipt field rules and the key encoding checks the service shares (checked below), and the
+  // key-transparency library (src/kt, whose own test keeps it free of Node).
   const allowed: Record<string, string[]> = {
-    "webcrypto.ts": ["../receipt-fields.js", "./base64.js", "./client-keys.js", "./p256.js"],
+    "webcrypto.ts": [
+      "../receipt-fields.js",
+      "./base64.js",
+      "./client-keys.js",
+      "./key-trust.js",
+      "./p256.js",
+    ],
+    "key-trust.ts": [
+      "../kt/bytes.js",
+      "../kt/hash.js",
+      "../kt/policy.js",
+      "../kt/signatures.js",
+      "../kt/verify.js",
+      "../kt/wire.js",
+      "./client-keys.js",
+    ],
+    "key-binding.ts": [
+      "../kt/bytes.js",
+      "../kt/hash.js",
+      "../kt/signatures.js",
+      "../kt/statements.js",
+      "../kt/wire.js",
+      "./client-keys.js",
+      "./p256.js",
+    ],
+    "device-checks.ts": [
+      "../kt/bytes.js",
+      "../kt/hash.js",
+      "../kt/statements.js",
+      "../kt/wire.js",
+      "./key-trust.js",
+    ],
     "../receipt-fields.ts": [
       "@bufbuild/protobuf",
       "canonicalize",

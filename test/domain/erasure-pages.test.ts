@@ -80,5 +80,10 @@ describe("erasure of a user with many receipts", () => {
       "7 receipts, 0 keys",
       `${perCall} receipts, 1 keys, 7 receipts left`,
     ]);
+    // A key change on record (issue 31 item 6): the call that deleted the keys names the active one.
+    expect(audit.filter((e) => e.action === "user.erased").map((e) => e.previousKeyId)).toEqual([
+      undefined,
+      keys.keyId,
+    ]);
   });
 });

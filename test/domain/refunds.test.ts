@@ -207,7 +207,9 @@ describe("payments a merchant reads and refunds", () => {
       invalidRequest([{ field: "amount", description: "refused by the gateway" }]),
     );
     await rejection(refundPayment(f.deps, merchant, { paymentId: pay.paymentId, receipt: refused }, CALLER));
-    expect((await getPayment(f.deps, merchant, pay.paymentId)).refundedAmount).toBe(0);
+    // As before the refund: nothing refunded, no refunds.
+    const freed = await getPayment(f.deps, merchant, pay.paymentId);
+    expect([freed.refundedAmount ?? 0, freed.refunds ?? []]).toEqual([0, []]);
     expect(await f.store.receipts.findByMerchantReceipt("m-1", refused.receiptId)).toBeUndefined();
 
     const lost = refundReceipt(pay.receiptId, 400n);

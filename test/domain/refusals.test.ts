@@ -1,6 +1,6 @@
 import { generateKeyPairSync, randomBytes, randomUUID } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { KeyBundleSchema, type Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import {
   assignMerchant,
@@ -12,16 +12,19 @@ import {
 import { createApiKey } from "../../src/domain/api-keys.js";
 import { readTenantAudit } from "../../src/domain/audit.js";
 import { deleteUser } from "../../src/domain/erasure.js";
+import { gatewayByName } from "../../src/domain/gateways/index.js";
 import { grantAccess } from "../../src/domain/grants.js";
 import { registerEscrowKey, releaseByIssuer, revokeEscrowKey } from "../../src/domain/issuer-escrow.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { panHashOf } from "../../src/domain/pan.js";
 import { createPayment } from "../../src/domain/payments.js";
 import { encryptReceipt, storeSealedReceipt } from "../../src/domain/receipts.js";
+import { refundPayment } from "../../src/domain/refunds.js";
 import { lookupKey } from "../../src/domain/routing.js";
 import { registerSigningKey, revokeSigningKey } from "../../src/domain/signing-keys.js";
+import { invalidRequest } from "../../src/errors.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
-import type { ApiKeyRecord } from "../../src/store/types.js";
+import type { ApiKeyRecord, PaymentRecord } from "../../src/store/types.js";
 import {
   type DomainFixture,
   domainFixture,
@@ -73,6 +76,8 @@ interface World {
   pendingOfA: string;
   escrowKeyOfA: string;
   signingKeyOfShop1: string;
+  /** Shop-1's payment of 950 on m-1 (gateway_a), nothing refunded. */
+  paymentOfShop1: PaymentRecord;
 }
 
 /** The tenants, cards, keys and receipts every refusal below is tried against. */
@@ -140,7 +145,7 @@ async function buildWorld(db: DumpableStore): Promise<World> {
     null,
     caller,
   );
-  await createPayment(
+  const { payment: paymentOfShop1 } = await createPayment(
     f.deps,
     shop1,
     {
@@ -167,6 +172,7 @@ async function buildWorld(db: DumpableStore): Promise<World> {
     pendingOfA,
     escrowKeyOfA,
     signingKeyOfShop1,
+    paymentOfShop1,
   };
 }
 
@@ -203,6 +209,25 @@ function sealedCall(w: World, merchant: ApiKeyRecord, input: Awaited<ReturnType<
 /** A receipt message for encrypt and create. */
 function plainReceipt(pan: string, overrides: Partial<Receipt> = {}): Receipt {
   return receiptMessage(pan, { merchantId: "m-1", ...overrides });
+}
+
+/** A refund of shop-1's payment: its refund receipt in the clear, refunding `amount`. */
+function refundOfShop1(
+  w: World,
+  merchant: ApiKeyRecord,
+  amount: bigint,
+  overrides: Partial<Receipt> = {},
+): Call {
+  const receipt = receiptMessage(PAN_Y, {
+    merchantId: "m-1",
+    receiptType: "refund",
+    originalReceiptId: w.paymentOfShop1.receiptId,
+    amount,
+    items: [],
+    mockItems: false,
+    ...overrides,
+  });
+  return () => refundPayment(w.f.deps, merchant, { paymentId: w.paymentOfShop1.paymentId, receipt }, caller);
 }
 
 /**
@@ -474,6 +499,24 @@ const REFUSALS: Refusal[] = [
       lookupKey(w.f.deps, w.shop1, { recipientHashedPan: hashPan(PAN_Y), cardBin: "522222" }, caller),
     "invalid_request",
   ],
+  // refunds
+  ["refund: another merchant's payment", (w) => refundOfShop1(w, w.shop2, 100n), "not_found"],
+  ["refund: more than was charged", (w) => refundOfShop1(w, w.shop1, 951n), "invalid_request"],
+  [
+    "refund: a receiptId the merchantId used",
+    (w) => refundOfShop1(w, w.shop1, 100n, { receiptId: "r-x1" }),
+    "conflict",
+  ],
+  [
+    "refund: refused by the gateway",
+    (w) => {
+      vi.spyOn(gatewayByName("gateway_a"), "refund").mockRejectedValueOnce(
+        invalidRequest([{ field: "amount", description: "refused by the gateway" }]),
+      );
+      return refundOfShop1(w, w.shop1, 100n);
+    },
+    "invalid_request",
+  ],
   // issuer release, erasure, grants, audit
   [
     "release: another issuer's user",
@@ -568,13 +611,15 @@ describe.each([
 
   // A declined card is an answer of the card's issuer, not a refusal of the call: the merchant can read
   // the declined payment (section 21), and nothing else is written: no receipt, no claim of the
-  // merchantId, nothing charged.
-  it("create: declined, first use of a merchantId, keeps only the declined payment", async () => {
+  // merchantId, nothing charged; and its payment.declined event (section 22), for the merchant.
+  it("create: declined, first use of a merchantId, keeps only the declined payment and its event", async () => {
     const receipt = plainReceipt(PAN_X, { merchantId: "m-fresh-3", cardNonce: "cnon:card-nonce-declined" });
-    const before = withoutPayments(w.db.dump());
+    const before = withoutPayments(w.db.dumpWithoutEvents());
+    const eventsBefore = w.db.eventsWritten();
     const err = await rejection(createPayment(w.f.deps, w.shop1, { gateway: "gateway_b", receipt }, caller));
     expect(err.code).toBe("payment_declined");
-    expect(withoutPayments(w.db.dump())).toEqual(before);
+    expect(withoutPayments(w.db.dumpWithoutEvents())).toEqual(before);
+    expect(w.db.eventsWritten()).toBe(eventsBefore + 1);
     const kept = await w.db.store.payments.findById(err.metadata.payment_id as string);
     expect(kept).toMatchObject({ status: "declined", merchantId: "m-fresh-3", receiptId: receipt.receiptId });
     expect(await w.db.store.receipts.findByMerchantReceipt("m-fresh-3", receipt.receiptId)).toBeUndefined();

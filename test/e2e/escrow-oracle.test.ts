@@ -173,10 +173,11 @@ describe("the service escrow key is not a decryption oracle", { timeout: 120_000
     const merchant = createReceiptsClient({ baseUrl: svc.baseUrl, apiKey: svc.merchantKey });
     const card = hashPan(`4000${Date.now()}9`);
     const fields = receiptBody({ merchantId: "merchant-001", merchantName: "Sealed Aside" });
-    const stored = await sealAndStoreReceipt(merchant, {
-      ...(fields as unknown as MerchantReceipt),
-      recipientHashedPan: card,
-    });
+    const stored = await sealAndStoreReceipt(
+      merchant,
+      { ...(fields as unknown as MerchantReceipt), recipientHashedPan: card },
+      { trust: "unverified" },
+    );
     if (stored.kind !== "receipt") throw new Error("expected a stored receipt");
     expect(stored.receipt.isEscrowed).toBe(true);
     expect(stored.receipt.keyBundle?.aadBound).toBe(true);

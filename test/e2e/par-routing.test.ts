@@ -122,10 +122,12 @@ describe("routing by PAR over REST", () => {
 
     const merchant = createReceiptsClient({ baseUrl: svc.baseUrl, apiKey: svc.merchantKey });
     const aside = receiptBody({ recipientHashedPan: undefined, merchantName: "Tap Aside" });
-    const stored = await sealAndStoreReceipt(merchant, {
-      ...(aside as unknown as MerchantReceipt),
-      recipientPar: par,
-    });
+    // The card's key is not vouched for by a binding here (register does not take one yet).
+    const stored = await sealAndStoreReceipt(
+      merchant,
+      { ...(aside as unknown as MerchantReceipt), recipientPar: par },
+      { trust: "unverified" },
+    );
     if (stored.kind !== "receipt") throw new Error("expected a stored receipt");
     expect(stored.receipt.keyId).toBe(keyId);
 
@@ -139,6 +141,38 @@ describe("routing by PAR over REST", () => {
     expect(opened.body.data.merchantName).toBe("Tap Cafe");
     // Input only, like the hashed PAN: never sealed into the receipt.
     expect(JSON.stringify(opened.body.data)).not.toContain(par);
+  });
+
+  it("takes a payment with a merchant-sealed receipt by PAR, and refunds it with a refund receipt by PAR", async () => {
+    const par = newPar();
+    sent.push(par);
+    const { reg, keyId } = await register({ par });
+    expect(reg.status).toBe(200);
+    const merchant = createReceiptsClient({ baseUrl: svc.baseUrl, apiKey: svc.merchantKey });
+    const sale = receiptBody({ recipientHashedPan: undefined, merchantName: "Tap Diner" });
+    const paid = await sealAndStoreReceipt(
+      merchant,
+      { ...(sale as unknown as MerchantReceipt), recipientPar: par },
+      { trust: "unverified", payment: { gateway: "gateway_a", amount: 950n } },
+    );
+    if (paid.kind !== "payment") throw new Error("expected a payment");
+    expect(paid.payment.serviceMetadata).toMatchObject({ keyId, isEscrowed: false });
+    const refund = await post(
+      svc,
+      `/api/v1/payments/${paid.payment.paymentId}/refund`,
+      svc.merchantKey,
+      {
+        ...receiptBody({ recipientHashedPan: undefined, recipientPar: par }),
+        receiptType: "refund",
+        originalReceiptId: sale.receiptId,
+        amount: 950,
+      },
+      { "idempotency-key": randomBytes(16).toString("hex") },
+    );
+    expect(refund.status, JSON.stringify(refund.body)).toBe(200);
+    expect(refund.body.data.serviceMetadata).toMatchObject({ keyId, isEscrowed: false });
+    const listing = await get(svc, `/api/v1/receipts/${reg.body.data.userId}`, svc.issuerKey);
+    expect(listing.body.data.receipts).toHaveLength(2);
   });
 
   it("escrows what arrives for a PAR before its registration, and releases it to the PAR's registration", async () => {

@@ -123,6 +123,7 @@ describe("merchant-side sealing: the service never holds the plaintext", () => {
       recipientHashedPan: card,
     };
     const stored = await sealAndStoreReceipt(merchant, receipt, {
+      trust: "unverified",
       signer: { merchantKeyId: signer, privateKey: signing.privateKey },
     });
     expect(stored.kind).toBe("receipt");
@@ -144,6 +145,7 @@ describe("merchant-side sealing: the service never holds the plaintext", () => {
         ],
       },
       {
+        trust: "unverified",
         signer: { merchantKeyId: signer, privateKey: signing.privateKey },
         payment: { gateway: "gateway_a", amount: 450n },
       },
@@ -206,6 +208,7 @@ describe("merchant-side sealing: the service never holds the plaintext", () => {
       grpcMerchant,
       { ...fields, recipientHashedPan: card },
       {
+        trust: "unverified",
         payment: { gateway: "gateway_b", amount: 250n },
       },
     );

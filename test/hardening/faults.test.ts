@@ -23,8 +23,9 @@ describe("store faults: 503 with nothing half-written, and recovery when the sto
     svc = await startService({
       clock,
       store: double.store,
-      // The key log's sequencer off: its background store calls would be counted (and failed) here.
-      env: { STORE_TIMEOUT_MS: String(STORE_TIMEOUT_MS), KT_SEQUENCER: "off" },
+      // The event worker and the key log's sequencer off: their own background store calls would
+      // interleave with a request's, which these tests fail one by one in order.
+      env: { STORE_TIMEOUT_MS: String(STORE_TIMEOUT_MS), EVENTS_WORKER: "off", KT_SEQUENCER: "off" },
     });
     grpc = rawGrpcClient(svc.port);
     holder = await onboard(svc, "4111111111111111");

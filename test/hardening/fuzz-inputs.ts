@@ -91,8 +91,24 @@ export const receiptArb = fc
       },
       { requiredKeys: [] },
     ),
+    // Now and then a wallet tap's PAR instead of the hashed PAN, or (refused) beside it (section 21).
+    fc.oneof(
+      { arbitrary: fc.constant(null), weight: 7 },
+      {
+        arbitrary: fc.record({
+          par: mostly(fc.stringMatching(/^[0-9A-Z]{29}$/), anyText),
+          beside: fc.boolean(),
+        }),
+        weight: 3,
+      },
+    ),
   )
-  .map(([required, optional]) => ({ ...required, ...optional }));
+  .map(([required, optional, tap]) => {
+    if (tap === null) return { ...required, ...optional };
+    const { recipientHashedPan, ...rest } = required;
+    const card = tap.beside ? { recipientHashedPan, recipientPar: tap.par } : { recipientPar: tap.par };
+    return { ...rest, ...card, ...optional };
+  });
 
 /** Which kind of key a field takes. */
 export type KeyKind = "public" | "private" | "signing";

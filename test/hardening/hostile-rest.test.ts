@@ -107,6 +107,9 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
       authTag: sealed.authTag,
     },
     ListPendingEscrow: { hashedPan: holder.hashedPan },
+    CreateWebhookEndpoint: { url: "http://127.0.0.1:9/hooks", events: ["*"] },
+    RotateWebhookSecret: { rotateSigningKey: true },
+    ReplayWebhookEvent: { eventId: "evt_unknown" },
     ReleaseEscrow: {
       userId: holder.userId,
       receipts: [{ merchantId: sealed.merchantId, receiptId: sealed.receiptId, keyBundle: sealed.keyBundle }],

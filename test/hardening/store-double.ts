@@ -41,7 +41,7 @@ export function storeDouble(inner: Store = createMemoryStore()): StoreDouble {
   const waiters = new Map<string, Array<() => void>>();
 
   async function around<T>(method: string, args: unknown[], run: () => Promise<T>): Promise<T> {
-    calls.push({ method, args: structuredClone(args) });
+    calls.push({ method, args: structuredClone(withoutFunctions(args)) as unknown[] });
     const rule = faults.find((f) => f.method === method && f.left > 0);
     if (rule !== undefined && rule.skip > 0) rule.skip -= 1;
     else if (rule !== undefined) {
@@ -107,4 +107,15 @@ export function storeDouble(inner: Store = createMemoryStore()): StoreDouble {
       release();
     },
   };
+}
+
+/**
+ * `value` with every function replaced by `"[function]"`, so that it can be cloned: a registration
+ * hands the store the function that builds its outcome's events (section 22's outbox).
+ */
+function withoutFunctions(value: unknown): unknown {
+  if (typeof value === "function") return "[function]";
+  if (Array.isArray(value)) return value.map(withoutFunctions);
+  if (value === null || typeof value !== "object" || value instanceof Date) return value;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withoutFunctions(v)]));
 }

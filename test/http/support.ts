@@ -65,6 +65,7 @@ const keys: ServiceImpl<typeof KeysService> = {
   listEscrowKeys: () => ({ escrowKeys: [], currentEscrowKeyId: "" }),
   revokeEscrowKey: (req) => ({ escrowKey: { escrowKeyId: req.escrowKeyId }, currentEscrowKeyId: "" }),
   listAuditEvents: (req) => ({ events: [], nextPageToken: req.pageToken }),
+  listKtEntries: () => ({ entries: [], nextPageToken: "" }),
 };
 
 const sealed = (receiptId: string) =>

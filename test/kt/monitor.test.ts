@@ -113,11 +113,58 @@ describe("monitor", () => {
       opened: new Map(),
       witnessCheckpoints: [],
     });
+    const rogue = (
+      JSON.parse(rekeyed) as { issuers: Array<{ signingKeys: Array<{ signingKeyId: string }> }> }
+    ).issuers[0]?.signingKeys[0]?.signingKeyId;
     expect(run.alerts).toEqual([
       { index: 1, message: "the directory gives your prefix 41111122 to bank-b" },
       { index: 2, message: "the directory's entry for you is not what your records say" },
+      { index: 2, message: `the directory lists a signing key for you that is not yours (${rogue})` },
       { index: 3, message: "a statement about one of your PAR cards signed by another issuer's key" },
     ]);
+  });
+
+  it("alarms on a signing key or escrow key listed for it that is not its own (the operator or a store writer), without an expected entry", () => {
+    const planted = makeIssuer("bank-a");
+    const escrow = makeUserKey();
+    const ref = {
+      keyId: "iek_planted",
+      algorithm: "HPKE-P256-SHA256-A256GCM",
+      spkiSha256: escrow.spkiSha256,
+    };
+    const snapshot = JSON.parse(snapshotOf([{ issuer: bank, bins: ["411111"], escrowKey: ref }])) as {
+      issuers: Array<{ signingKeys: Json[] }>;
+    };
+    const extra = JSON.parse(snapshotOf([{ issuer: planted, bins: [] }])) as {
+      issuers: Array<{ signingKeys: Json[] }>;
+    };
+    snapshot.issuers[0]?.signingKeys.push(...(extra.issuers[0]?.signingKeys ?? []));
+    const leaf = directoryLeaf(canonicalJson(snapshot as unknown as Json));
+    const run = monitor(config({ escrowKeyIds: ["iek_mine"] }), EMPTY_MONITOR_STATE, {
+      leaves: [leaf],
+      opened: new Map(),
+      witnessCheckpoints: [],
+    });
+    expect(run.alerts).toEqual([
+      {
+        index: 0,
+        message: `the directory lists a signing key for you that is not yours (${planted.signingKeyId})`,
+      },
+      { index: 0, message: "the directory lists an escrow key for you that is not yours (iek_planted)" },
+    ]);
+    const quiet = monitor(
+      config({
+        escrowKeyIds: ["iek_planted"],
+        signerHashes: [bank, planted].map((i) => toHex(signerHashOf(i.spki))),
+      }),
+      EMPTY_MONITOR_STATE,
+      {
+        leaves: [leaf],
+        opened: new Map(),
+        witnessCheckpoints: [],
+      },
+    );
+    expect(quiet.alerts).toEqual([]);
   });
 
   it("alarms when a witness cosigned two roots for one size, across runs", () => {

@@ -120,7 +120,7 @@ export function snapshotOf(
       signingKeys: [
         {
           signingKeyId: issuer.signingKeyId,
-          algorithm: "Ed25519",
+          algorithm: issuer.spki.length === 44 ? "Ed25519" : "ECDSA-P256-SHA256",
           spki: base64(issuer.spki),
           role: "root",
           status: "current",

@@ -47,6 +47,7 @@ export function usersContract(store: () => Store): void {
         tenantId: issuer,
         panHash,
         activeKeyId: key.keyId,
+        keyVersion: 1,
         createdAt: at(5),
         updatedAt: at(5),
       };
@@ -103,7 +104,7 @@ export function usersContract(store: () => Store): void {
       const rotated = await register(panHash, newKey, at(60), issuer, unusedUserId);
       expect(rotated).toEqual({
         kind: "rotated",
-        user: { ...created.user, activeKeyId: newKey.keyId, updatedAt: at(60) },
+        user: { ...created.user, activeKeyId: newKey.keyId, keyVersion: 2, updatedAt: at(60) },
         key: { ...newKey, userId, status: "active", registeredAt: at(60) },
         previousKeyId: oldKey.keyId,
       });
@@ -212,6 +213,7 @@ export function usersContract(store: () => Store): void {
         tenantId: "tnt_owner",
         panHash,
         activeKeyId: ownerKey.keyId,
+        keyVersion: 1,
         createdAt: at(10),
         updatedAt: at(10),
       };

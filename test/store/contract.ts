@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditEvent, AuditQuery, Store } from "../../src/store/types.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
+import { eventsContract } from "./contract-events.js";
 import { ktLogContract } from "./contract-kt-log.js";
 import { leasesContract } from "./contract-leases.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
@@ -47,6 +48,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     ownershipContract(store);
     escrowContract(store);
     erasureContract(store);
+    eventsContract(store);
     ktLogContract(store);
     leasesContract(store);
   });

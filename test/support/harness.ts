@@ -3,6 +3,7 @@ import { type App, type AppDeps, buildApp } from "../../src/app.js";
 import { type Clock, systemClock } from "../../src/clock.js";
 import { type Config, loadConfig } from "../../src/config.js";
 import { createApiKey, type NewApiKey } from "../../src/domain/api-keys.js";
+import type { ResolveAll } from "../../src/events/ssrf.js";
 import type { ListenerOptions } from "../../src/http/listener.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
@@ -41,6 +42,8 @@ export async function startService(
      * about where the keys come from; the worker's key generation is tested in test/crypto.
      */
     realRsaKeyGeneration?: boolean;
+    /** Resolves webhook receivers' host names (the SSRF tests map names to chosen addresses). */
+    resolve?: ResolveAll;
     /** The key log's seams (the tenants' signing keys, the directory source, the witnesses' HTTP client). */
     kt?: AppDeps["kt"];
   } = {},
@@ -70,6 +73,7 @@ export async function startService(
     workers: 2,
     ...(options.listener === undefined ? {} : { listener: options.listener }),
     ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
+    ...(options.resolve === undefined ? {} : { webhookResolver: options.resolve }),
     ...(options.kt === undefined ? {} : { kt: options.kt }),
   });
   if (options.realRsaKeyGeneration !== true) useFixtureRsaKeys(app.domain.pool);

@@ -13,6 +13,10 @@ import { FakeMongo, keyOf } from "../store/fake-mongo/index.js";
 export interface DumpableStore {
   store: Store;
   dump(): unknown;
+  /** The dump without the event outbox and feed (section 22), for a refusal that is itself an event. */
+  dumpWithoutEvents(): unknown;
+  /** Events written so far (none is sequenced here: no worker runs on these stores). */
+  eventsWritten(): number;
 }
 
 /** Fields of the memory store's objects that are housekeeping, not data. */
@@ -20,7 +24,14 @@ const HOUSEKEEPING: ReadonlySet<string> = new Set(["lastSweepMs", "rateLimits"])
 
 /** The memory store `store` with a dump of its fields. */
 export function dumpableMemory(store: Store): DumpableStore {
-  return { store, dump: () => plain(store, new Set()) };
+  return {
+    store,
+    dump: () => plain(store, new Set()),
+    // The outbox is one object that the stores writing events share: seeded as an "ancestor", it
+    // reads as "(cycle)" wherever it appears, before and after alike.
+    dumpWithoutEvents: () => plain(store, new Set([store.events])),
+    eventsWritten: () => (store.events as unknown as { outbox: unknown[] }).outbox.length,
+  };
 }
 
 /** A new MongoDB adapter on a new fake server (initialised), with a dump of every document. */
@@ -32,18 +43,21 @@ export async function dumpableMongo(): Promise<DumpableStore> {
     createClient: fake.createClient,
   });
   await store.init();
+  const dump = (skip: ReadonlySet<string>) => {
+    const out: Record<string, string[]> = {};
+    const db = fake.database("receipts_dump");
+    for (const name of [...db.collections.keys()].sort()) {
+      if (HOUSEKEEPING.has(name) || skip.has(name)) continue;
+      const docs = db.collections.get(name)?.docs ?? new Map();
+      out[name] = [...docs.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, doc]) => keyOf(doc));
+    }
+    return out;
+  };
   return {
     store,
-    dump: () => {
-      const out: Record<string, string[]> = {};
-      const db = fake.database("receipts_dump");
-      for (const name of [...db.collections.keys()].sort()) {
-        if (HOUSEKEEPING.has(name)) continue;
-        const docs = db.collections.get(name)?.docs ?? new Map();
-        out[name] = [...docs.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, doc]) => keyOf(doc));
-      }
-      return out;
-    },
+    dump: () => dump(new Set()),
+    dumpWithoutEvents: () => dump(new Set(["events", "eventState"])),
+    eventsWritten: () => fake.database("receipts_dump").collections.get("events")?.docs.size ?? 0,
   };
 }
 

@@ -5,6 +5,8 @@ import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-key
 import { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } from "../../src/kt/note.js";
 
 const PEPPER = "p".repeat(40);
+/** A webhook sealing key as production needs it: base64 of 32 bytes. */
+const WEBHOOK_KEY = Buffer.alloc(32, 7).toString("base64");
 const LOG_KEY = formatNoteSkey(generateNoteSigner("kt.example.com/receipts/kt/v1", NOTE_ED25519));
 
 function problemsOf(env: NodeJS.ProcessEnv): string[] {
@@ -117,6 +119,7 @@ describe("loadConfig", () => {
       problems.some((p) => p.startsWith("ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required")),
     ).toBe(true);
     expect(problems.some((p) => p.startsWith("STORE=mongodb is required in production"))).toBe(true);
+    expect(problems).toContain("WEBHOOK_SECRET_KEY is required in production (RECEIPTS_ENV=live)");
   });
 
   it("accepts a complete production configuration", () => {
@@ -126,9 +129,12 @@ describe("loadConfig", () => {
       MONGODB_URI: "mongodb://db:27017",
       HASHED_PAN_PEPPER: PEPPER,
       ESCROW_PRIVATE_KEY: "MIIE...",
+      WEBHOOK_SECRET_KEY: WEBHOOK_KEY,
       KT_LOG_PRIVATE_KEY: LOG_KEY,
     });
     expect(config.pepperGenerated).toBe(false);
+    expect(config.events.secretKeyGenerated).toBe(false);
+    expect(config.events.secretKeys).toEqual([Buffer.alloc(32, 7)]);
     expect(config.hashedPanPepper).toBe(PEPPER);
   });
 
@@ -137,8 +143,41 @@ describe("loadConfig", () => {
     expect(problems).toEqual([
       "HASHED_PAN_PEPPER is required with STORE=mongodb",
       "ESCROW_PRIVATE_KEY or ESCROW_PRIVATE_KEY_FILE is required with STORE=mongodb",
+      "WEBHOOK_SECRET_KEY is required with STORE=mongodb",
       "KT_LOG_PRIVATE_KEY or KT_LOG_PRIVATE_KEY_FILE is required with STORE=mongodb",
     ]);
+  });
+
+  it("reads the webhook settings: the published retry schedule by default, compressible, bad values named", () => {
+    const events = loadConfig({}).events;
+    expect(events.retryScheduleMs).toEqual(
+      [5, 300, 1_800, 7_200, 18_000, 36_000, 50_400, 72_000, 86_400].map((s) => s * 1_000),
+    );
+    // About three days in all (Standard Webhooks' 75 h 35 min).
+    expect(events.retryScheduleMs.reduce((a, b) => a + b, 0) / 3_600_000).toBeCloseTo(75.58, 1);
+    expect(events.disableAfterMs).toBe(5 * 86_400_000);
+    expect(events.secretKeyGenerated).toBe(true);
+    expect(events.secretKeys[0]).toHaveLength(32);
+    const fast = loadConfig({
+      WEBHOOK_RETRY_SCHEDULE: "20ms,50ms,1s",
+      WEBHOOK_DISABLE_AFTER: "2s",
+      WEBHOOK_SECRET_KEY: `${WEBHOOK_KEY},${Buffer.alloc(32, 1).toString("base64")}`,
+    }).events;
+    expect(fast.retryScheduleMs).toEqual([20, 50, 1_000]);
+    expect(fast.disableAfterMs).toBe(2_000);
+    expect(fast.secretKeys).toHaveLength(2);
+    const problems = problemsOf({
+      WEBHOOK_RETRY_SCHEDULE: "5s,soon",
+      WEBHOOK_DISABLE_AFTER: "forever",
+      WEBHOOK_SECRET_KEY: "c2hvcnQ=",
+      EVENTS_WORKER: "maybe",
+    });
+    expect(problems).toHaveLength(4);
+    expect(problems.join("\n")).toMatch(/WEBHOOK_RETRY_SCHEDULE must be/);
+    expect(problems.join("\n")).toMatch(/WEBHOOK_DISABLE_AFTER must be a duration/);
+    expect(problems.join("\n")).toMatch(/WEBHOOK_SECRET_KEY: key 1 must be base64 of 32 random bytes/);
+    // The secret's value is never echoed.
+    expect(problems.join("\n")).not.toContain("c2hvcnQ=");
   });
 
   it("rejects a short pepper and an unreadable escrow key file", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { lazyChildLogger } from "../../src/http/lazy-logger.js";
-import { createLogger } from "../../src/logging.js";
+import { createLogger, redactSecrets } from "../../src/logging.js";
 
 /**
  * Issue 38's live defect: redaction reached one level deep, so `log.info({ req: { body: { privateKey } } })`
@@ -33,6 +33,22 @@ const SECRETS: Record<string, string> = {
   cardNonce: "cnon:secret-16",
   plaintext: "plaintext-secret-17",
   receipt: "receipt-contents-secret-18",
+  privateKeys: "private-keys-secret-23",
+  escrowPrivateKey: "escrow-private-key-secret-24",
+  aesKey: "aes-key-secret-25",
+  rawKey: "raw-key-secret-26",
+  pepper: "pepper-secret-27",
+  cookie: "session=cookie-secret-28",
+  secret: "plain-secret-29",
+  signingSecret: "signing-secret-30",
+  password: "password-secret-31",
+  passphrase: "passphrase-secret-32",
+  "x-receipt-signature": "receipt-signature-secret-33",
+  pan: "4000000000000034",
+  hashedPans: "hashed-pans-secret-35",
+  pars: "pars-secret-36",
+  statements: "statements-secret-37",
+  openings: "openings-secret-38",
 };
 
 /** Spellings of the same names a caller might use. */
@@ -120,5 +136,99 @@ describe("log redaction at any depth", () => {
     expectClean(lines);
     expect(lines[0]).toContain("keep-cycle");
     expect(lines[0]).toContain("1970-01-01T00:00:00.000Z");
+  });
+});
+
+describe("the redaction walk", () => {
+  it("copies only what holds a secret: the caller's objects are never changed, clean ones are returned as they are", () => {
+    const clean = { a: 1, list: [{ b: 2 }, "c"], nested: { d: { e: [3] } }, absent: undefined };
+    expect(redactSecrets(clean)).toBe(clean);
+    const list = [{ keep: 1 }, { token: "t-secret" }];
+    const input = { call: { list, keep: "k" }, token: undefined };
+    const out = redactSecrets(input);
+    expect(out).toEqual({
+      call: { list: [{ keep: 1 }, { token: "[redacted]" }], keep: "k" },
+      token: undefined,
+    });
+    expect(Array.isArray(out.call.list)).toBe(true);
+    expect(list[1]).toEqual({ token: "t-secret" });
+    expect(input.call.list).toBe(list);
+    expect(out.call.list[0]).toBe(list[0]);
+    expect(redactSecrets({ privateKey: undefined })).toEqual({ privateKey: undefined });
+    expect(redactSecrets([null, 1, "x", { pan: "4000" }])).toEqual([null, 1, "x", { pan: "[redacted]" }]);
+  });
+
+  it("walks 32 levels of objects and stops there with a marker, never with the secret", () => {
+    let value: Record<string, unknown> = { privateKey: "deepest-secret" };
+    for (let level = 40; level >= 0; level--) value = { keep: `level-${level}`, inner: value };
+    const text = JSON.stringify(redactSecrets(value));
+    expect(text).toContain('"keep":"level-31"');
+    expect(text).not.toContain("level-32");
+    expect(text).toContain('"inner":"[redacted: nested too deep]"');
+    expect(text).not.toContain("deepest-secret");
+    // Arrays count as levels too.
+    let list: unknown = [{ keep: "array-bottom", privateKey: "array-secret" }];
+    for (let level = 0; level < 40; level++) list = [list];
+    const listed = JSON.stringify(redactSecrets({ list }));
+    expect(listed).toContain("[redacted: nested too deep]");
+    expect(listed).not.toContain("array-bottom");
+  });
+
+  it("writes a cycle as [Circular], and an object met twice (not a cycle) redacted both times", () => {
+    const shared = { apiKey: "shared-secret", keep: "shared-keep" };
+    const cyclic: Record<string, unknown> = { keep: "cyclic-keep" };
+    cyclic.self = cyclic;
+    cyclic.list = [cyclic];
+    const sharedList = [{ tokenId: "list-secret" }];
+    const out = redactSecrets({
+      one: shared,
+      two: shared,
+      list: [shared, shared],
+      cyclic,
+      a: sharedList,
+      b: sharedList,
+    });
+    expect([out.a, out.b]).toEqual([[{ tokenId: "[redacted]" }], [{ tokenId: "[redacted]" }]]);
+    expect(out.one).toEqual({ apiKey: "[redacted]", keep: "shared-keep" });
+    expect(out.two).toEqual(out.one);
+    expect(out.list).toEqual([out.one, out.one]);
+    expect(out.cyclic).toEqual({ keep: "cyclic-keep", self: "[Circular]", list: ["[Circular]"] });
+    const withSecret: Record<string, unknown> = { token: "cycle-secret" };
+    withSecret.self = withSecret;
+    expect(redactSecrets({ withSecret })).toEqual({
+      withSecret: { token: "[redacted]", self: "[Circular]" },
+    });
+  });
+
+  it("leaves class instances to pino as they are (their own toJSON), and walks errors and null-prototype objects", () => {
+    class Money {
+      constructor(
+        readonly amount: number,
+        readonly token: string,
+      ) {}
+      toJSON() {
+        return `${this.amount} EUR`;
+      }
+    }
+    const money = new Money(950, "not-walked");
+    const bare = Object.assign(Object.create(null) as Record<string, unknown>, { secret: "bare-secret" });
+    const out = redactSecrets({ money, bare, when: new Date(0) });
+    expect(out.money).toBe(money);
+    expect(out.bare).toEqual({ secret: "[redacted]" });
+    const { lines, logger } = capture();
+    logger.info({ money, bare }, "values");
+    const line = JSON.parse(lines[0] as string);
+    expect(line).toMatchObject({ money: "950 EUR", bare: { secret: "[redacted]" }, service: "receipts" });
+    const error = Object.assign(new TypeError("bad"), { pepper: "error-pepper" });
+    const copy = redactSecrets(error) as TypeError & { pepper: string };
+    expect([copy instanceof TypeError, copy.message, copy.stack, copy.pepper]).toEqual([
+      true,
+      "bad",
+      error.stack,
+      "[redacted]",
+    ]);
+    expect(error.pepper).toBe("error-pepper");
+    logger.error({ err: error }, "failed");
+    expect(JSON.parse(lines[1] as string).err).toMatchObject({ pepper: "[redacted]", stack: error.stack });
   });
 });

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiggEKEExvb2t1cEtleVJlcXVlc3QSHAoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAkSFQoIY2FyZF9iaW4YAiABKAlIAIgBARIaCg1yZWNpcGllbnRfcGFyGAMgASgJSAGIAQFCCwoJX2NhcmRfYmluQhAKDl9yZWNpcGllbnRfcGFyInIKEUxvb2t1cEtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRITCgtpc19lc2Nyb3dlZBgEIAEoCBIRCglhYWRfYm91bmQYBSABKAgiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIXChVMaXN0RXNjcm93S2V5c1JlcXVlc3QiagoWTGlzdEVzY3Jvd0tleXNSZXNwb25zZRIxCgtlc2Nyb3dfa2V5cxgBIAMoCzIcLnJlY2VpcHRzLnYxLklzc3VlckVzY3Jvd0tleRIdChVjdXJyZW50X2VzY3Jvd19rZXlfaWQYAiABKAkiwAEKD0lzc3VlckVzY3Jvd0tleRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiLwoWUmV2b2tlRXNjcm93S2V5UmVxdWVzdBIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJImoKF1Jldm9rZUVzY3Jvd0tleVJlc3BvbnNlEjAKCmVzY3Jvd19rZXkYASABKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIk4KFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSDQoFYWZ0ZXIYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWwoXTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USJwoGZXZlbnRzGAEgAygLMhcucmVjZWlwdHMudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkixQEKCkF1ZGl0RXZlbnQSJgoCYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGlvbhgCIAEoCRINCgVhY3RvchgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEhEKCXNvdXJjZV9pcBgFIAEoCRIPCgd1c2VyX2lkGAYgASgJEg4KBmtleV9pZBgHIAEoCRIXCg9wcmV2aW91c19rZXlfaWQYCCABKAkSDwoHc3ViamVjdBgJIAEoCTKHBgoLS2V5c1NlcnZpY2USdgoLR3JhbnRBY2Nlc3MSHy5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1JlcXVlc3QaIC5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1Jlc3BvbnNlIiSC0+STAh46ASoiGS9hcGkvdjEva2V5cy9ncmFudC1hY2Nlc3MSagoJTG9va3VwS2V5Eh0ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVxdWVzdBoeLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlc3BvbnNlIh6C0+STAhg6ASoiEy9hcGkvdjEva2V5cy9sb29rdXASigEKEVJlZ2lzdGVyRXNjcm93S2V5EiUucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0GiYucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMSfgoOTGlzdEVzY3Jvd0tleXMSIi5yZWNlaXB0cy52MS5MaXN0RXNjcm93S2V5c1JlcXVlc3QaIy5yZWNlaXB0cy52MS5MaXN0RXNjcm93S2V5c1Jlc3BvbnNlIiOC0+STAh0SGy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5cxKRAQoPUmV2b2tlRXNjcm93S2V5EiMucmVjZWlwdHMudjEuUmV2b2tlRXNjcm93S2V5UmVxdWVzdBokLnJlY2VpcHRzLnYxLlJldm9rZUVzY3Jvd0tleVJlc3BvbnNlIjOC0+STAi0qKy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5cy97ZXNjcm93X2tleV9pZH0ScwoPTGlzdEF1ZGl0RXZlbnRzEiMucmVjZWlwdHMudjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBokLnJlY2VpcHRzLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlIhWC0+STAg8SDS9hcGkvdjEvYXVkaXRiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiggEKEExvb2t1cEtleVJlcXVlc3QSHAoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAkSFQoIY2FyZF9iaW4YAiABKAlIAIgBARIaCg1yZWNpcGllbnRfcGFyGAMgASgJSAGIAQFCCwoJX2NhcmRfYmluQhAKDl9yZWNpcGllbnRfcGFyInIKEUxvb2t1cEtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRITCgtpc19lc2Nyb3dlZBgEIAEoCBIRCglhYWRfYm91bmQYBSABKAgiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIXChVMaXN0RXNjcm93S2V5c1JlcXVlc3QiagoWTGlzdEVzY3Jvd0tleXNSZXNwb25zZRIxCgtlc2Nyb3dfa2V5cxgBIAMoCzIcLnJlY2VpcHRzLnYxLklzc3VlckVzY3Jvd0tleRIdChVjdXJyZW50X2VzY3Jvd19rZXlfaWQYAiABKAkiwAEKD0lzc3VlckVzY3Jvd0tleRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiLwoWUmV2b2tlRXNjcm93S2V5UmVxdWVzdBIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJImoKF1Jldm9rZUVzY3Jvd0tleVJlc3BvbnNlEjAKCmVzY3Jvd19rZXkYASABKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIk4KFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSDQoFYWZ0ZXIYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWwoXTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USJwoGZXZlbnRzGAEgAygLMhcucmVjZWlwdHMudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkixQEKCkF1ZGl0RXZlbnQSJgoCYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGlvbhgCIAEoCRINCgVhY3RvchgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEhEKCXNvdXJjZV9pcBgFIAEoCRIPCgd1c2VyX2lkGAYgASgJEg4KBmtleV9pZBgHIAEoCRIXCg9wcmV2aW91c19rZXlfaWQYCCABKAkSDwoHc3ViamVjdBgJIAEoCSJbChRMaXN0S3RFbnRyaWVzUmVxdWVzdBISCgpwYWdlX3Rva2VuGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgVhZnRlchgDIAEoA0gAiAEBQggKBl9hZnRlciJXChVMaXN0S3RFbnRyaWVzUmVzcG9uc2USJQoHZW50cmllcxgBIAMoCzIULnJlY2VpcHRzLnYxLkt0RW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoYBCgdLdEVudHJ5Eg0KBWluZGV4GAEgASgDEiIKGnN0YXRlbWVudF93aXRob3V0X2NhcmRfcmVmGAIgASgJEg8KB29wZW5pbmcYAyABKAkSFgoOc2lnbmluZ19rZXlfaWQYBCABKAkSDwoHdXNlcl9pZBgFIAEoCRIOCgZlcmFzZWQYBiABKAgy+wYKC0tleXNTZXJ2aWNlEnYKC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIkgtPkkwIeOgEqIhkvYXBpL3YxL2tleXMvZ3JhbnQtYWNjZXNzEmoKCUxvb2t1cEtleRIdLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlcXVlc3QaHi5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXNwb25zZSIegtPkkwIYOgEqIhMvYXBpL3YxL2tleXMvbG9va3VwEooBChFSZWdpc3RlckVzY3Jvd0tleRIlLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBomLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzEn4KDkxpc3RFc2Nyb3dLZXlzEiIucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXF1ZXN0GiMucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXNwb25zZSIjgtPkkwIdEhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMSkQEKD1Jldm9rZUVzY3Jvd0tleRIjLnJlY2VpcHRzLnYxLlJldm9rZUVzY3Jvd0tleVJlcXVlc3QaJC5yZWNlaXB0cy52MS5SZXZva2VFc2Nyb3dLZXlSZXNwb25zZSIzgtPkkwItKisvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMve2VzY3Jvd19rZXlfaWR9EnMKD0xpc3RBdWRpdEV2ZW50cxIjLnJlY2VpcHRzLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaJC5yZWNlaXB0cy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIVgtPkkwIPEg0vYXBpL3YxL2F1ZGl0EnIKDUxpc3RLdEVudHJpZXMSIS5yZWNlaXB0cy52MS5MaXN0S3RFbnRyaWVzUmVxdWVzdBoiLnJlY2VpcHRzLnYxLkxpc3RLdEVudHJpZXNSZXNwb25zZSIagtPkkwIUEhIvYXBpL3YxL2t0L2VudHJpZXNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
@@ -494,6 +494,123 @@ export const AuditEventSchema: GenMessage<AuditEvent> = /*@__PURE__*/
   messageDesc(file_receipts_v1_keys, 13);
 
 /**
+ * @generated from message receipts.v1.ListKtEntriesRequest
+ */
+export type ListKtEntriesRequest = Message<"receipts.v1.ListKtEntriesRequest"> & {
+  /**
+   * The next_page_token of the previous answer.
+   *
+   * @generated from field: string page_token = 1;
+   */
+  pageToken: string;
+
+  /**
+   * Default 100, at most 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * Only leaves with an index above this one (default: from the first leaf). Ignored with a
+   * page_token.
+   *
+   * @generated from field: optional int64 after = 3;
+   */
+  after?: bigint | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.ListKtEntriesRequest.
+ * Use `create(ListKtEntriesRequestSchema)` to create a new message.
+ */
+export const ListKtEntriesRequestSchema: GenMessage<ListKtEntriesRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 14);
+
+/**
+ * @generated from message receipts.v1.ListKtEntriesResponse
+ */
+export type ListKtEntriesResponse = Message<"receipts.v1.ListKtEntriesResponse"> & {
+  /**
+   * In log order.
+   *
+   * @generated from field: repeated receipts.v1.KtEntry entries = 1;
+   */
+  entries: KtEntry[];
+
+  /**
+   * Set when a full page was answered: pass it to read on. Empty once the log has no more of the
+   * tenant's leaves (ask again later with `after` the last index seen).
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListKtEntriesResponse.
+ * Use `create(ListKtEntriesResponseSchema)` to create a new message.
+ */
+export const ListKtEntriesResponseSchema: GenMessage<ListKtEntriesResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 15);
+
+/**
+ * One leaf of the key log under the calling issuer's keys, opened.
+ *
+ * @generated from message receipts.v1.KtEntry
+ */
+export type KtEntry = Message<"receipts.v1.KtEntry"> & {
+  /**
+   * The leaf's index in the log.
+   *
+   * @generated from field: int64 index = 1;
+   */
+  index: bigint;
+
+  /**
+   * Base64 of the statement's bytes with cardRef removed (RFC 8785 canonical JSON). Empty when erased.
+   *
+   * @generated from field: string statement_without_card_ref = 2;
+   */
+  statementWithoutCardRef: string;
+
+  /**
+   * Base64 of the 16-byte opening of the leaf's commitment. Empty when erased.
+   *
+   * @generated from field: string opening = 3;
+   */
+  opening: string;
+
+  /**
+   * The signing key that signed it, "sk_" and 32 hexadecimal digits. Empty when erased.
+   *
+   * @generated from field: string signing_key_id = 4;
+   */
+  signingKeyId: string;
+
+  /**
+   * The user it was registered for; empty for a statement about no card, and when erased.
+   *
+   * @generated from field: string user_id = 5;
+   */
+  userId: string;
+
+  /**
+   * True when an erasure removed the statement and opening: the leaf stays in the log.
+   *
+   * @generated from field: bool erased = 6;
+   */
+  erased: boolean;
+};
+
+/**
+ * Describes the message receipts.v1.KtEntry.
+ * Use `create(KtEntrySchema)` to create a new message.
+ */
+export const KtEntrySchema: GenMessage<KtEntry> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 16);
+
+/**
  * Short-lived decrypt grants and escrow keys (card issuers); recipient key look-up (merchants).
  *
  * @generated from service receipts.v1.KeysService
@@ -661,6 +778,39 @@ export const KeysService: GenService<{
     methodKind: "unary";
     input: typeof ListAuditEventsRequestSchema;
     output: typeof ListAuditEventsResponseSchema;
+  },
+  /**
+   * The calling issuer's own statements in the key log (SPEC section 20), opened for its monitor:
+   * each leaf signed by one of the tenant's signing keys, in log order, with the statement as the
+   * service keeps it (cardRef removed: the issuer puts its own card reference back), the opening of
+   * the leaf's commitment, the signing key and the user it was registered for. `receipts kt monitor`
+   * reads it to prove that every leaf under the tenant's keys is one the tenant signed. A statement
+   * an erasure removed is listed as erased (its leaf stays in the log).
+   *
+   * Example request:
+   * {"after": 0, "pageSize": 100}
+   *
+   * Example response:
+   * {
+   *   "entries": [
+   *     {
+   *       "index": 3,
+   *       "statementWithoutCardRef": "eyJhbGdvcml0aG0iOiJIUEtFLVAyNTYtU0hBMjU2LUEyNTZHQ00iLCJiaW4iOiI0MTExMTExMSJ9",
+   *       "opening": "q83vASNFZ4mrze8BI0VniQ==",
+   *       "signingKeyId": "sk_5d41402abc4b2a76b9719d911017c592",
+   *       "userId": "usr_OiIWtaNKLlelXAD2",
+   *       "erased": false
+   *     }
+   *   ],
+   *   "nextPageToken": ""
+   * }
+   *
+   * @generated from rpc receipts.v1.KeysService.ListKtEntries
+   */
+  listKtEntries: {
+    methodKind: "unary";
+    input: typeof ListKtEntriesRequestSchema;
+    output: typeof ListKtEntriesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_keys, 0);

@@ -186,6 +186,7 @@ export class Sequencer {
       this.lease = undefined;
       return undefined;
     }
+    // secret-compare: lease fencing tokens the store hands out, never sent by a caller.
     if (lease.token !== this.lease?.token) {
       this.synced = this.deps.witnesses.count === 0;
       this.deps.logger.info({ token: lease.token }, "key log sequencer took the lease");

@@ -6,6 +6,7 @@ import { readTenantAudit } from "../../domain/audit.js";
 import type { DomainDeps } from "../../domain/deps.js";
 import { grantAccess } from "../../domain/grants.js";
 import { listEscrowKeys, registerEscrowKey, revokeEscrowKey } from "../../domain/issuer-escrow.js";
+import { listKtEntries } from "../../domain/kt/feed.js";
 import { lookupKey } from "../../domain/routing.js";
 import type { IssuerEscrowKeyRecord } from "../../store/types.js";
 import { callerOf, principalOf } from "../convert.js";
@@ -48,6 +49,7 @@ export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
       const { key, currentEscrowKeyId } = await revokeEscrowKey(deps, principalOf(ctx), req, callerOf(ctx));
       return { escrowKey: escrowKeyOf(key, currentEscrowKeyId), currentEscrowKeyId };
     },
+    listKtEntries: (req, ctx) => listKtEntries(deps, principalOf(ctx), req),
     async listAuditEvents(req, ctx) {
       const page = await readTenantAudit(deps, principalOf(ctx).tenantId, req);
       return {

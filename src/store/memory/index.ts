@@ -2,6 +2,7 @@ import type { Store } from "../types.js";
 import { MemoryApiKeys } from "./api-keys.js";
 import { MemoryAudit } from "./audit.js";
 import { MemoryErasures } from "./erasures.js";
+import { MemoryEvents } from "./events.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
 import { MemoryKtLog } from "./kt-log.js";
@@ -12,6 +13,7 @@ import { MemoryPayments } from "./payments.js";
 import { MemoryRateLimits } from "./rate-limits.js";
 import { MemoryReceipts } from "./receipts.js";
 import { MemoryUsers } from "./users.js";
+import { MemoryDeliveries, MemoryWebhookEndpoints } from "./webhooks.js";
 
 /** The stores made by {@link createMemoryStore}, for {@link isMemoryStore}. */
 const memoryStores = new WeakSet<Store>();
@@ -22,15 +24,16 @@ const memoryStores = new WeakSet<Store>();
  * its check and its write with no `await` in between, which makes it atomic on Node's single thread.
  */
 export function createMemoryStore(): Store {
-  const receipts = new MemoryReceipts();
+  const events = new MemoryEvents();
+  const receipts = new MemoryReceipts(events);
   const ktLog = new MemoryKtLog();
   const store: Store = {
     kind: "memory",
     apiKeys: new MemoryApiKeys(),
     rateLimits: new MemoryRateLimits(),
-    users: new MemoryUsers(ktLog),
+    users: new MemoryUsers(events, ktLog),
     receipts,
-    payments: new MemoryPayments(receipts),
+    payments: new MemoryPayments(receipts, events),
     grants: new MemoryGrants(),
     idempotency: new MemoryIdempotency(),
     audit: new MemoryAudit(),
@@ -39,6 +42,9 @@ export function createMemoryStore(): Store {
     bins: new MemoryBins(ktLog),
     merchants: new MemoryMerchantOwners(),
     erasures: new MemoryErasures(),
+    events,
+    webhookEndpoints: new MemoryWebhookEndpoints(),
+    deliveries: new MemoryDeliveries(),
     ktLog,
     leases: new MemoryLeases(),
     init: async () => {},

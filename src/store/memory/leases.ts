@@ -24,6 +24,7 @@ export class MemoryLeases implements LeaseStore {
 
   async release(lease: Lease): Promise<void> {
     const current = this.leases.get(lease.lease);
+    // secret-compare: lease fencing tokens the store hands out, never sent by a caller.
     if (current?.holder === lease.holder && current.token === lease.token) this.leases.delete(lease.lease);
   }
 }

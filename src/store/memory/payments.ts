@@ -1,4 +1,5 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
+import type { EventRecord } from "../event-types.js";
 import {
   type CreatePaymentOutcome,
   type HoldRefundOutcome,
@@ -10,6 +11,7 @@ import {
   type ReceiptRecord,
   type RefundRecord,
 } from "../types.js";
+import type { MemoryEvents } from "./events.js";
 import { PairMap } from "./indexes.js";
 import { ListingIndex } from "./listing.js";
 import type { MemoryReceipts } from "./receipts.js";
@@ -46,23 +48,35 @@ export class MemoryPayments implements PaymentStore {
   /** Each merchant tenant's payments in listing order. */
   private readonly byTenant = new ListingIndex<KeptPayment>();
 
-  constructor(private readonly receipts: MemoryReceipts) {}
+  constructor(
+    private readonly receipts: MemoryReceipts,
+    private readonly events: MemoryEvents,
+  ) {}
 
-  async createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome> {
+  async createWithReceipt(
+    payment: PaymentRecord,
+    receipt: ReceiptRecord,
+    events?: readonly EventRecord[],
+  ): Promise<CreatePaymentOutcome> {
     const earlier = this.byTransaction.get(payment.merchantId, payment.transactionId);
     if (earlier !== undefined && earlier.status !== "declined") return { kind: "duplicate_transaction" };
     if (!this.receipts.canInsert(receipt)) return { kind: "duplicate_receipt" };
     if (earlier !== undefined) this.forget(earlier);
     this.keep(payment);
     this.receipts.put(receipt);
+    this.events.write(events);
     return { kind: "created" };
   }
 
-  async recordDecline(payment: PaymentRecord): Promise<"recorded" | "duplicate_transaction"> {
+  async recordDecline(
+    payment: PaymentRecord,
+    events?: readonly EventRecord[],
+  ): Promise<"recorded" | "duplicate_transaction"> {
     const earlier = this.byTransaction.get(payment.merchantId, payment.transactionId);
     if (earlier !== undefined && earlier.status !== "declined") return "duplicate_transaction";
     if (earlier !== undefined) this.forget(earlier);
     this.keep(payment);
+    this.events.write(events);
     return "recorded";
   }
 
@@ -129,12 +143,14 @@ export class MemoryPayments implements PaymentStore {
     ref: PaymentRef,
     refundId: string,
     gatewayRefundId: string,
+    events?: readonly EventRecord[],
   ): Promise<PaymentRecord | undefined> {
     const kept = this.find(ref);
     const refund = kept?.refunds?.find((r) => r.refundId === refundId && r.status === "pending");
     if (refund !== undefined) {
       refund.status = "succeeded";
       refund.gatewayRefundId = gatewayRefundId;
+      this.events.write(events);
     }
     return recordOf(kept);
   }
@@ -143,8 +159,10 @@ export class MemoryPayments implements PaymentStore {
     const kept = this.find(ref);
     const refund = kept?.refunds?.find((r) => r.refundId === refundId && r.status === "pending");
     if (kept === undefined || refund === undefined) return;
-    kept.refunds = kept.refunds?.filter((r) => r !== refund);
-    kept.refundedAmount = (kept.refundedAmount ?? 0) - refund.amount;
+    const left = kept.refunds?.filter((r) => r !== refund) ?? [];
+    // The payment's only refund: back to a payment that was never refunded, as it was before the hold.
+    kept.refunds = left.length === 0 ? undefined : left;
+    kept.refundedAmount = left.length === 0 ? undefined : (kept.refundedAmount ?? 0) - refund.amount;
     this.receipts.dropByMerchantReceipt(receipt.merchantId, receipt.receiptId);
   }
 

@@ -1,4 +1,5 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
+import type { EventRecord } from "../event-types.js";
 import {
   deleteLimitOf,
   type EscrowCount,
@@ -11,6 +12,7 @@ import {
   type ReceiptStore,
   type StoredKeyBundle,
 } from "../types.js";
+import type { MemoryEvents } from "./events.js";
 import { type Members, MultiIndex, memberList, PairMap, withMember, withoutMember } from "./indexes.js";
 import { compare, ListingIndex } from "./listing.js";
 import { sweepExpired } from "./sweep.js";
@@ -46,6 +48,7 @@ interface KeptReceipt {
   isEscrowed: boolean;
   escrowKeyId: string | undefined;
   escrowOwnerTenantId: string | undefined;
+  escrowCardBin: string | undefined;
   expiresAtMs: number | undefined;
   escrowHeld: true | undefined;
   readonly paymentId: string | undefined;
@@ -75,6 +78,7 @@ function keep(r: ReceiptRecord): KeptReceipt {
     isEscrowed: r.isEscrowed,
     escrowKeyId: r.escrowKeyId,
     escrowOwnerTenantId: r.escrowOwnerTenantId,
+    escrowCardBin: r.escrowCardBin,
     expiresAtMs: r.expiresAt?.getTime(),
     escrowHeld: r.escrowHeld,
     paymentId: r.paymentId,
@@ -104,6 +108,7 @@ function recordOf(k: KeptReceipt): ReceiptRecord {
   if (k.aadBound !== undefined) record.keyBundle.aadBound = k.aadBound;
   if (k.escrowKeyId !== undefined) record.escrowKeyId = k.escrowKeyId;
   if (k.escrowOwnerTenantId !== undefined) record.escrowOwnerTenantId = k.escrowOwnerTenantId;
+  if (k.escrowCardBin !== undefined) record.escrowCardBin = k.escrowCardBin;
   if (k.expiresAtMs !== undefined) record.expiresAt = new Date(k.expiresAtMs);
   if (k.escrowHeld !== undefined) record.escrowHeld = k.escrowHeld;
   if (k.paymentId !== undefined) record.paymentId = k.paymentId;
@@ -130,6 +135,9 @@ export class MemoryReceipts implements ReceiptStore {
   private readonly escrowed = new Map<string, KeptReceipt>();
   private lastSweepMs = Number.NEGATIVE_INFINITY;
 
+  /** `events`: the outbox, written in the same synchronous step as the change that causes an event. */
+  constructor(private readonly events: MemoryEvents) {}
+
   /**
    * Whether `receipt` can be stored: its `(merchantId, receiptId)` is unused. Expired escrow is deleted
    * first, as MongoDB's TTL index deletes it (so its receiptId is free again).
@@ -154,9 +162,10 @@ export class MemoryReceipts implements ReceiptStore {
     if (kept.paymentId !== undefined) this.byPayment.set(kept.paymentId, kept);
   }
 
-  async insert(receipt: ReceiptRecord): Promise<boolean> {
+  async insert(receipt: ReceiptRecord, events?: readonly EventRecord[]): Promise<boolean> {
     if (!this.canInsert(receipt)) return false;
     this.put(receipt);
+    this.events.write(events);
     return true;
   }
 
@@ -231,16 +240,19 @@ export class MemoryReceipts implements ReceiptStore {
     receipt: Pick<ReceiptRecord, "panHash" | "id">,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
+    events?: readonly EventRecord[],
   ): Promise<boolean> {
     const id = receipt.id;
     const kept = this.escrowed.get(id);
     if (kept === undefined || kept.panHash !== receipt.panHash) return false;
     if (expectedEscrowKeyId !== undefined && kept.escrowKeyId !== expectedEscrowKeyId) return false;
+    this.events.write(events);
     this.escrowedByPan.delete(kept.panHash, kept);
     this.escrowed.delete(id);
     kept.isEscrowed = false;
     kept.escrowKeyId = undefined;
     kept.escrowOwnerTenantId = undefined;
+    kept.escrowCardBin = undefined;
     kept.expiresAtMs = undefined;
     kept.escrowHeld = undefined;
     kept.userId = to.userId;

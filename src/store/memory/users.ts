@@ -1,6 +1,8 @@
+import type { EventRecord } from "../event-types.js";
 import { planRegister, type RegisterInput } from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import { copy } from "./copy.js";
+import type { MemoryEvents } from "./events.js";
 import type { MemoryKtLog } from "./kt-log.js";
 
 /** Users and their keys held in memory. `register` reads, decides and writes in one synchronous step. */
@@ -9,8 +11,14 @@ export class MemoryUsers implements UserStore {
   private readonly userIdByPan = new Map<string, string>();
   private readonly keys = new Map<string, KeyRecord>();
 
-  /** `ktLog`: the key log, whose statements a registration writes in its own synchronous step. */
-  constructor(private readonly ktLog: MemoryKtLog) {}
+  /**
+   * `events`: the outbox, written in the same synchronous step as the registration or erasure;
+   * `ktLog`: the key log, whose statements a registration writes in that step too.
+   */
+  constructor(
+    private readonly events: MemoryEvents,
+    private readonly ktLog: MemoryKtLog,
+  ) {}
 
   async findById(userId: string): Promise<UserRecord | undefined> {
     return copy(this.users.get(userId));
@@ -54,6 +62,7 @@ export class MemoryUsers implements UserStore {
       this.userIdByPan.set(user.panHash, user.userId);
     }
     for (const key of plan.keys) this.keys.set(key.keyId, copy(key));
+    this.events.write(input.events?.(plan.outcome));
     return copy(plan.outcome);
   }
 
@@ -61,13 +70,17 @@ export class MemoryUsers implements UserStore {
     return copy(this.keysOf(userId));
   }
 
-  async erase(userId: string): Promise<{ user: UserRecord; deletedKeys: number } | undefined> {
+  async erase(
+    userId: string,
+    events?: readonly EventRecord[],
+  ): Promise<{ user: UserRecord; deletedKeys: number } | undefined> {
     const user = this.users.get(userId);
     if (user === undefined) return undefined;
     const keys = this.keysOf(userId);
     for (const key of keys) this.keys.delete(key.keyId);
     this.users.delete(userId);
     if (this.userIdByPan.get(user.panHash) === userId) this.userIdByPan.delete(user.panHash);
+    this.events.write(events);
     return { user: copy(user), deletedKeys: keys.length };
   }
 

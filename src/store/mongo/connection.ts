@@ -147,6 +147,18 @@ export class MongoContext {
     };
   }
 
+  private readonly eventListeners: (() => void)[] = [];
+
+  /** Registers a listener of events written through this store (`EventStore.onWritten`). */
+  onEventsWritten(listener: () => void): void {
+    this.eventListeners.push(listener);
+  }
+
+  /** Calls the listeners: events were written and committed by this process. */
+  announceEvents(): void {
+    for (const listener of this.eventListeners) listener();
+  }
+
   /** A typed collection of the store's database. */
   collection<T extends Document>(name: string): Collection<T> {
     return this.db.collection<T>(name);

@@ -3,6 +3,7 @@ import { MongoApiKeys } from "./api-keys.js";
 import { MongoAudit } from "./audit.js";
 import { MongoContext, type MongoStoreOptions } from "./connection.js";
 import { MongoErasures } from "./erasures.js";
+import { MongoEvents } from "./events.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
 import { createDeclaredIndexes } from "./init.js";
@@ -14,6 +15,7 @@ import { MongoPayments } from "./payments.js";
 import { MongoRateLimits } from "./rate-limits.js";
 import { MongoReceipts } from "./receipts.js";
 import { MongoUsers } from "./users.js";
+import { MongoDeliveries, MongoWebhookEndpoints } from "./webhooks.js";
 
 export {
   DEFAULT_INDEX_TIMEOUT_MS,
@@ -51,6 +53,9 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     ktLog: new MongoKtLog(ctx),
     leases: new MongoLeases(ctx),
     erasures: new MongoErasures(ctx),
+    events: new MongoEvents(ctx),
+    webhookEndpoints: new MongoWebhookEndpoints(ctx),
+    deliveries: new MongoDeliveries(ctx),
     /**
      * Creates every collection's indexes (`createDeclaredIndexes`: an index already serving, such as
      * one a `sh.shardCollection` made first, stands in). Bounded by `indexTimeoutMs`, not the per-call

@@ -33,6 +33,16 @@ export const COLLECTIONS = {
   receiptClaims: "receiptClaims",
   /** Erasures begun and not finished, one document per user (section 19): what a retry finishes. */
   erasures: "erasures",
+  /**
+   * Events (section 22): the outbox, written in the transaction of the change that causes each, and
+   * the feed it becomes once the sequencer gives it a position (`seq`).
+   */
+  events: "events",
+  /** One document, the event sequencer's: the next position, the fan-out mark, the largest fencing token. */
+  eventState: "eventState",
+  webhookEndpoints: "webhookEndpoints",
+  /** One document per event and endpoint: its status, next attempt and the log of its attempts. */
+  deliveries: "deliveries",
   /** The key log (section 20; `kt-log.ts`): statements waiting for the sequencer, by id. */
   ktPending: "ktPending",
   /** The key log's sequences (a card's, an issuer's): intake and logged states, `_id` the name. */
@@ -150,6 +160,37 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   ],
   [COLLECTIONS.bins]: [{ key: { tenantId: 1 }, name: "byTenant" }],
   [COLLECTIONS.erasures]: [{ key: { userId: 1 }, name: "uniq_userId", unique: true }],
+  [COLLECTIONS.events]: [
+    // No two events share a position; only sequenced events have one.
+    {
+      key: { seq: 1 },
+      name: "uniq_seq",
+      unique: true,
+      partialFilterExpression: { seq: { $exists: true } },
+    },
+    { key: { tenantId: 1, seq: 1 }, name: "listForTenant" },
+    // The sequencer's scan of the outbox, oldest first.
+    {
+      key: { pending: 1, createdAt: 1, _id: 1 },
+      name: "outbox",
+      partialFilterExpression: { pending: true },
+    },
+    { key: { createdAt: 1 }, name: "prune" },
+  ],
+  [COLLECTIONS.webhookEndpoints]: [
+    { key: { endpointId: 1 }, name: "uniq_endpointId", unique: true },
+    { key: { tenantId: 1, createdAt: 1 }, name: "listForTenant" },
+  ],
+  [COLLECTIONS.deliveries]: [
+    // The shard key's index, and the rule that an event is delivered to an endpoint once.
+    { key: { endpointId: 1, eventSeq: 1 }, name: "uniq_endpointId_eventSeq", unique: true },
+    {
+      key: { status: 1, nextAttemptAt: 1, eventSeq: 1 },
+      name: "due",
+      partialFilterExpression: { status: "pending" },
+    },
+    { key: { createdAt: 1 }, name: "prune" },
+  ],
   // The sequencer's read: waiting records, oldest first.
   [COLLECTIONS.ktPending]: [{ key: { state: 1, createdAt: 1, _id: 1 }, name: "waiting" }],
   [COLLECTIONS.ktLeaves]: [
@@ -299,6 +340,25 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
   [COLLECTIONS.erasures]: {
     key: "unsharded",
     why: "One document per erasure in progress, removed when it finishes: a handful at any time.",
+  },
+  [COLLECTIONS.events]: {
+    key: "unsharded",
+    why:
+      "The outbox and the feed. Written in the change's transaction (on the primary shard: one shard more, " +
+      "four for a payment), sequenced by one sequencer in one-shard transactions, so positions follow commit " +
+      "order without a cluster-wide snapshot. Its size follows the event rate times the retention " +
+      "(EVENTS_RETENTION_DAYS), not the receipts kept: about 80 million events (25 GB) a week at 2 billion " +
+      "receipts a year with payments.",
+  },
+  [COLLECTIONS.eventState]: { key: "unsharded", why: "One document, read and written with events." },
+  [COLLECTIONS.webhookEndpoints]: { key: "unsharded", why: "A few endpoints per tenant." },
+  [COLLECTIONS.deliveries]: {
+    key: { endpointId: 1, eventSeq: 1 },
+    unique: true,
+    why:
+      "One document per event and endpoint: it grows with events times endpoints. Every write names the " +
+      "endpoint and the event's position, and carries the rule that an event reaches an endpoint once; " +
+      "an endpoint's log reads its own chunks.",
   },
   [COLLECTIONS.ktPending]: {
     key: "unsharded",

@@ -1,5 +1,6 @@
 import type { ClientSession, Filter } from "mongodb";
 import { decodeCursor, encodeCursor } from "../cursor.js";
+import type { EventRecord } from "../event-types.js";
 import {
   type CreatePaymentOutcome,
   type HoldRefundOutcome,
@@ -13,6 +14,7 @@ import {
 } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
+import { announceEvents, insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
 import { deleteReceiptIn, dropReceiptIn, insertReceiptIn } from "./receipts.js";
 import { scatterGather } from "./sharding.js";
@@ -36,10 +38,15 @@ export class MongoPayments implements PaymentStore {
 
   /**
    * Replaces a declined payment of the transaction or inserts the payment, then inserts its receipt
-   * with its claim, in one transaction: if a write fails, nothing is kept. Which write hit a unique index tells
-   * the outcome, checked in the same order as the memory store (the transaction first).
+   * with its claim, then its events (the outbox), in one transaction: if a write fails, nothing is kept.
+   * Which write hit a unique index tells the outcome, checked in the same order as the memory store
+   * (the transaction first).
    */
-  createWithReceipt(payment: PaymentRecord, receipt: ReceiptRecord): Promise<CreatePaymentOutcome> {
+  createWithReceipt(
+    payment: PaymentRecord,
+    receipt: ReceiptRecord,
+    events?: readonly EventRecord[],
+  ): Promise<CreatePaymentOutcome> {
     return this.ctx.run(async () => {
       let inserting: "payment" | "receipt" = "payment";
       try {
@@ -55,7 +62,9 @@ export class MongoPayments implements PaymentStore {
           if (replaced.matchedCount === 0) await this.payments.insertOne({ ...payment }, options);
           inserting = "receipt";
           await insertReceiptIn(this.ctx, session, receipt);
+          await insertEventsIn(this.ctx, session, events);
         });
+        announceEvents(this.ctx, events);
         return { kind: "created" };
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;
@@ -65,20 +74,28 @@ export class MongoPayments implements PaymentStore {
   }
 
   /** An upsert that matches only a declined payment: over a charged one it inserts, and the unique index refuses. */
-  recordDecline(payment: PaymentRecord): Promise<"recorded" | "duplicate_transaction"> {
+  /** The declined payment and its events, in one transaction (`payments.recordDecline`). */
+  recordDecline(
+    payment: PaymentRecord,
+    events?: readonly EventRecord[],
+  ): Promise<"recorded" | "duplicate_transaction"> {
     return this.ctx.run(async () => {
       const { merchantId, transactionId } = payment;
       try {
-        await this.payments.replaceOne(
-          { merchantId, transactionId, status: "declined" },
-          { ...payment },
-          { ...this.ctx.limit, upsert: true },
-        );
-        return "recorded";
+        await this.ctx.transaction("payments.recordDecline", async (session) => {
+          await this.payments.replaceOne(
+            { merchantId, transactionId, status: "declined" },
+            { ...payment },
+            { ...this.ctx.writeIn(session), upsert: true },
+          );
+          await insertEventsIn(this.ctx, session, events);
+        });
       } catch (err) {
         if (isDuplicateKey(err)) return "duplicate_transaction";
         throw err;
       }
+      announceEvents(this.ctx, events);
+      return "recorded";
     });
   }
 
@@ -193,21 +210,32 @@ export class MongoPayments implements PaymentStore {
     return { kind: "too_many" } as const;
   }
 
+  /**
+   * Marks the refund succeeded and writes its events, in one transaction (`payments.completeRefund`),
+   * only while the refund is still pending: a second call changes nothing and writes no event.
+   */
   completeRefund(
     ref: PaymentRef,
     refundId: string,
     gatewayRefundId: string,
+    events?: readonly EventRecord[],
   ): Promise<PaymentRecord | undefined> {
     return this.ctx.run(async () => {
       const before = await this.payments.findOne<PaymentRecord>(refOf(ref), this.ctx.read);
       const refund = before?.refunds?.find((r) => r.refundId === refundId && r.status === "pending");
       if (refund === undefined) return before ?? undefined;
-      // The element replaced whole (one path), and only while it is still pending.
-      await this.payments.updateOne(
-        refOf(ref),
-        { $set: { "refunds.$[r]": { ...refund, status: "succeeded", gatewayRefundId } } },
-        { ...this.ctx.limit, arrayFilters: [{ "r.refundId": refundId, "r.status": "pending" }] },
-      );
+      const completed = await this.ctx.transaction("payments.completeRefund", async (session) => {
+        // The element replaced whole (one path), and only while it is still pending.
+        const result = await this.payments.updateOne(
+          { ...refOf(ref), refunds: { $elemMatch: { refundId, status: "pending" } } },
+          { $set: { "refunds.$[r]": { ...refund, status: "succeeded", gatewayRefundId } } },
+          { ...this.ctx.writeIn(session), arrayFilters: [{ "r.refundId": refundId, "r.status": "pending" }] },
+        );
+        if (result.modifiedCount === 0) return false;
+        await insertEventsIn(this.ctx, session, events);
+        return true;
+      });
+      if (completed) announceEvents(this.ctx, events);
       return (await this.payments.findOne<PaymentRecord>(refOf(ref), this.ctx.read)) ?? undefined;
     });
   }
@@ -220,9 +248,13 @@ export class MongoPayments implements PaymentStore {
         const payment = await this.payments.findOne<PaymentRecord>(refOf(ref), this.ctx.readIn(session));
         const refund = payment?.refunds?.find((r) => r.refundId === refundId && r.status === "pending");
         if (payment === null || refund === undefined) return;
+        // The payment's only refund: back to a payment that was never refunded, as it was before the hold.
+        const only = payment.refunds?.length === 1;
         await this.payments.updateOne(
           { ...refOf(ref), refunds: { $elemMatch: { refundId, status: "pending" } } },
-          { $pull: { refunds: { refundId } }, $inc: { refundedAmount: -refund.amount } },
+          only
+            ? { $unset: { refunds: "", refundedAmount: "" } }
+            : { $pull: { refunds: { refundId } }, $inc: { refundedAmount: -refund.amount } },
           options,
         );
         await dropReceiptIn(this.ctx, session, receipt);

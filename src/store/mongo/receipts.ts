@@ -1,5 +1,6 @@
 import type { ClientSession, Filter } from "mongodb";
 import { decodeCursor, encodeCursor } from "../cursor.js";
+import type { EventRecord } from "../event-types.js";
 import {
   deleteLimitOf,
   type EscrowCount,
@@ -13,6 +14,7 @@ import {
 } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
+import { announceEvents, insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
 import { keyBundleDoc, type ReceiptDoc, receiptDoc, receiptRecord } from "./receipt-docs.js";
 import { scatterGather } from "./sharding.js";
@@ -134,12 +136,15 @@ export class MongoReceipts implements ReceiptStore {
     return this.ctx.collection<ClaimDoc>(COLLECTIONS.receiptClaims);
   }
 
-  insert(receipt: ReceiptRecord): Promise<boolean> {
+  /** The receipt, its claim and its events (the outbox) in one transaction. */
+  insert(receipt: ReceiptRecord, events?: readonly EventRecord[]): Promise<boolean> {
     return this.ctx.run(async () => {
       try {
-        await this.ctx.transaction("receipts.insert", (session) =>
-          insertReceiptIn(this.ctx, session, receipt),
-        );
+        await this.ctx.transaction("receipts.insert", async (session) => {
+          await insertReceiptIn(this.ctx, session, receipt);
+          await insertEventsIn(this.ctx, session, events);
+        });
+        announceEvents(this.ctx, events);
         return true;
       } catch (err) {
         if (isDuplicateKey(err)) return false;
@@ -264,17 +269,18 @@ export class MongoReceipts implements ReceiptStore {
 
   /**
    * In one transaction (`receipts.release`): the receipt, if still escrowed (to `expectedEscrowKeyId`
-   * when given), gets its new key bundle, and its claim loses the escrow's expiry. Two releases of one
-   * receipt conflict; the retried one finds it released.
+   * when given), gets its new key bundle, its claim loses the escrow's expiry, and its events are
+   * written. Two releases of one receipt conflict; the retried one finds it released.
    */
   release(
     receipt: Pick<ReceiptRecord, "panHash" | "id">,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
+    events?: readonly EventRecord[],
   ): Promise<boolean> {
     const { panHash, id } = receipt;
-    return this.ctx.run(() =>
-      this.ctx.transaction("receipts.release", async (session) => {
+    return this.ctx.run(async () => {
+      const released = await this.ctx.transaction("receipts.release", async (session) => {
         const filter: Filter<ReceiptDoc> =
           expectedEscrowKeyId === undefined
             ? { panHash, id, isEscrowed: true }
@@ -290,7 +296,13 @@ export class MongoReceipts implements ReceiptStore {
               issuerTenantId: to.issuerTenantId,
               keyBundle: keyBundleDoc(to.keyBundle),
             },
-            $unset: { escrowKeyId: "", escrowOwnerTenantId: "", expiresAt: "", escrowHeld: "" },
+            $unset: {
+              escrowKeyId: "",
+              escrowOwnerTenantId: "",
+              escrowCardBin: "",
+              expiresAt: "",
+              escrowHeld: "",
+            },
           },
           this.ctx.writeIn(session),
         );
@@ -299,9 +311,12 @@ export class MongoReceipts implements ReceiptStore {
           { $unset: { expiresAt: "" } },
           this.ctx.writeIn(session),
         );
+        await insertEventsIn(this.ctx, session, events);
         return true;
-      }),
-    );
+      });
+      if (released) announceEvents(this.ctx, events);
+      return released;
+    });
   }
 
   /** At most `limit` of the user's receipts, and their claims (see {@link deleteWithClaims}). */

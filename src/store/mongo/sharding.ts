@@ -44,6 +44,16 @@ export const SCATTER_GATHER = {
       "A merchant tenant lists its payments (GET /payments), across all of its merchantIds and so " +
       "across shards; each shard reads one page of the listByTenant index and mongos merges the pages.",
   },
+  "deliveries.due": {
+    collection: COLLECTIONS.deliveries,
+    reason:
+      "The delivery worker looks for due deliveries of every endpoint, on the partial index of pending " +
+      "ones: one query per tick of one instance (the lease holder), small answers.",
+  },
+  "deliveries.prune": {
+    collection: COLLECTIONS.deliveries,
+    reason: "Retention: the worker deletes old, finished deliveries of every endpoint, about once an hour.",
+  },
   "audit.list": {
     collection: COLLECTIONS.audit,
     reason:
@@ -63,28 +73,38 @@ export interface TransactionDeclaration {
 /** The store's transactions, by id. */
 export const TRANSACTIONS = {
   "receipts.insert": {
-    maxShards: 2,
-    touches: "the receipt (by card) and its claim (by merchantId and receiptId)",
-  },
-  "payments.createWithReceipt": {
     maxShards: 3,
     touches:
-      "the payment (by merchantId and transactionId), its receipt (by card) and the receipt's claim; " +
-      "an outbox event would be the fourth (SPEC section 23 allows four)",
+      "the receipt (by card), its claim (by merchantId and receiptId) and its events (unsharded: the primary shard)",
+  },
+  "payments.createWithReceipt": {
+    maxShards: 4,
+    touches:
+      "the payment (by merchantId and transactionId), its receipt (by card), the receipt's claim, and " +
+      "the events of both (unsharded: the primary shard); SPEC section 23 allows four",
+  },
+  "payments.recordDecline": {
+    maxShards: 2,
+    touches: "the declined payment (by merchantId and transactionId) and its event (the primary shard)",
   },
   "payments.holdRefund": {
     maxShards: 3,
     touches:
       "the payment (by merchantId and transactionId), the refund receipt (by card) and its claim; " +
-      "a payment.refunded outbox event would be the fourth",
+      "the refund's events wait for payments.completeRefund",
+  },
+  "payments.completeRefund": {
+    maxShards: 2,
+    touches: "the payment (by merchantId and transactionId) and the refund's events (the primary shard)",
   },
   "payments.releaseRefund": {
     maxShards: 3,
     touches: "the payment, the refund receipt (by card) and its claim: what holdRefund wrote",
   },
   "receipts.release": {
-    maxShards: 2,
-    touches: "the escrowed receipt (by card) and its claim, whose escrow expiry it clears",
+    maxShards: 3,
+    touches:
+      "the escrowed receipt (by card), its claim, whose escrow expiry it clears, and its event (the primary shard)",
   },
   "receipts.deleteByPreviousOwner": {
     maxShards: 2,
@@ -97,7 +117,16 @@ export const TRANSACTIONS = {
   "users.register": {
     maxShards: 1,
     touches:
-      "users, keys and the key log's pending statement and sequence, all unsharded: the primary shard only",
+      "users, keys, the key log's pending statement and sequence, and the registration's events, all " +
+      "unsharded: the primary shard only",
+  },
+  "users.erase": {
+    maxShards: 1,
+    touches: "the user and its event, both unsharded: the primary shard only",
+  },
+  "events.sequence": {
+    maxShards: 1,
+    touches: "events and eventState, both unsharded: the primary shard only",
   },
   "bins.set": {
     maxShards: 1,

@@ -1,8 +1,10 @@
 import type { ClientSession } from "mongodb";
+import type { EventRecord } from "../event-types.js";
 import { planRegister, type RegisterInput } from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
+import { announceEvents, insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
 import { ktIntakeIn } from "./kt-docs.js";
 
@@ -63,14 +65,26 @@ export class MongoUsers implements UserStore {
     );
   }
 
-  /** Deletes the keys, then the user (a retry after a failure in between finds the user and finishes). */
-  erase(userId: string): Promise<{ user: UserRecord; deletedKeys: number } | undefined> {
+  /**
+   * Deletes the keys, then the user with its events in one transaction (`users.erase`): a retry after
+   * a failure in between finds the user and finishes, and the events exist once the user is gone.
+   */
+  erase(
+    userId: string,
+    events?: readonly EventRecord[],
+  ): Promise<{ user: UserRecord; deletedKeys: number } | undefined> {
     return this.ctx.run(async () => {
       const user = await this.users.findOne<UserRecord>({ userId }, this.ctx.read);
       if (user === null) return undefined;
       const { deletedCount } = await this.keys.deleteMany({ userId }, this.ctx.limit);
-      const removed = await this.users.deleteOne({ userId }, this.ctx.limit);
-      return removed.deletedCount === 1 ? { user, deletedKeys: deletedCount } : undefined;
+      const removed = await this.ctx.transaction("users.erase", async (session) => {
+        const { deletedCount: users } = await this.users.deleteOne({ userId }, this.ctx.writeIn(session));
+        if (users === 1) await insertEventsIn(this.ctx, session, events);
+        return users === 1;
+      });
+      if (!removed) return undefined;
+      announceEvents(this.ctx, events);
+      return { user, deletedKeys: deletedCount };
     });
   }
 
@@ -84,7 +98,11 @@ export class MongoUsers implements UserStore {
     return this.ctx.run(async () => {
       for (let attempt = 1; ; attempt++) {
         try {
-          return await this.ctx.transaction("users.register", (session) => this.registerIn(session, input));
+          const { outcome, events } = await this.ctx.transaction("users.register", (session) =>
+            this.registerIn(session, input),
+          );
+          announceEvents(this.ctx, events);
+          return outcome;
         } catch (err) {
           if (!isDuplicateKey(err)) throw err;
           if (attempt < REGISTER_ATTEMPTS) continue;
@@ -95,7 +113,10 @@ export class MongoUsers implements UserStore {
     });
   }
 
-  private async registerIn(session: ClientSession, input: RegisterInput): Promise<RegisterOutcome> {
+  private async registerIn(
+    session: ClientSession,
+    input: RegisterInput,
+  ): Promise<{ outcome: RegisterOutcome; events: EventRecord[] | undefined }> {
     const read = this.ctx.readIn(session);
     const user = (await this.users.findOne<UserRecord>({ panHash: input.panHash }, read)) ?? undefined;
     const key = (await this.keys.findOne<KeyRecord>({ keyId: input.key.keyId }, read)) ?? undefined;
@@ -111,14 +132,16 @@ export class MongoUsers implements UserStore {
       plan.outcome.kind === "unchanged";
     // The statements are checked before anything is written: a refusal leaves the transaction empty.
     const intake = writes ? await ktIntakeIn(this.ctx, session, input.kt) : undefined;
-    if (intake !== undefined && "kind" in intake) return intake;
+    if (intake !== undefined && "kind" in intake) return { outcome: intake, events: undefined };
 
     const write = { ...this.ctx.writeIn(session), upsert: true };
     // In the plan's order: a superseded user gives up the panHash before the new user takes it.
     for (const u of plan.users) await this.users.replaceOne({ userId: u.userId }, u, write);
     for (const k of plan.keys) await this.keys.replaceOne({ keyId: k.keyId }, k, write);
     await intake?.write();
-    return plan.outcome;
+    const events = input.events?.(plan.outcome);
+    await insertEventsIn(this.ctx, session, events);
+    return { outcome: plan.outcome, events };
   }
 }
 

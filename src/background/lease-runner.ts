@@ -1,0 +1,116 @@
+import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
+import type { Lease, LeaseStore } from "../store/lease-types.js";
+
+/**
+ * Runs a background job on exactly one instance at a time: the holder of a store lease (`LeaseStore`).
+ * Every instance runs a runner; the one that takes the lease runs the job, renews the lease at a third
+ * of its lifetime, and stops the job (aborting its signal) as soon as a renewal shows the lease lost,
+ * or when the lease would run out before another renewal could succeed (the store unreachable). The
+ * others try to take it every third of the lifetime, so a dead holder's job moves on within one
+ * lifetime and a bit. A holder that only paused (and so lost its lease without noticing at once) is
+ * stopped by the fencing token: every write of the job carries `lease.token`, and the store refuses it
+ * once a newer holder has written (see src/store/event-types.ts). The events worker uses it; a
+ * key-transparency sequencer would run the same way under another name.
+ */
+export interface LeaseRunnerOptions {
+  leases: LeaseStore;
+  /** The lease's name, one per kind of job (`events`). */
+  name: string;
+  /** This instance, unique among instances (a random id per process). */
+  holder: string;
+  /** Lifetime of the lease; it must exceed the clock skew between instances by far. */
+  ttlMs: number;
+  clock: Clock;
+  logger: Logger;
+  /** The job: runs while the lease is held, and returns soon after `signal` aborts. */
+  job: (lease: Lease, signal: AbortSignal) => Promise<void>;
+}
+
+export class LeaseRunner {
+  private readonly stopping = new AbortController();
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly options: LeaseRunnerOptions) {}
+
+  /** Starts taking part (idempotent). */
+  start(): void {
+    this.running ??= this.loop();
+  }
+
+  /** Stops the job, releases the lease so another instance takes over at once, and resolves when done. */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await this.running;
+  }
+
+  private async loop(): Promise<void> {
+    const { leases, name, holder, ttlMs, clock, logger } = this.options;
+    while (!this.stopping.signal.aborted) {
+      let lease: Lease | undefined;
+      try {
+        lease = await leases.acquire(name, holder, clock.now(), ttlMs);
+      } catch (err) {
+        logger.warn({ err, lease: name }, "cannot take the lease: the store is unavailable");
+      }
+      if (lease === undefined) {
+        await sleep(ttlMs / 3, this.stopping.signal);
+        continue;
+      }
+      logger.info({ lease: name, token: lease.token }, "lease taken: running the job here");
+      await this.hold(lease);
+    }
+  }
+
+  /** Runs the job under `lease`, renewing it, until the lease is lost or the runner stops. */
+  private async hold(first: Lease): Promise<void> {
+    const { leases, name, holder, ttlMs, clock, logger, job } = this.options;
+    const lost = new AbortController();
+    const stop = () => lost.abort();
+    this.stopping.signal.addEventListener("abort", stop, { once: true });
+    let lease = first;
+    const renew = async () => {
+      try {
+        const renewed = await leases.acquire(name, holder, clock.now(), ttlMs);
+        // secret-compare: lease fencing tokens the store hands out, never sent by a caller.
+        if (renewed === undefined || renewed.token !== lease.token) {
+          logger.warn({ lease: name, token: lease.token }, "lease lost: stopping the job here");
+          lost.abort();
+        } else {
+          lease = renewed;
+        }
+      } catch (err) {
+        // Keep the job while the lease is surely still ours; stop before it could have run out.
+        if (clock.now().getTime() >= lease.expiresAt.getTime() - ttlMs / 3) {
+          logger.warn({ err, lease: name }, "lease cannot be renewed: stopping the job here");
+          lost.abort();
+        }
+      }
+    };
+    const timer = setInterval(() => void renew(), ttlMs / 3);
+    try {
+      await job(lease, lost.signal);
+    } catch (err) {
+      logger.error({ err, lease: name }, "background job failed; it starts again");
+      await sleep(ttlMs / 3, this.stopping.signal);
+    } finally {
+      clearInterval(timer);
+      this.stopping.signal.removeEventListener("abort", stop);
+    }
+    if (this.stopping.signal.aborted) await leases.release(lease).catch(() => undefined);
+  }
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

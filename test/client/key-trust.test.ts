@@ -1,0 +1,232 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  type CardIdentity,
+  createKeyTrust,
+  type KeyTrust,
+  KeyVerificationError,
+} from "../../src/client/key-trust.js";
+import { openReceipt, type ReceiptJson, sealReceipt } from "../../src/client/webcrypto.js";
+import { fromBase64Strict } from "../../src/kt/bytes.js";
+import {
+  CARD_BIN,
+  Directory,
+  FixtureServer,
+  HASHED_PAN,
+  LIES,
+  type Lie,
+  NOW,
+  type Scenario,
+  snapshotSha256,
+} from "./kt-fixture.js";
+
+/**
+ * The merchant's verification in the client library (SPEC section 20, "Who verifies"): an honest
+ * answer from the fixture's log seals and opens; each lie of issue 32's list is refused with the
+ * check meant to catch it, before anything is sealed; the snapshot is fetched by its hash, checked,
+ * and cached.
+ */
+
+const CARD: CardIdentity = { hashedPan: HASHED_PAN, bin: CARD_BIN };
+const RECEIPT: ReceiptJson = {
+  receiptId: "r-kt-1",
+  merchantId: "m-kt",
+  merchantName: "Checked Coffee",
+  transactionId: "t-kt-1",
+  transactionDate: "2026-11-25T11:00:00Z",
+  currency: "EUR",
+  items: [{ lineItemId: "1", name: "Espresso", quantity: 1, unitPrice: 250, totalPrice: 250 }],
+};
+
+/** What each lie is refused by: the check verifyLookup names. */
+const EXPECTED: Record<Lie, string> = {
+  "unsigned attacker key": "statement",
+  "attacker key signed by its own key": "signature",
+  "signed by an issuer that does not own the BIN": "issuer",
+  "valid statement, proof of another leaf": "inclusion",
+  "service escrow key for a BIN-owned card": "escrow",
+  "expired statement": "window",
+  "forked checkpoint, the log's signature alone": "checkpoint",
+  "forked checkpoint, cosignatures copied from the real one": "checkpoint",
+};
+
+describe("KeyTrust and sealReceipt with a lookup answer", () => {
+  const server = new FixtureServer();
+  let directory: Directory;
+  let trust: KeyTrust;
+  beforeAll(() => server.start());
+  afterAll(() => server.close());
+  beforeEach(() => {
+    directory = new Directory();
+    server.requests.length = 0;
+    server.directoryBody = undefined;
+    trust = createKeyTrust({ policy: directory.world.policyJson, baseUrl: server.url, now: () => NOW });
+  });
+
+  const serve = (scenario: Scenario) => {
+    server.use(scenario);
+    return scenario.answer;
+  };
+
+  it("verifies an honest answer, seals to its key, and the device opens it", async () => {
+    const answer = serve(directory.honest());
+    const verified = await trust.verify(answer, CARD);
+    expect(verified).toMatchObject({
+      keyId: directory.device.keyId,
+      issuer: "bank-a",
+      version: 1,
+      isEscrowed: false,
+      aadBound: true,
+    });
+    const envelope = await sealReceipt(RECEIPT, answer, { trust, card: CARD });
+    expect(envelope.keyBundle.keyId).toBe(directory.device.keyId);
+    const opened = await openReceipt(envelope, directory.device.privateKey);
+    expect(opened.merchantName).toBe("Checked Coffee");
+  });
+
+  it("fetches a snapshot once by its hash and answers later seals from the cache", async () => {
+    const answer = serve(directory.honest());
+    await trust.verify(answer, CARD);
+    await Promise.all([trust.verify(answer, CARD), trust.verify(answer, CARD)]);
+    const reads = server.requests.map((r) => `${r.method} ${r.path}`);
+    expect(reads).toEqual([`GET /kt/v1/directory/${answer.directory.sha256}`]);
+  });
+
+  for (const lie of LIES) {
+    it(`refuses ${lie}, sealing nothing`, async () => {
+      const scenario = directory.lie(lie);
+      const answer = serve(scenario);
+      const refused = await trust.verify(answer, CARD).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(KeyVerificationError);
+      expect((refused as KeyVerificationError).check).toBe(EXPECTED[lie]);
+      await expect(sealReceipt(RECEIPT, answer, { trust, card: CARD })).rejects.toThrow(KeyVerificationError);
+      // The only requests were snapshot reads; the attacker's key was never sealed to.
+      expect(server.sent()).toEqual([]);
+    });
+  }
+
+  it("refuses the service escrow key unless the policy allows it for a card whose owner has no escrow key", async () => {
+    const answer = serve(directory.lie("service escrow key for a BIN-owned card"));
+    const allowing = createKeyTrust({
+      policy: { ...directory.world.policyJson, allowServiceEscrow: true },
+      baseUrl: server.url,
+      now: () => NOW,
+    });
+    await expect(allowing.verify(answer, CARD)).rejects.toMatchObject({ check: "escrow" });
+    const unowned = await allowing.verify(answer, { hashedPan: HASHED_PAN, bin: "99999999" });
+    expect(unowned).toMatchObject({ isEscrowed: true, issuer: null, aadBound: true });
+  });
+
+  it("refuses when the card's own BIN is missing or malformed, before reading anything", async () => {
+    const answer = serve(directory.honest());
+    for (const card of [
+      { hashedPan: HASHED_PAN },
+      { hashedPan: HASHED_PAN, bin: "4111" },
+      { hashedPan: HASHED_PAN, bin: CARD_BIN, tokenBin: "12345678" },
+      { bin: CARD_BIN },
+      { par: "not-a-par", bin: CARD_BIN },
+    ]) {
+      await expect(trust.verify(answer, card as CardIdentity)).rejects.toMatchObject({ check: "card" });
+    }
+    expect(server.requests).toEqual([]);
+  });
+
+  it("refuses the key when the card is another one, or the BIN another issuer's", async () => {
+    const answer = serve(directory.honest());
+    await expect(trust.verify(answer, { hashedPan: "cd".repeat(32), bin: CARD_BIN })).rejects.toMatchObject({
+      check: "card",
+    });
+    await expect(trust.verify(answer, { hashedPan: HASHED_PAN, bin: "52222222" })).rejects.toMatchObject({
+      check: "issuer",
+    });
+    // The hashed PAN may come in either case, as lookup accepts it.
+    expect((await trust.verify(answer, { hashedPan: HASHED_PAN.toUpperCase(), bin: CARD_BIN })).issuer).toBe(
+      "bank-a",
+    );
+  });
+
+  it("refuses a snapshot that is not the one named, a missing one, an oversized one, and never builds a path from a bad hash", async () => {
+    const answer = serve(directory.honest());
+    server.directoryBody = directory.snapshot.replace("bank-b", "bank-c");
+    await expect(trust.verify(answer, CARD)).rejects.toMatchObject({ check: "directory" });
+    server.directoryBody = undefined;
+    const missing = { ...answer, directory: { ...answer.directory, sha256: "0".repeat(64) } };
+    await expect(trust.verify(missing, CARD)).rejects.toMatchObject({ check: "fetch" });
+    const small = createKeyTrust({
+      policy: directory.world.policyJson,
+      baseUrl: server.url,
+      now: () => NOW,
+      maxDirectoryBytes: 100,
+    });
+    await expect(small.verify(answer, CARD)).rejects.toMatchObject({ check: "fetch" });
+    server.requests.length = 0;
+    for (const sha256 of ["../../api/v1/receipts/sealed", "A".repeat(64), `${"0".repeat(63)}/`]) {
+      const bad = { ...answer, directory: { ...answer.directory, sha256 } };
+      await expect(trust.verify(bad, CARD)).rejects.toMatchObject({ check: "answer" });
+    }
+    expect(server.requests).toEqual([]);
+  });
+
+  it("takes the answer as a generated message too: bytes as Uint8Array, indexes as bigint", async () => {
+    const answer = serve(directory.honest());
+    const bytes = (b64: string) => fromBase64Strict(b64) as Uint8Array;
+    const proof = answer.proof as NonNullable<typeof answer.proof>;
+    const binding = answer.binding as NonNullable<typeof answer.binding>;
+    const message = {
+      ...answer,
+      binding: { ...binding, statement: bytes(binding.statement), signature: bytes(binding.signature) },
+      opening: bytes(answer.opening as string),
+      proof: {
+        ...proof,
+        leafIndex: BigInt(proof.leafIndex),
+        treeSize: BigInt(proof.treeSize),
+        inclusion: proof.inclusion.map(bytes),
+      },
+      directory: {
+        ...answer.directory,
+        index: BigInt(answer.directory.index),
+        inclusion: answer.directory.inclusion.map(bytes),
+      },
+      checkpoint: "",
+    };
+    expect((await trust.verify(message, CARD)).version).toBe(1);
+    const lied = { ...message, proof: { ...message.proof, leafIndex: 2n ** 64n } };
+    await expect(trust.verify(lied, CARD)).rejects.toMatchObject({ check: "answer" });
+  });
+
+  it("refuses a key whose type is not the suite the answer names", async () => {
+    const answer = serve(directory.honest());
+    await expect(trust.verify({ ...answer, algorithm: "RSA-OAEP-256" }, CARD)).rejects.toMatchObject({
+      check: "key",
+    });
+  });
+
+  it("needs a trust to seal to an answer, and seals unverified only when told so", async () => {
+    const answer = serve(directory.lie("unsigned attacker key"));
+    await expect(sealReceipt(RECEIPT, answer, {} as never)).rejects.toThrow(TypeError);
+    const envelope = await sealReceipt(RECEIPT, answer, { trust: "unverified" });
+    expect(envelope.keyBundle.keyId).toBe(answer.keyId);
+    expect(server.requests).toEqual([]);
+  });
+
+  it("refuses a stale checkpoint by the policy's clock, even from the cache", async () => {
+    const answer = serve(directory.honest());
+    let now = NOW;
+    const clocked = createKeyTrust({
+      policy: directory.world.policyJson,
+      baseUrl: server.url,
+      now: () => now,
+    });
+    await clocked.verify(answer, CARD);
+    now = NOW + 2 * 3_600_000;
+    await expect(clocked.verify(answer, CARD)).rejects.toMatchObject({ check: "checkpoint" });
+    expect(snapshotSha256(directory.snapshot)).toBe(answer.directory.sha256);
+  });
+
+  it("throws at creation on a policy that breaks the rules (fewer than 3 witnesses)", () => {
+    const policy = {
+      ...directory.world.policyJson,
+      witnesses: directory.world.policyJson.witnesses.slice(0, 2),
+    };
+    expect(() => createKeyTrust({ policy, baseUrl: server.url })).toThrow(/at least 3 witnesses/);
+  });
+});
