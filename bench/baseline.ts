@@ -45,7 +45,7 @@ import { registerFloor, setUpFloor } from "./floor.js";
  *   loop; list = the same number of sealed receipts as the service returns; raw-keygen =
  *   `crypto.generateKeyPair` (async) in a loop.
  * - gRPC (a bare `node:http2` stream handler, framing by hand): the same encrypt and decrypt.
- * - P-256 (SPEC section 15), once `/setup` names `HPKE-P256-SHA256-A256GCM`: `/p256/receipts/encrypt`
+ * - P-256, once `/setup` names `HPKE-P256-SHA256-A256GCM`: `/p256/receipts/encrypt`
  *   seals with the service's own `sealReceiptHpke` (AES-256-GCM, the key wrapped with HPKE to a public
  *   key imported once), `/p256/payments/decrypt` parses the PKCS#8 key with the service's parser and
  *   opens with its `hpkeKeyPairOf` and `openSealedReceiptHpke`, `/p256/onboarding/generate-keys` makes

@@ -6,8 +6,8 @@
  * versions stored it (a copy of the record, bytes as base64 text, plus the `_id` the driver adds), and
  * as the MongoDB adapter stores it now (`receiptDoc`: bytes as BSON binary; a receipt's claim, `claimOf`).
  * Index entries are sized the same way (the key fields' BSON values plus an 8-byte record id): an
- * upper bound, since WiredTiger compresses index keys by prefix. Then the arithmetic of SPEC section
- * 23 for 2 billion receipts a year.
+ * upper bound, since WiredTiger compresses index keys by prefix. Then the arithmetic of docs/scaling.md
+ * ("Capacity") for 2 billion receipts a year.
  *
  *   npm run bench:sizes
  */
@@ -206,7 +206,10 @@ function print(rows: Row[]): void {
   }
 }
 
-/** Section 23's arithmetic: 2 billion receipts a year, each with its claim, a payment and its index entries. */
+/**
+ * The capacity arithmetic of docs/scaling.md: 2 billion receipts a year, each with its claim, a payment
+ * and its index entries.
+ */
 function capacity(rows: Row[], receipts: ReceiptRecord[], payment: object): void {
   const perYear = 2e9;
   const seconds = 365 * 86_400;

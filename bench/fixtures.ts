@@ -152,11 +152,11 @@ export interface Seed {
   /** A cardholder holding exactly `listCount` receipts, never a recipient afterwards. */
   lister: Cardholder;
   listCount: number;
-  /** The suite of every key of the seed (SPEC section 15). */
+  /** The suite of every key of the seed. */
   algorithm: KeyAlgorithm;
 }
 
-/** The two key suites of SPEC section 15, as `generate-keys` names them. */
+/** The two key suites, as `generate-keys` names them. */
 export type KeyAlgorithm = "RSA-OAEP-256" | "HPKE-P256-SHA256-A256GCM";
 export const RSA_SUITE: KeyAlgorithm = "RSA-OAEP-256";
 export const P256_SUITE: KeyAlgorithm = "HPKE-P256-SHA256-A256GCM";

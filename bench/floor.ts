@@ -11,7 +11,7 @@ import type { SealedReceiptText } from "../src/crypto/envelope.js";
  * `(merchantId, receiptId)`, keep the sealed record, and answer with the request id and rate-limit
  * headers. No framework, no protobuf, no interceptors, no store interface.
  *
- * It answers one question: how far can an implementation of the spec's encrypt with the service's
+ * It answers one question: how far can a bare implementation of encrypt with the service's
  * design (crypto on worker threads, everything else on the event loop) get on this machine? The
  * service's own ratio reads against this one: the distance between them is the cost of the service's
  * layers.

@@ -37,7 +37,7 @@ export const LOADS = [
 ] as const;
 
 /**
- * The loads of SPEC section 15's P-256 suite (`HPKE-P256-SHA256-A256GCM`), measured like the RSA ones
+ * The loads of the P-256 suite (`HPKE-P256-SHA256-A256GCM`), measured like the RSA ones
  * (service against the bare route doing the same crypto, alternating, in the same run) on a service
  * whose cardholders hold P-256 keys: surface, operation as the report shows it, name on the command line.
  */

@@ -118,7 +118,7 @@ async function withService<T>(
   }
 }
 
-/** {@link withService} on a service whose cardholders hold P-256 keys (SPEC section 15). */
+/** {@link withService} on a service whose cardholders hold P-256 keys. */
 async function withP256Service<T>(fn: (fresh: Fresh) => Promise<T>): Promise<T> {
   if (settings.mode === "quick") {
     sharedP256 ??= startSeeded("warn", undefined, undefined, P256_SUITE);

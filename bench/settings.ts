@@ -126,7 +126,7 @@ const MEASUREMENTS = [
   "cluster",
   "sizes",
   "fast-paths",
-  // SPEC section 15's P-256 suite; `--only p256` selects all of these.
+  // The P-256 suite; `--only p256` selects all of these.
   ...P256_MEASUREMENTS,
 ];
 if (only?.has("help")) {

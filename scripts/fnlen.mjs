@@ -1,5 +1,5 @@
-// The function-length gate: no function in src/ runs over 80 lines (STYLE.md: "no function that needs
-// scrolling to understand"). Parses each file with the TypeScript compiler and measures every
+// The function-length gate: no function in src/ runs over 80 lines: no function should
+// need scrolling to understand. Parses each file with the TypeScript compiler and measures every
 // function-like node that has a body (declarations, methods, accessors, constructors, function
 // expressions and arrow functions), from its first token to its closing line, doc comment excluded.
 // A nested function counts towards its parent as well as on its own.

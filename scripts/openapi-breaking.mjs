@@ -1,5 +1,5 @@
 // The versioning gate of the REST surface: compares two OpenAPI documents and names every change that
-// breaks a v1 client (spec section 14: adding optional fields, endpoints or error codes keeps v1,
+// breaks a v1 client (adding optional fields, endpoints or error codes keeps v1,
 // anything else needs v2). `buf breaking` guards the protos but not the REST mapping: a changed
 // `google.api.http` path passes it. Breaking here:
 //   - a path, or a method of a path, that is gone;

@@ -171,7 +171,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   };
 }
 
-/** The key log of this instance (section 20), over the bounded store; its sequencer not started yet. */
+/**
+ * The key log of this instance (docs/key-transparency.md), over the bounded store; its sequencer not started
+ * yet.
+ */
 function ktRuntimeOf(deps: AppDeps, store: Store, clock: Clock, pool: CryptoPool): KtRuntime {
   const { config, logger } = deps;
   return createKtRuntime({

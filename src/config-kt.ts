@@ -5,7 +5,7 @@ import { DEFAULT_MAX_BINDING_DAYS } from "./kt/statements.js";
 import type { Environment } from "./store/types.js";
 
 /**
- * The key log's configuration (SPEC section 20), read with the rest of the configuration
+ * The key log's configuration (docs/key-transparency.md), read with the rest of the configuration
  * (`loadConfig`) and reported with it: the log's signing key, the witnesses, and the log's limits.
  */
 export interface KtConfig {
@@ -36,7 +36,7 @@ export interface KtConfig {
   witnessTimeoutMs: number;
 }
 
-/** The fixed times of section 20, in one place. */
+/** The fixed times, in one place. */
 export const KT_TIMES = {
   /** The sequencer's lease, ms: another instance takes over within this after its holder stops. */
   leaseTtlMs: 10_000,

@@ -8,7 +8,7 @@ import { DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS } from "./http/connection-cap.js"
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
 import type { Environment, Tier } from "./store/types.js";
 
-/** Requests allowed per key per minute, for all calls and for generate-keys separately (section 9). */
+/** Requests allowed per key per minute, for all calls and for generate-keys separately. */
 export interface TierLimits {
   requestsPerMinute: number;
   generateKeysPerMinute: number;
@@ -32,7 +32,7 @@ export interface Config {
   pepperGenerated: boolean;
   /**
    * The service escrow private keys (base64 DER PKCS#8 or PEM), newest first: the first seals, all of
-   * them release what they sealed (section 17). Empty in development: one is generated at start-up.
+   * them release what they sealed. Empty in development: one is generated at start-up.
    */
   escrowPrivateKeys: string[];
   /**
@@ -108,9 +108,9 @@ export interface Config {
    * one against the others. This is the one place it is read.
    */
   fastPaths: FastPath[];
-  /** Events, webhooks and the event stream (section 22); see `EventsConfig`. */
+  /** Events, webhooks and the event stream (docs/events.md); see `EventsConfig`. */
   events: EventsConfig;
-  /** The key log (section 20): its signing key, witnesses and limits (`config-kt.ts`). */
+  /** The key log (docs/key-transparency.md): its signing key, witnesses and limits (`config-kt.ts`). */
   kt: KtConfig;
 }
 
@@ -135,7 +135,7 @@ export interface EscrowLimits {
   releasePerCall: number;
 }
 
-/** The tier table of section 9, before `RATE_LIMIT_TIERS` overrides. */
+/** The tier table, before `RATE_LIMIT_TIERS` overrides. */
 export const DEFAULT_TIERS: Record<Tier, TierLimits> = {
   sandbox: { requestsPerMinute: 60, generateKeysPerMinute: 10 },
   standard: { requestsPerMinute: 1_200, generateKeysPerMinute: 60 },
@@ -396,7 +396,7 @@ function parseTiers(raw: string | undefined, problems: string[]): Record<Tier, T
   return tiers;
 }
 
-/** The shortest `ADMIN_TOKEN` accepted (section 18): 32 characters, about 190 bits as base64. */
+/** The shortest `ADMIN_TOKEN` accepted: 32 characters, about 190 bits as base64. */
 export const MIN_ADMIN_TOKEN_LENGTH = 32;
 
 /**

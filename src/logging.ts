@@ -1,7 +1,7 @@
 import { type Logger, pino } from "pino";
 
 /**
- * Names of the members that hold a secret (section 14, issue 38): their values are replaced by
+ * Names of the members that hold a secret (issue 38): their values are replaced by
  * `[redacted]` in every log line, at any depth and inside arrays, whatever the case of the name or
  * its `-` / `_` spelling (`privateKey`, `private_key`, `X-Api-Key`). Named here even for features
  * that have not landed yet, so they are covered the day they do: PARs, webhook secrets, the key

@@ -3,7 +3,7 @@ import { type Timestamp, TimestampSchema } from "@bufbuild/protobuf/wkt";
 
 /**
  * Whether a protobuf scalar type is a 64-bit integer: what protobuf JSON renders as a string and the
- * service's REST JSON (and the signed form of a receipt) renders as a number (spec section 3).
+ * service's REST JSON (and the signed form of a receipt) renders as a number.
  */
 export function is64BitInteger(type: ScalarType): boolean {
   return (

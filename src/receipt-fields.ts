@@ -6,7 +6,7 @@ import { is64BitInteger } from "./proto-scalars.js";
 /**
  * Facts about a receipt's fields shared by the service and the client library (which runs in
  * browsers, so nothing here may need Node): which fields are instructions to the service and never
- * sealed, and the exact form a merchant signature covers (SPEC section 10).
+ * sealed, and the exact form a merchant signature covers (README, "Merchant signatures").
  */
 
 /** Input-only receipt fields: instructions to the service, never sealed. */

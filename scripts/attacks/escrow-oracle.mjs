@@ -50,7 +50,7 @@ const as = (key) => ({
   get: (path) => call("GET", path, { "x-api-key": key }),
 });
 
-/** The AAD of a receipt identity (SPEC section 5). */
+/** The AAD of a receipt identity. */
 const aadOf = (r) =>
   new TextEncoder().encode([r.version, r.receiptId, r.merchantId, r.transactionId].join("\n"));
 

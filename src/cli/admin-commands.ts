@@ -5,7 +5,7 @@ import { createStore } from "../store/index.js";
 import { httpOperator, type Operator, storeOperator } from "./operator.js";
 
 /**
- * The operator commands of the command line (section 18): API keys, BIN prefixes, merchantId
+ * The operator commands of the command line: API keys, BIN prefixes, merchantId
  * assignment, the audit log and escrow counts, against a running server (`--url`, token in
  * `ADMIN_TOKEN`) or against the configured store.
  */

@@ -13,7 +13,7 @@ import { CommandConfigError, parse, UsageError } from "./admin-commands.js";
 import { startWitnessServer } from "./witness-server.js";
 
 /**
- * The command line's key-transparency commands (SPEC section 20): `kt keygen` makes the log's key
+ * The command line's key-transparency commands (docs/key-transparency.md): `kt keygen` makes the log's key
  * (`KT_LOG_PRIVATE_KEY`), `witness keygen` a witness's, and `witness serve` runs a witness, which a
  * bank (or anyone merchants trust) runs beside the service's log.
  */

@@ -23,7 +23,7 @@ import {
 export const MONITOR_HELP = `Usage: receipts kt monitor --url <url> --policy <file> --records <file> --state <file>
                           [--issuer-key <key>] [--json]
 
-One run of the issuer's key-log monitor (SPEC section 20): reads the log's checkpoint (trusted only
+One run of the issuer's key-log monitor (docs/key-transparency.md): reads the log's checkpoint (trusted only
 with the log's signature and a fresh witness quorum, by the trust policy), proves it consistent with
 the last run's, reads every new leaf (proved to be that tree's), opens the issuer's own leaves through
 its feed, and reports: a leaf under your keys your feed does not open or you did not sign, a second

@@ -19,9 +19,9 @@ import { withCardRef } from "../kt/statements.js";
 import type { KtOpenedEntry } from "../kt/wire.js";
 
 /**
- * An issuer's monitor of the key log (SPEC section 20, "Monitors"), one run: read the log's newest
- * checkpoint and trust it only under the issuer's policy (the log's key and a fresh witness quorum);
- * prove it consistent with the checkpoint of the last run; read every leaf added since, proving they
+ * An issuer's monitor of the key log (docs/key-transparency.md, "The issuer's monitor"), one run: read the
+ * log's newest checkpoint and trust it only under the issuer's policy (the log's key and a fresh witness
+ * quorum); prove it consistent with the checkpoint of the last run; read every leaf added since, proving they
  * are exactly that tree's leaves (the compact range of the last run, grown by them, has the new root);
  * open the issuer's own leaves through its feed, with card references from its own records; and hand
  * all of it to the pure core (`src/kt/monitor.ts`), which says what is wrong. The run's alerts are

@@ -2,7 +2,7 @@ import { parse, UsageError } from "./admin-commands.js";
 import { OperatorError } from "./operator.js";
 
 /**
- * `receipts webhooks ...`: a tenant's webhook endpoints (section 22) against a running server, with
+ * `receipts webhooks ...`: a tenant's webhook endpoints (docs/events.md) against a running server, with
  * the tenant's own API key, over the same REST API any client uses: create (the secret printed once),
  * list, delete, rotate the secret, the delivery log, replay of one event, and the event feed.
  */

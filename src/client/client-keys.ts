@@ -16,7 +16,7 @@ import {
 /** JOSE name of the RSA key wrapping, `keyBundle.algorithm`, and the default when a bundle names none. */
 export const KEY_WRAP_ALGORITHM = "RSA-OAEP-256";
 
-/** The key suites of section 15, as `keyBundle.algorithm` names them. */
+/** The key suites, as `keyBundle.algorithm` names them. */
 export type KeyWrapAlgorithm = typeof KEY_WRAP_ALGORITHM | typeof HPKE_KEY_WRAP_ALGORITHM;
 
 /**

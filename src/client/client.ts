@@ -44,10 +44,10 @@ import type { SigningKeyInfo } from "./signatures.js";
 import { type MerchantSigner, type ReceiptInput, signableReceipt, signReceipt } from "./signing.js";
 import { fetchTransport } from "./transport.js";
 
-/** A payment gateway of SPEC section 7. */
+/** A payment gateway. */
 
 /**
- * The card a merchant names (section 21): its hashed PAN, or its PAR when it has no card number (a
+ * The card a merchant names: its hashed PAN, or its PAR when it has no card number (a
  * wallet tap): exactly one. `cardBin` is the card's (or, for a tap, the wallet token's) first digits.
  */
 export interface MerchantCard {
@@ -110,7 +110,7 @@ export interface ReceiptsClientOptions {
    */
   transport?: "connect" | Transport;
   /**
-   * Attempts and delays; the defaults are the rules of SPEC section 13 (3 attempts, 1 s, 2 s), and a
+   * Attempts and delays; the defaults are the retry rules (3 attempts, 1 s, 2 s), and a
    * `Retry-After` over 10 s fails the call at once instead of waiting (`maxRetryAfterMs`).
    */
   retry?: RetryOptions;
@@ -131,7 +131,8 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /**
  * A typed client of the receipt service for both roles (issuer and merchant). Every method retries
- * transient failures by the rules of SPEC section 13 and throws a `ReceiptsApiError` when it gives up.
+ * transient failures by the retry rules (README, "TypeScript client") and throws a `ReceiptsApiError` when it
+ * gives up.
  */
 export interface ReceiptsClient {
   /**
@@ -209,7 +210,7 @@ export interface ReceiptsClient {
     merchantId?: string,
     options?: CallOptions,
   ): Promise<EncryptedReceipt>;
-  /** Merchant: the key a receipt for this card (by hashed PAN or by PAR) is sealed to now (section 16). */
+  /** Merchant: the key a receipt for this card (by hashed PAN or by PAR) is sealed to now. */
   lookupKey(request: MerchantCard, options?: CallOptions): Promise<LookupKeyResponse>;
   /** Merchant: stores a receipt sealed on the merchant's side (`sealAndStoreReceipt` does it all). */
   storeSealedReceipt(
@@ -228,7 +229,7 @@ export interface ReceiptsClient {
     request: { userId: string; receipts: MessageInitShape<typeof EscrowReleaseSchema>[] },
     options?: CallOptions,
   ): Promise<ReleaseEscrowResponse>;
-  /** Issuer: erases a user, its keys, grants and receipts (section 19). */
+  /** Issuer: erases a user, its keys, grants and receipts. */
   deleteUser(userId: string, options?: CallOptions): Promise<DeleteUserResponse>;
   /**
    * Merchant: registers the Ed25519 public key (`generateSigningKey().publicKey`) that signs a

@@ -5,7 +5,7 @@ import type { KtBinding } from "../kt/wire.js";
 import { type CardIdentity, type KeyTrust, lookupAnswerOf, type VerifiedKey } from "./key-trust.js";
 
 /**
- * The cardholder's device's own checks of the key directory (SPEC section 20): at registration, that
+ * The cardholder's device's own checks of the key directory (docs/key-transparency.md): at registration, that
  * the service logged exactly the binding the issuer signed for this device's key, under a witnessed
  * checkpoint, and that a first registration is the card's first binding; later, that what the
  * service would answer a merchant (`POST /api/v1/kt/self-check`) is still this device's key.

@@ -22,8 +22,8 @@ export type TransportErrorCode =
   | "data_loss";
 
 /**
- * The code of a {@link ReceiptsApiError}: one of the service's string codes (SPEC section 4), or a
- * {@link TransportErrorCode}. Codes the service adds later arrive as they are, hence the open string.
+ * The code of a {@link ReceiptsApiError}: one of the service's string codes (README, "Responses and errors"),
+ * or a {@link TransportErrorCode}. Codes the service adds later arrive as they are, hence the open string.
  */
 export type ReceiptsErrorCode = ServiceErrorCode | TransportErrorCode | (string & {});
 

@@ -7,7 +7,7 @@ import { derKindOf, subtleCrypto, type WebCryptoKey } from "./client-keys.js";
 import { HPKE_KEY_WRAP_ALGORITHM } from "./p256.js";
 
 /**
- * The issuer's side of the key directory (SPEC section 20): its signing key (Ed25519 or ECDSA P-256,
+ * The issuer's side of the key directory (docs/key-transparency.md): its signing key (Ed25519 or ECDSA P-256,
  * with WebCrypto, so it may live in a browser, an app or behind a non-extractable key), the signed
  * statements it hands to `register` and `POST /issuers/escrow-keys` (`binding`), in the one canonical
  * form (RFC 8785) every verifier re-serialises and compares byte for byte. Each statement is checked

@@ -7,9 +7,9 @@ import type { KtLookupAnswer } from "../kt/wire.js";
 import { derKindOf } from "./client-keys.js";
 
 /**
- * The merchant's trust in the key directory (SPEC section 20, "Who verifies"): a trust policy that
- * ships with the merchant's build or its configuration (never fetched from the service), and the
- * check of a lookup (or register) answer under it before anything is sealed. The service's answer is
+ * The merchant's trust in the key directory (docs/key-transparency.md, "The merchant's verification"): a
+ * trust policy that ships with the merchant's build or its configuration (never fetched from the service),
+ * and the check of a lookup (or register) answer under it before anything is sealed. The service's answer is
  * taken apart and rebuilt here: the checkpoint must carry the log's signature and a fresh witness
  * quorum, the directory snapshot is fetched by its SHA-256 and proven under that checkpoint, the
  * card's owner comes from the snapshot and the card's own BIN (which only the merchant knows), and

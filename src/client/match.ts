@@ -1,11 +1,11 @@
 import type { ReceiptJson } from "./webcrypto.js";
 
 /**
- * Matching an opened receipt with a line of the card statement, on the device (SPEC section 21): the
- * issuer's app knows the card's transactions, the receipt knows what was bought; this says which
- * line a receipt belongs to, and how sure that is. The identifiers the card networks give a
- * transaction decide first, then amount, date and statement descriptor. No `node:` module here: it
- * runs in browsers and React Native as in Node.
+ * Matching an opened receipt with a line of the card statement, on the device (README, "Refunds, and receipts
+ * that find their card statement line"): the issuer's app knows the card's transactions, the receipt knows
+ * what was bought; this says which line a receipt belongs to, and how sure that is. The identifiers the card
+ * networks give a transaction decide first, then amount, date and statement descriptor. No `node:` module
+ * here: it runs in browsers and React Native as in Node.
  */
 
 /**

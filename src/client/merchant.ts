@@ -10,12 +10,12 @@ import { type ReceiptJson, type SealedEnvelope, sealReceipt } from "./webcrypto.
 export type { MerchantSigner };
 
 /**
- * The merchant's side of zero-knowledge receipts (SPEC section 16) in one call: look up the key the
- * card's receipts go to, sign the receipt (section 10) and seal it on this side with WebCrypto, then
- * hand the service only the envelope. The service never sees the receipt's content; the signature
- * travels inside the sealed plaintext, where the cardholder's app verifies it. Before sealing, the
- * looked-up key is verified under the merchant's trust policy (SPEC section 20), unless the caller
- * says `trust: "unverified"` in so many words.
+ * The merchant's side of zero-knowledge receipts (SECURITY.md, "What the service can read, in each mode") in
+ * one call: look up the key the card's receipts go to, sign the receipt (README, "Merchant signatures") and
+ * seal it on this side with WebCrypto, then hand the service only the envelope. The service never sees the
+ * receipt's content; the signature travels inside the sealed plaintext, where the cardholder's app verifies
+ * it. Before sealing, the looked-up key is verified under the merchant's trust policy
+ * (docs/key-transparency.md), unless the caller says `trust: "unverified"` in so many words.
  */
 
 /**

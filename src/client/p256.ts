@@ -1,7 +1,7 @@
 import { Aes256Gcm, CipherSuite, DhkemP256HkdfSha256, HkdfSha256 } from "@hpke/core";
 
 /**
- * The `HPKE-P256-SHA256-A256GCM` key wrap of SPEC section 15 for the client, with WebCrypto only (no
+ * The `HPKE-P256-SHA256-A256GCM` key wrap for the client, with WebCrypto only (no
  * `node:` module, no `Buffer`): RFC 9180 base mode, DHKEM(P-256, HKDF-SHA256), HKDF-SHA256,
  * AES-256-GCM, `info` = UTF-8 `receipts.v1 key wrap`, `aad` = the receipt's AAD, plaintext = the
  * receipt's 32-byte AES key. HPKE itself is @hpke/core's, a maintained implementation.

@@ -9,12 +9,12 @@ import {
 } from "./errors.js";
 
 /**
- * The retry rules of SPEC section 13: retry 429, 500, 502, 503, 504 and network failures and
+ * The retry rules (README, "TypeScript client"): retry 429, 500, 502, 503, 504 and network failures and
  * timeouts; never 400, 401, 403, 404, 409 nor a declined payment; at most 3 attempts; wait
  * `2^n * baseDelayMs` before retry n (n from 0), or `Retry-After` seconds when the server sent it.
  */
 
-/** Attempts per logical call, the first one included: the cap of SPEC section 13. */
+/** Attempts per logical call, the first one included: at most 3. */
 export const MAX_ATTEMPTS = 3;
 
 /** Delay before the first retry, in milliseconds; it doubles for each further retry. */
@@ -88,14 +88,14 @@ const RETRYABLE_CODES: ReadonlySet<Code> = new Set([
   Code.Aborted,
 ]);
 
-/** HTTP statuses SPEC section 13 retries. */
+/** HTTP statuses that are retried. */
 const RETRYABLE_HTTP_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503, 504]);
 
-/** HTTP statuses SPEC section 13 never retries. */
+/** HTTP statuses that are never retried. */
 const FINAL_HTTP_STATUSES: ReadonlySet<number> = new Set([400, 401, 403, 404, 409]);
 
 /**
- * Whether a failed attempt may be retried by the rules of SPEC section 13. A reason from the error
+ * Whether a failed attempt may be retried by the retry rules. A reason from the error
  * registry decides; without one (an intermediary's answer, or a code this client does not know yet),
  * the response's HTTP status decides when it is one the rules name (Connect makes a proxy's bare 400
  * Internal and its 409 Unknown, which alone would look transient); otherwise the Connect code does.

@@ -2,10 +2,10 @@ import { type Json, signingTextOf } from "../receipt-fields.js";
 import { fromBase64 } from "./base64.js";
 
 /**
- * The cardholder's side of merchant signatures (SPEC section 10): the service cannot check a signature
- * sealed inside a receipt it cannot open, so the device does, after opening it, against the merchant's
- * public signing keys (`GET /api/v1/merchants/{merchantId}/signing-keys`). WebCrypto only, like the
- * rest of the library that runs on the device.
+ * The cardholder's side of merchant signatures (README, "Merchant signatures"): the service cannot check a
+ * signature sealed inside a receipt it cannot open, so the device does, after opening it, against the
+ * merchant's public signing keys (`GET /api/v1/merchants/{merchantId}/signing-keys`). WebCrypto only, like
+ * the rest of the library that runs on the device.
  */
 
 /** How a receipt's merchant signature checked out. */

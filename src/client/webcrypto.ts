@@ -1,5 +1,5 @@
 /* Over 400 lines on purpose: the sealed-receipt format both ways (open, seal, re-wrap) in one place,
- * so a reader checks the format against the spec in one file. */
+ * so a reader checks the format against README, "The sealed receipt", in one file. */
 import { INPUT_ONLY_FIELDS } from "../receipt-fields.js";
 import { fromBase64, toBase64 } from "./base64.js";
 import {
@@ -40,12 +40,12 @@ export {
 export { HPKE_KEY_WRAP_ALGORITHM, type WebCryptoKeyPair } from "./p256.js";
 
 /**
- * The sealed-receipt envelope of SPEC section 5 with WebCrypto only (`globalThis.crypto.subtle`), so
+ * The sealed-receipt envelope with WebCrypto only (`globalThis.crypto.subtle`), so
  * that an issuer app opens receipts on the device (the private key never crosses the network) and a
  * merchant can seal on its side, in Node, a browser or React Native alike. No `node:` module and no
  * `Buffer` here. The format:
  *
- * - a fresh 256-bit AES key per receipt, wrapped to the recipient's key by its suite (section 15):
+ * - a fresh 256-bit AES key per receipt, wrapped to the recipient's key by its suite:
  *   `RSA-OAEP-256` (RSA-OAEP, SHA-256 for the hash and for MGF1; when the bundle says `aadBound`, the
  *   OAEP label is the AAD below, otherwise there is none), or `HPKE-P256-SHA256-A256GCM` (RFC 9180
  *   base mode to a P-256 key, `info` "receipts.v1 key wrap", `aad` the AAD below, always; the key
@@ -123,7 +123,7 @@ export interface ReceiptLineItemJson {
   taxes?: ReceiptTaxJson[];
 }
 
-/** One means of payment of a split tender (section 21); `amount` in the smallest currency unit. */
+/** One means of payment of a split tender; `amount` in the smallest currency unit. */
 export interface ReceiptTenderJson {
   /** How it was paid, e.g. `card`, `cash`, `gift_card`. */
   method: string;
@@ -132,7 +132,7 @@ export interface ReceiptTenderJson {
   amount: number;
 }
 
-/** The tax of one rate across the receipt (section 21); `rate` a fraction, amounts in the smallest unit. */
+/** The tax of one rate across the receipt; `rate` a fraction, amounts in the smallest unit. */
 export interface ReceiptTaxLineJson {
   rate: number;
   /** The amount the rate applies to, net of this tax. */
@@ -141,9 +141,9 @@ export interface ReceiptTaxLineJson {
 }
 
 /**
- * A receipt in its JSON form (SPEC sections 6 and 21): lowerCamelCase names, money as JSON integers
- * in the smallest currency unit, `transactionDate` as RFC 3339. The input-only fields are accepted by
- * {@link sealReceipt} and left out of the sealed plaintext.
+ * A receipt in its JSON form (README, "Refunds, and receipts that find their card statement line"):
+ * lowerCamelCase names, money as JSON integers in the smallest currency unit, `transactionDate` as RFC 3339.
+ * The input-only fields are accepted by {@link sealReceipt} and left out of the sealed plaintext.
  */
 export interface ReceiptJson {
   /** Receipt format version; {@link sealReceipt} uses "1.0" when unset. */
@@ -189,13 +189,15 @@ export interface ReceiptJson {
   tipAmount?: number;
   tenders?: ReceiptTenderJson[];
   taxBreakdown?: ReceiptTaxLineJson[];
-  /** Set when the merchant signed the receipt (section 10): its Ed25519 signature, base64. */
+  /**
+   * Set when the merchant signed the receipt (README, "Merchant signatures"): its Ed25519 signature, base64.
+   */
   merchantSignature?: string;
   /** The `mk_...` id of the key that signed the receipt. */
   merchantKeyId?: string;
   /** Input only, never sealed. */
   recipientHashedPan?: string;
-  /** Input only, never sealed: the card's PAR instead of `recipientHashedPan` (section 21). */
+  /** Input only, never sealed: the card's PAR instead of `recipientHashedPan`. */
   recipientPar?: string;
   /** Input only, never sealed. */
   mockItems?: boolean;
@@ -305,7 +307,7 @@ export interface RewrapTarget {
 }
 
 /**
- * Issuer-side escrow release (SPEC section 17): unwraps a receipt's AES key with the issuer's escrow
+ * Issuer-side escrow release: unwraps a receipt's AES key with the issuer's escrow
  * private key, proves that it is this receipt's key (its AES-GCM tag authenticates under the
  * receipt's AAD; the plaintext is dropped at once), and wraps it to the cardholder's key (either
  * suite), returning the new key bundle to hand to `ReleaseEscrow`. The proof is what keeps the
@@ -423,7 +425,7 @@ export type SealTrust =
  *
  * A bare key is sealed to as it is: the caller vouches for it. Given lookup's answer instead (its JSON
  * `data`, or the client's `LookupKeyResponse`), the answer is verified first under `identity.trust`
- * (SPEC section 20: signed binding, log inclusion, witnessed checkpoint, the BIN's owner) and a
+ * (docs/key-transparency.md: signed binding, log inclusion, witnessed checkpoint, the BIN's owner) and a
  * failure throws a `KeyVerificationError` before anything is sealed; the key id and AAD binding come
  * from the verified answer.
  */
@@ -534,7 +536,7 @@ async function sealToKey(
   }
 }
 
-/** The additional authenticated data of SPEC section 5; a line break in a part would make it ambiguous. */
+/** The additional authenticated data; a line break in a part would make it ambiguous. */
 function aadOf(id: Pick<ReceiptEnvelope, "version" | "receiptId" | "merchantId" | "transactionId">) {
   const parts = [id.version, id.receiptId, id.merchantId, id.transactionId];
   if (parts.some((part) => typeof part !== "string" || part.includes("\n"))) {

@@ -2,7 +2,7 @@
  * A strict DER reader (ITU-T X.690) for the few structures keys are made of, in plain TypeScript over
  * `Uint8Array` (no `node:` module, no `Buffer`): the service and the client library both run it, the
  * latter in browsers too. It exists so that an attacker's bytes are read by our code, whose failures
- * are exceptions, before OpenSSL or WebCrypto reads them (SPEC section 5; STYLE 16: a key Node
+ * are exceptions, before OpenSSL or WebCrypto reads them (a key Node
  * cannot digest can abort the whole process).
  *
  * Strict means: single-byte tags, definite lengths in their shortest form, at most 16 MiB, every

@@ -25,7 +25,7 @@ export interface CryptoPoolOptions {
   /** Number of worker threads for key generation; default `size`. */
   keygenSize?: number;
   /**
-   * The service's escrow private keys, base64 DER PKCS#8 (or PEM), the current one first (section 17:
+   * The service's escrow private keys, base64 DER PKCS#8 (or PEM), the current one first (escrow:
    * the first seals, all can release). Each worker parses them once, when needed.
    */
   escrowPrivateKeys: string[];
@@ -216,8 +216,8 @@ export class CryptoPool {
   }
 
   /**
-   * Seals a receipt to a recipient's public key on a worker: RSA-OAEP-256 (`sealReceipt`, section 5) or
-   * HPKE (`sealReceiptHpke`, section 15) as the key's suite says; the AES key is drawn, used and zeroed
+   * Seals a receipt to a recipient's public key on a worker: RSA-OAEP-256 (`sealReceipt`) or
+   * HPKE (`sealReceiptHpke`) as the key's suite says; the AES key is drawn, used and zeroed
    * there and never reaches the event loop. The parts come back as base64, the form the store keeps,
    * with `encapsulatedKey` set for HPKE. A key that does not parse is `invalid_request` on `publicKey`,
    * as `parsePublicKey` words it.
@@ -229,7 +229,7 @@ export class CryptoPool {
   }
 
   /**
-   * Re-wraps an escrowed receipt's AES key to a user's key (escrow release, sections 8 and 17): unwraps
+   * Re-wraps an escrowed receipt's AES key to a user's key (escrow release): unwraps
    * it with the escrow key `escrowKeyId` (any configured one; its suite is read from the key), proves
    * it is this receipt's key (its AES-GCM tag authenticates under `aad`) and wraps it to `target`, of
    * either suite (HPKE binds the wrapped key to `aad`; RSA does when `target.aadBound`). The receipt's

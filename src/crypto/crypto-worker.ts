@@ -166,8 +166,9 @@ function run(task: WorkerTask): Output | Promise<Output> {
 
 function open(task: Extract<WorkerTask, { op: "open" }>): Output | Promise<Output> {
   const privateKey = parsePrivateKey(task.privateKey, "privateKey");
-  // The key must be the grant's key before any receipt byte is touched (section 5): its public half,
-  // and a secret half that belongs to that public half (a forged key carries the right public half).
+  // The key must be the grant's key before any receipt byte is touched (README, "The sealed receipt"): its
+  // public half, and a secret half that belongs to that public half (a forged key carries the right public
+  // half).
   if (!privateKeyMatches(privateKey, task.expectedSpki) || !privateKeyIsConsistent(privateKey)) {
     throw new AppError("forbidden", "The private key does not match the key of this grant.");
   }
@@ -199,7 +200,7 @@ function open(task: Extract<WorkerTask, { op: "open" }>): Output | Promise<Outpu
  * to the target, of either suite. Without the proof the escrow key would be a decryption oracle: a
  * bundle lifted from another receipt, planted under a card the planter registers, would come back
  * re-wrapped to the planter. An unknown escrow key is `conflict` with {@link ESCROW_KEY_UNKNOWN}; a
- * failed unwrap or proof with {@link ESCROW_UNWRAP_FAILED}: the receipt stays escrowed (section 17).
+ * failed unwrap or proof with {@link ESCROW_UNWRAP_FAILED}: the receipt stays escrowed.
  * A target key that does not parse is `invalid_request`.
  */
 async function rewrap(task: Extract<WorkerTask, { op: "rewrap" }>): Promise<Output> {

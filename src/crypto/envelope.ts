@@ -10,7 +10,7 @@ import { AppError, invalidRequest } from "../errors.js";
 import { secureRandomBytes } from "./random.js";
 
 /**
- * The sealed-receipt format of SPEC section 5: a fresh AES-256-GCM key per receipt, wrapped with
+ * The sealed-receipt format: a fresh AES-256-GCM key per receipt, wrapped with
  * RSA-OAEP (SHA-256 for both the OAEP hash and MGF1), with the receipt's immutable identity as
  * additional authenticated data. Anyone holding the private key can open it with WebCrypto or OpenSSL:
  *

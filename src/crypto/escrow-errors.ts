@@ -2,7 +2,7 @@ import { AppError } from "../errors.js";
 
 /**
  * How an escrow release that cannot happen is reported, so that the domain holds the receipt
- * (section 17: it stays escrowed and is audited; the registration does not fail). Both are
+ * (it stays escrowed and is audited; the registration does not fail). Both are
  * `conflict` errors with one of these messages; {@link isEscrowHold} tells them from other failures.
  */
 

@@ -4,7 +4,7 @@ import { sha256Hex } from "./digest.js";
 import { keyAlgorithmOf, parsePrivateKey } from "./keys.js";
 import type { KeyAlgorithm } from "./suites.js";
 
-/** The public side of one of the service's escrow keys (section 17: the first seals, all can release). */
+/** The public side of one of the service's escrow keys (the first seals, all can release). */
 export interface EscrowKeyInfo {
   /** `esc_` + the first 16 hex digits of SHA-256 of the DER SPKI: the same on every instance sharing the key. */
   keyId: string;

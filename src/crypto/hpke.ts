@@ -5,7 +5,7 @@ import { secureRandomBytes } from "./random.js";
 import { HPKE_ENC_BYTES, HPKE_INFO_TEXT, HPKE_WRAPPED_KEY_BYTES } from "./suites.js";
 
 /**
- * The `HPKE-P256-SHA256-A256GCM` key wrap of SPEC section 15 on the server, with `@hpke/core` (a
+ * The `HPKE-P256-SHA256-A256GCM` key wrap on the server, with `@hpke/core` (a
  * maintained RFC 9180 implementation over WebCrypto, never one of ours): base mode, DHKEM(P-256,
  * HKDF-SHA256), HKDF-SHA256, AES-256-GCM, `info` = UTF-8 `receipts.v1 key wrap`, `aad` = the receipt's
  * AAD, plaintext = the receipt's 32-byte AES key. The AES-256-GCM layer of the receipt is the one of

@@ -47,7 +47,7 @@ import {
  * Anything else throws {@link KeyEncodingError}, whose message never quotes the input.
  */
 
-/** Smallest RSA modulus accepted, in bits (SPEC section 5). */
+/** Smallest RSA modulus accepted, in bits. */
 export const RSA_MIN_BITS = 2048;
 /**
  * Largest RSA modulus accepted, in bits. Private-key operations grow with the cube of the modulus

@@ -15,7 +15,10 @@ import {
 } from "./key-encoding.js";
 import { HPKE_P256, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
 
-/** Modulus size of generated key pairs, in bits; also the smallest size accepted on input (section 5). */
+/**
+ * Modulus size of generated key pairs, in bits; also the smallest size accepted on input (README, "The sealed
+ * receipt").
+ */
 export const RSA_MODULUS_BITS = RSA_MIN_BITS;
 
 /** Largest RSA modulus accepted on input, in bits (see `key-encoding.ts`). */
@@ -92,7 +95,7 @@ const ACCEPTED_KEYS = "an RSA (2048 bits or more, exponent 65537) or EC P-256 ke
 const PUBLIC_KEY_FORMAT = `must be ${ACCEPTED_KEYS.replace(" key", " public key")}: base64 DER SubjectPublicKeyInfo or PEM`;
 const PRIVATE_KEY_FORMAT = `must be ${ACCEPTED_KEYS.replace(" key", " private key")}: base64 DER PKCS#8 or PEM`;
 
-/** The key types of the two suites (section 15). */
+/** The key types of the two suites. */
 const SUITE_KEY_TYPES: readonly KeyType[] = ["rsa", "p256"];
 
 /** DER encodings of the PEM labels accepted for each kind of key. */
@@ -105,7 +108,7 @@ const PRIVATE_PEM_TYPES = {
 
 /**
  * Parses a cardholder's public key given as base64 DER SubjectPublicKeyInfo or as PEM (`PUBLIC KEY`,
- * or PKCS#1 `RSA PUBLIC KEY`) and infers its suite (section 15): RSA of 2048..8192 bits with exponent
+ * or PKCS#1 `RSA PUBLIC KEY`) and infers its suite: RSA of 2048..8192 bits with exponent
  * 65537 is `RSA-OAEP-256`, EC P-256 is `HPKE-P256-SHA256-A256GCM`. The encoding is checked by our
  * own code first (`key-encoding.ts`: strict DER, the named curve, a valid point) and Node only builds
  * a key from what passed. Throws `invalid_request` naming `field` when the key does not parse, is a
@@ -216,9 +219,10 @@ export const ED25519_RAW_KEY_BYTES = 32;
 const ED25519_SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
 
 /**
- * Parses a merchant's Ed25519 signing key (section 10) given as base64 DER SubjectPublicKeyInfo, as
- * PEM (`PUBLIC KEY`), or as base64 of the raw 32-byte key (what most Ed25519 libraries export).
- * The key must be canonical, on the curve and not of small order (`key-encoding.ts`). Throws
+ * Parses a merchant's Ed25519 signing key (README, "Merchant signatures") given as base64 DER
+ * SubjectPublicKeyInfo, as PEM (`PUBLIC KEY`), or as base64 of the raw 32-byte key (what most Ed25519
+ * libraries export). The key must be canonical, on the curve and not of small order (`key-encoding.ts`).
+ * Throws
  * `invalid_request` naming `field` when it does not parse, is a private key, or is of another type
  * (RSA, EC, Ed448, ...). Messages never quote the input.
  */

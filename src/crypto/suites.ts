@@ -1,7 +1,7 @@
 import { invalidRequest } from "../errors.js";
 
 /**
- * The key suites of SPEC section 15. Every user key, key bundle and generated pair names its suite as
+ * The key suites. Every user key, key bundle and generated pair names its suite as
  * `algorithm`; the receipt's own AES-256-GCM layer is the same for both, so re-wrapping a receipt's
  * AES key moves it between suites without touching the ciphertext.
  *
@@ -25,7 +25,7 @@ export function isKeyAlgorithm(value: unknown): value is KeyAlgorithm {
   return value === RSA_OAEP_256 || value === HPKE_P256;
 }
 
-/** HPKE `info` of the key wrap: the UTF-8 bytes of `receipts.v1 key wrap` (section 15). */
+/** HPKE `info` of the key wrap: the UTF-8 bytes of `receipts.v1 key wrap`. */
 export const HPKE_INFO_TEXT = "receipts.v1 key wrap";
 
 /** RFC 9180 identifiers of the HPKE suite: KEM DHKEM(P-256, HKDF-SHA256), KDF HKDF-SHA256, AEAD AES-256-GCM. */

@@ -7,7 +7,7 @@ import { ID_PATTERN, MAX_ID_LENGTH } from "./limits.js";
 import { BIN_PATTERN } from "./pan.js";
 
 /**
- * The operator's operations (section 18): API keys, BIN prefixes of issuer tenants, merchantId
+ * The operator's operations: API keys, BIN prefixes of issuer tenants, merchantId
  * assignment, the audit log and escrow counts. The operator API (`src/http/admin.ts`) and the command
  * line (against the store) both call these, so the two cannot disagree. Inputs are plain JSON
  * values, checked here field by field.
@@ -217,7 +217,7 @@ export async function setBins(
   await assertTenantOf(ctx.store, tenant, "issuer");
   const unique = [...new Set(bins as string[])].sort();
   const before = await ctx.store.bins.list(tenant);
-  // The directory changed: the key log snapshots it (section 20), written with the change.
+  // The directory changed: the key log snapshots it (docs/key-transparency.md), written with the change.
   const outcome = await ctx.store.bins.set(tenant, unique, ctx.now, [
     directoryChange("bins.set", ctx.now, tenant),
   ]);

@@ -11,7 +11,7 @@ import {
 import type { DomainDeps } from "./deps.js";
 
 /**
- * The audit log as its readers see it (section 20's "Audit"): an issuer tenant reads its own events,
+ * The audit log as its readers see it (SECURITY.md, "The audit log"): an issuer tenant reads its own events,
  * the operator all of them, both in the order they were written and paged so that polling never skips
  * an event (`AuditStore.page`). Every key change is written with the key ids before and after.
  */
@@ -83,7 +83,7 @@ export interface TenantAuditEvent {
 }
 
 /**
- * One page of the calling issuer tenant's audit log, oldest first (section 20). The page token is the
+ * One page of the calling issuer tenant's audit log, oldest first. The page token is the
  * store's cursor sealed for this tenant (AES-256-GCM under a key derived from the pepper, the tenant
  * id as additional data): it says nothing about other tenants' traffic, and another tenant's token,
  * or one changed by a byte, is `invalid_request`.

@@ -54,7 +54,7 @@ function receiptOfPlaintext(plaintext: Uint8Array, record: ReceiptRecord): Recei
 }
 
 /**
- * Opens a stored receipt for the holder of a grant (section 7): the token must be valid for the
+ * Opens a stored receipt for the holder of a grant: the token must be valid for the
  * caller's tenant, name the receipt's user and key, and the private key must match that key. The key
  * check runs first in the crypto worker pool (off the event loop), so a wrong key never decrypts anything.
  */

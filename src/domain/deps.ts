@@ -22,10 +22,10 @@ export interface DomainDeps {
   background: BackgroundTasks;
   pool: CryptoPool;
   /**
-   * The service escrow keys (section 17), newest first: the first seals, every one can release what
+   * The service escrow keys, newest first: the first seals, every one can release what
    * it sealed. A rotation puts a new key first and keeps the old ones until their escrow is gone.
    */
   escrowKeys: readonly EscrowKeyInfo[];
-  /** The key-transparency log (section 20; `kt/log.ts`). */
+  /** The key-transparency log (docs/key-transparency.md: `kt/log.ts`). */
   kt: KtLog;
 }

@@ -5,7 +5,7 @@ import { erasedEvent } from "./events.js";
 import type { CallerInfo } from "./grants.js";
 
 /**
- * Erasure (section 19): nothing of an erased user survives it, even what arrives while it runs, and a
+ * Erasure: nothing of an erased user survives it, even what arrives while it runs, and a
  * call that fails at any step finishes when it is retried.
  *
  * How nothing survives: erasure deletes the user's keys first and sweeps its receipts after; every
@@ -28,7 +28,7 @@ import type { CallerInfo } from "./grants.js";
  * an unregistered card. The audit keeps the event, with the user's random id and no personal data.
  *
  * The user and its keys go at once; receipts go in pages of {@link ERASURE_PAGE}, at most
- * {@link ERASURE_PAGES_PER_CALL} pages a call (SPEC section 23: a card with thousands of receipts
+ * {@link ERASURE_PAGES_PER_CALL} pages a call (docs/scaling.md: a card with thousands of receipts
  * never makes one request slow or time out). A call answers what it deleted and how many receipts it
  * left; the next call, which finds the erasure record, goes on. Once none are left the record goes,
  * and a further call is `not_found`.
@@ -68,9 +68,9 @@ export async function deleteUser(
 }
 
 /**
- * The key log's part of an erasure (section 20): the card's statements, signatures, openings and keyed
- * card reference leave the log's leaf records; the leaves stay, so every proof still verifies, and a
- * hashed-PAN leaf (a signer hash and a commitment) says nothing of the card without its opening. Runs
+ * The key log's part of an erasure (docs/key-transparency.md): the card's statements, signatures, openings
+ * and keyed card reference leave the log's leaf records; the leaves stay, so every proof still verifies, and
+ * a hashed-PAN leaf (a signer hash and a commitment) says nothing of the card without its opening. Runs
  * before the user goes, so a retry after a failure runs it again (it is idempotent). Only while the
  * user holds the card: a user superseded by the BIN's owner no longer does, and the card's statements
  * are then the new holder's too (its own stay in the log; see docs/key-transparency.md).

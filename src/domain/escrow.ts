@@ -76,7 +76,7 @@ export interface ReleaseOptions {
 }
 
 /**
- * Releases a card's escrowed receipts to its registered key (section 17): those escrowed without an
+ * Releases a card's escrowed receipts to its registered key: those escrowed without an
  * owner and those escrowed for the user's own tenant, never another tenant's, oldest first, at most
  * `options.limit` of them (then `nextCursor` says where the rest begin). Each AES key sealed to a
  * service escrow key is unwrapped with the matching escrow key, proven to be its receipt's own, and

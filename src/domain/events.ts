@@ -4,7 +4,7 @@ import type { PaymentRecord, ReceiptRecord, RegisterOutcome, UserRecord } from "
 import type { DomainDeps } from "./deps.js";
 
 /**
- * Which events each change of the domain causes (section 22), decided in one place. The store
+ * Which events each change of the domain causes (docs/events.md), decided in one place. The store
  * operation that makes the change takes these events and writes them in the same atomic step (an
  * outbox), so an event exists exactly when its change does. Changes made by other modules call the
  * builders here the same way.

@@ -2,8 +2,8 @@ import type { ViolationSink } from "../errors.js";
 import * as limits from "./limits.js";
 
 /**
- * The checks every receipt field is made of (section 6), shared by the receipt rules
- * (`receipt-rules.ts`) and the card-transaction fields of section 21 (`transaction-fields.ts`): ids,
+ * The checks every receipt field is made of, shared by the receipt rules
+ * (`receipt-rules.ts`) and the card-transaction fields (`transaction-fields.ts`): ids,
  * free text, money. Each adds a violation naming the field to a sink and never throws, so that one
  * error can name every offending field.
  */

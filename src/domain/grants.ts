@@ -4,7 +4,7 @@ import { randomId } from "../ids.js";
 import type { ApiKeyRecord, GrantRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 
-/** At most this many unexpired grants per user (section 8). */
+/** At most this many unexpired grants per user. */
 export const MAX_ACTIVE_GRANTS = 5;
 
 /** SHA-256 of a token: the only form in which grants are stored and looked up. */

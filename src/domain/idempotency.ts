@@ -3,7 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { AppError } from "../errors.js";
 import type { DomainDeps } from "./deps.js";
 
-/** How long an idempotency key is remembered (section 7): 24 hours. */
+/** How long an idempotency key is remembered: 24 hours. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 /**
  * How long a started key is presumed to belong to a live call. A call that has not completed after

@@ -15,7 +15,7 @@ import { PAGE_SIZE } from "./receipts.js";
 import { sealingKeyOf } from "./routing.js";
 
 /**
- * Escrow that the service cannot open (section 17): an issuer tenant registers escrow public keys of
+ * Escrow that the service cannot open: an issuer tenant registers escrow public keys of
  * its own; receipts escrowed for it (its BIN, a card not registered to it) are sealed to its current
  * one. The issuer lists them, unwraps and re-wraps the AES key to the cardholder's key on its side,
  * and hands the new key bundles back: the ciphertext never changes, and the service never holds a key
@@ -44,7 +44,7 @@ export async function registerEscrowKey(
     createdAt: deps.clock.now(),
   };
   const before = await deps.store.issuerEscrowKeys.current(principal.tenantId);
-  // The tenant's current escrow key is in the directory: the key log snapshots it (section 20).
+  // The tenant's current escrow key is in the directory: the key log snapshots it (docs/key-transparency.md).
   const refused = await deps.store.issuerEscrowKeys.insert(record, [
     deps.kt.pendingDirectoryChange("issuerEscrowKeys.insert", principal.tenantId),
   ]);
@@ -96,8 +96,8 @@ export async function revokeEscrowKey(
   // Revoked before: nothing changed, nothing to record.
   if (key.revokedAt?.getTime() !== now.getTime())
     return { key, currentEscrowKeyId: after?.escrowKeyId ?? "" };
-  // The tenant's current escrow key is in the directory: the key log snapshots it (section 20). Not in
-  // the revocation's store step (the store's revoke takes no pending records); a crash in between
+  // The tenant's current escrow key is in the directory: the key log snapshots it (docs/key-transparency.md).
+  // Not in the revocation's store step (the store's revoke takes no pending records); a crash in between
   // leaves it to the daily snapshot.
   await deps.store.ktLog.enqueue([
     deps.kt.pendingDirectoryChange("issuerEscrowKeys.revoke", principal.tenantId),
@@ -182,7 +182,7 @@ export interface ReleaseFailure {
 
 /**
  * Swaps the key bundles of receipts escrowed for the caller's tenant under its own escrow keys for
- * bundles it re-wrapped to the user's active key (section 17): each must be a receipt of the user's
+ * bundles it re-wrapped to the user's active key: each must be a receipt of the user's
  * card, escrowed for this tenant, and its bundle must name the user's active key with that key's
  * suite and sizes. Each receipt succeeds or fails on its own; the answer says which failed and why.
  */

@@ -8,7 +8,7 @@ import type { SealingKey } from "./routing.js";
 
 /**
  * Checks on key bundles and sealed parts made outside the service (merchant-side sealing, issuer-side
- * escrow release, sections 16-17). The service cannot open them, so it checks everything it can: the
+ * escrow release). The service cannot open them, so it checks everything it can: the
  * bundle names the key's suite, and every part has the size the suite gives it.
  */
 

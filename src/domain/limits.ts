@@ -63,7 +63,7 @@ export const MAX_ITEM_NAME_LENGTH = 200;
 export const MAX_CARD_NONCE_LENGTH = 256;
 
 /**
- * The card acceptor name (statement descriptor, section 21): the name part of ISO 8583 field 43 has 25
+ * The card acceptor name (statement descriptor): the name part of ISO 8583 field 43 has 25
  * positions (the rest of the 40 are city and country), and the schemes print no more of it.
  */
 export const MAX_CARD_ACCEPTOR_NAME_LENGTH = 25;
@@ -74,7 +74,7 @@ export const MAX_TENDERS = 20;
 /** Lines of a receipt's tax breakdown, one per rate: countries have at most a handful of VAT rates. */
 export const MAX_TAX_BREAKDOWN_LINES = 20;
 
-/** Line items per receipt (SPEC section 6). A supermarket receipt rarely has more than 100. */
+/** Line items per receipt. A supermarket receipt rarely has more than 100. */
 export const MAX_ITEMS = 500;
 
 /** Taxes per line item: one or two are usual; 20 covers stacked federal, state, city and special taxes. */

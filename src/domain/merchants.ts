@@ -6,7 +6,7 @@ import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
 
 /**
- * Makes sure the caller may act for `merchantId` (section 18): the API key's allow-list, then
+ * Makes sure the caller may act for `merchantId`: the API key's allow-list, then
  * ownership: a merchantId belongs to the first merchant tenant that uses it, or to the one the
  * operator assigned it to; another tenant's use is `forbidden`. The first use claims it, so call this
  * once everything else about the request has been checked.
@@ -48,7 +48,7 @@ export function merchantIdTaken(): AppError {
 export type MerchantRecordId = { receiptId: string } | { transactionId: string };
 
 /**
- * Frees an id of `merchantId` that a record of another tenant holds (section 18). Only the owner of a
+ * Frees an id of `merchantId` that a record of another tenant holds. Only the owner of a
  * merchantId writes under it, so such a record was made by a previous owner: a squatter the operator
  * took the merchantId from, or the tenant it was moved from. The owner may use every receipt and
  * transaction id: the previous owner's receipt (or payment, with its receipt) that holds the id is

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { ReceiptLineItem, ValidReceipt } from "./receipt-rules.js";
 
 /**
- * Mock line items (SPEC section 6): when a receipt's `mockItems` is true (the default) and it has no
+ * Mock line items: when a receipt's `mockItems` is true (the default) and it has no
  * items, the service fills in 1 to 4 plausible items so the cardholder's app has something to show.
  * They are deterministic, seeded by the receiptId, so a retried request seals the same receipt, and
  * a payment gateway can derive the amount before or after they are generated with the same result.

@@ -54,11 +54,11 @@ export async function generateKeys(
 /** A register request after transport decoding. */
 export interface RegisterInput {
   hashedPan: string;
-  /** The card's PAR (section 21), instead of `hashedPan`: exactly one of the two. */
+  /** The card's PAR, instead of `hashedPan`: exactly one of the two. */
   par?: string | undefined;
   publicKey: string;
   keyId: string;
-  /** The card's first 6 or 8 digits (section 17), when the issuer sends them. */
+  /** The card's first 6 or 8 digits, when the issuer sends them. */
   cardBin?: string | undefined;
 }
 
@@ -110,7 +110,7 @@ function checkRegisterInput(input: RegisterInput): CheckedRegistration {
 }
 
 /**
- * Registers a cardholder's public key of either suite under a hashed PAN (sections 8, 15, 17): creates
+ * Registers a cardholder's public key of either suite under a hashed PAN: creates
  * the user, or rotates the key of a card the same tenant registered before, then releases the card's
  * escrowed receipts that this tenant may have. With a `cardBin`: inside another tenant's BIN it is
  * `forbidden`; inside the caller's own BIN it supersedes another tenant's registration of the card

@@ -5,7 +5,7 @@ import * as limits from "./limits.js";
 import type { OriginalLookup } from "./transaction-fields.js";
 
 /**
- * Whether the original receipt a refund or void names exists (section 21), looked up before the
+ * Whether the original receipt a refund or void names exists, looked up before the
  * receipt is validated so that a missing original is named with every other problem.
  *
  * "Exists" means: the service stores a receipt `(merchantId, originalReceiptId)` that the caller's

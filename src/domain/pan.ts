@@ -14,7 +14,7 @@ export function checkHashedPan(value: string, field: string, violations: Violati
   else if (!isHashedPan(value)) violations.add(field, "must be 64 hexadecimal characters");
 }
 
-/** A card BIN as merchants send it and BIN prefixes as issuers own them: 6 or 8 digits (section 17). */
+/** A card BIN as merchants send it and BIN prefixes as issuers own them: 6 or 8 digits. */
 export const BIN_PATTERN = /^(\d{6}|\d{8})$/;
 
 /** Records a violation on `field` unless `value` is absent or a card BIN; returns the valid BIN. */
@@ -31,7 +31,7 @@ export function checkCardBin(
 
 /**
  * The form in which a hashed PAN is stored: HMAC-SHA256 under the server's pepper, lower-case hex.
- * A copy of the database alone cannot be brute-forced back to card numbers (section 8).
+ * A copy of the database alone cannot be brute-forced back to card numbers.
  */
 export function panHashOf(pepper: string, hashedPan: string): string {
   return createHmac("sha256", pepper).update(hashedPan.toLowerCase(), "utf8").digest("hex");
@@ -40,7 +40,7 @@ export function panHashOf(pepper: string, hashedPan: string): string {
 const PAR = /^[0-9A-Z]{29}$/;
 
 /**
- * Whether `value` is an EMVCo Payment Account Reference (section 21): 29 upper-case letters and
+ * Whether `value` is an EMVCo Payment Account Reference: 29 upper-case letters and
  * digits. No other case is accepted: a PAR is an exact reference, and two spellings of one would be
  * two cards.
  */

@@ -35,14 +35,17 @@ export interface CreatedPayment {
 export interface CreatePaymentInput {
   gateway: string;
   receipt: Receipt;
-  /** The `X-Receipt-Signature` header (section 10); unused for a receipt the merchant sealed. */
+  /**
+   * The `X-Receipt-Signature` header (README, "Merchant signatures"); unused for a receipt the merchant
+   * sealed.
+   */
   signature?: string | null;
 }
 
 /**
- * Charges through the gateway and stores the payment together with its sealed receipt (section 7):
- * a receipt in the clear, sealed here, or one the merchant sealed on its side (`sealedReceipt`,
- * section 16). Without an idempotency key, a second payment for `(merchantId, transactionId)` is
+ * Charges through the gateway and stores the payment together with its sealed receipt:
+ * a receipt in the clear, sealed here, or one the merchant sealed on its side (`sealedReceipt`).
+ * Without an idempotency key, a second payment for `(merchantId, transactionId)` is
  * `conflict`. Idempotent replays are handled by {@link withIdempotency} around this call.
  */
 export async function createPayment(
@@ -87,7 +90,7 @@ async function sealPlaintext(
 }
 
 /**
- * The receipt fields that may stand beside a `sealedReceipt` (section 16); every other field of the
+ * The receipt fields that may stand beside a `sealedReceipt`; every other field of the
  * plaintext receipt is refused, so that nothing the merchant meant to keep sealed reaches the service.
  */
 const SEALED_PAYMENT_FIELDS: ReadonlySet<string> = new Set([
@@ -222,7 +225,7 @@ async function chargeAndStore(
 
 /**
  * Keeps a declined payment (`status: "declined"`, its decline code, no receipt: nothing was charged)
- * with its `payment.declined` event (section 22), so that its merchant can read it and hear of it, and
+ * with its `payment.declined` event (docs/events.md), so that its merchant can read it and hear of it, and
  * answers the decline naming it (`payment_id`). Any other
  * failure of the gateway is answered as it came. The decline is the answer even when it cannot be
  * kept: the failure to keep it is logged.
@@ -294,7 +297,7 @@ export interface DecryptPaymentInput extends DecryptCredentials {
   paymentId: string;
 }
 
-/** Decrypts the receipt of a payment for the holder of a grant (section 7). */
+/** Decrypts the receipt of a payment for the holder of a grant. */
 export async function decryptPayment(
   deps: DomainDeps,
   principal: ApiKeyRecord,

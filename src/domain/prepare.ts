@@ -7,7 +7,7 @@ import { originalReceiptOf } from "./originals.js";
 import { type ValidReceipt, validateReceipt } from "./receipt-rules.js";
 
 /**
- * Turns a receipt request into the receipt to seal: every rule of section 6 and 21 checked at once
+ * Turns a receipt request into the receipt to seal: every rule checked at once
  * (and the gateway's amount and nonce rules, for payments), then mock items added where asked for.
  * A refund's or void's original receipt is looked up first, so that a missing one is named in the
  * same error as every other problem.

@@ -1,4 +1,4 @@
-/* Over 400 lines on purpose: every rule of section 6 in one pass, so that one error names every
+/* Over 400 lines on purpose: every rule in one pass, so that one error names every
  * offending field; the rules read best side by side. */
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
@@ -27,7 +27,7 @@ import {
 } from "./transaction-fields.js";
 
 /**
- * The receipt rules of SPEC section 6: one pass over a request's `Receipt` that collects every
+ * The receipt rules: one pass over a request's `Receipt` that collects every
  * problem, then either throws one `invalid_request` naming every offending field or returns a
  * normalised plain object ({@link ValidReceipt}) that the service seals.
  *
@@ -67,7 +67,7 @@ export type ValidReceipt = {
   transactionDate: string;
   currency: string;
   recipientHashedPan: string;
-  /** The card's PAR (section 21) when the merchant routes by it instead of `recipientHashedPan` (then ""). */
+  /** The card's PAR when the merchant routes by it instead of `recipientHashedPan` (then ""). */
   recipientPar?: string;
   merchantStreet?: string;
   merchantCity?: string;
@@ -87,11 +87,12 @@ export type ValidReceipt = {
   mockItems: boolean;
   amount?: number;
   cardNonce?: string;
-  /** The card's first 6 or 8 digits, for routing to the BIN's issuer (section 17). */
+  /** The card's first 6 or 8 digits, for routing to the BIN's issuer. */
   cardBin?: string;
   /**
    * Set by the service, never from input: the merchant's verified Ed25519 signature (base64) and the
-   * id of its key, sealed with the receipt so the cardholder's app can verify it (section 10).
+   * id of its key, sealed with the receipt so the cardholder's app can verify it (README, "Merchant
+   * signatures").
    */
   merchantSignature?: string;
   merchantKeyId?: string;
@@ -187,7 +188,7 @@ const OPTIONAL_TEXT: ReadonlyArray<
 const MONEY_FIELDS = ["subtotal", "taxAmount", "totalAmount"] as const;
 
 /**
- * Validates and normalises a receipt of an encrypt or create-payment request (SPEC section 6).
+ * Validates and normalises a receipt of an encrypt or create-payment request.
  * Throws `invalid_request` listing every offending field (paths as in JSON, e.g.
  * `items[3].taxes[0].rate`); returns the normalised receipt otherwise. With `mode: "encrypt"`, the
  * payment fields `amount` and `cardNonce` are rejected; with `mode: "payment"` they are checked and,
@@ -309,7 +310,7 @@ export interface ReceiptIdentityInput {
 }
 
 /**
- * Checks the fields of a receipt's identity (section 5's AAD) with the rules of section 6, adding
+ * Checks the fields of a receipt's identity (the AAD) with the rules, adding
  * violations under their own names (or under `prefix` + name), and returns them with `version` defaulted.
  */
 export function checkReceiptIdentity(

@@ -16,10 +16,10 @@ import { applyMerchantSignature } from "./signatures.js";
 export const PAGE_SIZE = { default: 50, max: 200 } as const;
 
 /**
- * Encrypts a receipt without a payment (section 6) and stores it, so the recipient's issuer can list
+ * Encrypts a receipt without a payment and stores it, so the recipient's issuer can list
  * it. `(merchantId, receiptId)` is unique: a second encrypt of the same pair is `conflict`.
  * `signature` is the `X-Receipt-Signature` header, required once the merchantId has a signing key
- * (section 10).
+ * (README, "Merchant signatures").
  */
 export async function encryptReceipt(
   deps: DomainDeps,
@@ -38,7 +38,7 @@ export async function encryptReceipt(
 }
 
 /**
- * Stores a receipt the merchant sealed on its own side (section 16), as encrypt stores one it seals:
+ * Stores a receipt the merchant sealed on its own side, as encrypt stores one it seals:
  * the service never sees the content.
  */
 export async function storeSealedReceipt(
@@ -84,7 +84,7 @@ export interface DecryptReceiptInput extends DecryptCredentials {
   merchantId: string;
 }
 
-/** Decrypts a receipt made by encrypt (section 7), for the holder of a grant. */
+/** Decrypts a receipt made by encrypt, for the holder of a grant. */
 export async function decryptReceipt(
   deps: DomainDeps,
   principal: ApiKeyRecord,

@@ -26,7 +26,7 @@ import { applyMerchantSignature } from "./signatures.js";
 import { checkRefundReceipt, type RefundOf } from "./transaction-fields.js";
 
 /**
- * Payments a merchant reads and refunds (section 21): one payment, its tenant's payments page by
+ * Payments a merchant reads and refunds: one payment, its tenant's payments page by
  * page, and refunds with a refund receipt. A merchant reads only its own tenant's payments (and, with
  * an API key limited to some merchantIds, only theirs); another tenant's payment is `not_found`, as
  * if it did not exist. None of it is receipt content: amounts, ids, statuses.
@@ -89,7 +89,10 @@ export interface RefundPaymentInput {
   paymentId: string;
   /** The refund receipt and `amount`, the amount to refund. */
   receipt: Receipt;
-  /** The `X-Receipt-Signature` header (section 10); unused for a receipt the merchant sealed. */
+  /**
+   * The `X-Receipt-Signature` header (README, "Merchant signatures"); unused for a receipt the merchant
+   * sealed.
+   */
   signature?: string | null;
   /** The caller's Idempotency-Key, passed on to the gateway. */
   idempotencyKey?: string | undefined;
@@ -149,7 +152,7 @@ export async function refundPayment(
     }
     throw err;
   }
-  // The refund's events (section 22) are written with its completion: a refused refund has none.
+  // The refund's events (docs/events.md) are written with its completion: a refused refund has none.
   const events = [refundedEvent(payment, refund.refundId, deps.clock.now()), ...receiptEvents(deps, record)];
   const after = await settleRefund(deps, payment, { refund, gatewayRefundId, events }, held);
   // Once the refund receipt is stored for good (a refused refund removes it): as create does.
@@ -312,7 +315,7 @@ function nothingToRefund(): AppError {
 
 /**
  * Writes the refund to the audit log as `payment.refunded`, under the merchant's tenant. This is where
- * a refund is done and known: the `payment.refunded` event of section 22 goes out from here.
+ * a refund is done and known: the `payment.refunded` event goes out from here.
  */
 async function auditRefund(
   deps: DomainDeps,

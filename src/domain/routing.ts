@@ -6,7 +6,7 @@ import type { CallerInfo } from "./grants.js";
 import { cardKeyOf, checkCardBin, checkCardReference, MERCHANT_CARD_FIELDS } from "./pan.js";
 
 /**
- * Where a receipt for a card goes (sections 8 and 17), decided in one place for encrypt, create,
+ * Where a receipt for a card goes, decided in one place for encrypt, create,
  * merchant-side sealing and key look-up:
  * - a `cardBin` owned by issuer tenant T: the card's user if T registered it; otherwise T's escrow
  *   (and a card registered by another tenant is a `card_binding_conflict`, audited);
@@ -56,7 +56,7 @@ export interface BindingConflict {
   registeredBy: string;
 }
 
-/** The card a merchant request names: by hashed PAN or by PAR (section 21), exactly one. */
+/** The card a merchant request names: by hashed PAN or by PAR, exactly one. */
 export interface CardRef {
   recipientHashedPan: string;
   recipientPar?: string | undefined;
@@ -87,7 +87,7 @@ export function sealingKeyOf(key: KeyRecord): SealingKey {
 }
 
 /**
- * The issuer tenant that owns a card BIN (section 17), or `undefined` when nobody does. Six digits
+ * The issuer tenant that owns a card BIN, or `undefined` when nobody does. Six digits
  * that cover an 8-digit prefix some tenant owns, and no 6-digit prefix, name no owner for sure: the
  * card may be in that 8-digit prefix or not. That is `invalid_request` asking for 8 digits, never
  * "unowned", which would route the receipt past the owner's escrow.
@@ -175,7 +175,7 @@ export function serviceEscrowKey(deps: DomainDeps): SealingKey {
   return { keyId: first.keyId, algorithm: first.algorithm, spki: first.spki, aadBound: true };
 }
 
-/** A key look-up request after transport decoding (section 16). */
+/** A key look-up request after transport decoding. */
 export type LookupInput = CardRef;
 
 /** The key a merchant seals to on its own side, as returned by look-up. */
@@ -189,7 +189,7 @@ export interface LookedUpKey {
 }
 
 /**
- * The key the service would seal a receipt for this card to right now (section 16), for merchants
+ * The key the service would seal a receipt for this card to right now, for merchants
  * that seal on their side. Audited as `key.lookup` (the card itself is never written down).
  */
 export async function lookupKey(

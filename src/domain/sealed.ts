@@ -11,7 +11,7 @@ import { type CardRef, checkCardRef, recipientOf } from "./routing.js";
 import { type PreparedReceipt, preparedFor, receiptRecordOf } from "./sealing.js";
 
 /**
- * Merchant-side sealing (section 16): a receipt the merchant sealed on its side, to the key that
+ * Merchant-side sealing: a receipt the merchant sealed on its side, to the key that
  * look-up gave it. The service never sees the content; it checks what it can (ids, sizes, that the
  * bundle names the key the card routes to now) and stores it as if it had sealed it itself. The AAD
  * binds the ids, so a device refuses an envelope moved to another receipt.
@@ -53,7 +53,7 @@ export async function prepareSealed(
     }
   }
   v.throwIfAny();
-  // Another tenant's merchantId is refused before anything about the card (section 18).
+  // Another tenant's merchantId is refused before anything about the card.
   await assertMerchantIdUsable(deps, principal, identity.merchantId);
 
   const recipient = await recipientOf(deps, input);

@@ -15,7 +15,7 @@ import {
 } from "./receipt-rules.js";
 import { type BindingConflict, type Recipient, recipientOf, sealingKeyOf } from "./routing.js";
 
-/** The sealed plaintext of a receipt: the UTF-8 JSON of its fields (REST names, money as numbers), section 5. */
+/** The sealed plaintext of a receipt: the UTF-8 JSON of its fields (REST names, money as numbers). */
 export function plaintextOf(receipt: ValidReceipt): Buffer {
   return Buffer.from(plaintextTextOf(receipt), "utf8");
 }
@@ -104,7 +104,7 @@ export function preparedFor(record: ReceiptRecord, recipient: Recipient): Prepar
 }
 
 /**
- * Seals a validated receipt to its recipient (section 17's routing) and returns the record to store
+ * Seals a validated receipt to its recipient (the routing) and returns the record to store
  * (not yet stored); writes nothing. The sealing runs on the worker pool, off the event loop.
  */
 export async function sealForRecipient(

@@ -17,8 +17,8 @@ export { receiptJsonOf, signedFormOf, UNSIGNED_FIELDS };
 import { sealedPlaintextOf, type ValidReceipt } from "./receipt-rules.js";
 
 /**
- * Merchant signatures (SPEC section 10): a merchant registers an Ed25519 public key for a merchantId;
- * from then on every receipt of that merchantId must come with an `X-Receipt-Signature` over its
+ * Merchant signatures (README, "Merchant signatures"): a merchant registers an Ed25519 public key for a
+ * merchantId; from then on every receipt of that merchantId must come with an `X-Receipt-Signature` over its
  * content, and the verified signature is sealed inside the receipt so the cardholder's app can check
  * after decryption that the merchant wrote it, without trusting this service.
  *

@@ -10,8 +10,8 @@ import { assertMerchantIdUsable, claimMerchantId, merchantIdTaken } from "./merc
 import { SIGNATURE_ALGORITHM } from "./signatures.js";
 
 /**
- * Merchants' signing keys (section 10): registered, rotated and revoked by the merchant tenant that
- * owns the merchantId, and listed for issuers so that a cardholder's app can check the signature
+ * Merchants' signing keys (README, "Merchant signatures"): registered, rotated and revoked by the merchant
+ * tenant that owns the merchantId, and listed for issuers so that a cardholder's app can check the signature
  * sealed inside a receipt, which the service cannot see. Every change is audited under the merchant
  * tenant with the current key before and after.
  *
@@ -55,7 +55,7 @@ function checkMerchantId(v: Violations, merchantId: string): void {
  * (rotation: a new `merchantKeyId`; the replaced key moves to the record's history, and receipts
  * sealed before keep naming it). Registering the current key again with the same declaration changes
  * nothing and returns it, so a retry is harmless. The merchantId must be allowed for the API key and
- * belong to the caller's tenant (section 18; registering a key is a first use that claims it):
+ * belong to the caller's tenant (registering a key is a first use that claims it):
  * otherwise `forbidden`, and nothing is written.
  */
 export async function registerSigningKey(
@@ -118,7 +118,7 @@ export async function registerSigningKey(
  * A merchantId's signing keys, the current one first, then the replaced ones newest first (at most
  * `MERCHANT_KEY_HISTORY` of them), with their times. Issuers read any merchantId's (one in use with
  * no key lists none: its receipts are unsigned; one nobody ever used is `not_found`); a merchant reads
- * only those of a merchantId its key may use and its tenant owns (otherwise `forbidden`, section 18).
+ * only those of a merchantId its key may use and its tenant owns (otherwise `forbidden`).
  */
 export async function listSigningKeys(
   deps: DomainDeps,

@@ -5,7 +5,7 @@ import { refundTooLarge } from "./gateways/gateway.js";
 import * as limits from "./limits.js";
 
 /**
- * The receipt fields of section 21, with which a cardholder's app finds the line of the card
+ * The receipt fields, with which a cardholder's app finds the line of the card
  * statement a receipt belongs to and shows what the card statement cannot: what kind of receipt it
  * is (a refund or void names the sale it undoes), the identifiers the card networks give the
  * transaction, the tip, how a split payment was made, and the tax per rate. All optional, all sealed
@@ -36,7 +36,7 @@ export type ReceiptTender = { method: string; cardBrand?: string; cardLast4?: st
 /** The tax of one rate across the receipt; `rate` a fraction, amounts in the smallest currency unit. */
 export type ReceiptTaxLine = { rate: number; taxableAmount: number; taxAmount: number };
 
-/** The section 21 fields of a validated receipt: each present exactly when the request set it. */
+/** The card-transaction fields of a validated receipt: each present exactly when the request set it. */
 export interface TransactionFields {
   receiptType?: ReceiptType;
   originalReceiptId?: string;
@@ -60,7 +60,7 @@ export interface TransactionFields {
  */
 export type OriginalLookup = "found" | "missing" | undefined;
 
-/** What the section 21 rules compare with: the receipt's own id and its validated totals. */
+/** What the card-transaction rules compare with: the receipt's own id and its validated totals. */
 export interface TransactionTotals {
   receiptId: string;
   totalAmount: number | undefined;
@@ -101,7 +101,7 @@ const ARN = /^[0-9]{23}$/;
 const CARD_LAST4 = /^[0-9]{4}$/;
 
 /**
- * Checks the section 21 fields of `input` against `totals`, adds a violation for every problem and
+ * Checks the card-transaction fields of `input` against `totals`, adds a violation for every problem and
  * copies each field that is set onto `out`. Never throws: the caller throws once for every field.
  */
 export function checkTransactionFields(

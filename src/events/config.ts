@@ -1,5 +1,5 @@
 /**
- * The configuration of events and webhooks (SPEC section 22), read by `loadConfig` with the rest:
+ * The configuration of events and webhooks (docs/events.md), read by `loadConfig` with the rest:
  * every variable is validated at start-up and every bad value named. The defaults are the published
  * ones of docs/events.md.
  */

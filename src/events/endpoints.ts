@@ -16,7 +16,7 @@ import { checkWebhookUrl, hostOf, isPublicAddress } from "./ssrf.js";
 import { EVENT_TYPES, eventTypesFor, isEventType } from "./types.js";
 
 /**
- * Webhook endpoints of a tenant (section 22): create (the secret shown once), list, delete, rotate the
+ * Webhook endpoints of a tenant (docs/events.md): create (the secret shown once), list, delete, rotate the
  * secret (the previous one signs beside the new for {@link ROTATION_OVERLAP_MS}), the delivery log and
  * replay. Every call works on the caller's own tenant only: another tenant's endpoint is `not_found`.
  */
@@ -47,7 +47,7 @@ export interface CreateEndpointInput {
 }
 
 /**
- * Creates an endpoint: checks the URL (section 22's SSRF rules: outside development https only, and
+ * Creates an endpoint: checks the URL (the SSRF rules: outside development https only, and
  * an IP literal or a name that resolves now must be public; the same check runs again at every
  * connection), makes its secret and Ed25519 key, and stores both sealed.
  */

@@ -4,7 +4,7 @@ import { createCipheriv, createDecipheriv, createHmac, hkdfSync } from "node:cry
  * `escrowRef` of an `escrow.pending` event: a reference to the card that only the tenant it was made
  * for can use, in place of the hashed PAN, to list the card's pending escrow. An issuer that owns a BIN
  * learns of a receipt escrowed for one of its cards before it knows which card; the event must not carry
- * the hashed PAN (section 21: card data), nor the service's keyed hash of it (the same for every tenant,
+ * the hashed PAN (card data), nor the service's keyed hash of it (the same for every tenant,
  * so a join key across tenants). The reference is the keyed hash encrypted with AES-256-GCM under a key
  * derived from the pepper, the tenant as additional data, and a nonce derived from the tenant and the
  * card (a synthetic IV): the same card gives the same reference to the same tenant, and nothing a

@@ -5,7 +5,7 @@ import type { EventsDeps } from "./deps.js";
 import { ALL_EVENT_TYPES, isEventType } from "./types.js";
 
 /**
- * The pull feed and the stream of a tenant's events (section 22). Both read the feed in position
+ * The pull feed and the stream of a tenant's events (docs/events.md). Both read the feed in position
  * order: the sequencer gives positions in the order events become visible (see the store contract), so
  * "everything after the last position I saw" never skips an event, whichever instance wrote it.
  */

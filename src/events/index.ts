@@ -9,7 +9,7 @@ import { type ResolveAll, systemResolver } from "./ssrf.js";
 import { EventWorker } from "./worker.js";
 
 /**
- * Events and webhooks of one instance (SPEC section 22): the dependencies the RPCs use, and the worker
+ * Events and webhooks of one instance (docs/events.md): the dependencies the RPCs use, and the worker
  * that sequences and delivers while this instance holds the lease (`EVENTS_WORKER=off` leaves that to
  * other instances).
  */

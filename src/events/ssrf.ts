@@ -2,7 +2,7 @@ import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { isIP, type LookupFunction } from "node:net";
 
 /**
- * The guard against server-side request forgery (SPEC section 22): a webhook URL is the customer's to
+ * The guard against server-side request forgery (docs/events.md): a webhook URL is the customer's to
  * choose, and the service must never be made to call into its own network. Outside development:
  * - a URL must be https, without credentials, at most 2,048 characters;
  * - every address its host resolves to must be public: not loopback, private (RFC 1918, ULA),

@@ -14,7 +14,7 @@ export interface EventTypeInfo {
 }
 
 /**
- * The event types of section 22, the one table that endpoint subscriptions, the feed's filter and
+ * The event types, the one table that endpoint subscriptions, the feed's filter and
  * docs/events.md are checked against. Thin: ids and times only, never receipt content, a hashed PAN or
  * a PAR.
  */
@@ -51,7 +51,7 @@ export const EVENT_TYPES = {
   },
   "user.erased": {
     role: "issuer",
-    description: "A cardholder was erased (section 19).",
+    description: "A cardholder was erased.",
     data: ["userId"],
   },
   "payment.created": {

@@ -69,7 +69,7 @@ export interface GrpcUnaryOptions {
   /**
    * Counts a call refused before the interceptors against its caller's rate limit (by API key, or by
    * address without one) and returns the rate-limit metadata for its answer: the interceptors do both
-   * for every other call, and the spec wants the metadata on every answer.
+   * for every other call, and every answer carries the metadata.
    */
   meter?: (apiKey: string | undefined, remoteAddress: string) => Promise<Record<string, string>>;
 }

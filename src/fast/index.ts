@@ -57,7 +57,7 @@ export function readUnchecked<Desc extends DescMessage>(
   }
 }
 
-/** A message as REST JSON (spec section 3; see src/rpc/json-reflective.ts). */
+/** A message as REST JSON (see src/rpc/json-reflective.ts). */
 export function messageToJson<Desc extends DescMessage>(
   schema: Desc,
   message: MessageShape<Desc>,

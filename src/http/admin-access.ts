@@ -5,7 +5,7 @@ import { AppError } from "../errors.js";
 import type { AdminRoutesOptions, ClientOf } from "./admin.js";
 
 /**
- * Who may call the operator API (section 18): the rate limit per client address and the bearer
+ * Who may call the operator API: the rate limit per client address and the bearer
  * token, compared in constant time. Apart from the routes so that this, the part an attacker meets
  * first, is small enough to be mutation-tested on its own (issue 38).
  */

@@ -20,7 +20,7 @@ import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./clie
 import { fromFastifyError, sendError, sendSuccess } from "./envelope.js";
 
 /**
- * The operator API of section 18 under `/admin/v1`, registered only when `ADMIN_TOKEN` is set (without
+ * The operator API under `/admin/v1`, registered only when `ADMIN_TOKEN` is set (without
  * it every admin path is the ordinary 404). `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant
  * time; the REST envelope; a rate limit of its own per client address, counted before the token is
  * checked so that guessing costs the same as calling. The operations are those of `domain/admin.ts`,

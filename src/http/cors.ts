@@ -3,7 +3,7 @@ import fastifyCors from "@fastify/cors";
 import type { FastifyInstance } from "fastify";
 
 /**
- * Response headers a browser page may read: the request id, the rate-limit headers of SPEC section 9,
+ * Response headers a browser page may read: the request id, the rate-limit headers,
  * the mark of a replayed idempotent response, and the gRPC status headers gRPC-Web and Connect clients need to see errors (connect-es's list).
  */
 export const CORS_EXPOSED_HEADERS: readonly string[] = [

@@ -7,7 +7,7 @@ import { requestIdFrom } from "../rpc/request-id.js";
 import { codeForStatus } from "./call-setup.js";
 
 /**
- * The REST envelope of spec section 3 on the wire: `{"success":true,"data":...}` and
+ * The REST envelope on the wire (README, "Responses and errors"): `{"success":true,"data":...}` and
  * `{"success":false,"error":{...}}`, and the request id every HTTP response carries.
  */
 

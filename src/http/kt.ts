@@ -16,8 +16,8 @@ import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./clie
 import { sendError, sendSuccess } from "./envelope.js";
 
 /**
- * The key log's public reads (SPEC section 20) under `/kt/v1`, beside the API: no API key, limited per
- * client address by the service's own limiter (`KT_READS_PER_MINUTE`, with the rate-limit headers),
+ * The key log's public reads (docs/key-transparency.md) under `/kt/v1`, beside the API: no API key, limited
+ * per client address by the service's own limiter (`KT_READS_PER_MINUTE`, with the rate-limit headers),
  * errors in the REST envelope. `GET /kt/v1/checkpoint` (text: the newest checkpoint note with every
  * cosignature), `GET /kt/v1/proof/consistency?from=&to=`, `GET /kt/v1/proof/inclusion?index=&size=`,
  * `GET /kt/v1/tile/<L>/<N>[.p/<W>]` (C2SP tlog-tiles, binary), `GET /kt/v1/directory/{sha256}` (the

@@ -51,7 +51,7 @@ export interface HttpServerOptions {
   /** The one interceptor list, used as the same instances by every protocol (shared rate limits). */
   interceptors: Interceptor[];
   logger: Logger;
-  /** Largest request body in bytes, for REST JSON and RPC messages alike (spec: 1 MiB default). */
+  /** Largest request body in bytes, for REST JSON and RPC messages alike (1 MiB by default). */
   bodyLimitBytes: number;
   /** When given, `GET /metrics` is served and requests that never reach an RPC are counted too. */
   metrics?: Metrics;

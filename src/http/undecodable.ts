@@ -24,7 +24,7 @@ import { reencodeGrpcMessage, setGrpcStatus } from "./grpc-status.js";
  * {@link answerUndecodableAsInvalid} re-labels exactly that error as `invalid_request`
  * (INVALID_ARGUMENT, HTTP 400 on Connect) with the service's ErrorInfo, BadRequest and request id,
  * on gRPC, gRPC-Web and Connect alike. Everything else passes through untouched, but for the
- * percent-encoding of gRPC's `grpc-message`, made the spec's (`grpc-status.ts`).
+ * percent-encoding of gRPC's `grpc-message`, made as the gRPC spec says (`grpc-status.ts`).
  */
 
 const UNDECODABLE = UNDECODABLE_PREFIX;

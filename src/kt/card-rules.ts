@@ -2,7 +2,7 @@ import type { Checked } from "./json.js";
 import type { CardStatement, KeyBinding, KeyRevocation } from "./statements.js";
 
 /**
- * The order of statements about one card (SPEC section 20), as pure functions the service (before it
+ * The order of statements about one card (docs/key-transparency.md), as pure functions the service (before it
  * accepts a statement), the sequencer (before it appends one) and a monitor (reading the log) all run.
  *
  * `version` counts every statement about the card, starts at 1, never restarts: each must be the last

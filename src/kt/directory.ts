@@ -18,8 +18,8 @@ import {
 } from "./statements.js";
 
 /**
- * The directory snapshot (`receipts.v1/directory`, SPEC section 20): the whole directory, appended by
- * the log on every change and at least every 24 h, valid until `notAfter` (at most 48 h after
+ * The directory snapshot (`receipts.v1/directory`, docs/key-transparency.md): the whole directory, appended
+ * by the log on every change and at least every 24 h, valid until `notAfter` (at most 48 h after
  * `issuedAt`). Verifiers use only a snapshot proven under the checkpoint and not expired, and take
  * from it which issuer owns a BIN, which signing keys are current, and which escrow keys are current.
  */

@@ -1,5 +1,5 @@
 /**
- * The key-transparency library (SPEC section 20; docs/key-transparency.md), for the service and the
+ * The key-transparency library (docs/key-transparency.md), for the service and the
  * client library alike. Node's native engine is not exported here: the server imports
  * `./node-engine.js` itself, so a browser bundle of this entry point never meets a `node:` module.
  */

@@ -3,7 +3,7 @@ import { defaultSha256, type Sha256 } from "./hash.js";
 import { signerHashOf } from "./signatures.js";
 
 /**
- * The log's leaf bytes (SPEC section 20). A verifier always rebuilds them from what it checked (the
+ * The log's leaf bytes (docs/key-transparency.md). A verifier always rebuilds them from what it checked (the
  * statement, the opening, the signing key, the card reference) and never takes them from the service:
  *
  * - `0x01 || signerHash || commitment`: a statement about a hashed-PAN card, or about no card;

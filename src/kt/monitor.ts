@@ -8,9 +8,9 @@ import { signerHashOf } from "./signatures.js";
 import { parseStatement } from "./statements.js";
 
 /**
- * The core of an issuer's monitor (SPEC section 20, "Monitors"), as a pure function: the previous
- * state, the new leaves, what the issuer's feed opened, what its own records say, and the checkpoints
- * seen at witnesses in; the next state and one alert per finding out. The command line around it
+ * The core of an issuer's monitor (docs/key-transparency.md, "The issuer's monitor"), as a pure function: the
+ * previous state, the new leaves, what the issuer's feed opened, what its own records say, and the
+ * checkpoints seen at witnesses in; the next state and one alert per finding out. The command line around it
  * downloads, verifies the leaves against a trusted checkpoint, keeps the state between runs, prints one
  * line per alert and exits non-zero when there is any.
  */

@@ -9,9 +9,9 @@ import {
 import { nobleEngine, type SignatureEngine } from "./signatures.js";
 
 /**
- * The merchant's trust policy (SPEC section 20, "Who verifies"): shipped with the client library or
- * configured by the merchant, never fetched from the service. A checkpoint is trusted when the log's
- * key signed it and a quorum of the policy's witnesses cosigned it recently enough.
+ * The merchant's trust policy (docs/key-transparency.md, "The merchant's verification"): shipped with the
+ * client library or configured by the merchant, never fetched from the service. A checkpoint is trusted when
+ * the log's key signed it and a quorum of the policy's witnesses cosigned it recently enough.
  */
 
 /** The default `maxCheckpointAge`: one hour. */

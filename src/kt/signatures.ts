@@ -5,7 +5,7 @@ import { bytesEqual, concat, toHex } from "./bytes.js";
 import { defaultSha256, type Sha256 } from "./hash.js";
 
 /**
- * Issuer signing keys and signatures, with one rule everywhere (SPEC section 20).
+ * Issuer signing keys and signatures, with one rule everywhere (docs/key-transparency.md).
  *
  * Keys are SubjectPublicKeyInfo DER, checked byte by byte here before any library sees them: an
  * Ed25519 key is exactly `302a300506032b6570032100 || A` with A canonical (y < p, no "negative zero")
@@ -185,7 +185,7 @@ export function verifySignature(
   return engine.p256(key, message, signature);
 }
 
-/** `signerHash` of section 20: the first 8 bytes of SHA-256 of the signing key's SPKI DER. */
+/** `signerHash`: the first 8 bytes of SHA-256 of the signing key's SPKI DER. */
 export function signerHashOf(spki: Uint8Array, sha256: Sha256 = defaultSha256): Uint8Array {
   return sha256(spki).slice(0, 8);
 }

@@ -2,12 +2,12 @@ import { fromBase64Strict, fromBase64urlStrict, fromUtf8, utf8 } from "./bytes.j
 import { type Checked, canonicalJson, type Json, type JsonObject, parseCanonicalObject } from "./json.js";
 
 /**
- * Signed statements (SPEC section 20): canonical JSON with exactly the members of their `type`.
+ * Signed statements (docs/key-transparency.md): canonical JSON with exactly the members of their `type`.
  * docs/key-transparency.md lists every type's members; this file is the one place that checks them.
  *
  * Card statements (signed by a current signing key of `issuer`): `receipts.v1/key-binding` (the
- * spec's members), `receipts.v1/key-revocation`. Issuer statement: `receipts.v1/escrow-key`. Tenant
- * statements (signed by the tenant's root): `receipts.v1/signing-key`,
+ * members docs/key-transparency.md lists), `receipts.v1/key-revocation`. Issuer statement:
+ * `receipts.v1/escrow-key`. Tenant statements (signed by the tenant's root): `receipts.v1/signing-key`,
  * `receipts.v1/signing-key-revocation`, `receipts.v1/require-bindings`, `receipts.v1/bin-claim`,
  * `receipts.v1/bin-release`, `receipts.v1/plaintext-intake`. The directory snapshot
  * (`receipts.v1/directory`) is in `directory.ts`: the log writes it, nobody signs it.
@@ -287,7 +287,7 @@ export function statementBytes(statement: Statement): Uint8Array {
 }
 
 /**
- * The statement as the service stores it: its canonical JSON without `cardRef` (SPEC section 20:
+ * The statement as the service stores it: its canonical JSON without `cardRef` (docs/key-transparency.md:
  * the card reference is never stored in the clear). {@link withCardRef} rebuilds the exact bytes.
  */
 export function withoutCardRef(statement: Uint8Array | string): string {

@@ -22,10 +22,10 @@ import { isCurrent, parseStatement, parseTime, type Statement } from "./statemen
 import type { KtBinding, KtLookupAnswer, KtProof } from "./wire.js";
 
 /**
- * The merchant's check of a lookup answer before it seals (SPEC section 20, "Who verifies"), as one
- * pure function: given the answer, what the merchant itself knows (the card reference it looked up,
- * the card's own BIN, the key it is about to seal to), the trust policy and the time, it says yes or
- * why not. Nothing the service says about itself is taken on trust: the leaf is rebuilt, the
+ * The merchant's check of a lookup answer before it seals (docs/key-transparency.md, "The merchant's
+ * verification"), as one pure function: given the answer, what the merchant itself knows (the card reference
+ * it looked up, the card's own BIN, the key it is about to seal to), the trust policy and the time, it says
+ * yes or why not. Nothing the service says about itself is taken on trust: the leaf is rebuilt, the
  * snapshot is proven under the witnessed checkpoint, the BIN owner comes from the snapshot and the
  * card's own digits, never from the statement.
  */

@@ -1,5 +1,5 @@
 /**
- * The JSON shapes of the key-transparency parts of answers (SPEC section 20), as the server writes
+ * The JSON shapes of the key-transparency parts of answers (docs/key-transparency.md), as the server writes
  * them and the client library reads them; docs/key-transparency.md describes each member. Bytes are
  * standard padded base64 unless said otherwise; sizes and indexes are JSON numbers.
  */

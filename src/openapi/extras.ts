@@ -5,7 +5,7 @@ import type { ErrorCode } from "../errors.js";
 
 /**
  * The HTTP facts of an operation that a `google.api.http` rule cannot express: request headers it
- * reads (spec sections 7 and 10) and error codes only it can return. Everything else in the OpenAPI
+ * reads and error codes only it can return. Everything else in the OpenAPI
  * document comes from the descriptors; this table is the one hand-written part, keyed by RPC so a
  * renamed method fails the OpenAPI tests instead of silently losing its headers.
  */
@@ -44,7 +44,10 @@ export const IDEMPOTENCY_KEY: HeaderParameter = {
   schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x20-\\x7E]+$" },
 };
 
-/** `X-Receipt-Signature` (section 10): the merchant's Ed25519 signature over the receipt fields. */
+/**
+ * `X-Receipt-Signature` (README, "Merchant signatures"): the merchant's Ed25519 signature over the receipt
+ * fields.
+ */
 export const RECEIPT_SIGNATURE: HeaderParameter = {
   id: "ReceiptSignature",
   name: "X-Receipt-Signature",
@@ -57,7 +60,9 @@ export const RECEIPT_SIGNATURE: HeaderParameter = {
   schema: { type: "string", format: "byte", contentEncoding: "base64" },
 };
 
-/** `X-Request-Id`, accepted on every request and echoed on every response (section 3). */
+/**
+ * `X-Request-Id`, accepted on every request and echoed on every response (README, "Responses and errors").
+ */
 export const REQUEST_ID: HeaderParameter = {
   id: "RequestId",
   name: "X-Request-Id",

@@ -4,7 +4,7 @@ import type { JsonSchema, SchemaBuilder } from "./schema.js";
 
 /**
  * The parts of the OpenAPI document that describe the REST envelope rather than a proto message
- * (spec sections 3, 4 and 9): the success and error envelopes, the response headers, one error
+ * (README, "Responses and errors"): the success and error envelopes, the response headers, one error
  * response per HTTP status listing its registry codes, and the operational paths.
  */
 
@@ -14,7 +14,7 @@ export const JSON_MEDIA = "application/json";
 /** Where header components live in the document. */
 const HEADER_PREFIX = "#/components/headers/";
 
-/** Response headers of spec sections 3 and 9, as `components.headers`. */
+/** Response headers (README, "Responses and errors"), as `components.headers`. */
 export const RESPONSE_HEADERS: Readonly<Record<string, JsonObject>> = {
   "X-Request-Id": {
     description: "The request id: the caller's X-Request-Id when it was a sane token, otherwise a new one.",
@@ -58,7 +58,10 @@ export interface ErrorSchemaRefs {
   code: string;
 }
 
-/** Adds `ErrorCode`, `Error` and `ErrorEnvelope` (section 3) to the schemas; the code enum is the registry. */
+/**
+ * Adds `ErrorCode`, `Error` and `ErrorEnvelope` (README, "Responses and errors") to the schemas; the code
+ * enum is the registry.
+ */
 export function reserveErrorSchemas(schemas: SchemaBuilder): ErrorSchemaRefs {
   const codes = Object.keys(ERRORS) as ErrorCode[];
   const code = schemas.reserve("ErrorCode", {
@@ -184,7 +187,7 @@ export const OPERATIONS_TAG = "Operations";
 /** The path this document is served at. */
 export const OPENAPI_PATH = "/openapi.json";
 
-/** `/healthz`, `/readyz`, `/metrics` and the document itself: no API key, no rate limit (section 9). */
+/** `/healthz`, `/readyz`, `/metrics` and the document itself: no API key, no rate limit. */
 export function operationalPaths(refs: ErrorSchemaRefs): Record<string, JsonObject> {
   const ok = (description: string, media: string, schema: JsonSchema, example: JsonValue): JsonObject => ({
     description,

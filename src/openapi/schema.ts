@@ -10,7 +10,7 @@ import { isRequiredField, leadingComment } from "./comments.js";
 
 /**
  * JSON Schemas (OpenAPI 3.1 dialect) for protobuf messages as the REST surface renders them: the
- * proto3 JSON mapping with lowerCamelCase names, 64-bit integers as JSON integers (spec section 3),
+ * proto3 JSON mapping with lowerCamelCase names, 64-bit integers as JSON integers,
  * bytes as base64 strings, well-known types in their JSON form (Timestamp: RFC 3339 string).
  *
  * A message has two JSON shapes. As a response, every field with implicit presence (proto3 scalars,
@@ -38,7 +38,7 @@ export type JsonSchema = JsonObject;
 /** Where component schemas live in the document. */
 export const SCHEMA_PREFIX = "#/components/schemas/";
 
-/** The largest integer JSON parsers round-trip exactly; 64-bit values are limited to it (section 6). */
+/** The largest integer JSON parsers round-trip exactly; 64-bit values are limited to it. */
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
 /** JSON forms of the well-known types that do not render as plain objects. */

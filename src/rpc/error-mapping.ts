@@ -126,11 +126,11 @@ export function toConnectError(err: unknown, requestId: string): ConnectError {
   return new ConnectError(app?.message ?? INTERNAL_MESSAGE, ERRORS[code].grpc, headers, details, err);
 }
 
-/** The members of the REST envelope's `error` that section 3 of the spec defines. */
+/** The members of the REST envelope's `error` that README, "Responses and errors", documents. */
 const ENVELOPE_MEMBERS = new Set(["code", "message", "details", "timestamp", "request_id"]);
 
 /**
- * The `error` of the REST envelope: the members of section 3, `doc_url`, and the error's other
+ * The `error` of the REST envelope: the members, `doc_url`, and the error's other
  * ErrorInfo metadata (`decline_code`, `payment_id`, ...), all strings.
  */
 export interface RestErrorBody {
@@ -143,7 +143,7 @@ export interface RestErrorBody {
   [metadata: string]: string;
 }
 
-/** The REST error envelope of section 3 of the spec, with the HTTP status and headers to send. */
+/** The REST error envelope (README, "Responses and errors"), with the HTTP status and headers to send. */
 export interface RestError {
   status: number;
   body: { success: false; error: RestErrorBody };

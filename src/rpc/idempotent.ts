@@ -5,12 +5,13 @@ import type { DomainDeps } from "../domain/deps.js";
 import { withIdempotency } from "../domain/idempotency.js";
 import { principalOf } from "./convert.js";
 
-/** The request header (gRPC metadata) that makes a create idempotent (section 7). */
+/** The request header (gRPC metadata) that makes a create idempotent. */
 export const IDEMPOTENCY_HEADER = "idempotency-key";
 
 /**
  * The response header (gRPC and Connect: response metadata) of a replayed answer: `true` when the
- * response is the stored one of an earlier call with the same `Idempotency-Key` (section 3).
+ * response is the stored one of an earlier call with the same `Idempotency-Key` (README, "Responses and
+ * errors").
  */
 export const REPLAYED_HEADER = "idempotent-replayed";
 

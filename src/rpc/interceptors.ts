@@ -108,7 +108,7 @@ export function accessInterceptor(options: AccessOptions): Interceptor {
 /**
  * Counts a request that failed before reaching an RPC (unknown path, unreadable or oversized body)
  * against its caller's limit, and returns the rate-limit headers for its response. Such requests cost
- * the server too, and the spec wants the headers on every response.
+ * the server too, and every response carries the headers.
  */
 export function requestMeter(options: AccessOptions) {
   return async (apiKey: string | undefined, remoteAddress: string): Promise<Record<string, string>> => {

@@ -14,7 +14,7 @@ import { is64BitInteger } from "../proto-scalars.js";
  * REST JSON through protobuf-es alone: what the REST surface reads and writes with the fast paths off
  * (src/fast), and the reference the compiled readers and writers are tested against.
  *
- * Output (spec section 3): lowerCamelCase names, implicit defaults included (`isEscrowed: false`,
+ * Output: lowerCamelCase names, implicit defaults included (`isEscrowed: false`,
  * `releasedReceipts: 0`), unset optional fields absent, 64-bit integers as JSON numbers, bytes as
  * standard base64, timestamps as RFC 3339 UTC: `toJson` with `alwaysEmitImplicit`, its 64-bit strings
  * then made numbers. A 64-bit value beyond JavaScript's safe range stays a string rather than be

@@ -20,7 +20,7 @@ export { is64BitInteger };
  *
  * Input is checked field by field before `fromJson` sees it, so one response names every problem
  * (`items[2].unitPrice: must be an integer`) instead of the first one `fromJson` trips over, and so the
- * REST rules of the spec (section 3) hold: unknown fields are rejected by name, 64-bit integers
+ * REST rules hold: unknown fields are rejected by name, 64-bit integers
  * (money) are JSON integers and never strings. Output renders every field, implicit defaults
  * included, with 64-bit integers as JSON numbers.
  */

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 
 /**
- * The one rule for request ids (spec section 3), used by every surface: the caller's `X-Request-Id`
+ * The one rule for request ids, used by every surface: the caller's `X-Request-Id`
  * (gRPC metadata `x-request-id`) when it is a sane token (letters, digits, `._:-`, 1 to 128
  * characters), otherwise a new UUID.
  */

@@ -8,7 +8,7 @@ import { WebhooksService } from "../../gen/receipts/v1/webhooks_pb.js";
 import type { Role } from "../store/types.js";
 
 /**
- * Which API key roles may call each RPC (section 1). A method not listed here is `public` (no key:
+ * Which API key roles may call each RPC. A method not listed here is `public` (no key:
  * health checks); a new RPC must be added here or it is not reachable with a key at all, which fails
  * safe. `test/unit/roles.test.ts` holds every method's roles written out by hand, and checks them.
  */

@@ -1,5 +1,5 @@
 /**
- * BIN prefixes (section 17): an issuer tenant owns 6- or 8-digit prefixes of its card numbers, and a
+ * BIN prefixes: an issuer tenant owns 6- or 8-digit prefixes of its card numbers, and a
  * merchant may send a card's `cardBin` (its first 6 or 8 digits). One owner per card: a 6-digit prefix
  * covers every 8-digit prefix under it, so the two may not belong to different tenants.
  */

@@ -1,7 +1,7 @@
 import type { Role } from "./types.js";
 
 /**
- * The repository interfaces of events (SPEC section 22) and of leases, beside `types.ts` (which holds
+ * The repository interfaces of events (docs/events.md) and of leases, beside `types.ts` (which holds
  * the rest of the contract): the outbox that other store operations write in the same atomic step as
  * their change, the feed it becomes, webhook endpoints, their deliveries, and the lease that lets
  * exactly one instance at a time sequence and deliver.
@@ -14,7 +14,7 @@ import type { Role } from "./types.js";
  * the same lease and the same rule on its own documents.
  */
 
-/** An event type of section 22; `EVENT_TYPES` (src/events/types.ts) describes each. */
+/** An event type; `EVENT_TYPES` (src/events/types.ts) describes each. */
 export type EventType =
   | "receipt.created"
   | "escrow.pending"

@@ -20,7 +20,7 @@ export function advanceSequence(
   return { ok: true, value: { version: next.value, active: null, retired: [] } };
 }
 
-/** The sequence names of section 20's three kinds of sequence. */
+/** The sequence names of the key log's three kinds of sequence. */
 export const sequenceName = {
   card: (cardKey: string) => `card:${cardKey}`,
   escrow: (tenantId: string) => `escrow:${tenantId}`,

@@ -5,7 +5,7 @@ import type { StatementType } from "../kt/statements.js";
 import type { Tile, TileReader } from "../kt/tiles.js";
 
 /**
- * The repository of the key-transparency log (SPEC section 20; docs/key-transparency.md, "The log
+ * The repository of the key-transparency log (docs/key-transparency.md, "The log
  * inside the service"): statements waiting to be logged, the tree as tiles, the leaves' records,
  * checkpoints with their cosignatures, what each witness last cosigned, the directory snapshots'
  * bodies and the auditors allowed to read leaf data.
@@ -299,7 +299,7 @@ export interface KtLogStore extends TileReader {
   /** A tenant's statement leaves with index above `afterIndex`, in order, at most `limit` (the issuer's feed). */
   leavesOfTenant(tenantId: string, afterIndex: number, limit: number): Promise<KtLeafRecord[]>;
   /**
-   * Erasure of a card (section 19): removes from every leaf record of the card its statement,
+   * Erasure of a card: removes from every leaf record of the card its statement,
    * signature, opening, sequence and keyed card reference (the leaves stay in the tree), and the
    * card's sequence states. Returns how many leaf records it changed.
    */

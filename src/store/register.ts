@@ -9,11 +9,13 @@ export interface RegisterInput {
   newUserId: string;
   key: KeyRecord;
   now: Date;
-  /** The statements of the key log that the registration records, written with it (section 20). */
+  /**
+   * The statements of the key log that the registration records, written with it (docs/key-transparency.md).
+   */
   kt?: readonly KtPendingInput[];
   /** The caller owns the card's BIN: a registration of the card by another tenant is superseded. */
   ownsBin?: boolean;
-  /** The events of the outcome, written with it (section 22's outbox). */
+  /** The events of the outcome, written with it (the outbox). */
   events?: (outcome: RegisterOutcome) => EventRecord[];
 }
 

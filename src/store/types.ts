@@ -25,7 +25,7 @@ import type { LeaseStore } from "./lease-types.js";
 export type Environment = "live" | "test" | "dev";
 /** Who an API key belongs to. */
 export type Role = "issuer" | "merchant";
-/** Rate-limit tier of an API key (section 9). */
+/** Rate-limit tier of an API key. */
 export type Tier = "sandbox" | "standard" | "enterprise";
 
 /** An API key as stored: only the SHA-256 hash of the key itself. */
@@ -58,7 +58,7 @@ export interface ApiKeyStore {
   revoke(id: string, at: Date): Promise<boolean>;
 }
 
-/** Fixed-window counters shared by every instance (section 9). */
+/** Fixed-window counters shared by every instance. */
 export interface RateLimitStore {
   /**
    * Adds one to the counter `key` for the window that started at `windowStart` and returns the new
@@ -84,7 +84,7 @@ export interface UserRecord {
   createdAt: Date;
   updatedAt: Date;
   /**
-   * Set when the owner of the card's BIN registered the card inside its BIN (section 17): the user
+   * Set when the owner of the card's BIN registered the card inside its BIN: the user
    * keeps its keys, grants and receipts, but no longer holds the card; its `panHash` is then
    * {@link SUPERSEDED_PAN_PREFIX} + its userId, so that no card routes to it.
    */
@@ -98,7 +98,7 @@ export const SUPERSEDED_PAN_PREFIX = "superseded:";
 
 export type KeyStatus = "pending" | "active" | "rotated";
 
-/** The two key suites of section 15; every user key and key bundle names one. */
+/** The two key suites; every user key and key bundle names one. */
 export type { KeyAlgorithm };
 
 /** A cardholder public key. `pending` keys were made by generate-keys and not registered yet. */
@@ -134,7 +134,7 @@ export type RegisterOutcome =
   | { kind: "key_taken" }
   /** The keyId exists (pending, active or rotated) with another public key: nothing changed. */
   | { kind: "key_mismatch" }
-  /** A statement of `kt` does not follow its sequence (section 20): nothing was written. */
+  /** A statement of `kt` does not follow its sequence (docs/key-transparency.md): nothing was written. */
   | KtIntakeRefusal;
 
 export interface UserStore {
@@ -164,13 +164,13 @@ export interface UserStore {
     now: Date;
     kt?: readonly KtPendingInput[];
     ownsBin?: boolean;
-    /** The events of the outcome (section 22), written in the same atomic step as the registration. */
+    /** The events of the outcome (docs/events.md), written in the same atomic step as the registration. */
     events?: (outcome: RegisterOutcome) => EventRecord[];
   }): Promise<RegisterOutcome>;
   /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
   listKeys(userId: string): Promise<KeyRecord[]>;
   /**
-   * Erases a user and its keys (section 19): `undefined` when no such user exists. The domain records
+   * Erases a user and its keys: `undefined` when no such user exists. The domain records
    * the erasure first ({@link ErasureStore}) and deletes grants and receipts after, so that a retry
    * after a failure at any step finds what is left and finishes.
    */
@@ -180,7 +180,7 @@ export interface UserStore {
   ): Promise<{ user: UserRecord; deletedKeys: number } | undefined>;
 }
 
-/** An erasure that began and has not finished (section 19): what a retry needs to finish it. */
+/** An erasure that began and has not finished: what a retry needs to finish it. */
 export interface ErasureRecord {
   userId: string;
   /** The issuer tenant that owns the user, the only one that may finish the erasure. */
@@ -208,8 +208,8 @@ export interface StoredKeyBundle {
   /** HPKE only: base64 of the 65-byte encapsulated key. */
   encapsulatedKey?: string;
   /**
-   * RSA only, set only when true: the wrap's OAEP label is the receipt's AAD (section 5 of the README's
-   * format). Absent on every RSA bundle stored before it existed. HPKE bundles are always bound.
+   * RSA only, set only when true: the wrap's OAEP label is the receipt's AAD (README, "The sealed
+   * receipt"). Absent on every RSA bundle stored before it existed. HPKE bundles are always bound.
    */
   aadBound?: true;
 }
@@ -239,7 +239,7 @@ export interface ReceiptRecord {
   /** Set while escrowed: a service escrow key (`esc_...`) or an issuer escrow key (`iek_...`). */
   escrowKeyId?: string;
   /**
-   * Set while escrowed for an issuer tenant (the owner of the card's BIN, section 17): only that
+   * Set while escrowed for an issuer tenant (the owner of the card's BIN): only that
    * tenant's registration or release may take it. Unset: released to the card's first registration.
    */
   escrowOwnerTenantId?: string;
@@ -326,7 +326,7 @@ export const DELETE_PAGE_MAX = 1_000;
 
 export interface ReceiptStore {
   /**
-   * False when `(merchantId, receiptId)` exists. `events` (section 22) are written in the same atomic
+   * False when `(merchantId, receiptId)` exists. `events` (docs/events.md) are written in the same atomic
    * step as the receipt, only when it is stored.
    */
   insert(receipt: ReceiptRecord, events?: readonly EventRecord[]): Promise<boolean>;
@@ -366,7 +366,7 @@ export interface ReceiptStore {
   markHeld(panHash: string, id: string): Promise<void>;
   /**
    * Deletes the receipt `(merchantId, receiptId)` if a tenant other than `ownerTenantId` made it (a
-   * previous owner of the merchantId, section 18), so that the owner can use the receiptId; returns
+   * previous owner of the merchantId), so that the owner can use the receiptId; returns
    * whether it did. A payment that carried it keeps its record without a receipt, as after erasure.
    */
   deleteByPreviousOwner(merchantId: string, receiptId: string, ownerTenantId: string): Promise<boolean>;
@@ -500,7 +500,7 @@ export interface PaymentStore {
   findById(paymentId: string): Promise<PaymentRecord | undefined>;
   /**
    * Deletes the payment `(merchantId, transactionId)` and its receipt if a tenant other than
-   * `ownerTenantId` made it (a previous owner of the merchantId, section 18), so that the owner can
+   * `ownerTenantId` made it (a previous owner of the merchantId), so that the owner can
    * use the transactionId; returns whether it did.
    */
   deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean>;
@@ -682,7 +682,7 @@ export function auditSeqOf(cursor: string): number {
   return Number(seq);
 }
 
-/** An issuer tenant's escrow public key (section 17); the service never holds its private half. */
+/** An issuer tenant's escrow public key; the service never holds its private half. */
 export interface IssuerEscrowKeyRecord {
   /** `iek_<random>`. */
   escrowKeyId: string;
@@ -697,9 +697,9 @@ export interface IssuerEscrowKeyRecord {
 
 export interface IssuerEscrowKeyStore {
   /**
-   * Stores the key; `kt` (section 20: its `escrow-key` statement, or a directory change) is written in
-   * the same atomic step after its sequence is checked: `log_refused`, with nothing written, when a
-   * statement does not follow; else undefined.
+   * Stores the key; `kt` (docs/key-transparency.md: its `escrow-key` statement, or a directory change) is
+   * written in the same atomic step after its sequence is checked: `log_refused`, with nothing written, when
+   * a statement does not follow; else undefined.
    */
   insert(key: IssuerEscrowKeyRecord, kt?: readonly KtPendingInput[]): Promise<KtIntakeRefusal | undefined>;
   /** The tenant's newest key that is not revoked (the current one), if any. */
@@ -718,12 +718,12 @@ export type SetBinsOutcome =
   /** `bin` (or a prefix overlapping it) belongs to another tenant: nothing changed. */
   | { kind: "conflict"; bin: string };
 
-/** BIN prefixes (6 or 8 digits) owned by issuer tenants (section 17); a prefix has one owner. */
+/** BIN prefixes (6 or 8 digits) owned by issuer tenants; a prefix has one owner. */
 export interface BinStore {
   /**
    * Makes `bins` the tenant's whole list, atomically: refused (nothing changed) when one of them, or
    * a 6-digit prefix of an 8-digit one, or an 8-digit one under a 6-digit one, belongs to another tenant.
-   * `kt` (section 20: a directory change, or BIN claim statements) is written in the same step.
+   * `kt` (docs/key-transparency.md: a directory change, or BIN claim statements) is written in the same step.
    */
   set(
     tenantId: string,
@@ -737,7 +737,7 @@ export interface BinStore {
   ownerOf(cardBin: string): Promise<string | undefined>;
   /**
    * Whether some 8-digit prefix under the 6-digit `bin` belongs to a tenant: a card given by those 6
-   * digits alone may then be in one of them, so its owner is unknown (section 17).
+   * digits alone may then be in one of them, so its owner is unknown.
    */
   hasOwnedPrefixUnder(bin: string): Promise<boolean>;
 }
@@ -745,7 +745,7 @@ export interface BinStore {
 /** How a merchantId came to belong to its tenant. */
 export type MerchantClaimSource = "first_use" | "operator";
 
-/** A merchantId and the merchant tenant it belongs to (section 18). */
+/** A merchantId and the merchant tenant it belongs to. */
 export interface MerchantOwnerRecord {
   merchantId: string;
   tenantId: string;
@@ -787,7 +787,10 @@ export interface PreviousMerchantKey {
   revokedAt?: Date;
 }
 
-/** The Ed25519 key that signs a merchantId's receipts (section 10): one current key per merchantId. */
+/**
+ * The Ed25519 key that signs a merchantId's receipts (README, "Merchant signatures"): one current key per
+ * merchantId.
+ */
 export interface MerchantKeyRecord {
   /** `mk_<random>`; sealed receipts name the key that verified their signature. */
   merchantKeyId: string;
@@ -801,7 +804,8 @@ export interface MerchantKeyRecord {
   registeredAt: Date;
   /**
    * The merchant declared, with this key, that every receipt of the merchantId is signed while this
-   * key is current: a cardholder's app then treats an unsigned one as invalid (section 10).
+   * key is current: a cardholder's app then treats an unsigned one as invalid (README, "Merchant
+   * signatures").
    */
   allReceiptsSigned?: boolean;
   /** Set once the tenant revoked it: receipts are then refused until a new key is registered. */
@@ -861,11 +865,11 @@ export interface Store {
   readonly bins: BinStore;
   readonly merchants: MerchantOwnerStore;
   readonly erasures: ErasureStore;
-  /** The event outbox and feed (section 22). */
+  /** The event outbox and feed (docs/events.md). */
   readonly events: EventStore;
   readonly webhookEndpoints: WebhookEndpointStore;
   readonly deliveries: DeliveryStore;
-  /** The key-transparency log (section 20; `kt-types.ts`). */
+  /** The key-transparency log (docs/key-transparency.md: `kt-types.ts`). */
   readonly ktLog: KtLogStore;
   /** Leases of background jobs (the key log's sequencer, event delivery), one holder at a time. */
   readonly leases: LeaseStore;

@@ -5,8 +5,8 @@ import { EXIT, runCli } from "../../src/cli/main.js";
 import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
- * The operator commands of the command line against a running server's operator API (section 18,
- * `--url` with ADMIN_TOKEN in the environment): what the README promises a newcomer, giving a running
+ * The operator commands of the command line against a running server's operator API
+ * (`--url` with ADMIN_TOKEN in the environment): what the README promises a newcomer, giving a running
  * embedded-store server a second issuer and a second merchant.
  */
 

@@ -7,7 +7,7 @@ import { FAST_EVENTS, type Receiver, startReceiver, until } from "../events/supp
 import { startService, type TestService } from "../support/harness.js";
 
 /**
- * `receipts webhooks ...` against a running server with a tenant's own API key (section 22: "the
+ * `receipts webhooks ...` against a running server with a tenant's own API key (docs/events.md: "the
  * command line does the same"): create (the secret printed once), list (never a secret), rotate,
  * the delivery log, replay, the feed and delete, each read back from what the service did.
  */

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { bareError, clientOf, receiptInput, scriptedServer, serviceError } from "./support.js";
 
 /**
- * SPEC sections 7 and 13: creates carry an Idempotency-Key that stays the same across the retries of
+ * Creates carry an Idempotency-Key that stays the same across the retries of
  * one logical call (so a retry never pays twice) and differs between calls; every request carries
  * the API key.
  */

@@ -7,9 +7,9 @@ import { createReceiptsClient as createInNode } from "../../src/client/node.js";
 import { rejectionOf } from "./support.js";
 
 /**
- * SPEC section 13's retry rules against an intermediary (a proxy, a load balancer) that answers with
- * a bare HTTP status and its own body, over a real socket: Connect maps a bare 400 to Internal and a
- * 409 to Unknown, so only the status tells the client not to retry.
+ * The retry rules (README, "TypeScript client") against an intermediary (a proxy, a load balancer) that
+ * answers with a bare HTTP status and its own body, over a real socket: Connect maps a bare 400 to Internal
+ * and a 409 to Unknown, so only the status tells the client not to retry.
  */
 
 /** One scripted answer: status, body, content type and extra headers. */

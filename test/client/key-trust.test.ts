@@ -20,10 +20,10 @@ import {
 } from "./kt-fixture.js";
 
 /**
- * The merchant's verification in the client library (SPEC section 20, "Who verifies"): an honest
- * answer from the fixture's log seals and opens; each lie of issue 32's list is refused with the
- * check meant to catch it, before anything is sealed; the snapshot is fetched by its hash, checked,
- * and cached.
+ * The merchant's verification in the client library (docs/key-transparency.md, "The merchant's
+ * verification"): an honest answer from the fixture's log seals and opens; each lie of issue 32's list is
+ * refused with the check meant to catch it, before anything is sealed; the snapshot is fetched by its hash,
+ * checked, and cached.
  */
 
 const CARD: CardIdentity = { hashedPan: HASHED_PAN, bin: CARD_BIN };

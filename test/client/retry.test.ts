@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { createReceiptsClient, ReceiptsApiError } from "../../src/client/index.js";
 import { bareError, clientOf, rejectionOf, scriptedServer, serviceError } from "./support.js";
 
-/** SPEC section 13: which failures are retried, how often, and how long the client waits in between. */
+/** The retry rules: which failures are retried, how often, and how long the client waits in between. */
 
 const retryable: [string, () => ConnectError][] = [
   ["429 rate_limit_exceeded", () => serviceError("rate_limit_exceeded", Code.ResourceExhausted)],
@@ -142,7 +142,7 @@ describe("retries", () => {
     expect(quick.delays).toEqual([10, 20]);
   });
 
-  it("refuses more than 3 attempts, as the spec caps them", () => {
+  it("refuses more than 3 attempts, as the retry rules cap them", () => {
     const base = { baseUrl: "http://localhost:8080", apiKey: "rk_dev_x" };
     expect(() => createReceiptsClient({ ...base, retry: { maxAttempts: 4 } })).toThrow(RangeError);
     expect(() => createReceiptsClient({ ...base, retry: { maxAttempts: 0 } })).toThrow(RangeError);

@@ -12,9 +12,9 @@ import {
 import { signingTextOf } from "../../src/receipt-fields.js";
 
 /**
- * The cardholder's check of a merchant signature (SPEC section 10, issue 31 item 9), with WebCrypto
- * only, from the side of someone who forges, replays or strips signatures: a receipt is `valid` only
- * when a key the merchant lists, unrevoked when the receipt was stored, signed exactly this content;
+ * The cardholder's check of a merchant signature (README, "Merchant signatures"; issue 31 item 9), with
+ * WebCrypto only, from the side of someone who forges, replays or strips signatures: a receipt is `valid`
+ * only when a key the merchant lists, unrevoked when the receipt was stored, signed exactly this content;
  * an unsigned one is `invalid` when the merchant declared every receipt of that time signed.
  */
 

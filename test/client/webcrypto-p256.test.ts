@@ -19,7 +19,7 @@ import { openBase } from "../crypto/support/rfc9180.js";
 import { rejectionOf } from "./support.js";
 
 /**
- * SPEC sections 13 and 15: the client opens and seals both suites with WebCrypto only, interoperating
+ * The client opens and seals both suites with WebCrypto only, interoperating
  * with the service's worker pool (node:crypto + @hpke/core) both ways; device keys that cannot be
  * exported work; a key ring opens a rotated user's old and new receipts.
  */

@@ -24,7 +24,7 @@ import { encryptedReceiptOf } from "../../src/rpc/convert.js";
 import { rejectionOf } from "./support.js";
 
 /**
- * SPEC sections 5 and 13: the client's WebCrypto envelope and the service's Node one are the same
+ * The client's WebCrypto envelope and the service's Node one are the same
  * format, both ways, down to the plaintext bytes.
  */
 

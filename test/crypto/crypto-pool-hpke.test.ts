@@ -17,7 +17,7 @@ import { HPKE_P256, RSA_OAEP_256 } from "../../src/crypto/suites.js";
 import { escrowKeyOf as domainEscrowKeyOf } from "../../src/domain/escrow.js";
 import { AppError } from "../../src/errors.js";
 
-/** SPEC sections 15 and 17 in the worker pool: P-256 keys with HPKE beside RSA, and escrow key versions. */
+/** The worker pool: P-256 keys with HPKE beside RSA, and escrow key versions. */
 
 const aadText = "1.0\nr-1\nm-1\nt-1";
 const aad = Buffer.from(aadText, "utf8");

@@ -80,7 +80,7 @@ describe("receiptAad", () => {
 });
 
 describe("sealReceipt / openSealedReceipt", () => {
-  it("round-trips and has the sizes of SPEC section 5", () => {
+  it("round-trips and has the sizes", () => {
     const sealed = sealReceipt(plaintext, aad, alice.publicKey);
     expect(sealed.encryptedAesKey).toHaveLength(256);
     expect(sealed.iv).toHaveLength(IV_BYTES);

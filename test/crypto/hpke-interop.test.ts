@@ -18,7 +18,7 @@ import {
 } from "./support/rfc9180.js";
 
 /**
- * SPEC section 15: interop of the HPKE key wrap. (a) @hpke/core reproduces RFC 9180's published test
+ * Interop of the HPKE key wrap. (a) @hpke/core reproduces RFC 9180's published test
  * vector for DHKEM(P-256, HKDF-SHA256) + HKDF-SHA256 (appendix A.3.1, whose AEAD is AES-128-GCM: the
  * RFC publishes no P-256 vector with AES-256-GCM); so does the independent test implementation, down
  * to the key schedule. (b) With the service's AEAD, AES-256-GCM, the service's wrap (@hpke/core) and

@@ -18,7 +18,7 @@ import {
 } from "../../src/crypto/suites.js";
 import { AppError } from "../../src/errors.js";
 
-/** SPEC section 15: RSA and P-256 keys, each inferred as its suite; everything else refused clearly. */
+/** RSA and P-256 keys, each inferred as its suite; everything else refused clearly. */
 
 const der = (key: KeyObject, type: "spki" | "pkcs8") =>
   key.export({ type, format: "der" } as never).toString("base64");
@@ -50,7 +50,7 @@ function expectRefused(fn: () => unknown, input: string, field: string, descript
 }
 
 describe("suite names", () => {
-  it("are the two of section 15, spelled exactly", () => {
+  it("are the two, spelled exactly", () => {
     expect(KEY_ALGORITHMS).toEqual(["RSA-OAEP-256", "HPKE-P256-SHA256-A256GCM"]);
     for (const name of KEY_ALGORITHMS) expect(isKeyAlgorithm(name)).toBe(true);
     for (const name of ["rsa-oaep-256", "HPKE", "", undefined, 1, "RSA-OAEP"]) {

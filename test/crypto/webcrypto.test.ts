@@ -3,7 +3,7 @@ import { receiptAad, sealReceipt } from "../../src/crypto/envelope.js";
 import { generateRsaKeyPair, parsePublicKey } from "../../src/crypto/keys.js";
 
 /**
- * SPEC section 5: anyone holding the private key can open an envelope with standard WebCrypto. This
+ * Anyone holding the private key can open an envelope with standard WebCrypto. This
  * decrypts with `crypto.subtle` only, so it also proves that Node's RSA-OAEP uses SHA-256 for MGF1
  * (WebCrypto's RSA-OAEP with hash SHA-256 always does) and that the tag/AAD layout is the standard one.
  */

@@ -94,8 +94,9 @@ describe("the README's curl walk-through", () => {
   });
 
   it("leaves the walk-through's merchantIds unsigned in any signing-key example", () => {
-    // Registering a signing key makes signatures mandatory for that merchantId (SPEC section 10), so
-    // an example that registers one must not use a merchantId the unsigned walk-through uses.
+    // Registering a signing key makes signatures mandatory for that merchantId (README, "Merchant
+    // signatures"), so an example that registers one must not use a merchantId the unsigned walk-through
+    // uses.
     const blocks = [...README.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1] ?? "");
     const signing = blocks.filter((block) => block.includes("/receipts/signing-keys")).join("\n");
     const registered = [...signing.matchAll(/merchantId\\?":\\?"([^"\\]+)/g)].map((m) => m[1]);

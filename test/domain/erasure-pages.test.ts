@@ -10,7 +10,7 @@ const caller = { requestId: "r", sourceIp: "203.0.113.7" };
 const issuer = principal("issuer", "bank-a");
 
 /**
- * Erasure in bounded pages (SPEC section 23): the user and its keys go at once, its receipts a page
+ * Erasure in bounded pages (docs/scaling.md): the user and its keys go at once, its receipts a page
  * at a time, a bounded number of pages a call; each call says how many are left, the next goes on,
  * and once none are left a further call is `not_found`.
  */

@@ -16,7 +16,7 @@ import { hashPan } from "../support/harness.js";
 
 /**
  * A refund or void must name an original receipt of the same merchant that the service stores
- * (section 21; `originals.ts` says what "exists" means). Refused requests write nothing.
+ * (`originals.ts` says what "exists" means). Refused requests write nothing.
  */
 
 const merchant = principal("merchant", "shop-1");

@@ -22,7 +22,7 @@ import {
 import { hashPan } from "../support/harness.js";
 
 /**
- * Payments a merchant reads and refunds (section 21), at the domain level: partial refunds up to the
+ * Payments a merchant reads and refunds, at the domain level: partial refunds up to the
  * amount charged, a refund receipt in the clear or sealed by the merchant, refusals that write
  * nothing, declined payments, tenants kept apart, and refund totals that hold under concurrent
  * refunds on both stores.

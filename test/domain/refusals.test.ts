@@ -610,8 +610,8 @@ describe.each([
   });
 
   // A declined card is an answer of the card's issuer, not a refusal of the call: the merchant can read
-  // the declined payment (section 21), and nothing else is written: no receipt, no claim of the
-  // merchantId, nothing charged; and its payment.declined event (section 22), for the merchant.
+  // the declined payment, and nothing else is written: no receipt, no claim of the
+  // merchantId, nothing charged; and its payment.declined event (docs/events.md), for the merchant.
   it("create: declined, first use of a merchantId, keeps only the declined payment and its event", async () => {
     const receipt = plainReceipt(PAN_X, { merchantId: "m-fresh-3", cardNonce: "cnon:card-nonce-declined" });
     const before = withoutPayments(w.db.dumpWithoutEvents());

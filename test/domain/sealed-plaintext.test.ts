@@ -66,7 +66,7 @@ const full = create(ReceiptSchema, {
 
 /**
  * Receipt fields a request never sets: the service's own answers (`keyId`, `decryptedAt`) and its
- * sealed additions (`merchantSignature`, `merchantKeyId`, section 10), and `sealedReceipt`, which
+ * sealed additions (`merchantSignature`, `merchantKeyId`), and `sealedReceipt`, which
  * stands instead of the plaintext fields.
  */
 const NOT_FROM_INPUT = ["keyId", "decryptedAt", "merchantSignature", "merchantKeyId", "sealedReceipt"];

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { grantAccess } from "../../src/domain/grants.js";
+import { grantAccess, validGrant } from "../../src/domain/grants.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { encryptReceipt } from "../../src/domain/receipts.js";
 import { recipientOf } from "../../src/domain/routing.js";
@@ -55,6 +55,22 @@ describe("attacks the domain tests did not try", () => {
       CALLER,
     );
     expect(own).toMatchObject({ keyId: alice.keyId });
+  });
+
+  it("answers not_found to another tenant's token and an unknown one, and audits a grant without its hash (grants.ts)", async () => {
+    const alice = await cardholder(bankA, "4000000000000157");
+    const grant = await grantAccess(f.deps, bankA, { userId: alice.userId, keyId: alice.keyId }, CALLER);
+    expect(await validGrant(f.deps, bankA, grant.tokenId)).toMatchObject({ userId: alice.userId });
+    for (const [caller, token] of [
+      [bankB, grant.tokenId],
+      [bankA, `${grant.tokenId}x`],
+      [bankA, "tok_unknown"],
+    ] as const) {
+      const refused = await rejection(validGrant(f.deps, caller, token));
+      expect([refused.code, refused.message]).toEqual(["not_found", "Access token not found."]);
+    }
+    const [event] = (await f.store.audit.list(10)).filter((e) => e.action === "grant.created");
+    expect(event?.subject).toMatch(/^[0-9a-f]{8}$/);
   });
 
   it("gives a merchantId to one tenant when two use it first at the same time (merchants.ts)", async () => {

@@ -243,7 +243,7 @@ describe("merchant signatures (domain)", () => {
         expect(err.code).toBe("invalid_signature");
       }
       // A tenant allowed any merchantId cannot slip an unsigned receipt in under m-1 either: m-1 is
-      // the other tenant's (section 18), which it is told before anything about m-1's signing key.
+      // the other tenant's, which it is told before anything about m-1's signing key.
       const err = await rejection(encryptReceipt(f.deps, otherTenant, message(b)));
       expect(err.code).toBe("forbidden");
     });
@@ -328,7 +328,7 @@ describe("merchant signatures (domain)", () => {
     });
   });
 
-  it("covers the section 21 fields: the cardholder verifies them, and a change to any is refused", async () => {
+  it("covers the card-transaction fields: the cardholder verifies them, and a change to any is refused", async () => {
     await registerSigningKey(f.deps, merchant, { merchantId: "m-1", publicKey: keys.publicKey });
     const pair = await generateKeys(f.deps, issuer);
     const { userId } = await register(f.deps, issuer, {

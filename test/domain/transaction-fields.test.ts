@@ -9,7 +9,7 @@ import { luhnValid } from "../../src/domain/transaction-fields.js";
 import { AppError, type FieldViolation } from "../../src/errors.js";
 
 /**
- * The receipt fields of section 21 on plaintext intake: every rule named in one error, every field
+ * The receipt fields on plaintext intake: every rule named in one error, every field
  * sealed exactly as sent. ARNs here were given their check digit by hand (Luhn, mod 10), not by the
  * code under test.
  */
@@ -46,7 +46,7 @@ function violations(input: Receipt, options: Partial<ValidateOptions> = {}): Fie
 
 const fields = (list: FieldViolation[]) => list.map((v) => v.field).sort();
 
-describe("section 21 receipt fields", () => {
+describe("card-transaction receipt fields", () => {
   it("seals every field exactly as sent", () => {
     const valid = validateReceipt(
       receipt({
@@ -94,7 +94,7 @@ describe("section 21 receipt fields", () => {
     });
   });
 
-  it("leaves every section 21 field out of a receipt that does not use them", () => {
+  it("leaves every card-transaction field out of a receipt that does not use them", () => {
     const sealed = sealedPlaintextOf(validateReceipt(receipt(), { mode: "encrypt", now: NOW }));
     for (const name of ["receiptType", "tenders", "taxBreakdown", "tipAmount", "authorizationCode"]) {
       expect(sealed, name).not.toHaveProperty(name);

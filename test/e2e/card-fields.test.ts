@@ -10,7 +10,7 @@ import { grpcClient, grpcUnary } from "../support/grpc.js";
 import { get, hashPan, post, startService, type TestService } from "../support/harness.js";
 
 /**
- * The receipt fields of section 21 over every surface: a sale over REST, its refund over gRPC and a
+ * The receipt fields over every surface: a sale over REST, its refund over gRPC and a
  * void over Connect (the client library), each opened on the device with every field as sent; and
  * bad input refused on each surface with every offending field named and nothing stored.
  */
@@ -19,7 +19,7 @@ const PAN = "4000056655665556";
 const ARN = "74001236123000000001236";
 const DATE = "2026-01-01T09:30:00Z";
 
-/** A REST body of a sale with every section 21 field. */
+/** A REST body of a sale with every card-transaction field. */
 function sale(suffix: string): Record<string, unknown> {
   return {
     receiptId: `cf-sale-${suffix}`,
@@ -55,7 +55,7 @@ function keyed(key: string): Metadata {
   return md;
 }
 
-describe("section 21 receipt fields over REST, gRPC and Connect", () => {
+describe("card-transaction receipt fields over REST, gRPC and Connect", () => {
   let svc: TestService;
   beforeAll(async () => {
     svc = await startService();

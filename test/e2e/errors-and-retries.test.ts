@@ -14,7 +14,7 @@ import { grpcClient, grpcUnary } from "../support/grpc.js";
 import { get, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
- * Errors and retries as a payments developer meets them (spec section 3): every error links to its
+ * Errors and retries as a payments developer meets them: every error links to its
  * documentation, a replayed idempotent answer says so on every protocol, a payment sent again without
  * an Idempotency-Key names the payment that stands (the caller's own only), and a decline says why.
  */
@@ -221,7 +221,7 @@ describe("errors and retries", () => {
         receiptBody({ cardNonce }),
       );
       expect(res.status, cardNonce).toBe(402);
-      // The declined payment is kept (section 21): the error names it, and the merchant can read it.
+      // The declined payment is kept: the error names it, and the merchant can read it.
       const paymentId = (res.body.error as Record<string, string> | undefined)?.payment_id ?? "";
       expect(res.body.error).toMatchObject({
         code: "payment_declined",

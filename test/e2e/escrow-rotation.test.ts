@@ -13,7 +13,7 @@ import { grpcClient, grpcUnary } from "../support/grpc.js";
 import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
- * Escrow key versions across a restart (section 17): one store, the service stopped and started
+ * Escrow key versions across a restart: one store, the service stopped and started
  * again with a rotated list of escrow keys. A receipt escrowed under the old key is released by a
  * service that still holds it (second in the list), byte for byte; a service that no longer holds it
  * keeps the receipt escrowed and audited, and still registers the card: never a 500, and the issuer

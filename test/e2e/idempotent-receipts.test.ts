@@ -3,7 +3,7 @@ import { sealReceipt } from "../../src/client/webcrypto.js";
 import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
- * `Idempotency-Key` on encrypt and on merchant-sealed receipts (section 7's rule, which the client
+ * `Idempotency-Key` on encrypt and on merchant-sealed receipts (the rule, which the client
  * library applies to every create): a retry with the same key and body gets the first answer and
  * stores nothing twice; the same key with another body is `conflict`; without a key a second store of
  * the same receipt is `conflict`, as before.

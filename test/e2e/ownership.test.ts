@@ -27,7 +27,7 @@ import {
 } from "../support/harness.js";
 
 /**
- * Who owns what (sections 17 and 18), from the attacker's side (STYLE 13): two issuer tenants (bank-a
+ * Who owns what, from the attacker's side: two issuer tenants (bank-a
  * owns the BIN 411111, bank-b owns none) and two merchant tenants (shop-1, shop-2), all made through the
  * operator API of a real server. Every cross-ownership move, over REST and over gRPC, gets the
  * documented error and writes nothing; the operator API itself is on only with ADMIN_TOKEN, behind its
@@ -172,7 +172,7 @@ async function register(svc: TestService, issuerKey: string, pan: string) {
   };
 }
 
-describe("ownership across tenants (sections 17, 18), REST and gRPC", () => {
+describe("ownership across tenants, REST and gRPC", () => {
   let svc: TestService;
   let keys: Tenants;
   const clients: Client[] = [];

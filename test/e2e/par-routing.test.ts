@@ -16,12 +16,12 @@ import {
 import { dumpableMemory } from "../support/store-dump.js";
 
 /**
- * Routing by Payment Account Reference (section 21), against a running server as merchants and
+ * Routing by Payment Account Reference, against a running server as merchants and
  * issuers (and strangers) call it: a card registered by its PAR receives what merchants route by that
  * PAR on every merchant path (look-up, encrypt, create, sealed), its escrow is released to it, it is
  * erased like any card; malformed PARs, both or neither card fields, another tenant's PAR and a PAR
- * beside the hashed PAN of the same card get what the spec says; the PAR is never in a log line, an
- * answer or the store.
+ * beside the hashed PAN of the same card get what README, "Who owns what", says; the PAR is never in a log
+ * line, an answer or the store.
  */
 
 const TOKEN = `adm_${randomBytes(24).toString("base64url")}`;

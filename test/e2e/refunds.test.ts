@@ -6,7 +6,7 @@ import { grpcClient, grpcUnary } from "../support/grpc.js";
 import { get, hashPan, post, startService, type TestService } from "../support/harness.js";
 
 /**
- * Payments a merchant reads and refunds (section 21) over REST, gRPC and Connect: partial refunds
+ * Payments a merchant reads and refunds over REST, gRPC and Connect: partial refunds
  * with an Idempotency-Key (a retry refunds nothing twice), paged listing, tenants kept apart, and bad
  * refunds refused naming every field with nothing written.
  */

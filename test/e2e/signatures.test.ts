@@ -42,7 +42,7 @@ function reasonOf(error: ServiceError | undefined): string | undefined {
   return info && anyUnpack(info, ErrorInfoSchema)?.reason;
 }
 
-describe("merchant signatures end to end (section 10)", () => {
+describe("merchant signatures end to end", () => {
   let svc: TestService;
   let merchant: MerchantKeys;
   let merchantKeyId: string;
@@ -182,7 +182,7 @@ describe("merchant signatures end to end (section 10)", () => {
     }
   });
 
-  it("refuses the merchantId to another merchant tenant with forbidden (section 18)", async () => {
+  it("refuses the merchantId to another merchant tenant with forbidden", async () => {
     const other = await svc.newKey({ role: "merchant", tier: "standard", tenantId: "merchant-2" });
     const res = await post(svc, SIGNING_KEYS, other, {
       merchantId: MERCHANT_ID,

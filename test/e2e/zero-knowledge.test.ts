@@ -11,12 +11,12 @@ import type { Store } from "../../src/store/types.js";
 import { hashPan, startService, type TestService } from "../support/harness.js";
 
 /**
- * SPEC section 16's promise, tested from the outside: a merchant that seals on its side hands the
- * service nothing that holds the receipt's content. The whole merchant-side flow runs against a real
- * server (P-256 key made on the "device" as a non-extractable WebCrypto key, look-up, signature, seal,
- * store and a payment, listing, opening on the device); then everything the service wrote or said is
- * searched for the receipt's fields: every argument of every store call, every log line at trace
- * level, and every request and response message on the wire.
+ * The zero-knowledge promise (SECURITY.md, "What the service can read, in each mode"), tested from the
+ * outside: a merchant that seals on its side hands the service nothing that holds the receipt's content. The
+ * whole merchant-side flow runs against a real server (P-256 key made on the "device" as a non-extractable
+ * WebCrypto key, look-up, signature, seal, store and a payment, listing, opening on the device); then
+ * everything the service wrote or said is searched for the receipt's fields: every argument of every store
+ * call, every log line at trace level, and every request and response message on the wire.
  */
 
 const SECRETS = [

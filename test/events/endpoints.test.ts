@@ -16,7 +16,7 @@ import { FAST_EVENTS, type Receiver, startReceiver, until } from "./support.js";
 import { type CreatedEndpoint, createEndpoint } from "./support-flow.js";
 
 /**
- * Webhook endpoints (section 22): what create accepts and refuses, the secret shown once and never
+ * Webhook endpoints (docs/events.md): what create accepts and refuses, the secret shown once and never
  * kept or logged in the clear, rotation (old and new both sign for 24 hours), deletion, and the same
  * API over gRPC and Connect.
  */

@@ -7,7 +7,7 @@ import { FAST_EVENTS, freezableStore, type Receiver, startReceiver, until } from
 import { createEndpoint, encryptFor, idsOf, registerCard } from "./support-flow.js";
 
 /**
- * Nothing is lost when a receiver or an instance is down (section 22): retries on the schedule
+ * Nothing is lost when a receiver or an instance is down (docs/events.md): retries on the schedule
  * (compressed here by WEBHOOK_RETRY_SCHEDULE), an endpoint disabled after failing for too long, and a
  * second instance on the same store taking the delivery over from one killed mid-delivery.
  */

@@ -11,7 +11,7 @@ import { startService, type TestService } from "../support/harness.js";
 import { FAST_EVENTS, until } from "./support.js";
 
 /**
- * WatchEvents (section 22): a server stream on gRPC (a real grpc-js client), gRPC-Web and Connect
+ * WatchEvents (docs/events.md): a server stream on gRPC (a real grpc-js client), gRPC-Web and Connect
  * (HTTP/2 and HTTP/1.1), on the service's one port. Resumable after any event id without gaps or
  * duplicates; flow-controlled, so a reader that stops reading never makes the server read ahead more
  * than a bounded amount; each tenant sees its own events only.

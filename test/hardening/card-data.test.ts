@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
- * A hashed PAN and a PAR are card data (section 21): whatever a stranger or a careless client puts
+ * A hashed PAN and a PAR are card data: whatever a stranger or a careless client puts
  * them in (an unknown gRPC method's path, an unknown REST path, a path parameter, a query string, a
  * malformed field), they never reach a log line or a metric label (the `/metrics` page is public),
  * and an error answer never repeats them (but an unknown path's, which names the caller's own path).

@@ -109,7 +109,7 @@ export function hostileValues(valid: unknown): Hostile[] {
   return [...ops, { label: "string", value: "x" }, { label: "number", value: 1 }];
 }
 
-/** Receipt field values that are well-typed JSON but break a rule of SPEC section 6. */
+/** Receipt field values that are well-typed JSON but break a receipt rule (src/domain/receipt-rules.ts). */
 export const RECEIPT_RULE_BREAKERS: ReadonlyArray<readonly [string, unknown]> = [
   ["receiptId", "a/b"],
   ["receiptId", "../etc"],

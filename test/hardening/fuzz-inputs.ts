@@ -91,7 +91,7 @@ export const receiptArb = fc
       },
       { requiredKeys: [] },
     ),
-    // Now and then a wallet tap's PAR instead of the hashed PAN, or (refused) beside it (section 21).
+    // Now and then a wallet tap's PAR instead of the hashed PAN, or (refused) beside it.
     fc.oneof(
       { arbitrary: fc.constant(null), weight: 7 },
       {

@@ -211,7 +211,7 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
     );
   });
 
-  it("refuses receipts that break a rule of section 6, on encrypt and on create", async () => {
+  it("refuses receipts that break a rule, on encrypt and on create", async () => {
     const { EncryptReceipt: encrypt, CreatePayment: create } = routes() as Record<string, PostRoute>;
     for (const route of [encrypt, create] as PostRoute[]) {
       await inBatches([...RECEIPT_RULE_BREAKERS], ([field, value]) =>

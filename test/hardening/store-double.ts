@@ -111,7 +111,7 @@ export function storeDouble(inner: Store = createMemoryStore()): StoreDouble {
 
 /**
  * `value` with every function replaced by `"[function]"`, so that it can be cloned: a registration
- * hands the store the function that builds its outcome's events (section 22's outbox).
+ * hands the store the function that builds its outcome's events (the outbox).
  */
 function withoutFunctions(value: unknown): unknown {
   if (typeof value === "function") return "[function]";

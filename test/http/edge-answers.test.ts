@@ -7,7 +7,7 @@ import { type Envelope, startService, type TestService } from "../support/harnes
  * Answers given before any handler runs (a header block over the limit, a body that trickles in, a
  * body too large, a wrong Content-Type, an unknown path or procedure) are answers like any other:
  * the error envelope (or the RPC protocol's error), `X-Request-Id`, and on /api/v1 and RPC paths the
- * rate-limit headers (spec section 3). Health, readiness, metrics and the OpenAPI document carry
+ * rate-limit headers. Health, readiness, metrics and the OpenAPI document carry
  * `X-Request-Id`.
  */
 

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Envelope, post, startService, type TestService } from "../support/harness.js";
 
 /**
- * The directory snapshots of the key log follow a tenant's escrow key (SPEC section 20: each issuer's
- * current escrow key is in the directory): registering one and revoking it each lead to a snapshot
+ * The directory snapshots of the key log follow a tenant's escrow key (docs/key-transparency.md: each
+ * issuer's current escrow key is in the directory): registering one and revoking it each lead to a snapshot
  * that shows the change, which a merchant's verification and the issuer's monitor rely on.
  */
 describe("directory snapshots and issuer escrow keys", () => {

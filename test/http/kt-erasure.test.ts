@@ -8,7 +8,7 @@ import { type Envelope, hashPan, post, startService, type TestService } from "..
 import { PEPPER, pendingOf, signedBinding, TestSigningKeys, userKey } from "../support/kt.js";
 
 /**
- * Erasure and the key log (SPEC sections 19 and 20): deleting a user removes its card's statements,
+ * Erasure and the key log (docs/key-transparency.md): deleting a user removes its card's statements,
  * signatures, openings and keyed card reference from the log's records; the leaves stay, so the tree,
  * its checkpoints and every proof, the erased leaf's included, still verify, and the leaf bytes left
  * (a signer hash and a commitment) say nothing of the card.

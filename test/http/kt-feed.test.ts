@@ -7,7 +7,7 @@ import { type Envelope, get, startService, type TestService } from "../support/h
 import { PEPPER, pendingOf, signedBinding, TestSigningKeys, testCard, userKey } from "../support/kt.js";
 
 /**
- * The issuer's feed (SPEC section 20, `GET /api/v1/kt/entries`): the caller's own leaves, opened, in
+ * The issuer's feed (docs/key-transparency.md, `GET /api/v1/kt/entries`): the caller's own leaves, opened, in
  * log order and in pages that skip nothing; never another tenant's; issuer keys only. Each entry's
  * statement, with the issuer's own card reference put back, and its opening rebuild the leaf's
  * commitment, which is what the issuer's monitor checks.

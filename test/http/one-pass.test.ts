@@ -155,10 +155,12 @@ describe("REST requests read in one pass", () => {
             readUnchecked++;
           }
         }),
-        fuzzSettings(50),
+        fuzzSettings(200),
       );
-      // Not vacuous: all random requests of most endpoints are valid, and about a quarter of the
-      // receipts (the others draw values the REST rules refuse, such as unsafe integers).
+      // Not vacuous: all random requests of most endpoints are valid, and about one receipt in seven
+      // (the others draw values the REST rules refuse, such as unsafe integers or optional fields
+      // that break their rules).
+      // At 50 runs a random seed fell to 5 or fewer valid receipts in 3 of 12 runs; 200 give 29-37.
       expect(readUnchecked, b.method.name).toBeGreaterThan(5);
     }
   });

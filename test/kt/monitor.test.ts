@@ -12,7 +12,7 @@ import { bindingOf, makeIssuer, makeUserKey, snapshotOf } from "./world.js";
  * The issuer's monitor on the substitutions of issue 32: a stolen signing key (a statement the issuer
  * did not sign), the operator (a directory entry or BIN the issuer did not change), a store writer (a
  * leaf under the issuer's key its feed cannot open; a binding for a card it never enrolled), and the
- * other alarms of SPEC section 20.
+ * other alarms (docs/key-transparency.md, "The issuer's monitor").
  */
 
 const bank = makeIssuer("bank-a");

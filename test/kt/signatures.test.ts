@@ -14,7 +14,7 @@ import {
 import { flipBit, hex } from "./support.js";
 
 /**
- * The one signature rule (SPEC section 20), on shared vectors, for both engines:
+ * The one signature rule (docs/key-transparency.md), on shared vectors, for both engines:
  * - the 12 vectors of "Taming the many EdDSAs" (novifinancial/ed25519-speccheck, cases.json), of which
  *   the strict rule (S < L, canonical A and R, small-order A and R refused, cofactorless) accepts
  *   only vector 3, as libsodium and ed25519-dalek's verify_strict do;

@@ -182,7 +182,7 @@ describe("card statement order", () => {
 });
 
 describe("leaves", () => {
-  it("builds the three leaf kinds of section 20 and takes them apart", () => {
+  it("builds the three leaf kinds and takes them apart", () => {
     const spki = new Uint8Array(44).fill(3);
     const opening = new Uint8Array(16).fill(9);
     const statement = new TextEncoder().encode(text(binding));

@@ -17,7 +17,7 @@ import {
 } from "./fixtures.js";
 
 /**
- * Erasure (section 19) and the operator's reads (section 18) in `src/store/types.ts`: a user's keys,
+ * Erasure and the operator's reads in `src/store/types.ts`: a user's keys,
  * receipts and grants deleted; API keys of one tenant; the audit log by tenant and time; a signing
  * key removed when a merchantId changes hands.
  */

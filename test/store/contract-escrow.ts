@@ -9,7 +9,7 @@ function oldestFirst(records: ReceiptRecord[]): ReceiptRecord[] {
   );
 }
 
-/** The escrow rules of `ReceiptStore` (section 17): owners, escrow key versions, counts, look-ups. */
+/** The escrow rules of `ReceiptStore`: owners, escrow key versions, counts, look-ups. */
 export function escrowContract(store: () => Store): void {
   describe("receipts: escrow owners and key versions", () => {
     const to = {

@@ -455,7 +455,7 @@ export function eventsContract(store: () => Store): void {
 
 /**
  * The outbox: each operation that causes events writes them in its own atomic step, only when its
- * change is made (section 22). What was written is what the sequencer then finds.
+ * change is made (docs/events.md). What was written is what the sequencer then finds.
  */
 function outboxContract(store: () => Store): void {
   /** Every event written so far, as the sequencer finds it. */

@@ -4,7 +4,7 @@ import type { IssuerEscrowKeyRecord, Store } from "../../src/store/types.js";
 import { at, uid } from "./fixtures.js";
 
 /**
- * The ownership rules of `src/store/types.ts` (sections 17 and 18): BIN prefixes of issuer tenants,
+ * The ownership rules of `src/store/types.ts`: BIN prefixes of issuer tenants,
  * merchantId owners, and issuer escrow keys.
  */
 export function ownershipContract(store: () => Store): void {

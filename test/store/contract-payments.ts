@@ -9,7 +9,7 @@ import {
 import { at, payment, receipt, uid } from "./fixtures.js";
 
 /**
- * The payment rules of section 21 every store keeps: declined payments, listing a tenant's payments
+ * The payment rules every store keeps: declined payments, listing a tenant's payments
  * page by page without skipping, and refunds whose held amount never exceeds the payment's, however
  * many run at once.
  */

@@ -224,7 +224,7 @@ describe("memory store: heap per receipt and per payment", () => {
 });
 
 describe("memory store: expired escrow", () => {
-  // The spec deletes unreleased escrow after its retention (a TTL index in MongoDB); the memory store
+  // The service deletes unreleased escrow after its retention (a TTL index in MongoDB); the memory store
   // deletes it when it next stores a receipt, at most once a minute of store time.
   it("is deleted, freeing its ids, once a receipt is stored after it expired", async () => {
     const store = createMemoryStore();

@@ -41,7 +41,7 @@ function uncarriedUniqueRules(): string[] {
   return found;
 }
 
-describe("shard key declarations (SPEC section 23)", () => {
+describe("shard key declarations (docs/scaling.md)", () => {
   it("declare a place for every collection, with a reason", () => {
     for (const name of Object.values(COLLECTIONS)) {
       expect(SHARD_KEYS[name]?.why.trim(), name).not.toBe("");

@@ -11,8 +11,8 @@ import { FakeMongo } from "./fake-mongo/index.js";
 import { apiKey } from "./fixtures.js";
 
 /**
- * Starting with MongoDB down (SPEC section 11: "the service recovers by itself when the store is
- * back"): the MongoDB adapter on the driver fake, switched off, then on.
+ * Starting with MongoDB down (the service recovers by itself when the store is
+ * back): the MongoDB adapter on the driver fake, switched off, then on.
  */
 describe("store start-up while MongoDB is down", () => {
   const cleanups: Array<() => Promise<void>> = [];

@@ -127,7 +127,7 @@ export async function get(
   return { status: res.status, headers: res.headers, body: (await res.json()) as Envelope };
 }
 
-/** The REST envelope of section 3, loosely typed for assertions. */
+/** The REST envelope, loosely typed for assertions. */
 export interface Envelope {
   success: boolean;
   // biome-ignore lint/suspicious/noExplicitAny: test assertions index freely into response data

@@ -2,8 +2,8 @@ import { generateKeyPairSync, type KeyObject, sign, verify } from "node:crypto";
 import canonicalizeModule from "canonicalize";
 
 /**
- * The two outside ends of merchant signatures (section 10), written from the README's rule and not
- * from the service's code, so the tests prove the rule a merchant and a cardholder's app follow:
+ * The two outside ends of merchant signatures (README, "Merchant signatures"), written from the README's rule
+ * and not from the service's code, so the tests prove the rule a merchant and a cardholder's app follow:
  * drop the unsigned members, drop every `null`, `""` and `[]` member at any depth, canonicalize
  * (RFC 8785), sign or verify the UTF-8 bytes with Ed25519.
  */

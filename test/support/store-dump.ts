@@ -13,7 +13,7 @@ import { FakeMongo, keyOf } from "../store/fake-mongo/index.js";
 export interface DumpableStore {
   store: Store;
   dump(): unknown;
-  /** The dump without the event outbox and feed (section 22), for a refusal that is itself an event. */
+  /** The dump without the event outbox and feed (docs/events.md), for a refusal that is itself an event. */
   dumpWithoutEvents(): unknown;
   /** Events written so far (none is sequenced here: no worker runs on these stores). */
   eventsWritten(): number;

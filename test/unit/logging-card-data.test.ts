@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { createLogger } from "../../src/logging.js";
 
 /**
- * Card references are card data (section 21): a hashed PAN, a PAR and the keyed `panHash` the
+ * Card references are card data: a hashed PAN, a PAR and the keyed `panHash` the
  * service stores a card by are removed from a log line by name, at the top level and one level down,
  * even when a careless call logs a request or a record whole.
  */

@@ -7,7 +7,7 @@ import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Store } from "../../src/store/types.js";
 
 /**
- * The operator token (section 18), attacked in process through Fastify's inject (no socket): every
+ * The operator token, attacked in process through Fastify's inject (no socket): every
  * near miss an attacker would try (a prefix, an extension, another case, another scheme, the token
  * with a space) is 401 and audited as a failed login without the token; the token itself is 200; the
  * limit counts guesses before the token is read, so the right token after the limit is 429 too.

@@ -16,8 +16,9 @@ import type { Store } from "../../src/store/types.js";
 /**
  * Issue 38: the role tests read the expected roles from the table they check, so a merchant key
  * allowed to call Register passed all of them. Here every RPC's roles are written out by hand, from
- * section 1 of the spec, and every method is called through the real access interceptor with an
- * issuer key, a merchant key and no key: a change to the table (or to the check) fails this test.
+ * the README's table of endpoints and roles, and every method is called through the real access
+ * interceptor with an issuer key, a merchant key and no key: a change to the table (or to the check)
+ * fails this test.
  */
 const ISSUER = "I";
 const MERCHANT = "M";

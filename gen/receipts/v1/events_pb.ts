@@ -251,7 +251,7 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
   messageDesc(file_receipts_v1_events, 5);
 
 /**
- * Events of the calling tenant (section 22), for callers that cannot receive webhooks: a paged feed
+ * Events of the calling tenant (docs/events.md), for callers that cannot receive webhooks: a paged feed
  * and a server stream. Events are thin: ids and times only, never receipt content, a hashed PAN or a
  * PAR. Each event reaches only the tenant it is addressed to.
  *

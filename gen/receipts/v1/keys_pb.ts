@@ -114,7 +114,7 @@ export type LookupKeyRequest = Message<"receipts.v1.LookupKeyRequest"> & {
   cardBin?: string | undefined;
 
   /**
-   * The card's PAR (section 21), 29 upper-case letters and digits, instead of recipient_hashed_pan.
+   * The card's PAR, 29 upper-case letters and digits, instead of recipient_hashed_pan.
    *
    * @generated from field: optional string recipient_par = 3;
    */
@@ -641,7 +641,7 @@ export const KeysService: GenService<{
     output: typeof GrantAccessResponseSchema;
   },
   /**
-   * The key a receipt for this card would be sealed to now (section 16), for merchants that seal on
+   * The key a receipt for this card would be sealed to now, for merchants that seal on
    * their own side: the cardholder's active key, or an escrow key (is_escrowed true).
    *
    * Example request:
@@ -664,7 +664,7 @@ export const KeysService: GenService<{
     output: typeof LookupKeyResponseSchema;
   },
   /**
-   * Registers an escrow public key of the calling issuer tenant (section 17). The newest is current:
+   * Registers an escrow public key of the calling issuer tenant. The newest is current:
    * receipts escrowed for the tenant are sealed to it, and the service holds nothing that opens them.
    *
    * Example request:
@@ -780,7 +780,7 @@ export const KeysService: GenService<{
     output: typeof ListAuditEventsResponseSchema;
   },
   /**
-   * The calling issuer's own statements in the key log (SPEC section 20), opened for its monitor:
+   * The calling issuer's own statements in the key log (docs/key-transparency.md), opened for its monitor:
    * each leaf signed by one of the tenant's signing keys, in log order, with the statement as the
    * service keeps it (cardRef removed: the issuer puts its own card reference back), the opening of
    * the leaf's commitment, the signing key and the user it was registered for. `receipts kt monitor`

@@ -102,7 +102,7 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   keyId: string;
 
   /**
-   * The card's first 6 or 8 digits (section 17). Inside another issuer's BIN the call is refused
+   * The card's first 6 or 8 digits. Inside another issuer's BIN the call is refused
    * (permission denied); inside the caller's own BIN it takes the card from another issuer that
    * registered it (audited card_binding_conflict for both) and receives the card's escrow. Six
    * digits that cover 8-digit prefixes of issuers are refused: send 8.
@@ -112,7 +112,7 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   cardBin?: string | undefined;
 
   /**
-   * The card's EMVCo Payment Account Reference (section 21), 29 upper-case letters and digits,
+   * The card's EMVCo Payment Account Reference, 29 upper-case letters and digits,
    * instead of hashed_pan: receipts that merchants route by this PAR (a wallet tap) reach the user.
    * Stored only keyed (HMAC under the service's pepper), never logged. For a tap, card_bin is the
    * wallet token's first 8 digits.
@@ -192,7 +192,7 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
 
   /**
    * True when this registration, inside the caller's own BIN, took the card from another issuer's
-   * user (section 17): that user keeps its keys and receipts, and no new receipt goes to it.
+   * user: that user keeps its keys and receipts, and no new receipt goes to it.
    *
    * @generated from field: bool superseded = 9;
    */
@@ -314,7 +314,7 @@ export const OnboardingService: GenService<{
     output: typeof RegisterResponseSchema;
   },
   /**
-   * Erases a user (section 19): its keys, grants and every receipt sealed to its keys go together
+   * Erases a user: its keys, grants and every receipt sealed to its keys go together
    * (crypto-shredding); payments keep their non-secret record without a receipt. The user and its keys
    * go at once; receipts go in bounded pages, and a call answers how many are left: call again until
    * none are (then the user is `not_found`).

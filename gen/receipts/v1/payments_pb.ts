@@ -677,7 +677,7 @@ export const PaymentsService: GenService<{
     output: typeof ListPaymentsResponseSchema;
   },
   /**
-   * Refunds part or all of a payment through its gateway, with a refund receipt (section 21): the
+   * Refunds part or all of a payment through its gateway, with a refund receipt: the
    * plaintext receipt fields with receipt_type "refund" and original_receipt_id the payment's
    * receipt_id, or a sealed_receipt. amount is the amount to refund. Refunds of one payment never add
    * up to more than it charged; a declined payment has nothing to refund. Send an Idempotency-Key

@@ -187,8 +187,8 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
 
   /**
    * Output only, sealed: the merchant's Ed25519 signature (base64) from the X-Receipt-Signature header,
-   * set when the merchantId has a registered signing key (section 10). It covers the RFC 8785
-   * canonical JSON of this receipt's REST JSON form (lowerCamelCase names, int64 as JSON integers,
+   * set when the merchantId has a registered signing key (README, "Merchant signatures"). It covers the
+   * RFC 8785 canonical JSON of this receipt's REST JSON form (lowerCamelCase names, int64 as JSON integers,
    * timestamps as RFC 3339 "Z" strings as protobuf renders them, every non-optional field present)
    * without recipient_hashed_pan, mock_items, card_nonce, key_id, decrypted_at, merchant_signature and
    * merchant_key_id, and with every member whose value is "" or [] removed, recursively. The merchant
@@ -208,14 +208,14 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
 
   /**
    * Input only: the card's first 6 or 8 digits (PCI DSS allows them in the clear). When an issuer
-   * owns the BIN, the receipt goes only to that issuer's cardholder, or to its escrow (section 17).
+   * owns the BIN, the receipt goes only to that issuer's cardholder, or to its escrow.
    *
    * @generated from field: optional string card_bin = 31;
    */
   cardBin?: string | undefined;
 
   /**
-   * Input only, payments only: a receipt the merchant sealed on its side (section 16), instead of the
+   * Input only, payments only: a receipt the merchant sealed on its side, instead of the
    * plaintext fields. Only merchant_id, transaction_id, recipient_hashed_pan or recipient_par,
    * currency, amount, card_nonce and card_bin may stand beside it.
    *
@@ -224,7 +224,7 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
   sealedReceipt?: SealedReceipt | undefined;
 
   /**
-   * What the receipt records (section 21): "sale" (also when absent), "refund" or "void". A refund or
+   * What the receipt records: "sale" (also when absent), "refund" or "void". A refund or
    * void names the receipt it undoes in original_receipt_id.
    *
    * @generated from field: optional string receipt_type = 33;
@@ -308,7 +308,7 @@ export type Receipt = Message<"receipts.v1.Receipt"> & {
   taxBreakdown: TaxBreakdownLine[];
 
   /**
-   * Input only (section 21): the card's EMVCo Payment Account Reference, 29 upper-case letters and
+   * Input only: the card's EMVCo Payment Account Reference, 29 upper-case letters and
    * digits, instead of recipient_hashed_pan (exactly one of the two): what a wallet tap gives the
    * merchant, which never sees the card number. The receipt goes to the user an issuer registered
    * with this PAR, or to escrow as for a hashed PAN. Never sealed, stored only keyed, never logged.

@@ -370,7 +370,7 @@ export type StoreSealedReceiptRequest = Message<"receipts.v1.StoreSealedReceiptR
   authTag: Uint8Array;
 
   /**
-   * The card's PAR (section 21), 29 upper-case letters and digits, instead of recipient_hashed_pan.
+   * The card's PAR, 29 upper-case letters and digits, instead of recipient_hashed_pan.
    *
    * @generated from field: optional string recipient_par = 11;
    */
@@ -426,7 +426,7 @@ export type ListPendingEscrowRequest = Message<"receipts.v1.ListPendingEscrowReq
   pageToken: string;
 
   /**
-   * The card's PAR (section 21), 29 upper-case letters and digits, instead of hashed_pan.
+   * The card's PAR, 29 upper-case letters and digits, instead of hashed_pan.
    *
    * @generated from field: optional string par = 4;
    */
@@ -915,9 +915,9 @@ export const ReceiptsService: GenService<{
     output: typeof GetTransactionReceiptResponseSchema;
   },
   /**
-   * Registers the Ed25519 public key that signs a merchantId's receipts (section 10), or replaces it
-   * (rotation: the new key gets a new merchant_key_id; receipts already sealed keep the old id). From
-   * then on every encrypt and create for that merchantId must carry the X-Receipt-Signature header
+   * Registers the Ed25519 public key that signs a merchantId's receipts (README, "Merchant signatures"), or
+   * replaces it (rotation: the new key gets a new merchant_key_id; receipts already sealed keep the old id).
+   * From then on every encrypt and create for that merchantId must carry the X-Receipt-Signature header
    * (gRPC metadata x-receipt-signature); see Receipt.merchant_signature for what is signed.
    *
    * Example request:
@@ -940,7 +940,7 @@ export const ReceiptsService: GenService<{
     output: typeof RegisterSigningKeyResponseSchema;
   },
   /**
-   * Stores a receipt the merchant sealed on its own side (section 16): the service never sees its
+   * Stores a receipt the merchant sealed on its own side: the service never sees its
    * content. The key bundle must name the key LookupKey gives now. Send an Idempotency-Key header
    * (metadata "idempotency-key") so that a retry gets the first answer.
    *
@@ -995,7 +995,7 @@ export const ReceiptsService: GenService<{
   },
   /**
    * Receipts escrowed for the calling issuer tenant under its own escrow keys, for one card, for the
-   * issuer to re-wrap on its side (section 17).
+   * issuer to re-wrap on its side.
    *
    * Example request:
    * {"hashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e", "pageSize": 50}
@@ -1068,8 +1068,8 @@ export const ReceiptsService: GenService<{
     output: typeof ReleaseEscrowResponseSchema;
   },
   /**
-   * A merchantId's public signing keys (section 10), current and replaced, with their times and
-   * revocations, for a cardholder's app to check the signature sealed in a receipt: issuers for any
+   * A merchantId's public signing keys (README, "Merchant signatures"), current and replaced, with their
+   * times and revocations, for a cardholder's app to check the signature sealed in a receipt: issuers for any
    * merchantId, merchants for their own.
    *
    * Example request:

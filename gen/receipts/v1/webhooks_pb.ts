@@ -465,7 +465,7 @@ export const ReplayWebhookEventResponseSchema: GenMessage<ReplayWebhookEventResp
   messageDesc(file_receipts_v1_webhooks, 14);
 
 /**
- * Webhook endpoints of the calling tenant (section 22). Deliveries follow Standard Webhooks: headers
+ * Webhook endpoints of the calling tenant (docs/events.md). Deliveries follow Standard Webhooks: headers
  * `webhook-id`, `webhook-timestamp` and `webhook-signature`, signed `v1` (HMAC-SHA256 with the
  * endpoint's secret) and `v1a` (Ed25519 with the endpoint's own key), retried on the published
  * schedule of docs/events.md.

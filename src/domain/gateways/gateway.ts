@@ -62,7 +62,7 @@ export interface RefundResult {
 }
 
 /**
- * A payment gateway (SPEC section 7). The built-in implementations are offline sandboxes
+ * A payment gateway. The built-in implementations are offline sandboxes
  * (`sandbox-a.ts`, `sandbox-b.ts`); a real gateway client (Stripe, Square, ...) is another
  * implementation of this same interface, passed to `gatewayByName` in their place.
  *

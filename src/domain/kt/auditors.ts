@@ -5,9 +5,9 @@ import type { OperatorContext } from "../admin.js";
 import { auditorTokenHash } from "./reads.js";
 
 /**
- * The auditors an operator registers to read the key log's leaf data (`GET /kt/v1/entries`, SPEC
- * section 20): a monitor run by someone other than an issuer (a regulator, a researcher, a bank's
- * second line). Each gets a token, shown once and stored as its SHA-256; every change is audited.
+ * The auditors an operator registers to read the key log's leaf data (`GET /kt/v1/entries`,
+ * docs/key-transparency.md): a monitor run by someone other than an issuer (a regulator, a researcher, a
+ * bank's second line). Each gets a token, shown once and stored as its SHA-256; every change is audited.
  */
 
 /** An auditor as the operator sees it; `token` only when it is created. */

@@ -13,7 +13,7 @@ import { sequenceName } from "../../store/kt-sequence.js";
 import type { Store } from "../../store/types.js";
 
 /**
- * Where the sequencer reads the directory it snapshots (SPEC section 20): every issuer with its BIN
+ * Where the sequencer reads the directory it snapshots (docs/key-transparency.md): every issuer with its BIN
  * and token-BIN prefixes, signing keys, `requireBindings`, `plaintextIntake`, current escrow key and
  * tenant-statement version, and the service escrow key. It reads at the moment of the snapshot, after
  * the change that asked for one was committed.
@@ -35,7 +35,7 @@ export interface IssuerDetails {
   tenants(): Promise<string[]>;
   details(tenantId: string): Promise<
     Partial<Pick<IssuerEntry, "signingKeys" | "requireBindings" | "plaintextIntake">> & {
-      /** Token-BIN prefixes (section 21), beside the BINs of the bins store. */
+      /** Token-BIN prefixes, beside the BINs of the bins store. */
       tokenBins?: string[];
     }
   >;

@@ -4,8 +4,8 @@ import type { ApiKeyRecord } from "../../store/types.js";
 import type { DomainDeps } from "../deps.js";
 
 /**
- * The issuer's feed of its own leaves in the key log (SPEC section 20, `GET /api/v1/kt/entries`): what
- * its monitor needs to open every leaf signed by its keys, the statement as stored (cardRef removed),
+ * The issuer's feed of its own leaves in the key log (docs/key-transparency.md, `GET /api/v1/kt/entries`):
+ * what its monitor needs to open every leaf signed by its keys, the statement as stored (cardRef removed),
  * the opening and the user. Only the caller's tenant's leaves; the page token is a position in the log,
  * which reveals nothing the caller may not read.
  */

@@ -3,7 +3,7 @@ import type { KtDirectoryProof, KtProof } from "../../kt/wire.js";
 import type { CardRefKind, KtPendingDirectoryChange, KtPendingStatement } from "../../store/kt-types.js";
 
 /**
- * The key log as the rest of the service uses it (SPEC section 20; docs/key-transparency.md, "The log
+ * The key log as the rest of the service uses it (docs/key-transparency.md, "The log
  * inside the service"). A change that a statement records goes through three steps:
  *
  * 1. check the statement (`checkStatement` in `statement-check.ts`), refusing the call if it fails;

@@ -15,8 +15,8 @@ import type { AuditEvent } from "../../store/types.js";
 import { noteWithCosignatures } from "./service.js";
 
 /**
- * The key log's reads for anyone (SPEC section 20, `GET /kt/v1/...`): the newest checkpoint with every
- * cosignature, consistency and inclusion proofs, tiles and directory snapshots; and the leaf data for
+ * The key log's reads for anyone (docs/key-transparency.md, `GET /kt/v1/...`): the newest checkpoint with
+ * every cosignature, consistency and inclusion proofs, tiles and directory snapshots; and the leaf data for
  * issuers and registered auditors. Everything is answered for the tree of the newest checkpoint: a
  * size or index beyond it is refused (`invalid_request`), so nothing unsigned is served.
  */

@@ -13,7 +13,7 @@ import { TileOverlay } from "./tile-cache.js";
 import { rootAt, type WitnessClient, type WitnessOutcome } from "./witness-client.js";
 
 /**
- * The log's one sequencer (SPEC section 20). Every instance runs this loop; the one that holds the
+ * The log's one sequencer (docs/key-transparency.md). Every instance runs this loop; the one that holds the
  * lease `kt-sequencer` works, the others stand by and take over when its lease runs out. Each round:
  * take up to `batchSize` pending records, check them (`batch.ts`), append their leaves (and a
  * directory snapshot when the directory changed, none exists or the last is a day old) in one fenced

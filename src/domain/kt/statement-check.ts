@@ -16,7 +16,7 @@ import { sequenceName } from "../../store/kt-sequence.js";
 import type { KtCard, KtOrder } from "../../store/kt-types.js";
 
 /**
- * The check of one signed statement (SPEC section 20), one function for the service at intake
+ * The check of one signed statement (docs/key-transparency.md), one function for the service at intake
  * (`register`, escrow keys, signing keys, BIN claims: before the change is written) and for the
  * sequencer before it appends: the exact canonical bytes with exactly the members of the type; the
  * issuer is the caller's tenant; the signing key is one of the tenant's, current, and for a tenant

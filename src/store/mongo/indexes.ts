@@ -1,6 +1,6 @@
 import type { IndexDescription } from "mongodb";
 
-/** The store's collection names (section 11 of the spec), plus `grantSlots` for the grant cap. */
+/** The store's collection names, plus `grantSlots` for the grant cap. */
 export const COLLECTIONS = {
   keys: "keys",
   users: "users",
@@ -12,29 +12,29 @@ export const COLLECTIONS = {
   idempotency: "idempotency",
   rateLimits: "rateLimits",
   apiKeys: "apiKeys",
-  /** Merchant signing keys (section 10), one document per merchantId. */
+  /** Merchant signing keys (README, "Merchant signatures"), one document per merchantId. */
   merchantKeys: "merchantKeys",
   audit: "audit",
   /** Counters: `audit` numbers audit events, `auditStable` is how far readers may read (see `MongoAudit`). */
   counters: "counters",
-  /** Issuer tenants' escrow public keys (section 17). */
+  /** Issuer tenants' escrow public keys. */
   issuerEscrowKeys: "issuerEscrowKeys",
-  /** BIN prefixes, `_id` the prefix, one owner each (section 17). */
+  /** BIN prefixes, `_id` the prefix, one owner each. */
   bins: "bins",
   /** One document per 6-digit BIN prefix in use, written by every change of a BIN under it (see `MongoBins`). */
   binLocks: "binLocks",
-  /** MerchantIds, `_id` the merchantId, and the merchant tenant each belongs to (section 18). */
+  /** MerchantIds, `_id` the merchantId, and the merchant tenant each belongs to. */
   merchants: "merchants",
   /**
    * One document per receipt, `_id` its `{merchantId, receiptId}`: the rule that pair is unique, which
-   * the receipts' shard key (the card) cannot carry on a cluster (section 23). Written in the same
+   * the receipts' shard key (the card) cannot carry on a cluster (docs/scaling.md). Written in the same
    * transaction as the receipt; it also says where the receipt lives (`panHash`, `id`).
    */
   receiptClaims: "receiptClaims",
-  /** Erasures begun and not finished, one document per user (section 19): what a retry finishes. */
+  /** Erasures begun and not finished, one document per user: what a retry finishes. */
   erasures: "erasures",
   /**
-   * Events (section 22): the outbox, written in the transaction of the change that causes each, and
+   * Events (docs/events.md): the outbox, written in the transaction of the change that causes each, and
    * the feed it becomes once the sequencer gives it a position (`seq`).
    */
   events: "events",
@@ -43,7 +43,7 @@ export const COLLECTIONS = {
   webhookEndpoints: "webhookEndpoints",
   /** One document per event and endpoint: its status, next attempt and the log of its attempts. */
   deliveries: "deliveries",
-  /** The key log (section 20; `kt-log.ts`): statements waiting for the sequencer, by id. */
+  /** The key log (docs/key-transparency.md: `kt-log.ts`): statements waiting for the sequencer, by id. */
   ktPending: "ktPending",
   /** The key log's sequences (a card's, an issuer's): intake and logged states, `_id` the name. */
   ktSequences: "ktSequences",
@@ -238,7 +238,7 @@ export function retentionIndexes(days: number): Record<string, IndexDescription[
   };
 }
 
-/** How one collection is placed on a sharded cluster (SPEC section 23). */
+/** How one collection is placed on a sharded cluster (docs/scaling.md). */
 export interface ShardKeyDeclaration {
   /**
    * The key as `sh.shardCollection` takes it (ranged fields, or one hashed field), or `"unsharded"`: the
@@ -252,7 +252,7 @@ export interface ShardKeyDeclaration {
 }
 
 /**
- * Every collection's place on a sharded cluster, beside its indexes. The rules (section 23): a unique
+ * Every collection's place on a sharded cluster, beside its indexes. The rules (docs/scaling.md): a unique
  * rule holds on a cluster only when its index starts with a ranged shard key, or when `_id` is the
  * shard key, or when it lives in a claims collection keyed by the rule's own fields and written in the
  * same transaction; a hashed key backs no unique rule. Every query on a sharded collection names the

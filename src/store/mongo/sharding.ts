@@ -1,7 +1,7 @@
 import { COLLECTIONS, type CollectionName } from "./indexes.js";
 
 /**
- * How the store's queries and transactions use a sharded cluster (SPEC section 23), declared in one
+ * How the store's queries and transactions use a sharded cluster (docs/scaling.md), declared in one
  * place beside the shard keys (`SHARD_KEYS` in `indexes.ts`).
  *
  * An operation names its declaration in the driver's `comment` option, which the server also writes
@@ -81,7 +81,7 @@ export const TRANSACTIONS = {
     maxShards: 4,
     touches:
       "the payment (by merchantId and transactionId), its receipt (by card), the receipt's claim, and " +
-      "the events of both (unsharded: the primary shard); SPEC section 23 allows four",
+      "the events of both (unsharded: the primary shard); the one write allowed four",
   },
   "payments.recordDecline": {
     maxShards: 2,

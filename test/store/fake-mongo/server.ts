@@ -12,7 +12,7 @@
  * TransientTransactionError) and rollback on abort, `ignoreUndefined`, and an outage (`down()`): the
  * driver's own network and server-selection errors until `up()`. Every operation waits a random few
  * milliseconds (seeded, so a run repeats) before it runs atomically, so concurrent calls interleave.
- * It refuses any operation without a server-side time limit (`maxTimeMS`), as SPEC section 11 asks.
+ * It refuses any operation without a server-side time limit (`maxTimeMS`), as the service's store requires.
  * A new collection needs nothing here: collections appear on first use, and unique indexes come from
  * the adapter's own `createIndexes` (its `INDEXES` table) as on a real server.
  *
