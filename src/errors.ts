@@ -1,4 +1,5 @@
 import { Code } from "@connectrpc/connect";
+import type { ServiceErrorCode } from "./client/error-codes.js";
 
 /**
  * The error registry: every error the service can return, with its HTTP status and gRPC code.
@@ -83,7 +84,9 @@ export const ERRORS = {
     grpc: Code.Unavailable,
     description: "The store is unreachable or the server is shutting down.",
   },
-} as const satisfies Record<string, { http: number; grpc: Code; description: string }>;
+  // Keyed by the client library's list of codes: a code added here without adding it there (or the
+  // other way round) does not compile.
+} as const satisfies Record<ServiceErrorCode, { http: number; grpc: Code; description: string }>;
 
 /** A string error code of the service, e.g. `invalid_request`. */
 export type ErrorCode = keyof typeof ERRORS;

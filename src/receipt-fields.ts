@@ -1,4 +1,7 @@
+import { type DescMessage, type JsonObject, type JsonValue, toJson } from "@bufbuild/protobuf";
 import canonicalizeModule from "canonicalize";
+import { type Receipt, ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
+import { is64BitInteger } from "./proto-scalars.js";
 
 /**
  * Facts about a receipt's fields shared by the service and the client library (which runs in
@@ -74,4 +77,38 @@ function withoutEmptyMembers(value: Json | undefined): Json | undefined {
   const out: { [name: string]: Json } = {};
   for (const [name, member] of Object.entries(value)) keepMember(out, name, member);
   return out;
+}
+
+/**
+ * The JSON of a receipt message as a signature covers it: the REST JSON form of a `Receipt`
+ * (lowerCamelCase names, every non-optional field present, optional fields present exactly when set,
+ * int64 as JSON integers, timestamps as protobuf renders them: RFC 3339 UTC with `Z` and 0, 3, 6 or
+ * 9 fractional digits). For a REST body in that form this gives the body back, whatever order its
+ * members came in. The service checks signatures against it, and the client library signs it.
+ */
+export function receiptJsonOf(receipt: Receipt): JsonObject {
+  const json = toJson(ReceiptSchema, receipt, { alwaysEmitImplicit: true }) as JsonObject;
+  return int64AsNumbers(ReceiptSchema, json);
+}
+
+/** Turns protobuf JSON's 64-bit integer strings into numbers, in place, guided by the descriptor. */
+function int64AsNumbers(desc: DescMessage, json: JsonObject): JsonObject {
+  for (const field of desc.fields) {
+    const value = json[field.jsonName];
+    if (value === undefined || value === null) continue;
+    if (field.fieldKind === "scalar" && is64BitInteger(field.scalar)) json[field.jsonName] = Number(value);
+    else if (field.fieldKind === "list" && field.listKind === "scalar" && is64BitInteger(field.scalar)) {
+      json[field.jsonName] = (value as JsonValue[]).map(Number);
+    } else if (field.fieldKind === "message" && !isWellKnown(field.message)) {
+      int64AsNumbers(field.message, value as JsonObject);
+    } else if (field.fieldKind === "list" && field.listKind === "message" && !isWellKnown(field.message)) {
+      for (const element of value as JsonObject[]) int64AsNumbers(field.message, element);
+    }
+  }
+  return json;
+}
+
+/** Well-known types have their own JSON forms (a Timestamp is a string). */
+function isWellKnown(desc: DescMessage): boolean {
+  return desc.typeName.startsWith("google.protobuf.");
 }

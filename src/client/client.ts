@@ -27,20 +27,22 @@ import {
   PaymentsService,
   type RefundPaymentResponse,
 } from "../../gen/receipts/v1/payments_pb.js";
-import type { EncryptedReceipt, Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import type { EncryptedReceipt, Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import {
   type EscrowReleaseSchema,
   type ListPendingEscrowResponse,
   type ListReceiptsResponse,
   type MerchantSigningKey,
   ReceiptsService,
+  type RegisterSigningKeyResponse,
   type ReleaseEscrowResponse,
   type StoreSealedReceiptRequestSchema,
 } from "../../gen/receipts/v1/receipts_pb.js";
 import { toApiError } from "./errors.js";
 import { type RetryOptions, realSleep, retryPolicyOf, type Sleep, withRetry } from "./retry.js";
 import type { SigningKeyInfo } from "./signatures.js";
-import { nodeTransport } from "./transport.js";
+import { type MerchantSigner, type ReceiptInput, signableReceipt, signReceipt } from "./signing.js";
+import { fetchTransport } from "./transport.js";
 
 /** A payment gateway. */
 
@@ -56,8 +58,7 @@ export interface MerchantCard {
 
 export type Gateway = "gateway_a" | "gateway_b";
 
-/** A receipt to encrypt or pay with: the generated `Receipt` init shape (money as `bigint`). */
-export type ReceiptInput = MessageInitShape<typeof ReceiptSchema>;
+export type { ReceiptInput };
 
 /** Per-call options of every client method. */
 export interface CallOptions {
@@ -65,10 +66,20 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-/** Per-call options of the creates (`createPayment`, `encryptReceipt`). */
+/** Per-call options of the creates (`createPayment`, `encryptReceipt`, `storeSealedReceipt`). */
 export interface CreateOptions extends CallOptions {
   /** The `Idempotency-Key` of this logical call; by default a fresh one from the client's generator. */
   idempotencyKey?: string;
+}
+
+/** Options of `encryptReceipt`, `createPayment` and `refundPayment`. */
+export interface SendReceiptOptions extends CreateOptions {
+  /**
+   * Signs the receipt with the merchant's registered signing key and sends the signature as
+   * `X-Receipt-Signature` (required once the merchantId has a signing key). The receipt is sent as
+   * signed: `version` "1.0" when unset, the currency upper-cased.
+   */
+  signer?: MerchantSigner;
 }
 
 /** Options of `listPayments`; `pageSize` defaults to 50 on the server, at most 200. */
@@ -92,10 +103,12 @@ export interface ReceiptsClientOptions {
   /** The API key (`rk_<env>_...`), sent as `x-api-key` on every call. */
   apiKey: string;
   /**
-   * The protocol: `connect` (Connect over HTTP/1.1, the default) or `grpc` (gRPC over cleartext
-   * HTTP/2). The service serves both on the same port.
+   * How to reach the service: `connect` (the default: the Connect protocol over the platform's
+   * `fetch`, in Node 22+, browsers and React Native alike), or a ready-made Connect `Transport` (e.g.
+   * gRPC-Web from `@connectrpc/connect-web`). gRPC over HTTP/2 needs Node: import
+   * `createReceiptsClient` from the `/node` entry point and pass `grpc`.
    */
-  transport?: "connect" | "grpc";
+  transport?: "connect" | Transport;
   /**
    * Attempts and delays; the defaults are the retry rules (3 attempts, 1 s, 2 s), and a
    * `Retry-After` over 10 s fails the call at once instead of waiting (`maxRetryAfterMs`).
@@ -109,6 +122,8 @@ export interface ReceiptsClientOptions {
   timeoutMs?: number;
   /** A ready-made transport used instead of the one `baseUrl` and `transport` describe (tests). */
   transportOverride?: Transport;
+  /** The `fetch` of the default transport; default: the platform's. */
+  fetch?: typeof fetch;
 }
 
 /** Default deadline of one attempt, in milliseconds: generous for key generation on a busy server. */
@@ -144,7 +159,7 @@ export interface ReceiptsClient {
    * the receipt's unique `(merchantId, receiptId)` is what keeps a retry from storing it twice (a
    * retry after a lost response gets `conflict`).
    */
-  encryptReceipt(receipt: ReceiptInput, options?: CreateOptions): Promise<EncryptedReceipt>;
+  encryptReceipt(receipt: ReceiptInput, options?: SendReceiptOptions): Promise<EncryptedReceipt>;
   /**
    * Merchant: charges through a gateway and stores the payment with its sealed receipt. Every
    * attempt of one call sends the same `Idempotency-Key`, so a retry never pays twice.
@@ -152,7 +167,7 @@ export interface ReceiptsClient {
   createPayment(
     gateway: Gateway,
     receipt: ReceiptInput,
-    options?: CreateOptions,
+    options?: SendReceiptOptions,
   ): Promise<CreatePaymentResponse>;
   /** Merchant: one of its payments (amounts, status, refunds; never the receipt's content). */
   getPayment(paymentId: string, options?: CallOptions): Promise<Payment>;
@@ -161,12 +176,13 @@ export interface ReceiptsClient {
   /**
    * Merchant: refunds `receipt.amount` of a payment with a refund receipt (`receiptType: "refund"`,
    * `originalReceiptId` the payment's receipt), or a `sealedReceipt`. Every attempt of one call
-   * sends the same `Idempotency-Key`, so a retry never refunds twice.
+   * sends the same `Idempotency-Key`, so a retry never refunds twice. A refund receipt in the clear
+   * of a merchantId with a signing key needs `signer`, as the creates do.
    */
   refundPayment(
     paymentId: string,
     receipt: ReceiptInput,
-    options?: CreateOptions,
+    options?: SendReceiptOptions,
   ): Promise<RefundPaymentResponse>;
   /**
    * Issuer: decrypts a payment's receipt on the server. The private key crosses the network; prefer
@@ -216,6 +232,16 @@ export interface ReceiptsClient {
   /** Issuer: erases a user, its keys, grants and receipts. */
   deleteUser(userId: string, options?: CallOptions): Promise<DeleteUserResponse>;
   /**
+   * Merchant: registers the Ed25519 public key (`generateSigningKey().publicKey`) that signs a
+   * merchantId's receipts, or replaces it. From then on every receipt of the merchantId must be
+   * signed: pass `signer: { merchantKeyId, privateKey }` to `encryptReceipt`, `createPayment` and
+   * `refundPayment`.
+   */
+  registerSigningKey(
+    request: { merchantId: string; publicKey: string },
+    options?: CallOptions,
+  ): Promise<RegisterSigningKeyResponse>;
+  /**
    * Issuer: a merchantId's public signing keys, as `openListing`'s `signingKeys` takes them: e.g.
    * `openListing(receipts, ring, { signingKeys: (m) => client.signingKeysFor(m) })`.
    */
@@ -254,22 +280,28 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
       call(options, (o) => onboarding.generateKeys({ algorithm: options?.algorithm ?? "" }, o)),
     register: (request, options) => call(options, (o) => onboarding.register(request, o)),
     grantAccess: (request, options) => call(options, (o) => keys.grantAccess(request, o)),
-    encryptReceipt: (receipt, options) =>
-      call(
+    encryptReceipt: async (receipt, options) => {
+      const { body, headers } = await signed(receipt, options, idempotencyHeader(options));
+      return call(
         options,
-        async (o) => present((await receipts.encryptReceipt({ receipt }, o)).receipt),
-        idempotencyHeader(options),
-      ),
-    createPayment: (gateway, receipt, options) =>
-      call(options, (o) => payments.createPayment({ gateway, receipt }, o), idempotencyHeader(options)),
+        async (o) => present((await receipts.encryptReceipt({ receipt: body }, o)).receipt),
+        headers,
+      );
+    },
+    createPayment: async (gateway, receipt, options) => {
+      const { body, headers } = await signed(receipt, options, idempotencyHeader(options));
+      return call(options, (o) => payments.createPayment({ gateway, receipt: body }, o), headers);
+    },
     getPayment: (paymentId, options) =>
       call(options, async (o) => present((await payments.getPayment({ paymentId }, o)).payment)),
     listPayments: (options = {}) =>
       call(options, (o) =>
         payments.listPayments({ pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" }, o),
       ),
-    refundPayment: (paymentId, receipt, options) =>
-      call(options, (o) => payments.refundPayment({ paymentId, receipt }, o), idempotencyHeader(options)),
+    refundPayment: async (paymentId, receipt, options) => {
+      const { body, headers } = await signed(receipt, options, idempotencyHeader(options));
+      return call(options, (o) => payments.refundPayment({ paymentId, receipt: body }, o), headers);
+    },
     decryptPayment: (request, options) =>
       call(options, async (o) => present((await payments.decryptPayment(request, o)).receipt)),
     decryptReceipt: (request, options) =>
@@ -291,6 +323,7 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
     listPendingEscrow: (request, options) => call(options, (o) => receipts.listPendingEscrow(request, o)),
     releaseEscrow: (request, options) => call(options, (o) => receipts.releaseEscrow(request, o)),
     deleteUser: (userId, options) => call(options, (o) => onboarding.deleteUser({ userId }, o)),
+    registerSigningKey: (request, options) => call(options, (o) => receipts.registerSigningKey(request, o)),
     signingKeysFor: (merchantId, options) =>
       call(options, async (o) =>
         (await receipts.listSigningKeys({ merchantId }, o)).signingKeys.map(signingKeyInfoOf),
@@ -318,6 +351,24 @@ function signingKeyInfoOf(key: MerchantSigningKey): SigningKeyInfo {
   };
 }
 
+/** The signature header of a receipt (`x-receipt-signature`, as gRPC metadata and HTTP alike). */
+const SIGNATURE_HEADER = "x-receipt-signature";
+
+/**
+ * A receipt and the headers to send it with: as given without a signer; with one, made signable,
+ * signed, and the signature added to `headers`.
+ */
+async function signed(
+  receipt: ReceiptInput,
+  options: SendReceiptOptions | undefined,
+  headers: Record<string, string>,
+): Promise<{ body: ReceiptInput; headers: Record<string, string> }> {
+  if (options?.signer === undefined) return { body: receipt, headers };
+  const body = signableReceipt(receipt);
+  const signature = await signReceipt(body, options.signer.privateKey);
+  return { body, headers: { ...headers, [SIGNATURE_HEADER]: signature } };
+}
+
 /**
  * One logical call: `attempt` is retried by the client's policy, and every attempt gets the same
  * headers (so the same idempotency key), deadline and abort signal.
@@ -340,12 +391,13 @@ function callerOf(options: ReceiptsClientOptions): {
   const sleep = options.sleep ?? realSleep;
   const newIdempotencyKey = options.idempotencyKey ?? (() => globalThis.crypto.randomUUID());
   const timeoutMs = timeoutOf(options.timeoutMs);
+  const baseUrl = options.baseUrl;
   return {
     call: (options, attempt, headers = {}) => {
       const callOptions: ConnectCallOptions = { headers };
       if (timeoutMs !== undefined) callOptions.timeoutMs = timeoutMs;
       if (options?.signal !== undefined) callOptions.signal = options.signal;
-      return withRetry(() => attempt(callOptions), policy, sleep, options?.signal);
+      return withRetry(() => attempt(callOptions), policy, sleep, options?.signal, baseUrl);
     },
     idempotencyHeader: (options) => ({
       "idempotency-key": options?.idempotencyKey ?? newIdempotencyKey(),
@@ -376,9 +428,15 @@ async function* allPages(
 
 function transportOf(options: ReceiptsClientOptions): Transport {
   if (options.transportOverride !== undefined) return options.transportOverride;
-  const protocol = options.transport ?? "connect";
-  if (protocol === "grpc" || protocol === "connect") return nodeTransport(protocol, options.baseUrl);
-  throw new RangeError(`transport must be "connect" or "grpc", not ${JSON.stringify(protocol)}`);
+  const transport = options.transport ?? "connect";
+  if (transport === "connect") return fetchTransport(options.baseUrl, options.fetch);
+  if (typeof transport === "object" && transport !== null) return transport;
+  if ((transport as string) === "grpc") {
+    throw new RangeError(
+      'transport "grpc" needs Node: import createReceiptsClient from the "/node" entry point',
+    );
+  }
+  throw new RangeError(`transport must be "connect" or a Transport, not ${JSON.stringify(transport)}`);
 }
 
 function timeoutOf(timeoutMs: number | undefined): number | undefined {

@@ -1,6 +1,6 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import type { ErrorCode } from "../errors.js";
+import type { ServiceErrorCode } from "./error-codes.js";
 import { HTTP_STATUS_METADATA } from "./transport.js";
 
 /** The `google.rpc.ErrorInfo` domain of the service's errors; a reason from another domain is not ours. */
@@ -25,7 +25,7 @@ export type TransportErrorCode =
  * The code of a {@link ReceiptsApiError}: one of the service's string codes (README, "Responses and errors"),
  * or a {@link TransportErrorCode}. Codes the service adds later arrive as they are, hence the open string.
  */
-export type ReceiptsErrorCode = ErrorCode | TransportErrorCode | (string & {});
+export type ReceiptsErrorCode = ServiceErrorCode | TransportErrorCode | (string & {});
 
 /** One offending request field, from the error's `google.rpc.BadRequest` detail. */
 export interface ApiFieldViolation {
@@ -46,6 +46,8 @@ export interface ReceiptsApiErrorInit {
   cause: unknown;
   /** The HTTP status of the last failed response, when one arrived. */
   httpStatus?: number | undefined;
+  /** The facts the service attached to the error (its ErrorInfo metadata); empty when none. */
+  facts?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -74,6 +76,21 @@ export class ReceiptsApiError extends Error {
    * a transport built from `baseUrl`; unset for network errors, timeouts and in-memory transports.
    */
   readonly httpStatus: number | undefined;
+  /**
+   * The documentation of `code` (the envelope's `doc_url`): its entry on the service's error page,
+   * absolute when the client knows the service's address. Unset when the service did not answer.
+   */
+  readonly docUrl: string | undefined;
+  /** `payment_declined` only: why the gateway declined the card (the envelope's `decline_code`). */
+  readonly declineCode: string | undefined;
+  /**
+   * The payment an error is about (the envelope's `payment_id`): on `payment_declined`, the declined
+   * payment (kept, with its decline code); on `conflict` of a payment sent again without an
+   * Idempotency-Key, the payment that already exists for the transaction.
+   */
+  readonly paymentId: string | undefined;
+  /** Every fact the service attached to the error, by its envelope name (`doc_url`, `decline_code`, ...). */
+  readonly facts: Readonly<Record<string, string>>;
 
   constructor(init: ReceiptsApiErrorInit) {
     super(init.message, { cause: init.cause });
@@ -86,19 +103,54 @@ export class ReceiptsApiError extends Error {
     this.attempts = init.attempts;
     this.retryable = init.retryable;
     this.httpStatus = init.httpStatus;
+    this.facts = init.facts ?? {};
+    this.docUrl = webLinkOf(this.facts.doc_url);
+    this.declineCode = this.facts.decline_code;
+    this.paymentId = this.facts.payment_id;
   }
+}
+
+/**
+ * A link an app may show: an http(s) URL, or a path the app resolves itself. Anything else (a
+ * `javascript:` URL from a hostile answer) is dropped, so rendering `docUrl` as a link is safe.
+ */
+function webLinkOf(link: string | undefined): string | undefined {
+  if (link === undefined) return undefined;
+  if (link.startsWith("/") && !link.startsWith("//")) return link;
+  return /^https?:\/\//i.test(link) ? link : undefined;
+}
+
+/** The service's ErrorInfo of an error (reason and metadata, in our domain), if it carries one. */
+function serviceInfoOf(err: ConnectError) {
+  return err.findDetails(ErrorInfoSchema).find((info) => info.domain === SERVICE_ERROR_DOMAIN);
 }
 
 /** The service's string code of an error (its ErrorInfo reason in our domain), if it carries one. */
 export function serviceReasonOf(err: ConnectError): string | undefined {
-  return err.findDetails(ErrorInfoSchema).find((info) => info.domain === SERVICE_ERROR_DOMAIN)?.reason;
+  return serviceInfoOf(err)?.reason;
+}
+
+/**
+ * The facts of an error's ErrorInfo (`doc_url`, `decline_code`, `payment_id`, ...), with `doc_url`
+ * made absolute against `baseUrl` when given (the service sends it relative to its own address).
+ */
+export function factsOf(err: ConnectError, baseUrl?: string): Record<string, string> {
+  const facts = { ...serviceInfoOf(err)?.metadata };
+  const docUrl = facts.doc_url;
+  if (docUrl === undefined || baseUrl === undefined) return facts;
+  try {
+    facts.doc_url = new URL(docUrl, baseUrl).href;
+  } catch {
+    // A base address that is not a URL leaves the link as the service gave it.
+  }
+  return facts;
 }
 
 /**
  * Connect codes with one obvious service code; the others are ambiguous (ResourceExhausted is a rate
  * limit or an oversized body, FailedPrecondition need not be a declined card) and keep their own name.
  */
-const SERVICE_CODE_OF: Partial<Record<Code, ErrorCode>> = {
+const SERVICE_CODE_OF: Partial<Record<Code, ServiceErrorCode>> = {
   [Code.InvalidArgument]: "invalid_request",
   [Code.Unauthenticated]: "unauthorized",
   [Code.PermissionDenied]: "forbidden",
@@ -151,14 +203,19 @@ export function violationsOf(err: ConnectError): ApiFieldViolation[] {
     .flatMap((bad) => bad.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
 }
 
-/** Builds the {@link ReceiptsApiError} of a call's last failure; `note` is appended to the message. */
+/**
+ * Builds the {@link ReceiptsApiError} of a call's last failure; `note` is appended to the message,
+ * and the error's `doc_url` is resolved against `baseUrl`.
+ */
 export function toApiError(
   err: ConnectError,
   attempts: number,
   retryable: boolean,
   note?: string,
+  baseUrl?: string,
 ): ReceiptsApiError {
   return new ReceiptsApiError({
+    facts: factsOf(err, baseUrl),
     code: serviceReasonOf(err) ?? codeFromConnectCode(err.code),
     message: note === undefined ? err.rawMessage : `${err.rawMessage} (${note})`,
     httpStatus: httpStatusOf(err),

@@ -1,8 +1,12 @@
 /**
- * The receipt service's TypeScript client: a typed, retrying RPC client for issuers and merchants,
- * and WebCrypto helpers that open and seal receipts locally, both key suites (RSA-OAEP-256 and
- * HPKE-P256-SHA256-A256GCM). The RPC client uses Node transports; a browser or React Native app that
- * only opens receipts imports `./webcrypto.js` and `./key-ring.js` directly.
+ * The receipt service's TypeScript client (the package `receipt-encryption-client`): a typed,
+ * retrying RPC client for issuers and merchants, and WebCrypto helpers that seal, sign, open and
+ * verify receipts on the device, both key suites (RSA-OAEP-256 and HPKE-P256-SHA256-A256GCM).
+ *
+ * This entry point runs wherever there is `fetch` and WebCrypto: Node 22+, browsers, React Native
+ * with a WebCrypto polyfill (client/README.md says what it needs). Node's extras (gRPC over HTTP/2)
+ * are in `./node.js`; the receipt picture (`renderReceiptSvg`) in `./receipt-image.js`, so that an
+ * app that does not draw receipts does not load the renderer.
  */
 
 export type { TrustPolicy } from "../kt/policy.js";
@@ -18,6 +22,7 @@ export {
   type ReceiptInput,
   type ReceiptsClient,
   type ReceiptsClientOptions,
+  type SendReceiptOptions,
 } from "./client.js";
 export {
   checkRegistration,
@@ -26,6 +31,7 @@ export {
   DeviceCheckError,
   type HeldBinding,
 } from "./device-checks.js";
+export { isServiceErrorCode, SERVICE_ERROR_CODES, type ServiceErrorCode } from "./error-codes.js";
 export {
   type ApiFieldViolation,
   codeFromConnectCode,
@@ -79,7 +85,6 @@ export {
   type SealedAndStored,
   sealAndStoreReceipt,
 } from "./merchant.js";
-export { type ReceiptImageOptions, renderReceiptSvg } from "./receipt-image.js";
 export {
   BASE_DELAY_MS,
   isRetryable,
@@ -95,6 +100,14 @@ export {
   type SigningKeyInfo,
   type SigningKeySource,
 } from "./signatures.js";
+export {
+  generateSigningKey,
+  type SigningKeyPair,
+  signableReceipt,
+  signReceipt,
+  signReceiptJson,
+} from "./signing.js";
+export { fetchTransport } from "./transport.js";
 export {
   EnvelopeError,
   type EnvelopeErrorCode,

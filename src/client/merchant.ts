@@ -1,11 +1,13 @@
 import type { CreatePaymentResponse } from "../../gen/receipts/v1/payments_pb.js";
 import type { EncryptedReceipt, KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
-import { signingTextOf } from "../receipt-fields.js";
-import { fromBase64, toBase64 } from "./base64.js";
+import { fromBase64 } from "./base64.js";
 import type { CreateOptions, Gateway, MerchantCard, ReceiptsClient } from "./client.js";
 import { ReceiptsApiError } from "./errors.js";
 import type { CardIdentity, KeyTrust } from "./key-trust.js";
-import { type ReceiptJson, type SealedEnvelope, sealReceipt, type WebCryptoKey } from "./webcrypto.js";
+import { type MerchantSigner, signReceiptJson } from "./signing.js";
+import { type ReceiptJson, type SealedEnvelope, sealReceipt } from "./webcrypto.js";
+
+export type { MerchantSigner };
 
 /**
  * The merchant's side of zero-knowledge receipts (SECURITY.md, "What the service can read, in each mode") in
@@ -15,14 +17,6 @@ import { type ReceiptJson, type SealedEnvelope, sealReceipt, type WebCryptoKey }
  * it. Before sealing, the looked-up key is verified under the merchant's trust policy
  * (docs/key-transparency.md), unless the caller says `trust: "unverified"` in so many words.
  */
-
-/** A merchant's Ed25519 signing key, registered with the service under `merchantKeyId`. */
-export interface MerchantSigner {
-  /** The `mk_...` id the service gave the public key (RegisterSigningKey). */
-  merchantKeyId: string;
-  /** The Ed25519 private key (a WebCrypto key: it may be non-extractable). */
-  privateKey: WebCryptoKey;
-}
 
 /**
  * A receipt to seal on the merchant's side: its fields, and the card it is for: `recipientHashedPan`
@@ -78,19 +72,20 @@ export async function sealAndStoreReceipt(
   };
   const plain: ReceiptJson = { ...fields, version: fields.version ?? "1.0" };
   if (options.signer !== undefined) {
-    const text = new TextEncoder().encode(signingTextOf(plain as never));
-    const signature = await globalThis.crypto.subtle.sign("Ed25519", options.signer.privateKey, text);
+    const signature = await signReceiptJson(plain as never, options.signer.privateKey);
     Object.assign(plain, {
-      merchantSignature: toBase64(new Uint8Array(signature)),
+      merchantSignature: signature,
       merchantKeyId: options.signer.merchantKeyId,
     });
   }
   for (let attempt = 1; ; attempt++) {
     const key = await client.lookupKey(card, options);
     const envelope = await sealReceipt(plain, key, trust);
-    // A re-sealed envelope is a new body: it needs an idempotency key of its own.
-    const { idempotencyKey: _first, ...fresh } = options;
-    const create: CreateOptions = attempt === 1 ? options : fresh;
+    // A re-sealed envelope is a new body: it needs an idempotency key of its own. The signature is
+    // inside the envelope: the create itself is not signed (no signer, trust or payment options).
+    const { idempotencyKey, signer: _inside, trust: _trust, payment: _options, ...call } = options;
+    const create: CreateOptions =
+      attempt === 1 && idempotencyKey !== undefined ? { ...call, idempotencyKey } : call;
     try {
       return await store(client, card, plain, envelope, create, options.payment);
     } catch (err) {

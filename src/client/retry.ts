@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { type ErrorCode, isErrorCode } from "../errors.js";
+import { isServiceErrorCode, type ServiceErrorCode } from "./error-codes.js";
 import {
   httpStatusOf,
   type ReceiptsApiError,
@@ -68,7 +68,7 @@ export function retryPolicyOf(options: RetryOptions = {}): RetryPolicy {
 }
 
 /** Service codes worth another attempt: 429 (rate limit), 500 and 503. Every other service code is final. */
-const RETRYABLE_REASONS: ReadonlySet<string> = new Set<ErrorCode>([
+const RETRYABLE_REASONS: ReadonlySet<string> = new Set<ServiceErrorCode>([
   "rate_limit_exceeded",
   "internal_server_error",
   "service_unavailable",
@@ -102,7 +102,7 @@ const FINAL_HTTP_STATUSES: ReadonlySet<number> = new Set([400, 401, 403, 404, 40
  */
 export function isRetryable(err: ConnectError): boolean {
   const reason = serviceReasonOf(err);
-  if (reason !== undefined && isErrorCode(reason)) return RETRYABLE_REASONS.has(reason);
+  if (reason !== undefined && isServiceErrorCode(reason)) return RETRYABLE_REASONS.has(reason);
   const status = httpStatusOf(err);
   if (status !== undefined && RETRYABLE_HTTP_STATUSES.has(status)) return true;
   if (status !== undefined && FINAL_HTTP_STATUSES.has(status)) return false;
@@ -128,6 +128,7 @@ export async function withRetry<T>(
   policy: RetryPolicy,
   sleep: Sleep,
   signal?: AbortSignal,
+  baseUrl?: string,
 ): Promise<T> {
   for (let made = 1; ; made++) {
     let failure: ConnectError;
@@ -138,12 +139,12 @@ export async function withRetry<T>(
     }
     const retryable = isRetryable(failure);
     if (!retryable || made >= policy.maxAttempts || signal?.aborted) {
-      throw toApiError(failure, made, retryable);
+      throw toApiError(failure, made, retryable, undefined, baseUrl);
     }
     const delayMs = retryDelayMs(made - 1, failure, policy.baseDelayMs);
     const retryAfter = retryAfterSecondsOf(failure);
     if (retryAfter !== undefined && retryAfter * 1000 > policy.maxRetryAfterMs) {
-      throw toApiError(failure, made, retryable, `retry after ${retryAfter} s`);
+      throw toApiError(failure, made, retryable, `retry after ${retryAfter} s`, baseUrl);
     }
     await sleep(delayMs);
     if (signal?.aborted) throw cancelled(made, signal);

@@ -1,18 +1,18 @@
 import { createPublicKey, verify } from "node:crypto";
-import { type DescMessage, type JsonObject, type JsonValue, toJson } from "@bufbuild/protobuf";
-import { type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { AppError, Violations } from "../errors.js";
-import { is64BitInteger } from "../proto-scalars.js";
 import {
   canonicalJsonOf,
   type Json,
+  receiptJsonOf,
   signedFormOf,
   signingTextOf,
   UNSIGNED_FIELDS,
 } from "../receipt-fields.js";
 import type { DomainDeps } from "./deps.js";
 
-export { signedFormOf, UNSIGNED_FIELDS };
+export { receiptJsonOf, signedFormOf, UNSIGNED_FIELDS };
 
 import { sealedPlaintextOf, type ValidReceipt } from "./receipt-rules.js";
 
@@ -76,46 +76,12 @@ export async function applyMerchantSignature(
 }
 
 /**
- * The JSON of a decoded receipt message as the service checks a signature against it: the REST JSON
- * form of a `Receipt` (lowerCamelCase names, every non-optional field present, optional fields
- * present exactly when set, int64 as JSON integers, timestamps as protobuf renders them: RFC 3339
- * UTC with `Z` and 0, 3, 6 or 9 fractional digits). For a REST body in that form this gives the
- * body back, whatever order its members came in.
- */
-export function receiptJsonOf(receipt: Receipt): JsonObject {
-  const json = toJson(ReceiptSchema, receipt, { alwaysEmitImplicit: true }) as JsonObject;
-  return int64AsNumbers(ReceiptSchema, json);
-}
-
-/**
  * The bytes a receipt signature covers: UTF-8 of the RFC 8785 canonical JSON of its signed form
  * (`receipt-fields.ts`). The same function serves the merchant (on its request body) and the
  * cardholder's app (on the decrypted receipt).
  */
 export function receiptSigningInput(receipt: JsonObject): Buffer {
   return Buffer.from(signingTextOf(receipt as { [name: string]: Json }), "utf8");
-}
-
-/** Turns protobuf JSON's 64-bit integer strings into numbers, in place, guided by the descriptor. */
-function int64AsNumbers(desc: DescMessage, json: JsonObject): JsonObject {
-  for (const field of desc.fields) {
-    const value = json[field.jsonName];
-    if (value === undefined || value === null) continue;
-    if (field.fieldKind === "scalar" && is64BitInteger(field.scalar)) json[field.jsonName] = Number(value);
-    else if (field.fieldKind === "list" && field.listKind === "scalar" && is64BitInteger(field.scalar)) {
-      json[field.jsonName] = (value as JsonValue[]).map(Number);
-    } else if (field.fieldKind === "message" && !isWellKnown(field.message)) {
-      int64AsNumbers(field.message, value as JsonObject);
-    } else if (field.fieldKind === "list" && field.listKind === "message" && !isWellKnown(field.message)) {
-      for (const element of value as JsonObject[]) int64AsNumbers(field.message, element);
-    }
-  }
-  return json;
-}
-
-/** Well-known types have their own JSON forms (a Timestamp is a string). */
-function isWellKnown(desc: DescMessage): boolean {
-  return desc.typeName.startsWith("google.protobuf.");
 }
 
 /** The signature bytes of the header: standard or URL-safe base64 of exactly 64 bytes. */

@@ -32,6 +32,48 @@ describe("ReceiptsApiError", () => {
     expect((err as ReceiptsApiError).cause).toBeInstanceOf(ConnectError);
   });
 
+  it("carries the error's facts: doc_url made absolute, decline_code, payment_id", async () => {
+    const server = scriptedServer();
+    const facts = { doc_url: "/docs/errors#payment_declined", decline_code: "insufficient_funds" };
+    server.fail(serviceError("payment_declined", Code.FailedPrecondition, { facts }));
+    server.fail(
+      serviceError("conflict", Code.AlreadyExists, {
+        facts: { doc_url: "/docs/errors#conflict", payment_id: "pay_1" },
+      }),
+    );
+    const { client } = clientOf(server, { baseUrl: "https://receipts.example.com/base/" });
+
+    const declined = await rejectionOf(client.createPayment("gateway_b", { receiptId: "r-1" }));
+    expect(declined).toMatchObject({
+      code: "payment_declined",
+      docUrl: "https://receipts.example.com/docs/errors#payment_declined",
+      declineCode: "insufficient_funds",
+      paymentId: undefined,
+      facts: { ...facts, doc_url: "https://receipts.example.com/docs/errors#payment_declined" },
+    });
+    const twice = await rejectionOf(client.createPayment("gateway_a", { receiptId: "r-1" }));
+    expect(twice).toMatchObject({ code: "conflict", paymentId: "pay_1", declineCode: undefined });
+  });
+
+  it("never offers a doc_url that is not a web link (a hostile answer's javascript: URL)", async () => {
+    const server = scriptedServer();
+    for (const link of ["javascript:alert(1)", "data:text/html,x", "//evil.example/x"]) {
+      server.fail(serviceError("forbidden", Code.PermissionDenied, { facts: { doc_url: link } }));
+    }
+    const { client } = clientOf(server, { baseUrl: "not a url" });
+    for (let i = 0; i < 3; i++) {
+      const err = (await rejectionOf(client.generateKeys())) as ReceiptsApiError;
+      expect(err.docUrl, err.facts.doc_url).toBeUndefined();
+    }
+  });
+
+  it("has no doc_url when no service answered", async () => {
+    const server = scriptedServer();
+    server.fail(bareError(Code.PermissionDenied, "proxy says no"));
+    const { client } = clientOf(server);
+    expect(await rejectionOf(client.generateKeys())).toMatchObject({ docUrl: undefined, facts: {} });
+  });
+
   it("carries Retry-After seconds when the rate limit outlasts the attempts", async () => {
     const server = scriptedServer();
     const limited = () => serviceError("rate_limit_exceeded", Code.ResourceExhausted, { retryAfter: "2" });

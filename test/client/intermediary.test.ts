@@ -2,7 +2,8 @@ import { createServer as createHttpServer, type Server } from "node:http";
 import { createServer as createHttp2Server, type Http2Server } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { createReceiptsClient, ReceiptsApiError } from "../../src/client/index.js";
+import { createReceiptsClient as createAnywhere, ReceiptsApiError } from "../../src/client/index.js";
+import { createReceiptsClient as createInNode } from "../../src/client/node.js";
 import { rejectionOf } from "./support.js";
 
 /**
@@ -19,8 +20,14 @@ interface Answer {
   headers?: Record<string, string>;
 }
 
+/**
+ * The client's transports: the Connect protocol over `fetch` (the default on every platform), over
+ * Node's HTTP/1.1 client, and gRPC over Node's HTTP/2.
+ */
+type Protocol = "fetch" | "connect" | "grpc";
+
 /** An intermediary on HTTP/1.1 (Connect protocol) or cleartext HTTP/2 (gRPC) answering `answer`. */
-async function intermediary(protocol: "connect" | "grpc", answer: Answer) {
+async function intermediary(protocol: Protocol, answer: Answer) {
   let hits = 0;
   const respond = (res: {
     writeHead(status: number, headers: Record<string, string>): unknown;
@@ -44,14 +51,15 @@ async function intermediary(protocol: "connect" | "grpc", answer: Answer) {
   const { port } = server.address() as AddressInfo;
   const delays: number[] = [];
   const baseUrl = `http://127.0.0.1:${port}`;
-  const client = createReceiptsClient({
+  const options = {
     baseUrl,
     apiKey: "rk_dev_intermediary",
-    transport: protocol,
-    sleep: async (ms) => {
+    sleep: async (ms: number) => {
       delays.push(ms);
     },
-  });
+  };
+  const client =
+    protocol === "fetch" ? createAnywhere(options) : createInNode({ ...options, transport: protocol });
   return {
     baseUrl,
     client,
@@ -71,13 +79,13 @@ describe("retries through an intermediary that answers a bare HTTP status", () =
   afterEach(async () => {
     for (const close of closers.splice(0)) await close();
   });
-  const start = async (protocol: "connect" | "grpc", answer: Answer) => {
+  const start = async (protocol: Protocol, answer: Answer) => {
     const proxy = await intermediary(protocol, answer);
     closers.push(proxy.close);
     return proxy;
   };
 
-  for (const protocol of ["connect", "grpc"] as const) {
+  for (const protocol of ["fetch", "connect", "grpc"] as const) {
     it.each([400, 401, 403, 404, 409])(`never retries a bare %i (${protocol})`, async (status) => {
       const proxy = await start(protocol, { status });
       const err = await rejectionOf(proxy.client.grantAccess({ userId: "usr_1", keyId: "k-1" }));
@@ -126,11 +134,11 @@ describe("retries through an intermediary that answers a bare HTTP status", () =
   it("waits a long Retry-After when the cap allows it", async () => {
     const proxy = await start("connect", { status: 429, headers: { "retry-after": "180" } });
     const delays: number[] = [];
-    const patient = createReceiptsClient({
+    const patient = createAnywhere({
       baseUrl: proxy.baseUrl,
       apiKey: "rk_dev_intermediary",
       retry: { maxRetryAfterMs: 200_000 },
-      sleep: async (ms) => {
+      sleep: async (ms: number) => {
         delays.push(ms);
       },
     });
@@ -141,7 +149,7 @@ describe("retries through an intermediary that answers a bare HTTP status", () =
 
   it("refuses a negative Retry-After cap", () => {
     expect(() =>
-      createReceiptsClient({
+      createAnywhere({
         baseUrl: "http://localhost:8080",
         apiKey: "rk_dev_x",
         retry: { maxRetryAfterMs: -1 },

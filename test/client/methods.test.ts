@@ -1,6 +1,7 @@
 import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 import { afterAll, describe, expect, it } from "vitest";
 import { createReceiptsClient } from "../../src/client/index.js";
+import { createReceiptsClient as createInNode } from "../../src/client/node.js";
 import { clientOf, encryptedReceipt, receiptInput, rejectionOf, scriptedServer } from "./support.js";
 
 /** Each typed method calls its RPC with the request it was given and returns the useful part. */
@@ -141,8 +142,11 @@ describe("ReceiptsClient methods", () => {
   it("rejects a misconfiguration when the client is created", () => {
     const base = { baseUrl: "http://localhost:8080", apiKey: "rk_dev_x" };
     expect(() => createReceiptsClient({ ...base, apiKey: "" })).toThrow(TypeError);
-    expect(() => createReceiptsClient({ ...base, transport: "grpc-web" as "grpc" })).toThrow(RangeError);
+    expect(() => createReceiptsClient({ ...base, transport: "grpc-web" as "connect" })).toThrow(RangeError);
     expect(() => createReceiptsClient({ ...base, timeoutMs: -5 })).toThrow(RangeError);
-    expect(createReceiptsClient({ ...base, transport: "grpc" }).generateKeys).toBeTypeOf("function");
+    // gRPC needs Node's HTTP/2: the platform-neutral entry point says where to find it.
+    expect(() => createReceiptsClient({ ...base, transport: "grpc" as "connect" })).toThrow(/"\/node"/);
+    expect(createInNode({ ...base, transport: "grpc" }).generateKeys).toBeTypeOf("function");
+    expect(() => createInNode({ ...base, transport: "grpc-web" as "grpc" })).toThrow(RangeError);
   });
 });

@@ -51,12 +51,14 @@ export function serviceError(
     requestId?: string;
     retryAfter?: string;
     violations?: { field: string; description: string }[];
+    /** The ErrorInfo metadata: `doc_url`, `decline_code`, `payment_id`. */
+    facts?: Record<string, string>;
   } = {},
 ): ConnectError {
   const metadata = new Headers({ "x-request-id": extra.requestId ?? "req-test" });
   if (extra.retryAfter !== undefined) metadata.set("retry-after", extra.retryAfter);
   const details: ConstructorParameters<typeof ConnectError>[3] = [
-    { desc: ErrorInfoSchema, value: { reason, domain: "receipts.v1" } },
+    { desc: ErrorInfoSchema, value: { reason, domain: "receipts.v1", metadata: extra.facts ?? {} } },
   ];
   if (extra.violations !== undefined) {
     details.push({ desc: BadRequestSchema, value: { fieldViolations: extra.violations } });

@@ -4,12 +4,8 @@ import type { Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toBase64 } from "../../src/client/base64.js";
-import {
-  createReceiptsClient,
-  openListing,
-  type ReceiptsClient,
-  sealAndStoreReceipt,
-} from "../../src/client/index.js";
+import { openListing, type ReceiptsClient, sealAndStoreReceipt } from "../../src/client/index.js";
+import { createReceiptsClient } from "../../src/client/node.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Store } from "../../src/store/types.js";
 import { hashPan, startService, type TestService } from "../support/harness.js";
