@@ -35,7 +35,8 @@ function packageOf(specifier: string): string {
 function runtimeImports(file: string): string[] {
   const text = readFileSync(file, "utf8");
   const found: string[] = [];
-  const statement = /^\s*(import|export)\s+(type\s+)?[^;]*?\s+from\s+"([^"]+)"|(?<!typeof )import\("([^"]+)"\)/gm;
+  const statement =
+    /^\s*(import|export)\s+(type\s+)?[^;]*?\s+from\s+"([^"]+)"|(?<!typeof )import\("([^"]+)"\)/gm;
   for (const match of text.matchAll(statement)) {
     const specifier = match[3] ?? match[4];
     if (specifier === undefined || match[2] !== undefined) continue;
