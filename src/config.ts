@@ -1,3 +1,6 @@
+/* Over 400 lines on purpose: every setting the service reads from its environment, with its default,
+ * range and error message, in one place (the limits rule of this codebase); the key log's and the
+ * events' settings already live in their own files. */
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { type KtConfig, readKtConfig } from "./config-kt.js";

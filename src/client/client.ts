@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: the client library's one interface (ReceiptsClient) with its options
+ * and its implementation, one method per RPC; most of the length is their doc comments. */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type Timestamp, timestampDate } from "@bufbuild/protobuf/wkt";
 import {

@@ -1,4 +1,4 @@
-import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
+import type { KeyBundle, Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { isKeyAlgorithm } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord } from "../store/types.js";
@@ -26,10 +26,31 @@ export interface SealedInput extends CardRef, ReceiptIdentityInput {
 }
 
 /**
+ * The {@link SealedInput} of a payment's or a refund's receipt that carries a `sealedReceipt`: the card
+ * reference and the ids the merchant sends in the clear, beside the envelope it sealed.
+ */
+export function sealedInputOf(receipt: Receipt): SealedInput {
+  const sealed = receipt.sealedReceipt;
+  return {
+    recipientHashedPan: (receipt.recipientHashedPan ?? "").toLowerCase(),
+    recipientPar: receipt.recipientPar,
+    cardBin: receipt.cardBin,
+    version: sealed?.version ?? "",
+    receiptId: sealed?.receiptId ?? "",
+    merchantId: receipt.merchantId,
+    transactionId: receipt.transactionId,
+    keyBundle: sealed?.keyBundle,
+    ciphertext: sealed?.ciphertext ?? new Uint8Array(),
+    iv: sealed?.iv ?? new Uint8Array(),
+    authTag: sealed?.authTag ?? new Uint8Array(),
+  };
+}
+
+/**
  * Validates a merchant-sealed receipt and builds its record (not yet stored): every field problem at
  * once (`invalid_request`), then the recipient: a bundle naming another key than the card routes to
- * now is `conflict` ("look it up again"). Writes nothing: the caller claims the merchantId (section
- * 18) just before it stores the record. `prefix` is where the sealed parts, `version` and `receiptId`
+ * now is `conflict` ("look it up again"). Writes nothing: the caller claims the merchantId just
+ * before it stores the record. `prefix` is where the sealed parts, `version` and `receiptId`
  * sit in the request, for error messages: "" for /receipts/sealed, "sealedReceipt." for a payment.
  */
 export async function prepareSealed(

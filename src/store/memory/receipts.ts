@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: the embedded store's ReceiptStore, one class mirroring the MongoDB one
+ * method for method, so the two are read side by side. */
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { EventRecord } from "../event-types.js";
 import {

@@ -1,3 +1,6 @@
+/* Over 400 lines on purpose: the MongoDB side of one interface (KtLogStore), one short method per
+ * operation of the key log (queue, append, tiles, checkpoints, witnesses, leaves, auditors) over the
+ * collections declared at the top, mirroring the memory store's class. */
 import type { ClientSession } from "mongodb";
 import { emptyRoot, HASH_BYTES } from "../../kt/merkle.js";
 import { type TileRequest, tilePath } from "../../kt/tiles.js";

@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: the MongoDB ReceiptStore, one class, with the receipt-and-claim write
+ * helpers at the top that the payment store's transactions use too, so both write receipts one way. */
 import type { ClientSession, Filter } from "mongodb";
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { EventRecord } from "../event-types.js";
