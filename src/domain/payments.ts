@@ -20,7 +20,7 @@ import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "
 import { prepareReceipt } from "./prepare.js";
 import { checkCurrency } from "./receipt-rules.js";
 import { auditBindingConflict } from "./routing.js";
-import { prepareSealed, sealedInputOf } from "./sealed.js";
+import { prepareSealed } from "./sealed.js";
 import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 
@@ -128,7 +128,26 @@ async function takeSealed(
     v.add("cardNonce", `must be at most ${MAX_CARD_NONCE_LENGTH} characters`);
   }
   v.throwIfAny();
-  const prepared = await prepareSealed(deps, principal, sealedInputOf(receipt), "sealedReceipt.", paymentId);
+  const sealed = receipt.sealedReceipt;
+  const prepared = await prepareSealed(
+    deps,
+    principal,
+    {
+      recipientHashedPan: (receipt.recipientHashedPan ?? "").toLowerCase(),
+      recipientPar: receipt.recipientPar,
+      cardBin: receipt.cardBin,
+      version: sealed?.version ?? "",
+      receiptId: sealed?.receiptId ?? "",
+      merchantId: receipt.merchantId,
+      transactionId: receipt.transactionId,
+      keyBundle: sealed?.keyBundle,
+      ciphertext: sealed?.ciphertext ?? new Uint8Array(),
+      iv: sealed?.iv ?? new Uint8Array(),
+      authTag: sealed?.authTag ?? new Uint8Array(),
+    },
+    "sealedReceipt.",
+    paymentId,
+  );
   return {
     prepared,
     amount: Number(amount),

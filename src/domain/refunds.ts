@@ -20,7 +20,7 @@ import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
 import { withMockItems } from "./mock-items.js";
 import { validateReceipt } from "./receipt-rules.js";
 import { auditBindingConflict } from "./routing.js";
-import { prepareSealed, sealedInputOf } from "./sealed.js";
+import { prepareSealed } from "./sealed.js";
 import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
 import { checkRefundReceipt, type RefundOf } from "./transaction-fields.js";
@@ -258,7 +258,25 @@ async function takeSealedRefundReceipt(
   const amount = receipt.amount === undefined ? undefined : Number(receipt.amount);
   checkRefundReceipt(v, receipt, amount, refundOf);
   v.throwIfAny();
-  const prepared = await prepareSealed(deps, principal, sealedInputOf(receipt), "sealedReceipt.");
+  const sealed = receipt.sealedReceipt;
+  const prepared = await prepareSealed(
+    deps,
+    principal,
+    {
+      recipientHashedPan: (receipt.recipientHashedPan ?? "").toLowerCase(),
+      recipientPar: receipt.recipientPar,
+      cardBin: receipt.cardBin,
+      version: sealed?.version ?? "",
+      receiptId: sealed?.receiptId ?? "",
+      merchantId: receipt.merchantId,
+      transactionId: receipt.transactionId,
+      keyBundle: sealed?.keyBundle,
+      ciphertext: sealed?.ciphertext ?? new Uint8Array(),
+      iv: sealed?.iv ?? new Uint8Array(),
+      authTag: sealed?.authTag ?? new Uint8Array(),
+    },
+    "sealedReceipt.",
+  );
   return { prepared, amount: amount ?? 0 };
 }
 

@@ -1,4 +1,4 @@
-import type { KeyBundle, Receipt } from "../../gen/receipts/v1/receipt_pb.js";
+import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
 import { isKeyAlgorithm } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord } from "../store/types.js";
@@ -23,27 +23,6 @@ export interface SealedInput extends CardRef, ReceiptIdentityInput {
   ciphertext: Uint8Array;
   iv: Uint8Array;
   authTag: Uint8Array;
-}
-
-/**
- * The {@link SealedInput} of a payment's or a refund's receipt that carries a `sealedReceipt`: the card
- * reference and the ids the merchant sends in the clear, beside the envelope it sealed.
- */
-export function sealedInputOf(receipt: Receipt): SealedInput {
-  const sealed = receipt.sealedReceipt;
-  return {
-    recipientHashedPan: (receipt.recipientHashedPan ?? "").toLowerCase(),
-    recipientPar: receipt.recipientPar,
-    cardBin: receipt.cardBin,
-    version: sealed?.version ?? "",
-    receiptId: sealed?.receiptId ?? "",
-    merchantId: receipt.merchantId,
-    transactionId: receipt.transactionId,
-    keyBundle: sealed?.keyBundle,
-    ciphertext: sealed?.ciphertext ?? new Uint8Array(),
-    iv: sealed?.iv ?? new Uint8Array(),
-    authTag: sealed?.authTag ?? new Uint8Array(),
-  };
 }
 
 /**
