@@ -142,7 +142,8 @@ describe("signing keys", () => {
       infinity: "3019301306072a8648ce3d020106082a8648ce3d03010703020000",
       compressed: `3039301306072a8648ce3d020106082a8648ce3d03010703220002${"11".repeat(32)}`,
       zero: `${prefix}04${"00".repeat(64)}`,
-      offCurve: `${prefix}04${Buffer.from(good.subarray(27, 91)).toString("hex").slice(0, -2)}00`,
+      // The last byte of y changed (flipped, not set: a random y may already end in 00).
+      offCurve: `${prefix}04${Buffer.from(good.subarray(27, 91)).toString("hex").slice(0, -2)}${((good[90] ?? 0) ^ 1).toString(16).padStart(2, "0")}`,
       xIsP: `${prefix}04ffffffff00000001000000000000000000000000ffffffffffffffffffffffff${"00".repeat(32)}`,
       trailingByte: `${Buffer.from(good).toString("hex")}00`,
     };
