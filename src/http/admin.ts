@@ -12,6 +12,7 @@ import {
   setBins,
 } from "../domain/admin.js";
 import { createAuditor, listAuditors, revokeAuditor } from "../domain/kt/auditors.js";
+import { confirmRoot, setRequireBindings } from "../domain/kt/issuer-admin.js";
 import { AppError } from "../errors.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import type { Environment, Store } from "../store/types.js";
@@ -146,6 +147,16 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     method: "DELETE",
     url: "/admin/v1/kt/auditors/:auditorId",
     run: ({ ctx, params }) => revokeAuditor(ctx, params.auditorId ?? ""),
+  },
+  {
+    method: "POST",
+    url: "/admin/v1/issuers/:tenant/signing-keys/:signingKeyId/confirm",
+    run: ({ ctx, params }) => confirmRoot(ctx, params.tenant ?? "", params.signingKeyId ?? ""),
+  },
+  {
+    method: "PUT",
+    url: "/admin/v1/issuers/:tenant/require-bindings",
+    run: ({ ctx, params, body }) => setRequireBindings(ctx, params.tenant ?? "", body),
   },
 ];
 

@@ -7,13 +7,15 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { KtBinding } from "./kt_pb.js";
+import { file_receipts_v1_kt } from "./kt_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiggEKEExvb2t1cEtleVJlcXVlc3QSHAoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAkSFQoIY2FyZF9iaW4YAiABKAlIAIgBARIaCg1yZWNpcGllbnRfcGFyGAMgASgJSAGIAQFCCwoJX2NhcmRfYmluQhAKDl9yZWNpcGllbnRfcGFyInIKEUxvb2t1cEtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRITCgtpc19lc2Nyb3dlZBgEIAEoCBIRCglhYWRfYm91bmQYBSABKAgiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIXChVMaXN0RXNjcm93S2V5c1JlcXVlc3QiagoWTGlzdEVzY3Jvd0tleXNSZXNwb25zZRIxCgtlc2Nyb3dfa2V5cxgBIAMoCzIcLnJlY2VpcHRzLnYxLklzc3VlckVzY3Jvd0tleRIdChVjdXJyZW50X2VzY3Jvd19rZXlfaWQYAiABKAkiwAEKD0lzc3VlckVzY3Jvd0tleRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiLwoWUmV2b2tlRXNjcm93S2V5UmVxdWVzdBIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJImoKF1Jldm9rZUVzY3Jvd0tleVJlc3BvbnNlEjAKCmVzY3Jvd19rZXkYASABKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIk4KFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSDQoFYWZ0ZXIYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWwoXTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USJwoGZXZlbnRzGAEgAygLMhcucmVjZWlwdHMudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkixQEKCkF1ZGl0RXZlbnQSJgoCYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGlvbhgCIAEoCRINCgVhY3RvchgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEhEKCXNvdXJjZV9pcBgFIAEoCRIPCgd1c2VyX2lkGAYgASgJEg4KBmtleV9pZBgHIAEoCRIXCg9wcmV2aW91c19rZXlfaWQYCCABKAkSDwoHc3ViamVjdBgJIAEoCSJbChRMaXN0S3RFbnRyaWVzUmVxdWVzdBISCgpwYWdlX3Rva2VuGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgVhZnRlchgDIAEoA0gAiAEBQggKBl9hZnRlciJXChVMaXN0S3RFbnRyaWVzUmVzcG9uc2USJQoHZW50cmllcxgBIAMoCzIULnJlY2VpcHRzLnYxLkt0RW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoYBCgdLdEVudHJ5Eg0KBWluZGV4GAEgASgDEiIKGnN0YXRlbWVudF93aXRob3V0X2NhcmRfcmVmGAIgASgJEg8KB29wZW5pbmcYAyABKAkSFgoOc2lnbmluZ19rZXlfaWQYBCABKAkSDwoHdXNlcl9pZBgFIAEoCRIOCgZlcmFzZWQYBiABKAgy+wYKC0tleXNTZXJ2aWNlEnYKC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIkgtPkkwIeOgEqIhkvYXBpL3YxL2tleXMvZ3JhbnQtYWNjZXNzEmoKCUxvb2t1cEtleRIdLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlcXVlc3QaHi5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXNwb25zZSIegtPkkwIYOgEqIhMvYXBpL3YxL2tleXMvbG9va3VwEooBChFSZWdpc3RlckVzY3Jvd0tleRIlLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBomLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzEn4KDkxpc3RFc2Nyb3dLZXlzEiIucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXF1ZXN0GiMucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXNwb25zZSIjgtPkkwIdEhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMSkQEKD1Jldm9rZUVzY3Jvd0tleRIjLnJlY2VpcHRzLnYxLlJldm9rZUVzY3Jvd0tleVJlcXVlc3QaJC5yZWNlaXB0cy52MS5SZXZva2VFc2Nyb3dLZXlSZXNwb25zZSIzgtPkkwItKisvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMve2VzY3Jvd19rZXlfaWR9EnMKD0xpc3RBdWRpdEV2ZW50cxIjLnJlY2VpcHRzLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaJC5yZWNlaXB0cy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIVgtPkkwIPEg0vYXBpL3YxL2F1ZGl0EnIKDUxpc3RLdEVudHJpZXMSIS5yZWNlaXB0cy52MS5MaXN0S3RFbnRyaWVzUmVxdWVzdBoiLnJlY2VpcHRzLnYxLkxpc3RLdEVudHJpZXNSZXNwb25zZSIagtPkkwIUEhIvYXBpL3YxL2t0L2VudHJpZXNiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiggEKEExvb2t1cEtleVJlcXVlc3QSHAoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAkSFQoIY2FyZF9iaW4YAiABKAlIAIgBARIaCg1yZWNpcGllbnRfcGFyGAMgASgJSAGIAQFCCwoJX2NhcmRfYmluQhAKDl9yZWNpcGllbnRfcGFyInIKEUxvb2t1cEtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRITCgtpc19lc2Nyb3dlZBgEIAEoCBIRCglhYWRfYm91bmQYBSABKAgiVwoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkSJwoHYmluZGluZxgCIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZyJ1ChlSZWdpc3RlckVzY3Jvd0tleVJlc3BvbnNlEhUKDWVzY3Jvd19rZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhcKFUxpc3RFc2Nyb3dLZXlzUmVxdWVzdCJqChZMaXN0RXNjcm93S2V5c1Jlc3BvbnNlEjEKC2VzY3Jvd19rZXlzGAEgAygLMhwucmVjZWlwdHMudjEuSXNzdWVyRXNjcm93S2V5Eh0KFWN1cnJlbnRfZXNjcm93X2tleV9pZBgCIAEoCSLAAQoPSXNzdWVyRXNjcm93S2V5EhUKDWVzY3Jvd19rZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHY3VycmVudBgGIAEoCCIvChZSZXZva2VFc2Nyb3dLZXlSZXF1ZXN0EhUKDWVzY3Jvd19rZXlfaWQYASABKAkiagoXUmV2b2tlRXNjcm93S2V5UmVzcG9uc2USMAoKZXNjcm93X2tleRgBIAEoCzIcLnJlY2VpcHRzLnYxLklzc3VlckVzY3Jvd0tleRIdChVjdXJyZW50X2VzY3Jvd19rZXlfaWQYAiABKAkiTgoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBINCgVhZnRlchgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJbChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRInCgZldmVudHMYASADKAsyFy5yZWNlaXB0cy52MS5BdWRpdEV2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLFAQoKQXVkaXRFdmVudBImCgJhdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGYWN0aW9uGAIgASgJEg0KBWFjdG9yGAMgASgJEhIKCnJlcXVlc3RfaWQYBCABKAkSEQoJc291cmNlX2lwGAUgASgJEg8KB3VzZXJfaWQYBiABKAkSDgoGa2V5X2lkGAcgASgJEhcKD3ByZXZpb3VzX2tleV9pZBgIIAEoCRIPCgdzdWJqZWN0GAkgASgJIlsKFExpc3RLdEVudHJpZXNSZXF1ZXN0EhIKCnBhZ2VfdG9rZW4YASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKBWFmdGVyGAMgASgDSACIAQFCCAoGX2FmdGVyIlcKFUxpc3RLdEVudHJpZXNSZXNwb25zZRIlCgdlbnRyaWVzGAEgAygLMhQucmVjZWlwdHMudjEuS3RFbnRyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkihgEKB0t0RW50cnkSDQoFaW5kZXgYASABKAMSIgoac3RhdGVtZW50X3dpdGhvdXRfY2FyZF9yZWYYAiABKAkSDwoHb3BlbmluZxgDIAEoCRIWCg5zaWduaW5nX2tleV9pZBgEIAEoCRIPCgd1c2VyX2lkGAUgASgJEg4KBmVyYXNlZBgGIAEoCCJbCh9SZWdpc3Rlcklzc3VlclNpZ25pbmdLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkSEQoJc3RhdGVtZW50GAIgASgJEhEKCXNpZ25hdHVyZRgDIAEoCSKbAQogUmVnaXN0ZXJJc3N1ZXJTaWduaW5nS2V5UmVzcG9uc2USFgoOc2lnbmluZ19rZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIMCgRyb2xlGAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIh4KHExpc3RJc3N1ZXJTaWduaW5nS2V5c1JlcXVlc3QibgodTGlzdElzc3VlclNpZ25pbmdLZXlzUmVzcG9uc2USMwoMc2lnbmluZ19rZXlzGAEgAygLMh0ucmVjZWlwdHMudjEuSXNzdWVyU2lnbmluZ0tleRIYChByZXF1aXJlX2JpbmRpbmdzGAIgASgIIoECChBJc3N1ZXJTaWduaW5nS2V5EhYKDnNpZ25pbmdfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEgwKBHJvbGUYBCABKAkSDgoGc3RhdHVzGAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbmZpcm1lZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXQodUmV2b2tlSXNzdWVyU2lnbmluZ0tleVJlcXVlc3QSFgoOc2lnbmluZ19rZXlfaWQYASABKAkSEQoJc3RhdGVtZW50GAIgASgJEhEKCXNpZ25hdHVyZRgDIAEoCSJUCh5SZXZva2VJc3N1ZXJTaWduaW5nS2V5UmVzcG9uc2USMgoLc2lnbmluZ19rZXkYASABKAsyHS5yZWNlaXB0cy52MS5Jc3N1ZXJTaWduaW5nS2V5MuoKCgtLZXlzU2VydmljZRJ2CgtHcmFudEFjY2VzcxIfLnJlY2VpcHRzLnYxLkdyYW50QWNjZXNzUmVxdWVzdBogLnJlY2VpcHRzLnYxLkdyYW50QWNjZXNzUmVzcG9uc2UiJILT5JMCHjoBKiIZL2FwaS92MS9rZXlzL2dyYW50LWFjY2VzcxJqCglMb29rdXBLZXkSHS5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXF1ZXN0Gh4ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVzcG9uc2UiHoLT5JMCGDoBKiITL2FwaS92MS9rZXlzL2xvb2t1cBKKAQoRUmVnaXN0ZXJFc2Nyb3dLZXkSJS5yZWNlaXB0cy52MS5SZWdpc3RlckVzY3Jvd0tleVJlcXVlc3QaJi5yZWNlaXB0cy52MS5SZWdpc3RlckVzY3Jvd0tleVJlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5cxJ+Cg5MaXN0RXNjcm93S2V5cxIiLnJlY2VpcHRzLnYxLkxpc3RFc2Nyb3dLZXlzUmVxdWVzdBojLnJlY2VpcHRzLnYxLkxpc3RFc2Nyb3dLZXlzUmVzcG9uc2UiI4LT5JMCHRIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzEpEBCg9SZXZva2VFc2Nyb3dLZXkSIy5yZWNlaXB0cy52MS5SZXZva2VFc2Nyb3dLZXlSZXF1ZXN0GiQucmVjZWlwdHMudjEuUmV2b2tlRXNjcm93S2V5UmVzcG9uc2UiM4LT5JMCLSorL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzL3tlc2Nyb3dfa2V5X2lkfRKgAQoYUmVnaXN0ZXJJc3N1ZXJTaWduaW5nS2V5EiwucmVjZWlwdHMudjEuUmVnaXN0ZXJJc3N1ZXJTaWduaW5nS2V5UmVxdWVzdBotLnJlY2VpcHRzLnYxLlJlZ2lzdGVySXNzdWVyU2lnbmluZ0tleVJlc3BvbnNlIieC0+STAiE6ASoiHC9hcGkvdjEvaXNzdWVycy9zaWduaW5nLWtleXMSlAEKFUxpc3RJc3N1ZXJTaWduaW5nS2V5cxIpLnJlY2VpcHRzLnYxLkxpc3RJc3N1ZXJTaWduaW5nS2V5c1JlcXVlc3QaKi5yZWNlaXB0cy52MS5MaXN0SXNzdWVyU2lnbmluZ0tleXNSZXNwb25zZSIkgtPkkwIeEhwvYXBpL3YxL2lzc3VlcnMvc2lnbmluZy1rZXlzErIBChZSZXZva2VJc3N1ZXJTaWduaW5nS2V5EioucmVjZWlwdHMudjEuUmV2b2tlSXNzdWVyU2lnbmluZ0tleVJlcXVlc3QaKy5yZWNlaXB0cy52MS5SZXZva2VJc3N1ZXJTaWduaW5nS2V5UmVzcG9uc2UiP4LT5JMCOToBKiI0L2FwaS92MS9pc3N1ZXJzL3NpZ25pbmcta2V5cy97c2lnbmluZ19rZXlfaWR9L3Jldm9rZRJzCg9MaXN0QXVkaXRFdmVudHMSIy5yZWNlaXB0cy52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GiQucmVjZWlwdHMudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2UiFYLT5JMCDxINL2FwaS92MS9hdWRpdBJyCg1MaXN0S3RFbnRyaWVzEiEucmVjZWlwdHMudjEuTGlzdEt0RW50cmllc1JlcXVlc3QaIi5yZWNlaXB0cy52MS5MaXN0S3RFbnRyaWVzUmVzcG9uc2UiGoLT5JMCFBISL2FwaS92MS9rdC9lbnRyaWVzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
@@ -186,6 +188,17 @@ export type RegisterEscrowKeyRequest = Message<"receipts.v1.RegisterEscrowKeyReq
    * @generated from field: string public_key = 1;
    */
   publicKey: string;
+
+  /**
+   * The issuer's receipts.v1/escrow-key statement for this key, signed by a current signing key of
+   * the caller's tenant: its keyId becomes the escrowKeyId ("iek_" and 8 to 64 letters, digits, '_'
+   * or '-'), its algorithm and spkiSha256 those of public_key, its supersedes the current escrow
+   * key (or null), its version the last + 1, its window current. Required when the issuer set
+   * requireBindings (else permission denied).
+   *
+   * @generated from field: receipts.v1.KtBinding binding = 2;
+   */
+  binding?: KtBinding | undefined;
 };
 
 /**
@@ -611,6 +624,240 @@ export const KtEntrySchema: GenMessage<KtEntry> = /*@__PURE__*/
   messageDesc(file_receipts_v1_keys, 16);
 
 /**
+ * @generated from message receipts.v1.RegisterIssuerSigningKeyRequest
+ */
+export type RegisterIssuerSigningKeyRequest = Message<"receipts.v1.RegisterIssuerSigningKeyRequest"> & {
+  /**
+   * Required. Base64 DER SubjectPublicKeyInfo of an Ed25519 key, or of an uncompressed ECDSA P-256
+   * point on the curve.
+   *
+   * @generated from field: string public_key = 1;
+   */
+  publicKey: string;
+
+  /**
+   * Base64 of a receipts.v1/signing-key statement introducing this key: for the root, optional and
+   * signed by the key itself (role root); for every later key, required and signed by the
+   * tenant's confirmed root (role signer). Its version is the tenant's last statement's + 1.
+   *
+   * @generated from field: string statement = 2;
+   */
+  statement: string;
+
+  /**
+   * Base64 of the statement's 64-byte signature.
+   *
+   * @generated from field: string signature = 3;
+   */
+  signature: string;
+};
+
+/**
+ * Describes the message receipts.v1.RegisterIssuerSigningKeyRequest.
+ * Use `create(RegisterIssuerSigningKeyRequestSchema)` to create a new message.
+ */
+export const RegisterIssuerSigningKeyRequestSchema: GenMessage<RegisterIssuerSigningKeyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 17);
+
+/**
+ * @generated from message receipts.v1.RegisterIssuerSigningKeyResponse
+ */
+export type RegisterIssuerSigningKeyResponse = Message<"receipts.v1.RegisterIssuerSigningKeyResponse"> & {
+  /**
+   * "sk_" and the first 16 bytes of SHA-256 of the key's SubjectPublicKeyInfo, in hex.
+   *
+   * @generated from field: string signing_key_id = 1;
+   */
+  signingKeyId: string;
+
+  /**
+   * "Ed25519" or "ECDSA-P256-SHA256".
+   *
+   * @generated from field: string algorithm = 2;
+   */
+  algorithm: string;
+
+  /**
+   * "pending" (a root the operator has not confirmed yet) or "current".
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * "root" (the tenant's first key) or "signer".
+   *
+   * @generated from field: string role = 4;
+   */
+  role: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.RegisterIssuerSigningKeyResponse.
+ * Use `create(RegisterIssuerSigningKeyResponseSchema)` to create a new message.
+ */
+export const RegisterIssuerSigningKeyResponseSchema: GenMessage<RegisterIssuerSigningKeyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 18);
+
+/**
+ * @generated from message receipts.v1.ListIssuerSigningKeysRequest
+ */
+export type ListIssuerSigningKeysRequest = Message<"receipts.v1.ListIssuerSigningKeysRequest"> & {
+};
+
+/**
+ * Describes the message receipts.v1.ListIssuerSigningKeysRequest.
+ * Use `create(ListIssuerSigningKeysRequestSchema)` to create a new message.
+ */
+export const ListIssuerSigningKeysRequestSchema: GenMessage<ListIssuerSigningKeysRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 19);
+
+/**
+ * @generated from message receipts.v1.ListIssuerSigningKeysResponse
+ */
+export type ListIssuerSigningKeysResponse = Message<"receipts.v1.ListIssuerSigningKeysResponse"> & {
+  /**
+   * In the order registered: the root first.
+   *
+   * @generated from field: repeated receipts.v1.IssuerSigningKey signing_keys = 1;
+   */
+  signingKeys: IssuerSigningKey[];
+
+  /**
+   * Whether the tenant's unsigned registrations and escrow keys are refused.
+   *
+   * @generated from field: bool require_bindings = 2;
+   */
+  requireBindings: boolean;
+};
+
+/**
+ * Describes the message receipts.v1.ListIssuerSigningKeysResponse.
+ * Use `create(ListIssuerSigningKeysResponseSchema)` to create a new message.
+ */
+export const ListIssuerSigningKeysResponseSchema: GenMessage<ListIssuerSigningKeysResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 20);
+
+/**
+ * A signing key of an issuer tenant.
+ *
+ * @generated from message receipts.v1.IssuerSigningKey
+ */
+export type IssuerSigningKey = Message<"receipts.v1.IssuerSigningKey"> & {
+  /**
+   * @generated from field: string signing_key_id = 1;
+   */
+  signingKeyId: string;
+
+  /**
+   * @generated from field: string algorithm = 2;
+   */
+  algorithm: string;
+
+  /**
+   * Base64 DER SubjectPublicKeyInfo.
+   *
+   * @generated from field: string public_key = 3;
+   */
+  publicKey: string;
+
+  /**
+   * "root" or "signer".
+   *
+   * @generated from field: string role = 4;
+   */
+  role: string;
+
+  /**
+   * "pending", "current" or "revoked".
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When the operator confirmed it (a root).
+   *
+   * @generated from field: google.protobuf.Timestamp confirmed_at = 7;
+   */
+  confirmedAt?: Timestamp | undefined;
+
+  /**
+   * Set once revoked.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 8;
+   */
+  revokedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.IssuerSigningKey.
+ * Use `create(IssuerSigningKeySchema)` to create a new message.
+ */
+export const IssuerSigningKeySchema: GenMessage<IssuerSigningKey> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 21);
+
+/**
+ * @generated from message receipts.v1.RevokeIssuerSigningKeyRequest
+ */
+export type RevokeIssuerSigningKeyRequest = Message<"receipts.v1.RevokeIssuerSigningKeyRequest"> & {
+  /**
+   * Required. A signer of the calling tenant.
+   *
+   * @generated from field: string signing_key_id = 1;
+   */
+  signingKeyId: string;
+
+  /**
+   * Required. Base64 of the root's receipts.v1/signing-key-revocation statement naming it.
+   *
+   * @generated from field: string statement = 2;
+   */
+  statement: string;
+
+  /**
+   * Required. Base64 of the statement's 64-byte signature by the confirmed root.
+   *
+   * @generated from field: string signature = 3;
+   */
+  signature: string;
+};
+
+/**
+ * Describes the message receipts.v1.RevokeIssuerSigningKeyRequest.
+ * Use `create(RevokeIssuerSigningKeyRequestSchema)` to create a new message.
+ */
+export const RevokeIssuerSigningKeyRequestSchema: GenMessage<RevokeIssuerSigningKeyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 22);
+
+/**
+ * @generated from message receipts.v1.RevokeIssuerSigningKeyResponse
+ */
+export type RevokeIssuerSigningKeyResponse = Message<"receipts.v1.RevokeIssuerSigningKeyResponse"> & {
+  /**
+   * @generated from field: receipts.v1.IssuerSigningKey signing_key = 1;
+   */
+  signingKey?: IssuerSigningKey | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.RevokeIssuerSigningKeyResponse.
+ * Use `create(RevokeIssuerSigningKeyResponseSchema)` to create a new message.
+ */
+export const RevokeIssuerSigningKeyResponseSchema: GenMessage<RevokeIssuerSigningKeyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 23);
+
+/**
  * Short-lived decrypt grants and escrow keys (card issuers); recipient key look-up (merchants).
  *
  * @generated from service receipts.v1.KeysService
@@ -734,6 +981,73 @@ export const KeysService: GenService<{
     methodKind: "unary";
     input: typeof RevokeEscrowKeyRequestSchema;
     output: typeof RevokeEscrowKeyResponseSchema;
+  },
+  /**
+   * Registers a signing key of the calling issuer tenant (Ed25519 or ECDSA P-256), whose signatures
+   * make its key bindings, escrow keys and settings count in the key directory. The tenant's first
+   * key is its root: pending until the operator confirms it (after an out-of-band check with the
+   * bank); it may come with its own receipts.v1/signing-key statement (role root), signed by itself.
+   * Every later key needs the confirmed root's receipts.v1/signing-key statement (role signer) and
+   * is current at once: unsigned or badly signed is invalid_signature.
+   *
+   * Example request:
+   * {"publicKey": "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE="}
+   *
+   * Example response:
+   * {"signingKeyId": "sk_2b1e2b8cc7a53a3e3b6a1b0d4f0f1e6c", "algorithm": "Ed25519", "status": "pending", "role": "root", "createdAt": "2026-11-25T09:30:00.000Z"}
+   *
+   * @generated from rpc receipts.v1.KeysService.RegisterIssuerSigningKey
+   */
+  registerIssuerSigningKey: {
+    methodKind: "unary";
+    input: typeof RegisterIssuerSigningKeyRequestSchema;
+    output: typeof RegisterIssuerSigningKeyResponseSchema;
+  },
+  /**
+   * The calling issuer tenant's signing keys (the root first) and whether it requires bindings.
+   *
+   * Example request:
+   * {}
+   *
+   * Example response:
+   * {
+   *   "signingKeys": [
+   *     {
+   *       "signingKeyId": "sk_2b1e2b8cc7a53a3e3b6a1b0d4f0f1e6c",
+   *       "algorithm": "Ed25519",
+   *       "publicKey": "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=",
+   *       "role": "root",
+   *       "status": "current",
+   *       "createdAt": "2026-11-25T09:30:00.000Z",
+   *       "confirmedAt": "2026-11-25T11:02:00.000Z"
+   *     }
+   *   ],
+   *   "requireBindings": false
+   * }
+   *
+   * @generated from rpc receipts.v1.KeysService.ListIssuerSigningKeys
+   */
+  listIssuerSigningKeys: {
+    methodKind: "unary";
+    input: typeof ListIssuerSigningKeysRequestSchema;
+    output: typeof ListIssuerSigningKeysResponseSchema;
+  },
+  /**
+   * Revokes a signing key (not the root) of the calling issuer tenant, with the confirmed root's
+   * receipts.v1/signing-key-revocation statement: it signs nothing from then on.
+   *
+   * Example request:
+   * {"signingKeyId": "sk_9f86d081884c7d659a2feaa0c55ad015", "statement": "eyJpc3N1ZXIiOiJiYW5rLWEiLCJyZXZva2VkQXQiOiIyMDI2LTExLTI1VDEyOjAwOjAwWiJ9", "signature": "q83vASNFZ4mrze8BI0VniSs8ETw+S7mUV9lQdbRiq3Bh0y4n5zY0rl7xWHi2jb4LqNkVOW0i2gfSrWWzGQXfAw=="}
+   *
+   * Example response:
+   * {"signingKey": {"signingKeyId": "sk_9f86d081884c7d659a2feaa0c55ad015", "algorithm": "ECDSA-P256-SHA256", "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ==", "role": "signer", "status": "revoked", "createdAt": "2026-11-25T09:40:00.000Z", "revokedAt": "2026-11-25T12:00:01.000Z"}}
+   *
+   * @generated from rpc receipts.v1.KeysService.RevokeIssuerSigningKey
+   */
+  revokeIssuerSigningKey: {
+    methodKind: "unary";
+    input: typeof RevokeIssuerSigningKeyRequestSchema;
+    output: typeof RevokeIssuerSigningKeyResponseSchema;
   },
   /**
    * The calling issuer tenant's audit log in the order it was written: every key change of its

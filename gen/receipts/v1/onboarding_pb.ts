@@ -7,13 +7,15 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { KtBinding } from "./kt_pb.js";
+import { file_receipts_v1_kt } from "./kt_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkihwEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQFCCwoJX2NhcmRfYmluQgYKBF9wYXIi6AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCBISCgpzdXBlcnNlZGVkGAkgASgIIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUy9wIKEU9uYm9hcmRpbmdTZXJ2aWNlEoABCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiK4LT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSbwoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvb25ib2FyZGluZy9yZWdpc3RlchJuCgpEZWxldGVVc2VyEh4ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlcXVlc3QaHy5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVzcG9uc2UiH4LT5JMCGSoXL2FwaS92MS91c2Vycy97dXNlcl9pZH1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkisAEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQESJwoHYmluZGluZxgGIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZ0ILCglfY2FyZF9iaW5CBgoEX3BhciLoAQoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUSFQoNaGVsZF9yZWNlaXB0cxgGIAEoBRIRCglhbGdvcml0aG0YByABKAkSFwoPcmVsZWFzZV9wZW5kaW5nGAggASgIEhIKCnN1cGVyc2VkZWQYCSABKAgiJAoRRGVsZXRlVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSJbChJEZWxldGVVc2VyUmVzcG9uc2USGAoQZGVsZXRlZF9yZWNlaXB0cxgBIAEoBRIUCgxkZWxldGVkX2tleXMYAiABKAUSFQoNcmVjZWlwdHNfbGVmdBgDIAEoBTL3AgoRT25ib2FyZGluZ1NlcnZpY2USgAEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSIrgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJvCghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9vbmJvYXJkaW5nL3JlZ2lzdGVyEm4KCkRlbGV0ZVVzZXISHi5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVxdWVzdBofLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZSIfgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -120,6 +122,18 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
    * @generated from field: optional string par = 5;
    */
   par?: string | undefined;
+
+  /**
+   * The issuer's receipts.v1/key-binding statement for this card and key, signed by a current
+   * signing key of the caller's tenant: its cardRef is hashed_pan (lower case) or par, its keyId,
+   * algorithm and spkiSha256 those of public_key, its bin card_bin when given, its version the
+   * card's last + 1, its window current and at most KT_MAX_BINDING_DAYS. A signature that does not
+   * verify is invalid_signature; a member that does not say what the request says is
+   * invalid_request naming it. Required when the issuer set requireBindings (else permission denied).
+   *
+   * @generated from field: receipts.v1.KtBinding binding = 6;
+   */
+  binding?: KtBinding | undefined;
 };
 
 /**
