@@ -3,6 +3,7 @@ import type { AuditEvent, AuditQuery, Store } from "../../src/store/types.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
 import { eventsContract } from "./contract-events.js";
+import { ktIssuersContract } from "./contract-kt-issuers.js";
 import { ktLogContract } from "./contract-kt-log.js";
 import { leasesContract } from "./contract-leases.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
@@ -50,6 +51,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     erasureContract(store);
     eventsContract(store);
     ktLogContract(store);
+    ktIssuersContract(store);
     leasesContract(store);
   });
 }
