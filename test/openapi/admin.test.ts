@@ -53,7 +53,9 @@ describe("operator API examples against a running server", () => {
     await svc.newKey({ role: "merchant", tier: "standard", tenantId: "corner-coffee-ltd" });
     // The root the confirmation example names, registered by its issuer (pending until confirmed).
     const bank = await svc.newKey({ role: "issuer", tier: "standard", tenantId: "acme-bank" });
-    const added = await post(svc, "/api/v1/issuers/signing-keys", bank, { publicKey: EXAMPLE_ROOT.publicKey });
+    const added = await post(svc, "/api/v1/issuers/signing-keys", bank, {
+      publicKey: EXAMPLE_ROOT.publicKey,
+    });
     expect(added.status).toBe(200);
   });
   afterAll(async () => {
