@@ -210,13 +210,20 @@ describe("look-up answers with the key directory's proofs", { timeout: 120_000 }
   });
 
   it("refuses and sends nothing when any bit of the answer's proofs is changed", async () => {
-    const targets: Array<(a: LookupKeyResponse) => Uint8Array> = [
-      (a) => a.proof?.inclusion[0] as Uint8Array,
-      (a) => a.proof?.inclusion.at(-1) as Uint8Array,
-      (a) => a.directory?.inclusion[0] as Uint8Array,
-      (a) => a.opening as Uint8Array,
-      (a) => a.binding?.signature as Uint8Array,
-      (a) => a.binding?.statement as Uint8Array,
+    // Each target gives the bytes to change and writes them back (the binding travels as base64).
+    const inBinding = (a: LookupKeyResponse, member: "statement" | "signature") => {
+      const binding = a.binding as NonNullable<LookupKeyResponse["binding"]>;
+      const bytes = new Uint8Array(Buffer.from(binding[member], "base64"));
+      return { bytes, done: () => (binding[member] = base64(bytes)) };
+    };
+    const raw = (bytes: Uint8Array) => ({ bytes, done: () => undefined });
+    const targets: Array<(a: LookupKeyResponse) => { bytes: Uint8Array; done: () => unknown }> = [
+      (a) => raw(a.proof?.inclusion[0] as Uint8Array),
+      (a) => raw(a.proof?.inclusion.at(-1) as Uint8Array),
+      (a) => raw(a.directory?.inclusion[0] as Uint8Array),
+      (a) => raw(a.opening as Uint8Array),
+      (a) => inBinding(a, "signature"),
+      (a) => inBinding(a, "statement"),
     ];
     let runs = 0;
     await fc.assert(
@@ -227,9 +234,10 @@ describe("look-up answers with the key directory's proofs", { timeout: 120_000 }
         async (which, at, bit) => {
           runs++;
           const { client, seen } = merchant((answer) => {
-            const bytes = (targets[which] as (a: LookupKeyResponse) => Uint8Array)(answer);
+            const { bytes, done } = (targets[which] as (typeof targets)[number])(answer);
             const i = at % bytes.length;
             bytes[i] = (bytes[i] as number) ^ (1 << bit);
+            done();
           });
           const sealing = sealAndStoreReceipt(client, receipt(`r-kt-tamper-${runs}`), { trust });
           await expect(sealing).rejects.toBeInstanceOf(KeyVerificationError);

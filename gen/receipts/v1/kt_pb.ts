@@ -10,30 +10,33 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/kt.proto.
  */
 export const file_receipts_v1_kt: GenFile = /*@__PURE__*/
-  fileDesc("ChRyZWNlaXB0cy92MS9rdC5wcm90bxILcmVjZWlwdHMudjEiSQoJS3RCaW5kaW5nEhEKCXN0YXRlbWVudBgBIAEoDBIRCglzaWduYXR1cmUYAiABKAwSFgoOc2lnbmluZ19rZXlfaWQYAyABKAkiWwoLS3RMZWFmUHJvb2YSEgoKbGVhZl9pbmRleBgBIAEoAxIRCgl0cmVlX3NpemUYAiABKAMSEQoJaW5jbHVzaW9uGAMgAygMEhIKCmNoZWNrcG9pbnQYBCABKAkiRAoQS3REaXJlY3RvcnlQcm9vZhINCgVpbmRleBgBIAEoAxIRCglpbmNsdXNpb24YAiADKAwSDgoGc2hhMjU2GAMgASgJYgZwcm90bzM");
+  fileDesc("ChRyZWNlaXB0cy92MS9rdC5wcm90bxILcmVjZWlwdHMudjEiSQoJS3RCaW5kaW5nEhEKCXN0YXRlbWVudBgBIAEoCRIRCglzaWduYXR1cmUYAiABKAkSFgoOc2lnbmluZ19rZXlfaWQYAyABKAkiWwoLS3RMZWFmUHJvb2YSEgoKbGVhZl9pbmRleBgBIAEoAxIRCgl0cmVlX3NpemUYAiABKAMSEQoJaW5jbHVzaW9uGAMgAygMEhIKCmNoZWNrcG9pbnQYBCABKAkiRAoQS3REaXJlY3RvcnlQcm9vZhINCgVpbmRleBgBIAEoAxIRCglpbmNsdXNpb24YAiADKAwSDgoGc2hhMjU2GAMgASgJYgZwcm90bzM");
 
 /**
- * An issuer's signed statement: its exact bytes and signature.
+ * An issuer's signed statement of the key directory (a key binding, an escrow key), as register and
+ * RegisterEscrowKey take it.
  *
  * @generated from message receipts.v1.KtBinding
  */
 export type KtBinding = Message<"receipts.v1.KtBinding"> & {
   /**
-   * The statement's exact bytes: RFC 8785 canonical JSON, UTF-8.
+   * Base64 of the statement's exact bytes: RFC 8785 canonical JSON in UTF-8, exactly the members of
+   * its type (a receipts.v1/key-binding for register, receipts.v1/escrow-key for an escrow key).
    *
-   * @generated from field: bytes statement = 1;
+   * @generated from field: string statement = 1;
    */
-  statement: Uint8Array;
+  statement: string;
 
   /**
-   * Ed25519, or ECDSA P-256 as raw r || s (64 bytes).
+   * Base64 of the 64-byte signature: Ed25519, or ECDSA P-256 as raw r || s.
    *
-   * @generated from field: bytes signature = 2;
+   * @generated from field: string signature = 2;
    */
-  signature: Uint8Array;
+  signature: string;
 
   /**
-   * The signing key, "sk_" and 32 hexadecimal digits.
+   * The signing key that signed it: "sk_" and 32 hexadecimal digits, a current key of the caller's
+   * tenant.
    *
    * @generated from field: string signing_key_id = 3;
    */

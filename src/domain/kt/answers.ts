@@ -1,5 +1,5 @@
 import { AppError } from "../../errors.js";
-import { fromBase64Strict, utf8 } from "../../kt/bytes.js";
+import { base64, fromBase64Strict, utf8 } from "../../kt/bytes.js";
 import { withCardRef } from "../../kt/statements.js";
 import type { KtLeafRecord } from "../../store/kt-types.js";
 import type { DomainDeps } from "../deps.js";
@@ -12,7 +12,8 @@ import type { KtAnswerProofs } from "./log.js";
  * nothing here is trusted by anyone but the service's own callers.
  */
 export interface KtAnswerFields {
-  binding?: { statement: Uint8Array; signature: Uint8Array; signingKeyId: string };
+  /** Base64 of the statement's bytes and of the signature, as register takes a binding. */
+  binding?: { statement: string; signature: string; signingKeyId: string };
   opening?: Uint8Array;
   proof?: { leafIndex: bigint; treeSize: bigint; inclusion: Uint8Array[]; checkpoint: string };
   directory?: { index: bigint; inclusion: Uint8Array[]; sha256: string };
@@ -52,7 +53,7 @@ export async function ktAnswerFields(
 
 /** The members of an answer from the proofs `KtLog.waitForLeaf` gave (register), about `binding`. */
 export function registeredFields(
-  binding: { statement: Uint8Array; signature: Uint8Array; signingKeyId: string },
+  binding: { statement: string; signature: string; signingKeyId: string },
   opening: string,
   proofs: KtAnswerProofs,
 ): KtAnswerFields {
@@ -82,7 +83,7 @@ function statementOf(
   const statement =
     subject.kind === "card" ? withCardRef(leaf.statement, subject.cardRef) : utf8(leaf.statement);
   return {
-    binding: { statement, signature: bytesOf(leaf.signature), signingKeyId: leaf.signingKeyId },
+    binding: { statement: base64(statement), signature: leaf.signature, signingKeyId: leaf.signingKeyId },
     opening: bytesOf(leaf.opening),
   };
 }
