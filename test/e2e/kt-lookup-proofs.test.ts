@@ -210,20 +210,22 @@ describe("look-up answers with the key directory's proofs", { timeout: 120_000 }
   });
 
   it("refuses and sends nothing when any bit of the answer's proofs is changed", async () => {
-    // Each target gives the bytes to change and writes them back (the binding travels as base64).
-    const inBinding = (a: LookupKeyResponse, member: "statement" | "signature") => {
-      const binding = a.binding as NonNullable<LookupKeyResponse["binding"]>;
-      const bytes = new Uint8Array(Buffer.from(binding[member], "base64"));
-      return { bytes, done: () => (binding[member] = base64(bytes)) };
+    // Each target gives the bytes to change (every member travels as base64) and writes them back.
+    const in64 = <T extends object>(holder: T, member: keyof T) => {
+      const bytes = new Uint8Array(Buffer.from(String(holder[member]), "base64"));
+      return { bytes, done: () => Object.assign(holder, { [member]: base64(bytes) }) };
     };
-    const raw = (bytes: Uint8Array) => ({ bytes, done: () => undefined });
+    const need = <T>(value: T | undefined): T => {
+      if (value === undefined) throw new Error("the answer lacks a member the test changes");
+      return value;
+    };
     const targets: Array<(a: LookupKeyResponse) => { bytes: Uint8Array; done: () => unknown }> = [
-      (a) => raw(a.proof?.inclusion[0] as Uint8Array),
-      (a) => raw(a.proof?.inclusion.at(-1) as Uint8Array),
-      (a) => raw(a.directory?.inclusion[0] as Uint8Array),
-      (a) => raw(a.opening as Uint8Array),
-      (a) => inBinding(a, "signature"),
-      (a) => inBinding(a, "statement"),
+      (a) => in64(need(a.proof).inclusion, 0),
+      (a) => in64(need(a.proof).inclusion, need(a.proof).inclusion.length - 1),
+      (a) => in64(need(a.directory).inclusion, 0),
+      (a) => in64(a, "opening"),
+      (a) => in64(need(a.binding), "signature"),
+      (a) => in64(need(a.binding), "statement"),
     ];
     let runs = 0;
     await fc.assert(

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/kt.proto.
  */
 export const file_receipts_v1_kt: GenFile = /*@__PURE__*/
-  fileDesc("ChRyZWNlaXB0cy92MS9rdC5wcm90bxILcmVjZWlwdHMudjEiSQoJS3RCaW5kaW5nEhEKCXN0YXRlbWVudBgBIAEoCRIRCglzaWduYXR1cmUYAiABKAkSFgoOc2lnbmluZ19rZXlfaWQYAyABKAkiWwoLS3RMZWFmUHJvb2YSEgoKbGVhZl9pbmRleBgBIAEoAxIRCgl0cmVlX3NpemUYAiABKAMSEQoJaW5jbHVzaW9uGAMgAygMEhIKCmNoZWNrcG9pbnQYBCABKAkiRAoQS3REaXJlY3RvcnlQcm9vZhINCgVpbmRleBgBIAEoAxIRCglpbmNsdXNpb24YAiADKAwSDgoGc2hhMjU2GAMgASgJYgZwcm90bzM");
+  fileDesc("ChRyZWNlaXB0cy92MS9rdC5wcm90bxILcmVjZWlwdHMudjEiSQoJS3RCaW5kaW5nEhEKCXN0YXRlbWVudBgBIAEoCRIRCglzaWduYXR1cmUYAiABKAkSFgoOc2lnbmluZ19rZXlfaWQYAyABKAkiWwoLS3RMZWFmUHJvb2YSEgoKbGVhZl9pbmRleBgBIAEoAxIRCgl0cmVlX3NpemUYAiABKAMSEQoJaW5jbHVzaW9uGAMgAygJEhIKCmNoZWNrcG9pbnQYBCABKAkiRAoQS3REaXJlY3RvcnlQcm9vZhINCgVpbmRleBgBIAEoAxIRCglpbmNsdXNpb24YAiADKAkSDgoGc2hhMjU2GAMgASgJYgZwcm90bzM");
 
 /**
  * An issuer's signed statement of the key directory (a key binding, an escrow key), as register and
@@ -71,11 +71,11 @@ export type KtLeafProof = Message<"receipts.v1.KtLeafProof"> & {
   treeSize: bigint;
 
   /**
-   * The inclusion proof's hashes (32 bytes each), in RFC 9162 order.
+   * Base64 of the inclusion proof's hashes (32 bytes each), in RFC 9162 order.
    *
-   * @generated from field: repeated bytes inclusion = 3;
+   * @generated from field: repeated string inclusion = 3;
    */
-  inclusion: Uint8Array[];
+  inclusion: string[];
 
   /**
    * The checkpoint: a C2SP signed note with the log's signature and every witness cosignature.
@@ -106,11 +106,11 @@ export type KtDirectoryProof = Message<"receipts.v1.KtDirectoryProof"> & {
   index: bigint;
 
   /**
-   * Its inclusion proof's hashes, in RFC 9162 order.
+   * Base64 of its inclusion proof's hashes, in RFC 9162 order.
    *
-   * @generated from field: repeated bytes inclusion = 2;
+   * @generated from field: repeated string inclusion = 2;
    */
-  inclusion: Uint8Array[];
+  inclusion: string[];
 
   /**
    * Lower-case hex SHA-256 of the snapshot's JSON: GET /kt/v1/directory/{sha256} serves it.

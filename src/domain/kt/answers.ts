@@ -1,5 +1,5 @@
 import { AppError } from "../../errors.js";
-import { base64, fromBase64Strict, utf8 } from "../../kt/bytes.js";
+import { base64, utf8 } from "../../kt/bytes.js";
 import { withCardRef } from "../../kt/statements.js";
 import type { KtLeafRecord } from "../../store/kt-types.js";
 import type { DomainDeps } from "../deps.js";
@@ -8,15 +8,18 @@ import type { KtAnswerProofs } from "./log.js";
 /**
  * The key-directory members of a lookup, self-check or register answer (docs/key-transparency.md,
  * "Answers on the wire"), in the shape of the generated messages (`KtBinding`, `KtLeafProof`,
- * `KtDirectoryProof`): bytes as bytes, indexes as int64. The merchant rebuilds and checks all of it;
+ * `KtDirectoryProof`): bytes in base64 as the log keeps them (no decoding and encoding again per
+ * answer), indexes as int64. The merchant rebuilds and checks all of it;
  * nothing here is trusted by anyone but the service's own callers.
  */
 export interface KtAnswerFields {
   /** Base64 of the statement's bytes and of the signature, as register takes a binding. */
   binding?: { statement: string; signature: string; signingKeyId: string };
-  opening?: Uint8Array;
-  proof?: { leafIndex: bigint; treeSize: bigint; inclusion: Uint8Array[]; checkpoint: string };
-  directory?: { index: bigint; inclusion: Uint8Array[]; sha256: string };
+  /** Base64 of the opening. */
+  opening?: string;
+  /** Inclusion hashes in base64, as the log serves them. */
+  proof?: { leafIndex: bigint; treeSize: bigint; inclusion: string[]; checkpoint: string };
+  directory?: { index: bigint; inclusion: string[]; sha256: string };
   checkpoint?: string;
 }
 
@@ -57,7 +60,7 @@ export function registeredFields(
   opening: string,
   proofs: KtAnswerProofs,
 ): KtAnswerFields {
-  return { binding, opening: bytesOf(opening), ...proofFields(proofs) };
+  return { binding, opening, ...proofFields(proofs) };
 }
 
 /**
@@ -84,7 +87,7 @@ function statementOf(
     subject.kind === "card" ? withCardRef(leaf.statement, subject.cardRef) : utf8(leaf.statement);
   return {
     binding: { statement: base64(statement), signature: leaf.signature, signingKeyId: leaf.signingKeyId },
-    opening: bytesOf(leaf.opening),
+    opening: leaf.opening,
   };
 }
 
@@ -110,7 +113,7 @@ function proofFields(proofs: KtAnswerProofs): KtAnswerFields {
   const fields: KtAnswerFields = {
     directory: {
       index: BigInt(proofs.directory.index),
-      inclusion: proofs.directory.inclusion.map(bytesOf),
+      inclusion: proofs.directory.inclusion,
       sha256: proofs.directory.sha256,
     },
   };
@@ -119,15 +122,9 @@ function proofFields(proofs: KtAnswerProofs): KtAnswerFields {
     fields.proof = {
       leafIndex: BigInt(proofs.proof.leafIndex),
       treeSize: BigInt(proofs.proof.treeSize),
-      inclusion: proofs.proof.inclusion.map(bytesOf),
+      inclusion: proofs.proof.inclusion,
       checkpoint: proofs.proof.checkpoint,
     };
   }
   return fields;
-}
-
-function bytesOf(text: string): Uint8Array {
-  const bytes = fromBase64Strict(text);
-  if (bytes === undefined) throw new TypeError("the key log holds bytes that are not base64");
-  return bytes;
 }
