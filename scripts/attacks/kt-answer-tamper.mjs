@@ -39,28 +39,59 @@ async function call(method, path, headers, body) {
 }
 const admin = (method, path, body) => call(method, path, { authorization: `Bearer ${adminToken}` }, body);
 function must(res, what) {
-  if (res.status !== 200) throw new Error(`${what}: ${res.status} ${JSON.stringify(res.body.error ?? res.body)}`);
+  if (res.status !== 200)
+    throw new Error(`${what}: ${res.status} ${JSON.stringify(res.body.error ?? res.body)}`);
   return res.body.data;
 }
 
 async function scene() {
-  const issuerKey = must(await admin("POST", "/admin/v1/api-keys", { tenant, role: "issuer", tier: "enterprise" }), "issuer key").apiKey;
+  const issuerKey = must(
+    await admin("POST", "/admin/v1/api-keys", { tenant, role: "issuer", tier: "enterprise" }),
+    "issuer key",
+  ).apiKey;
   const merchantKey = must(
-    await admin("POST", "/admin/v1/api-keys", { tenant: `kt-shop-${run}`, role: "merchant", tier: "enterprise" }),
+    await admin("POST", "/admin/v1/api-keys", {
+      tenant: `kt-shop-${run}`,
+      role: "merchant",
+      tier: "enterprise",
+    }),
     "merchant key",
   ).apiKey;
   must(await admin("PUT", `/admin/v1/issuers/${tenant}/bins`, { bins: ["45671234"] }), "BIN");
   const signer = await client.generateIssuerSigner("Ed25519");
-  must(await call("POST", "/api/v1/issuers/signing-keys", { "x-api-key": issuerKey }, { publicKey: signer.spki }), "root");
-  must(await admin("POST", `/admin/v1/issuers/${tenant}/signing-keys/${signer.signingKeyId}/confirm`), "confirm");
+  must(
+    await call(
+      "POST",
+      "/api/v1/issuers/signing-keys",
+      { "x-api-key": issuerKey },
+      { publicKey: signer.spki },
+    ),
+    "root",
+  );
+  must(
+    await admin("POST", `/admin/v1/issuers/${tenant}/signing-keys/${signer.signingKeyId}/confirm`),
+    "confirm",
+  );
   const pair = await crypto.subtle.generateKey({ name: "ECDH", namedCurve: "P-256" }, true, ["deriveBits"]);
   const publicKey = Buffer.from(await crypto.subtle.exportKey("spki", pair.publicKey)).toString("base64");
   const hashedPan = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex");
   const keyId = crypto.randomUUID();
-  const statement = client.keyBindingStatement({ issuer: tenant, card: { hashedPan }, bin: "45671234", keyId, publicKey, version: 1 });
+  const statement = client.keyBindingStatement({
+    issuer: tenant,
+    card: { hashedPan },
+    bin: "45671234",
+    keyId,
+    publicKey,
+    version: 1,
+  });
   const binding = await client.signStatement(statement, signer);
   const registered = must(
-    await call("POST", "/api/v1/onboarding/register", { "x-api-key": issuerKey }, { hashedPan, publicKey, keyId, cardBin: "45671234", binding }),
+    await call(
+      "POST",
+      "/api/v1/onboarding/register",
+      { "x-api-key": issuerKey },
+      { hashedPan, publicKey, keyId, cardBin: "45671234", binding },
+    ),
     "register",
   );
   if (registered.proof === undefined) throw new Error("register answered no proof");
@@ -90,13 +121,18 @@ async function proxy(lie) {
     }
     const out = {};
     upstream.headers.forEach((value, name) => {
-      if (name !== "content-length" && name !== "content-encoding" && name !== "transfer-encoding") out[name] = value;
+      if (name !== "content-length" && name !== "content-encoding" && name !== "transfer-encoding")
+        out[name] = value;
     });
     res.writeHead(upstream.status, out);
     res.end(body);
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { url: `http://127.0.0.1:${server.address().port}`, seen, close: () => new Promise((r) => server.close(r)) };
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    seen,
+    close: () => new Promise((r) => server.close(r)),
+  };
 }
 
 const flip = (bytes) => {
@@ -113,7 +149,8 @@ const LIES = {
   "the tree size of the checkpoint": (a) => (a.proof.treeSize += 1n),
   "another leaf index": (a) => (a.proof.leafIndex = a.directory.index),
   "the attacker's key under the card's binding": (a) => {
-    a.publicKey = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==";
+    a.publicKey =
+      "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==";
   },
   "no proofs at all (the answer before issue 32)": (a) => {
     a.binding = undefined;
@@ -121,14 +158,22 @@ const LIES = {
     a.proof = undefined;
   },
   "a checkpoint without the witnesses' cosignatures": (a) => {
-    a.proof.checkpoint = a.proof.checkpoint.split("\n\n")[0] + "\n\n" + a.proof.checkpoint.split("\n\n")[1].split("\n")[0] + "\n";
+    a.proof.checkpoint =
+      a.proof.checkpoint.split("\n\n")[0] +
+      "\n\n" +
+      a.proof.checkpoint.split("\n\n")[1].split("\n")[0] +
+      "\n";
   },
 };
 
 async function seal(scene, lie, name) {
   const p = await proxy(lie);
   const trust = client.createKeyTrust({ policy, baseUrl: p.url });
-  const merchant = client.createReceiptsClient({ baseUrl: p.url, apiKey: scene.merchantKey, retry: { maxAttempts: 1 } });
+  const merchant = client.createReceiptsClient({
+    baseUrl: p.url,
+    apiKey: scene.merchantKey,
+    retry: { maxAttempts: 1 },
+  });
   const receipt = {
     receiptId: `kt-${run}-${name.replace(/\W+/g, "-")}`,
     merchantId: `kt-shop-${run}`,
