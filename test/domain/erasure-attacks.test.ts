@@ -1,6 +1,11 @@
 import { generateKeyPairSync } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { deleteUser, ERASURE_PAGE, ERASURE_PAGES_PER_CALL } from "../../src/domain/erasure.js";
+import {
+  deleteUser,
+  ERASURE_PAGE,
+  ERASURE_PAGES_PER_CALL,
+  keepIfKeyLives,
+} from "../../src/domain/erasure.js";
 import { grantAccess, validGrant } from "../../src/domain/grants.js";
 import { registerEscrowKey } from "../../src/domain/issuer-escrow.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
@@ -179,5 +184,16 @@ describe("erasure", () => {
     const second = await deleteUser(f.deps, bankA, { userId: user.userId }, CALLER);
     expect(second).toEqual({ deletedReceipts: 5, deletedKeys: 0, receiptsLeft: 0 });
     expect(escrowed).toHaveBeenCalledTimes(1);
+  });
+
+  it("deletes a receipt stored for a key erased meanwhile, and logs that with the user's id only", async () => {
+    const user = await cardholder(bankA, "4000000000000298");
+    const record = await encryptReceipt(f.deps, shop, receiptMessage("4000000000000298"));
+    await f.store.users.erase(user.userId);
+    const info = vi.spyOn(f.deps.logger, "info");
+    expect(await keepIfKeyLives(f.deps, record)).toBe(false);
+    expect(await f.store.receipts.findByMerchantReceipt(record.merchantId, record.receiptId)).toBeUndefined();
+    expect(info).toHaveBeenCalledWith({ userId: user.userId }, "receipt stored for an erased key deleted");
+    expect(JSON.stringify(info.mock.calls)).not.toContain(record.panHash);
   });
 });

@@ -2,6 +2,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { KeyBundleSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { assertMerchantIdUsable, claimMerchantId } from "../../src/domain/merchants.js";
 import { createPayment } from "../../src/domain/payments.js";
 import { encryptReceipt, storeSealedReceipt } from "../../src/domain/receipts.js";
 import { registerSigningKey } from "../../src/domain/signing-keys.js";
@@ -172,5 +173,25 @@ describe("merchantId ownership", () => {
     // The owner's own transactionId again: conflict, nothing more deleted.
     expect((await rejection(pay(shop2, "r-newer"))).code).toBe("conflict");
     expect(await deleted()).toHaveLength(1);
+  });
+
+  it("claims nothing for an API key whose allow-list lacks the merchantId, nor for another tenant", async () => {
+    const limited = principal("merchant", "shop-1", ["m-allowed"]);
+    for (const check of [claimMerchantId, assertMerchantIdUsable]) {
+      const refused = await rejection(check(f.deps, limited, "m-other"));
+      expect([refused.code, refused.message]).toEqual([
+        "forbidden",
+        "This API key may not act for this merchantId.",
+      ]);
+    }
+    expect(await f.store.merchants.find("m-other")).toBeUndefined();
+    await claimMerchantId(f.deps, limited, "m-allowed");
+    expect((await f.store.merchants.find("m-allowed"))?.tenantId).toBe("shop-1");
+    // Claimed: another tenant's claim (one that lost a race to the first use) is refused, and the
+    // owner keeps it.
+    const late = await rejection(claimMerchantId(f.deps, shop2, "m-allowed"));
+    expect([late.code, late.message]).toEqual(["forbidden", TAKEN]);
+    expect((await f.store.merchants.find("m-allowed"))?.tenantId).toBe("shop-1");
+    await claimMerchantId(f.deps, shop1, "m-allowed");
   });
 });
