@@ -362,7 +362,13 @@ describe("issuer escrow: listing and releasing only the caller's own escrow", ()
 
     const good = await rewrapped(mine, user);
     const corrupt = await rewrapped(badBundle, user);
-    corrupt.keyBundle = create(KeyBundleSchema, { ...corrupt.keyBundle, encryptedAesKey: new Uint8Array(3) });
+    const { keyId, algorithm, encapsulatedKey } = corrupt.keyBundle ?? create(KeyBundleSchema);
+    corrupt.keyBundle = create(KeyBundleSchema, {
+      keyId,
+      algorithm,
+      encapsulatedKey,
+      encryptedAesKey: new Uint8Array(3),
+    });
     const items: EscrowReleaseInput[] = [
       good,
       corrupt,
