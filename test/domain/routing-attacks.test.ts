@@ -103,7 +103,7 @@ describe("routing a receipt to its recipient", () => {
     // No escrow key configured: an error, never a receipt sealed to nothing.
     f.deps.escrowKeys = [];
     const none = await rejection(recipientOf(f.deps, { recipientHashedPan: hashPan("4000000000000199") }));
-    expect(none.code).toBe("internal_server_error");
+    expect([none.code, none.message]).toEqual(["internal_server_error", "No escrow key is configured."]);
   });
 
   it("escrows a card of an owned BIN for its owner: to the owner's key once it has one, else the service key", async () => {
@@ -160,7 +160,10 @@ describe("routing a receipt to its recipient", () => {
   it("refuses 6 digits that cover an owned 8-digit prefix as ambiguous, never as unowned", async () => {
     await f.store.bins.set("bank-a", ["42222222"], f.clock.now());
     const err = await rejection(cardBinOwner(f.deps, "422222"));
-    expect(err.code).toBe("invalid_request");
+    expect([err.code, err.message]).toEqual([
+      "invalid_request",
+      "Issuers own 8-digit prefixes under these 6 digits: send the card's first 8 digits as cardBin.",
+    ]);
     expect(err.violations).toEqual([
       { field: "cardBin", description: "is ambiguous: send the card's first 8 digits" },
     ]);
