@@ -112,6 +112,22 @@ describe("merchant-sealed receipts", () => {
     expect(await stored(input)).toBeUndefined();
   });
 
+  it("refuses a malformed card reference and malformed sealed parts, naming each field; stores nothing", async () => {
+    const input = await sealed();
+    const err = await rejection(
+      storeSealedReceipt(
+        f.deps,
+        shop1,
+        { ...input, recipientHashedPan: "not-a-hash", iv: new Uint8Array(5), authTag: new Uint8Array(3) },
+        CALLER,
+      ),
+    );
+    expect(err.code).toBe("invalid_request");
+    expect(err.violations.map((v) => v.field)).toEqual(["recipientHashedPan", "iv", "authTag"]);
+    expect(await stored(input)).toBeUndefined();
+    expect(await f.store.merchants.find("m-1")).toBeUndefined();
+  });
+
   it("answers conflict for a bundle naming another key than the card routes to now", async () => {
     const input = await sealed();
     // The card registers after the merchant looked up the (escrow) key: it routes to the user now.
