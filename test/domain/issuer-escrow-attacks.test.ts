@@ -64,12 +64,19 @@ describe("issuer escrow keys: register, list, revoke", () => {
     expect(err.violations).toEqual([{ field: "publicKey", description: "is required" }]);
     expect(await listEscrowKeys(f.deps, bankA)).toEqual({ keys: [], currentEscrowKeyId: "" });
     expect(await audit("escrow_key.registered")).toEqual([]);
+    const bad = await rejection(registerEscrowKey(f.deps, bankA, { publicKey: "bm90IGEga2V5" }, CALLER));
+    expect(bad.code).toBe("invalid_request");
+    expect(bad.violations.map((v) => v.field)).toEqual(["publicKey"]);
+    expect((await listEscrowKeys(f.deps, bankA)).keys).toEqual([]);
   });
 
   it("registers keys for the caller's tenant only, the newest current, each audited with the one before", async () => {
     const first = p256();
     const second = p256();
+    // Each change wakes the key log's sequencer, which snapshots the tenant's directory entry.
+    const notify = vi.spyOn(f.deps.kt, "notify");
     const a1 = await registerEscrowKey(f.deps, bankA, { publicKey: first.publicKey }, CALLER);
+    expect(notify).toHaveBeenCalledTimes(1);
     f.clock.advance(1_000);
     const a2 = await registerEscrowKey(f.deps, bankA, { publicKey: second.publicKey }, CALLER);
     expect(a1.escrowKeyId).toMatch(/^iek_[A-Za-z0-9_-]{16}$/);
@@ -128,13 +135,18 @@ describe("issuer escrow keys: register, list, revoke", () => {
     const foreign = await rejection(
       revokeEscrowKey(f.deps, bankB, { escrowKeyId: newer.escrowKeyId }, CALLER),
     );
-    expect(foreign.code).toBe("not_found");
+    expect([foreign.code, foreign.message]).toEqual([
+      "not_found",
+      "No escrow key of this tenant has this id.",
+    ]);
     expect((await listEscrowKeys(f.deps, bankA)).currentEscrowKeyId).toBe(newer.escrowKeyId);
     expect(await audit("escrow_key.revoked")).toEqual([]);
     const changesBefore = (await directoryChanges()).length;
 
     f.clock.advance(1_000);
+    const notify = vi.spyOn(f.deps.kt, "notify");
     const revoked = await revokeEscrowKey(f.deps, bankA, { escrowKeyId: newer.escrowKeyId }, CALLER);
+    expect(notify).toHaveBeenCalledTimes(1);
     expect(revoked.currentEscrowKeyId).toBe(older.escrowKeyId);
     expect(revoked.key.revokedAt).toEqual(f.clock.now());
     // The older, unrevoked key is current again although a newer (revoked) one is listed first.
@@ -170,7 +182,8 @@ describe("issuer escrow keys: register, list, revoke", () => {
     const lastEvent = (await audit("escrow_key.revoked"))[1];
     expect(lastEvent).toMatchObject({ previousKeyId: older.escrowKeyId, subject: older.escrowKeyId });
     expect(lastEvent).not.toHaveProperty("keyId");
-    // Revoking a key of a tenant with none current audits no previous key.
+    // Revoked before, and no key current: the same answer.
+    f.clock.advance(1_000);
     const again2 = await revokeEscrowKey(f.deps, bankA, { escrowKeyId: older.escrowKeyId }, CALLER);
     expect(again2.currentEscrowKeyId).toBe("");
   });
@@ -291,6 +304,14 @@ describe("issuer escrow: listing and releasing only the caller's own escrow", ()
     }
     const token = await rejection(pending(bankA, { escrowRef, pageToken: "x".repeat(513) }));
     expect(token.violations).toEqual([{ field: "pageToken", description: "is not a valid page token" }]);
+    // 512 characters pass the length check: the store then refuses a token it did not make.
+    const longest = await rejection(pending(bankA, { escrowRef, pageToken: "x".repeat(512) }));
+    expect(longest.violations).toEqual([
+      { field: "pageToken", description: "is not a page token returned by this service" },
+    ]);
+    // No card named at all.
+    const none = await rejection(pending(bankA, {}));
+    expect(none.violations.map((v) => v.field)).toEqual(["hashedPan"]);
   });
 
   it("lists nothing escrowed under the service key for a tenant that had no key of its own then", async () => {
@@ -310,7 +331,10 @@ describe("issuer escrow: listing and releasing only the caller's own escrow", ()
   it("refuses release requests with missing or too many items, naming each field", async () => {
     const empty = await rejection(releaseByIssuer(f.deps, bankA, { userId: "", receipts: [] }, CALLER));
     expect(empty.code).toBe("invalid_request");
-    expect(empty.violations.map((v) => v.field)).toEqual(["userId", "receipts"]);
+    expect(empty.violations).toEqual([
+      { field: "userId", description: "is required" },
+      { field: "receipts", description: "is required" },
+    ]);
     const item = { merchantId: "m-1", receiptId: "r-x" };
     const tooMany = await rejection(
       releaseByIssuer(
@@ -471,5 +495,45 @@ describe("issuer escrow: listing and releasing only the caller's own escrow", ()
       released: 0,
       failed: [{ merchantId: record.merchantId, receiptId: record.receiptId, reason: "not_escrowed" }],
     });
+  });
+  it("takes back a release whose user an erasure took meanwhile: not_found, the receipt gone", async () => {
+    const pan = "4000000000000173";
+    const record = await held(pan, "40000000");
+    const user = await registered(bankA, pan);
+    const release = f.store.receipts.release.bind(f.store.receipts);
+    const spy = vi.spyOn(f.store.receipts, "release").mockImplementationOnce(async (...args) => {
+      const ok = await release(...args);
+      await f.store.users.erase(user.userId);
+      return ok;
+    });
+    const result = await releaseByIssuer(
+      f.deps,
+      bankA,
+      { userId: user.userId, receipts: [await rewrapped(record, user)] },
+      CALLER,
+    );
+    expect(result).toEqual({
+      released: 0,
+      failed: [{ merchantId: record.merchantId, receiptId: record.receiptId, reason: "not_found" }],
+    });
+    expect(await f.store.receipts.findByMerchantReceipt(record.merchantId, record.receiptId)).toBeUndefined();
+    // The release was written with its escrow.released event to the user's issuer.
+    const events = spy.mock.calls[0]?.[3] ?? [];
+    expect(events.map((e) => [e.type, e.tenantId, e.data.receiptId, e.data.userId])).toEqual([
+      ["escrow.released", "bank-a", record.receiptId, user.userId],
+    ]);
+  });
+
+  it("answers internal_server_error when the user's active key is missing, releasing nothing", async () => {
+    const pan = "4000000000000181";
+    const record = await held(pan, "40000000");
+    const user = await registered(bankA, pan);
+    const item = await rewrapped(record, user);
+    vi.spyOn(f.store.users, "findKey").mockResolvedValue(undefined);
+    const err = await rejection(
+      releaseByIssuer(f.deps, bankA, { userId: user.userId, receipts: [item] }, CALLER),
+    );
+    expect([err.code, err.message]).toEqual(["internal_server_error", "A user's active key is missing."]);
+    expect(await stillEscrowed(record)).toBe(true);
   });
 });
