@@ -1,5 +1,7 @@
+import { generateKeyPairSync } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { grantAccess, hashToken, MAX_ACTIVE_GRANTS, validGrant } from "../../src/domain/grants.js";
+import { registerEscrowKey } from "../../src/domain/issuer-escrow.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { type DomainFixture, domainFixture, principal, rejection } from "../support/domain.js";
 import { hashPan } from "../support/harness.js";
@@ -92,5 +94,14 @@ describe("decrypt grants", () => {
     // Once the oldest expired, one more is granted.
     f.clock.advance(119_500);
     expect((await grant()).userId).toBe(user.userId);
+  });
+
+  it("audits a call made from inside the service (the command line) as internal, with no source address", async () => {
+    const publicKey = generateKeyPairSync("ec", { namedCurve: "P-256" })
+      .publicKey.export({ type: "spki", format: "der" })
+      .toString("base64");
+    await registerEscrowKey(f.deps, bankA, { publicKey });
+    const [event] = (await f.store.audit.list(100)).filter((e) => e.action === "escrow_key.registered");
+    expect(event).toMatchObject({ requestId: "internal", sourceIp: "" });
   });
 });
