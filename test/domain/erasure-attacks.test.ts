@@ -91,8 +91,14 @@ describe("erasure", () => {
     const grant = await grantAccess(f.deps, bankA, user, CALLER);
     const stored = await f.store.users.findById(user.userId);
     const eraseCard = vi.spyOn(f.store.ktLog, "eraseCard");
+    const eraseUser = vi.spyOn(f.store.users, "erase");
 
     const result = await deleteUser(f.deps, bankA, { userId: user.userId }, CALLER);
+    // The issuer is told, in the same store step that deletes the user: a user.erased event.
+    const events = eraseUser.mock.calls[0]?.[1] ?? [];
+    expect(events.map((e) => [e.type, e.tenantId, e.data.userId])).toEqual([
+      ["user.erased", "bank-a", user.userId],
+    ]);
     expect(result).toEqual({ deletedReceipts: 2, deletedKeys: 1, receiptsLeft: 0 });
     expect(eraseCard).toHaveBeenCalledWith(stored?.panHash, f.clock.now());
     for (const r of [held, delivered])
