@@ -94,7 +94,7 @@ export const SERVICES = [
  * gRPC, gRPC-Web and Connect. `main` only reads config, builds and listens; tests build on port 0.
  */
 export async function buildApp(deps: AppDeps): Promise<App> {
-  const { config, logger, clock = systemClock } = deps;
+  const { config, logger, clock = systemClock, random } = deps;
   useFastPaths(config.fastPaths);
   // Every store call the service makes is bounded: a stalled store answers 503. The memory store's
   // calls settle when they are made, before any timer could fire, so a bound could never answer for
@@ -104,14 +104,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     escrowPrivateKeys: await escrowPrivateKeys(config, logger),
     size: deps.workers ?? config.cryptoThreads,
   });
-  const events = createEvents({
-    store,
-    clock,
-    logger,
-    config,
-    resolve: deps.webhookResolver,
-    random: deps.random,
-  });
+  const events = createEvents({ store, clock, logger, config, random, resolve: deps.webhookResolver });
   const kt = ktRuntimeOf(deps, store, clock, pool);
   const domain: DomainDeps = {
     store,
