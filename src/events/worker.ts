@@ -1,3 +1,4 @@
+import { createSecretKey } from "node:crypto";
 import { LeaseRunner } from "../background/lease-runner.js";
 import { randomId } from "../ids.js";
 import {
@@ -222,7 +223,7 @@ export class EventWorker {
     const { box } = this.deps;
     const keys: SigningKeys = {
       hmacKeys: live(endpoint.secrets).map((s) =>
-        hmacKeyOf(box.open(s.sealed, secretContext(endpoint.endpointId))),
+        createSecretKey(hmacKeyOf(box.open(s.sealed, secretContext(endpoint.endpointId)))),
       ),
       ed25519Keys: live(endpoint.signingKeys).map((k) =>
         ed25519KeyOf(box.open(k.sealedPrivateKey, keyContext(endpoint.endpointId)), k.publicKey),
