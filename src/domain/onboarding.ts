@@ -84,6 +84,8 @@ export interface Registration {
   superseded: boolean;
   /** With a binding: its pending record's id in the key log (`KtLog.waitForLeaf` waits for its leaf). */
   ktPendingId?: string;
+  /** The registered key (base64 SPKI DER), as a look-up answers it. */
+  publicKey: string;
 }
 
 /** A register request that passed its field checks. */
@@ -196,6 +198,7 @@ export async function register(
     algorithm,
     superseded: outcome.kind === "superseded",
     ...(binding === undefined ? {} : { ktPendingId: binding.pending.id }),
+    publicKey: outcome.key.publicKey,
   };
 }
 

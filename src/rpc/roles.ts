@@ -26,6 +26,7 @@ const TABLE: Array<[DescMethod, Role[]]> = [
   [KeysService.method.registerIssuerSigningKey, ["issuer"]],
   [KeysService.method.listIssuerSigningKeys, ["issuer"]],
   [KeysService.method.revokeIssuerSigningKey, ["issuer"]],
+  [KeysService.method.ktSelfCheck, ["issuer"]],
   [ReceiptsService.method.encryptReceipt, ["merchant"]],
   [ReceiptsService.method.decryptReceipt, ["issuer"]],
   [ReceiptsService.method.listReceipts, ["issuer"]],

@@ -69,6 +69,7 @@ const keys: ServiceImpl<typeof KeysService> = {
   registerIssuerSigningKey: () => ({ signingKeyId: "sk_1", algorithm: "Ed25519", status: "pending" }),
   listIssuerSigningKeys: () => ({ signingKeys: [], requireBindings: false }),
   revokeIssuerSigningKey: (req) => ({ signingKey: { signingKeyId: req.signingKeyId } }),
+  ktSelfCheck: () => ({ userId: "usr_1", keyId: "key-1", algorithm: "RSA-OAEP-256", publicKey: "PUB" }),
 };
 
 const sealed = (receiptId: string) =>

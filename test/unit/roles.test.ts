@@ -37,6 +37,7 @@ const MATRIX: Record<string, typeof ISSUER | typeof MERCHANT | typeof BOTH> = {
   "KeysService/RegisterIssuerSigningKey": ISSUER,
   "KeysService/ListIssuerSigningKeys": ISSUER,
   "KeysService/RevokeIssuerSigningKey": ISSUER,
+  "KeysService/KtSelfCheck": ISSUER,
   "ReceiptsService/EncryptReceipt": MERCHANT,
   "ReceiptsService/DecryptReceipt": ISSUER,
   "ReceiptsService/ListReceipts": ISSUER,

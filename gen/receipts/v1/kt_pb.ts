@@ -10,17 +10,18 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/kt.proto.
  */
 export const file_receipts_v1_kt: GenFile = /*@__PURE__*/
-  fileDesc("ChRyZWNlaXB0cy92MS9rdC5wcm90bxILcmVjZWlwdHMudjEiSQoJS3RCaW5kaW5nEhEKCXN0YXRlbWVudBgBIAEoCRIRCglzaWduYXR1cmUYAiABKAkSFgoOc2lnbmluZ19rZXlfaWQYAyABKAliBnByb3RvMw");
+  fileDesc("ChRyZWNlaXB0cy92MS9rdC5wcm90bxILcmVjZWlwdHMudjEiSQoJS3RCaW5kaW5nEhEKCXN0YXRlbWVudBgBIAEoCRIRCglzaWduYXR1cmUYAiABKAkSFgoOc2lnbmluZ19rZXlfaWQYAyABKAkiWwoLS3RMZWFmUHJvb2YSEgoKbGVhZl9pbmRleBgBIAEoAxIRCgl0cmVlX3NpemUYAiABKAMSEQoJaW5jbHVzaW9uGAMgAygJEhIKCmNoZWNrcG9pbnQYBCABKAkiRAoQS3REaXJlY3RvcnlQcm9vZhINCgVpbmRleBgBIAEoAxIRCglpbmNsdXNpb24YAiADKAkSDgoGc2hhMjU2GAMgASgJYgZwcm90bzM");
 
 /**
- * An issuer's signed statement of the key directory (a key binding), as register takes it.
+ * An issuer's signed statement of the key directory (a key binding), as register takes it and
+ * answers it.
  *
  * @generated from message receipts.v1.KtBinding
  */
 export type KtBinding = Message<"receipts.v1.KtBinding"> & {
   /**
    * Base64 of the statement's exact bytes: RFC 8785 canonical JSON in UTF-8, exactly the members of
-   * its type (a receipts.v1/key-binding for register).
+   * its type (a receipts.v1/key-binding).
    *
    * @generated from field: string statement = 1;
    */
@@ -48,4 +49,81 @@ export type KtBinding = Message<"receipts.v1.KtBinding"> & {
  */
 export const KtBindingSchema: GenMessage<KtBinding> = /*@__PURE__*/
   messageDesc(file_receipts_v1_kt, 0);
+
+/**
+ * Where a statement's leaf is in the log, proven under a checkpoint.
+ *
+ * @generated from message receipts.v1.KtLeafProof
+ */
+export type KtLeafProof = Message<"receipts.v1.KtLeafProof"> & {
+  /**
+   * The leaf's index.
+   *
+   * @generated from field: int64 leaf_index = 1;
+   */
+  leafIndex: bigint;
+
+  /**
+   * The tree size of the checkpoint the proof is for.
+   *
+   * @generated from field: int64 tree_size = 2;
+   */
+  treeSize: bigint;
+
+  /**
+   * Base64 of the inclusion proof's hashes (32 bytes each), in RFC 9162 order.
+   *
+   * @generated from field: repeated string inclusion = 3;
+   */
+  inclusion: string[];
+
+  /**
+   * The checkpoint: a C2SP signed note with the log's signature and every witness cosignature.
+   *
+   * @generated from field: string checkpoint = 4;
+   */
+  checkpoint: string;
+};
+
+/**
+ * Describes the message receipts.v1.KtLeafProof.
+ * Use `create(KtLeafProofSchema)` to create a new message.
+ */
+export const KtLeafProofSchema: GenMessage<KtLeafProof> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_kt, 1);
+
+/**
+ * The directory snapshot an answer was made under, proven under the same checkpoint.
+ *
+ * @generated from message receipts.v1.KtDirectoryProof
+ */
+export type KtDirectoryProof = Message<"receipts.v1.KtDirectoryProof"> & {
+  /**
+   * The snapshot's leaf index.
+   *
+   * @generated from field: int64 index = 1;
+   */
+  index: bigint;
+
+  /**
+   * Base64 of its inclusion proof's hashes, in RFC 9162 order.
+   *
+   * @generated from field: repeated string inclusion = 2;
+   */
+  inclusion: string[];
+
+  /**
+   * Lower-case hex SHA-256 of the snapshot's JSON: GET /kt/v1/directory/{sha256} serves it.
+   *
+   * @generated from field: string sha256 = 3;
+   */
+  sha256: string;
+};
+
+/**
+ * Describes the message receipts.v1.KtDirectoryProof.
+ * Use `create(KtDirectoryProofSchema)` to create a new message.
+ */
+export const KtDirectoryProofSchema: GenMessage<KtDirectoryProof> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_kt, 2);
 

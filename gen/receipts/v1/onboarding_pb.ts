@@ -7,7 +7,7 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { KtBinding } from "./kt_pb.js";
+import type { KtBinding, KtDirectoryProof, KtLeafProof } from "./kt_pb.js";
 import { file_receipts_v1_kt } from "./kt_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkisAEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQESJwoHYmluZGluZxgGIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZ0ILCglfY2FyZF9iaW5CBgoEX3BhciLoAQoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUSFQoNaGVsZF9yZWNlaXB0cxgGIAEoBRIRCglhbGdvcml0aG0YByABKAkSFwoPcmVsZWFzZV9wZW5kaW5nGAggASgIEhIKCnN1cGVyc2VkZWQYCSABKAgiJAoRRGVsZXRlVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSJbChJEZWxldGVVc2VyUmVzcG9uc2USGAoQZGVsZXRlZF9yZWNlaXB0cxgBIAEoBRIUCgxkZWxldGVkX2tleXMYAiABKAUSFQoNcmVjZWlwdHNfbGVmdBgDIAEoBTL3AgoRT25ib2FyZGluZ1NlcnZpY2USgAEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSIrgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJvCghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9vbmJvYXJkaW5nL3JlZ2lzdGVyEm4KCkRlbGV0ZVVzZXISHi5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVxdWVzdBofLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZSIfgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkisAEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQESJwoHYmluZGluZxgGIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZ0ILCglfY2FyZF9iaW5CBgoEX3BhciKiAwoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUSFQoNaGVsZF9yZWNlaXB0cxgGIAEoBRIRCglhbGdvcml0aG0YByABKAkSFwoPcmVsZWFzZV9wZW5kaW5nGAggASgIEhIKCnN1cGVyc2VkZWQYCSABKAgSEgoKcHVibGljX2tleRgKIAEoCRInCgdiaW5kaW5nGAsgASgLMhYucmVjZWlwdHMudjEuS3RCaW5kaW5nEhQKB29wZW5pbmcYDCABKAlIAIgBARInCgVwcm9vZhgNIAEoCzIYLnJlY2VpcHRzLnYxLkt0TGVhZlByb29mEjAKCWRpcmVjdG9yeRgOIAEoCzIdLnJlY2VpcHRzLnYxLkt0RGlyZWN0b3J5UHJvb2ZCCgoIX29wZW5pbmciJAoRRGVsZXRlVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSJbChJEZWxldGVVc2VyUmVzcG9uc2USGAoQZGVsZXRlZF9yZWNlaXB0cxgBIAEoBRIUCgxkZWxldGVkX2tleXMYAiABKAUSFQoNcmVjZWlwdHNfbGVmdBgDIAEoBTL3AgoRT25ib2FyZGluZ1NlcnZpY2USgAEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSIrgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJvCghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9vbmJvYXJkaW5nL3JlZ2lzdGVyEm4KCkRlbGV0ZVVzZXISHi5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVxdWVzdBofLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXNwb25zZSIfgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -211,6 +211,36 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
    * @generated from field: bool superseded = 9;
    */
   superseded: boolean;
+
+  /**
+   * Base64 of DER SubjectPublicKeyInfo of the registered key, as a lookup answers it.
+   *
+   * @generated from field: string public_key = 10;
+   */
+  publicKey: string;
+
+  /**
+   * With a signed binding (docs/key-transparency.md): the binding as logged, the opening of its leaf,
+   * and its proofs under a checkpoint the log signed. The call answers once the leaf is under one.
+   *
+   * @generated from field: receipts.v1.KtBinding binding = 11;
+   */
+  binding?: KtBinding | undefined;
+
+  /**
+   * @generated from field: optional string opening = 12;
+   */
+  opening?: string | undefined;
+
+  /**
+   * @generated from field: receipts.v1.KtLeafProof proof = 13;
+   */
+  proof?: KtLeafProof | undefined;
+
+  /**
+   * @generated from field: receipts.v1.KtDirectoryProof directory = 14;
+   */
+  directory?: KtDirectoryProof | undefined;
 };
 
 /**
@@ -317,7 +347,8 @@ export const OnboardingService: GenService<{
    *   "heldReceipts": 0,
    *   "algorithm": "HPKE-P256-SHA256-A256GCM",
    *   "releasePending": false,
-   *   "superseded": false
+   *   "superseded": false,
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg=="
    * }
    *
    * @generated from rpc receipts.v1.OnboardingService.Register

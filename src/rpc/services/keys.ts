@@ -17,6 +17,7 @@ import {
   revokeIssuerSigningKey,
   type SigningKeyView,
 } from "../../domain/kt/issuer-keys.js";
+import { ktSelfCheck } from "../../domain/kt/self-check.js";
 import { lookupKey } from "../../domain/routing.js";
 import type { IssuerEscrowKeyRecord } from "../../store/types.js";
 import { callerOf, principalOf } from "../convert.js";
@@ -73,6 +74,12 @@ export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
       return { signingKey: signingKeyOf(key) };
     },
     listKtEntries: (req, ctx) => listKtEntries(deps, principalOf(ctx), req),
+    ktSelfCheck: (req, ctx) =>
+      ktSelfCheck(deps, principalOf(ctx), {
+        recipientHashedPan: req.recipientHashedPan.toLowerCase(),
+        recipientPar: req.recipientPar,
+        cardBin: req.cardBin,
+      }),
     async listAuditEvents(req, ctx) {
       const page = await readTenantAudit(deps, principalOf(ctx).tenantId, req);
       return {
