@@ -117,8 +117,8 @@ export const TRANSACTIONS = {
   "users.register": {
     maxShards: 1,
     touches:
-      "users, keys, the key log's pending statement and sequence, and the registration's events, all " +
-      "unsharded: the primary shard only",
+      "users, keys, the card references' locks, the key log's pending statement and sequence, and the " +
+      "registration's events, all unsharded: the primary shard only",
   },
   "users.erase": {
     maxShards: 1,

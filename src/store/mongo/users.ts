@@ -1,6 +1,6 @@
-import type { ClientSession } from "mongodb";
+import type { ClientSession, Filter, UpdateOptions } from "mongodb";
 import type { EventRecord } from "../event-types.js";
-import { planRegister, type RegisterInput } from "../register.js";
+import { inputRefsOf, ownUserOf, planRegister, type RegisterInput } from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
@@ -29,9 +29,10 @@ export class MongoUsers implements UserStore {
     );
   }
 
+  /** The user holding the card reference, as its panHash or as its alias (two unique indexes). */
   findByPanHash(panHash: string): Promise<UserRecord | undefined> {
     return this.ctx.run(
-      async () => (await this.users.findOne<UserRecord>({ panHash }, this.ctx.read)) ?? undefined,
+      async () => (await this.users.findOne<UserRecord>(holding(panHash), this.ctx.read)) ?? undefined,
     );
   }
 
@@ -118,13 +119,18 @@ export class MongoUsers implements UserStore {
     input: RegisterInput,
   ): Promise<{ outcome: RegisterOutcome; events: EventRecord[] | undefined }> {
     const read = this.ctx.readIn(session);
-    const user = (await this.users.findOne<UserRecord>({ panHash: input.panHash }, read)) ?? undefined;
+    const user = (await this.users.findOne<UserRecord>(holding(input.panHash), read)) ?? undefined;
+    const aliasUser =
+      input.aliasPanHash === undefined
+        ? undefined
+        : ((await this.users.findOne<UserRecord>(holding(input.aliasPanHash), read)) ?? undefined);
     const key = (await this.keys.findOne<KeyRecord>({ keyId: input.key.keyId }, read)) ?? undefined;
+    const kept = ownUserOf(input, [user, aliasUser]);
     const activeKey =
-      user !== undefined && user.activeKeyId !== input.key.keyId
-        ? ((await this.keys.findOne<KeyRecord>({ keyId: user.activeKeyId }, read)) ?? undefined)
+      kept !== undefined && kept.activeKeyId !== input.key.keyId
+        ? ((await this.keys.findOne<KeyRecord>({ keyId: kept.activeKeyId }, read)) ?? undefined)
         : undefined;
-    const plan = planRegister(input, { user, key, activeKey });
+    const plan = planRegister(input, { user, aliasUser, key, activeKey });
     const writes =
       plan.outcome.kind === "created" ||
       plan.outcome.kind === "superseded" ||
@@ -135,6 +141,7 @@ export class MongoUsers implements UserStore {
     if (intake !== undefined && "kind" in intake) return { outcome: intake, events: undefined };
 
     const write = { ...this.ctx.writeIn(session), upsert: true };
+    if (plan.users.length > 0) await this.lockRefs(input, write);
     // In the plan's order: a superseded user gives up the panHash before the new user takes it.
     for (const u of plan.users) await this.users.replaceOne({ userId: u.userId }, u, write);
     for (const k of plan.keys) await this.keys.replaceOne({ keyId: k.keyId }, k, write);
@@ -143,6 +150,26 @@ export class MongoUsers implements UserStore {
     await insertEventsIn(this.ctx, session, events);
     return { outcome: plan.outcome, events };
   }
+
+  /**
+   * Writes one lock document per card reference of the call, in its transaction: two registrations
+   * naming one reference, one as a panHash and the other as an alias (two fields, so no unique index
+   * sees both), then write the same document, and MongoDB lets only one of them commit; the other
+   * retries and reads the winner's user. Locks expire after a minute: only concurrent calls need them.
+   */
+  private async lockRefs(input: RegisterInput, write: UpdateOptions): Promise<void> {
+    const locks = this.ctx.collection<{ _id: string; expiresAt: Date }>(COLLECTIONS.cardRefLocks);
+    const expiresAt = new Date(input.now.getTime() + CARD_REF_LOCK_MS);
+    for (const ref of inputRefsOf(input)) await locks.updateOne({ _id: ref }, { $set: { expiresAt } }, write);
+  }
+}
+
+/** How long a card reference's lock document outlives its registration (TTL). */
+const CARD_REF_LOCK_MS = 60_000;
+
+/** The filter of the user holding a card reference, as its panHash or as its alias. */
+function holding(ref: string): Filter<UserRecord> {
+  return { $or: [{ panHash: ref }, { aliasPanHash: ref }] };
 }
 
 /** A stored key with its suite: keys stored before there were two suites have none, and are RSA. */
