@@ -52,6 +52,13 @@ export interface RegisterPlan {
   keys: KeyRecord[];
 }
 
+/**
+ * The `activeKeyId` of a user that holds a card but has no key yet: the card was moved to its tenant
+ * by the operator (`UserStore.transfer`), and its receipts are escrowed for that tenant until it
+ * registers. No key has this id (keyIds are UUIDs).
+ */
+export const RESERVED_KEY_ID = "";
+
 /** The card references of a user: its panHash, and its alias if any. */
 export function cardRefsOf(user: Pick<UserRecord, "panHash" | "aliasPanHash">): string[] {
   return user.aliasPanHash === undefined ? [user.panHash] : [user.panHash, user.aliasPanHash];
@@ -144,7 +151,10 @@ function planCreate(
   };
 }
 
-/** The caller's own user of the card: the same key (unchanged) or a rotation; a missing alias added. */
+/**
+ * The caller's own user of the card: the same key (unchanged) or a rotation; a missing alias added. A
+ * user reserved by an operator's transfer ({@link RESERVED_KEY_ID}) gets its first key: `created`.
+ */
 function planExisting(
   input: RegisterInput,
   user: UserRecord,
@@ -177,6 +187,9 @@ function planExisting(
     updatedAt: input.now,
   };
   const key = activate(existing ?? input.key, user.userId, input);
+  if (user.activeKeyId === RESERVED_KEY_ID) {
+    return { outcome: { kind: "created", user: updated, key }, users: [updated], keys: [key] };
+  }
   const keys = [key];
   if (activeKey !== undefined) keys.push({ ...activeKey, status: "rotated", rotatedAt: input.now });
   return {
@@ -206,4 +219,63 @@ function activate(base: KeyRecord, userId: string, input: RegisterInput): KeyRec
     status: "active",
     registeredAt: input.now,
   };
+}
+
+/** The arguments of `UserStore.transfer`. */
+export interface TransferInput {
+  /** The user holding the card now. */
+  userId: string;
+  /** The issuer tenant the card moves to. */
+  toTenantId: string;
+  /** The id of the card's new user, reserved for `toTenantId` until it registers a key. */
+  newUserId: string;
+  now: Date;
+  /** The events of the outcome, written with it (the outbox). */
+  events?: (outcome: TransferOutcome) => EventRecord[];
+}
+
+/** What `UserStore.transfer` did. */
+export type TransferOutcome =
+  /** `previous` no longer holds the card (superseded, keeping its keys and receipts); `user` does. */
+  | { kind: "transferred"; previous: UserRecord; user: UserRecord }
+  /** No such user, or one that holds no card (superseded already). */
+  | { kind: "not_found" }
+  /** The user is already `toTenantId`'s. */
+  | { kind: "same_tenant" };
+
+/**
+ * Decides an operator's transfer of the card `user` holds to another tenant: the user is superseded
+ * (as by a BIN owner's registration: it keeps its keys, grants and receipts, and no longer holds
+ * either reference), and a new user of the tenant holds both references with no key yet (a
+ * reservation): the card's receipts wait in escrow for that tenant until it registers the card, which
+ * activates that user's first key. No key moves: the previous issuer's key never receives the card's
+ * receipts again.
+ */
+export function planTransfer(
+  input: TransferInput,
+  user: UserRecord | undefined,
+): { outcome: TransferOutcome; users: UserRecord[] } {
+  if (user === undefined || user.supersededAt !== undefined)
+    return { outcome: { kind: "not_found" }, users: [] };
+  if (user.tenantId === input.toTenantId) return { outcome: { kind: "same_tenant" }, users: [] };
+  const reserved: UserRecord = {
+    userId: input.newUserId,
+    tenantId: input.toTenantId,
+    panHash: user.panHash,
+    ...(user.aliasPanHash === undefined ? {} : { aliasPanHash: user.aliasPanHash }),
+    activeKeyId: RESERVED_KEY_ID,
+    keyVersion: 0,
+    createdAt: input.now,
+    updatedAt: input.now,
+  };
+  const { aliasPanHash, ...rest } = user;
+  const previous: UserRecord = {
+    ...rest,
+    panHash: `${SUPERSEDED_PAN_PREFIX}${user.userId}`,
+    formerPanHash: user.panHash,
+    ...(aliasPanHash === undefined ? {} : { formerAliasPanHash: aliasPanHash }),
+    supersededAt: input.now,
+    updatedAt: input.now,
+  };
+  return { outcome: { kind: "transferred", previous, user: reserved }, users: [previous, reserved] };
 }

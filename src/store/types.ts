@@ -20,6 +20,7 @@ import { invalidRequest } from "../errors.js";
 import type { DeliveryStore, EventRecord, EventStore, WebhookEndpointStore } from "./event-types.js";
 import type { KtIntakeRefusal, KtLogStore, KtPendingInput } from "./kt-types.js";
 import type { LeaseStore } from "./lease-types.js";
+import type { TransferInput, TransferOutcome } from "./register.js";
 
 /** Environments of API keys and of the server (`RECEIPTS_ENV`). */
 export type Environment = "live" | "test" | "dev";
@@ -192,6 +193,11 @@ export interface UserStore {
     /** The events of the outcome (docs/events.md), written in the same atomic step as the registration. */
     events?: (outcome: RegisterOutcome) => EventRecord[];
   }): Promise<RegisterOutcome>;
+  /**
+   * Moves the card `userId` holds to issuer tenant `toTenantId`, atomically (the operator's transfer):
+   * see `planTransfer` (`register.ts`). `not_found` or `same_tenant` write nothing.
+   */
+  transfer(input: TransferInput): Promise<TransferOutcome>;
   /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
   listKeys(userId: string): Promise<KeyRecord[]>;
   /**

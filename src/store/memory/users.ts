@@ -1,5 +1,13 @@
 import type { EventRecord } from "../event-types.js";
-import { cardRefsOf, ownUserOf, planRegister, type RegisterInput } from "../register.js";
+import {
+  cardRefsOf,
+  ownUserOf,
+  planRegister,
+  planTransfer,
+  type RegisterInput,
+  type TransferInput,
+  type TransferOutcome,
+} from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import { copy } from "./copy.js";
 import type { MemoryEvents } from "./events.js";
@@ -56,13 +64,15 @@ export class MemoryUsers implements UserStore {
     const intake = writes ? this.ktLog.intake(input.kt) : undefined;
     if (intake !== undefined && "kind" in intake) return copy(intake);
     intake?.commit();
-    for (const user of plan.users) {
-      const stored = this.users.get(user.userId);
-      if (stored !== undefined) this.forgetRefs(stored);
-      this.users.set(user.userId, copy(user));
-      for (const ref of cardRefsOf(user)) this.userIdByPan.set(ref, user.userId);
-    }
+    for (const user of plan.users) this.store(user);
     for (const key of plan.keys) this.keys.set(key.keyId, copy(key));
+    this.events.write(input.events?.(plan.outcome));
+    return copy(plan.outcome);
+  }
+
+  async transfer(input: TransferInput): Promise<TransferOutcome> {
+    const plan = planTransfer(input, this.users.get(input.userId));
+    for (const user of plan.users) this.store(user);
     this.events.write(input.events?.(plan.outcome));
     return copy(plan.outcome);
   }
@@ -83,6 +93,14 @@ export class MemoryUsers implements UserStore {
     this.forgetRefs(user);
     this.events.write(events);
     return { user: copy(user), deletedKeys: keys.length };
+  }
+
+  /** Stores `user`, moving the card references it holds to it (and freeing those it gave up). */
+  private store(user: UserRecord): void {
+    const stored = this.users.get(user.userId);
+    if (stored !== undefined) this.forgetRefs(stored);
+    this.users.set(user.userId, copy(user));
+    for (const ref of cardRefsOf(user)) this.userIdByPan.set(ref, user.userId);
   }
 
   /** The user holding the card reference `ref` (as its panHash or its alias), as stored. */
