@@ -40,7 +40,8 @@ function newHashedPan(): string {
 
 type Answer = { status: number; body: Envelope };
 
-describe("one card by hashed PAN and PAR", () => {
+// Many calls per test over a real socket: on a loaded machine some take longer than the default limit.
+describe("one card by hashed PAN and PAR", { timeout: 180_000 }, () => {
   let svc: TestService;
   let bankB: string;
   const logLines: string[] = [];
@@ -295,6 +296,71 @@ describe("one card by hashed PAN and PAR", () => {
       const found = await connect.lookupKey(card, { headers });
       expect(found).toMatchObject({ keyId: pair.keyId, isEscrowed: false });
     }
+  });
+
+  it("moves a card by operator transfer: the squatter's key gets nothing more, the new issuer's registration takes the escrow", async () => {
+    const [hashedPan, par] = [newHashedPan(), newPar()];
+    sent.push(hashedPan, par);
+    const squat = await register({ hashedPan, par }, bankB);
+    expect(squat.reg.status).toBe(200);
+    const squatUser = squat.reg.body.data.userId as string;
+    const before = tap(par);
+    expect((await encrypt(before)).body.data.keyId).toBe(squat.keyId);
+    const transfer = (body: unknown, token = TOKEN) =>
+      fetch(`${svc.baseUrl}/admin/v1/cards/transfer`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }).then(async (res) => ({ status: res.status, body: (await res.json()) as Envelope }));
+
+    // Refused, and nothing moves: a wrong token, unknown fields, no such user, a tenant with no issuer key.
+    expect((await transfer({ userId: squatUser, toTenant: "issuer-1" }, `${TOKEN}x`)).status).toBe(401);
+    expect((await transfer({ userId: squatUser, toTenant: "issuer-1", keyId: "k" })).status).toBe(400);
+    expect((await transfer({ userId: "usr_nobody", toTenant: "issuer-1" })).status).toBe(404);
+    const noIssuer = await transfer({ userId: squatUser, toTenant: "no-such-bank" });
+    expect(noIssuer.body.error?.details).toContain("toTenant:");
+    expect((await transfer({ userId: squatUser, toTenant: "bank-b" })).status).toBe(400);
+    const stillSquatted = tap(par);
+    expect((await encrypt(stillSquatted)).body.data.keyId).toBe(squat.keyId);
+
+    const moved = await transfer({ userId: squatUser, toTenant: "issuer-1" });
+    expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+    expect(moved.body.data).toMatchObject({
+      previousUserId: squatUser,
+      fromTenant: "bank-b",
+      toTenant: "issuer-1",
+    });
+    const newUser = moved.body.data.userId as string;
+    // Again: the previous user holds no card any more.
+    expect((await transfer({ userId: squatUser, toTenant: "issuer-1" })).status).toBe(404);
+
+    // From now on the squatter's key gets nothing, by either reference: escrow for the new issuer.
+    const waiting = [tap(par), byPan(hashedPan)];
+    for (const r of waiting) expect((await encrypt(r)).body.data).toMatchObject({ isEscrowed: true });
+    expect((await register({ par }, bankB)).reg.status).toBe(409);
+    expect((await register({ hashedPan }, bankB)).reg.status).toBe(409);
+    // The squatter's user keeps what it had.
+    expect(await listed(squatUser, bankB)).toEqual([before.receiptId, stillSquatted.receiptId].sort());
+
+    const claimed = await register({ hashedPan, par });
+    expect(claimed.reg.status, JSON.stringify(claimed.reg.body)).toBe(200);
+    expect(claimed.reg.body.data).toMatchObject({ userId: newUser, releasedReceipts: 2 });
+    expect((await encrypt(tap(par))).body.data).toMatchObject({ keyId: claimed.keyId, isEscrowed: false });
+    expect(await listed(newUser)).toHaveLength(3);
+
+    const actions = async (key: string) => {
+      const seen: string[] = [];
+      for (let token = "", pages = 0; pages < 50; pages++) {
+        const page = await get(svc, `/api/v1/audit?pageToken=${token}`, key);
+        expect(page.status, JSON.stringify(page.body)).toBe(200);
+        if (page.body.data.events.length === 0) return seen;
+        seen.push(...(page.body.data.events as { action: string }[]).map((e) => e.action));
+        token = page.body.data.nextPageToken;
+      }
+      throw new Error("the audit feed never ended");
+    };
+    expect(await actions(bankB)).toContain("admin.card.transferred_away");
+    expect(await actions(svc.issuerKey)).toContain("admin.card.transferred");
   });
 
   it("never logs a reference and never stores one in the clear", () => {
