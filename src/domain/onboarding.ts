@@ -186,12 +186,8 @@ export async function register(
   }
   await auditRegistration(deps, principal, outcome, { cardBin: cardBin ?? "", now, caller });
 
-  const counts = await releaseCardEscrow(
-    deps,
-    refs,
-    { user: outcome.user, key: sealingKeyOf(outcome.key) },
-    caller,
-  );
+  const target = { user: outcome.user, key: sealingKeyOf(outcome.key) };
+  const counts = await releaseCardEscrow(deps, refs, target, caller);
   return {
     userId: outcome.user.userId,
     keyId,
