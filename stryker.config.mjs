@@ -15,7 +15,6 @@ const name = process.env.MUTATION_GROUP ?? "";
 const group = GROUPS[name];
 if (group === undefined) throw new Error(`MUTATION_GROUP must be one of: ${Object.keys(GROUPS).join(", ")}`);
 process.env.MUTATION_TESTS = group.tests.join(",");
-process.env.MUTATION_SKIP = group.skip ?? "";
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {

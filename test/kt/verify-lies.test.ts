@@ -102,10 +102,11 @@ describe("verifyLookup against a service that leaves parts out", () => {
       reason: "the answer carries no checkpoint",
     });
     const note = (proof as Proof).checkpoint;
-    const missing = [
-      { ...bare, checkpoint: note, binding, opening },
-      { ...bare, proof, opening },
-      { ...bare, proof, binding },
+    const [b, o, p] = [binding as Binding, opening as string, proof as Proof];
+    const missing: KtLookupAnswer[] = [
+      { ...bare, checkpoint: note, binding: b, opening: o },
+      { ...bare, proof: p, opening: o },
+      { ...bare, proof: p, binding: b },
     ];
     for (const answer of missing) {
       expect(check(s, { answer })).toEqual({
