@@ -587,3 +587,180 @@ describe("VerifierCache", () => {
     expect(verifyLookup(s.world.policy(), s.input, { ...native, cache }).ok).toBe(true);
   });
 });
+
+describe("verifyLookup: what each refusal tells the merchant", () => {
+  it("refuses a public key that is not the one sealed to, even with the right id and algorithm", () => {
+    const s = setting();
+    const answer = { ...s.input.answer, publicKey: base64(makeUserKey().spki) };
+    expect(check(s, { answer })).toEqual({
+      ok: false,
+      check: "key",
+      reason: "the key to seal to is not the key the answer names",
+    });
+  });
+
+  it("refuses a card whose BIN nobody owns, and a snapshot the log holds but that does not parse", () => {
+    const s = setting();
+    expect(check(s, { card: { ...s.input.card, bin: { digits: "99999999", kind: "bin" } } })).toEqual({
+      ok: false,
+      check: "issuer",
+      reason: "no issuer owns the card's BIN",
+    });
+    const broken = `${s.snapshot} `;
+    const answer = answerFor(s.world, {
+      statement: bindingOf(s.bank, s.key, HASHED_PAN),
+      signer: s.bank,
+      key: s.key,
+      snapshot: broken,
+    });
+    expect(check(s, { answer, directoryJson: broken })).toMatchObject({
+      ok: false,
+      check: "directory",
+      reason: expect.stringMatching(/^snapshot /),
+    });
+  });
+
+  it("names the check and the reason of each refused statement", () => {
+    const s = setting();
+    const other = makeIssuer("bank-b");
+    const snapshot = snapshotOf([
+      { issuer: s.bank, bins: ["411111"] },
+      { issuer: other, bins: ["522222"] },
+    ]);
+    const byOther = answerFor(s.world, {
+      statement: bindingOf(other, s.key, HASHED_PAN),
+      signer: other,
+      key: s.key,
+      snapshot,
+    });
+    expect(check(s, { answer: byOther, directoryJson: snapshot })).toEqual({
+      ok: false,
+      check: "issuer",
+      reason: "the statement's issuer does not own the card's BIN",
+    });
+    const binding = s.input.answer.binding as Binding;
+    const badSignature = {
+      ...s.input.answer,
+      binding: { ...binding, signature: base64(new Uint8Array(64)) },
+    };
+    expect(check(s, { answer: badSignature })).toEqual({
+      ok: false,
+      check: "signature",
+      reason: "the signature does not verify under the issuer's signing key",
+    });
+    const early = bindingOf(s.bank, s.key, HASHED_PAN, {
+      notBefore: formatTime(NOW + 3_600_000),
+      notAfter: formatTime(NOW + 20 * 86_400_000),
+    });
+    expect(withStatement(s, early)).toEqual({
+      ok: false,
+      check: "window",
+      reason: "the statement is not valid now",
+    });
+    const proof = s.input.answer.proof as Proof;
+    const moved = { ...s.input.answer, proof: { ...proof, leafIndex: proof.leafIndex - 1 } };
+    expect(check(s, { answer: moved })).toEqual({
+      ok: false,
+      check: "inclusion",
+      reason: "the statement's leaf is not under the checkpoint",
+    });
+  });
+
+  it("accepts a root pinned from the very millisecond it takes effect", () => {
+    const s = setting();
+    const root = makeIssuer("bank-a");
+    const pinned = s.world.policy({ pinnedRoots: { "bank-a": base64url(nodeSha256(root.spki)) } });
+    const snapshot = snapshotWithKeys(s.bank, [
+      keyEntry(root, { effectiveFrom: formatTime(NOW) }),
+      keyEntry(s.bank, { role: "signer" }),
+    ]);
+    const answer = answerFor(s.world, {
+      statement: bindingOf(s.bank, s.key, HASHED_PAN),
+      signer: s.bank,
+      key: s.key,
+      snapshot,
+    });
+    expect(check(s, { answer, directoryJson: snapshot }, pinned)).toMatchObject({ ok: true });
+  });
+});
+
+describe("verifyLookup: escrow refusals", () => {
+  it("refuses an escrow answer without the card's BIN, or with a statement whose signature fails", () => {
+    const s = setting();
+    const escrow = makeUserKey();
+    const ref = { keyId: escrow.keyId, algorithm: HPKE, spkiSha256: escrow.spkiSha256 };
+    const snapshot = snapshotOf([{ issuer: s.bank, bins: ["411111"], escrowKey: ref }]);
+    const statement = canonicalJson({
+      v: 1,
+      type: "receipts.v1/escrow-key",
+      issuer: "bank-a",
+      keyId: escrow.keyId,
+      algorithm: HPKE,
+      spkiSha256: escrow.spkiSha256,
+      version: 1,
+      supersedes: null,
+      notBefore: formatTime(NOW - 1000_000),
+      notAfter: formatTime(NOW + 1000_000),
+    });
+    const answer = answerFor(s.world, { statement, signer: s.bank, key: escrow, snapshot, isEscrowed: true });
+    const sealTo = { keyId: escrow.keyId, algorithm: HPKE, spki: escrow.spki };
+    expect(
+      check(s, { answer, sealTo, directoryJson: snapshot, card: { cardRef: s.input.card.cardRef } }),
+    ).toEqual({
+      ok: false,
+      check: "escrow",
+      reason: "an escrow answer for a card whose BIN is unknown",
+    });
+    const binding = answer.binding as Binding;
+    const forged = { ...answer, binding: { ...binding, signature: base64(new Uint8Array(64)) } };
+    expect(check(s, { answer: forged, sealTo, directoryJson: snapshot })).toMatchObject({
+      ok: false,
+      check: "signature",
+    });
+  });
+
+  it("takes the service escrow key for an owned card whose issuer has no escrow key, and never over the issuer's own", () => {
+    const s = setting();
+    const service = makeUserKey();
+    const issuerEscrow = makeUserKey();
+    const ref = (k: { keyId: string; spkiSha256: string }) => ({
+      keyId: k.keyId,
+      algorithm: HPKE,
+      spkiSha256: k.spkiSha256,
+    });
+    const allowed = s.world.policy({ allowServiceEscrow: true });
+    const sealTo = { keyId: service.keyId, algorithm: HPKE, spki: service.spki };
+    const serviceAnswer = (snapshot: string) => {
+      const base = answerFor(s.world, {
+        statement: bindingOf(s.bank, s.key, HASHED_PAN),
+        signer: s.bank,
+        key: s.key,
+        snapshot,
+      });
+      const { binding: _b, opening: _o, proof, ...rest } = base;
+      return {
+        ...rest,
+        keyId: service.keyId,
+        publicKey: base64(service.spki),
+        isEscrowed: true,
+        checkpoint: (proof as Proof).checkpoint,
+      };
+    };
+    const without = snapshotOf([{ issuer: s.bank, bins: ["411111"] }], { serviceEscrowKey: ref(service) });
+    expect(
+      check(s, { answer: serviceAnswer(without), sealTo, directoryJson: without }, allowed),
+    ).toMatchObject({
+      ok: true,
+      issuer: null,
+      version: null,
+    });
+    const withOwn = snapshotOf([{ issuer: s.bank, bins: ["411111"], escrowKey: ref(issuerEscrow) }], {
+      serviceEscrowKey: ref(service),
+    });
+    expect(check(s, { answer: serviceAnswer(withOwn), sealTo, directoryJson: withOwn }, allowed)).toEqual({
+      ok: false,
+      check: "escrow",
+      reason: "the service escrow key for a card whose issuer has its own",
+    });
+  });
+});
