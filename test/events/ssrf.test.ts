@@ -36,7 +36,8 @@ describe("SSRF guard: which addresses are public", () => {
   });
 
   it("refuses what is not an address at all", () => {
-    for (const text of ["", "localhost", "1.2.3", "::gg", "1.2.3.4.5"])
+    // "::ffff:08.8.8.8": a leading zero makes it no address, though it reads as a mapped public one.
+    for (const text of ["", "localhost", "1.2.3", "::gg", "1.2.3.4.5", "::ffff:08.8.8.8"])
       expect(isPublicAddress(text), text).toBe(false);
   });
 });
@@ -289,6 +290,8 @@ describe("SSRF guard: the edges an attacker probes", () => {
       "2606:4700:4700::", // ends in ::
       "2606:4700::1111%eth0", // a zone id does not change the address
       "::ffff:200.1.1.1", // mapped, first bit of the IPv4 address set
+      "::ffff:200.100.10.100", // octets of several digits
+      "2a00:1450:4001:81c:0:0:0:200e", // all eight groups, no ::
       "::FFFF:8.8.8.8",
       "64:ff9b::200.1.1.1",
       "3001:db8::1", // 2000::/3 is wider than 2000::/4
@@ -411,12 +414,20 @@ describe("SSRF guard: the connect-time lookup", () => {
   it("refuses a name with a private address of the family not asked for (the socket could still get it)", async () => {
     const { err } = await askGuarded(dns, "split.test", { family: 4 });
     expect(err).toBeInstanceOf(AddressNotAllowedError);
+    expect(err?.name).toBe("AddressNotAllowedError");
     expect(err?.code).toBe("ERR_WEBHOOK_ADDRESS_NOT_ALLOWED");
     expect(err?.message).toBe("address not allowed");
   });
 
   it("passes the resolver's error on, and says ENOTFOUND when no address has the family asked for", async () => {
     expect((await askGuarded(dns, "nowhere.test", {})).err?.code).toBe("ENOTFOUND");
+    const failing: ResolveAll = (_host, callback) =>
+      callback(Object.assign(new Error("server failure"), { code: "ESERVFAIL" }), []);
+    expect(await askGuarded(failing, "any.test", {})).toMatchObject({
+      err: { code: "ESERVFAIL" },
+      address: "",
+    });
+    expect((await askGuarded(dns, "split.test", {})).address).toBe("");
     const { err, address } = await askGuarded(dns, "v4.test", { family: 6 });
     expect(err?.code).toBe("ENOTFOUND");
     expect(err?.message).toBe("no address for v4.test");
