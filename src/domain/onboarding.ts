@@ -11,7 +11,7 @@ import { registerEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkKeyBinding, requireBindingIfSet } from "./kt/bindings.js";
 import type { SignedInput } from "./kt/signed.js";
-import { cardKeyOf, checkCardBin, checkCardReference, ISSUER_CARD_FIELDS } from "./pan.js";
+import { cardKeysOf, checkCardBin, checkRegisteredCard, ISSUER_CARD_FIELDS } from "./pan.js";
 import { cardBinOwner, sealingKeyOf } from "./routing.js";
 
 /** A generated key pair; the private key is returned to the caller once and never kept. */
@@ -99,7 +99,7 @@ interface CheckedRegistration {
 /** Checks every field of a register request at once (`invalid_request` naming each). */
 function checkRegisterInput(input: RegisterInput): CheckedRegistration {
   const violations = new Violations();
-  checkCardReference(input, ISSUER_CARD_FIELDS, violations);
+  checkRegisteredCard(input, ISSUER_CARD_FIELDS, violations);
   if (input.keyId === "") violations.add("keyId", "is required");
   else if (!isUuidV4(input.keyId)) violations.add("keyId", "must be a UUID v4");
   const cardBin = checkCardBin(input.cardBin, "cardBin", violations);
@@ -139,7 +139,8 @@ export async function register(
 ): Promise<Registration> {
   const checked = checkRegisterInput(input);
   const { keyId, spki, algorithm } = checked;
-  const panHash = cardKeyOf(deps.pepper, input);
+  const refs = cardKeysOf(deps.pepper, input);
+  const panHash = refs.panHash;
   const newUserId = randomId("usr", 12);
   const binding = await bindingOf(deps, principal, input, { ...checked, panHash, newUserId });
   // A signed binding names the card's BIN: its owner decides as a cardBin would.
@@ -169,7 +170,7 @@ export async function register(
     registeredAt: now,
   };
   const outcome = await deps.store.users.register({
-    panHash,
+    ...refs,
     tenantId: principal.tenantId,
     newUserId,
     key,
@@ -182,11 +183,8 @@ export async function register(
   if (binding !== undefined) deps.kt.notify();
   await auditRegistration(deps, principal, outcome, { cardBin: cardBin ?? "", now, caller });
 
-  const counts = await releaseFirstPage(
-    deps,
-    { panHash, user: outcome.user, key: sealingKeyOf(outcome.key) },
-    caller,
-  );
+  const target = { user: outcome.user, key: sealingKeyOf(outcome.key) };
+  const counts = await releaseCardEscrow(deps, refs, target, caller);
   return {
     userId: outcome.user.userId,
     keyId,
@@ -214,6 +212,16 @@ async function bindingOf(
 ): Promise<Awaited<ReturnType<typeof checkKeyBinding>> | undefined> {
   await requireBindingIfSet(deps, principal.tenantId, input.binding, "registration");
   if (input.binding === undefined) return undefined;
+  if ((input.hashedPan ?? "") !== "" && (input.par ?? "") !== "") {
+    // A statement binds one card reference; a card named by both takes one binding for each.
+    throw new AppError(
+      "invalid_request",
+      "A binding names one card reference: register it with hashedPan or par.",
+      {
+        violations: [{ field: "binding", description: "cannot be given with both hashedPan and par" }],
+      },
+    );
+  }
   const user = await deps.store.users.findByPanHash(checked.panHash);
   return checkKeyBinding(deps, input.binding, {
     tenantId: principal.tenantId,
@@ -239,6 +247,12 @@ function throwIfRefused(outcome: RegisterOutcome): asserts outcome is Registered
   if (outcome.kind === "pan_taken") {
     throw new AppError("conflict", "This card is registered by another issuer.");
   }
+  if (outcome.kind === "card_split") {
+    throw new AppError(
+      "conflict",
+      "This hashedPan and par do not name one registered card: one of them is registered with another card reference.",
+    );
+  }
   if (outcome.kind === "key_taken") throw new AppError("conflict", "This keyId is already in use.");
   if (outcome.kind === "log_refused") {
     throw new AppError(
@@ -254,7 +268,7 @@ function throwIfRefused(outcome: RegisterOutcome): asserts outcome is Registered
 /** A registration the store made (or found unchanged). */
 type Registered = Exclude<
   RegisterOutcome,
-  { kind: "pan_taken" | "key_taken" | "key_mismatch" | "log_refused" }
+  { kind: "pan_taken" | "key_taken" | "key_mismatch" | "log_refused" | "card_split" }
 >;
 
 /**
@@ -268,7 +282,6 @@ async function auditRegistration(
   outcome: Registered,
   context: { cardBin: string; now: Date; caller: CallerInfo },
 ): Promise<void> {
-  if (outcome.kind === "unchanged") return;
   const { now, caller, cardBin } = context;
   const own = {
     at: now,
@@ -276,6 +289,16 @@ async function auditRegistration(
     requestId: caller.requestId,
     sourceIp: caller.sourceIp,
   };
+  if ((outcome.kind === "unchanged" || outcome.kind === "rotated") && outcome.aliasAdded === true) {
+    await recordChange(deps, {
+      ...own,
+      action: "card.alias_added",
+      userId: outcome.user.userId,
+      keyId: outcome.key.keyId,
+      subject: "the user's card is now also found by its other reference (hashed PAN or PAR)",
+    });
+  }
+  if (outcome.kind === "unchanged") return;
   if (outcome.kind === "superseded") {
     const previous = outcome.previous;
     await recordChange(deps, {
@@ -301,6 +324,27 @@ async function auditRegistration(
     keyId: outcome.key.keyId,
     ...(outcome.kind === "rotated" ? { previousKeyId: outcome.previousKeyId } : {}),
   });
+}
+
+/**
+ * Releases the escrow of each of the card's references (its hashed PAN's and its PAR's, when the call
+ * names both: receipts escrowed under either are the card's) with {@link releaseFirstPage}; the
+ * counts add up.
+ */
+async function releaseCardEscrow(
+  deps: DomainDeps,
+  refs: { panHash: string; aliasPanHash?: string },
+  to: Omit<ReleaseTarget, "panHash">,
+  caller: CallerInfo,
+): Promise<ReleaseCounts> {
+  const total: ReleaseCounts = { released: 0, held: 0 };
+  for (const panHash of [refs.panHash, ...(refs.aliasPanHash === undefined ? [] : [refs.aliasPanHash])]) {
+    const counts = await releaseFirstPage(deps, { ...to, panHash }, caller);
+    total.released += counts.released;
+    total.held += counts.held;
+    if (counts.nextCursor !== undefined) total.nextCursor = counts.nextCursor;
+  }
+  return total;
 }
 
 /**

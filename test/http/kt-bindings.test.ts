@@ -378,6 +378,37 @@ describe("key bindings on register", () => {
     await nothingWritten(panHashOf(svc.config.hashedPanPepper, hashedPan), bank.id);
   });
 
+  it("refuses one binding for a card named by both hashed PAN and PAR: one binding per reference", async () => {
+    const bank = await issuer();
+    const root = await rootOf(bank);
+    const par = `Q1${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 27)}`;
+    const hashedPan = card();
+    const device = deviceKey();
+    for (const named of [{ par }, { hashedPan }]) {
+      const statement = keyBindingStatement({
+        issuer: bank.id,
+        card: named,
+        bin: "41111122",
+        keyId: device.keyId,
+        publicKey: device.publicKey,
+        version: 1,
+      });
+      const binding = await signStatement(statement, root);
+      const res = await post(svc, "/api/v1/onboarding/register", bank.key, {
+        hashedPan,
+        par,
+        ...device,
+        binding,
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(400);
+      expect(res.body.error?.code).toBe("invalid_request");
+      expect(res.body.error?.details, JSON.stringify(res.body)).toMatch(/^binding: /);
+      expect(JSON.stringify(res.body)).not.toContain(par);
+      await nothingWritten(panHashOf(svc.config.hashedPanPepper, hashedPan), bank.id);
+      await nothingWritten(parKeyOf(svc.config.hashedPanPepper, par), bank.id);
+    }
+  });
+
   describe("refuses, writing nothing", () => {
     let bank: { id: string; key: string };
     let root: IssuerSigner;

@@ -11,7 +11,7 @@ import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import { loadConfig } from "../../src/config.js";
 import { AppError, invalidRequest } from "../../src/errors.js";
-import { useFastPaths } from "../../src/fast/index.js";
+import { useFastPaths } from "../../src/fast-paths.js";
 import { kProtocol } from "../../src/http/protocol.js";
 import { createHttpServer, type HttpServer, type HttpServerOptions } from "../../src/http/server.js";
 import { createMetrics, type Metrics, metricsInterceptor } from "../../src/metrics.js";

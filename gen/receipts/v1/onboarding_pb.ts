@@ -81,8 +81,8 @@ export const GenerateKeysResponseSchema: GenMessage<GenerateKeysResponse> = /*@_
  */
 export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case). Exactly one of hashed_pan and
-   * par names the card.
+   * SHA-256 of the card number, 64 hexadecimal characters (any case). hashed_pan, par, or both name
+   * the card: with both, one user holds both references, and receipts routed by either reach it.
    *
    * @generated from field: string hashed_pan = 1;
    */
@@ -114,10 +114,11 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   cardBin?: string | undefined;
 
   /**
-   * The card's EMVCo Payment Account Reference, 29 upper-case letters and digits,
-   * instead of hashed_pan: receipts that merchants route by this PAR (a wallet tap) reach the user.
-   * Stored only keyed (HMAC under the service's pepper), never logged. For a tap, card_bin is the
-   * wallet token's first 8 digits.
+   * The card's EMVCo Payment Account Reference, 29 upper-case letters and digits, instead of or
+   * beside hashed_pan: receipts that merchants route by this PAR (a wallet tap) reach the user. A
+   * PAR or hashed PAN that already names another registration is refused (conflict). Stored only
+   * keyed (HMAC under the service's pepper), never logged. For a tap, card_bin is the wallet token's
+   * first 8 digits.
    *
    * @generated from field: optional string par = 5;
    */
