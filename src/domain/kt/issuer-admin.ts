@@ -1,9 +1,9 @@
 import { AppError, Violations } from "../../errors.js";
-import type { KtIssuerRecord, KtSigningKeyRecord } from "../../store/kt-issuers.js";
+import type { KtSigningKeyRecord } from "../../store/kt-issuers.js";
 import type { KtPendingInput } from "../../store/kt-types.js";
-import { checkId, type OperatorContext } from "../admin.js";
+import { audit, checkId, type OperatorContext } from "../admin.js";
 import { directoryChange } from "./directory-change.js";
-import { putIssuer, rootOf, verifyRootStatement } from "./issuer-keys.js";
+import { nextIssuerRecord, putIssuer, rootOf, verifyRootStatement } from "./issuer-keys.js";
 import { pendingStatementOf } from "./service.js";
 import { expectMember } from "./signed.js";
 
@@ -13,35 +13,6 @@ import { expectMember } from "./signed.js";
  * word only while the tenant has no confirmed root; after that it takes the root's
  * `receipts.v1/require-bindings` statement, which the operator carries. Both are audited.
  */
-
-async function audit(
-  ctx: OperatorContext,
-  action: string,
-  tenantId: string,
-  subject: string,
-  keyId?: string,
-) {
-  await ctx.store.audit.append({
-    at: ctx.now,
-    action,
-    tenantId,
-    requestId: ctx.requestId,
-    sourceIp: ctx.sourceIp,
-    subject,
-    byOperator: true,
-    ...(keyId === undefined ? {} : { keyId }),
-  });
-}
-
-function nextOf(record: KtIssuerRecord | undefined, tenantId: string, now: Date): KtIssuerRecord {
-  return {
-    tenantId,
-    signingKeys: record?.signingKeys.map((k) => ({ ...k })) ?? [],
-    requireBindings: record?.requireBindings ?? false,
-    revision: (record?.revision ?? 0) + 1,
-    updatedAt: now,
-  };
-}
 
 /** A signing key as the operator sees it. */
 export interface OperatorSigningKeyView {
@@ -86,12 +57,14 @@ export async function confirmRoot(
   }
   if (root.status === "current") return viewOf(tenant, root);
   if (root.status === "revoked") throw new AppError("conflict", "This root is revoked.");
-  const updated = nextOf(record, tenant, ctx.now);
+  const updated = nextIssuerRecord(record, tenant, ctx.now);
   const confirmed = rootOf(updated) as KtSigningKeyRecord;
   confirmed.status = "current";
   confirmed.confirmedAt = ctx.now;
   await putIssuer(ctx.store, updated, [directoryChange("kt.root.confirmed", ctx.now, tenant)]);
-  await audit(ctx, "admin.kt.root_confirmed", tenant, `root ${signingKeyId} confirmed`, signingKeyId);
+  await audit(ctx, "admin.kt.root_confirmed", tenant, `root ${signingKeyId} confirmed`, {
+    keyId: signingKeyId,
+  });
   return viewOf(tenant, confirmed);
 }
 
@@ -138,7 +111,7 @@ export async function setRequireBindings(
   } else {
     kt = directoryChange("kt.require_bindings", ctx.now, tenant);
   }
-  const updated = nextOf(record, tenant, ctx.now);
+  const updated = nextIssuerRecord(record, tenant, ctx.now);
   updated.requireBindings = requireBindings;
   await putIssuer(ctx.store, updated, [kt]);
   await audit(

@@ -60,7 +60,11 @@ export function rootOf(record: KtIssuerRecord | undefined): KtSigningKeyRecord |
 }
 
 /** A tenant's record after a change: the next revision. */
-function next(record: KtIssuerRecord | undefined, tenantId: string, now: Date): KtIssuerRecord {
+export function nextIssuerRecord(
+  record: KtIssuerRecord | undefined,
+  tenantId: string,
+  now: Date,
+): KtIssuerRecord {
   return {
     tenantId,
     signingKeys: record?.signingKeys.map((k) => ({ ...k })) ?? [],
@@ -158,7 +162,7 @@ export async function registerIssuerSigningKey(
       ? await rootIntroduction(deps, tenantId, input, key)
       : await verifyRootStatement(deps.store, tenantId, input, root);
   if (checked !== undefined) expectIntroduces(checked.statement, key);
-  const updated = next(record, tenantId, now);
+  const updated = nextIssuerRecord(record, tenantId, now);
   updated.signingKeys.push(key);
   const kt =
     checked === undefined
@@ -268,7 +272,7 @@ export async function revokeIssuerSigningKey(
     "signingKeyId",
   );
   const now = deps.clock.now();
-  const updated = next(record, tenantId, now);
+  const updated = nextIssuerRecord(record, tenantId, now);
   const revoked = updated.signingKeys.find((k) => k.signingKeyId === key.signingKeyId) as KtSigningKeyRecord;
   revoked.status = "revoked";
   revoked.revokedAt = now;
