@@ -19,7 +19,7 @@ import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import type { Environment, Store } from "../store/types.js";
 import { digest, limitThenAuthenticate } from "./admin-access.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
-import { fromFastifyError, sendError, sendSuccess } from "./envelope.js";
+import { answerFastifyError, sendSuccess } from "./envelope.js";
 
 /**
  * The operator API under `/admin/v1`, registered only when `ADMIN_TOKEN` is set (without
@@ -55,7 +55,7 @@ export async function registerAdminRoutes(app: FastifyInstance, options: AdminRo
   await app.register(async (scope) => {
     acceptJsonOnly(scope);
     scope.setErrorHandler((error: FastifyError, request, reply) =>
-      sendError(request, reply, fromFastifyError(error, request.routeOptions.bodyLimit)),
+      answerFastifyError(request, reply, error, request.routeOptions.bodyLimit),
     );
     scope.addHook("onRequest", limitThenAuthenticate(options, limit, expected, clientOf));
     registerOperations(scope, options, clientOf);
