@@ -80,6 +80,33 @@ describe("MongoDB adapter: upgrades and clusters sharded first", () => {
 
     // docs/scaling.md: claims for the earlier receipts, then the earlier unique indexes go.
     await db.collection("receipts").aggregate(CLAIMS_BACKFILL, limit).toArray();
+    // The claim the backfill made carries the escrow's expiry, so it expires with its receipt; the
+    // claim a receipt already had is kept as it was (a delivered receipt's claim never expires).
+    const claims = db.collection("receiptClaims");
+    expect(
+      await claims.findOne(
+        { _id: { merchantId: legacy.merchantId, receiptId: legacy.receiptId } } as object,
+        limit,
+      ),
+    ).toStrictEqual({
+      _id: { merchantId: legacy.merchantId, receiptId: legacy.receiptId },
+      panHash: legacy.panHash,
+      id: legacy.id,
+      createdAt: legacy.createdAt,
+      expiresAt: legacy.expiresAt,
+    });
+    expect(
+      await claims.findOne(
+        { _id: { merchantId: fresh.merchantId, receiptId: fresh.receiptId } } as object,
+        limit,
+      ),
+    ).toStrictEqual({
+      _id: { merchantId: fresh.merchantId, receiptId: fresh.receiptId },
+      panHash: fresh.panHash,
+      id: fresh.id,
+      createdAt: fresh.createdAt,
+    });
+    expect(await claims.countDocuments({}, limit)).toBe(2);
     for (const [collection, index] of [
       ["receipts", "uniq_id"],
       ["receipts", "uniq_merchantId_receiptId"],
