@@ -190,6 +190,25 @@ export function escrowContract(store: () => Store): void {
       ]);
     });
 
+    it("orders the counts by owner, then key, whatever order the escrow was stored in", async () => {
+      for (const [key, owner] of [
+        ["esc_3", undefined],
+        ["esc_2", "tnt_b"],
+        ["esc_2", undefined],
+        ["esc_1", "tnt_b"],
+        ["esc_1", undefined],
+      ] as const) {
+        const overrides =
+          owner === undefined ? { escrowKeyId: key } : { escrowKeyId: key, escrowOwnerTenantId: owner };
+        await store().receipts.insert(escrowedReceipt(hex64(), at(10_000), overrides));
+      }
+      expect(
+        (await store().receipts.countEscrowed(at(0))).map(
+          (c) => `${c.ownerTenantId ?? "-"}/${c.escrowKeyId}`,
+        ),
+      ).toEqual(["-/esc_1", "-/esc_2", "-/esc_3", "tnt_b/esc_1", "tnt_b/esc_2"]);
+    });
+
     it("counts unexpired escrow by owner tenant and escrow key", async () => {
       await seed();
       const second = hex64();

@@ -293,6 +293,18 @@ describe("MongoDB adapter", () => {
     expect(ttl).toMatchObject({ key: { expiresAt: 1 }, expireAfterSeconds: 0 });
   });
 
+  it("reports a receipt it could not store as a failure, never as a duplicate", async () => {
+    // A merchant told "already exists" would not retry a receipt that was never stored.
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    expect(await store.receipts.insert(receipt("usr_1"))).toBe(true);
+    fake.down();
+    const failure = await store.receipts.insert(receipt("usr_1")).catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(AppError);
+    expect((failure as AppError).code).toBe("service_unavailable");
+  });
+
   it("answers nothing for a pair whose receipt the TTL monitor deleted before its claim", async () => {
     // The TTL monitor deletes expired escrow and expired claims in two collections, in any order.
     const fake = new FakeMongo();

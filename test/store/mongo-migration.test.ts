@@ -65,10 +65,15 @@ describe("MongoDB adapter: upgrades and clusters sharded first", () => {
     const legacy: ReceiptRecord = escrowedReceipt(hex64(), at(999), { createdAt: at(0) });
     const { algorithm: _none, ...bundle } = legacy.keyBundle;
     await db.collection("receipts").insertOne({ ...legacy, keyBundle: bundle }, limit);
+    const legacyDelivered: ReceiptRecord = receipt("usr_2", { createdAt: at(1) });
+    const { algorithm: _none2, ...deliveredBundle } = legacyDelivered.keyBundle;
+    await db.collection("receipts").insertOne({ ...legacyDelivered, keyBundle: deliveredBundle }, limit);
 
     const store = await storeOn(fake);
     await store.init();
     expect(await store.receipts.findByMerchantReceipt(legacy.merchantId, legacy.receiptId)).toEqual(legacy);
+    // A pair nobody used finds nothing, not some other receipt of the unmigrated collection.
+    expect(await store.receipts.findByMerchantReceipt(legacy.merchantId, "R-nobody")).toBeUndefined();
     const again = receipt("usr_1", { merchantId: legacy.merchantId, receiptId: legacy.receiptId });
     expect(await store.receipts.insert(again)).toBe(false);
     // New receipts are stored with binary bytes and read back the same.
@@ -106,7 +111,19 @@ describe("MongoDB adapter: upgrades and clusters sharded first", () => {
       id: fresh.id,
       createdAt: fresh.createdAt,
     });
-    expect(await claims.countDocuments({}, limit)).toBe(2);
+    // A delivered receipt's claim has no expiry: it lasts as long as the receipt.
+    expect(
+      await claims.findOne(
+        { _id: { merchantId: legacyDelivered.merchantId, receiptId: legacyDelivered.receiptId } } as object,
+        limit,
+      ),
+    ).toStrictEqual({
+      _id: { merchantId: legacyDelivered.merchantId, receiptId: legacyDelivered.receiptId },
+      panHash: legacyDelivered.panHash,
+      id: legacyDelivered.id,
+      createdAt: legacyDelivered.createdAt,
+    });
+    expect(await claims.countDocuments({}, limit)).toBe(3);
     for (const [collection, index] of [
       ["receipts", "uniq_id"],
       ["receipts", "uniq_merchantId_receiptId"],
