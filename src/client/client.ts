@@ -276,7 +276,6 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
   const keys = createClient(KeysService, transport);
   const receipts = createClient(ReceiptsService, transport);
   const payments = createClient(PaymentsService, transport);
-
   const listReceipts = (userId: string, options: ListReceiptsOptions = {}) =>
     call(options, (o) =>
       receipts.listReceipts(
@@ -330,12 +329,7 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
         idempotencyHeader(options),
       ),
     registerEscrowKey: (publicKey, options) =>
-      call(options, (o) =>
-        keys.registerEscrowKey(
-          options?.binding === undefined ? { publicKey } : { publicKey, binding: options.binding },
-          o,
-        ),
-      ),
+      call(options, (o) => keys.registerEscrowKey(escrowKeyRequest(publicKey, options?.binding), o)),
     listPendingEscrow: (request, options) => call(options, (o) => receipts.listPendingEscrow(request, o)),
     releaseEscrow: (request, options) => call(options, (o) => receipts.releaseEscrow(request, o)),
     deleteUser: (userId, options) => call(options, (o) => onboarding.deleteUser({ userId }, o)),
@@ -419,6 +413,11 @@ function callerOf(options: ReceiptsClientOptions): {
       "idempotency-key": options?.idempotencyKey ?? newIdempotencyKey(),
     }),
   };
+}
+
+/** A RegisterEscrowKey request: the key, and its signed statement when the issuer gave one. */
+function escrowKeyRequest(publicKey: string, binding: KtBinding | undefined) {
+  return binding === undefined ? { publicKey } : { publicKey, binding };
 }
 
 /**
