@@ -2,18 +2,27 @@ import { generateKeyPairSync, randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
+import {
+  OnboardingService,
+  type RegisterResponse,
+  RegisterResponseSchema,
+} from "../../gen/receipts/v1/onboarding_pb.js";
 import { startWitnessServer } from "../../src/cli/witness-server.js";
 import {
   checkRegistration,
   createKeyTrust,
+  createReceiptsClient,
+  DeviceCheckError,
   generateIssuerSigner,
   type IssuerSigner,
   type KeyTrust,
+  KeyVerificationError,
   keyBindingStatement,
+  registerDeviceKey,
   signStatement,
 } from "../../src/client/index.js";
 import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
@@ -204,6 +213,133 @@ describe("register answers its binding's proofs", { timeout: 120_000 }, () => {
       firstRegistration: false,
     });
     expect(verified.version).toBe(2);
+  });
+
+  const REGISTER_PATH = "/receipts.v1.OnboardingService/Register";
+
+  /** The issuer's client on the device's behalf; `lie` rewrites the service's register answers. */
+  function deviceClient(lie?: (answer: RegisterResponse) => void) {
+    const seen: string[] = [];
+    const client = createReceiptsClient({
+      baseUrl: svc.baseUrl,
+      apiKey: svc.issuerKey,
+      retry: { maxAttempts: 1 },
+      fetch: async (input, init) => {
+        const path = new URL(String(input instanceof Request ? input.url : input)).pathname;
+        seen.push(path);
+        const response = await fetch(input, init);
+        if (lie === undefined || path !== REGISTER_PATH || response.status !== 200) return response;
+        const answer = fromBinary(RegisterResponseSchema, new Uint8Array(await response.arrayBuffer()));
+        lie(answer);
+        return new Response(toBinary(RegisterResponseSchema, answer), {
+          status: 200,
+          headers: response.headers,
+        });
+      },
+    });
+    return { client, seen };
+  }
+
+  it("device: registers its key and verifies the answer as the card's first binding", async () => {
+    const { request, hashedPan } = await signedRegistration(root);
+    const { client, seen } = deviceClient();
+    const { registration, verified } = await registerDeviceKey(client, request, {
+      trust,
+      card: { hashedPan, bin: BIN },
+      firstRegistration: true,
+    });
+    expect(registration.keyId).toBe(request.keyId);
+    expect(verified).toMatchObject({ keyId: request.keyId, issuer: "issuer-1", version: 1 });
+    expect(seen).toEqual([REGISTER_PATH]);
+  });
+
+  it("device: refuses to go on when its first registration is answered with version 2", async () => {
+    // Someone bound the card before this device (the issuer's signing key, or another device).
+    const earlier = await signedRegistration(root);
+    expect((await post(svc, "/api/v1/onboarding/register", svc.issuerKey, earlier.request)).status).toBe(200);
+    const { request } = await signedRegistration(root, {
+      hashedPan: earlier.hashedPan,
+      version: 2,
+      supersedes: earlier.device.keyId,
+    });
+    const refused = await registerDeviceKey(deviceClient().client, request, {
+      trust,
+      card: { hashedPan: earlier.hashedPan, bin: BIN },
+      firstRegistration: true,
+    }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(DeviceCheckError);
+    expect((refused as DeviceCheckError).code).toBe("not_first_binding");
+    expect((refused as Error).message).not.toContain(earlier.hashedPan);
+  });
+
+  it("device: refuses a lying service's register answer, each lie with its typed error", async () => {
+    const other = await signedRegistration(root);
+    const otherAnswer = await post(svc, "/api/v1/onboarding/register", svc.issuerKey, other.request);
+    expect(otherAnswer.status).toBe(200);
+    const lies: Array<{ lie: (a: RegisterResponse) => void; error: unknown }> = [
+      // Another statement (another card's binding, signed by the same issuer, logged).
+      {
+        lie: (a) => {
+          if (a.binding) a.binding.statement = other.binding.statement;
+        },
+        error: { code: "statement_mismatch" },
+      },
+      // The attacker's key instead of the device's.
+      {
+        lie: (a) => {
+          a.keyId = other.device.keyId;
+          a.publicKey = other.device.publicKey;
+        },
+        error: { code: "key_mismatch" },
+      },
+      // A proof of another leaf, of a smaller tree, or none; a checkpoint not the log's.
+      {
+        lie: (a) => {
+          if (a.proof) a.proof.leafIndex = BigInt(otherAnswer.body.data.proof.leafIndex);
+        },
+        error: KeyVerificationError,
+      },
+      {
+        lie: (a) => {
+          if (a.proof) a.proof.treeSize -= 1n;
+        },
+        error: KeyVerificationError,
+      },
+      {
+        lie: (a) => {
+          a.proof = undefined;
+        },
+        error: KeyVerificationError,
+      },
+      {
+        lie: (a) => {
+          if (a.proof)
+            a.proof.checkpoint = a.proof.checkpoint.replace(/\n\n— \S+ /, "\n\n— attacker.example ");
+        },
+        error: KeyVerificationError,
+      },
+      {
+        lie: (a) => {
+          a.opening = otherAnswer.body.data.opening;
+        },
+        error: KeyVerificationError,
+      },
+    ];
+    for (const [i, { lie, error }] of lies.entries()) {
+      const { request, hashedPan } = await signedRegistration(root);
+      const { client, seen } = deviceClient(lie);
+      const outcome = registerDeviceKey(client, request, {
+        trust,
+        card: { hashedPan, bin: BIN },
+        firstRegistration: true,
+      });
+      if (typeof error === "function") await expect(outcome, `lie ${i}`).rejects.toBeInstanceOf(error);
+      else {
+        await expect(outcome, `lie ${i}`).rejects.toBeInstanceOf(DeviceCheckError);
+        await expect(outcome, `lie ${i}`).rejects.toMatchObject(error as object);
+      }
+      expect(seen).toEqual([REGISTER_PATH]);
+    }
   });
 
   it("answers no key-directory members for a registration without a binding", async () => {
