@@ -1,9 +1,7 @@
-import type { RegisterResponse } from "../../gen/receipts/v1/onboarding_pb.js";
 import { base64url, fromBase64Strict } from "../kt/bytes.js";
 import { defaultSha256 } from "../kt/hash.js";
 import { type KeyBinding, parseStatement } from "../kt/statements.js";
 import type { KtBinding } from "../kt/wire.js";
-import type { CallOptions, ReceiptsClient } from "./client.js";
 import { type CardIdentity, type KeyTrust, lookupAnswerOf, type VerifiedKey } from "./key-trust.js";
 
 /**
@@ -107,13 +105,16 @@ export interface DeviceRegistration {
  * (the device has never registered this card), the binding is the card's first (version 1). Resolves
  * with the answer and the verified key; throws {@link DeviceCheckError} or `KeyVerificationError` (the
  * registration may then be stored: tell the user and the issuer, do not go on silently), or the
- * client's `ReceiptsApiError` when the call itself fails.
+ * client's `ReceiptsApiError` when the call itself fails. `client` is the `ReceiptsClient` (its
+ * `register`; typed by shape so that this module stays free of the transport).
  */
-export async function registerDeviceKey(
-  client: Pick<ReceiptsClient, "register">,
+export async function registerDeviceKey<Answer>(
+  client: {
+    register(request: DeviceRegistration, options: { signal?: AbortSignal }): Promise<Answer>;
+  },
   registration: DeviceRegistration,
-  context: { trust: KeyTrust; card: CardIdentity; firstRegistration: boolean } & CallOptions,
-): Promise<{ registration: RegisterResponse; verified: VerifiedKey }> {
+  context: { trust: KeyTrust; card: CardIdentity; firstRegistration: boolean; signal?: AbortSignal },
+): Promise<{ registration: Answer; verified: VerifiedKey }> {
   const held: HeldBinding = {
     binding: registration.binding,
     keyId: registration.keyId,
