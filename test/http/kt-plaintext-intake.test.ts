@@ -185,7 +185,7 @@ describe("plaintextIntake: refuse", () => {
     expect(
       await svc.store.receipts.findByMerchantReceipt(w.merchantId, lie.receiptId as string),
     ).toBeUndefined();
-    const refund = {
+    const refund: Record<string, unknown> = {
       ...receipt(w.merchantId, pan, undefined, true),
       receiptType: "refund",
       originalReceiptId: sale.receiptId,
