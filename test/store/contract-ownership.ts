@@ -87,6 +87,10 @@ export function ownershipContract(store: () => Store): void {
       expect(await store().bins.hasOwnedPrefixUnder("555555")).toBe(true);
       expect(await store().bins.ownerOf("555555")).toBe("tnt_b");
       expect(await store().bins.hasOwnedPrefixUnder("411112")).toBe(false);
+      // A 6-digit prefix owned with nothing under it: its owner is known, no 8-digit prefix hides one.
+      await store().bins.set("tnt_c", ["600000"], at(0));
+      expect(await store().bins.hasOwnedPrefixUnder("600000")).toBe(false);
+      expect(await store().bins.ownerOf("600000")).toBe("tnt_c");
       expect(await store().bins.hasOwnedPrefixUnder("41111")).toBe(false);
       await store().bins.set("tnt_a", [], at(10));
       expect(await store().bins.hasOwnedPrefixUnder("411111")).toBe(false);
@@ -293,6 +297,22 @@ export function ownershipContract(store: () => Store): void {
       });
       expect(await store().issuerEscrowKeys.list("tnt_b")).toEqual([]);
       expect(await store().issuerEscrowKeys.list("tnt_a")).toEqual([first]);
+      // Among several keys of a tenant too.
+      const second = escrowKey("tnt_a", 10);
+      expect(await store().issuerEscrowKeys.insert(second)).toBeUndefined();
+      expect(
+        await store().issuerEscrowKeys.insert({ ...escrowKey("tnt_c", 20), escrowKeyId: second.escrowKeyId }),
+      ).toEqual({
+        kind: "id_taken",
+      });
+      expect(await store().issuerEscrowKeys.list("tnt_c")).toEqual([]);
+    });
+
+    it("revokes nothing, and does not fail, for a tenant that has no escrow key", async () => {
+      const key = escrowKey("tnt_a", 0);
+      await store().issuerEscrowKeys.insert(key);
+      expect(await store().issuerEscrowKeys.revoke("tnt_nobody", key.escrowKeyId, at(10))).toBeUndefined();
+      expect(await store().issuerEscrowKeys.current("tnt_a")).toEqual(key);
     });
   });
 }
