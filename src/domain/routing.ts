@@ -1,4 +1,4 @@
-import { HPKE_P256 } from "../crypto/suites.js";
+import { isAadBound } from "../crypto/suites.js";
 import { AppError, invalidRequest, Violations } from "../errors.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
@@ -216,6 +216,6 @@ export async function lookupKey(
     algorithm: recipient.key.algorithm,
     publicKey: recipient.key.spki,
     isEscrowed: recipient.kind === "escrow",
-    aadBound: recipient.key.aadBound || recipient.key.algorithm === HPKE_P256,
+    aadBound: isAadBound(recipient.key.algorithm, recipient.key.aadBound),
   };
 }

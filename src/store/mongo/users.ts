@@ -1,4 +1,5 @@
 import type { ClientSession } from "mongodb";
+import { RSA_OAEP_256 } from "../../crypto/suites.js";
 import type { EventRecord } from "../event-types.js";
 import { planRegister, type RegisterInput } from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
@@ -147,6 +148,6 @@ export class MongoUsers implements UserStore {
 
 /** A stored key with its suite: keys stored before there were two suites have none, and are RSA. */
 function withAlgorithm(key: KeyRecord): KeyRecord {
-  key.algorithm ??= "RSA-OAEP-256";
+  key.algorithm ??= RSA_OAEP_256;
   return key;
 }
