@@ -15,6 +15,7 @@ import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import { BackgroundTasks } from "./domain/background.js";
 import type { DomainDeps } from "./domain/deps.js";
+import type { PaymentGateway } from "./domain/gateways/gateway.js";
 import { ktLogSigner } from "./domain/kt/note-keys.js";
 import type { KtReads } from "./domain/kt/reads.js";
 import { createKtRuntime, type KtRuntime, type KtRuntimeOptions } from "./domain/kt/runtime.js";
@@ -62,6 +63,8 @@ export interface AppDeps {
    * HTTP client for witnesses, the sequencer's holder name.
    */
   kt?: Partial<Pick<KtRuntimeOptions, "signingKeys" | "directory" | "fetch" | "holder">>;
+  /** The payment gateways; the offline sandboxes by default (tests pass their own). */
+  gateways?: readonly PaymentGateway[];
 }
 
 /** A built service: the HTTP server (not listening yet) and what it was built from. */
@@ -115,16 +118,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     pool,
     escrowKeys: pool.escrowKeys,
     kt: kt.log,
+    ...(deps.gateways === undefined ? {} : { gateways: deps.gateways }),
   };
   const metrics = createMetrics();
-  const ready = async () => {
-    try {
-      await store.ping();
-      return true;
-    } catch {
-      return false;
-    }
-  };
+  const ready = readiness(store);
   const server = await createHttpServer({
     routes: serviceRoutes(domain, events, ready, config.grpcReflection),
     services: [...SERVICES],
@@ -188,6 +185,18 @@ function ktRuntimeOf(deps: AppDeps, store: Store, clock: Clock, pool: CryptoPool
     ...(pool.escrowKeys[0] === undefined ? {} : { serviceEscrowKey: pool.escrowKeys[0] }),
     ...deps.kt,
   });
+}
+
+/** Whether the store answers: what `/readyz` reports. */
+function readiness(store: Store): () => Promise<boolean> {
+  return async () => {
+    try {
+      await store.ping();
+      return true;
+    } catch {
+      return false;
+    }
+  };
 }
 
 /** The escrow private keys of `config`, or one made for this process (development only). */
