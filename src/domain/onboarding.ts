@@ -8,7 +8,7 @@ import type { DomainDeps } from "./deps.js";
 import { type ReleaseCounts, type ReleaseTarget, releaseEscrow } from "./escrow.js";
 import { registerEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
-import { cardKeyOf, checkCardBin, checkCardReference, ISSUER_CARD_FIELDS } from "./pan.js";
+import { cardKeysOf, checkCardBin, checkRegisteredCard, ISSUER_CARD_FIELDS } from "./pan.js";
 import { cardBinOwner, sealingKeyOf } from "./routing.js";
 
 /** A generated key pair; the private key is returned to the caller once and never kept. */
@@ -77,6 +77,8 @@ export interface Registration {
   algorithm: KeyAlgorithm;
   /** This registration, inside the caller's own BIN, took the card from another issuer's user. */
   superseded: boolean;
+  /** The registered key (base64 SPKI DER), as a look-up answers it. */
+  publicKey: string;
 }
 
 /** A register request that passed its field checks. */
@@ -90,7 +92,7 @@ interface CheckedRegistration {
 /** Checks every field of a register request at once (`invalid_request` naming each). */
 function checkRegisterInput(input: RegisterInput): CheckedRegistration {
   const violations = new Violations();
-  checkCardReference(input, ISSUER_CARD_FIELDS, violations);
+  checkRegisteredCard(input, ISSUER_CARD_FIELDS, violations);
   if (input.keyId === "") violations.add("keyId", "is required");
   else if (!isUuidV4(input.keyId)) violations.add("keyId", "must be a UUID v4");
   const cardBin = checkCardBin(input.cardBin, "cardBin", violations);
@@ -144,7 +146,7 @@ export async function register(
   }
 
   const now = deps.clock.now();
-  const panHash = cardKeyOf(deps.pepper, input);
+  const refs = cardKeysOf(deps.pepper, input);
   const key: KeyRecord = {
     keyId,
     tenantId: principal.tenantId,
@@ -155,7 +157,7 @@ export async function register(
     registeredAt: now,
   };
   const outcome = await deps.store.users.register({
-    panHash,
+    ...refs,
     tenantId: principal.tenantId,
     newUserId: randomId("usr", 12),
     key,
@@ -165,6 +167,12 @@ export async function register(
   });
   if (outcome.kind === "pan_taken") {
     throw new AppError("conflict", "This card is registered by another issuer.");
+  }
+  if (outcome.kind === "card_split") {
+    throw new AppError(
+      "conflict",
+      "This hashedPan and par do not name one registered card: one of them is registered with another card reference.",
+    );
   }
   if (outcome.kind === "key_taken") throw new AppError("conflict", "This keyId is already in use.");
   if (outcome.kind === "log_refused") {
@@ -178,11 +186,8 @@ export async function register(
   }
   await auditRegistration(deps, principal, outcome, { cardBin: cardBin ?? "", now, caller });
 
-  const counts = await releaseFirstPage(
-    deps,
-    { panHash, user: outcome.user, key: sealingKeyOf(outcome.key) },
-    caller,
-  );
+  const target = { user: outcome.user, key: sealingKeyOf(outcome.key) };
+  const counts = await releaseCardEscrow(deps, refs, target, caller);
   return {
     userId: outcome.user.userId,
     keyId,
@@ -193,13 +198,14 @@ export async function register(
     releasePending: counts.nextCursor !== undefined,
     algorithm,
     superseded: outcome.kind === "superseded",
+    publicKey: outcome.key.publicKey,
   };
 }
 
 /** A registration the store made (or found unchanged). */
 type Registered = Exclude<
   RegisterOutcome,
-  { kind: "pan_taken" | "key_taken" | "key_mismatch" | "log_refused" }
+  { kind: "pan_taken" | "key_taken" | "key_mismatch" | "log_refused" | "card_split" }
 >;
 
 /**
@@ -213,7 +219,6 @@ async function auditRegistration(
   outcome: Registered,
   context: { cardBin: string; now: Date; caller: CallerInfo },
 ): Promise<void> {
-  if (outcome.kind === "unchanged") return;
   const { now, caller, cardBin } = context;
   const own = {
     at: now,
@@ -221,6 +226,16 @@ async function auditRegistration(
     requestId: caller.requestId,
     sourceIp: caller.sourceIp,
   };
+  if ((outcome.kind === "unchanged" || outcome.kind === "rotated") && outcome.aliasAdded === true) {
+    await recordChange(deps, {
+      ...own,
+      action: "card.alias_added",
+      userId: outcome.user.userId,
+      keyId: outcome.key.keyId,
+      subject: "the user's card is now also found by its other reference (hashed PAN or PAR)",
+    });
+  }
+  if (outcome.kind === "unchanged") return;
   if (outcome.kind === "superseded") {
     const previous = outcome.previous;
     await recordChange(deps, {
@@ -246,6 +261,27 @@ async function auditRegistration(
     keyId: outcome.key.keyId,
     ...(outcome.kind === "rotated" ? { previousKeyId: outcome.previousKeyId } : {}),
   });
+}
+
+/**
+ * Releases the escrow of each of the card's references (its hashed PAN's and its PAR's, when the call
+ * names both: receipts escrowed under either are the card's) with {@link releaseFirstPage}; the
+ * counts add up.
+ */
+async function releaseCardEscrow(
+  deps: DomainDeps,
+  refs: { panHash: string; aliasPanHash?: string },
+  to: Omit<ReleaseTarget, "panHash">,
+  caller: CallerInfo,
+): Promise<ReleaseCounts> {
+  const total: ReleaseCounts = { released: 0, held: 0 };
+  for (const panHash of [refs.panHash, ...(refs.aliasPanHash === undefined ? [] : [refs.aliasPanHash])]) {
+    const counts = await releaseFirstPage(deps, { ...to, panHash }, caller);
+    total.released += counts.released;
+    total.held += counts.held;
+    if (counts.nextCursor !== undefined) total.nextCursor = counts.nextCursor;
+  }
+  return total;
 }
 
 /**

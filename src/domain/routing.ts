@@ -1,8 +1,10 @@
 import { isAadBound } from "../crypto/suites.js";
 import { AppError, invalidRequest, Violations } from "../errors.js";
+import { RESERVED_KEY_ID } from "../store/register.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
+import { type AnswerSubject, type KtAnswerFields, ktAnswerFields } from "./kt/answers.js";
 import { cardKeyOf, checkCardBin, checkCardReference, MERCHANT_CARD_FIELDS } from "./pan.js";
 
 /**
@@ -114,12 +116,15 @@ export async function cardBinOwner(
  */
 export async function recipientOf(deps: DomainDeps, card: CardRef): Promise<Recipient> {
   const panHash = cardKeyOfRef(deps, card);
-  const [owner, found] = await Promise.all([
+  const [binOwner, found] = await Promise.all([
     cardBinOwner(deps, card.cardBin),
     deps.store.users.findByPanHash(panHash),
   ]);
+  let owner = binOwner;
   let user = found;
   if (user !== undefined && (owner === undefined || owner === user.tenantId)) {
+    // A card the operator moved to a tenant that has not registered it yet: escrowed for that tenant.
+    if (user.activeKeyId === RESERVED_KEY_ID) owner = user.tenantId;
     const key = await deps.store.users.findKey(user.activeKeyId);
     if (key !== undefined) return { kind: "user", user, key: sealingKeyOf(key) };
     // Only an erasure deletes keys, and the user goes right after them: the card is unregistered.
@@ -178,8 +183,8 @@ export function serviceEscrowKey(deps: DomainDeps): SealingKey {
 /** A key look-up request after transport decoding. */
 export type LookupInput = CardRef;
 
-/** The key a merchant seals to on its own side, as returned by look-up. */
-export interface LookedUpKey {
+/** The key a merchant seals to on its own side, as returned by look-up, with its proofs. */
+export interface LookedUpKey extends KtAnswerFields {
   keyId: string;
   algorithm: KeyAlgorithm;
   publicKey: string;
@@ -211,11 +216,38 @@ export async function lookupKey(
     sourceIp: caller.sourceIp,
     keyId: recipient.key.keyId,
   });
+  return answerOf(deps, input, recipient);
+}
+
+/**
+ * What look-up answers for `recipient`, the card's key or escrow, with the key directory's members
+ * (the logged statement about exactly that key, its leaf's proof, the snapshot's): the self-check
+ * answers the same.
+ */
+export async function answerOf(deps: DomainDeps, card: CardRef, recipient: Recipient): Promise<LookedUpKey> {
+  const kt = await ktAnswerFields(deps, subjectOf(deps, card, recipient));
   return {
     keyId: recipient.key.keyId,
     algorithm: recipient.key.algorithm,
     publicKey: recipient.key.spki,
     isEscrowed: recipient.kind === "escrow",
+<<<<<<< HEAD
     aadBound: isAadBound(recipient.key.algorithm, recipient.key.aadBound),
+=======
+    aadBound: recipient.key.aadBound || recipient.key.algorithm === HPKE_P256,
+    ...kt,
+>>>>>>> main
   };
+}
+
+/** Where the logged statement of the answer's key is: the card's, the BIN owner's escrow key's, or none. */
+function subjectOf(deps: DomainDeps, card: CardRef, recipient: Recipient): AnswerSubject {
+  if (recipient.kind === "user") {
+    const par = card.recipientPar ?? "";
+    const cardRef = par === "" ? card.recipientHashedPan.toLowerCase() : par;
+    return { kind: "card", cardKey: cardKeyOfRef(deps, card), cardRef, keyId: recipient.key.keyId };
+  }
+  const service = deps.escrowKeys.some((k) => k.keyId === recipient.key.keyId);
+  if (recipient.ownerTenantId === undefined || service) return { kind: "service-escrow" };
+  return { kind: "escrow", tenantId: recipient.ownerTenantId, keyId: recipient.key.keyId };
 }

@@ -10,6 +10,7 @@ import {
   readAudit,
   revokeKey,
   setBins,
+  transferCard,
 } from "../domain/admin.js";
 import { createAuditor, listAuditors, revokeAuditor } from "../domain/kt/auditors.js";
 import { AppError } from "../errors.js";
@@ -134,6 +135,7 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     url: "/admin/v1/merchants/:merchantId",
     run: ({ ctx, params, body }) => assignMerchant(ctx, params.merchantId ?? "", body),
   },
+  { method: "POST", url: "/admin/v1/cards/transfer", run: ({ ctx, body }) => transferCard(ctx, body) },
   { method: "GET", url: "/admin/v1/audit", run: ({ options, query }) => readAudit(options.store, query) },
   {
     method: "GET",

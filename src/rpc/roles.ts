@@ -23,6 +23,7 @@ const TABLE: Array<[DescMethod, Role[]]> = [
   [KeysService.method.revokeEscrowKey, ["issuer"]],
   [KeysService.method.listAuditEvents, ["issuer"]],
   [KeysService.method.listKtEntries, ["issuer"]],
+  [KeysService.method.ktSelfCheck, ["issuer"]],
   [ReceiptsService.method.encryptReceipt, ["merchant"]],
   [ReceiptsService.method.decryptReceipt, ["issuer"]],
   [ReceiptsService.method.listReceipts, ["issuer"]],

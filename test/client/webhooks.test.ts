@@ -1,3 +1,4 @@
+import { createHmac, createSecretKey } from "node:crypto";
 import { ed25519 } from "@noble/curves/ed25519.js";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
@@ -48,6 +49,24 @@ describe("webhook signatures (Standard Webhooks v1 and v1a)", () => {
     expect(new Webhook(secrets[0] ?? "").verify(body, headers)).toMatchObject({ id: "evt_1" });
     expect(() => new Webhook(newSecret()).verify(body, headers)).toThrow(/No matching signature/);
     expect(() => new Webhook(secrets[0] ?? "").verify(`${body} `, headers)).toThrow();
+  });
+
+  it("signs v1 with a kept secret key object exactly as with the secret's bytes", () => {
+    const secret = newSecret();
+    const withBytes = signWebhook("evt_1", 1_700_000_000, body, {
+      hmacKeys: [hmacKeyOf(secret)],
+      ed25519Keys: [],
+    });
+    const withObject = signWebhook("evt_1", 1_700_000_000, body, {
+      hmacKeys: [createSecretKey(hmacKeyOf(secret))],
+      ed25519Keys: [],
+    });
+    expect(withObject).toEqual(withBytes);
+    const fresh = signWebhook("evt_1", now(), body, {
+      hmacKeys: [createSecretKey(hmacKeyOf(secret))],
+      ed25519Keys: [],
+    });
+    expect(new Webhook(secret).verify(body, { ...fresh })).toMatchObject({ id: "evt_1" });
   });
 
   it("signs v1a so that the client library and @noble/curves both verify it", async () => {
@@ -120,5 +139,35 @@ describe("webhook signatures (Standard Webhooks v1 and v1a)", () => {
     for (const key of [oldKey, newKey]) {
       await expect(verifyWebhook(body, headers, { publicKeys: [key.publicKey] })).resolves.toBeTruthy();
     }
+  });
+});
+
+describe("webhook signing keys: what the service refuses to sign with", () => {
+  it("refuses a secret or key pair without its prefix, whichever half lacks it", () => {
+    const key = newSigningKey();
+    const secret = newSecret();
+    expect(() => hmacKeyOf(secret.slice("whsec_".length))).toThrow("Not a whsec_ secret.");
+    expect(() => hmacKeyOf(key.publicKey)).toThrow("Not a whsec_ secret.");
+    expect(hmacKeyOf(secret)).toEqual(Buffer.from(secret.slice(6), "base64"));
+    for (const [privateKey, publicKey] of [
+      [key.privateKey.replace("whsk_", "whpk_"), key.publicKey],
+      [key.privateKey, key.publicKey.replace("whpk_", "whsk_")],
+      [key.publicKey, key.privateKey],
+    ] as const) {
+      expect(() => ed25519KeyOf(privateKey, publicKey)).toThrow("Not a whsk_/whpk_ key pair.");
+    }
+  });
+
+  it("signs the id, the timestamp and the body, each in its place", () => {
+    const secret = newSecret();
+    const headers = signWebhook("evt_9", 1_700_000_000, "{}", {
+      hmacKeys: [hmacKeyOf(secret)],
+      ed25519Keys: [],
+    });
+    expect(headers["webhook-id"]).toBe("evt_9");
+    expect(headers["webhook-timestamp"]).toBe("1700000000");
+    const mac = createHmac("sha256", hmacKeyOf(secret)).update("evt_9.1700000000.{}").digest("base64");
+    expect(headers["webhook-signature"]).toBe(`v1,${mac}`);
+    expect(signWebhook("evt_9", 1, "{}", { hmacKeys: [], ed25519Keys: [] })["webhook-signature"]).toBe("");
   });
 });

@@ -1,3 +1,4 @@
+import { randomBytes, randomUUID } from "node:crypto";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_ROUTES } from "../../src/http/admin.js";
@@ -50,6 +51,22 @@ describe("operator API examples against a running server", () => {
     svc = await startService({ env: { ADMIN_TOKEN: TOKEN } });
     // The merchant tenant the assignment example names must exist with a merchant key.
     await svc.newKey({ role: "merchant", tier: "standard", tenantId: "corner-coffee-ltd" });
+    // The card transfer example moves the card of this user, of another issuer.
+    const now = new Date();
+    await svc.store.users.register({
+      panHash: randomBytes(32).toString("hex"),
+      tenantId: "other-bank",
+      newUserId: "usr_OiIWtaNKLlelXAD2",
+      key: {
+        keyId: randomUUID(),
+        tenantId: "other-bank",
+        publicKey: "MCowBQYDK2VwAyEA",
+        algorithm: "RSA-OAEP-256",
+        status: "pending",
+        createdAt: now,
+      },
+      now,
+    });
   });
   afterAll(async () => {
     await svc?.close();
@@ -62,6 +79,7 @@ describe("operator API examples against a running server", () => {
     "PUT /admin/v1/issuers/{tenant}/bins",
     "GET /admin/v1/issuers/{tenant}/bins",
     "PUT /admin/v1/merchants/{merchantId}",
+    "POST /admin/v1/cards/transfer",
     "GET /admin/v1/audit",
     "GET /admin/v1/escrow",
     "POST /admin/v1/kt/auditors",

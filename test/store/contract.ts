@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditEvent, AuditQuery, Store } from "../../src/store/types.js";
+import { cardAliasesContract } from "./contract-card-aliases.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
 import { eventsContract } from "./contract-events.js";
@@ -42,6 +43,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     idempotencyContract(store);
     grantsContract(store);
     usersContract(store);
+    cardAliasesContract(store);
     receiptsContract(store);
     paymentsContract(store);
     merchantKeysContract(store);

@@ -21,6 +21,12 @@ export const COLLECTIONS = {
   issuerEscrowKeys: "issuerEscrowKeys",
   /** BIN prefixes, `_id` the prefix, one owner each. */
   bins: "bins",
+  /**
+   * One short-lived document per card reference being registered (`_id` the keyed reference): the
+   * write conflict that keeps a reference from going to two users, one as a panHash and one as an
+   * alias (see `MongoUsers.register`). Expires a minute after.
+   */
+  cardRefLocks: "cardRefLocks",
   /** One document per 6-digit BIN prefix in use, written by every change of a BIN under it (see `MongoBins`). */
   binLocks: "binLocks",
   /** MerchantIds, `_id` the merchantId, and the merchant tenant each belongs to. */
@@ -80,7 +86,15 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   [COLLECTIONS.users]: [
     { key: { userId: 1 }, name: "uniq_userId", unique: true },
     { key: { panHash: 1 }, name: "uniq_panHash", unique: true },
+    // A card's second reference (hashed PAN beside PAR): unique, and found like a panHash.
+    {
+      key: { aliasPanHash: 1 },
+      name: "uniq_aliasPanHash",
+      unique: true,
+      partialFilterExpression: { aliasPanHash: { $exists: true } },
+    },
   ],
+  [COLLECTIONS.cardRefLocks]: [ttl],
   [COLLECTIONS.keys]: [
     { key: { keyId: 1 }, name: "uniq_keyId", unique: true },
     // A user's keys: listKeys, and erasure's deleteMany({userId}).
@@ -336,6 +350,12 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
     why: "BIN prefixes, thousands; set in one transaction with binLocks, on one shard while both stay whole.",
   },
   [COLLECTIONS.binLocks]: { key: "unsharded", why: "One document per 6-digit prefix in use, as bins." },
+  [COLLECTIONS.cardRefLocks]: {
+    key: "unsharded",
+    why:
+      "Written in registration's transaction beside users (the primary shard), and gone a minute later: " +
+      "as many documents as registrations in the last minute.",
+  },
   [COLLECTIONS.merchants]: { key: "unsharded", why: "One document per merchantId." },
   [COLLECTIONS.erasures]: {
     key: "unsharded",
