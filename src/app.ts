@@ -31,7 +31,9 @@ import { createMetrics, metricsInterceptor } from "./metrics.js";
 import { serviceOpenApi } from "./openapi/openapi.js";
 import { errorInterceptor } from "./rpc/error-mapping.js";
 import { healthService } from "./rpc/health.js";
+import { idempotencyInterceptor } from "./rpc/idempotent.js";
 import { accessInterceptor, requestContextInterceptor, requestMeter } from "./rpc/interceptors.js";
+import { API_SERVICES } from "./rpc/policy.js";
 import { registerReflection } from "./rpc/reflection.js";
 import { eventsService } from "./rpc/services/events.js";
 import { keysService } from "./rpc/services/keys.js";
@@ -76,16 +78,6 @@ export interface App {
   close(): Promise<void>;
 }
 
-/** The services served on every protocol, in the order of the README. */
-export const SERVICES = [
-  OnboardingService,
-  KeysService,
-  ReceiptsService,
-  PaymentsService,
-  WebhooksService,
-  EventsService,
-] as const;
-
 /**
  * Builds the service from its dependencies: domain, interceptors, and one HTTP server serving REST,
  * gRPC, gRPC-Web and Connect. `main` only reads config, builds and listens; tests build on port 0.
@@ -117,23 +109,17 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     kt: kt.log,
   };
   const metrics = createMetrics();
-  const ready = async () => {
-    try {
-      await store.ping();
-      return true;
-    } catch {
-      return false;
-    }
-  };
+  const ready = () => reachable(store);
   const server = await createHttpServer({
     routes: serviceRoutes(domain, events, ready, config.grpcReflection),
-    services: [...SERVICES],
+    services: [...API_SERVICES],
     // Order matters: the first interceptor is the outermost. Every protocol runs this one list once.
     interceptors: [
       requestContextInterceptor(logger),
       metricsInterceptor(metrics),
       errorInterceptor,
       accessInterceptor({ store, config, clock }),
+      idempotencyInterceptor(domain),
     ],
     logger,
     bodyLimitBytes: config.bodyLimitBytes,
@@ -169,6 +155,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       await store.close();
     },
   };
+}
+
+/** Whether the store answers a ping: the readiness of `/readyz` and of the gRPC health service. */
+async function reachable(store: Store): Promise<boolean> {
+  try {
+    await store.ping();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -214,7 +210,7 @@ function serviceRoutes(
     router.service(WebhooksService, webhooksService(events.deps));
     router.service(EventsService, eventsService(events.deps));
     router.service(Health, healthService(ready));
-    if (reflection) registerReflection(router, [...SERVICES, Health]);
+    if (reflection) registerReflection(router, [...API_SERVICES, Health]);
   };
 }
 

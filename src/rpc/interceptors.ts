@@ -7,8 +7,8 @@ import { authenticate } from "../domain/api-keys.js";
 import { AppError } from "../errors.js";
 import type { ApiKeyRecord, Store } from "../store/types.js";
 import { kLogger, kPrincipal, kRemoteAddress, kRequestId } from "./context.js";
+import { policyOf, type RateBucketName } from "./policy.js";
 import { requestIdFrom } from "./request-id.js";
-import { rolesFor } from "./roles.js";
 
 /**
  * The outermost interceptor: assigns the request id, puts a child logger in the context, echoes
@@ -66,9 +66,6 @@ export interface AccessOptions {
 
 const WINDOW_MS = 60_000;
 
-/** Which counter a call uses: generate-keys is limited separately because it costs CPU. */
-type Bucket = "all" | "keygen";
-
 /**
  * Authentication, role check and rate limiting, in one pass so that every response carries the
  * rate-limit headers, 401s included. Calls without a valid key are limited per client address at the
@@ -77,15 +74,19 @@ type Bucket = "all" | "keygen";
  */
 export function accessInterceptor(options: AccessOptions): Interceptor {
   return (next) => async (req) => {
-    const roles = rolesFor(req.method);
-    if (roles === "public") return next(req);
+    const policy = policyOf(req.method);
+    if (policy === "public") return next(req);
 
     const { principal, authError } = await identify(options, req.header.get("x-api-key"));
-    const bucket: Bucket = req.method.name === "GenerateKeys" ? "keygen" : "all";
-    const headers = await countCall(options, bucket, principal, req.contextValues.get(kRemoteAddress));
+    const headers = await countCall(
+      options,
+      policy.rateBucket,
+      principal,
+      req.contextValues.get(kRemoteAddress),
+    );
     try {
       if (authError) throw authError;
-      if (principal && !roles.includes(principal.role)) {
+      if (principal && !policy.roles.includes(principal.role)) {
         const article = principal.role === "issuer" ? "An" : "A";
         throw new AppError(
           "forbidden",
@@ -138,7 +139,7 @@ async function identify(
 /** Counts one call in the current fixed window; throws `rate_limit_exceeded` past the limit. */
 async function countCall(
   { store, config, clock }: AccessOptions,
-  bucket: Bucket,
+  bucket: RateBucketName,
   principal: ApiKeyRecord | undefined,
   remoteAddress: string,
 ): Promise<Record<string, string>> {
