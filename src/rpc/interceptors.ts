@@ -4,6 +4,7 @@ import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import type { Clock } from "../clock.js";
 import type { Config, TierLimits } from "../config.js";
 import { authenticate } from "../domain/api-keys.js";
+import { countInWindow } from "../domain/rate-limit.js";
 import { AppError } from "../errors.js";
 import type { ApiKeyRecord, Store } from "../store/types.js";
 import { kLogger, kPrincipal, kRemoteAddress, kRequestId } from "./context.js";
@@ -63,8 +64,6 @@ export interface AccessOptions {
   config: Pick<Config, "env" | "tiers">;
   clock: Clock;
 }
-
-const WINDOW_MS = 60_000;
 
 /**
  * Authentication, role check and rate limiting, in one pass so that every response carries the
@@ -146,39 +145,5 @@ async function countCall(
   const tier: TierLimits = config.tiers[principal?.tier ?? "sandbox"];
   const limit = bucket === "keygen" ? tier.generateKeysPerMinute : tier.requestsPerMinute;
   const subject = principal ? principal.id : `ip:${remoteAddress || "unknown"}`;
-  return countInWindow({ store, clock }, `${subject}:${bucket}`, limit);
-}
-
-/**
- * The service's fixed-window limiter: counts one call of `counter` (e.g. `ip:<address>:kt`) in the
- * current minute, shared by every instance through the store, and returns the rate-limit headers, or
- * throws `rate_limit_exceeded` (with `Retry-After`) past `limit`. The API's calls and the key log's
- * public reads (`src/http/kt.ts`) both count through it.
- */
-export async function countInWindow(
-  { store, clock }: Pick<AccessOptions, "store" | "clock">,
-  counter: string,
-  limit: number,
-): Promise<Record<string, string>> {
-  const nowMs = clock.now().getTime();
-  const windowStart = Math.floor(nowMs / WINDOW_MS) * WINDOW_MS;
-  const reset = windowStart + WINDOW_MS;
-  const count = await store.rateLimits.increment(
-    `${counter}:${windowStart}`,
-    new Date(windowStart),
-    new Date(reset + WINDOW_MS),
-  );
-  const headers = {
-    "x-ratelimit-limit": String(limit),
-    "x-ratelimit-remaining": String(Math.max(0, limit - count)),
-    "x-ratelimit-reset": String(reset / 1000),
-  };
-  if (count > limit) {
-    const retryAfterSeconds = Math.max(1, Math.ceil((reset - nowMs) / 1000));
-    throw new AppError("rate_limit_exceeded", `Rate limit of ${limit} requests per minute exceeded.`, {
-      retryAfterSeconds,
-      headers,
-    });
-  }
-  return headers;
+  return countInWindow({ store, clock }, { counter: `${subject}:${bucket}`, limit });
 }
