@@ -1,10 +1,17 @@
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
-import type { Interceptor, UnaryRequest, UnaryResponse } from "@connectrpc/connect";
+import {
+  create,
+  type DescMessage,
+  type DescService,
+  fromBinary,
+  isMessage,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { sha256Hex } from "../crypto/digest.js";
 import type { DomainDeps } from "../domain/deps.js";
 import { withIdempotency } from "../domain/idempotency.js";
-import { AppError } from "../errors.js";
-import { kPrincipal } from "./context.js";
+import { principalOf } from "./convert.js";
 import { policyOf } from "./policy.js";
 
 /** The request header (gRPC metadata) that makes a create idempotent. */
@@ -21,48 +28,59 @@ export const REPLAYED_HEADER = "idempotent-replayed";
 export type IdempotencyDeps = Pick<DomainDeps, "store" | "clock" | "pepper" | "logger">;
 
 /**
- * The idempotency step of the chain: runs an RPC whose policy says `idempotent` at most once per
+ * The idempotency step, the last of the chain (src/rpc/chain.ts), applied where the services are
+ * registered: every unary method of `impl` whose policy says `idempotent` runs at most once per
  * `Idempotency-Key` of the caller's API key (`withIdempotency`): a retry with the same key and request
  * gets the first response, marked with {@link REPLAYED_HEADER}, a different request is `conflict`. The
- * request is hashed and the response kept in their protobuf binary form. Runs after authentication
- * (the key's scope is the caller's API key) and for unary calls only.
+ * request is hashed and the response kept in their protobuf binary form.
+ *
+ * It wraps the implementation rather than being an interceptor because a replayed answer must carry
+ * the call's own response headers (the request id, the rate-limit headers), and connect-es writes the
+ * handler context's headers, which an interceptor that answers without calling on never sees.
  */
-export function idempotencyInterceptor(deps: IdempotencyDeps): Interceptor {
-  return (next) => async (req) => {
-    if (req.stream) return next(req);
-    const policy = policyOf(req.method);
-    const key = req.header.get(IDEMPOTENCY_HEADER);
-    if (policy === "public" || !policy.idempotent || key === null || key === "") return next(req);
-    const principal = req.contextValues.get(kPrincipal);
-    if (principal === undefined)
-      throw new AppError("internal_server_error", "Idempotency without a principal.");
-    let first: UnaryResponse | undefined;
-    const message = await withIdempotency(
-      deps,
-      {
-        key,
-        scope: principal.id,
-        hashRequest: () => sha256Hex(toBinary(req.method.input, req.message)),
-        encode: (res) => Buffer.from(toBinary(req.method.output, res)),
-        decode: (bytes) => fromBinary(req.method.output, bytes),
-      },
-      async () => {
-        first = (await next(req)) as UnaryResponse;
-        return first.message;
-      },
-    );
-    return first ?? replayed(req, message);
-  };
+export function idempotentMethods<S extends DescService>(
+  deps: IdempotencyDeps,
+  service: S,
+  impl: ServiceImpl<S>,
+): ServiceImpl<S> {
+  const idempotent = service.methods.filter((m) => {
+    const policy = policyOf(m);
+    return m.methodKind === "unary" && policy !== "public" && policy.idempotent;
+  });
+  if (idempotent.length === 0) return impl;
+  const wrapped: Record<string, unknown> = { ...impl };
+  for (const method of idempotent) {
+    const run = (impl as Record<string, (req: unknown, ctx: HandlerContext) => Promise<unknown>>)[
+      method.localName
+    ];
+    if (run === undefined) continue;
+    wrapped[method.localName] = (req: MessageShape<DescMessage>, ctx: HandlerContext) =>
+      idempotently(deps, ctx, { schema: method.input, message: req }, method.output, async () => {
+        const out = await run(req, ctx);
+        return isMessage(out, method.output) ? out : create(method.output, out as never);
+      });
+  }
+  return wrapped as ServiceImpl<S>;
 }
 
-/** The answer of a retry: the first call's response message, marked as replayed. */
-function replayed(req: UnaryRequest, message: UnaryResponse["message"]): UnaryResponse {
-  return {
-    stream: false,
-    service: req.service,
-    method: req.method,
-    header: new Headers({ [REPLAYED_HEADER]: "true" }),
-    trailer: new Headers(),
-    message,
-  };
+/** Runs `run` at most once per `Idempotency-Key` of the caller (see {@link idempotentMethods}). */
+function idempotently<I extends DescMessage, O extends DescMessage>(
+  deps: IdempotencyDeps,
+  ctx: HandlerContext,
+  request: { schema: I; message: MessageShape<I> },
+  response: O,
+  run: () => Promise<MessageShape<O>>,
+): Promise<MessageShape<O>> {
+  return withIdempotency<MessageShape<O>>(
+    deps,
+    {
+      key: ctx.requestHeader.get(IDEMPOTENCY_HEADER),
+      scope: principalOf(ctx).id,
+      hashRequest: () => sha256Hex(toBinary(request.schema, request.message)),
+      encode: (res) => Buffer.from(toBinary(response, res)),
+      decode: (bytes) => fromBinary(response, bytes),
+      replayed: () => ctx.responseHeader.set(REPLAYED_HEADER, "true"),
+    },
+    run,
+  );
 }
