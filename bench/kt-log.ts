@@ -4,19 +4,22 @@ import { systemClock } from "../src/clock.js";
 import type { KtConfig } from "../src/config-kt.js";
 import { generateNoteSigner } from "../src/domain/kt/note-keys.js";
 import { createKtRuntime, type KtRuntime } from "../src/domain/kt/runtime.js";
+import { noteWithCosignatures } from "../src/domain/kt/service.js";
 import type { KtSigningKeyInfo } from "../src/domain/kt/statement-check.js";
-import { utf8 } from "../src/kt/bytes.js";
+import { CachedTiles } from "../src/domain/kt/tile-cache.js";
+import { base64, utf8 } from "../src/kt/bytes.js";
 import { canonicalJson } from "../src/kt/json.js";
 import { leafHash } from "../src/kt/merkle.js";
 import { nodeSha256 } from "../src/kt/node-engine.js";
 import { NOTE_ED25519 } from "../src/kt/note.js";
 import { signingKeyIdOf } from "../src/kt/signatures.js";
 import { formatTime, parseStatement, type Statement } from "../src/kt/statements.js";
-import { appendToTiles } from "../src/kt/tiles.js";
+import { appendToTiles, inclusionProofFromTiles } from "../src/kt/tiles.js";
 import { createLogger } from "../src/logging.js";
-import type { KtPendingStatement } from "../src/store/kt-types.js";
+import type { KtCheckpointRecord, KtDirectoryRecord, KtPendingStatement } from "../src/store/kt-types.js";
 import { createMemoryStore } from "../src/store/memory/index.js";
 import type { Store } from "../src/store/types.js";
+import { compare } from "./kt-world.js";
 
 /**
  * The key log's service-side figures (`npm run bench:kt-log`), on the memory store in this process:
@@ -29,7 +32,8 @@ import type { Store } from "../src/store/types.js";
  *   its leaf under a signed checkpoint, p50 and p99, at a steady arrival rate with the loop running:
  *   this is the time `register` waits for its leaf;
  * - proof serving: the proofs a lookup answer carries (`KtLog.proofs`: leaf inclusion, snapshot
- *   inclusion, checkpoint), per CPU-second, at 10^3 and 10^5 leaves.
+ *   inclusion, checkpoint), per CPU-second, at 10^3 and 10^5 leaves, against rebuilding both proofs
+ *   from the tiles for every answer (as before the proof cache), interleaved in the same run.
  *
  * The MongoDB adapter adds its round trips to each of these; its figures need a server (not here).
  */
@@ -222,19 +226,34 @@ async function proofServing(leaves: number): Promise<void> {
   for (let i = 0; i < records.length; i += 500) await store.ktLog.enqueue(records.slice(i, i + 500));
   while ((await store.ktLog.pending(1)).length > 0) await runtime.sequencer.round();
   const size = (await store.ktLog.head()).size;
-  let served = 0;
-  const run = await timed(async () => {
-    const end = performance.now() + 2_000;
-    while (performance.now() < end) {
-      await runtime.log.proofs({ leafIndex: served % (size - 1) });
-      served++;
-    }
-  });
-  const bytes = JSON.stringify(await runtime.log.proofs({ leafIndex: 0 })).length;
-  console.log(`Answer proofs (leaf + snapshot inclusion, checkpoint) at ${size.toLocaleString("en")} leaves`);
-  console.log(
-    `  ${Math.round((served / run.cpuMs) * 1000).toLocaleString("en")}/CPU-s, ${Math.round((served / run.wallMs) * 1000).toLocaleString("en")}/s wall; ${bytes} bytes of JSON`,
+  // Before the proof cache: every answer rebuilt both proofs from (cached) tiles.
+  const tiles = new CachedTiles(store.ktLog);
+  let before = 0;
+  const rebuilt = async () => {
+    const checkpoint = (await store.ktLog.latestCheckpoint()) as KtCheckpointRecord;
+    const directory = (await store.ktLog.directoryBefore(checkpoint.size)) as KtDirectoryRecord;
+    const leaf = before++ % (size - 1);
+    const proofs = [leaf, directory.index].map(async (i) =>
+      (await inclusionProofFromTiles(tiles, i, checkpoint.size, nodeSha256)).map(base64),
+    );
+    await Promise.all([...proofs, noteWithCosignatures(checkpoint)]);
+    return 1;
+  };
+  let after = 0;
+  const cached = async () => {
+    await runtime.log.proofs({ leafIndex: after++ % (size - 1) });
+    return 1;
+  };
+  const [old, now] = await compare(
+    `Answer proofs (leaf + snapshot inclusion, checkpoint) at ${size.toLocaleString("en")} leaves, per CPU-s`,
+    [
+      ["rebuilt from tiles (before the proof cache)", rebuilt],
+      ["KtLog.proofs (subtree memo, snapshot proof kept per checkpoint)", cached],
+    ],
+    6,
   );
+  const bytes = JSON.stringify(await runtime.log.proofs({ leafIndex: 0 })).length;
+  console.log(`  ${((now as number) / (old as number)).toFixed(1)}x; ${bytes} bytes of JSON`);
 }
 
 await appendThroughput(5_000);

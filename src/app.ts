@@ -16,6 +16,7 @@ import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import { BackgroundTasks } from "./domain/background.js";
 import type { DomainDeps } from "./domain/deps.js";
+import type { RandomBytes } from "./domain/gateways/gateway.js";
 import { ktLogSigner } from "./domain/kt/note-keys.js";
 import type { KtReads } from "./domain/kt/reads.js";
 import { createKtRuntime, type KtRuntime, type KtRuntimeOptions } from "./domain/kt/runtime.js";
@@ -60,6 +61,8 @@ export interface AppDeps {
   shutdownGraceMs?: number;
   /** Resolves webhook receivers' host names; the system resolver by default (tests inject one). */
   webhookResolver?: ResolveAll;
+  /** Randomness of non-secret choices (the webhook retry jitter); the CSPRNG by default (tests pin it). */
+  random?: RandomBytes;
   /**
    * The key log's seams: the tenants' signing keys (the signing-key store), the directory source, the
    * HTTP client for witnesses, the sequencer's holder name.
@@ -88,7 +91,7 @@ export interface App {
  * gRPC, gRPC-Web and Connect. `main` only reads config, builds and listens; tests build on port 0.
  */
 export async function buildApp(deps: AppDeps): Promise<App> {
-  const { config, logger, clock = systemClock } = deps;
+  const { config, logger, clock = systemClock, random } = deps;
   useFastPaths(config.fastPaths);
   // Every store call the service makes is bounded: a stalled store answers 503. The memory store's
   // calls settle when they are made, before any timer could fire, so a bound could never answer for
@@ -98,7 +101,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     escrowPrivateKeys: await escrowPrivateKeys(config, logger),
     size: deps.workers ?? config.cryptoThreads,
   });
-  const events = createEvents({ store, clock, logger, config, resolve: deps.webhookResolver });
+  const events = createEvents({ store, clock, logger, config, random, resolve: deps.webhookResolver });
   const kt = ktRuntimeOf(deps, store, clock, pool);
   const domain: DomainDeps = {
     store,

@@ -23,6 +23,8 @@ export interface LeaseRunnerOptions {
   ttlMs: number;
   clock: Clock;
   logger: Logger;
+  /** How often an instance that does not hold the lease tries to take it; a third of `ttlMs` by default. */
+  standbyMs?: number;
   /** The job: runs while the lease is held, and returns soon after `signal` aborts. */
   job: (lease: Lease, signal: AbortSignal) => Promise<void>;
 }
@@ -30,8 +32,47 @@ export interface LeaseRunnerOptions {
 export class LeaseRunner {
   private readonly stopping = new AbortController();
   private running: Promise<void> | undefined;
+  /** The lease this instance holds, as of its last take or renewal. */
+  private held: Lease | undefined;
 
   constructor(private readonly options: LeaseRunnerOptions) {}
+
+  /** Whether this instance holds the lease (as of its last take or renewal). */
+  get holding(): boolean {
+    return this.held !== undefined;
+  }
+
+  /**
+   * Takes the lease, or renews it once a third of it has passed (the job loop renews on a timer
+   * instead); undefined while another instance holds it.
+   */
+  async take(): Promise<Lease | undefined> {
+    const { leases, name, holder, ttlMs, clock, logger } = this.options;
+    const now = clock.now();
+    const held = this.held;
+    if (held !== undefined && now.getTime() < held.expiresAt.getTime() - (ttlMs * 2) / 3) return held;
+    const lease = await leases.acquire(name, holder, now, ttlMs);
+    // secret-compare: lease fencing tokens the store hands out, never sent by a caller.
+    if (lease !== undefined && lease.token !== held?.token) {
+      logger.info({ lease: name, token: lease.token }, "lease taken: running the job here");
+    }
+    this.held = lease;
+    return lease;
+  }
+
+  /**
+   * One step of the job under the lease, taken or renewed first (tests and tools step a job this way);
+   * undefined, the step not run, while another instance holds it.
+   */
+  async once<T>(step: (lease: Lease) => Promise<T>): Promise<T | undefined> {
+    const lease = await this.take();
+    return lease === undefined ? undefined : step(lease);
+  }
+
+  /** Forgets the lease (a write of the job was fenced out: a newer holder exists); the next take asks the store. */
+  forget(): void {
+    this.held = undefined;
+  }
 
   /** Starts taking part (idempotent). */
   start(): void {
@@ -45,19 +86,19 @@ export class LeaseRunner {
   }
 
   private async loop(): Promise<void> {
-    const { leases, name, holder, ttlMs, clock, logger } = this.options;
+    const { name, ttlMs, logger, standbyMs = ttlMs / 3 } = this.options;
     while (!this.stopping.signal.aborted) {
       let lease: Lease | undefined;
       try {
-        lease = await leases.acquire(name, holder, clock.now(), ttlMs);
+        this.forget();
+        lease = await this.take();
       } catch (err) {
         logger.warn({ err, lease: name }, "cannot take the lease: the store is unavailable");
       }
       if (lease === undefined) {
-        await sleep(ttlMs / 3, this.stopping.signal);
+        await sleep(standbyMs, this.stopping.signal);
         continue;
       }
-      logger.info({ lease: name, token: lease.token }, "lease taken: running the job here");
       await this.hold(lease);
     }
   }
@@ -75,14 +116,17 @@ export class LeaseRunner {
         // secret-compare: lease fencing tokens the store hands out, never sent by a caller.
         if (renewed === undefined || renewed.token !== lease.token) {
           logger.warn({ lease: name, token: lease.token }, "lease lost: stopping the job here");
+          this.forget();
           lost.abort();
         } else {
           lease = renewed;
+          this.held = renewed;
         }
       } catch (err) {
         // Keep the job while the lease is surely still ours; stop before it could have run out.
         if (clock.now().getTime() >= lease.expiresAt.getTime() - ttlMs / 3) {
           logger.warn({ err, lease: name }, "lease cannot be renewed: stopping the job here");
+          this.forget();
           lost.abort();
         }
       }
@@ -90,6 +134,8 @@ export class LeaseRunner {
     const timer = setInterval(() => void renew(), ttlMs / 3);
     try {
       await job(lease, lost.signal);
+      // The job gave up on its own (a write fenced out): stand by a while rather than spin.
+      if (!lost.signal.aborted) await sleep(this.options.standbyMs ?? ttlMs / 3, this.stopping.signal);
     } catch (err) {
       logger.error({ err, lease: name }, "background job failed; it starts again");
       await sleep(ttlMs / 3, this.stopping.signal);
@@ -97,20 +143,23 @@ export class LeaseRunner {
       clearInterval(timer);
       this.stopping.signal.removeEventListener("abort", stop);
     }
-    if (this.stopping.signal.aborted) await leases.release(lease).catch(() => undefined);
+    if (this.stopping.signal.aborted) {
+      this.forget();
+      await leases.release(lease).catch(() => undefined);
+    }
   }
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
+/** Resolves after `ms`, or at once when any of `signals` aborts. */
+export function sleep(ms: number, ...signals: AbortSignal[]): Promise<void> {
+  if (signals.some((signal) => signal.aborted)) return Promise.resolve();
   return new Promise<void>((resolve) => {
     const done = () => {
       clearTimeout(timer);
-      signal.removeEventListener("abort", done);
+      for (const signal of signals) signal.removeEventListener("abort", done);
       resolve();
     };
     const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
+    for (const signal of signals) signal.addEventListener("abort", done, { once: true });
   });
 }

@@ -77,6 +77,8 @@ export interface Registration {
   algorithm: KeyAlgorithm;
   /** This registration, inside the caller's own BIN, took the card from another issuer's user. */
   superseded: boolean;
+  /** The registered key (base64 SPKI DER), as a look-up answers it. */
+  publicKey: string;
 }
 
 /** A register request that passed its field checks. */
@@ -193,6 +195,7 @@ export async function register(
     releasePending: counts.nextCursor !== undefined,
     algorithm,
     superseded: outcome.kind === "superseded",
+    publicKey: outcome.key.publicKey,
   };
 }
 

@@ -3,6 +3,7 @@ import { AppError, invalidRequest, Violations } from "../errors.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
+import { type AnswerSubject, type KtAnswerFields, ktAnswerFields } from "./kt/answers.js";
 import { cardKeyOf, checkCardBin, checkCardReference, MERCHANT_CARD_FIELDS } from "./pan.js";
 
 /**
@@ -178,8 +179,8 @@ export function serviceEscrowKey(deps: DomainDeps): SealingKey {
 /** A key look-up request after transport decoding. */
 export type LookupInput = CardRef;
 
-/** The key a merchant seals to on its own side, as returned by look-up. */
-export interface LookedUpKey {
+/** The key a merchant seals to on its own side, as returned by look-up, with its proofs. */
+export interface LookedUpKey extends KtAnswerFields {
   keyId: string;
   algorithm: KeyAlgorithm;
   publicKey: string;
@@ -211,11 +212,34 @@ export async function lookupKey(
     sourceIp: caller.sourceIp,
     keyId: recipient.key.keyId,
   });
+  return answerOf(deps, input, recipient);
+}
+
+/**
+ * What look-up answers for `recipient`, the card's key or escrow, with the key directory's members
+ * (the logged statement about exactly that key, its leaf's proof, the snapshot's): the self-check
+ * answers the same.
+ */
+export async function answerOf(deps: DomainDeps, card: CardRef, recipient: Recipient): Promise<LookedUpKey> {
+  const kt = await ktAnswerFields(deps, subjectOf(deps, card, recipient));
   return {
     keyId: recipient.key.keyId,
     algorithm: recipient.key.algorithm,
     publicKey: recipient.key.spki,
     isEscrowed: recipient.kind === "escrow",
     aadBound: recipient.key.aadBound || recipient.key.algorithm === HPKE_P256,
+    ...kt,
   };
+}
+
+/** Where the logged statement of the answer's key is: the card's, the BIN owner's escrow key's, or none. */
+function subjectOf(deps: DomainDeps, card: CardRef, recipient: Recipient): AnswerSubject {
+  if (recipient.kind === "user") {
+    const par = card.recipientPar ?? "";
+    const cardRef = par === "" ? card.recipientHashedPan.toLowerCase() : par;
+    return { kind: "card", cardKey: cardKeyOfRef(deps, card), cardRef, keyId: recipient.key.keyId };
+  }
+  const service = deps.escrowKeys.some((k) => k.keyId === recipient.key.keyId);
+  if (recipient.ownerTenantId === undefined || service) return { kind: "service-escrow" };
+  return { kind: "escrow", tenantId: recipient.ownerTenantId, keyId: recipient.key.keyId };
 }

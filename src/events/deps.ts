@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
+import type { RandomBytes } from "../domain/gateways/gateway.js";
 import type { Environment, Store } from "../store/types.js";
 import type { EventsConfig } from "./config.js";
 import type { EventHub } from "./hub.js";
@@ -10,6 +11,8 @@ import type { ResolveAll } from "./ssrf.js";
 export interface EventsDeps {
   store: Store;
   clock: Clock;
+  /** Randomness of the retry jitter: the CSPRNG unless a test pins it. */
+  random: RandomBytes;
   logger: Logger;
   config: EventsConfig;
   /** The server's environment: `dev` allows http and private addresses for receivers on this machine. */

@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
+import { type RandomBytes, systemRandomBytes } from "../domain/gateways/gateway.js";
 import type { Store } from "../store/types.js";
 import type { EventsDeps } from "./deps.js";
 import { EventHub } from "./hub.js";
@@ -28,12 +29,14 @@ export function createEvents(options: {
   logger: Logger;
   config: Config;
   resolve?: ResolveAll | undefined;
+  random?: RandomBytes | undefined;
 }): Events {
   const { config } = options;
   const shutdown = new AbortController();
   const deps: EventsDeps = {
     store: options.store,
     clock: options.clock,
+    random: options.random ?? systemRandomBytes,
     logger: options.logger,
     config: config.events,
     env: config.env,

@@ -40,9 +40,13 @@ export function newSigningKey(): { publicKey: string; privateKey: string } {
   };
 }
 
-/** The keys that sign one delivery: open HMAC secrets and Ed25519 key objects, current first. */
+/**
+ * The keys that sign one delivery: open HMAC secrets and Ed25519 key objects, current first. An HMAC
+ * key may be a secret `KeyObject`: on Node 24 `createHmac` with raw bytes costs about 14 us (it builds a
+ * key object each time), with a kept key object about 2 us.
+ */
 export interface SigningKeys {
-  hmacKeys: Buffer[];
+  hmacKeys: (Buffer | KeyObject)[];
   ed25519Keys: KeyObject[];
 }
 

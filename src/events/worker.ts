@@ -1,3 +1,4 @@
+import { createSecretKey } from "node:crypto";
 import { LeaseRunner } from "../background/lease-runner.js";
 import { randomId } from "../ids.js";
 import {
@@ -10,6 +11,7 @@ import {
 import { allowsPrivateReceivers, type EventsDeps } from "./deps.js";
 import { keyContext, secretContext } from "./endpoints.js";
 import { webhookBodyOf } from "./messages.js";
+import { nextAttemptAt } from "./retry.js";
 import { type SendResult, WebhookSender } from "./sender.js";
 import { ed25519KeyOf, hmacKeyOf, type SigningKeys, signWebhook } from "./signing.js";
 import { EVENT_TYPES } from "./types.js";
@@ -221,7 +223,7 @@ export class EventWorker {
     const { box } = this.deps;
     const keys: SigningKeys = {
       hmacKeys: live(endpoint.secrets).map((s) =>
-        hmacKeyOf(box.open(s.sealed, secretContext(endpoint.endpointId))),
+        createSecretKey(hmacKeyOf(box.open(s.sealed, secretContext(endpoint.endpointId)))),
       ),
       ed25519Keys: live(endpoint.signingKeys).map((k) =>
         ed25519KeyOf(box.open(k.sealedPrivateKey, keyContext(endpoint.endpointId)), k.publicKey),
@@ -235,17 +237,14 @@ export class EventWorker {
   private outcome(delivery: DeliveryRecord, result: SendResult, at: Date) {
     const attempt = { at, statusCode: result.statusCode, error: result.error, durationMs: result.durationMs };
     if (result.ok) return { attempt, status: "delivered" as const, deliveredAt: at };
-    const schedule = this.deps.config.retryScheduleMs;
-    const wait = schedule[delivery.attempts];
-    if (wait === undefined || result.gone) return { attempt, status: "failed" as const };
-    // Up to a tenth more, so retries of many deliveries spread; a receiver's Retry-After is honoured.
-    const jittered = wait + Math.floor(Math.random() * wait * 0.1);
-    const asked = (result.retryAfterSeconds ?? 0) * 1000;
-    return {
-      attempt,
-      status: "pending" as const,
-      nextAttemptAt: new Date(at.getTime() + Math.max(jittered, asked)),
-    };
+    const next = nextAttemptAt(
+      this.deps.config.retryScheduleMs,
+      { attemptsBefore: delivery.attempts, gone: result.gone, retryAfterSeconds: result.retryAfterSeconds },
+      at,
+      this.deps.random,
+    );
+    if (next === undefined) return { attempt, status: "failed" as const };
+    return { attempt, status: "pending" as const, nextAttemptAt: next };
   }
 
   /** Tracks the endpoint's failures and disables it after failing for days, or at once on 410 Gone. */

@@ -117,23 +117,45 @@ function subtreeOf(hashes: Uint8Array, offset: number, count: number, sha256: Sh
 }
 
 /**
+ * Hashes of complete subtrees kept between proofs. A complete subtree's hash never changes once the
+ * log holds its leaves (tiles only grow), so a memo needs no invalidation as the tree grows; a proof
+ * then rebuilds inside a tile only the small subtrees below {@link MEMO_MIN_HEIGHT}.
+ */
+export interface SubtreeMemo {
+  get(level: number, index: number): Uint8Array | undefined;
+  set(level: number, index: number, hash: Uint8Array): void;
+}
+
+/** Subtrees this tall inside their tile (16 hashes or more to rebuild) are worth keeping in a memo. */
+export const MEMO_MIN_HEIGHT = 4;
+
+/**
  * The hashes of `ranges` of the tree of `size` leaves, read from tiles: every tile needed is asked for
- * in one {@link TileReader.readTiles} call.
+ * in one {@link TileReader.readTiles} call. With a `memo`, a subtree found there needs no tile, and
+ * each tall subtree rebuilt is kept in it.
  */
 export async function rangeHashesFromTiles(
   reader: TileReader,
   size: number,
   ranges: LeafRange[],
   sha256: Sha256 = defaultSha256,
+  memo?: SubtreeMemo,
 ): Promise<Uint8Array[]> {
-  const perRange = ranges.map((range) => rangeNodes(range).map(([l, i]) => locate(l, i, size)));
+  const perRange = ranges.map((range) =>
+    rangeNodes(range).map(([l, i]) => {
+      const loc = locate(l, i, size);
+      const known = memo !== undefined && loc.height >= MEMO_MIN_HEIGHT ? memo.get(l, i) : undefined;
+      return { level: l, index: i, loc, known };
+    }),
+  );
   const wanted = new Map<string, TileRequest>();
-  for (const loc of perRange.flat()) {
-    const known = wanted.get(tileKey(loc.tile));
-    if (known === undefined || known.width < loc.tile.width) wanted.set(tileKey(loc.tile), loc.tile);
+  for (const { loc, known } of perRange.flat()) {
+    if (known !== undefined) continue;
+    const have = wanted.get(tileKey(loc.tile));
+    if (have === undefined || have.width < loc.tile.width) wanted.set(tileKey(loc.tile), loc.tile);
   }
   const requests = [...wanted.values()];
-  const contents = await reader.readTiles(requests);
+  const contents = requests.length > 0 ? await reader.readTiles(requests) : [];
   const byKey = new Map<string, Uint8Array>();
   requests.forEach((request, i) => {
     const hashes = contents[i];
@@ -142,11 +164,14 @@ export async function rangeHashesFromTiles(
     }
     byKey.set(tileKey(request), hashes);
   });
-  return perRange.map((locations) =>
+  return perRange.map((nodes) =>
     foldRange(
-      locations.map((loc) =>
-        subtreeOf(byKey.get(tileKey(loc.tile)) as Uint8Array, loc.offset, loc.count, sha256),
-      ),
+      nodes.map(({ level, index, loc, known }) => {
+        if (known !== undefined) return known;
+        const hash = subtreeOf(byKey.get(tileKey(loc.tile)) as Uint8Array, loc.offset, loc.count, sha256);
+        if (memo !== undefined && loc.height >= MEMO_MIN_HEIGHT) memo.set(level, index, hash);
+        return hash;
+      }),
       sha256,
     ),
   );
@@ -164,14 +189,15 @@ export async function rootFromTiles(
   return root as Uint8Array;
 }
 
-/** The inclusion proof of leaf `index` in the tree of `size` leaves, from tiles. */
+/** The inclusion proof of leaf `index` in the tree of `size` leaves, from tiles (and `memo`). */
 export function inclusionProofFromTiles(
   reader: TileReader,
   index: number,
   size: number,
   sha256: Sha256 = defaultSha256,
+  memo?: SubtreeMemo,
 ): Promise<Uint8Array[]> {
-  return rangeHashesFromTiles(reader, size, inclusionRanges(index, size), sha256);
+  return rangeHashesFromTiles(reader, size, inclusionRanges(index, size), sha256, memo);
 }
 
 /** The consistency proof from the tree of `oldSize` leaves to the tree of `size`, from tiles. */
@@ -180,8 +206,9 @@ export function consistencyProofFromTiles(
   oldSize: number,
   size: number,
   sha256: Sha256 = defaultSha256,
+  memo?: SubtreeMemo,
 ): Promise<Uint8Array[]> {
-  return rangeHashesFromTiles(reader, size, consistencyRanges(oldSize, size), sha256);
+  return rangeHashesFromTiles(reader, size, consistencyRanges(oldSize, size), sha256, memo);
 }
 
 /**

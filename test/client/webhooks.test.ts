@@ -1,3 +1,4 @@
+import { createSecretKey } from "node:crypto";
 import { ed25519 } from "@noble/curves/ed25519.js";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
@@ -48,6 +49,24 @@ describe("webhook signatures (Standard Webhooks v1 and v1a)", () => {
     expect(new Webhook(secrets[0] ?? "").verify(body, headers)).toMatchObject({ id: "evt_1" });
     expect(() => new Webhook(newSecret()).verify(body, headers)).toThrow(/No matching signature/);
     expect(() => new Webhook(secrets[0] ?? "").verify(`${body} `, headers)).toThrow();
+  });
+
+  it("signs v1 with a kept secret key object exactly as with the secret's bytes", () => {
+    const secret = newSecret();
+    const withBytes = signWebhook("evt_1", 1_700_000_000, body, {
+      hmacKeys: [hmacKeyOf(secret)],
+      ed25519Keys: [],
+    });
+    const withObject = signWebhook("evt_1", 1_700_000_000, body, {
+      hmacKeys: [createSecretKey(hmacKeyOf(secret))],
+      ed25519Keys: [],
+    });
+    expect(withObject).toEqual(withBytes);
+    const fresh = signWebhook("evt_1", now(), body, {
+      hmacKeys: [createSecretKey(hmacKeyOf(secret))],
+      ed25519Keys: [],
+    });
+    expect(new Webhook(secret).verify(body, { ...fresh })).toMatchObject({ id: "evt_1" });
   });
 
   it("signs v1a so that the client library and @noble/curves both verify it", async () => {

@@ -17,8 +17,9 @@ const bankB = principal("issuer", "bank-b");
 const CALLER = { requestId: "r", sourceIp: "" };
 
 /**
- * Attacks on the security core that survived mutation testing (issue 38; scripts/mutation.mjs, group
- * domain) with no fast test to stop them: each test fails on the mutant named in it.
+ * Attacks on the security core that survived mutation testing (issue 38; scripts/mutation.mjs, then
+ * one group for all of src/domain; now the groups grants and routing run it) with no fast test to stop
+ * them: each test fails on the mutant named in it.
  */
 describe("attacks the domain tests did not try", () => {
   let f: DomainFixture;

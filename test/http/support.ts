@@ -66,6 +66,7 @@ const keys: ServiceImpl<typeof KeysService> = {
   revokeEscrowKey: (req) => ({ escrowKey: { escrowKeyId: req.escrowKeyId }, currentEscrowKeyId: "" }),
   listAuditEvents: (req) => ({ events: [], nextPageToken: req.pageToken }),
   listKtEntries: () => ({ entries: [], nextPageToken: "" }),
+  ktSelfCheck: () => ({ userId: "usr_1", keyId: "key-1", algorithm: "RSA-OAEP-256", publicKey: "PUB" }),
 };
 
 const sealed = (receiptId: string) =>

@@ -44,6 +44,8 @@ export async function startService(
     realRsaKeyGeneration?: boolean;
     /** Resolves webhook receivers' host names (the SSRF tests map names to chosen addresses). */
     resolve?: ResolveAll;
+    /** The service's randomness of non-secret choices (the retry jitter); the CSPRNG by default. */
+    random?: AppDeps["random"];
     /** The key log's seams (the tenants' signing keys, the directory source, the witnesses' HTTP client). */
     kt?: AppDeps["kt"];
   } = {},
@@ -75,6 +77,7 @@ export async function startService(
     ...(options.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: options.shutdownGraceMs }),
     ...(options.resolve === undefined ? {} : { webhookResolver: options.resolve }),
     ...(options.kt === undefined ? {} : { kt: options.kt }),
+    ...(options.random === undefined ? {} : { random: options.random }),
   });
   if (options.realRsaKeyGeneration !== true) useFixtureRsaKeys(app.domain.pool);
   const address = await app.server.listen(0, "127.0.0.1");

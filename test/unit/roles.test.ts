@@ -34,6 +34,7 @@ const MATRIX: Record<string, typeof ISSUER | typeof MERCHANT | typeof BOTH> = {
   "KeysService/RevokeEscrowKey": ISSUER,
   "KeysService/ListAuditEvents": ISSUER,
   "KeysService/ListKtEntries": ISSUER,
+  "KeysService/KtSelfCheck": ISSUER,
   "ReceiptsService/EncryptReceipt": MERCHANT,
   "ReceiptsService/DecryptReceipt": ISSUER,
   "ReceiptsService/ListReceipts": ISSUER,

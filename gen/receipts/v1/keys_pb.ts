@@ -7,6 +7,8 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { KtBinding, KtDirectoryProof, KtLeafProof } from "./kt_pb.js";
+import { file_receipts_v1_kt } from "./kt_pb.js";
 import { file_receipts_v1_options } from "./options_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiggEKEExvb2t1cEtleVJlcXVlc3QSHAoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAkSFQoIY2FyZF9iaW4YAiABKAlIAIgBARIaCg1yZWNpcGllbnRfcGFyGAMgASgJSAGIAQFCCwoJX2NhcmRfYmluQhAKDl9yZWNpcGllbnRfcGFyInIKEUxvb2t1cEtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRITCgtpc19lc2Nyb3dlZBgEIAEoCBIRCglhYWRfYm91bmQYBSABKAgiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIXChVMaXN0RXNjcm93S2V5c1JlcXVlc3QiagoWTGlzdEVzY3Jvd0tleXNSZXNwb25zZRIxCgtlc2Nyb3dfa2V5cxgBIAMoCzIcLnJlY2VpcHRzLnYxLklzc3VlckVzY3Jvd0tleRIdChVjdXJyZW50X2VzY3Jvd19rZXlfaWQYAiABKAkiwAEKD0lzc3VlckVzY3Jvd0tleRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiLwoWUmV2b2tlRXNjcm93S2V5UmVxdWVzdBIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJImoKF1Jldm9rZUVzY3Jvd0tleVJlc3BvbnNlEjAKCmVzY3Jvd19rZXkYASABKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIk4KFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSDQoFYWZ0ZXIYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWwoXTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USJwoGZXZlbnRzGAEgAygLMhcucmVjZWlwdHMudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkixQEKCkF1ZGl0RXZlbnQSJgoCYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGlvbhgCIAEoCRINCgVhY3RvchgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEhEKCXNvdXJjZV9pcBgFIAEoCRIPCgd1c2VyX2lkGAYgASgJEg4KBmtleV9pZBgHIAEoCRIXCg9wcmV2aW91c19rZXlfaWQYCCABKAkSDwoHc3ViamVjdBgJIAEoCSJbChRMaXN0S3RFbnRyaWVzUmVxdWVzdBISCgpwYWdlX3Rva2VuGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgVhZnRlchgDIAEoA0gAiAEBQggKBl9hZnRlciJXChVMaXN0S3RFbnRyaWVzUmVzcG9uc2USJQoHZW50cmllcxgBIAMoCzIULnJlY2VpcHRzLnYxLkt0RW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoYBCgdLdEVudHJ5Eg0KBWluZGV4GAEgASgDEiIKGnN0YXRlbWVudF93aXRob3V0X2NhcmRfcmVmGAIgASgJEg8KB29wZW5pbmcYAyABKAkSFgoOc2lnbmluZ19rZXlfaWQYBCABKAkSDwoHdXNlcl9pZBgFIAEoCRIOCgZlcmFzZWQYBiABKAgyrQcKC0tleXNTZXJ2aWNlEn0KC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIrorcYAwoBAYLT5JMCHjoBKiIZL2FwaS92MS9rZXlzL2dyYW50LWFjY2VzcxJxCglMb29rdXBLZXkSHS5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXF1ZXN0Gh4ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVzcG9uc2UiJaK3GAMKAQKC0+STAhg6ASoiEy9hcGkvdjEva2V5cy9sb29rdXASkQEKEVJlZ2lzdGVyRXNjcm93S2V5EiUucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0GiYucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZSItorcYAwoBAYLT5JMCIDoBKiIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzEoUBCg5MaXN0RXNjcm93S2V5cxIiLnJlY2VpcHRzLnYxLkxpc3RFc2Nyb3dLZXlzUmVxdWVzdBojLnJlY2VpcHRzLnYxLkxpc3RFc2Nyb3dLZXlzUmVzcG9uc2UiKqK3GAMKAQGC0+STAh0SGy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5cxKYAQoPUmV2b2tlRXNjcm93S2V5EiMucmVjZWlwdHMudjEuUmV2b2tlRXNjcm93S2V5UmVxdWVzdBokLnJlY2VpcHRzLnYxLlJldm9rZUVzY3Jvd0tleVJlc3BvbnNlIjqitxgDCgEBgtPkkwItKisvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMve2VzY3Jvd19rZXlfaWR9EnoKD0xpc3RBdWRpdEV2ZW50cxIjLnJlY2VpcHRzLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaJC5yZWNlaXB0cy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIcorcYAwoBAYLT5JMCDxINL2FwaS92MS9hdWRpdBJ5Cg1MaXN0S3RFbnRyaWVzEiEucmVjZWlwdHMudjEuTGlzdEt0RW50cmllc1JlcXVlc3QaIi5yZWNlaXB0cy52MS5MaXN0S3RFbnRyaWVzUmVzcG9uc2UiIaK3GAMKAQGC0+STAhQSEi9hcGkvdjEva3QvZW50cmllc2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_options]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiggEKEExvb2t1cEtleVJlcXVlc3QSHAoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAkSFQoIY2FyZF9iaW4YAiABKAlIAIgBARIaCg1yZWNpcGllbnRfcGFyGAMgASgJSAGIAQFCCwoJX2NhcmRfYmluQhAKDl9yZWNpcGllbnRfcGFyIsACChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIEicKB2JpbmRpbmcYBiABKAsyFi5yZWNlaXB0cy52MS5LdEJpbmRpbmcSFAoHb3BlbmluZxgHIAEoCUgAiAEBEicKBXByb29mGAggASgLMhgucmVjZWlwdHMudjEuS3RMZWFmUHJvb2YSMAoJZGlyZWN0b3J5GAkgASgLMh0ucmVjZWlwdHMudjEuS3REaXJlY3RvcnlQcm9vZhIXCgpjaGVja3BvaW50GAogASgJSAGIAQFCCgoIX29wZW5pbmdCDQoLX2NoZWNrcG9pbnQiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIXChVMaXN0RXNjcm93S2V5c1JlcXVlc3QiagoWTGlzdEVzY3Jvd0tleXNSZXNwb25zZRIxCgtlc2Nyb3dfa2V5cxgBIAMoCzIcLnJlY2VpcHRzLnYxLklzc3VlckVzY3Jvd0tleRIdChVjdXJyZW50X2VzY3Jvd19rZXlfaWQYAiABKAkiwAEKD0lzc3VlckVzY3Jvd0tleRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiLwoWUmV2b2tlRXNjcm93S2V5UmVxdWVzdBIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJImoKF1Jldm9rZUVzY3Jvd0tleVJlc3BvbnNlEjAKCmVzY3Jvd19rZXkYASABKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIk4KFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSDQoFYWZ0ZXIYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWwoXTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USJwoGZXZlbnRzGAEgAygLMhcucmVjZWlwdHMudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkixQEKCkF1ZGl0RXZlbnQSJgoCYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGlvbhgCIAEoCRINCgVhY3RvchgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEhEKCXNvdXJjZV9pcBgFIAEoCRIPCgd1c2VyX2lkGAYgASgJEg4KBmtleV9pZBgHIAEoCRIXCg9wcmV2aW91c19rZXlfaWQYCCABKAkSDwoHc3ViamVjdBgJIAEoCSJbChRMaXN0S3RFbnRyaWVzUmVxdWVzdBISCgpwYWdlX3Rva2VuGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgVhZnRlchgDIAEoA0gAiAEBQggKBl9hZnRlciJXChVMaXN0S3RFbnRyaWVzUmVzcG9uc2USJQoHZW50cmllcxgBIAMoCzIULnJlY2VpcHRzLnYxLkt0RW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoYBCgdLdEVudHJ5Eg0KBWluZGV4GAEgASgDEiIKGnN0YXRlbWVudF93aXRob3V0X2NhcmRfcmVmGAIgASgJEg8KB29wZW5pbmcYAyABKAkSFgoOc2lnbmluZ19rZXlfaWQYBCABKAkSDwoHdXNlcl9pZBgFIAEoCRIOCgZlcmFzZWQYBiABKAgihAEKEkt0U2VsZkNoZWNrUmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBEhoKDXJlY2lwaWVudF9wYXIYAyABKAlIAYgBAUILCglfY2FyZF9iaW5CEAoOX3JlY2lwaWVudF9wYXIi0wIKE0t0U2VsZkNoZWNrUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSEQoJYWxnb3JpdGhtGAMgASgJEhIKCnB1YmxpY19rZXkYBCABKAkSEwoLaXNfZXNjcm93ZWQYBSABKAgSEQoJYWFkX2JvdW5kGAYgASgIEicKB2JpbmRpbmcYByABKAsyFi5yZWNlaXB0cy52MS5LdEJpbmRpbmcSFAoHb3BlbmluZxgIIAEoCUgAiAEBEicKBXByb29mGAkgASgLMhgucmVjZWlwdHMudjEuS3RMZWFmUHJvb2YSMAoJZGlyZWN0b3J5GAogASgLMh0ucmVjZWlwdHMudjEuS3REaXJlY3RvcnlQcm9vZhIXCgpjaGVja3BvaW50GAsgASgJSAGIAQFCCgoIX29wZW5pbmdCDQoLX2NoZWNrcG9pbnQyqAgKC0tleXNTZXJ2aWNlEn0KC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIrorcYAwoBAYLT5JMCHjoBKiIZL2FwaS92MS9rZXlzL2dyYW50LWFjY2VzcxJxCglMb29rdXBLZXkSHS5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXF1ZXN0Gh4ucmVjZWlwdHMudjEuTG9va3VwS2V5UmVzcG9uc2UiJaK3GAMKAQKC0+STAhg6ASoiEy9hcGkvdjEva2V5cy9sb29rdXASkQEKEVJlZ2lzdGVyRXNjcm93S2V5EiUucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0GiYucmVjZWlwdHMudjEuUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZSItorcYAwoBAYLT5JMCIDoBKiIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzEoUBCg5MaXN0RXNjcm93S2V5cxIiLnJlY2VpcHRzLnYxLkxpc3RFc2Nyb3dLZXlzUmVxdWVzdBojLnJlY2VpcHRzLnYxLkxpc3RFc2Nyb3dLZXlzUmVzcG9uc2UiKqK3GAMKAQGC0+STAh0SGy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5cxKYAQoPUmV2b2tlRXNjcm93S2V5EiMucmVjZWlwdHMudjEuUmV2b2tlRXNjcm93S2V5UmVxdWVzdBokLnJlY2VpcHRzLnYxLlJldm9rZUVzY3Jvd0tleVJlc3BvbnNlIjqitxgDCgEBgtPkkwItKisvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMve2VzY3Jvd19rZXlfaWR9EnoKD0xpc3RBdWRpdEV2ZW50cxIjLnJlY2VpcHRzLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaJC5yZWNlaXB0cy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIcorcYAwoBAYLT5JMCDxINL2FwaS92MS9hdWRpdBJ5Cg1MaXN0S3RFbnRyaWVzEiEucmVjZWlwdHMudjEuTGlzdEt0RW50cmllc1JlcXVlc3QaIi5yZWNlaXB0cy52MS5MaXN0S3RFbnRyaWVzUmVzcG9uc2UiIaK3GAMKAQGC0+STAhQSEi9hcGkvdjEva3QvZW50cmllcxJ5CgtLdFNlbGZDaGVjaxIfLnJlY2VpcHRzLnYxLkt0U2VsZkNoZWNrUmVxdWVzdBogLnJlY2VpcHRzLnYxLkt0U2VsZkNoZWNrUmVzcG9uc2UiJ6K3GAMKAQGC0+STAho6ASoiFS9hcGkvdjEva3Qvc2VsZi1jaGVja2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
@@ -168,6 +170,43 @@ export type LookupKeyResponse = Message<"receipts.v1.LookupKeyResponse"> & {
    * @generated from field: bool aad_bound = 5;
    */
   aadBound: boolean;
+
+  /**
+   * When the key has a logged statement (docs/key-transparency.md): the issuer's signed binding (or
+   * escrow-key statement), rebuilt with the card reference asked for.
+   *
+   * @generated from field: receipts.v1.KtBinding binding = 6;
+   */
+  binding?: KtBinding | undefined;
+
+  /**
+   * Base64 of the 16 bytes that open the statement's commitment in its leaf; with binding.
+   *
+   * @generated from field: optional string opening = 7;
+   */
+  opening?: string | undefined;
+
+  /**
+   * The statement's leaf, proven under the checkpoint; with binding.
+   *
+   * @generated from field: receipts.v1.KtLeafProof proof = 8;
+   */
+  proof?: KtLeafProof | undefined;
+
+  /**
+   * The directory snapshot in force under that checkpoint, proven under it; with binding and for
+   * escrow answers.
+   *
+   * @generated from field: receipts.v1.KtDirectoryProof directory = 9;
+   */
+  directory?: KtDirectoryProof | undefined;
+
+  /**
+   * The checkpoint, when there is no proof (the service's own escrow key, which nobody signs).
+   *
+   * @generated from field: optional string checkpoint = 10;
+   */
+  checkpoint?: string | undefined;
 };
 
 /**
@@ -612,6 +651,111 @@ export const KtEntrySchema: GenMessage<KtEntry> = /*@__PURE__*/
   messageDesc(file_receipts_v1_keys, 16);
 
 /**
+ * @generated from message receipts.v1.KtSelfCheckRequest
+ */
+export type KtSelfCheckRequest = Message<"receipts.v1.KtSelfCheckRequest"> & {
+  /**
+   * SHA-256 of the card number, 64 hexadecimal characters (any case). Exactly one of
+   * recipient_hashed_pan and recipient_par names the card.
+   *
+   * @generated from field: string recipient_hashed_pan = 1;
+   */
+  recipientHashedPan: string;
+
+  /**
+   * The card's first 6 or 8 digits (or a wallet token's first 8), as a merchant would send them.
+   *
+   * @generated from field: optional string card_bin = 2;
+   */
+  cardBin?: string | undefined;
+
+  /**
+   * The card's PAR, 29 upper-case letters and digits, instead of recipient_hashed_pan.
+   *
+   * @generated from field: optional string recipient_par = 3;
+   */
+  recipientPar?: string | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.KtSelfCheckRequest.
+ * Use `create(KtSelfCheckRequestSchema)` to create a new message.
+ */
+export const KtSelfCheckRequestSchema: GenMessage<KtSelfCheckRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 17);
+
+/**
+ * @generated from message receipts.v1.KtSelfCheckResponse
+ */
+export type KtSelfCheckResponse = Message<"receipts.v1.KtSelfCheckResponse"> & {
+  /**
+   * The calling tenant's user that holds the card.
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * The rest is what LookupKey answers a merchant for the card now.
+   *
+   * @generated from field: string key_id = 2;
+   */
+  keyId: string;
+
+  /**
+   * @generated from field: string algorithm = 3;
+   */
+  algorithm: string;
+
+  /**
+   * @generated from field: string public_key = 4;
+   */
+  publicKey: string;
+
+  /**
+   * @generated from field: bool is_escrowed = 5;
+   */
+  isEscrowed: boolean;
+
+  /**
+   * @generated from field: bool aad_bound = 6;
+   */
+  aadBound: boolean;
+
+  /**
+   * @generated from field: receipts.v1.KtBinding binding = 7;
+   */
+  binding?: KtBinding | undefined;
+
+  /**
+   * @generated from field: optional string opening = 8;
+   */
+  opening?: string | undefined;
+
+  /**
+   * @generated from field: receipts.v1.KtLeafProof proof = 9;
+   */
+  proof?: KtLeafProof | undefined;
+
+  /**
+   * @generated from field: receipts.v1.KtDirectoryProof directory = 10;
+   */
+  directory?: KtDirectoryProof | undefined;
+
+  /**
+   * @generated from field: optional string checkpoint = 11;
+   */
+  checkpoint?: string | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.KtSelfCheckResponse.
+ * Use `create(KtSelfCheckResponseSchema)` to create a new message.
+ */
+export const KtSelfCheckResponseSchema: GenMessage<KtSelfCheckResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 18);
+
+/**
  * Short-lived decrypt grants and escrow keys (card issuers); recipient key look-up (merchants).
  *
  * @generated from service receipts.v1.KeysService
@@ -812,6 +956,37 @@ export const KeysService: GenService<{
     methodKind: "unary";
     input: typeof ListKtEntriesRequestSchema;
     output: typeof ListKtEntriesResponseSchema;
+  },
+  /**
+   * What LookupKey answers a merchant now for one of the calling issuer's own cards, proofs
+   * included, for the issuer and the cardholder's app to compare with what they hold. A card that is
+   * not registered to a user of the calling tenant is not_found. It is the very answer of LookupKey,
+   * but a service could tell the two calls apart: a lie told only to merchants is seen by the
+   * issuer's monitor through the log, not here (SECURITY.md).
+   *
+   * Example request:
+   * {"recipientHashedPan": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e", "cardBin": "41111111"}
+   *
+   * Example response:
+   * {
+   *   "userId": "usr_OiIWtaNKLlelXAD2",
+   *   "keyId": "629b4727-12ea-495c-b2fb-d874498f08f3",
+   *   "algorithm": "HPKE-P256-SHA256-A256GCM",
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg==",
+   *   "isEscrowed": false,
+   *   "aadBound": true,
+   *   "binding": {"statement": "eyJhbGdvcml0aG0iOiJIUEtFLVAyNTYtU0hBMjU2LUEyNTZHQ00ifQ==", "signature": "q83vASNFZ4mrze8BI0VniQ==", "signingKeyId": "sk_5d41402abc4b2a76b9719d911017c592"},
+   *   "opening": "q83vASNFZ4mrze8BI0VniQ==",
+   *   "proof": {"leafIndex": 3, "treeSize": 5, "inclusion": ["q83vASNFZ4mrze8BI0VniQ=="], "checkpoint": "receipts.example.com/receipts/kt/v1\n5\n..."},
+   *   "directory": {"index": 1, "inclusion": ["q83vASNFZ4mrze8BI0VniQ=="], "sha256": "9bbef19476623ca56c17da75fd57734dbf82530686043a6e491c6d71befe8f6e"}
+   * }
+   *
+   * @generated from rpc receipts.v1.KeysService.KtSelfCheck
+   */
+  ktSelfCheck: {
+    methodKind: "unary";
+    input: typeof KtSelfCheckRequestSchema;
+    output: typeof KtSelfCheckResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_keys, 0);

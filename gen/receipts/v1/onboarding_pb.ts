@@ -7,6 +7,8 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { KtBinding, KtDirectoryProof, KtLeafProof } from "./kt_pb.js";
+import { file_receipts_v1_kt } from "./kt_pb.js";
 import { file_receipts_v1_options } from "./options_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkihwEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQFCCwoJX2NhcmRfYmluQgYKBF9wYXIi6AEKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCBISCgpzdXBlcnNlZGVkGAkgASgIIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUyjgMKEU9uYm9hcmRpbmdTZXJ2aWNlEokBCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiNKK3GAUKAQEgAYLT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSdgoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIi2itxgDCgEBgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISdQoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIiaitxgDCgEBgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_options]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkihwEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQFCCwoJX2NhcmRfYmluQgYKBF9wYXIiogMKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCBISCgpzdXBlcnNlZGVkGAkgASgIEhIKCnB1YmxpY19rZXkYCiABKAkSJwoHYmluZGluZxgLIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZxIUCgdvcGVuaW5nGAwgASgJSACIAQESJwoFcHJvb2YYDSABKAsyGC5yZWNlaXB0cy52MS5LdExlYWZQcm9vZhIwCglkaXJlY3RvcnkYDiABKAsyHS5yZWNlaXB0cy52MS5LdERpcmVjdG9yeVByb29mQgoKCF9vcGVuaW5nIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUyjgMKEU9uYm9hcmRpbmdTZXJ2aWNlEokBCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiNKK3GAUKAQEgAYLT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSdgoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIi2itxgDCgEBgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISdQoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIiaitxgDCgEBgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -198,6 +200,36 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
    * @generated from field: bool superseded = 9;
    */
   superseded: boolean;
+
+  /**
+   * Base64 of DER SubjectPublicKeyInfo of the registered key, as a lookup answers it.
+   *
+   * @generated from field: string public_key = 10;
+   */
+  publicKey: string;
+
+  /**
+   * With a signed binding (docs/key-transparency.md): the binding as logged, the opening of its leaf,
+   * and its proofs under a checkpoint the log signed. The call answers once the leaf is under one.
+   *
+   * @generated from field: receipts.v1.KtBinding binding = 11;
+   */
+  binding?: KtBinding | undefined;
+
+  /**
+   * @generated from field: optional string opening = 12;
+   */
+  opening?: string | undefined;
+
+  /**
+   * @generated from field: receipts.v1.KtLeafProof proof = 13;
+   */
+  proof?: KtLeafProof | undefined;
+
+  /**
+   * @generated from field: receipts.v1.KtDirectoryProof directory = 14;
+   */
+  directory?: KtDirectoryProof | undefined;
 };
 
 /**
@@ -304,7 +336,8 @@ export const OnboardingService: GenService<{
    *   "heldReceipts": 0,
    *   "algorithm": "HPKE-P256-SHA256-A256GCM",
    *   "releasePending": false,
-   *   "superseded": false
+   *   "superseded": false,
+   *   "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/UlTifSaXrZeX7Te0H164QAhEG0lU7M780s3D271Pt+HFP2ZdT1ykTLjpJQPc8hYalRPYZ61P2d7gBSR/8acAg=="
    * }
    *
    * @generated from rpc receipts.v1.OnboardingService.Register

@@ -1,5 +1,5 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import { LeaseRunner, sleep } from "../../background/lease-runner.js";
 import type { Clock } from "../../clock.js";
 import { bytesEqual } from "../../kt/bytes.js";
 import { leafHash } from "../../kt/merkle.js";
@@ -7,6 +7,7 @@ import { nodeSha256 } from "../../kt/node-engine.js";
 import { formatCheckpoint, formatNote, type NoteSigner, signNoteLine } from "../../kt/note.js";
 import { appendToTiles, rootFromTiles, type TileReader } from "../../kt/tiles.js";
 import type { KtAppendBatch, KtCheckpointRecord, KtFence, KtLeafRecord } from "../../store/kt-types.js";
+import type { Lease, LeaseStore } from "../../store/lease-types.js";
 import { type BatchDeps, buildSnapshot, planBatch } from "./batch.js";
 import type { DirectorySource } from "./directory-source.js";
 import { TileOverlay } from "./tile-cache.js";
@@ -27,18 +28,13 @@ import { rootAt, type WitnessClient, type WitnessOutcome } from "./witness-clien
  * a larger tree than the log, or whose tree the log's is not an extension of, stops the sequencer
  * (`halted`): appending and signing on would fork the log. An operator restores the missing leaves
  * (a newer backup) and restarts.
+ *
+ * The lease is the events worker's kind: a {@link LeaseRunner} takes it, renews it on a timer and stops
+ * the rounds when it is lost; every append and checkpoint carries its fencing token.
  */
 
-/** A lease store as the sequencer needs it (events' `LeaseStore` has this shape). */
-export interface SequencerLeases {
-  acquire(
-    name: string,
-    holder: string,
-    now: Date,
-    ttlMs: number,
-  ): Promise<{ token: number; expiresAt: Date } | undefined>;
-  release(lease: { lease: string; holder: string; token: number; expiresAt: Date }): Promise<void>;
-}
+/** The lease store the sequencer's {@link LeaseRunner} takes `kt-sequencer` from (the events worker's too). */
+export type SequencerLeases = LeaseStore;
 
 export interface SequencerOptions {
   /** This instance's name in the lease. */
@@ -74,7 +70,9 @@ export type RoundOutcome = "standby" | "halted" | "idle" | "appended" | "fenced_
 const LEASE = "kt-sequencer";
 
 export class Sequencer {
-  private lease: { lease: string; holder: string; token: number; expiresAt: Date } | undefined;
+  private readonly runner: LeaseRunner;
+  /** The fencing token of the lease the last round ran under. */
+  private token: number | undefined;
   /** Whether a witness answered the probe since this holder took the lease (or there are none). */
   private synced = false;
   private haltedBecause: string | undefined;
@@ -82,52 +80,62 @@ export class Sequencer {
   private witnessRound: Promise<void> | undefined;
   private witnessAgain = false;
   private stopped = true;
-  private loop: Promise<void> | undefined;
-  private wakeUp: (() => void) | undefined;
+  private wakeUp = new AbortController();
 
   constructor(
     private readonly deps: SequencerDeps,
     private readonly options: SequencerOptions,
-  ) {}
+  ) {
+    this.runner = new LeaseRunner({
+      leases: deps.leases,
+      name: LEASE,
+      holder: options.holder,
+      ttlMs: options.leaseTtlMs,
+      clock: deps.clock,
+      logger: deps.logger,
+      // A standby instance looks as often as the leader polls, so a released lease moves on at once.
+      standbyMs: options.pollMs,
+      job: (lease, signal) => this.lead(lease, signal),
+    });
+  }
 
   /** Why the sequencer stopped for good (a witness saw another history), if it did. */
   get halted(): string | undefined {
     return this.haltedBecause;
   }
 
-  /** Whether this instance holds the lease (as of its last round). */
+  /** Whether this instance holds the lease (as of its last take or renewal). */
   get leading(): boolean {
-    return this.lease !== undefined;
+    return this.runner.holding;
   }
 
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
-    this.loop = this.run();
+    this.runner.start();
   }
 
-  /** Stops the loop after the round in flight, waits for witness requests, and gives the lease up. */
+  /** Stops the rounds after the one in flight, waits for witness requests, and gives the lease up. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.wake();
-    await this.loop;
+    await this.runner.stop();
     await this.witnessRound;
-    if (this.lease !== undefined) await this.deps.leases.release(this.lease).catch(() => undefined);
-    this.lease = undefined;
   }
 
   /** Runs the next round now rather than after the poll interval. */
   wake(): void {
-    this.wakeUp?.();
+    this.wakeUp.abort();
   }
 
-  private async run(): Promise<void> {
+  /** The job while the lease is held: rounds until it is lost, fenced out or the sequencer stops. */
+  private async lead(lease: Lease, signal: AbortSignal): Promise<void> {
     let failures = 0;
     let loggedAt = Number.NEGATIVE_INFINITY;
-    while (!this.stopped) {
+    while (!signal.aborted && !this.stopped) {
       let outcome: RoundOutcome = "idle";
       try {
-        outcome = await this.round();
+        outcome = await this.roundUnder(lease);
         failures = 0;
       } catch (err) {
         failures++;
@@ -137,67 +145,55 @@ export class Sequencer {
           loggedAt = performance.now();
         }
       }
-      if (this.stopped) break;
+      if (outcome === "fenced_out") {
+        this.runner.forget();
+        break;
+      }
+      if (signal.aborted || this.stopped) break;
       if (failures === 0 && (outcome === "appended" || outcome === "moved")) continue;
       // After failures, wait longer each time (up to 5 s), so an outage is not hammered.
       const wait = Math.min(
         this.options.pollMs * 2 ** Math.min(failures, 10),
         Math.max(this.options.pollMs, 5_000),
       );
-      await new Promise<void>((resolve) => {
-        this.wakeUp = resolve;
-        sleep(wait, undefined, { ref: false }).then(resolve);
-      });
-      this.wakeUp = undefined;
+      await sleep(wait, signal, this.wakeUp.signal);
+      if (this.wakeUp.signal.aborted) this.wakeUp = new AbortController();
     }
+    await this.witnessRound;
   }
 
-  /** One round; tests call it directly. */
+  /**
+   * One round, the lease taken or renewed first through the same runner (tests step the sequencer
+   * with it); `standby` while another instance holds the lease.
+   */
   async round(): Promise<RoundOutcome> {
     if (this.haltedBecause !== undefined) return "halted";
-    const fence = await this.holdLease();
-    if (fence === undefined) return "standby";
+    const outcome = await this.runner.once((lease) => this.roundUnder(lease));
+    if (outcome === "fenced_out") this.runner.forget();
+    return outcome ?? "standby";
+  }
+
+  /** One round under `lease`. */
+  private async roundUnder(lease: Lease): Promise<RoundOutcome> {
+    if (this.haltedBecause !== undefined) return "halted";
+    // secret-compare: lease fencing tokens the store hands out, never sent by a caller.
+    if (lease.token !== this.token) {
+      this.token = lease.token;
+      this.synced = this.deps.witnesses.count === 0;
+      this.deps.logger.info({ token: lease.token }, "key log sequencer took the lease");
+    }
+    const fence: KtFence = { token: lease.token };
     if (!this.synced) await this.probeWitnesses();
     const appended = await this.appendPending(fence);
-    if (appended === "fenced_out") {
-      this.lease = undefined;
-      return appended;
-    }
+    if (appended === "fenced_out") return appended;
     if (this.haltedBecause !== undefined) return "halted";
     if (this.synced) {
       const signed = await this.checkpoint(fence);
-      if (signed === "fenced_out") {
-        this.lease = undefined;
-        return signed;
-      }
+      if (signed === "fenced_out") return signed;
       if (this.haltedBecause !== undefined) return "halted";
     }
     this.witnessHeartbeat();
     return appended;
-  }
-
-  /** Takes or renews the lease (renewing once a third of it has passed); undefined while another holds it. */
-  private async holdLease(): Promise<KtFence | undefined> {
-    const now = this.deps.clock.now();
-    const renewAt = (this.lease?.expiresAt.getTime() ?? 0) - (this.options.leaseTtlMs * 2) / 3;
-    if (this.lease !== undefined && now.getTime() < renewAt) return { token: this.lease.token };
-    const lease = await this.deps.leases.acquire(LEASE, this.options.holder, now, this.options.leaseTtlMs);
-    if (lease === undefined) {
-      this.lease = undefined;
-      return undefined;
-    }
-    // secret-compare: lease fencing tokens the store hands out, never sent by a caller.
-    if (lease.token !== this.lease?.token) {
-      this.synced = this.deps.witnesses.count === 0;
-      this.deps.logger.info({ token: lease.token }, "key log sequencer took the lease");
-    }
-    this.lease = {
-      lease: LEASE,
-      holder: this.options.holder,
-      token: lease.token,
-      expiresAt: lease.expiresAt,
-    };
-    return { token: lease.token };
   }
 
   /** Appends what is pending (and a snapshot when due) in one fenced step. */

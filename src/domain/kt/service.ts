@@ -7,7 +7,8 @@ import { base64, fromUtf8 } from "../../kt/bytes.js";
 import { nodeSha256 } from "../../kt/node-engine.js";
 import { formatVkey, type NoteSigner } from "../../kt/note.js";
 import { withoutCardRef } from "../../kt/statements.js";
-import { inclusionProofFromTiles, type TileReader } from "../../kt/tiles.js";
+import { inclusionProofFromTiles, type SubtreeMemo, type TileReader } from "../../kt/tiles.js";
+import type { KtDirectoryProof } from "../../kt/wire.js";
 import type {
   KtCheckpointRecord,
   KtLogStore,
@@ -18,6 +19,7 @@ import type { CardRefSeal } from "./card-seal.js";
 import { directoryChange } from "./directory-change.js";
 import type { KtAnswerProofs, KtLog, StatementToLog } from "./log.js";
 import { orderOf } from "./statement-check.js";
+import { SubtreeLru } from "./tile-cache.js";
 
 /** What {@link KtLogService} is made of. */
 export interface KtLogServiceDeps {
@@ -27,6 +29,8 @@ export interface KtLogServiceDeps {
   seal: CardRefSeal;
   /** The store's tiles through a cache. */
   tiles: TileReader;
+  /** Complete subtrees' hashes kept between proofs (default: a fresh {@link SubtreeLru}). */
+  memo?: SubtreeMemo;
   /** Witness key names whose cosignatures count for the answer checkpoint. */
   witnessNames: readonly string[];
   /** `KT_ANSWER_COSIGNATURES`. */
@@ -47,10 +51,14 @@ export class KtLogService implements KtLog {
   private readonly listeners = new Set<() => void>();
   private cached: { at: number; checkpoint: KtCheckpointRecord | undefined } | undefined;
   private answer: KtCheckpointRecord | undefined;
+  private readonly memo: SubtreeMemo;
+  /** The snapshot's proof under the last answer checkpoint's size: the same for every answer under it. */
+  private directoryProof: { size: number; proof: KtDirectoryProof } | undefined;
 
   constructor(private readonly deps: KtLogServiceDeps) {
     this.origin = deps.signer.key.name;
     this.vkey = formatVkey(deps.signer.key);
+    this.memo = deps.memo ?? new SubtreeLru();
   }
 
   pendingStatement(input: StatementToLog): KtPendingStatement {
@@ -170,21 +178,9 @@ export class KtLogService implements KtLog {
     checkpoint: KtCheckpointRecord,
     leafIndex: number | undefined,
   ): Promise<KtAnswerProofs> {
-    const directory = await this.deps.log.directoryBefore(checkpoint.size);
-    if (directory === undefined) {
-      throw new AppError("service_unavailable", "The key log has no directory snapshot yet.", {
-        retryAfterSeconds: 1,
-      });
-    }
-    const prove = async (index: number) =>
-      (await inclusionProofFromTiles(this.deps.tiles, index, checkpoint.size, nodeSha256)).map(base64);
     const note = noteWithCosignatures(checkpoint);
     const answer: KtAnswerProofs = {
-      directory: {
-        index: directory.index,
-        inclusion: await prove(directory.index),
-        sha256: directory.sha256,
-      },
+      directory: await this.directoryUnder(checkpoint.size),
       checkpoint: note,
       treeSize: checkpoint.size,
     };
@@ -192,11 +188,34 @@ export class KtLogService implements KtLog {
       answer.proof = {
         leafIndex,
         treeSize: checkpoint.size,
-        inclusion: await prove(leafIndex),
+        inclusion: await this.prove(leafIndex, checkpoint.size),
         checkpoint: note,
       };
     }
     return answer;
+  }
+
+  /** The snapshot in force under a checkpoint of `size` and its inclusion proof, kept for that size. */
+  private async directoryUnder(size: number): Promise<KtDirectoryProof> {
+    const kept = this.directoryProof;
+    if (kept !== undefined && kept.size === size) return kept.proof;
+    const directory = await this.deps.log.directoryBefore(size);
+    if (directory === undefined) {
+      throw new AppError("service_unavailable", "The key log has no directory snapshot yet.", {
+        retryAfterSeconds: 1,
+      });
+    }
+    const proof = {
+      index: directory.index,
+      inclusion: await this.prove(directory.index, size),
+      sha256: directory.sha256,
+    };
+    this.directoryProof = { size, proof };
+    return proof;
+  }
+
+  private async prove(index: number, size: number): Promise<string[]> {
+    return (await inclusionProofFromTiles(this.deps.tiles, index, size, nodeSha256, this.memo)).map(base64);
   }
 
   /** Waits `ms`, or less when this process's sequencer signs a checkpoint. */

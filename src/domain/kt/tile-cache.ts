@@ -1,4 +1,4 @@
-import type { Tile, TileReader, TileRequest } from "../../kt/tiles.js";
+import type { SubtreeMemo, Tile, TileReader, TileRequest } from "../../kt/tiles.js";
 
 /**
  * A {@link TileReader} that keeps the tiles it read. A tile of a given width never changes (a full
@@ -72,4 +72,37 @@ export class TileOverlay implements TileReader {
       return own.subarray(0, r.width * 32);
     });
   }
+}
+
+/**
+ * A {@link SubtreeMemo} bounded by count, dropping the entries least recently used (about 150 bytes
+ * each). A complete subtree's hash is final once its leaves are in the log, so nothing invalidates
+ * it: only what this process read from the store's tiles is kept, never an append not yet written.
+ */
+export class SubtreeLru implements SubtreeMemo {
+  private readonly entries = new Map<number, Uint8Array>();
+
+  constructor(private readonly maxEntries = 65_536) {}
+
+  get(level: number, index: number): Uint8Array | undefined {
+    const key = memoKey(level, index);
+    const hit = this.entries.get(key);
+    if (hit !== undefined) {
+      this.entries.delete(key);
+      this.entries.set(key, hit);
+    }
+    return hit;
+  }
+
+  set(level: number, index: number, hash: Uint8Array): void {
+    this.entries.set(memoKey(level, index), hash);
+    if (this.entries.size > this.maxEntries) {
+      this.entries.delete(this.entries.keys().next().value as number);
+    }
+  }
+}
+
+/** One number for (level, index): level < 64, and index < 2^46 for any tree a log will hold. */
+function memoKey(level: number, index: number): number {
+  return index * 64 + level;
 }

@@ -7,6 +7,7 @@ import type { DomainDeps } from "../../domain/deps.js";
 import { grantAccess } from "../../domain/grants.js";
 import { listEscrowKeys, registerEscrowKey, revokeEscrowKey } from "../../domain/issuer-escrow.js";
 import { listKtEntries } from "../../domain/kt/feed.js";
+import { ktSelfCheck } from "../../domain/kt/self-check.js";
 import { lookupKey } from "../../domain/routing.js";
 import type { IssuerEscrowKeyRecord } from "../../store/types.js";
 import { callerOf, principalOf } from "../convert.js";
@@ -50,6 +51,12 @@ export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
       return { escrowKey: escrowKeyOf(key, currentEscrowKeyId), currentEscrowKeyId };
     },
     listKtEntries: (req, ctx) => listKtEntries(deps, principalOf(ctx), req),
+    ktSelfCheck: (req, ctx) =>
+      ktSelfCheck(deps, principalOf(ctx), {
+        recipientHashedPan: req.recipientHashedPan.toLowerCase(),
+        recipientPar: req.recipientPar,
+        cardBin: req.cardBin,
+      }),
     async listAuditEvents(req, ctx) {
       const page = await readTenantAudit(deps, principalOf(ctx).tenantId, req);
       return {
