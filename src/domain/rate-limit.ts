@@ -44,8 +44,9 @@ export async function countInWindow(
   const nowMs = clock.now().getTime();
   const windowStart = Math.floor(nowMs / windowMs) * windowMs;
   const reset = windowStart + windowMs;
+  // The store keeps one count per counter and window start.
   const count = await store.rateLimits.increment(
-    `${counter}:${windowStart}`,
+    counter,
     new Date(windowStart),
     new Date(reset + windowMs),
   );
