@@ -45,11 +45,7 @@ export async function countInWindow(
   const windowStart = Math.floor(nowMs / windowMs) * windowMs;
   const reset = windowStart + windowMs;
   // The store keeps one count per counter and window start.
-  const count = await store.rateLimits.increment(
-    counter,
-    new Date(windowStart),
-    new Date(reset + windowMs),
-  );
+  const count = await store.rateLimits.increment(counter, new Date(windowStart), new Date(reset + windowMs));
   const headers = {
     "x-ratelimit-limit": String(limit),
     "x-ratelimit-remaining": String(Math.max(0, limit - count)),
