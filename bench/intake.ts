@@ -29,8 +29,10 @@ type Intake = (body: string) => string;
 
 async function intakeOf(dist: string): Promise<Intake> {
   const load = (path: string) => import(pathToFileURL(join(dist, path)).href);
+  // The compiled reader moved from src/fast to src/rpc: a build from before the move has it there.
+  const compiledReader = () => load("src/rpc/json-input.js").catch(() => load("src/fast/json-input.js"));
   const [reader, schema, rules, mock, sealing] = await Promise.all([
-    load("src/fast/json-input.js"),
+    compiledReader(),
     load("gen/receipts/v1/receipt_pb.js"),
     load("src/domain/receipt-rules.js"),
     load("src/domain/mock-items.js"),

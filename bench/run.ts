@@ -3,7 +3,7 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { FAST_PATH_NEEDS, FAST_PATHS } from "../src/fast/index.js";
+import { FAST_PATH_NEEDS, FAST_PATHS } from "../src/fast-paths.js";
 import { openOnDevice } from "./device.js";
 import {
   hashPan,

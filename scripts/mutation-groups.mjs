@@ -5,7 +5,7 @@
 
 /** @type {Record<string, { mutate: string[]; tests: string[] }>} */
 export const GROUPS = {
-  roles: { mutate: ["src/rpc/roles.ts"], tests: ["test/unit/roles.test.ts"] },
+  roles: { mutate: ["src/rpc/policy.ts"], tests: ["test/unit/roles.test.ts", "test/unit/policy.test.ts"] },
   redaction: { mutate: ["src/logging.ts"], tests: ["test/unit/logging.test.ts"] },
   operator: { mutate: ["src/http/admin-access.ts"], tests: ["test/unit/operator-token.test.ts"] },
   // The domain files one group each, with the domain tests that exercise that file: all six against
@@ -55,7 +55,7 @@ export const GROUPS = {
     ],
     tests: ["test/store/memory.test.ts", "test/store/mongo-fake.test.ts"],
   },
-  kt: { mutate: ["src/kt/verify.ts"], tests: ["test/kt/verify.test.ts"] },
+  kt: { mutate: ["src/kt/verify.ts"], tests: ["test/kt/verify-lies.test.ts", "test/kt/verify.test.ts"] },
   webhooks: {
     mutate: ["src/events/signing.ts", "src/events/ssrf.ts"],
     tests: ["test/events/ssrf.test.ts", "test/client/webhooks.test.ts"],

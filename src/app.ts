@@ -22,7 +22,7 @@ import type { KtReads } from "./domain/kt/reads.js";
 import { createKtRuntime, type KtRuntime, type KtRuntimeOptions } from "./domain/kt/runtime.js";
 import { createEvents, type Events } from "./events/index.js";
 import type { ResolveAll } from "./events/ssrf.js";
-import { useFastPaths } from "./fast/index.js";
+import { useFastPaths } from "./fast-paths.js";
 import { registerAdminRoutes } from "./http/admin.js";
 import { registerApiReference } from "./http/docs.js";
 import { registerErrorDocs } from "./http/error-docs.js";

@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { type KtConfig, readKtConfig } from "./config-kt.js";
 import { type EventsConfig, readEventsConfig } from "./events/config.js";
-import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast/index.js";
+import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast-paths.js";
 import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
 import { DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS } from "./http/connection-cap.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
@@ -105,7 +105,7 @@ export interface Config {
     maxConnectionsPerAddress: number;
   };
   /**
-   * `FAST_PATHS` (default `on`): which hand-written fast paths (src/fast/index.ts names each) serve
+   * `FAST_PATHS` (default `on`): which hand-written fast paths (src/fast-paths.ts names each) serve
    * calls. `on` is all of them, `off` none (every call through connect-node/connect-fastify,
    * protobuf-es and node:crypto only), or a comma-separated list of the ones to keep on, for measuring
    * one against the others. This is the one place it is read.

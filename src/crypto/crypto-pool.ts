@@ -3,7 +3,7 @@
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { AppError, invalidRequest } from "../errors.js";
-import { fastPathsOn } from "../fast/index.js";
+import { fastPathsOn } from "../fast-paths.js";
 import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask, WrapTarget } from "./crypto-protocol.js";
 import {
   describeCause,

@@ -1,5 +1,5 @@
 import { AppError, type ErrorCode, type FieldViolation, isErrorCode } from "../errors.js";
-import type { FastPath } from "../fast/index.js";
+import type { FastPath } from "../fast-paths.js";
 import type { SealedReceipt, SealedReceiptText } from "./envelope.js";
 import type { KeyAlgorithm } from "./suites.js";
 
@@ -19,7 +19,7 @@ export interface WorkerInit {
   escrowPrivateKeys: string[];
   /** A nice value (1-19) for the worker's thread, on Linux: lower priority than the event loop. */
   niceness?: number;
-  /** The fast paths on in the main thread when the pool was made (src/fast), for the worker's own. */
+  /** The fast paths on in the main thread when the pool was made (src/fast-paths.ts), for the worker's own. */
   fastPaths: FastPath[];
 }
 

@@ -2,7 +2,7 @@ import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import { AppError, invalidRequest } from "../errors.js";
-import { useFastPaths } from "../fast/index.js";
+import { useFastPaths } from "../fast-paths.js";
 import type { WorkerInit, WorkerRequest, WorkerResponse, WorkerTask, WrapTarget } from "./crypto-protocol.js";
 import { packKeyPair, packSealedText, packWrappedKey, serializeError } from "./crypto-protocol.js";
 import {

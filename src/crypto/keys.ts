@@ -1,9 +1,17 @@
 /* Over 400 lines on purpose: every key the service is given (public and private; PEM, DER and JWK;
  * RSA and P-256) is parsed here after its encoding checks, so one file shows that no path skips them. */
-import { createECDH, createPrivateKey, createPublicKey, generateKeyPair, type KeyObject } from "node:crypto";
+import {
+  createECDH,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPair,
+  type JsonWebKey,
+  type KeyObject,
+} from "node:crypto";
 import { promisify } from "node:util";
 import { invalidRequest } from "../errors.js";
-import { rsaJwkFromDer } from "../fast/index.js";
+import { isOn } from "../fast-paths.js";
+import * as derJwk from "./der.js";
 import {
   KeyEncodingError,
   type KeyType,
@@ -418,3 +426,19 @@ function privateSentAsPublic(field: string) {
 function keyError(field: string, description: string) {
   return invalidRequest([{ field, description }]);
 }
+
+/**
+ * An RSA key's JWK read by hand from its DER (the `der` fast path, src/crypto/der.ts), or undefined
+ * when `der` is off or the DER is not the canonical shape the reader takes: the caller then lets
+ * OpenSSL parse the DER.
+ */
+const rsaJwkFromDer = {
+  privatePkcs1: (bytes: Uint8Array): JsonWebKey | undefined =>
+    isOn("der") ? derJwk.rsaPrivateJwkFromPkcs1(bytes) : undefined,
+  privatePkcs8: (bytes: Uint8Array): JsonWebKey | undefined =>
+    isOn("der") ? derJwk.rsaPrivateJwkFromPkcs8(bytes) : undefined,
+  publicPkcs1: (bytes: Uint8Array): JsonWebKey | undefined =>
+    isOn("der") ? derJwk.rsaPublicJwkFromPkcs1(bytes) : undefined,
+  publicSpki: (bytes: Uint8Array): JsonWebKey | undefined =>
+    isOn("der") ? derJwk.rsaPublicJwkFromSpki(bytes) : undefined,
+};

@@ -5,6 +5,7 @@ import type { CryptoPool } from "../crypto/crypto-pool.js";
 import type { EscrowKeyInfo } from "../crypto/escrow-keys.js";
 import type { Store } from "../store/types.js";
 import type { BackgroundTasks } from "./background.js";
+import type { PaymentGateway } from "./gateways/gateway.js";
 import type { KtLog } from "./kt/log.js";
 
 /** Everything the domain needs from the outside world, passed in explicitly. */
@@ -28,4 +29,6 @@ export interface DomainDeps {
   escrowKeys: readonly EscrowKeyInfo[];
   /** The key-transparency log (docs/key-transparency.md: `kt/log.ts`). */
   kt: KtLog;
+  /** The payment gateways by name; the offline sandboxes when absent (a test passes its own). */
+  gateways?: readonly PaymentGateway[];
 }

@@ -1,5 +1,13 @@
 import { AppError, Violations } from "../errors.js";
-import { type ApiKeyRecord, type ErasureRecord, type ReceiptRecord, receiptOwnerOf } from "../store/types.js";
+import { cardRefsOf } from "../store/register.js";
+import {
+  type ApiKeyRecord,
+  type ErasureRecord,
+  ownerCards,
+  type ReceiptOwner,
+  type ReceiptRecord,
+  receiptOwnerOf,
+} from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { erasedEvent } from "./events.js";
 import type { CallerInfo } from "./grants.js";
@@ -78,7 +86,7 @@ export async function deleteUser(
 async function eraseStatements(deps: DomainDeps, userId: string): Promise<void> {
   const user = await deps.store.users.findById(userId);
   if (user === undefined || user.supersededAt !== undefined) return;
-  await deps.store.ktLog.eraseCard(user.panHash, deps.clock.now());
+  for (const ref of cardRefsOf(user)) await deps.store.ktLog.eraseCard(ref, deps.clock.now());
 }
 
 /** Receipts one store call of an erasure deletes. */
@@ -94,20 +102,22 @@ async function deleteReceipts(
   deps: DomainDeps,
   erasure: ErasureRecord,
 ): Promise<{ deleted: number; left: number }> {
-  const owner = { userId: erasure.userId, panHash: erasure.panHash };
+  const owner: ReceiptOwner = { userId: erasure.userId, panHash: erasure.panHash };
+  if (erasure.aliasPanHash !== undefined) owner.aliasPanHash = erasure.aliasPanHash;
   const receipts = deps.store.receipts;
+  // Both references of a card registered by hashed PAN and PAR: the tenant's escrow under either goes.
+  const cards = ownerCards(owner);
   const steps = [
     () => receipts.deleteByUser(owner, ERASURE_PAGE),
-    () => receipts.deleteEscrowedFor(erasure.panHash, erasure.tenantId, ERASURE_PAGE),
+    ...cards.map((card) => () => receipts.deleteEscrowedFor(card, erasure.tenantId, ERASURE_PAGE)),
   ];
   let deleted = 0;
   let pages = 0;
   for (const step of steps) {
     for (let page = ERASURE_PAGE; page === ERASURE_PAGE; pages++) {
       if (pages === ERASURE_PAGES_PER_CALL) {
-        const left =
-          (await receipts.countByUser(owner)) +
-          (await receipts.countEscrowedFor(erasure.panHash, erasure.tenantId));
+        let left = await receipts.countByUser(owner);
+        for (const card of cards) left += await receipts.countEscrowedFor(card, erasure.tenantId);
         return { deleted, left };
       }
       page = await step();
@@ -126,11 +136,13 @@ async function erasureOf(deps: DomainDeps, principal: ApiKeyRecord, userId: stri
   const user = await deps.store.users.findById(userId);
   if (user !== undefined) {
     if (user.tenantId !== principal.tenantId) throw notFound();
+    // A superseded user's receipts are still placed by the card it held (and its alias, if any).
+    const { panHash, aliasPanHash } = receiptOwnerOf(user);
     return deps.store.erasures.begin({
       userId,
       tenantId: user.tenantId,
-      // A superseded user's receipts are still placed by the card it held.
-      panHash: receiptOwnerOf(user).panHash,
+      panHash,
+      ...(aliasPanHash === undefined ? {} : { aliasPanHash }),
       startedAt: deps.clock.now(),
     });
   }

@@ -1,7 +1,13 @@
 import { receiptAad, sealedFromText } from "../crypto/envelope.js";
 import { ESCROW_UNWRAP_FAILED, isEscrowHold } from "../crypto/escrow-errors.js";
 import { RSA_OAEP_256 } from "../crypto/suites.js";
-import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle, UserRecord } from "../store/types.js";
+import {
+  type ApiKeyRecord,
+  holdsCard,
+  type ReceiptRecord,
+  type StoredKeyBundle,
+  type UserRecord,
+} from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
 import { releasedEvent } from "./events.js";
@@ -131,7 +137,7 @@ async function targetStillCurrent(deps: DomainDeps, target: ReleaseTarget): Prom
     keyStillActive(deps, target.key.keyId, target.user.userId),
     deps.store.users.findById(target.user.userId),
   ]);
-  return keyActive && user?.panHash === target.panHash;
+  return keyActive && user !== undefined && holdsCard(user, target.panHash);
 }
 
 /** The receipt's AES key, unwrapped with the service escrow key it names, wrapped to the target key. */

@@ -2,7 +2,12 @@ import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
 import { parsePublicKey } from "../crypto/keys.js";
 import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
-import type { ApiKeyRecord, IssuerEscrowKeyRecord, ReceiptPage } from "../store/types.js";
+import {
+  type ApiKeyRecord,
+  holdsCard,
+  type IssuerEscrowKeyRecord,
+  type ReceiptPage,
+} from "../store/types.js";
 import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
@@ -220,7 +225,7 @@ export async function releaseByIssuer(
     const receipt = await deps.store.receipts.findByMerchantReceipt(item.merchantId, item.receiptId);
     if (
       !receipt ||
-      receipt.panHash !== user.panHash ||
+      !holdsCard(user, receipt.panHash) ||
       (receipt.isEscrowed && receipt.escrowOwnerTenantId !== principal.tenantId)
     ) {
       fail("not_found");

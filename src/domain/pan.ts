@@ -104,3 +104,31 @@ export function cardKeyOf(pepper: string, card: CardReference): string {
   const par = card.par ?? "";
   return par === "" ? panHashOf(pepper, card.hashedPan ?? "") : parKeyOf(pepper, par);
 }
+
+/**
+ * Records violations unless `card` names at least one well-formed card reference: a registration may
+ * name the card by its hashed PAN, its PAR, or both (one user holding both references). Neither is
+ * `invalid_request` naming both fields; a value is never echoed.
+ */
+export function checkRegisteredCard(card: CardReference, fields: CardFields, violations: Violations): void {
+  const hashedPan = card.hashedPan ?? "";
+  const par = card.par ?? "";
+  if (hashedPan === "" && par === "") {
+    violations.add(fields.hashedPan, `is required (or ${fields.par}, the card's PAR, or both)`);
+    return;
+  }
+  if (hashedPan !== "") checkHashedPan(hashedPan, fields.hashedPan, violations);
+  if (par !== "" && !isPar(par))
+    violations.add(fields.par, "must be a PAR: 29 upper-case letters and digits");
+}
+
+/**
+ * The keyed references of a card that {@link checkRegisteredCard} accepted: its hashed PAN's (or its
+ * PAR's, when that is all it names) as `panHash`, and its PAR's as `aliasPanHash` when it names both.
+ */
+export function cardKeysOf(pepper: string, card: CardReference): { panHash: string; aliasPanHash?: string } {
+  const hashedPan = card.hashedPan ?? "";
+  const par = card.par ?? "";
+  if (hashedPan === "" || par === "") return { panHash: cardKeyOf(pepper, card) };
+  return { panHash: panHashOf(pepper, hashedPan), aliasPanHash: parKeyOf(pepper, par) };
+}

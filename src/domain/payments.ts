@@ -13,6 +13,7 @@ import { type DecryptCredentials, openWithGrant } from "./decrypt.js";
 import type { DomainDeps } from "./deps.js";
 import { declinedEvent, paymentEvents } from "./events.js";
 import type { ChargeResult, PaymentGateway } from "./gateways/gateway.js";
+import { gatewayIdempotencyKey } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
@@ -40,6 +41,8 @@ export interface CreatePaymentInput {
    * sealed.
    */
   signature?: string | null;
+  /** The caller's Idempotency-Key, passed on to the gateway (see `gatewayIdempotencyKey`). */
+  idempotencyKey?: string | undefined;
 }
 
 /**
@@ -54,13 +57,14 @@ export async function createPayment(
   input: CreatePaymentInput,
   caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<CreatedPayment> {
-  const gateway = gatewayByName(input.gateway);
+  const gateway = gatewayByName(input.gateway, deps.gateways);
   const paymentId = randomId("pay", 12);
   const charge =
     input.receipt.sealedReceipt === undefined
       ? await sealPlaintext(deps, principal, gateway, input, paymentId)
       : await takeSealed(deps, principal, input.receipt, paymentId);
-  return chargeAndStore(deps, principal, gateway, charge, caller);
+  const idempotencyKey = gatewayIdempotencyKey("charge", principal.id, input.idempotencyKey);
+  return chargeAndStore(deps, principal, gateway, { ...charge, idempotencyKey }, caller);
 }
 
 /** What {@link chargeAndStore} needs: the receipt record (and its binding conflict) and what to charge. */
@@ -69,6 +73,8 @@ interface PaymentToCharge {
   amount: number;
   currency: string;
   cardNonce: string | undefined;
+  /** The gateway's idempotency key, when the caller sent an Idempotency-Key. */
+  idempotencyKey?: string | undefined;
 }
 
 /** A receipt in the clear: validated with the gateway's rules, signed if required, sealed here. */
@@ -166,7 +172,7 @@ async function chargeAndStore(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   gateway: PaymentGateway,
-  { prepared, amount, currency, cardNonce }: PaymentToCharge,
+  { prepared, amount, currency, cardNonce, idempotencyKey }: PaymentToCharge,
   caller: CallerInfo,
 ): Promise<CreatedPayment> {
   const { record } = prepared;
@@ -197,6 +203,7 @@ async function chargeAndStore(
       amount,
       currency,
       ...(cardNonce === undefined ? {} : { cardNonce }),
+      ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
     });
   } catch (err) {
     throw await recordDecline(deps, payment, err);

@@ -12,7 +12,7 @@ import type {
 } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { receiptEvents, refundedEvent } from "./events.js";
-import { refundTooLarge } from "./gateways/gateway.js";
+import { gatewayIdempotencyKey, refundTooLarge } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";
 import type { CallerInfo } from "./grants.js";
 import { MAX_ID_LENGTH } from "./limits.js";
@@ -94,7 +94,7 @@ export interface RefundPaymentInput {
    * sealed.
    */
   signature?: string | null;
-  /** The caller's Idempotency-Key, passed on to the gateway. */
+  /** The caller's Idempotency-Key, passed on to the gateway (see `gatewayIdempotencyKey`). */
   idempotencyKey?: string | undefined;
 }
 
@@ -132,7 +132,8 @@ export async function refundPayment(
     createdAt: deps.clock.now(),
   };
   const held = heldPayment(await deps.store.payments.holdRefund(payment, refund, record), payment);
-  const gateway = gatewayByName(payment.gateway);
+  const gateway = gatewayByName(payment.gateway, deps.gateways);
+  const idempotencyKey = gatewayIdempotencyKey("refund", principal.id, input.idempotencyKey);
   let gatewayRefundId: string;
   try {
     ({ gatewayRefundId } = await gateway.refund({
@@ -142,7 +143,7 @@ export async function refundPayment(
       amount,
       currency: payment.currency,
       payment: { status: held.status, amount: held.amount, refunded: (held.refundedAmount ?? 0) - amount },
-      ...(input.idempotencyKey ? { idempotencyKey: input.idempotencyKey } : {}),
+      ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
     }));
   } catch (err) {
     // Only a refusal frees the amount: after any other failure (a timeout) the gateway may have

@@ -1,5 +1,6 @@
 import { HPKE_P256 } from "../crypto/suites.js";
 import { AppError, invalidRequest, Violations } from "../errors.js";
+import { RESERVED_KEY_ID } from "../store/register.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import type { CallerInfo } from "./grants.js";
@@ -115,12 +116,15 @@ export async function cardBinOwner(
  */
 export async function recipientOf(deps: DomainDeps, card: CardRef): Promise<Recipient> {
   const panHash = cardKeyOfRef(deps, card);
-  const [owner, found] = await Promise.all([
+  const [binOwner, found] = await Promise.all([
     cardBinOwner(deps, card.cardBin),
     deps.store.users.findByPanHash(panHash),
   ]);
+  let owner = binOwner;
   let user = found;
   if (user !== undefined && (owner === undefined || owner === user.tenantId)) {
+    // A card the operator moved to a tenant that has not registered it yet: escrowed for that tenant.
+    if (user.activeKeyId === RESERVED_KEY_ID) owner = user.tenantId;
     const key = await deps.store.users.findKey(user.activeKeyId);
     if (key !== undefined) return { kind: "user", user, key: sealingKeyOf(key) };
     // Only an erasure deletes keys, and the user goes right after them: the card is unregistered.

@@ -1,8 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { type Event, EventSchema } from "../../gen/receipts/v1/events_pb.js";
 import { type WebhookDelivery, WebhookDeliverySchema } from "../../gen/receipts/v1/webhooks_pb.js";
-import { messageToJson } from "../fast/index.js";
 import { timestampOf } from "../rpc/convert.js";
+import { messageToJson } from "../rpc/json-codec.js";
 import type { DeliveryRecord, SequencedEvent } from "../store/event-types.js";
 import type { EventRecord } from "./types.js";
 

@@ -13,8 +13,8 @@ import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import type { HttpRule } from "../../gen/google/api/http_pb.js";
 import { type FieldViolation, invalidRequest } from "../errors.js";
-import { readUnchecked } from "../fast/index.js";
 import { decodeJson, messageToJson, validateJson } from "../rpc/json.js";
+import { readUnchecked } from "../rpc/json-codec.js";
 import { coerce } from "./url-values.js";
 
 /**
@@ -232,7 +232,7 @@ function checkThenRead(
 
 /**
  * The request JSON from the body and the URL's values without the field-by-field check, for the
- * one-pass read (src/fast: `readUnchecked`), or undefined when the body clashes with the URL or is
+ * one-pass read (`readUnchecked`, src/rpc/json-codec.ts), or undefined when the body clashes with the URL or is
  * not of the shape the binding takes. The one-pass reader gives up on everything the check would
  * name (json-rules.ts), so a request it reads has no problem, and the check runs only to name the
  * problems of one it does not ({@link checkThenRead}, which then reads it again). `leaves` and `bound`

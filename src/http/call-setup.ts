@@ -8,7 +8,7 @@ import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./clie
 import { kProtocol, type Protocol } from "./protocol.js";
 
 /**
- * What every way into the service sets a call up with: the raw gRPC server (src/fast), the Connect
+ * What every way into the service sets a call up with: the raw gRPC server (grpc-unary.ts), the Connect
  * plugin (gRPC, gRPC-Web, Connect) and the REST transcoder each take their client address, the
  * call's first context values, the rate-limit headers of a request that never reaches an RPC, and
  * the log line and metric of such a request from here, so the three cannot drift apart.

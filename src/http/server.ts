@@ -11,7 +11,7 @@ import Fastify, {
 } from "fastify";
 import type { Logger } from "pino";
 import { AppError } from "../errors.js";
-import { grpcServer } from "../fast/index.js";
+import { isOn } from "../fast-paths.js";
 import { kObserved, type Metrics, registerMetricsRoute, UNMATCHED_METHOD } from "../metrics.js";
 import { kRequestId } from "../rpc/context.js";
 import { toRestError } from "../rpc/error-mapping.js";
@@ -20,7 +20,8 @@ import type { HttpBinding } from "./bindings.js";
 import { type CallSetup, callSetup, codeForGrpcStatus } from "./call-setup.js";
 import type { TrustedProxies } from "./client-address.js";
 import { registerCors } from "./cors.js";
-import { assignRequestId, fromFastifyError, sendError, sendSuccess } from "./envelope.js";
+import { answerFastifyError, assignRequestId, sendError, sendSuccess } from "./envelope.js";
+import { createGrpcUnaryHandler } from "./grpc-unary.js";
 import { lazyChildLogger } from "./lazy-logger.js";
 import {
   type ClientErrorAnswer,
@@ -95,30 +96,14 @@ export interface HttpServer {
  * (gRPC, gRPC-Web, Connect) and the REST transcoder sharing one router definition and one interceptor
  * list, `/healthz`, `/readyz`, `/metrics`, and the REST error envelope for every failure that happens
  * before a handler (unknown path 404, body too large 413, wrong Content-Type 415, malformed JSON 400).
- * Every way in (those two and the raw gRPC server of src/fast) sets its calls up from one
+ * Every way in (those two and the raw gRPC server of grpc-unary.ts) sets its calls up from one
  * {@link CallSetup}.
  */
 export async function createHttpServer(options: HttpServerOptions): Promise<HttpServer> {
   const graceMs = options.shutdownGraceMs ?? 10_000;
   const setup = callSetup(options);
   // Unary binary gRPC on the HTTP/2 stream, before Fastify, when the `grpc-server` fast path is on.
-  const grpcUnary = grpcServer({
-    routes: options.routes,
-    interceptors: options.interceptors,
-    bodyLimitBytes: options.bodyLimitBytes,
-    clientAddress: setup.addressOf,
-    contextValues: (address) => setup.newContext(address, "grpc"),
-    ...(options.meter === undefined ? {} : { meter: options.meter }),
-    onRefused: ({ path, routed, requestId, status, elapsedMs }) =>
-      setup.observeUnrouted(
-        lazyChildLogger(options.logger, { requestId }),
-        // An unknown method's path is the caller's text: one label for all of them.
-        { protocol: "grpc", method: routed ? path.slice(1) : UNMATCHED_METHOD },
-        200,
-        elapsedMs,
-        codeForGrpcStatus(status),
-      ),
-  });
+  const grpcUnary = isOn("grpc-server") ? grpcUnaryHandler(options, setup) : undefined;
   let listener: DualProtocolListener | undefined;
   const app = Fastify({
     // Fastify bounds every close hook by this timeout too, the drain below included: it must outlast
@@ -212,7 +197,7 @@ function registerRequestHandling(app: FastifyInstance, options: HttpServerOption
     done();
   });
   app.setErrorHandler((error: FastifyError, request, reply) =>
-    sendError(request, reply, fromFastifyError(error, options.bodyLimitBytes)),
+    answerFastifyError(request, reply, error, options.bodyLimitBytes),
   );
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0]?.slice(0, 200) ?? "";
@@ -326,4 +311,25 @@ function httpServerOf(
     },
     openHttp2Streams: () => listener()?.openHttp2Streams() ?? 0,
   };
+}
+
+/** The raw unary gRPC handler (the `grpc-server` fast path), set up like every other way in. */
+function grpcUnaryHandler(options: HttpServerOptions, setup: CallSetup) {
+  return createGrpcUnaryHandler({
+    routes: options.routes,
+    interceptors: options.interceptors,
+    bodyLimitBytes: options.bodyLimitBytes,
+    clientAddress: setup.addressOf,
+    contextValues: (address) => setup.newContext(address, "grpc"),
+    ...(options.meter === undefined ? {} : { meter: options.meter }),
+    onRefused: ({ path, routed, requestId, status, elapsedMs }) =>
+      setup.observeUnrouted(
+        lazyChildLogger(options.logger, { requestId }),
+        // An unknown method's path is the caller's text: one label for all of them.
+        { protocol: "grpc", method: routed ? path.slice(1) : UNMATCHED_METHOD },
+        200,
+        elapsedMs,
+        codeForGrpcStatus(status),
+      ),
+  });
 }

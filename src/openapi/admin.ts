@@ -2,6 +2,7 @@
  * per operation, most of the file); kept whole so that one file lists every /admin/v1 operation. */
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { ErrorCode } from "../errors.js";
+import { ADMIN_KT_OPERATIONS } from "./admin-kt.js";
 import {
   codesByStatus,
   type ErrorSchemaRefs,
@@ -115,7 +116,7 @@ export const ADMIN_SCHEMAS: Readonly<Record<string, JsonSchema>> = {
 };
 
 /** One operator operation's documentation. */
-interface AdminOperation {
+export interface AdminOperation {
   summary: string;
   description: string;
   /** Path and query parameters. */
@@ -294,6 +295,44 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
     },
     errors: ["invalid_request"],
   },
+  "POST /admin/v1/cards/transfer": {
+    summary: "Moves a card to another issuer tenant.",
+    description:
+      "The card a user holds (both references, for a card registered by hashed PAN and PAR) moves to " +
+      "`toTenant`; the cardholder's keys and receipts do not. The user keeps its keys, grants and receipts " +
+      "and no longer holds the card; a new user of `toTenant` holds it without a key, the card's receipts " +
+      "wait in escrow for `toTenant`, and its registration of the card activates its key and releases them. " +
+      "The previous issuer's registration of the card is refused from then on. Audited under both tenants.",
+    body: {
+      schema: {
+        type: "object",
+        required: ["userId", "toTenant"],
+        properties: { userId: ID, toTenant: ID },
+        additionalProperties: false,
+      },
+      example: { userId: "usr_OiIWtaNKLlelXAD2", toTenant: "acme-bank" },
+    },
+    data: {
+      type: "object",
+      required: ["previousUserId", "fromTenant", "userId", "toTenant", "transferredAt"],
+      properties: {
+        previousUserId: ID,
+        fromTenant: ID,
+        userId: { ...ID, description: "The card's new user, of toTenant, with no key until it registers." },
+        toTenant: ID,
+        transferredAt: TIME,
+      },
+      additionalProperties: false,
+    },
+    example: {
+      previousUserId: "usr_OiIWtaNKLlelXAD2",
+      fromTenant: "other-bank",
+      userId: "usr_r2Vd9QxWk0pLmA7e",
+      toTenant: "acme-bank",
+      transferredAt: "2026-11-25T09:05:00.000Z",
+    },
+    errors: ["invalid_request", "not_found"],
+  },
   "GET /admin/v1/audit": {
     summary: "Reads the audit log.",
     description:
@@ -428,6 +467,7 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
     example: { ...AUDITOR_EXAMPLE, revokedAt: "2026-11-25T10:00:00.000Z" },
     errors: ["not_found"],
   },
+  ...ADMIN_KT_OPERATIONS,
 };
 
 function binsData(): JsonSchema {

@@ -12,7 +12,7 @@ import { is64BitInteger } from "../proto-scalars.js";
 
 /**
  * REST JSON through protobuf-es alone: what the REST surface reads and writes with the fast paths off
- * (src/fast), and the reference the compiled readers and writers are tested against.
+ * (src/rpc/json-input.ts, json-output.ts), and the reference the compiled readers and writers are tested against.
  *
  * Output: lowerCamelCase names, implicit defaults included (`isEscrowed: false`,
  * `releasedReceipts: 0`), unset optional fields absent, 64-bit integers as JSON numbers, bytes as

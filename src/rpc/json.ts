@@ -8,11 +8,11 @@ import {
 } from "@bufbuild/protobuf";
 import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { type FieldViolation, invalidRequest } from "../errors.js";
-import { messageFromJson } from "../fast/index.js";
 import { is64BitInteger, isRfc3339 } from "../proto-scalars.js";
+import { messageFromJson } from "./json-codec.js";
 import { FORBIDDEN_KEYS, isBase64Text, isWellFormed, MAX_JSON_DEPTH } from "./json-rules.js";
 
-export { messageToJson } from "../fast/index.js";
+export { messageToJson } from "./json-codec.js";
 export { is64BitInteger };
 
 /**

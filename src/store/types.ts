@@ -18,8 +18,10 @@
 import type { KeyAlgorithm } from "../crypto/suites.js";
 import { invalidRequest } from "../errors.js";
 import type { DeliveryStore, EventRecord, EventStore, WebhookEndpointStore } from "./event-types.js";
+import type { KtIssuerStore } from "./kt-issuers.js";
 import type { KtIntakeRefusal, KtLogStore, KtPendingInput } from "./kt-types.js";
 import type { LeaseStore } from "./lease-types.js";
+import type { TransferInput, TransferOutcome } from "./register.js";
 
 /** Environments of API keys and of the server (`RECEIPTS_ENV`). */
 export type Environment = "live" | "test" | "dev";
@@ -91,6 +93,20 @@ export interface UserRecord {
   supersededAt?: Date;
   /** Set with `supersededAt`: the card's panHash, by which the user's receipts are still placed. */
   formerPanHash?: string;
+  /**
+   * The card's second reference, keyed like `panHash`, when the issuer registered the card by both its
+   * hashed PAN and its PAR: the keyed PAR beside a hashed PAN's `panHash`, or the keyed hashed PAN
+   * beside a PAR's. Unique across every user's `panHash` and `aliasPanHash`: a receipt routed by either
+   * reference reaches this user, and escrowed receipts of either are released to it.
+   */
+  aliasPanHash?: string;
+  /** Set with `supersededAt` when the user held an alias: receipts released by it stay placed by it. */
+  formerAliasPanHash?: string;
+}
+
+/** Whether `user` holds the card reference `panHash` (its own or its alias). */
+export function holdsCard(user: Pick<UserRecord, "panHash" | "aliasPanHash">, panHash: string): boolean {
+  return user.panHash === panHash || (user.aliasPanHash !== undefined && user.aliasPanHash === panHash);
 }
 
 /** The `panHash` of a user whose card was taken by the BIN's owner: this prefix, then its userId. */
@@ -120,9 +136,10 @@ export interface KeyRecord {
 
 export type RegisterOutcome =
   | { kind: "created"; user: UserRecord; key: KeyRecord }
-  | { kind: "rotated"; user: UserRecord; key: KeyRecord; previousKeyId: string }
-  /** Same panHash, same tenant, same key: nothing changed. */
-  | { kind: "unchanged"; user: UserRecord; key: KeyRecord }
+  /** `aliasAdded`: the call also gave the user its card's second reference (hashed PAN or PAR). */
+  | { kind: "rotated"; user: UserRecord; key: KeyRecord; previousKeyId: string; aliasAdded?: true }
+  /** Same panHash, same tenant, same key: no key changed (`aliasAdded`: the user gained its alias). */
+  | { kind: "unchanged"; user: UserRecord; key: KeyRecord; aliasAdded?: true }
   /**
    * The card was registered by another tenant, and the caller owns the card's BIN: a new user of the
    * caller holds the card now; `previous` is the other tenant's user as stored after (superseded).
@@ -130,6 +147,12 @@ export type RegisterOutcome =
   | { kind: "superseded"; user: UserRecord; key: KeyRecord; previous: UserRecord }
   /** The panHash is registered by another tenant. */
   | { kind: "pan_taken" }
+  /**
+   * The call names the card by two references that two users hold, or that would give one user a third
+   * reference (a hashed PAN already linked to another PAR, or the reverse); or a BIN owner's call
+   * that would take one reference of a card from another tenant's user while it holds the other.
+   */
+  | { kind: "card_split" }
   /** The keyId belongs to another user (or to a pending key of another tenant). */
   | { kind: "key_taken" }
   /** The keyId exists (pending, active or rotated) with another public key: nothing changed. */
@@ -152,12 +175,16 @@ export interface UserStore {
    *   that user is superseded (see {@link UserRecord.supersededAt}) and a new user of the caller
    *   created, in the same atomic step;
    * - the keyId used by someone else: `key_taken`;
-   * - the keyId stored with another public key: `key_mismatch`.
+   * - the keyId stored with another public key: `key_mismatch`;
+   * - with `aliasPanHash`: the user holding either reference is the card's user, and gains the one it
+   *   lacks; two users holding them, or a user with a third reference, is `card_split`.
    * A refusal writes nothing. A pending key with the same keyId and tenant is promoted. Concurrent calls for one panHash make
    * exactly one user.
    */
   register(input: {
     panHash: string;
+    /** The card's second reference: see {@link UserRecord.aliasPanHash}. */
+    aliasPanHash?: string | undefined;
     tenantId: string;
     newUserId: string;
     key: KeyRecord;
@@ -167,6 +194,11 @@ export interface UserStore {
     /** The events of the outcome (docs/events.md), written in the same atomic step as the registration. */
     events?: (outcome: RegisterOutcome) => EventRecord[];
   }): Promise<RegisterOutcome>;
+  /**
+   * Moves the card `userId` holds to issuer tenant `toTenantId`, atomically (the operator's transfer):
+   * see `planTransfer` (`register.ts`). `not_found` or `same_tenant` write nothing.
+   */
+  transfer(input: TransferInput): Promise<TransferOutcome>;
   /** Every key of a user (active and rotated), first registered first (then by creation, then keyId). */
   listKeys(userId: string): Promise<KeyRecord[]>;
   /**
@@ -187,6 +219,8 @@ export interface ErasureRecord {
   tenantId: string;
   /** The erased card's HMAC (as stored on the user), for the tenant's own escrow of that card. */
   panHash: string;
+  /** The card's second reference, when the user held one: its receipts and escrow go too. */
+  aliasPanHash?: string;
   startedAt: Date;
 }
 
@@ -314,11 +348,29 @@ export function pageLimitOf(limit: number): number {
 export interface ReceiptOwner {
   userId: string;
   panHash: string;
+  /**
+   * The card's second reference, when the user holds one: receipts escrowed by it and released to the
+   * user stay placed by it, so every read of a user's receipts names both (two shards at most).
+   */
+  aliasPanHash?: string;
 }
 
 /** The owner of a user's receipts: the user and its card (the one it held, for a superseded user). */
-export function receiptOwnerOf(user: Pick<UserRecord, "userId" | "panHash" | "formerPanHash">): ReceiptOwner {
-  return { userId: user.userId, panHash: user.formerPanHash ?? user.panHash };
+export function receiptOwnerOf(
+  user: Pick<
+    UserRecord,
+    "userId" | "panHash" | "formerPanHash" | "aliasPanHash" | "formerAliasPanHash" | "supersededAt"
+  >,
+): ReceiptOwner {
+  const owner: ReceiptOwner = { userId: user.userId, panHash: user.formerPanHash ?? user.panHash };
+  const alias = user.supersededAt === undefined ? user.aliasPanHash : user.formerAliasPanHash;
+  if (alias !== undefined) owner.aliasPanHash = alias;
+  return owner;
+}
+
+/** The card references an owner's receipts are placed by: its card, and its alias if any. */
+export function ownerCards(owner: ReceiptOwner): string[] {
+  return owner.aliasPanHash === undefined ? [owner.panHash] : [owner.panHash, owner.aliasPanHash];
 }
 
 /** Most receipts one {@link ReceiptStore.deleteByUser} or `deleteEscrowedFor` call deletes. */
@@ -871,6 +923,8 @@ export interface Store {
   readonly deliveries: DeliveryStore;
   /** The key-transparency log (docs/key-transparency.md: `kt-types.ts`). */
   readonly ktLog: KtLogStore;
+  /** Issuer tenants' signing keys and `requireBindings` (`kt-issuers.ts`). */
+  readonly ktIssuers: KtIssuerStore;
   /** Leases of background jobs (the key log's sequencer, event delivery), one holder at a time. */
   readonly leases: LeaseStore;
   /** Creates indexes (idempotent). Called once at start-up. */

@@ -1,4 +1,4 @@
-import { createSecretKey } from "node:crypto";
+import { createHmac, createSecretKey } from "node:crypto";
 import { ed25519 } from "@noble/curves/ed25519.js";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
@@ -139,5 +139,35 @@ describe("webhook signatures (Standard Webhooks v1 and v1a)", () => {
     for (const key of [oldKey, newKey]) {
       await expect(verifyWebhook(body, headers, { publicKeys: [key.publicKey] })).resolves.toBeTruthy();
     }
+  });
+});
+
+describe("webhook signing keys: what the service refuses to sign with", () => {
+  it("refuses a secret or key pair without its prefix, whichever half lacks it", () => {
+    const key = newSigningKey();
+    const secret = newSecret();
+    expect(() => hmacKeyOf(secret.slice("whsec_".length))).toThrow("Not a whsec_ secret.");
+    expect(() => hmacKeyOf(key.publicKey)).toThrow("Not a whsec_ secret.");
+    expect(hmacKeyOf(secret)).toEqual(Buffer.from(secret.slice(6), "base64"));
+    for (const [privateKey, publicKey] of [
+      [key.privateKey.replace("whsk_", "whpk_"), key.publicKey],
+      [key.privateKey, key.publicKey.replace("whpk_", "whsk_")],
+      [key.publicKey, key.privateKey],
+    ] as const) {
+      expect(() => ed25519KeyOf(privateKey, publicKey)).toThrow("Not a whsk_/whpk_ key pair.");
+    }
+  });
+
+  it("signs the id, the timestamp and the body, each in its place", () => {
+    const secret = newSecret();
+    const headers = signWebhook("evt_9", 1_700_000_000, "{}", {
+      hmacKeys: [hmacKeyOf(secret)],
+      ed25519Keys: [],
+    });
+    expect(headers["webhook-id"]).toBe("evt_9");
+    expect(headers["webhook-timestamp"]).toBe("1700000000");
+    const mac = createHmac("sha256", hmacKeyOf(secret)).update("evt_9.1700000000.{}").digest("base64");
+    expect(headers["webhook-signature"]).toBe(`v1,${mac}`);
+    expect(signWebhook("evt_9", 1, "{}", { hmacKeys: [], ed25519Keys: [] })["webhook-signature"]).toBe("");
   });
 });

@@ -2,17 +2,17 @@ import { createPrivateKey, createPublicKey } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  rsaPrivateJwkFromPkcs1,
+  rsaPrivateJwkFromPkcs8,
+  rsaPublicJwkFromPkcs1,
+  rsaPublicJwkFromSpki,
+} from "../../src/crypto/der.js";
+import {
   parsePrivateKey,
   parsePublicKey,
   privateKeyMatches,
   type RsaKeyPair,
 } from "../../src/crypto/keys.js";
-import {
-  rsaPrivateJwkFromPkcs1,
-  rsaPrivateJwkFromPkcs8,
-  rsaPublicJwkFromPkcs1,
-  rsaPublicJwkFromSpki,
-} from "../../src/fast/der.js";
 import { fixtureRsaKeyPair, RSA_3072_FIXTURE } from "../support/fixture-keys.js";
 
 /**

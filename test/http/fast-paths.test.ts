@@ -4,14 +4,14 @@ import { HealthCheckRequestSchema } from "../../gen/grpc/health/v1/health_pb.js"
 import { buildApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import { createApiKey } from "../../src/domain/api-keys.js";
-import { FAST_PATHS, type FastPath, fastPathsOn } from "../../src/fast/index.js";
+import { FAST_PATHS, type FastPath, fastPathsOn } from "../../src/fast-paths.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { ESCROW_FIXTURE } from "../support/fixture-keys.js";
 import { framed, rawGrpc } from "./grpc-raw.js";
 
 /**
- * `FAST_PATHS` (src/config.ts) reaches each fast path of src/fast, and nothing else does: every
+ * `FAST_PATHS` (src/config.ts) reaches each fast path (src/fast-paths.ts names them), and nothing else does: every
  * module of a fast path is wrapped (not replaced) to count what runs on the main thread while a REST
  * call with a body and an RSA key (register) and a gRPC call are answered. A fast path that is off
  * never runs; one that is on does.
@@ -42,25 +42,25 @@ function counting<M extends Record<string, unknown>>(
   return wrapped as M;
 }
 
-vi.mock("../../src/fast/grpc-unary.js", async (original) =>
-  counting(await original<typeof import("../../src/fast/grpc-unary.js")>(), "grpc-server", [
+vi.mock("../../src/http/grpc-unary.js", async (original) =>
+  counting(await original<typeof import("../../src/http/grpc-unary.js")>(), "grpc-server", [
     "createGrpcUnaryHandler",
   ]),
 );
-vi.mock("../../src/fast/json-input.js", async (original) => {
-  const actual = await original<typeof import("../../src/fast/json-input.js")>();
+vi.mock("../../src/rpc/json-input.js", async (original) => {
+  const actual = await original<typeof import("../../src/rpc/json-input.js")>();
   // The compiled reader serves `json-reader` through `compiledMessageFromJson` (after the check) and
   // `one-pass` through `compiledJsonReader` (instead of it), which is the compiled reader too.
   const reader = counting(actual, "json-reader", ["compiledMessageFromJson", "compiledJsonReader"]);
   return counting(reader, "one-pass", ["compiledJsonReader"]);
 });
-vi.mock("../../src/fast/json-output.js", async (original) =>
-  counting(await original<typeof import("../../src/fast/json-output.js")>(), "json-writer", [
+vi.mock("../../src/rpc/json-output.js", async (original) =>
+  counting(await original<typeof import("../../src/rpc/json-output.js")>(), "json-writer", [
     "compiledMessageToJson",
   ]),
 );
-vi.mock("../../src/fast/der.js", async (original) =>
-  counting(await original<typeof import("../../src/fast/der.js")>(), "der", [
+vi.mock("../../src/crypto/der.js", async (original) =>
+  counting(await original<typeof import("../../src/crypto/der.js")>(), "der", [
     "rsaPublicJwkFromSpki",
     "rsaPublicJwkFromPkcs1",
     "rsaPrivateJwkFromPkcs8",

@@ -18,7 +18,8 @@ import {
 } from "../../gen/receipts/v1/keys_pb.js";
 import { RegisterRequestSchema } from "../../gen/receipts/v1/onboarding_pb.js";
 import { GetTransactionReceiptRequestSchema } from "../../gen/receipts/v1/receipts_pb.js";
-import { FAST_PATHS, fastPathsOn, kGrpcFastPath, useFastPaths } from "../../src/fast/index.js";
+import { FAST_PATHS, fastPathsOn, useFastPaths } from "../../src/fast-paths.js";
+import { kGrpcFastPath } from "../../src/http/grpc-unary.js";
 import { createMetrics, type Metrics, metricsInterceptor } from "../../src/metrics.js";
 import { errorInterceptor } from "../../src/rpc/error-mapping.js";
 import { grpcClient, grpcUnary } from "../support/grpc.js";

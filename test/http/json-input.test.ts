@@ -17,10 +17,10 @@ import {
 } from "../../gen/grpc/health/v1/health_pb.js";
 import { EncryptedReceiptSchema, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { EncryptReceiptRequestSchema } from "../../gen/receipts/v1/receipts_pb.js";
-import { compiledJsonReader, compiledMessageFromJson as messageFromJson } from "../../src/fast/json-input.js";
-import { compiledMessageToJson as messageToJson } from "../../src/fast/json-output.js";
 import { is64BitInteger } from "../../src/proto-scalars.js";
 import { decodeJson, validateJson } from "../../src/rpc/json.js";
+import { compiledJsonReader, compiledMessageFromJson as messageFromJson } from "../../src/rpc/json-input.js";
+import { compiledMessageToJson as messageToJson } from "../../src/rpc/json-output.js";
 import { messageFromJsonReflective } from "../../src/rpc/json-reflective.js";
 import { fuzzSettings } from "../hardening/support.js";
 import { message, reachableMessages } from "../support/messages.js";

@@ -1,7 +1,7 @@
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { compiledMessageToJson as messageToJson } from "../../src/fast/json-output.js";
+import { compiledMessageToJson as messageToJson } from "../../src/rpc/json-output.js";
 import { messageToJsonReflective } from "../../src/rpc/json-reflective.js";
 import { message, reachableMessages } from "../support/messages.js";
 

@@ -11,7 +11,7 @@ import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import { loadConfig } from "../../src/config.js";
 import { AppError, invalidRequest } from "../../src/errors.js";
-import { useFastPaths } from "../../src/fast/index.js";
+import { useFastPaths } from "../../src/fast-paths.js";
 import { kProtocol } from "../../src/http/protocol.js";
 import { createHttpServer, type HttpServer, type HttpServerOptions } from "../../src/http/server.js";
 import { createMetrics, type Metrics, metricsInterceptor } from "../../src/metrics.js";
@@ -66,6 +66,9 @@ const keys: ServiceImpl<typeof KeysService> = {
   revokeEscrowKey: (req) => ({ escrowKey: { escrowKeyId: req.escrowKeyId }, currentEscrowKeyId: "" }),
   listAuditEvents: (req) => ({ events: [], nextPageToken: req.pageToken }),
   listKtEntries: () => ({ entries: [], nextPageToken: "" }),
+  registerIssuerSigningKey: () => ({ signingKeyId: "sk_1", algorithm: "Ed25519", status: "pending" }),
+  listIssuerSigningKeys: () => ({ signingKeys: [], requireBindings: false }),
+  revokeIssuerSigningKey: (req) => ({ signingKey: { signingKeyId: req.signingKeyId } }),
   ktSelfCheck: () => ({ userId: "usr_1", keyId: "key-1", algorithm: "RSA-OAEP-256", publicKey: "PUB" }),
 };
 

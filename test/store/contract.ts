@@ -1,8 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditEvent, AuditQuery, Store } from "../../src/store/types.js";
+import { cardAliasesContract } from "./contract-card-aliases.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
 import { eventsContract } from "./contract-events.js";
+import { ktIssuersContract } from "./contract-kt-issuers.js";
 import { ktLogContract } from "./contract-kt-log.js";
 import { leasesContract } from "./contract-leases.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
@@ -42,6 +44,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     idempotencyContract(store);
     grantsContract(store);
     usersContract(store);
+    cardAliasesContract(store);
     receiptsContract(store);
     paymentsContract(store);
     merchantKeysContract(store);
@@ -50,6 +53,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     erasureContract(store);
     eventsContract(store);
     ktLogContract(store);
+    ktIssuersContract(store);
     leasesContract(store);
   });
 }

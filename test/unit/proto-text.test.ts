@@ -4,7 +4,7 @@ import { ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 
 /**
  * A protobuf string is text like any other: a leading U+FEFF is a character of it, not a byte order
- * mark, on every path (the gRPC server of src/fast, the Connect path, REST JSON, other languages'
+ * mark, on every path (the raw gRPC server of src/http/grpc-unary.ts, the Connect path, REST JSON, other languages'
  * runtimes). protobuf-es before 2.17 dropped it when decoding binary, and the service set its own
  * decoder to keep it; 2.17 keeps it itself, so the service uses the library's. This holds the
  * library to it: an upgrade that went back would fail here.

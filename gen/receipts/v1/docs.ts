@@ -67,6 +67,12 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.IssuerEscrowKey.escrow_key_id": "\"iek_...\".",
   "receipts.v1.IssuerEscrowKey.public_key": "Base64 of DER SubjectPublicKeyInfo.",
   "receipts.v1.IssuerEscrowKey.revoked_at": "Set once revoked.",
+  "receipts.v1.IssuerSigningKey": "A signing key of an issuer tenant.",
+  "receipts.v1.IssuerSigningKey.confirmed_at": "When the operator confirmed it (a root).",
+  "receipts.v1.IssuerSigningKey.public_key": "Base64 DER SubjectPublicKeyInfo.",
+  "receipts.v1.IssuerSigningKey.revoked_at": "Set once revoked.",
+  "receipts.v1.IssuerSigningKey.role": "\"root\" or \"signer\".",
+  "receipts.v1.IssuerSigningKey.status": "\"pending\", \"current\" or \"revoked\".",
   "receipts.v1.KeyBundle": "The AES key of a sealed receipt, wrapped to one public key.",
   "receipts.v1.KeyBundle.aad_bound": "True when the wrapped key is bound to the receipt's AAD, so that it opens only for this receipt.\nRSA-OAEP-256: the OAEP label is the AAD's bytes when true, and empty when false (every RSA bundle\nstored before this field, and RSA wraps to a cardholder's own key). HPKE bundles are always bound\n(their HPKE aad) and the service answers true for them. A bundle for an escrow key must be bound.",
   "receipts.v1.KeyBundle.algorithm": "\"RSA-OAEP-256\" or \"HPKE-P256-SHA256-A256GCM\".",
@@ -78,14 +84,17 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.KeysService.KtSelfCheck": "What LookupKey answers a merchant now for one of the calling issuer's own cards, proofs\nincluded, for the issuer and the cardholder's app to compare with what they hold. A card that is\nnot registered to a user of the calling tenant is not_found. It is the very answer of LookupKey,\nbut a service could tell the two calls apart: a lie told only to merchants is seen by the\nissuer's monitor through the log, not here (SECURITY.md).",
   "receipts.v1.KeysService.ListAuditEvents": "The calling issuer tenant's audit log in the order it was written: every key change of its\nusers, its escrow keys, grants, decrypts, binding conflicts and the operator's changes to it.\nPages never skip an event: poll with the last next_page_token.",
   "receipts.v1.KeysService.ListEscrowKeys": "The calling issuer tenant's escrow keys, newest first, revoked ones too.",
+  "receipts.v1.KeysService.ListIssuerSigningKeys": "The calling issuer tenant's signing keys (the root first) and whether it requires bindings.",
   "receipts.v1.KeysService.ListKtEntries": "The calling issuer's own statements in the key log (docs/key-transparency.md), opened for its monitor:\neach leaf signed by one of the tenant's signing keys, in log order, with the statement as the\nservice keeps it (cardRef removed: the issuer puts its own card reference back), the opening of\nthe leaf's commitment, the signing key and the user it was registered for. `receipts kt monitor`\nreads it to prove that every leaf under the tenant's keys is one the tenant signed. A statement\nan erasure removed is listed as erased (its leaf stays in the log).",
   "receipts.v1.KeysService.LookupKey": "The key a receipt for this card would be sealed to now, for merchants that seal on\ntheir own side: the cardholder's active key, or an escrow key (is_escrowed true).",
   "receipts.v1.KeysService.RegisterEscrowKey": "Registers an escrow public key of the calling issuer tenant. The newest is current:\nreceipts escrowed for the tenant are sealed to it, and the service holds nothing that opens them.",
+  "receipts.v1.KeysService.RegisterIssuerSigningKey": "Registers a signing key of the calling issuer tenant (Ed25519 or ECDSA P-256), whose signatures\nmake its key bindings, escrow keys and settings count in the key directory. The tenant's first\nkey is its root: pending until the operator confirms it (after an out-of-band check with the\nbank); it may come with its own receipts.v1/signing-key statement (role root), signed by itself.\nEvery later key needs the confirmed root's receipts.v1/signing-key statement (role signer) and\nis current at once: unsigned or badly signed is invalid_signature.",
   "receipts.v1.KeysService.RevokeEscrowKey": "Revokes one of the calling tenant's escrow keys: nothing new is sealed to it (the newest key not\nrevoked is current, else the service escrow key); receipts already sealed to it stay escrowed\nand releasable with ListPendingEscrow and ReleaseEscrow, for whoever holds its private key.",
-  "receipts.v1.KtBinding": "An issuer's signed statement of the key directory (a key binding, an escrow key), as register and\nRegisterEscrowKey take it.",
+  "receipts.v1.KeysService.RevokeIssuerSigningKey": "Revokes a signing key (not the root) of the calling issuer tenant, with the confirmed root's\nreceipts.v1/signing-key-revocation statement: it signs nothing from then on.",
+  "receipts.v1.KtBinding": "An issuer's signed statement of the key directory (a key binding), as register takes it and\nanswers it.",
   "receipts.v1.KtBinding.signature": "Base64 of the 64-byte signature: Ed25519, or ECDSA P-256 as raw r || s.",
   "receipts.v1.KtBinding.signing_key_id": "The signing key that signed it: \"sk_\" and 32 hexadecimal digits, a current key of the caller's\ntenant.",
-  "receipts.v1.KtBinding.statement": "Base64 of the statement's exact bytes: RFC 8785 canonical JSON in UTF-8, exactly the members of\nits type (a receipts.v1/key-binding for register, receipts.v1/escrow-key for an escrow key).",
+  "receipts.v1.KtBinding.statement": "Base64 of the statement's exact bytes: RFC 8785 canonical JSON in UTF-8, exactly the members of\nits type (a receipts.v1/key-binding).",
   "receipts.v1.KtDirectoryProof": "The directory snapshot an answer was made under, proven under the same checkpoint.",
   "receipts.v1.KtDirectoryProof.inclusion": "Base64 of its inclusion proof's hashes, in RFC 9162 order.",
   "receipts.v1.KtDirectoryProof.index": "The snapshot's leaf index.",
@@ -119,6 +128,8 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.ListEventsRequest.page_size": "Default 50, at most 200.",
   "receipts.v1.ListEventsResponse.has_more": "True when more events follow right now.",
   "receipts.v1.ListEventsResponse.last_event_id": "The id to pass as `after` for the next page: the last event's id, or `after` when there was none.",
+  "receipts.v1.ListIssuerSigningKeysResponse.require_bindings": "Whether the tenant's unsigned registrations and escrow keys are refused.",
+  "receipts.v1.ListIssuerSigningKeysResponse.signing_keys": "In the order registered: the root first.",
   "receipts.v1.ListKtEntriesRequest.after": "Only leaves with an index above this one (default: from the first leaf). Ignored with a\npage_token.",
   "receipts.v1.ListKtEntriesRequest.page_size": "Default 100, at most 1000.",
   "receipts.v1.ListKtEntriesRequest.page_token": "The next_page_token of the previous answer.",
@@ -235,10 +246,18 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.RefundPaymentResponse.service_metadata": "What the service did with the refund receipt (amount is the amount refunded).",
   "receipts.v1.RegisterEscrowKeyRequest.public_key": "RSA (2048 bits or more) or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or PEM.",
   "receipts.v1.RegisterEscrowKeyResponse.escrow_key_id": "\"iek_...\".",
+  "receipts.v1.RegisterIssuerSigningKeyRequest.public_key": "Base64 DER SubjectPublicKeyInfo of an Ed25519 key, or of an uncompressed ECDSA P-256\npoint on the curve.",
+  "receipts.v1.RegisterIssuerSigningKeyRequest.signature": "Base64 of the statement's 64-byte signature.",
+  "receipts.v1.RegisterIssuerSigningKeyRequest.statement": "Base64 of a receipts.v1/signing-key statement introducing this key: for the root, optional and\nsigned by the key itself (role root); for every later key, required and signed by the\ntenant's confirmed root (role signer). Its version is the tenant's last statement's + 1.",
+  "receipts.v1.RegisterIssuerSigningKeyResponse.algorithm": "\"Ed25519\" or \"ECDSA-P256-SHA256\".",
+  "receipts.v1.RegisterIssuerSigningKeyResponse.role": "\"root\" (the tenant's first key) or \"signer\".",
+  "receipts.v1.RegisterIssuerSigningKeyResponse.signing_key_id": "\"sk_\" and the first 16 bytes of SHA-256 of the key's SubjectPublicKeyInfo, in hex.",
+  "receipts.v1.RegisterIssuerSigningKeyResponse.status": "\"pending\" (a root the operator has not confirmed yet) or \"current\".",
+  "receipts.v1.RegisterRequest.binding": "The issuer's receipts.v1/key-binding statement for this card and key, signed by a current\nsigning key of the caller's tenant: its cardRef is hashed_pan (lower case) or par, its keyId,\nalgorithm and spkiSha256 those of public_key, its bin card_bin when given, its version the\ncard's last + 1, its window current and at most KT_MAX_BINDING_DAYS. A signature that does not\nverify is invalid_signature; a member that does not say what the request says is\ninvalid_request naming it. Required when the issuer set requireBindings (else permission denied).",
   "receipts.v1.RegisterRequest.card_bin": "The card's first 6 or 8 digits. Inside another issuer's BIN the call is refused\n(permission denied); inside the caller's own BIN it takes the card from another issuer that\nregistered it (audited card_binding_conflict for both) and receives the card's escrow. Six\ndigits that cover 8-digit prefixes of issuers are refused: send 8.",
-  "receipts.v1.RegisterRequest.hashed_pan": "SHA-256 of the card number, 64 hexadecimal characters (any case). Exactly one of hashed_pan and\npar names the card.",
+  "receipts.v1.RegisterRequest.hashed_pan": "SHA-256 of the card number, 64 hexadecimal characters (any case). hashed_pan, par, or both name\nthe card: with both, one user holds both references, and receipts routed by either reach it.",
   "receipts.v1.RegisterRequest.key_id": "A keyId from GenerateKeys (its public key must match), or a fresh UUID for a device-made key.",
-  "receipts.v1.RegisterRequest.par": "The card's EMVCo Payment Account Reference, 29 upper-case letters and digits,\ninstead of hashed_pan: receipts that merchants route by this PAR (a wallet tap) reach the user.\nStored only keyed (HMAC under the service's pepper), never logged. For a tap, card_bin is the\nwallet token's first 8 digits.",
+  "receipts.v1.RegisterRequest.par": "The card's EMVCo Payment Account Reference, 29 upper-case letters and digits, instead of or\nbeside hashed_pan: receipts that merchants route by this PAR (a wallet tap) reach the user. A\nPAR or hashed PAN that already names another registration is refused (conflict). Stored only\nkeyed (HMAC under the service's pepper), never logged. For a tap, card_bin is the wallet token's\nfirst 8 digits.",
   "receipts.v1.RegisterRequest.public_key": "RSA public key of at least 2048 bits or EC P-256 public key: base64 DER SubjectPublicKeyInfo, or\nPEM. The key's type decides its suite.",
   "receipts.v1.RegisterResponse.algorithm": "The suite of the registered key: \"RSA-OAEP-256\" or \"HPKE-P256-SHA256-A256GCM\".",
   "receipts.v1.RegisterResponse.binding": "With a signed binding (docs/key-transparency.md): the binding as logged, the opening of its leaf,\nand its proofs under a checkpoint the log signed. The call answers once the leaf is under one.",
@@ -259,6 +278,9 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.ReplayWebhookEventRequest.event_id": "An event of the caller's tenant (from a webhook's `webhook-id`, or ListEvents).",
   "receipts.v1.RevokeEscrowKeyRequest.escrow_key_id": "One of the calling tenant's escrow keys.",
   "receipts.v1.RevokeEscrowKeyResponse.current_escrow_key_id": "The key escrow is sealed to from now on; empty when none (the service escrow key).",
+  "receipts.v1.RevokeIssuerSigningKeyRequest.signature": "Base64 of the statement's 64-byte signature by the confirmed root.",
+  "receipts.v1.RevokeIssuerSigningKeyRequest.signing_key_id": "A signer of the calling tenant.",
+  "receipts.v1.RevokeIssuerSigningKeyRequest.statement": "Base64 of the root's receipts.v1/signing-key-revocation statement naming it.",
   "receipts.v1.RevokeSigningKeyRequest.merchant_key_id": "A key of the merchantId, current or replaced.",
   "receipts.v1.Role": "The role of an API key.",
   "receipts.v1.Role.ROLE_ISSUER": "A card issuer: keys, cardholders, decryption.",
@@ -459,6 +481,23 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
       "currentEscrowKeyId": "iek_QOsuElGgQg4OoV-R"
     }
   },
+  "receipts.v1.KeysService.ListIssuerSigningKeys": {
+    "request": {},
+    "response": {
+      "signingKeys": [
+        {
+          "signingKeyId": "sk_2b1e2b8cc7a53a3e3b6a1b0d4f0f1e6c",
+          "algorithm": "Ed25519",
+          "publicKey": "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=",
+          "role": "root",
+          "status": "current",
+          "createdAt": "2026-11-25T09:30:00.000Z",
+          "confirmedAt": "2026-11-25T11:02:00.000Z"
+        }
+      ],
+      "requireBindings": false
+    }
+  },
   "receipts.v1.KeysService.ListKtEntries": {
     "request": {
       "after": 0,
@@ -501,6 +540,18 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
       "createdAt": "2026-11-25T09:37:41.100Z"
     }
   },
+  "receipts.v1.KeysService.RegisterIssuerSigningKey": {
+    "request": {
+      "publicKey": "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE="
+    },
+    "response": {
+      "signingKeyId": "sk_2b1e2b8cc7a53a3e3b6a1b0d4f0f1e6c",
+      "algorithm": "Ed25519",
+      "status": "pending",
+      "role": "root",
+      "createdAt": "2026-11-25T09:30:00.000Z"
+    }
+  },
   "receipts.v1.KeysService.RevokeEscrowKey": {
     "request": {
       "escrowKeyId": "iek_QOsuElGgQg4OoV-R"
@@ -515,6 +566,24 @@ export const examples: Readonly<Record<string, { request?: JsonValue; response?:
         "current": false
       },
       "currentEscrowKeyId": ""
+    }
+  },
+  "receipts.v1.KeysService.RevokeIssuerSigningKey": {
+    "request": {
+      "signingKeyId": "sk_9f86d081884c7d659a2feaa0c55ad015",
+      "statement": "eyJpc3N1ZXIiOiJiYW5rLWEiLCJyZXZva2VkQXQiOiIyMDI2LTExLTI1VDEyOjAwOjAwWiJ9",
+      "signature": "q83vASNFZ4mrze8BI0VniSs8ETw+S7mUV9lQdbRiq3Bh0y4n5zY0rl7xWHi2jb4LqNkVOW0i2gfSrWWzGQXfAw=="
+    },
+    "response": {
+      "signingKey": {
+        "signingKeyId": "sk_9f86d081884c7d659a2feaa0c55ad015",
+        "algorithm": "ECDSA-P256-SHA256",
+        "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ==",
+        "role": "signer",
+        "status": "revoked",
+        "createdAt": "2026-11-25T09:40:00.000Z",
+        "revokedAt": "2026-11-25T12:00:01.000Z"
+      }
     }
   },
   "receipts.v1.OnboardingService.DeleteUser": {
@@ -1225,6 +1294,7 @@ export const required: ReadonlySet<string> = new Set([
   "receipts.v1.ListWebhookDeliveriesRequest.endpoint_id",
   "receipts.v1.RefundPaymentRequest.payment_id",
   "receipts.v1.RegisterEscrowKeyRequest.public_key",
+  "receipts.v1.RegisterIssuerSigningKeyRequest.public_key",
   "receipts.v1.RegisterRequest.key_id",
   "receipts.v1.RegisterRequest.public_key",
   "receipts.v1.RegisterSigningKeyRequest.merchant_id",
@@ -1234,6 +1304,9 @@ export const required: ReadonlySet<string> = new Set([
   "receipts.v1.ReplayWebhookEventRequest.endpoint_id",
   "receipts.v1.ReplayWebhookEventRequest.event_id",
   "receipts.v1.RevokeEscrowKeyRequest.escrow_key_id",
+  "receipts.v1.RevokeIssuerSigningKeyRequest.signature",
+  "receipts.v1.RevokeIssuerSigningKeyRequest.signing_key_id",
+  "receipts.v1.RevokeIssuerSigningKeyRequest.statement",
   "receipts.v1.RevokeSigningKeyRequest.merchant_id",
   "receipts.v1.RevokeSigningKeyRequest.merchant_key_id",
   "receipts.v1.RotateWebhookSecretRequest.endpoint_id",

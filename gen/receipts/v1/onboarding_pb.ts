@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkihwEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQFCCwoJX2NhcmRfYmluQgYKBF9wYXIiogMKEFJlZ2lzdGVyUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJlbGVhc2VkX3JlY2VpcHRzGAUgASgFEhUKDWhlbGRfcmVjZWlwdHMYBiABKAUSEQoJYWxnb3JpdGhtGAcgASgJEhcKD3JlbGVhc2VfcGVuZGluZxgIIAEoCBISCgpzdXBlcnNlZGVkGAkgASgIEhIKCnB1YmxpY19rZXkYCiABKAkSJwoHYmluZGluZxgLIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZxIUCgdvcGVuaW5nGAwgASgJSACIAQESJwoFcHJvb2YYDSABKAsyGC5yZWNlaXB0cy52MS5LdExlYWZQcm9vZhIwCglkaXJlY3RvcnkYDiABKAsyHS5yZWNlaXB0cy52MS5LdERpcmVjdG9yeVByb29mQgoKCF9vcGVuaW5nIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUyjgMKEU9uYm9hcmRpbmdTZXJ2aWNlEokBCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiNKK3GAUKAQEgAYLT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSdgoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIi2itxgDCgEBgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISdQoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIiaitxgDCgEBgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkisAEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQESJwoHYmluZGluZxgGIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZ0ILCglfY2FyZF9iaW5CBgoEX3BhciKiAwoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUSFQoNaGVsZF9yZWNlaXB0cxgGIAEoBRIRCglhbGdvcml0aG0YByABKAkSFwoPcmVsZWFzZV9wZW5kaW5nGAggASgIEhIKCnN1cGVyc2VkZWQYCSABKAgSEgoKcHVibGljX2tleRgKIAEoCRInCgdiaW5kaW5nGAsgASgLMhYucmVjZWlwdHMudjEuS3RCaW5kaW5nEhQKB29wZW5pbmcYDCABKAlIAIgBARInCgVwcm9vZhgNIAEoCzIYLnJlY2VpcHRzLnYxLkt0TGVhZlByb29mEjAKCWRpcmVjdG9yeRgOIAEoCzIdLnJlY2VpcHRzLnYxLkt0RGlyZWN0b3J5UHJvb2ZCCgoIX29wZW5pbmciJAoRRGVsZXRlVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSJbChJEZWxldGVVc2VyUmVzcG9uc2USGAoQZGVsZXRlZF9yZWNlaXB0cxgBIAEoBRIUCgxkZWxldGVkX2tleXMYAiABKAUSFQoNcmVjZWlwdHNfbGVmdBgDIAEoBTKOAwoRT25ib2FyZGluZ1NlcnZpY2USiQEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSI0orcYBQoBASABgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJ2CghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiLaK3GAMKAQGC0+STAiA6ASoiGy9hcGkvdjEvb25ib2FyZGluZy9yZWdpc3RlchJ1CgpEZWxldGVVc2VyEh4ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlcXVlc3QaHy5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVzcG9uc2UiJqK3GAMKAQGC0+STAhkqFy9hcGkvdjEvdXNlcnMve3VzZXJfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -82,8 +82,8 @@ export const GenerateKeysResponseSchema: GenMessage<GenerateKeysResponse> = /*@_
  */
 export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   /**
-   * SHA-256 of the card number, 64 hexadecimal characters (any case). Exactly one of hashed_pan and
-   * par names the card.
+   * SHA-256 of the card number, 64 hexadecimal characters (any case). hashed_pan, par, or both name
+   * the card: with both, one user holds both references, and receipts routed by either reach it.
    *
    * @generated from field: string hashed_pan = 1;
    */
@@ -115,14 +115,27 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
   cardBin?: string | undefined;
 
   /**
-   * The card's EMVCo Payment Account Reference, 29 upper-case letters and digits,
-   * instead of hashed_pan: receipts that merchants route by this PAR (a wallet tap) reach the user.
-   * Stored only keyed (HMAC under the service's pepper), never logged. For a tap, card_bin is the
-   * wallet token's first 8 digits.
+   * The card's EMVCo Payment Account Reference, 29 upper-case letters and digits, instead of or
+   * beside hashed_pan: receipts that merchants route by this PAR (a wallet tap) reach the user. A
+   * PAR or hashed PAN that already names another registration is refused (conflict). Stored only
+   * keyed (HMAC under the service's pepper), never logged. For a tap, card_bin is the wallet token's
+   * first 8 digits.
    *
    * @generated from field: optional string par = 5;
    */
   par?: string | undefined;
+
+  /**
+   * The issuer's receipts.v1/key-binding statement for this card and key, signed by a current
+   * signing key of the caller's tenant: its cardRef is hashed_pan (lower case) or par, its keyId,
+   * algorithm and spkiSha256 those of public_key, its bin card_bin when given, its version the
+   * card's last + 1, its window current and at most KT_MAX_BINDING_DAYS. A signature that does not
+   * verify is invalid_signature; a member that does not say what the request says is
+   * invalid_request naming it. Required when the issuer set requireBindings (else permission denied).
+   *
+   * @generated from field: receipts.v1.KtBinding binding = 6;
+   */
+  binding?: KtBinding | undefined;
 };
 
 /**

@@ -1,3 +1,4 @@
+import { sha256Hex } from "../../crypto/digest.js";
 import { secureRandomBytes } from "../../crypto/random.js";
 import { invalidRequest, type Violations } from "../../errors.js";
 import type { ReceiptLineItem, ValidReceipt } from "../receipt-rules.js";
@@ -18,8 +19,9 @@ export interface ChargeInput {
   /** gateway_b: the card nonce from the POS SDK. */
   cardNonce?: string;
   /**
-   * The caller's Idempotency-Key. A real client forwards it so the gateway's own retries never
-   * charge twice; the sandboxes ignore it (the service replays stored responses itself).
+   * The gateway's idempotency key ({@link gatewayIdempotencyKey} of the caller's Idempotency-Key): a
+   * retry that reaches the gateway again (the first attempt charged, then failed before the payment
+   * was stored) gets the first charge back instead of a second one. The sandboxes honour it too.
    */
   idempotencyKey?: string;
 }
@@ -51,7 +53,7 @@ export interface RefundInput {
    * so they check these, as their real counterparts would.
    */
   payment: { status: string; amount: number; refunded: number };
-  /** The caller's Idempotency-Key, for a real client to forward (see {@link ChargeInput}). */
+  /** The gateway's idempotency key, as for a charge (see {@link ChargeInput}). */
   idempotencyKey?: string;
 }
 
@@ -150,4 +152,56 @@ export function itemsTotal(items: readonly ReceiptLineItem[]): bigint {
     for (const tax of item.taxes) total += BigInt(tax.amount);
   }
   return total;
+}
+
+/**
+ * The idempotency key the service sends a gateway for a caller's `Idempotency-Key`, or undefined when
+ * the caller sent none. A gateway scopes keys to the service's one account, so the caller's key as is
+ * would let two API keys' `order-1` meet there (the second caller would get the first one's charge),
+ * and a charge and a refund sent with the same key would meet too: the key is the SHA-256 of the
+ * operation, the caller's API key id (`scope`) and its key, 40 hex digits (within Stripe's 255 and
+ * Square's 45 characters).
+ */
+export function gatewayIdempotencyKey(
+  operation: "charge" | "refund",
+  scope: string,
+  key: string | null | undefined,
+): string | undefined {
+  if (key === null || key === undefined || key === "") return undefined;
+  return sha256Hex(`${operation}\n${scope}\n${key}`).slice(0, 40);
+}
+
+/** How many idempotency keys a sandbox remembers; the oldest is forgotten first. */
+export const SANDBOX_REMEMBERED_KEYS = 10_000;
+
+/**
+ * A sandbox's charge made idempotent as its real counterpart's is: the same idempotency key with the
+ * same amount, currency and nonce gets the first answer (a success or a decline) without charging
+ * again; with other parameters it is `invalid_request` (Stripe's `idempotency_error`). A charge with
+ * no key is always a new charge.
+ */
+export function oncePerIdempotencyKey(
+  charge: (input: ChargeInput) => Promise<ChargeResult>,
+): (input: ChargeInput) => Promise<ChargeResult> {
+  const seen = new Map<string, { parameters: string; answer: Promise<ChargeResult> }>();
+  return (input) => {
+    const key = input.idempotencyKey;
+    if (key === undefined) return charge(input);
+    const parameters = JSON.stringify([input.amount, input.currency, input.cardNonce ?? null]);
+    const first = seen.get(key);
+    if (first !== undefined) {
+      if (first.parameters === parameters) return first.answer;
+      return Promise.reject(
+        invalidRequest([
+          { field: "Idempotency-Key", description: "was used with another amount, currency or card nonce" },
+        ]),
+      );
+    }
+    const answer = charge(input);
+    // Read once here so that a remembered decline is never an unhandled rejection.
+    answer.catch(() => {});
+    seen.set(key, { parameters, answer });
+    if (seen.size > SANDBOX_REMEMBERED_KEYS) seen.delete(seen.keys().next().value as string);
+    return answer;
+  };
 }

@@ -3,6 +3,7 @@ import type { ValidReceipt } from "../receipt-rules.js";
 import {
   type ChargeInput,
   type ChargeResult,
+  oncePerIdempotencyKey,
   type PaymentGateway,
   type RandomBytes,
   randomHex,
@@ -40,7 +41,7 @@ export function createSandboxGatewayA(deps: SandboxDeps = {}): PaymentGateway {
       violations.throwIfAny();
       return receipt.amount ?? 0;
     },
-    async charge(input: ChargeInput): Promise<ChargeResult> {
+    charge: oncePerIdempotencyKey(async (input: ChargeInput): Promise<ChargeResult> => {
       if (!(Number.isSafeInteger(input.amount) && input.amount > 0)) {
         throw invalidRequest([{ field: "amount", description: "must be greater than 0" }]);
       }
@@ -49,7 +50,7 @@ export function createSandboxGatewayA(deps: SandboxDeps = {}): PaymentGateway {
         orderId: `ord_${randomHex(random)}`,
         clientSecret: `${input.paymentId}_secret_${randomHex(random)}`,
       };
-    },
+    }),
     refund: sandboxRefund("re", random),
   };
 }

@@ -7,6 +7,7 @@ import {
   type ChargeInput,
   type ChargeResult,
   itemsTotal,
+  oncePerIdempotencyKey,
   type PaymentGateway,
   randomHex,
   sandboxRefund,
@@ -89,7 +90,7 @@ export function createSandboxGatewayB(deps: SandboxDeps = {}): PaymentGateway {
       violations.throwIfAny();
       return amount;
     },
-    async charge(input: ChargeInput): Promise<ChargeResult> {
+    charge: oncePerIdempotencyKey(async (input: ChargeInput): Promise<ChargeResult> => {
       if (!(Number.isSafeInteger(input.amount) && input.amount > 0)) {
         throw invalidRequest([{ field: "amount", description: "must be greater than 0" }]);
       }
@@ -97,7 +98,7 @@ export function createSandboxGatewayB(deps: SandboxDeps = {}): PaymentGateway {
       if (outcome === undefined) throw invalidRequest([{ field: "cardNonce", description: NONCE_RULE }]);
       if (outcome !== "approved") throw paymentDeclined(outcome);
       return { status: "succeeded", orderId: `ord_${randomHex(random)}` };
-    },
+    }),
     refund: sandboxRefund("rfd", random),
   };
 }

@@ -25,6 +25,7 @@ export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsSe
         gateway: req.gateway,
         receipt: req.receipt ?? create(ReceiptSchema),
         signature: ctx.requestHeader.get(SIGNATURE_HEADER),
+        idempotencyKey: ctx.requestHeader.get(IDEMPOTENCY_HEADER) ?? undefined,
       };
       return responseOf(await createPayment(deps, principalOf(ctx), input, callerOf(ctx)));
     },

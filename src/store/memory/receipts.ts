@@ -7,6 +7,7 @@ import {
   type EscrowCount,
   type EscrowQuery,
   type KeyAlgorithm,
+  ownerCards,
   pageLimitOf,
   type ReceiptOwner,
   type ReceiptPage,
@@ -175,7 +176,7 @@ export class MemoryReceipts implements ReceiptStore {
   async findByReceiptId(receiptId: string, owner: ReceiptOwner): Promise<ReceiptRecord[]> {
     return this.byUser
       .oldestFirst(owner.userId)
-      .filter((k) => k.receiptId === receiptId && k.panHash === owner.panHash)
+      .filter((k) => k.receiptId === receiptId && ownerCards(owner).includes(k.panHash))
       .map(recordOf);
   }
 
@@ -185,7 +186,7 @@ export class MemoryReceipts implements ReceiptStore {
 
   async findByPaymentId(paymentId: string, owner: ReceiptOwner): Promise<ReceiptRecord | undefined> {
     const kept = this.byPayment.get(paymentId);
-    return kept === undefined || kept.panHash !== owner.panHash ? undefined : recordOf(kept);
+    return kept === undefined || !ownerCards(owner).includes(kept.panHash) ? undefined : recordOf(kept);
   }
 
   /** The user's receipts on the owner's card (a user's receipts are all on its card). */
@@ -272,7 +273,7 @@ export class MemoryReceipts implements ReceiptStore {
   async deleteByUser(owner: ReceiptOwner, limit: number): Promise<number> {
     const page = this.byUser
       .oldestFirst(owner.userId)
-      .filter((k) => k.panHash === owner.panHash)
+      .filter((k) => ownerCards(owner).includes(k.panHash))
       .slice(0, deleteLimitOf(limit));
     for (const k of page) {
       this.forget(k);
@@ -282,7 +283,8 @@ export class MemoryReceipts implements ReceiptStore {
   }
 
   async countByUser(owner: ReceiptOwner): Promise<number> {
-    return this.byUser.oldestFirst(owner.userId).filter((k) => k.panHash === owner.panHash).length;
+    const cards = ownerCards(owner);
+    return this.byUser.oldestFirst(owner.userId).filter((k) => cards.includes(k.panHash)).length;
   }
 
   /** Deletes the receipt of `(merchantId, receiptId)` (a refund's, when its gateway refused); whether there was one. */

@@ -1,5 +1,13 @@
 import type { EventRecord } from "../event-types.js";
-import { planRegister, type RegisterInput } from "../register.js";
+import {
+  cardRefsOf,
+  ownUserOf,
+  planRegister,
+  planTransfer,
+  type RegisterInput,
+  type TransferInput,
+  type TransferOutcome,
+} from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import { copy } from "./copy.js";
 import type { MemoryEvents } from "./events.js";
@@ -40,13 +48,14 @@ export class MemoryUsers implements UserStore {
   }
 
   async register(input: RegisterInput): Promise<RegisterOutcome> {
-    const userId = this.userIdByPan.get(input.panHash);
-    const user = userId === undefined ? undefined : this.users.get(userId);
+    const user = this.holderOf(input.panHash);
+    const aliasUser = input.aliasPanHash === undefined ? undefined : this.holderOf(input.aliasPanHash);
+    const kept = ownUserOf(input, [user, aliasUser]);
     const activeKey =
-      user !== undefined && user.activeKeyId !== input.key.keyId
-        ? this.keys.get(user.activeKeyId)
+      kept !== undefined && kept.activeKeyId !== input.key.keyId
+        ? this.keys.get(kept.activeKeyId)
         : undefined;
-    const plan = planRegister(input, { user, key: this.keys.get(input.key.keyId), activeKey });
+    const plan = planRegister(input, { user, aliasUser, key: this.keys.get(input.key.keyId), activeKey });
     const writes =
       plan.outcome.kind === "created" ||
       plan.outcome.kind === "superseded" ||
@@ -55,13 +64,15 @@ export class MemoryUsers implements UserStore {
     const intake = writes ? this.ktLog.intake(input.kt) : undefined;
     if (intake !== undefined && "kind" in intake) return copy(intake);
     intake?.commit();
-    for (const user of plan.users) {
-      const stored = this.users.get(user.userId);
-      if (stored !== undefined && stored.panHash !== user.panHash) this.userIdByPan.delete(stored.panHash);
-      this.users.set(user.userId, copy(user));
-      this.userIdByPan.set(user.panHash, user.userId);
-    }
+    for (const user of plan.users) this.store(user);
     for (const key of plan.keys) this.keys.set(key.keyId, copy(key));
+    this.events.write(input.events?.(plan.outcome));
+    return copy(plan.outcome);
+  }
+
+  async transfer(input: TransferInput): Promise<TransferOutcome> {
+    const plan = planTransfer(input, this.users.get(input.userId));
+    for (const user of plan.users) this.store(user);
     this.events.write(input.events?.(plan.outcome));
     return copy(plan.outcome);
   }
@@ -79,9 +90,30 @@ export class MemoryUsers implements UserStore {
     const keys = this.keysOf(userId);
     for (const key of keys) this.keys.delete(key.keyId);
     this.users.delete(userId);
-    if (this.userIdByPan.get(user.panHash) === userId) this.userIdByPan.delete(user.panHash);
+    this.forgetRefs(user);
     this.events.write(events);
     return { user: copy(user), deletedKeys: keys.length };
+  }
+
+  /** Stores `user`, moving the card references it holds to it (and freeing those it gave up). */
+  private store(user: UserRecord): void {
+    const stored = this.users.get(user.userId);
+    if (stored !== undefined) this.forgetRefs(stored);
+    this.users.set(user.userId, copy(user));
+    for (const ref of cardRefsOf(user)) this.userIdByPan.set(ref, user.userId);
+  }
+
+  /** The user holding the card reference `ref` (as its panHash or its alias), as stored. */
+  private holderOf(ref: string): UserRecord | undefined {
+    const userId = this.userIdByPan.get(ref);
+    return userId === undefined ? undefined : this.users.get(userId);
+  }
+
+  /** Frees the card references `user` holds (those still pointing at it). */
+  private forgetRefs(user: UserRecord): void {
+    for (const ref of cardRefsOf(user)) {
+      if (this.userIdByPan.get(ref) === user.userId) this.userIdByPan.delete(ref);
+    }
   }
 
   /**

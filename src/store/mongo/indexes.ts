@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: every collection, its indexes and its shard key in one read, so that a
+ * new collection cannot be added without saying how it is indexed and sharded. */
 import type { IndexDescription } from "mongodb";
 
 /** The store's collection names, plus `grantSlots` for the grant cap. */
@@ -21,6 +23,12 @@ export const COLLECTIONS = {
   issuerEscrowKeys: "issuerEscrowKeys",
   /** BIN prefixes, `_id` the prefix, one owner each. */
   bins: "bins",
+  /**
+   * One short-lived document per card reference being registered (`_id` the keyed reference): the
+   * write conflict that keeps a reference from going to two users, one as a panHash and one as an
+   * alias (see `MongoUsers.register`). Expires a minute after.
+   */
+  cardRefLocks: "cardRefLocks",
   /** One document per 6-digit BIN prefix in use, written by every change of a BIN under it (see `MongoBins`). */
   binLocks: "binLocks",
   /** MerchantIds, `_id` the merchantId, and the merchant tenant each belongs to. */
@@ -61,6 +69,8 @@ export const COLLECTIONS = {
   ktDirectories: "ktDirectories",
   /** Auditors allowed to read leaf data, `_id` their id. */
   ktAuditors: "ktAuditors",
+  /** Issuer tenants' signing keys and settings (`kt-issuers.ts`), `_id` the tenant. */
+  ktIssuers: "ktIssuers",
   /** Leases of background jobs (`_id` the job's name), with their fencing tokens. */
   leases: "leases",
 } as const;
@@ -80,7 +90,15 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   [COLLECTIONS.users]: [
     { key: { userId: 1 }, name: "uniq_userId", unique: true },
     { key: { panHash: 1 }, name: "uniq_panHash", unique: true },
+    // A card's second reference (hashed PAN beside PAR): unique, and found like a panHash.
+    {
+      key: { aliasPanHash: 1 },
+      name: "uniq_aliasPanHash",
+      unique: true,
+      partialFilterExpression: { aliasPanHash: { $exists: true } },
+    },
   ],
+  [COLLECTIONS.cardRefLocks]: [ttl],
   [COLLECTIONS.keys]: [
     { key: { keyId: 1 }, name: "uniq_keyId", unique: true },
     // A user's keys: listKeys, and erasure's deleteMany({userId}).
@@ -213,6 +231,7 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   ],
   [COLLECTIONS.ktDirectories]: [{ key: { index: -1 }, name: "byIndex" }],
   [COLLECTIONS.ktAuditors]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }],
+  [COLLECTIONS.ktIssuers]: [{ key: { "signingKeys.signingKeyId": 1 }, name: "bySigningKeyId" }],
 };
 
 /** The name of the TTL indexes of `RECEIPT_RETENTION_DAYS`, on receipts and on their claims. */
@@ -336,6 +355,12 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
     why: "BIN prefixes, thousands; set in one transaction with binLocks, on one shard while both stay whole.",
   },
   [COLLECTIONS.binLocks]: { key: "unsharded", why: "One document per 6-digit prefix in use, as bins." },
+  [COLLECTIONS.cardRefLocks]: {
+    key: "unsharded",
+    why:
+      "Written in registration's transaction beside users (the primary shard), and gone a minute later: " +
+      "as many documents as registrations in the last minute.",
+  },
   [COLLECTIONS.merchants]: { key: "unsharded", why: "One document per merchantId." },
   [COLLECTIONS.erasures]: {
     key: "unsharded",
@@ -394,5 +419,9 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
     why: "One document per directory snapshot (about one a day).",
   },
   [COLLECTIONS.ktAuditors]: { key: "unsharded", why: "The auditors an operator registered: a handful." },
+  [COLLECTIONS.ktIssuers]: {
+    key: "unsharded",
+    why: "One small document per issuer tenant with a signing key.",
+  },
   [COLLECTIONS.leases]: { key: "unsharded", why: "One document per background job." },
 };

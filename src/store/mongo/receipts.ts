@@ -7,6 +7,7 @@ import {
   deleteLimitOf,
   type EscrowCount,
   type EscrowQuery,
+  ownerCards,
   pageLimitOf,
   type ReceiptOwner,
   type ReceiptPage,
@@ -156,7 +157,7 @@ export class MongoReceipts implements ReceiptStore {
   }
 
   findByReceiptId(receiptId: string, owner: ReceiptOwner): Promise<ReceiptRecord[]> {
-    return this.findAll({ panHash: owner.panHash, userId: owner.userId, receiptId });
+    return this.findAll({ ...ownerFilter(owner), receiptId });
   }
 
   findByTransaction(merchantTenantId: string, transactionId: string): Promise<ReceiptRecord[]> {
@@ -166,7 +167,7 @@ export class MongoReceipts implements ReceiptStore {
   findByPaymentId(paymentId: string, owner: ReceiptOwner): Promise<ReceiptRecord | undefined> {
     return this.ctx.run(async () => {
       const found = await this.collection.findOne<ReceiptDoc>(
-        { panHash: owner.panHash, paymentId },
+        { panHash: ownerFilter(owner).panHash, paymentId },
         this.ctx.read,
       );
       return found === null ? undefined : receiptRecord(found);
@@ -178,7 +179,7 @@ export class MongoReceipts implements ReceiptStore {
     if (!Number.isInteger(limit) || limit < 1)
       throw new RangeError("The page size must be a positive integer.");
     const after = cursor === undefined ? undefined : decodeCursor(cursor);
-    const mine = { panHash: owner.panHash, userId: owner.userId };
+    const mine = ownerFilter(owner);
     const filter: Filter<ReceiptDoc> =
       after === undefined
         ? mine
@@ -322,14 +323,19 @@ export class MongoReceipts implements ReceiptStore {
   }
 
   /** At most `limit` of the user's receipts, and their claims (see {@link deleteWithClaims}). */
-  deleteByUser(owner: ReceiptOwner, limit: number): Promise<number> {
-    return this.deleteWithClaims({ panHash: owner.panHash, userId: owner.userId }, limit);
+  async deleteByUser(owner: ReceiptOwner, limit: number): Promise<number> {
+    const cap = deleteLimitOf(limit);
+    let deleted = 0;
+    // One card at a time (the filter names one card, the deletes go to its shard): card, then alias.
+    for (const panHash of ownerCards(owner)) {
+      if (deleted >= cap) break;
+      deleted += await this.deleteWithClaims({ panHash, userId: owner.userId }, cap - deleted);
+    }
+    return deleted;
   }
 
   countByUser(owner: ReceiptOwner): Promise<number> {
-    return this.ctx.run(() =>
-      this.collection.countDocuments({ panHash: owner.panHash, userId: owner.userId }, this.ctx.limit),
-    );
+    return this.ctx.run(() => this.collection.countDocuments(ownerFilter(owner), this.ctx.limit));
   }
 
   /** In one transaction: the receipt the pair's claim points to, if another tenant made it, and the claim. */
@@ -430,4 +436,13 @@ export class MongoReceipts implements ReceiptStore {
       ).map(receiptRecord),
     );
   }
+}
+
+/**
+ * The filter of a user's receipts: its card, or its card and alias (`$in`: the query still names the
+ * shard key, and reaches at most two shards), and the user.
+ */
+function ownerFilter(owner: ReceiptOwner): { panHash: string | { $in: string[] }; userId: string } {
+  const cards = ownerCards(owner);
+  return { panHash: cards.length === 1 ? owner.panHash : { $in: cards }, userId: owner.userId };
 }

@@ -117,8 +117,14 @@ export const TRANSACTIONS = {
   "users.register": {
     maxShards: 1,
     touches:
-      "users, keys, the key log's pending statement and sequence, and the registration's events, all " +
-      "unsharded: the primary shard only",
+      "users, keys, the card references' locks, the key log's pending statement and sequence, and the " +
+      "registration's events, all unsharded: the primary shard only",
+  },
+  "users.transfer": {
+    maxShards: 1,
+    touches:
+      "the card's two users (the one superseded, the one reserved), the references' locks and the events, " +
+      "all unsharded: the primary shard only",
   },
   "users.erase": {
     maxShards: 1,
@@ -135,6 +141,11 @@ export const TRANSACTIONS = {
   "issuerEscrowKeys.insert": {
     maxShards: 1,
     touches: "an issuer escrow key and the key log's pending records, all unsharded: the primary shard only",
+  },
+  "ktIssuers.put": {
+    maxShards: 1,
+    touches:
+      "an issuer's signing keys and the key log's pending records, all unsharded: the primary shard only",
   },
   "kt.enqueue": {
     maxShards: 1,

@@ -1,6 +1,14 @@
-import type { ClientSession } from "mongodb";
+import type { ClientSession, FindOptions, UpdateOptions } from "mongodb";
 import type { EventRecord } from "../event-types.js";
-import { planRegister, type RegisterInput } from "../register.js";
+import {
+  inputRefsOf,
+  ownUserOf,
+  planRegister,
+  planTransfer,
+  type RegisterInput,
+  type TransferInput,
+  type TransferOutcome,
+} from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
@@ -29,9 +37,20 @@ export class MongoUsers implements UserStore {
     );
   }
 
+  /** The user holding the card reference, as its panHash or as its alias (two unique indexes). */
   findByPanHash(panHash: string): Promise<UserRecord | undefined> {
-    return this.ctx.run(
-      async () => (await this.users.findOne<UserRecord>({ panHash }, this.ctx.read)) ?? undefined,
+    return this.ctx.run(() => this.holderOf(panHash, this.ctx.read));
+  }
+
+  /**
+   * The user holding `ref`: by panHash, then by alias (each read seeks its own unique index, so every
+   * filter this store sends stays on one index).
+   */
+  private async holderOf(ref: string, read: FindOptions): Promise<UserRecord | undefined> {
+    return (
+      (await this.users.findOne<UserRecord>({ panHash: ref }, read)) ??
+      (await this.users.findOne<UserRecord>({ aliasPanHash: ref }, read)) ??
+      undefined
     );
   }
 
@@ -89,6 +108,31 @@ export class MongoUsers implements UserStore {
   }
 
   /**
+   * Reads the user, decides with `planTransfer`, and writes both users (the superseded one first, which
+   * frees the references) and the events in one transaction (`users.transfer`), with the references'
+   * locks, so that a registration racing for the card reads one state or the other.
+   */
+  transfer(input: TransferInput): Promise<TransferOutcome> {
+    return this.ctx.run(async () => {
+      const { outcome, events } = await this.ctx.transaction("users.transfer", async (session) => {
+        const read = this.ctx.readIn(session);
+        const user = (await this.users.findOne<UserRecord>({ userId: input.userId }, read)) ?? undefined;
+        const plan = planTransfer(input, user);
+        const write = { ...this.ctx.writeIn(session), upsert: true };
+        if (plan.outcome.kind === "transferred") {
+          await this.lockRefs({ ...plan.outcome.user, now: input.now }, write);
+        }
+        for (const u of plan.users) await this.users.replaceOne({ userId: u.userId }, u, write);
+        const events = input.events?.(plan.outcome);
+        await insertEventsIn(this.ctx, session, events);
+        return { outcome: plan.outcome, events };
+      });
+      announceEvents(this.ctx, events);
+      return outcome;
+    });
+  }
+
+  /**
    * Reads the user and the keys, decides with `planRegister`, and writes, in one transaction. Two
    * concurrent calls that touch the same user or key conflict (the transaction retries and re-reads);
    * two that both create a user for one panHash collide on the unique panHash index, and the loser
@@ -118,13 +162,16 @@ export class MongoUsers implements UserStore {
     input: RegisterInput,
   ): Promise<{ outcome: RegisterOutcome; events: EventRecord[] | undefined }> {
     const read = this.ctx.readIn(session);
-    const user = (await this.users.findOne<UserRecord>({ panHash: input.panHash }, read)) ?? undefined;
+    const user = await this.holderOf(input.panHash, read);
+    const aliasUser =
+      input.aliasPanHash === undefined ? undefined : await this.holderOf(input.aliasPanHash, read);
     const key = (await this.keys.findOne<KeyRecord>({ keyId: input.key.keyId }, read)) ?? undefined;
+    const kept = ownUserOf(input, [user, aliasUser]);
     const activeKey =
-      user !== undefined && user.activeKeyId !== input.key.keyId
-        ? ((await this.keys.findOne<KeyRecord>({ keyId: user.activeKeyId }, read)) ?? undefined)
+      kept !== undefined && kept.activeKeyId !== input.key.keyId
+        ? ((await this.keys.findOne<KeyRecord>({ keyId: kept.activeKeyId }, read)) ?? undefined)
         : undefined;
-    const plan = planRegister(input, { user, key, activeKey });
+    const plan = planRegister(input, { user, aliasUser, key, activeKey });
     const writes =
       plan.outcome.kind === "created" ||
       plan.outcome.kind === "superseded" ||
@@ -135,6 +182,7 @@ export class MongoUsers implements UserStore {
     if (intake !== undefined && "kind" in intake) return { outcome: intake, events: undefined };
 
     const write = { ...this.ctx.writeIn(session), upsert: true };
+    if (plan.users.length > 0) await this.lockRefs(input, write);
     // In the plan's order: a superseded user gives up the panHash before the new user takes it.
     for (const u of plan.users) await this.users.replaceOne({ userId: u.userId }, u, write);
     for (const k of plan.keys) await this.keys.replaceOne({ keyId: k.keyId }, k, write);
@@ -143,7 +191,25 @@ export class MongoUsers implements UserStore {
     await insertEventsIn(this.ctx, session, events);
     return { outcome: plan.outcome, events };
   }
+
+  /**
+   * Writes one lock document per card reference of the call, in its transaction: two registrations
+   * naming one reference, one as a panHash and the other as an alias (two fields, so no unique index
+   * sees both), then write the same document, and MongoDB lets only one of them commit; the other
+   * retries and reads the winner's user. Locks expire after a minute: only concurrent calls need them.
+   */
+  private async lockRefs(
+    input: Pick<RegisterInput, "panHash" | "aliasPanHash" | "now">,
+    write: UpdateOptions,
+  ): Promise<void> {
+    const locks = this.ctx.collection<{ _id: string; expiresAt: Date }>(COLLECTIONS.cardRefLocks);
+    const expiresAt = new Date(input.now.getTime() + CARD_REF_LOCK_MS);
+    for (const ref of inputRefsOf(input)) await locks.updateOne({ _id: ref }, { $set: { expiresAt } }, write);
+  }
 }
+
+/** How long a card reference's lock document outlives its registration (TTL). */
+const CARD_REF_LOCK_MS = 60_000;
 
 /** A stored key with its suite: keys stored before there were two suites have none, and are RSA. */
 function withAlgorithm(key: KeyRecord): KeyRecord {

@@ -101,8 +101,10 @@ export class FakeCollection {
     });
   }
 
-  /** Inserts in order, stopping at the first failure (an ordered insert). */
+  /** Inserts in order, stopping at the first failure (an ordered insert); none at all, as driver 7 refuses. */
   async insertMany(docs: Doc[], options?: OperationOptions) {
+    if (docs.length === 0)
+      throw new MongoInvalidArgumentError("Invalid BulkOperation, Batch cannot be empty");
     const insertedIds: Record<number, unknown> = {};
     for (const [i, doc] of docs.entries()) {
       insertedIds[i] = (await this.insertOne(doc, options)).insertedId;

@@ -9,13 +9,13 @@ import {
   type Interceptor,
 } from "@connectrpc/connect";
 import { parseTimeout } from "@connectrpc/connect/protocol-grpc";
-import { CallHeaders } from "../http/call-headers.js";
-import { assignRequestId } from "../http/envelope.js";
-import { setGrpcStatus } from "../http/grpc-status.js";
-import { createUnaryInvoker } from "../http/invoke.js";
-import type { Http2Claim } from "../http/listener.js";
+import { CallHeaders } from "./call-headers.js";
+import { assignRequestId } from "./envelope.js";
 import { ignore, serveCall } from "./grpc-call.js";
 import { assertValidHeaders, baseHeaders, clientAddress, headersObject } from "./grpc-headers.js";
+import { setGrpcStatus } from "./grpc-status.js";
+import { createUnaryInvoker } from "./invoke.js";
+import type { Http2Claim } from "./listener.js";
 
 /**
  * Unary gRPC calls served straight from the HTTP/2 stream, before Fastify and without Connect's

@@ -10,8 +10,8 @@ import {
 import { base64Decode, FLOAT32_MAX, FLOAT32_MIN } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger } from "../proto-scalars.js";
-import { messageFromJsonReflective } from "../rpc/json-reflective.js";
-import { FORBIDDEN_KEYS, isBase64Text, isWellFormed, MAX_JSON_DEPTH } from "../rpc/json-rules.js";
+import { messageFromJsonReflective } from "./json-reflective.js";
+import { FORBIDDEN_KEYS, isBase64Text, isWellFormed, MAX_JSON_DEPTH } from "./json-rules.js";
 import { perMessageType } from "./per-message-type.js";
 
 /**

@@ -9,8 +9,8 @@ import {
 } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger, timestampJson } from "../proto-scalars.js";
-import { base64Of } from "../rpc/base64-bytes.js";
-import { messageToJsonReflective } from "../rpc/json-reflective.js";
+import { base64Of } from "./base64-bytes.js";
+import { messageToJsonReflective } from "./json-reflective.js";
 import { perMessageType } from "./per-message-type.js";
 
 /**

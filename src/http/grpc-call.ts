@@ -8,11 +8,9 @@ import {
   type UnaryResponse,
 } from "@connectrpc/connect";
 import { AppError } from "../errors.js";
-import { CallHeaders } from "../http/call-headers.js";
-import { assignRequestId } from "../http/envelope.js";
-import { setGrpcStatus } from "../http/grpc-status.js";
-import type { UnaryInvoker } from "../http/invoke.js";
 import { toConnectError } from "../rpc/error-mapping.js";
+import { CallHeaders } from "./call-headers.js";
+import { assignRequestId } from "./envelope.js";
 import { COMPRESSED_FLAG, EnvelopeReader, encodeEnvelope } from "./grpc-envelope.js";
 import {
   assertValidHeaders,
@@ -21,7 +19,9 @@ import {
   headersObject,
   isPseudoHeader,
 } from "./grpc-headers.js";
+import { setGrpcStatus } from "./grpc-status.js";
 import type { GrpcRefusal, GrpcUnaryOptions } from "./grpc-unary.js";
+import type { UnaryInvoker } from "./invoke.js";
 
 /**
  * One unary gRPC call the fast path (grpc-unary.ts) has taken on, from the first bytes of its body to
