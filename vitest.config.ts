@@ -45,7 +45,10 @@ export default defineConfig({
           exclude: [...configDefaults.exclude, ...Object.values(TIERS).flat()],
         },
       },
-      ...Object.entries(TIERS).map(([name, include]) => ({ extends: true, test: { name, include } })),
+      ...Object.entries(TIERS).map(([name, include]) => ({
+        extends: true as const,
+        test: { name, include },
+      })),
     ],
   },
 });

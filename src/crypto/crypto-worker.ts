@@ -108,11 +108,6 @@ interface SuiteCrypto {
   generate(): { publicKey: Buffer; privateKey: Buffer };
 }
 
-const DER_PAIR = {
-  publicKeyEncoding: { type: "spki", format: "der" },
-  privateKeyEncoding: { type: "pkcs8", format: "der" },
-} as const;
-
 const SUITE_CRYPTO: Readonly<Record<KeyAlgorithm, SuiteCrypto>> = {
   [RSA_OAEP_256]: {
     seal: (plaintext, aad, target) =>
@@ -133,7 +128,8 @@ const SUITE_CRYPTO: Readonly<Record<KeyAlgorithm, SuiteCrypto>> = {
       generateKeyPairSync("rsa", {
         modulusLength: RSA_MODULUS_BITS,
         publicExponent: RSA_PUBLIC_EXPONENT,
-        ...DER_PAIR,
+        publicKeyEncoding: { type: "spki", format: "der" },
+        privateKeyEncoding: { type: "pkcs8", format: "der" },
       }),
   },
   [HPKE_P256]: {
@@ -143,7 +139,12 @@ const SUITE_CRYPTO: Readonly<Record<KeyAlgorithm, SuiteCrypto>> = {
       hpkeKeyPairOf(privateKey).then((pair) => openSealedReceiptHpke(sealed, task.aad, pair)),
     unwrap: async (escrowKey, task) => hpkeUnwrap(await hpkeKeyPairOf(escrowKey), task, task.aad),
     wrap: async (aesKey, target, aad) => packWrappedKey(await hpkeWrap(aesKey, await hpkeKey(target), aad)),
-    generate: () => generateKeyPairSync("ec", { namedCurve: "P-256", ...DER_PAIR }),
+    generate: () =>
+      generateKeyPairSync("ec", {
+        namedCurve: "P-256",
+        publicKeyEncoding: { type: "spki", format: "der" },
+        privateKeyEncoding: { type: "pkcs8", format: "der" },
+      }),
   },
 };
 

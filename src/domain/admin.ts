@@ -25,7 +25,7 @@ export interface OperatorContext {
 }
 
 /** Records an operator's change in the audit log under the tenant it concerns. */
-async function audit(
+export async function audit(
   ctx: OperatorContext,
   action: string,
   tenantId: string,

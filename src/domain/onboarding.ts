@@ -2,12 +2,15 @@ import { parsePublicKey } from "../crypto/keys.js";
 import { KEY_ALGORITHMS, RSA_OAEP_256 } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import { isUuidV4, randomId, uuid } from "../ids.js";
+import type { CardRefKind } from "../store/kt-types.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, RegisterOutcome } from "../store/types.js";
 import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
 import { type ReleaseCounts, type ReleaseTarget, releaseEscrow } from "./escrow.js";
 import { registerEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
+import { checkKeyBinding, requireBindingIfSet } from "./kt/bindings.js";
+import type { SignedInput } from "./kt/signed.js";
 import { cardKeysOf, checkCardBin, checkRegisteredCard, ISSUER_CARD_FIELDS } from "./pan.js";
 import { cardBinOwner, sealingKeyOf } from "./routing.js";
 
@@ -60,6 +63,8 @@ export interface RegisterInput {
   keyId: string;
   /** The card's first 6 or 8 digits, when the issuer sends them. */
   cardBin?: string | undefined;
+  /** The issuer's signed key binding for this card and key (docs/key-transparency.md). */
+  binding?: SignedInput | undefined;
 }
 
 /** The outcome of a registration, as returned to the issuer. */
@@ -77,6 +82,8 @@ export interface Registration {
   algorithm: KeyAlgorithm;
   /** This registration, inside the caller's own BIN, took the card from another issuer's user. */
   superseded: boolean;
+  /** With a binding: its pending record's id in the key log (`KtLog.waitForLeaf` waits for its leaf). */
+  ktPendingId?: string;
   /** The registered key (base64 SPKI DER), as a look-up answers it. */
   publicKey: string;
 }
@@ -130,7 +137,14 @@ export async function register(
   input: RegisterInput,
   caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<Registration> {
-  const { keyId, spki, algorithm, cardBin } = checkRegisterInput(input);
+  const checked = checkRegisterInput(input);
+  const { keyId, spki, algorithm } = checked;
+  const refs = cardKeysOf(deps.pepper, input);
+  const panHash = refs.panHash;
+  const newUserId = randomId("usr", 12);
+  const binding = await bindingOf(deps, principal, input, { ...checked, panHash, newUserId });
+  // A signed binding names the card's BIN: its owner decides as a cardBin would.
+  const cardBin = checked.cardBin ?? binding?.statement.bin;
   const binOwner = await cardBinOwner(deps, cardBin);
   if (binOwner !== undefined && binOwner !== principal.tenantId) {
     throw new AppError("forbidden", "This card's BIN belongs to another issuer.", {
@@ -146,7 +160,6 @@ export async function register(
   }
 
   const now = deps.clock.now();
-  const refs = cardKeysOf(deps.pepper, input);
   const key: KeyRecord = {
     keyId,
     tenantId: principal.tenantId,
@@ -159,12 +172,78 @@ export async function register(
   const outcome = await deps.store.users.register({
     ...refs,
     tenantId: principal.tenantId,
-    newUserId: randomId("usr", 12),
+    newUserId,
     key,
     now,
+    ...(binding === undefined ? {} : { kt: [binding.pending] }),
     ownsBin: binOwner !== undefined,
     events: (registered) => registerEvents(registered, now, cardBin),
   });
+  throwIfRefused(outcome);
+  if (binding !== undefined) deps.kt.notify();
+  await auditRegistration(deps, principal, outcome, { cardBin: cardBin ?? "", now, caller });
+
+  const target = { user: outcome.user, key: sealingKeyOf(outcome.key) };
+  const counts = await releaseCardEscrow(deps, refs, target, caller);
+  return {
+    userId: outcome.user.userId,
+    keyId,
+    status: "active",
+    registeredAt: outcome.key.registeredAt ?? now,
+    releasedReceipts: counts.released,
+    heldReceipts: counts.held,
+    releasePending: counts.nextCursor !== undefined,
+    algorithm,
+    superseded: outcome.kind === "superseded",
+    ...(binding === undefined ? {} : { ktPendingId: binding.pending.id }),
+    publicKey: outcome.key.publicKey,
+  };
+}
+
+/**
+ * The register request's binding checked against it (`kt/bindings.ts`), or `forbidden` without one
+ * when the tenant requires bindings; undefined without one otherwise.
+ */
+async function bindingOf(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: RegisterInput,
+  checked: CheckedRegistration & { panHash: string; newUserId: string },
+): Promise<Awaited<ReturnType<typeof checkKeyBinding>> | undefined> {
+  await requireBindingIfSet(deps, principal.tenantId, input.binding, "registration");
+  if (input.binding === undefined) return undefined;
+  if ((input.hashedPan ?? "") !== "" && (input.par ?? "") !== "") {
+    // A statement binds one card reference; a card named by both takes one binding for each.
+    throw new AppError(
+      "invalid_request",
+      "A binding names one card reference: register it with hashedPan or par.",
+      {
+        violations: [{ field: "binding", description: "cannot be given with both hashedPan and par" }],
+      },
+    );
+  }
+  const user = await deps.store.users.findByPanHash(checked.panHash);
+  return checkKeyBinding(deps, input.binding, {
+    tenantId: principal.tenantId,
+    card: cardOf(input, checked.panHash),
+    keyId: checked.keyId,
+    algorithm: checked.algorithm,
+    spki: checked.spki,
+    cardBin: checked.cardBin,
+    userId: user?.tenantId === principal.tenantId ? user.userId : checked.newUserId,
+  });
+}
+
+/** The card a register request names, as a key-log statement carries it. */
+function cardOf(input: RegisterInput, panHash: string): { kind: CardRefKind; ref: string; key: string } {
+  const par = input.par ?? "";
+  return par === ""
+    ? { kind: "hashed-pan", ref: input.hashedPan.toLowerCase(), key: panHash }
+    : { kind: "par", ref: par, key: panHash };
+}
+
+/** The `conflict` of a registration the store refused (writing nothing). */
+function throwIfRefused(outcome: RegisterOutcome): asserts outcome is Registered {
   if (outcome.kind === "pan_taken") {
     throw new AppError("conflict", "This card is registered by another issuer.");
   }
@@ -184,22 +263,6 @@ export async function register(
   if (outcome.kind === "key_mismatch") {
     throw new AppError("conflict", "This keyId is registered with another public key.");
   }
-  await auditRegistration(deps, principal, outcome, { cardBin: cardBin ?? "", now, caller });
-
-  const target = { user: outcome.user, key: sealingKeyOf(outcome.key) };
-  const counts = await releaseCardEscrow(deps, refs, target, caller);
-  return {
-    userId: outcome.user.userId,
-    keyId,
-    status: "active",
-    registeredAt: outcome.key.registeredAt ?? now,
-    releasedReceipts: counts.released,
-    heldReceipts: counts.held,
-    releasePending: counts.nextCursor !== undefined,
-    algorithm,
-    superseded: outcome.kind === "superseded",
-    publicKey: outcome.key.publicKey,
-  };
 }
 
 /** A registration the store made (or found unchanged). */

@@ -231,12 +231,8 @@ export async function answerOf(deps: DomainDeps, card: CardRef, recipient: Recip
     algorithm: recipient.key.algorithm,
     publicKey: recipient.key.spki,
     isEscrowed: recipient.kind === "escrow",
-<<<<<<< HEAD
     aadBound: isAadBound(recipient.key.algorithm, recipient.key.aadBound),
-=======
-    aadBound: recipient.key.aadBound || recipient.key.algorithm === HPKE_P256,
     ...kt,
->>>>>>> main
   };
 }
 

@@ -13,12 +13,13 @@ import {
   transferCard,
 } from "../domain/admin.js";
 import { createAuditor, listAuditors, revokeAuditor } from "../domain/kt/auditors.js";
+import { confirmRoot, setRequireBindings } from "../domain/kt/issuer-admin.js";
 import { AppError } from "../errors.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import type { Environment, Store } from "../store/types.js";
 import { digest, limitThenAuthenticate } from "./admin-access.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
-import { fromFastifyError, sendError, sendSuccess } from "./envelope.js";
+import { answerFastifyError, sendSuccess } from "./envelope.js";
 
 /**
  * The operator API under `/admin/v1`, registered only when `ADMIN_TOKEN` is set (without
@@ -54,7 +55,7 @@ export async function registerAdminRoutes(app: FastifyInstance, options: AdminRo
   await app.register(async (scope) => {
     acceptJsonOnly(scope);
     scope.setErrorHandler((error: FastifyError, request, reply) =>
-      sendError(request, reply, fromFastifyError(error, request.routeOptions.bodyLimit)),
+      answerFastifyError(request, reply, error, request.routeOptions.bodyLimit),
     );
     scope.addHook("onRequest", limitThenAuthenticate(options, limit, expected, clientOf));
     registerOperations(scope, options, clientOf);
@@ -148,6 +149,16 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     method: "DELETE",
     url: "/admin/v1/kt/auditors/:auditorId",
     run: ({ ctx, params }) => revokeAuditor(ctx, params.auditorId ?? ""),
+  },
+  {
+    method: "POST",
+    url: "/admin/v1/issuers/:tenant/signing-keys/:signingKeyId/confirm",
+    run: ({ ctx, params }) => confirmRoot(ctx, params.tenant ?? "", params.signingKeyId ?? ""),
+  },
+  {
+    method: "PUT",
+    url: "/admin/v1/issuers/:tenant/require-bindings",
+    run: ({ ctx, params, body }) => setRequireBindings(ctx, params.tenant ?? "", body),
   },
 ];
 

@@ -69,3 +69,46 @@ export function fromFastifyError(error: FastifyError, bodyLimitBytes: number | u
   const code = codeForStatus(status);
   return new AppError(code === "ok" ? "invalid_request" : code, "The request is invalid.");
 }
+
+/** How long a refused body's rest is read before the 413 goes out anyway. */
+const DRAIN_MS = 2_000;
+
+/**
+ * Answers a Fastify error in the envelope. A body over the limit is refused from its Content-Length
+ * before a byte of it is read, and the connection is then closed: a client still writing would get a
+ * reset (EPIPE) instead of the 413. So up to one more body limit of it is read and discarded first
+ * (at most {@link DRAIN_MS}), the lingering close web servers do; a larger body still gets the reset.
+ */
+export async function answerFastifyError(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  error: FastifyError,
+  bodyLimitBytes: number | undefined,
+): Promise<FastifyReply> {
+  if (error.code === "FST_ERR_CTP_BODY_TOO_LARGE") await drainBody(request.raw, bodyLimitBytes ?? 0);
+  return sendError(request, reply, fromFastifyError(error, bodyLimitBytes));
+}
+
+function drainBody(raw: FastifyRequest["raw"], limit: number): Promise<void> {
+  if (raw.complete || raw.readableEnded || raw.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    let seen = 0;
+    const finish = () => {
+      clearTimeout(timer);
+      raw.off("data", onData);
+      raw.off("end", finish);
+      raw.off("error", finish);
+      raw.pause();
+      resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > limit) finish();
+    };
+    const timer = setTimeout(finish, DRAIN_MS);
+    raw.on("data", onData);
+    raw.on("end", finish);
+    raw.on("error", finish);
+    raw.resume();
+  });
+}

@@ -26,7 +26,7 @@ import type { HttpBinding } from "./bindings.js";
 import { type CallSetup, callSetup, codeForGrpcStatus } from "./call-setup.js";
 import type { TrustedProxies } from "./client-address.js";
 import { registerCors } from "./cors.js";
-import { assignRequestId, fromFastifyError, sendError, sendSuccess } from "./envelope.js";
+import { answerFastifyError, assignRequestId, sendError, sendSuccess } from "./envelope.js";
 import { createGrpcUnaryHandler } from "./grpc-unary.js";
 import { lazyChildLogger } from "./lazy-logger.js";
 import {
@@ -210,7 +210,7 @@ function registerRequestHandling(app: FastifyInstance, options: HttpServerOption
     done();
   });
   app.setErrorHandler((error: FastifyError, request, reply) =>
-    sendError(request, reply, fromFastifyError(error, options.bodyLimitBytes)),
+    answerFastifyError(request, reply, error, options.bodyLimitBytes),
   );
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0]?.slice(0, 200) ?? "";

@@ -2,6 +2,7 @@
  * per operation, most of the file); kept whole so that one file lists every /admin/v1 operation. */
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { ErrorCode } from "../errors.js";
+import { ADMIN_KT_OPERATIONS } from "./admin-kt.js";
 import {
   codesByStatus,
   type ErrorSchemaRefs,
@@ -115,7 +116,7 @@ export const ADMIN_SCHEMAS: Readonly<Record<string, JsonSchema>> = {
 };
 
 /** One operator operation's documentation. */
-interface AdminOperation {
+export interface AdminOperation {
   summary: string;
   description: string;
   /** Path and query parameters. */
@@ -466,6 +467,7 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
     example: { ...AUDITOR_EXAMPLE, revokedAt: "2026-11-25T10:00:00.000Z" },
     errors: ["not_found"],
   },
+  ...ADMIN_KT_OPERATIONS,
 };
 
 function binsData(): JsonSchema {

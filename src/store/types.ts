@@ -18,6 +18,7 @@
 import type { KeyAlgorithm } from "../crypto/suites.js";
 import { invalidRequest } from "../errors.js";
 import type { DeliveryStore, EventRecord, EventStore, WebhookEndpointStore } from "./event-types.js";
+import type { KtIssuerStore } from "./kt-issuers.js";
 import type { KtIntakeRefusal, KtLogStore, KtPendingInput } from "./kt-types.js";
 import type { LeaseStore } from "./lease-types.js";
 import type { TransferInput, TransferOutcome } from "./register.js";
@@ -922,6 +923,8 @@ export interface Store {
   readonly deliveries: DeliveryStore;
   /** The key-transparency log (docs/key-transparency.md: `kt-types.ts`). */
   readonly ktLog: KtLogStore;
+  /** Issuer tenants' signing keys and `requireBindings` (`kt-issuers.ts`). */
+  readonly ktIssuers: KtIssuerStore;
   /** Leases of background jobs (the key log's sequencer, event delivery), one holder at a time. */
   readonly leases: LeaseStore;
   /** Creates indexes (idempotent). Called once at start-up. */

@@ -4,7 +4,7 @@ import { httpBindings } from "../../src/http/bindings.js";
 import { isRequiredField } from "../../src/openapi/comments.js";
 import { rpcName } from "../../src/openapi/extras.js";
 import { openApiPath, serviceOpenApi } from "../../src/openapi/openapi.js";
-import { API_SERVICES } from "../../src/rpc/roles.js";
+import { API_SERVICES } from "../../src/rpc/policy.js";
 import { startService, type TestService } from "../support/harness.js";
 
 /**
@@ -23,6 +23,7 @@ const STORY = [
   "receipts.v1.OnboardingService/GenerateKeys",
   "receipts.v1.OnboardingService/Register",
   "receipts.v1.KeysService/LookupKey",
+  "receipts.v1.KeysService/KtSelfCheck",
   "receipts.v1.ReceiptsService/EncryptReceipt",
   "receipts.v1.PaymentsService/CreatePayment",
   "receipts.v1.KeysService/GrantAccess",
@@ -53,8 +54,16 @@ const STORY = [
   "receipts.v1.ReceiptsService/RevokeSigningKey",
   "receipts.v1.KeysService/ListAuditEvents",
   "receipts.v1.KeysService/ListKtEntries",
+  "receipts.v1.KeysService/RegisterIssuerSigningKey",
+  "receipts.v1.KeysService/ListIssuerSigningKeys",
   "receipts.v1.OnboardingService/DeleteUser",
 ];
+
+/**
+ * Documented RPCs the story cannot run as shown: revoking a signer needs a statement signed by the
+ * tenant's confirmed root about a signer that root added (test/http/kt-bindings.test.ts runs it).
+ */
+const OUTSIDE_STORY = ["receipts.v1.KeysService/RevokeIssuerSigningKey"];
 
 const doc = serviceOpenApi();
 
@@ -157,11 +166,11 @@ async function send(
 
 describe("the reference's examples against a running service", () => {
   it("has every documented RPC in the story, once", () => {
-    expect([...STORY].sort()).toEqual([...EXAMPLES.keys()].sort());
+    expect([...STORY, ...OUTSIDE_STORY].sort()).toEqual([...EXAMPLES.keys()].sort());
     // Every RPC with a REST operation (WatchEvents streams over gRPC and Connect only).
     expect(
       httpBindings(API_SERVICES).filter((b, i, all) => all.findIndex((x) => x.method === b.method) === i),
-    ).toHaveLength(STORY.length);
+    ).toHaveLength(STORY.length + OUTSIDE_STORY.length);
   });
 
   it("runs each example as shown; Idempotency-Key replays exactly where documented", async () => {

@@ -95,6 +95,10 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
     // A merchantId of its own: a key registered here must not make other tests' receipts need signatures.
     RegisterSigningKey: { merchantId: "merchant-signing-hostile", publicKey: SIGNING_KEY },
     LookupKey: { recipientHashedPan: holder.hashedPan },
+    KtSelfCheck: { recipientHashedPan: holder.hashedPan },
+    // The issuer's root signing key (pending until an operator confirms it), and a signer's revocation.
+    RegisterIssuerSigningKey: { publicKey: SIGNING_KEY },
+    RevokeIssuerSigningKey: { statement: "e30", signature: "A".repeat(86) },
     RegisterEscrowKey: { publicKey: holder.publicKey },
     StoreSealedReceipt: {
       recipientHashedPan: holder.hashedPan,

@@ -59,6 +59,7 @@ describe("the REST surface", () => {
         releasedReceipts: 0,
         heldReceipts: 0,
         algorithm: "",
+        publicKey: "",
         releasePending: false,
         superseded: false,
       },

@@ -66,6 +66,9 @@ const keys: ServiceImpl<typeof KeysService> = {
   revokeEscrowKey: (req) => ({ escrowKey: { escrowKeyId: req.escrowKeyId }, currentEscrowKeyId: "" }),
   listAuditEvents: (req) => ({ events: [], nextPageToken: req.pageToken }),
   listKtEntries: () => ({ entries: [], nextPageToken: "" }),
+  registerIssuerSigningKey: () => ({ signingKeyId: "sk_1", algorithm: "Ed25519", status: "pending" }),
+  listIssuerSigningKeys: () => ({ signingKeys: [], requireBindings: false }),
+  revokeIssuerSigningKey: (req) => ({ signingKey: { signingKeyId: req.signingKeyId } }),
   ktSelfCheck: () => ({ userId: "usr_1", keyId: "key-1", algorithm: "RSA-OAEP-256", publicKey: "PUB" }),
 };
 

@@ -3,9 +3,10 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_ROUTES } from "../../src/http/admin.js";
 import { ADMIN_OPERATIONS } from "../../src/openapi/admin.js";
+import { EXAMPLE_ROOT } from "../../src/openapi/admin-kt.js";
 import { serviceOpenApi } from "../../src/openapi/openapi.js";
 import { validateAgainst } from "../../src/openapi/validate.js";
-import { startService, type TestService } from "../support/harness.js";
+import { post, startService, type TestService } from "../support/harness.js";
 
 /**
  * The operator API as the reference documents it (only when ADMIN_TOKEN is set): every route is
@@ -51,6 +52,12 @@ describe("operator API examples against a running server", () => {
     svc = await startService({ env: { ADMIN_TOKEN: TOKEN } });
     // The merchant tenant the assignment example names must exist with a merchant key.
     await svc.newKey({ role: "merchant", tier: "standard", tenantId: "corner-coffee-ltd" });
+    // The root the confirmation example names, registered by its issuer (pending until confirmed).
+    const bank = await svc.newKey({ role: "issuer", tier: "standard", tenantId: "acme-bank" });
+    const added = await post(svc, "/api/v1/issuers/signing-keys", bank, {
+      publicKey: EXAMPLE_ROOT.publicKey,
+    });
+    expect(added.status).toBe(200);
     // The card transfer example moves the card of this user, of another issuer.
     const now = new Date();
     await svc.store.users.register({
@@ -85,6 +92,9 @@ describe("operator API examples against a running server", () => {
     "POST /admin/v1/kt/auditors",
     "GET /admin/v1/kt/auditors",
     "DELETE /admin/v1/kt/auditors/{auditorId}",
+    // Before the root is confirmed: the operator's word sets it.
+    "PUT /admin/v1/issuers/{tenant}/require-bindings",
+    "POST /admin/v1/issuers/{tenant}/signing-keys/{signingKeyId}/confirm",
     "DELETE /admin/v1/api-keys/{apiKeyId}",
   ];
 

@@ -14,7 +14,7 @@ import { openApiPath, pathParameterName } from "../../src/openapi/openapi.js";
 import { SchemaBuilder } from "../../src/openapi/schema.js";
 import { responseSchemaRef, validateAgainst } from "../../src/openapi/validate.js";
 import { messageToJson } from "../../src/rpc/json.js";
-import { API_SERVICES } from "../../src/rpc/roles.js";
+import { API_SERVICES } from "../../src/rpc/policy.js";
 import { component, deref, doc, filled } from "./support.js";
 
 const MONEY = ["subtotal", "taxAmount", "totalAmount", "amount", "tipAmount"];
@@ -154,7 +154,7 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
   const bindings = httpBindings(API_SERVICES);
 
   it("validates a fully populated response of every binding, as the transcoder renders it", () => {
-    expect(bindings).toHaveLength(33);
+    expect(bindings).toHaveLength(36);
     for (const binding of bindings) {
       const data = encodeHttpResponse(binding, filled(binding.method.output));
       const pointer = responseSchemaRef(openApiPath(binding), binding.verb);
@@ -204,6 +204,7 @@ describe("the schemas agree with what the transcoder sends and accepts", () => {
     expect(names).toEqual([
       "userId",
       "escrowKeyId",
+      "signingKeyId",
       "userId",
       "transactionId",
       "merchantId",

@@ -4,6 +4,7 @@ import { cardAliasesContract } from "./contract-card-aliases.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
 import { eventsContract } from "./contract-events.js";
+import { ktIssuersContract } from "./contract-kt-issuers.js";
 import { ktLogContract } from "./contract-kt-log.js";
 import { leasesContract } from "./contract-leases.js";
 import { merchantKeysContract } from "./contract-merchant-keys.js";
@@ -52,6 +53,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     erasureContract(store);
     eventsContract(store);
     ktLogContract(store);
+    ktIssuersContract(store);
     leasesContract(store);
   });
 }

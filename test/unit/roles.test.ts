@@ -9,7 +9,7 @@ import { createApiKey } from "../../src/domain/api-keys.js";
 import { AppError } from "../../src/errors.js";
 import { kPrincipal } from "../../src/rpc/context.js";
 import { accessInterceptor } from "../../src/rpc/interceptors.js";
-import { API_SERVICES, rolesFor } from "../../src/rpc/roles.js";
+import { API_SERVICES, rolesFor } from "../../src/rpc/policy.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Store } from "../../src/store/types.js";
 
@@ -34,6 +34,9 @@ const MATRIX: Record<string, typeof ISSUER | typeof MERCHANT | typeof BOTH> = {
   "KeysService/RevokeEscrowKey": ISSUER,
   "KeysService/ListAuditEvents": ISSUER,
   "KeysService/ListKtEntries": ISSUER,
+  "KeysService/RegisterIssuerSigningKey": ISSUER,
+  "KeysService/ListIssuerSigningKeys": ISSUER,
+  "KeysService/RevokeIssuerSigningKey": ISSUER,
   "KeysService/KtSelfCheck": ISSUER,
   "ReceiptsService/EncryptReceipt": MERCHANT,
   "ReceiptsService/DecryptReceipt": ISSUER,

@@ -9,13 +9,14 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { KtBinding, KtDirectoryProof, KtLeafProof } from "./kt_pb.js";
 import { file_receipts_v1_kt } from "./kt_pb.js";
+import { file_receipts_v1_options } from "./options_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file receipts/v1/keys.proto.
  */
 export const file_receipts_v1_keys: GenFile = /*@__PURE__*/
-  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiggEKEExvb2t1cEtleVJlcXVlc3QSHAoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAkSFQoIY2FyZF9iaW4YAiABKAlIAIgBARIaCg1yZWNpcGllbnRfcGFyGAMgASgJSAGIAQFCCwoJX2NhcmRfYmluQhAKDl9yZWNpcGllbnRfcGFyIsACChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIEicKB2JpbmRpbmcYBiABKAsyFi5yZWNlaXB0cy52MS5LdEJpbmRpbmcSFAoHb3BlbmluZxgHIAEoCUgAiAEBEicKBXByb29mGAggASgLMhgucmVjZWlwdHMudjEuS3RMZWFmUHJvb2YSMAoJZGlyZWN0b3J5GAkgASgLMh0ucmVjZWlwdHMudjEuS3REaXJlY3RvcnlQcm9vZhIXCgpjaGVja3BvaW50GAogASgJSAGIAQFCCgoIX29wZW5pbmdCDQoLX2NoZWNrcG9pbnQiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIXChVMaXN0RXNjcm93S2V5c1JlcXVlc3QiagoWTGlzdEVzY3Jvd0tleXNSZXNwb25zZRIxCgtlc2Nyb3dfa2V5cxgBIAMoCzIcLnJlY2VpcHRzLnYxLklzc3VlckVzY3Jvd0tleRIdChVjdXJyZW50X2VzY3Jvd19rZXlfaWQYAiABKAkiwAEKD0lzc3VlckVzY3Jvd0tleRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiLwoWUmV2b2tlRXNjcm93S2V5UmVxdWVzdBIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJImoKF1Jldm9rZUVzY3Jvd0tleVJlc3BvbnNlEjAKCmVzY3Jvd19rZXkYASABKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIk4KFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSDQoFYWZ0ZXIYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWwoXTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USJwoGZXZlbnRzGAEgAygLMhcucmVjZWlwdHMudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkixQEKCkF1ZGl0RXZlbnQSJgoCYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGlvbhgCIAEoCRINCgVhY3RvchgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEhEKCXNvdXJjZV9pcBgFIAEoCRIPCgd1c2VyX2lkGAYgASgJEg4KBmtleV9pZBgHIAEoCRIXCg9wcmV2aW91c19rZXlfaWQYCCABKAkSDwoHc3ViamVjdBgJIAEoCSJbChRMaXN0S3RFbnRyaWVzUmVxdWVzdBISCgpwYWdlX3Rva2VuGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgVhZnRlchgDIAEoA0gAiAEBQggKBl9hZnRlciJXChVMaXN0S3RFbnRyaWVzUmVzcG9uc2USJQoHZW50cmllcxgBIAMoCzIULnJlY2VpcHRzLnYxLkt0RW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoYBCgdLdEVudHJ5Eg0KBWluZGV4GAEgASgDEiIKGnN0YXRlbWVudF93aXRob3V0X2NhcmRfcmVmGAIgASgJEg8KB29wZW5pbmcYAyABKAkSFgoOc2lnbmluZ19rZXlfaWQYBCABKAkSDwoHdXNlcl9pZBgFIAEoCRIOCgZlcmFzZWQYBiABKAgihAEKEkt0U2VsZkNoZWNrUmVxdWVzdBIcChRyZWNpcGllbnRfaGFzaGVkX3BhbhgBIAEoCRIVCghjYXJkX2JpbhgCIAEoCUgAiAEBEhoKDXJlY2lwaWVudF9wYXIYAyABKAlIAYgBAUILCglfY2FyZF9iaW5CEAoOX3JlY2lwaWVudF9wYXIi0wIKE0t0U2VsZkNoZWNrUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkSEQoJYWxnb3JpdGhtGAMgASgJEhIKCnB1YmxpY19rZXkYBCABKAkSEwoLaXNfZXNjcm93ZWQYBSABKAgSEQoJYWFkX2JvdW5kGAYgASgIEicKB2JpbmRpbmcYByABKAsyFi5yZWNlaXB0cy52MS5LdEJpbmRpbmcSFAoHb3BlbmluZxgIIAEoCUgAiAEBEicKBXByb29mGAkgASgLMhgucmVjZWlwdHMudjEuS3RMZWFmUHJvb2YSMAoJZGlyZWN0b3J5GAogASgLMh0ucmVjZWlwdHMudjEuS3REaXJlY3RvcnlQcm9vZhIXCgpjaGVja3BvaW50GAsgASgJSAGIAQFCCgoIX29wZW5pbmdCDQoLX2NoZWNrcG9pbnQy7wcKC0tleXNTZXJ2aWNlEnYKC0dyYW50QWNjZXNzEh8ucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXF1ZXN0GiAucmVjZWlwdHMudjEuR3JhbnRBY2Nlc3NSZXNwb25zZSIkgtPkkwIeOgEqIhkvYXBpL3YxL2tleXMvZ3JhbnQtYWNjZXNzEmoKCUxvb2t1cEtleRIdLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlcXVlc3QaHi5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXNwb25zZSIegtPkkwIYOgEqIhMvYXBpL3YxL2tleXMvbG9va3VwEooBChFSZWdpc3RlckVzY3Jvd0tleRIlLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVxdWVzdBomLnJlY2VpcHRzLnYxLlJlZ2lzdGVyRXNjcm93S2V5UmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzEn4KDkxpc3RFc2Nyb3dLZXlzEiIucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXF1ZXN0GiMucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXNwb25zZSIjgtPkkwIdEhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMSkQEKD1Jldm9rZUVzY3Jvd0tleRIjLnJlY2VpcHRzLnYxLlJldm9rZUVzY3Jvd0tleVJlcXVlc3QaJC5yZWNlaXB0cy52MS5SZXZva2VFc2Nyb3dLZXlSZXNwb25zZSIzgtPkkwItKisvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMve2VzY3Jvd19rZXlfaWR9EnMKD0xpc3RBdWRpdEV2ZW50cxIjLnJlY2VpcHRzLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaJC5yZWNlaXB0cy52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIVgtPkkwIPEg0vYXBpL3YxL2F1ZGl0EnIKDUxpc3RLdEVudHJpZXMSIS5yZWNlaXB0cy52MS5MaXN0S3RFbnRyaWVzUmVxdWVzdBoiLnJlY2VpcHRzLnYxLkxpc3RLdEVudHJpZXNSZXNwb25zZSIagtPkkwIUEhIvYXBpL3YxL2t0L2VudHJpZXMScgoLS3RTZWxmQ2hlY2sSHy5yZWNlaXB0cy52MS5LdFNlbGZDaGVja1JlcXVlc3QaIC5yZWNlaXB0cy52MS5LdFNlbGZDaGVja1Jlc3BvbnNlIiCC0+STAho6ASoiFS9hcGkvdjEva3Qvc2VsZi1jaGVja2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt]);
+  fileDesc("ChZyZWNlaXB0cy92MS9rZXlzLnByb3RvEgtyZWNlaXB0cy52MSI1ChJHcmFudEFjY2Vzc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIOCgZrZXlfaWQYAiABKAkizAEKE0dyYW50QWNjZXNzUmVzcG9uc2USEAoIdG9rZW5faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZrZXlfaWQYAyABKAkSDwoHcHVycG9zZRgEIAEoCRIuCgpncmFudGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzb3VyY2VfaXAYByABKAkiggEKEExvb2t1cEtleVJlcXVlc3QSHAoUcmVjaXBpZW50X2hhc2hlZF9wYW4YASABKAkSFQoIY2FyZF9iaW4YAiABKAlIAIgBARIaCg1yZWNpcGllbnRfcGFyGAMgASgJSAGIAQFCCwoJX2NhcmRfYmluQhAKDl9yZWNpcGllbnRfcGFyIsACChFMb29rdXBLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEQoJYWxnb3JpdGhtGAIgASgJEhIKCnB1YmxpY19rZXkYAyABKAkSEwoLaXNfZXNjcm93ZWQYBCABKAgSEQoJYWFkX2JvdW5kGAUgASgIEicKB2JpbmRpbmcYBiABKAsyFi5yZWNlaXB0cy52MS5LdEJpbmRpbmcSFAoHb3BlbmluZxgHIAEoCUgAiAEBEicKBXByb29mGAggASgLMhgucmVjZWlwdHMudjEuS3RMZWFmUHJvb2YSMAoJZGlyZWN0b3J5GAkgASgLMh0ucmVjZWlwdHMudjEuS3REaXJlY3RvcnlQcm9vZhIXCgpjaGVja3BvaW50GAogASgJSAGIAQFCCgoIX29wZW5pbmdCDQoLX2NoZWNrcG9pbnQiLgoYUmVnaXN0ZXJFc2Nyb3dLZXlSZXF1ZXN0EhIKCnB1YmxpY19rZXkYASABKAkidQoZUmVnaXN0ZXJFc2Nyb3dLZXlSZXNwb25zZRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIXChVMaXN0RXNjcm93S2V5c1JlcXVlc3QiagoWTGlzdEVzY3Jvd0tleXNSZXNwb25zZRIxCgtlc2Nyb3dfa2V5cxgBIAMoCzIcLnJlY2VpcHRzLnYxLklzc3VlckVzY3Jvd0tleRIdChVjdXJyZW50X2VzY3Jvd19rZXlfaWQYAiABKAkiwAEKD0lzc3VlckVzY3Jvd0tleRIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2N1cnJlbnQYBiABKAgiLwoWUmV2b2tlRXNjcm93S2V5UmVxdWVzdBIVCg1lc2Nyb3dfa2V5X2lkGAEgASgJImoKF1Jldm9rZUVzY3Jvd0tleVJlc3BvbnNlEjAKCmVzY3Jvd19rZXkYASABKAsyHC5yZWNlaXB0cy52MS5Jc3N1ZXJFc2Nyb3dLZXkSHQoVY3VycmVudF9lc2Nyb3dfa2V5X2lkGAIgASgJIk4KFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSDQoFYWZ0ZXIYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiWwoXTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USJwoGZXZlbnRzGAEgAygLMhcucmVjZWlwdHMudjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkixQEKCkF1ZGl0RXZlbnQSJgoCYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmFjdGlvbhgCIAEoCRINCgVhY3RvchgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEhEKCXNvdXJjZV9pcBgFIAEoCRIPCgd1c2VyX2lkGAYgASgJEg4KBmtleV9pZBgHIAEoCRIXCg9wcmV2aW91c19rZXlfaWQYCCABKAkSDwoHc3ViamVjdBgJIAEoCSJbChRMaXN0S3RFbnRyaWVzUmVxdWVzdBISCgpwYWdlX3Rva2VuGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgVhZnRlchgDIAEoA0gAiAEBQggKBl9hZnRlciJXChVMaXN0S3RFbnRyaWVzUmVzcG9uc2USJQoHZW50cmllcxgBIAMoCzIULnJlY2VpcHRzLnYxLkt0RW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoYBCgdLdEVudHJ5Eg0KBWluZGV4GAEgASgDEiIKGnN0YXRlbWVudF93aXRob3V0X2NhcmRfcmVmGAIgASgJEg8KB29wZW5pbmcYAyABKAkSFgoOc2lnbmluZ19rZXlfaWQYBCABKAkSDwoHdXNlcl9pZBgFIAEoCRIOCgZlcmFzZWQYBiABKAgiWwofUmVnaXN0ZXJJc3N1ZXJTaWduaW5nS2V5UmVxdWVzdBISCgpwdWJsaWNfa2V5GAEgASgJEhEKCXN0YXRlbWVudBgCIAEoCRIRCglzaWduYXR1cmUYAyABKAkimwEKIFJlZ2lzdGVySXNzdWVyU2lnbmluZ0tleVJlc3BvbnNlEhYKDnNpZ25pbmdfa2V5X2lkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSDAoEcm9sZRgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIeChxMaXN0SXNzdWVyU2lnbmluZ0tleXNSZXF1ZXN0Im4KHUxpc3RJc3N1ZXJTaWduaW5nS2V5c1Jlc3BvbnNlEjMKDHNpZ25pbmdfa2V5cxgBIAMoCzIdLnJlY2VpcHRzLnYxLklzc3VlclNpZ25pbmdLZXkSGAoQcmVxdWlyZV9iaW5kaW5ncxgCIAEoCCKBAgoQSXNzdWVyU2lnbmluZ0tleRIWCg5zaWduaW5nX2tleV9pZBgBIAEoCRIRCglhbGdvcml0aG0YAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIMCgRyb2xlGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb25maXJtZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIl0KHVJldm9rZUlzc3VlclNpZ25pbmdLZXlSZXF1ZXN0EhYKDnNpZ25pbmdfa2V5X2lkGAEgASgJEhEKCXN0YXRlbWVudBgCIAEoCRIRCglzaWduYXR1cmUYAyABKAkiVAoeUmV2b2tlSXNzdWVyU2lnbmluZ0tleVJlc3BvbnNlEjIKC3NpZ25pbmdfa2V5GAEgASgLMh0ucmVjZWlwdHMudjEuSXNzdWVyU2lnbmluZ0tleSKEAQoSS3RTZWxmQ2hlY2tSZXF1ZXN0EhwKFHJlY2lwaWVudF9oYXNoZWRfcGFuGAEgASgJEhUKCGNhcmRfYmluGAIgASgJSACIAQESGgoNcmVjaXBpZW50X3BhchgDIAEoCUgBiAEBQgsKCV9jYXJkX2JpbkIQCg5fcmVjaXBpZW50X3BhciLTAgoTS3RTZWxmQ2hlY2tSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIRCglhbGdvcml0aG0YAyABKAkSEgoKcHVibGljX2tleRgEIAEoCRITCgtpc19lc2Nyb3dlZBgFIAEoCBIRCglhYWRfYm91bmQYBiABKAgSJwoHYmluZGluZxgHIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZxIUCgdvcGVuaW5nGAggASgJSACIAQESJwoFcHJvb2YYCSABKAsyGC5yZWNlaXB0cy52MS5LdExlYWZQcm9vZhIwCglkaXJlY3RvcnkYCiABKAsyHS5yZWNlaXB0cy52MS5LdERpcmVjdG9yeVByb29mEhcKCmNoZWNrcG9pbnQYCyABKAlIAYgBAUIKCghfb3BlbmluZ0INCgtfY2hlY2twb2ludDKsDAoLS2V5c1NlcnZpY2USfQoLR3JhbnRBY2Nlc3MSHy5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1JlcXVlc3QaIC5yZWNlaXB0cy52MS5HcmFudEFjY2Vzc1Jlc3BvbnNlIiuitxgDCgEBgtPkkwIeOgEqIhkvYXBpL3YxL2tleXMvZ3JhbnQtYWNjZXNzEnEKCUxvb2t1cEtleRIdLnJlY2VpcHRzLnYxLkxvb2t1cEtleVJlcXVlc3QaHi5yZWNlaXB0cy52MS5Mb29rdXBLZXlSZXNwb25zZSIlorcYAwoBAoLT5JMCGDoBKiITL2FwaS92MS9rZXlzL2xvb2t1cBKRAQoRUmVnaXN0ZXJFc2Nyb3dLZXkSJS5yZWNlaXB0cy52MS5SZWdpc3RlckVzY3Jvd0tleVJlcXVlc3QaJi5yZWNlaXB0cy52MS5SZWdpc3RlckVzY3Jvd0tleVJlc3BvbnNlIi2itxgDCgEBgtPkkwIgOgEqIhsvYXBpL3YxL2lzc3VlcnMvZXNjcm93LWtleXMShQEKDkxpc3RFc2Nyb3dLZXlzEiIucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXF1ZXN0GiMucmVjZWlwdHMudjEuTGlzdEVzY3Jvd0tleXNSZXNwb25zZSIqorcYAwoBAYLT5JMCHRIbL2FwaS92MS9pc3N1ZXJzL2VzY3Jvdy1rZXlzEpgBCg9SZXZva2VFc2Nyb3dLZXkSIy5yZWNlaXB0cy52MS5SZXZva2VFc2Nyb3dLZXlSZXF1ZXN0GiQucmVjZWlwdHMudjEuUmV2b2tlRXNjcm93S2V5UmVzcG9uc2UiOqK3GAMKAQGC0+STAi0qKy9hcGkvdjEvaXNzdWVycy9lc2Nyb3cta2V5cy97ZXNjcm93X2tleV9pZH0SpwEKGFJlZ2lzdGVySXNzdWVyU2lnbmluZ0tleRIsLnJlY2VpcHRzLnYxLlJlZ2lzdGVySXNzdWVyU2lnbmluZ0tleVJlcXVlc3QaLS5yZWNlaXB0cy52MS5SZWdpc3Rlcklzc3VlclNpZ25pbmdLZXlSZXNwb25zZSIuorcYAwoBAYLT5JMCIToBKiIcL2FwaS92MS9pc3N1ZXJzL3NpZ25pbmcta2V5cxKbAQoVTGlzdElzc3VlclNpZ25pbmdLZXlzEikucmVjZWlwdHMudjEuTGlzdElzc3VlclNpZ25pbmdLZXlzUmVxdWVzdBoqLnJlY2VpcHRzLnYxLkxpc3RJc3N1ZXJTaWduaW5nS2V5c1Jlc3BvbnNlIiuitxgDCgEBgtPkkwIeEhwvYXBpL3YxL2lzc3VlcnMvc2lnbmluZy1rZXlzErkBChZSZXZva2VJc3N1ZXJTaWduaW5nS2V5EioucmVjZWlwdHMudjEuUmV2b2tlSXNzdWVyU2lnbmluZ0tleVJlcXVlc3QaKy5yZWNlaXB0cy52MS5SZXZva2VJc3N1ZXJTaWduaW5nS2V5UmVzcG9uc2UiRqK3GAMKAQGC0+STAjk6ASoiNC9hcGkvdjEvaXNzdWVycy9zaWduaW5nLWtleXMve3NpZ25pbmdfa2V5X2lkfS9yZXZva2USegoPTGlzdEF1ZGl0RXZlbnRzEiMucmVjZWlwdHMudjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBokLnJlY2VpcHRzLnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlIhyitxgDCgEBgtPkkwIPEg0vYXBpL3YxL2F1ZGl0EnkKDUxpc3RLdEVudHJpZXMSIS5yZWNlaXB0cy52MS5MaXN0S3RFbnRyaWVzUmVxdWVzdBoiLnJlY2VpcHRzLnYxLkxpc3RLdEVudHJpZXNSZXNwb25zZSIhorcYAwoBAYLT5JMCFBISL2FwaS92MS9rdC9lbnRyaWVzEnkKC0t0U2VsZkNoZWNrEh8ucmVjZWlwdHMudjEuS3RTZWxmQ2hlY2tSZXF1ZXN0GiAucmVjZWlwdHMudjEuS3RTZWxmQ2hlY2tSZXNwb25zZSInorcYAwoBAYLT5JMCGjoBKiIVL2FwaS92MS9rdC9zZWxmLWNoZWNrYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
 
 /**
  * @generated from message receipts.v1.GrantAccessRequest
@@ -650,6 +651,240 @@ export const KtEntrySchema: GenMessage<KtEntry> = /*@__PURE__*/
   messageDesc(file_receipts_v1_keys, 16);
 
 /**
+ * @generated from message receipts.v1.RegisterIssuerSigningKeyRequest
+ */
+export type RegisterIssuerSigningKeyRequest = Message<"receipts.v1.RegisterIssuerSigningKeyRequest"> & {
+  /**
+   * Required. Base64 DER SubjectPublicKeyInfo of an Ed25519 key, or of an uncompressed ECDSA P-256
+   * point on the curve.
+   *
+   * @generated from field: string public_key = 1;
+   */
+  publicKey: string;
+
+  /**
+   * Base64 of a receipts.v1/signing-key statement introducing this key: for the root, optional and
+   * signed by the key itself (role root); for every later key, required and signed by the
+   * tenant's confirmed root (role signer). Its version is the tenant's last statement's + 1.
+   *
+   * @generated from field: string statement = 2;
+   */
+  statement: string;
+
+  /**
+   * Base64 of the statement's 64-byte signature.
+   *
+   * @generated from field: string signature = 3;
+   */
+  signature: string;
+};
+
+/**
+ * Describes the message receipts.v1.RegisterIssuerSigningKeyRequest.
+ * Use `create(RegisterIssuerSigningKeyRequestSchema)` to create a new message.
+ */
+export const RegisterIssuerSigningKeyRequestSchema: GenMessage<RegisterIssuerSigningKeyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 17);
+
+/**
+ * @generated from message receipts.v1.RegisterIssuerSigningKeyResponse
+ */
+export type RegisterIssuerSigningKeyResponse = Message<"receipts.v1.RegisterIssuerSigningKeyResponse"> & {
+  /**
+   * "sk_" and the first 16 bytes of SHA-256 of the key's SubjectPublicKeyInfo, in hex.
+   *
+   * @generated from field: string signing_key_id = 1;
+   */
+  signingKeyId: string;
+
+  /**
+   * "Ed25519" or "ECDSA-P256-SHA256".
+   *
+   * @generated from field: string algorithm = 2;
+   */
+  algorithm: string;
+
+  /**
+   * "pending" (a root the operator has not confirmed yet) or "current".
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * "root" (the tenant's first key) or "signer".
+   *
+   * @generated from field: string role = 4;
+   */
+  role: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.RegisterIssuerSigningKeyResponse.
+ * Use `create(RegisterIssuerSigningKeyResponseSchema)` to create a new message.
+ */
+export const RegisterIssuerSigningKeyResponseSchema: GenMessage<RegisterIssuerSigningKeyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 18);
+
+/**
+ * @generated from message receipts.v1.ListIssuerSigningKeysRequest
+ */
+export type ListIssuerSigningKeysRequest = Message<"receipts.v1.ListIssuerSigningKeysRequest"> & {
+};
+
+/**
+ * Describes the message receipts.v1.ListIssuerSigningKeysRequest.
+ * Use `create(ListIssuerSigningKeysRequestSchema)` to create a new message.
+ */
+export const ListIssuerSigningKeysRequestSchema: GenMessage<ListIssuerSigningKeysRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 19);
+
+/**
+ * @generated from message receipts.v1.ListIssuerSigningKeysResponse
+ */
+export type ListIssuerSigningKeysResponse = Message<"receipts.v1.ListIssuerSigningKeysResponse"> & {
+  /**
+   * In the order registered: the root first.
+   *
+   * @generated from field: repeated receipts.v1.IssuerSigningKey signing_keys = 1;
+   */
+  signingKeys: IssuerSigningKey[];
+
+  /**
+   * Whether the tenant's unsigned registrations and escrow keys are refused.
+   *
+   * @generated from field: bool require_bindings = 2;
+   */
+  requireBindings: boolean;
+};
+
+/**
+ * Describes the message receipts.v1.ListIssuerSigningKeysResponse.
+ * Use `create(ListIssuerSigningKeysResponseSchema)` to create a new message.
+ */
+export const ListIssuerSigningKeysResponseSchema: GenMessage<ListIssuerSigningKeysResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 20);
+
+/**
+ * A signing key of an issuer tenant.
+ *
+ * @generated from message receipts.v1.IssuerSigningKey
+ */
+export type IssuerSigningKey = Message<"receipts.v1.IssuerSigningKey"> & {
+  /**
+   * @generated from field: string signing_key_id = 1;
+   */
+  signingKeyId: string;
+
+  /**
+   * @generated from field: string algorithm = 2;
+   */
+  algorithm: string;
+
+  /**
+   * Base64 DER SubjectPublicKeyInfo.
+   *
+   * @generated from field: string public_key = 3;
+   */
+  publicKey: string;
+
+  /**
+   * "root" or "signer".
+   *
+   * @generated from field: string role = 4;
+   */
+  role: string;
+
+  /**
+   * "pending", "current" or "revoked".
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When the operator confirmed it (a root).
+   *
+   * @generated from field: google.protobuf.Timestamp confirmed_at = 7;
+   */
+  confirmedAt?: Timestamp | undefined;
+
+  /**
+   * Set once revoked.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 8;
+   */
+  revokedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.IssuerSigningKey.
+ * Use `create(IssuerSigningKeySchema)` to create a new message.
+ */
+export const IssuerSigningKeySchema: GenMessage<IssuerSigningKey> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 21);
+
+/**
+ * @generated from message receipts.v1.RevokeIssuerSigningKeyRequest
+ */
+export type RevokeIssuerSigningKeyRequest = Message<"receipts.v1.RevokeIssuerSigningKeyRequest"> & {
+  /**
+   * Required. A signer of the calling tenant.
+   *
+   * @generated from field: string signing_key_id = 1;
+   */
+  signingKeyId: string;
+
+  /**
+   * Required. Base64 of the root's receipts.v1/signing-key-revocation statement naming it.
+   *
+   * @generated from field: string statement = 2;
+   */
+  statement: string;
+
+  /**
+   * Required. Base64 of the statement's 64-byte signature by the confirmed root.
+   *
+   * @generated from field: string signature = 3;
+   */
+  signature: string;
+};
+
+/**
+ * Describes the message receipts.v1.RevokeIssuerSigningKeyRequest.
+ * Use `create(RevokeIssuerSigningKeyRequestSchema)` to create a new message.
+ */
+export const RevokeIssuerSigningKeyRequestSchema: GenMessage<RevokeIssuerSigningKeyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 22);
+
+/**
+ * @generated from message receipts.v1.RevokeIssuerSigningKeyResponse
+ */
+export type RevokeIssuerSigningKeyResponse = Message<"receipts.v1.RevokeIssuerSigningKeyResponse"> & {
+  /**
+   * @generated from field: receipts.v1.IssuerSigningKey signing_key = 1;
+   */
+  signingKey?: IssuerSigningKey | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.RevokeIssuerSigningKeyResponse.
+ * Use `create(RevokeIssuerSigningKeyResponseSchema)` to create a new message.
+ */
+export const RevokeIssuerSigningKeyResponseSchema: GenMessage<RevokeIssuerSigningKeyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_keys, 23);
+
+/**
  * @generated from message receipts.v1.KtSelfCheckRequest
  */
 export type KtSelfCheckRequest = Message<"receipts.v1.KtSelfCheckRequest"> & {
@@ -681,7 +916,7 @@ export type KtSelfCheckRequest = Message<"receipts.v1.KtSelfCheckRequest"> & {
  * Use `create(KtSelfCheckRequestSchema)` to create a new message.
  */
 export const KtSelfCheckRequestSchema: GenMessage<KtSelfCheckRequest> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_keys, 17);
+  messageDesc(file_receipts_v1_keys, 24);
 
 /**
  * @generated from message receipts.v1.KtSelfCheckResponse
@@ -752,7 +987,7 @@ export type KtSelfCheckResponse = Message<"receipts.v1.KtSelfCheckResponse"> & {
  * Use `create(KtSelfCheckResponseSchema)` to create a new message.
  */
 export const KtSelfCheckResponseSchema: GenMessage<KtSelfCheckResponse> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_keys, 18);
+  messageDesc(file_receipts_v1_keys, 25);
 
 /**
  * Short-lived decrypt grants and escrow keys (card issuers); recipient key look-up (merchants).
@@ -878,6 +1113,73 @@ export const KeysService: GenService<{
     methodKind: "unary";
     input: typeof RevokeEscrowKeyRequestSchema;
     output: typeof RevokeEscrowKeyResponseSchema;
+  },
+  /**
+   * Registers a signing key of the calling issuer tenant (Ed25519 or ECDSA P-256), whose signatures
+   * make its key bindings, escrow keys and settings count in the key directory. The tenant's first
+   * key is its root: pending until the operator confirms it (after an out-of-band check with the
+   * bank); it may come with its own receipts.v1/signing-key statement (role root), signed by itself.
+   * Every later key needs the confirmed root's receipts.v1/signing-key statement (role signer) and
+   * is current at once: unsigned or badly signed is invalid_signature.
+   *
+   * Example request:
+   * {"publicKey": "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE="}
+   *
+   * Example response:
+   * {"signingKeyId": "sk_2b1e2b8cc7a53a3e3b6a1b0d4f0f1e6c", "algorithm": "Ed25519", "status": "pending", "role": "root", "createdAt": "2026-11-25T09:30:00.000Z"}
+   *
+   * @generated from rpc receipts.v1.KeysService.RegisterIssuerSigningKey
+   */
+  registerIssuerSigningKey: {
+    methodKind: "unary";
+    input: typeof RegisterIssuerSigningKeyRequestSchema;
+    output: typeof RegisterIssuerSigningKeyResponseSchema;
+  },
+  /**
+   * The calling issuer tenant's signing keys (the root first) and whether it requires bindings.
+   *
+   * Example request:
+   * {}
+   *
+   * Example response:
+   * {
+   *   "signingKeys": [
+   *     {
+   *       "signingKeyId": "sk_2b1e2b8cc7a53a3e3b6a1b0d4f0f1e6c",
+   *       "algorithm": "Ed25519",
+   *       "publicKey": "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=",
+   *       "role": "root",
+   *       "status": "current",
+   *       "createdAt": "2026-11-25T09:30:00.000Z",
+   *       "confirmedAt": "2026-11-25T11:02:00.000Z"
+   *     }
+   *   ],
+   *   "requireBindings": false
+   * }
+   *
+   * @generated from rpc receipts.v1.KeysService.ListIssuerSigningKeys
+   */
+  listIssuerSigningKeys: {
+    methodKind: "unary";
+    input: typeof ListIssuerSigningKeysRequestSchema;
+    output: typeof ListIssuerSigningKeysResponseSchema;
+  },
+  /**
+   * Revokes a signing key (not the root) of the calling issuer tenant, with the confirmed root's
+   * receipts.v1/signing-key-revocation statement: it signs nothing from then on.
+   *
+   * Example request:
+   * {"signingKeyId": "sk_9f86d081884c7d659a2feaa0c55ad015", "statement": "eyJpc3N1ZXIiOiJiYW5rLWEiLCJyZXZva2VkQXQiOiIyMDI2LTExLTI1VDEyOjAwOjAwWiJ9", "signature": "q83vASNFZ4mrze8BI0VniSs8ETw+S7mUV9lQdbRiq3Bh0y4n5zY0rl7xWHi2jb4LqNkVOW0i2gfSrWWzGQXfAw=="}
+   *
+   * Example response:
+   * {"signingKey": {"signingKeyId": "sk_9f86d081884c7d659a2feaa0c55ad015", "algorithm": "ECDSA-P256-SHA256", "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKw/dpks+NdJ5eI/ULyNxK0Kf58QT2YM4XkG1ZP9TOSMRxt/70Ggj/MBwMIC/gMqkSJjBrNbc2rksergL6S92pQ==", "role": "signer", "status": "revoked", "createdAt": "2026-11-25T09:40:00.000Z", "revokedAt": "2026-11-25T12:00:01.000Z"}}
+   *
+   * @generated from rpc receipts.v1.KeysService.RevokeIssuerSigningKey
+   */
+  revokeIssuerSigningKey: {
+    methodKind: "unary";
+    input: typeof RevokeIssuerSigningKeyRequestSchema;
+    output: typeof RevokeIssuerSigningKeyResponseSchema;
   },
   /**
    * The calling issuer tenant's audit log in the order it was written: every key change of its

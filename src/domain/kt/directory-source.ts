@@ -41,6 +41,33 @@ export interface IssuerDetails {
   >;
 }
 
+/**
+ * The issuer details the stores hold (`store.ktIssuers`): each tenant's signing keys with their
+ * status and `requireBindings`. A key counts from the snapshot that first lists it with its status
+ * (`storeDirectorySource` keeps that time in later snapshots).
+ */
+export function storeIssuerDetails(store: Pick<Store, "ktIssuers">, now: () => Date): IssuerDetails {
+  return {
+    tenants: async () => (await store.ktIssuers.list()).map((r) => r.tenantId),
+    async details(tenantId) {
+      const record = await store.ktIssuers.get(tenantId);
+      if (record === undefined) return {};
+      const since = formatTime(now().getTime());
+      return {
+        requireBindings: record.requireBindings,
+        signingKeys: record.signingKeys.map((k) => ({
+          signingKeyId: k.signingKeyId,
+          algorithm: k.algorithm,
+          spki: k.spki,
+          role: k.role,
+          status: k.status,
+          effectiveFrom: since,
+        })),
+      };
+    },
+  };
+}
+
 /** The escrow key reference of a base64 SPKI. */
 export function escrowKeyRef(keyId: string, algorithm: string, spkiBase64: string): EscrowKeyRef {
   const digest = createHash("sha256").update(Buffer.from(spkiBase64, "base64")).digest();

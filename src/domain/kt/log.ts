@@ -24,6 +24,8 @@ export interface KtLog {
   readonly origin: string;
   /** The log's verifier key (C2SP vkey, type 0x01), for trust policies and witnesses. */
   readonly vkey: string;
+  /** `KT_MAX_BINDING_DAYS`: the longest validity window of a binding or escrow-key statement. */
+  readonly maxBindingDays: number;
 
   /**
    * The pending record of a statement that passed `checkStatement`, with a fresh random opening and,

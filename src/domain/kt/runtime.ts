@@ -8,11 +8,12 @@ import { randomId } from "../../ids.js";
 import { type NoteSigner, parseVkey } from "../../kt/note.js";
 import type { Store } from "../../store/types.js";
 import { CardRefSeal } from "./card-seal.js";
-import { type DirectorySource, storeDirectorySource } from "./directory-source.js";
+import { type DirectorySource, storeDirectorySource, storeIssuerDetails } from "./directory-source.js";
 import { KtReads } from "./reads.js";
 import { Sequencer, type SequencerLeases } from "./sequencer.js";
 import { KtLogService } from "./service.js";
-import { type KtSigningKeys, NO_SIGNING_KEYS } from "./statement-check.js";
+import { storeSigningKeys } from "./signed.js";
+import type { KtSigningKeys } from "./statement-check.js";
 import { CachedTiles } from "./tile-cache.js";
 import { WitnessClient, type WitnessEndpoint } from "./witness-client.js";
 
@@ -27,7 +28,7 @@ export interface KtRuntimeOptions {
   /** The log's signing key (its name is the origin). */
   signer: NoteSigner;
   leases: SequencerLeases;
-  /** The tenants' signing keys; until a signing-key store exists, none (every statement is refused). */
+  /** The tenants' signing keys; default the store's (`store.ktIssuers`). */
   signingKeys?: KtSigningKeys;
   /** Where snapshots are read; default the stores' BINs and escrow keys, and `serviceEscrowKey`. */
   directory?: DirectorySource;
@@ -64,7 +65,7 @@ export function createKtRuntime(options: KtRuntimeOptions): KtRuntime {
   const { store, clock, logger, config } = options;
   const tiles = new CachedTiles(store.ktLog);
   const seal = new CardRefSeal(options.pepper);
-  const signingKeys = options.signingKeys ?? NO_SIGNING_KEYS;
+  const signingKeys = options.signingKeys ?? storeSigningKeys(store);
   const endpoints = witnessEndpoints(config);
   const witnesses = new WitnessClient({
     witnesses: endpoints,
@@ -86,6 +87,7 @@ export function createKtRuntime(options: KtRuntimeOptions): KtRuntime {
     answerCosignatures: config.answerCosignatures,
     waitMs: config.waitMs,
     wake: () => sequencer?.wake(),
+    maxBindingDays: config.maxBindingDays,
   });
   sequencer = new Sequencer(
     {
@@ -97,7 +99,13 @@ export function createKtRuntime(options: KtRuntimeOptions): KtRuntime {
       clock,
       logger: logger.child({ component: "kt-sequencer" }),
       signer: options.signer,
-      directory: options.directory ?? storeDirectorySource(store, options.serviceEscrowKey),
+      directory:
+        options.directory ??
+        storeDirectorySource(
+          store,
+          options.serviceEscrowKey,
+          storeIssuerDetails(store, () => clock.now()),
+        ),
       witnesses,
       tiles,
       onCheckpoint: () => log.checkpointed(),

@@ -39,6 +39,8 @@ export interface KtLogServiceDeps {
   waitMs: number;
   /** Wakes this process's sequencer. */
   wake: () => void;
+  /** `KT_MAX_BINDING_DAYS`. */
+  maxBindingDays: number;
 }
 
 /** How long a checkpoint read stays the answer for lookups without a local signal, ms. */
@@ -48,6 +50,7 @@ const CHECKPOINT_CACHE_MS = 100;
 export class KtLogService implements KtLog {
   readonly origin: string;
   readonly vkey: string;
+  readonly maxBindingDays: number;
   private readonly listeners = new Set<() => void>();
   private cached: { at: number; checkpoint: KtCheckpointRecord | undefined } | undefined;
   private answer: KtCheckpointRecord | undefined;
@@ -58,33 +61,12 @@ export class KtLogService implements KtLog {
   constructor(private readonly deps: KtLogServiceDeps) {
     this.origin = deps.signer.key.name;
     this.vkey = formatVkey(deps.signer.key);
+    this.maxBindingDays = deps.maxBindingDays;
     this.memo = deps.memo ?? new SubtreeLru();
   }
 
   pendingStatement(input: StatementToLog): KtPendingStatement {
-    const id = randomId("ktp", 16);
-    const text = fromUtf8(input.bytes);
-    if (text === undefined) throw new TypeError("a statement is UTF-8");
-    const record: KtPendingStatement = {
-      kind: "statement",
-      id,
-      tenantId: input.tenantId,
-      order: orderOf(input.statement, input.card),
-      statement: input.card === undefined ? text : withoutCardRef(text),
-      signature: base64(input.signature),
-      signingKeyId: input.signingKeyId,
-      opening: base64(secureRandomBytes(16)),
-      createdAt: this.deps.clock.now(),
-    };
-    if (input.card !== undefined) {
-      record.card = {
-        kind: input.card.kind,
-        key: input.card.key,
-        sealedRef: this.deps.seal.seal(id, input.card.ref),
-      };
-    }
-    if (input.userId !== undefined) record.userId = input.userId;
-    return record;
+    return pendingStatementOf(input, this.deps.clock.now(), this.deps.seal);
   }
 
   pendingDirectoryChange(reason: string, tenantId?: string): KtPendingDirectoryChange {
@@ -239,6 +221,34 @@ export function noteWithCosignatures(checkpoint: KtCheckpointRecord): string {
     .sort()
     .map((name) => checkpoint.cosignatures[name]?.line ?? "");
   return `${checkpoint.note}${lines.join("")}`;
+}
+
+/**
+ * The pending record of a checked statement (`KtLog.pendingStatement`): a fresh random opening, the
+ * statement without `cardRef`, and for a card statement the card reference sealed for the sequencer
+ * (`seal` is needed only then: the operator API logs tenant statements without one).
+ */
+export function pendingStatementOf(input: StatementToLog, now: Date, seal?: CardRefSeal): KtPendingStatement {
+  const id = randomId("ktp", 16);
+  const text = fromUtf8(input.bytes);
+  if (text === undefined) throw new TypeError("a statement is UTF-8");
+  const record: KtPendingStatement = {
+    kind: "statement",
+    id,
+    tenantId: input.tenantId,
+    order: orderOf(input.statement, input.card),
+    statement: input.card === undefined ? text : withoutCardRef(text),
+    signature: base64(input.signature),
+    signingKeyId: input.signingKeyId,
+    opening: base64(secureRandomBytes(16)),
+    createdAt: now,
+  };
+  if (input.card !== undefined) {
+    if (seal === undefined) throw new TypeError("a card statement needs the card-reference seal");
+    record.card = { kind: input.card.kind, key: input.card.key, sealedRef: seal.seal(id, input.card.ref) };
+  }
+  if (input.userId !== undefined) record.userId = input.userId;
+  return record;
 }
 
 function notSequenced(ms: number): AppError {

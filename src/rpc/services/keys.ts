@@ -1,12 +1,22 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { IssuerEscrowKeySchema, KeysService } from "../../../gen/receipts/v1/keys_pb.js";
+import type {
+  IssuerEscrowKeySchema,
+  IssuerSigningKeySchema,
+  KeysService,
+} from "../../../gen/receipts/v1/keys_pb.js";
 import { readTenantAudit } from "../../domain/audit.js";
 import type { DomainDeps } from "../../domain/deps.js";
 import { grantAccess } from "../../domain/grants.js";
 import { listEscrowKeys, registerEscrowKey, revokeEscrowKey } from "../../domain/issuer-escrow.js";
 import { listKtEntries } from "../../domain/kt/feed.js";
+import {
+  listIssuerSigningKeys,
+  registerIssuerSigningKey,
+  revokeIssuerSigningKey,
+  type SigningKeyView,
+} from "../../domain/kt/issuer-keys.js";
 import { ktSelfCheck } from "../../domain/kt/self-check.js";
 import { lookupKey } from "../../domain/routing.js";
 import type { IssuerEscrowKeyRecord } from "../../store/types.js";
@@ -50,6 +60,19 @@ export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
       const { key, currentEscrowKeyId } = await revokeEscrowKey(deps, principalOf(ctx), req, callerOf(ctx));
       return { escrowKey: escrowKeyOf(key, currentEscrowKeyId), currentEscrowKeyId };
     },
+    async registerIssuerSigningKey(req, ctx) {
+      const key = await registerIssuerSigningKey(deps, principalOf(ctx), req, callerOf(ctx));
+      const { signingKeyId, algorithm, status, role } = key;
+      return { signingKeyId, algorithm, status, role, createdAt: timestampFromDate(key.createdAt) };
+    },
+    async listIssuerSigningKeys(_req, ctx) {
+      const { signingKeys, requireBindings } = await listIssuerSigningKeys(deps, principalOf(ctx));
+      return { signingKeys: signingKeys.map(signingKeyOf), requireBindings };
+    },
+    async revokeIssuerSigningKey(req, ctx) {
+      const key = await revokeIssuerSigningKey(deps, principalOf(ctx), req, callerOf(ctx));
+      return { signingKey: signingKeyOf(key) };
+    },
     listKtEntries: (req, ctx) => listKtEntries(deps, principalOf(ctx), req),
     ktSelfCheck: (req, ctx) =>
       ktSelfCheck(deps, principalOf(ctx), {
@@ -64,6 +87,20 @@ export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
         nextPageToken: page.nextPageToken,
       };
     },
+  };
+}
+
+/** An issuer signing key as the API renders it. */
+function signingKeyOf(key: SigningKeyView): MessageInitShape<typeof IssuerSigningKeySchema> {
+  return {
+    signingKeyId: key.signingKeyId,
+    algorithm: key.algorithm,
+    publicKey: key.publicKey,
+    role: key.role,
+    status: key.status,
+    createdAt: timestampFromDate(key.createdAt),
+    ...(key.confirmedAt === undefined ? {} : { confirmedAt: timestampFromDate(key.confirmedAt) }),
+    ...(key.revokedAt === undefined ? {} : { revokedAt: timestampFromDate(key.revokedAt) }),
   };
 }
 

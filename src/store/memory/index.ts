@@ -5,6 +5,7 @@ import { MemoryErasures } from "./erasures.js";
 import { MemoryEvents } from "./events.js";
 import { MemoryGrants } from "./grants.js";
 import { MemoryIdempotency } from "./idempotency.js";
+import { MemoryKtIssuers } from "./kt-issuers.js";
 import { MemoryKtLog } from "./kt-log.js";
 import { MemoryLeases } from "./leases.js";
 import { MemoryMerchantKeys } from "./merchant-keys.js";
@@ -46,6 +47,7 @@ export function createMemoryStore(): Store {
     webhookEndpoints: new MemoryWebhookEndpoints(),
     deliveries: new MemoryDeliveries(),
     ktLog,
+    ktIssuers: new MemoryKtIssuers(ktLog),
     leases: new MemoryLeases(),
     init: async () => {},
     ping: async () => {},

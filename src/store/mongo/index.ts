@@ -7,6 +7,7 @@ import { MongoEvents } from "./events.js";
 import { MongoGrants } from "./grants.js";
 import { MongoIdempotency } from "./idempotency.js";
 import { createDeclaredIndexes } from "./init.js";
+import { MongoKtIssuers } from "./kt-issuers.js";
 import { MongoKtLog } from "./kt-log.js";
 import { MongoLeases } from "./leases.js";
 import { MongoMerchantKeys } from "./merchant-keys.js";
@@ -51,6 +52,7 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
     bins: new MongoBins(ctx),
     merchants: new MongoMerchantOwners(ctx),
     ktLog: new MongoKtLog(ctx),
+    ktIssuers: new MongoKtIssuers(ctx),
     leases: new MongoLeases(ctx),
     erasures: new MongoErasures(ctx),
     events: new MongoEvents(ctx),

@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: every collection, its indexes and its shard key in one read, so that a
+ * new collection cannot be added without saying how it is indexed and sharded. */
 import type { IndexDescription } from "mongodb";
 
 /** The store's collection names, plus `grantSlots` for the grant cap. */
@@ -67,6 +69,8 @@ export const COLLECTIONS = {
   ktDirectories: "ktDirectories",
   /** Auditors allowed to read leaf data, `_id` their id. */
   ktAuditors: "ktAuditors",
+  /** Issuer tenants' signing keys and settings (`kt-issuers.ts`), `_id` the tenant. */
+  ktIssuers: "ktIssuers",
   /** Leases of background jobs (`_id` the job's name), with their fencing tokens. */
   leases: "leases",
 } as const;
@@ -227,6 +231,7 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   ],
   [COLLECTIONS.ktDirectories]: [{ key: { index: -1 }, name: "byIndex" }],
   [COLLECTIONS.ktAuditors]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }],
+  [COLLECTIONS.ktIssuers]: [{ key: { "signingKeys.signingKeyId": 1 }, name: "bySigningKeyId" }],
 };
 
 /** The name of the TTL indexes of `RECEIPT_RETENTION_DAYS`, on receipts and on their claims. */
@@ -414,5 +419,9 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
     why: "One document per directory snapshot (about one a day).",
   },
   [COLLECTIONS.ktAuditors]: { key: "unsharded", why: "The auditors an operator registered: a handful." },
+  [COLLECTIONS.ktIssuers]: {
+    key: "unsharded",
+    why: "One small document per issuer tenant with a signing key.",
+  },
   [COLLECTIONS.leases]: { key: "unsharded", why: "One document per background job." },
 };

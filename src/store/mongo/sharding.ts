@@ -142,6 +142,11 @@ export const TRANSACTIONS = {
     maxShards: 1,
     touches: "an issuer escrow key and the key log's pending records, all unsharded: the primary shard only",
   },
+  "ktIssuers.put": {
+    maxShards: 1,
+    touches:
+      "an issuer's signing keys and the key log's pending records, all unsharded: the primary shard only",
+  },
   "kt.enqueue": {
     maxShards: 1,
     touches: "the key log's pending statements and sequences, both unsharded: the primary shard only",

@@ -1,0 +1,118 @@
+import { createHash } from "node:crypto";
+import { AppError } from "../../errors.js";
+import { base64url } from "../../kt/bytes.js";
+import { isCurrent, type KeyBinding, parseTime } from "../../kt/statements.js";
+import type { CardRefKind, KtPendingStatement } from "../../store/kt-types.js";
+import type { DomainDeps } from "../deps.js";
+import {
+  checkOrder,
+  decodeSigned,
+  expectMember,
+  fieldError,
+  type SignedInput,
+  storeSigningKeys,
+  type VerifiedStatement,
+  verifySigned,
+} from "./signed.js";
+import { orderOf } from "./statement-check.js";
+
+/**
+ * Key bindings on `register` (docs/key-transparency.md): an issuer's `receipts.v1/key-binding`
+ * statement, signed by a current signing key of the caller's tenant, that says which key a card is
+ * sealed to. The service checks the signature (`signed.ts`) and every member against the request,
+ * and hands the pending record to the registration's store step, which writes both or neither; the
+ * sequencer appends its leaf. With `requireBindings` a tenant's unsigned registrations are refused.
+ */
+
+/** What the request says, which the binding must say too. */
+export interface BindingExpectation {
+  tenantId: string;
+  /** The card: its kind (the leaf), the reference the request gave, and its keyed reference. */
+  card: { kind: CardRefKind; ref: string; key: string };
+  keyId: string;
+  algorithm: string;
+  /** Base64 SPKI DER of the key being registered. */
+  spki: string;
+  /** The request's `cardBin`, when it gave one. */
+  cardBin: string | undefined;
+  /** The user the registration is for (the existing user of the card, or the one it creates). */
+  userId: string;
+}
+
+/** The unpadded base64url SHA-256 of a base64 SPKI, as statements write `spkiSha256`. */
+export function spkiSha256Of(spkiBase64: string): string {
+  return base64url(new Uint8Array(createHash("sha256").update(Buffer.from(spkiBase64, "base64")).digest()));
+}
+
+/** `forbidden` when the tenant requires bindings and `binding` is absent. */
+export async function requireBindingIfSet(
+  deps: Pick<DomainDeps, "store">,
+  tenantId: string,
+  binding: SignedInput | undefined,
+  what: string,
+): Promise<void> {
+  if (binding !== undefined) return;
+  if ((await deps.store.ktIssuers.get(tenantId))?.requireBindings === true) {
+    throw new AppError("forbidden", `This issuer requires a signed binding with every ${what}.`, {
+      violations: [{ field: "binding", description: "is required: the issuer set requireBindings" }],
+    });
+  }
+}
+
+/**
+ * Checks a register request's `binding` against the request, and answers its pending record (for the
+ * store step) and the statement. Refusals: see `signed.ts`; a member that does not say what the
+ * request says is `invalid_request` naming `binding.statement.<member>`.
+ */
+export async function checkKeyBinding(
+  deps: DomainDeps,
+  binding: SignedInput,
+  expected: BindingExpectation,
+): Promise<{ pending: KtPendingStatement; statement: KeyBinding }> {
+  const decoded = decodeSigned(binding, "binding");
+  const checked = await verifySigned(
+    expected.tenantId,
+    decoded,
+    storeSigningKeys(deps.store),
+    "binding",
+    deps.kt.maxBindingDays,
+  );
+  const statement = expectBinding(checked, expected, deps.clock.now().getTime());
+  const order = orderOf(statement, expected.card);
+  checkOrder(await deps.store.ktLog.sequenceState(order.sequence), order, "binding.statement.version");
+  const pending = deps.kt.pendingStatement({
+    tenantId: expected.tenantId,
+    statement,
+    bytes: checked.bytes,
+    signature: checked.signature,
+    signingKeyId: checked.signingKeyId,
+    card: expected.card,
+    userId: expected.userId,
+  });
+  return { pending, statement };
+}
+
+/** The statement as a key binding of exactly the request's card and key, current at `now`. */
+function expectBinding(checked: VerifiedStatement, expected: BindingExpectation, now: number): KeyBinding {
+  const field = (member: string) => `binding.statement.${member}`;
+  expectMember(field("type"), checked.statement.type, "receipts.v1/key-binding", '"receipts.v1/key-binding"');
+  const statement = checked.statement as KeyBinding;
+  const cardField = expected.card.kind === "par" ? "par" : "hashedPan";
+  expectMember(field("cardRef"), statement.cardRef, expected.card.ref, `the request's ${cardField}`);
+  expectMember(field("keyId"), statement.keyId, expected.keyId, "the request's keyId");
+  expectMember(field("algorithm"), statement.algorithm, expected.algorithm, "the algorithm of publicKey");
+  expectMember(
+    field("spkiSha256"),
+    statement.spkiSha256,
+    spkiSha256Of(expected.spki),
+    "the SHA-256 of publicKey",
+  );
+  if (expected.cardBin !== undefined) {
+    expectMember(field("bin"), statement.bin, expected.cardBin, "the request's cardBin");
+  }
+  if (!isCurrent(statement, now)) {
+    const early = (parseTime(statement.notBefore) ?? 0) > now;
+    throw fieldError(field(early ? "notBefore" : "notAfter"), early ? "is still to come" : "has passed");
+  }
+  return statement;
+}

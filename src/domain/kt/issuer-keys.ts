@@ -1,0 +1,291 @@
+import { AppError } from "../../errors.js";
+import { base64 } from "../../kt/bytes.js";
+import { signingKeyIdOf } from "../../kt/signatures.js";
+import { DEFAULT_MAX_BINDING_DAYS, type Statement } from "../../kt/statements.js";
+import type { KtIssuerRecord, KtSigningKeyRecord } from "../../store/kt-issuers.js";
+import type { KtPendingInput } from "../../store/kt-types.js";
+import type { ApiKeyRecord, Store } from "../../store/types.js";
+import { recordChange } from "../audit.js";
+import type { DomainDeps } from "../deps.js";
+import { type CallerInfo, INTERNAL_CALLER } from "../grants.js";
+import {
+  checkOrder,
+  decodeSigned,
+  expectMember,
+  fieldError,
+  parseSigningKeyField,
+  signingKeyInfo,
+  storeSigningKeys,
+  type VerifiedStatement,
+  verifySigned,
+} from "./signed.js";
+import { orderOf } from "./statement-check.js";
+
+/**
+ * Issuer signing keys (docs/key-transparency.md): the keys whose signatures make an issuer's key
+ * bindings, escrow keys and settings count. A tenant's first key is its root: it signs nothing that
+ * counts until the operator confirms it (after an out-of-band check with the bank); it may come with
+ * its own introduction (a `receipts.v1/signing-key` statement of role `root` it signs itself), which
+ * the log records. Every later key, and every revocation, is a statement signed by the confirmed
+ * root: unsigned or badly signed is `invalid_signature`. Each change is audited with the key ids.
+ */
+
+/** A signing key as the API renders it. */
+export interface SigningKeyView {
+  signingKeyId: string;
+  algorithm: KtSigningKeyRecord["algorithm"];
+  publicKey: string;
+  role: KtSigningKeyRecord["role"];
+  status: KtSigningKeyRecord["status"];
+  createdAt: Date;
+  confirmedAt?: Date;
+  revokedAt?: Date;
+}
+
+/** What `POST /api/v1/issuers/signing-keys` takes: the key, and (for every key after the root) the root's statement. */
+export interface SigningKeyInput {
+  publicKey: string;
+  statement: string;
+  signature: string;
+}
+
+function viewOf(key: KtSigningKeyRecord): SigningKeyView {
+  const { spki, ...rest } = key;
+  return { ...rest, publicKey: spki };
+}
+
+/** The tenant's root, if it has one. */
+export function rootOf(record: KtIssuerRecord | undefined): KtSigningKeyRecord | undefined {
+  return record?.signingKeys.find((k) => k.role === "root");
+}
+
+/** A tenant's record after a change: the next revision. */
+export function nextIssuerRecord(
+  record: KtIssuerRecord | undefined,
+  tenantId: string,
+  now: Date,
+): KtIssuerRecord {
+  return {
+    tenantId,
+    signingKeys: record?.signingKeys.map((k) => ({ ...k })) ?? [],
+    requireBindings: record?.requireBindings ?? false,
+    revision: (record?.revision ?? 0) + 1,
+    updatedAt: now,
+  };
+}
+
+/** Writes a tenant's record with its statement or directory change; `conflict` when it moved or the log refused. */
+export async function putIssuer(
+  store: Pick<Store, "ktIssuers">,
+  record: KtIssuerRecord,
+  kt: readonly KtPendingInput[],
+): Promise<void> {
+  const outcome = await store.ktIssuers.put(record, kt);
+  if (outcome.kind === "moved") {
+    throw new AppError("conflict", "The tenant's signing keys changed meanwhile: read them and try again.");
+  }
+  if (outcome.kind === "log_refused") {
+    throw new AppError(
+      "conflict",
+      `The statement does not follow the tenant's statements: ${outcome.reason}.`,
+    );
+  }
+}
+
+/**
+ * Checks a tenant statement (`field` is where the request carries it) signed by the tenant's root:
+ * unsigned is `invalid_signature`, the rest as `verifySigned` says, and its version must be the
+ * tenant sequence's last + 1.
+ */
+export async function verifyRootStatement(
+  store: Store,
+  tenantId: string,
+  input: { statement: string; signature: string },
+  root: KtSigningKeyRecord | undefined,
+  field = "statement",
+): Promise<VerifiedStatement> {
+  if (input.statement === "" || input.signature === "") {
+    throw new AppError(
+      "invalid_signature",
+      "This change must carry a statement signed by the tenant's root.",
+      {
+        violations: [
+          { field, description: "is required: a statement signed by the tenant's confirmed root" },
+        ],
+      },
+    );
+  }
+  if (root === undefined || root.status !== "current") {
+    throw new AppError("invalid_signature", "The tenant has no confirmed root to sign this change.");
+  }
+  const decoded = decodeSigned({ ...input, signingKeyId: root.signingKeyId }, field);
+  const checked = await verifySigned(
+    tenantId,
+    decoded,
+    storeSigningKeys(store),
+    field,
+    DEFAULT_MAX_BINDING_DAYS,
+  );
+  const order = orderOf(checked.statement);
+  checkOrder(await store.ktLog.sequenceState(order.sequence), order, `${field}.version`);
+  return checked;
+}
+
+/**
+ * Adds a signing key of the caller's tenant: its root (pending) when it is the first, else a signer
+ * endorsed by the confirmed root's `receipts.v1/signing-key` statement (current at once).
+ */
+export async function registerIssuerSigningKey(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: SigningKeyInput,
+  caller: CallerInfo = INTERNAL_CALLER,
+): Promise<SigningKeyView> {
+  const tenantId = principal.tenantId;
+  const { spki, algorithm } = parseSigningKeyField(input.publicKey, "publicKey");
+  const signingKeyId = signingKeyIdOf(spki);
+  const holder = await deps.store.ktIssuers.tenantOfSigningKey(signingKeyId);
+  if (holder !== undefined) throw new AppError("conflict", "This signing key is already registered.");
+  const record = await deps.store.ktIssuers.get(tenantId);
+  const root = rootOf(record);
+  const now = deps.clock.now();
+  const key: KtSigningKeyRecord = {
+    signingKeyId,
+    algorithm,
+    spki: base64(spki),
+    role: root === undefined ? "root" : "signer",
+    status: root === undefined ? "pending" : "current",
+    createdAt: now,
+  };
+  const checked =
+    root === undefined
+      ? await rootIntroduction(deps, tenantId, input, key)
+      : await verifyRootStatement(deps.store, tenantId, input, root);
+  if (checked !== undefined) expectIntroduces(checked.statement, key);
+  const updated = nextIssuerRecord(record, tenantId, now);
+  updated.signingKeys.push(key);
+  const kt =
+    checked === undefined
+      ? [deps.kt.pendingDirectoryChange("kt.root.added", tenantId)]
+      : [pendingOf(deps, tenantId, checked)];
+  await putIssuer(deps.store, updated, kt);
+  deps.kt.notify();
+  await recordChange(deps, {
+    at: now,
+    action: "kt.signing_key.added",
+    tenantId,
+    requestId: caller.requestId,
+    sourceIp: caller.sourceIp,
+    keyId: signingKeyId,
+    ...(root === undefined ? {} : { previousKeyId: root.signingKeyId }),
+    subject: `${key.role} ${key.status}`,
+  });
+  return viewOf(key);
+}
+
+/** The root's optional self-signed introduction, checked with the candidate root as its signer. */
+async function rootIntroduction(
+  deps: DomainDeps,
+  tenantId: string,
+  input: SigningKeyInput,
+  key: KtSigningKeyRecord,
+): Promise<VerifiedStatement | undefined> {
+  if (input.statement === "" && input.signature === "") return undefined;
+  const decoded = decodeSigned({ ...input, signingKeyId: key.signingKeyId }, "statement");
+  const candidate: KtIssuerRecord = {
+    tenantId,
+    signingKeys: [key],
+    requireBindings: false,
+    revision: 0,
+    updatedAt: key.createdAt,
+  };
+  const keys = { find: async (_tenant: string, id: string) => signingKeyInfo(candidate, id) };
+  const checked = await verifySigned(tenantId, decoded, keys, "statement", DEFAULT_MAX_BINDING_DAYS);
+  const order = orderOf(checked.statement);
+  checkOrder(await deps.store.ktLog.sequenceState(order.sequence), order, "statement.version");
+  return checked;
+}
+
+/** A `receipts.v1/signing-key` statement introducing exactly `key`, or `invalid_request` naming the member. */
+function expectIntroduces(statement: Statement, key: KtSigningKeyRecord): void {
+  expectMember("statement.type", statement.type, "receipts.v1/signing-key", '"receipts.v1/signing-key"');
+  const s = statement as Statement & Record<string, unknown>;
+  expectMember("statement.signingKeyId", s.signingKeyId, key.signingKeyId, "the signingKeyId of publicKey");
+  expectMember("statement.spki", s.spki, key.spki, "publicKey");
+  expectMember("statement.algorithm", s.algorithm, key.algorithm, `${key.algorithm}, publicKey's`);
+  expectMember("statement.role", s.role, key.role, `"${key.role}"`);
+}
+
+/** The pending record of a checked statement about no card. */
+function pendingOf(deps: DomainDeps, tenantId: string, checked: VerifiedStatement): KtPendingInput {
+  return deps.kt.pendingStatement({
+    tenantId,
+    statement: checked.statement,
+    bytes: checked.bytes,
+    signature: checked.signature,
+    signingKeyId: checked.signingKeyId,
+  });
+}
+
+/** The caller's signing keys (the root first) and its `requireBindings`. */
+export async function listIssuerSigningKeys(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+): Promise<{ signingKeys: SigningKeyView[]; requireBindings: boolean }> {
+  const record = await deps.store.ktIssuers.get(principal.tenantId);
+  return {
+    signingKeys: (record?.signingKeys ?? []).map(viewOf),
+    requireBindings: record?.requireBindings ?? false,
+  };
+}
+
+/**
+ * Revokes a signer of the caller's tenant with the root's `receipts.v1/signing-key-revocation`
+ * statement; it signs nothing from then on. The root itself is not revoked this way.
+ */
+export async function revokeIssuerSigningKey(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: { signingKeyId: string; statement: string; signature: string },
+  caller: CallerInfo = INTERNAL_CALLER,
+): Promise<SigningKeyView> {
+  const tenantId = principal.tenantId;
+  const record = await deps.store.ktIssuers.get(tenantId);
+  const key = record?.signingKeys.find((k) => k.signingKeyId === input.signingKeyId);
+  if (record === undefined || key === undefined) {
+    throw new AppError("not_found", "No signing key of this tenant has this id.");
+  }
+  if (key.role === "root")
+    throw fieldError("signingKeyId", "is the tenant's root, which is not revoked this way");
+  if (key.status === "revoked") return viewOf(key);
+  const checked = await verifyRootStatement(deps.store, tenantId, input, rootOf(record));
+  expectMember(
+    "statement.type",
+    checked.statement.type,
+    "receipts.v1/signing-key-revocation",
+    '"receipts.v1/signing-key-revocation"',
+  );
+  expectMember(
+    "statement.signingKeyId",
+    (checked.statement as Record<string, unknown>).signingKeyId,
+    key.signingKeyId,
+    "signingKeyId",
+  );
+  const now = deps.clock.now();
+  const updated = nextIssuerRecord(record, tenantId, now);
+  const revoked = updated.signingKeys.find((k) => k.signingKeyId === key.signingKeyId) as KtSigningKeyRecord;
+  revoked.status = "revoked";
+  revoked.revokedAt = now;
+  await putIssuer(deps.store, updated, [pendingOf(deps, tenantId, checked)]);
+  deps.kt.notify();
+  await recordChange(deps, {
+    at: now,
+    action: "kt.signing_key.revoked",
+    tenantId,
+    requestId: caller.requestId,
+    sourceIp: caller.sourceIp,
+    previousKeyId: key.signingKeyId,
+    subject: key.signingKeyId,
+  });
+  return viewOf(revoked);
+}

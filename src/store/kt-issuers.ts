@@ -1,0 +1,56 @@
+import type { KtIntakeRefusal, KtPendingInput } from "./kt-types.js";
+
+/**
+ * What the key directory holds of an issuer tenant beyond its BINs and escrow keys
+ * (docs/key-transparency.md): its signing keys (the first is its root) and its `requireBindings`
+ * setting. One record per tenant, replaced whole by a compare-and-set on `revision`, so that two
+ * changes racing on one tenant (two first keys, each wanting to be the root) cannot both win; the
+ * statement that records a change is written in the same atomic step (the key log's intake).
+ */
+
+/** One signing key of an issuer tenant. */
+export interface KtSigningKeyRecord {
+  /** `sk_` + the first 16 bytes of SHA-256 of `spki`, in hex (`signingKeyIdOf`). */
+  signingKeyId: string;
+  algorithm: "Ed25519" | "ECDSA-P256-SHA256";
+  /** Base64 SubjectPublicKeyInfo DER, checked by `parseSigningKey` before it was stored. */
+  spki: string;
+  /** The tenant's first key is its root; every later key is a signer the root endorsed. */
+  role: "root" | "signer";
+  /** A root is `pending` until the operator confirms it; a signer is `current` at once; `revoked` for good. */
+  status: "pending" | "current" | "revoked";
+  createdAt: Date;
+  confirmedAt?: Date;
+  revokedAt?: Date;
+}
+
+/** An issuer tenant's signing keys and settings. */
+export interface KtIssuerRecord {
+  tenantId: string;
+  /** In the order added (the root first). */
+  signingKeys: KtSigningKeyRecord[];
+  /** Unsigned registrations and escrow keys of the tenant are refused. */
+  requireBindings: boolean;
+  /** 1 for the first record; each change is the last + 1. */
+  revision: number;
+  updatedAt: Date;
+}
+
+/** The outcome of {@link KtIssuerStore.put}: `moved` when the stored revision is not the expected one. */
+export type KtIssuerPutOutcome = { kind: "stored" } | { kind: "moved" } | KtIntakeRefusal;
+
+/** Issuer tenants' signing keys and settings. */
+export interface KtIssuerStore {
+  /** A tenant's record; undefined before its first signing key or setting. */
+  get(tenantId: string): Promise<KtIssuerRecord | undefined>;
+  /** Every tenant's record, by tenant id (the directory snapshot lists them). */
+  list(): Promise<KtIssuerRecord[]>;
+  /** The tenant holding a signing key of that id, if any (a key belongs to one tenant). */
+  tenantOfSigningKey(signingKeyId: string): Promise<string | undefined>;
+  /**
+   * Stores `record` if the stored one has revision `record.revision - 1` (none for revision 1),
+   * with `kt` (the change's statement, or a directory change) in the same atomic step: `moved` (a
+   * concurrent change won: read again) or the intake's refusal, with nothing written.
+   */
+  put(record: KtIssuerRecord, kt?: readonly KtPendingInput[]): Promise<KtIssuerPutOutcome>;
+}
