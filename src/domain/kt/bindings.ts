@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { AppError } from "../../errors.js";
 import { base64url } from "../../kt/bytes.js";
-import { isCurrent, type KeyBinding, parseTime } from "../../kt/statements.js";
+import { type EscrowKeyStatement, isCurrent, type KeyBinding, parseTime } from "../../kt/statements.js";
 import type { CardRefKind, KtPendingStatement } from "../../store/kt-types.js";
 import type { DomainDeps } from "../deps.js";
 import {
@@ -19,7 +19,7 @@ import { orderOf } from "./statement-check.js";
 /**
  * Key bindings on `register` (docs/key-transparency.md): an issuer's `receipts.v1/key-binding`
  * statement, signed by a current signing key of the caller's tenant, that says which key a card is
- * sealed to. The service checks the signature (`signed.ts`) and every member against the request,
+ * sealed to; and on `POST /issuers/escrow-keys` its `receipts.v1/escrow-key` statement. The service checks the signature (`signed.ts`) and every member against the request,
  * and hands the pending record to the registration's store step, which writes both or neither; the
  * sequencer appends its leaf. With `requireBindings` a tenant's unsigned registrations are refused.
  */
@@ -92,6 +92,93 @@ export async function checkKeyBinding(
   return { pending, statement };
 }
 
+/** What an escrow-key request says, which its binding must say too. */
+export interface EscrowKeyExpectation {
+  tenantId: string;
+  algorithm: string;
+  /** Base64 SPKI DER of the escrow key being registered. */
+  spki: string;
+  /** The tenant's current escrow key, which the statement supersedes (null for none). */
+  current: string | null;
+}
+
+/**
+ * The escrowKeyId a statement may name: "iek_" and 8 to 64 letters, digits, '_' or '-' (the service's
+ * own escrow keys are "esc_", so an issuer's statement can never name one of them).
+ */
+export const STATEMENT_ESCROW_KEY_ID = /^iek_[A-Za-z0-9_-]{8,64}$/;
+
+/**
+ * Checks a `POST /issuers/escrow-keys` request's `binding` (a `receipts.v1/escrow-key` statement)
+ * against the request, as {@link checkKeyBinding} does a register's: the statement's `keyId` becomes
+ * the escrowKeyId. Answers its pending record (for the key's store step) and the statement.
+ */
+export async function checkEscrowKeyBinding(
+  deps: DomainDeps,
+  binding: SignedInput,
+  expected: EscrowKeyExpectation,
+): Promise<{ pending: KtPendingStatement; statement: EscrowKeyStatement }> {
+  const decoded = decodeSigned(binding, "binding");
+  const checked = await verifySigned(
+    expected.tenantId,
+    decoded,
+    storeSigningKeys(deps.store),
+    "binding",
+    deps.kt.maxBindingDays,
+  );
+  const statement = expectEscrowKey(checked, expected, deps.clock.now().getTime());
+  const order = orderOf(statement);
+  checkOrder(await deps.store.ktLog.sequenceState(order.sequence), order, "binding.statement.version");
+  const pending = deps.kt.pendingStatement({
+    tenantId: expected.tenantId,
+    statement,
+    bytes: checked.bytes,
+    signature: checked.signature,
+    signingKeyId: checked.signingKeyId,
+  });
+  return { pending, statement };
+}
+
+/** The statement as an escrow key of exactly the request's key, superseding the current one, current at `now`. */
+function expectEscrowKey(
+  checked: VerifiedStatement,
+  expected: EscrowKeyExpectation,
+  now: number,
+): EscrowKeyStatement {
+  const field = (member: string) => `binding.statement.${member}`;
+  expectMember(field("type"), checked.statement.type, "receipts.v1/escrow-key", '"receipts.v1/escrow-key"');
+  const statement = checked.statement as EscrowKeyStatement;
+  if (!STATEMENT_ESCROW_KEY_ID.test(statement.keyId)) {
+    throw fieldError(field("keyId"), "must be iek_ and 8 to 64 letters, digits, '_' or '-'");
+  }
+  expectMember(field("algorithm"), statement.algorithm, expected.algorithm, "the algorithm of publicKey");
+  expectMember(
+    field("spkiSha256"),
+    statement.spkiSha256,
+    spkiSha256Of(expected.spki),
+    "the SHA-256 of publicKey",
+  );
+  expectMember(
+    field("supersedes"),
+    statement.supersedes,
+    expected.current,
+    expected.current === null ? "null: the tenant has no current escrow key" : "the current escrowKeyId",
+  );
+  checkWindow(statement, now, field);
+  return statement;
+}
+
+/** `invalid_request` naming `notBefore` or `notAfter` unless the statement's window holds at `now`. */
+function checkWindow(
+  statement: { notBefore: string; notAfter: string },
+  now: number,
+  field: (member: string) => string,
+): void {
+  if (isCurrent(statement, now)) return;
+  const early = (parseTime(statement.notBefore) ?? 0) > now;
+  throw fieldError(field(early ? "notBefore" : "notAfter"), early ? "is still to come" : "has passed");
+}
+
 /** The statement as a key binding of exactly the request's card and key, current at `now`. */
 function expectBinding(checked: VerifiedStatement, expected: BindingExpectation, now: number): KeyBinding {
   const field = (member: string) => `binding.statement.${member}`;
@@ -110,9 +197,6 @@ function expectBinding(checked: VerifiedStatement, expected: BindingExpectation,
   if (expected.cardBin !== undefined) {
     expectMember(field("bin"), statement.bin, expected.cardBin, "the request's cardBin");
   }
-  if (!isCurrent(statement, now)) {
-    const early = (parseTime(statement.notBefore) ?? 0) > now;
-    throw fieldError(field(early ? "notBefore" : "notAfter"), early ? "is still to come" : "has passed");
-  }
+  checkWindow(statement, now, field);
   return statement;
 }
