@@ -40,6 +40,7 @@ import {
   type ReleaseEscrowResponse,
   type StoreSealedReceiptRequestSchema,
 } from "../../gen/receipts/v1/receipts_pb.js";
+import type { KtBinding } from "../kt/wire.js";
 import { toApiError } from "./errors.js";
 import { type RetryOptions, realSleep, retryPolicyOf, type Sleep, withRetry } from "./retry.js";
 import type { SigningKeyInfo } from "./signatures.js";
@@ -145,10 +146,19 @@ export interface ReceiptsClient {
   generateKeys(options?: CallOptions & { algorithm?: string }): Promise<GenerateKeysResponse>;
   /**
    * Issuer: registers a cardholder's public key under the card's hashed PAN or its PAR, exactly one
-   * (rotates an existing key).
+   * (rotates an existing key). With the issuer's signed `binding` (`signStatement`), the answer comes
+   * once the binding is in the key log, with its proofs: check it on the device with
+   * `registerDeviceKey` (or `checkRegistration`).
    */
   register(
-    request: { hashedPan?: string; par?: string; publicKey: string; keyId: string; cardBin?: string },
+    request: {
+      hashedPan?: string;
+      par?: string;
+      publicKey: string;
+      keyId: string;
+      cardBin?: string;
+      binding?: KtBinding;
+    },
     options?: CallOptions,
   ): Promise<RegisterResponse>;
   /** Issuer: a 2-3 minute decrypt grant for a user's key, after the user consented on the device. */
@@ -219,8 +229,15 @@ export interface ReceiptsClient {
     request: MessageInitShape<typeof StoreSealedReceiptRequestSchema>,
     options?: CreateOptions,
   ): Promise<EncryptedReceipt>;
-  /** Issuer: registers an escrow public key of the tenant; receipts escrowed for it are sealed to it. */
-  registerEscrowKey(publicKey: string, options?: CallOptions): Promise<RegisterEscrowKeyResponse>;
+  /**
+   * Issuer: registers an escrow public key of the tenant; receipts escrowed for it are sealed to it.
+   * `binding`: its signed `receipts.v1/escrow-key` statement (`escrowKeyStatement`, `signStatement`),
+   * required once the tenant set `requireBindings`.
+   */
+  registerEscrowKey(
+    publicKey: string,
+    options?: CallOptions & { binding?: KtBinding },
+  ): Promise<RegisterEscrowKeyResponse>;
   /** Issuer: receipts escrowed for the tenant under its own escrow keys, for one card. */
   listPendingEscrow(
     request: { hashedPan?: string; par?: string; pageSize?: number; pageToken?: string },
@@ -268,7 +285,6 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
   const keys = createClient(KeysService, transport);
   const receipts = createClient(ReceiptsService, transport);
   const payments = createClient(PaymentsService, transport);
-
   const listReceipts = (userId: string, options: ListReceiptsOptions = {}) =>
     call(options, (o) =>
       receipts.listReceipts(
@@ -321,7 +337,8 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
         async (o) => present((await receipts.storeSealedReceipt(request, o)).receipt),
         idempotencyHeader(options),
       ),
-    registerEscrowKey: (publicKey, options) => call(options, (o) => keys.registerEscrowKey({ publicKey }, o)),
+    registerEscrowKey: (publicKey, options) =>
+      call(options, (o) => keys.registerEscrowKey(escrowKeyRequest(publicKey, options?.binding), o)),
     listPendingEscrow: (request, options) => call(options, (o) => receipts.listPendingEscrow(request, o)),
     releaseEscrow: (request, options) => call(options, (o) => receipts.releaseEscrow(request, o)),
     deleteUser: (userId, options) => call(options, (o) => onboarding.deleteUser({ userId }, o)),
@@ -405,6 +422,11 @@ function callerOf(options: ReceiptsClientOptions): {
       "idempotency-key": options?.idempotencyKey ?? newIdempotencyKey(),
     }),
   };
+}
+
+/** A RegisterEscrowKey request: the key, and its signed statement when the issuer gave one. */
+function escrowKeyRequest(publicKey: string, binding: KtBinding | undefined) {
+  return binding === undefined ? { publicKey } : { publicKey, binding };
 }
 
 /**

@@ -15,6 +15,8 @@ import { ISSUER_ESCROW_KEY_PREFIX, keyStillActive } from "./escrow.js";
 import { panHashOfEscrowRef, releasedEvent } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkKeyBundle } from "./key-bundles.js";
+import { checkEscrowKeyBinding, requireBindingIfSet } from "./kt/bindings.js";
+import type { SignedInput } from "./kt/signed.js";
 import { cardKeyOf, checkCardReference, ISSUER_CARD_FIELDS } from "./pan.js";
 import { PAGE_SIZE } from "./receipts.js";
 import { sealingKeyOf } from "./routing.js";
@@ -29,30 +31,46 @@ import { sealingKeyOf } from "./routing.js";
 
 /**
  * Registers an escrow public key (either suite) of the caller's tenant; it becomes the current one.
- * Audited as `escrow_key.registered` with the current key before and after.
+ * With `binding` (the issuer's signed `receipts.v1/escrow-key` statement, checked as register's
+ * binding is) the statement's keyId is the escrowKeyId, and the statement with its opening is written
+ * in the key's store step for the sequencer to append; without one, when the tenant set
+ * `requireBindings`, it is `forbidden` and nothing is written. Audited as `escrow_key.registered`
+ * with the current key before and after.
  */
 export async function registerEscrowKey(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  input: { publicKey: string },
+  input: { publicKey: string; binding?: SignedInput | undefined },
   caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<IssuerEscrowKeyRecord> {
   const v = new Violations();
   if (input.publicKey === "") v.add("publicKey", "is required");
   v.throwIfAny();
   const parsed = parsePublicKey(input.publicKey, "publicKey");
+  await requireBindingIfSet(deps, principal.tenantId, input.binding, "escrow key");
+  const before = await deps.store.issuerEscrowKeys.current(principal.tenantId);
+  const signed =
+    input.binding === undefined
+      ? undefined
+      : await checkEscrowKeyBinding(deps, input.binding, {
+          tenantId: principal.tenantId,
+          algorithm: parsed.algorithm,
+          spki: parsed.spki,
+          current: before?.escrowKeyId ?? null,
+        });
   const record: IssuerEscrowKeyRecord = {
-    escrowKeyId: randomId(ISSUER_ESCROW_KEY_PREFIX.slice(0, -1), 12),
+    escrowKeyId: signed?.statement.keyId ?? randomId(ISSUER_ESCROW_KEY_PREFIX.slice(0, -1), 12),
     tenantId: principal.tenantId,
     algorithm: parsed.algorithm,
     publicKey: parsed.spki,
     createdAt: deps.clock.now(),
   };
-  const before = await deps.store.issuerEscrowKeys.current(principal.tenantId);
-  // The tenant's current escrow key is in the directory: the key log snapshots it (docs/key-transparency.md).
+  // The tenant's current escrow key is in the directory: the key log snapshots it (docs/key-transparency.md),
+  // after appending its statement when it has one.
   const refused = await deps.store.issuerEscrowKeys.insert(record, [
-    deps.kt.pendingDirectoryChange("issuerEscrowKeys.insert", principal.tenantId),
+    signed?.pending ?? deps.kt.pendingDirectoryChange("issuerEscrowKeys.insert", principal.tenantId),
   ]);
+  if (refused?.kind === "id_taken") throw new AppError("conflict", "This escrowKeyId is already in use.");
   if (refused !== undefined) throw new AppError("conflict", refused.reason);
   deps.kt.notify();
   await recordChange(deps, {

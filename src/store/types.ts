@@ -751,9 +751,13 @@ export interface IssuerEscrowKeyStore {
   /**
    * Stores the key; `kt` (docs/key-transparency.md: its `escrow-key` statement, or a directory change) is
    * written in the same atomic step after its sequence is checked: `log_refused`, with nothing written, when
-   * a statement does not follow; else undefined.
+   * a statement does not follow; `id_taken`, with nothing written, when a key of any tenant has its
+   * `escrowKeyId` (an issuer's statement names it); else undefined.
    */
-  insert(key: IssuerEscrowKeyRecord, kt?: readonly KtPendingInput[]): Promise<KtIntakeRefusal | undefined>;
+  insert(
+    key: IssuerEscrowKeyRecord,
+    kt?: readonly KtPendingInput[],
+  ): Promise<KtIntakeRefusal | { kind: "id_taken" } | undefined>;
   /** The tenant's newest key that is not revoked (the current one), if any. */
   current(tenantId: string): Promise<IssuerEscrowKeyRecord | undefined>;
   /** Every key of the tenant, revoked ones too, newest first. */

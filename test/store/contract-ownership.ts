@@ -196,5 +196,17 @@ export function ownershipContract(store: () => Store): void {
       expect(await store().issuerEscrowKeys.current("tnt_a")).toBeUndefined();
       expect(await store().issuerEscrowKeys.current("tnt_b")).toEqual(other);
     });
+
+    it("refuses an escrowKeyId any tenant holds (an issuer's statement names it), writing nothing", async () => {
+      const first = escrowKey("tnt_a", 0);
+      expect(await store().issuerEscrowKeys.insert(first)).toBeUndefined();
+      const sameId = { ...escrowKey("tnt_b", 5), escrowKeyId: first.escrowKeyId };
+      expect(await store().issuerEscrowKeys.insert(sameId)).toEqual({ kind: "id_taken" });
+      expect(await store().issuerEscrowKeys.insert({ ...sameId, tenantId: "tnt_a" })).toEqual({
+        kind: "id_taken",
+      });
+      expect(await store().issuerEscrowKeys.list("tnt_b")).toEqual([]);
+      expect(await store().issuerEscrowKeys.list("tnt_a")).toEqual([first]);
+    });
   });
 }

@@ -13,15 +13,15 @@ export const file_receipts_v1_kt: GenFile = /*@__PURE__*/
   fileDesc("ChRyZWNlaXB0cy92MS9rdC5wcm90bxILcmVjZWlwdHMudjEiSQoJS3RCaW5kaW5nEhEKCXN0YXRlbWVudBgBIAEoCRIRCglzaWduYXR1cmUYAiABKAkSFgoOc2lnbmluZ19rZXlfaWQYAyABKAkiWwoLS3RMZWFmUHJvb2YSEgoKbGVhZl9pbmRleBgBIAEoAxIRCgl0cmVlX3NpemUYAiABKAMSEQoJaW5jbHVzaW9uGAMgAygJEhIKCmNoZWNrcG9pbnQYBCABKAkiRAoQS3REaXJlY3RvcnlQcm9vZhINCgVpbmRleBgBIAEoAxIRCglpbmNsdXNpb24YAiADKAkSDgoGc2hhMjU2GAMgASgJYgZwcm90bzM");
 
 /**
- * An issuer's signed statement of the key directory (a key binding), as register takes it and
- * answers it.
+ * An issuer's signed statement of the key directory (a key binding, an escrow key), as register and
+ * RegisterEscrowKey take it and look-ups answer it.
  *
  * @generated from message receipts.v1.KtBinding
  */
 export type KtBinding = Message<"receipts.v1.KtBinding"> & {
   /**
    * Base64 of the statement's exact bytes: RFC 8785 canonical JSON in UTF-8, exactly the members of
-   * its type (a receipts.v1/key-binding).
+   * its type (a receipts.v1/key-binding for register, receipts.v1/escrow-key for an escrow key).
    *
    * @generated from field: string statement = 1;
    */

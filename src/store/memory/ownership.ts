@@ -20,7 +20,9 @@ export class MemoryIssuerEscrowKeys implements IssuerEscrowKeyStore {
   async insert(
     key: IssuerEscrowKeyRecord,
     kt?: readonly KtPendingInput[],
-  ): Promise<KtIntakeRefusal | undefined> {
+  ): Promise<KtIntakeRefusal | { kind: "id_taken" } | undefined> {
+    for (const keys of this.byTenant.values())
+      if (keys.some((k) => k.escrowKeyId === key.escrowKeyId)) return { kind: "id_taken" };
     const intake = this.ktLog.intake(kt);
     if ("kind" in intake) return intake;
     intake.commit();

@@ -22,20 +22,31 @@ export class MongoIssuerEscrowKeys implements IssuerEscrowKeyStore {
     return this.ctx.collection<IssuerEscrowKeyRecord>(COLLECTIONS.issuerEscrowKeys);
   }
 
-  /** A plain insert; with `kt`, one transaction with the key log's intake. */
-  insert(key: IssuerEscrowKeyRecord, kt?: readonly KtPendingInput[]): Promise<KtIntakeRefusal | undefined> {
+  /**
+   * A plain insert; with `kt`, one transaction with the key log's intake. The unique index on
+   * `escrowKeyId` refuses an id any tenant holds (`id_taken`, the transaction aborted).
+   */
+  insert(
+    key: IssuerEscrowKeyRecord,
+    kt?: readonly KtPendingInput[],
+  ): Promise<KtIntakeRefusal | { kind: "id_taken" } | undefined> {
     return this.ctx.run(async () => {
-      if (kt === undefined || kt.length === 0) {
-        await this.collection.insertOne({ ...key }, this.ctx.limit);
-        return undefined;
+      try {
+        if (kt === undefined || kt.length === 0) {
+          await this.collection.insertOne({ ...key }, this.ctx.limit);
+          return undefined;
+        }
+        return await this.ctx.transaction("issuerEscrowKeys.insert", async (session) => {
+          const intake = await ktIntakeIn(this.ctx, session, kt);
+          if ("kind" in intake) return intake;
+          await this.collection.insertOne({ ...key }, this.ctx.writeIn(session));
+          await intake.write();
+          return undefined;
+        });
+      } catch (err) {
+        if (isDuplicateKey(err)) return { kind: "id_taken" as const };
+        throw err;
       }
-      return this.ctx.transaction("issuerEscrowKeys.insert", async (session) => {
-        const intake = await ktIntakeIn(this.ctx, session, kt);
-        if ("kind" in intake) return intake;
-        await this.collection.insertOne({ ...key }, this.ctx.writeIn(session));
-        await intake.write();
-        return undefined;
-      });
     });
   }
 
