@@ -199,7 +199,9 @@ async function assertTenantOf(store: Store, tenant: string, role: Role, field = 
  * Sets an issuer tenant's BIN prefixes from `{bins: [...], statements?}` (6 or 8 digits each),
  * replacing its list; `conflict` naming the prefix when another tenant owns it or one overlapping it.
  * Once the tenant has a confirmed root, `statements` carries its root's claim of every prefix added
- * and release of every prefix removed (`kt/bin-claims.ts`), else `invalid_signature`.
+ * and release of every prefix removed (`kt/bin-claims.ts`), else `invalid_signature`. A prefix
+ * taken from a tenant with a confirmed root without its release is announced (`kt/bin-moves.ts`):
+ * the answer's `bins` are those the tenant owns now, without it.
  */
 export async function setBins(
   ctx: OperatorContext,
@@ -239,7 +241,7 @@ export async function setBins(
     `before: ${change.before.join(",") || "none"}; after: ${unique.join(",") || "none"}` +
       (announced === "" ? "" : `; moving, in 7 days unless released: ${announced}`),
   );
-  return { tenant, bins: unique };
+  return { tenant, bins: change.now };
 }
 
 /**

@@ -238,6 +238,7 @@ describe("a BIN moving from a tenant with a confirmed root", () => {
     // The operator gives a's BIN to b without a's release: announced, not in effect.
     const moved = await call("PUT", `/admin/v1/issuers/${b.id}/bins`, { bins: ["53000001"] });
     expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+    expect(moved.body.data.bins).toEqual([]);
     expect(await routedTo("53000001")).toBe(a.id);
     const announced = await shown("53000001");
     const due = announced[b.id]?.effectiveFrom as string;
