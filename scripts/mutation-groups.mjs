@@ -74,9 +74,14 @@ export const GROUPS = {
     ],
   },
   kt: { mutate: ["src/kt/verify.ts"], tests: ["test/kt/verify-lies.test.ts", "test/kt/verify.test.ts"] },
-  // The key directory's verification below verify.ts, one group per file as they join (note.ts,
-  // signatures.ts and merkle.ts next). Pure functions with fast tests: a mutant that loops forever
+  // The key directory's verification below verify.ts, one group per file as they join (signatures.ts
+  // and merkle.ts next). Pure functions with fast tests: a mutant that loops forever
   // is given up after 10 s more than its tests took.
+  "kt-note": {
+    mutate: ["src/kt/note.ts"],
+    tests: ["test/kt/note.test.ts", "test/kt/witness.test.ts"],
+    timeoutMS: 10_000,
+  },
   "kt-policy": {
     mutate: ["src/kt/policy.ts"],
     tests: ["test/kt/policy.test.ts", "test/kt/verify.test.ts"],
