@@ -17,6 +17,7 @@ import {
   type SignedCheckpoint,
   type TrustedCheckpoint,
 } from "./policy.js";
+import { DEFAULT_ROOT_DELAY_SECONDS, type RootSightings, rootDelayProblem } from "./root-delay.js";
 import { nobleEngine, parseSigningKey, type SignatureEngine, verifySignature } from "./signatures.js";
 import { isCurrent, parseStatement, parseTime, type Statement } from "./statements.js";
 import type { KtBinding, KtLookupAnswer, KtProof } from "./wire.js";
@@ -41,7 +42,8 @@ export type KtCheck =
   | "signature"
   | "window"
   | "inclusion"
-  | "escrow";
+  | "escrow"
+  | "root";
 
 export type KtVerdict =
   | { ok: true; issuer: string | null; version: number | null; treeSize: number; witnessedAt: number }
@@ -71,6 +73,8 @@ export interface VerifyLookupInput {
   directoryJson: string;
   /** Milliseconds since the epoch. */
   now: number;
+  /** The verifier's memory of when it first saw each root (`root-delay.ts`); without it, only now. */
+  rootSightings?: RootSightings;
 }
 
 export interface VerifyDeps {
@@ -244,6 +248,14 @@ function checkSigned(
     return { ok: false, check: "issuer", reason: "the statement's issuer does not own the card's BIN" };
   const key = signerOf(policy, owner, binding, input.now, deps.sha256);
   if (!key.ok) return key;
+  const delayed = rootDelayProblem(owner, {
+    now: input.now,
+    witnessedAt: trusted.witnessedAt,
+    delaySeconds: policy.policy.rootDelaySeconds ?? DEFAULT_ROOT_DELAY_SECONDS,
+    pinned: policy.policy.pinnedRoots?.[owner.issuer] !== undefined,
+    ...(input.rootSightings === undefined ? {} : { sightings: input.rootSightings }),
+  });
+  if (delayed !== undefined) return { ok: false, check: "root", reason: delayed };
   const signature = fromBase64Strict(binding.signature, 64);
   if (signature === undefined || !verifySignature(key.key, bytes, signature, deps.engine)) {
     return {
