@@ -82,16 +82,20 @@ export function rpcName(method: DescMethod): string {
 export const DEFAULT_EXTRAS: ReadonlyMap<string, OperationExtras> = new Map<string, OperationExtras>([
   [
     rpcName(ReceiptsService.method.encryptReceipt),
-    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature"] },
+    // integrity_failure: the recipient's key does not verify against the key log (requireBindings).
+    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature", "integrity_failure"] },
   ],
   [rpcName(ReceiptsService.method.storeSealedReceipt), { headers: [IDEMPOTENCY_KEY] }],
   [
     rpcName(PaymentsService.method.createPayment),
-    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature", "payment_declined"] },
+    {
+      headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE],
+      errors: ["invalid_signature", "payment_declined", "integrity_failure"],
+    },
   ],
   [
     rpcName(PaymentsService.method.refundPayment),
-    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature"] },
+    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature", "integrity_failure"] },
   ],
   [rpcName(ReceiptsService.method.decryptReceipt), { errors: ["integrity_failure"] }],
   [rpcName(PaymentsService.method.decryptPayment), { errors: ["integrity_failure"] }],
