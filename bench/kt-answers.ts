@@ -21,12 +21,16 @@ import { compare } from "./kt-world.js";
  * over a kept-alive socket of a card whose key has a logged binding (the answer carries binding,
  * opening, the leaf's and the snapshot's proofs and the checkpoint) against a card registered without
  * one (the answer as before), interleaved, per CPU-second of the whole process (client and server).
+ * Then `register` of a fresh card with the issuer's signed binding (it answers once the leaf is under a
+ * checkpoint, with its proofs) against a plain `register`, the same way, and the latency of each
+ * (the wait for the sequencer's round is time, not CPU: both figures are printed).
  */
 
 const PEPPER = "bench-pepper-bench-pepper-bench-pepper";
 const ORIGIN = "bench.example/receipts/kt/v1";
 const LEAVES = Number(process.env.KT_BENCH_LEAVES ?? 100_000);
 const BIN = "41111111";
+const ADMIN = randomBytes(32).toString("base64url");
 
 function issuer() {
   const { publicKey, privateKey } = generateKeyPairSync("ed25519");
@@ -81,6 +85,7 @@ const config = loadConfig({
   KT_LOG_PRIVATE_KEY: formatNoteSkey(generateNoteSigner(ORIGIN, NOTE_ED25519)),
   KT_SEQUENCER_POLL_MS: "20",
   RATE_LIMIT_TIERS: JSON.stringify({ enterprise: { requestsPerMinute: 100_000_000 } }),
+  ADMIN_TOKEN: ADMIN,
 });
 const app = await buildApp({
   config,
@@ -186,4 +191,60 @@ console.log(
   `  answer bytes: plain ${JSON.stringify(await call("/api/v1/keys/lookup", merchantKey, { recipientHashedPan: plainCard, cardBin: BIN })).length}, with proofs ${JSON.stringify(answer).length}`,
 );
 console.log(`  ratio with proofs / plain: ${((proven as number) / (plain as number)).toFixed(3)}`);
+
+// register: the issuer's root in the store (the intake checks bindings against the tenant's keys).
+await call("/api/v1/issuers/signing-keys", issuerKey, { publicKey: base64(signer.info.spki) });
+const confirmed = await fetch(
+  `${base}/admin/v1/issuers/bank-a/signing-keys/${signer.info.signingKeyId}/confirm`,
+  { method: "POST", headers: { authorization: `Bearer ${ADMIN}` } },
+);
+if (confirmed.status !== 200) throw new Error(`confirm: ${confirmed.status}`);
+/** Registers a fresh card's fresh device key, with its signed binding when `bound`; resolves with 1. */
+async function registerOnce(bound: boolean): Promise<number> {
+  const hashedPan = randomBytes(32).toString("hex");
+  const key = deviceKey();
+  const request: Record<string, unknown> = {
+    hashedPan,
+    publicKey: base64(key.spki),
+    keyId: key.keyId,
+    cardBin: BIN,
+  };
+  if (bound) {
+    const signed = binding(signer, hashedPan, key);
+    request.binding = {
+      statement: base64(signed.bytes),
+      signature: base64(signed.signature),
+      signingKeyId: signer.info.signingKeyId,
+    };
+  }
+  const data = await call("/api/v1/onboarding/register", issuerKey, request);
+  if (bound && data.proof === undefined) throw new Error("register with a binding answered no proof");
+  return 1;
+}
+const [plainRegister, boundRegister] = await compare(
+  "REST register of a fresh card (per CPU-second)",
+  [
+    ["plain register", () => registerOnce(false)],
+    ["with a signed binding (answers once its leaf is under a checkpoint)", () => registerOnce(true)],
+  ],
+  8,
+);
+console.log(
+  `  ratio with binding / plain: ${((boundRegister as number) / (plainRegister as number)).toFixed(3)}`,
+);
+/** Median wall time of `n` calls, one at a time, ms. */
+async function medianMs(run: () => Promise<number>, n: number): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const start = performance.now();
+    await run();
+    times.push(performance.now() - start);
+  }
+  return times.sort((a, b) => a - b)[Math.floor(n / 2)] as number;
+}
+const plainMs = await medianMs(() => registerOnce(false), 100);
+const boundMs = await medianMs(() => registerOnce(true), 100);
+console.log(
+  `  latency (median of 100, one at a time): plain ${plainMs.toFixed(2)} ms, with binding ${boundMs.toFixed(2)} ms (${(boundMs / plainMs).toFixed(2)}x)`,
+);
 await app.close();

@@ -46,6 +46,12 @@ export const KT_TIMES = {
   directoryRefreshMs: 24 * 3_600_000,
   /** Pending records per append. */
   batchSize: 256,
+  /**
+   * How long a register answer, its leaf under a checkpoint the log signed, waits on for the witnesses'
+   * cosignatures of it (so that a device's trust policy can verify the answer), ms; then it answers
+   * the log-signed checkpoint alone.
+   */
+  answerWitnessGraceMs: 2_000,
 } as const;
 
 /** What `readKtConfig` needs from `loadConfig`'s readers. */

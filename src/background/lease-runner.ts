@@ -30,7 +30,8 @@ export interface LeaseRunnerOptions {
 }
 
 export class LeaseRunner {
-  private readonly stopping = new AbortController();
+  /** Aborted by `stop()`; a `start()` after a stop begins with a fresh one. */
+  private stopping = new AbortController();
   private running: Promise<void> | undefined;
   /** The lease this instance holds, as of its last take or renewal. */
   private held: Lease | undefined;
@@ -74,20 +75,25 @@ export class LeaseRunner {
     this.held = undefined;
   }
 
-  /** Starts taking part (idempotent). */
+  /** Starts taking part (idempotent while running; after `stop()` has resolved, it starts again). */
   start(): void {
-    this.running ??= this.loop();
+    if (this.running !== undefined) return;
+    if (this.stopping.signal.aborted) this.stopping = new AbortController();
+    this.running = this.loop(this.stopping.signal);
   }
 
   /** Stops the job, releases the lease so another instance takes over at once, and resolves when done. */
   async stop(): Promise<void> {
+    const running = this.running;
     this.stopping.abort();
-    await this.running;
+    await running;
+    if (this.running === running) this.running = undefined;
   }
 
-  private async loop(): Promise<void> {
+  /** Takes part until `stopping` aborts: the signal of this start, never a later start's. */
+  private async loop(stopping: AbortSignal): Promise<void> {
     const { name, ttlMs, logger, standbyMs = ttlMs / 3 } = this.options;
-    while (!this.stopping.signal.aborted) {
+    while (!stopping.aborted) {
       let lease: Lease | undefined;
       try {
         this.forget();
@@ -96,19 +102,19 @@ export class LeaseRunner {
         logger.warn({ err, lease: name }, "cannot take the lease: the store is unavailable");
       }
       if (lease === undefined) {
-        await sleep(standbyMs, this.stopping.signal);
+        await sleep(standbyMs, stopping);
         continue;
       }
-      await this.hold(lease);
+      await this.hold(lease, stopping);
     }
   }
 
   /** Runs the job under `lease`, renewing it, until the lease is lost or the runner stops. */
-  private async hold(first: Lease): Promise<void> {
+  private async hold(first: Lease, stopping: AbortSignal): Promise<void> {
     const { leases, name, holder, ttlMs, clock, logger, job } = this.options;
     const lost = new AbortController();
     const stop = () => lost.abort();
-    this.stopping.signal.addEventListener("abort", stop, { once: true });
+    stopping.addEventListener("abort", stop, { once: true });
     let lease = first;
     const renew = async () => {
       try {
@@ -135,15 +141,15 @@ export class LeaseRunner {
     try {
       await job(lease, lost.signal);
       // The job gave up on its own (a write fenced out): stand by a while rather than spin.
-      if (!lost.signal.aborted) await sleep(this.options.standbyMs ?? ttlMs / 3, this.stopping.signal);
+      if (!lost.signal.aborted) await sleep(this.options.standbyMs ?? ttlMs / 3, stopping);
     } catch (err) {
       logger.error({ err, lease: name }, "background job failed; it starts again");
-      await sleep(ttlMs / 3, this.stopping.signal);
+      await sleep(ttlMs / 3, stopping);
     } finally {
       clearInterval(timer);
-      this.stopping.signal.removeEventListener("abort", stop);
+      stopping.removeEventListener("abort", stop);
     }
-    if (this.stopping.signal.aborted) {
+    if (stopping.aborted) {
       this.forget();
       await leases.release(lease).catch(() => undefined);
     }

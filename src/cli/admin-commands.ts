@@ -42,6 +42,11 @@ that carry a cardBin under one of them go only to that tenant's cardholders, or 
   merchants: `Usage: receipts merchants assign <merchantId> --tenant <id> [--json] [--url <url>]
 
 Gives a merchantId to a merchant tenant; other tenants' use of it is then forbidden.`,
+  cards: `Usage: receipts cards transfer <userId> --to <tenant> [--json] [--url <url>]
+
+Moves the card a user holds (both its references) to another issuer tenant: the user keeps its keys
+and receipts and no longer holds the card; the card's receipts wait in escrow for <tenant> until it
+registers the card. For a card registered by the wrong issuer that no BIN settles.`,
   audit: `Usage: receipts audit [--tenant <id>] [--after <RFC 3339>] [--limit <n>] [--json] [--url <url>]
 
 Reads the audit log in the order it was written, from the first event after --after (default: the
@@ -175,9 +180,9 @@ export async function keysCommand(
   throw new UsageError(`Unknown command "keys ${command ?? ""}".`);
 }
 
-/** `bins set|get`, `merchants assign`, `audit`, `escrow`. */
+/** `bins set|get`, `merchants assign`, `cards transfer`, `audit`, `escrow`. */
 export async function ownershipCommand(
-  group: "bins" | "merchants" | "audit" | "escrow",
+  group: "bins" | "merchants" | "cards" | "audit" | "escrow",
   args: string[],
   out: NodeJS.WritableStream,
 ): Promise<void> {
@@ -214,6 +219,10 @@ export async function ownershipCommand(
     emit(out, values.json, { merchantId, tenant }, `merchantId ${merchantId} belongs to tenant ${tenant}.\n`);
     return;
   }
+  if (group === "cards") {
+    await cardsCommand(args, out);
+    return;
+  }
   if (group === "audit") {
     const { values } = parse(args, {
       ...URL_OPTION,
@@ -237,4 +246,22 @@ export async function ownershipCommand(
   if (values.json) out.write(`${JSON.stringify(counts, null, 2)}\n`);
   else
     for (const c of counts) out.write(`${c.ownerTenantId ?? "(no owner)"}\t${c.escrowKeyId}\t${c.count}\n`);
+}
+
+/** `cards transfer <userId> --to <tenant>`: the operator's card transfer. */
+async function cardsCommand(args: string[], out: NodeJS.WritableStream): Promise<void> {
+  const [command, ...rest] = args;
+  const { values, positionals } = parse(rest, { ...URL_OPTION, to: { type: "string" } });
+  const [userId] = positionals;
+  if (command !== "transfer" || userId === undefined || positionals.length !== 1 || !values.to) {
+    throw new UsageError(OPERATOR_HELP.cards);
+  }
+  const toTenant = String(values.to);
+  const moved = await withOperator(values.url, (op) => op.transferCard(userId, toTenant));
+  emit(
+    out,
+    values.json,
+    moved,
+    `The card of ${moved.previousUserId} (tenant ${moved.fromTenant}) is now held by ${moved.userId} of tenant ${moved.toTenant}, with no key until ${moved.toTenant} registers it.\n`,
+  );
 }

@@ -14,7 +14,18 @@ import { OPERATOR_API_OFF, OperatorError } from "./operator.js";
 import { WEBHOOKS_HELP, webhooksCommand } from "./webhooks.js";
 
 /** The command groups that have their own --help. */
-const GROUPS = new Set(["keys", "bins", "merchants", "audit", "escrow", "demo", "kt", "witness", "webhooks"]);
+const GROUPS = new Set([
+  "keys",
+  "bins",
+  "merchants",
+  "cards",
+  "audit",
+  "escrow",
+  "demo",
+  "kt",
+  "witness",
+  "webhooks",
+]);
 
 /** Exit codes scripts can rely on. */
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
@@ -28,6 +39,7 @@ Commands:
   keys revoke       Revoke an API key by id
   bins set|get      Set or show the BIN prefixes an issuer tenant owns
   merchants assign  Give a merchantId to a merchant tenant
+  cards transfer    Move a card registered by the wrong issuer to another issuer tenant
   audit             Read the audit log
   escrow            Count escrowed receipts by owner and key
   webhooks          A tenant's webhook endpoints, deliveries and events, with its API key
@@ -117,7 +129,13 @@ export async function runCli(
       await (group === "kt" ? ktCommand : witnessCommand)(command, rest, out);
       return EXIT.ok;
     }
-    if (group === "bins" || group === "merchants" || group === "audit" || group === "escrow") {
+    if (
+      group === "bins" ||
+      group === "merchants" ||
+      group === "cards" ||
+      group === "audit" ||
+      group === "escrow"
+    ) {
       if (wantsHelp) {
         out.write(`${HELP[group]}\n`);
         return EXIT.ok;

@@ -2,6 +2,7 @@ import {
   type ApiKeyView,
   type AuditView,
   assignMerchant,
+  type CardTransfer,
   createKey,
   escrowCounts,
   getBins,
@@ -10,6 +11,7 @@ import {
   readAudit,
   revokeKey,
   setBins,
+  transferCard,
 } from "../domain/admin.js";
 import type { Environment, EscrowCount, Store } from "../store/types.js";
 
@@ -31,6 +33,7 @@ export interface Operator {
   setBins(tenant: string, bins: string[]): Promise<string[]>;
   getBins(tenant: string): Promise<string[]>;
   assignMerchant(merchantId: string, tenant: string): Promise<void>;
+  transferCard(userId: string, toTenant: string): Promise<CardTransfer>;
   readAudit(query: { tenant?: string; after?: string; limit?: string }): Promise<AuditView[]>;
   escrowCounts(): Promise<EscrowCount[]>;
 }
@@ -66,6 +69,7 @@ export function storeOperator(store: Store, env: Environment): Operator {
     assignMerchant: async (merchantId, tenant) => {
       await assignMerchant(ctx(), merchantId, { tenant });
     },
+    transferCard: (userId, toTenant) => transferCard(ctx(), { userId, toTenant }),
     readAudit: async (query) => (await readAudit(store, query)).events,
     escrowCounts: async () => (await escrowCounts(store, new Date())).escrow,
   };
@@ -127,6 +131,7 @@ export function httpOperator(baseUrl: string, token: string): Operator {
     assignMerchant: async (merchantId, tenant) => {
       await call("PUT", `/merchants/${id(merchantId)}`, { tenant });
     },
+    transferCard: (userId, toTenant) => call("POST", "/cards/transfer", { userId, toTenant }),
     readAudit: async (query) => (await call<{ events: AuditView[] }>("GET", `/audit${q(query)}`)).events,
     escrowCounts: async () => (await call<{ escrow: EscrowCount[] }>("GET", "/escrow")).escrow,
   };

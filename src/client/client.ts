@@ -146,10 +146,19 @@ export interface ReceiptsClient {
   generateKeys(options?: CallOptions & { algorithm?: string }): Promise<GenerateKeysResponse>;
   /**
    * Issuer: registers a cardholder's public key under the card's hashed PAN or its PAR, exactly one
-   * (rotates an existing key).
+   * (rotates an existing key). With the issuer's signed `binding` (`signStatement`), the answer comes
+   * once the binding is in the key log, with its proofs: check it on the device with
+   * `registerDeviceKey` (or `checkRegistration`).
    */
   register(
-    request: { hashedPan?: string; par?: string; publicKey: string; keyId: string; cardBin?: string },
+    request: {
+      hashedPan?: string;
+      par?: string;
+      publicKey: string;
+      keyId: string;
+      cardBin?: string;
+      binding?: KtBinding;
+    },
     options?: CallOptions,
   ): Promise<RegisterResponse>;
   /** Issuer: a 2-3 minute decrypt grant for a user's key, after the user consented on the device. */

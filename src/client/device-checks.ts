@@ -85,6 +85,48 @@ export async function checkRegistration(
   return verified;
 }
 
+/** A device key's registration with the issuer's signed binding, as {@link registerDeviceKey} sends it. */
+export interface DeviceRegistration {
+  /** The card: its hashed PAN or its PAR (exactly one, as the binding's `cardRef`). */
+  hashedPan?: string;
+  par?: string;
+  cardBin?: string;
+  /** The device's key id and public key (base64 SPKI DER). */
+  keyId: string;
+  publicKey: string;
+  /** The binding the issuer signed for this key (`signStatement`). */
+  binding: KtBinding;
+}
+
+/**
+ * Registers the device's key with its signed binding and checks the answer before anything goes on
+ * ({@link checkRegistration}): the answer carries byte for byte the statement signed for this key,
+ * its leaf is in the log under a checkpoint the trust policy accepts, and, when `firstRegistration`
+ * (the device has never registered this card), the binding is the card's first (version 1). Resolves
+ * with the answer and the verified key; throws {@link DeviceCheckError} or `KeyVerificationError` (the
+ * registration may then be stored: tell the user and the issuer, do not go on silently), or the
+ * client's `ReceiptsApiError` when the call itself fails. `client` is the `ReceiptsClient` (its
+ * `register`; typed by shape so that this module stays free of the transport).
+ */
+export async function registerDeviceKey<Answer>(
+  client: {
+    register(request: DeviceRegistration, options: { signal?: AbortSignal }): Promise<Answer>;
+  },
+  registration: DeviceRegistration,
+  context: { trust: KeyTrust; card: CardIdentity; firstRegistration: boolean; signal?: AbortSignal },
+): Promise<{ registration: Answer; verified: VerifiedKey }> {
+  const held: HeldBinding = {
+    binding: registration.binding,
+    keyId: registration.keyId,
+    publicKey: registration.publicKey,
+  };
+  heldStatement(held);
+  const options = context.signal === undefined ? {} : { signal: context.signal };
+  const answer = await client.register(registration, options);
+  const verified = await checkRegistration(answer, held, { ...context, ...options });
+  return { registration: answer, verified };
+}
+
 /**
  * Compares a self-check answer (what lookup would answer a merchant now) with what the device holds,
  * and verifies it under `trust`: the same key, under a binding of this card at least as new as the

@@ -29,7 +29,9 @@ export {
   checkSelf,
   type DeviceCheckCode,
   DeviceCheckError,
+  type DeviceRegistration,
   type HeldBinding,
+  registerDeviceKey,
 } from "./device-checks.js";
 export { isServiceErrorCode, SERVICE_ERROR_CODES, type ServiceErrorCode } from "./error-codes.js";
 export {

@@ -9,7 +9,13 @@ import type { DomainDeps } from "./deps.js";
 import { type ReleaseCounts, type ReleaseTarget, releaseEscrow } from "./escrow.js";
 import { registerEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
-import { checkKeyBinding, requireBindingIfSet } from "./kt/bindings.js";
+import type { KtAnswerFields } from "./kt/answers.js";
+import {
+  type CheckedBinding,
+  checkKeyBinding,
+  registeredAnswer,
+  requireBindingIfSet,
+} from "./kt/bindings.js";
 import type { SignedInput } from "./kt/signed.js";
 import { cardKeysOf, checkCardBin, checkRegisteredCard, ISSUER_CARD_FIELDS } from "./pan.js";
 import { cardBinOwner, sealingKeyOf } from "./routing.js";
@@ -67,8 +73,12 @@ export interface RegisterInput {
   binding?: SignedInput | undefined;
 }
 
-/** The outcome of a registration, as returned to the issuer. */
-export interface Registration {
+/**
+ * The outcome of a registration, as returned to the issuer; with a binding, the key directory's
+ * members a look-up answers (`binding`, `opening`, `proof`, `directory`), under a checkpoint the log
+ * signed over the binding's leaf.
+ */
+export interface Registration extends Omit<KtAnswerFields, "checkpoint"> {
   userId: string;
   keyId: string;
   status: "active";
@@ -82,8 +92,6 @@ export interface Registration {
   algorithm: KeyAlgorithm;
   /** This registration, inside the caller's own BIN, took the card from another issuer's user. */
   superseded: boolean;
-  /** With a binding: its pending record's id in the key log (`KtLog.waitForLeaf` waits for its leaf). */
-  ktPendingId?: string;
   /** The registered key (base64 SPKI DER), as a look-up answers it. */
   publicKey: string;
 }
@@ -175,16 +183,18 @@ export async function register(
     newUserId,
     key,
     now,
-    ...(binding === undefined ? {} : { kt: [binding.pending] }),
+    ...(binding?.pending === undefined ? {} : { kt: [binding.pending] }),
     ownsBin: binOwner !== undefined,
     events: (registered) => registerEvents(registered, now, cardBin),
   });
   throwIfRefused(outcome);
-  if (binding !== undefined) deps.kt.notify();
+  if (binding?.pending !== undefined) deps.kt.notify();
   await auditRegistration(deps, principal, outcome, { cardBin: cardBin ?? "", now, caller });
 
   const target = { user: outcome.user, key: sealingKeyOf(outcome.key) };
   const counts = await releaseCardEscrow(deps, refs, target, caller);
+  // Stored, audited and released: now the answer waits for the binding's leaf under a checkpoint.
+  const kt = binding === undefined ? {} : await registeredAnswer(deps, binding);
   return {
     userId: outcome.user.userId,
     keyId,
@@ -195,8 +205,8 @@ export async function register(
     releasePending: counts.nextCursor !== undefined,
     algorithm,
     superseded: outcome.kind === "superseded",
-    ...(binding === undefined ? {} : { ktPendingId: binding.pending.id }),
     publicKey: outcome.key.publicKey,
+    ...kt,
   };
 }
 
@@ -209,7 +219,7 @@ async function bindingOf(
   principal: ApiKeyRecord,
   input: RegisterInput,
   checked: CheckedRegistration & { panHash: string; newUserId: string },
-): Promise<Awaited<ReturnType<typeof checkKeyBinding>> | undefined> {
+): Promise<CheckedBinding | undefined> {
   await requireBindingIfSet(deps, principal.tenantId, input.binding, "registration");
   if (input.binding === undefined) return undefined;
   if ((input.hashedPan ?? "") !== "" && (input.par ?? "") !== "") {

@@ -18,6 +18,7 @@ import { gatewayByName } from "./gateways/index.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
 import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "./merchants.js";
+import { assertPlaintextAccepted } from "./plaintext-intake.js";
 import { prepareReceipt } from "./prepare.js";
 import { checkCurrency } from "./receipt-rules.js";
 import { auditBindingConflict } from "./routing.js";
@@ -89,6 +90,7 @@ async function sealPlaintext(
   const amount = gateway.resolveAmount(receipt);
   receipt.amount = amount;
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
+  await assertPlaintextAccepted(deps, receipt);
   // After the amount is resolved: the receipt is sealed (and must be signed) with the amount charged.
   await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
   const prepared = await sealForRecipient(deps, principal, receipt, paymentId);

@@ -6,6 +6,7 @@ import type { DomainDeps } from "./deps.js";
 import { receiptEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "./merchants.js";
+import { assertPlaintextAccepted } from "./plaintext-intake.js";
 import { prepareReceipt } from "./prepare.js";
 import { auditBindingConflict } from "./routing.js";
 import { prepareSealed, type SealedInput } from "./sealed.js";
@@ -30,6 +31,7 @@ export async function encryptReceipt(
 ): Promise<ReceiptRecord> {
   const receipt = await prepareReceipt(deps, principal, input);
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
+  await assertPlaintextAccepted(deps, receipt);
   await applyMerchantSignature(deps, input, receipt, signature);
   // Sealed (and its card's BIN checked) before the merchantId is claimed: a refusal writes nothing.
   const prepared = await sealForRecipient(deps, principal, receipt);

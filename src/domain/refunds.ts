@@ -18,6 +18,7 @@ import type { CallerInfo } from "./grants.js";
 import { MAX_ID_LENGTH } from "./limits.js";
 import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
 import { withMockItems } from "./mock-items.js";
+import { assertPlaintextAccepted } from "./plaintext-intake.js";
 import { validateReceipt } from "./receipt-rules.js";
 import { auditBindingConflict } from "./routing.js";
 import { prepareSealed } from "./sealed.js";
@@ -221,6 +222,7 @@ async function sealRefundReceipt(
     validateReceipt(input.receipt, { mode: "payment", now: deps.clock.now(), refundOf }),
   );
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
+  await assertPlaintextAccepted(deps, receipt);
   await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
   await claimMerchantId(deps, principal, receipt.merchantId);
   const prepared = await sealForRecipient(deps, principal, receipt);

@@ -13,7 +13,7 @@ import {
   transferCard,
 } from "../domain/admin.js";
 import { createAuditor, listAuditors, revokeAuditor } from "../domain/kt/auditors.js";
-import { confirmRoot, setRequireBindings } from "../domain/kt/issuer-admin.js";
+import { confirmRoot, setPlaintextIntake, setRequireBindings } from "../domain/kt/issuer-admin.js";
 import { AppError } from "../errors.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import type { Environment, Store } from "../store/types.js";
@@ -159,6 +159,11 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     method: "PUT",
     url: "/admin/v1/issuers/:tenant/require-bindings",
     run: ({ ctx, params, body }) => setRequireBindings(ctx, params.tenant ?? "", body),
+  },
+  {
+    method: "PUT",
+    url: "/admin/v1/issuers/:tenant/plaintext-intake",
+    run: ({ ctx, params, body }) => setPlaintextIntake(ctx, params.tenant ?? "", body),
   },
 ];
 

@@ -2,8 +2,8 @@ import type { AdminOperation } from "./admin.js";
 
 /**
  * The operator API's key-directory operations (docs/key-transparency.md) in the OpenAPI document:
- * confirming an issuer's root signing key and setting its `requireBindings`. Kept beside
- * `admin.ts`, whose `ADMIN_OPERATIONS` includes them.
+ * confirming an issuer's root signing key and setting its `requireBindings` and
+ * `plaintextIntake`. Kept beside `admin.ts`, whose `ADMIN_OPERATIONS` includes them.
  */
 
 const ID = { type: "string", pattern: "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$" };
@@ -92,6 +92,38 @@ export const ADMIN_KT_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       additionalProperties: false,
     },
     example: { tenant: "acme-bank", requireBindings: true },
+    errors: ["invalid_request", "invalid_signature", "conflict"],
+  },
+  "PUT /admin/v1/issuers/{tenant}/plaintext-intake": {
+    summary: "Sets whether an issuer takes receipts in the clear.",
+    description:
+      "With `plaintextIntake` `refuse`, encrypt, create and refund with receipt fields are `forbidden` " +
+      "for the tenant's cards (those of its BINs, and those it registered, whatever BIN the merchant " +
+      "names): merchants seal on their side and send `sealedReceipt`, which is still taken. The key " +
+      "log's directory snapshot shows the setting. Before the tenant has a confirmed root the " +
+      "operator's word sets it; after, the body must carry the root's `receipts.v1/plaintext-intake` " +
+      "statement saying the same (`statement`, `signature`: base64), else `invalid_signature`. Audited.",
+    parameters: [TENANT_PARAMETER],
+    body: {
+      schema: {
+        type: "object",
+        required: ["plaintextIntake"],
+        properties: {
+          plaintextIntake: { type: "string", enum: ["refuse", "accept"] },
+          statement: { type: "string", description: "Base64 of the root's statement." },
+          signature: { type: "string", description: "Base64 of its 64-byte signature." },
+        },
+        additionalProperties: false,
+      },
+      example: { plaintextIntake: "refuse" },
+    },
+    data: {
+      type: "object",
+      required: ["tenant", "plaintextIntake"],
+      properties: { tenant: ID, plaintextIntake: { type: "string", enum: ["refuse", "accept"] } },
+      additionalProperties: false,
+    },
+    example: { tenant: "acme-bank", plaintextIntake: "refuse" },
     errors: ["invalid_request", "invalid_signature", "conflict"],
   },
 };

@@ -2,9 +2,9 @@ import type { KtIntakeRefusal, KtPendingInput } from "./kt-types.js";
 
 /**
  * What the key directory holds of an issuer tenant beyond its BINs and escrow keys
- * (docs/key-transparency.md): its signing keys (the first is its root) and its `requireBindings`
- * setting. One record per tenant, replaced whole by a compare-and-set on `revision`, so that two
- * changes racing on one tenant (two first keys, each wanting to be the root) cannot both win; the
+ * (docs/key-transparency.md): its signing keys (the first is its root) and its `requireBindings` and
+ * `plaintextIntake` settings. One record per tenant, replaced whole by a compare-and-set on
+ * `revision`, so that two changes racing on one tenant (two first keys, each wanting to be the root) cannot both win; the
  * statement that records a change is written in the same atomic step (the key log's intake).
  */
 
@@ -24,6 +24,9 @@ export interface KtSigningKeyRecord {
   revokedAt?: Date;
 }
 
+/** Whether the service takes receipts for a tenant's cards in the clear. */
+export type PlaintextIntake = "accept" | "refuse";
+
 /** An issuer tenant's signing keys and settings. */
 export interface KtIssuerRecord {
   tenantId: string;
@@ -31,6 +34,11 @@ export interface KtIssuerRecord {
   signingKeys: KtSigningKeyRecord[];
   /** Unsigned registrations and escrow keys of the tenant are refused. */
   requireBindings: boolean;
+  /**
+   * `"refuse"`: receipts for the tenant's cards are not taken in the clear (encrypt, create and refund
+   * with receipt fields are `forbidden`); merchants seal them on their side. Absent: `"accept"`.
+   */
+  plaintextIntake?: "refuse";
   /** 1 for the first record; each change is the last + 1. */
   revision: number;
   updatedAt: Date;

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { EXIT, runCli } from "../../src/cli/main.js";
+import { pendingKey } from "../store/fixtures.js";
 import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
@@ -153,6 +154,61 @@ describe("operator commands against a running server (--url)", () => {
     const revoked = await cli(["keys", "revoke", view?.apiKeyId ?? "", "--url", svc.baseUrl]);
     expect(revoked.code).toBe(EXIT.ok);
     expect((await post(svc, "/api/v1/receipts/encrypt", merchantKey, receiptBody(card))).status).toBe(401);
+  });
+
+  it("moves a card to another issuer tenant with cards transfer, refusing what the API refuses", async () => {
+    process.env.ADMIN_TOKEN = TOKEN;
+    const made = await cli([
+      "keys",
+      "create",
+      "--role",
+      "issuer",
+      "--tenant",
+      "bank-t",
+      "--url",
+      svc.baseUrl,
+    ]);
+    expect(made.code).toBe(EXIT.ok);
+    const hashedPan = hashPan("4111110000000042");
+    const registered = await svc.store.users.register({
+      panHash: hashedPan,
+      tenantId: "issuer-1",
+      newUserId: `usr_cli${randomBytes(6).toString("hex")}`,
+      key: pendingKey({ tenantId: "issuer-1" }),
+      now: new Date(),
+    });
+    if (!("user" in registered)) throw new Error(`expected a user, got ${registered.kind}`);
+    const userId = registered.user.userId;
+
+    // Usage mistakes exit 2 and change nothing; refusals exit 1 with the server's reason.
+    expect((await cli(["cards", "transfer", userId, "--url", svc.baseUrl])).code).toBe(EXIT.usage);
+    expect((await cli(["cards", "move", userId, "--to", "bank-t", "--url", svc.baseUrl])).code).toBe(
+      EXIT.usage,
+    );
+    const nobody = await cli(["cards", "transfer", "usr_nobody", "--to", "bank-t", "--url", svc.baseUrl]);
+    expect(nobody.code).toBe(EXIT.failure);
+    expect(nobody.err).toContain("No user holding a card");
+    const same = await cli(["cards", "transfer", userId, "--to", "issuer-1", "--url", svc.baseUrl]);
+    expect(same.code).toBe(EXIT.failure);
+    expect(same.err).toContain("toTenant");
+    expect((await svc.store.users.findByPanHash(hashedPan))?.userId).toBe(userId);
+
+    const moved = await cli(["cards", "transfer", userId, "--to", "bank-t", "--json", "--url", svc.baseUrl]);
+    expect(moved.err).toBe("");
+    expect(moved.code).toBe(EXIT.ok);
+    const answer = JSON.parse(moved.out) as { previousUserId: string; userId: string; toTenant: string };
+    expect(answer).toMatchObject({ previousUserId: userId, fromTenant: "issuer-1", toTenant: "bank-t" });
+    const holder = await svc.store.users.findByPanHash(hashedPan);
+    expect(holder).toMatchObject({ userId: answer.userId, tenantId: "bank-t" });
+    expect((await svc.store.users.findById(userId))?.supersededAt).toBeDefined();
+    const audit = await cli(["audit", "--tenant", "bank-t", "--json", "--url", svc.baseUrl]);
+    expect(JSON.parse(audit.out).map((e: { action: string }) => e.action)).toContain(
+      "admin.card.transferred",
+    );
+    // The card never goes back to the previous holder by replaying the command.
+    expect((await cli(["cards", "transfer", userId, "--to", "bank-t", "--url", svc.baseUrl])).code).toBe(
+      EXIT.failure,
+    );
   });
 
   it("answers every command in JSON with --json, failures too, with the same exit codes", async () => {

@@ -3,6 +3,9 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startWitnessServer } from "../../src/cli/witness-server.js";
+import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
+import { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } from "../../src/kt/note.js";
 import { ESCROW_FIXTURE } from "../support/fixture-keys.js";
 import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
@@ -62,6 +65,54 @@ function bash(
   });
 }
 
+/**
+ * The key log `npm run start:kt` sets up (scripts/start-kt.mjs): the log's signing key, three witness
+ * servers of two organisations, and the merchant's trust policy in a file; `env` configures the service.
+ */
+async function keyLogWithWitnesses() {
+  const dir = mkdtempSync(join(tmpdir(), "readme-kt-"));
+  const origin = "localhost/receipts/kt/v1";
+  const log = generateNoteSigner(origin, NOTE_ED25519);
+  const witnesses: Array<{ url: string; vkey: string; organisation: string; close: () => Promise<void> }> =
+    [];
+  for (const [name, organisation] of [
+    ["w1.bank-a.example", "bank-a"],
+    ["w2.bank-b.example", "bank-b"],
+    ["w3.ngo.example", "ngo"],
+  ] as const) {
+    const signer = generateNoteSigner(name, COSIGNATURE_ED25519);
+    const running = await startWitnessServer({
+      config: { signers: [signer], logs: { [origin]: [log.key] } },
+      statePath: join(dir, `${name}.state`),
+      port: 0,
+    });
+    witnesses.push({ url: running.url, vkey: formatVkey(signer.key), organisation, close: running.close });
+  }
+  const policy = join(dir, "kt-policy.json");
+  writeFileSync(
+    policy,
+    JSON.stringify({
+      origin,
+      logKey: formatVkey(log.key),
+      operator: "receipts-operator",
+      witnesses: witnesses.map(({ vkey, organisation }) => ({ vkey, organisation })),
+      quorum: 2,
+      maxCheckpointAgeSeconds: 3600,
+    }),
+  );
+  return {
+    dir,
+    policy,
+    env: {
+      KT_LOG_PRIVATE_KEY: formatNoteSkey(log),
+      WITNESS_URLS: witnesses.map((w) => `${w.url} ${w.vkey}`).join(","),
+    },
+    close: async () => {
+      for (const w of witnesses) await w.close();
+    },
+  };
+}
+
 function have(command: string): boolean {
   return spawnSync("bash", ["-c", `command -v ${command}`]).status === 0;
 }
@@ -72,15 +123,21 @@ describe("the README's curl walk-through", () => {
   let start: string;
   /** The walk-through's TMPDIR: its `mktemp -d` folders are made here. */
   let temp: string;
+  /** What `npm run start:kt` makes: three witnesses, the log's key, the trust policy, an operator token. */
+  let kt: Awaited<ReturnType<typeof keyLogWithWitnesses>>;
+  const ADMIN = "readme-walkthrough-admin-token-0123456789";
   beforeAll(async () => {
-    svc = await startService();
+    kt = await keyLogWithWitnesses();
+    svc = await startService({ env: { ...kt.env, ADMIN_TOKEN: ADMIN } });
     start = mkdtempSync(join(tmpdir(), "readme-walkthrough-root-"));
     temp = mkdtempSync(join(tmpdir(), "readme-walkthrough-tmp-"));
   });
   afterAll(async () => {
     await svc.close();
+    await kt.close();
     rmSync(start, { recursive: true, force: true });
     rmSync(temp, { recursive: true, force: true });
+    rmSync(kt.dir, { recursive: true, force: true });
   });
 
   it("needs only bash, curl, jq and node", () => {
@@ -116,6 +173,8 @@ describe("the README's curl walk-through", () => {
       ...process.env,
       ISSUER: svc.issuerKey,
       MERCHANT: svc.merchantKey,
+      ADMIN,
+      POLICY: kt.policy,
       API: `${svc.baseUrl}/api/v1`,
       CLIENT: join(ROOT, "dist", "src", "client", "index.js"),
     };
@@ -142,7 +201,7 @@ describe("the README's curl walk-through", () => {
       expect(released.data.releasedReceipts).toBe(1);
     }
     expect(payments.size).toBe(2);
-  }, 120_000);
+  }, 180_000);
 });
 
 describe("the README's code snippets", () => {

@@ -94,6 +94,7 @@ describe("operator API examples against a running server", () => {
     "DELETE /admin/v1/kt/auditors/{auditorId}",
     // Before the root is confirmed: the operator's word sets it.
     "PUT /admin/v1/issuers/{tenant}/require-bindings",
+    "PUT /admin/v1/issuers/{tenant}/plaintext-intake",
     "POST /admin/v1/issuers/{tenant}/signing-keys/{signingKeyId}/confirm",
     "DELETE /admin/v1/api-keys/{apiKeyId}",
   ];

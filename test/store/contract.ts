@@ -11,6 +11,7 @@ import { merchantKeysContract } from "./contract-merchant-keys.js";
 import { ownershipContract } from "./contract-ownership.js";
 import { paymentsContract } from "./contract-payments.js";
 import { receiptsContract } from "./contract-receipts.js";
+import { transferContract } from "./contract-transfer.js";
 import { usersContract } from "./contract-users.js";
 import { apiKey, at, auditEvent, grant, uid } from "./fixtures.js";
 
@@ -45,6 +46,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     grantsContract(store);
     usersContract(store);
     cardAliasesContract(store);
+    transferContract(store);
     receiptsContract(store);
     paymentsContract(store);
     merchantKeysContract(store);

@@ -1,9 +1,17 @@
 import { createHash } from "node:crypto";
+import { KT_TIMES } from "../../config-kt.js";
 import { AppError } from "../../errors.js";
-import { base64url } from "../../kt/bytes.js";
-import { type EscrowKeyStatement, isCurrent, type KeyBinding, parseTime } from "../../kt/statements.js";
-import type { CardRefKind, KtPendingStatement } from "../../store/kt-types.js";
+import { base64, base64url, bytesEqual, fromBase64Strict } from "../../kt/bytes.js";
+import {
+  type EscrowKeyStatement,
+  isCurrent,
+  type KeyBinding,
+  parseTime,
+  withoutCardRef,
+} from "../../kt/statements.js";
+import type { CardRefKind, KtPendingStatement, KtSequenceState } from "../../store/kt-types.js";
 import type { DomainDeps } from "../deps.js";
+import { type KtAnswerFields, registeredFields } from "./answers.js";
 import {
   checkOrder,
   decodeSigned,
@@ -60,15 +68,35 @@ export async function requireBindingIfSet(
 }
 
 /**
+ * The same statement as one the card's sequence took before (same bytes, signature and signing key):
+ * a register sent again after its first call gave up waiting for the leaf (`service_unavailable`).
+ * `logged`: its leaf is appended (the retry waits for a checkpoint over it and answers its proofs);
+ * `queued`: the sequence took this version for this key and its leaf is not appended yet.
+ */
+export type BindingTakenBefore = { kind: "logged"; pendingId: string; opening: string } | { kind: "queued" };
+
+/** A binding checked against its register request: a new statement to log, or one the log took before. */
+export type CheckedBinding = {
+  statement: KeyBinding;
+  bytes: Uint8Array;
+  signature: Uint8Array;
+  signingKeyId: string;
+} & (
+  | { pending: KtPendingStatement; before?: undefined }
+  | { pending?: undefined; before: BindingTakenBefore }
+);
+
+/**
  * Checks a register request's `binding` against the request, and answers its pending record (for the
- * store step) and the statement. Refusals: see `signed.ts`; a member that does not say what the
- * request says is `invalid_request` naming `binding.statement.<member>`.
+ * store step) and the statement; or, when the card's sequence took exactly this statement before (a
+ * retry), where it is ({@link BindingTakenBefore}). Refusals: see `signed.ts`; a member that does not
+ * say what the request says is `invalid_request` naming `binding.statement.<member>`.
  */
 export async function checkKeyBinding(
   deps: DomainDeps,
   binding: SignedInput,
   expected: BindingExpectation,
-): Promise<{ pending: KtPendingStatement; statement: KeyBinding }> {
+): Promise<CheckedBinding> {
   const decoded = decodeSigned(binding, "binding");
   const checked = await verifySigned(
     expected.tenantId,
@@ -79,7 +107,12 @@ export async function checkKeyBinding(
   );
   const statement = expectBinding(checked, expected, deps.clock.now().getTime());
   const order = orderOf(statement, expected.card);
-  checkOrder(await deps.store.ktLog.sequenceState(order.sequence), order, "binding.statement.version");
+  const state = await deps.store.ktLog.sequenceState(order.sequence);
+  const { bytes, signature, signingKeyId } = checked;
+  const signed = { statement, bytes, signature, signingKeyId };
+  const before = await takenBefore(deps, state, order.sequence, { ...signed, expected });
+  if (before !== undefined) return { ...signed, before };
+  checkOrder(state, order, "binding.statement.version");
   const pending = deps.kt.pendingStatement({
     tenantId: expected.tenantId,
     statement,
@@ -89,7 +122,48 @@ export async function checkKeyBinding(
     card: expected.card,
     userId: expected.userId,
   });
-  return { pending, statement };
+  return { ...signed, pending };
+}
+
+/**
+ * Whether the card's sequence took this very statement before ({@link BindingTakenBefore}): its last
+ * accepted version is this one, for this key, and its leaf (once appended) holds the same bytes,
+ * signature and signing key, from this tenant. Anything else is a new statement, checked in order.
+ */
+async function takenBefore(
+  deps: Pick<DomainDeps, "store">,
+  state: KtSequenceState | undefined,
+  sequence: string,
+  signed: { statement: KeyBinding; bytes: Uint8Array; signature: Uint8Array; signingKeyId: string } & {
+    expected: BindingExpectation;
+  },
+): Promise<BindingTakenBefore | undefined> {
+  const { statement } = signed;
+  const active = state?.active ?? null;
+  if (state?.version !== statement.version || active?.keyId !== statement.keyId) return undefined;
+  if (active.spkiSha256 !== statement.spkiSha256) return undefined;
+  const leaf = await deps.store.ktLog.lastOfSequence(sequence);
+  if (leaf === undefined || (leaf.version ?? 0) < statement.version) return { kind: "queued" };
+  const stored = leaf.signature === undefined ? undefined : fromBase64Strict(leaf.signature);
+  const same =
+    leaf.version === statement.version &&
+    leaf.tenantId === signed.expected.tenantId &&
+    leaf.signingKeyId === signed.signingKeyId &&
+    leaf.statement === withoutCardRef(signed.bytes) &&
+    stored !== undefined &&
+    bytesEqual(stored, signed.signature);
+  if (!same || leaf.pendingId === undefined || leaf.opening === undefined) return undefined;
+  return { kind: "logged", pendingId: leaf.pendingId, opening: leaf.opening };
+}
+
+/** The binding as a register answer carries it: the verified bytes and signature, in base64. */
+export function answeredBinding(checked: CheckedBinding): {
+  statement: string;
+  signature: string;
+  signingKeyId: string;
+} {
+  const { bytes, signature, signingKeyId } = checked;
+  return { statement: base64(bytes), signature: base64(signature), signingKeyId };
 }
 
 /** What an escrow-key request says, which its binding must say too. */
@@ -199,4 +273,38 @@ function expectBinding(checked: VerifiedStatement, expected: BindingExpectation,
   }
   checkWindow(statement, now, field);
   return statement;
+}
+
+/**
+ * What a register answer carries about its binding once the log holds it: the binding, its opening
+ * and its proofs under a checkpoint the log signed (`KtLog.waitForLeaf`; a retry's leaf too). The
+ * registration is stored before this runs, so a log that is slow to append it (longer than
+ * `KT_LOG_WAIT_MS`), or a retry whose statement is still queued, is `service_unavailable` with a
+ * Retry-After: the same request again (same binding) answers the proofs once the leaf is appended.
+ */
+export async function registeredAnswer(deps: DomainDeps, checked: CheckedBinding): Promise<KtAnswerFields> {
+  const logged =
+    checked.pending !== undefined
+      ? { pendingId: checked.pending.id, opening: checked.pending.opening }
+      : checked.before.kind === "logged"
+        ? checked.before
+        : undefined;
+  if (logged === undefined) throw notLoggedYet();
+  try {
+    const proofs = await deps.kt.waitForLeaf(logged.pendingId, {
+      witnessGraceMs: KT_TIMES.answerWitnessGraceMs,
+    });
+    return registeredFields(answeredBinding(checked), logged.opening, proofs);
+  } catch (err) {
+    if (err instanceof AppError && err.code === "service_unavailable") throw notLoggedYet(err);
+    throw err;
+  }
+}
+
+function notLoggedYet(cause?: AppError): AppError {
+  return new AppError(
+    "service_unavailable",
+    "The registration is stored, but the key log has not logged its binding under a checkpoint yet. Send the same request again, with the same binding, for its proofs.",
+    { retryAfterSeconds: cause?.retryAfterSeconds ?? 5, ...(cause === undefined ? {} : { cause }) },
+  );
 }

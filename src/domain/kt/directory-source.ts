@@ -43,7 +43,7 @@ export interface IssuerDetails {
 
 /**
  * The issuer details the stores hold (`store.ktIssuers`): each tenant's signing keys with their
- * status and `requireBindings`. A key counts from the snapshot that first lists it with its status
+ * status, `requireBindings` and `plaintextIntake`. A key counts from the snapshot that first lists it with its status
  * (`storeDirectorySource` keeps that time in later snapshots).
  */
 export function storeIssuerDetails(store: Pick<Store, "ktIssuers">, now: () => Date): IssuerDetails {
@@ -55,6 +55,7 @@ export function storeIssuerDetails(store: Pick<Store, "ktIssuers">, now: () => D
       const since = formatTime(now().getTime());
       return {
         requireBindings: record.requireBindings,
+        plaintextIntake: record.plaintextIntake ?? "accept",
         signingKeys: record.signingKeys.map((k) => ({
           signingKeyId: k.signingKeyId,
           algorithm: k.algorithm,

@@ -1,5 +1,6 @@
 import { AppError, Violations } from "../../errors.js";
-import type { KtSigningKeyRecord } from "../../store/kt-issuers.js";
+import type { StatementType } from "../../kt/statements.js";
+import type { KtIssuerRecord, KtSigningKeyRecord, PlaintextIntake } from "../../store/kt-issuers.js";
 import type { KtPendingInput } from "../../store/kt-types.js";
 import { audit, checkId, type OperatorContext } from "../admin.js";
 import { directoryChange } from "./directory-change.js";
@@ -11,7 +12,8 @@ import { expectMember } from "./signed.js";
  * The operator's part of the key directory (docs/key-transparency.md): confirming a tenant's root
  * after an out-of-band check with the bank, and a tenant's `requireBindings`, which is the operator's
  * word only while the tenant has no confirmed root; after that it takes the root's
- * `receipts.v1/require-bindings` statement, which the operator carries. Both are audited.
+ * `receipts.v1/require-bindings` statement, which the operator carries; `plaintextIntake` likewise
+ * (`receipts.v1/plaintext-intake`). Each is audited.
  */
 
 /** A signing key as the operator sees it. */
@@ -78,18 +80,85 @@ export async function setRequireBindings(
   tenant: string,
   body: unknown,
 ): Promise<{ tenant: string; requireBindings: boolean }> {
+  const requireBindings = await setTenantSetting(ctx, tenant, body, {
+    member: "requireBindings",
+    type: "receipts.v1/require-bindings",
+    reason: "kt.require_bindings",
+    action: "admin.kt.require_bindings",
+    values: [true, false],
+    read: (record) => record?.requireBindings ?? false,
+    write: (record, value) => {
+      record.requireBindings = value as boolean;
+    },
+  });
+  return { tenant, requireBindings: requireBindings as boolean };
+}
+
+/**
+ * Sets tenant `tenant`'s `plaintextIntake` from `{plaintextIntake, statement?, signature?}`
+ * (`"refuse"` or `"accept"`): with `"refuse"` the paths where the service would see a receipt in the
+ * clear (encrypt, create and refund with receipt fields) are `forbidden` for the cards the tenant's
+ * receipts go to, and merchants seal on their side. With a confirmed root, `statement` must be the
+ * root's `receipts.v1/plaintext-intake` statement saying the same; before, the operator's word is enough.
+ */
+export async function setPlaintextIntake(
+  ctx: OperatorContext,
+  tenant: string,
+  body: unknown,
+): Promise<{ tenant: string; plaintextIntake: PlaintextIntake }> {
+  const plaintextIntake = await setTenantSetting(ctx, tenant, body, {
+    member: "plaintextIntake",
+    type: "receipts.v1/plaintext-intake",
+    reason: "kt.plaintext_intake",
+    action: "admin.kt.plaintext_intake",
+    values: ["refuse", "accept"],
+    read: (record) => record?.plaintextIntake ?? "accept",
+    write: (record, value) => {
+      if (value === "refuse") record.plaintextIntake = "refuse";
+      else delete record.plaintextIntake;
+    },
+  });
+  return { tenant, plaintextIntake: plaintextIntake as PlaintextIntake };
+}
+
+/** One tenant setting the root signs: its member, statement type, values, and where the record keeps it. */
+interface TenantSetting {
+  member: string;
+  type: StatementType;
+  /** The directory change's reason, before the tenant has a confirmed root. */
+  reason: string;
+  action: string;
+  values: readonly (string | boolean)[];
+  read: (record: KtIssuerRecord | undefined) => string | boolean;
+  write: (record: KtIssuerRecord, value: string | boolean) => void;
+}
+
+/**
+ * Sets one tenant setting from `{<member>, statement?, signature?}`: with a confirmed root, the
+ * root's statement of `setting.type` saying the same value, version last + 1 (`invalid_signature`
+ * without one); before, the operator's word, recorded as a directory change. Audited, before and after.
+ */
+async function setTenantSetting(
+  ctx: OperatorContext,
+  tenant: string,
+  body: unknown,
+  setting: TenantSetting,
+): Promise<string | boolean> {
   const input = (typeof body === "object" && body !== null && !Array.isArray(body) ? body : {}) as Record<
     string,
     unknown
   >;
   const v = new Violations();
   checkId(v, "tenant", tenant);
-  if (typeof input.requireBindings !== "boolean") v.add("requireBindings", "must be true or false");
+  const value = input[setting.member];
+  if (!setting.values.includes(value as string | boolean)) {
+    v.add(setting.member, `must be ${setting.values.map((x) => JSON.stringify(x)).join(" or ")}`);
+  }
   for (const name of ["statement", "signature"]) {
     if (input[name] !== undefined && typeof input[name] !== "string") v.add(name, "must be a base64 string");
   }
   v.throwIfAny();
-  const requireBindings = input.requireBindings as boolean;
+  const chosen = value as string | boolean;
   const record = await ctx.store.ktIssuers.get(tenant);
   const root = rootOf(record);
   let kt: KtPendingInput;
@@ -99,26 +168,17 @@ export async function setRequireBindings(
       signature: (input.signature as string) ?? "",
     };
     const checked = await verifyRootStatement(ctx.store, tenant, signed, root);
-    const type = '"receipts.v1/require-bindings"';
-    expectMember("statement.type", checked.statement.type, "receipts.v1/require-bindings", type);
-    expectMember(
-      "statement.requireBindings",
-      (checked.statement as Record<string, unknown>).requireBindings,
-      requireBindings,
-      "requireBindings",
-    );
+    expectMember("statement.type", checked.statement.type, setting.type, `"${setting.type}"`);
+    const said = (checked.statement as Record<string, unknown>)[setting.member];
+    expectMember(`statement.${setting.member}`, said, chosen, setting.member);
     kt = pendingStatementOf({ tenantId: tenant, ...checked }, ctx.now);
   } else {
-    kt = directoryChange("kt.require_bindings", ctx.now, tenant);
+    kt = directoryChange(setting.reason, ctx.now, tenant);
   }
   const updated = nextIssuerRecord(record, tenant, ctx.now);
-  updated.requireBindings = requireBindings;
+  setting.write(updated, chosen);
   await putIssuer(ctx.store, updated, [kt]);
-  await audit(
-    ctx,
-    "admin.kt.require_bindings",
-    tenant,
-    `requireBindings before: ${record?.requireBindings ?? false}; after: ${requireBindings}`,
-  );
-  return { tenant, requireBindings };
+  const before = setting.read(record);
+  await audit(ctx, setting.action, tenant, `${setting.member} before: ${before}; after: ${chosen}`);
+  return chosen;
 }

@@ -69,6 +69,7 @@ export function nextIssuerRecord(
     tenantId,
     signingKeys: record?.signingKeys.map((k) => ({ ...k })) ?? [],
     requireBindings: record?.requireBindings ?? false,
+    ...(record?.plaintextIntake === "refuse" ? { plaintextIntake: "refuse" as const } : {}),
     revision: (record?.revision ?? 0) + 1,
     updatedAt: now,
   };

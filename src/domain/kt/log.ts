@@ -44,11 +44,13 @@ export interface KtLog {
    * Bounded: after `timeoutMs` (default `KT_LOG_WAIT_MS`, 10 s) it throws `service_unavailable`
    * with a Retry-After; the statement stays queued, and the leaf is appended once a sequencer runs.
    * A statement the sequencer refused throws `internal_server_error` (it passed intake: a bug or a
-   * tampered store, logged with the reason).
+   * tampered store, logged with the reason). With `witnessGraceMs`, once the leaf is under a
+   * checkpoint that lacks `KT_ANSWER_COSIGNATURES` cosignatures, it waits up to that long more (within
+   * the timeout) for a cosigned one, then answers the log-signed one.
    */
   waitForLeaf(
     pendingId: string,
-    options?: { timeoutMs?: number },
+    options?: { timeoutMs?: number; witnessGraceMs?: number },
   ): Promise<KtAnswerProofs & { proof: KtProof }>;
 
   /**

@@ -83,16 +83,21 @@ export class KtLogService implements KtLog {
     for (const listener of this.listeners) listener();
   }
 
-  async waitForLeaf(pendingId: string, options: { timeoutMs?: number } = {}) {
+  async waitForLeaf(pendingId: string, options: { timeoutMs?: number; witnessGraceMs?: number } = {}) {
     const deadline = performance.now() + (options.timeoutMs ?? this.deps.waitMs);
+    let signedAt: number | undefined;
     let delay = 5;
     for (;;) {
       const leaf = await this.deps.log.leafByPending(pendingId);
       if (leaf !== undefined) {
         const checkpoint = await this.answerCheckpoint(leaf.index + 1);
         if (checkpoint !== undefined) {
-          const proofs = await this.proofsUnder(checkpoint, leaf.index);
-          return proofs as KtAnswerProofs & { proof: NonNullable<KtAnswerProofs["proof"]> };
+          signedAt ??= performance.now();
+          const grace = Math.min(options.witnessGraceMs ?? 0, deadline - signedAt);
+          if (this.witnessed(checkpoint) || performance.now() - signedAt >= grace) {
+            const proofs = await this.proofsUnder(checkpoint, leaf.index);
+            return proofs as KtAnswerProofs & { proof: NonNullable<KtAnswerProofs["proof"]> };
+          }
         }
       } else {
         const pending = await this.deps.log.findPending(pendingId);
@@ -108,7 +113,7 @@ export class KtLogService implements KtLog {
         }
       }
       const left = deadline - performance.now();
-      if (left <= 0) throw notSequenced(options.timeoutMs ?? this.deps.waitMs);
+      if (left <= 0 && signedAt === undefined) throw notSequenced(options.timeoutMs ?? this.deps.waitMs);
       await this.signalOr(Math.min(delay, left));
       delay = Math.min(delay * 2, 200);
     }

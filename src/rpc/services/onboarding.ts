@@ -11,12 +11,7 @@ export function onboardingService(deps: DomainDeps): ServiceImpl<typeof Onboardi
   return {
     generateKeys: (req, ctx) => generateKeys(deps, principalOf(ctx), req),
     async register(req, ctx) {
-      const { ktPendingId: _pending, ...registration } = await register(
-        deps,
-        principalOf(ctx),
-        req,
-        callerOf(ctx),
-      );
+      const registration = await register(deps, principalOf(ctx), req, callerOf(ctx));
       return { ...registration, registeredAt: timestampFromDate(registration.registeredAt) };
     },
     deleteUser: (req, ctx) => deleteUser(deps, principalOf(ctx), req, callerOf(ctx)),
