@@ -5,7 +5,7 @@
 
 /** @type {Record<string, { mutate: string[]; tests: string[] }>} */
 export const GROUPS = {
-  roles: { mutate: ["src/rpc/roles.ts"], tests: ["test/unit/roles.test.ts"] },
+  roles: { mutate: ["src/rpc/policy.ts"], tests: ["test/unit/roles.test.ts", "test/unit/policy.test.ts"] },
   redaction: { mutate: ["src/logging.ts"], tests: ["test/unit/logging.test.ts"] },
   operator: { mutate: ["src/http/admin-access.ts"], tests: ["test/unit/operator-token.test.ts"] },
   // The domain files one group each, with the domain tests that exercise that file: all six against

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import type { ConnectRouter } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import type { ConnectRouter, Interceptor, ServiceImpl } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
@@ -28,11 +29,13 @@ import { registerErrorDocs } from "./http/error-docs.js";
 import { registerKtRoutes } from "./http/kt.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
-import { createMetrics, metricsInterceptor } from "./metrics.js";
+import { createMetrics } from "./metrics.js";
 import { serviceOpenApi } from "./openapi/openapi.js";
-import { errorInterceptor } from "./rpc/error-mapping.js";
+import { callChain } from "./rpc/chain.js";
 import { healthService } from "./rpc/health.js";
-import { accessInterceptor, requestContextInterceptor, requestMeter } from "./rpc/interceptors.js";
+import { idempotentMethods } from "./rpc/idempotent.js";
+import { requestMeter } from "./rpc/interceptors.js";
+import { API_SERVICES } from "./rpc/policy.js";
 import { registerReflection } from "./rpc/reflection.js";
 import { eventsService } from "./rpc/services/events.js";
 import { keysService } from "./rpc/services/keys.js";
@@ -70,6 +73,10 @@ export interface AppDeps {
 /** A built service: the HTTP server (not listening yet) and what it was built from. */
 export interface App {
   server: HttpServer;
+  /** The service implementations, registered once for every protocol (and the gRPC health service). */
+  routes: (router: ConnectRouter) => void;
+  /** The one ordered chain every call passes ({@link callChain}). */
+  interceptors: readonly Interceptor[];
   domain: DomainDeps;
   /** Events and webhooks: their dependencies and this instance's worker. */
   events: Events;
@@ -78,16 +85,6 @@ export interface App {
   /** Stops accepting, finishes in-flight calls, stops workers, closes the store. */
   close(): Promise<void>;
 }
-
-/** The services served on every protocol, in the order of the README. */
-export const SERVICES = [
-  OnboardingService,
-  KeysService,
-  ReceiptsService,
-  PaymentsService,
-  WebhooksService,
-  EventsService,
-] as const;
 
 /**
  * Builds the service from its dependencies: domain, interceptors, and one HTTP server serving REST,
@@ -120,24 +117,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     kt: kt.log,
   };
   const metrics = createMetrics();
-  const ready = async () => {
-    try {
-      await store.ping();
-      return true;
-    } catch {
-      return false;
-    }
-  };
+  const ready = () => reachable(store);
+  const routes = serviceRoutes(domain, events, ready, config.grpcReflection);
+  const interceptors = callChain({ logger, metrics, config, clock, domain });
   const server = await createHttpServer({
-    routes: serviceRoutes(domain, events, ready, config.grpcReflection),
-    services: [...SERVICES],
-    // Order matters: the first interceptor is the outermost. Every protocol runs this one list once.
-    interceptors: [
-      requestContextInterceptor(logger),
-      metricsInterceptor(metrics),
-      errorInterceptor,
-      accessInterceptor({ store, config, clock }),
-    ],
+    routes,
+    services: [...API_SERVICES],
+    interceptors,
     logger,
     bodyLimitBytes: config.bodyLimitBytes,
     metrics,
@@ -153,6 +139,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   kt.start();
   return {
     server,
+    routes,
+    interceptors,
     domain,
     events,
     kt,
@@ -172,6 +160,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       await store.close();
     },
   };
+}
+
+/** Whether the store answers a ping: the readiness of `/readyz` and of the gRPC health service. */
+async function reachable(store: Store): Promise<boolean> {
+  try {
+    await store.ping();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -210,14 +208,17 @@ function serviceRoutes(
   reflection: boolean,
 ): (router: ConnectRouter) => void {
   return (router) => {
-    router.service(OnboardingService, onboardingService(domain));
-    router.service(KeysService, keysService(domain));
-    router.service(ReceiptsService, receiptsService(domain));
-    router.service(PaymentsService, paymentsService(domain));
-    router.service(WebhooksService, webhooksService(events.deps));
-    router.service(EventsService, eventsService(events.deps));
+    // Every API service is registered here once, with the idempotency step its policy asks for.
+    const serve = <S extends DescService>(service: S, impl: ServiceImpl<S>) =>
+      router.service(service, idempotentMethods(domain, service, impl));
+    serve(OnboardingService, onboardingService(domain));
+    serve(KeysService, keysService(domain));
+    serve(ReceiptsService, receiptsService(domain));
+    serve(PaymentsService, paymentsService(domain));
+    serve(WebhooksService, webhooksService(events.deps));
+    serve(EventsService, eventsService(events.deps));
     router.service(Health, healthService(ready));
-    if (reflection) registerReflection(router, [...SERVICES, Health]);
+    if (reflection) registerReflection(router, [...API_SERVICES, Health]);
   };
 }
 

@@ -1,7 +1,6 @@
 import { receiptAad, sealedFromText } from "../crypto/envelope.js";
 import { ESCROW_UNWRAP_FAILED, isEscrowHold } from "../crypto/escrow-errors.js";
 import { RSA_OAEP_256 } from "../crypto/suites.js";
-import { AppError } from "../errors.js";
 import {
   type ApiKeyRecord,
   holdsCard,
@@ -13,6 +12,7 @@ import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
 import { releasedEvent } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
+import { countInWindow } from "./rate-limit.js";
 import type { Recipient, SealingKey } from "./routing.js";
 
 /** A service escrow key's public half and its stable id (`esc_...`), from the private key in configuration. */
@@ -54,22 +54,12 @@ export async function admitToEscrow(
   recipient: Recipient,
 ): Promise<void> {
   if (recipient.kind !== "escrow") return;
-  const { intakeLimit, intakeWindowSeconds } = deps.escrow;
-  const windowMs = intakeWindowSeconds * 1000;
-  const now = deps.clock.now().getTime();
-  const windowStart = Math.floor(now / windowMs) * windowMs;
-  const count = await deps.store.rateLimits.increment(
-    `escrow-intake:${principal.tenantId}:${recipient.panHash}`,
-    new Date(windowStart),
-    new Date(windowStart + windowMs),
-  );
-  if (count > intakeLimit) {
-    throw new AppError(
-      "rate_limit_exceeded",
-      "Too many receipts escrowed for this card by this merchant; try again later.",
-      { retryAfterSeconds: Math.max(1, Math.ceil((windowStart + windowMs - now) / 1000)) },
-    );
-  }
+  await countInWindow(deps, {
+    counter: `escrow-intake:${principal.tenantId}:${recipient.panHash}`,
+    limit: deps.escrow.intakeLimit,
+    windowSeconds: deps.escrow.intakeWindowSeconds,
+    message: "Too many receipts escrowed for this card by this merchant; try again later.",
+  });
 }
 
 /** Escrowed receipts read per page while releasing. */

@@ -41,7 +41,7 @@ export interface IdempotentCall<T> {
  * are encrypted under a key derived from the server pepper, because they can hold a client secret.
  */
 export async function withIdempotency<T>(
-  deps: DomainDeps,
+  deps: Pick<DomainDeps, "store" | "clock" | "pepper" | "logger">,
   call: IdempotentCall<T>,
   run: () => Promise<T>,
 ): Promise<T> {

@@ -1,16 +1,15 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { recordFailedLogin } from "../domain/admin.js";
+import { countInWindow } from "../domain/rate-limit.js";
 import { AppError } from "../errors.js";
 import type { AdminRoutesOptions, ClientOf } from "./admin.js";
 
 /**
- * Who may call the operator API: the rate limit per client address and the bearer
- * token, compared in constant time. Apart from the routes so that this, the part an attacker meets
+ * Who may call the operator API: the rate limit per client address (the service's one limiter,
+ * domain/rate-limit.ts) and the bearer token, compared in constant time. Apart from the routes so that this, the part an attacker meets
  * first, is small enough to be mutation-tested on its own (issue 38).
  */
-
-const WINDOW_MS = 60_000;
 
 /** SHA-256 of a token: equal-length digests, so the comparison's time says nothing about the token. */
 export function digest(token: string): Buffer {
@@ -29,24 +28,17 @@ export function limitThenAuthenticate(
   clientOf: ClientOf,
 ): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
   return async (request, reply) => {
-    const now = options.clock.now().getTime();
-    const windowStart = Math.floor(now / WINDOW_MS) * WINDOW_MS;
-    const count = await options.store.rateLimits.increment(
-      `admin:ip:${clientOf(request)}`,
-      new Date(windowStart),
-      new Date(windowStart + 2 * WINDOW_MS),
-    );
-    const reset = (windowStart + WINDOW_MS) / 1000;
-    reply.headers({
-      "x-ratelimit-limit": String(limit),
-      "x-ratelimit-remaining": String(Math.max(0, limit - count)),
-      "x-ratelimit-reset": String(reset),
-    });
-    if (count > limit) {
-      const retryAfterSeconds = Math.max(1, Math.ceil(reset - now / 1000));
-      throw new AppError("rate_limit_exceeded", "Too many operator calls: wait and try again.", {
-        retryAfterSeconds,
-      });
+    try {
+      reply.headers(
+        await countInWindow(options, {
+          counter: `admin:ip:${clientOf(request)}`,
+          limit,
+          message: "Too many operator calls: wait and try again.",
+        }),
+      );
+    } catch (err) {
+      if (err instanceof AppError) reply.headers(err.headers);
+      throw err;
     }
     const header = request.headers.authorization ?? "";
     const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : "";

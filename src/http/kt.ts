@@ -8,9 +8,9 @@ import {
   type KtReads,
   type TileAddress,
 } from "../domain/kt/reads.js";
+import { countInWindow } from "../domain/rate-limit.js";
 import { AppError, invalidRequest } from "../errors.js";
 import { tilePath } from "../kt/tiles.js";
-import { countInWindow } from "../rpc/interceptors.js";
 import type { Environment, Store } from "../store/types.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
 import { sendError, sendSuccess } from "./envelope.js";
@@ -83,7 +83,10 @@ export function registerKtRoutes(app: FastifyInstance, options: KtRoutesOptions)
   ): void => {
     app.get(path, async (request, reply) => {
       try {
-        const headers = await countInWindow(options, `ip:${addressOf(request)}:kt`, options.readsPerMinute);
+        const headers = await countInWindow(options, {
+          counter: `ip:${addressOf(request)}:kt`,
+          limit: options.readsPerMinute,
+        });
         reply.headers(headers);
         return await handle(request, reply);
       } catch (err) {

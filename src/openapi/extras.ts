@@ -2,12 +2,14 @@ import type { DescMethod, JsonObject } from "@bufbuild/protobuf";
 import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import type { ErrorCode } from "../errors.js";
+import { API_SERVICES, policyOf } from "../rpc/policy.js";
 
 /**
  * The HTTP facts of an operation that a `google.api.http` rule cannot express: request headers it
- * reads and error codes only it can return. Everything else in the OpenAPI
- * document comes from the descriptors; this table is the one hand-written part, keyed by RPC so a
- * renamed method fails the OpenAPI tests instead of silently losing its headers.
+ * reads and error codes only it can return. The headers come from each RPC's policy (the
+ * `(receipts.v1.policy)` option: `idempotent` reads `Idempotency-Key`, `signed` reads
+ * `X-Receipt-Signature` and can answer `invalid_signature`); the few error codes of the decrypts and
+ * of payments are the one hand-written part, keyed by RPC so a renamed method fails the OpenAPI tests.
  */
 
 /** A request header parameter, stored once under `components.parameters[id]`. */
@@ -78,28 +80,43 @@ export function rpcName(method: DescMethod): string {
   return `${method.parent.typeName}/${method.name}`;
 }
 
-/** The extras of the API services' operations. */
-export const DEFAULT_EXTRAS: ReadonlyMap<string, OperationExtras> = new Map<string, OperationExtras>([
-  [
-    rpcName(ReceiptsService.method.encryptReceipt),
-    // integrity_failure: the recipient's key does not verify against the key log (requireBindings).
-    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature", "integrity_failure"] },
-  ],
-  [rpcName(ReceiptsService.method.storeSealedReceipt), { headers: [IDEMPOTENCY_KEY] }],
-  [
-    rpcName(PaymentsService.method.createPayment),
-    {
-      headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE],
-      errors: ["invalid_signature", "payment_declined", "integrity_failure"],
-    },
-  ],
-  [
-    rpcName(PaymentsService.method.refundPayment),
-    { headers: [IDEMPOTENCY_KEY, RECEIPT_SIGNATURE], errors: ["invalid_signature", "integrity_failure"] },
-  ],
-  [rpcName(ReceiptsService.method.decryptReceipt), { errors: ["integrity_failure"] }],
-  [rpcName(PaymentsService.method.decryptPayment), { errors: ["integrity_failure"] }],
+/**
+ * Error codes only one operation can return, beyond those its policy brings. integrity_failure on
+ * encrypt, create and refund: the recipient's key does not verify against the key log (requireBindings).
+ */
+const SPECIFIC_ERRORS: ReadonlyMap<string, readonly ErrorCode[]> = new Map<string, readonly ErrorCode[]>([
+  [rpcName(ReceiptsService.method.encryptReceipt), ["integrity_failure"]],
+  [rpcName(PaymentsService.method.createPayment), ["payment_declined", "integrity_failure"]],
+  [rpcName(PaymentsService.method.refundPayment), ["integrity_failure"]],
+  [rpcName(ReceiptsService.method.decryptReceipt), ["integrity_failure"]],
+  [rpcName(PaymentsService.method.decryptPayment), ["integrity_failure"]],
 ]);
+
+/** The extras of one RPC: the headers and codes of its policy, then its own codes. */
+function extrasOf(method: DescMethod): OperationExtras | undefined {
+  const policy = policyOf(method);
+  const signed = policy !== "public" && policy.signed;
+  const headers = [
+    ...(policy !== "public" && policy.idempotent ? [IDEMPOTENCY_KEY] : []),
+    ...(signed ? [RECEIPT_SIGNATURE] : []),
+  ];
+  const errors: ErrorCode[] = [
+    ...(signed ? (["invalid_signature"] as const) : []),
+    ...(SPECIFIC_ERRORS.get(rpcName(method)) ?? []),
+  ];
+  if (headers.length === 0 && errors.length === 0) return undefined;
+  return { ...(headers.length === 0 ? {} : { headers }), ...(errors.length === 0 ? {} : { errors }) };
+}
+
+/** The extras of the API services' operations. */
+export const DEFAULT_EXTRAS: ReadonlyMap<string, OperationExtras> = new Map(
+  API_SERVICES.flatMap((service) =>
+    service.methods.flatMap((method) => {
+      const extras = extrasOf(method);
+      return extras === undefined ? [] : [[rpcName(method), extras] as const];
+    }),
+  ),
+);
 
 /** Codes that only the operations whose extras list them can return. */
 export function methodSpecificCodes(extras: ReadonlyMap<string, OperationExtras>): Set<ErrorCode> {

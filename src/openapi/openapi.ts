@@ -2,7 +2,7 @@ import type { DescField, DescMessage, DescMethod, DescService, JsonObject } from
 import { isWrapperDesc } from "@bufbuild/protobuf/wkt";
 import { ERRORS, type ErrorCode } from "../errors.js";
 import { type HttpBinding, httpBindings, type PathVariable } from "../http/bindings.js";
-import { API_SERVICES, rolesFor } from "../rpc/roles.js";
+import { API_SERVICES, rolesFor } from "../rpc/policy.js";
 import { ADMIN_SCHEMAS, ADMIN_SCHEME, ADMIN_SECURITY_SCHEME, ADMIN_TAG, adminPaths } from "./admin.js";
 import { firstSentence, leadingComment } from "./comments.js";
 import { restRequestExample, restResponseExample } from "./examples.js";

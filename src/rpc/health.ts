@@ -1,23 +1,8 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "../../gen/grpc/health/v1/health_pb.js";
-import { EventsService } from "../../gen/receipts/v1/events_pb.js";
-import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
-import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
-import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
-import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
-import { WebhooksService } from "../../gen/receipts/v1/webhooks_pb.js";
 import { AppError } from "../errors.js";
-
-/** The services whose health is reported by default: the API services. */
-const DEFAULT_SERVICES: readonly DescService[] = [
-  OnboardingService,
-  KeysService,
-  ReceiptsService,
-  PaymentsService,
-  WebhooksService,
-  EventsService,
-];
+import { API_SERVICES } from "./policy.js";
 
 /**
  * The standard gRPC health service (`grpc.health.v1.Health`), for load balancers and service meshes.
@@ -30,7 +15,7 @@ const DEFAULT_SERVICES: readonly DescService[] = [
  */
 export function healthService(
   ready: () => Promise<boolean>,
-  services: readonly DescService[] = DEFAULT_SERVICES,
+  services: readonly DescService[] = API_SERVICES,
 ): ServiceImpl<typeof Health> {
   const known = new Set(["", Health.typeName, ...services.map((s) => s.typeName)]);
   const status = async (): Promise<Status> => {

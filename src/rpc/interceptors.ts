@@ -4,11 +4,12 @@ import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import type { Clock } from "../clock.js";
 import type { Config, TierLimits } from "../config.js";
 import { authenticate } from "../domain/api-keys.js";
+import { countInWindow } from "../domain/rate-limit.js";
 import { AppError } from "../errors.js";
 import type { ApiKeyRecord, Store } from "../store/types.js";
 import { kLogger, kPrincipal, kRemoteAddress, kRequestId } from "./context.js";
+import { policyOf, type RateBucketName } from "./policy.js";
 import { requestIdFrom } from "./request-id.js";
-import { rolesFor } from "./roles.js";
 
 /**
  * The outermost interceptor: assigns the request id, puts a child logger in the context, echoes
@@ -64,11 +65,6 @@ export interface AccessOptions {
   clock: Clock;
 }
 
-const WINDOW_MS = 60_000;
-
-/** Which counter a call uses: generate-keys is limited separately because it costs CPU. */
-type Bucket = "all" | "keygen";
-
 /**
  * Authentication, role check and rate limiting, in one pass so that every response carries the
  * rate-limit headers, 401s included. Calls without a valid key are limited per client address at the
@@ -77,15 +73,19 @@ type Bucket = "all" | "keygen";
  */
 export function accessInterceptor(options: AccessOptions): Interceptor {
   return (next) => async (req) => {
-    const roles = rolesFor(req.method);
-    if (roles === "public") return next(req);
+    const policy = policyOf(req.method);
+    if (policy === "public") return next(req);
 
     const { principal, authError } = await identify(options, req.header.get("x-api-key"));
-    const bucket: Bucket = req.method.name === "GenerateKeys" ? "keygen" : "all";
-    const headers = await countCall(options, bucket, principal, req.contextValues.get(kRemoteAddress));
+    const headers = await countCall(
+      options,
+      policy.rateBucket,
+      principal,
+      req.contextValues.get(kRemoteAddress),
+    );
     try {
       if (authError) throw authError;
-      if (principal && !roles.includes(principal.role)) {
+      if (principal && !policy.roles.includes(principal.role)) {
         const article = principal.role === "issuer" ? "An" : "A";
         throw new AppError(
           "forbidden",
@@ -138,46 +138,12 @@ async function identify(
 /** Counts one call in the current fixed window; throws `rate_limit_exceeded` past the limit. */
 async function countCall(
   { store, config, clock }: AccessOptions,
-  bucket: Bucket,
+  bucket: RateBucketName,
   principal: ApiKeyRecord | undefined,
   remoteAddress: string,
 ): Promise<Record<string, string>> {
   const tier: TierLimits = config.tiers[principal?.tier ?? "sandbox"];
   const limit = bucket === "keygen" ? tier.generateKeysPerMinute : tier.requestsPerMinute;
   const subject = principal ? principal.id : `ip:${remoteAddress || "unknown"}`;
-  return countInWindow({ store, clock }, `${subject}:${bucket}`, limit);
-}
-
-/**
- * The service's fixed-window limiter: counts one call of `counter` (e.g. `ip:<address>:kt`) in the
- * current minute, shared by every instance through the store, and returns the rate-limit headers, or
- * throws `rate_limit_exceeded` (with `Retry-After`) past `limit`. The API's calls and the key log's
- * public reads (`src/http/kt.ts`) both count through it.
- */
-export async function countInWindow(
-  { store, clock }: Pick<AccessOptions, "store" | "clock">,
-  counter: string,
-  limit: number,
-): Promise<Record<string, string>> {
-  const nowMs = clock.now().getTime();
-  const windowStart = Math.floor(nowMs / WINDOW_MS) * WINDOW_MS;
-  const reset = windowStart + WINDOW_MS;
-  const count = await store.rateLimits.increment(
-    `${counter}:${windowStart}`,
-    new Date(windowStart),
-    new Date(reset + WINDOW_MS),
-  );
-  const headers = {
-    "x-ratelimit-limit": String(limit),
-    "x-ratelimit-remaining": String(Math.max(0, limit - count)),
-    "x-ratelimit-reset": String(reset / 1000),
-  };
-  if (count > limit) {
-    const retryAfterSeconds = Math.max(1, Math.ceil((reset - nowMs) / 1000));
-    throw new AppError("rate_limit_exceeded", `Rate limit of ${limit} requests per minute exceeded.`, {
-      retryAfterSeconds,
-      headers,
-    });
-  }
-  return headers;
+  return countInWindow({ store, clock }, { counter: `${subject}:${bucket}`, limit });
 }

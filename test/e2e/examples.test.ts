@@ -4,7 +4,7 @@ import { httpBindings } from "../../src/http/bindings.js";
 import { isRequiredField } from "../../src/openapi/comments.js";
 import { rpcName } from "../../src/openapi/extras.js";
 import { openApiPath, serviceOpenApi } from "../../src/openapi/openapi.js";
-import { API_SERVICES } from "../../src/rpc/roles.js";
+import { API_SERVICES } from "../../src/rpc/policy.js";
 import { startService, type TestService } from "../support/harness.js";
 
 /**

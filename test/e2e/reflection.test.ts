@@ -8,8 +8,8 @@ import { GrpcReflection } from "grpc-js-reflection-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { ServerReflectionRequestSchema } from "../../gen/grpc/reflection/v1/reflection_pb.js";
-import { SERVICES } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
+import { API_SERVICES as SERVICES } from "../../src/rpc/policy.js";
 import { reflectionAnswerer } from "../../src/rpc/reflection.js";
 import { startService, type TestService } from "../support/harness.js";
 

@@ -3,7 +3,7 @@ import { type Client, status } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
-import { rolesFor } from "../../src/rpc/roles.js";
+import { rolesFor } from "../../src/rpc/policy.js";
 import { hashPan, receiptBody, startService, type TestService } from "../support/harness.js";
 import { type Hostile, hostileBodies, hostileValues } from "./cases.js";
 import {

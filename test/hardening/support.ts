@@ -2,10 +2,9 @@ import { generateKeyPairSync } from "node:crypto";
 import { create, type DescMethod, toBinary } from "@bufbuild/protobuf";
 import { Client, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import { expect } from "vitest";
-import { SERVICES } from "../../src/app.js";
 import { ERRORS, type ErrorCode, isErrorCode } from "../../src/errors.js";
 import { httpBindings } from "../../src/http/bindings.js";
-import { API_SERVICES, rolesFor } from "../../src/rpc/roles.js";
+import { API_SERVICES, rolesFor } from "../../src/rpc/policy.js";
 import type { Role } from "../../src/store/types.js";
 import {
   type Envelope,
@@ -53,7 +52,7 @@ export interface RestRoute {
 }
 
 /** Every REST endpoint of the service: a route added to the protos is attacked too. */
-export const REST_ROUTES: readonly RestRoute[] = httpBindings(SERVICES).map((binding) => ({
+export const REST_ROUTES: readonly RestRoute[] = httpBindings(API_SERVICES).map((binding) => ({
   rpc: binding.method.name,
   verb: binding.verb,
   template: binding.template,

@@ -1,7 +1,6 @@
 import type { DescField, JsonValue } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { SERVICES } from "../../src/app.js";
 import { AppError } from "../../src/errors.js";
 import {
   decodeHttpRequest,
@@ -12,6 +11,7 @@ import {
 } from "../../src/http/bindings.js";
 import * as json from "../../src/rpc/json.js";
 import { messageToJson } from "../../src/rpc/json.js";
+import { API_SERVICES } from "../../src/rpc/policy.js";
 import { fuzzSettings } from "../hardening/support.js";
 import { receiptBody } from "../support/harness.js";
 import { message } from "../support/messages.js";
@@ -23,7 +23,7 @@ vi.mock("../../src/rpc/json.js", async (importOriginal) => {
 });
 const checks = vi.mocked(json.validateJson);
 
-const bindings = httpBindings(SERVICES);
+const bindings = httpBindings(API_SERVICES);
 const binding = (name: string): HttpBinding => {
   const found = bindings.find((b) => b.method.name === name);
   if (found === undefined) throw new Error(`no binding ${name}`);

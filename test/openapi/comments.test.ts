@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { file_google_api_annotations } from "../../gen/google/api/annotations_pb.js";
 import { file_receipts_v1_keys } from "../../gen/receipts/v1/keys_pb.js";
 import { file_receipts_v1_kt } from "../../gen/receipts/v1/kt_pb.js";
+import { file_receipts_v1_options } from "../../gen/receipts/v1/options_pb.js";
 import { leadingComment } from "../../src/openapi/comments.js";
 import { buildOpenApi } from "../../src/openapi/openapi.js";
 import { doc, operation } from "./support.js";
@@ -36,6 +37,7 @@ function keysServiceWithComments() {
     [`${file_google_api_annotations.name}.proto`, file_google_api_annotations],
     [`${file_google_protobuf_timestamp.name}.proto`, file_google_protobuf_timestamp],
     [`${file_receipts_v1_kt.name}.proto`, file_receipts_v1_kt],
+    [`${file_receipts_v1_options.name}.proto`, file_receipts_v1_options],
   ]);
   const registry = createFileRegistry(proto, (name) => deps.get(name));
   const service = registry.getService("receipts.v1.KeysService");

@@ -4,7 +4,7 @@ import { httpBindings } from "../../src/http/bindings.js";
 import { rpcExample } from "../../src/openapi/comments.js";
 import { rpcName } from "../../src/openapi/extras.js";
 import { validateAgainst } from "../../src/openapi/validate.js";
-import { API_SERVICES } from "../../src/rpc/roles.js";
+import { API_SERVICES } from "../../src/rpc/policy.js";
 import { doc, operation } from "./support.js";
 
 /**

@@ -4,7 +4,7 @@ import { http } from "../../gen/google/api/annotations_pb.js";
 import { ERRORS } from "../../src/errors.js";
 import { httpBindings } from "../../src/http/bindings.js";
 import { openApiPath } from "../../src/openapi/openapi.js";
-import { API_SERVICES } from "../../src/rpc/roles.js";
+import { API_SERVICES } from "../../src/rpc/policy.js";
 import { component, deref, doc, operation } from "./support.js";
 
 /** Every annotated method, read straight from the descriptors (not through the generator's code). */
@@ -216,7 +216,7 @@ describe("errors, headers and security", () => {
     expect(headerNames("/api/v1/keys/grant-access")).toEqual(["X-Request-Id"]);
   });
 
-  it("requires the X-API-Key scheme on every /api/v1 operation, with the roles of src/rpc/roles.ts", () => {
+  it("requires the X-API-Key scheme on every /api/v1 operation, with the roles the protos declare", () => {
     expect((doc.components.securitySchemes as JsonObject).apiKey).toEqual(
       expect.objectContaining({ type: "apiKey", in: "header", name: "X-API-Key" }),
     );

@@ -14,7 +14,7 @@ import { openApiPath, pathParameterName } from "../../src/openapi/openapi.js";
 import { SchemaBuilder } from "../../src/openapi/schema.js";
 import { responseSchemaRef, validateAgainst } from "../../src/openapi/validate.js";
 import { messageToJson } from "../../src/rpc/json.js";
-import { API_SERVICES } from "../../src/rpc/roles.js";
+import { API_SERVICES } from "../../src/rpc/policy.js";
 import { component, deref, doc, filled } from "./support.js";
 
 const MONEY = ["subtotal", "taxAmount", "totalAmount", "amount", "tipAmount"];

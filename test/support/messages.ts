@@ -1,6 +1,6 @@
 import { create, type DescField, type DescMessage, type MessageShape, ScalarType } from "@bufbuild/protobuf";
 import fc from "fast-check";
-import { SERVICES } from "../../src/app.js";
+import { API_SERVICES as SERVICES } from "../../src/rpc/policy.js";
 
 /**
  * Random messages of any descriptor, for tests that compare two ways of converting them: a random

@@ -9,7 +9,7 @@ import { createApiKey } from "../../src/domain/api-keys.js";
 import { AppError } from "../../src/errors.js";
 import { kPrincipal } from "../../src/rpc/context.js";
 import { accessInterceptor } from "../../src/rpc/interceptors.js";
-import { API_SERVICES, rolesFor } from "../../src/rpc/roles.js";
+import { API_SERVICES, rolesFor } from "../../src/rpc/policy.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Store } from "../../src/store/types.js";
 

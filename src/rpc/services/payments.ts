@@ -1,16 +1,12 @@
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import {
-  CreatePaymentRequestSchema,
-  type CreatePaymentResponse,
-  CreatePaymentResponseSchema,
-  type Payment,
-  type PaymentsService,
-  type Refund,
-  RefundPaymentRequestSchema,
-  type RefundPaymentResponse,
-  RefundPaymentResponseSchema,
-  type ServiceMetadata,
+import type {
+  CreatePaymentResponse,
+  Payment,
+  PaymentsService,
+  Refund,
+  RefundPaymentResponse,
+  ServiceMetadata,
 } from "../../../gen/receipts/v1/payments_pb.js";
 import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
 import type { DomainDeps } from "../../domain/deps.js";
@@ -19,33 +15,19 @@ import { getPayment, listPayments, type RefundedPayment, refundPayment } from ".
 import { SIGNATURE_HEADER } from "../../domain/signatures.js";
 import type { PaymentRecord, ReceiptRecord, RefundRecord } from "../../store/types.js";
 import { callerOf, principalOf, timestampOf } from "../convert.js";
-import { IDEMPOTENCY_HEADER, idempotently } from "../idempotent.js";
+import { IDEMPOTENCY_HEADER } from "../idempotent.js";
 
 /** PaymentsService: create and refund (idempotent), read, list and decrypt, adapted to the domain. */
 export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsService> {
   return {
     async createPayment(req, ctx) {
-      const principal = principalOf(ctx);
-      return idempotently(
-        deps,
-        ctx,
-        { schema: CreatePaymentRequestSchema, message: req },
-        CreatePaymentResponseSchema,
-        async () =>
-          responseOf(
-            await createPayment(
-              deps,
-              principal,
-              {
-                gateway: req.gateway,
-                receipt: req.receipt ?? create(ReceiptSchema),
-                signature: ctx.requestHeader.get(SIGNATURE_HEADER),
-                idempotencyKey: ctx.requestHeader.get(IDEMPOTENCY_HEADER) ?? undefined,
-              },
-              callerOf(ctx),
-            ),
-          ),
-      );
+      const input = {
+        gateway: req.gateway,
+        receipt: req.receipt ?? create(ReceiptSchema),
+        signature: ctx.requestHeader.get(SIGNATURE_HEADER),
+        idempotencyKey: ctx.requestHeader.get(IDEMPOTENCY_HEADER) ?? undefined,
+      };
+      return responseOf(await createPayment(deps, principalOf(ctx), input, callerOf(ctx)));
     },
     async decryptPayment(req, ctx) {
       return { receipt: await decryptPayment(deps, principalOf(ctx), req, callerOf(ctx)) };
@@ -57,27 +39,15 @@ export function paymentsService(deps: DomainDeps): ServiceImpl<typeof PaymentsSe
       const page = await listPayments(deps, principalOf(ctx), req);
       return { payments: page.payments.map(paymentOf), nextPageToken: page.nextCursor ?? "" };
     },
-    refundPayment: (req, ctx) =>
-      idempotently(
-        deps,
-        ctx,
-        { schema: RefundPaymentRequestSchema, message: req },
-        RefundPaymentResponseSchema,
-        async () =>
-          refundResponseOf(
-            await refundPayment(
-              deps,
-              principalOf(ctx),
-              {
-                paymentId: req.paymentId,
-                receipt: req.receipt ?? create(ReceiptSchema),
-                signature: ctx.requestHeader.get(SIGNATURE_HEADER),
-                idempotencyKey: ctx.requestHeader.get(IDEMPOTENCY_HEADER) ?? undefined,
-              },
-              callerOf(ctx),
-            ),
-          ),
-      ),
+    async refundPayment(req, ctx) {
+      const input = {
+        paymentId: req.paymentId,
+        receipt: req.receipt ?? create(ReceiptSchema),
+        signature: ctx.requestHeader.get(SIGNATURE_HEADER),
+        idempotencyKey: ctx.requestHeader.get(IDEMPOTENCY_HEADER) ?? undefined,
+      };
+      return refundResponseOf(await refundPayment(deps, principalOf(ctx), input, callerOf(ctx)));
+    },
   };
 }
 

@@ -3,11 +3,8 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
 import {
-  EncryptReceiptRequestSchema,
-  EncryptReceiptResponseSchema,
   type MerchantSigningKeySchema,
   type ReceiptsService,
-  StoreSealedReceiptRequestSchema,
   StoreSealedReceiptResponseSchema,
 } from "../../../gen/receipts/v1/receipts_pb.js";
 import type { DomainDeps } from "../../domain/deps.js";
@@ -27,32 +24,24 @@ import {
   type SigningKeyView,
 } from "../../domain/signing-keys.js";
 import { callerOf, encryptedReceiptOf, principalOf } from "../convert.js";
-import { idempotently } from "../idempotent.js";
 
 /** ReceiptsService: encrypt, decrypt, list, signing keys, adapted to the domain. */
 export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsService> {
   return {
-    encryptReceipt: (req, ctx) =>
-      idempotently(
+    async encryptReceipt(req, ctx) {
+      const record = await encryptReceipt(
         deps,
-        ctx,
-        { schema: EncryptReceiptRequestSchema, message: req },
-        EncryptReceiptResponseSchema,
-        async () => {
-          const record = await encryptReceipt(
-            deps,
-            principalOf(ctx),
-            req.receipt ?? create(ReceiptSchema),
-            ctx.requestHeader.get(SIGNATURE_HEADER),
-            callerOf(ctx),
-          );
-          // A message literal, not create(): encrypt is the hot path (see encryptedReceiptOf).
-          return {
-            $typeName: "receipts.v1.EncryptReceiptResponse" as const,
-            receipt: encryptedReceiptOf(record),
-          };
-        },
-      ),
+        principalOf(ctx),
+        req.receipt ?? create(ReceiptSchema),
+        ctx.requestHeader.get(SIGNATURE_HEADER),
+        callerOf(ctx),
+      );
+      // A message literal, not create(): encrypt is the hot path (see encryptedReceiptOf).
+      return {
+        $typeName: "receipts.v1.EncryptReceiptResponse" as const,
+        receipt: encryptedReceiptOf(record),
+      };
+    },
     async decryptReceipt(req, ctx) {
       return { receipt: await decryptReceipt(deps, principalOf(ctx), req, callerOf(ctx)) };
     },
@@ -74,18 +63,11 @@ export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsSe
     async revokeSigningKey(req, ctx) {
       return { signingKey: signingKeyOf(await revokeSigningKey(deps, principalOf(ctx), req, callerOf(ctx))) };
     },
-    storeSealedReceipt: (req, ctx) =>
-      idempotently(
-        deps,
-        ctx,
-        { schema: StoreSealedReceiptRequestSchema, message: req },
-        StoreSealedReceiptResponseSchema,
-        async () => {
-          const input = { ...req, recipientHashedPan: req.recipientHashedPan.toLowerCase() };
-          const record = await storeSealedReceipt(deps, principalOf(ctx), input, callerOf(ctx));
-          return create(StoreSealedReceiptResponseSchema, { receipt: encryptedReceiptOf(record) });
-        },
-      ),
+    async storeSealedReceipt(req, ctx) {
+      const input = { ...req, recipientHashedPan: req.recipientHashedPan.toLowerCase() };
+      const record = await storeSealedReceipt(deps, principalOf(ctx), input, callerOf(ctx));
+      return create(StoreSealedReceiptResponseSchema, { receipt: encryptedReceiptOf(record) });
+    },
     async listPendingEscrow(req, ctx) {
       const page = await listPendingEscrow(deps, principalOf(ctx), req);
       return { receipts: page.receipts.map(encryptedReceiptOf), nextPageToken: page.nextCursor ?? "" };

@@ -1,0 +1,73 @@
+import type { DescMethod } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { Health } from "../../gen/grpc/health/v1/health_pb.js";
+import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import { DEFAULT_EXTRAS, rpcName } from "../../src/openapi/extras.js";
+import { API_SERVICES, policyOf } from "../../src/rpc/policy.js";
+
+/**
+ * The policy every protocol applies comes from the `(receipts.v1.policy)` options in the protos. The
+ * roles are checked method by method in roles.test.ts; here the other three decisions are written out
+ * by hand (from the README: the creates that take an Idempotency-Key, the calls a merchant signs, the
+ * generate-keys limit), so an option dropped or added in a proto fails this test.
+ */
+const IDEMPOTENT = [
+  "ReceiptsService/EncryptReceipt",
+  "ReceiptsService/StoreSealedReceipt",
+  "PaymentsService/CreatePayment",
+  "PaymentsService/RefundPayment",
+];
+const SIGNED = [
+  "ReceiptsService/EncryptReceipt",
+  "PaymentsService/CreatePayment",
+  "PaymentsService/RefundPayment",
+];
+const KEY_GENERATION = ["OnboardingService/GenerateKeys"];
+
+const methods = API_SERVICES.flatMap((service) => service.methods);
+const nameOf = (method: DescMethod) => `${method.parent.name}/${method.name}`;
+
+function withPolicy(test: (policy: Exclude<ReturnType<typeof policyOf>, "public">) => boolean): string[] {
+  return methods
+    .filter((method) => {
+      const policy = policyOf(method);
+      if (policy === "public") throw new Error(`${nameOf(method)} is public`);
+      return test(policy);
+    })
+    .map(nameOf)
+    .sort();
+}
+
+describe("the policy declared in the protos", () => {
+  it("makes exactly the creates idempotent", () => {
+    expect(withPolicy((p) => p.idempotent)).toEqual([...IDEMPOTENT].sort());
+  });
+
+  it("has merchants sign exactly the receipts they encrypt, pay and refund with", () => {
+    expect(withPolicy((p) => p.signed)).toEqual([...SIGNED].sort());
+  });
+
+  it("counts generate-keys apart, and every other call against the general limit", () => {
+    expect(withPolicy((p) => p.rateBucket === "keygen")).toEqual(KEY_GENERATION);
+    expect(withPolicy((p) => p.rateBucket === "all")).toHaveLength(methods.length - KEY_GENERATION.length);
+  });
+
+  it("lets health checks through, and nobody into an API method it does not know", () => {
+    expect(policyOf(Health.method.check)).toBe("public");
+    const unknown = { ...ReceiptsService.method.encryptReceipt, name: "ExportEverything" } as DescMethod;
+    expect(policyOf(unknown)).toEqual({ roles: [], idempotent: false, signed: false, rateBucket: "all" });
+  });
+
+  it("documents the Idempotency-Key and X-Receipt-Signature headers where the policy reads them", () => {
+    for (const method of methods) {
+      const headers = (DEFAULT_EXTRAS.get(rpcName(method))?.headers ?? []).map((h) => h.name);
+      expect({ method: nameOf(method), headers }).toEqual({
+        method: nameOf(method),
+        headers: [
+          ...(IDEMPOTENT.includes(nameOf(method)) ? ["Idempotency-Key"] : []),
+          ...(SIGNED.includes(nameOf(method)) ? ["X-Receipt-Signature"] : []),
+        ],
+      });
+    }
+  });
+});
