@@ -3,6 +3,8 @@ import { randomId } from "../ids.js";
 import type { Environment, EscrowCount, Role, Store, Tier } from "../store/types.js";
 import { createApiKey } from "./api-keys.js";
 import { type OperatorAuditEvent, readOperatorAudit } from "./audit.js";
+import { binChangeStatements, carriedStatements } from "./kt/bin-claims.js";
+import { announceMoves, applyReleases, planMoves } from "./kt/bin-moves.js";
 import { directoryChange } from "./kt/directory-change.js";
 import { ID_PATTERN, MAX_ID_LENGTH } from "./limits.js";
 import { BIN_PATTERN } from "./pan.js";
@@ -194,8 +196,12 @@ async function assertTenantOf(store: Store, tenant: string, role: Role, field = 
 }
 
 /**
- * Sets an issuer tenant's BIN prefixes from `{bins: [...]}` (6 or 8 digits each), replacing its list;
- * `conflict` naming the prefix when another tenant owns it or one overlapping it.
+ * Sets an issuer tenant's BIN prefixes from `{bins: [...], statements?}` (6 or 8 digits each),
+ * replacing its list; `conflict` naming the prefix when another tenant owns it or one overlapping it.
+ * Once the tenant has a confirmed root, `statements` carries its root's claim of every prefix added
+ * and release of every prefix removed (`kt/bin-claims.ts`), else `invalid_signature`. A prefix
+ * taken from a tenant with a confirmed root without its release is announced (`kt/bin-moves.ts`):
+ * the answer's `bins` are those the tenant owns now, without it.
  */
 export async function setBins(
   ctx: OperatorContext,
@@ -204,7 +210,7 @@ export async function setBins(
 ): Promise<{ tenant: string; bins: string[] }> {
   const input = objectOf(body);
   const v = new Violations();
-  onlyFields(v, input, ["bins"]);
+  onlyFields(v, input, ["bins", "statements", "releases"]);
   checkId(v, "tenant", tenant);
   const bins = input.bins;
   if (!Array.isArray(bins) || bins.length > MAX_LIST_ENTRIES) {
@@ -217,11 +223,8 @@ export async function setBins(
   v.throwIfAny();
   await assertTenantOf(ctx.store, tenant, "issuer");
   const unique = [...new Set(bins as string[])].sort();
-  const before = await ctx.store.bins.list(tenant);
-  // The directory changed: the key log snapshots it (docs/key-transparency.md), written with the change.
-  const outcome = await ctx.store.bins.set(tenant, unique, ctx.now, [
-    directoryChange("bins.set", ctx.now, tenant),
-  ]);
+  const change = await planBinChange(ctx, tenant, unique, input);
+  const outcome = await ctx.store.bins.set(tenant, change.now, ctx.now, change.kt);
   if (outcome.kind === "log_refused") throw new AppError("conflict", outcome.reason);
   if (outcome.kind === "conflict") {
     throw new AppError(
@@ -229,13 +232,53 @@ export async function setBins(
       `The BIN prefix ${outcome.bin} (or one overlapping it) belongs to another tenant.`,
     );
   }
+  await announceMoves(ctx.store, tenant, change.moves, unique, ctx.now);
+  const announced = change.moves.announced.map((m) => `${m.prefix} from ${m.from}`).join(",");
   await audit(
     ctx,
     "admin.bins.set",
     tenant,
-    `before: ${before.join(",") || "none"}; after: ${unique.join(",") || "none"}`,
+    `before: ${change.before.join(",") || "none"}; after: ${unique.join(",") || "none"}` +
+      (announced === "" ? "" : `; moving, in 7 days unless released: ${announced}`),
   );
-  return { tenant, bins: unique };
+  return { tenant, bins: change.now };
+}
+
+/**
+ * What a BIN change of `tenant` to `unique` writes: the prefixes it owns now (without those still
+ * moving to it), the statements or directory change that go with them, and the moves from tenants
+ * with a confirmed root (their releases applied here, before the tenant's own change).
+ */
+async function planBinChange(
+  ctx: OperatorContext,
+  tenant: string,
+  unique: string[],
+  input: Record<string, unknown>,
+) {
+  const carried = carriedStatements(input.statements);
+  const releases = carriedStatements(input.releases, "releases");
+  const before = await ctx.store.bins.list(tenant);
+  const waiting = ((await ctx.store.ktIssuers.get(tenant))?.binMoves ?? []).map((m) => m.prefix);
+  const known = [...new Set([...before, ...waiting])];
+  // The directory changed: the key log snapshots it (docs/key-transparency.md), written with the
+  // change: the root's statements once the tenant has a confirmed root, else a directory change.
+  const signed = await binChangeStatements(
+    ctx.store,
+    tenant,
+    { before: known, after: unique },
+    carried,
+    ctx.now,
+  );
+  const added = unique.filter((p) => !known.includes(p));
+  const moves = await planMoves(ctx.store, tenant, added, releases, ctx.now);
+  const later = new Set([...moves.announced.map((m) => m.prefix), ...waiting]);
+  await applyReleases(ctx.store, moves, ctx.now);
+  return {
+    before,
+    now: unique.filter((p) => !later.has(p)),
+    kt: signed ?? [directoryChange("bins.set", ctx.now, tenant)],
+    moves,
+  };
 }
 
 /** An issuer tenant's BIN prefixes. */

@@ -1,6 +1,6 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { receiptAadText } from "../crypto/envelope.js";
-import { RSA_OAEP_256 } from "../crypto/suites.js";
+import { storedAadBound } from "../crypto/suites.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
@@ -128,9 +128,13 @@ export async function sealForRecipient(
     algorithm,
     aadBound,
   });
-  const keyBundle: StoredKeyBundle = { keyId, algorithm, encryptedAesKey: sealed.encryptedAesKey };
+  const keyBundle: StoredKeyBundle = {
+    keyId,
+    algorithm,
+    encryptedAesKey: sealed.encryptedAesKey,
+    ...storedAadBound(algorithm, aadBound),
+  };
   if (sealed.encapsulatedKey !== undefined) keyBundle.encapsulatedKey = sealed.encapsulatedKey;
-  if (aadBound && algorithm === RSA_OAEP_256) keyBundle.aadBound = true;
   const record = receiptRecordOf(
     deps,
     principal,

@@ -226,20 +226,49 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
     description:
       "Replaces the tenant's list. A receipt that carries a `cardBin` inside one of them goes only to a " +
       "cardholder this tenant registered, or to the tenant's escrow. A prefix belongs to one tenant: " +
-      "one another tenant owns, or one overlapping it, is `conflict`.",
+      "one another tenant owns, or one overlapping it, is `conflict`. Once the tenant has a confirmed " +
+      "root signing key, `statements` must carry the root's `receipts.v1/bin-claim` of every prefix " +
+      "added and `receipts.v1/bin-release` of every prefix removed (versions following the tenant's " +
+      "statements), else `invalid_signature`. A prefix that a tenant with a confirmed root owns moves " +
+      "at once only with that root's `receipts.v1/bin-release` naming this tenant (in `releases`); " +
+      "without it the move is announced in the key log and takes effect 7 days after the first " +
+      "directory snapshot that shows it (until then receipts keep going to the old owner, and `bins` " +
+      "in the answer and in `GET` lists the prefix only once it has moved).",
     parameters: [TENANT_PARAM("path", "acme-bank")],
     body: {
       schema: {
         type: "object",
         required: ["bins"],
-        properties: { bins: BINS },
+        properties: {
+          bins: BINS,
+          statements: {
+            type: "array",
+            description: "The root's signed statements (base64), one per prefix added or removed.",
+            items: {
+              type: "object",
+              required: ["statement", "signature"],
+              properties: { statement: { type: "string" }, signature: { type: "string" } },
+              additionalProperties: false,
+            },
+          },
+          releases: {
+            type: "array",
+            description: "Releases (base64) by the previous owners' roots of prefixes this change takes.",
+            items: {
+              type: "object",
+              required: ["statement", "signature"],
+              properties: { statement: { type: "string" }, signature: { type: "string" } },
+              additionalProperties: false,
+            },
+          },
+        },
         additionalProperties: false,
       },
       example: { bins: ["411111", "45671234"] },
     },
     data: binsData(),
     example: { tenant: "acme-bank", bins: ["411111", "45671234"] },
-    errors: ["invalid_request", "conflict"],
+    errors: ["invalid_request", "invalid_signature", "conflict"],
   },
   "GET /admin/v1/issuers/{tenant}/bins": {
     summary: "Reads an issuer tenant's BIN prefixes.",

@@ -24,6 +24,18 @@ export interface KtSigningKeyRecord {
   revokedAt?: Date;
 }
 
+/**
+ * A BIN prefix announced as moving to the tenant from another whose root did not release it: it
+ * takes effect 7 days after the first directory snapshot that shows it (`kt/bin-moves.ts`).
+ */
+export interface KtBinMove {
+  prefix: string;
+  kind: "bin";
+  /** The tenant that owns it until the move takes effect. */
+  from: string;
+  requestedAt: Date;
+}
+
 /** Whether the service takes receipts for a tenant's cards in the clear. */
 export type PlaintextIntake = "accept" | "refuse";
 
@@ -39,6 +51,8 @@ export interface KtIssuerRecord {
    * with receipt fields are `forbidden`); merchants seal them on their side. Absent: `"accept"`.
    */
   plaintextIntake?: "refuse";
+  /** Prefixes announced as moving to the tenant, not yet in effect (routing keeps their old owner). */
+  binMoves?: KtBinMove[];
   /** 1 for the first record; each change is the last + 1. */
   revision: number;
   updatedAt: Date;

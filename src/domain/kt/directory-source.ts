@@ -11,6 +11,7 @@ import type {
 import { formatTime } from "../../kt/statements.js";
 import { sequenceName } from "../../store/kt-sequence.js";
 import type { Store } from "../../store/types.js";
+import { BIN_MOVE_DELAY_MS } from "./bin-moves.js";
 
 /**
  * Where the sequencer reads the directory it snapshots (docs/key-transparency.md): every issuer with its BIN
@@ -39,6 +40,21 @@ export interface IssuerDetails {
       tokenBins?: string[];
     }
   >;
+  /** BIN prefixes announced as moving from one tenant to another, not yet handed over (`bin-moves.ts`). */
+  moves?(): Promise<BinMoveRef[]>;
+}
+
+/** A prefix moving from tenant `from` to tenant `to`. */
+export interface BinMoveRef {
+  prefix: string;
+  kind: "bin" | "token-bin";
+  from: string;
+  to: string;
+}
+
+/** A move with the time it takes effect, as the snapshot shows it. */
+interface TimedMove extends BinMoveRef {
+  effectiveFrom: string;
 }
 
 /**
@@ -49,6 +65,10 @@ export interface IssuerDetails {
 export function storeIssuerDetails(store: Pick<Store, "ktIssuers">, now: () => Date): IssuerDetails {
   return {
     tenants: async () => (await store.ktIssuers.list()).map((r) => r.tenantId),
+    moves: async () =>
+      (await store.ktIssuers.list()).flatMap((r) =>
+        (r.binMoves ?? []).map((m) => ({ prefix: m.prefix, kind: m.kind, from: m.from, to: r.tenantId })),
+      ),
     async details(tenantId) {
       const record = await store.ktIssuers.get(tenantId);
       if (record === undefined) return {};
@@ -92,9 +112,10 @@ export function storeDirectorySource(
       const keys = await store.apiKeys.list();
       const tenants = new Set(keys.filter((k) => k.role === "issuer").map((k) => k.tenantId));
       for (const tenant of (await details?.tenants()) ?? []) tenants.add(tenant);
+      const moves = timedMoves((await details?.moves?.()) ?? [], now, previous);
       const issuers: IssuerEntry[] = [];
       for (const tenant of [...tenants].sort()) {
-        const entry = await issuerEntryOf(store, tenant, now, previous, details);
+        const entry = await issuerEntryOf(store, tenant, now, previous, details, moves);
         if (entry !== undefined) issuers.push(entry);
       }
       const service =
@@ -106,12 +127,27 @@ export function storeDirectorySource(
   };
 }
 
+/**
+ * Each announced move with the time it takes effect: the time the previous snapshot gave it under its
+ * new owner, or, for a move no snapshot showed yet, {@link BIN_MOVE_DELAY_MS} after this snapshot
+ * (the first that shows it).
+ */
+function timedMoves(moves: BinMoveRef[], now: Date, previous: DirectorySnapshot | undefined): TimedMove[] {
+  return moves.map((m) => {
+    const shown = previous?.issuers
+      .find((i) => i.issuer === m.to)
+      ?.prefixes.find((p) => p.prefix === m.prefix && p.kind === m.kind);
+    return { ...m, effectiveFrom: shown?.effectiveFrom ?? formatTime(now.getTime() + BIN_MOVE_DELAY_MS) };
+  });
+}
+
 async function issuerEntryOf(
   store: Store,
   tenant: string,
   now: Date,
   previous: DirectorySnapshot | undefined,
   details: IssuerDetails | undefined,
+  moves: readonly TimedMove[] = [],
 ): Promise<IssuerEntry | undefined> {
   const [bins, escrow, extra, logged] = await Promise.all([
     store.bins.list(tenant),
@@ -121,24 +157,39 @@ async function issuerEntryOf(
   ]);
   const signingKeys = extra?.signingKeys ?? [];
   const tokenBins = extra?.tokenBins ?? [];
-  if (bins.length === 0 && tokenBins.length === 0 && escrow === undefined && signingKeys.length === 0) {
+  const incoming = moves.filter((m) => m.to === tenant);
+  if (
+    bins.length === 0 &&
+    tokenBins.length === 0 &&
+    incoming.length === 0 &&
+    escrow === undefined &&
+    signingKeys.length === 0
+  ) {
     return undefined;
   }
   const before = previous?.issuers.find((i) => i.issuer === tenant);
   const since = formatTime(now.getTime());
-  const prefixes: PrefixEntry[] = [
+  const owned = [
     ...bins.map((prefix) => ({ prefix, kind: "bin" as const })),
     ...tokenBins.map((prefix) => ({ prefix, kind: "token-bin" as const })),
-  ]
-    .sort((a, b) => (a.kind + a.prefix < b.kind + b.prefix ? -1 : 1))
-    .map(({ prefix, kind }) => ({
-      prefix,
-      kind,
-      effectiveFrom:
-        before?.prefixes.find((p) => p.prefix === prefix && p.kind === kind && p.effectiveUntil === null)
-          ?.effectiveFrom ?? since,
+  ].map(({ prefix, kind }) => ({
+    prefix,
+    kind,
+    effectiveFrom:
+      before?.prefixes.find((p) => p.prefix === prefix && p.kind === kind)?.effectiveFrom ?? since,
+    // A prefix moving away counts until the move takes effect.
+    effectiveUntil:
+      moves.find((m) => m.from === tenant && m.prefix === prefix && m.kind === kind)?.effectiveFrom ?? null,
+  }));
+  const prefixes: PrefixEntry[] = [
+    ...owned,
+    ...incoming.map((m) => ({
+      prefix: m.prefix,
+      kind: m.kind,
+      effectiveFrom: m.effectiveFrom,
       effectiveUntil: null,
-    }));
+    })),
+  ].sort((a, b) => (a.kind + a.prefix < b.kind + b.prefix ? -1 : 1));
   return {
     issuer: tenant,
     version: logged.get(sequenceName.tenant(tenant))?.version ?? 0,

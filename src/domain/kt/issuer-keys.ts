@@ -70,6 +70,7 @@ export function nextIssuerRecord(
     signingKeys: record?.signingKeys.map((k) => ({ ...k })) ?? [],
     requireBindings: record?.requireBindings ?? false,
     ...(record?.plaintextIntake === "refuse" ? { plaintextIntake: "refuse" as const } : {}),
+    ...(record?.binMoves === undefined ? {} : { binMoves: record.binMoves.map((m) => ({ ...m })) }),
     revision: (record?.revision ?? 0) + 1,
     updatedAt: now,
   };

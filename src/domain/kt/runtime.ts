@@ -7,6 +7,7 @@ import type { EscrowKeyInfo } from "../../crypto/escrow-keys.js";
 import { randomId } from "../../ids.js";
 import { type NoteSigner, parseVkey } from "../../kt/note.js";
 import type { Store } from "../../store/types.js";
+import { settleBinMoves } from "./bin-moves.js";
 import { CardRefSeal } from "./card-seal.js";
 import { type DirectorySource, storeDirectorySource, storeIssuerDetails } from "./directory-source.js";
 import { KtReads } from "./reads.js";
@@ -109,6 +110,7 @@ export function createKtRuntime(options: KtRuntimeOptions): KtRuntime {
       witnesses,
       tiles,
       onCheckpoint: () => log.checkpointed(),
+      settle: (now) => settleBinMoves(store, now, logger),
     },
     {
       holder: options.holder ?? `${hostname()}:${process.pid}:${randomId("seq", 6)}`,

@@ -62,6 +62,12 @@ export interface SequencerDeps extends BatchDeps {
   tiles: TileReader;
   /** Called after each checkpoint is stored (wakes the waiters of this process). */
   onCheckpoint?: (checkpoint: KtCheckpointRecord) => void;
+  /**
+   * Directory changes that fall due with time (a BIN move handed over 7 days after the snapshot that
+   * announced it: `bin-moves.ts`), made by the lease holder at the start of each round, so that one
+   * instance makes them and the same round snapshots them. Its failures are its own to log.
+   */
+  settle?: (now: Date) => Promise<unknown>;
 }
 
 /** What a round did. */
@@ -184,6 +190,7 @@ export class Sequencer {
     }
     const fence: KtFence = { token: lease.token };
     if (!this.synced) await this.probeWitnesses();
+    await this.deps.settle?.(this.deps.clock.now());
     const appended = await this.appendPending(fence);
     if (appended === "fenced_out") return appended;
     if (this.haltedBecause !== undefined) return "halted";
