@@ -26,7 +26,8 @@ export default {
   ignorePatterns: ["dist", "bench/results", "coverage", "test-artifacts", "reports", ".stryker-tmp"],
   // Two cores, shared: two test processes at most (MUTATION_CONCURRENCY=1 to take one).
   concurrency: Number(process.env.MUTATION_CONCURRENCY ?? 2),
-  timeoutMS: 60_000,
+  // Added to what a mutant's tests took without it before it counts as a timeout (a loop forever).
+  timeoutMS: group.timeoutMS ?? 60_000,
   reporters: ["clear-text", "progress-append-only", "json", "html"],
   jsonReporter: { fileName: `reports/mutation/${name}.json` },
   htmlReporter: { fileName: `reports/mutation/${name}.html` },

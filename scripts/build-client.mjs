@@ -35,6 +35,8 @@ export const SHIPPABLE = [
   "src/proto-scalars.", // protobuf scalar facts the signed form of a receipt needs (int64 as numbers)
   // Our own checks of key bytes before WebCrypto reads them (DER, curve points), shared with the service.
   "src/crypto/key-encoding.",
+  // The key suites' facts (names, sizes, which wraps are bound), shared with the service; no imports.
+  "src/crypto/suites.",
   "src/crypto/asn1.",
   "src/crypto/curves.",
 ];

@@ -8,6 +8,8 @@
 //                                                   the merge base with REF (CI); exit 1 if any mutant
 //                                                   of a changed line survives unlisted
 //   ... --budget SECONDS                           stop there: the groups left are named, not run
+//   ... --incremental                              reuse the group's last report: only the mutants whose
+//                                                   code or covering tests changed run again (locally)
 //
 // Stryker needs Node 22 or later: run it through npm, which runs the Node 24 that npm ci installs.
 // It runs under `nice -n 15` (MUTATION_NICE) with two test processes (MUTATION_CONCURRENCY).
@@ -58,9 +60,10 @@ function equivalents() {
  * @param {string} group
  * @param {string[] | undefined} mutate
  * @param {number} timeoutMs
+ * @param {boolean} incremental
  * @returns {Promise<"done" | "failed" | "timeout">}
  */
-function runGroup(group, mutate, timeoutMs) {
+function runGroup(group, mutate, timeoutMs, incremental) {
   const stryker = join(ROOT, "node_modules/@stryker-mutator/core/bin/stryker.js");
   const niceness = process.env.MUTATION_NICE ?? "15";
   const command =
@@ -68,7 +71,7 @@ function runGroup(group, mutate, timeoutMs) {
   const env = { ...process.env, MUTATION_GROUP: group };
   if (mutate !== undefined) env.MUTATION_MUTATE = mutate.join(",");
   // A process group of its own, so that a timeout ends Stryker's test processes too.
-  const child = spawn(command[0], [...command.slice(1), "run"], {
+  const child = spawn(command[0], [...command.slice(1), "run", ...(incremental ? ["--incremental"] : [])], {
     cwd: ROOT,
     env,
     stdio: "inherit",
@@ -128,7 +131,12 @@ function scores(group, excused) {
 
 async function main() {
   const { values } = parseArgs({
-    options: { group: { type: "string" }, since: { type: "string" }, budget: { type: "string" } },
+    options: {
+      group: { type: "string" },
+      since: { type: "string" },
+      budget: { type: "string" },
+      incremental: { type: "boolean" },
+    },
   });
   // CI's time budget for the whole run, in seconds; groups it leaves no time for are named, not run.
   const deadline = values.budget === undefined ? Infinity : Date.now() + Number(values.budget) * 1000;
@@ -151,7 +159,10 @@ async function main() {
       continue;
     }
     const left = deadline - Date.now();
-    const outcome = left <= 0 ? "timeout" : await runGroup(name, mutate, Math.min(left, 2 ** 31 - 1));
+    const outcome =
+      left <= 0
+        ? "timeout"
+        : await runGroup(name, mutate, Math.min(left, 2 ** 31 - 1), values.incremental === true);
     if (outcome === "timeout") {
       notRun.push(name);
       continue;

@@ -16,7 +16,7 @@ import { CryptoPool } from "./crypto/crypto-pool.js";
 import { generateRsaKeyPair } from "./crypto/keys.js";
 import { BackgroundTasks } from "./domain/background.js";
 import type { DomainDeps } from "./domain/deps.js";
-import type { RandomBytes } from "./domain/gateways/gateway.js";
+import type { PaymentGateway, RandomBytes } from "./domain/gateways/gateway.js";
 import { ktLogSigner } from "./domain/kt/note-keys.js";
 import type { KtReads } from "./domain/kt/reads.js";
 import { createKtRuntime, type KtRuntime, type KtRuntimeOptions } from "./domain/kt/runtime.js";
@@ -68,6 +68,8 @@ export interface AppDeps {
    * HTTP client for witnesses, the sequencer's holder name.
    */
   kt?: Partial<Pick<KtRuntimeOptions, "signingKeys" | "directory" | "fetch" | "holder">>;
+  /** The payment gateways; the offline sandboxes by default (tests pass their own). */
+  gateways?: readonly PaymentGateway[];
 }
 
 /** A built service: the HTTP server (not listening yet) and what it was built from. */
@@ -115,6 +117,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     pool,
     escrowKeys: pool.escrowKeys,
     kt: kt.log,
+    ...(deps.gateways === undefined ? {} : { gateways: deps.gateways }),
   };
   const metrics = createMetrics();
   const ready = () => reachable(store);

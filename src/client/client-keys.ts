@@ -1,4 +1,5 @@
 import { KeyEncodingError, readPrivateKey, readPublicKey } from "../crypto/key-encoding.js";
+import { RSA_OAEP_256 } from "../crypto/suites.js";
 import { fromBase64 } from "./base64.js";
 import {
   ECDH_P256,
@@ -14,7 +15,7 @@ import {
  */
 
 /** JOSE name of the RSA key wrapping, `keyBundle.algorithm`, and the default when a bundle names none. */
-export const KEY_WRAP_ALGORITHM = "RSA-OAEP-256";
+export const KEY_WRAP_ALGORITHM = RSA_OAEP_256;
 
 /** The key suites, as `keyBundle.algorithm` names them. */
 export type KeyWrapAlgorithm = typeof KEY_WRAP_ALGORITHM | typeof HPKE_KEY_WRAP_ALGORITHM;

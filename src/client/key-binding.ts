@@ -1,10 +1,10 @@
+import { RSA_SUITE, suiteOfKeyType } from "../crypto/suites.js";
 import { base64, base64url, fromBase64Strict } from "../kt/bytes.js";
 import { defaultSha256 } from "../kt/hash.js";
 import { parseSigningKey, type SigningAlgorithm, signingKeyIdOf, verifySignature } from "../kt/signatures.js";
 import { formatTime, parseStatement, type Statement, statementBytes } from "../kt/statements.js";
 import type { KtBinding } from "../kt/wire.js";
 import { derKindOf, subtleCrypto, type WebCryptoKey } from "./client-keys.js";
-import { HPKE_KEY_WRAP_ALGORITHM } from "./p256.js";
 
 /**
  * The issuer's side of the key directory (docs/key-transparency.md): its signing key (Ed25519 or ECDSA P-256,
@@ -188,7 +188,7 @@ function keyFacts(publicKey: string): { algorithm: string; spkiSha256: string } 
   if (spki === undefined || kind === "unknown")
     throw new TypeError("publicKey must be base64 SPKI DER of an RSA or P-256 key");
   return {
-    algorithm: kind === "p256" ? HPKE_KEY_WRAP_ALGORITHM : "RSA-OAEP-256",
+    algorithm: (suiteOfKeyType(kind) ?? RSA_SUITE).algorithm,
     spkiSha256: base64url(defaultSha256(spki)),
   };
 }

@@ -1,3 +1,4 @@
+import { RSA_SUITE, suiteOfKeyType } from "../crypto/suites.js";
 import { base64, fromBase64Strict, fromUtf8, toHex } from "../kt/bytes.js";
 import { defaultSha256 } from "../kt/hash.js";
 import { type ParsedPolicy, parsePolicy, type TrustPolicy } from "../kt/policy.js";
@@ -101,8 +102,6 @@ export interface KeyTrust {
   verify(answer: unknown, card: CardIdentity, options?: { signal?: AbortSignal }): Promise<VerifiedKey>;
 }
 
-const HPKE_SUITE = "HPKE-P256-SHA256-A256GCM";
-const RSA_SUITE = "RSA-OAEP-256";
 const DEFAULT_CACHE_SIZE = 8;
 const DEFAULT_MAX_DIRECTORY_BYTES = 16 * 1024 * 1024;
 const DEFAULT_FETCH_TIMEOUT_MS = 10_000;
@@ -142,7 +141,7 @@ export function createKeyTrust(options: KeyTrustOptions): KeyTrust {
       const spki = fromBase64Strict(answer.publicKey);
       if (spki === undefined) throw new KeyVerificationError("answer", "publicKey is not base64");
       // The seal picks its suite from the key's type: it must be the suite the answer (and so the binding) names.
-      const suite = derKindOf(answer.publicKey) === "p256" ? HPKE_SUITE : RSA_SUITE;
+      const suite = (suiteOfKeyType(derKindOf(answer.publicKey)) ?? RSA_SUITE).algorithm;
       if (suite !== answer.algorithm)
         throw new KeyVerificationError("key", "the key's type is not the suite the answer names");
       const sha256 = answer.directory.sha256;

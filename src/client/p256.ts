@@ -1,4 +1,5 @@
 import { Aes256Gcm, CipherSuite, DhkemP256HkdfSha256, HkdfSha256 } from "@hpke/core";
+import { HPKE_ENC_BYTES, HPKE_INFO_TEXT, HPKE_P256, HPKE_WRAPPED_KEY_BYTES } from "../crypto/suites.js";
 
 /**
  * The `HPKE-P256-SHA256-A256GCM` key wrap for the client, with WebCrypto only (no
@@ -17,14 +18,13 @@ export interface WebCryptoKeyPair {
 }
 
 /** The JOSE-style name of the P-256 suite, `keyBundle.algorithm`. */
-export const HPKE_KEY_WRAP_ALGORITHM = "HPKE-P256-SHA256-A256GCM";
+export const HPKE_KEY_WRAP_ALGORITHM = HPKE_P256;
 
 /** HPKE `info` of the key wrap. */
-export const HPKE_INFO = new TextEncoder().encode("receipts.v1 key wrap");
+export const HPKE_INFO = new TextEncoder().encode(HPKE_INFO_TEXT);
 
 /** Sizes of the wrapped key: the encapsulated key (an uncompressed point) and the HPKE ciphertext. */
-export const HPKE_ENC_BYTES = 65;
-export const HPKE_WRAPPED_KEY_BYTES = 48;
+export { HPKE_ENC_BYTES, HPKE_WRAPPED_KEY_BYTES };
 
 export const ECDH_P256 = { name: "ECDH", namedCurve: "P-256" } as const;
 

@@ -1,5 +1,6 @@
 /* Over 400 lines on purpose: the sealed-receipt format both ways (open, seal, re-wrap) in one place,
  * so a reader checks the format against README, "The sealed receipt", in one file. */
+import { HPKE_SUITE, isKeyAlgorithm, KEY_ALGORITHMS, RSA_SUITE, suiteOfKeyType } from "../crypto/suites.js";
 import { INPUT_ONLY_FIELDS } from "../receipt-fields.js";
 import { fromBase64, toBase64 } from "./base64.js";
 import {
@@ -269,6 +270,79 @@ async function decryptBody(rawKey: Uint8Array<ArrayBuffer>, envelope: ReceiptEnv
 }
 
 /**
+ * What each key suite does with WebCrypto: the client's entry of the suite registry (the facts are in
+ * src/crypto/suites.ts, shared with the service). Keyed by every suite's name, so a new suite does not
+ * compile until it has its operations here.
+ */
+interface WebSuite {
+  /** A public key of the suite, from base64 DER SPKI or PEM. */
+  importPublicKey(text: string): Promise<WebCryptoKey>;
+  /** The receipt's AES key from `bundle` with the recipient's private key. */
+  unwrap(
+    bundle: NonNullable<ReceiptEnvelope["keyBundle"]>,
+    privateKey: PrivateKeyInput,
+    aad: () => Uint8Array<ArrayBuffer>,
+  ): Promise<Uint8Array<ArrayBuffer>>;
+  /** The key bundle of `rawKey` wrapped to `key`; `bind` asks an optionally bound suite to bind to `aad`. */
+  wrap(
+    rawKey: Uint8Array<ArrayBuffer>,
+    key: WebCryptoKey,
+    aad: Uint8Array<ArrayBuffer>,
+    keyId: string,
+    bind: boolean,
+  ): Promise<SealedEnvelope["keyBundle"]>;
+}
+
+const WEB_SUITES: Readonly<Record<KeyWrapAlgorithm, WebSuite>> = {
+  [KEY_WRAP_ALGORITHM]: {
+    importPublicKey: (text) => importRsaKey(text, "public"),
+    async unwrap(bundle, privateKey, aad) {
+      const rsaKey = await rsaPrivateKeyOf(privateKey);
+      const wrapped = bytesOf(bundle.encryptedAesKey, "keyBundle.encryptedAesKey");
+      const params = rsaOaep(bundle.aadBound === true ? aad() : undefined);
+      return new Uint8Array(await integrity(() => subtleCrypto().decrypt(params, rsaKey, wrapped)));
+    },
+    async wrap(rawKey, key, aad, keyId, bind) {
+      const params = rsaOaep(bind ? aad : undefined);
+      const encryptedAesKey = new Uint8Array(await subtleCrypto().encrypt(params, key, rawKey));
+      const bundle: SealedEnvelope["keyBundle"] = {
+        encryptedAesKey: toBase64(encryptedAesKey),
+        keyId,
+        algorithm: KEY_WRAP_ALGORITHM,
+      };
+      if (bind) bundle.aadBound = true;
+      return bundle;
+    },
+  },
+  [HPKE_KEY_WRAP_ALGORITHM]: {
+    importPublicKey: (text) => importP256Key(text, "public"),
+    async unwrap(bundle, privateKey, aad) {
+      const p256Pairs = await p256PairsOf(privateKey);
+      const { encapsulatedKey } = bundle;
+      if (encapsulatedKey === undefined || encapsulatedKey.length === 0) {
+        throw new EnvelopeError(
+          "invalid_envelope",
+          `keyBundle.encapsulatedKey is required for ${HPKE_KEY_WRAP_ALGORITHM}`,
+        );
+      }
+      const enc = bytesOf(encapsulatedKey, "keyBundle.encapsulatedKey", HPKE_ENC_BYTES);
+      const wrapped = bytesOf(bundle.encryptedAesKey, "keyBundle.encryptedAesKey", HPKE_WRAPPED_KEY_BYTES);
+      return unwrapWithAny(p256Pairs, enc, wrapped, aad());
+    },
+    async wrap(rawKey, key, aad, keyId) {
+      const wrapped = await hpkeWrapKey(rawKey, key, aad);
+      return {
+        encryptedAesKey: toBase64(wrapped.encryptedAesKey),
+        encapsulatedKey: toBase64(wrapped.encapsulatedKey),
+        keyId,
+        algorithm: HPKE_KEY_WRAP_ALGORITHM,
+        aadBound: true,
+      };
+    },
+  },
+};
+
+/**
  * The receipt's AES key, unwrapped from its key bundle with the private key of the bundle's suite
  * (the caller zeroes it when done).
  */
@@ -277,25 +351,8 @@ async function unwrapAesKey(
   privateKey: PrivateKeyInput,
 ): Promise<Uint8Array<ArrayBuffer>> {
   if (envelope.keyBundle === undefined) throw new EnvelopeError("invalid_envelope", "keyBundle is missing");
-  const algorithm = bundleAlgorithm(envelope.keyBundle.algorithm);
-  if (algorithm === KEY_WRAP_ALGORITHM) {
-    const rsaKey = await rsaPrivateKeyOf(privateKey);
-    const wrapped = bytesOf(envelope.keyBundle.encryptedAesKey, "keyBundle.encryptedAesKey");
-    const params = rsaOaep(envelope.keyBundle.aadBound === true ? aadOf(envelope) : undefined);
-    return new Uint8Array(await integrity(() => subtleCrypto().decrypt(params, rsaKey, wrapped)));
-  }
-  const p256Pairs = await p256PairsOf(privateKey);
-  const { encapsulatedKey } = envelope.keyBundle;
-  if (encapsulatedKey === undefined || encapsulatedKey.length === 0) {
-    throw new EnvelopeError("invalid_envelope", `keyBundle.encapsulatedKey is required for ${algorithm}`);
-  }
-  const enc = bytesOf(encapsulatedKey, "keyBundle.encapsulatedKey", HPKE_ENC_BYTES);
-  const wrapped = bytesOf(
-    envelope.keyBundle.encryptedAesKey,
-    "keyBundle.encryptedAesKey",
-    HPKE_WRAPPED_KEY_BYTES,
-  );
-  return unwrapWithAny(p256Pairs, enc, wrapped, aadOf(envelope));
+  const suite = WEB_SUITES[bundleAlgorithm(envelope.keyBundle.algorithm)];
+  return suite.unwrap(envelope.keyBundle, privateKey, () => aadOf(envelope));
 }
 
 /** The key a receipt's AES key is re-wrapped to: its id and public key (base64 DER SPKI, PEM or a CryptoKey). */
@@ -329,44 +386,26 @@ export async function rewrapKeyBundle(
   }
 }
 
-/** A public key of either suite as a CryptoKey. */
+/** A public key of either suite as a CryptoKey (the suite read from the key's DER). */
 async function publicKeyOf(publicKey: string | WebCryptoKey): Promise<WebCryptoKey> {
   if (typeof publicKey !== "string") return publicKey;
-  return derKindOf(publicKey) === "p256"
-    ? importP256Key(publicKey, "public")
-    : importRsaKey(publicKey, "public");
+  const suite = suiteOfKeyType(derKindOf(publicKey)) ?? RSA_SUITE;
+  return WEB_SUITES[suite.algorithm].importPublicKey(publicKey);
 }
 
 /**
- * Wraps a raw AES key to `key`: HPKE for a P-256 key (always bound to the receipt's AAD),
- * RSA-OAEP-256 otherwise, with the AAD as OAEP label when `bindRsa`.
+ * Wraps a raw AES key to `key` with the key's suite: HPKE for a P-256 key (always bound to the
+ * receipt's AAD), RSA-OAEP-256 otherwise, with the AAD as OAEP label when `bindRsa`.
  */
-async function wrapAesKey(
+function wrapAesKey(
   rawKey: Uint8Array<ArrayBuffer>,
   key: WebCryptoKey,
   aad: Uint8Array<ArrayBuffer>,
   keyId: string,
   bindRsa: boolean,
 ): Promise<SealedEnvelope["keyBundle"]> {
-  if (isP256Key(key)) {
-    const wrapped = await hpkeWrapKey(rawKey, key, aad);
-    return {
-      encryptedAesKey: toBase64(wrapped.encryptedAesKey),
-      encapsulatedKey: toBase64(wrapped.encapsulatedKey),
-      keyId,
-      algorithm: HPKE_KEY_WRAP_ALGORITHM,
-      aadBound: true,
-    };
-  }
-  const params = rsaOaep(bindRsa ? aad : undefined);
-  const encryptedAesKey = new Uint8Array(await subtleCrypto().encrypt(params, key, rawKey));
-  const bundle: SealedEnvelope["keyBundle"] = {
-    encryptedAesKey: toBase64(encryptedAesKey),
-    keyId,
-    algorithm: KEY_WRAP_ALGORITHM,
-  };
-  if (bindRsa) bundle.aadBound = true;
-  return bundle;
+  const suite = isP256Key(key) ? HPKE_SUITE : RSA_SUITE;
+  return WEB_SUITES[suite.algorithm].wrap(rawKey, key, aad, keyId, bindRsa);
 }
 
 /** WebCrypto's RSA-OAEP parameters: SHA-256 (from the key), and the OAEP label when the wrap is bound. */
@@ -379,13 +418,9 @@ function rsaOaep(label: Uint8Array<ArrayBuffer> | undefined): {
 
 /** The suite a key bundle names; absent or empty is the seed's RSA-OAEP-256. */
 function bundleAlgorithm(algorithm: string | undefined): KeyWrapAlgorithm {
-  if (algorithm === undefined || algorithm === "" || algorithm === KEY_WRAP_ALGORITHM)
-    return KEY_WRAP_ALGORITHM;
-  if (algorithm === HPKE_KEY_WRAP_ALGORITHM) return HPKE_KEY_WRAP_ALGORITHM;
-  throw new EnvelopeError(
-    "invalid_envelope",
-    `keyBundle.algorithm must be ${KEY_WRAP_ALGORITHM} or ${HPKE_KEY_WRAP_ALGORITHM}`,
-  );
+  if (algorithm === undefined || algorithm === "") return KEY_WRAP_ALGORITHM;
+  if (isKeyAlgorithm(algorithm)) return algorithm;
+  throw new EnvelopeError("invalid_envelope", `keyBundle.algorithm must be ${KEY_ALGORITHMS.join(" or ")}`);
 }
 
 /** HPKE-unwraps with the first candidate key pair that authenticates (see `p256KeyPairCandidates`). */

@@ -15,7 +15,7 @@ import {
 import type { SealedReceipt, SealedReceiptText } from "./envelope.js";
 import { type EscrowKeyInfo, escrowKeysOf } from "./escrow-keys.js";
 import type { GeneratedKeyPair } from "./keys.js";
-import { isKeyAlgorithm, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
+import { isKeyAlgorithm, KEY_ALGORITHMS, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
 import { workerEntry } from "./worker-entry.js";
 
 /** Options of a {@link CryptoPool}. */
@@ -169,9 +169,7 @@ export class CryptoPool {
    */
   async generateKeyPair(algorithm: KeyAlgorithm = RSA_OAEP_256): Promise<GeneratedKeyPair> {
     if (!isKeyAlgorithm(algorithm)) {
-      throw invalidRequest([
-        { field: "algorithm", description: "must be RSA-OAEP-256 or HPKE-P256-SHA256-A256GCM" },
-      ]);
+      throw invalidRequest([{ field: "algorithm", description: `must be ${KEY_ALGORITHMS.join(" or ")}` }]);
     }
     const packed = await this.runBytes({ op: "generate", algorithm }, this.keygenSlots);
     try {

@@ -34,7 +34,7 @@ import {
   RSA_PUBLIC_EXPONENT,
   spkiOfPrivateKey,
 } from "./keys.js";
-import { HPKE_P256, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
+import { bundleSuite, HPKE_P256, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
 
 /**
  * The body of a `CryptoPool` worker thread: every private-key operation of the server runs here, off
@@ -85,6 +85,68 @@ function escrowKey(escrowKeyId: string): { key: KeyObject; algorithm: KeyAlgorit
 }
 
 type Output = Uint8Array | string;
+
+type OpenTask = Extract<WorkerTask, { op: "open" }>;
+type RewrapTask = Extract<WorkerTask, { op: "rewrap" }>;
+
+/**
+ * What each key suite does in this worker: its entry of the suite registry for Node's crypto (the
+ * facts are in `suites.ts`). The record is keyed by every suite's name, so a new suite does not
+ * compile until it has its operations. RSA work is synchronous (a run of seals is answered in one
+ * message); HPKE work is asynchronous (WebCrypto).
+ */
+interface SuiteCrypto {
+  /** Seals a receipt's plaintext to `target`, bound to `aad`. */
+  seal(plaintext: Buffer, aad: Buffer, target: WrapTarget): Output | Promise<Output>;
+  /** Opens a receipt with its recipient's private key (checked to be the recipient's). */
+  open(sealed: SealedReceipt, task: OpenTask, privateKey: KeyObject): Output | Promise<Output>;
+  /** Unwraps an escrowed receipt's AES key with the escrow key. */
+  unwrap(escrowKey: KeyObject, task: RewrapTask): Buffer | Promise<Buffer>;
+  /** Wraps a receipt's AES key to `target`, bound to `aad` as the suite binds. */
+  wrap(aesKey: Buffer, target: WrapTarget, aad: Uint8Array): Output | Promise<Output>;
+  /** A fresh key pair, DER (SPKI, PKCS#8). */
+  generate(): { publicKey: Buffer; privateKey: Buffer };
+}
+
+const SUITE_CRYPTO: Readonly<Record<KeyAlgorithm, SuiteCrypto>> = {
+  [RSA_OAEP_256]: {
+    seal: (plaintext, aad, target) =>
+      packSealedText(
+        sealReceipt(plaintext, aad, publicKeys.get(target.keyId, target.spki), target.aadBound === true),
+      ),
+    open: (sealed, task, privateKey) =>
+      openSealedReceipt(sealed, task.aad, privateKey, task.aadBound === true),
+    unwrap: (escrowKey, task) =>
+      unwrapAesKey(task.encryptedAesKey, escrowKey, task.aadBound === true ? task.aad : undefined),
+    wrap: (aesKey, target, aad) => {
+      const key = publicKeys.get(target.keyId, target.spki);
+      return packWrappedKey({
+        encryptedAesKey: wrapAesKey(aesKey, key, target.aadBound === true ? aad : undefined),
+      });
+    },
+    generate: () =>
+      generateKeyPairSync("rsa", {
+        modulusLength: RSA_MODULUS_BITS,
+        publicExponent: RSA_PUBLIC_EXPONENT,
+        publicKeyEncoding: { type: "spki", format: "der" },
+        privateKeyEncoding: { type: "pkcs8", format: "der" },
+      }),
+  },
+  [HPKE_P256]: {
+    seal: (plaintext, aad, target) =>
+      hpkeKey(target).then(async (key) => packSealedText(await sealReceiptHpke(plaintext, aad, key))),
+    open: (sealed, task, privateKey) =>
+      hpkeKeyPairOf(privateKey).then((pair) => openSealedReceiptHpke(sealed, task.aad, pair)),
+    unwrap: async (escrowKey, task) => hpkeUnwrap(await hpkeKeyPairOf(escrowKey), task, task.aad),
+    wrap: async (aesKey, target, aad) => packWrappedKey(await hpkeWrap(aesKey, await hpkeKey(target), aad)),
+    generate: () =>
+      generateKeyPairSync("ec", {
+        namedCurve: "P-256",
+        publicKeyEncoding: { type: "spki", format: "der" },
+        privateKeyEncoding: { type: "pkcs8", format: "der" },
+      }),
+  },
+};
 
 port.on("message", (requests: WorkerRequest[]) => {
   let answers: WorkerResponse[] = [];
@@ -150,12 +212,7 @@ function run(task: WorkerTask): Output | Promise<Output> {
     case "seal": {
       const plaintext = Buffer.from(task.plaintext, "utf8");
       const aad = Buffer.from(task.aad, "utf8");
-      const algorithm = targetAlgorithm(task);
-      if (algorithm === RSA_OAEP_256) {
-        const key = publicKeys.get(task.keyId, task.spki);
-        return packSealedText(sealReceipt(plaintext, aad, key, task.aadBound === true));
-      }
-      return hpkeKey(task).then(async (key) => packSealedText(await sealReceiptHpke(plaintext, aad, key)));
+      return SUITE_CRYPTO[targetAlgorithm(task)].seal(plaintext, aad, task);
     }
     case "rewrap":
       return rewrap(task);
@@ -173,7 +230,7 @@ function open(task: Extract<WorkerTask, { op: "open" }>): Output | Promise<Outpu
     throw new AppError("forbidden", "The private key does not match the key of this grant.");
   }
   const algorithm = keyAlgorithmOf(privateKey, "privateKey");
-  const bundle = task.algorithm ?? (task.encapsulatedKey === undefined ? RSA_OAEP_256 : HPKE_P256);
+  const bundle = bundleSuite(task.algorithm, task.encapsulatedKey !== undefined).algorithm;
   if (bundle !== algorithm) {
     throw new AppError(
       "forbidden",
@@ -186,11 +243,8 @@ function open(task: Extract<WorkerTask, { op: "open" }>): Output | Promise<Outpu
     ciphertext: asBuffer(task.ciphertext),
     authTag: asBuffer(task.authTag),
   };
-  if (algorithm === RSA_OAEP_256) {
-    return openSealedReceipt(sealed, task.aad, privateKey, task.aadBound === true);
-  }
   if (task.encapsulatedKey !== undefined) sealed.encapsulatedKey = asBuffer(task.encapsulatedKey);
-  return hpkeKeyPairOf(privateKey).then((pair) => openSealedReceiptHpke(sealed, task.aad, pair));
+  return SUITE_CRYPTO[algorithm].open(sealed, task, privateKey);
 }
 
 /**
@@ -209,23 +263,14 @@ async function rewrap(task: Extract<WorkerTask, { op: "rewrap" }>): Promise<Outp
   if (escrow === undefined) throw new AppError("conflict", ESCROW_KEY_UNKNOWN);
   let aesKey: Buffer | undefined;
   try {
-    aesKey =
-      escrow.algorithm === RSA_OAEP_256
-        ? unwrapAesKey(task.encryptedAesKey, escrow.key, task.aadBound === true ? task.aad : undefined)
-        : await hpkeUnwrap(await hpkeKeyPairOf(escrow.key), task, task.aad);
+    aesKey = await SUITE_CRYPTO[escrow.algorithm].unwrap(escrow.key, task);
     proveAesKey(aesKey, sealedPartsOf(task), task.aad);
   } catch (cause) {
     aesKey?.fill(0);
     throw new AppError("conflict", ESCROW_UNWRAP_FAILED, { cause });
   }
   try {
-    if (algorithm === RSA_OAEP_256) {
-      const key = publicKeys.get(task.target.keyId, task.target.spki);
-      return packWrappedKey({
-        encryptedAesKey: wrapAesKey(aesKey, key, task.target.aadBound === true ? task.aad : undefined),
-      });
-    }
-    return packWrappedKey(await hpkeWrap(aesKey, await hpkeKey(task.target), task.aad));
+    return await SUITE_CRYPTO[algorithm].wrap(aesKey, task.target, task.aad);
   } finally {
     aesKey.fill(0);
   }
@@ -238,19 +283,7 @@ function sealedPartsOf(task: Extract<WorkerTask, { op: "rewrap" }>) {
 
 /** A fresh key pair of the suite, packed: RSA-2048 (e = 65537), or P-256 (cheap, but kept off the event loop too). */
 function generate(algorithm: KeyAlgorithm): Output {
-  const pair =
-    algorithm === HPKE_P256
-      ? generateKeyPairSync("ec", {
-          namedCurve: "P-256",
-          publicKeyEncoding: { type: "spki", format: "der" },
-          privateKeyEncoding: { type: "pkcs8", format: "der" },
-        })
-      : generateKeyPairSync("rsa", {
-          modulusLength: RSA_MODULUS_BITS,
-          publicExponent: RSA_PUBLIC_EXPONENT,
-          publicKeyEncoding: { type: "spki", format: "der" },
-          privateKeyEncoding: { type: "pkcs8", format: "der" },
-        });
+  const pair = SUITE_CRYPTO[algorithm].generate();
   const packed = packKeyPair(pair.publicKey, pair.privateKey);
   pair.privateKey.fill(0);
   return packed;

@@ -23,7 +23,7 @@ import {
   readPrivateKey,
   readPublicKey,
 } from "./key-encoding.js";
-import { HPKE_P256, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
+import { KEY_SUITES, type KeyAlgorithm, type KeySuite, suiteOfKeyType } from "./suites.js";
 
 /**
  * Modulus size of generated key pairs, in bits; also the smallest size accepted on input (README, "The sealed
@@ -106,7 +106,7 @@ const PUBLIC_KEY_FORMAT = `must be ${ACCEPTED_KEYS.replace(" key", " public key"
 const PRIVATE_KEY_FORMAT = `must be ${ACCEPTED_KEYS.replace(" key", " private key")}: base64 DER PKCS#8 or PEM`;
 
 /** The key types of the two suites. */
-const SUITE_KEY_TYPES: readonly KeyType[] = ["rsa", "p256"];
+const SUITE_KEY_TYPES: readonly KeyType[] = KEY_SUITES.map((suite) => suite.keyType);
 
 /** DER encodings of the PEM labels accepted for each kind of key. */
 const PUBLIC_PEM_TYPES = { "PUBLIC KEY": "spki", "RSA PUBLIC KEY": "pkcs1" } as const;
@@ -133,15 +133,10 @@ export function parsePublicKey(input: string, field = "publicKey"): ParsedPublic
   if (type === undefined) throw keyError(field, PUBLIC_KEY_FORMAT);
   const data = checked(field, PUBLIC_KEY_FORMAT, () => readPublicKey(decoded.der, type, SUITE_KEY_TYPES));
   const key = publicKeyObject(decoded.der, type, data);
-  if (data.type === "rsa") {
-    // Strict DER has one encoding per key: an SPKI that passed is already the canonical form.
-    return {
-      key,
-      spki: type === "spki" ? decoded.der.toString("base64") : exportSpki(key),
-      algorithm: RSA_OAEP_256,
-    };
-  }
-  return { key, spki: exportSpki(key), algorithm: HPKE_P256 };
+  const { algorithm } = suiteOfKey(data.type, field);
+  // Strict DER has one encoding per RSA key: an SPKI that passed is already the canonical form.
+  const canonical = data.type === "rsa" && type === "spki";
+  return { key, spki: canonical ? decoded.der.toString("base64") : exportSpki(key), algorithm };
 }
 
 /**
@@ -181,14 +176,19 @@ export function parsePrivateKey(input: string, field = "privateKey"): KeyObject 
  * built from unchecked bytes can abort the process.
  */
 export function keyAlgorithmOf(key: KeyObject, field = "key"): KeyAlgorithm {
-  if (key.asymmetricKeyType === "ec") {
-    if (key.asymmetricKeyDetails?.namedCurve !== P256_CURVE) {
-      throw keyError(field, `must be ${ACCEPTED_KEYS}; this EC key is on another curve`);
-    }
-    return HPKE_P256;
+  const suite = KEY_SUITES.find((s) => s.nodeKeyType === key.asymmetricKeyType);
+  if (suite === undefined) throw keyError(field, `must be ${ACCEPTED_KEYS}`);
+  if (suite.nodeKeyType === "ec" && key.asymmetricKeyDetails?.namedCurve !== P256_CURVE) {
+    throw keyError(field, `must be ${ACCEPTED_KEYS}; this EC key is on another curve`);
   }
-  if (key.asymmetricKeyType !== "rsa") throw keyError(field, `must be ${ACCEPTED_KEYS}`);
-  return RSA_OAEP_256;
+  return suite.algorithm;
+}
+
+/** The suite of a parsed key's type; one that no suite takes never passes the parsers, but is refused here too. */
+function suiteOfKey(type: KeyType, field: string): KeySuite {
+  const suite = suiteOfKeyType(type);
+  if (suite === undefined) throw keyError(field, `must be ${ACCEPTED_KEYS}`);
+  return suite;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { receiptAad, sealedFromText } from "../crypto/envelope.js";
 import { ESCROW_UNWRAP_FAILED, isEscrowHold } from "../crypto/escrow-errors.js";
-import { RSA_OAEP_256 } from "../crypto/suites.js";
+import { storedAadBound } from "../crypto/suites.js";
 import {
   type ApiKeyRecord,
   holdsCard,
@@ -241,6 +241,6 @@ function bundleOf(
     algorithm: target.key.algorithm,
     encryptedAesKey: wrapped.encryptedAesKey,
     ...(wrapped.encapsulatedKey === undefined ? {} : { encapsulatedKey: wrapped.encapsulatedKey }),
-    ...(target.key.aadBound && target.key.algorithm === RSA_OAEP_256 ? { aadBound: true as const } : {}),
+    ...storedAadBound(target.key.algorithm, target.key.aadBound),
   };
 }

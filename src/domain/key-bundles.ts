@@ -1,7 +1,8 @@
 import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
 import { AUTH_TAG_BYTES, IV_BYTES } from "../crypto/envelope.js";
 import { parsePublicKey } from "../crypto/keys.js";
-import { checkWrappedKey, RSA_OAEP_256 } from "../crypto/suites.js";
+import { storedAadBound, suiteOf } from "../crypto/suites.js";
+import { checkWrappedKey } from "../crypto/wrapped-key.js";
 import { AppError, type Violations } from "../errors.js";
 import type { StoredKeyBundle } from "../store/types.js";
 import type { SealingKey } from "./routing.js";
@@ -37,17 +38,17 @@ export function checkKeyBundle(
     v.add(`${field}.algorithm`, `must be ${key.algorithm}, the suite of key ${key.keyId}`);
     return undefined;
   }
-  if (key.aadBound && key.algorithm === RSA_OAEP_256 && !bundle.aadBound) {
+  const suite = suiteOf(key.algorithm);
+  if (key.aadBound && !suite.alwaysAadBound && !bundle.aadBound) {
     v.add(
       `${field}.aadBound`,
       `must be true for escrow key ${key.keyId}: wrap the AES key with the receipt's AAD as the OAEP label`,
     );
     return undefined;
   }
-  const modulusBits =
-    key.algorithm === RSA_OAEP_256
-      ? parsePublicKey(key.spki).key.asymmetricKeyDetails?.modulusLength
-      : undefined;
+  const modulusBits = suite.sizedByKey
+    ? parsePublicKey(key.spki).key.asymmetricKeyDetails?.modulusLength
+    : undefined;
   try {
     const parts = checkWrappedKey(
       key.algorithm,
@@ -59,11 +60,11 @@ export function checkKeyBundle(
       keyId: key.keyId,
       algorithm: key.algorithm,
       encryptedAesKey: Buffer.from(parts.encryptedAesKey).toString("base64"),
+      ...storedAadBound(key.algorithm, bundle.aadBound),
     };
     if (parts.encapsulatedKey !== undefined) {
       stored.encapsulatedKey = Buffer.from(parts.encapsulatedKey).toString("base64");
     }
-    if (key.algorithm === RSA_OAEP_256 && bundle.aadBound) stored.aadBound = true;
     return stored;
   } catch (err) {
     if (!(err instanceof AppError)) throw err;

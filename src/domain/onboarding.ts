@@ -1,5 +1,5 @@
 import { parsePublicKey } from "../crypto/keys.js";
-import { KEY_ALGORITHMS } from "../crypto/suites.js";
+import { KEY_ALGORITHMS, RSA_OAEP_256 } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import { isUuidV4, randomId, uuid } from "../ids.js";
 import type { CardRefKind } from "../store/kt-types.js";
@@ -112,7 +112,7 @@ function checkRegisterInput(input: RegisterInput): CheckedRegistration {
   else if (!isUuidV4(input.keyId)) violations.add("keyId", "must be a UUID v4");
   const cardBin = checkCardBin(input.cardBin, "cardBin", violations);
   let spki = "";
-  let algorithm: KeyAlgorithm = "RSA-OAEP-256";
+  let algorithm: KeyAlgorithm = RSA_OAEP_256;
   if (input.publicKey === "") violations.add("publicKey", "is required");
   else {
     try {

@@ -1,4 +1,4 @@
-import { HPKE_P256 } from "../crypto/suites.js";
+import { isAadBound } from "../crypto/suites.js";
 import { AppError, invalidRequest, Violations } from "../errors.js";
 import { RESERVED_KEY_ID } from "../store/register.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, UserRecord } from "../store/types.js";
@@ -231,7 +231,7 @@ export async function answerOf(deps: DomainDeps, card: CardRef, recipient: Recip
     algorithm: recipient.key.algorithm,
     publicKey: recipient.key.spki,
     isEscrowed: recipient.kind === "escrow",
-    aadBound: recipient.key.aadBound || recipient.key.algorithm === HPKE_P256,
+    aadBound: isAadBound(recipient.key.algorithm, recipient.key.aadBound),
     ...kt,
   };
 }

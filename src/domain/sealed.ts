@@ -1,5 +1,5 @@
 import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
-import { isKeyAlgorithm } from "../crypto/suites.js";
+import { isKeyAlgorithm, KEY_ALGORITHMS } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
@@ -49,7 +49,7 @@ export async function prepareSealed(
   else {
     if (bundle.keyId === "") v.add(`${bundleField}.keyId`, "is required: the keyId that look-up gave");
     if (!isKeyAlgorithm(bundle.algorithm)) {
-      v.add(`${bundleField}.algorithm`, "must be RSA-OAEP-256 or HPKE-P256-SHA256-A256GCM");
+      v.add(`${bundleField}.algorithm`, `must be ${KEY_ALGORITHMS.join(" or ")}`);
     }
   }
   v.throwIfAny();

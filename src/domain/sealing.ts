@@ -1,12 +1,13 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { receiptAadText } from "../crypto/envelope.js";
-import { RSA_OAEP_256 } from "../crypto/suites.js";
+import { storedAadBound } from "../crypto/suites.js";
 import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
 import { admitToEscrow, releaseReceipt } from "./escrow.js";
 import { INTERNAL_CALLER } from "./grants.js";
+import { checkSealingKey } from "./kt/seal-check.js";
 import {
   type SealedReceiptFields,
   sealedPlaintextOf,
@@ -105,7 +106,8 @@ export function preparedFor(record: ReceiptRecord, recipient: Recipient): Prepar
 
 /**
  * Seals a validated receipt to its recipient (the routing) and returns the record to store
- * (not yet stored); writes nothing. The sealing runs on the worker pool, off the event loop.
+ * (not yet stored); writes nothing. For a tenant with `requireBindings`, only to a key that verifies
+ * against the key log (`integrity_failure` otherwise). The sealing runs on the worker pool, off the event loop.
  */
 export async function sealForRecipient(
   deps: DomainDeps,
@@ -114,6 +116,8 @@ export async function sealForRecipient(
   paymentId?: string,
 ): Promise<PreparedReceipt> {
   const recipient = await recipientOf(deps, receipt);
+  // A tenant with requireBindings: only a key the key log vouches for (kt/seal-check.ts).
+  await checkSealingKey(deps, receipt, recipient);
   await admitToEscrow(deps, principal, recipient);
   const { keyId, algorithm, spki, aadBound } = recipient.key;
   const sealed = await deps.pool.seal({
@@ -124,9 +128,13 @@ export async function sealForRecipient(
     algorithm,
     aadBound,
   });
-  const keyBundle: StoredKeyBundle = { keyId, algorithm, encryptedAesKey: sealed.encryptedAesKey };
+  const keyBundle: StoredKeyBundle = {
+    keyId,
+    algorithm,
+    encryptedAesKey: sealed.encryptedAesKey,
+    ...storedAadBound(algorithm, aadBound),
+  };
   if (sealed.encapsulatedKey !== undefined) keyBundle.encapsulatedKey = sealed.encapsulatedKey;
-  if (aadBound && algorithm === RSA_OAEP_256) keyBundle.aadBound = true;
   const record = receiptRecordOf(
     deps,
     principal,

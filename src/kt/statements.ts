@@ -1,3 +1,4 @@
+import { KEY_ALGORITHMS } from "../crypto/suites.js";
 import { fromBase64Strict, fromBase64urlStrict, fromUtf8, utf8 } from "./bytes.js";
 import { type Checked, canonicalJson, type Json, type JsonObject, parseCanonicalObject } from "./json.js";
 
@@ -61,7 +62,8 @@ export const USER_KEY_ID: Rule = pattern(
 );
 export const ESCROW_KEY_ID: Rule = pattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, "a key id");
 export const SIGNING_KEY_ID: Rule = pattern(/^sk_[0-9a-f]{32}$/, "a signingKeyId (sk_ and 32 hex digits)");
-export const KEY_ALGORITHM: Rule = oneOf("RSA-OAEP-256", "HPKE-P256-SHA256-A256GCM");
+/** A key suite of the registry (src/crypto/suites.ts). */
+export const KEY_ALGORITHM: Rule = oneOf(...KEY_ALGORITHMS);
 export const SIGNING_ALGORITHM: Rule = oneOf("Ed25519", "ECDSA-P256-SHA256");
 export const SHA256_B64URL: Rule = (v) =>
   typeof v === "string" && fromBase64urlStrict(v, 32) !== undefined

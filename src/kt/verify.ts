@@ -136,7 +136,7 @@ export function verifyLookup(
 ): KtVerdict {
   const engine = deps.engine ?? nobleEngine;
   const sha256 = deps.sha256 ?? defaultSha256;
-  const { answer, sealTo } = input;
+  const { answer } = input;
   const note = answer.proof?.checkpoint ?? answer.checkpoint;
   if (note === undefined) return no("checkpoint", "the answer carries no checkpoint");
   const signatures =
@@ -144,7 +144,26 @@ export function verifyLookup(
   if (!signatures.ok) return no("checkpoint", signatures.reason);
   const trusted = checkFreshness(policy, signatures.value, Math.floor(input.now / 1000));
   if (!trusted.ok) return no("checkpoint", trusted.reason);
-  const snapshot = provenSnapshot(trusted.value, input, sha256, deps.cache);
+  return verifyUnderCheckpoint(policy, trusted.value, input, { ...deps, engine, sha256 });
+}
+
+/**
+ * Everything {@link verifyLookup} checks once the answer's checkpoint is trusted: the snapshot proven
+ * under it, the key, and the signed statement (or the escrow rules). The service's own check before it
+ * seals (server-side sealing, for tenants with `requireBindings`) calls it with its latest checkpoint,
+ * whose log signature it checked itself; a merchant calls {@link verifyLookup}, which also wants the
+ * witnesses.
+ */
+export function verifyUnderCheckpoint(
+  policy: ParsedPolicy,
+  checkpoint: TrustedCheckpoint,
+  input: VerifyLookupInput,
+  deps: VerifyDeps = {},
+): KtVerdict {
+  const engine = deps.engine ?? nobleEngine;
+  const sha256 = deps.sha256 ?? defaultSha256;
+  const { answer, sealTo } = input;
+  const snapshot = provenSnapshot(checkpoint, input, sha256, deps.cache);
   if (!snapshot.ok) return snapshot;
   const spkiSha256 = base64url(sha256(sealTo.spki));
   const publicKey = fromBase64Strict(answer.publicKey);
@@ -158,11 +177,11 @@ export function verifyLookup(
   }
   const done = {
     ok: true as const,
-    treeSize: trusted.value.checkpoint.size,
-    witnessedAt: trusted.value.witnessedAt,
+    treeSize: checkpoint.checkpoint.size,
+    witnessedAt: checkpoint.witnessedAt,
   };
   if (answer.isEscrowed) {
-    const escrow = checkEscrow(policy, input, snapshot.value, spkiSha256, trusted.value, { engine, sha256 });
+    const escrow = checkEscrow(policy, input, snapshot.value, spkiSha256, checkpoint, { engine, sha256 });
     return escrow.ok ? { ...done, issuer: escrow.issuer, version: escrow.version } : escrow;
   }
   const card = input.card.bin;
@@ -173,7 +192,7 @@ export function verifyLookup(
     policy,
     input,
     owner.value,
-    trusted.value,
+    checkpoint,
     { engine, sha256 },
     "receipts.v1/key-binding",
   );

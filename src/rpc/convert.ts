@@ -1,7 +1,7 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { EncryptedReceipt } from "../../gen/receipts/v1/receipt_pb.js";
-import { HPKE_P256 } from "../crypto/suites.js";
+import { isAadBound } from "../crypto/suites.js";
 import type { CallerInfo } from "../domain/grants.js";
 import { AppError } from "../errors.js";
 import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
@@ -24,7 +24,7 @@ export function encryptedReceiptOf(record: ReceiptRecord): EncryptedReceipt {
       encryptedAesKey: bytesFromBase64(record.keyBundle.encryptedAesKey),
       keyId: record.keyBundle.keyId,
       algorithm: record.keyBundle.algorithm,
-      aadBound: record.keyBundle.aadBound === true || record.keyBundle.algorithm === HPKE_P256,
+      aadBound: isAadBound(record.keyBundle.algorithm, record.keyBundle.aadBound),
     },
     ciphertext: bytesFromBase64(record.ciphertext),
     iv: bytesFromBase64(record.iv),

@@ -92,7 +92,13 @@ const PAGE_HTML = `<!doctype html>
 <script type="module" src="/page.js"></script>
 </body></html>`;
 
-describe.skipIf(!haveChromium && process.env.CI !== "true")("in a real browser (Chromium)", () => {
+const skipBrowser = !haveChromium && process.env.CI !== "true";
+// The reason is in the title, so the skip line of every reporter says why.
+const BROWSER_TITLE = skipBrowser
+  ? `in a real browser (Chromium) [SKIPPED: no Chromium at ${CHROMIUM}]`
+  : "in a real browser (Chromium)";
+
+describe.skipIf(skipBrowser)(BROWSER_TITLE, () => {
   let svc: TestService;
   let pageServer: Server;
   let pageOrigin: string;

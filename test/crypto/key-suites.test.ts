@@ -9,13 +9,13 @@ import {
   spkiOfPrivateKey,
 } from "../../src/crypto/keys.js";
 import {
-  checkWrappedKey,
   HPKE_P256,
   isKeyAlgorithm,
   KEY_ALGORITHMS,
   RSA_OAEP_256,
   wrappedKeySizes,
 } from "../../src/crypto/suites.js";
+import { checkWrappedKey } from "../../src/crypto/wrapped-key.js";
 import { AppError } from "../../src/errors.js";
 
 /** RSA and P-256 keys, each inferred as its suite; everything else refused clearly. */

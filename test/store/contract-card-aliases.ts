@@ -134,6 +134,13 @@ export function cardAliasesContract(store: () => Store): void {
       expect(await store().receipts.deleteByUser(owner, 1)).toBe(1);
       expect(await store().receipts.deleteByUser(owner, 10)).toBe(1);
       expect(await store().receipts.countByUser(owner)).toBe(0);
+      // A page spans both references and stops at its limit: 2 on the card, then 1 of the 2 by the PAR.
+      const more = [pan, pan, par, par].map((panHash, i) =>
+        receipt(userId, { panHash, createdAt: at(10 + i) }),
+      );
+      for (const r of more) expect(await store().receipts.insert(r)).toBe(true);
+      expect(await store().receipts.deleteByUser(owner, 3)).toBe(3);
+      expect(await store().receipts.countByUser(owner)).toBe(1);
       expect(
         await store().receipts.findByMerchantReceipt(foreign.merchantId, foreign.receiptId),
       ).toBeDefined();

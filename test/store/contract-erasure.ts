@@ -146,6 +146,53 @@ export function erasureContract(store: () => Store): void {
       await expect(store().receipts.deleteByUser(owner("usr_2"), 0)).rejects.toThrow(RangeError);
     });
 
+    it("counts and deletes only the named tenant's escrow of a card, and an erased escrow cannot be released", async () => {
+      const card = hex64();
+      const a = escrowedReceipt(card, at(10_000), { escrowOwnerTenantId: "tnt_a" });
+      const b = escrowedReceipt(card, at(10_000), { escrowOwnerTenantId: "tnt_b" });
+      for (const r of [a, b]) await store().receipts.insert(r);
+      expect(await store().receipts.countEscrowedFor(card, "tnt_a")).toBe(1);
+      expect(await store().receipts.countEscrowedFor(card, "tnt_c")).toBe(0);
+      expect(await store().receipts.deleteEscrowedFor(card, "tnt_a", DELETE_PAGE_MAX)).toBe(1);
+      expect(await store().receipts.countEscrowedFor(card, "tnt_a")).toBe(0);
+      expect(await store().receipts.countEscrowedFor(card, "tnt_b")).toBe(1);
+      // Deleted is gone: releasing it by its card and id afterwards finds nothing to release.
+      const to = { userId: "usr_1", issuerTenantId: "tnt_a", keyBundle: a.keyBundle };
+      expect(await store().receipts.release(a, to)).toBe(false);
+      expect((await store().receipts.listByUser(owner("usr_1", card), 10)).receipts).toEqual([]);
+    });
+
+    it("deletes a user's receipts only on the card it names, never another user's by its userId", async () => {
+      const mine = receipt("usr_1");
+      await store().receipts.insert(mine);
+      // The right userId with another card: nothing of usr_1's goes.
+      expect(await store().receipts.deleteByUser(owner("usr_1", hex64()), 10)).toBe(0);
+      expect(await store().receipts.countByUser(owner("usr_1"))).toBe(1);
+      expect(await store().receipts.findByMerchantReceipt(mine.merchantId, mine.receiptId)).toEqual(mine);
+    });
+
+    it("keeps a transaction's other receipts when one of them is deleted", async () => {
+      const [first, second] = ["R-a", "R-b"].map((receiptId, i) =>
+        receipt("usr_1", {
+          receiptId,
+          transactionId: "T-shared",
+          merchantTenantId: "tnt_m",
+          createdAt: at(i),
+        }),
+      );
+      if (first === undefined || second === undefined) throw new Error("no receipts");
+      for (const r of [first, second]) await store().receipts.insert(r);
+      expect(
+        await store().receipts.deleteIfSealedTo(
+          first.panHash,
+          first.merchantId,
+          first.receiptId,
+          first.keyBundle.keyId,
+        ),
+      ).toBe(true);
+      expect(await store().receipts.findByTransaction("tnt_m", "T-shared")).toEqual([second]);
+    });
+
     it("deletes a card's escrow held for one tenant, whatever its key, and nothing else", async () => {
       const card = hex64();
       const later = at(10_000);

@@ -190,14 +190,31 @@ export function escrowContract(store: () => Store): void {
       ]);
     });
 
+    it("orders the counts by owner, then key, whatever order the escrow was stored in", async () => {
+      for (const [key, owner] of [
+        ["esc_3", undefined],
+        ["esc_2", "tnt_b"],
+        ["esc_2", undefined],
+        ["esc_1", "tnt_b"],
+        ["esc_1", undefined],
+      ] as const) {
+        const overrides =
+          owner === undefined ? { escrowKeyId: key } : { escrowKeyId: key, escrowOwnerTenantId: owner };
+        await store().receipts.insert(escrowedReceipt(hex64(), at(10_000), overrides));
+      }
+      expect(
+        (await store().receipts.countEscrowed(at(0))).map(
+          (c) => `${c.ownerTenantId ?? "-"}/${c.escrowKeyId}`,
+        ),
+      ).toEqual(["-/esc_1", "-/esc_2", "-/esc_3", "tnt_b/esc_1", "tnt_b/esc_2"]);
+    });
+
     it("counts unexpired escrow by owner tenant and escrow key", async () => {
       await seed();
       const second = hex64();
       await store().receipts.insert(escrowedReceipt(second, at(10_000), { escrowKeyId: "esc_2" }));
-      const counts = await store().receipts.countEscrowed(at(60));
-      const key = (c: { ownerTenantId?: string; escrowKeyId: string }) =>
-        `${c.ownerTenantId ?? ""}/${c.escrowKeyId}`;
-      expect([...counts].sort((x, y) => (key(x) < key(y) ? -1 : 1))).toEqual([
+      // Ordered by owner (the unowned first), then key; an unowned count has no ownerTenantId at all.
+      expect(await store().receipts.countEscrowed(at(60))).toStrictEqual([
         { escrowKeyId: "esc_1", count: 1 },
         { escrowKeyId: "esc_2", count: 1 },
         // aNew and otherCard; aExpiring has expired at 60.
@@ -207,6 +224,12 @@ export function escrowContract(store: () => Store): void {
       ]);
       const before = await store().receipts.countEscrowed(at(0));
       expect(before.find((c) => c.ownerTenantId === "tnt_a" && c.escrowKeyId === "esc_1")?.count).toBe(3);
+      // Expired at the very instant it expires, as findEscrowed says.
+      expect(
+        (await store().receipts.countEscrowed(at(50))).find(
+          (c) => c.ownerTenantId === "tnt_a" && c.escrowKeyId === "esc_1",
+        )?.count,
+      ).toBe(2);
       expect(await store().receipts.countEscrowed(at(20_000))).toEqual([]);
     });
   });

@@ -1,7 +1,28 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
+import type { KtPendingDirectoryChange } from "../../src/store/kt-types.js";
 import type { IssuerEscrowKeyRecord, Store } from "../../src/store/types.js";
-import { at, uid } from "./fixtures.js";
+import { pendingBinding } from "./contract-kt-log.js";
+import { at, hex64, uid } from "./fixtures.js";
+
+const KEY_A = "11111111-1111-4111-a111-111111111111";
+const KEY_B = "22222222-2222-4222-a222-222222222222";
+
+/** A directory change for the key log, as the domain hands one to the store with the change it logs. */
+function directoryChange(tenantId: string, reason: string): KtPendingDirectoryChange {
+  return { kind: "directory", id: uid("ktp"), tenantId, reason, createdAt: at(0) };
+}
+
+/**
+ * A statement the log must refuse: version 1 again of a card whose version 1 is already enqueued. A
+ * change handed with it must not be written either (a BIN claimed or an escrow key stored with no
+ * record in the log would be a directory the log never saw).
+ */
+async function refusedStatement(store: Store) {
+  const card = hex64();
+  expect(await store.ktLog.enqueue([pendingBinding(card, 1, KEY_A)])).toEqual({ kind: "enqueued" });
+  return pendingBinding(card, 1, KEY_B);
+}
 
 /**
  * The ownership rules of `src/store/types.ts`: BIN prefixes of issuer tenants,
@@ -66,6 +87,10 @@ export function ownershipContract(store: () => Store): void {
       expect(await store().bins.hasOwnedPrefixUnder("555555")).toBe(true);
       expect(await store().bins.ownerOf("555555")).toBe("tnt_b");
       expect(await store().bins.hasOwnedPrefixUnder("411112")).toBe(false);
+      // A 6-digit prefix owned with nothing under it: its owner is known, no 8-digit prefix hides one.
+      await store().bins.set("tnt_c", ["600000"], at(0));
+      expect(await store().bins.hasOwnedPrefixUnder("600000")).toBe(false);
+      expect(await store().bins.ownerOf("600000")).toBe("tnt_c");
       expect(await store().bins.hasOwnedPrefixUnder("41111")).toBe(false);
       await store().bins.set("tnt_a", [], at(10));
       expect(await store().bins.hasOwnedPrefixUnder("411111")).toBe(false);
@@ -111,6 +136,48 @@ export function ownershipContract(store: () => Store): void {
       expect([six.kind, eight.kind].sort()).toEqual(["conflict", "set"]);
       expect(lists.flat()).toHaveLength(1);
       expect(await store().bins.ownerOf("41111111")).toBe(six.kind === "set" ? "tnt_a" : "tnt_b");
+    });
+
+    it("leaves one owner of a card when tenants race for overlapping prefixes another tenant gave up", async () => {
+      // Every 6-digit prefix a set touches has a lock document, left behind when the prefix is given
+      // up: a race over a freed prefix must serialize on it as well as a race over a new one.
+      for (let round = 0; round < 8; round++) {
+        const six = `4${String(round).padStart(2, "0")}111`.padEnd(6, "1");
+        const eight = `${six}22`;
+        expect(await store().bins.set("tnt_c", [six, eight], at(0))).toEqual({ kind: "set" });
+        expect(await store().bins.set("tnt_c", [], at(1))).toEqual({ kind: "set" });
+        const [a, b] = await Promise.all([
+          store().bins.set(`tnt_a${round}`, [six], at(2)),
+          store().bins.set(`tnt_b${round}`, [eight], at(2)),
+        ]);
+        expect([a.kind, b.kind].sort(), six).toEqual(["conflict", "set"]);
+        const lists = [await store().bins.list(`tnt_a${round}`), await store().bins.list(`tnt_b${round}`)];
+        expect(lists.flat(), six).toHaveLength(1);
+      }
+    });
+
+    it("names no owner under a BIN that is not 6 digits: pattern characters are not a pattern", async () => {
+      await store().bins.set("tnt_a", ["41111111"], at(0));
+      expect(await store().bins.hasOwnedPrefixUnder("411111")).toBe(true);
+      for (const probe of ["|411111", "411111|", "41111.", ".*", "4111\\d", "4111111", "41111", "^41111"]) {
+        expect(await store().bins.hasOwnedPrefixUnder(probe), probe).toBe(false);
+      }
+    });
+
+    it("claims BINs and writes the key log's record in one step, or neither", async () => {
+      const change = directoryChange("tnt_a", "bins.set");
+      expect(await store().bins.set("tnt_a", ["411111"], at(0), [change])).toEqual({ kind: "set" });
+      expect(await store().ktLog.findPending(change.id)).toEqual(change);
+      const stale = await refusedStatement(store());
+      expect(await store().bins.set("tnt_a", ["555555"], at(10), [stale])).toEqual({
+        kind: "log_refused",
+        pendingId: stale.id,
+        reason: "version must be 2, the last + 1",
+      });
+      // The refused set changed nothing: the old list, the old owners, no record.
+      expect(await store().bins.list("tnt_a")).toEqual(["411111"]);
+      expect(await store().bins.ownerOf("555555")).toBeUndefined();
+      expect(await store().ktLog.findPending(stale.id)).toBeUndefined();
     });
   });
 
@@ -197,6 +264,29 @@ export function ownershipContract(store: () => Store): void {
       expect(await store().issuerEscrowKeys.current("tnt_b")).toEqual(other);
     });
 
+    it("stores a key and the key log's record in one step, or neither", async () => {
+      const key = escrowKey("tnt_a", 0);
+      const change = directoryChange("tnt_a", "escrow-key.set");
+      expect(await store().issuerEscrowKeys.insert(key, [change])).toBeUndefined();
+      expect(await store().ktLog.findPending(change.id)).toEqual(change);
+      expect(await store().issuerEscrowKeys.current("tnt_a")).toEqual(key);
+      // A key the log refuses is not stored: release never wraps to a key the log does not hold.
+      const stale = await refusedStatement(store());
+      const unlogged = escrowKey("tnt_a", 10);
+      expect(await store().issuerEscrowKeys.insert(unlogged, [stale])).toEqual({
+        kind: "log_refused",
+        pendingId: stale.id,
+        reason: "version must be 2, the last + 1",
+      });
+      expect(await store().issuerEscrowKeys.current("tnt_a")).toEqual(key);
+      expect(await store().issuerEscrowKeys.list("tnt_a")).toEqual([key]);
+      expect(await store().ktLog.findPending(stale.id)).toBeUndefined();
+      // With no record (or an empty list), a plain insert.
+      const plain = escrowKey("tnt_a", 20);
+      expect(await store().issuerEscrowKeys.insert(plain, [])).toBeUndefined();
+      expect(await store().issuerEscrowKeys.current("tnt_a")).toEqual(plain);
+    });
+
     it("refuses an escrowKeyId any tenant holds (an issuer's statement names it), writing nothing", async () => {
       const first = escrowKey("tnt_a", 0);
       expect(await store().issuerEscrowKeys.insert(first)).toBeUndefined();
@@ -207,6 +297,22 @@ export function ownershipContract(store: () => Store): void {
       });
       expect(await store().issuerEscrowKeys.list("tnt_b")).toEqual([]);
       expect(await store().issuerEscrowKeys.list("tnt_a")).toEqual([first]);
+      // Among several keys of a tenant too.
+      const second = escrowKey("tnt_a", 10);
+      expect(await store().issuerEscrowKeys.insert(second)).toBeUndefined();
+      expect(
+        await store().issuerEscrowKeys.insert({ ...escrowKey("tnt_c", 20), escrowKeyId: second.escrowKeyId }),
+      ).toEqual({
+        kind: "id_taken",
+      });
+      expect(await store().issuerEscrowKeys.list("tnt_c")).toEqual([]);
+    });
+
+    it("revokes nothing, and does not fail, for a tenant that has no escrow key", async () => {
+      const key = escrowKey("tnt_a", 0);
+      await store().issuerEscrowKeys.insert(key);
+      expect(await store().issuerEscrowKeys.revoke("tnt_nobody", key.escrowKeyId, at(10))).toBeUndefined();
+      expect(await store().issuerEscrowKeys.current("tnt_a")).toEqual(key);
     });
   });
 }

@@ -1,12 +1,13 @@
 import { describe, expect, it } from "vitest";
 import {
+  DELETE_PAGE_MAX,
   MAX_REFUNDS_PER_PAYMENT,
   type PaymentRecord,
   type ReceiptRecord,
   type RefundRecord,
   type Store,
 } from "../../src/store/types.js";
-import { at, payment, receipt, uid } from "./fixtures.js";
+import { at, owner, payment, receipt, uid } from "./fixtures.js";
 
 /**
  * The payment rules every store keeps: declined payments, listing a tenant's payments
@@ -143,9 +144,45 @@ export function paymentsContract(store: () => Store): void {
       expect(stored?.refunds?.map((r) => r.refundId)).toEqual([first.refundId]);
       expect(await store().receipts.findByMerchantReceipt("m-1", b.receiptId)).toBeUndefined();
       expect(await store().receipts.findByMerchantReceipt("m-1", a.receiptId)).toEqual(a);
+      // Only the released refund's receipt and claim went: the payment's own receipt and the other
+      // refund's stay, their pairs still taken; the released pair is free for the next attempt.
+      expect(await store().receipts.findByPaymentId(pay.paymentId, owner("usr_1"))).toBeDefined();
+      expect(
+        (await store().receipts.listByUser(owner("usr_1"), 10)).receipts.map((r) => r.id).sort(),
+      ).toEqual([a.id, (await store().receipts.findByPaymentId(pay.paymentId, owner("usr_1")))?.id].sort());
+      expect(
+        await store().receipts.insert(receipt("usr_1", { merchantId: "m-1", receiptId: a.receiptId })),
+      ).toBe(false);
+      expect(
+        await store().receipts.insert(receipt("usr_1", { merchantId: "m-1", receiptId: b.receiptId })),
+      ).toBe(true);
       // A succeeded refund is never released.
       await store().payments.releaseRefund(pay, first.refundId, a);
       expect((await store().payments.findById(pay.paymentId))?.refundedAmount).toBe(400);
+    });
+
+    it("gives a refused refund back even when erasure deleted its receipt meanwhile", async () => {
+      const pay = await charged(1000);
+      const rec = refundReceipt();
+      const refund = refundOf(400, rec);
+      expect((await store().payments.holdRefund(pay, refund, rec)).kind).toBe("held");
+      // The cardholder is erased while the gateway answers; then the gateway refuses the refund.
+      expect(await store().receipts.deleteByUser(owner("usr_1"), DELETE_PAGE_MAX)).toBe(2);
+      await store().payments.releaseRefund(pay, refund.refundId, rec);
+      const stored = await store().payments.findById(pay.paymentId);
+      expect(stored?.refundedAmount).toBeUndefined();
+      expect(stored?.refunds).toBeUndefined();
+    });
+
+    it("deletes a previous owner's payment whose receipt erasure already deleted", async () => {
+      const old = payment({ merchantTenantId: "tnt_old", merchantId: "m-1", transactionId: "T-e" });
+      await store().payments.createWithReceipt(
+        old,
+        receipt("usr_1", { merchantTenantId: "tnt_old", paymentId: old.paymentId }),
+      );
+      expect(await store().receipts.deleteByUser(owner("usr_1"), DELETE_PAGE_MAX)).toBe(1);
+      expect(await store().payments.deleteByPreviousOwner("m-1", "T-e", "tnt_new")).toBe(true);
+      expect(await store().payments.findById(old.paymentId)).toBeUndefined();
     });
 
     it("refuses a refund of a declined payment, of an unknown one, and with a receipt that exists", async () => {

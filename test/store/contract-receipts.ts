@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { AppError } from "../../src/errors.js";
 import type { ReceiptRecord, Store } from "../../src/store/types.js";
+import { event } from "./contract-events.js";
 import {
   allEscrowed,
   at,
@@ -65,6 +66,58 @@ export function receiptsContract(store: () => Store): void {
         (a, b) => b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : -1),
       );
       expect(pages.flat()).toEqual(expected);
+    });
+
+    it("pages through receipts of one instant two at a time, each once: the page ends inside the tie", async () => {
+      const tied = Array.from({ length: 5 }, () => receipt("usr_1", { createdAt: at(30) }));
+      const older = receipt("usr_1", { createdAt: at(10) });
+      for (const r of [...tied, older]) await store().receipts.insert(r);
+      const ids: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await store().receipts.listByUser(owner("usr_1"), 2, cursor);
+        ids.push(...page.receipts.map((r) => r.id));
+        cursor = page.nextCursor;
+      } while (cursor !== undefined && ids.length < 20);
+      expect(ids).toEqual([
+        ...tied
+          .map((r) => r.id)
+          .sort()
+          .reverse(),
+        older.id,
+      ]);
+    });
+
+    it("tells this process's event worker of the events it stored, and of none it did not store", async () => {
+      let told = 0;
+      store().events.onWritten(() => {
+        told++;
+      });
+      const panHash = hex64();
+      const first = escrowedReceipt(panHash, at(100));
+      const created = event("tnt_merchant");
+      expect(await store().receipts.insert(first, [created])).toBe(true);
+      expect(told).toBe(1);
+      // A duplicate (merchantId, receiptId) stores nothing, and its events are not announced.
+      expect(
+        await store().receipts.insert({ ...first, id: uid("rcp") }, [{ ...created, id: uid("evt") }]),
+      ).toBe(false);
+      expect(told).toBe(1);
+      const to = {
+        userId: "usr_1",
+        issuerTenantId: "tnt_issuer",
+        keyBundle: { keyId: "k", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "eA==" },
+      };
+      const releasedEvent = event("tnt_issuer");
+      expect(await store().receipts.release(first, to, undefined, [releasedEvent])).toBe(true);
+      expect(told).toBe(2);
+      expect(
+        await store().receipts.release(first, to, undefined, [{ ...releasedEvent, id: uid("evt") }]),
+      ).toBe(false);
+      expect(told).toBe(2);
+      // No events, nothing to tell.
+      expect(await store().receipts.insert(receipt("usr_1"))).toBe(true);
+      expect(told).toBe(2);
     });
 
     it("ends on a full last page without an extra empty one", async () => {
@@ -168,6 +221,28 @@ export function receiptsContract(store: () => Store): void {
       ).toEqual([inserted.id, escrowed.id]);
     });
 
+    it("releases nothing by the id of an escrowed receipt given with another card", async () => {
+      const panHash = hex64();
+      const escrowed = escrowedReceipt(panHash, at(100));
+      await store().receipts.insert(escrowed);
+      const to = {
+        userId: "usr_1",
+        issuerTenantId: "tnt_issuer",
+        keyBundle: { keyId: "k", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "eA==" },
+      };
+      const attackerCard = cardOf("usr_1");
+      expect(await store().receipts.release({ panHash: attackerCard, id: escrowed.id }, to)).toBe(false);
+      expect((await store().receipts.listByUser(owner("usr_1"), 10)).receipts).toEqual([]);
+      expect(await store().receipts.findByMerchantReceipt(escrowed.merchantId, escrowed.receiptId)).toEqual(
+        escrowed,
+      );
+      // Nor marks it held.
+      await store().receipts.markHeld(attackerCard, escrowed.id);
+      expect(
+        (await store().receipts.findByMerchantReceipt(escrowed.merchantId, escrowed.receiptId))?.escrowHeld,
+      ).toBeUndefined();
+    });
+
     it("releases nothing that is not escrowed", async () => {
       const delivered = receipt("usr_1");
       await store().receipts.insert(delivered);
@@ -180,6 +255,82 @@ export function receiptsContract(store: () => Store): void {
       expect(await store().receipts.release({ panHash: delivered.panHash, id: uid("rcp") }, to)).toBe(false);
       expect(await store().receipts.findByReceiptId(delivered.receiptId, owner("usr_1"))).toEqual([
         delivered,
+      ]);
+    });
+
+    it("refuses a page size that is not a positive integer, before reading anything", async () => {
+      await store().receipts.insert(receipt("usr_1"));
+      const refusal = new RangeError("The page size must be a positive integer.");
+      for (const limit of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+        await expect(store().receipts.listByUser(owner("usr_1"), limit), String(limit)).rejects.toThrow(
+          refusal,
+        );
+      }
+      expect((await store().receipts.listByUser(owner("usr_1"), 1)).receipts).toHaveLength(1);
+    });
+
+    it("answers a lookup by receipt id or by transaction oldest first, then by id, on every store alike", async () => {
+      // Three merchants reuse one receipt id and one transaction id at one instant, one a second earlier.
+      const same = [0, 0, 0].map((s, i) =>
+        receipt("usr_1", {
+          merchantId: `m-${i}`,
+          receiptId: "R-same",
+          transactionId: "T-same",
+          merchantTenantId: "tnt_m",
+          createdAt: at(s + 10),
+        }),
+      );
+      const earlier = receipt("usr_1", {
+        merchantId: "m-9",
+        receiptId: "R-same",
+        transactionId: "T-same",
+        merchantTenantId: "tnt_m",
+        createdAt: at(5),
+      });
+      for (const r of [...same, earlier]) expect(await store().receipts.insert(r)).toBe(true);
+      const expected = [earlier, ...[...same].sort((a, b) => (a.id < b.id ? -1 : 1))];
+      expect(await store().receipts.findByReceiptId("R-same", owner("usr_1"))).toEqual(expected);
+      expect(await store().receipts.findByTransaction("tnt_m", "T-same")).toEqual(expected);
+    });
+
+    it("returns each record exactly as stored: no field it did not have, escrowed, delivered or released", async () => {
+      const panHash = hex64();
+      const escrowed = escrowedReceipt(panHash, at(100), {
+        escrowOwnerTenantId: "tnt_issuer",
+        escrowCardBin: "41111111",
+        paymentId: "pay_x",
+      });
+      const delivered = receipt("usr_1", {
+        keyBundle: { ...receipt("usr_1").keyBundle, encapsulatedKey: "ZW5j" },
+      });
+      for (const r of [escrowed, delivered]) await store().receipts.insert(r);
+      const read = (r: ReceiptRecord) => store().receipts.findByMerchantReceipt(r.merchantId, r.receiptId);
+      expect(await read(escrowed)).toStrictEqual(escrowed);
+      expect(await read(delivered)).toStrictEqual(delivered);
+      expect((await store().receipts.listByUser(owner("usr_1"), 5)).receipts).toStrictEqual([delivered]);
+      expect(await store().receipts.findByPaymentId("pay_x", owner("usr_9", panHash))).toStrictEqual(
+        escrowed,
+      );
+      expect((await store().receipts.findEscrowed(escrowQuery(panHash), at(0), 5)).receipts).toStrictEqual([
+        escrowed,
+      ]);
+      const to = {
+        userId: "usr_9",
+        issuerTenantId: "tnt_issuer",
+        keyBundle: { keyId: "k", algorithm: "RSA-OAEP-256" as const, encryptedAesKey: "eA==" },
+      };
+      expect(await store().receipts.release(escrowed, to)).toBe(true);
+      const {
+        escrowKeyId: _k,
+        expiresAt: _e,
+        escrowOwnerTenantId: _o,
+        escrowCardBin: _b,
+        ...kept
+      } = escrowed;
+      const released = { ...kept, ...to, isEscrowed: false };
+      expect(await read(escrowed)).toStrictEqual(released);
+      expect((await store().receipts.listByUser(owner("usr_9", panHash), 5)).receipts).toStrictEqual([
+        released,
       ]);
     });
 

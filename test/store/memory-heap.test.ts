@@ -8,7 +8,7 @@ import type { ReceiptRecord } from "../../src/store/types.js";
 import { at, hex64, owner, payment, receipt } from "./fixtures.js";
 
 // The memory store's heap per record, in a file of its own: 60,000 inserts that prove a size, not a
-// rule, so the stores' mutation group (scripts/mutation-groups.mjs) leaves them out.
+// rule, so the memory store's mutation groups (scripts/mutation-groups.mjs) leave them out.
 
 /**
  * Heap bytes kept per call of `insert` over `count` calls, after 100 calls to warm up, with a full

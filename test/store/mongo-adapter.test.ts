@@ -293,6 +293,34 @@ describe("MongoDB adapter", () => {
     expect(ttl).toMatchObject({ key: { expiresAt: 1 }, expireAfterSeconds: 0 });
   });
 
+  it("reports a receipt it could not store as a failure, never as a duplicate", async () => {
+    // A merchant told "already exists" would not retry a receipt that was never stored.
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    expect(await store.receipts.insert(receipt("usr_1"))).toBe(true);
+    fake.down();
+    const failure = await store.receipts.insert(receipt("usr_1")).catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(AppError);
+    expect((failure as AppError).code).toBe("service_unavailable");
+  });
+
+  it("answers nothing for a pair whose receipt the TTL monitor deleted before its claim", async () => {
+    // The TTL monitor deletes expired escrow and expired claims in two collections, in any order.
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    const escrowed = escrowedReceipt(hex64(), at(999));
+    await store.receipts.insert(escrowed);
+    const db = fake.createClient("mongodb://fake.invalid/", {}).db("receipts");
+    await db
+      .collection("receipts")
+      .deleteOne({ panHash: escrowed.panHash, id: escrowed.id }, { maxTimeMS: 1000 });
+    expect(
+      await store.receipts.findByMerchantReceipt(escrowed.merchantId, escrowed.receiptId),
+    ).toBeUndefined();
+  });
+
   it("answers service_unavailable, not a bare error, when an idempotency key stays contended", async () => {
     const fake = new FakeMongo();
     const store = await storeOn(fake);

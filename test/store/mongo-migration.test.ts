@@ -65,10 +65,15 @@ describe("MongoDB adapter: upgrades and clusters sharded first", () => {
     const legacy: ReceiptRecord = escrowedReceipt(hex64(), at(999), { createdAt: at(0) });
     const { algorithm: _none, ...bundle } = legacy.keyBundle;
     await db.collection("receipts").insertOne({ ...legacy, keyBundle: bundle }, limit);
+    const legacyDelivered: ReceiptRecord = receipt("usr_2", { createdAt: at(1) });
+    const { algorithm: _none2, ...deliveredBundle } = legacyDelivered.keyBundle;
+    await db.collection("receipts").insertOne({ ...legacyDelivered, keyBundle: deliveredBundle }, limit);
 
     const store = await storeOn(fake);
     await store.init();
     expect(await store.receipts.findByMerchantReceipt(legacy.merchantId, legacy.receiptId)).toEqual(legacy);
+    // A pair nobody used finds nothing, not some other receipt of the unmigrated collection.
+    expect(await store.receipts.findByMerchantReceipt(legacy.merchantId, "R-nobody")).toBeUndefined();
     const again = receipt("usr_1", { merchantId: legacy.merchantId, receiptId: legacy.receiptId });
     expect(await store.receipts.insert(again)).toBe(false);
     // New receipts are stored with binary bytes and read back the same.
@@ -80,6 +85,45 @@ describe("MongoDB adapter: upgrades and clusters sharded first", () => {
 
     // docs/scaling.md: claims for the earlier receipts, then the earlier unique indexes go.
     await db.collection("receipts").aggregate(CLAIMS_BACKFILL, limit).toArray();
+    // The claim the backfill made carries the escrow's expiry, so it expires with its receipt; the
+    // claim a receipt already had is kept as it was (a delivered receipt's claim never expires).
+    const claims = db.collection("receiptClaims");
+    expect(
+      await claims.findOne(
+        { _id: { merchantId: legacy.merchantId, receiptId: legacy.receiptId } } as object,
+        limit,
+      ),
+    ).toStrictEqual({
+      _id: { merchantId: legacy.merchantId, receiptId: legacy.receiptId },
+      panHash: legacy.panHash,
+      id: legacy.id,
+      createdAt: legacy.createdAt,
+      expiresAt: legacy.expiresAt,
+    });
+    expect(
+      await claims.findOne(
+        { _id: { merchantId: fresh.merchantId, receiptId: fresh.receiptId } } as object,
+        limit,
+      ),
+    ).toStrictEqual({
+      _id: { merchantId: fresh.merchantId, receiptId: fresh.receiptId },
+      panHash: fresh.panHash,
+      id: fresh.id,
+      createdAt: fresh.createdAt,
+    });
+    // A delivered receipt's claim has no expiry: it lasts as long as the receipt.
+    expect(
+      await claims.findOne(
+        { _id: { merchantId: legacyDelivered.merchantId, receiptId: legacyDelivered.receiptId } } as object,
+        limit,
+      ),
+    ).toStrictEqual({
+      _id: { merchantId: legacyDelivered.merchantId, receiptId: legacyDelivered.receiptId },
+      panHash: legacyDelivered.panHash,
+      id: legacyDelivered.id,
+      createdAt: legacyDelivered.createdAt,
+    });
+    expect(await claims.countDocuments({}, limit)).toBe(3);
     for (const [collection, index] of [
       ["receipts", "uniq_id"],
       ["receipts", "uniq_merchantId_receiptId"],

@@ -1,4 +1,5 @@
 import { Binary } from "mongodb";
+import { RSA_OAEP_256 } from "../../crypto/suites.js";
 import type { ReceiptRecord, StoredKeyBundle } from "../types.js";
 
 /**
@@ -72,7 +73,7 @@ export function receiptRecord(doc: ReceiptDoc): ReceiptRecord {
   const { keyBundle, ciphertext, iv, authTag, ...rest } = doc;
   const bundle: StoredKeyBundle = {
     keyId: keyBundle.keyId,
-    algorithm: keyBundle.algorithm ?? "RSA-OAEP-256",
+    algorithm: keyBundle.algorithm ?? RSA_OAEP_256,
     encryptedAesKey: toText(keyBundle.encryptedAesKey),
   };
   if (keyBundle.encapsulatedKey !== undefined) bundle.encapsulatedKey = toText(keyBundle.encapsulatedKey);

@@ -1,4 +1,5 @@
 import type { ClientSession, FindOptions, UpdateOptions } from "mongodb";
+import { RSA_OAEP_256 } from "../../crypto/suites.js";
 import type { EventRecord } from "../event-types.js";
 import {
   inputRefsOf,
@@ -213,6 +214,6 @@ const CARD_REF_LOCK_MS = 60_000;
 
 /** A stored key with its suite: keys stored before there were two suites have none, and are RSA. */
 function withAlgorithm(key: KeyRecord): KeyRecord {
-  key.algorithm ??= "RSA-OAEP-256";
+  key.algorithm ??= RSA_OAEP_256;
   return key;
 }

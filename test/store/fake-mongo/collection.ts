@@ -156,10 +156,12 @@ export class FakeCollection {
     return new FakeFindCursor(options, () =>
       this.exec(`aggregate ${this.collectionName}`, options, (txn) => {
         this.route(txn, "read", match, options);
+        // What a stage leaves undefined (a missing field path, `$$REMOVE`) is absent on the server,
+        // whatever the client's ignoreUndefined: mingo's undefined must not become a stored null.
         const out = mingoAggregate(
           this.docs(txn).map((doc) => this.copy(doc)),
           stages,
-        ).map((doc) => this.copy(doc));
+        ).map((doc) => bsonCopy(doc, true));
         if (merge === undefined) return out;
         this.mergeInto(txn, merge, out);
         return [];
