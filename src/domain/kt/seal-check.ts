@@ -44,6 +44,9 @@ function trustOf(kt: DomainDeps["kt"]): ServiceTrust {
         quorum: 0,
         allowServiceEscrow: true,
         maxBindingDays: kt.maxBindingDays,
+        // The root delay guards a merchant against roots the operator slips in; the service checking
+        // its own log against store writers has no such wait (the operator confirmed the root).
+        rootDelaySeconds: 0,
       },
       logKey,
       witnesses: [],
