@@ -45,6 +45,8 @@ writeFileSync(
       witnesses: witnesses.map(({ vkey, organisation }) => ({ vkey, organisation })),
       quorum: 2,
       maxCheckpointAgeSeconds: 3600,
+      // A development service: its roots count at once (KT_ROOT_DELAY 0).
+      rootDelaySeconds: 0,
     },
     null,
     2,

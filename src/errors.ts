@@ -67,7 +67,7 @@ export const ERRORS = {
     http: 422,
     grpc: Code.FailedPrecondition,
     description:
-      "The stored receipt does not open with the right key (sealed wrongly by its merchant, or tampered with), or does not hold a receipt.",
+      "The stored receipt does not open with the right key (sealed wrongly by its merchant, or tampered with), or does not hold a receipt; or, for an issuer with requireBindings, the key a receipt would be sealed to does not verify against the key log.",
   },
   rate_limit_exceeded: {
     http: 429,

@@ -83,6 +83,12 @@ export interface KeyTrustOptions {
   fetchTimeoutMs?: number;
   /** The signature equations (default noble's, pure JavaScript: the same answers everywhere). */
   engine?: SignatureEngine;
+  /**
+   * When this verifier first saw each issuer root current, as the witnesses' time (seconds), by
+   * `issuer + " " + signingKeyId`: the root delay (`rootDelaySeconds`) counts from there. Pass a map
+   * kept across restarts so that a root already waited for is not waited for again; default empty.
+   */
+  rootsSeen?: Map<string, number>;
 }
 
 /** Verifies lookup answers under one trust policy; made by {@link createKeyTrust}, shared by every seal. */
@@ -114,6 +120,13 @@ export function createKeyTrust(options: KeyTrustOptions): KeyTrust {
   const now = options.now ?? Date.now;
   const engine = options.engine ?? nobleEngine;
   const verifierCache = new VerifierCache();
+  const seen = options.rootsSeen ?? new Map<string, number>();
+  const rootSightings = (issuer: string, rootId: string, witnessedAt: number): number => {
+    const key = `${issuer} ${rootId}`;
+    const first = Math.min(seen.get(key) ?? witnessedAt, witnessedAt);
+    seen.set(key, first);
+    return first;
+  };
   const snapshots = new SnapshotCache(options.cacheSize ?? DEFAULT_CACHE_SIZE, (sha256, signal) =>
     fetchSnapshot(fetchFn, new URL(`kt/v1/directory/${sha256}`, withSlash(base)), sha256, signal, {
       maxBytes: options.maxDirectoryBytes ?? DEFAULT_MAX_DIRECTORY_BYTES,
@@ -144,6 +157,7 @@ export function createKeyTrust(options: KeyTrustOptions): KeyTrust {
           sealTo: { keyId: answer.keyId, algorithm: answer.algorithm, spki },
           directoryJson,
           now: now(),
+          rootSightings,
         },
         { engine, cache: verifierCache },
       );

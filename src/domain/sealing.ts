@@ -7,6 +7,7 @@ import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
 import { admitToEscrow, releaseReceipt } from "./escrow.js";
 import { INTERNAL_CALLER } from "./grants.js";
+import { checkSealingKey } from "./kt/seal-check.js";
 import {
   type SealedReceiptFields,
   sealedPlaintextOf,
@@ -105,7 +106,8 @@ export function preparedFor(record: ReceiptRecord, recipient: Recipient): Prepar
 
 /**
  * Seals a validated receipt to its recipient (the routing) and returns the record to store
- * (not yet stored); writes nothing. The sealing runs on the worker pool, off the event loop.
+ * (not yet stored); writes nothing. For a tenant with `requireBindings`, only to a key that verifies
+ * against the key log (`integrity_failure` otherwise). The sealing runs on the worker pool, off the event loop.
  */
 export async function sealForRecipient(
   deps: DomainDeps,
@@ -114,6 +116,8 @@ export async function sealForRecipient(
   paymentId?: string,
 ): Promise<PreparedReceipt> {
   const recipient = await recipientOf(deps, receipt);
+  // A tenant with requireBindings: only a key the key log vouches for (kt/seal-check.ts).
+  await checkSealingKey(deps, receipt, recipient);
   await admitToEscrow(deps, principal, recipient);
   const { keyId, algorithm, spki, aadBound } = recipient.key;
   const sealed = await deps.pool.seal({

@@ -47,6 +47,11 @@ export interface TrustPolicy {
   pinnedRoots?: Record<string, string>;
   /** KT_MAX_BINDING_DAYS (default 35). */
   maxBindingDays?: number;
+  /**
+   * KT_ROOT_DELAY: seconds after the first witnessed checkpoint that contained it before an issuer's
+   * root counts (default 72 h; 0 for a development service). A pinned root counts at once.
+   */
+  rootDelaySeconds?: number;
 }
 
 /** A policy whose keys parsed. */
@@ -80,6 +85,10 @@ export function parsePolicy(policy: TrustPolicy): ParsedPolicy {
   if (witnesses.length < 3) throw new TypeError("trust policy: at least 3 witnesses are needed");
   if (new Set(witnesses.map((w) => w.organisation)).size < 2) {
     throw new TypeError("trust policy: witnesses from at least 2 organisations are needed");
+  }
+  const delay = policy.rootDelaySeconds;
+  if (delay !== undefined && (!Number.isSafeInteger(delay) || delay < 0)) {
+    throw new TypeError("trust policy: rootDelaySeconds must be a whole number of seconds, 0 or more");
   }
   if (!Number.isInteger(policy.quorum) || policy.quorum < 2 || policy.quorum > witnesses.length) {
     throw new TypeError("trust policy: quorum must be at least 2 and at most the number of witnesses");

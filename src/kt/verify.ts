@@ -17,6 +17,7 @@ import {
   type SignedCheckpoint,
   type TrustedCheckpoint,
 } from "./policy.js";
+import { DEFAULT_ROOT_DELAY_SECONDS, type RootSightings, rootDelayProblem } from "./root-delay.js";
 import { nobleEngine, parseSigningKey, type SignatureEngine, verifySignature } from "./signatures.js";
 import { isCurrent, parseStatement, parseTime, type Statement } from "./statements.js";
 import type { KtBinding, KtLookupAnswer, KtProof } from "./wire.js";
@@ -41,7 +42,8 @@ export type KtCheck =
   | "signature"
   | "window"
   | "inclusion"
-  | "escrow";
+  | "escrow"
+  | "root";
 
 export type KtVerdict =
   | { ok: true; issuer: string | null; version: number | null; treeSize: number; witnessedAt: number }
@@ -71,6 +73,8 @@ export interface VerifyLookupInput {
   directoryJson: string;
   /** Milliseconds since the epoch. */
   now: number;
+  /** The verifier's memory of when it first saw each root (`root-delay.ts`); without it, only now. */
+  rootSightings?: RootSightings;
 }
 
 export interface VerifyDeps {
@@ -132,7 +136,7 @@ export function verifyLookup(
 ): KtVerdict {
   const engine = deps.engine ?? nobleEngine;
   const sha256 = deps.sha256 ?? defaultSha256;
-  const { answer, sealTo } = input;
+  const { answer } = input;
   const note = answer.proof?.checkpoint ?? answer.checkpoint;
   if (note === undefined) return no("checkpoint", "the answer carries no checkpoint");
   const signatures =
@@ -140,7 +144,26 @@ export function verifyLookup(
   if (!signatures.ok) return no("checkpoint", signatures.reason);
   const trusted = checkFreshness(policy, signatures.value, Math.floor(input.now / 1000));
   if (!trusted.ok) return no("checkpoint", trusted.reason);
-  const snapshot = provenSnapshot(trusted.value, input, sha256, deps.cache);
+  return verifyUnderCheckpoint(policy, trusted.value, input, { ...deps, engine, sha256 });
+}
+
+/**
+ * Everything {@link verifyLookup} checks once the answer's checkpoint is trusted: the snapshot proven
+ * under it, the key, and the signed statement (or the escrow rules). The service's own check before it
+ * seals (server-side sealing, for tenants with `requireBindings`) calls it with its latest checkpoint,
+ * whose log signature it checked itself; a merchant calls {@link verifyLookup}, which also wants the
+ * witnesses.
+ */
+export function verifyUnderCheckpoint(
+  policy: ParsedPolicy,
+  checkpoint: TrustedCheckpoint,
+  input: VerifyLookupInput,
+  deps: VerifyDeps = {},
+): KtVerdict {
+  const engine = deps.engine ?? nobleEngine;
+  const sha256 = deps.sha256 ?? defaultSha256;
+  const { answer, sealTo } = input;
+  const snapshot = provenSnapshot(checkpoint, input, sha256, deps.cache);
   if (!snapshot.ok) return snapshot;
   const spkiSha256 = base64url(sha256(sealTo.spki));
   const publicKey = fromBase64Strict(answer.publicKey);
@@ -154,11 +177,11 @@ export function verifyLookup(
   }
   const done = {
     ok: true as const,
-    treeSize: trusted.value.checkpoint.size,
-    witnessedAt: trusted.value.witnessedAt,
+    treeSize: checkpoint.checkpoint.size,
+    witnessedAt: checkpoint.witnessedAt,
   };
   if (answer.isEscrowed) {
-    const escrow = checkEscrow(policy, input, snapshot.value, spkiSha256, trusted.value, { engine, sha256 });
+    const escrow = checkEscrow(policy, input, snapshot.value, spkiSha256, checkpoint, { engine, sha256 });
     return escrow.ok ? { ...done, issuer: escrow.issuer, version: escrow.version } : escrow;
   }
   const card = input.card.bin;
@@ -169,7 +192,7 @@ export function verifyLookup(
     policy,
     input,
     owner.value,
-    trusted.value,
+    checkpoint,
     { engine, sha256 },
     "receipts.v1/key-binding",
   );
@@ -244,6 +267,14 @@ function checkSigned(
     return { ok: false, check: "issuer", reason: "the statement's issuer does not own the card's BIN" };
   const key = signerOf(policy, owner, binding, input.now, deps.sha256);
   if (!key.ok) return key;
+  const delayed = rootDelayProblem(owner, {
+    now: input.now,
+    witnessedAt: trusted.witnessedAt,
+    delaySeconds: policy.policy.rootDelaySeconds ?? DEFAULT_ROOT_DELAY_SECONDS,
+    pinned: policy.policy.pinnedRoots?.[owner.issuer] !== undefined,
+    ...(input.rootSightings === undefined ? {} : { sightings: input.rootSightings }),
+  });
+  if (delayed !== undefined) return { ok: false, check: "root", reason: delayed };
   const signature = fromBase64Strict(binding.signature, 64);
   if (signature === undefined || !verifySignature(key.key, bytes, signature, deps.engine)) {
     return {

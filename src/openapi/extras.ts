@@ -80,9 +80,14 @@ export function rpcName(method: DescMethod): string {
   return `${method.parent.typeName}/${method.name}`;
 }
 
-/** Error codes only one operation can return, beyond those its policy brings. */
+/**
+ * Error codes only one operation can return, beyond those its policy brings. integrity_failure on
+ * encrypt, create and refund: the recipient's key does not verify against the key log (requireBindings).
+ */
 const SPECIFIC_ERRORS: ReadonlyMap<string, readonly ErrorCode[]> = new Map<string, readonly ErrorCode[]>([
-  [rpcName(PaymentsService.method.createPayment), ["payment_declined"]],
+  [rpcName(ReceiptsService.method.encryptReceipt), ["integrity_failure"]],
+  [rpcName(PaymentsService.method.createPayment), ["payment_declined", "integrity_failure"]],
+  [rpcName(PaymentsService.method.refundPayment), ["integrity_failure"]],
   [rpcName(ReceiptsService.method.decryptReceipt), ["integrity_failure"]],
   [rpcName(PaymentsService.method.decryptPayment), ["integrity_failure"]],
 ]);

@@ -127,6 +127,8 @@ describe("the client library and the monitor on the service's key log", { timeou
       witnesses: witnesses.map((w) => ({ vkey: w.vkey, organisation: w.organisation })),
       quorum: 2,
       maxCheckpointAgeSeconds: 600,
+      // A development service: its roots count at once (KT_ROOT_DELAY 0).
+      rootDelaySeconds: 0,
     };
     await setBins(bank.tenant, ["411111"]);
     await setBins(watcher.tenant, ["522222"]);

@@ -126,6 +126,8 @@ describe("escrow answers under the merchant's trust policy", { timeout: 120_000 
       witnesses: witnesses.map((w) => ({ vkey: w.vkey, organisation: w.organisation })),
       quorum: 2,
       maxCheckpointAgeSeconds: 600,
+      // A development service: its roots count at once (KT_ROOT_DELAY 0).
+      rootDelaySeconds: 0,
     };
     for (const bank of [signed, unsigned]) {
       bank.key = await svc.newKey({ role: "issuer", tier: "standard", tenantId: bank.tenant });

@@ -119,6 +119,8 @@ describe("look-up answers with the key directory's proofs", { timeout: 120_000 }
       witnesses: witnesses.map((w) => ({ vkey: w.vkey, organisation: w.organisation })),
       quorum: 2,
       maxCheckpointAgeSeconds: 600,
+      // A development service: its roots count at once (KT_ROOT_DELAY 0).
+      rootDelaySeconds: 0,
     };
     trust = createKeyTrust({ policy, baseUrl: svc.baseUrl });
     const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", bank.tenant);

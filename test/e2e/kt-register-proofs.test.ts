@@ -143,6 +143,8 @@ describe("register answers its binding's proofs", { timeout: 120_000 }, () => {
         witnesses: witnesses.map((w) => ({ vkey: w.vkey, organisation: w.organisation })),
         quorum: 2,
         maxCheckpointAgeSeconds: 600,
+        // A development service: its roots count at once (KT_ROOT_DELAY 0).
+        rootDelaySeconds: 0,
       },
       baseUrl: svc.baseUrl,
     });

@@ -73,6 +73,8 @@ export class World {
     operator: "operator",
     witnesses: this.witnesses.map((w) => ({ vkey: formatVkey(w.signer.key), organisation: w.organisation })),
     quorum: 2,
+    // As against a development service: the root delay has tests of its own (root-delay.test.ts).
+    rootDelaySeconds: 0,
   };
 
   policy(changes: Partial<TrustPolicy> = {}) {
