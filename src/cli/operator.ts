@@ -2,7 +2,6 @@ import {
   type ApiKeyView,
   type AuditView,
   assignMerchant,
-  type CardTransfer,
   createKey,
   escrowCounts,
   getBins,
@@ -11,8 +10,8 @@ import {
   readAudit,
   revokeKey,
   setBins,
-  transferCard,
 } from "../domain/admin.js";
+import { type CardTransfer, transferCard } from "../domain/card-transfer.js";
 import type { Environment, EscrowCount, Store } from "../store/types.js";
 
 /**

@@ -1,5 +1,4 @@
 import { AppError, invalidRequest, Violations } from "../errors.js";
-import { randomId } from "../ids.js";
 import type { Environment, EscrowCount, Role, Store, Tier } from "../store/types.js";
 import { createApiKey } from "./api-keys.js";
 import { type OperatorAuditEvent, readOperatorAudit } from "./audit.js";
@@ -96,7 +95,7 @@ const TIERS: readonly Tier[] = ["sandbox", "standard", "enterprise"];
 export const MAX_LIST_ENTRIES = 1_000;
 
 /** A plain object from a parsed JSON body, or `invalid_request`. */
-function objectOf(body: unknown): Record<string, unknown> {
+export function objectOf(body: unknown): Record<string, unknown> {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     throw new AppError("invalid_request", "The body must be a JSON object.");
   }
@@ -104,7 +103,7 @@ function objectOf(body: unknown): Record<string, unknown> {
 }
 
 /** Refuses members of `body` that are not in `allowed` (a typo must not silently drop data). */
-function onlyFields(v: Violations, body: Record<string, unknown>, allowed: readonly string[]): void {
+export function onlyFields(v: Violations, body: Record<string, unknown>, allowed: readonly string[]): void {
   for (const field of Object.keys(body)) if (!allowed.includes(field)) v.add(field, "is not a known field");
 }
 
@@ -188,7 +187,12 @@ export async function revokeKey(ctx: OperatorContext, apiKeyId: string): Promise
  * Refuses a tenant that has no API key of `role`: a typo, or a tenant of the other role, would own BIN
  * prefixes or merchantIds that no caller of that role can use.
  */
-async function assertTenantOf(store: Store, tenant: string, role: Role, field = "tenant"): Promise<void> {
+export async function assertTenantOf(
+  store: Store,
+  tenant: string,
+  role: Role,
+  field = "tenant",
+): Promise<void> {
   if ((await store.apiKeys.list(tenant)).some((key) => key.role === role)) return;
   throw invalidRequest([
     { field, description: `has no ${role} API key: create one for tenant ${tenant} first` },
@@ -329,69 +333,6 @@ export async function assignMerchant(
     );
   }
   return { merchantId, tenant, assignedAt: record.at.toISOString(), signingKeyRemoved };
-}
-
-/** The answer of {@link transferCard}. */
-export interface CardTransfer {
-  /** The user that held the card: it keeps its keys and receipts, and no longer holds the card. */
-  previousUserId: string;
-  fromTenant: string;
-  /** The card's new user, of `toTenant`, with no key until `toTenant` registers the card. */
-  userId: string;
-  toTenant: string;
-  transferredAt: string;
-}
-
-/**
- * Moves the card a user holds (both references, for a card registered by hashed PAN and PAR) to
- * another issuer tenant from `{userId, toTenant}`: the operator's remedy when a card is registered by
- * the wrong issuer and no BIN settles it (a PAR without a token BIN). What moves is the card, not the
- * cardholder: the user keeps its keys, grants and receipts (they were sealed to its key) and is
- * superseded; a new user of `toTenant` holds the card without a key, receipts for the card wait in
- * escrow for `toTenant`, and `toTenant`'s registration of the card activates its key and takes that
- * escrow. The previous issuer's key never receives the card's receipts again, and its registration of
- * the card is refused from then on. Audited under both tenants (each naming only its own user).
- */
-export async function transferCard(ctx: OperatorContext, body: unknown): Promise<CardTransfer> {
-  const input = objectOf(body);
-  const v = new Violations();
-  onlyFields(v, input, ["userId", "toTenant"]);
-  const userId = checkId(v, "userId", input.userId);
-  const toTenant = checkId(v, "toTenant", input.toTenant);
-  v.throwIfAny();
-  await assertTenantOf(ctx.store, toTenant, "issuer", "toTenant");
-  const outcome = await ctx.store.users.transfer({
-    userId,
-    toTenantId: toTenant,
-    newUserId: randomId("usr", 12),
-    now: ctx.now,
-  });
-  if (outcome.kind === "not_found")
-    throw new AppError("not_found", "No user holding a card has this userId.");
-  if (outcome.kind === "same_tenant") {
-    throw invalidRequest([{ field: "toTenant", description: "already holds the card" }]);
-  }
-  const { previous, user } = outcome;
-  await audit(
-    ctx,
-    "admin.card.transferred_away",
-    previous.tenantId,
-    `user ${previous.userId} no longer holds its card: moved to another issuer tenant`,
-    { previousKeyId: previous.activeKeyId },
-  );
-  await audit(
-    ctx,
-    "admin.card.transferred",
-    toTenant,
-    `user ${user.userId} holds a card moved from issuer tenant ${previous.tenantId}; register it to receive its receipts`,
-  );
-  return {
-    previousUserId: previous.userId,
-    fromTenant: previous.tenantId,
-    userId: user.userId,
-    toTenant,
-    transferredAt: ctx.now.toISOString(),
-  };
 }
 
 /** An audit event as the operator reads it. */

@@ -10,8 +10,8 @@ import {
   readAudit,
   revokeKey,
   setBins,
-  transferCard,
 } from "../domain/admin.js";
+import { transferCard } from "../domain/card-transfer.js";
 import { createAuditor, listAuditors, revokeAuditor } from "../domain/kt/auditors.js";
 import { confirmRoot, setPlaintextIntake, setRequireBindings } from "../domain/kt/issuer-admin.js";
 import { AppError } from "../errors.js";

@@ -1,3 +1,7 @@
+/* Over 400 lines on purpose: the merchant's whole verification of an answer, check after check in the
+ * order docs/key-transparency.md lists them, so that a reviewer reads every refusal in one place; the
+ * pieces with a life of their own (policy, directory, statements, root delay, Merkle proofs) are their
+ * own modules already. */
 import { base64url, fromBase64Strict, toHex } from "./bytes.js";
 import {
   currentSigningKey,
