@@ -5,18 +5,18 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXIT, runCli } from "../../src/cli/main.js";
-import { startWitnessServer } from "../../src/cli/witness-server.js";
 import { createKeyTrust, KeyVerificationError } from "../../src/client/index.js";
 import { type IssuerDetails, storeDirectorySource } from "../../src/domain/kt/directory-source.js";
 import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { base64 } from "../../src/kt/bytes.js";
-import { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } from "../../src/kt/note.js";
+import { NOTE_ED25519 } from "../../src/kt/note.js";
 import type { TrustPolicy } from "../../src/kt/policy.js";
 import type { KtLookupAnswer } from "../../src/kt/wire.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { makeIssuer, makeUserKey } from "../kt/world.js";
 import { startService, type TestService } from "../support/harness.js";
 import { ORIGIN, PEPPER, pendingOf, signedBinding, TestSigningKeys, testCard } from "../support/kt.js";
+import { startWitnesses } from "../support/witnesses.js";
 
 /**
  * The client library and the issuer's monitor against the service's own key log (issue 32): a
@@ -95,17 +95,7 @@ describe("the client library and the monitor on the service's key log", { timeou
   }
 
   beforeAll(async () => {
-    const witnesses = [];
-    for (const w of WITNESSES) {
-      const signer = generateNoteSigner(w.name, COSIGNATURE_ED25519);
-      const running = await startWitnessServer({
-        config: { signers: [signer], logs: { [ORIGIN]: [logSigner.key] } },
-        statePath: join(dir, `${w.name}.state`),
-        port: 0,
-      });
-      closers.push(() => running.close());
-      witnesses.push({ url: running.url, vkey: formatVkey(signer.key), organisation: w.organisation });
-    }
+    const witnesses = await startWitnesses(ORIGIN, logSigner.key, dir, closers, WITNESSES);
     svc = await startService({
       store,
       env: {

@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startWitnessServer } from "../../src/cli/witness-server.js";
 import { createKeyTrust, createReceiptsClient, KeyVerificationError } from "../../src/client/index.js";
 import {
   escrowKeyStatement,
@@ -12,11 +11,12 @@ import {
   signStatement,
 } from "../../src/client/key-binding.js";
 import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
-import { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } from "../../src/kt/note.js";
+import { NOTE_ED25519 } from "../../src/kt/note.js";
 import type { TrustPolicy } from "../../src/kt/policy.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { hashPan, post, startService, type TestService } from "../support/harness.js";
 import { ORIGIN, PEPPER } from "../support/kt.js";
+import { startWitnesses } from "../support/witnesses.js";
 
 /**
  * Escrow answers under the merchant's trust policy, against a running service whose issuers sign
@@ -95,17 +95,7 @@ describe("escrow answers under the merchant's trust policy", { timeout: 120_000 
   }
 
   beforeAll(async () => {
-    const witnesses = [];
-    for (const w of WITNESSES) {
-      const signer = generateNoteSigner(w.name, COSIGNATURE_ED25519);
-      const running = await startWitnessServer({
-        config: { signers: [signer], logs: { [ORIGIN]: [logSigner.key] } },
-        statePath: join(dir, `${w.name}.state`),
-        port: 0,
-      });
-      closers.push(() => running.close());
-      witnesses.push({ url: running.url, vkey: formatVkey(signer.key), organisation: w.organisation });
-    }
+    const witnesses = await startWitnesses(ORIGIN, logSigner.key, dir, closers, WITNESSES);
     svc = await startService({
       store,
       env: {

@@ -5,7 +5,6 @@ import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LookupKeyResponse, LookupKeyResponseSchema } from "../../gen/receipts/v1/keys_pb.js";
-import { startWitnessServer } from "../../src/cli/witness-server.js";
 import {
   createKeyTrust,
   createReceiptsClient,
@@ -17,12 +16,13 @@ import {
 import { type IssuerDetails, storeDirectorySource } from "../../src/domain/kt/directory-source.js";
 import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { base64 } from "../../src/kt/bytes.js";
-import { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } from "../../src/kt/note.js";
+import { NOTE_ED25519 } from "../../src/kt/note.js";
 import type { TrustPolicy } from "../../src/kt/policy.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { makeIssuer, makeUserKey } from "../kt/world.js";
 import { post, receiptBody, startService, type TestService } from "../support/harness.js";
 import { ORIGIN, PEPPER, pendingOf, signedBinding, TestSigningKeys, testCard } from "../support/kt.js";
+import { startWitnesses } from "../support/witnesses.js";
 
 /**
  * Look-up answers carry the key directory's proofs (issue 32): a card registered at the service whose
@@ -88,17 +88,7 @@ describe("look-up answers with the key directory's proofs", { timeout: 120_000 }
   }
 
   beforeAll(async () => {
-    const witnesses = [];
-    for (const w of WITNESSES) {
-      const signer = generateNoteSigner(w.name, COSIGNATURE_ED25519);
-      const running = await startWitnessServer({
-        config: { signers: [signer], logs: { [ORIGIN]: [logSigner.key] } },
-        statePath: join(dir, `${w.name}.state`),
-        port: 0,
-      });
-      closers.push(() => running.close());
-      witnesses.push({ url: running.url, vkey: formatVkey(signer.key), organisation: w.organisation });
-    }
+    const witnesses = await startWitnesses(ORIGIN, logSigner.key, dir, closers, WITNESSES);
     svc = await startService({
       store,
       env: {

@@ -11,7 +11,6 @@ import {
   type RegisterResponse,
   RegisterResponseSchema,
 } from "../../gen/receipts/v1/onboarding_pb.js";
-import { startWitnessServer } from "../../src/cli/witness-server.js";
 import {
   checkRegistration,
   createKeyTrust,
@@ -27,10 +26,11 @@ import {
 } from "../../src/client/index.js";
 import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { panHashOf } from "../../src/domain/pan.js";
-import { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } from "../../src/kt/note.js";
+import { NOTE_ED25519 } from "../../src/kt/note.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { hashPan, post, startService, type TestService } from "../support/harness.js";
 import { ORIGIN, PEPPER } from "../support/kt.js";
+import { startWitnesses } from "../support/witnesses.js";
 
 /**
  * `register` with a signed binding answers once the binding's leaf is under a checkpoint the log
@@ -111,17 +111,7 @@ describe("register answers its binding's proofs", { timeout: 120_000 }, () => {
   const headers = () => ({ "x-api-key": svc.issuerKey });
 
   beforeAll(async () => {
-    const witnesses = [];
-    for (const w of WITNESSES) {
-      const signer = generateNoteSigner(w.name, COSIGNATURE_ED25519);
-      const running = await startWitnessServer({
-        config: { signers: [signer], logs: { [ORIGIN]: [logSigner.key] } },
-        statePath: join(dir, `${w.name}.state`),
-        port: 0,
-      });
-      closers.push(() => running.close());
-      witnesses.push({ url: running.url, vkey: formatVkey(signer.key), organisation: w.organisation });
-    }
+    const witnesses = await startWitnesses(ORIGIN, logSigner.key, dir, closers, WITNESSES);
     svc = await startService({
       store,
       env: {
