@@ -25,12 +25,12 @@ export interface KtSigningKeyRecord {
 }
 
 /**
- * A BIN prefix announced as moving to the tenant from another whose root did not release it: it
- * takes effect 7 days after the first directory snapshot that shows it (`kt/bin-moves.ts`).
+ * A BIN or token-BIN prefix announced as moving to the tenant from another whose root did not release
+ * it: it takes effect 7 days after the first directory snapshot that shows it (`kt/bin-moves.ts`).
  */
 export interface KtBinMove {
   prefix: string;
-  kind: "bin";
+  kind: "bin" | "token-bin";
   /** The tenant that owns it until the move takes effect. */
   from: string;
   requestedAt: Date;
