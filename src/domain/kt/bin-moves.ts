@@ -160,7 +160,8 @@ export async function announceMoves(
  * Failures are logged; the next round tries again.
  */
 export async function settleBinMoves(store: Store, now: Date, logger?: Logger): Promise<number> {
-  const pending = (await store.ktIssuers.list()).filter((r) => (r.binMoves ?? []).length > 0);
+  // Only tenants with a move requested a full delay ago can have one due: an indexed query.
+  const pending = await store.ktIssuers.withBinMovesBefore(new Date(now.getTime() - BIN_MOVE_DELAY_MS));
   if (pending.length === 0) return 0;
   const head = await store.ktLog.head();
   const latest = await store.ktLog.directoryBefore(head.size);
