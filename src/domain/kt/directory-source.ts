@@ -192,14 +192,25 @@ async function issuerEntryOf(
     version: logged.get(sequenceName.tenant(tenant))?.version ?? 0,
     requireBindings: extra?.requireBindings ?? false,
     plaintextIntake: extra?.plaintextIntake ?? "accept",
-    signingKeys: signingKeys.map((k) => keepEffectiveFrom(k, before)),
+    signingKeys: signingKeys.map((k) => keepEffectiveFrom(k, before, since)),
     prefixes,
     escrowKey:
       escrow === undefined ? null : escrowKeyRef(escrow.escrowKeyId, escrow.algorithm, escrow.publicKey),
   };
 }
 
-function keepEffectiveFrom(key: SigningKeyEntry, before: IssuerEntry | undefined): SigningKeyEntry {
+/**
+ * A signing key's `effectiveFrom`: the `issuedAt` of the first snapshot that listed it with its
+ * status (`since`, this snapshot's time, for a key new or changed since the previous one). For a
+ * root that is the snapshot of its confirmation; the merchant's client counts `KT_ROOT_DELAY` not
+ * from it but from the witnesses' first cosignature of a checkpoint it saw the root current in
+ * (`kt/root-delay.ts`), a time the service cannot set.
+ */
+function keepEffectiveFrom(
+  key: SigningKeyEntry,
+  before: IssuerEntry | undefined,
+  since: string,
+): SigningKeyEntry {
   const old = before?.signingKeys.find((k) => k.signingKeyId === key.signingKeyId && k.status === key.status);
-  return old === undefined ? key : { ...key, effectiveFrom: old.effectiveFrom };
+  return { ...key, effectiveFrom: old?.effectiveFrom ?? since };
 }
