@@ -93,6 +93,14 @@ export const GROUPS = {
     tests: ["test/kt/signatures-attacks.test.ts", "test/kt/signatures.test.ts"],
     timeoutMS: 10_000,
   },
+  // RFC 9162 hashing and proofs against the RFC written out recursively in the test, with forged
+  // proofs (wrong length, index, size, split hashes). merkle.test.ts (the reference probes and the
+  // sweeps to 64 leaves, 25 s a run) is left out: every mutant would wait for its sweeps.
+  "kt-merkle": {
+    mutate: ["src/kt/merkle.ts"],
+    tests: ["test/kt/merkle-attacks.test.ts"],
+    timeoutMS: 10_000,
+  },
   webhooks: {
     mutate: ["src/events/signing.ts", "src/events/ssrf.ts"],
     tests: ["test/events/ssrf.test.ts", "test/client/webhooks.test.ts"],
