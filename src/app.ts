@@ -29,7 +29,7 @@ import { registerErrorDocs } from "./http/error-docs.js";
 import { registerKtRoutes } from "./http/kt.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
-import { createMetrics } from "./metrics.js";
+import { createMetrics, type Metrics } from "./metrics.js";
 import { serviceOpenApi } from "./openapi/openapi.js";
 import { type ChainDeps, callChain } from "./rpc/chain.js";
 import { healthService } from "./rpc/health.js";
@@ -124,16 +124,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const metrics = createMetrics();
   const ready = () => reachable(store);
   const routes = serviceRoutes(domain, events, ready, config.grpcReflection);
-  const interceptors = callChain({
-    logger,
-    metrics,
-    config,
-    clock,
-    domain,
-    operator: config.adminToken === undefined ? undefined : { token: config.adminToken },
-    keyLogReadsPerMinute: config.kt.readsPerMinute,
-    onStep: deps.onChainStep,
-  });
+  const interceptors = chainOf(deps, metrics, domain);
   const server = await createHttpServer({
     routes,
     services: [...API_SERVICES],
@@ -174,6 +165,21 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       await store.close();
     },
   };
+}
+
+/** The one chain of every call ({@link callChain}), with the operator token and the key log's read limit. */
+function chainOf(deps: AppDeps, metrics: Metrics, domain: DomainDeps): Interceptor[] {
+  const { config, logger } = deps;
+  return callChain({
+    logger,
+    metrics,
+    config,
+    clock: domain.clock,
+    domain,
+    operator: config.adminToken === undefined ? undefined : { token: config.adminToken },
+    keyLogReadsPerMinute: config.kt.readsPerMinute,
+    onStep: deps.onChainStep,
+  });
 }
 
 /** Whether the store answers a ping: the readiness of `/readyz` and of the gRPC health service. */
