@@ -74,9 +74,8 @@ export const GROUPS = {
     ],
   },
   kt: { mutate: ["src/kt/verify.ts"], tests: ["test/kt/verify-lies.test.ts", "test/kt/verify.test.ts"] },
-  // The key directory's verification below verify.ts, one group per file as they join (signatures.ts
-  // and merkle.ts next). Pure functions with fast tests: a mutant that loops forever
-  // is given up after 10 s more than its tests took.
+  // The key directory's verification below verify.ts, one group per file. Pure functions with fast
+  // tests: a mutant that loops forever is given up after 10 s more than its tests took.
   "kt-note": {
     mutate: ["src/kt/note.ts"],
     tests: ["test/kt/note.test.ts", "test/kt/witness.test.ts"],
@@ -85,6 +84,21 @@ export const GROUPS = {
   "kt-policy": {
     mutate: ["src/kt/policy.ts"],
     tests: ["test/kt/policy.test.ts", "test/kt/verify.test.ts"],
+    timeoutMS: 10_000,
+  },
+  // The signature rule: the forger's boundaries (S = L, r = n, non-canonical and small-order points,
+  // each refused before a lax engine is asked) and the shared vectors; about 10 minutes at one process.
+  "kt-signatures": {
+    mutate: ["src/kt/signatures.ts"],
+    tests: ["test/kt/signatures-attacks.test.ts", "test/kt/signatures.test.ts"],
+    timeoutMS: 10_000,
+  },
+  // RFC 9162 hashing and proofs against the RFC written out recursively in the test, with forged
+  // proofs (wrong length, index, size, split hashes). merkle.test.ts (the reference probes and the
+  // sweeps to 64 leaves, 25 s a run) is left out: every mutant would wait for its sweeps.
+  "kt-merkle": {
+    mutate: ["src/kt/merkle.ts"],
+    tests: ["test/kt/merkle-attacks.test.ts"],
     timeoutMS: 10_000,
   },
   webhooks: {

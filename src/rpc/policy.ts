@@ -49,8 +49,12 @@ const ROLE_NAMES: ReadonlyMap<ProtoRole, Role> = new Map<ProtoRole, Role>([
   [ProtoRole.MERCHANT, "merchant"],
 ]);
 
-/** The policy `method` declares in its `(receipts.v1.policy)` option. */
-function declaredPolicy(method: DescMethod): MethodPolicy {
+/**
+ * The policy `method` declares in its `(receipts.v1.policy)` option. A declared role with no name
+ * (ROLE_UNSPECIFIED, or a number this build does not know) lets nobody in. Exported for the test that
+ * declares one on a synthetic descriptor: no proto of the API declares one.
+ */
+export function declaredPolicy(method: DescMethod): MethodPolicy {
   const declared = getOption(method, policy);
   const roles = declared.roles.flatMap((role) => {
     const name = ROLE_NAMES.get(role);

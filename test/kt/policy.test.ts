@@ -107,6 +107,20 @@ describe("trust policy: its own rules", () => {
     );
   });
 
+  it("refuses a root delay that is negative or not a whole number of seconds; takes 0 and none", () => {
+    // A verifier told "-3600" or "0.5" would count a new root at once or early: a mistyped policy
+    // must not shorten the delay an issuer's new root waits before it counts.
+    const message = "trust policy: rootDelaySeconds must be a whole number of seconds, 0 or more";
+    for (const rootDelaySeconds of [-1, -3600, 0.5, 2 ** 53, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(refusal({ ...base, rootDelaySeconds }), String(rootDelaySeconds)).toBe(message);
+    }
+    for (const rootDelaySeconds of [0, 1, 259_200]) {
+      expect(refusal({ ...base, rootDelaySeconds }), String(rootDelaySeconds)).toBe("accepted");
+    }
+    const { rootDelaySeconds: _none, ...withoutDelay } = base;
+    expect(refusal(withoutDelay)).toBe("accepted");
+  });
+
   it("refuses a quorum under 2, over the witnesses, or not a whole number", () => {
     const message = "trust policy: quorum must be at least 2 and at most the number of witnesses";
     for (const quorum of [1, 0, -2, 4, 2.5, Number.NaN]) {

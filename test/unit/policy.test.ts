@@ -1,9 +1,11 @@
-import type { DescMethod } from "@bufbuild/protobuf";
+import { create, type DescMethod, setExtension } from "@bufbuild/protobuf";
+import { MethodOptionsSchema } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
+import { MethodPolicySchema, Role as ProtoRole, policy } from "../../gen/receipts/v1/options_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import { DEFAULT_EXTRAS, rpcName } from "../../src/openapi/extras.js";
-import { API_SERVICES, policyOf } from "../../src/rpc/policy.js";
+import { API_SERVICES, declaredPolicy, policyOf } from "../../src/rpc/policy.js";
 
 /**
  * The policy every protocol applies comes from the `(receipts.v1.policy)` options in the protos. The
@@ -56,6 +58,30 @@ describe("the policy declared in the protos", () => {
     expect(policyOf(Health.method.check)).toBe("public");
     const unknown = { ...ReceiptsService.method.encryptReceipt, name: "ExportEverything" } as DescMethod;
     expect(policyOf(unknown)).toEqual({ roles: [], idempotent: false, signed: false, rateBucket: "all" });
+  });
+
+  it("lets nobody in through a declared role that has no name (ROLE_UNSPECIFIED, or unknown here)", () => {
+    // No proto of the API declares one, so a synthetic descriptor does: the encrypt method with its
+    // option replaced. A role without a name must grant nothing, and must not show up as a role at all
+    // (the OpenAPI document's x-roles lists these names).
+    const base = ReceiptsService.method.encryptReceipt;
+    const declaring = (roles: ProtoRole[]): DescMethod => {
+      const options = create(MethodOptionsSchema);
+      setExtension(options, policy, create(MethodPolicySchema, { roles, idempotent: true }));
+      return { ...base, proto: { ...base.proto, options } } as DescMethod;
+    };
+    expect(declaredPolicy(declaring([ProtoRole.UNSPECIFIED]))).toEqual({
+      roles: [],
+      idempotent: true,
+      signed: false,
+      rateBucket: "all",
+    });
+    expect(declaredPolicy(declaring([ProtoRole.UNSPECIFIED, ProtoRole.MERCHANT])).roles).toEqual([
+      "merchant",
+    ]);
+    expect(declaredPolicy(declaring([7 as ProtoRole, ProtoRole.ISSUER])).roles).toEqual(["issuer"]);
+    // The real declaration read the same way gives the merchant role only.
+    expect(declaredPolicy(base).roles).toEqual(["merchant"]);
   });
 
   it("documents the Idempotency-Key and X-Receipt-Signature headers where the policy reads them", () => {

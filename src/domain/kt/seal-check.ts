@@ -5,8 +5,10 @@ import { parseVkey } from "../../kt/note.js";
 import type { ParsedPolicy } from "../../kt/policy.js";
 import { type KnownCard, VerifierCache, verifyUnderCheckpoint } from "../../kt/verify.js";
 import type { KtLookupAnswer } from "../../kt/wire.js";
+import { sequenceName } from "../../store/kt-sequence.js";
 import type { DomainDeps } from "../deps.js";
-import { answerOf, type CardRef, type LookedUpKey, type Recipient } from "../routing.js";
+import { answerOf, type CardRef, cardKeyOfRef, type LookedUpKey, type Recipient } from "../routing.js";
+import { spkiSha256Of } from "./bindings.js";
 
 /**
  * Server-side sealing's check of the key it seals to (docs/key-transparency.md, "Server-side
@@ -72,6 +74,13 @@ export async function checkSealingKey(deps: DomainDeps, card: CardRef, recipient
   if ((await deps.store.ktIssuers.get(tenant))?.requireBindings !== true) return;
   const problem = await sealingKeyProblem(deps, card, recipient);
   if (problem === undefined) return;
+  if (await awaitingCheckpoint(deps, card, recipient, problem.answered)) {
+    throw new AppError(
+      "service_unavailable",
+      "The recipient's key was registered moments ago and the key log has not put its binding under a checkpoint yet; nothing was sealed. Send the request again shortly.",
+      { retryAfterSeconds: 2, metadata: { check: problem.check } },
+    );
+  }
   throw new AppError(
     "integrity_failure",
     `The recipient's key does not verify against the key directory (${problem.check}: ${problem.reason}); nothing was sealed.`,
@@ -79,13 +88,73 @@ export async function checkSealingKey(deps: DomainDeps, card: CardRef, recipient
   );
 }
 
-/** Why the key of `recipient` does not verify, or undefined when it does. */
+/**
+ * Whether a refused key is one the log will vouch for once its sequencer has run (the window between
+ * a registration's store step and the checkpoint over its leaf, which waiting closes): the sequence
+ * of the key (the card's, or the escrow owner's) took a statement newer than the one the answer
+ * proved (`answered`, 0 for none), and for a card that statement binds exactly this key (keyId and
+ * SPKI hash). A key row swapped behind the log's back matches no statement the sequence took, so it
+ * stays `integrity_failure`; a store writer who also rewrote the sequence gets a refusal all the same.
+ */
+async function awaitingCheckpoint(
+  deps: DomainDeps,
+  card: CardRef,
+  recipient: Recipient,
+  answered: number,
+): Promise<boolean> {
+  if (recipient.kind === "user") {
+    const state = await deps.store.ktLog.sequenceState(sequenceName.card(cardKeyOfRef(deps, card)));
+    const active = state?.active ?? null;
+    return (
+      state !== undefined &&
+      state.version > answered &&
+      active?.keyId === recipient.key.keyId &&
+      active.spkiSha256 === spkiSha256Of(recipient.key.spki)
+    );
+  }
+  const owner = recipient.ownerTenantId;
+  if (owner === undefined || deps.escrowKeys.some((k) => k.keyId === recipient.key.keyId)) return false;
+  const state = await deps.store.ktLog.sequenceState(sequenceName.escrow(owner));
+  return state !== undefined && state.version > answered;
+}
+
+/** The `version` of an answer's statement (base64 JSON), 0 without one or when it does not parse. */
+function versionOf(statement: string | undefined): number {
+  const version = memberOf(statement, "version");
+  return typeof version === "number" ? version : 0;
+}
+
+/**
+ * Why the key of `recipient` does not verify, or undefined when it does; `answered` is the version of
+ * the statement the answer carried (0 for none).
+ */
 async function sealingKeyProblem(
   deps: DomainDeps,
   card: CardRef,
   recipient: Recipient,
-): Promise<{ check: string; reason: string } | undefined> {
+): Promise<{ check: string; reason: string; answered: number } | undefined> {
+  const problem = await verifyAnswer(deps, card, recipient);
+  return problem === undefined ? undefined : { ...problem.failure, answered: versionOf(problem.statement) };
+}
+
+/** The verifier's refusal of the answer look-up would give for `recipient`, with that answer's statement. */
+async function verifyAnswer(
+  deps: DomainDeps,
+  card: CardRef,
+  recipient: Recipient,
+): Promise<{ failure: { check: string; reason: string }; statement: string | undefined } | undefined> {
   const answer = wireOf(await answerOf(deps, card, recipient));
+  const failure = await verdictOf(deps, card, recipient, answer);
+  return failure === undefined ? undefined : { failure, statement: answer?.binding?.statement };
+}
+
+/** Why `answer` does not vouch for the key of `recipient`, or undefined when it does. */
+async function verdictOf(
+  deps: DomainDeps,
+  card: CardRef,
+  recipient: Recipient,
+  answer: KtLookupAnswer | undefined,
+): Promise<{ check: string; reason: string } | undefined> {
   const note = answer?.proof?.checkpoint ?? answer?.checkpoint;
   if (answer === undefined || note === undefined) {
     return { check: "checkpoint", reason: "no checkpoint of the key log covers the key yet" };
@@ -149,10 +218,15 @@ function knownCardOf(card: CardRef, recipient: Recipient, answer: KtLookupAnswer
 }
 
 function binOfStatement(statement: string | undefined): string | undefined {
+  const bin = memberOf(statement, "bin");
+  return typeof bin === "string" ? bin : undefined;
+}
+
+/** One member of a statement given as base64 JSON, or undefined. */
+function memberOf(statement: string | undefined, member: string): unknown {
   if (statement === undefined) return undefined;
   try {
-    const bin = (JSON.parse(Buffer.from(statement, "base64").toString("utf8")) as { bin?: unknown }).bin;
-    return typeof bin === "string" ? bin : undefined;
+    return (JSON.parse(Buffer.from(statement, "base64").toString("utf8")) as Record<string, unknown>)[member];
   } catch {
     return undefined;
   }
