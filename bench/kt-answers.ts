@@ -205,7 +205,8 @@ const subject = {
   cardRef: boundCard,
   keyId: String(answer.keyId),
 };
-if ((await ktAnswerFields({ kt, store }, subject)).proof === undefined) throw new Error("no proof for the subject");
+if ((await ktAnswerFields({ kt, store }, subject)).proof === undefined)
+  throw new Error("no proof for the subject");
 const [fieldsRate] = await compare("the key directory's members of one look-up answer, in process", [
   ["ktAnswerFields", () => ktAnswerFields({ kt, store }, subject).then(() => 1)],
 ]);

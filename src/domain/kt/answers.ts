@@ -86,6 +86,7 @@ function statementOf(
     kept !== undefined &&
     kept.statement === leaf.statement &&
     kept.keyId === subject.keyId &&
+    // secret-compare: a published statement signature, checked to match the cache entry, not a secret.
     kept.fields.binding?.signature === leaf.signature &&
     kept.fields.binding.signingKeyId === leaf.signingKeyId &&
     kept.fields.opening === leaf.opening
