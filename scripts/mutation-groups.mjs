@@ -7,7 +7,7 @@
 export const GROUPS = {
   roles: { mutate: ["src/rpc/policy.ts"], tests: ["test/unit/roles.test.ts", "test/unit/policy.test.ts"] },
   redaction: { mutate: ["src/logging.ts"], tests: ["test/unit/logging.test.ts"] },
-  operator: { mutate: ["src/http/admin-access.ts"], tests: ["test/unit/operator-token.test.ts"] },
+  operator: { mutate: ["src/rpc/operator-access.ts"], tests: ["test/unit/operator-token.test.ts"] },
   // The domain files one group each, with the domain tests that exercise that file: all six against
   // every domain test took 43 minutes; a changed file in CI now runs only its own group.
   "issuer-escrow": {

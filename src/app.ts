@@ -29,9 +29,9 @@ import { registerErrorDocs } from "./http/error-docs.js";
 import { registerKtRoutes } from "./http/kt.js";
 import type { ListenerOptions } from "./http/listener.js";
 import { createHttpServer, type HttpServer } from "./http/server.js";
-import { createMetrics } from "./metrics.js";
+import { createMetrics, type Metrics } from "./metrics.js";
 import { serviceOpenApi } from "./openapi/openapi.js";
-import { callChain } from "./rpc/chain.js";
+import { type ChainDeps, callChain } from "./rpc/chain.js";
 import { healthService } from "./rpc/health.js";
 import { idempotentMethods } from "./rpc/idempotent.js";
 import { requestMeter } from "./rpc/interceptors.js";
@@ -70,6 +70,8 @@ export interface AppDeps {
   kt?: Partial<Pick<KtRuntimeOptions, "signingKeys" | "directory" | "fetch" | "holder">>;
   /** The payment gateways; the offline sandboxes by default (tests pass their own). */
   gateways?: readonly PaymentGateway[];
+  /** The chain's own hook (`ChainDeps.onStep`): sees every call enter each step of the chain. */
+  onChainStep?: ChainDeps["onStep"];
 }
 
 /** A built service: the HTTP server (not listening yet) and what it was built from. */
@@ -122,7 +124,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const metrics = createMetrics();
   const ready = () => reachable(store);
   const routes = serviceRoutes(domain, events, ready, config.grpcReflection);
-  const interceptors = callChain({ logger, metrics, config, clock, domain });
+  const interceptors = chainOf(deps, metrics, domain);
   const server = await createHttpServer({
     routes,
     services: [...API_SERVICES],
@@ -136,7 +138,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     trustedProxies: config.trustedProxies,
     listener: { ...listenerOptions(config), ...deps.listener },
     ...(deps.shutdownGraceMs === undefined ? {} : { shutdownGraceMs: deps.shutdownGraceMs }),
-    addRoutes: (app) => addPlainRoutes(app, config, store, clock, kt.reads),
+    addRoutes: (app) => addPlainRoutes(app, { config, store, clock, ktReads: kt.reads, chain: interceptors }),
   });
   events.start();
   kt.start();
@@ -163,6 +165,21 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       await store.close();
     },
   };
+}
+
+/** The one chain of every call ({@link callChain}), with the operator token and the key log's read limit. */
+function chainOf(deps: AppDeps, metrics: Metrics, domain: DomainDeps): Interceptor[] {
+  const { config, logger } = deps;
+  return callChain({
+    logger,
+    metrics,
+    config,
+    clock: domain.clock,
+    domain,
+    operator: config.adminToken === undefined ? undefined : { token: config.adminToken },
+    keyLogReadsPerMinute: config.kt.readsPerMinute,
+    onStep: deps.onChainStep,
+  });
 }
 
 /** Whether the store answers a ping: the readiness of `/readyz` and of the gRPC health service. */
@@ -238,16 +255,23 @@ function listenerOptions(config: Config): ListenerOptions {
   };
 }
 
+/** What the routes beside the RPCs need. */
+interface PlainRoutesDeps {
+  config: Config;
+  store: Store;
+  clock: Clock;
+  ktReads: KtReads;
+  /** The chain, the instances every protocol uses. */
+  chain: readonly Interceptor[];
+}
+
 /**
- * The routes beside the RPCs: the OpenAPI document, its reference page, the error page, and the
- * operator API when enabled.
+ * The routes beside the RPCs: the OpenAPI document, its reference page, the error page, the key log's
+ * reads, and the operator API when enabled; the last two through the chain.
  */
 async function addPlainRoutes(
   app: FastifyInstance,
-  config: Config,
-  store: Store,
-  clock: Clock,
-  ktReads: KtReads,
+  { config, store, clock, ktReads, chain }: PlainRoutesDeps,
 ): Promise<void> {
   const openApiDocument = serviceOpenApi({ admin: config.adminToken !== undefined });
   const openApi = JSON.stringify(openApiDocument);
@@ -259,6 +283,7 @@ async function addPlainRoutes(
       env: config.env,
       clock,
       trustedProxies: config.trustedProxies,
+      chain,
     });
   }
   registerKtRoutes(app, {
@@ -266,8 +291,8 @@ async function addPlainRoutes(
     store,
     env: config.env,
     clock,
-    readsPerMinute: config.kt.readsPerMinute,
     trustedProxies: config.trustedProxies,
+    chain,
   });
   registerApiReference(app, openApiDocument);
   registerErrorDocs(app);

@@ -1,5 +1,9 @@
+import type { DescMethodUnary } from "@bufbuild/protobuf";
+import type { Interceptor } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
+import { type Logger, pino } from "pino";
 import type { Clock } from "../clock.js";
+import { DEFAULT_TIERS } from "../config.js";
 import {
   assignMerchant,
   createKey,
@@ -15,18 +19,23 @@ import { transferCard } from "../domain/card-transfer.js";
 import { createAuditor, listAuditors, revokeAuditor } from "../domain/kt/auditors.js";
 import { confirmRoot, setPlaintextIntake, setRequireBindings } from "../domain/kt/issuer-admin.js";
 import { AppError } from "../errors.js";
+import { createMetrics } from "../metrics.js";
+import { callChain } from "../rpc/chain.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
+import { OPERATOR } from "../rpc/route-services.js";
 import type { Environment, Store } from "../store/types.js";
-import { digest, limitThenAuthenticate } from "./admin-access.js";
+import { type ChainedRoute, registerChainedRoutes } from "./chained-routes.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
 import { answerFastifyError, sendSuccess } from "./envelope.js";
 
 /**
  * The operator API under `/admin/v1`, registered only when `ADMIN_TOKEN` is set (without
- * it every admin path is the ordinary 404). `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant
- * time; the REST envelope; a rate limit of its own per client address, counted before the token is
- * checked so that guessing costs the same as calling. The operations are those of `domain/admin.ts`,
- * which the command line runs against the store too.
+ * it every admin path is the ordinary 404). Each request is one call through the chain
+ * (src/rpc/chain.ts) as a method of the operator API's service (src/rpc/route-services.ts), whose
+ * access step asks for `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant time, after
+ * counting the call against a rate limit of its own per client address, so that guessing costs the
+ * same as calling (src/rpc/operator-access.ts); the REST envelope. The operations are those of
+ * `domain/admin.ts`, which the command line runs against the store too.
  */
 
 /** Options of {@link registerAdminRoutes}. */
@@ -35,30 +44,48 @@ export interface AdminRoutesOptions {
   store: Store;
   env: Environment;
   clock: Clock;
-  /** Calls per client address per minute; default {@link ADMIN_REQUESTS_PER_MINUTE}. */
+  /**
+   * Calls per client address per minute, when the chain is made here; default
+   * `ADMIN_REQUESTS_PER_MINUTE` (src/rpc/operator-access.ts).
+   */
   requestsPerMinute?: number;
   /** Proxies whose `X-Forwarded-For` names the client (`TRUSTED_PROXIES`). */
   trustedProxies?: TrustedProxies;
+  /**
+   * The chain (src/rpc/chain.ts), the instances every other way in uses, made with this token. Without
+   * it (tests of the operator API alone) a chain is made for these routes from the options.
+   */
+  chain?: readonly Interceptor[];
 }
-
-/** The operator API's rate limit per client address and minute: far above an operator's, far below a guesser's. */
-export const ADMIN_REQUESTS_PER_MINUTE = 120;
 
 /** Registers the operator routes in a scope of their own, with a JSON body parser of their own. */
 export async function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): Promise<void> {
-  const expected = digest(options.token);
-  const limit = options.requestsPerMinute ?? ADMIN_REQUESTS_PER_MINUTE;
   const proxies = options.trustedProxies ?? NO_TRUSTED_PROXIES;
   const clientOf: ClientOf = (request) =>
     clientAddressOf(request.socket.remoteAddress ?? "", request.headers["x-forwarded-for"], proxies);
-
+  const interceptors = options.chain ?? operatorChain(app, options);
   await app.register(async (scope) => {
     acceptJsonOnly(scope);
     scope.setErrorHandler((error: FastifyError, request, reply) =>
       answerFastifyError(request, reply, error, request.routeOptions.bodyLimit),
     );
-    scope.addHook("onRequest", limitThenAuthenticate(options, limit, expected, clientOf));
-    registerOperations(scope, options, clientOf);
+    registerChainedRoutes(scope, chainedOperations(options, clientOf), {
+      interceptors,
+      clientAddress: clientOf,
+    });
+  });
+}
+
+/** A chain for the operator API alone, from its options, logging to the app's logger. */
+function operatorChain(app: FastifyInstance, options: AdminRoutesOptions): Interceptor[] {
+  const log = app.log as unknown as Partial<Logger>;
+  return callChain({
+    logger: typeof log.isLevelEnabled === "function" ? (log as Logger) : pino({ level: "silent" }),
+    metrics: createMetrics({ defaultMetrics: false }),
+    config: { env: options.env, tiers: DEFAULT_TIERS },
+    clock: options.clock,
+    domain: { store: options.store },
+    operator: { token: options.token, requestsPerMinute: options.requestsPerMinute },
   });
 }
 
@@ -98,10 +125,11 @@ interface AdminCall {
   options: AdminRoutesOptions;
 }
 
-/** One route of the operator API: its verb, its Fastify path, and the operation it runs. */
+/** One route of the operator API: its verb, its Fastify path, its method for the chain, and the operation it runs. */
 export interface AdminRoute {
   method: "GET" | "POST" | "PUT" | "DELETE";
   url: string;
+  rpc: DescMethodUnary;
   run: (call: AdminCall) => Promise<unknown>;
 }
 
@@ -110,87 +138,116 @@ export interface AdminRoute {
  * `src/openapi/admin.ts` (a test keeps the two lists equal).
  */
 export const ADMIN_ROUTES: readonly AdminRoute[] = [
-  { method: "POST", url: "/admin/v1/api-keys", run: ({ ctx, body }) => createKey(ctx, body) },
+  {
+    method: "POST",
+    url: "/admin/v1/api-keys",
+    rpc: OPERATOR.CreateApiKey,
+    run: ({ ctx, body }) => createKey(ctx, body),
+  },
   {
     method: "GET",
     url: "/admin/v1/api-keys",
+    rpc: OPERATOR.ListApiKeys,
     run: async ({ options, query }) => ({ apiKeys: await listKeys(options.store, query.tenant) }),
   },
   {
     method: "DELETE",
     url: "/admin/v1/api-keys/:apiKeyId",
+    rpc: OPERATOR.RevokeApiKey,
     run: ({ ctx, params }) => revokeKey(ctx, params.apiKeyId ?? ""),
   },
   {
     method: "PUT",
     url: "/admin/v1/issuers/:tenant/bins",
+    rpc: OPERATOR.SetBins,
     run: ({ ctx, params, body }) => setBins(ctx, params.tenant ?? "", body),
   },
   {
     method: "GET",
     url: "/admin/v1/issuers/:tenant/bins",
+    rpc: OPERATOR.GetBins,
     run: ({ options, params }) => getBins(options.store, params.tenant ?? ""),
   },
   {
     method: "PUT",
     url: "/admin/v1/merchants/:merchantId",
+    rpc: OPERATOR.AssignMerchant,
     run: ({ ctx, params, body }) => assignMerchant(ctx, params.merchantId ?? "", body),
   },
-  { method: "POST", url: "/admin/v1/cards/transfer", run: ({ ctx, body }) => transferCard(ctx, body) },
-  { method: "GET", url: "/admin/v1/audit", run: ({ options, query }) => readAudit(options.store, query) },
+  {
+    method: "POST",
+    url: "/admin/v1/cards/transfer",
+    rpc: OPERATOR.TransferCard,
+    run: ({ ctx, body }) => transferCard(ctx, body),
+  },
+  {
+    method: "GET",
+    url: "/admin/v1/audit",
+    rpc: OPERATOR.ReadAudit,
+    run: ({ options, query }) => readAudit(options.store, query),
+  },
   {
     method: "GET",
     url: "/admin/v1/escrow",
+    rpc: OPERATOR.CountEscrow,
     run: ({ options }) => escrowCounts(options.store, options.clock.now()),
   },
-  { method: "POST", url: "/admin/v1/kt/auditors", run: ({ ctx, body }) => createAuditor(ctx, body) },
-  { method: "GET", url: "/admin/v1/kt/auditors", run: ({ ctx }) => listAuditors(ctx) },
+  {
+    method: "POST",
+    url: "/admin/v1/kt/auditors",
+    rpc: OPERATOR.CreateAuditor,
+    run: ({ ctx, body }) => createAuditor(ctx, body),
+  },
+  {
+    method: "GET",
+    url: "/admin/v1/kt/auditors",
+    rpc: OPERATOR.ListAuditors,
+    run: ({ ctx }) => listAuditors(ctx),
+  },
   {
     method: "DELETE",
     url: "/admin/v1/kt/auditors/:auditorId",
+    rpc: OPERATOR.RevokeAuditor,
     run: ({ ctx, params }) => revokeAuditor(ctx, params.auditorId ?? ""),
   },
   {
     method: "POST",
     url: "/admin/v1/issuers/:tenant/signing-keys/:signingKeyId/confirm",
+    rpc: OPERATOR.ConfirmRoot,
     run: ({ ctx, params }) => confirmRoot(ctx, params.tenant ?? "", params.signingKeyId ?? ""),
   },
   {
     method: "PUT",
     url: "/admin/v1/issuers/:tenant/require-bindings",
+    rpc: OPERATOR.SetRequireBindings,
     run: ({ ctx, params, body }) => setRequireBindings(ctx, params.tenant ?? "", body),
   },
   {
     method: "PUT",
     url: "/admin/v1/issuers/:tenant/plaintext-intake",
+    rpc: OPERATOR.SetPlaintextIntake,
     run: ({ ctx, params, body }) => setPlaintextIntake(ctx, params.tenant ?? "", body),
   },
 ];
 
-/** The routes of {@link ADMIN_ROUTES}, answering in the REST envelope. */
-function registerOperations(scope: FastifyInstance, options: AdminRoutesOptions, clientOf: ClientOf): void {
+/** The routes of {@link ADMIN_ROUTES} as routes of the chain, answering in the REST envelope. */
+function chainedOperations(options: AdminRoutesOptions, clientOf: ClientOf): ChainedRoute[] {
   type Parts = { Params: Record<string, string>; Querystring: Record<string, string | undefined> };
-  for (const route of ADMIN_ROUTES) {
-    scope.route<Parts>({
-      method: route.method,
-      url: route.url,
-      handler: async (request, reply) => {
-        const ctx: OperatorContext = {
-          store: options.store,
-          env: options.env,
-          now: options.clock.now(),
-          requestId: request.id,
-          sourceIp: clientOf(request),
-        };
-        const data = await route.run({
-          params: request.params,
-          query: request.query,
-          body: request.body,
-          ctx,
-          options,
-        });
-        return sendSuccess(reply, data as never);
-      },
-    });
-  }
+  return ADMIN_ROUTES.map((route) => ({
+    method: route.method,
+    url: route.url,
+    rpc: route.rpc,
+    run: async (request) => {
+      const { params, query, body } = request as FastifyRequest<Parts>;
+      const ctx: OperatorContext = {
+        store: options.store,
+        env: options.env,
+        now: options.clock.now(),
+        requestId: request.id,
+        sourceIp: clientOf(request),
+      };
+      const data = await route.run({ params, query, body, ctx, options });
+      return (reply) => sendSuccess(reply, data as never);
+    },
+  }));
 }

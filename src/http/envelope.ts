@@ -85,8 +85,20 @@ export async function answerFastifyError(
   error: FastifyError,
   bodyLimitBytes: number | undefined,
 ): Promise<FastifyReply> {
+  return sendError(request, reply, await fastifyErrorOf(request, error, bodyLimitBytes));
+}
+
+/**
+ * A Fastify error as the domain error to answer with ({@link fromFastifyError}), once the rest of a
+ * body over the limit is read (see {@link answerFastifyError}).
+ */
+export async function fastifyErrorOf(
+  request: FastifyRequest,
+  error: FastifyError,
+  bodyLimitBytes: number | undefined,
+): Promise<unknown> {
   if (error.code === "FST_ERR_CTP_BODY_TOO_LARGE") await drainBody(request.raw, bodyLimitBytes ?? 0);
-  return sendError(request, reply, fromFastifyError(error, bodyLimitBytes));
+  return fromFastifyError(error, bodyLimitBytes);
 }
 
 function drainBody(raw: FastifyRequest["raw"], limit: number): Promise<void> {

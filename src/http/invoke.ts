@@ -43,6 +43,8 @@ export interface UnaryCall {
   url: string;
   /** What handlers see as `ctx.protocolName`: `rest` unless given (the gRPC fast path says `grpc`). */
   protocolName?: string;
+  /** The HTTP method the request arrived with; `POST` (every RPC's) unless given. */
+  requestMethod?: string;
 }
 
 /** Runs one unary call through the interceptors and the implementation; rejects as they throw. */
@@ -81,6 +83,43 @@ export function createUnaryInvoker(
   };
 }
 
+/** What a call of a route beside the API answers, and the response headers the chain gave it. */
+export interface RouteAnswer<T> {
+  result: T;
+  header: Headers;
+}
+
+/**
+ * Runs one call of a route beside the API (the operator API, the key log's reads) through the
+ * interceptors: `call.method` is its method of `src/rpc/route-services.ts` (its message
+ * `google.protobuf.Empty`), and `run`, the route's own work, takes the place of the implementation.
+ */
+export type RouteInvoker = <T>(
+  call: Omit<UnaryCall, "message">,
+  run: () => Promise<T>,
+) => Promise<RouteAnswer<T>>;
+
+/** A {@link RouteInvoker} through `interceptors` (the first is the outermost, as in Connect). */
+export function createRouteInvoker(interceptors: readonly Interceptor[]): RouteInvoker {
+  return async <T>(call: Omit<UnaryCall, "message">, run: () => Promise<T>) => {
+    let result: T | undefined;
+    let next = async (req: UnaryRequest): Promise<UnaryResponse> => {
+      result = await run();
+      return {
+        stream: false,
+        service: req.service,
+        method: req.method,
+        header: new CallHeaders(),
+        trailer: new CallHeaders(),
+        message: create(req.method.output),
+      };
+    };
+    for (const interceptor of [...interceptors].reverse()) next = interceptor(next as never) as typeof next;
+    const res = await next(new InProcessRequest({ ...call, message: create(call.method.input) }));
+    return { result: result as T, header: res.header };
+  };
+}
+
 /*
  * The request and the handler context of a call are class instances, never object literals with a
  * `get signal()`: V8 allocates the accessor pair of a literal's getter in the old generation, where it
@@ -96,7 +135,7 @@ class InProcessRequest implements UnaryRequest {
   readonly stream = false;
   readonly service: DescService;
   readonly method: DescMethodUnary;
-  readonly requestMethod = "POST";
+  readonly requestMethod: string;
   readonly url: string;
   readonly header: Headers;
   readonly contextValues: ContextValues;
@@ -107,6 +146,7 @@ class InProcessRequest implements UnaryRequest {
     this.service = call.method.parent;
     this.method = call.method;
     this.url = call.url;
+    this.requestMethod = call.requestMethod ?? "POST";
     this.header = call.header;
     this.contextValues = call.contextValues;
     this.message = call.message;

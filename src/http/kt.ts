@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Interceptor } from "@connectrpc/connect";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Clock } from "../clock.js";
 import { authenticate } from "../domain/api-keys.js";
 import {
@@ -8,17 +9,19 @@ import {
   type KtReads,
   type TileAddress,
 } from "../domain/kt/reads.js";
-import { countInWindow } from "../domain/rate-limit.js";
 import { AppError, invalidRequest } from "../errors.js";
 import { tilePath } from "../kt/tiles.js";
+import { KEY_LOG } from "../rpc/route-services.js";
 import type { Environment, Store } from "../store/types.js";
+import { type Answer, type ChainedRoute, registerChainedRoutes } from "./chained-routes.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
-import { sendError, sendSuccess } from "./envelope.js";
+import { sendSuccess } from "./envelope.js";
 
 /**
- * The key log's public reads (docs/key-transparency.md) under `/kt/v1`, beside the API: no API key, limited
- * per client address by the service's own limiter (`KT_READS_PER_MINUTE`, with the rate-limit headers),
- * errors in the REST envelope. `GET /kt/v1/checkpoint` (text: the newest checkpoint note with every
+ * The key log's public reads (docs/key-transparency.md) under `/kt/v1`, beside the API: each request is
+ * one call through the chain (src/rpc/chain.ts) as a method of the key log reads' service
+ * (src/rpc/route-services.ts): no API key, limited per client address by the service's own limiter
+ * (`KT_READS_PER_MINUTE`, with the rate-limit headers), errors in the REST envelope. `GET /kt/v1/checkpoint` (text: the newest checkpoint note with every
  * cosignature), `GET /kt/v1/proof/consistency?from=&to=`, `GET /kt/v1/proof/inclusion?index=&size=`,
  * `GET /kt/v1/tile/<L>/<N>[.p/<W>]` (C2SP tlog-tiles, binary), `GET /kt/v1/directory/{sha256}` (the
  * snapshot's exact JSON); tiles and snapshots never change, so they are cacheable for good. Leaf data,
@@ -31,8 +34,12 @@ export interface KtRoutesOptions {
   store: Store;
   env: Environment;
   clock: Clock;
-  readsPerMinute: number;
   trustedProxies?: TrustedProxies;
+  /**
+   * The chain (src/rpc/chain.ts), the instances every other way in uses: its access step counts each
+   * read against the client address's limit (`KT_READS_PER_MINUTE`, given to the chain).
+   */
+  chain: readonly Interceptor[];
 }
 
 const IMMUTABLE = "public, max-age=31536000, immutable";
@@ -72,69 +79,89 @@ export function parseTilePath(path: string): TileAddress | undefined {
   return `tile/${path}` === tilePath(level, index, width) ? { level, index, width } : undefined;
 }
 
-/** Registers the routes. */
+/** Registers the routes, each request one call through the chain. */
 export function registerKtRoutes(app: FastifyInstance, options: KtRoutesOptions): void {
   const proxies = options.trustedProxies ?? NO_TRUSTED_PROXIES;
   const addressOf = (request: FastifyRequest) =>
     clientAddressOf(request.socket.remoteAddress ?? "", request.headers["x-forwarded-for"], proxies);
-  const route = (
-    path: string,
-    handle: (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>,
-  ): void => {
-    app.get(path, async (request, reply) => {
-      try {
-        const headers = await countInWindow(options, {
-          counter: `ip:${addressOf(request)}:kt`,
-          limit: options.readsPerMinute,
-        });
-        reply.headers(headers);
-        return await handle(request, reply);
-      } catch (err) {
-        if (err instanceof AppError) reply.headers(err.headers);
-        return sendError(request, reply, err);
-      }
-    });
-  };
+  const routes = ktReadRoutes(options, addressOf).map((route) => ({ method: "GET" as const, ...route }));
+  registerChainedRoutes(app, routes, { interceptors: options.chain, clientAddress: addressOf });
+}
+
+/** The reads: each its path, its method for the chain, and its work. */
+function ktReadRoutes(
+  options: KtRoutesOptions,
+  addressOf: (request: FastifyRequest) => string,
+): Array<Omit<ChainedRoute, "method">> {
   const { reads } = options;
-  route("/kt/v1/checkpoint", async (_request, reply) =>
-    reply
-      .type("text/plain; charset=utf-8")
-      .header("cache-control", "no-store")
-      .send(await reads.checkpointNote()),
-  );
-  route("/kt/v1/proof/consistency", async (request, reply) => {
-    const { from, to } = integers(request, ["from", "to"]);
-    return sendSuccess(reply, await reads.consistency(from, to));
-  });
-  route("/kt/v1/proof/inclusion", async (request, reply) => {
-    const { index, size } = integers(request, ["index", "size"]);
-    return sendSuccess(reply, await reads.inclusion(index, size));
-  });
-  route("/kt/v1/tile/*", async (request, reply) => {
-    const address = parseTilePath((request.params as { "*": string })["*"]);
-    if (address === undefined)
-      throw invalidRequest([{ field: "path", description: "is not a tile path <L>/<N>[.p/<W>]" }]);
-    const bytes = await reads.tile(address);
-    return reply.type("application/octet-stream").header("cache-control", IMMUTABLE).send(Buffer.from(bytes));
-  });
-  route("/kt/v1/directory/:sha256", async (request, reply) => {
-    const { sha256 } = request.params as { sha256: string };
-    if (!/^[0-9a-f]{64}$/.test(sha256)) {
-      throw invalidRequest([
-        { field: "sha256", description: "must be 64 lower-case hexadecimal characters" },
-      ]);
-    }
-    const json = await reads.directory(sha256);
-    return reply.type("application/json; charset=utf-8").header("cache-control", IMMUTABLE).send(json);
-  });
-  route("/kt/v1/entries", async (request, reply) => {
-    const reader = await entriesReader(options, request);
-    const { start, end } = integers(request, ["start", "end"]);
-    const entries = await reads.entries(start, end);
-    const call = { at: options.clock.now(), requestId: request.id, sourceIp: addressOf(request) };
-    await options.store.audit.append(entriesAudit(reader, { start, end }, call));
-    return sendSuccess(reply, { entries: entries as never });
-  });
+  return [
+    {
+      url: "/kt/v1/checkpoint",
+      rpc: KEY_LOG.GetCheckpoint,
+      run: async () => {
+        const note = await reads.checkpointNote();
+        return (reply) =>
+          reply.type("text/plain; charset=utf-8").header("cache-control", "no-store").send(note);
+      },
+    },
+    {
+      url: "/kt/v1/proof/consistency",
+      rpc: KEY_LOG.GetConsistencyProof,
+      run: async (request) => {
+        const { from, to } = integers(request, ["from", "to"]);
+        const proof = await reads.consistency(from, to);
+        return (reply) => sendSuccess(reply, proof);
+      },
+    },
+    {
+      url: "/kt/v1/proof/inclusion",
+      rpc: KEY_LOG.GetInclusionProof,
+      run: async (request) => {
+        const { index, size } = integers(request, ["index", "size"]);
+        const proof = await reads.inclusion(index, size);
+        return (reply) => sendSuccess(reply, proof);
+      },
+    },
+    { url: "/kt/v1/tile/*", rpc: KEY_LOG.GetTile, run: (request) => tileOf(reads, request) },
+    {
+      url: "/kt/v1/directory/:sha256",
+      rpc: KEY_LOG.GetDirectory,
+      run: (request) => directoryOf(reads, request),
+    },
+    {
+      url: "/kt/v1/entries",
+      rpc: KEY_LOG.ListEntries,
+      run: async (request) => {
+        const reader = await entriesReader(options, request);
+        const { start, end } = integers(request, ["start", "end"]);
+        const entries = await reads.entries(start, end);
+        const call = { at: options.clock.now(), requestId: request.id, sourceIp: addressOf(request) };
+        await options.store.audit.append(entriesAudit(reader, { start, end }, call));
+        return (reply) => sendSuccess(reply, { entries: entries as never });
+      },
+    },
+  ];
+}
+
+/** `GET /kt/v1/tile/<L>/<N>[.p/<W>]`: the tile's bytes, cacheable for good. */
+async function tileOf(reads: KtReads, request: FastifyRequest): Promise<Answer> {
+  const address = parseTilePath((request.params as { "*": string })["*"]);
+  if (address === undefined)
+    throw invalidRequest([{ field: "path", description: "is not a tile path <L>/<N>[.p/<W>]" }]);
+  const bytes = await reads.tile(address);
+  return (reply) =>
+    reply.type("application/octet-stream").header("cache-control", IMMUTABLE).send(Buffer.from(bytes));
+}
+
+/** `GET /kt/v1/directory/{sha256}`: the snapshot's exact JSON, cacheable for good. */
+async function directoryOf(reads: KtReads, request: FastifyRequest): Promise<Answer> {
+  const { sha256 } = request.params as { sha256: string };
+  if (!/^[0-9a-f]{64}$/.test(sha256)) {
+    throw invalidRequest([{ field: "sha256", description: "must be 64 lower-case hexadecimal characters" }]);
+  }
+  const json = await reads.directory(sha256);
+  return (reply) =>
+    reply.type("application/json; charset=utf-8").header("cache-control", IMMUTABLE).send(json);
 }
 
 /**

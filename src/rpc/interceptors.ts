@@ -1,4 +1,11 @@
-import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import {
+  ConnectError,
+  type Interceptor,
+  type StreamRequest,
+  type StreamResponse,
+  type UnaryRequest,
+  type UnaryResponse,
+} from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import type { Clock } from "../clock.js";
@@ -8,7 +15,8 @@ import { countInWindow } from "../domain/rate-limit.js";
 import { AppError } from "../errors.js";
 import type { ApiKeyRecord, Store } from "../store/types.js";
 import { kLogger, kPrincipal, kRemoteAddress, kRequestId } from "./context.js";
-import { policyOf, type RateBucketName } from "./policy.js";
+import { type OperatorAccess, operatorCheck } from "./operator-access.js";
+import { accessOf, policyOf, type RateBucketName } from "./policy.js";
 import { requestIdFrom } from "./request-id.js";
 
 /**
@@ -63,46 +71,90 @@ export interface AccessOptions {
   store: Store;
   config: Pick<Config, "env" | "tiers">;
   clock: Clock;
+  /** The operator token and the operator API's limit; without it every operator call is `unauthorized`. */
+  operator?: OperatorAccess | undefined;
+  /** The key log's public reads allowed per client address and minute (`KT_READS_PER_MINUTE`). */
+  keyLogReadsPerMinute?: number | undefined;
 }
 
+/** The key log's public reads per client address and minute when none is given (`KT_READS_PER_MINUTE`'s default). */
+const KEY_LOG_READS_PER_MINUTE = 600;
+
 /**
- * Authentication, role check and rate limiting, in one pass so that every response carries the
- * rate-limit headers, 401s included. Calls without a valid key are limited per client address at the
- * sandbox tier, which also slows down key guessing. Counters live in the store, so REST, gRPC and
- * Connect, and every instance of the service, share one counter per key.
+ * The chain's access step: who the caller is, whether the call's policy lets them in, and the
+ * caller's rate-limit counter, in one pass so that every response carries the rate-limit headers,
+ * 401s included. How a call is let in depends on what it calls ({@link accessOf}): an API key and
+ * the method's policy for the API, the operator token for the operator API, nothing but a counter per
+ * client address for the key log's public reads. Counters live in the store, so every protocol and
+ * every instance of the service share one counter per caller.
  */
 export function accessInterceptor(options: AccessOptions): Interceptor {
+  const operator = operatorCheck(options, options.operator);
+  const keyLogReads = options.keyLogReadsPerMinute ?? KEY_LOG_READS_PER_MINUTE;
   return (next) => async (req) => {
-    const policy = policyOf(req.method);
-    if (policy === "public") return next(req);
-
-    const { principal, authError } = await identify(options, req.header.get("x-api-key"));
-    const headers = await countCall(
-      options,
-      policy.rateBucket,
-      principal,
-      req.contextValues.get(kRemoteAddress),
-    );
-    try {
-      if (authError) throw authError;
-      if (principal && !policy.roles.includes(principal.role)) {
-        const article = principal.role === "issuer" ? "An" : "A";
-        throw new AppError(
-          "forbidden",
-          `${article} ${principal.role} API key may not call ${req.method.name}.`,
-        );
+    switch (accessOf(req.method)) {
+      case "public":
+        return next(req);
+      case "operator":
+        return withLimitHeaders(await operator(req), next, req);
+      case "key-log": {
+        const counter = `ip:${req.contextValues.get(kRemoteAddress)}:kt`;
+        return withLimitHeaders(await countInWindow(options, { counter, limit: keyLogReads }), next, req);
       }
-      req.contextValues.set(kPrincipal, principal);
-      const res = await next(req);
-      for (const name in headers) res.header.set(name, headers[name] as string);
-      return res;
-    } catch (err) {
-      if (err instanceof AppError) Object.assign(err.headers, headers);
-      else if (err instanceof ConnectError)
-        for (const name in headers) err.metadata.set(name, headers[name] as string);
-      throw err;
+      default:
+        return apiKeyAccess(options, next, req);
     }
   };
+}
+
+/** An API call: its key, the roles the method's policy names, the key's counter for the policy's bucket. */
+async function apiKeyAccess(options: AccessOptions, next: Next, req: UnaryRequest | StreamRequest) {
+  const policy = policyOf(req.method);
+  if (policy === "public") return next(req);
+  const { principal, authError } = await identify(options, req.header.get("x-api-key"));
+  const headers = await countCall(
+    options,
+    policy.rateBucket,
+    principal,
+    req.contextValues.get(kRemoteAddress),
+  );
+  return withLimitHeaders(headers, next, req, () => {
+    if (authError) throw authError;
+    if (principal && !policy.roles.includes(principal.role)) {
+      const article = principal.role === "issuer" ? "An" : "A";
+      throw new AppError(
+        "forbidden",
+        `${article} ${principal.role} API key may not call ${req.method.name}.`,
+      );
+    }
+    req.contextValues.set(kPrincipal, principal);
+  });
+}
+
+/** The rest of a call below an interceptor, unary or streaming. */
+type Next = (req: UnaryRequest | StreamRequest) => Promise<UnaryResponse | StreamResponse>;
+
+/**
+ * Runs `check`, then the rest of the call, and puts the rate-limit `headers` on its answer, error or
+ * not (an `AppError` or a `ConnectError`).
+ */
+async function withLimitHeaders(
+  headers: Record<string, string>,
+  next: Next,
+  req: UnaryRequest | StreamRequest,
+  check?: () => void,
+): Promise<UnaryResponse | StreamResponse> {
+  try {
+    check?.();
+    const res = await next(req);
+    for (const name in headers) res.header.set(name, headers[name] as string);
+    return res;
+  } catch (err) {
+    if (err instanceof AppError) Object.assign(err.headers, headers);
+    else if (err instanceof ConnectError)
+      for (const name in headers) err.metadata.set(name, headers[name] as string);
+    throw err;
+  }
 }
 
 /**

@@ -7,6 +7,7 @@ import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import { WebhooksService } from "../../gen/receipts/v1/webhooks_pb.js";
 import type { Role } from "../store/types.js";
+import { KeyLogReads, OperatorApi } from "./route-services.js";
 
 /**
  * Each RPC's policy: the roles that may call it, whether it reads an `Idempotency-Key`, whether it
@@ -97,4 +98,18 @@ export function policyOf(method: DescMethod): MethodPolicy | "public" {
 export function rolesFor(method: DescMethod): readonly Role[] | "public" {
   const found = policyOf(method);
   return found === "public" ? found : found.roles;
+}
+
+/**
+ * How a call is let in, the first question of the chain's access step: `api-key` for the API's
+ * methods (then the method's {@link policyOf}), `operator` for the operator API (the operator token,
+ * counted per client address before it is read), `key-log` for the key log's public reads (anyone,
+ * counted per client address), `public` for gRPC health and reflection.
+ */
+export type Access = "api-key" | "operator" | "key-log" | "public";
+
+export function accessOf(method: DescMethod): Access {
+  if (method.parent === OperatorApi) return "operator";
+  if (method.parent === KeyLogReads) return "key-log";
+  return policyOf(method) === "public" ? "public" : "api-key";
 }

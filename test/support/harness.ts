@@ -48,6 +48,8 @@ export async function startService(
     random?: AppDeps["random"];
     /** The key log's seams (the tenants' signing keys, the directory source, the witnesses' HTTP client). */
     kt?: AppDeps["kt"];
+    /** The chain's own hook: sees every call enter each step of the chain. */
+    onChainStep?: AppDeps["onChainStep"];
   } = {},
 ): Promise<TestService> {
   const config = loadConfig({
@@ -78,6 +80,7 @@ export async function startService(
     ...(options.resolve === undefined ? {} : { webhookResolver: options.resolve }),
     ...(options.kt === undefined ? {} : { kt: options.kt }),
     ...(options.random === undefined ? {} : { random: options.random }),
+    ...(options.onChainStep === undefined ? {} : { onChainStep: options.onChainStep }),
   });
   if (options.realRsaKeyGeneration !== true) useFixtureRsaKeys(app.domain.pool);
   const address = await app.server.listen(0, "127.0.0.1");

@@ -28,17 +28,17 @@ describe("secrets are compared in constant time", () => {
   });
 
   it("fails on the operator token compared with !== or === instead of timingSafeEqual", () => {
-    const source = readFileSync(join(ROOT, "src/http/admin-access.ts"), "utf8");
+    const source = readFileSync(join(ROOT, "src/rpc/operator-access.ts"), "utf8");
     const constantTime = "!timingSafeEqual(digest(given), expected)";
     expect(source).toContain(constantTime);
-    expect(plainSecretComparisons("admin-access.ts", source)).toEqual([]);
+    expect(plainSecretComparisons("operator-access.ts", source)).toEqual([]);
     for (const plain of [
       "given !== adminToken",
       "!(given === options.adminToken)",
       "digest(given) != expected",
     ]) {
       const mutated = source.replace(constantTime, plain);
-      const found = plainSecretComparisons("admin-access.ts", mutated);
+      const found = plainSecretComparisons("operator-access.ts", mutated);
       expect(found.map((f) => f.text)).toEqual([plain.replace(/^!\(|\)$/g, "")]);
       expect(mutated.split("\n")[(found[0]?.line ?? 0) - 1]).toContain(plain);
     }
