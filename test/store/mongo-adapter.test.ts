@@ -5,7 +5,7 @@ import { createLogger } from "../../src/logging.js";
 import { createStore } from "../../src/store/index.js";
 import { createMongoStore, DEFAULT_INDEX_TIMEOUT_MS } from "../../src/store/mongo/index.js";
 import { INDEXES } from "../../src/store/mongo/indexes.js";
-import type { Store } from "../../src/store/types.js";
+import type { IssuerEscrowKeyRecord, Store } from "../../src/store/types.js";
 import { FakeMongo, keyOf, type RecordedFilter, type RecordedQuery } from "./fake-mongo/index.js";
 import {
   at,
@@ -301,6 +301,24 @@ describe("MongoDB adapter", () => {
     expect(await store.receipts.insert(receipt("usr_1"))).toBe(true);
     fake.down();
     const failure = await store.receipts.insert(receipt("usr_1")).catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(AppError);
+    expect((failure as AppError).code).toBe("service_unavailable");
+  });
+
+  it("reports an issuer escrow key it could not store as a failure, never as an id another tenant holds", async () => {
+    // An issuer told "id_taken" would pick another id and sign a new statement for a key never stored.
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    const key: IssuerEscrowKeyRecord = {
+      escrowKeyId: "iek_never_stored",
+      tenantId: "tnt_i",
+      algorithm: "HPKE-P256-SHA256-A256GCM",
+      publicKey: "cHVibGljIGtleQ==",
+      createdAt: at(0),
+    };
+    fake.down();
+    const failure = await store.issuerEscrowKeys.insert(key).catch((err: unknown) => err);
     expect(failure).toBeInstanceOf(AppError);
     expect((failure as AppError).code).toBe("service_unavailable");
   });
