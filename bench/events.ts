@@ -1,7 +1,9 @@
 import { readdirSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
+import { loadavg } from "node:os";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { postJson, receiptJson, rotation, seedService } from "./fixtures.js";
 import { measure, quantile, runHttp, type Sample } from "./load.js";
@@ -24,6 +26,8 @@ import { initClockTicks, metered, type Service, startService } from "./targets.j
  *   npm run bench:events [-- --seconds 24 --rounds 6 --rate 200 --log-level warn --profile <dir>]
  *
  * `--profile <dir>` writes the subscribed service's V8 CPU profile there and prints its summary.
+ * `--before <dist/src of another build>` adds a third service, that build with one endpoint too (its own
+ * receiver), to the rotation: how a change to delivery moves the ratio, measured in the same run.
  */
 
 const { values: args } = parseArgs({
@@ -34,26 +38,37 @@ const { values: args } = parseArgs({
     rate: { type: "string", default: "200" },
     "log-level": { type: "string", default: "warn" },
     profile: { type: "string" },
+    before: { type: "string" },
   },
 });
 
-/** A receiver of webhooks: each event id with the time it arrived, less the event's own time. */
+/**
+ * A receiver of webhooks: a bare node:http server answering 204, as cheap as a receiver gets in Node
+ * (it runs on the machine's two cores beside the service and the load generator). Per event id: the
+ * time it arrived, and that less the event's own time.
+ */
 async function startReceiver() {
   const latencies = new Map<string, number>();
+  const arrivedAt = new Map<string, number>();
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {
       const arrived = Date.now();
       const event = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id: string; timestamp: string };
-      if (!latencies.has(event.id)) latencies.set(event.id, arrived - Date.parse(event.timestamp));
+      if (!latencies.has(event.id)) {
+        latencies.set(event.id, arrived - Date.parse(event.timestamp));
+        arrivedAt.set(event.id, arrived);
+      }
       res.writeHead(204).end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
-  return { url, latencies, close: () => server.close() };
+  return { url, latencies, arrivedAt, close: () => server.close() };
 }
+
+type Receiver = Awaited<ReturnType<typeof startReceiver>>;
 
 /** The encrypt load of one service, to its seeded cardholders in turn. */
 async function encryptLoad(svc: Service, connections: number) {
@@ -93,6 +108,60 @@ function latencyLine(values: number[]): string {
   return `p50 ${quantile(sorted, 0.5).toFixed(0)} ms, p99 ${quantile(sorted, 0.99).toFixed(0)} ms, max ${(sorted.at(-1) ?? 0).toFixed(0)} ms (${sorted.length} events)`;
 }
 
+/** One service in the rotation: its load, and the receiver of its endpoint (none for the baseline). */
+interface Side {
+  name: string;
+  service: Service;
+  phase: ReturnType<typeof metered>;
+  /** The same load at a fixed rate, metered apart: CPU per request when the machine is not saturated. */
+  paced: ReturnType<typeof metered>;
+  receiver?: Receiver;
+  samples: Sample[];
+  /** Per slice: seconds from its start until its last event arrived (or the slice's length). */
+  sustained: number[];
+  /** Requests answered in the paced slices. */
+  pacedOk?: number;
+}
+
+async function side(name: string, service: Service, receiver?: Receiver): Promise<Side> {
+  if (receiver !== undefined) {
+    await postJson(`${service.url}/api/v1/webhooks/endpoints`, service.keys.issuer, {
+      url: receiver.url,
+      events: ["*"],
+    });
+  }
+  const load = await encryptLoad(service, FULL_LOAD_CONNECTIONS);
+  const [phase, paced] = [metered(service.child.pid, load, 1), metered(service.child.pid, load, 0)];
+  return {
+    name,
+    service,
+    paced,
+    phase,
+    ...(receiver === undefined ? {} : { receiver }),
+    samples: [],
+    sustained: [],
+  };
+}
+
+/**
+ * One slice of `s` at full load. For a subscribed side, also how long until every event of the slice
+ * had arrived: a service whose deliveries lag behind its encrypts has not sustained the slice's rate.
+ */
+async function slice(s: Side, seconds: number): Promise<void> {
+  const started = Date.now();
+  const known = s.receiver?.latencies.size ?? 0;
+  const sample = await s.phase.phase(seconds);
+  s.samples.push(sample);
+  if (s.receiver === undefined) {
+    s.sustained.push(sample.seconds);
+    return;
+  }
+  await arrivals(s.receiver.latencies, known + sample.ok, 30_000);
+  let last = started;
+  for (const at of s.receiver.arrivedAt.values()) if (at > last) last = at;
+  s.sustained.push(Math.max(sample.seconds, (last - started) / 1000));
+}
+
 async function main(): Promise<void> {
   const [seconds, rounds, warmup, rate] = [args.seconds, args.rounds, args.warmup, args.rate].map(Number) as [
     number,
@@ -102,62 +171,58 @@ async function main(): Promise<void> {
   ];
   await initClockTicks();
   const logLevel = String(args["log-level"]);
+  const load0 = loadavg()[0] as number;
   const src = new URL("../src/", import.meta.url);
-  const receiver = await startReceiver();
-  const [none, subscribed] = await Promise.all([
+  const [receiver, beforeReceiver] = await Promise.all([startReceiver(), startReceiver()]);
+  const profile = args.profile === undefined ? {} : { cpuProfileDir: args.profile };
+  const [none, subscribed, old] = await Promise.all([
     startService("no-endpoint", src, { logLevel }),
-    startService("one-endpoint", src, {
-      logLevel,
-      ...(args.profile === undefined ? {} : { cpuProfileDir: args.profile }),
-    }),
+    startService("one-endpoint", src, { logLevel, ...profile }),
+    args.before === undefined
+      ? undefined
+      : startService("before", pathToFileURL(`${resolve(args.before)}/`), { logLevel }),
   ]);
-  await postJson(`${subscribed.url}/api/v1/webhooks/endpoints`, subscribed.keys.issuer, {
-    url: receiver.url,
-    events: ["*"],
-  });
-  const a = metered(none.child.pid, await encryptLoad(none, FULL_LOAD_CONNECTIONS), 1);
-  const b = metered(subscribed.child.pid, await encryptLoad(subscribed, FULL_LOAD_CONNECTIONS), 1);
-  await a.phase(warmup);
-  await b.phase(warmup);
+  const sides = [await side("no endpoint", none), await side("one endpoint", subscribed, receiver)];
+  if (old !== undefined) sides.push(await side("one endpoint, --before build", old, beforeReceiver));
+  for (const s of sides) await s.phase.phase(warmup);
   // The seeding's and the warm-up's events: the figures start after them.
-  await quiet(receiver.latencies);
+  for (const r of [receiver, beforeReceiver]) await quiet(r.latencies);
   const before = new Set(receiver.latencies.keys());
-  const samplesA: Sample[] = [];
-  const samplesB: Sample[] = [];
-  const slice = seconds / rounds;
   for (let round = 0; round < rounds; round++) {
-    if (round % 2 === 0) {
-      samplesA.push(await a.phase(slice));
-      samplesB.push(await b.phase(slice));
-    } else {
-      samplesB.push(await b.phase(slice));
-      samplesA.push(await a.phase(slice));
-    }
+    // Each side leads in turn, so none always follows the same one.
+    for (let i = 0; i < sides.length; i++)
+      await slice(sides[(round + i) % sides.length] as Side, seconds / rounds);
   }
-  const [ma, mb] = [measure(...samplesA), measure(...samplesB)];
-  const cpuA = (a.cpu.process / Math.max(1, ma.ok)) * 1e6;
-  const cpuB = (b.cpu.process / Math.max(1, mb.ok)) * 1e6;
-  const expected = before.size + mb.ok;
+  const expected = before.size + measure(...(sides[1] as Side).samples).ok;
   const got = await arrivals(receiver.latencies, expected, 60_000);
   const loaded = [...receiver.latencies].filter(([id]) => !before.has(id)).map(([, ms]) => ms);
+  // CPU per request at a fixed rate, rotating too: throughput on a shared machine moves with everyone
+  // else's load, the service's own CPU per request much less. Its difference is what an event costs.
+  for (let round = 0; round < Math.min(rounds, 4); round++) {
+    for (let i = 0; i < sides.length; i++) {
+      const s = sides[(round + i) % sides.length] as Side;
+      const known = s.receiver?.latencies.size ?? 0;
+      const sample = await s.paced.phase(Math.max(3, seconds / rounds), rate);
+      s.pacedOk = (s.pacedOk ?? 0) + sample.ok;
+      if (s.receiver !== undefined) await arrivals(s.receiver.latencies, known + sample.ok, 30_000);
+    }
+  }
   // A fixed moderate rate on the subscribed service alone: latency without a saturated machine.
   await quiet(receiver.latencies);
   const seen = new Set(receiver.latencies.keys());
-  const steady = await b.phase(Math.max(5, slice), rate);
+  const steady = await (sides[1] as Side).phase.phase(Math.max(5, seconds / rounds), rate);
   await arrivals(receiver.latencies, seen.size + steady.ok, 30_000);
   const calm = [...receiver.latencies].filter(([id]) => !seen.has(id)).map(([, ms]) => ms);
   await stopAll();
-  receiver.close();
+  for (const r of [receiver, beforeReceiver]) r.close();
   const lines = [
-    `REST encrypt, ${FULL_LOAD_CONNECTIONS} connections, ${seconds} s each in ${rounds} alternating slices, LOG_LEVEL=${logLevel}, node ${process.version}`,
-    `no endpoint:  ${ma.rps.toFixed(0)} req/s, p50 ${ma.p50.toFixed(1)} ms, p99 ${ma.p99.toFixed(1)} ms, CPU ${cpuA.toFixed(0)} us/req, ${ma.failed} failed`,
-    `one endpoint: ${mb.rps.toFixed(0)} req/s, p50 ${mb.p50.toFixed(1)} ms, p99 ${mb.p99.toFixed(1)} ms, CPU ${cpuB.toFixed(0)} us/req, ${mb.failed} failed`,
-    `throughput ratio (one endpoint / none): ${(mb.rps / ma.rps).toFixed(3)} (goal >= 0.9)`,
+    `REST encrypt, ${FULL_LOAD_CONNECTIONS} connections, ${seconds} s each in ${rounds} rotating slices, LOG_LEVEL=${logLevel}, node ${process.version}, load average ${load0.toFixed(1)} at start, ${(loadavg()[0] as number).toFixed(1)} at end`,
+    ...report(sides),
     `delivery latency at full load: ${latencyLine(loaded)}`,
     `delivery latency at ${rate} req/s: ${latencyLine(calm)}`,
     // The load generator counts the answers it saw; a slice's last requests are answered after it
     // stops listening (up to one per connection), so a few more events than counted arrive.
-    `events delivered: ${got - before.size}, encrypts counted: ${mb.ok}${got < expected ? `, ${expected - got} missing after 60 s` : ", none missing"}`,
+    `events delivered: ${got - before.size}, encrypts counted: ${expected - before.size}${got < expected ? `, ${expected - got} missing after 60 s` : ", none missing"}`,
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
   if (args.profile !== undefined) {
@@ -167,6 +232,40 @@ async function main(): Promise<void> {
       );
     }
   }
+}
+
+/**
+ * Per side: req/s, latency and CPU per request; for the subscribed sides the ratio to no endpoint over
+ * the whole run, per round (the spread), and sustained (each slice's encrypts over the time until its
+ * last event arrived).
+ */
+function report(sides: Side[]): string[] {
+  const [base, ...others] = sides as [Side, ...Side[]];
+  const lines: string[] = [];
+  for (const s of sides) {
+    const m = measure(...s.samples);
+    const cpu = (s.phase.cpu.process / Math.max(1, m.ok)) * 1e6;
+    lines.push(
+      `${`${s.name}:`.padEnd(32)} ${m.rps.toFixed(0)} req/s, p50 ${m.p50.toFixed(1)} ms, p99 ${m.p99.toFixed(1)} ms, CPU ${cpu.toFixed(0)} us/req, ${m.failed} failed`,
+    );
+  }
+  const pacedCpu = (s: Side) => (s.paced.cpu.process / Math.max(1, s.pacedOk ?? 0)) * 1e6;
+  lines.push(
+    `at a fixed rate, CPU per request (the service's process, all threads, delivery included): ${sides.map((s) => `${s.name} ${pacedCpu(s).toFixed(0)} us`).join(", ")}`,
+  );
+  const baseRps = measure(...base.samples).rps;
+  for (const s of others) {
+    const perRound = s.samples.map(
+      (x, i) =>
+        x.ok / x.seconds / ((base.samples[i] as Sample).ok / (base.samples[i] as Sample).seconds || 1),
+    );
+    const ok = s.samples.reduce((n, x) => n + x.ok, 0);
+    const sustained = ok / s.sustained.reduce((n, x) => n + x, 0);
+    lines.push(
+      `throughput ratio (${s.name} / no endpoint): ${(measure(...s.samples).rps / baseRps).toFixed(3)} (goal >= 0.9); per round ${perRound.map((r) => r.toFixed(2)).join(" ")}; sustained (until each slice's events arrived) ${(sustained / baseRps).toFixed(3)}; CPU at the fixed rate: no endpoint's / this ${(pacedCpu(base) / pacedCpu(s)).toFixed(3)}`,
+    );
+  }
+  return lines;
 }
 
 main().then(

@@ -9,7 +9,9 @@
  * operator, acting alone, then tries to: add a prefix to the bank, remove its prefix, replay a claim
  * signed for another prefix, sign with a key of its own, give the bank's BIN to a tenant it controls
  * (at once, with a forged release, with the bank's release to someone else). A receipt for a card of
- * the BIN must still go to the bank's escrow after each attempt. Prints each answer's status; exit
+ * the BIN must still go to the bank's escrow after each attempt. Then the same against the bank's
+ * token BINs (kind token-bin), with a card-BIN claim passed off as a token-BIN claim, and a tap's
+ * receipt (PAR, the token BIN as cardBin) must go to the bank. Prints each answer's status; exit
  * code 0 when every attack failed, 1 when one succeeded, 2 on a setup error. fetch and WebCrypto only.
  */
 
@@ -155,8 +157,113 @@ async function main() {
   );
   if (!bankSees) failures += 1;
 
+  await tokenBinAttacks({
+    bank,
+    mallory,
+    root,
+    mine,
+    bins,
+    shop,
+    bin,
+    genuine,
+    escrowOf: async (t) => {
+      const rows = (await call("GET", "/admin/v1/escrow", admin)).body.data?.escrow ?? [];
+      return rows.filter((r) => r.ownerTenantId === t).reduce((n, r) => n + r.count, 0);
+    },
+  });
+
   console.log(failures === 0 ? "every attack failed" : `${failures} attack(s) succeeded`);
   process.exit(failures === 0 ? 0 : 1);
+}
+
+/**
+ * The same attacks on the bank's token BINs (a wallet token's first 8 digits, what a tap gives as
+ * cardBin): claims and releases of kind token-bin signed by the bank's root are the only way in or out.
+ */
+async function tokenBinAttacks(w) {
+  const { bank, mallory, root, mine, bins, shop, bin } = w;
+  const token = `7${String(Date.now()).slice(-7)}`;
+  const tokenOther = `7${String(Date.now() + 1).slice(-7)}`;
+  const tokenStatement = (type, prefix, version, extra = {}) => ({
+    ...statement(bank, type, prefix, version, extra),
+    kind: "token-bin",
+  });
+  expectRefused("add a token BIN to the bank alone", await bins(bank, { bins: [bin], tokenBins: [token] }));
+  expectRefused(
+    "add a token BIN with a claim signed by the operator's own key",
+    await bins(bank, {
+      bins: [bin],
+      tokenBins: [token],
+      statements: [await sign(mine, tokenStatement("receipts.v1/bin-claim", token, 1))],
+    }),
+  );
+  const asCard = await sign(root, statement(bank, "receipts.v1/bin-claim", token, 1));
+  expectRefused(
+    "the bank's claim of a card BIN used as a claim of the token BIN of the same digits",
+    await bins(bank, { bins: [bin], tokenBins: [token], statements: [asCard] }),
+  );
+  expectRefused(
+    "the bank's card-BIN claim of another prefix replayed for a token BIN",
+    await bins(bank, { bins: [bin], tokenBins: [token], statements: [w.genuine] }),
+  );
+  // The bank's own claim, as it would give it: taken.
+  const claim = await sign(root, tokenStatement("receipts.v1/bin-claim", token, 1));
+  const taken = await bins(bank, { bins: [bin], tokenBins: [token], statements: [claim] });
+  if (taken.status !== 200) throw new Error(`setup: the bank's token-BIN claim: ${taken.status}`);
+  console.log(
+    `info  the bank's own token-BIN claim: ${taken.status}, token BINs ${JSON.stringify(taken.body.data?.tokenBins)}`,
+  );
+  expectRefused(
+    "replay the bank's token-BIN claim to add another token BIN",
+    await bins(bank, { bins: [bin], tokenBins: [token, tokenOther], statements: [claim] }),
+  );
+  expectRefused("remove the bank's token BIN alone", await bins(bank, { bins: [bin], tokenBins: [] }));
+  expectRefused(
+    "take the bank's token BIN as a card BIN of the operator's tenant (one owner per prefix)",
+    await bins(mallory, { bins: [token] }),
+  );
+  expectRefused(
+    "a forged release of the bank's token BIN to the operator's tenant",
+    await bins(mallory, {
+      bins: [],
+      tokenBins: [token],
+      releases: [await sign(mine, tokenStatement("receipts.v1/bin-release", token, 2, { to: mallory }))],
+    }),
+  );
+  const toElse = await sign(root, tokenStatement("receipts.v1/bin-release", token, 2, { to: `else-${run}` }));
+  expectRefused(
+    "the bank's token-BIN release to someone else, used for the operator's tenant",
+    await bins(mallory, { bins: [], tokenBins: [token], releases: [toElse] }),
+  );
+  const move = await bins(mallory, { bins: [], tokenBins: [token] });
+  console.log(
+    `info  the unilateral token-BIN move: ${move.status}, its token BINs now: ${JSON.stringify(move.body.data?.tokenBins)}`,
+  );
+  const owner = await call("GET", `/admin/v1/issuers/${bank}/bins`, admin);
+  const still = owner.body.data?.tokenBins?.includes(token) === true;
+  console.log(`${still ? "held " : "BROKE"} the bank still owns its token BIN after the announced move`);
+  if (!still) failures += 1;
+  const [bankBefore, malloryBefore] = [await w.escrowOf(bank), await w.escrowOf(mallory)];
+  const tap = {
+    receiptId: `tap-${run}`,
+    merchantId: `shop-${run}`,
+    merchantName: "Attack Cafe",
+    transactionId: `tap-${run}`,
+    transactionDate: "2026-11-21T09:31:00Z",
+    currency: "EUR",
+    recipientPar: `Q${run.toUpperCase().replace(/[^A-Z0-9]/g, "0")}${"1".repeat(20)}`,
+    cardBin: token,
+    items: [{ lineItemId: "1", name: "Tea", quantity: 1, unitPrice: 250, totalPrice: 250 }],
+    totalAmount: 250,
+  };
+  const stored = await call("POST", "/api/v1/receipts/encrypt", shop, tap);
+  const bankGot = (await w.escrowOf(bank)) - bankBefore;
+  const malloryGot = (await w.escrowOf(mallory)) - malloryBefore;
+  const held = stored.status === 200 && bankGot === 1 && malloryGot === 0;
+  console.log(
+    `${held ? "held " : "BROKE"} a tap's receipt (PAR, token BIN) is escrowed for the bank (${stored.status}; bank +${bankGot}, operator's tenant +${malloryGot})`,
+  );
+  if (!held) failures += 1;
 }
 
 main().catch((err) => {

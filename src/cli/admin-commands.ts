@@ -1,8 +1,9 @@
+import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../config.js";
 import { createLogger } from "../logging.js";
 import { createStore } from "../store/index.js";
-import { httpOperator, type Operator, storeOperator } from "./operator.js";
+import { type BinsExtra, httpOperator, type Operator, storeOperator } from "./operator.js";
 
 /**
  * The operator commands of the command line: API keys, BIN prefixes, merchantId
@@ -34,11 +35,17 @@ Lists API keys: id, prefix, environment, tenant, role, tier, merchantIds, create
   revoke: `Usage: receipts keys revoke <key-id> [--json] [--url <url>]
 
 Revokes the key; calls with it then get 401 unauthorized.`,
-  bins: `Usage: receipts bins set <tenant> <bin,bin,...> [--json] [--url <url>]
+  bins: `Usage: receipts bins set <tenant> <bin,bin,...> [options] [--json] [--url <url>]
        receipts bins get <tenant> [--json] [--url <url>]
 
 Sets (replacing the list) or shows the BIN prefixes (6 or 8 digits) an issuer tenant owns. Receipts
-that carry a cardBin under one of them go only to that tenant's cardholders, or to its escrow.`,
+that carry a cardBin under one of them go only to that tenant's cardholders, or to its escrow.
+
+Options of set:
+  --token-bins <a,b>       replaces the tenant's token BINs too (a wallet token's first digits; "" for none)
+  --statements <file>      the tenant's root's bin-claim / bin-release statements, needed once it has a
+                           confirmed root: a JSON list of {statement, signature} (base64), as signed
+  --releases <file>        releases by other tenants' roots of prefixes this change takes, same form`,
   merchants: `Usage: receipts merchants assign <merchantId> --tenant <id> [--json] [--url <url>]
 
 Gives a merchantId to a merchant tenant; other tenants' use of it is then forbidden.`,
@@ -180,6 +187,65 @@ export async function keysCommand(
   throw new UsageError(`Unknown command "keys ${command ?? ""}".`);
 }
 
+/** `bins set|get`: the BINs and token BINs of an issuer tenant, with the roots' statements. */
+async function binsCommand(args: string[], out: NodeJS.WritableStream): Promise<void> {
+  const [command, ...rest] = args;
+  const { values, positionals } = parse(rest, {
+    ...URL_OPTION,
+    "token-bins": { type: "string" },
+    statements: { type: "string" },
+    releases: { type: "string" },
+  });
+  const [tenant, bins] = positionals;
+  if (command === "set" && tenant !== undefined && bins !== undefined && positionals.length === 2) {
+    const extra: BinsExtra = {};
+    if (values["token-bins"] !== undefined) extra.tokenBins = list(values["token-bins"]);
+    if (values.statements !== undefined)
+      extra.statements = await statementsFile("--statements", values.statements);
+    if (values.releases !== undefined) extra.releases = await statementsFile("--releases", values.releases);
+    const set = await withOperator(values.url, (op) => op.setBins(tenant, list(bins), extra));
+    const tokens = set.tokenBins.length === 0 ? "" : ` and token BINs ${set.tokenBins.join(", ")}`;
+    emit(
+      out,
+      values.json,
+      set,
+      `Tenant ${tenant} owns ${set.bins.join(", ") || "no BIN prefixes"}${tokens}.\n`,
+    );
+    return;
+  }
+  if (command === "get" && tenant !== undefined && positionals.length === 1 && !hasSetOptions(values)) {
+    const view = await withOperator(values.url, (op) => op.getBins(tenant));
+    const lines = [...view.bins, ...view.tokenBins.map((p) => `${p} (token)`)];
+    emit(out, values.json, view, lines.map((l) => `${l}\n`).join(""));
+    return;
+  }
+  throw new UsageError(OPERATOR_HELP.bins);
+}
+
+function hasSetOptions(values: Record<string, unknown>): boolean {
+  return ["token-bins", "statements", "releases"].some((name) => values[name] !== undefined);
+}
+
+/**
+ * A file of signed statements as `PUT .../bins` takes them: a JSON list of `{statement, signature}`
+ * (a single object is taken as a list of one). The service checks each; here only that it is JSON.
+ */
+async function statementsFile(option: string, path: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (e) {
+    throw new UsageError(`${option}: cannot read ${path} (${e instanceof Error ? e.message : String(e)}).`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new UsageError(`${option}: ${path} is not JSON (a list of {statement, signature}).`);
+  }
+  return Array.isArray(parsed) ? parsed : [parsed];
+}
+
 /** `bins set|get`, `merchants assign`, `cards transfer`, `audit`, `escrow`. */
 export async function ownershipCommand(
   group: "bins" | "merchants" | "cards" | "audit" | "escrow",
@@ -187,25 +253,8 @@ export async function ownershipCommand(
   out: NodeJS.WritableStream,
 ): Promise<void> {
   if (group === "bins") {
-    const [command, ...rest] = args;
-    const { values, positionals } = parse(rest, URL_OPTION);
-    const [tenant, bins] = positionals;
-    if (command === "set" && tenant !== undefined && bins !== undefined && positionals.length === 2) {
-      const set = await withOperator(values.url, (op) => op.setBins(tenant, list(bins)));
-      emit(
-        out,
-        values.json,
-        { tenant, bins: set },
-        `Tenant ${tenant} owns ${set.join(", ") || "no BIN prefixes"}.\n`,
-      );
-      return;
-    }
-    if (command === "get" && tenant !== undefined && positionals.length === 1) {
-      const bins = await withOperator(values.url, (op) => op.getBins(tenant));
-      emit(out, values.json, { tenant, bins }, `${bins.join("\n")}${bins.length > 0 ? "\n" : ""}`);
-      return;
-    }
-    throw new UsageError(OPERATOR_HELP.bins);
+    await binsCommand(args, out);
+    return;
   }
   if (group === "merchants") {
     const [command, ...rest] = args;

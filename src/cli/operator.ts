@@ -2,6 +2,7 @@ import {
   type ApiKeyView,
   type AuditView,
   assignMerchant,
+  type BinsView,
   createKey,
   escrowCounts,
   getBins,
@@ -29,12 +30,20 @@ export interface Operator {
   }): Promise<ApiKeyView>;
   listKeys(tenant?: string): Promise<ApiKeyView[]>;
   revokeKey(apiKeyId: string): Promise<void>;
-  setBins(tenant: string, bins: string[]): Promise<string[]>;
-  getBins(tenant: string): Promise<string[]>;
+  /** `extra`: the token BINs (absent: unchanged) and the roots' statements, as `PUT .../bins` takes them. */
+  setBins(tenant: string, bins: string[], extra?: BinsExtra): Promise<BinsView>;
+  getBins(tenant: string): Promise<BinsView>;
   assignMerchant(merchantId: string, tenant: string): Promise<void>;
   transferCard(userId: string, toTenant: string): Promise<CardTransfer>;
   readAudit(query: { tenant?: string; after?: string; limit?: string }): Promise<AuditView[]>;
   escrowCounts(): Promise<EscrowCount[]>;
+}
+
+/** What `bins set` may carry beside the BINs (`domain/admin.ts` `setBins`). */
+export interface BinsExtra {
+  tokenBins?: string[];
+  statements?: unknown;
+  releases?: unknown;
 }
 
 /**
@@ -63,8 +72,8 @@ export function storeOperator(store: Store, env: Environment): Operator {
     revokeKey: async (id) => {
       await revokeKey(ctx(), id);
     },
-    setBins: async (tenant, bins) => (await setBins(ctx(), tenant, { bins })).bins,
-    getBins: async (tenant) => (await getBins(store, tenant)).bins,
+    setBins: (tenant, bins, extra) => setBins(ctx(), tenant, { bins, ...extra }),
+    getBins: (tenant) => getBins(store, tenant),
     assignMerchant: async (merchantId, tenant) => {
       await assignMerchant(ctx(), merchantId, { tenant });
     },
@@ -124,9 +133,9 @@ export function httpOperator(baseUrl: string, token: string): Operator {
     revokeKey: async (apiKeyId) => {
       await call("DELETE", `/api-keys/${id(apiKeyId)}`);
     },
-    setBins: async (tenant, bins) =>
-      (await call<{ bins: string[] }>("PUT", `/issuers/${id(tenant)}/bins`, { bins })).bins,
-    getBins: async (tenant) => (await call<{ bins: string[] }>("GET", `/issuers/${id(tenant)}/bins`)).bins,
+    setBins: async (tenant, bins, extra) =>
+      binsView(await call<BinsView>("PUT", `/issuers/${id(tenant)}/bins`, { bins, ...extra })),
+    getBins: async (tenant) => binsView(await call<BinsView>("GET", `/issuers/${id(tenant)}/bins`)),
     assignMerchant: async (merchantId, tenant) => {
       await call("PUT", `/merchants/${id(merchantId)}`, { tenant });
     },
@@ -134,4 +143,9 @@ export function httpOperator(baseUrl: string, token: string): Operator {
     readAudit: async (query) => (await call<{ events: AuditView[] }>("GET", `/audit${q(query)}`)).events,
     escrowCounts: async () => (await call<{ escrow: EscrowCount[] }>("GET", "/escrow")).escrow,
   };
+}
+
+/** A server's answer about BINs; one from before token BINs has none. */
+function binsView(view: BinsView): BinsView {
+  return { tenant: view.tenant, bins: view.bins, tokenBins: view.tokenBins ?? [] };
 }

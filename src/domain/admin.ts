@@ -1,9 +1,9 @@
 import { AppError, invalidRequest, Violations } from "../errors.js";
-import type { Environment, EscrowCount, Role, Store, Tier } from "../store/types.js";
+import type { BinKind, BinList, Environment, EscrowCount, Role, Store, Tier } from "../store/types.js";
 import { createApiKey } from "./api-keys.js";
 import { type OperatorAuditEvent, readOperatorAudit } from "./audit.js";
-import { binChangeStatements, carriedStatements } from "./kt/bin-claims.js";
-import { announceMoves, applyReleases, planMoves } from "./kt/bin-moves.js";
+import { binChangeStatements, carriedStatements, type PrefixRef, refsMinus } from "./kt/bin-claims.js";
+import { announceMoves, planMoves, releasedLists } from "./kt/bin-moves.js";
 import { directoryChange } from "./kt/directory-change.js";
 import { ID_PATTERN, MAX_ID_LENGTH } from "./limits.js";
 import { BIN_PATTERN } from "./pan.js";
@@ -199,36 +199,38 @@ export async function assertTenantOf(
   ]);
 }
 
+/** An issuer tenant's prefixes: card BINs (`bins`) and wallet token BINs (`tokenBins`). */
+export interface BinsView {
+  tenant: string;
+  bins: string[];
+  tokenBins: string[];
+}
+
 /**
- * Sets an issuer tenant's BIN prefixes from `{bins: [...], statements?}` (6 or 8 digits each),
- * replacing its list; `conflict` naming the prefix when another tenant owns it or one overlapping it.
- * Once the tenant has a confirmed root, `statements` carries its root's claim of every prefix added
- * and release of every prefix removed (`kt/bin-claims.ts`), else `invalid_signature`. A prefix
- * taken from a tenant with a confirmed root without its release is announced (`kt/bin-moves.ts`):
- * the answer's `bins` are those the tenant owns now, without it.
+ * Sets an issuer tenant's BIN prefixes from `{bins: [...], tokenBins?: [...], statements?, releases?}`
+ * (6 or 8 digits each), replacing its list of each kind given (`tokenBins` absent: its token BINs stay);
+ * `conflict` naming the prefix when another tenant owns it or one overlapping it (BINs and token BINs
+ * are one numbering space). Once the tenant has a confirmed root, `statements` carries its root's
+ * claim of every prefix added and release of every prefix removed (`kt/bin-claims.ts`), else
+ * `invalid_signature`. A prefix taken from a tenant with a confirmed root is taken in the same store
+ * step as the owner's release in `releases`, or without one announced (`kt/bin-moves.ts`): the
+ * answer's lists are those the tenant owns now, without it.
  */
-export async function setBins(
-  ctx: OperatorContext,
-  tenant: string,
-  body: unknown,
-): Promise<{ tenant: string; bins: string[] }> {
+export async function setBins(ctx: OperatorContext, tenant: string, body: unknown): Promise<BinsView> {
   const input = objectOf(body);
   const v = new Violations();
-  onlyFields(v, input, ["bins", "statements", "releases"]);
+  onlyFields(v, input, ["bins", "tokenBins", "statements", "releases"]);
   checkId(v, "tenant", tenant);
-  const bins = input.bins;
-  if (!Array.isArray(bins) || bins.length > MAX_LIST_ENTRIES) {
-    v.add("bins", `must be a list of at most ${MAX_LIST_ENTRIES} BIN prefixes`);
-  } else {
-    bins.forEach((bin, i) => {
-      if (typeof bin !== "string" || !BIN_PATTERN.test(bin)) v.add(`bins[${i}]`, "must be 6 or 8 digits");
-    });
-  }
+  checkBinList(v, "bins", input.bins);
+  if (input.tokenBins !== undefined) checkBinList(v, "tokenBins", input.tokenBins);
   v.throwIfAny();
   await assertTenantOf(ctx.store, tenant, "issuer");
-  const unique = [...new Set(bins as string[])].sort();
-  const change = await planBinChange(ctx, tenant, unique, input);
-  const outcome = await ctx.store.bins.set(tenant, change.now, ctx.now, change.kt);
+  const asked = {
+    bin: [...new Set(input.bins as string[])].sort(),
+    token: input.tokenBins === undefined ? undefined : [...new Set(input.tokenBins as string[])].sort(),
+  };
+  const change = await planBinChange(ctx, tenant, asked, input);
+  const outcome = await ctx.store.bins.setLists(change.lists, ctx.now, change.kt);
   if (outcome.kind === "log_refused") throw new AppError("conflict", outcome.reason);
   if (outcome.kind === "conflict") {
     throw new AppError(
@@ -236,61 +238,92 @@ export async function setBins(
       `The BIN prefix ${outcome.bin} (or one overlapping it) belongs to another tenant.`,
     );
   }
-  await announceMoves(ctx.store, tenant, change.moves, unique, ctx.now);
-  const announced = change.moves.announced.map((m) => `${m.prefix} from ${m.from}`).join(",");
+  await announceMoves(ctx.store, tenant, change.moves, change.after, ctx.now);
+  const announced = change.moves.announced.map((m) => `${m.kind} ${m.prefix} from ${m.from}`).join(",");
+  const shown = (refs: readonly PrefixRef[]) =>
+    refs.map((r) => (r.kind === "bin" ? r.prefix : `token ${r.prefix}`)).join(",") || "none";
   await audit(
     ctx,
     "admin.bins.set",
     tenant,
-    `before: ${change.before.join(",") || "none"}; after: ${unique.join(",") || "none"}` +
+    `before: ${shown(change.before)}; after: ${shown(change.after)}` +
       (announced === "" ? "" : `; moving, in 7 days unless released: ${announced}`),
   );
-  return { tenant, bins: change.now };
+  return await getBins(ctx.store, tenant);
 }
 
+function checkBinList(v: Violations, field: string, bins: unknown): void {
+  if (!Array.isArray(bins) || bins.length > MAX_LIST_ENTRIES) {
+    v.add(field, `must be a list of at most ${MAX_LIST_ENTRIES} BIN prefixes`);
+    return;
+  }
+  bins.forEach((bin, i) => {
+    if (typeof bin !== "string" || !BIN_PATTERN.test(bin)) v.add(`${field}[${i}]`, "must be 6 or 8 digits");
+  });
+}
+
+const refsOf = (kind: BinKind, prefixes: readonly string[]): PrefixRef[] =>
+  prefixes.map((prefix) => ({ prefix, kind }));
+
 /**
- * What a BIN change of `tenant` to `unique` writes: the prefixes it owns now (without those still
- * moving to it), the statements or directory change that go with them, and the moves from tenants
- * with a confirmed root (their releases applied here, before the tenant's own change).
+ * What a BIN change of `tenant` to `asked` writes in its one store step: the lists it owns now
+ * (without the prefixes still moving to it), the lists of the owners whose roots released a prefix
+ * to it, and the statements or directory change that go with them; and the moves it announces.
  */
 async function planBinChange(
   ctx: OperatorContext,
   tenant: string,
-  unique: string[],
+  asked: { bin: string[]; token: string[] | undefined },
   input: Record<string, unknown>,
 ) {
   const carried = carriedStatements(input.statements);
   const releases = carriedStatements(input.releases, "releases");
-  const before = await ctx.store.bins.list(tenant);
-  const waiting = ((await ctx.store.ktIssuers.get(tenant))?.binMoves ?? []).map((m) => m.prefix);
-  const known = [...new Set([...before, ...waiting])];
+  const before = [
+    ...refsOf("bin", await ctx.store.bins.list(tenant, "bin")),
+    ...refsOf("token-bin", await ctx.store.bins.list(tenant, "token-bin")),
+  ];
+  const waiting = ((await ctx.store.ktIssuers.get(tenant))?.binMoves ?? []).map((m) => ({
+    prefix: m.prefix,
+    kind: m.kind,
+  }));
+  const known = [...before, ...refsMinus(waiting, before)];
+  const after = [
+    ...refsOf("bin", asked.bin),
+    ...(asked.token === undefined
+      ? known.filter((r) => r.kind === "token-bin")
+      : refsOf("token-bin", asked.token)),
+  ];
   // The directory changed: the key log snapshots it (docs/key-transparency.md), written with the
   // change: the root's statements once the tenant has a confirmed root, else a directory change.
-  const signed = await binChangeStatements(
-    ctx.store,
-    tenant,
-    { before: known, after: unique },
-    carried,
-    ctx.now,
-  );
-  const added = unique.filter((p) => !known.includes(p));
-  const moves = await planMoves(ctx.store, tenant, added, releases, ctx.now);
-  const later = new Set([...moves.announced.map((m) => m.prefix), ...waiting]);
-  await applyReleases(ctx.store, moves, ctx.now);
+  const signed = await binChangeStatements(ctx.store, tenant, { before: known, after }, carried, ctx.now);
+  const moves = await planMoves(ctx.store, tenant, refsMinus(after, known), releases, ctx.now);
+  const released = await releasedLists(ctx.store, moves);
+  const later = [...moves.announced, ...waiting];
+  const owned = refsMinus(after, later);
+  const mine = (kind: BinKind): BinList => ({
+    tenantId: tenant,
+    kind,
+    bins: owned.filter((r) => r.kind === kind).map((r) => r.prefix),
+  });
   return {
     before,
-    now: unique.filter((p) => !later.has(p)),
-    kt: signed ?? [directoryChange("bins.set", ctx.now, tenant)],
+    after,
+    lists: [...released.lists, mine("bin"), mine("token-bin")],
+    kt: [...released.kt, ...(signed ?? [directoryChange("bins.set", ctx.now, tenant)])],
     moves,
   };
 }
 
-/** An issuer tenant's BIN prefixes. */
-export async function getBins(store: Store, tenant: string): Promise<{ tenant: string; bins: string[] }> {
+/** An issuer tenant's BIN and token-BIN prefixes. */
+export async function getBins(store: Store, tenant: string): Promise<BinsView> {
   const v = new Violations();
   checkId(v, "tenant", tenant);
   v.throwIfAny();
-  return { tenant, bins: await store.bins.list(tenant) };
+  const [bins, tokenBins] = await Promise.all([
+    store.bins.list(tenant, "bin"),
+    store.bins.list(tenant, "token-bin"),
+  ]);
+  return { tenant, bins, tokenBins };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { AppError, invalidRequest, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import { assertTenantOf, audit, checkId, type OperatorContext, objectOf, onlyFields } from "./admin.js";
+import { transferEntries } from "./kt/transfer-log.js";
 
 /** The answer of {@link transferCard}. */
 export interface CardTransfer {
@@ -21,7 +22,10 @@ export interface CardTransfer {
  * superseded; a new user of `toTenant` holds the card without a key, receipts for the card wait in
  * escrow for `toTenant`, and `toTenant`'s registration of the card activates its key and takes that
  * escrow. The previous issuer's key never receives the card's receipts again, and its registration of
- * the card is refused from then on. Audited under both tenants (each naming only its own user).
+ * the card is refused from then on. Audited under both tenants (each naming only its own user), and
+ * logged: each card reference's key-log entry (`kt/transfer-log.ts`) is written in the move's store
+ * step, so the log shows every transfer to the monitors of both issuers, and the old issuer's key is
+ * retired from the card's statements (the new issuer's first binding supersedes nothing).
  */
 export async function transferCard(ctx: OperatorContext, body: unknown): Promise<CardTransfer> {
   const input = objectOf(body);
@@ -31,16 +35,29 @@ export async function transferCard(ctx: OperatorContext, body: unknown): Promise
   const toTenant = checkId(v, "toTenant", input.toTenant);
   v.throwIfAny();
   await assertTenantOf(ctx.store, toTenant, "issuer", "toTenant");
+  const newUserId = randomId("usr", 12);
+  const holder = await ctx.store.users.findById(userId);
+  const kt =
+    holder === undefined || holder.supersededAt !== undefined || holder.tenantId === toTenant
+      ? undefined
+      : await transferEntries(ctx.store.ktLog, holder, { toTenant, newUserId, now: ctx.now });
   const outcome = await ctx.store.users.transfer({
     userId,
     toTenantId: toTenant,
-    newUserId: randomId("usr", 12),
+    newUserId,
     now: ctx.now,
+    ...(kt === undefined ? {} : { kt }),
   });
   if (outcome.kind === "not_found")
     throw new AppError("not_found", "No user holding a card has this userId.");
   if (outcome.kind === "same_tenant") {
     throw invalidRequest([{ field: "toTenant", description: "already holds the card" }]);
+  }
+  if (outcome.kind === "log_refused") {
+    throw new AppError(
+      "conflict",
+      "The card changed while it was being transferred: nothing moved. Send the transfer again.",
+    );
   }
   const { previous, user } = outcome;
   await audit(

@@ -42,6 +42,13 @@ const CLAIM_MARGIN_MS = 5_000;
 const PRUNE_EVERY_MS = 3_600_000;
 /** Signing keys opened per endpoint are kept this long (a rotation elsewhere shows within it). */
 const KEY_CACHE_MS = 5_000;
+/**
+ * After a wake-up, the worker waits this long before its round, so that the events written and the
+ * attempts finished meanwhile share one round (one store call each for sequencing, fan-out and the due
+ * deliveries) instead of a round each: under load every encrypt writes an event and every attempt
+ * wakes the worker, and a round per wake-up cost more than the few milliseconds of delay.
+ */
+const GATHER_MS = 5;
 
 export class EventWorker {
   private readonly runner: LeaseRunner;
@@ -83,6 +90,7 @@ export class EventWorker {
     while (!signal.aborted) {
       const busy = await this.tick(fence, signal);
       if (!busy) await this.deps.hub.untilWritten(this.deps.config.pollMs, signal);
+      if (!signal.aborted) await new Promise((resolve) => setTimeout(resolve, GATHER_MS));
     }
     await Promise.allSettled([...this.inFlight.values()]);
   }

@@ -9,7 +9,9 @@ import type { CardStatement, KeyBinding, KeyRevocation } from "./statements.js";
  * + 1. A binding for the active key with the same key is a refresh (`supersedes` null); a binding for
  * another key while one is active is a rotation and must name the active key in `supersedes`; with
  * no active key (a first binding, or after a revocation) `supersedes` is null. A revocation names the
- * active key. A key once rotated away or revoked is never active again on that card.
+ * active key. A key once rotated away or revoked is never active again on that card. The operator's
+ * transfer of the card to another issuer is a step of the card's sequence too (version last + 1): it
+ * retires the active key, so the new issuer's first binding supersedes nothing.
  */
 
 /** What the statements so far say about a card. */
@@ -28,7 +30,9 @@ export interface CardState {
  */
 export type CardStep =
   | Pick<KeyBinding, "type" | "version" | "keyId" | "algorithm" | "spkiSha256" | "supersedes">
-  | Pick<KeyRevocation, "type" | "version" | "keyId">;
+  | Pick<KeyRevocation, "type" | "version" | "keyId">
+  /** The operator's transfer of the card to another issuer (`transfer.ts`): it retires the active key. */
+  | { type: "receipts.v1/card-transfer"; version: number };
 
 /** Whether `next` may follow the card's statements so far (`state`, undefined for none), and the state after. */
 export function nextCardState(state: CardState | undefined, next: CardStep): Checked<CardState> {
@@ -36,6 +40,11 @@ export function nextCardState(state: CardState | undefined, next: CardStep): Che
   if (next.version !== expected) return { ok: false, reason: `version must be ${expected}, the last + 1` };
   const active = state?.active ?? null;
   const retired = state?.retired ?? [];
+  if (next.type === "receipts.v1/card-transfer") {
+    // The card's new issuer binds it with supersedes null; the old issuer's key is never active again.
+    const gone = active === null ? retired : [...retired, active.keyId];
+    return { ok: true, value: { version: next.version, active: null, retired: gone } };
+  }
   if (next.type === "receipts.v1/key-revocation") {
     if (active === null || active.keyId !== next.keyId) {
       return { ok: false, reason: "a revocation must name the card's active key" };

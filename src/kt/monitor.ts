@@ -2,17 +2,19 @@ import { bytesEqual, fromBase64Strict, toHex } from "./bytes.js";
 import { type CardState, nextCardState } from "./card-rules.js";
 import { type DirectorySnapshot, parseDirectory } from "./directory.js";
 import { defaultSha256, type Sha256 } from "./hash.js";
-import { canonicalJson, type Json } from "./json.js";
+import { type Checked, canonicalJson, type Json } from "./json.js";
 import { commitmentOf, parseLeaf, parTagOf } from "./leaves.js";
 import { signerHashOf } from "./signatures.js";
 import { parseStatement } from "./statements.js";
+import { type CardTransferEntry, parseTransferEntry } from "./transfer.js";
 
 /**
  * The core of an issuer's monitor (docs/key-transparency.md, "The issuer's monitor"), as a pure function: the
  * previous state, the new leaves, what the issuer's feed opened, what its own records say, and the
  * checkpoints seen at witnesses in; the next state and one alert per finding out. The command line around it
  * downloads, verifies the leaves against a trusted checkpoint, keeps the state between runs, prints one
- * line per alert and exits non-zero when there is any.
+ * line per alert and exits non-zero when there is any. A `0x03` leaf is a snapshot or the operator's card
+ * transfer (`transfer.ts`): a transfer of one of the issuer's cards is an alert.
  */
 
 /** What the issuer knows from its own records. */
@@ -67,6 +69,8 @@ interface Run {
   state: MonitorState;
   alerts: MonitorAlert[];
   parTags: Set<string>;
+  /** Transfer ids already reported in this run. */
+  transfers: Set<string>;
   sha256: Sha256;
 }
 
@@ -83,6 +87,7 @@ export function monitor(
     state,
     alerts: [],
     parTags: new Set(config.pars.map((p) => toHex(parTagOf(p, sha256)))),
+    transfers: new Set(),
     sha256,
   };
   for (const [offset, leaf] of input.leaves.entries())
@@ -107,7 +112,9 @@ function readLeaf(run: Run, index: number, leaf: Uint8Array, opened: MonitorInpu
     return;
   }
   if (parsed.kind === "directory") {
-    readSnapshot(run, index, parsed.json);
+    const transfer = parseTransferEntry(parsed.json);
+    if (transfer === undefined) readSnapshot(run, index, parsed.json);
+    else readTransfer(run, index, transfer);
     return;
   }
   const mine = run.config.signerHashes.includes(toHex(parsed.signerHash));
@@ -154,6 +161,24 @@ function readStatement(run: Run, index: number, bytes: Uint8Array): void {
     return;
   }
   run.state.cards[s.cardRef] = next.value;
+}
+
+/**
+ * The operator's card transfer (`transfer.ts`): a card taken from this issuer is one alert, whatever
+ * number of card references the transfer's entries name (one transfer id, one line).
+ */
+function readTransfer(run: Run, index: number, entry: Checked<CardTransferEntry>): void {
+  if (!entry.ok) {
+    run.alerts.push({ index, message: `a card transfer entry that is not valid: ${entry.reason}` });
+    return;
+  }
+  const t = entry.value;
+  if (t.from !== run.config.issuer || run.transfers.has(t.transfer)) return;
+  run.transfers.add(t.transfer);
+  run.alerts.push({
+    index,
+    message: `the operator transferred one of your cards to ${t.to} (${t.transfer}, ${t.transferredAt}): your key for it is retired`,
+  });
 }
 
 function readSnapshot(run: Run, index: number, json: Uint8Array): void {

@@ -36,6 +36,16 @@ const BINS = {
   description: "BIN prefixes: the first 6 or 8 digits of the tenant's cards.",
 };
 
+const TOKEN_BINS = {
+  type: "array",
+  items: { type: "string", pattern: "^([0-9]{6}|[0-9]{8})$" },
+  maxItems: 1000,
+  description:
+    "Token BIN prefixes: the first 6 or 8 digits of the wallet tokens (Apple Pay, Google Pay) of the " +
+    "tenant's cards, which a tap gives as `cardBin`. One numbering space with `bins`: a prefix has one " +
+    "owner and one kind. In the key directory's snapshots with kind `token-bin`.",
+};
+
 /** Component schemas of the operator API, added to the document beside the proto messages. */
 export const ADMIN_SCHEMAS: Readonly<Record<string, JsonSchema>> = {
   AdminApiKey: {
@@ -233,7 +243,9 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       "at once only with that root's `receipts.v1/bin-release` naming this tenant (in `releases`); " +
       "without it the move is announced in the key log and takes effect 7 days after the first " +
       "directory snapshot that shows it (until then receipts keep going to the old owner, and `bins` " +
-      "in the answer and in `GET` lists the prefix only once it has moved).",
+      "in the answer and in `GET` lists the prefix only once it has moved). `tokenBins`, when given, " +
+      "replaces the tenant's token BINs by the same rules (claims, releases and moves of kind " +
+      "`token-bin`); absent, they stay as they are.",
     parameters: [TENANT_PARAM("path", "acme-bank")],
     body: {
       schema: {
@@ -241,6 +253,7 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
         required: ["bins"],
         properties: {
           bins: BINS,
+          tokenBins: TOKEN_BINS,
           statements: {
             type: "array",
             description: "The root's signed statements (base64), one per prefix added or removed.",
@@ -267,15 +280,15 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       example: { bins: ["411111", "45671234"] },
     },
     data: binsData(),
-    example: { tenant: "acme-bank", bins: ["411111", "45671234"] },
+    example: { tenant: "acme-bank", bins: ["411111", "45671234"], tokenBins: ["48951234"] },
     errors: ["invalid_request", "invalid_signature", "conflict"],
   },
   "GET /admin/v1/issuers/{tenant}/bins": {
     summary: "Reads an issuer tenant's BIN prefixes.",
-    description: "The tenant's BIN prefixes, sorted.",
+    description: "The tenant's BIN and token BIN prefixes, each list sorted.",
     parameters: [TENANT_PARAM("path", "acme-bank")],
     data: binsData(),
-    example: { tenant: "acme-bank", bins: ["411111", "45671234"] },
+    example: { tenant: "acme-bank", bins: ["411111", "45671234"], tokenBins: ["48951234"] },
     errors: ["invalid_request"],
   },
   "PUT /admin/v1/merchants/{merchantId}": {
@@ -503,7 +516,7 @@ function binsData(): JsonSchema {
   return {
     type: "object",
     required: ["tenant", "bins"],
-    properties: { tenant: ID, bins: BINS },
+    properties: { tenant: ID, bins: BINS, tokenBins: TOKEN_BINS },
     additionalProperties: false,
   };
 }

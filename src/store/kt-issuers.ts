@@ -25,12 +25,12 @@ export interface KtSigningKeyRecord {
 }
 
 /**
- * A BIN prefix announced as moving to the tenant from another whose root did not release it: it
- * takes effect 7 days after the first directory snapshot that shows it (`kt/bin-moves.ts`).
+ * A BIN or token-BIN prefix announced as moving to the tenant from another whose root did not release
+ * it: it takes effect 7 days after the first directory snapshot that shows it (`kt/bin-moves.ts`).
  */
 export interface KtBinMove {
   prefix: string;
-  kind: "bin";
+  kind: "bin" | "token-bin";
   /** The tenant that owns it until the move takes effect. */
   from: string;
   requestedAt: Date;
@@ -67,6 +67,12 @@ export interface KtIssuerStore {
   get(tenantId: string): Promise<KtIssuerRecord | undefined>;
   /** Every tenant's record, by tenant id (the directory snapshot lists them). */
   list(): Promise<KtIssuerRecord[]>;
+  /**
+   * The records holding a BIN move requested at or before `at`, by tenant: the only ones whose moves
+   * can be due (a move takes effect 7 days after the first snapshot showing it, so never before
+   * `requestedAt` + 7 days). An indexed query, not a read of every tenant (the sequencer asks each round).
+   */
+  withBinMovesBefore(at: Date): Promise<KtIssuerRecord[]>;
   /** The tenant holding a signing key of that id, if any (a key belongs to one tenant). */
   tenantOfSigningKey(signingKeyId: string): Promise<string | undefined>;
   /**

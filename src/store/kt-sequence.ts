@@ -12,7 +12,11 @@ export function advanceSequence(
   state: KtSequenceState | undefined,
   order: KtOrder,
 ): Checked<KtSequenceState> {
-  if (order.type === "receipts.v1/key-binding" || order.type === "receipts.v1/key-revocation") {
+  if (
+    order.type === "receipts.v1/key-binding" ||
+    order.type === "receipts.v1/key-revocation" ||
+    order.type === "receipts.v1/card-transfer"
+  ) {
     return nextCardState(state, order);
   }
   const next = nextInSequence(state?.version ?? 0, order);
@@ -40,7 +44,7 @@ export function planIntake(
 ): { ok: true; states: Map<string, KtSequenceState> } | { ok: false; pendingId: string; reason: string } {
   const states = new Map<string, KtSequenceState>();
   for (const record of pending) {
-    if (record.kind !== "statement") continue;
+    if (record.kind === "directory") continue;
     const sequence = record.order.sequence;
     const before = states.has(sequence) ? states.get(sequence) : read(sequence);
     const next = advanceSequence(before, record.order);
@@ -52,7 +56,8 @@ export function planIntake(
 
 /** The distinct sequences the statements among `pending` belong to. */
 export function sequencesOf(pending: readonly KtPendingInput[]): string[] {
-  return [...new Set(statementsOf(pending).map((p) => p.order.sequence))];
+  const ordered = pending.filter((p) => p.kind !== "directory");
+  return [...new Set(ordered.map((p) => p.order.sequence))];
 }
 
 /** The statements among pending records. */

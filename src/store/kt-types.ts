@@ -58,6 +58,8 @@ export type KtOrder =
       supersedes: string | null;
     }
   | { sequence: string; type: "receipts.v1/key-revocation"; version: number; keyId: string }
+  /** The operator's card transfer: a step of the card's sequence (`kt/transfer.ts`). */
+  | { sequence: string; type: "receipts.v1/card-transfer"; version: number }
   | {
       sequence: string;
       type: Exclude<StatementType, "receipts.v1/key-binding" | "receipts.v1/key-revocation">;
@@ -108,8 +110,31 @@ export interface KtPendingDirectoryChange {
   createdAt: Date;
 }
 
+/**
+ * The operator's transfer of a card to another issuer, for one card reference (`kt/transfer.ts`): the
+ * sequencer appends it as a `0x03` transfer entry, a step of the card's sequence that retires its
+ * active key. Written in the transfer's store step.
+ */
+export interface KtPendingTransfer {
+  kind: "transfer";
+  /** `ktp_<random>`. */
+  id: string;
+  order: { sequence: string; type: "receipts.v1/card-transfer"; version: number };
+  /** One id for the entries of one transfer (`trf_<random>`). */
+  transfer: string;
+  fromTenant: string;
+  toTenant: string;
+  /** The keyed card reference (never the reference itself). */
+  cardKey: string;
+  /** Base64 of 16 random bytes: the opening of the entry's card commitment. */
+  opening: string;
+  /** The card's new user. */
+  userId: string;
+  createdAt: Date;
+}
+
 /** What a change hands to the store method that writes it. */
-export type KtPendingInput = KtPendingStatement | KtPendingDirectoryChange;
+export type KtPendingInput = KtPendingStatement | KtPendingDirectoryChange | KtPendingTransfer;
 
 /** A pending record as the sequencer reads it: the input plus its state. */
 export type KtPendingRecord = KtPendingInput & {
@@ -140,8 +165,9 @@ export interface KtHead {
 /** A leaf of the log, as stored beside the tree (the tree itself holds only its hash). */
 export interface KtLeafRecord {
   index: number;
-  kind: "statement" | "directory";
-  /** The leaf bytes (0x01 or 0x02 leaves); absent for a directory leaf, rebuilt from its snapshot. */
+  /** `transfer`: the operator's card transfer (a 0x03 entry, `kt/transfer.ts`), with its leaf bytes. */
+  kind: "statement" | "directory" | "transfer";
+  /** The leaf bytes (0x01, 0x02 and transfer leaves); absent for a snapshot, rebuilt from its body. */
   leaf?: Uint8Array;
   /** For a directory leaf: the lower-case hex SHA-256 of its snapshot JSON (see {@link KtDirectoryRecord}). */
   directorySha256?: string;

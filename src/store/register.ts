@@ -1,5 +1,5 @@
 import type { EventRecord } from "./event-types.js";
-import type { KtPendingInput } from "./kt-types.js";
+import type { KtIntakeRefusal, KtPendingInput } from "./kt-types.js";
 import { type KeyRecord, type RegisterOutcome, SUPERSEDED_PAN_PREFIX, type UserRecord } from "./types.js";
 
 /** The arguments of `UserStore.register`. */
@@ -232,6 +232,12 @@ export interface TransferInput {
   now: Date;
   /** The events of the outcome, written with it (the outbox). */
   events?: (outcome: TransferOutcome) => EventRecord[];
+  /**
+   * The transfer's key-log entries (docs/key-transparency.md: one per card reference), written in the
+   * same atomic step after their sequences are checked: `log_refused`, nothing written, when one does
+   * not follow or when they do not name exactly the user's references.
+   */
+  kt?: readonly KtPendingInput[];
 }
 
 /** What `UserStore.transfer` did. */
@@ -241,7 +247,9 @@ export type TransferOutcome =
   /** No such user, or one that holds no card (superseded already). */
   | { kind: "not_found" }
   /** The user is already `toTenantId`'s. */
-  | { kind: "same_tenant" };
+  | { kind: "same_tenant" }
+  /** An entry of `kt` does not follow its sequence, or names another card: nothing was written. */
+  | KtIntakeRefusal;
 
 /**
  * Decides an operator's transfer of the card `user` holds to another tenant: the user is superseded
@@ -258,6 +266,16 @@ export function planTransfer(
   if (user === undefined || user.supersededAt !== undefined)
     return { outcome: { kind: "not_found" }, users: [] };
   if (user.tenantId === input.toTenantId) return { outcome: { kind: "same_tenant" }, users: [] };
+  const refs = [user.panHash, ...(user.aliasPanHash === undefined ? [] : [user.aliasPanHash])];
+  const logged = (input.kt ?? []).flatMap((p) => (p.kind === "transfer" ? [p.cardKey] : []));
+  if (input.kt !== undefined && (logged.length !== refs.length || refs.some((r) => !logged.includes(r)))) {
+    // The card's references changed since the caller read them: its log entries would name another card.
+    const pendingId = input.kt[0]?.id ?? "";
+    return {
+      outcome: { kind: "log_refused", pendingId, reason: "the card's references changed" },
+      users: [],
+    };
+  }
   const reserved: UserRecord = {
     userId: input.newUserId,
     tenantId: input.toTenantId,

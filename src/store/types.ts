@@ -774,10 +774,25 @@ export type SetBinsOutcome =
   /** `bin` (or a prefix overlapping it) belongs to another tenant: nothing changed. */
   | { kind: "conflict"; bin: string };
 
-/** BIN prefixes (6 or 8 digits) owned by issuer tenants; a prefix has one owner. */
+/**
+ * What a prefix is the first digits of: a card number (`bin`), or a wallet's network token
+ * (`token-bin`). Both come from one numbering space
+ * (token ranges are BIN ranges a scheme set aside for tokens), so a prefix has one owner and one kind
+ * (docs/key-transparency.md).
+ */
+export type BinKind = "bin" | "token-bin";
+
+/** One tenant's whole list of prefixes of one kind, as {@link BinStore.setLists} replaces it. */
+export interface BinList {
+  tenantId: string;
+  kind: BinKind;
+  bins: readonly string[];
+}
+
+/** BIN and token-BIN prefixes (6 or 8 digits) owned by issuer tenants; a prefix has one owner. */
 export interface BinStore {
   /**
-   * Makes `bins` the tenant's whole list, atomically: refused (nothing changed) when one of them, or
+   * Makes `bins` the tenant's whole list of kind `bin`, atomically: refused (nothing changed) when one of them, or
    * a 6-digit prefix of an 8-digit one, or an 8-digit one under a 6-digit one, belongs to another tenant.
    * `kt` (docs/key-transparency.md: a directory change, or BIN claim statements) is written in the same step.
    */
@@ -787,8 +802,19 @@ export interface BinStore {
     now: Date,
     kt?: readonly KtPendingInput[],
   ): Promise<SetBinsOutcome | KtIntakeRefusal>;
-  /** The tenant's prefixes, sorted. */
-  list(tenantId: string): Promise<string[]>;
+  /**
+   * Replaces every list of `lists` (each a tenant's whole list of one kind) in one atomic step, with
+   * `kt` written in the same step: refused, with nothing changed, when a prefix (or one overlapping
+   * it) would belong to two tenants afterwards, or when the key log's intake refuses `kt`. A prefix
+   * moving from one tenant to another in one call is never left with nobody. `set` is one list.
+   */
+  setLists(
+    lists: readonly BinList[],
+    now: Date,
+    kt?: readonly KtPendingInput[],
+  ): Promise<SetBinsOutcome | KtIntakeRefusal>;
+  /** The tenant's prefixes of `kind` (default `bin`), sorted. */
+  list(tenantId: string, kind?: BinKind): Promise<string[]>;
   /** The owner of a card BIN: of its 8-digit prefix, else of its 6-digit one. */
   ownerOf(cardBin: string): Promise<string | undefined>;
   /**

@@ -1,7 +1,12 @@
 import { randomBytes } from "node:crypto";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Writable } from "node:stream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { EXIT, runCli } from "../../src/cli/main.js";
+import { generateIssuerSigner, signStatement, statementOf } from "../../src/client/key-binding.js";
+import { formatTime } from "../../src/kt/statements.js";
 import { pendingKey } from "../store/fixtures.js";
 import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
@@ -244,8 +249,9 @@ describe("operator commands against a running server (--url)", () => {
         .status,
     ).toBe(200);
     const issuer = await json(["keys", "create", "--role", "issuer", "--tenant", "bank-j"]);
-    expect(await json(["bins", "set", "bank-j", "677771"])).toEqual({ tenant: "bank-j", bins: ["677771"] });
-    expect(await json(["bins", "get", "bank-j"])).toEqual({ tenant: "bank-j", bins: ["677771"] });
+    const view = { tenant: "bank-j", bins: ["677771"], tokenBins: [] };
+    expect(await json(["bins", "set", "bank-j", "677771"])).toEqual(view);
+    expect(await json(["bins", "get", "bank-j"])).toEqual(view);
     expect(await json(["merchants", "assign", "m-j2", "--tenant", "shop-j"])).toEqual({
       merchantId: "m-j2",
       tenant: "shop-j",
@@ -271,6 +277,66 @@ describe("operator commands against a running server (--url)", () => {
     await failed(["keys", "create", "--role", "king", "--tenant", "x"], EXIT.usage, "usage");
     delete process.env.ADMIN_TOKEN;
     await failed(["escrow"], EXIT.config, "configuration");
+  });
+
+  it("sets BINs and token BINs with the root's statements from files once the tenant has a confirmed root", async () => {
+    process.env.ADMIN_TOKEN = TOKEN;
+    const url = ["--url", svc.baseUrl];
+    const key = await svc.newKey({ role: "issuer", tier: "standard", tenantId: "bank-r" });
+    const root = await generateIssuerSigner("Ed25519");
+    expect((await post(svc, "/api/v1/issuers/signing-keys", key, { publicKey: root.spki })).status).toBe(200);
+    const before = await cli(["bins", "set", "bank-r", "688881", "--token-bins", "68888801", ...url]);
+    expect(before.code, before.err).toBe(EXIT.ok);
+    expect(before.out).toContain("Tenant bank-r owns 688881 and token BINs 68888801.");
+    const confirm = `/admin/v1/issuers/bank-r/signing-keys/${root.signingKeyId}/confirm`;
+    const confirmed = await fetch(`${svc.baseUrl}${confirm}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(confirmed.status).toBe(200);
+
+    // The operator alone is refused, exit 1, nothing changed.
+    const alone = await cli(["bins", "set", "bank-r", "688881,688882", ...url]);
+    expect(alone.code).toBe(EXIT.failure);
+    expect(alone.err).toContain("statements");
+    const claim = (prefix: string, kind: "bin" | "token-bin", version: number) =>
+      signStatement(
+        statementOf({
+          v: 1,
+          type: "receipts.v1/bin-claim",
+          issuer: "bank-r",
+          prefix,
+          kind,
+          version,
+          issuedAt: formatTime(Date.now()),
+        }),
+        root,
+      );
+    const dir = await mkdtemp(join(tmpdir(), "bins-"));
+    const file = join(dir, "statements.json");
+    const signed = [await claim("688882", "bin", 1), await claim("68888802", "token-bin", 2)];
+    await writeFile(
+      file,
+      JSON.stringify(signed.map((s) => ({ statement: s.statement, signature: s.signature }))),
+    );
+    const args = ["bins", "set", "bank-r", "688881,688882", "--token-bins", "68888801,68888802"];
+    const set = await cli([...args, "--statements", file, "--json", ...url]);
+    expect(set.err).toBe("");
+    expect(JSON.parse(set.out)).toEqual({
+      tenant: "bank-r",
+      bins: ["688881", "688882"],
+      tokenBins: ["68888801", "68888802"],
+    });
+    const shown = await cli(["bins", "get", "bank-r", ...url]);
+    expect(shown.out).toBe("688881\n688882\n68888801 (token)\n68888802 (token)\n");
+    // The same file again is a replay (its versions are spent); a missing file or one that is not JSON
+    // is a usage error.
+    const replay = await cli(["bins", "set", "bank-r", "688881", "--statements", file, ...url]);
+    expect(replay.code).toBe(EXIT.failure);
+    expect((await cli([...args, "--statements", join(dir, "none.json"), ...url])).code).toBe(EXIT.usage);
+    await writeFile(file, "not json");
+    expect((await cli([...args, "--statements", file, ...url])).code).toBe(EXIT.usage);
+    expect(await svc.store.bins.list("bank-r")).toEqual(["688881", "688882"]);
   });
 
   it("exits 78 with a clear message when --url is given without ADMIN_TOKEN, and 1 with a wrong one", async () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { FakeClock } from "../../src/clock.js";
 import { base64, fromBase64Strict } from "../../src/kt/bytes.js";
 import { parseDirectory } from "../../src/kt/directory.js";
 import { directoryLeaf, statementLeaf } from "../../src/kt/leaves.js";
@@ -160,6 +161,64 @@ describe("the key log's sequencer", () => {
       parsed.ok && parsed.value.issuers[0]?.prefixes[0]?.effectiveFrom,
     );
     expect(third.ok && third.value.previous).toBe(1);
+  });
+
+  it("gives a signing key the issuedAt of the first snapshot listing it with its status, kept after", async () => {
+    // A clock that moves a second at every reading: any second reading of it during a snapshot shows.
+    const clock = new FakeClock("2026-11-25T12:00:00Z");
+    const ticking = Object.assign(Object.create(clock) as FakeClock, {
+      now: () => {
+        clock.advance(1_000);
+        return clock.now();
+      },
+    });
+    const rig = ktRig({ clock: ticking });
+    const root = {
+      signingKeyId: `sk_${"ab".repeat(16)}`,
+      algorithm: "Ed25519" as const,
+      spki: base64(new Uint8Array(44)),
+      role: "root" as const,
+      status: "pending" as const,
+      createdAt: clock.now(),
+    };
+    const record = {
+      tenantId: "bank-r",
+      signingKeys: [root],
+      requireBindings: false,
+      revision: 1,
+      updatedAt: clock.now(),
+    };
+    const snapshot = async () => {
+      expect(await rig.runtime.sequencer.round()).toBe("appended");
+      const parsed = parseDirectory(
+        (await rig.store.ktLog.directoryBefore(Number.MAX_SAFE_INTEGER))?.json as string,
+      );
+      if (!parsed.ok) throw new Error(parsed.reason);
+      const key = parsed.value.issuers.find((i) => i.issuer === "bank-r")?.signingKeys[0];
+      return { issuedAt: parsed.value.issuedAt, status: key?.status, effectiveFrom: key?.effectiveFrom };
+    };
+    const change = () => [rig.runtime.log.pendingDirectoryChange("kt.test", "bank-r")];
+    expect(await rig.store.ktIssuers.put(record, change())).toEqual({ kind: "stored" });
+    const pending = await snapshot();
+    expect(pending).toEqual({
+      issuedAt: pending.issuedAt,
+      status: "pending",
+      effectiveFrom: pending.issuedAt,
+    });
+    const confirmed = { ...record, revision: 2, signingKeys: [{ ...root, status: "current" as const }] };
+    expect(await rig.store.ktIssuers.put(confirmed, change())).toEqual({ kind: "stored" });
+    const current = await snapshot();
+    expect(current).toEqual({
+      issuedAt: current.issuedAt,
+      status: "current",
+      effectiveFrom: current.issuedAt,
+    });
+    expect(current.issuedAt > pending.issuedAt).toBe(true);
+    // A later snapshot keeps the time it first counted from.
+    await rig.store.ktLog.enqueue(change());
+    const later = await snapshot();
+    expect(later.issuedAt > current.issuedAt).toBe(true);
+    expect(later.effectiveFrom).toBe(current.issuedAt);
   });
 
   it("lets one instance work at a time, and a paused holder's append is fenced out after a takeover", async () => {

@@ -5,6 +5,7 @@ import { canonicalJson, type Json } from "../../src/kt/json.js";
 import { directoryLeaf, statementLeaf } from "../../src/kt/leaves.js";
 import { EMPTY_MONITOR_STATE, type MonitorConfig, monitor } from "../../src/kt/monitor.js";
 import { signerHashOf } from "../../src/kt/signatures.js";
+import { CARD_TRANSFER_TYPE, transferCommitment, transferLeaf } from "../../src/kt/transfer.js";
 import { nodeSha256 } from "./support.js";
 import { bindingOf, makeIssuer, makeUserKey, snapshotOf } from "./world.js";
 
@@ -180,5 +181,40 @@ describe("monitor", () => {
       witnessCheckpoints: [{ witness: "w1", size: 10, root: new Uint8Array(32).fill(2) }],
     });
     expect(second.alerts.map((x) => x.message)).toEqual(["witness w1 cosigned two roots for tree size 10"]);
+  });
+  it("reports the operator's transfer of one of its cards once, whatever references it names", () => {
+    const entry = (from: string, to: string, transfer: string, version = 2) =>
+      transferLeaf({
+        v: 1,
+        type: CARD_TRANSFER_TYPE,
+        transfer,
+        from,
+        to,
+        card: transferCommitment(new Uint8Array(16), `key-${version}`),
+        version,
+        transferredAt: "2026-11-26T10:00:00Z",
+      }).leaf;
+    const t1 = `trf_${"a".repeat(32)}`;
+    const t2 = `trf_${"b".repeat(32)}`;
+    const broken = directoryLeaf(canonicalJson({ v: 1, type: CARD_TRANSFER_TYPE, from: "bank-a" } as Json));
+    const run = monitor(config(), EMPTY_MONITOR_STATE, {
+      // Two entries of one transfer (hashed PAN and PAR), one of a card moved to it, and a broken one.
+      leaves: [
+        entry("bank-a", "bank-b", t1),
+        entry("bank-a", "bank-b", t1, 3),
+        entry("bank-b", "bank-a", t2),
+        broken,
+      ],
+      opened: new Map(),
+      witnessCheckpoints: [],
+    });
+    expect(run.alerts).toEqual([
+      {
+        index: 0,
+        message: `the operator transferred one of your cards to bank-b (${t1}, 2026-11-26T10:00:00Z): your key for it is retired`,
+      },
+      { index: 3, message: 'a card transfer entry that is not valid: lacks the member "transfer"' },
+    ]);
+    expect(run.state.next).toBe(4);
   });
 });

@@ -62,6 +62,28 @@ export function ktIssuersContract(store: () => Store): void {
       expect((await store().ktIssuers.list()).map((r) => r.tenantId)).toEqual([other.tenantId, tenant]);
     });
 
+    it("finds the records with a BIN move requested at or before a time, and no others", async () => {
+      const [old, young, none] = [uid("tnt"), uid("tnt"), uid("tnt")];
+      const move = (seconds: number) => ({
+        prefix: "411111",
+        kind: "bin" as const,
+        from: "x",
+        requestedAt: at(seconds),
+      });
+      await store().ktIssuers.put({ ...record(old, 1, [key()]), binMoves: [move(100), move(1)] });
+      await store().ktIssuers.put({ ...record(young, 1, [key()]), binMoves: [move(50)] });
+      await store().ktIssuers.put(record(none, 1, [key()]));
+      const found = async (t: Date) =>
+        (await store().ktIssuers.withBinMovesBefore(t))
+          .map((r) => r.tenantId)
+          .filter((id) => [old, young, none].includes(id));
+      expect(await found(at(0))).toEqual([]);
+      expect(await found(at(1))).toEqual([old]);
+      expect(await found(at(50))).toEqual([old, young].sort());
+      const [stored] = (await store().ktIssuers.withBinMovesBefore(at(1))).filter((r) => r.tenantId === old);
+      expect(stored?.binMoves).toEqual([move(100), move(1)]);
+    });
+
     it("refuses a stale revision and a second first record (two roots racing): moved, nothing written", async () => {
       const tenant = uid("tnt");
       const first = record(tenant, 1, [key()]);

@@ -181,6 +181,69 @@ export function ownershipContract(store: () => Store): void {
     });
   });
 
+  describe("bins of two kinds, several lists in one step", () => {
+    it("keeps token BINs and card BINs apart, in one numbering space with one owner per prefix", async () => {
+      const s = store();
+      expect(await s.bins.set("tnt_a", ["411111"], at(0))).toEqual({ kind: "set" });
+      const token = [{ tenantId: "tnt_a", kind: "token-bin" as const, bins: ["49999999"] }];
+      expect(await s.bins.setLists(token, at(1))).toEqual({ kind: "set" });
+      expect(await s.bins.list("tnt_a")).toEqual(["411111"]);
+      expect(await s.bins.list("tnt_a", "bin")).toEqual(["411111"]);
+      expect(await s.bins.list("tnt_a", "token-bin")).toEqual(["49999999"]);
+      // A tap's first 8 token digits route like a card BIN.
+      expect(await s.bins.ownerOf("49999999")).toBe("tnt_a");
+      // Replacing one kind leaves the other.
+      expect(await s.bins.set("tnt_a", [], at(2))).toEqual({ kind: "set" });
+      expect(await s.bins.list("tnt_a", "token-bin")).toEqual(["49999999"]);
+      // The same digits, or a 6-digit prefix over them, for another tenant of either kind; or the same
+      // digits as the other kind for the owner: each refused, nothing changed.
+      const refusals = [
+        { tenantId: "tnt_b", kind: "bin" as const, bins: ["49999999"] },
+        { tenantId: "tnt_b", kind: "token-bin" as const, bins: ["499999"] },
+        { tenantId: "tnt_b", kind: "bin" as const, bins: ["499999"] },
+        { tenantId: "tnt_a", kind: "bin" as const, bins: ["49999999"] },
+      ];
+      for (const list of refusals) {
+        expect((await s.bins.setLists([list], at(3))).kind, JSON.stringify(list)).toBe("conflict");
+      }
+      expect(await s.bins.list("tnt_a", "bin")).toEqual([]);
+      expect(await s.bins.list("tnt_b", "bin")).toEqual([]);
+      expect(await s.bins.list("tnt_b", "token-bin")).toEqual([]);
+      expect(await s.bins.ownerOf("49999999")).toBe("tnt_a");
+    });
+
+    it("moves a prefix from one tenant to another in one step, with both records, or not at all", async () => {
+      const s = store();
+      await s.bins.set("tnt_a", ["411111", "422222"], at(0));
+      const moved = [directoryChange("tnt_a", "bins.moved_away"), directoryChange("tnt_b", "bins.moved_in")];
+      const move = [
+        { tenantId: "tnt_a", kind: "bin" as const, bins: ["422222"] },
+        { tenantId: "tnt_b", kind: "bin" as const, bins: ["411111"] },
+      ];
+      expect(await s.bins.setLists(move, at(1), moved)).toEqual({ kind: "set" });
+      expect(await s.bins.ownerOf("41111100")).toBe("tnt_b");
+      expect(await s.bins.list("tnt_a")).toEqual(["422222"]);
+      for (const change of moved) expect(await s.ktLog.findPending(change.id)).toEqual(change);
+      // Back again, with a record the log refuses: neither list changes.
+      const stale = await refusedStatement(s);
+      const back = [
+        { tenantId: "tnt_b", kind: "bin" as const, bins: [] },
+        { tenantId: "tnt_a", kind: "bin" as const, bins: ["411111", "422222"] },
+      ];
+      expect((await s.bins.setLists(back, at(2), [stale])).kind).toBe("log_refused");
+      // Taken from b by c, while a prefix c also asks for is a's: refused, and b keeps its prefix.
+      const taken = [
+        { tenantId: "tnt_b", kind: "bin" as const, bins: [] },
+        { tenantId: "tnt_c", kind: "bin" as const, bins: ["411111", "422222"] },
+      ];
+      expect(await s.bins.setLists(taken, at(3))).toEqual({ kind: "conflict", bin: "422222" });
+      expect(await s.bins.list("tnt_b")).toEqual(["411111"]);
+      expect(await s.bins.list("tnt_a")).toEqual(["422222"]);
+      expect(await s.bins.list("tnt_c")).toEqual([]);
+      expect(await s.bins.ownerOf("41111100")).toBe("tnt_b");
+    });
+  });
+
   describe("merchants", () => {
     it("gives a merchantId to its first user; later claims get that owner back", async () => {
       const first = await store().merchants.claim("m-1", "tnt_a", at(0));

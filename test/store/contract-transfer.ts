@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import type { KtPendingTransfer } from "../../src/store/kt-types.js";
 import type { TransferOutcome } from "../../src/store/register.js";
 import type { RegisterOutcome, Store } from "../../src/store/types.js";
 import { event } from "./contract-events.js";
@@ -52,6 +53,44 @@ export function transferContract(store: () => Store): void {
       expect(previous?.aliasPanHash).toBeUndefined();
       expect(await store().users.listKeys(previousId)).toEqual(keysBefore);
       expect(await store().receipts.countByUser({ userId: previousId, panHash: pan })).toBe(1);
+    });
+
+    it("writes the key-log entries in the move's step; an entry out of order or of another card writes neither", async () => {
+      const entry = (cardKey: string, version: number, userId: string): KtPendingTransfer => ({
+        kind: "transfer",
+        id: uid("ktp"),
+        order: { sequence: `card:${cardKey}`, type: "receipts.v1/card-transfer", version },
+        transfer: `trf_${hex64().slice(0, 32)}`,
+        fromTenant: from,
+        toTenant: to,
+        cardKey,
+        opening: "AAAAAAAAAAAAAAAAAAAAAA==",
+        userId,
+        createdAt: at(10),
+      });
+      const [pan, par] = [hex64(), hex64()];
+      const userId = await registered(pan, par);
+      const move = (kt: KtPendingTransfer[]) =>
+        store().users.transfer({ userId, toTenantId: to, newUserId: uid("usr"), now: at(10), kt });
+      const pendingIds = async () => (await store().ktLog.pending(10_000)).map((p) => p.id);
+      const before = await pendingIds();
+      // Version 2 for a card with no statement yet, or one reference left out: refused, nothing moved.
+      for (const kt of [
+        [entry(pan, 2, "u"), entry(par, 1, "u")],
+        [entry(pan, 1, "u")],
+        [entry(pan, 1, "u"), entry(hex64(), 1, "u")],
+      ]) {
+        expect((await move(kt)).kind).toBe("log_refused");
+        expect(await holder(pan)).toBe(userId);
+        expect(await store().ktLog.sequenceState(`card:${pan}`)).toBeUndefined();
+        expect(await pendingIds()).toEqual(before);
+      }
+      const kt = [entry(pan, 1, "u"), entry(par, 1, "u")];
+      const outcome = await move(kt);
+      expect(outcome.kind).toBe("transferred");
+      expect(await holder(pan)).not.toBe(userId);
+      expect(await pendingIds()).toEqual(expect.arrayContaining(kt.map((e) => e.id)));
+      expect(await store().ktLog.sequenceState(`card:${par}`)).toMatchObject({ version: 1, active: null });
     });
 
     it("writes nothing for an unknown user, a user already moved, or a move to the tenant holding the card", async () => {

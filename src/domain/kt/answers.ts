@@ -4,6 +4,7 @@ import { withCardRef } from "../../kt/statements.js";
 import type { KtLeafRecord } from "../../store/kt-types.js";
 import type { DomainDeps } from "../deps.js";
 import type { KtAnswerProofs } from "./log.js";
+import { Lru } from "./tile-cache.js";
 
 /**
  * The key-directory members of a lookup, self-check or register answer (docs/key-transparency.md,
@@ -76,6 +77,22 @@ function statementOf(
     return undefined;
   }
   if (leaf.signature === undefined || leaf.opening === undefined) return undefined;
+  const cardRef = subject.kind === "card" ? subject.cardRef : "";
+  const key = `${leaf.index}/${subject.kind}/${cardRef}`;
+  const kept = statements.get(key);
+  // The leaf record is read fresh each time: an erased leaf has no statement and never gets here,
+  // and an entry is used only for the very statement, signature and opening it was made from.
+  if (
+    kept !== undefined &&
+    kept.statement === leaf.statement &&
+    kept.keyId === subject.keyId &&
+    // secret-compare: a published statement signature, checked to match the cache entry, not a secret.
+    kept.fields.binding?.signature === leaf.signature &&
+    kept.fields.binding.signingKeyId === leaf.signingKeyId &&
+    kept.fields.opening === leaf.opening
+  ) {
+    return kept.fields;
+  }
   let keyId: unknown;
   try {
     keyId = (JSON.parse(leaf.statement) as { keyId?: unknown }).keyId;
@@ -85,11 +102,28 @@ function statementOf(
   if (keyId !== subject.keyId) return undefined;
   const statement =
     subject.kind === "card" ? withCardRef(leaf.statement, subject.cardRef) : utf8(leaf.statement);
-  return {
-    binding: { statement: base64(statement), signature: leaf.signature, signingKeyId: leaf.signingKeyId },
+  // Frozen: answers share them.
+  const fields = Object.freeze({
+    binding: Object.freeze({
+      statement: base64(statement),
+      signature: leaf.signature,
+      signingKeyId: leaf.signingKeyId,
+    }),
     opening: leaf.opening,
-  };
+  });
+  statements.set(key, { statement: leaf.statement, keyId, fields });
+  return fields;
 }
+
+/**
+ * Statements rebuilt for answers (with the card reference asked for, in base64), by leaf, kind and card
+ * reference: a pure function of the leaf's stored statement, signature and opening, checked on every
+ * use, so one bounded map serves every service in the process.
+ */
+const statements = new Lru<
+  string,
+  { statement: string; keyId: string; fields: Required<Pick<KtAnswerFields, "binding" | "opening">> }
+>(4_096);
 
 /** The snapshot and checkpoint alone (escrow answers), or nothing while the log has no checkpoint. */
 async function directoryOnly(deps: Pick<DomainDeps, "kt">): Promise<KtAnswerFields> {

@@ -5,6 +5,7 @@ import { canonicalJson, type Json } from "../../kt/json.js";
 import { directoryLeaf, OPENING_BYTES, statementLeaf } from "../../kt/leaves.js";
 import { nodeSha256 } from "../../kt/node-engine.js";
 import { formatTime, HASHED_PAN, PAR, type StatementType, withCardRef } from "../../kt/statements.js";
+import { CARD_TRANSFER_TYPE, transferCommitment, transferLeaf } from "../../kt/transfer.js";
 import { advanceSequence } from "../../store/kt-sequence.js";
 import type {
   KtDirectoryRecord,
@@ -12,6 +13,7 @@ import type {
   KtLogStore,
   KtPendingRecord,
   KtPendingStatement,
+  KtPendingTransfer,
   KtSequenceState,
 } from "../../store/kt-types.js";
 import type { CardRefSeal } from "./card-seal.js";
@@ -54,7 +56,12 @@ export interface PlannedBatch {
   directoryChanged: boolean;
 }
 
-type Verdict = { ok: true; bytes: Uint8Array; type: StatementType } | { ok: false; reason: string };
+/** A pending record with a place in a sequence: a statement, or the operator's card transfer. */
+type Ordered = KtPendingStatement | KtPendingTransfer;
+
+type Verdict =
+  | { ok: true; bytes: Uint8Array; leaf: Omit<KtLeafRecord, "index">; changesDirectory: boolean }
+  | { ok: false; reason: string };
 
 /** Plans the statements of `pending` (in their order) at `now`. */
 export async function planBatch(
@@ -69,11 +76,11 @@ export async function planBatch(
     sequences: [],
     directoryChanged: false,
   };
-  const statements = pending.filter((p): p is KtPendingStatement => p.kind === "statement");
-  const logged = await deps.log.loggedStates([...new Set(statements.map((s) => s.order.sequence))]);
+  const ordered = pending.filter((p): p is KtPendingRecord & Ordered => p.kind !== "directory");
+  const logged = await deps.log.loggedStates([...new Set(ordered.map((s) => s.order.sequence))]);
   const states = new Map(logged);
-  const waiting = new Map<string, Array<{ record: KtPendingStatement; verdict: Verdict & { ok: true } }>>();
-  const place = (record: KtPendingStatement, verdict: Verdict & { ok: true }): void => {
+  const waiting = new Map<string, Array<{ record: Ordered; verdict: Verdict & { ok: true } }>>();
+  const place = (record: Ordered, verdict: Verdict & { ok: true }): void => {
     const sequence = record.order.sequence;
     const before = states.get(sequence);
     const next = advanceSequence(before, record.order);
@@ -87,8 +94,8 @@ export async function planBatch(
     }
     states.set(sequence, next.value);
     plan.consumed.push(record.id);
-    plan.leaves.push({ record: leafRecordOf(record, verdict.type, now), bytes: verdict.bytes });
-    if (DIRECTORY_TYPES.has(verdict.type)) plan.directoryChanged = true;
+    plan.leaves.push({ record: verdict.leaf, bytes: verdict.bytes });
+    if (verdict.changesDirectory) plan.directoryChanged = true;
     const queued = waiting.get(sequence) ?? [];
     waiting.delete(sequence);
     for (const later of queued.sort((a, b) => a.record.order.version - b.record.order.version)) {
@@ -101,7 +108,8 @@ export async function planBatch(
       plan.directoryChanged = true;
       continue;
     }
-    const verdict = await verifyPending(deps, record);
+    const verdict =
+      record.kind === "transfer" ? transferVerdict(record, now) : await verifyPending(deps, record, now);
     if (verdict.ok) place(record, verdict);
     else plan.refused.push({ id: record.id, reason: verdict.reason });
   }
@@ -114,7 +122,7 @@ export async function planBatch(
 }
 
 /** Checks one pending statement as at intake, and builds its leaf bytes. */
-async function verifyPending(deps: BatchDeps, record: KtPendingStatement): Promise<Verdict> {
+async function verifyPending(deps: BatchDeps, record: KtPendingStatement, now: Date): Promise<Verdict> {
   let bytes: Uint8Array;
   let par: string | undefined;
   if (record.card !== undefined) {
@@ -149,7 +157,44 @@ async function verifyPending(deps: BatchDeps, record: KtPendingStatement): Promi
     return { ok: false, reason: "its order facts are not the statement's" };
   }
   const leaf = statementLeaf({ signerSpki: check.signer.spki, opening, statement: bytes, par }, nodeSha256);
-  return { ok: true, bytes: leaf, type: check.statement.type };
+  const type = check.statement.type;
+  return {
+    ok: true,
+    bytes: leaf,
+    leaf: leafRecordOf(record, type, now),
+    changesDirectory: DIRECTORY_TYPES.has(type),
+  };
+}
+
+/**
+ * The operator's card transfer as its `0x03` entry (`kt/transfer.ts`): nobody signs it (the
+ * witnessed checkpoint covers it, as it covers snapshots); its leaf record keeps the opening and the
+ * keyed card reference beside it, as a statement's does.
+ */
+function transferVerdict(record: KtPendingTransfer, now: Date): Verdict {
+  const opening = fromBase64Strict(record.opening, OPENING_BYTES);
+  if (opening === undefined) return { ok: false, reason: "bad opening" };
+  const { leaf } = transferLeaf({
+    v: 1,
+    type: CARD_TRANSFER_TYPE,
+    transfer: record.transfer,
+    from: record.fromTenant,
+    to: record.toTenant,
+    card: transferCommitment(opening, record.cardKey, nodeSha256),
+    version: record.order.version,
+    transferredAt: formatTime(record.createdAt.getTime()),
+  });
+  const stored: Omit<KtLeafRecord, "index"> = {
+    kind: "transfer",
+    appendedAt: now,
+    pendingId: record.id,
+    sequence: record.order.sequence,
+    version: record.order.version,
+    opening: record.opening,
+    cardKey: record.cardKey,
+    userId: record.userId,
+  };
+  return { ok: true, bytes: leaf, leaf: stored, changesDirectory: false };
 }
 
 function leafRecordOf(

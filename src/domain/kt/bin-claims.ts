@@ -2,7 +2,7 @@ import { AppError } from "../../errors.js";
 import { DEFAULT_MAX_BINDING_DAYS } from "../../kt/statements.js";
 import { advanceSequence, sequenceName } from "../../store/kt-sequence.js";
 import type { KtPendingInput, KtSequenceState } from "../../store/kt-types.js";
-import type { Store } from "../../store/types.js";
+import type { BinKind, Store } from "../../store/types.js";
 import { rootOf } from "./issuer-keys.js";
 import { pendingStatementOf } from "./service.js";
 import {
@@ -15,10 +15,10 @@ import {
 import { orderOf } from "./statement-check.js";
 
 /**
- * BIN claims as the tenant's root signs them (docs/key-transparency.md). Once a tenant has a
- * confirmed root, the operator's `PUT /admin/v1/issuers/{tenant}/bins` carries, in `statements`, one
- * root-signed `receipts.v1/bin-claim` for every prefix it adds and one `receipts.v1/bin-release` for
- * every prefix it removes, their versions following the tenant's statements (last + 1, + 2, ...);
+ * BIN and token-BIN claims as the tenant's root signs them (docs/key-transparency.md). Once a tenant
+ * has a confirmed root, the operator's `PUT /admin/v1/issuers/{tenant}/bins` carries, in `statements`,
+ * one root-signed `receipts.v1/bin-claim` for every prefix it adds and one `receipts.v1/bin-release`
+ * for every prefix it removes (of `bins` kind `bin`, of `tokenBins` kind `token-bin`), their versions following the tenant's statements (last + 1, + 2, ...);
  * nothing else, and nothing missing. Without them the change is `invalid_signature`: the operator
  * alone can no longer give a tenant's cards to someone else or take them away. Before the tenant has
  * a confirmed root the operator's word stands, as it always did.
@@ -56,14 +56,14 @@ export function carriedStatements(value: unknown, field = "statements"): Carried
 export async function binChangeStatements(
   store: Store,
   tenant: string,
-  change: { before: readonly string[]; after: readonly string[] },
+  change: { before: readonly PrefixRef[]; after: readonly PrefixRef[] },
   carried: readonly CarriedStatement[],
   now: Date,
 ): Promise<KtPendingInput[] | undefined> {
   const root = rootOf(await store.ktIssuers.get(tenant));
   if (root?.status !== "current") return undefined;
-  const added = change.after.filter((p) => !change.before.includes(p));
-  const removed = change.before.filter((p) => !change.after.includes(p));
+  const added = refsMinus(change.after, change.before);
+  const removed = refsMinus(change.before, change.after);
   if (added.length + removed.length > 0 && carried.length === 0) {
     throw new AppError(
       "invalid_signature",
@@ -86,30 +86,44 @@ export async function binChangeStatements(
   return checked.map((c) => pendingStatementOf({ tenantId: tenant, ...c }, now));
 }
 
-/** Each added prefix claimed once, each removed one released once, and no other statement. */
-function matchChange(checked: readonly VerifiedStatement[], added: string[], removed: string[]): void {
+/** A prefix and its kind: the first digits of a card number (`bin`) or of a wallet's token (`token-bin`). */
+export interface PrefixRef {
+  prefix: string;
+  kind: BinKind;
+}
+
+/** The refs of `a` not in `b`. */
+export function refsMinus(a: readonly PrefixRef[], b: readonly PrefixRef[]): PrefixRef[] {
+  return a.filter((x) => !b.some((y) => y.prefix === x.prefix && y.kind === x.kind));
+}
+
+/**
+ * Each added prefix claimed once, each removed one released once, each with the prefix's kind (a
+ * token BIN's claim is no claim of a card BIN of the same digits), and no other statement.
+ */
+function matchChange(checked: readonly VerifiedStatement[], added: PrefixRef[], removed: PrefixRef[]): void {
   const want = new Map<string, string>([
-    ...added.map((p) => [p, "receipts.v1/bin-claim"] as const),
-    ...removed.map((p) => [p, "receipts.v1/bin-release"] as const),
+    ...added.map((p) => [`${p.kind} ${p.prefix}`, "receipts.v1/bin-claim"] as const),
+    ...removed.map((p) => [`${p.kind} ${p.prefix}`, "receipts.v1/bin-release"] as const),
   ]);
   for (const [i, { statement }] of checked.entries()) {
     const s = statement as unknown as Record<string, unknown>;
-    const prefix = typeof s.prefix === "string" ? s.prefix : "";
-    if (s.kind !== "bin" || want.get(prefix) !== statement.type) {
+    const key = `${String(s.kind)} ${typeof s.prefix === "string" ? s.prefix : ""}`;
+    if (want.get(key) !== statement.type) {
       throw fieldError(
         `statements[${i}].statement`,
-        "must be the root's bin-claim of a prefix the change adds, or its bin-release of one it removes (kind bin), each once",
+        "must be the root's bin-claim of a prefix the change adds, or its bin-release of one it removes (of its kind, bin or token-bin), each once",
       );
     }
-    want.delete(prefix);
+    want.delete(key);
   }
   const [missing] = want.keys();
   if (missing !== undefined) {
     throw new AppError(
       "invalid_signature",
-      "Every BIN the change adds or removes needs the root's statement.",
+      "Every BIN or token BIN the change adds or removes needs the root's statement.",
       {
-        violations: [{ field: "statements", description: `has no statement for prefix ${missing}` }],
+        violations: [{ field: "statements", description: `has no statement for the ${missing}` }],
       },
     );
   }

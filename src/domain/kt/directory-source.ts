@@ -27,19 +27,16 @@ export interface DirectorySource {
 }
 
 /**
- * What an issuer's entry holds beyond what the stores of today know (BINs, escrow keys): its signing
+ * What an issuer's entry holds beyond what the stores of today know (BINs and token BINs, escrow keys): its signing
  * keys and settings, from the signing-key store when there is one. Without it an issuer has no
  * signing keys, `requireBindings` false and `plaintextIntake` "accept".
  */
 export interface IssuerDetails {
   /** Issuer tenants with details of their own (a tenant with signing keys and nothing else). */
   tenants(): Promise<string[]>;
-  details(tenantId: string): Promise<
-    Partial<Pick<IssuerEntry, "signingKeys" | "requireBindings" | "plaintextIntake">> & {
-      /** Token-BIN prefixes, beside the BINs of the bins store. */
-      tokenBins?: string[];
-    }
-  >;
+  details(
+    tenantId: string,
+  ): Promise<Partial<Pick<IssuerEntry, "signingKeys" | "requireBindings" | "plaintextIntake">>>;
   /** BIN prefixes announced as moving from one tenant to another, not yet handed over (`bin-moves.ts`). */
   moves?(): Promise<BinMoveRef[]>;
 }
@@ -149,14 +146,14 @@ async function issuerEntryOf(
   details: IssuerDetails | undefined,
   moves: readonly TimedMove[] = [],
 ): Promise<IssuerEntry | undefined> {
-  const [bins, escrow, extra, logged] = await Promise.all([
-    store.bins.list(tenant),
+  const [bins, tokenBins, escrow, extra, logged] = await Promise.all([
+    store.bins.list(tenant, "bin"),
+    store.bins.list(tenant, "token-bin"),
     store.issuerEscrowKeys.current(tenant),
     details?.details(tenant) ?? Promise.resolve(undefined),
     store.ktLog.loggedStates([sequenceName.tenant(tenant)]),
   ]);
   const signingKeys = extra?.signingKeys ?? [];
-  const tokenBins = extra?.tokenBins ?? [];
   const incoming = moves.filter((m) => m.to === tenant);
   if (
     bins.length === 0 &&
@@ -195,14 +192,25 @@ async function issuerEntryOf(
     version: logged.get(sequenceName.tenant(tenant))?.version ?? 0,
     requireBindings: extra?.requireBindings ?? false,
     plaintextIntake: extra?.plaintextIntake ?? "accept",
-    signingKeys: signingKeys.map((k) => keepEffectiveFrom(k, before)),
+    signingKeys: signingKeys.map((k) => keepEffectiveFrom(k, before, since)),
     prefixes,
     escrowKey:
       escrow === undefined ? null : escrowKeyRef(escrow.escrowKeyId, escrow.algorithm, escrow.publicKey),
   };
 }
 
-function keepEffectiveFrom(key: SigningKeyEntry, before: IssuerEntry | undefined): SigningKeyEntry {
+/**
+ * A signing key's `effectiveFrom`: the `issuedAt` of the first snapshot that listed it with its
+ * status (`since`, this snapshot's time, for a key new or changed since the previous one). For a
+ * root that is the snapshot of its confirmation; the merchant's client counts `KT_ROOT_DELAY` not
+ * from it but from the witnesses' first cosignature of a checkpoint it saw the root current in
+ * (`kt/root-delay.ts`), a time the service cannot set.
+ */
+function keepEffectiveFrom(
+  key: SigningKeyEntry,
+  before: IssuerEntry | undefined,
+  since: string,
+): SigningKeyEntry {
   const old = before?.signingKeys.find((k) => k.signingKeyId === key.signingKeyId && k.status === key.status);
-  return old === undefined ? key : { ...key, effectiveFrom: old.effectiveFrom };
+  return { ...key, effectiveFrom: old?.effectiveFrom ?? since };
 }

@@ -254,7 +254,7 @@ export class Sequencer {
       nodeSha256,
     );
     const records = leaves.map((l) =>
-      l.record.kind === "statement" ? { ...l.record, leaf: l.bytes } : l.record,
+      l.record.kind === "directory" ? l.record : { ...l.record, leaf: l.bytes },
     );
     const outcome = await log.append(fence, {
       ...batch,

@@ -19,7 +19,7 @@ import type { CardRefSeal } from "./card-seal.js";
 import { directoryChange } from "./directory-change.js";
 import type { KtAnswerProofs, KtLog, StatementToLog } from "./log.js";
 import { orderOf } from "./statement-check.js";
-import { SubtreeLru } from "./tile-cache.js";
+import { Lru, SubtreeLru } from "./tile-cache.js";
 
 /** What {@link KtLogService} is made of. */
 export interface KtLogServiceDeps {
@@ -45,6 +45,8 @@ export interface KtLogServiceDeps {
 
 /** How long a checkpoint read stays the answer for lookups without a local signal, ms. */
 const CHECKPOINT_CACHE_MS = 100;
+/** Leaf proofs kept (about 1 KB each at 10^6 leaves). */
+const LEAF_PROOFS_KEPT = 4_096;
 
 /** The key log as the domain uses it (`log.ts` documents each method). */
 export class KtLogService implements KtLog {
@@ -57,6 +59,14 @@ export class KtLogService implements KtLog {
   private readonly memo: SubtreeMemo;
   /** The snapshot's proof under the last answer checkpoint's size: the same for every answer under it. */
   private directoryProof: { size: number; proof: KtDirectoryProof } | undefined;
+  /**
+   * Leaves' inclusion proofs by tree size and index, base64 as answered: a proof under one size never
+   * changes, and a card looked up again under the same checkpoint (by many merchants, or one merchant
+   * for every receipt of a busy customer) is answered without reading tiles or hashing.
+   */
+  private readonly leafProofs = new Lru<string, string[]>(LEAF_PROOFS_KEPT);
+  /** The last checkpoint record's note with its cosignatures (records are read fresh, never changed). */
+  private note: { checkpoint: KtCheckpointRecord; text: string } | undefined;
 
   constructor(private readonly deps: KtLogServiceDeps) {
     this.origin = deps.signer.key.name;
@@ -165,7 +175,7 @@ export class KtLogService implements KtLog {
     checkpoint: KtCheckpointRecord,
     leafIndex: number | undefined,
   ): Promise<KtAnswerProofs> {
-    const note = noteWithCosignatures(checkpoint);
+    const note = this.noteOf(checkpoint);
     const answer: KtAnswerProofs = {
       directory: await this.directoryUnder(checkpoint.size),
       checkpoint: note,
@@ -175,11 +185,29 @@ export class KtLogService implements KtLog {
       answer.proof = {
         leafIndex,
         treeSize: checkpoint.size,
-        inclusion: await this.prove(leafIndex, checkpoint.size),
+        inclusion: await this.proveLeaf(leafIndex, checkpoint.size),
         checkpoint: note,
       };
     }
     return answer;
+  }
+
+  private noteOf(checkpoint: KtCheckpointRecord): string {
+    if (this.note?.checkpoint !== checkpoint) {
+      this.note = { checkpoint, text: noteWithCosignatures(checkpoint) };
+    }
+    return this.note.text;
+  }
+
+  /** A leaf's inclusion proof under `size`, kept: the same proof serves every answer under that size. */
+  private async proveLeaf(index: number, size: number): Promise<string[]> {
+    const key = `${size}/${index}`;
+    const kept = this.leafProofs.get(key);
+    if (kept !== undefined) return kept;
+    // Frozen: every answer under this size shares the array.
+    const proof = Object.freeze(await this.prove(index, size)) as string[];
+    this.leafProofs.set(key, proof);
+    return proof;
   }
 
   /** The snapshot in force under a checkpoint of `size` and its inclusion proof, kept for that size. */

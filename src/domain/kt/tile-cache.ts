@@ -106,3 +106,29 @@ export class SubtreeLru implements SubtreeMemo {
 function memoKey(level: number, index: number): number {
   return index * 64 + level;
 }
+
+/**
+ * A map bounded by count, dropping the entry least recently used. For answers' parts that never
+ * change once made (a leaf's inclusion proof under one tree size, a statement rebuilt for one card
+ * reference): a look-up asked again under the same checkpoint costs a map read.
+ */
+export class Lru<K, V> {
+  private readonly entries = new Map<K, V>();
+
+  constructor(private readonly maxEntries: number) {}
+
+  get(key: K): V | undefined {
+    const hit = this.entries.get(key);
+    if (hit !== undefined) {
+      this.entries.delete(key);
+      this.entries.set(key, hit);
+    }
+    return hit;
+  }
+
+  set(key: K, value: V): void {
+    this.entries.delete(key);
+    this.entries.set(key, value);
+    if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value as K);
+  }
+}

@@ -17,6 +17,11 @@ export class MemoryKtIssuers implements KtIssuerStore {
     return copy([...this.byTenant.values()].sort((a, b) => (a.tenantId < b.tenantId ? -1 : 1)));
   }
 
+  async withBinMovesBefore(at: Date): Promise<KtIssuerRecord[]> {
+    const due = (r: KtIssuerRecord) => (r.binMoves ?? []).some((m) => m.requestedAt <= at);
+    return (await this.list()).filter(due);
+  }
+
   async tenantOfSigningKey(signingKeyId: string): Promise<string | undefined> {
     for (const record of this.byTenant.values()) {
       if (record.signingKeys.some((k) => k.signingKeyId === signingKeyId)) return record.tenantId;

@@ -1,6 +1,8 @@
 import { binsOverlapping } from "../bins.js";
 import type { KtIntakeRefusal, KtPendingInput } from "../kt-types.js";
 import type {
+  BinKind,
+  BinList,
   BinStore,
   IssuerEscrowKeyRecord,
   IssuerEscrowKeyStore,
@@ -48,41 +50,47 @@ export class MemoryIssuerEscrowKeys implements IssuerEscrowKeyStore {
   }
 }
 
-/** BIN prefixes held in memory; `set` checks and writes in one synchronous step. */
+/** BIN and token-BIN prefixes held in memory; `setLists` checks and writes in one synchronous step. */
 export class MemoryBins implements BinStore {
-  private readonly owners = new Map<string, string>();
+  private owners = new Map<string, { tenantId: string; kind: BinKind }>();
 
   constructor(private readonly ktLog: MemoryKtLog) {}
 
-  async set(
+  set(
     tenantId: string,
     bins: readonly string[],
+    now: Date,
+    kt?: readonly KtPendingInput[],
+  ): Promise<SetBinsOutcome | KtIntakeRefusal> {
+    return this.setLists([{ tenantId, kind: "bin", bins }], now, kt);
+  }
+
+  /** Builds the owners after the change on a copy, checks every list against it, then swaps it in. */
+  async setLists(
+    lists: readonly BinList[],
     _now: Date,
     kt?: readonly KtPendingInput[],
   ): Promise<SetBinsOutcome | KtIntakeRefusal> {
-    for (const bin of bins) {
-      for (const other of binsOverlapping(bin)) {
-        const owner = this.owners.get(other);
-        if (owner !== undefined && owner !== tenantId) return { kind: "conflict", bin };
-      }
-      // An 8-digit prefix of another tenant under this 6-digit one.
-      if (bin.length === 6) {
-        for (const [other, owner] of this.owners) {
-          if (owner !== tenantId && other.startsWith(bin)) return { kind: "conflict", bin };
-        }
+    const next = new Map(this.owners);
+    for (const list of lists) {
+      for (const [bin, o] of next) if (o.tenantId === list.tenantId && o.kind === list.kind) next.delete(bin);
+    }
+    for (const { tenantId, kind, bins } of lists) {
+      for (const bin of bins) {
+        if (binTakenIn(next, bin, { tenantId, kind })) return { kind: "conflict", bin };
+        next.set(bin, { tenantId, kind });
       }
     }
     const intake = this.ktLog.intake(kt);
     if ("kind" in intake) return intake;
     intake.commit();
-    for (const [bin, owner] of this.owners) if (owner === tenantId) this.owners.delete(bin);
-    for (const bin of bins) this.owners.set(bin, tenantId);
+    this.owners = next;
     return { kind: "set" };
   }
 
-  async list(tenantId: string): Promise<string[]> {
+  async list(tenantId: string, kind: BinKind = "bin"): Promise<string[]> {
     return [...this.owners]
-      .filter(([, owner]) => owner === tenantId)
+      .filter(([, owner]) => owner.tenantId === tenantId && owner.kind === kind)
       .map(([bin]) => bin)
       .sort();
   }
@@ -90,7 +98,7 @@ export class MemoryBins implements BinStore {
   async ownerOf(cardBin: string): Promise<string | undefined> {
     for (const prefix of binsOverlapping(cardBin)) {
       const owner = this.owners.get(prefix);
-      if (owner !== undefined) return owner;
+      if (owner !== undefined) return owner.tenantId;
     }
     return undefined;
   }
@@ -100,6 +108,28 @@ export class MemoryBins implements BinStore {
     for (const prefix of this.owners.keys()) if (prefix.length === 8 && prefix.startsWith(bin)) return true;
     return false;
   }
+}
+
+/**
+ * Whether `bin` is taken in `owners` for `tenantId`: itself of another kind or another tenant, a
+ * 6-digit prefix of it of another tenant, or (for 6 digits) an 8-digit one under it of another tenant.
+ */
+function binTakenIn(
+  owners: ReadonlyMap<string, { tenantId: string; kind: BinKind }>,
+  bin: string,
+  { tenantId, kind }: { tenantId: string; kind: BinKind },
+): boolean {
+  const held = owners.get(bin);
+  if (held !== undefined && (held.tenantId !== tenantId || held.kind !== kind)) return true;
+  for (const other of binsOverlapping(bin)) {
+    const owner = owners.get(other);
+    if (owner !== undefined && owner.tenantId !== tenantId) return true;
+  }
+  if (bin.length !== 6) return false;
+  for (const [other, owner] of owners) {
+    if (owner.tenantId !== tenantId && other.startsWith(bin)) return true;
+  }
+  return false;
 }
 
 /** MerchantId owners held in memory. */

@@ -72,6 +72,9 @@ export class MemoryUsers implements UserStore {
 
   async transfer(input: TransferInput): Promise<TransferOutcome> {
     const plan = planTransfer(input, this.users.get(input.userId));
+    const intake = plan.outcome.kind === "transferred" ? this.ktLog.intake(input.kt) : undefined;
+    if (intake !== undefined && "kind" in intake) return copy(intake);
+    intake?.commit();
     for (const user of plan.users) this.store(user);
     this.events.write(input.events?.(plan.outcome));
     return copy(plan.outcome);

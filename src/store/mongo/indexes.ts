@@ -231,7 +231,11 @@ export const INDEXES: Record<string, IndexDescription[]> = {
   ],
   [COLLECTIONS.ktDirectories]: [{ key: { index: -1 }, name: "byIndex" }],
   [COLLECTIONS.ktAuditors]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }],
-  [COLLECTIONS.ktIssuers]: [{ key: { "signingKeys.signingKeyId": 1 }, name: "bySigningKeyId" }],
+  [COLLECTIONS.ktIssuers]: [
+    { key: { "signingKeys.signingKeyId": 1 }, name: "bySigningKeyId" },
+    // The sequencer's settle step, each round: the tenants with a BIN move old enough to be due.
+    { key: { "binMoves.requestedAt": 1 }, name: "byBinMoveRequestedAt" },
+  ],
 };
 
 /** The name of the TTL indexes of `RECEIPT_RETENTION_DAYS`, on receipts and on their claims. */

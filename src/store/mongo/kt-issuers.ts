@@ -30,6 +30,16 @@ export class MongoKtIssuers implements KtIssuerStore {
     );
   }
 
+  /** Served by the `byBinMoveRequestedAt` index (multikey over the moves' times). */
+  withBinMovesBefore(at: Date): Promise<KtIssuerRecord[]> {
+    return this.ctx.run(() =>
+      this.collection
+        .find<KtIssuerRecord>({ "binMoves.requestedAt": { $lte: at } }, this.ctx.read)
+        .sort({ _id: 1 })
+        .toArray(),
+    );
+  }
+
   tenantOfSigningKey(signingKeyId: string): Promise<string | undefined> {
     return this.ctx.run(async () => {
       const doc = await this.collection.findOne<{ tenantId: string }>(

@@ -1,7 +1,9 @@
-import type { Filter } from "mongodb";
+import type { ClientSession, Filter } from "mongodb";
 import { binsOverlapping } from "../bins.js";
 import type { KtIntakeRefusal, KtPendingInput } from "../kt-types.js";
 import type {
+  BinKind,
+  BinList,
   BinStore,
   IssuerEscrowKeyRecord,
   IssuerEscrowKeyStore,
@@ -87,14 +89,30 @@ export class MongoIssuerEscrowKeys implements IssuerEscrowKeyStore {
   }
 }
 
-/** A BIN prefix as stored in `bins`: the prefix is the `_id`, so a prefix has one owner. */
+/**
+ * A prefix as stored in `bins`: the prefix is the `_id`, so a prefix has one owner and one kind;
+ * `kind` is absent for a card BIN (every document written before token BINs) and `token-bin` for one.
+ */
 interface BinDoc {
   _id: string;
   tenantId: string;
+  kind?: "token-bin";
   setAt: Date;
 }
 
-/** BIN prefixes in `bins`. */
+/** The documents of one tenant's list of one kind (the `byTenant` index serves it). */
+function listFilter(tenantId: string, kind: BinKind): Filter<BinDoc> {
+  return kind === "token-bin" ? { tenantId, kind: "token-bin" } : { tenantId, kind: { $ne: "token-bin" } };
+}
+
+/** Thrown inside the transaction to abort it: `bin` would belong to two tenants. */
+class BinTaken extends Error {
+  constructor(readonly bin: string) {
+    super("A BIN prefix belongs to another tenant.");
+  }
+}
+
+/** BIN and token-BIN prefixes in `bins`. */
 export class MongoBins implements BinStore {
   constructor(private readonly ctx: MongoContext) {}
 
@@ -106,68 +124,90 @@ export class MongoBins implements BinStore {
     return this.ctx.collection<{ _id: string; writes: number }>(COLLECTIONS.binLocks);
   }
 
-  /**
-   * In one transaction: checks every prefix (and the prefixes overlapping it) against other tenants,
-   * then replaces the tenant's list. A concurrent insert of the same prefix by another tenant collides
-   * on `_id` and aborts the transaction (nothing changed).
-   */
   set(
     tenantId: string,
     bins: readonly string[],
     now: Date,
     kt?: readonly KtPendingInput[],
   ): Promise<SetBinsOutcome | KtIntakeRefusal> {
+    return this.setLists([{ tenantId, kind: "bin", bins }], now, kt);
+  }
+
+  /**
+   * In one transaction: removes every list's documents, then checks each new prefix (and those
+   * overlapping it) against the other tenants' documents left and inserted so far, and inserts it. A
+   * prefix taken aborts the whole transaction (nothing changed); so does a concurrent insert of the
+   * same prefix by another tenant, which collides on `_id`.
+   */
+  setLists(
+    lists: readonly BinList[],
+    now: Date,
+    kt?: readonly KtPendingInput[],
+  ): Promise<SetBinsOutcome | KtIntakeRefusal> {
     return this.ctx.run(async () => {
       try {
         return await this.ctx.transaction("bins.set", async (session) => {
-          const read = this.ctx.readIn(session);
-          for (const bin of bins) {
-            const others = await this.collection
-              .find<BinDoc>(
-                {
-                  tenantId: { $ne: tenantId },
-                  $or: [
-                    { _id: { $in: binsOverlapping(bin) } },
-                    ...(bin.length === 6 ? [{ _id: { $regex: `^${bin}` } }] : []),
-                  ],
-                },
-                read,
-              )
-              .limit(1)
-              .toArray();
-            if (others.length > 0) return { kind: "conflict", bin } as const;
-          }
           const intake = await ktIntakeIn(this.ctx, session, kt);
           if ("kind" in intake) return intake;
           const write = this.ctx.writeIn(session);
           // Overlapping prefixes of two tenants are different documents, so inserting both would not
           // collide: every set also writes the lock of each 6-digit prefix it touches, and two
           // transactions writing one document conflict (one retries, and then sees the other's BIN).
-          for (const prefix of new Set(bins.map((bin) => bin.slice(0, 6)))) {
+          const touched = new Set(lists.flatMap((l) => l.bins.map((bin) => bin.slice(0, 6))));
+          for (const prefix of touched) {
             await this.locks.updateOne({ _id: prefix }, { $inc: { writes: 1 } }, { ...write, upsert: true });
           }
-          await this.collection.deleteMany({ tenantId }, write);
-          if (bins.length > 0) {
-            await this.collection.insertMany(
-              bins.map((bin) => ({ _id: bin, tenantId, setAt: now })),
-              write,
-            );
+          for (const list of lists)
+            await this.collection.deleteMany(listFilter(list.tenantId, list.kind), write);
+          for (const { tenantId, kind, bins } of lists) {
+            for (const bin of bins)
+              if (await this.takenByOther(session, tenantId, bin)) throw new BinTaken(bin);
+            if (bins.length === 0) continue;
+            const docs = [...new Set(bins)].map((bin) => ({
+              _id: bin,
+              tenantId,
+              ...(kind === "token-bin" ? { kind } : {}),
+              setAt: now,
+            }));
+            await this.collection.insertMany(docs, write);
           }
           await intake.write();
           return { kind: "set" } as const;
         });
       } catch (err) {
-        if (isDuplicateKey(err)) return { kind: "conflict", bin: bins[0] ?? "" };
+        if (err instanceof BinTaken) return { kind: "conflict", bin: err.bin };
+        if (isDuplicateKey(err)) return { kind: "conflict", bin: lists.flatMap((l) => l.bins)[0] ?? "" };
         throw err;
       }
     });
   }
 
-  list(tenantId: string): Promise<string[]> {
+  /** Whether another tenant holds `bin`, a 6-digit prefix of it, or (for 6 digits) an 8-digit one under it. */
+  private async takenByOther(session: ClientSession, tenantId: string, bin: string): Promise<boolean> {
+    const others = await this.collection
+      .find<BinDoc>(
+        {
+          tenantId: { $ne: tenantId },
+          $or: [
+            { _id: { $in: binsOverlapping(bin) } },
+            ...(bin.length === 6 ? [{ _id: { $regex: `^${bin}` } }] : []),
+          ],
+        },
+        this.ctx.readIn(session),
+      )
+      .limit(1)
+      .toArray();
+    return others.length > 0;
+  }
+
+  list(tenantId: string, kind: BinKind = "bin"): Promise<string[]> {
     return this.ctx.run(async () =>
-      (await this.collection.find<BinDoc>({ tenantId }, this.ctx.limit).sort({ _id: 1 }).toArray()).map(
-        (doc) => doc._id,
-      ),
+      (
+        await this.collection
+          .find<BinDoc>(listFilter(tenantId, kind), this.ctx.limit)
+          .sort({ _id: 1 })
+          .toArray()
+      ).map((doc) => doc._id),
     );
   }
 

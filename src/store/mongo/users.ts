@@ -119,11 +119,16 @@ export class MongoUsers implements UserStore {
         const read = this.ctx.readIn(session);
         const user = (await this.users.findOne<UserRecord>({ userId: input.userId }, read)) ?? undefined;
         const plan = planTransfer(input, user);
+        // The log entries are checked before anything is written: a refusal leaves the transaction empty.
+        const intake =
+          plan.outcome.kind === "transferred" ? await ktIntakeIn(this.ctx, session, input.kt) : undefined;
+        if (intake !== undefined && "kind" in intake) return { outcome: intake, events: undefined };
         const write = { ...this.ctx.writeIn(session), upsert: true };
         if (plan.outcome.kind === "transferred") {
           await this.lockRefs({ ...plan.outcome.user, now: input.now }, write);
         }
         for (const u of plan.users) await this.users.replaceOne({ userId: u.userId }, u, write);
+        await intake?.write();
         const events = input.events?.(plan.outcome);
         await insertEventsIn(this.ctx, session, events);
         return { outcome: plan.outcome, events };

@@ -1,0 +1,504 @@
+import { type LookupFunction, connect as netConnect, type Socket } from "node:net";
+import { connect as tlsConnect } from "node:tls";
+
+/**
+ * A small HTTP/1.1 client for webhook deliveries: one POST per call, kept-alive connections per
+ * origin (at most `maxSockets`, the rest wait in order). Node's `http.request` costs about 90 us of CPU
+ * per request on this work (request object, header checks, agent, response stream); writing the request
+ * as one string and reading only the status line, the headers it needs and the body's framing costs
+ * about a third of that, and a subscribed endpoint pays it on every event.
+ *
+ * What it reads of an answer: the status code, `Retry-After`, and enough of the framing to know where
+ * the answer ends (`Content-Length`, chunked, or the connection's close); the body is counted and
+ * dropped. A connection is reused only after an answer whose end it knows for certain; anything else
+ * (no length, `Connection: close`, HTTP/1.0, a malformed or conflicting header, a body over the limit)
+ * closes it. 1xx answers are skipped. Redirects are not followed: the caller sees the 3xx.
+ */
+
+/** Where a connection goes, and how it is opened. */
+export interface Origin {
+  https: boolean;
+  /** Host name or IP literal (IPv6 without brackets). */
+  host: string;
+  port: number;
+  /** A custom resolver for host names (the SSRF guard), or the system's. */
+  lookup?: LookupFunction;
+  /** Called once the connection is open, before anything is written; throws to refuse the peer. */
+  checkPeer?: (socket: Socket) => void;
+}
+
+/** An answer as far as a delivery needs it. */
+export interface Answer {
+  statusCode: number;
+  retryAfter?: string;
+}
+
+/** One request handed to a connection. */
+interface Exchange {
+  head: string;
+  body: string;
+  limit: number;
+  settle: (err: NodeJS.ErrnoException | undefined, answer?: Answer) => void;
+  /** Whether any byte of an answer arrived (a reused connection that closes before may be retried). */
+  answered: boolean;
+  /** The connection carrying it, once it has one. */
+  carrier?: Connection;
+}
+
+/** Idle connections are closed after this long (servers commonly close theirs after 5 s). */
+const IDLE_MS = 4_000;
+/** The longest head of an answer read (status line and headers together). */
+const MAX_HEAD = 16 * 1024;
+
+const HEAD_END = Buffer.from("\r\n\r\n", "latin1");
+const CRLF = Buffer.from("\r\n", "latin1");
+
+/** Body framing of an answer. */
+type Framing = { kind: "none" } | { kind: "length"; left: number } | { kind: "chunked" } | { kind: "close" };
+
+/** The parsed head of an answer. */
+interface Head {
+  statusCode: number;
+  framing: Framing;
+  keepAlive: boolean;
+  retryAfter?: string;
+}
+
+/**
+ * Reads the head of an answer (status line and headers). Undefined when it is malformed: the
+ * connection is then closed without reuse.
+ */
+export function parseHead(text: string): Head | undefined {
+  const lines = text.split("\r\n");
+  const status = /^HTTP\/1\.([01]) ([1-9]\d\d)(?: .*)?$/.exec(lines[0] ?? "");
+  if (status === null) return undefined;
+  const statusCode = Number(status[2]);
+  let keepAlive = status[1] === "1";
+  let length: string | undefined;
+  let encoding: string | undefined;
+  let retryAfter: string | undefined;
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] as string;
+    const colon = line.indexOf(":");
+    if (colon <= 0) return undefined;
+    const name = line.slice(0, colon).toLowerCase();
+    const value = line.slice(colon + 1).trim();
+    if (name === "content-length") {
+      if (!/^\d{1,15}$/.test(value) || (length !== undefined && length !== value)) return undefined;
+      length = value;
+    } else if (name === "transfer-encoding") {
+      encoding = encoding === undefined ? value.toLowerCase() : `${encoding}, ${value.toLowerCase()}`;
+    } else if (name === "connection") {
+      if (/(^|,)\s*close\s*(,|$)/i.test(value)) keepAlive = false;
+    } else if (name === "retry-after") retryAfter = value;
+  }
+  if (encoding !== undefined && length !== undefined) return undefined;
+  const framing: Framing =
+    statusCode === 204 || statusCode === 304 || statusCode < 200
+      ? { kind: "none" }
+      : encoding !== undefined
+        ? /(^|,)\s*chunked$/.test(encoding)
+          ? { kind: "chunked" }
+          : { kind: "close" }
+        : length !== undefined
+          ? { kind: "length", left: Number(length) }
+          : { kind: "close" };
+  if (framing.kind === "close") keepAlive = false;
+  return { statusCode, framing, keepAlive, ...(retryAfter === undefined ? {} : { retryAfter }) };
+}
+
+/** Reads a chunked body as it arrives; `done` once the last chunk and its trailers are read. */
+class ChunkReader {
+  private state: "size" | "data" | "data-end" | "trailer" = "size";
+  private left = 0;
+  private line = "";
+  done = false;
+  invalid = false;
+
+  /** Consumes `buf` from `at`; the index after the body's end (or `buf.length`). */
+  read(buf: Buffer, at: number): number {
+    let i = at;
+    while (i < buf.length && !this.done && !this.invalid) {
+      if (this.state === "data") {
+        const take = Math.min(this.left, buf.length - i);
+        i += take;
+        this.left -= take;
+        if (this.left === 0) this.state = "data-end";
+        continue;
+      }
+      const end = buf.indexOf(CRLF, i);
+      const piece = buf.toString("latin1", i, end < 0 ? buf.length : end);
+      this.line += piece;
+      if (this.line.length > 4096) this.invalid = true;
+      if (end < 0) return buf.length;
+      i = end + 2;
+      this.endLine(this.line);
+      this.line = "";
+    }
+    return i;
+  }
+
+  private endLine(line: string): void {
+    if (this.state === "data-end") {
+      if (line !== "") this.invalid = true;
+      this.state = "size";
+    } else if (this.state === "size") {
+      const size = /^([0-9a-fA-F]{1,12})[ \t]*(;.*)?$/.exec(line);
+      if (size === null) {
+        this.invalid = true;
+        return;
+      }
+      this.left = Number.parseInt(size[1] as string, 16);
+      this.state = this.left === 0 ? "trailer" : "data";
+    } else if (line === "") this.done = true;
+  }
+}
+
+/** One kept-alive connection: one exchange at a time. */
+class Connection {
+  private exchange: Exchange | undefined;
+  private head: Buffer[] = [];
+  private headBytes = 0;
+  private parsed: Head | undefined;
+  private chunks: ChunkReader | undefined;
+  private bodyBytes = 0;
+  private idleTimer: NodeJS.Timeout | undefined;
+  /** Exchanges this connection has carried (a fresh one has carried none). */
+  uses = 0;
+  closed = false;
+
+  constructor(
+    readonly socket: Socket,
+    private readonly onIdle: (c: Connection) => void,
+    private readonly onClose: (c: Connection) => void,
+  ) {
+    socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    socket.on("error", (err) => this.close(err));
+    socket.on("close", () => this.close());
+    socket.on("end", () => this.close());
+  }
+
+  /** Sends one request on this connection. */
+  start(exchange: Exchange): void {
+    clearTimeout(this.idleTimer);
+    this.exchange = exchange;
+    this.uses++;
+    this.socket.write(exchange.head + exchange.body);
+  }
+
+  /** Closes the connection; an exchange in flight fails with `err` (or a reset). */
+  close(err?: NodeJS.ErrnoException): void {
+    if (!this.closed) {
+      this.closed = true;
+      clearTimeout(this.idleTimer);
+      this.socket.destroy();
+      this.onClose(this);
+    }
+    const exchange = this.exchange;
+    this.exchange = undefined;
+    if (exchange === undefined) return;
+    if (this.parsed !== undefined) exchange.settle(undefined, answerOf(this.parsed));
+    else exchange.settle(err ?? resetError());
+  }
+
+  private onData(chunk: Buffer): void {
+    const exchange = this.exchange;
+    if (exchange === undefined) {
+      this.close();
+      return;
+    }
+    exchange.answered = true;
+    if (this.parsed === undefined) this.readHead(chunk);
+    else this.readBody(chunk, 0);
+  }
+
+  private readHead(chunk: Buffer): void {
+    this.head.push(chunk);
+    this.headBytes += chunk.length;
+    const all = this.head.length === 1 ? chunk : Buffer.concat(this.head);
+    const end = all.indexOf(HEAD_END);
+    if (end < 0) {
+      if (this.headBytes > MAX_HEAD) this.close(invalidError());
+      return;
+    }
+    this.head = [];
+    this.headBytes = 0;
+    const head = end <= MAX_HEAD ? parseHead(all.toString("latin1", 0, end)) : undefined;
+    if (head === undefined) {
+      this.close(invalidError());
+      return;
+    }
+    // 1xx: an interim answer; the real one follows.
+    if (head.statusCode < 200) {
+      if (all.length > end + 4) this.readHead(all.subarray(end + 4));
+      return;
+    }
+    this.parsed = head;
+    if (head.framing.kind === "chunked") this.chunks = new ChunkReader();
+    this.readBody(all, end + 4);
+  }
+
+  private readBody(buf: Buffer, at: number): void {
+    const head = this.parsed as Head;
+    const framing = head.framing;
+    let used = buf.length - at;
+    let complete = framing.kind === "none";
+    if (framing.kind === "length") {
+      used = Math.min(used, framing.left);
+      framing.left -= used;
+      complete = framing.left === 0;
+    } else if (this.chunks !== undefined) {
+      used = this.chunks.read(buf, at) - at;
+      if (this.chunks.invalid) head.keepAlive = false;
+      complete = this.chunks.done || this.chunks.invalid;
+    }
+    this.bodyBytes += used;
+    const exchange = this.exchange as Exchange;
+    const extra = at + used < buf.length;
+    if (this.bodyBytes > exchange.limit || (complete && (!head.keepAlive || extra))) {
+      this.close();
+      return;
+    }
+    if (complete) this.finish(head);
+  }
+
+  /** The answer is complete and the connection clean: settle, and offer the connection again. */
+  private finish(head: Head): void {
+    const exchange = this.exchange as Exchange;
+    this.exchange = undefined;
+    this.parsed = undefined;
+    this.chunks = undefined;
+    this.bodyBytes = 0;
+    exchange.settle(undefined, answerOf(head));
+    this.onIdle(this);
+  }
+
+  /** Waits idle in the pool; closed after {@link IDLE_MS} unused. */
+  rest(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => this.close(), IDLE_MS);
+    this.idleTimer.unref();
+  }
+}
+
+function answerOf(head: Head): Answer {
+  return head.retryAfter === undefined
+    ? { statusCode: head.statusCode }
+    : { statusCode: head.statusCode, retryAfter: head.retryAfter };
+}
+
+function resetError(): NodeJS.ErrnoException {
+  const err: NodeJS.ErrnoException = new Error("connection closed before an answer");
+  err.code = "ECONNRESET";
+  return err;
+}
+
+function invalidError(): NodeJS.ErrnoException {
+  const err: NodeJS.ErrnoException = new Error("not an HTTP/1.1 answer");
+  err.code = "ERR_WEBHOOK_INVALID_RESPONSE";
+  return err;
+}
+
+/** A request in flight: settles once, and can be abandoned (timeout). */
+export interface Pending {
+  promise: Promise<Answer>;
+  /** Gives up: the connection carrying it (if any) is closed, a queued one is dropped. */
+  abort(): void;
+}
+
+/** The connections of one origin and the requests waiting for one. */
+class OriginPool {
+  private readonly idle: Connection[] = [];
+  private readonly open = new Set<Connection>();
+  private readonly waiting: Exchange[] = [];
+  private connecting = 0;
+
+  constructor(
+    private readonly origin: Origin,
+    private readonly maxSockets: number,
+  ) {}
+
+  /** Connections opened since the pool was made (for tests and the bench). */
+  opened = 0;
+
+  request(head: string, body: string, limit: number): Pending {
+    let settled = false;
+    let retried = false;
+    let resolve!: (a: Answer) => void;
+    let reject!: (e: NodeJS.ErrnoException) => void;
+    const promise = new Promise<Answer>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    const exchange: Exchange = {
+      head,
+      body,
+      limit,
+      answered: false,
+      settle: (err, answer) => {
+        if (settled) return;
+        // A kept-alive connection the server closed while we picked it: once more on a fresh one.
+        if (err !== undefined && !exchange.answered && !retried && (exchange.carrier?.uses ?? 0) > 1) {
+          retried = true;
+          delete exchange.carrier;
+          this.enqueue(exchange, true);
+          return;
+        }
+        settled = true;
+        if (err !== undefined) reject(err);
+        else resolve(answer as Answer);
+      },
+    };
+    this.enqueue(exchange, false);
+    return {
+      promise,
+      abort: () => {
+        if (settled) return;
+        settled = true;
+        const at = this.waiting.indexOf(exchange);
+        if (at >= 0) this.waiting.splice(at, 1);
+        exchange.carrier?.close();
+      },
+    };
+  }
+
+  private enqueue(exchange: Exchange, fresh: boolean): void {
+    const idle = fresh ? undefined : this.idle.pop();
+    if (idle !== undefined) {
+      this.give(idle, exchange);
+      return;
+    }
+    this.waiting.push(exchange);
+    if (this.open.size + this.connecting < this.maxSockets || fresh) this.connect();
+  }
+
+  private give(c: Connection, exchange: Exchange): void {
+    exchange.carrier = c;
+    c.start(exchange);
+  }
+
+  private connect(): void {
+    this.connecting++;
+    this.opened++;
+    const { https, host, port, lookup, checkPeer } = this.origin;
+    const options = { host, port, ...(lookup === undefined ? {} : { lookup }) };
+    const socket = https
+      ? tlsConnect({
+          ...options,
+          ALPNProtocols: ["http/1.1"],
+          ...(/^[\d.]+$|:/.test(host) ? {} : { servername: host }),
+        })
+      : netConnect(options);
+    socket.setNoDelay(true);
+    let done = false;
+    const fail = (err: NodeJS.ErrnoException) => {
+      if (done) return;
+      done = true;
+      this.connecting--;
+      socket.destroy();
+      // The first waiting request fails with the connection's error; the others get connections of their own.
+      this.waiting.shift()?.settle(err);
+      this.fill();
+    };
+    socket.once("error", fail);
+    // The peer is checked as soon as the TCP connection is up, before a byte of the request is written.
+    socket.once("connect", () => {
+      try {
+        checkPeer?.(socket);
+      } catch (err) {
+        fail(err as NodeJS.ErrnoException);
+      }
+    });
+    socket.once(https ? "secureConnect" : "connect", () => {
+      if (done) return;
+      done = true;
+      this.connecting--;
+      socket.off("error", fail);
+      const c = new Connection(
+        socket,
+        (idle) => this.release(idle),
+        (gone) => this.forget(gone),
+      );
+      this.open.add(c);
+      this.release(c);
+    });
+  }
+
+  /** A connection is free: it takes the next waiting request, or waits idle. */
+  private release(c: Connection): void {
+    if (c.closed) return;
+    const next = this.waiting.shift();
+    if (next !== undefined) this.give(c, next);
+    else {
+      c.rest();
+      this.idle.push(c);
+    }
+  }
+
+  private forget(c: Connection): void {
+    this.open.delete(c);
+    const at = this.idle.indexOf(c);
+    if (at >= 0) this.idle.splice(at, 1);
+    this.fill();
+  }
+
+  /** Opens connections for waiting requests while there is room. */
+  private fill(): void {
+    while (this.waiting.length > this.connecting && this.open.size + this.connecting < this.maxSockets) {
+      this.connect();
+    }
+  }
+
+  /** Closes every connection; waiting requests fail. */
+  destroy(): void {
+    for (const exchange of this.waiting.splice(0)) exchange.settle(resetError());
+    for (const c of [...this.open]) c.close();
+  }
+
+  /** Whether nothing is open, connecting or waiting (the pool can be dropped). */
+  get empty(): boolean {
+    return this.open.size === 0 && this.connecting === 0 && this.waiting.length === 0;
+  }
+}
+
+/** Kept-alive connection pools, one per origin. */
+export class Http1Client {
+  private readonly pools = new Map<string, OriginPool>();
+
+  constructor(private readonly maxSockets: number) {}
+
+  /** POSTs `body` to `path` at `origin` with `headers` (names and values checked by the caller). */
+  post(
+    origin: Origin,
+    path: string,
+    hostHeader: string,
+    headers: string,
+    body: string,
+    limit: number,
+  ): Pending {
+    const key = `${origin.https ? "https" : "http"}://${hostHeader}`;
+    let pool = this.pools.get(key);
+    if (pool === undefined) {
+      if (this.pools.size >= 256) this.sweep();
+      pool = new OriginPool(origin, this.maxSockets);
+      this.pools.set(key, pool);
+    }
+    const head = `POST ${path} HTTP/1.1\r\nhost: ${hostHeader}\r\n${headers}content-length: ${Buffer.byteLength(body)}\r\n\r\n`;
+    return pool.request(head, body, limit);
+  }
+
+  /** Connections opened so far to the origin of `url`'s scheme and host (tests, the bench). */
+  opened(https: boolean, hostHeader: string): number {
+    return this.pools.get(`${https ? "https" : "http"}://${hostHeader}`)?.opened ?? 0;
+  }
+
+  /** Drops pools with nothing open (a sweep after deliveries, so pools of gone endpoints do not pile up). */
+  sweep(): void {
+    for (const [key, pool] of this.pools) if (pool.empty) this.pools.delete(key);
+  }
+
+  destroy(): void {
+    for (const pool of this.pools.values()) pool.destroy();
+    this.pools.clear();
+  }
+}
