@@ -1,4 +1,5 @@
-import { type DescMessage, type JsonObject, type JsonValue, toJson } from "@bufbuild/protobuf";
+import { type DescMessage, type JsonObject, type JsonValue, type Message, toJson } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import canonicalizeModule from "canonicalize";
 import { type Receipt, ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
 import { is64BitInteger } from "./proto-scalars.js";
@@ -29,6 +30,49 @@ export const UNSIGNED_FIELDS: readonly string[] = [
   "merchantSignature",
   "merchantKeyId",
 ];
+
+/**
+ * A generated message (protobuf-es's `MessageShape`, e.g. `Receipt` of gen/) as receipts are written
+ * in JSON, so that the receipt's shape is written once, in receipt.proto: the same members under the
+ * same names, optional exactly where the message's are (explicit presence, message fields), 64-bit
+ * integers as JSON numbers (money: the rules keep it within `Number.MAX_SAFE_INTEGER`), a Timestamp
+ * as its RFC 3339 string, bytes as base64, nested messages the same way. The proto's comments stay
+ * on the members.
+ */
+export type ReceiptJsonOf<T> = T extends bigint
+  ? number
+  : T extends Timestamp
+    ? string
+    : T extends Uint8Array
+      ? string
+      : T extends readonly (infer E)[]
+        ? ReceiptJsonOf<E>[]
+        : T extends Message
+          ? { [K in keyof MembersOf<T>]: ReceiptJsonOf<Exclude<MembersOf<T>[K], undefined>> }
+          : T;
+
+/** The members of a generated message, without protobuf-es's own (`$typeName`, `$unknown`). */
+type MembersOf<T> = Omit<T, "$typeName" | "$unknown">;
+
+/** The members of `T` whose values are lists. */
+type ListMembers<T> = { [K in keyof T]-?: NonNullable<T[K]> extends readonly unknown[] ? K : never }[keyof T];
+
+/**
+ * {@link ReceiptJsonOf} as a request may send it: lists may be left out too, at every depth (the
+ * receipt rules read a missing list as empty).
+ */
+export type ReceiptInputJsonOf<T> = T extends bigint | Timestamp | Uint8Array
+  ? ReceiptJsonOf<T>
+  : T extends readonly (infer E)[]
+    ? ReceiptInputJsonOf<E>[]
+    : T extends Message
+      ? InputMembers<MembersOf<T>>
+      : T;
+
+/** The members of {@link ReceiptInputJsonOf}: as they are, and the lists optional. */
+type InputMembers<M> = {
+  [K in keyof Omit<M, ListMembers<M>>]: ReceiptInputJsonOf<Exclude<M[K], undefined>>;
+} & { [K in keyof Pick<M, ListMembers<M>>]?: ReceiptInputJsonOf<Exclude<M[K], undefined>> };
 
 /** A JSON value, as receipts are written. */
 export type Json = string | number | boolean | null | Json[] | { [name: string]: Json };

@@ -1,7 +1,9 @@
 /* Over 400 lines on purpose: the sealed-receipt format both ways (open, seal, re-wrap) in one place,
  * so a reader checks the format against README, "The sealed receipt", in one file. */
+
+import type { LineItem, Receipt, Tax, TaxBreakdownLine, Tender } from "../../gen/receipts/v1/receipt_pb.js";
 import { HPKE_SUITE, isKeyAlgorithm, KEY_ALGORITHMS, RSA_SUITE, suiteOfKeyType } from "../crypto/suites.js";
-import { INPUT_ONLY_FIELDS } from "../receipt-fields.js";
+import { INPUT_ONLY_FIELDS, type ReceiptInputJsonOf } from "../receipt-fields.js";
 import { fromBase64, toBase64 } from "./base64.js";
 import {
   derKindOf,
@@ -107,104 +109,36 @@ export interface SealedEnvelope {
 }
 
 /** A tax on a line item; `rate` a fraction (0.19), `amount` in the smallest currency unit. */
-export interface ReceiptTaxJson {
-  name: string;
-  rate: number;
-  amount: number;
-}
+export type ReceiptTaxJson = ReceiptInputJsonOf<Tax>;
 
 /** A line item; prices in the smallest currency unit. */
-export interface ReceiptLineItemJson {
-  lineItemId: string;
-  name: string;
-  quantity: number;
-  unitPrice: number;
-  totalPrice: number;
-  category?: string;
-  taxes?: ReceiptTaxJson[];
-}
+export type ReceiptLineItemJson = ReceiptInputJsonOf<LineItem>;
 
 /** One means of payment of a split tender; `amount` in the smallest currency unit. */
-export interface ReceiptTenderJson {
-  /** How it was paid, e.g. `card`, `cash`, `gift_card`. */
-  method: string;
-  cardBrand?: string;
-  cardLast4?: string;
-  amount: number;
-}
+export type ReceiptTenderJson = ReceiptInputJsonOf<Tender>;
 
 /** The tax of one rate across the receipt; `rate` a fraction, amounts in the smallest unit. */
-export interface ReceiptTaxLineJson {
-  rate: number;
-  /** The amount the rate applies to, net of this tax. */
-  taxableAmount: number;
-  taxAmount: number;
-}
+export type ReceiptTaxLineJson = ReceiptInputJsonOf<TaxBreakdownLine>;
 
 /**
  * A receipt in its JSON form (README, "Refunds, and receipts that find their card statement line"):
  * lowerCamelCase names, money as JSON integers in the smallest currency unit, `transactionDate` as RFC 3339.
- * The input-only fields are accepted by {@link sealReceipt} and left out of the sealed plaintext.
+ * The input-only fields (`recipientHashedPan`, `recipientPar`, `mockItems`, `cardNonce`) are accepted
+ * by {@link sealReceipt} and left out of the sealed plaintext. Made from the proto's `Receipt`
+ * ({@link ReceiptInputJsonOf}), whose comments document each member: a field added to receipt.proto
+ * is here with no edit. Left out: what only the service answers (`keyId`, `decryptedAt`), the sealed
+ * form (`sealedReceipt`), and `cardBin`, which `MerchantReceipt` adds for routing.
  */
-export interface ReceiptJson {
+export type ReceiptJson = Omit<
+  ReceiptInputJsonOf<Receipt>,
+  "keyId" | "decryptedAt" | "sealedReceipt" | "cardBin" | "version" | "transactionDate" | "receiptType"
+> & {
   /** Receipt format version; {@link sealReceipt} uses "1.0" when unset. */
   version?: string;
-  receiptId: string;
-  merchantId: string;
-  merchantName: string;
-  transactionId: string;
   transactionDate: string;
-  currency: string;
-  merchantStreet?: string;
-  merchantCity?: string;
-  merchantState?: string;
-  merchantPostalCode?: string;
-  merchantCountry?: string;
-  merchantTaxId?: string;
-  merchantContactEmail?: string;
-  transactionTimezone?: string;
-  paymentMethod?: string;
-  cardLast4?: string;
-  cardBrand?: string;
-  subtotal?: number;
-  taxAmount?: number;
-  totalAmount?: number;
-  items?: ReceiptLineItemJson[];
-  amount?: number;
   /** `sale` (also when unset), `refund` or `void`; a refund or void names its sale in `originalReceiptId`. */
   receiptType?: "sale" | "refund" | "void";
-  originalReceiptId?: string;
-  /** The approval code (ISO 8583 field 38), 6 letters or digits. */
-  authorizationCode?: string;
-  /** The retrieval reference number (ISO 8583 field 37), 12 letters or digits. */
-  retrievalReferenceNumber?: string;
-  /** The acquirer reference number of the clearing record, 23 digits. */
-  acquirerReferenceNumber?: string;
-  /** The terminal id (ISO 8583 field 41), up to 8 characters. */
-  terminalId?: string;
-  /** The merchant category code (ISO 18245), 4 digits. */
-  merchantCategoryCode?: string;
-  /** The statement descriptor: the merchant's name as the card statement shows it. */
-  cardAcceptorName?: string;
-  /** The tip, included in `totalAmount`. */
-  tipAmount?: number;
-  tenders?: ReceiptTenderJson[];
-  taxBreakdown?: ReceiptTaxLineJson[];
-  /**
-   * Set when the merchant signed the receipt (README, "Merchant signatures"): its Ed25519 signature, base64.
-   */
-  merchantSignature?: string;
-  /** The `mk_...` id of the key that signed the receipt. */
-  merchantKeyId?: string;
-  /** Input only, never sealed. */
-  recipientHashedPan?: string;
-  /** Input only, never sealed: the card's PAR instead of `recipientHashedPan`. */
-  recipientPar?: string;
-  /** Input only, never sealed. */
-  mockItems?: boolean;
-  /** Input only, never sealed. */
-  cardNonce?: string;
-}
+};
 
 /** The identity a sealed receipt is bound to, and the keyId to record; each defaults from the receipt. */
 export interface SealIdentity {

@@ -5,7 +5,7 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { type LineItem, type Receipt, ReceiptSchema, type Tax } from "../../gen/receipts/v1/receipt_pb.js";
 import { ElementViolations, type ViolationSink, Violations } from "../errors.js";
 import { timestampJson } from "../proto-scalars.js";
-import { INPUT_ONLY_FIELDS } from "../receipt-fields.js";
+import { INPUT_ONLY_FIELDS, type ReceiptJsonOf } from "../receipt-fields.js";
 import {
   checkText,
   codePoints,
@@ -39,63 +39,39 @@ import {
 export type ReceiptMode = "encrypt" | "payment";
 
 /** A tax on a line item. `rate` is a fraction (0.19 for 19%); `amount` in the smallest currency unit. */
-export type ReceiptTax = { name: string; rate: number; amount: number };
+export type ReceiptTax = ReceiptJsonOf<Tax>;
 
 /** A validated line item; prices in the smallest currency unit. */
-export type ReceiptLineItem = {
-  lineItemId: string;
-  name: string;
-  quantity: number;
-  unitPrice: number;
-  totalPrice: number;
-  category?: string;
-  taxes: ReceiptTax[];
-};
+export type ReceiptLineItem = ReceiptJsonOf<LineItem>;
 
 /**
  * A validated, normalised receipt: `version` defaulted, `currency` upper-cased, `recipientHashedPan`
  * lower-cased, `mockItems` defaulted to true, `transactionDate` as an RFC 3339 UTC string (the proto
- * JSON form). Optional fields are present exactly when the request set them. Field names are those of
- * the JSON surface, so {@link sealedPlaintextOf} of it is the proto JSON of a `Receipt`.
+ * JSON form). Optional fields are present exactly when the request set them. The shape is the proto's
+ * `Receipt` ({@link ReceiptJsonOf}: names of the JSON surface, money as numbers), so
+ * {@link sealedPlaintextOf} of it is the proto JSON of a `Receipt`; what differs is written here:
+ * what only the service answers (`keyId`, `decryptedAt`) and the sealed form (`sealedReceipt`) are
+ * left out, the normalised fields are always present, and the card-transaction fields are those of
+ * {@link TransactionFields}. A field added to receipt.proto is here with no edit.
+ *
+ * `merchantSignature` and `merchantKeyId` are set by the service, never from input: the merchant's
+ * verified Ed25519 signature (base64) and the id of its key, sealed with the receipt so the
+ * cardholder's app can verify it (README, "Merchant signatures").
  */
-export type ValidReceipt = {
-  version: string;
-  receiptId: string;
-  merchantId: string;
-  merchantName: string;
-  transactionId: string;
+export type ValidReceipt = Omit<
+  ReceiptJsonOf<Receipt>,
+  | "keyId"
+  | "decryptedAt"
+  | "sealedReceipt"
+  | "transactionDate"
+  | "recipientHashedPan"
+  | "mockItems"
+  | keyof TransactionFields
+> & {
   transactionDate: string;
-  currency: string;
+  /** "" when the merchant routes by the card's PAR (`recipientPar`) instead. */
   recipientHashedPan: string;
-  /** The card's PAR when the merchant routes by it instead of `recipientHashedPan` (then ""). */
-  recipientPar?: string;
-  merchantStreet?: string;
-  merchantCity?: string;
-  merchantState?: string;
-  merchantPostalCode?: string;
-  merchantCountry?: string;
-  merchantTaxId?: string;
-  merchantContactEmail?: string;
-  transactionTimezone?: string;
-  paymentMethod?: string;
-  cardLast4?: string;
-  cardBrand?: string;
-  subtotal?: number;
-  taxAmount?: number;
-  totalAmount?: number;
-  items: ReceiptLineItem[];
   mockItems: boolean;
-  amount?: number;
-  cardNonce?: string;
-  /** The card's first 6 or 8 digits, for routing to the BIN's issuer. */
-  cardBin?: string;
-  /**
-   * Set by the service, never from input: the merchant's verified Ed25519 signature (base64) and the
-   * id of its key, sealed with the receipt so the cardholder's app can verify it (README, "Merchant
-   * signatures").
-   */
-  merchantSignature?: string;
-  merchantKeyId?: string;
 } & TransactionFields;
 
 /**

@@ -1,5 +1,6 @@
 import type { Receipt, TaxBreakdownLine, Tender } from "../../gen/receipts/v1/receipt_pb.js";
 import { ElementViolations, type ViolationSink, type Violations } from "../errors.js";
+import type { ReceiptJsonOf } from "../receipt-fields.js";
 import { checkText, identifier, isTaxRate, money, requiredText, TAX_RATE_RULE } from "./field-rules.js";
 import { refundTooLarge } from "./gateways/gateway.js";
 import * as limits from "./limits.js";
@@ -31,27 +32,31 @@ export const RECEIPT_TYPES = ["sale", "refund", "void"] as const;
 export type ReceiptType = (typeof RECEIPT_TYPES)[number];
 
 /** One means of payment of a split tender; `amount` in the smallest currency unit. */
-export type ReceiptTender = { method: string; cardBrand?: string; cardLast4?: string; amount: number };
+export type ReceiptTender = ReceiptJsonOf<Tender>;
 
 /** The tax of one rate across the receipt; `rate` a fraction, amounts in the smallest currency unit. */
-export type ReceiptTaxLine = { rate: number; taxableAmount: number; taxAmount: number };
+export type ReceiptTaxLine = ReceiptJsonOf<TaxBreakdownLine>;
 
-/** The card-transaction fields of a validated receipt: each present exactly when the request set it. */
-export interface TransactionFields {
-  receiptType?: ReceiptType;
-  originalReceiptId?: string;
-  authorizationCode?: string;
-  retrievalReferenceNumber?: string;
-  acquirerReferenceNumber?: string;
-  terminalId?: string;
-  merchantCategoryCode?: string;
-  cardAcceptorName?: string;
-  tipAmount?: number;
-  /** Present only when the request gave at least one tender. */
-  tenders?: ReceiptTender[];
-  /** Present only when the request gave at least one line. */
-  taxBreakdown?: ReceiptTaxLine[];
-}
+/**
+ * The card-transaction fields of a validated receipt, each present exactly when the request set it:
+ * the proto's (receipt.proto), with `receiptType` narrowed to {@link RECEIPT_TYPES} and the lists
+ * present only when the request gave at least one element.
+ */
+export type TransactionFields = Partial<
+  Pick<
+    ReceiptJsonOf<Receipt>,
+    | "originalReceiptId"
+    | "authorizationCode"
+    | "retrievalReferenceNumber"
+    | "acquirerReferenceNumber"
+    | "terminalId"
+    | "merchantCategoryCode"
+    | "cardAcceptorName"
+    | "tipAmount"
+    | "tenders"
+    | "taxBreakdown"
+  >
+> & { receiptType?: ReceiptType };
 
 /**
  * Whether the original receipt a refund or void names exists, as the service found it before

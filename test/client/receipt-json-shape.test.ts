@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { DescMessage } from "@bufbuild/protobuf";
 import ts from "typescript";
@@ -12,27 +11,32 @@ import {
 } from "../../gen/receipts/v1/receipt_pb.js";
 
 /**
- * The client library writes the receipt's JSON shape by hand (`ReceiptJson` and its parts in
- * src/client/webcrypto.ts: it runs in browsers and apps without the generated code). This test reads
- * those interfaces with the TypeScript compiler and holds them to the proto, so a field added to
- * receipt.proto and not to the client (or the other way round) fails here. The service side is held
- * to the proto by test/domain/sealed-plaintext.test.ts, the OpenAPI document by
- * test/openapi/schemas.test.ts, and the fast JSON paths are compiled from the descriptors.
+ * The client library's receipt JSON types (`ReceiptJson` and its parts in src/client/webcrypto.ts)
+ * are made from the generated messages (`ReceiptInputJsonOf`, src/receipt-fields.ts), not written by
+ * hand. This test resolves them with the TypeScript compiler and holds them to the proto's
+ * descriptors, so a field of receipt.proto the client's types lost (or one they invented) fails here.
+ * The service side is held to the proto by test/domain/sealed-plaintext.test.ts, the OpenAPI
+ * document by test/openapi/schemas.test.ts, and the fast JSON paths are compiled from the descriptors.
  */
 
 const SOURCE = join(import.meta.dirname, "..", "..", "src", "client", "webcrypto.ts");
 
-/** Each interface's members: name and whether it is optional. */
+/** Each exported type's members, resolved by the compiler: name and whether it is optional. */
 function interfaces(): Map<string, Map<string, boolean>> {
-  const file = ts.createSourceFile(SOURCE, readFileSync(SOURCE, "utf8"), ts.ScriptTarget.Latest, true);
+  const program = ts.createProgram([SOURCE], {
+    strict: true,
+    exactOptionalPropertyTypes: true,
+    noEmit: true,
+  });
+  const checker = program.getTypeChecker();
+  const file = program.getSourceFile(SOURCE) as ts.SourceFile;
   const found = new Map<string, Map<string, boolean>>();
   for (const statement of file.statements) {
-    if (!ts.isInterfaceDeclaration(statement)) continue;
+    if (!ts.isTypeAliasDeclaration(statement) && !ts.isInterfaceDeclaration(statement)) continue;
+    const type = checker.getTypeAtLocation(statement.name);
     const members = new Map<string, boolean>();
-    for (const member of statement.members) {
-      if (ts.isPropertySignature(member) && ts.isIdentifier(member.name)) {
-        members.set(member.name.text, member.questionToken !== undefined);
-      }
+    for (const property of checker.getPropertiesOfType(type)) {
+      members.set(property.name, (property.flags & ts.SymbolFlags.Optional) !== 0);
     }
     found.set(statement.name.text, members);
   }

@@ -290,10 +290,12 @@ describe("the AAD-bound RSA form (keyBundle.aadBound), both ways", () => {
 
 describe("the WebCrypto module", () => {
   // What each browser-safe module may import: its siblings, @hpke/core (WebCrypto only), the
-  // receipt field rules and the key encoding checks the service shares (checked below), and the
-  // key-transparency library (src/kt, whose own test keeps it free of Node).
+  // receipt field rules and the key encoding checks the service shares (checked below), the
+  // key-transparency library (src/kt, whose own test keeps it free of Node), and the generated
+  // receipt messages whose types the receipt's JSON types are made from.
   const allowed: Record<string, string[]> = {
     "webcrypto.ts": [
+      "../../gen/receipts/v1/receipt_pb.js",
       "../crypto/suites.js",
       "../receipt-fields.js",
       "./base64.js",
@@ -329,6 +331,7 @@ describe("the WebCrypto module", () => {
     ],
     "../receipt-fields.ts": [
       "@bufbuild/protobuf",
+      "@bufbuild/protobuf/wkt",
       "canonicalize",
       "../gen/receipts/v1/receipt_pb.js",
       "./proto-scalars.js",
