@@ -50,7 +50,9 @@ export {
   type IssuerSigningKey,
   issuerSigningKeyOf,
   type KeyBindingInput,
+  type KeyRevocationInput,
   keyBindingStatement,
+  keyRevocationStatement,
   signStatement,
   statementOf,
 } from "./key-binding.js";

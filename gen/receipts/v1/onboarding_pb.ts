@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkisAEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQESJwoHYmluZGluZxgGIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZ0ILCglfY2FyZF9iaW5CBgoEX3BhciKiAwoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUSFQoNaGVsZF9yZWNlaXB0cxgGIAEoBRIRCglhbGdvcml0aG0YByABKAkSFwoPcmVsZWFzZV9wZW5kaW5nGAggASgIEhIKCnN1cGVyc2VkZWQYCSABKAgSEgoKcHVibGljX2tleRgKIAEoCRInCgdiaW5kaW5nGAsgASgLMhYucmVjZWlwdHMudjEuS3RCaW5kaW5nEhQKB29wZW5pbmcYDCABKAlIAIgBARInCgVwcm9vZhgNIAEoCzIYLnJlY2VpcHRzLnYxLkt0TGVhZlByb29mEjAKCWRpcmVjdG9yeRgOIAEoCzIdLnJlY2VpcHRzLnYxLkt0RGlyZWN0b3J5UHJvb2ZCCgoIX29wZW5pbmciJAoRRGVsZXRlVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSJbChJEZWxldGVVc2VyUmVzcG9uc2USGAoQZGVsZXRlZF9yZWNlaXB0cxgBIAEoBRIUCgxkZWxldGVkX2tleXMYAiABKAUSFQoNcmVjZWlwdHNfbGVmdBgDIAEoBTKOAwoRT25ib2FyZGluZ1NlcnZpY2USiQEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSI0orcYBQoBASABgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJ2CghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiLaK3GAMKAQGC0+STAiA6ASoiGy9hcGkvdjEvb25ib2FyZGluZy9yZWdpc3RlchJ1CgpEZWxldGVVc2VyEh4ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlcXVlc3QaHy5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVzcG9uc2UiJqK3GAMKAQGC0+STAhkqFy9hcGkvdjEvdXNlcnMve3VzZXJfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkisAEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQESJwoHYmluZGluZxgGIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZ0ILCglfY2FyZF9iaW5CBgoEX3BhciKiAwoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUSFQoNaGVsZF9yZWNlaXB0cxgGIAEoBRIRCglhbGdvcml0aG0YByABKAkSFwoPcmVsZWFzZV9wZW5kaW5nGAggASgIEhIKCnN1cGVyc2VkZWQYCSABKAgSEgoKcHVibGljX2tleRgKIAEoCRInCgdiaW5kaW5nGAsgASgLMhYucmVjZWlwdHMudjEuS3RCaW5kaW5nEhQKB29wZW5pbmcYDCABKAlIAIgBARInCgVwcm9vZhgNIAEoCzIYLnJlY2VpcHRzLnYxLkt0TGVhZlByb29mEjAKCWRpcmVjdG9yeRgOIAEoCzIdLnJlY2VpcHRzLnYxLkt0RGlyZWN0b3J5UHJvb2ZCCgoIX29wZW5pbmciUQoRRGVsZXRlVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIrCgtyZXZvY2F0aW9ucxgCIAMoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZyJbChJEZWxldGVVc2VyUmVzcG9uc2USGAoQZGVsZXRlZF9yZWNlaXB0cxgBIAEoBRIUCgxkZWxldGVkX2tleXMYAiABKAUSFQoNcmVjZWlwdHNfbGVmdBgDIAEoBTKRAwoRT25ib2FyZGluZ1NlcnZpY2USiQEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSI0orcYBQoBASABgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJ2CghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiLaK3GAMKAQGC0+STAiA6ASoiGy9hcGkvdjEvb25ib2FyZGluZy9yZWdpc3RlchJ4CgpEZWxldGVVc2VyEh4ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlcXVlc3QaHy5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVzcG9uc2UiKaK3GAMKAQGC0+STAhw6ASoqFy9hcGkvdjEvdXNlcnMve3VzZXJfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -262,6 +262,20 @@ export type DeleteUserRequest = Message<"receipts.v1.DeleteUserRequest"> & {
    * @generated from field: string user_id = 1;
    */
   userId: string;
+
+  /**
+   * The issuer's receipts.v1/key-revocation statements, one per card reference of the user whose
+   * card has an active binding in the key log, each signed by a current signing key of the caller's
+   * tenant: its cardRef that reference (hashed PAN in lower case, or PAR), its keyId the card's active
+   * key, its version the card's last + 1, its reason "erased". Checked as register checks a binding
+   * (invalid_request naming the member, invalid_signature); nothing is erased when one is refused.
+   * Required for such a card when the issuer set requireBindings (else permission denied); without
+   * requireBindings an erasure without them deletes the card's statements unrevoked, as before.
+   * Ignored when the call finishes an erasure already under way (the user is gone).
+   *
+   * @generated from field: repeated receipts.v1.KtBinding revocations = 2;
+   */
+  revocations: KtBinding[];
 };
 
 /**
@@ -364,7 +378,10 @@ export const OnboardingService: GenService<{
    * Erases a user: its keys, grants and every receipt sealed to its keys go together
    * (crypto-shredding); payments keep their non-secret record without a receipt. The user and its keys
    * go at once; receipts go in bounded pages, and a call answers how many are left: call again until
-   * none are (then the user is `not_found`).
+   * none are (then the user is `not_found`). A card the key log holds a binding of is revoked in the
+   * same step: the call carries the issuer's signed receipts.v1/key-revocation (reason "erased") for
+   * each such card reference, which the log appends before the card's statements and openings are
+   * deleted (docs/key-transparency.md). REST takes them in an optional JSON body.
    *
    * Example request:
    * {"userId": "usr_OiIWtaNKLlelXAD2"}
