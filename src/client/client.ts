@@ -145,10 +145,12 @@ export interface ReceiptsClient {
    */
   generateKeys(options?: CallOptions & { algorithm?: string }): Promise<GenerateKeysResponse>;
   /**
-   * Issuer: registers a cardholder's public key under the card's hashed PAN or its PAR, exactly one
+   * Issuer: registers a cardholder's public key under the card's hashed PAN, its PAR, or both
    * (rotates an existing key). With the issuer's signed `binding` (`signStatement`), the answer comes
    * once the binding is in the key log, with its proofs: check it on the device with
-   * `registerDeviceKey` (or `checkRegistration`).
+   * `registerDeviceKey` (or `checkRegistration`). A card registered by both references takes one
+   * binding per reference (`signCardBindings`): `binding` for the hashed PAN, `parBinding` for the
+   * PAR, whose proofs the answer carries in `parAnswer`.
    */
   register(
     request: {
@@ -158,6 +160,7 @@ export interface ReceiptsClient {
       keyId: string;
       cardBin?: string;
       binding?: KtBinding;
+      parBinding?: KtBinding;
     },
     options?: CallOptions,
   ): Promise<RegisterResponse>;

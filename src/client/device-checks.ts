@@ -87,15 +87,27 @@ export async function checkRegistration(
 
 /** A device key's registration with the issuer's signed binding, as {@link registerDeviceKey} sends it. */
 export interface DeviceRegistration {
-  /** The card: its hashed PAN or its PAR (exactly one, as the binding's `cardRef`). */
+  /** The card: its hashed PAN, its PAR, or both (then `binding` is the hashed PAN's and `parBinding` the PAR's). */
   hashedPan?: string;
   par?: string;
   cardBin?: string;
   /** The device's key id and public key (base64 SPKI DER). */
   keyId: string;
   publicKey: string;
-  /** The binding the issuer signed for this key (`signStatement`). */
+  /** The binding the issuer signed for this key (`signStatement`); with both references, the hashed PAN's. */
   binding: KtBinding;
+  /** With both `hashedPan` and `par`: the PAR's binding for the same key (`signCardBindings`). */
+  parBinding?: KtBinding;
+}
+
+/** How the device checks its registration: `parCard` is the card as a merchant routing by its PAR knows it. */
+export interface RegistrationCheckContext {
+  trust: KeyTrust;
+  card: CardIdentity;
+  /** With a `parBinding`: the PAR and its BIN (a wallet token's first 8 digits), for the PAR's check. */
+  parCard?: CardIdentity;
+  firstRegistration: boolean;
+  signal?: AbortSignal;
 }
 
 /**
@@ -113,18 +125,47 @@ export async function registerDeviceKey<Answer>(
     register(request: DeviceRegistration, options: { signal?: AbortSignal }): Promise<Answer>;
   },
   registration: DeviceRegistration,
-  context: { trust: KeyTrust; card: CardIdentity; firstRegistration: boolean; signal?: AbortSignal },
-): Promise<{ registration: Answer; verified: VerifiedKey }> {
-  const held: HeldBinding = {
-    binding: registration.binding,
-    keyId: registration.keyId,
-    publicKey: registration.publicKey,
-  };
+  context: RegistrationCheckContext,
+): Promise<{ registration: Answer; verified: VerifiedKey; parVerified?: VerifiedKey }> {
+  const { keyId, publicKey } = registration;
+  const held: HeldBinding = { binding: registration.binding, keyId, publicKey };
   heldStatement(held);
+  const parHeld =
+    registration.parBinding === undefined
+      ? undefined
+      : { binding: registration.parBinding, keyId, publicKey };
+  if (parHeld !== undefined) {
+    heldStatement(parHeld);
+    if (context.parCard === undefined) throw new TypeError("context.parCard is required with a parBinding");
+  }
   const options = context.signal === undefined ? {} : { signal: context.signal };
   const answer = await client.register(registration, options);
   const verified = await checkRegistration(answer, held, { ...context, ...options });
-  return { registration: answer, verified };
+  if (parHeld === undefined || context.parCard === undefined) return { registration: answer, verified };
+  const parVerified = await checkRegistration(parAnswerOf(answer), parHeld, {
+    ...context,
+    ...options,
+    card: context.parCard,
+  });
+  return { registration: answer, verified, parVerified };
+}
+
+/**
+ * The PAR's part of a register answer (`parAnswer`, with the key it names) as a lookup by the PAR
+ * answers it; `statement_mismatch` when the answer carries none.
+ */
+export function parAnswerOf(raw: unknown): Record<string, unknown> {
+  const answer = (typeof raw === "object" && raw !== null ? raw : {}) as Record<string, unknown>;
+  const par = answer.parAnswer;
+  if (typeof par !== "object" || par === null) {
+    throw new DeviceCheckError(
+      "statement_mismatch",
+      "the register answer carries no binding of the card's PAR",
+    );
+  }
+  const { binding, opening, proof, directory } = par as Record<string, unknown>;
+  const { keyId, algorithm, publicKey } = answer;
+  return { keyId, algorithm, publicKey, isEscrowed: false, binding, opening, proof, directory };
 }
 
 /**

@@ -31,6 +31,8 @@ export {
   DeviceCheckError,
   type DeviceRegistration,
   type HeldBinding,
+  parAnswerOf,
+  type RegistrationCheckContext,
   registerDeviceKey,
 } from "./device-checks.js";
 export { isServiceErrorCode, SERVICE_ERROR_CODES, type ServiceErrorCode } from "./error-codes.js";
@@ -42,6 +44,7 @@ export {
   type TransportErrorCode,
 } from "./errors.js";
 export {
+  type CardBindingsInput,
   DEFAULT_VALID_DAYS,
   type EscrowKeyInput,
   escrowKeyStatement,
@@ -53,6 +56,7 @@ export {
   type KeyRevocationInput,
   keyBindingStatement,
   keyRevocationStatement,
+  signCardBindings,
   signStatement,
   statementOf,
 } from "./key-binding.js";

@@ -114,6 +114,42 @@ export function keyBindingStatement(input: KeyBindingInput): Uint8Array {
   });
 }
 
+/** A card registered by both its hashed PAN and its PAR: one binding per reference, each with its own versions. */
+export interface CardBindingsInput extends Omit<KeyBindingInput, "card" | "version" | "supersedes"> {
+  card: { hashedPan: string; par: string };
+  /** Each reference's next statement version (its statements are counted apart). */
+  versions: { hashedPan: number; par: number };
+  /** The key each reference's binding replaces (a rotation), or null. */
+  supersedes?: { hashedPan?: string | null; par?: string | null };
+  /** The BIN the PAR's binding names, when not `bin` (a wallet token's first 8 digits). */
+  parBin?: string;
+}
+
+/**
+ * Signs the two bindings of a card registered by both references, for the same key: `binding` (the
+ * hashed PAN's) and `parBinding` (the PAR's), as `register` takes them.
+ */
+export async function signCardBindings(
+  input: CardBindingsInput,
+  signer: IssuerSigner,
+): Promise<{ binding: KtBinding; parBinding: KtBinding }> {
+  const { card, versions, supersedes, parBin, ...rest } = input;
+  const hashed = keyBindingStatement({
+    ...rest,
+    card: { hashedPan: card.hashedPan },
+    version: versions.hashedPan,
+    supersedes: supersedes?.hashedPan ?? null,
+  });
+  const par = keyBindingStatement({
+    ...rest,
+    card: { par: card.par },
+    bin: parBin ?? rest.bin,
+    version: versions.par,
+    supersedes: supersedes?.par ?? null,
+  });
+  return { binding: await signStatement(hashed, signer), parBinding: await signStatement(par, signer) };
+}
+
 /** What an issuer escrow-key statement says; the key's facts are read from `publicKey`. */
 export interface EscrowKeyInput {
   issuer: string;

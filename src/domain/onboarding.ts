@@ -2,7 +2,6 @@ import { parsePublicKey } from "../crypto/keys.js";
 import { KEY_ALGORITHMS, RSA_OAEP_256 } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import { isUuidV4, randomId, uuid } from "../ids.js";
-import type { CardRefKind } from "../store/kt-types.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, RegisterOutcome } from "../store/types.js";
 import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
@@ -11,11 +10,11 @@ import { registerEvents } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import type { KtAnswerFields } from "./kt/answers.js";
 import {
-  type CheckedBinding,
-  checkKeyBinding,
-  registeredAnswer,
-  requireBindingIfSet,
-} from "./kt/bindings.js";
+  checkRegisterBindings,
+  pendingOf,
+  type RegisterBindings,
+  registeredAnswers,
+} from "./kt/register-bindings.js";
 import type { SignedInput } from "./kt/signed.js";
 import { cardKeysOf, checkCardBin, checkRegisteredCard, ISSUER_CARD_FIELDS } from "./pan.js";
 import { cardBinOwner, sealingKeyOf } from "./routing.js";
@@ -69,8 +68,10 @@ export interface RegisterInput {
   keyId: string;
   /** The card's first 6 or 8 digits, when the issuer sends them. */
   cardBin?: string | undefined;
-  /** The issuer's signed key binding for this card and key (docs/key-transparency.md). */
+  /** The issuer's signed key binding for this card and key (docs/key-transparency.md); with both references, the hashed PAN's. */
   binding?: SignedInput | undefined;
+  /** With both references: the PAR's signed key binding (one binding per card reference). */
+  parBinding?: SignedInput | undefined;
 }
 
 /**
@@ -79,6 +80,8 @@ export interface RegisterInput {
  * signed over the binding's leaf.
  */
 export interface Registration extends Omit<KtAnswerFields, "checkpoint"> {
+  /** With a `parBinding`: the PAR's binding and proofs, as a lookup by the PAR answers them. */
+  parAnswer?: KtAnswerFields;
   userId: string;
   keyId: string;
   status: "active";
@@ -148,16 +151,15 @@ export async function register(
   const checked = checkRegisterInput(input);
   const { keyId, spki, algorithm } = checked;
   const refs = cardKeysOf(deps.pepper, input);
-  const panHash = refs.panHash;
   const newUserId = randomId("usr", 12);
-  const binding = await bindingOf(deps, principal, input, { ...checked, panHash, newUserId });
+  const bindings = await bindingsOf(deps, principal, input, { ...checked, refs, newUserId });
   // A signed binding names the card's BIN: its owner decides as a cardBin would.
-  const cardBin = checked.cardBin ?? binding?.statement.bin;
+  const cardBin = checked.cardBin ?? bindings.main?.statement.bin ?? bindings.par?.statement.bin;
   const binOwner = await cardBinOwner(deps, cardBin);
-  if (binOwner !== undefined && binOwner !== principal.tenantId) {
-    throw new AppError("forbidden", "This card's BIN belongs to another issuer.", {
-      violations: [{ field: "cardBin", description: "belongs to another issuer tenant" }],
-    });
+  refuseOthersBin(binOwner, principal.tenantId, "cardBin");
+  const parBin = bindings.par?.statement.bin;
+  if (parBin !== undefined && parBin !== cardBin) {
+    refuseOthersBin(await cardBinOwner(deps, parBin), principal.tenantId, "parBinding.statement.bin");
   }
   const existing = await deps.store.users.findKey(keyId);
   if (existing && existing.tenantId !== principal.tenantId) {
@@ -183,18 +185,18 @@ export async function register(
     newUserId,
     key,
     now,
-    ...(binding?.pending === undefined ? {} : { kt: [binding.pending] }),
+    ...(pendingOf(bindings).length === 0 ? {} : { kt: pendingOf(bindings) }),
     ownsBin: binOwner !== undefined,
     events: (registered) => registerEvents(registered, now, cardBin),
   });
   throwIfRefused(outcome);
-  if (binding?.pending !== undefined) deps.kt.notify();
+  if (pendingOf(bindings).length > 0) deps.kt.notify();
   await auditRegistration(deps, principal, outcome, { cardBin: cardBin ?? "", now, caller });
 
   const target = { user: outcome.user, key: sealingKeyOf(outcome.key) };
   const counts = await releaseCardEscrow(deps, refs, target, caller);
   // Stored, audited and released: now the answer waits for the binding's leaf under a checkpoint.
-  const kt = binding === undefined ? {} : await registeredAnswer(deps, binding);
+  const kt = await registeredAnswers(deps, bindings);
   return {
     userId: outcome.user.userId,
     keyId,
@@ -211,45 +213,40 @@ export async function register(
 }
 
 /**
- * The register request's binding checked against it (`kt/bindings.ts`), or `forbidden` without one
- * when the tenant requires bindings; undefined without one otherwise.
+ * The register request's bindings checked against it (`kt/register-bindings.ts`), or `forbidden`
+ * without them when the tenant requires bindings; none without them otherwise.
  */
-async function bindingOf(
+async function bindingsOf(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: RegisterInput,
-  checked: CheckedRegistration & { panHash: string; newUserId: string },
-): Promise<CheckedBinding | undefined> {
-  await requireBindingIfSet(deps, principal.tenantId, input.binding, "registration");
-  if (input.binding === undefined) return undefined;
-  if ((input.hashedPan ?? "") !== "" && (input.par ?? "") !== "") {
-    // A statement binds one card reference; a card named by both takes one binding for each.
-    throw new AppError(
-      "invalid_request",
-      "A binding names one card reference: register it with hashedPan or par.",
-      {
-        violations: [{ field: "binding", description: "cannot be given with both hashedPan and par" }],
-      },
-    );
+  checked: CheckedRegistration & { refs: { panHash: string; aliasPanHash?: string }; newUserId: string },
+): Promise<RegisterBindings> {
+  if (input.binding === undefined && input.parBinding === undefined) {
+    if ((await deps.store.ktIssuers.get(principal.tenantId))?.requireBindings !== true) return {};
   }
-  const user = await deps.store.users.findByPanHash(checked.panHash);
-  return checkKeyBinding(deps, input.binding, {
+  const { panHash, aliasPanHash } = checked.refs;
+  const user =
+    (await deps.store.users.findByPanHash(panHash)) ??
+    (aliasPanHash === undefined ? undefined : await deps.store.users.findByPanHash(aliasPanHash));
+  return checkRegisterBindings(deps, input, {
     tenantId: principal.tenantId,
-    card: cardOf(input, checked.panHash),
     keyId: checked.keyId,
     algorithm: checked.algorithm,
     spki: checked.spki,
     cardBin: checked.cardBin,
+    refs: checked.refs,
     userId: user?.tenantId === principal.tenantId ? user.userId : checked.newUserId,
   });
 }
 
-/** The card a register request names, as a key-log statement carries it. */
-function cardOf(input: RegisterInput, panHash: string): { kind: CardRefKind; ref: string; key: string } {
-  const par = input.par ?? "";
-  return par === ""
-    ? { kind: "hashed-pan", ref: input.hashedPan.toLowerCase(), key: panHash }
-    : { kind: "par", ref: par, key: panHash };
+/** `forbidden` naming `field` when the card's BIN belongs to another tenant than the caller. */
+function refuseOthersBin(owner: string | undefined, tenantId: string, field: string): void {
+  if (owner !== undefined && owner !== tenantId) {
+    throw new AppError("forbidden", "This card's BIN belongs to another issuer.", {
+      violations: [{ field, description: "belongs to another issuer tenant" }],
+    });
+  }
 }
 
 /** The `conflict` of a registration the store refused (writing nothing). */

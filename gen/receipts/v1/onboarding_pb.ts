@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAkisAEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQESJwoHYmluZGluZxgGIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZ0ILCglfY2FyZF9iaW5CBgoEX3BhciKiAwoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUSFQoNaGVsZF9yZWNlaXB0cxgGIAEoBRIRCglhbGdvcml0aG0YByABKAkSFwoPcmVsZWFzZV9wZW5kaW5nGAggASgIEhIKCnN1cGVyc2VkZWQYCSABKAgSEgoKcHVibGljX2tleRgKIAEoCRInCgdiaW5kaW5nGAsgASgLMhYucmVjZWlwdHMudjEuS3RCaW5kaW5nEhQKB29wZW5pbmcYDCABKAlIAIgBARInCgVwcm9vZhgNIAEoCzIYLnJlY2VpcHRzLnYxLkt0TGVhZlByb29mEjAKCWRpcmVjdG9yeRgOIAEoCzIdLnJlY2VpcHRzLnYxLkt0RGlyZWN0b3J5UHJvb2ZCCgoIX29wZW5pbmciUQoRRGVsZXRlVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIrCgtyZXZvY2F0aW9ucxgCIAMoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZyJbChJEZWxldGVVc2VyUmVzcG9uc2USGAoQZGVsZXRlZF9yZWNlaXB0cxgBIAEoBRIUCgxkZWxldGVkX2tleXMYAiABKAUSFQoNcmVjZWlwdHNfbGVmdBgDIAEoBTKRAwoRT25ib2FyZGluZ1NlcnZpY2USiQEKDEdlbmVyYXRlS2V5cxIgLnJlY2VpcHRzLnYxLkdlbmVyYXRlS2V5c1JlcXVlc3QaIS5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXNwb25zZSI0orcYBQoBASABgtPkkwIlOgEqIiAvYXBpL3YxL29uYm9hcmRpbmcvZ2VuZXJhdGUta2V5cxJ2CghSZWdpc3RlchIcLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVxdWVzdBodLnJlY2VpcHRzLnYxLlJlZ2lzdGVyUmVzcG9uc2UiLaK3GAMKAQGC0+STAiA6ASoiGy9hcGkvdjEvb25ib2FyZGluZy9yZWdpc3RlchJ4CgpEZWxldGVVc2VyEh4ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlcXVlc3QaHy5yZWNlaXB0cy52MS5EZWxldGVVc2VyUmVzcG9uc2UiKaK3GAMKAQGC0+STAhw6ASoqFy9hcGkvdjEvdXNlcnMve3VzZXJfaWR9YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAki3QEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQESJwoHYmluZGluZxgGIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZxIrCgtwYXJfYmluZGluZxgHIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZ0ILCglfY2FyZF9iaW5CBgoEX3BhciKoAQoRUmVnaXN0ZXJlZEJpbmRpbmcSJwoHYmluZGluZxgBIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZxIPCgdvcGVuaW5nGAIgASgJEicKBXByb29mGAMgASgLMhgucmVjZWlwdHMudjEuS3RMZWFmUHJvb2YSMAoJZGlyZWN0b3J5GAQgASgLMh0ucmVjZWlwdHMudjEuS3REaXJlY3RvcnlQcm9vZiLWAwoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUSFQoNaGVsZF9yZWNlaXB0cxgGIAEoBRIRCglhbGdvcml0aG0YByABKAkSFwoPcmVsZWFzZV9wZW5kaW5nGAggASgIEhIKCnN1cGVyc2VkZWQYCSABKAgSEgoKcHVibGljX2tleRgKIAEoCRInCgdiaW5kaW5nGAsgASgLMhYucmVjZWlwdHMudjEuS3RCaW5kaW5nEhQKB29wZW5pbmcYDCABKAlIAIgBARInCgVwcm9vZhgNIAEoCzIYLnJlY2VpcHRzLnYxLkt0TGVhZlByb29mEjAKCWRpcmVjdG9yeRgOIAEoCzIdLnJlY2VpcHRzLnYxLkt0RGlyZWN0b3J5UHJvb2YSMgoKcGFyX2Fuc3dlchgPIAEoCzIeLnJlY2VpcHRzLnYxLlJlZ2lzdGVyZWRCaW5kaW5nQgoKCF9vcGVuaW5nIlEKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSKwoLcmV2b2NhdGlvbnMYAiADKAsyFi5yZWNlaXB0cy52MS5LdEJpbmRpbmciWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUykQMKEU9uYm9hcmRpbmdTZXJ2aWNlEokBCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiNKK3GAUKAQEgAYLT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSdgoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIi2itxgDCgEBgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISeAoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIimitxgDCgEBgtPkkwIcOgEqKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -132,10 +132,22 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
    * card's last + 1, its window current and at most KT_MAX_BINDING_DAYS. A signature that does not
    * verify is invalid_signature; a member that does not say what the request says is
    * invalid_request naming it. Required when the issuer set requireBindings (else permission denied).
+   * With both hashed_pan and par, this is hashed_pan's binding and par_binding is the PAR's.
    *
    * @generated from field: receipts.v1.KtBinding binding = 6;
    */
   binding?: KtBinding | undefined;
+
+  /**
+   * The PAR's receipts.v1/key-binding statement when the card is registered by both hashed_pan and
+   * par (one binding per card reference): checked as binding is, with cardRef the par and version
+   * the last + 1 of the PAR's own statements, for the same key. With both references, binding and
+   * par_binding come together (with requireBindings, a missing one is permission denied); without
+   * both references, par_binding is refused (send the PAR's binding in binding).
+   *
+   * @generated from field: receipts.v1.KtBinding par_binding = 7;
+   */
+  parBinding?: KtBinding | undefined;
 };
 
 /**
@@ -144,6 +156,41 @@ export type RegisterRequest = Message<"receipts.v1.RegisterRequest"> & {
  */
 export const RegisterRequestSchema: GenMessage<RegisterRequest> = /*@__PURE__*/
   messageDesc(file_receipts_v1_onboarding, 2);
+
+/**
+ * A registered binding as a lookup by its card reference answers it: the binding as logged, the
+ * opening of its leaf, and its proofs under a checkpoint the log signed.
+ *
+ * @generated from message receipts.v1.RegisteredBinding
+ */
+export type RegisteredBinding = Message<"receipts.v1.RegisteredBinding"> & {
+  /**
+   * @generated from field: receipts.v1.KtBinding binding = 1;
+   */
+  binding?: KtBinding | undefined;
+
+  /**
+   * @generated from field: string opening = 2;
+   */
+  opening: string;
+
+  /**
+   * @generated from field: receipts.v1.KtLeafProof proof = 3;
+   */
+  proof?: KtLeafProof | undefined;
+
+  /**
+   * @generated from field: receipts.v1.KtDirectoryProof directory = 4;
+   */
+  directory?: KtDirectoryProof | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.RegisteredBinding.
+ * Use `create(RegisteredBindingSchema)` to create a new message.
+ */
+export const RegisteredBindingSchema: GenMessage<RegisteredBinding> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_onboarding, 3);
 
 /**
  * @generated from message receipts.v1.RegisterResponse
@@ -243,6 +290,14 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
    * @generated from field: receipts.v1.KtDirectoryProof directory = 14;
    */
   directory?: KtDirectoryProof | undefined;
+
+  /**
+   * With par_binding: the PAR's binding, opening and proofs, as a lookup by par answers them (the
+   * members above are then about hashed_pan's binding).
+   *
+   * @generated from field: receipts.v1.RegisteredBinding par_answer = 15;
+   */
+  parAnswer?: RegisteredBinding | undefined;
 };
 
 /**
@@ -250,7 +305,7 @@ export type RegisterResponse = Message<"receipts.v1.RegisterResponse"> & {
  * Use `create(RegisterResponseSchema)` to create a new message.
  */
 export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_onboarding, 3);
+  messageDesc(file_receipts_v1_onboarding, 4);
 
 /**
  * @generated from message receipts.v1.DeleteUserRequest
@@ -283,7 +338,7 @@ export type DeleteUserRequest = Message<"receipts.v1.DeleteUserRequest"> & {
  * Use `create(DeleteUserRequestSchema)` to create a new message.
  */
 export const DeleteUserRequestSchema: GenMessage<DeleteUserRequest> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_onboarding, 4);
+  messageDesc(file_receipts_v1_onboarding, 5);
 
 /**
  * @generated from message receipts.v1.DeleteUserResponse
@@ -312,7 +367,7 @@ export type DeleteUserResponse = Message<"receipts.v1.DeleteUserResponse"> & {
  * Use `create(DeleteUserResponseSchema)` to create a new message.
  */
 export const DeleteUserResponseSchema: GenMessage<DeleteUserResponse> = /*@__PURE__*/
-  messageDesc(file_receipts_v1_onboarding, 5);
+  messageDesc(file_receipts_v1_onboarding, 6);
 
 /**
  * Key pairs and cardholder registration, for card issuers.

@@ -45,6 +45,8 @@ export interface BindingExpectation {
   cardBin: string | undefined;
   /** The user the registration is for (the existing user of the card, or the one it creates). */
   userId: string;
+  /** The request's field that carries the binding (`binding`, or `parBinding` for a card's PAR). */
+  field?: string;
 }
 
 /** The unpadded base64url SHA-256 of a base64 SPKI, as statements write `spkiSha256`. */
@@ -97,12 +99,13 @@ export async function checkKeyBinding(
   binding: SignedInput,
   expected: BindingExpectation,
 ): Promise<CheckedBinding> {
-  const decoded = decodeSigned(binding, "binding");
+  const name = expected.field ?? "binding";
+  const decoded = decodeSigned(binding, name);
   const checked = await verifySigned(
     expected.tenantId,
     decoded,
     storeSigningKeys(deps.store),
-    "binding",
+    name,
     deps.kt.maxBindingDays,
   );
   const statement = expectBinding(checked, expected, deps.clock.now().getTime());
@@ -112,7 +115,7 @@ export async function checkKeyBinding(
   const signed = { statement, bytes, signature, signingKeyId };
   const before = await takenBefore(deps, state, order.sequence, { ...signed, expected });
   if (before !== undefined) return { ...signed, before };
-  checkOrder(state, order, "binding.statement.version");
+  checkOrder(state, order, `${name}.statement.version`);
   const pending = deps.kt.pendingStatement({
     tenantId: expected.tenantId,
     statement,
@@ -255,7 +258,7 @@ function checkWindow(
 
 /** The statement as a key binding of exactly the request's card and key, current at `now`. */
 function expectBinding(checked: VerifiedStatement, expected: BindingExpectation, now: number): KeyBinding {
-  const field = (member: string) => `binding.statement.${member}`;
+  const field = (member: string) => `${expected.field ?? "binding"}.statement.${member}`;
   expectMember(field("type"), checked.statement.type, "receipts.v1/key-binding", '"receipts.v1/key-binding"');
   const statement = checked.statement as KeyBinding;
   const cardField = expected.card.kind === "par" ? "par" : "hashedPan";
