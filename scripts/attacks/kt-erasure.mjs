@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Erasure's revocation (issue 32, SPEC section 20), from outside, against a running server:
+ * Erasure's revocation (issue 32), from outside, against a running server:
  *
  *   ADMIN_TOKEN=... node scripts/attacks/kt-erasure.mjs <baseUrl>
  *

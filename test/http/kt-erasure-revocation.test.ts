@@ -19,7 +19,7 @@ import { storeDouble } from "../hardening/store-double.js";
 import { hashPan, post, startService, type TestService } from "../support/harness.js";
 
 /**
- * An erasure writes a revocation (SPEC section 20, issue 32): DeleteUser takes the issuer's signed
+ * An erasure writes a revocation (issue 32): DeleteUser takes the issuer's signed
  * `receipts.v1/key-revocation` (reason "erased") of each bound card reference, checks it as register
  * checks a binding, queues it in the erasure's own store step, and once its leaf is appended deletes
  * the card's statements and openings, the revocation's included; the leaves stay and every proof

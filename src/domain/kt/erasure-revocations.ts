@@ -18,7 +18,7 @@ import {
 import { orderOf } from "./statement-check.js";
 
 /**
- * An erasure's revocations (SPEC section 20, docs/key-transparency.md "Erasure"): a card the key log
+ * An erasure's revocations (docs/key-transparency.md, "What is stored"): a card the key log
  * holds an active binding of is revoked when its user is erased, by the issuer's own signed
  * `receipts.v1/key-revocation` (reason "erased"), one per card reference, checked here as register
  * checks a binding (signature by a current signing key of the caller's tenant, the card reference
