@@ -279,6 +279,8 @@ export const comments: Readonly<Record<string, string>> = {
   "receipts.v1.RegisterSigningKeyResponse.all_receipts_signed": "As declared with this key.",
   "receipts.v1.RegisterSigningKeyResponse.merchant_key_id": "\"mk_...\"; a new one for every new key. Sealed receipts name it in Receipt.merchant_key_id.",
   "receipts.v1.RegisteredBinding": "A registered binding as a lookup by its card reference answers it: the binding as logged, the\nopening of its leaf, and its proofs under a checkpoint the log signed.",
+  "receipts.v1.ReleaseEscrowRequest.hashed_pan": "The user's card, as ListPendingEscrow named it: its hashed PAN (64 hexadecimal characters, any\ncase), or par instead. Required when the issuer set requireBindings: the service then verifies\nthe user's active key against the key log (the issuer's signed binding of exactly this card and\nkey under the service's latest checkpoint) before it moves anything: failed_precondition\n(integrity_failure) when it does not verify, unavailable (with Retry-After) while the binding is\nnot under a checkpoint yet. Ignored otherwise.",
+  "receipts.v1.ReleaseEscrowRequest.par": "The card's PAR, 29 upper-case letters and digits, instead of hashed_pan.",
   "receipts.v1.ReleaseEscrowRequest.user_id": "The registered user the receipts go to (a user of the calling tenant).",
   "receipts.v1.ReplayWebhookEventRequest.event_id": "An event of the caller's tenant (from a webhook's `webhook-id`, or ListEvents).",
   "receipts.v1.RevokeEscrowKeyRequest.escrow_key_id": "One of the calling tenant's escrow keys.",
