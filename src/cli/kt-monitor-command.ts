@@ -38,7 +38,8 @@ Options (or environment):
   --policy <file>       the trust policy JSON (log key, witnesses, quorum, maxCheckpointAgeSeconds)
   --records <file>      your records JSON: {"issuer", "signingKeys": [base64 SPKI], "prefixes": [...],
                         "cards": [{"cardRef", "userId"?, "enrolled"?}], "signed": [hex SHA-256 of each
-                        statement you signed], "escrowKeyIds"?, "expectedEntry"?}
+                        statement you signed], "escrowKeyIds"?, "expectedEntry"?, "erased"?:
+                        [{"cardRef", "version": the last statement you signed about it}]}
   --state <file>        the monitor's state between runs (created on the first run)
   --json                print {"treeSize", "leavesRead", "alerts": [{"index"?, "message"}]}
   -h, --help            this help
@@ -122,6 +123,10 @@ function checkRecords(json: unknown): IssuerRecords {
     throw new TypeError("prefixes and signed must be lists of strings");
   if (!Array.isArray(r.cards) || r.cards.some((c) => typeof c?.cardRef !== "string"))
     throw new TypeError("cards must be a list of {cardRef, userId?, enrolled?}");
+  const erasure = (e: { cardRef?: unknown; version?: unknown } | undefined) =>
+    typeof e?.cardRef === "string" && Number.isSafeInteger(e.version) && (e.version as number) > 0;
+  if (r.erased !== undefined && (!Array.isArray(r.erased) || !r.erased.every(erasure)))
+    throw new TypeError("erased must be a list of {cardRef, version}");
   return r as IssuerRecords;
 }
 

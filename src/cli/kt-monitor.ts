@@ -60,6 +60,11 @@ export interface IssuerRecords {
   expectedEntry?: string;
   /** The escrowKeyIds it registered: any other escrow key listed for it is an alert. */
   escrowKeyIds?: string[];
+  /**
+   * The cards it erased, with the version of the last statement it signed about each (the erasure's
+   * revocation; the last binding when it erased unrevoked): their erased leaves are no alarm.
+   */
+  erased?: Array<{ cardRef: string; version: number }>;
 }
 
 /** What the monitor keeps between runs (the `--state` file). */
@@ -130,11 +135,11 @@ export async function runMonitor(
   if (toHex(range.root()) !== toHex(root)) {
     return refused(previous, `the leaves the log serves are not those of its checkpoint of ${size}`, alerts);
   }
-  const opened = await openOwn(source, records, leaves, previous.core.next, sha256);
+  const { opened, erased } = await openOwn(source, records, leaves, previous.core.next, sha256);
   const result = monitor(
     monitorConfig(records, sha256),
     previous.core,
-    { leaves, opened, witnessCheckpoints: witnessRoots(policy, note, size, root) },
+    { leaves, opened, erased, witnessCheckpoints: witnessRoots(policy, note, size, root) },
     sha256,
   );
   return {
@@ -186,12 +191,13 @@ async function openOwn(
   leaves: Uint8Array[],
   from: number,
   sha256: Sha256,
-): Promise<Map<number, { statement: Uint8Array; opening: Uint8Array }>> {
+): Promise<{ opened: Map<number, { statement: Uint8Array; opening: Uint8Array }>; erased: Set<number> }> {
   const cards = new Map(
     records.cards.flatMap((c) => (c.userId === undefined ? [] : [[c.userId, c.cardRef]])),
   );
   const strangers = records.cards.filter((c) => c.enrolled === false).map((c) => c.cardRef);
   const opened = new Map<number, { statement: Uint8Array; opening: Uint8Array }>();
+  const erased = new Set<number>();
   // The feed is asked only when a new leaf is under one of the issuer's keys: nothing else is its to
   // open, and an issuer with no statements of its own still monitors the directory.
   const own = new Set(monitorConfig(records, sha256).signerHashes);
@@ -199,8 +205,9 @@ async function openOwn(
     const leaf = parseLeaf(bytes);
     return leaf !== undefined && leaf.kind !== "directory" && own.has(toHex(leaf.signerHash));
   });
-  if (!mine) return opened;
+  if (!mine) return { opened, erased };
   for (const entry of await source.feed(from)) {
+    if (entry.erased === true) erased.add(entry.index);
     const leaf = parseLeaf(leaves[entry.index - from] ?? new Uint8Array());
     const stored = fromBase64Strict(entry.statementWithoutCardRef);
     const opening = fromBase64Strict(entry.opening, 16);
@@ -221,7 +228,7 @@ async function openOwn(
       }
     }
   }
-  return opened;
+  return { opened, erased };
 }
 
 /** The pure core's configuration from the issuer's records. */
@@ -241,6 +248,7 @@ export function monitorConfig(records: IssuerRecords, sha256: Sha256 = nodeSha25
   };
   if (records.expectedEntry !== undefined) config.expectedEntry = records.expectedEntry;
   if (records.escrowKeyIds !== undefined) config.escrowKeyIds = records.escrowKeyIds;
+  if (records.erased !== undefined) config.erased = records.erased;
   return config;
 }
 

@@ -251,8 +251,15 @@ export interface ReceiptsClient {
     request: { userId: string; receipts: MessageInitShape<typeof EscrowReleaseSchema>[] },
     options?: CallOptions,
   ): Promise<ReleaseEscrowResponse>;
-  /** Issuer: erases a user, its keys, grants and receipts. */
-  deleteUser(userId: string, options?: CallOptions): Promise<DeleteUserResponse>;
+  /**
+   * Issuer: erases a user, its keys, grants and receipts. Pass `{userId, revocations}` to revoke the
+   * card's logged binding in the same step: one signed `keyRevocationStatement` (reason "erased") per
+   * card reference with a binding in the key log (required when the issuer set requireBindings).
+   */
+  deleteUser(
+    request: string | { userId: string; revocations?: KtBinding[] },
+    options?: CallOptions,
+  ): Promise<DeleteUserResponse>;
   /**
    * Merchant: registers the Ed25519 public key (`generateSigningKey().publicKey`) that signs a
    * merchantId's receipts, or replaces it. From then on every receipt of the merchantId must be
@@ -344,7 +351,7 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
       call(options, (o) => keys.registerEscrowKey(escrowKeyRequest(publicKey, options?.binding), o)),
     listPendingEscrow: (request, options) => call(options, (o) => receipts.listPendingEscrow(request, o)),
     releaseEscrow: (request, options) => call(options, (o) => receipts.releaseEscrow(request, o)),
-    deleteUser: (userId, options) => call(options, (o) => onboarding.deleteUser({ userId }, o)),
+    deleteUser: (request, options) => call(options, (o) => onboarding.deleteUser(erasureRequest(request), o)),
     registerSigningKey: (request, options) => call(options, (o) => receipts.registerSigningKey(request, o)),
     signingKeysFor: (merchantId, options) =>
       call(options, async (o) =>
@@ -358,6 +365,11 @@ export function createReceiptsClient(options: ReceiptsClientOptions): ReceiptsCl
         ),
       ),
   };
+}
+
+/** `deleteUser`'s request: a bare userId, or the userId with the card's signed revocations. */
+function erasureRequest(request: string | { userId: string; revocations?: KtBinding[] }) {
+  return typeof request === "string" ? { userId: request } : request;
 }
 
 /** A listed signing key in the form the signature check takes (times as Dates). */

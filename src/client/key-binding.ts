@@ -179,6 +179,45 @@ export function escrowKeyStatement(input: EscrowKeyInput): Uint8Array {
   });
 }
 
+/** What an issuer's revocation of a card's key says (`receipts.v1/key-revocation`). */
+export interface KeyRevocationInput {
+  issuer: string;
+  /** The card reference its binding names: the hashed PAN (any case; written lower case) or the PAR. */
+  card: { hashedPan: string } | { par: string };
+  /** The card's BIN, as its binding says. */
+  bin: string;
+  /** The card's active key (the last binding's keyId). */
+  keyId: string;
+  /** The card's next statement version: the last + 1. */
+  version: number;
+  /** Why: "erased" for an erasure (`deleteUser` takes it), "lost" for a lost device, "rotated". */
+  reason: "lost" | "rotated" | "erased";
+  /** When (default now), in milliseconds or a Date. */
+  revokedAt?: number | Date;
+}
+
+/**
+ * The canonical bytes of a `receipts.v1/key-revocation` statement; throws `TypeError` if a rule is
+ * broken. Signed with {@link signStatement}, an erasure's revocation goes in `deleteUser`'s
+ * `revocations`, one per card reference of the user whose card has a binding in the key log.
+ */
+export function keyRevocationStatement(input: KeyRevocationInput): Uint8Array {
+  const cardRef = "hashedPan" in input.card ? input.card.hashedPan.toLowerCase() : input.card.par;
+  const at = input.revokedAt === undefined ? Date.now() : Number(input.revokedAt);
+  if (!Number.isFinite(at)) throw new TypeError("revokedAt must be a time");
+  return checked({
+    v: 1,
+    type: "receipts.v1/key-revocation",
+    issuer: input.issuer,
+    cardRef,
+    bin: input.bin,
+    keyId: input.keyId,
+    version: input.version,
+    reason: input.reason,
+    revokedAt: formatTime(at),
+  });
+}
+
 /**
  * The canonical bytes of any statement type (revocations, and the tenant statements the root signs:
  * signing keys, `requireBindings`, BIN claims and releases, `plaintextIntake`), checked against its

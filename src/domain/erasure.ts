@@ -1,5 +1,5 @@
 import { AppError, Violations } from "../errors.js";
-import { cardRefsOf } from "../store/register.js";
+import type { KtPendingStatement } from "../store/kt-types.js";
 import {
   type ApiKeyRecord,
   type ErasureRecord,
@@ -11,6 +11,8 @@ import {
 import type { DomainDeps } from "./deps.js";
 import { erasedEvent } from "./events.js";
 import type { CallerInfo } from "./grants.js";
+import { awaitRevocations, cardsToErase, checkErasureRevocations } from "./kt/erasure-revocations.js";
+import type { SignedInput } from "./kt/signed.js";
 
 /**
  * Erasure: nothing of an erased user survives it, even what arrives while it runs, and a
@@ -44,18 +46,27 @@ import type { CallerInfo } from "./grants.js";
 export async function deleteUser(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  input: { userId: string },
+  input: { userId: string; revocations?: readonly SignedInput[] },
   caller: CallerInfo,
 ): Promise<{ deletedReceipts: number; deletedKeys: number; receiptsLeft: number }> {
   const v = new Violations();
   if (input.userId === "") v.add("userId", "is required");
   v.throwIfAny();
-  const erasure = await erasureOf(deps, principal, input.userId);
+  const { erasure, revocations } = await erasureOf(deps, principal, input.userId, input.revocations ?? []);
   const { userId } = erasure;
-  await eraseStatements(deps, userId);
-  // Keys first: from here on a receipt stored for them does not survive (see above).
-  // The user's deletion writes its user.erased event (once: a retry finds no user to delete).
-  const erased = await deps.store.users.erase(userId, [erasedEvent(erasure, deps.clock.now())]);
+  // Keys first: from here on a receipt stored for them does not survive (see above). The user's
+  // deletion writes its user.erased event and the card's revocations (once: a retry finds no user).
+  const erased = await deps.store.users.erase(userId, [erasedEvent(erasure, deps.clock.now())], revocations);
+  if (erased !== undefined && "kind" in erased) {
+    throw new AppError(
+      "conflict",
+      "The card's key log moved while the erasure was checked; nothing was erased. Sign the revocation again.",
+      {
+        violations: [{ field: "revocations", description: erased.reason }],
+      },
+    );
+  }
+  await eraseStatements(deps, erasure);
   await deps.store.grants.deleteByUser(userId);
   const { deleted: deletedReceipts, left: receiptsLeft } = await deleteReceipts(deps, erasure);
   const deletedKeys = erased?.deletedKeys ?? 0;
@@ -69,24 +80,25 @@ export async function deleteUser(
     userId,
     // A key change on record: the key the user held until now (on the call that deleted it).
     ...(erased === undefined ? {} : { previousKeyId: erased.user.activeKeyId }),
-    subject: `${deletedReceipts} receipts, ${deletedKeys} keys${receiptsLeft > 0 ? `, ${receiptsLeft} receipts left` : ""}`,
+    subject: `${deletedReceipts} receipts, ${deletedKeys} keys${revocations.length > 0 ? `, ${revocations.length} revoked` : ""}${receiptsLeft > 0 ? `, ${receiptsLeft} receipts left` : ""}`,
   });
   if (receiptsLeft === 0) await deps.store.erasures.finish(userId);
   return { deletedReceipts, deletedKeys, receiptsLeft };
 }
 
 /**
- * The key log's part of an erasure (docs/key-transparency.md): the card's statements, signatures, openings
- * and keyed card reference leave the log's leaf records; the leaves stay, so every proof still verifies, and
- * a hashed-PAN leaf (a signer hash and a commitment) says nothing of the card without its opening. Runs
- * before the user goes, so a retry after a failure runs it again (it is idempotent). Only while the
- * user holds the card: a user superseded by the BIN's owner no longer does, and the card's statements
- * are then the new holder's too (its own stay in the log; see docs/key-transparency.md).
+ * The key log's part of an erasure (docs/key-transparency.md): once the card's revocations (if any)
+ * are appended, the card's statements, signatures, openings and keyed card reference leave the log's
+ * leaf records, the revocation's included; the leaves stay, so every proof still verifies, and a
+ * hashed-PAN leaf (a signer hash and a commitment) says nothing of the card without its opening. Runs
+ * after the user goes, from the cards the erasure record names, so a retry after a failure runs it
+ * again (it is idempotent). A user superseded by the BIN's owner no longer holds the card: its record
+ * names none, and the card's statements, which are the new holder's too, stay.
  */
-async function eraseStatements(deps: DomainDeps, userId: string): Promise<void> {
-  const user = await deps.store.users.findById(userId);
-  if (user === undefined || user.supersededAt !== undefined) return;
-  for (const ref of cardRefsOf(user)) await deps.store.ktLog.eraseCard(ref, deps.clock.now());
+async function eraseStatements(deps: DomainDeps, erasure: ErasureRecord): Promise<void> {
+  const cards = erasure.ktCards ?? [];
+  await awaitRevocations(deps, erasure.userId, cards.length);
+  for (const key of cards) await deps.store.ktLog.eraseCard(key, deps.clock.now());
 }
 
 /** Receipts one store call of an erasure deletes. */
@@ -128,27 +140,38 @@ async function deleteReceipts(
 }
 
 /**
- * The erasure to run for `userId`: begun now for a user of the caller's tenant, or one begun before
- * and not finished (a retry). Anything else, another tenant's user included, is `not_found`.
+ * The erasure to run for `userId`: begun now for a user of the caller's tenant (its revocations
+ * checked first: a refusal begins nothing), or one begun before and not finished (a retry, whose
+ * revocations were queued by the call that erased the user). Anything else, another tenant's user
+ * included, is `not_found`.
  */
-async function erasureOf(deps: DomainDeps, principal: ApiKeyRecord, userId: string): Promise<ErasureRecord> {
+async function erasureOf(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  userId: string,
+  given: readonly SignedInput[],
+): Promise<{ erasure: ErasureRecord; revocations: KtPendingStatement[] }> {
   const notFound = () => new AppError("not_found", "User not found.");
   const user = await deps.store.users.findById(userId);
   if (user !== undefined) {
     if (user.tenantId !== principal.tenantId) throw notFound();
+    const revocations = await checkErasureRevocations(deps, principal.tenantId, user, given);
     // A superseded user's receipts are still placed by the card it held (and its alias, if any).
     const { panHash, aliasPanHash } = receiptOwnerOf(user);
-    return deps.store.erasures.begin({
+    const erasure = await deps.store.erasures.begin({
       userId,
       tenantId: user.tenantId,
       panHash,
       ...(aliasPanHash === undefined ? {} : { aliasPanHash }),
+      ktCards: cardsToErase(user),
       startedAt: deps.clock.now(),
     });
+    // A record an older version began names no cards: the user, still here, does.
+    return { erasure: { ...erasure, ktCards: cardsToErase(user) }, revocations };
   }
   const begun = await deps.store.erasures.find(userId);
   if (begun === undefined || begun.tenantId !== principal.tenantId) throw notFound();
-  return begun;
+  return { erasure: begun, revocations: [] };
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   holdsCard,
   type IssuerEscrowKeyRecord,
   type ReceiptPage,
+  type UserRecord,
 } from "../store/types.js";
 import { recordChange } from "./audit.js";
 import type { DomainDeps } from "./deps.js";
@@ -16,10 +17,11 @@ import { panHashOfEscrowRef, releasedEvent } from "./events.js";
 import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { checkKeyBundle } from "./key-bundles.js";
 import { checkEscrowKeyBinding, requireBindingIfSet } from "./kt/bindings.js";
+import { checkSealingKey } from "./kt/seal-check.js";
 import type { SignedInput } from "./kt/signed.js";
 import { cardKeyOf, checkCardReference, ISSUER_CARD_FIELDS } from "./pan.js";
 import { PAGE_SIZE } from "./receipts.js";
-import { sealingKeyOf } from "./routing.js";
+import { type CardRef, type SealingKey, sealingKeyOf } from "./routing.js";
 
 /**
  * Escrow that the service cannot open: an issuer tenant registers escrow public keys of
@@ -212,7 +214,7 @@ export interface ReleaseFailure {
 export async function releaseByIssuer(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  input: { userId: string; receipts: EscrowReleaseInput[] },
+  input: { userId: string; receipts: EscrowReleaseInput[]; hashedPan?: string; par?: string | undefined },
   caller: CallerInfo,
 ): Promise<{ released: number; failed: ReleaseFailure[] }> {
   const v = new Violations();
@@ -231,6 +233,7 @@ export async function releaseByIssuer(
   const active = await deps.store.users.findKey(user.activeKeyId);
   if (!active) throw new AppError("internal_server_error", "A user's active key is missing.");
   const key = sealingKeyOf(active);
+  await checkReleaseKey(deps, principal.tenantId, user, key, input);
   const issuerKeyIds = new Set(
     (await deps.store.issuerEscrowKeys.list(principal.tenantId)).map((k) => k.escrowKeyId),
   );
@@ -286,4 +289,44 @@ export async function releaseByIssuer(
     subject: `${released} released, ${failed.length} failed`,
   });
   return { released, failed };
+}
+
+/**
+ * Server-side sealing's check for an issuer's release (docs/key-transparency.md, "Server-side
+ * sealing"): for a tenant with requireBindings, the user's active key must verify against the key log
+ * (the issuer's signed binding of exactly the card the request names and this key, under the latest
+ * checkpoint) before any bundle moves: a key row swapped in the store is `integrity_failure`, a
+ * binding not under a checkpoint yet `service_unavailable`. The card reference is the request's (the
+ * service keeps none in the clear to rebuild the signed bytes), and must be the user's card.
+ */
+async function checkReleaseKey(
+  deps: DomainDeps,
+  tenantId: string,
+  user: UserRecord,
+  key: SealingKey,
+  card: { hashedPan?: string; par?: string | undefined },
+): Promise<void> {
+  if ((await deps.store.ktIssuers.get(tenantId))?.requireBindings !== true) return;
+  const v = new Violations();
+  if ((card.hashedPan ?? "") === "" && (card.par ?? "") === "") {
+    throw new AppError(
+      "forbidden",
+      "This issuer requires every escrow release to name the card, whose key is checked against the key directory.",
+      {
+        violations: [
+          { field: "hashedPan", description: "is required (or par): the issuer set requireBindings" },
+        ],
+      },
+    );
+  }
+  checkCardReference(card, ISSUER_CARD_FIELDS, v);
+  v.throwIfAny();
+  if (!holdsCard(user, cardKeyOf(deps.pepper, card))) {
+    throw new AppError("invalid_request", "The request is invalid.", {
+      violations: [{ field: card.par ? "par" : "hashedPan", description: "must be the user's card" }],
+    });
+  }
+  const ref: CardRef = { recipientHashedPan: card.hashedPan ?? "" };
+  if (card.par) ref.recipientPar = card.par;
+  await checkSealingKey(deps, ref, { kind: "user", user, key });
 }

@@ -37,6 +37,14 @@ export interface MonitorConfig {
   escrowKeyIds?: string[];
   /** Its BIN and token-BIN prefixes. */
   prefixes: string[];
+  /**
+   * The cards it erased, each with the version of the last statement it signed about the card (the
+   * erasure's revocation, or the last binding when it erased unrevoked): an erasure deletes the
+   * card's statements and openings, so up to that many leaves under its keys that the feed reports
+   * erased, less those it read opened before, are the card's and no alarm. Any further erased leaf
+   * is one (the feed could be hiding a statement behind "erased").
+   */
+  erased?: Array<{ cardRef: string; version: number }>;
 }
 
 /** What a monitor keeps between runs. */
@@ -47,6 +55,10 @@ export interface MonitorState {
   cards: Record<string, CardState>;
   /** Per witness, per tree size, the root it cosigned (hex). */
   witnessRoots: Record<string, Record<string, string>>;
+  /** Erased leaves under its keys still accounted for by its erasures (see {@link MonitorConfig.erased}). */
+  erasedBudget?: number;
+  /** The erasures already counted into the budget (`cardRef:version`). */
+  erasures?: string[];
 }
 
 export const EMPTY_MONITOR_STATE: MonitorState = { next: 0, cards: {}, witnessRoots: {} };
@@ -57,6 +69,8 @@ export interface MonitorInput {
   /** Index -> the full statement (cardRef added back by the issuer) and its opening, as the feed opened it. */
   opened: ReadonlyMap<number, { statement: Uint8Array; opening: Uint8Array }>;
   witnessCheckpoints: Array<{ witness: string; size: number; root: Uint8Array }>;
+  /** Indexes of the issuer's leaves its feed reports erased (statement and opening deleted). */
+  erased?: ReadonlySet<number>;
 }
 
 export interface MonitorAlert {
@@ -90,8 +104,8 @@ export function monitor(
     transfers: new Set(),
     sha256,
   };
-  for (const [offset, leaf] of input.leaves.entries())
-    readLeaf(run, previous.next + offset, leaf, input.opened);
+  countErasures(run);
+  for (const [offset, leaf] of input.leaves.entries()) readLeaf(run, previous.next + offset, leaf, input);
   state.next = previous.next + input.leaves.length;
   for (const seen of input.witnessCheckpoints) {
     const roots = state.witnessRoots[seen.witness] ?? {};
@@ -105,7 +119,26 @@ export function monitor(
   return { state, alerts: run.alerts };
 }
 
-function readLeaf(run: Run, index: number, leaf: Uint8Array, opened: MonitorInput["opened"]): void {
+/**
+ * Adds each erasure of the records not counted yet to the budget of erased leaves: the statements it
+ * signed about the card, less those read opened before (the card's state, dropped here, so that the
+ * card enrolled again starts at version 1 as the log's sequence does).
+ */
+function countErasures(run: Run): void {
+  const counted = new Set(run.state.erasures ?? []);
+  for (const { cardRef, version } of run.config.erased ?? []) {
+    const key = `${cardRef}:${version}`;
+    if (counted.has(key)) continue;
+    counted.add(key);
+    const seen = run.state.cards[cardRef]?.version ?? 0;
+    run.state.erasedBudget = (run.state.erasedBudget ?? 0) + Math.max(0, version - seen);
+    delete run.state.cards[cardRef];
+  }
+  if (counted.size > 0) run.state.erasures = [...counted];
+}
+
+function readLeaf(run: Run, index: number, leaf: Uint8Array, input: MonitorInput): void {
+  const opened = input.opened;
   const parsed = parseLeaf(leaf);
   if (parsed === undefined) {
     run.alerts.push({ index, message: "a leaf that is not of this log's formats" });
@@ -126,6 +159,10 @@ function readLeaf(run: Run, index: number, leaf: Uint8Array, opened: MonitorInpu
   }
   if (!mine) return;
   const entry = opened.get(index);
+  if (entry === undefined && input.erased?.has(index) === true && (run.state.erasedBudget ?? 0) > 0) {
+    run.state.erasedBudget = (run.state.erasedBudget ?? 0) - 1;
+    return;
+  }
   if (
     entry === undefined ||
     entry.opening.length !== 16 ||

@@ -328,7 +328,8 @@ function requestBody(ctx: Context, binding: HttpBinding): JsonObject | undefined
         bound.size === 0 ? ctx.schemas.ref(input, "input") : ctx.schemas.message(input, "input", bound);
       return {
         description: `The request message \`${input.typeName}\`${bound.size === 0 ? "" : " without the path fields"}.`,
-        required: input.fields.length > bound.size,
+        // A DELETE's body (DeleteUser's revocations) is optional: a DELETE without one stays what it was.
+        required: binding.verb !== "DELETE" && input.fields.length > bound.size,
         content: { [JSON_MEDIA]: { schema } },
       };
     }

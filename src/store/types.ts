@@ -204,12 +204,15 @@ export interface UserStore {
   /**
    * Erases a user and its keys: `undefined` when no such user exists. The domain records
    * the erasure first ({@link ErasureStore}) and deletes grants and receipts after, so that a retry
-   * after a failure at any step finds what is left and finishes.
+   * after a failure at any step finds what is left and finishes. `kt`: the card's revocations,
+   * checked against their sequences and written in the same atomic step as the user's deletion; when
+   * one does not follow, `log_refused` and nothing is written (the keys included).
    */
   erase(
     userId: string,
     events?: readonly EventRecord[],
-  ): Promise<{ user: UserRecord; deletedKeys: number } | undefined>;
+    kt?: readonly KtPendingInput[],
+  ): Promise<{ user: UserRecord; deletedKeys: number } | KtIntakeRefusal | undefined>;
 }
 
 /** An erasure that began and has not finished: what a retry needs to finish it. */
@@ -221,6 +224,11 @@ export interface ErasureRecord {
   panHash: string;
   /** The card's second reference, when the user held one: its receipts and escrow go too. */
   aliasPanHash?: string;
+  /**
+   * The keyed card references whose key-log statements the erasure deletes (none for a user
+   * superseded by its BIN's owner); absent in records begun before erasures wrote revocations.
+   */
+  ktCards?: string[];
   startedAt: Date;
 }
 

@@ -12,7 +12,8 @@ import {
   runMonitor,
 } from "../../src/cli/kt-monitor.js";
 import { ktMonitorCommand } from "../../src/cli/kt-monitor-command.js";
-import { base64, toHex, utf8 } from "../../src/kt/bytes.js";
+import { keyRevocationStatement } from "../../src/client/key-binding.js";
+import { base64, fromUtf8, toHex, utf8 } from "../../src/kt/bytes.js";
 import { CompactRange } from "../../src/kt/compact-range.js";
 import { directoryLeaf, statementLeaf } from "../../src/kt/leaves.js";
 import { leafHash, MemoryTree } from "../../src/kt/merkle.js";
@@ -94,6 +95,46 @@ class Log {
     return key;
   }
 
+  /** The cards the bank erased, as its records list them. */
+  readonly erasedCards: Array<{ cardRef: string; version: number }> = [];
+
+  /** The bank's revocation of the card's key (reason "erased"), logged and opened by its feed. */
+  revoke(keyId: string, version: number): void {
+    const bytes = keyRevocationStatement({
+      issuer: "bank-a",
+      card: { hashedPan: CARD },
+      bin: "411111",
+      keyId,
+      version,
+      reason: "erased",
+    });
+    const opening = new Uint8Array(randomBytes(16));
+    const index = this.world.append(
+      statementLeaf({ signerSpki: this.bank.spki, opening, statement: bytes }, nodeSha256),
+    );
+    this.feedEntries.push({
+      index,
+      statementWithoutCardRef: base64(utf8(withoutCardRef(fromUtf8(bytes) as string))),
+      opening: base64(opening),
+      signingKeyId: this.bank.signingKeyId,
+      userId: "usr_1",
+    });
+    this.signed.push(toHex(nodeSha256(bytes)));
+  }
+
+  /** The service's erasure of the user's card: the feed's entries lose statement, opening and user. */
+  erase(userId = "usr_1"): void {
+    for (const entry of this.feedEntries.filter((e) => e.userId === userId)) {
+      Object.assign(entry, {
+        statementWithoutCardRef: "",
+        opening: "",
+        signingKeyId: "",
+        userId: "",
+        erased: true,
+      });
+    }
+  }
+
   records(): IssuerRecords {
     return {
       issuer: "bank-a",
@@ -104,6 +145,7 @@ class Log {
         { cardRef: STRANGER, enrolled: false },
       ],
       signed: this.signed,
+      ...(this.erasedCards.length === 0 ? {} : { erased: this.erasedCards }),
     };
   }
 
@@ -158,6 +200,45 @@ describe("receipts kt monitor, run by run", () => {
     log.feedEntries.length = 0;
     const run = await log.run(EMPTY_STATE);
     expect(messages(run)).toEqual(["a leaf under your signing key that your feed does not open"]);
+  });
+
+  it("is quiet on a card it erased with a revocation, whether it read the binding before or not", async () => {
+    const log = new Log();
+    const key = log.bind();
+    const first = await log.run(EMPTY_STATE);
+    expect(messages(first)).toEqual([]);
+    log.revoke(key.keyId, 2);
+    log.erase();
+    // Without the erasure in its records, an erased leaf is a leaf its feed does not open.
+    expect(messages(await log.run(first.state))).toEqual([
+      "a leaf under your signing key that your feed does not open",
+    ]);
+    log.erasedCards.push({ cardRef: CARD, version: 2 });
+    const second = await log.run(first.state);
+    expect(messages(second)).toEqual([]);
+    // The card enrolled again starts at version 1, as the log's sequence does after an erasure.
+    log.bind();
+    expect(messages(await log.run(second.state))).toEqual([]);
+    // Bound, revoked and erased between two runs: both leaves are the erasure's.
+    const unread = new Log();
+    const k = unread.bind();
+    unread.revoke(k.keyId, 2);
+    unread.erase();
+    unread.erasedCards.push({ cardRef: CARD, version: 2 });
+    expect(messages(await unread.run(EMPTY_STATE))).toEqual([]);
+  });
+
+  it("reports an erased leaf beyond what its erasures account for (a statement hidden behind an erasure)", async () => {
+    const log = new Log();
+    const key = log.bind();
+    log.revoke(key.keyId, 2);
+    // A thief's binding the service reports as erased too: three erased leaves, two accounted for.
+    log.bind({ signedByBank: false, version: 3 });
+    log.erase();
+    log.erasedCards.push({ cardRef: CARD, version: 2 });
+    const run = await log.run(EMPTY_STATE);
+    expect(messages(run)).toEqual(["a leaf under your signing key that your feed does not open"]);
+    expect(run.alerts[0]?.index).toBe(3);
   });
 
   it("reports the operator giving its BIN to another issuer", async () => {

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/onboarding.proto.
  */
 export const file_receipts_v1_onboarding: GenFile = /*@__PURE__*/
-  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAki3QEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQESJwoHYmluZGluZxgGIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZxIrCgtwYXJfYmluZGluZxgHIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZ0ILCglfY2FyZF9iaW5CBgoEX3BhciKoAQoRUmVnaXN0ZXJlZEJpbmRpbmcSJwoHYmluZGluZxgBIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZxIPCgdvcGVuaW5nGAIgASgJEicKBXByb29mGAMgASgLMhgucmVjZWlwdHMudjEuS3RMZWFmUHJvb2YSMAoJZGlyZWN0b3J5GAQgASgLMh0ucmVjZWlwdHMudjEuS3REaXJlY3RvcnlQcm9vZiLWAwoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUSFQoNaGVsZF9yZWNlaXB0cxgGIAEoBRIRCglhbGdvcml0aG0YByABKAkSFwoPcmVsZWFzZV9wZW5kaW5nGAggASgIEhIKCnN1cGVyc2VkZWQYCSABKAgSEgoKcHVibGljX2tleRgKIAEoCRInCgdiaW5kaW5nGAsgASgLMhYucmVjZWlwdHMudjEuS3RCaW5kaW5nEhQKB29wZW5pbmcYDCABKAlIAIgBARInCgVwcm9vZhgNIAEoCzIYLnJlY2VpcHRzLnYxLkt0TGVhZlByb29mEjAKCWRpcmVjdG9yeRgOIAEoCzIdLnJlY2VpcHRzLnYxLkt0RGlyZWN0b3J5UHJvb2YSMgoKcGFyX2Fuc3dlchgPIAEoCzIeLnJlY2VpcHRzLnYxLlJlZ2lzdGVyZWRCaW5kaW5nQgoKCF9vcGVuaW5nIiQKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUyjgMKEU9uYm9hcmRpbmdTZXJ2aWNlEokBCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiNKK3GAUKAQEgAYLT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSdgoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIi2itxgDCgEBgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISdQoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIiaitxgDCgEBgtPkkwIZKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
+  fileDesc("ChxyZWNlaXB0cy92MS9vbmJvYXJkaW5nLnByb3RvEgtyZWNlaXB0cy52MSIoChNHZW5lcmF0ZUtleXNSZXF1ZXN0EhEKCWFsZ29yaXRobRgBIAEoCSJiChRHZW5lcmF0ZUtleXNSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSEgoKcHVibGljX2tleRgCIAEoCRITCgtwcml2YXRlX2tleRgDIAEoCRIRCglhbGdvcml0aG0YBCABKAki3QEKD1JlZ2lzdGVyUmVxdWVzdBISCgpoYXNoZWRfcGFuGAEgASgJEhIKCnB1YmxpY19rZXkYAiABKAkSDgoGa2V5X2lkGAMgASgJEhUKCGNhcmRfYmluGAQgASgJSACIAQESEAoDcGFyGAUgASgJSAGIAQESJwoHYmluZGluZxgGIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZxIrCgtwYXJfYmluZGluZxgHIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZ0ILCglfY2FyZF9iaW5CBgoEX3BhciKoAQoRUmVnaXN0ZXJlZEJpbmRpbmcSJwoHYmluZGluZxgBIAEoCzIWLnJlY2VpcHRzLnYxLkt0QmluZGluZxIPCgdvcGVuaW5nGAIgASgJEicKBXByb29mGAMgASgLMhgucmVjZWlwdHMudjEuS3RMZWFmUHJvb2YSMAoJZGlyZWN0b3J5GAQgASgLMh0ucmVjZWlwdHMudjEuS3REaXJlY3RvcnlQcm9vZiLWAwoQUmVnaXN0ZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEg4KBmtleV9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSMQoNcmVnaXN0ZXJlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRcmVsZWFzZWRfcmVjZWlwdHMYBSABKAUSFQoNaGVsZF9yZWNlaXB0cxgGIAEoBRIRCglhbGdvcml0aG0YByABKAkSFwoPcmVsZWFzZV9wZW5kaW5nGAggASgIEhIKCnN1cGVyc2VkZWQYCSABKAgSEgoKcHVibGljX2tleRgKIAEoCRInCgdiaW5kaW5nGAsgASgLMhYucmVjZWlwdHMudjEuS3RCaW5kaW5nEhQKB29wZW5pbmcYDCABKAlIAIgBARInCgVwcm9vZhgNIAEoCzIYLnJlY2VpcHRzLnYxLkt0TGVhZlByb29mEjAKCWRpcmVjdG9yeRgOIAEoCzIdLnJlY2VpcHRzLnYxLkt0RGlyZWN0b3J5UHJvb2YSMgoKcGFyX2Fuc3dlchgPIAEoCzIeLnJlY2VpcHRzLnYxLlJlZ2lzdGVyZWRCaW5kaW5nQgoKCF9vcGVuaW5nIlEKEURlbGV0ZVVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSKwoLcmV2b2NhdGlvbnMYAiADKAsyFi5yZWNlaXB0cy52MS5LdEJpbmRpbmciWwoSRGVsZXRlVXNlclJlc3BvbnNlEhgKEGRlbGV0ZWRfcmVjZWlwdHMYASABKAUSFAoMZGVsZXRlZF9rZXlzGAIgASgFEhUKDXJlY2VpcHRzX2xlZnQYAyABKAUykQMKEU9uYm9hcmRpbmdTZXJ2aWNlEokBCgxHZW5lcmF0ZUtleXMSIC5yZWNlaXB0cy52MS5HZW5lcmF0ZUtleXNSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2VuZXJhdGVLZXlzUmVzcG9uc2UiNKK3GAUKAQEgAYLT5JMCJToBKiIgL2FwaS92MS9vbmJvYXJkaW5nL2dlbmVyYXRlLWtleXMSdgoIUmVnaXN0ZXISHC5yZWNlaXB0cy52MS5SZWdpc3RlclJlcXVlc3QaHS5yZWNlaXB0cy52MS5SZWdpc3RlclJlc3BvbnNlIi2itxgDCgEBgtPkkwIgOgEqIhsvYXBpL3YxL29uYm9hcmRpbmcvcmVnaXN0ZXISeAoKRGVsZXRlVXNlchIeLnJlY2VpcHRzLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuRGVsZXRlVXNlclJlc3BvbnNlIimitxgDCgEBgtPkkwIcOgEqKhcvYXBpL3YxL3VzZXJzL3t1c2VyX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_receipts_v1_kt, file_receipts_v1_options]);
 
 /**
  * @generated from message receipts.v1.GenerateKeysRequest
@@ -317,6 +317,20 @@ export type DeleteUserRequest = Message<"receipts.v1.DeleteUserRequest"> & {
    * @generated from field: string user_id = 1;
    */
   userId: string;
+
+  /**
+   * The issuer's receipts.v1/key-revocation statements, one per card reference of the user whose
+   * card has an active binding in the key log, each signed by a current signing key of the caller's
+   * tenant: its cardRef that reference (hashed PAN in lower case, or PAR), its keyId the card's active
+   * key, its version the card's last + 1, its reason "erased". Checked as register checks a binding
+   * (invalid_request naming the member, invalid_signature); nothing is erased when one is refused.
+   * Required for such a card when the issuer set requireBindings (else permission denied); without
+   * requireBindings an erasure without them deletes the card's statements unrevoked, as before.
+   * Ignored when the call finishes an erasure already under way (the user is gone).
+   *
+   * @generated from field: repeated receipts.v1.KtBinding revocations = 2;
+   */
+  revocations: KtBinding[];
 };
 
 /**
@@ -419,7 +433,10 @@ export const OnboardingService: GenService<{
    * Erases a user: its keys, grants and every receipt sealed to its keys go together
    * (crypto-shredding); payments keep their non-secret record without a receipt. The user and its keys
    * go at once; receipts go in bounded pages, and a call answers how many are left: call again until
-   * none are (then the user is `not_found`).
+   * none are (then the user is `not_found`). A card the key log holds a binding of is revoked in the
+   * same step: the call carries the issuer's signed receipts.v1/key-revocation (reason "erased") for
+   * each such card reference, which the log appends before the card's statements and openings are
+   * deleted (docs/key-transparency.md). REST takes them in an optional JSON body.
    *
    * Example request:
    * {"userId": "usr_OiIWtaNKLlelXAD2"}

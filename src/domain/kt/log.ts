@@ -80,6 +80,11 @@ export interface StatementToLog {
   card?: { kind: CardRefKind; ref: string; key: string };
   /** The cardholder, when the statement is about a registered user (the issuer's feed names it). */
   userId?: string;
+  /**
+   * The pending record's id when the caller must find it again without keeping it (an erasure's
+   * revocation, which its retry looks for): `ktp_` and letters, digits or `_`. Default: random.
+   */
+  id?: string;
 }
 
 /** The key-transparency members of an answer (`wire.ts`), under one checkpoint. */

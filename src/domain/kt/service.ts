@@ -262,7 +262,7 @@ export function noteWithCosignatures(checkpoint: KtCheckpointRecord): string {
  * (`seal` is needed only then: the operator API logs tenant statements without one).
  */
 export function pendingStatementOf(input: StatementToLog, now: Date, seal?: CardRefSeal): KtPendingStatement {
-  const id = randomId("ktp", 16);
+  const id = input.id ?? randomId("ktp", 16);
   const text = fromUtf8(input.bytes);
   if (text === undefined) throw new TypeError("a statement is UTF-8");
   const record: KtPendingStatement = {

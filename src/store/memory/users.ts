@@ -1,4 +1,5 @@
 import type { EventRecord } from "../event-types.js";
+import type { KtIntakeRefusal, KtPendingInput } from "../kt-types.js";
 import {
   cardRefsOf,
   ownUserOf,
@@ -87,9 +88,13 @@ export class MemoryUsers implements UserStore {
   async erase(
     userId: string,
     events?: readonly EventRecord[],
-  ): Promise<{ user: UserRecord; deletedKeys: number } | undefined> {
+    kt?: readonly KtPendingInput[],
+  ): Promise<{ user: UserRecord; deletedKeys: number } | KtIntakeRefusal | undefined> {
     const user = this.users.get(userId);
     if (user === undefined) return undefined;
+    const intake = this.ktLog.intake(kt);
+    if ("kind" in intake) return copy(intake);
+    intake.commit();
     const keys = this.keysOf(userId);
     for (const key of keys) this.keys.delete(key.keyId);
     this.users.delete(userId);

@@ -1,6 +1,7 @@
 import type { ClientSession, FindOptions, UpdateOptions } from "mongodb";
 import { RSA_OAEP_256 } from "../../crypto/suites.js";
 import type { EventRecord } from "../event-types.js";
+import type { KtIntakeRefusal, KtPendingInput } from "../kt-types.js";
 import {
   inputRefsOf,
   ownUserOf,
@@ -88,23 +89,33 @@ export class MongoUsers implements UserStore {
   /**
    * Deletes the keys, then the user with its events in one transaction (`users.erase`): a retry after
    * a failure in between finds the user and finishes, and the events exist once the user is gone.
+   * With revocations (`kt`), the keys go inside that transaction too, after the statements' check, so
+   * that a refused statement leaves everything as it was.
    */
   erase(
     userId: string,
     events?: readonly EventRecord[],
-  ): Promise<{ user: UserRecord; deletedKeys: number } | undefined> {
+    kt?: readonly KtPendingInput[],
+  ): Promise<{ user: UserRecord; deletedKeys: number } | KtIntakeRefusal | undefined> {
     return this.ctx.run(async () => {
       const user = await this.users.findOne<UserRecord>({ userId }, this.ctx.read);
       if (user === null) return undefined;
-      const { deletedCount } = await this.keys.deleteMany({ userId }, this.ctx.limit);
+      const logged = kt !== undefined && kt.length > 0;
+      let deletedKeys = logged ? 0 : (await this.keys.deleteMany({ userId }, this.ctx.limit)).deletedCount;
       const removed = await this.ctx.transaction("users.erase", async (session) => {
+        const intake = await ktIntakeIn(this.ctx, session, kt);
+        if ("kind" in intake) return intake;
+        if (logged)
+          deletedKeys = (await this.keys.deleteMany({ userId }, this.ctx.writeIn(session))).deletedCount;
         const { deletedCount: users } = await this.users.deleteOne({ userId }, this.ctx.writeIn(session));
-        if (users === 1) await insertEventsIn(this.ctx, session, events);
-        return users === 1;
+        if (users !== 1) return false;
+        await intake.write();
+        await insertEventsIn(this.ctx, session, events);
+        return true;
       });
-      if (!removed) return undefined;
+      if (removed !== true) return removed === false ? undefined : removed;
       announceEvents(this.ctx, events);
-      return { user, deletedKeys: deletedCount };
+      return { user, deletedKeys };
     });
   }
 

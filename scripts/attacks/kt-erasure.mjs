@@ -1,0 +1,327 @@
+#!/usr/bin/env node
+/**
+ * Erasure's revocation (issue 32), from outside, against a running server:
+ *
+ *   ADMIN_TOKEN=... node scripts/attacks/kt-erasure.mjs <baseUrl>
+ *
+ * The operator token sets the scene: a victim issuer tenant with requireBindings and a confirmed root,
+ * another tenant with its own root, and bound cards of the victim. Then every way a stolen issuer API
+ * key (or the other tenant) can try to erase a bound card without the victim's signed revocation: none
+ * at all, a forged signature, a statement signed by an attacker's key under the victim's signing key
+ * id, the other tenant's root, the card's own binding replayed as a revocation, a revocation of
+ * another card, an old version, another key, reason "lost", the same revocation twice, the other
+ * tenant's API key, the same on Connect; after each the card's binding must still be there (the
+ * victim's self-check answers it). Then the proper revocation erases the card: the feed shows the
+ * card's leaves erased, a second call is `not_found`; the card enrolled again and the old revocation
+ * replayed against the new binding is refused. Needs the built client library (`npm run build`).
+ * Exit 0 when every check held, 1 otherwise.
+ */
+
+const baseUrl = process.argv[2] ?? "http://127.0.0.1:8080";
+const adminToken = process.env.ADMIN_TOKEN ?? "";
+const root = new URL("../../", import.meta.url);
+const client = await import(new URL("dist/src/client/index.js", root).href);
+const run = crypto.randomUUID().slice(0, 8);
+const failures = [];
+let checks = 0;
+
+async function call(method, path, headers, body) {
+  const res = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = { raw: text };
+  }
+  return { status: res.status, body: parsed, text };
+}
+const admin = (method, path, body) => call(method, path, { authorization: `Bearer ${adminToken}` }, body);
+function must(res, what) {
+  if (res.status !== 200)
+    throw new Error(`${what}: ${res.status} ${JSON.stringify(res.body.error ?? res.body)}`);
+  return res.body.data;
+}
+function expect(ok, what, detail) {
+  checks += 1;
+  console.log(`${ok ? "held" : "FAILED"}: ${what}${ok ? "" : ` (${detail})`}`);
+  if (!ok) failures.push(what);
+}
+
+const digits = () => String(crypto.getRandomValues(new Uint32Array(1))[0] % 1e7).padStart(7, "0");
+async function issuer(name, requireBindings) {
+  const tenant = `${name}-${run}`;
+  const bin = `6${digits()}`;
+  const apiKey = must(
+    await admin("POST", "/admin/v1/api-keys", { tenant, role: "issuer", tier: "enterprise" }),
+    "key",
+  ).apiKey;
+  must(await admin("PUT", `/admin/v1/issuers/${tenant}/bins`, { bins: [bin] }), "BIN");
+  if (requireBindings)
+    must(
+      await admin("PUT", `/admin/v1/issuers/${tenant}/require-bindings`, { requireBindings: true }),
+      "requireBindings",
+    );
+  const signer = await client.generateIssuerSigner("Ed25519");
+  const headers = { "x-api-key": apiKey };
+  must(await call("POST", "/api/v1/issuers/signing-keys", headers, { publicKey: signer.spki }), "root");
+  must(
+    await admin("POST", `/admin/v1/issuers/${tenant}/signing-keys/${signer.signingKeyId}/confirm`),
+    "confirm",
+  );
+  return { tenant, bin, headers, root: signer };
+}
+
+async function p256() {
+  const pair = await crypto.subtle.generateKey({ name: "ECDH", namedCurve: "P-256" }, true, ["deriveBits"]);
+  return Buffer.from(await crypto.subtle.exportKey("spki", pair.publicKey)).toString("base64");
+}
+
+/** A card of the bank registered with its binding (`version`, default 1); answers its facts. */
+async function boundCard(
+  bank,
+  hashedPan = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex"),
+  version = 1,
+) {
+  const keyId = crypto.randomUUID();
+  const publicKey = await p256();
+  const statement = client.keyBindingStatement({
+    issuer: bank.tenant,
+    card: { hashedPan },
+    bin: bank.bin,
+    keyId,
+    publicKey,
+    version,
+  });
+  const binding = await client.signStatement(statement, bank.root);
+  const data = must(
+    await call("POST", "/api/v1/onboarding/register", bank.headers, {
+      hashedPan,
+      publicKey,
+      keyId,
+      cardBin: bank.bin,
+      binding,
+    }),
+    "register",
+  );
+  return { hashedPan, keyId, publicKey, userId: data.userId, binding };
+}
+
+const revocationOf = (bank, card, extra = {}) =>
+  client.keyRevocationStatement({
+    issuer: bank.tenant,
+    card: { hashedPan: card.hashedPan },
+    bin: bank.bin,
+    keyId: card.keyId,
+    version: 2,
+    reason: "erased",
+    ...extra,
+  });
+
+/** The victim's self-check of the card: its key and binding version, or the refusal. */
+async function selfCheck(bank, card) {
+  const res = await call("POST", "/api/v1/kt/self-check", bank.headers, {
+    recipientHashedPan: card.hashedPan,
+    cardBin: bank.bin,
+  });
+  return res.status === 200
+    ? `${res.body.data.keyId}:${res.body.data.binding ? "bound" : "unbound"}`
+    : `${res.status}`;
+}
+
+async function erase(bank, card, revocations, { connect = false } = {}) {
+  if (connect) {
+    const res = await call("POST", "/receipts.v1.OnboardingService/DeleteUser", bank.headers, {
+      userId: card.userId,
+      ...(revocations ? { revocations } : {}),
+    });
+    return {
+      status: res.status,
+      code: res.body.code ?? (res.status === 200 ? "ok" : undefined),
+      text: res.text,
+    };
+  }
+  const res = await call(
+    "DELETE",
+    `/api/v1/users/${card.userId}`,
+    bank.headers,
+    revocations ? { revocations } : undefined,
+  );
+  return {
+    status: res.status,
+    code: res.body.error?.code ?? (res.status === 200 ? "ok" : undefined),
+    text: res.text,
+  };
+}
+
+/** One erasure attempt that must be refused with `code`, leaving the card bound as before. */
+async function refused(what, bank, card, revocations, code, options) {
+  const before = await selfCheck(card.owner, card);
+  const res = await erase(bank, card, revocations, options);
+  const after = await selfCheck(card.owner, card);
+  expect(
+    res.code === code && before === after && after.endsWith(":bound") && !res.text.includes(card.hashedPan),
+    `${what} -> ${code}, nothing erased`,
+    `${res.status} ${res.code} ${res.text.slice(0, 240)}; self-check ${before} -> ${after}`,
+  );
+}
+
+async function main() {
+  if (adminToken === "") throw new Error("ADMIN_TOKEN must be the server's operator token");
+  const victim = await issuer("erase-victim", true);
+  const other = await issuer("erase-other", true);
+  const a = { ...(await boundCard(victim)), owner: victim };
+  const b = { ...(await boundCard(victim)), owner: victim };
+  const good = await client.signStatement(revocationOf(victim, a), victim.root);
+  const attacker = await client.generateIssuerSigner("Ed25519");
+  const forgedSig = Buffer.from(good.signature, "base64");
+  forgedSig[0] ^= 1;
+
+  await refused("no revocation at all (a stolen issuer key)", victim, a, undefined, "forbidden");
+  await refused("an empty revocations list", victim, a, [], "forbidden");
+  await refused(
+    "a flipped signature bit",
+    victim,
+    a,
+    [{ ...good, signature: forgedSig.toString("base64") }],
+    "invalid_signature",
+  );
+  const attackerSigned = await client.signStatement(revocationOf(victim, a), attacker);
+  await refused(
+    "signed by an attacker's key under the victim's signingKeyId",
+    victim,
+    a,
+    [{ ...attackerSigned, signingKeyId: victim.root.signingKeyId }],
+    "invalid_signature",
+  );
+  await refused(
+    "signed by the attacker's own (unknown) signing key",
+    victim,
+    a,
+    [attackerSigned],
+    "invalid_signature",
+  );
+  await refused(
+    "signed by the other tenant's root",
+    victim,
+    a,
+    [await client.signStatement(revocationOf(victim, a), other.root)],
+    "invalid_signature",
+  );
+  await refused(
+    "the other tenant's own revocation statement",
+    victim,
+    a,
+    [await client.signStatement(revocationOf(other, a), other.root)],
+    "invalid_request",
+  );
+  await refused("the card's own binding replayed as a revocation", victim, a, [a.binding], "invalid_request");
+  await refused(
+    "a revocation of another card of the victim",
+    victim,
+    a,
+    [await client.signStatement(revocationOf(victim, b), victim.root)],
+    "invalid_request",
+  );
+  await refused(
+    "a replayed version 1",
+    victim,
+    a,
+    [await client.signStatement(revocationOf(victim, a, { version: 1 }), victim.root)],
+    "invalid_request",
+  );
+  await refused(
+    "a version ahead (3)",
+    victim,
+    a,
+    [await client.signStatement(revocationOf(victim, a, { version: 3 }), victim.root)],
+    "invalid_request",
+  );
+  await refused(
+    "another keyId",
+    victim,
+    a,
+    [await client.signStatement(revocationOf(victim, a, { keyId: crypto.randomUUID() }), victim.root)],
+    "invalid_request",
+  );
+  await refused(
+    'reason "lost" for an erasure',
+    victim,
+    a,
+    [await client.signStatement(revocationOf(victim, a, { reason: "lost" }), victim.root)],
+    "invalid_request",
+  );
+  await refused("the same revocation twice", victim, a, [good, good], "invalid_request");
+  await refused(
+    "a malformed binding (not base64)",
+    victim,
+    a,
+    [{ ...good, statement: "%%%" }],
+    "invalid_request",
+  );
+  await refused("the other tenant's API key with the good revocation", other, a, [good], "not_found");
+  await refused("no revocation over Connect", victim, a, undefined, "permission_denied", { connect: true });
+  await refused(
+    "a forged revocation over Connect",
+    victim,
+    a,
+    [{ ...good, signature: forgedSig.toString("base64") }],
+    "invalid_argument",
+    { connect: true },
+  );
+
+  const erased = await erase(victim, a, [good]);
+  expect(
+    erased.status === 200,
+    "the victim's own signed revocation erases the card",
+    `${erased.status} ${erased.text.slice(0, 200)}`,
+  );
+  expect((await erase(victim, a, [good])).status === 404, "a second erasure is not_found", "");
+  expect(
+    (await selfCheck(victim, a)) === "404",
+    "the erased card no longer self-checks",
+    await selfCheck(victim, a),
+  );
+  const feed = must(await call("GET", "/api/v1/kt/entries?after=0", victim.headers), "feed").entries;
+  const erasedEntries = feed.filter((e) => e.erased === true);
+  expect(
+    erasedEntries.length >= 2 &&
+      erasedEntries.every((e) => e.statementWithoutCardRef === "" && e.opening === "" && e.userId === ""),
+    "the feed shows the card's binding and revocation leaves erased (no statement, opening or user)",
+    JSON.stringify(erasedEntries).slice(0, 200),
+  );
+  expect(!JSON.stringify(feed).includes(a.hashedPan), "the feed never holds the card reference", "");
+  expect(
+    (await selfCheck(victim, b)).endsWith(":bound"),
+    "the victim's other card is still bound",
+    await selfCheck(victim, b),
+  );
+
+  // The card enrolled again (its sequence restarted by the erasure): the old revocation replayed.
+  const again = { ...(await boundCard(victim, a.hashedPan)), owner: victim };
+  await refused(
+    "the old revocation replayed against the card enrolled again",
+    victim,
+    again,
+    [good],
+    "invalid_request",
+  );
+  const fresh = await client.signStatement(revocationOf(victim, again), victim.root);
+  expect(
+    (await erase(victim, again, [fresh])).status === 200,
+    "the new binding's own revocation erases it",
+    "",
+  );
+
+  console.log(`${checks - failures.length} of ${checks} held`);
+  process.exit(failures.length === 0 ? 0 : 1);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,190 @@
+import { generateKeyPairSync, randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rewrapKeyBundle } from "../../src/client/index.js";
+import {
+  escrowKeyStatement,
+  generateIssuerSigner,
+  type IssuerSigner,
+  keyBindingStatement,
+  signStatement,
+} from "../../src/client/key-binding.js";
+import { encryptedReceiptOf } from "../../src/rpc/convert.js";
+import type { KeyRecord } from "../../src/store/types.js";
+import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+
+/**
+ * Server-side sealing's check on an issuer's escrow release (issue 32): for a tenant
+ * with requireBindings, `POST /api/v1/escrow/release` names the card, and the service verifies the
+ * user's active key against the key log (the issuer's signed binding of that card and key under the
+ * latest checkpoint) before it moves anything. A key row swapped in the store makes the release
+ * refuse (`integrity_failure`) with every receipt still escrowed; without the card it is `forbidden`,
+ * with another card `invalid_request`; the properly bound key releases.
+ */
+
+const TOKEN = "kt-escrow-release-check-admin-token-012345";
+const BIN = "53200011";
+const TENANT = "release-check-bank";
+let svc: TestService;
+let bankKey: string;
+let root: IssuerSigner;
+const escrowPair = generateKeyPairSync("ec", { namedCurve: "P-256" });
+const escrowPrivate = escrowPair.privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
+
+async function admin(method: string, path: string, body?: unknown) {
+  const res = await fetch(`${svc.baseUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  expect(res.status, await res.clone().text()).toBe(200);
+}
+
+function p256(): string {
+  const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  return publicKey.export({ type: "spki", format: "der" }).toString("base64");
+}
+
+async function sequenced(): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    const pending = await svc.store.ktLog.pending(1);
+    const head = await svc.store.ktLog.head();
+    const latest = await svc.store.ktLog.latestCheckpoint();
+    if (pending.length === 0 && head.size > 0 && latest?.size === head.size) return;
+    svc.app.domain.kt.notify();
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error("the log did not catch up");
+}
+
+beforeAll(async () => {
+  svc = await startService({ env: { ADMIN_TOKEN: TOKEN, KT_SEQUENCER_POLL_MS: "20" } });
+  bankKey = await svc.newKey({ role: "issuer", tier: "standard", tenantId: TENANT });
+  const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", TENANT);
+  expect((await svc.store.bins.set(TENANT, [BIN], new Date(), [change])).kind).toBe("set");
+  await admin("PUT", `/admin/v1/issuers/${TENANT}/require-bindings`, { requireBindings: true });
+  root = await generateIssuerSigner("Ed25519");
+  const added = await post(svc, "/api/v1/issuers/signing-keys", bankKey, { publicKey: root.spki });
+  expect(added.status, JSON.stringify(added.body)).toBe(200);
+  await admin("POST", `/admin/v1/issuers/${TENANT}/signing-keys/${root.signingKeyId}/confirm`);
+  const publicKey = escrowPair.publicKey.export({ type: "spki", format: "der" }).toString("base64");
+  const binding = await signStatement(
+    escrowKeyStatement({ issuer: TENANT, keyId: "iek_release-check-1", publicKey, version: 1 }),
+    root,
+  );
+  const res = await post(svc, "/api/v1/issuers/escrow-keys", bankKey, { publicKey, binding });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  await sequenced();
+});
+afterAll(async () => {
+  await svc?.close();
+});
+
+let cards = 0;
+/** A card with two receipts escrowed to the bank's key, then registered with its signed binding. */
+async function cardWithEscrow() {
+  const hashedPan = hashPan(`${BIN}${String(++cards).padStart(8, "0")}`);
+  const receipts: Array<{ merchantId: string; receiptId: string }> = [];
+  for (let i = 0; i < 2; i++) {
+    const body = receiptBody({ recipientHashedPan: hashedPan, cardBin: BIN }) as {
+      merchantId: string;
+      receiptId: string;
+    };
+    const res = await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, body);
+    expect(res.body.data, JSON.stringify(res.body)).toMatchObject({
+      isEscrowed: true,
+      keyId: "iek_release-check-1",
+    });
+    receipts.push({ merchantId: body.merchantId, receiptId: body.receiptId });
+  }
+  const keyId = randomUUID();
+  const publicKey = p256();
+  const statement = keyBindingStatement({
+    issuer: TENANT,
+    card: { hashedPan },
+    bin: BIN,
+    keyId,
+    publicKey,
+    version: 1,
+  });
+  const binding = await signStatement(statement, root);
+  const reg = await post(svc, "/api/v1/onboarding/register", bankKey, {
+    hashedPan,
+    publicKey,
+    keyId,
+    binding,
+  });
+  expect(reg.status, JSON.stringify(reg.body)).toBe(200);
+  return { hashedPan, keyId, publicKey, userId: reg.body.data.userId as string, receipts };
+}
+
+/** The release request's items: each receipt's AES key re-wrapped from the bank's escrow key to `to`. */
+async function items(
+  receipts: Array<{ merchantId: string; receiptId: string }>,
+  to: { keyId: string; publicKey: string },
+) {
+  const out = [];
+  for (const r of receipts) {
+    const record = await svc.store.receipts.findByMerchantReceipt(r.merchantId, r.receiptId);
+    if (record === undefined) throw new Error("no receipt");
+    const m = encryptedReceiptOf(record);
+    const bundle = await rewrapKeyBundle({ ...m, keyBundle: m.keyBundle }, escrowPrivate, to);
+    out.push({ ...r, keyBundle: bundle });
+  }
+  return out;
+}
+
+async function stillEscrowed(receipts: Array<{ merchantId: string; receiptId: string }>): Promise<void> {
+  for (const r of receipts) {
+    const record = await svc.store.receipts.findByMerchantReceipt(r.merchantId, r.receiptId);
+    expect(record?.isEscrowed, r.receiptId).toBe(true);
+    expect(record?.keyBundle.keyId).toBe("iek_release-check-1");
+  }
+}
+
+describe("an issuer's escrow release is checked against the key log for requireBindings tenants", () => {
+  it("releases to the properly bound key when the request names the card", async () => {
+    const card = await cardWithEscrow();
+    await sequenced();
+    const receipts = await items(card.receipts, card);
+    const res = await post(svc, "/api/v1/escrow/release", bankKey, {
+      userId: card.userId,
+      hashedPan: card.hashedPan,
+      receipts,
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data).toMatchObject({ released: 2, failed: [] });
+  });
+
+  it("refuses without the card, with another card, and with a swapped key row, moving nothing", async () => {
+    const card = await cardWithEscrow();
+    const other = await cardWithEscrow();
+    await sequenced();
+    const receipts = await items(card.receipts, card);
+    const none = await post(svc, "/api/v1/escrow/release", bankKey, { userId: card.userId, receipts });
+    expect(none.status, JSON.stringify(none.body)).toBe(403);
+    expect(none.body.error?.details).toContain("hashedPan: is required");
+    const wrong = await post(svc, "/api/v1/escrow/release", bankKey, {
+      userId: card.userId,
+      hashedPan: other.hashedPan,
+      receipts,
+    });
+    expect(wrong.status, JSON.stringify(wrong.body)).toBe(400);
+    expect(wrong.body.error?.details).toContain("hashedPan: must be the user's card");
+    await stillEscrowed(card.receipts);
+
+    // A store writer swaps the user's active key row; the issuer, asking the service, re-wraps to it.
+    const swapped = p256();
+    const keys = (svc.store.users as unknown as { keys: Map<string, KeyRecord> }).keys;
+    (keys.get(card.keyId) as KeyRecord).publicKey = swapped;
+    const toSwapped = await items(card.receipts, { keyId: card.keyId, publicKey: swapped });
+    const res = await post(svc, "/api/v1/escrow/release", bankKey, {
+      userId: card.userId,
+      hashedPan: card.hashedPan,
+      receipts: toSwapped,
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(422);
+    expect(res.body.error?.code).toBe("integrity_failure");
+    expect(JSON.stringify(res.body)).not.toContain(card.hashedPan);
+    await stillEscrowed(card.receipts);
+  });
+});
