@@ -1,7 +1,7 @@
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { type AddressInfo, createServer as createNetServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { parseHead } from "../../src/events/http1.js";
+import { parseHead } from "../../src/events/http1-answer.js";
 import { WebhookSender } from "../../src/events/sender.js";
 
 /**
