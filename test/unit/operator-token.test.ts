@@ -1,8 +1,11 @@
+import { createContextValues } from "@connectrpc/connect";
 import fastify, { type FastifyInstance } from "fastify";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { FakeClock } from "../../src/clock.js";
 import { registerAdminRoutes } from "../../src/http/admin.js";
 import { createLogger } from "../../src/logging.js";
+import { kRemoteAddress } from "../../src/rpc/context.js";
+import { operatorCheck } from "../../src/rpc/operator-access.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Store } from "../../src/store/types.js";
 
@@ -82,6 +85,9 @@ describe("the operator token", () => {
     );
     expect(failed.every((e) => e.sourceIp === "192.0.2.1" && e.tenantId === "")).toBe(true);
     expect(JSON.stringify(failed)).not.toContain(TOKEN.slice(0, 12));
+    // A 401 carries the limit's headers too: a guesser sees how many guesses it has left.
+    const guess = await listKeys("Bearer not-the-token");
+    expect([guess.headers["x-ratelimit-limit"], guess.headers["x-ratelimit-remaining"]]).toEqual(["20", "4"]);
   });
 
   it("counts guesses before the token: past the limit the token itself is 429", async () => {
@@ -118,5 +124,15 @@ describe("the operator token", () => {
       msg: "a failed operator login could not be written to the audit log",
       err: { message: "audit store down" },
     });
+  });
+  it("answers every call unauthorized when the service has no operator token, a bearer of nothing included", async () => {
+    const check = operatorCheck({ store, clock }, undefined);
+    for (const authorization of ["Bearer x", "Bearer ", `Bearer ${TOKEN}`, ""]) {
+      const contextValues = createContextValues().set(kRemoteAddress, "192.0.2.9");
+      const req = { header: new Headers(authorization === "" ? {} : { authorization }), contextValues };
+      await expect(check(req as unknown as Parameters<typeof check>[0])).rejects.toMatchObject({
+        code: "unauthorized",
+      });
+    }
   });
 });
