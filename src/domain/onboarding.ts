@@ -13,6 +13,7 @@ import {
   checkRegisterBindings,
   pendingOf,
   type RegisterBindings,
+  refuseOneOfTwoReferences,
   registeredAnswers,
 } from "./kt/register-bindings.js";
 import type { SignedInput } from "./kt/signed.js";
@@ -214,7 +215,8 @@ export async function register(
 
 /**
  * The register request's bindings checked against it (`kt/register-bindings.ts`), or `forbidden`
- * without them when the tenant requires bindings; none without them otherwise.
+ * without them when the tenant requires bindings; none without them otherwise. A signed (or required)
+ * registration by one reference of a card the caller's user holds by both is `invalid_request`.
  */
 async function bindingsOf(
   deps: DomainDeps,
@@ -229,6 +231,8 @@ async function bindingsOf(
   const user =
     (await deps.store.users.findByPanHash(panHash)) ??
     (aliasPanHash === undefined ? undefined : await deps.store.users.findByPanHash(aliasPanHash));
+  const own = user?.tenantId === principal.tenantId ? user : undefined;
+  refuseOneOfTwoReferences(input, own);
   return checkRegisterBindings(deps, input, {
     tenantId: principal.tenantId,
     keyId: checked.keyId,
@@ -236,7 +240,7 @@ async function bindingsOf(
     spki: checked.spki,
     cardBin: checked.cardBin,
     refs: checked.refs,
-    userId: user?.tenantId === principal.tenantId ? user.userId : checked.newUserId,
+    userId: own?.userId ?? checked.newUserId,
   });
 }
 

@@ -261,6 +261,77 @@ describe("a card registered by both references: one binding per reference", { ti
     expect(verified.version).toBe(2);
   });
 
+  it("a signed rotation by one reference of a card held by both is refused, writing nothing; by both it rotates", async () => {
+    const card = dualCard();
+    const device = deviceKey();
+    const registered = await post(svc, "/api/v1/onboarding/register", svc.issuerKey, {
+      ...card,
+      ...device,
+      cardBin: BIN,
+      ...(await bindingsFor(card, device)),
+    });
+    expect(registered.status, JSON.stringify(registered.body)).toBe(200);
+    const keys = keysOf(card);
+    const before = {
+      pan: await store.ktLog.sequenceState(`card:${keys.pan}`),
+      par: await store.ktLog.sequenceState(`card:${keys.par}`),
+    };
+    const rotated = deviceKey();
+    const second = await bindingsFor(card, rotated, {
+      versions: { hashedPan: 2, par: 2 },
+      supersedes: device.keyId,
+    });
+    const oneRef = [
+      { sent: { hashedPan: card.hashedPan, binding: second.binding }, missing: "par" },
+      { sent: { par: card.par, binding: second.parBinding }, missing: "hashedPan" },
+    ];
+    for (const { sent, missing } of oneRef) {
+      const res = await post(svc, "/api/v1/onboarding/register", svc.issuerKey, {
+        ...rotated,
+        cardBin: BIN,
+        ...sent,
+      });
+      expect(res.body.error?.code, JSON.stringify(res.body)).toBe("invalid_request");
+      expect(res.body.error?.details).toMatch(new RegExp(`^${missing}: `));
+      expect(res.body.error?.details).toContain("parBinding");
+      expect(JSON.stringify(res.body)).not.toContain(card.par);
+      expect(JSON.stringify(res.body).toLowerCase()).not.toContain(card.hashedPan.toLowerCase());
+    }
+    // Nothing changed: the user keeps its key, neither sequence moved, nothing is pending.
+    expect((await store.users.findByPanHash(keys.pan))?.activeKeyId).toBe(device.keyId);
+    expect(await store.users.findKey(rotated.keyId)).toBeUndefined();
+    expect(await store.ktLog.sequenceState(`card:${keys.pan}`)).toEqual(before.pan);
+    expect(await store.ktLog.sequenceState(`card:${keys.par}`)).toEqual(before.par);
+    const pending = (await store.ktLog.pending(10_000)).filter(
+      (p) => p.kind === "statement" && (p.card?.key === keys.pan || p.card?.key === keys.par),
+    );
+    expect(pending).toEqual([]);
+    const lookupByPar = async () => {
+      const res = await post(svc, "/api/v1/keys/lookup", svc.merchantKey, {
+        recipientPar: card.par,
+        cardBin: BIN,
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return trust.verify(res.body.data, { par: card.par, bin: BIN });
+    };
+    expect(await lookupByPar()).toMatchObject({ keyId: device.keyId, version: 1 });
+    // By both, with both bindings, the rotation goes through and either lookup verifies the new key.
+    const both = await post(svc, "/api/v1/onboarding/register", svc.issuerKey, {
+      ...card,
+      ...rotated,
+      cardBin: BIN,
+      ...second,
+    });
+    expect(both.status, JSON.stringify(both.body)).toBe(200);
+    expect(await lookupByPar()).toMatchObject({ keyId: rotated.keyId, version: 2 });
+    const byPan = await post(svc, "/api/v1/keys/lookup", svc.merchantKey, {
+      recipientHashedPan: card.hashedPan,
+      cardBin: BIN,
+    });
+    const panVerified = await trust.verify(byPan.body.data, { hashedPan: card.hashedPan, bin: BIN });
+    expect(panVerified).toMatchObject({ keyId: rotated.keyId, version: 2 });
+  });
+
   describe("refuses, writing nothing", () => {
     async function refused(
       make: (

@@ -82,6 +82,27 @@ async function checkPresence(
 }
 
 /**
+ * `invalid_request` naming the missing reference when a registration names one reference of a card
+ * whose user already holds both: a rotation by one reference would advance that reference's statements
+ * only, leaving the other reference's lookup to answer a key its latest binding does not name (which a
+ * merchant's trust refuses). Called for registrations that carry a binding or whose tenant requires
+ * bindings; unsigned registrations keep registering by either reference. Names the field, never the
+ * reference's value.
+ */
+export function refuseOneOfTwoReferences(
+  input: RegisterBindingInput,
+  user: { aliasPanHash?: string | undefined } | undefined,
+): void {
+  const hashedPan = input.hashedPan ?? "";
+  const par = input.par ?? "";
+  if (user?.aliasPanHash === undefined || (hashedPan !== "" && par !== "")) return;
+  throw fieldError(
+    hashedPan === "" ? "hashedPan" : "par",
+    "this card is registered by both hashedPan and par; register by both, with binding and parBinding",
+  );
+}
+
+/**
  * Checks a register request's bindings against it (`checkKeyBinding` for each, with its own card
  * reference and field name). Answers none when the request carries none and the tenant allows it.
  */
