@@ -5,7 +5,8 @@ import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { MethodPolicySchema, Role as ProtoRole, policy } from "../../gen/receipts/v1/options_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import { DEFAULT_EXTRAS, rpcName } from "../../src/openapi/extras.js";
-import { API_SERVICES, declaredPolicy, policyOf } from "../../src/rpc/policy.js";
+import { API_SERVICES, accessOf, declaredPolicy, policyOf } from "../../src/rpc/policy.js";
+import { KEY_LOG, OPERATOR } from "../../src/rpc/route-services.js";
 
 /**
  * The policy every protocol applies comes from the `(receipts.v1.policy)` options in the protos. The
@@ -58,6 +59,23 @@ describe("the policy declared in the protos", () => {
     expect(policyOf(Health.method.check)).toBe("public");
     const unknown = { ...ReceiptsService.method.encryptReceipt, name: "ExportEverything" } as DescMethod;
     expect(policyOf(unknown)).toEqual({ roles: [], idempotent: false, signed: false, rateBucket: "all" });
+  });
+
+  it("asks the operator token for the operator API, nothing but an address for the key log, an API key for the rest", () => {
+    for (const method of Object.values(OPERATOR))
+      expect([method.name, accessOf(method)]).toEqual([method.name, "operator"]);
+    for (const method of Object.values(KEY_LOG))
+      expect([method.name, accessOf(method)]).toEqual([method.name, "key-log"]);
+    expect(accessOf(Health.method.check)).toBe("public");
+    for (const service of API_SERVICES) {
+      for (const method of service.methods)
+        expect([method.name, accessOf(method)]).toEqual([method.name, "api-key"]);
+    }
+    // The service decides, not the name: an API method named like an operator or key-log method is the API's.
+    for (const name of ["ListApiKeys", "ConfirmRoot", "GetCheckpoint"]) {
+      const lookAlike = { ...ReceiptsService.method.encryptReceipt, name } as DescMethod;
+      expect(accessOf(lookAlike)).toBe("api-key");
+    }
   });
 
   it("lets nobody in through a declared role that has no name (ROLE_UNSPECIFIED, or unknown here)", () => {
