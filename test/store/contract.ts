@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AuditEvent, AuditQuery, Store } from "../../src/store/types.js";
 import { cardAliasesContract } from "./contract-card-aliases.js";
+import { eraseRevocationsContract, type StoreFaults } from "./contract-erase-revocations.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
 import { eventsContract } from "./contract-events.js";
@@ -18,8 +19,13 @@ import { apiKey, at, auditEvent, grant, uid } from "./fixtures.js";
 /**
  * The store contract suite: every rule of `src/store/types.ts`, run against one implementation.
  * `makeStore` must return a fresh, empty, initialised store; each test gets its own and closes it.
+ * `faultsOf`, for a store that can fail inside a step (the MongoDB fake driver), injects such failures.
  */
-export function runStoreContract(name: string, makeStore: () => Promise<Store>): void {
+export function runStoreContract(
+  name: string,
+  makeStore: () => Promise<Store>,
+  faultsOf?: (store: Store) => StoreFaults,
+): void {
   describe(`store contract: ${name}`, { timeout: 30_000 }, () => {
     let current: Store | undefined;
     const store = (): Store => {
@@ -53,6 +59,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<Store>):
     ownershipContract(store);
     escrowContract(store);
     erasureContract(store);
+    eraseRevocationsContract(store, faultsOf === undefined ? undefined : () => faultsOf(store()));
     eventsContract(store);
     ktLogContract(store);
     ktIssuersContract(store);

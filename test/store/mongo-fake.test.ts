@@ -1,7 +1,9 @@
 import { randomInt } from "node:crypto";
 import { describe } from "vitest";
 import { createMongoStore } from "../../src/store/mongo/index.js";
+import type { Store } from "../../src/store/types.js";
 import { runStoreContract } from "./contract.js";
+import { fakeFaults } from "./fake-faults.js";
 import { FakeMongo } from "./fake-mongo/index.js";
 
 /**
@@ -15,14 +17,24 @@ console.info(`fake MongoDB latency seed: MONGO_FAKE_SEED=${seed}`);
 
 describe("MongoDB adapter on the fake driver", () => {
   let made = 0;
-  runStoreContract("mongodb (fake driver)", async () => {
-    const fake = new FakeMongo({ seed: seed + made++ });
-    const store = await createMongoStore({
-      uri: "mongodb://fake.invalid/",
-      dbName: "receipts_fake",
-      createClient: fake.createClient,
-    });
-    await store.init();
-    return store;
-  });
+  const fakes = new WeakMap<Store, FakeMongo>();
+  runStoreContract(
+    "mongodb (fake driver)",
+    async () => {
+      const fake = new FakeMongo({ seed: seed + made++ });
+      const store = await createMongoStore({
+        uri: "mongodb://fake.invalid/",
+        dbName: "receipts_fake",
+        createClient: fake.createClient,
+      });
+      await store.init();
+      fakes.set(store, fake);
+      return store;
+    },
+    (store) => {
+      const fake = fakes.get(store);
+      if (fake === undefined) throw new Error("no fake driver for this store");
+      return fakeFaults(fake, "receipts_fake");
+    },
+  );
 });
