@@ -128,7 +128,9 @@ export const TRANSACTIONS = {
   },
   "users.erase": {
     maxShards: 1,
-    touches: "the user and its event, both unsharded: the primary shard only",
+    touches:
+      "the user, its event and, with revocations, its keys and the key log's pending statements and " +
+      "sequences, all unsharded: the primary shard only",
   },
   "events.sequence": {
     maxShards: 1,
