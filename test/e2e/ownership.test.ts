@@ -197,7 +197,7 @@ describe("ownership across tenants, REST and gRPC", () => {
     };
     const bins = await admin(svc, "PUT", "/issuers/bank-a/bins", { bins: [BIN_A, "52000000"] });
     expect(bins.status, JSON.stringify(bins.body)).toBe(200);
-    expect(bins.body.data).toEqual({ tenant: "bank-a", bins: [BIN_A, "52000000"] });
+    expect(bins.body.data).toEqual({ tenant: "bank-a", bins: [BIN_A, "52000000"], tokenBins: [] });
     receipts = grpcClient(ReceiptsService, svc.port);
     payments = grpcClient(PaymentsService, svc.port);
     onboarding = grpcClient(OnboardingService, svc.port);
