@@ -314,6 +314,11 @@ describe("an erasure revokes the card's binding", { timeout: 120_000 }, () => {
     const res = await erase(strict, card.userId, [await revocation(strict, card)]);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.data).toMatchObject({ deletedKeys: 1, receiptsLeft: 0 });
+    // The audit says the key change and that it was revoked (the key ids, never the card).
+    const audited = (await svc.store.audit.list(500)).filter(
+      (e) => e.action === "user.erased" && e.userId === card.userId,
+    );
+    expect(audited.map((e) => e.subject)).toEqual(["0 receipts, 1 keys, 1 revoked"]);
     const leaf = await revokedAndErased(card);
     expect(leaf.index).toBeGreaterThan(before[0]?.index as number);
     expect((await svc.store.ktLog.leaf(before[0]?.index as number))?.leaf).toEqual(before[0]?.leaf);

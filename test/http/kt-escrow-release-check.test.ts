@@ -170,6 +170,26 @@ describe("an issuer's escrow release is checked against the key log for requireB
     });
     expect(wrong.status, JSON.stringify(wrong.body)).toBe(400);
     expect(wrong.body.error?.details).toContain("hashedPan: must be the user's card");
+    // A malformed reference is named for its format, never matched against the user's cards.
+    const malformed = [
+      [{ hashedPan: "abc" }, "hashedPan: must be 64 hexadecimal characters"],
+      [{ par: "short" }, "par: must be a PAR: 29 upper-case letters and digits"],
+      [
+        { hashedPan: card.hashedPan, par: "V0010013018209856843587239384" },
+        "par: cannot stand beside hashedPan",
+      ],
+    ] as const;
+    for (const [ref, reason] of malformed) {
+      const bad = await post(svc, "/api/v1/escrow/release", bankKey, {
+        userId: card.userId,
+        ...ref,
+        receipts,
+      });
+      expect([bad.status, bad.body.error?.details], JSON.stringify(bad.body)).toEqual([
+        400,
+        expect.stringContaining(reason),
+      ]);
+    }
     await stillEscrowed(card.receipts);
 
     // A store writer swaps the user's active key row; the issuer, asking the service, re-wraps to it.
