@@ -150,6 +150,30 @@ describe("erasure", () => {
     expect(event).not.toHaveProperty("previousKeyId");
   });
 
+  it("finishes an erasure an older version began (its record names no cards), leaving the key log alone", async () => {
+    const pan = "4000000000000256";
+    const user = await cardholder(bankA, pan);
+    const receipt = await encryptReceipt(f.deps, shop, receiptMessage(pan));
+    const record = await f.store.users.findById(user.userId);
+    if (record === undefined) throw new Error("no user");
+    // The older version wrote its record without ktCards and deleted the user, then failed.
+    await f.store.erasures.begin({
+      userId: user.userId,
+      tenantId: "bank-a",
+      panHash: record.panHash,
+      startedAt: f.clock.now(),
+    });
+    await f.store.users.erase(user.userId);
+    const eraseCard = vi.spyOn(f.store.ktLog, "eraseCard");
+    const retry = await deleteUser(f.deps, bankA, { userId: user.userId }, CALLER);
+    expect(retry).toEqual({ deletedReceipts: 1, deletedKeys: 0, receiptsLeft: 0 });
+    expect(eraseCard).not.toHaveBeenCalled();
+    expect(
+      await f.store.receipts.findByMerchantReceipt(receipt.merchantId, receipt.receiptId),
+    ).toBeUndefined();
+    expect(await f.store.erasures.find(user.userId)).toBeUndefined();
+  });
+
   it("leaves the key log alone for a user superseded by the BIN's owner: the card is another's now", async () => {
     const user = await cardholder(bankA, "4000000000000272");
     const record = await f.store.users.findById(user.userId);
