@@ -10,8 +10,8 @@ import type { KeyRecord } from "../../src/store/types.js";
 import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 
 /**
- * The service's own escrow release at registration, for a tenant with requireBindings (issue 32,
- * SPEC section 20 "Server-side sealing"): the card's escrowed receipts go only to a key the service has
+ * The service's own escrow release at registration, for a tenant with requireBindings (issue 32;
+ * docs/key-transparency.md, "Server-side sealing"): the card's escrowed receipts go only to a key the service has
  * verified against a checkpoint that holds its binding, as a merchant would. The release waits for
  * the registration's binding to be under a checkpoint; when the answer gives up waiting (503), a
  * background task releases once it is, and a retry of the registration releases nothing twice. The
