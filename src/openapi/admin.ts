@@ -245,7 +245,9 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       "directory snapshot that shows it (until then receipts keep going to the old owner, and `bins` " +
       "in the answer and in `GET` lists the prefix only once it has moved). `tokenBins`, when given, " +
       "replaces the tenant's token BINs by the same rules (claims, releases and moves of kind " +
-      "`token-bin`); absent, they stay as they are.",
+      "`token-bin`); absent, they stay as they are. A tenant whose root revoked itself and whose " +
+      "recovery root is not confirmed yet is `forbidden` any change (the operator's word does not " +
+      "stand again), and its prefixes move away only by announcement.",
     parameters: [TENANT_PARAM("path", "acme-bank")],
     body: {
       schema: {
@@ -281,7 +283,7 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
     },
     data: binsData(),
     example: { tenant: "acme-bank", bins: ["411111", "45671234"], tokenBins: ["48951234"] },
-    errors: ["invalid_request", "invalid_signature", "conflict"],
+    errors: ["invalid_request", "invalid_signature", "forbidden", "conflict"],
   },
   "GET /admin/v1/issuers/{tenant}/bins": {
     summary: "Reads an issuer tenant's BIN prefixes.",
