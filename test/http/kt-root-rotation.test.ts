@@ -229,6 +229,37 @@ describe("root rotation", () => {
   });
 });
 
+describe("the directory's bound on signing keys", () => {
+  it("refuses a tenant's 65th signing key, which would make every snapshot unparseable", async () => {
+    const bank = await issuer();
+    let root = await rootFor(bank);
+    // Rotations keep the retired roots listed: 63 more keys (rotations and signers) reach 64.
+    for (let version = 1; version <= 63; version++) {
+      const key = await generateIssuerSigner("Ed25519");
+      const body =
+        version % 2 === 0
+          ? await signRootRotation({ issuer: bank.id, newRoot: key, version }, root)
+          : await signStatement(signerStatement(bank.id, key, version), root).then((signed) => ({
+              publicKey: key.spki,
+              statement: signed.statement,
+              signature: signed.signature,
+            }));
+      const res = await post(svc, "/api/v1/issuers/signing-keys", bank.key, body);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      if (version % 2 === 0) root = key;
+    }
+    const last = await generateIssuerSigner("Ed25519");
+    const refused = await post(
+      svc,
+      "/api/v1/issuers/signing-keys",
+      bank.key,
+      await signRootRotation({ issuer: bank.id, newRoot: last, version: 64 }, root),
+    );
+    expect(errorCode(refused)).toBe("conflict");
+    expect(Object.keys(await keysOf(bank))).toHaveLength(64);
+  });
+});
+
 describe("root revocation and recovery", () => {
   it("revokes the root and its signers with the root's own statement; a recovery root counts after the operator's confirm", async () => {
     const bank = await issuer();

@@ -1,5 +1,6 @@
 import { AppError } from "../../errors.js";
 import { base64 } from "../../kt/bytes.js";
+import { MAX_SIGNING_KEYS } from "../../kt/directory.js";
 import { signingKeyIdOf } from "../../kt/signatures.js";
 import { DEFAULT_MAX_BINDING_DAYS, type Statement } from "../../kt/statements.js";
 import type { KtIssuerRecord, KtSigningKeyRecord } from "../../store/kt-issuers.js";
@@ -181,6 +182,14 @@ export async function registerIssuerSigningKey(
   const holder = await deps.store.ktIssuers.tenantOfSigningKey(signingKeyId);
   if (holder !== undefined) throw new AppError("conflict", "This signing key is already registered.");
   const record = await deps.store.ktIssuers.get(tenantId);
+  // Every key stays listed (a rotation retires its root, it does not delete it), and a snapshot
+  // with more keys for one issuer than verifiers parse would stop every merchant's verification.
+  if ((record?.signingKeys.length ?? 0) >= MAX_SIGNING_KEYS) {
+    throw new AppError(
+      "conflict",
+      `The tenant has ${MAX_SIGNING_KEYS} signing keys, the most the directory lists.`,
+    );
+  }
   const root = rootOf(record);
   const now = deps.clock.now();
   const key: KtSigningKeyRecord = {
