@@ -1,5 +1,5 @@
 import { parsePublicKey } from "../crypto/keys.js";
-import { KEY_ALGORITHMS, RSA_OAEP_256 } from "../crypto/suites.js";
+import { KEY_ALGORITHMS, RSA_OAEP_256, suiteNamed } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import { isUuidV4, randomId, uuid } from "../ids.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, RegisterOutcome } from "../store/types.js";
@@ -39,8 +39,7 @@ export async function generateKeys(
   principal: ApiKeyRecord,
   input: { algorithm: string } = { algorithm: "" },
 ): Promise<GeneratedKeys> {
-  const algorithm =
-    input.algorithm === "" ? KEY_ALGORITHMS[0] : KEY_ALGORITHMS.find((a) => a === input.algorithm);
+  const algorithm = suiteNamed(input.algorithm)?.algorithm;
   if (algorithm === undefined) {
     const violations = new Violations();
     violations.add("algorithm", `must be one of ${KEY_ALGORITHMS.join(", ")}`);

@@ -1,13 +1,9 @@
-import { generateKeyPairSync, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  generateIssuerSigner,
-  type IssuerSigner,
-  keyBindingStatement,
-  signStatement,
-} from "../../src/client/key-binding.js";
+import { type IssuerSigner, keyBindingStatement, signStatement } from "../../src/client/key-binding.js";
 import type { KeyRecord } from "../../src/store/types.js";
-import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+import { hashPan, post, receiptBody, type TestService } from "../support/harness.js";
+import { p256, startBoundIssuer } from "../support/kt-bound.js";
 
 /**
  * The service's own escrow release at registration, for a tenant with requireBindings (issue 32;
@@ -19,52 +15,21 @@ import { hashPan, post, receiptBody, startService, type TestService } from "../s
  * the binding waited does not verify, and nothing is released to it (audited).
  */
 
-const TOKEN = "kt-registration-release-admin-token-0123";
 const BIN = "53300044";
 const TENANT = "registration-release-bank";
 let svc: TestService;
 let bankKey: string;
 let root: IssuerSigner;
-
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  expect(res.status, await res.clone().text()).toBe(200);
-}
-
-function p256(): string {
-  const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  return publicKey.export({ type: "spki", format: "der" }).toString("base64");
-}
-
-async function sequenced(): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const pending = await svc.store.ktLog.pending(1);
-    const head = await svc.store.ktLog.head();
-    const latest = await svc.store.ktLog.latestCheckpoint();
-    if (pending.length === 0 && head.size > 0 && latest?.size === head.size) return;
-    svc.app.domain.kt.notify();
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error("the log did not catch up");
-}
+let sequenced: () => Promise<void>;
 
 beforeAll(async () => {
-  svc = await startService({
-    env: { ADMIN_TOKEN: TOKEN, KT_SEQUENCER_POLL_MS: "20", KT_LOG_WAIT_MS: "300" },
+  const bound = await startBoundIssuer({
+    token: "kt-registration-release-admin-token-0123",
+    tenant: TENANT,
+    bin: BIN,
+    env: { KT_LOG_WAIT_MS: "300" },
   });
-  bankKey = await svc.newKey({ role: "issuer", tier: "standard", tenantId: TENANT });
-  const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", TENANT);
-  expect((await svc.store.bins.set(TENANT, [BIN], new Date(), [change])).kind).toBe("set");
-  await admin("PUT", `/admin/v1/issuers/${TENANT}/require-bindings`, { requireBindings: true });
-  root = await generateIssuerSigner("Ed25519");
-  const added = await post(svc, "/api/v1/issuers/signing-keys", bankKey, { publicKey: root.spki });
-  expect(added.status, JSON.stringify(added.body)).toBe(200);
-  await admin("POST", `/admin/v1/issuers/${TENANT}/signing-keys/${root.signingKeyId}/confirm`);
-  await sequenced();
+  ({ svc, bankKey, root, sequenced } = bound);
 });
 afterAll(async () => {
   await svc?.close();
