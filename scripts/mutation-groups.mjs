@@ -16,6 +16,7 @@ export const GROUPS = {
       "test/domain/issuer-escrow-attacks.test.ts",
       "test/domain/escrow-release-refusals.test.ts",
       "test/domain/escrow-release-key.test.ts",
+      "test/http/kt-escrow-release-check.test.ts",
     ],
   },
   merchants: {
@@ -44,6 +45,7 @@ export const GROUPS = {
       "test/domain/erasure-attacks.test.ts",
       "test/domain/erasure-keep.test.ts",
       "test/domain/erasure-pages.test.ts",
+      "test/http/kt-erasure-revocation.test.ts",
     ],
   },
   // The stores one group per file, as the domain: a changed store file in CI runs only its own group.

@@ -311,6 +311,6 @@ async function cardsCommand(args: string[], out: NodeJS.WritableStream): Promise
     out,
     values.json,
     moved,
-    `The card of ${moved.previousUserId} (tenant ${moved.fromTenant}) is now held by ${moved.userId} of tenant ${moved.toTenant}, with no key until ${moved.toTenant} registers it.\n`,
+    `The card of ${moved.previousUserId} (tenant ${moved.fromTenant}) is now held by ${moved.userId} of tenant ${moved.toTenant}, with no key until ${moved.toTenant} registers it (${moved.transferId}).\n`,
   );
 }

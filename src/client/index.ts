@@ -56,7 +56,11 @@ export {
   type KeyRevocationInput,
   keyBindingStatement,
   keyRevocationStatement,
+  type RootRotationInput,
+  type SigningKeyRevocationInput,
   signCardBindings,
+  signRootRotation,
+  signSigningKeyRevocation,
   signStatement,
   statementOf,
 } from "./key-binding.js";

@@ -218,6 +218,84 @@ export function keyRevocationStatement(input: KeyRevocationInput): Uint8Array {
   });
 }
 
+/** A root rotation: the tenant's current root introduces its successor. */
+export interface RootRotationInput {
+  issuer: string;
+  /** The new root's public facts ({@link issuerSigningKeyOf} or {@link generateIssuerSigner}). */
+  newRoot: IssuerSigningKey;
+  /** The tenant's next statement version: the last root-signed statement's + 1. */
+  version: number;
+  /** When (default now), in milliseconds or a Date. */
+  issuedAt?: number | Date;
+}
+
+/** A root's revocation of itself (when it is compromised), or of a signer. */
+export interface SigningKeyRevocationInput {
+  issuer: string;
+  /** The key revoked: the root itself, or a signer. */
+  signingKeyId: string;
+  /** The tenant's next statement version. */
+  version: number;
+  /** When (default now), in milliseconds or a Date. */
+  revokedAt?: number | Date;
+}
+
+function timeOf(at: number | Date | undefined, name: string): string {
+  const ms = at === undefined ? Date.now() : Number(at);
+  if (!Number.isFinite(ms)) throw new TypeError(`${name} must be a time`);
+  return formatTime(ms);
+}
+
+/**
+ * Signs a root rotation with the current root (docs/key-transparency.md, "Root rotation"): the body
+ * of `POST /api/v1/issuers/signing-keys` (`publicKey` the new root's SPKI, `statement` and `signature`
+ * the current root's `receipts.v1/signing-key` statement of role `root`). The new root is current at
+ * the service at once and the old one signs nothing more; merchants honour the new root
+ * KT_ROOT_DELAY after the first checkpoint that shows it (or at once once they pin it).
+ */
+export async function signRootRotation(
+  input: RootRotationInput,
+  currentRoot: IssuerSigner,
+): Promise<{ publicKey: string; statement: string; signature: string }> {
+  const bytes = checked({
+    v: 1,
+    type: "receipts.v1/signing-key",
+    issuer: input.issuer,
+    signingKeyId: input.newRoot.signingKeyId,
+    algorithm: input.newRoot.algorithm,
+    spki: input.newRoot.spki,
+    role: "root",
+    version: input.version,
+    issuedAt: timeOf(input.issuedAt, "issuedAt"),
+  });
+  if (input.newRoot.signingKeyId === currentRoot.signingKeyId)
+    throw new TypeError("the new root must be another key than the current one");
+  const signed = await signStatement(bytes, currentRoot);
+  return { publicKey: input.newRoot.spki, statement: signed.statement, signature: signed.signature };
+}
+
+/**
+ * Signs a `receipts.v1/signing-key-revocation` with the tenant's root: the body of
+ * `POST /api/v1/issuers/signing-keys/{signingKeyId}/revoke`. Revoking the root itself (when it is
+ * lost to someone else) revokes every signer with it; the tenant then registers a recovery root and
+ * the operator confirms it after an out-of-band check, as for its first root.
+ */
+export async function signSigningKeyRevocation(
+  input: SigningKeyRevocationInput,
+  root: IssuerSigner,
+): Promise<{ statement: string; signature: string }> {
+  const bytes = checked({
+    v: 1,
+    type: "receipts.v1/signing-key-revocation",
+    issuer: input.issuer,
+    signingKeyId: input.signingKeyId,
+    version: input.version,
+    revokedAt: timeOf(input.revokedAt, "revokedAt"),
+  });
+  const signed = await signStatement(bytes, root);
+  return { statement: signed.statement, signature: signed.signature };
+}
+
 /**
  * The canonical bytes of any statement type (revocations, and the tenant statements the root signs:
  * signing keys, `requireBindings`, BIN claims and releases, `plaintextIntake`), checked against its

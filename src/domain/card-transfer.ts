@@ -1,10 +1,12 @@
 import { AppError, invalidRequest, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import { assertTenantOf, audit, checkId, type OperatorContext, objectOf, onlyFields } from "./admin.js";
-import { transferEntries } from "./kt/transfer-log.js";
+import { newTransferId, transferEntries } from "./kt/transfer-log.js";
 
 /** The answer of {@link transferCard}. */
 export interface CardTransfer {
+  /** The transfer's id, as the card's key-log entries, the issuers' monitor alerts and both audits name it. */
+  transferId: string;
   /** The user that held the card: it keeps its keys and receipts, and no longer holds the card. */
   previousUserId: string;
   fromTenant: string;
@@ -36,11 +38,12 @@ export async function transferCard(ctx: OperatorContext, body: unknown): Promise
   v.throwIfAny();
   await assertTenantOf(ctx.store, toTenant, "issuer", "toTenant");
   const newUserId = randomId("usr", 12);
+  const transfer = newTransferId();
   const holder = await ctx.store.users.findById(userId);
   const kt =
     holder === undefined || holder.supersededAt !== undefined || holder.tenantId === toTenant
       ? undefined
-      : await transferEntries(ctx.store.ktLog, holder, { toTenant, newUserId, now: ctx.now });
+      : await transferEntries(ctx.store.ktLog, holder, { transfer, toTenant, newUserId, now: ctx.now });
   const outcome = await ctx.store.users.transfer({
     userId,
     toTenantId: toTenant,
@@ -64,16 +67,17 @@ export async function transferCard(ctx: OperatorContext, body: unknown): Promise
     ctx,
     "admin.card.transferred_away",
     previous.tenantId,
-    `user ${previous.userId} no longer holds its card: moved to another issuer tenant`,
+    `user ${previous.userId} no longer holds its card: moved to another issuer tenant (${transfer})`,
     { previousKeyId: previous.activeKeyId },
   );
   await audit(
     ctx,
     "admin.card.transferred",
     toTenant,
-    `user ${user.userId} holds a card moved from issuer tenant ${previous.tenantId}; register it to receive its receipts`,
+    `user ${user.userId} holds a card moved from issuer tenant ${previous.tenantId} (${transfer}); register it to receive its receipts`,
   );
   return {
+    transferId: transfer,
     previousUserId: previous.userId,
     fromTenant: previous.tenantId,
     userId: user.userId,

@@ -27,6 +27,9 @@ import {
 /** The longest a snapshot may claim to be valid. */
 export const MAX_SNAPSHOT_HOURS = 48;
 
+/** The most signing keys (revoked ones included) a snapshot lists for one issuer. */
+export const MAX_SIGNING_KEYS = 64;
+
 export interface SigningKeyEntry {
   signingKeyId: string;
   algorithm: "Ed25519" | "ECDSA-P256-SHA256";
@@ -113,7 +116,7 @@ const ISSUER_ENTRY = object({
   version: INDEX,
   requireBindings: BOOLEAN,
   plaintextIntake: oneOf("accept", "refuse"),
-  signingKeys: list(SIGNING_KEY_ENTRY, 64),
+  signingKeys: list(SIGNING_KEY_ENTRY, MAX_SIGNING_KEYS),
   prefixes: list(PREFIX_ENTRY, 100_000),
   escrowKey: nullOr(ESCROW_REF),
 });

@@ -1,11 +1,11 @@
 import { bytesEqual, fromBase64Strict, toHex } from "./bytes.js";
 import { type CardState, nextCardState } from "./card-rules.js";
-import { type DirectorySnapshot, parseDirectory } from "./directory.js";
+import { type DirectorySnapshot, type IssuerEntry, parseDirectory } from "./directory.js";
 import { defaultSha256, type Sha256 } from "./hash.js";
 import { type Checked, canonicalJson, type Json } from "./json.js";
 import { commitmentOf, parseLeaf, parTagOf } from "./leaves.js";
 import { signerHashOf } from "./signatures.js";
-import { parseStatement } from "./statements.js";
+import { parseStatement, type Statement } from "./statements.js";
 import { type CardTransferEntry, parseTransferEntry } from "./transfer.js";
 
 /**
@@ -59,6 +59,13 @@ export interface MonitorState {
   erasedBudget?: number;
   /** The erasures already counted into the budget (`cardRef:version`). */
   erasures?: string[];
+  /**
+   * The issuer's current root as the last snapshot listed it (id and hex signerHash; empty strings
+   * for none); absent until the first snapshot is read.
+   */
+  root?: { id: string; hash: string };
+  /** Roots the issuer retired by statements it signed (rotations and its root's own revocation). */
+  retiredRoots?: string[];
 }
 
 export const EMPTY_MONITOR_STATE: MonitorState = { next: 0, cards: {}, witnessRoots: {} };
@@ -174,16 +181,17 @@ function readLeaf(run: Run, index: number, leaf: Uint8Array, input: MonitorInput
   if (!run.config.signed.includes(toHex(run.sha256(entry.statement)))) {
     run.alerts.push({ index, message: "a statement under your signing key that you did not sign" });
   }
-  readStatement(run, index, entry.statement);
+  readStatement(run, index, entry.statement, toHex(parsed.signerHash));
 }
 
-function readStatement(run: Run, index: number, bytes: Uint8Array): void {
+function readStatement(run: Run, index: number, bytes: Uint8Array, signerHash: string): void {
   const statement = parseStatement(bytes);
   if (!statement.ok) {
     run.alerts.push({ index, message: `a statement under your key that is not valid: ${statement.reason}` });
     return;
   }
   const s = statement.value;
+  noteRetiredRoot(run, s, signerHash);
   if (s.type !== "receipts.v1/key-binding" && s.type !== "receipts.v1/key-revocation") return;
   const before = run.state.cards[s.cardRef];
   if (before === undefined && !run.config.enrolled.includes(s.cardRef)) {
@@ -198,6 +206,44 @@ function readStatement(run: Run, index: number, bytes: Uint8Array): void {
     return;
   }
   run.state.cards[s.cardRef] = next.value;
+}
+
+/**
+ * Remembers a root the issuer retired itself: the signer of its rotation (a `signing-key` statement
+ * of role `root` introducing another key, signed by the root then current), or the key its
+ * `signing-key-revocation` names.
+ */
+function noteRetiredRoot(run: Run, s: Statement, signerHash: string): void {
+  let retired: string | undefined;
+  if (s.type === "receipts.v1/signing-key-revocation") retired = s.signingKeyId as string;
+  if (s.type === "receipts.v1/signing-key" && s.role === "root" && run.state.root?.hash === signerHash) {
+    if (s.signingKeyId !== run.state.root.id) retired = run.state.root.id;
+  }
+  if (retired !== undefined) run.state.retiredRoots = [...(run.state.retiredRoots ?? []), retired];
+}
+
+/**
+ * One alert per change of the issuer's current root it did not make: the new root (if any) must be
+ * one of its keys, and the old one (if any) retired by a statement it signed. The operator confirming
+ * a recovery root while the old one is live, or a store writer swapping the root, is this alert.
+ */
+function readRoot(run: Run, index: number, own: IssuerEntry | undefined): void {
+  const live = own?.signingKeys.find((k) => k.role === "root" && k.status === "current");
+  const spki = live === undefined ? undefined : fromBase64Strict(live.spki);
+  const now = {
+    id: live?.signingKeyId ?? "",
+    hash: spki === undefined ? "" : toHex(signerHashOf(spki, run.sha256)),
+  };
+  const before = run.state.root;
+  run.state.root = now;
+  if (before === undefined || before.id === now.id) return;
+  const mine = now.id === "" || run.config.signerHashes.includes(now.hash);
+  const retiredByYou = before.id === "" || (run.state.retiredRoots ?? []).includes(before.id);
+  if (mine && retiredByYou) return;
+  run.alerts.push({
+    index,
+    message: `your root changed from ${before.id || "none"} to ${now.id || "none"}, a change you did not sign`,
+  });
 }
 
 /**
@@ -225,6 +271,7 @@ function readSnapshot(run: Run, index: number, json: Uint8Array): void {
     return;
   }
   const own = parsed.value.issuers.find((entry) => entry.issuer === run.config.issuer);
+  readRoot(run, index, own);
   const text = own === undefined ? undefined : canonicalJson(own as unknown as Json);
   if (run.config.expectedEntry !== undefined && text !== run.config.expectedEntry) {
     run.alerts.push({ index, message: "the directory's entry for you is not what your records say" });

@@ -29,7 +29,10 @@ export const ADMIN_KT_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       "A tenant's first signing key is its root, pending until the operator confirms it after an " +
       "out-of-band check with the bank (the key's id, read to each other). From then on the root " +
       "signs the tenant's statements, and the key log's next directory snapshot lists it as current. " +
-      "Confirming it again answers it unchanged; audited as `admin.kt.root_confirmed`.",
+      "Confirming it again answers it unchanged; audited as `admin.kt.root_confirmed`. A recovery " +
+      "root (registered after the tenant's root revoked itself) is confirmed the same way, after the " +
+      "same check; while the tenant has a current root, confirming any other key is `conflict` (or " +
+      "`not_found`): the operator cannot replace a live root.",
     parameters: [
       TENANT_PARAMETER,
       {
@@ -70,7 +73,8 @@ export const ADMIN_KT_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       "With `requireBindings` the tenant's registrations and escrow keys without a signed `binding` " +
       "are `forbidden`. Before the tenant has a confirmed root the operator's word sets it; after, " +
       "the body must carry the root's `receipts.v1/require-bindings` statement saying the same " +
-      "(`statement`, `signature`: base64), else `invalid_signature`. Audited.",
+      "(`statement`, `signature`: base64), else `invalid_signature`; while the tenant waits for a " +
+      "recovery root (its root revoked itself), `forbidden`. Audited.",
     parameters: [TENANT_PARAMETER],
     body: {
       schema: {
@@ -92,7 +96,7 @@ export const ADMIN_KT_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       additionalProperties: false,
     },
     example: { tenant: "acme-bank", requireBindings: true },
-    errors: ["invalid_request", "invalid_signature", "conflict"],
+    errors: ["invalid_request", "invalid_signature", "forbidden", "conflict"],
   },
   "PUT /admin/v1/issuers/{tenant}/plaintext-intake": {
     summary: "Sets whether an issuer takes receipts in the clear.",
@@ -102,7 +106,8 @@ export const ADMIN_KT_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       "names): merchants seal on their side and send `sealedReceipt`, which is still taken. The key " +
       "log's directory snapshot shows the setting. Before the tenant has a confirmed root the " +
       "operator's word sets it; after, the body must carry the root's `receipts.v1/plaintext-intake` " +
-      "statement saying the same (`statement`, `signature`: base64), else `invalid_signature`. Audited.",
+      "statement saying the same (`statement`, `signature`: base64), else `invalid_signature`; while " +
+      "the tenant waits for a recovery root (its root revoked itself), `forbidden`. Audited.",
     parameters: [TENANT_PARAMETER],
     body: {
       schema: {
@@ -124,6 +129,6 @@ export const ADMIN_KT_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       additionalProperties: false,
     },
     example: { tenant: "acme-bank", plaintextIntake: "refuse" },
-    errors: ["invalid_request", "invalid_signature", "conflict"],
+    errors: ["invalid_request", "invalid_signature", "forbidden", "conflict"],
   },
 };

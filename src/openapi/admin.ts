@@ -245,7 +245,9 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       "directory snapshot that shows it (until then receipts keep going to the old owner, and `bins` " +
       "in the answer and in `GET` lists the prefix only once it has moved). `tokenBins`, when given, " +
       "replaces the tenant's token BINs by the same rules (claims, releases and moves of kind " +
-      "`token-bin`); absent, they stay as they are.",
+      "`token-bin`); absent, they stay as they are. A tenant whose root revoked itself and whose " +
+      "recovery root is not confirmed yet is `forbidden` any change (the operator's word does not " +
+      "stand again), and its prefixes move away only by announcement.",
     parameters: [TENANT_PARAM("path", "acme-bank")],
     body: {
       schema: {
@@ -281,7 +283,7 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
     },
     data: binsData(),
     example: { tenant: "acme-bank", bins: ["411111", "45671234"], tokenBins: ["48951234"] },
-    errors: ["invalid_request", "invalid_signature", "conflict"],
+    errors: ["invalid_request", "invalid_signature", "forbidden", "conflict"],
   },
   "GET /admin/v1/issuers/{tenant}/bins": {
     summary: "Reads an issuer tenant's BIN prefixes.",
@@ -356,8 +358,14 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
     },
     data: {
       type: "object",
-      required: ["previousUserId", "fromTenant", "userId", "toTenant", "transferredAt"],
+      required: ["transferId", "previousUserId", "fromTenant", "userId", "toTenant", "transferredAt"],
       properties: {
+        transferId: {
+          type: "string",
+          pattern: "^trf_[0-9a-f]{32}$",
+          description:
+            "The transfer's id, as the card's key-log entries, the issuers' monitor alerts and both audits name it.",
+        },
         previousUserId: ID,
         fromTenant: ID,
         userId: { ...ID, description: "The card's new user, of toTenant, with no key until it registers." },
@@ -367,13 +375,14 @@ export const ADMIN_OPERATIONS: Readonly<Record<string, AdminOperation>> = {
       additionalProperties: false,
     },
     example: {
+      transferId: "trf_5f0c2a9e7b1d4c3a8e6f0b2d4a6c8e01",
       previousUserId: "usr_OiIWtaNKLlelXAD2",
       fromTenant: "other-bank",
       userId: "usr_r2Vd9QxWk0pLmA7e",
       toTenant: "acme-bank",
       transferredAt: "2026-11-25T09:05:00.000Z",
     },
-    errors: ["invalid_request", "not_found"],
+    errors: ["invalid_request", "not_found", "conflict"],
   },
   "GET /admin/v1/audit": {
     summary: "Reads the audit log.",

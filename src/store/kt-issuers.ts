@@ -22,6 +22,12 @@ export interface KtSigningKeyRecord {
   createdAt: Date;
   confirmedAt?: Date;
   revokedAt?: Date;
+  /**
+   * A root retired by a rotation or by its own revocation: the tenant-statement version of the
+   * statement that retired it. The sequencer still takes the root's statements up to that version
+   * (they were signed while it was the root); nothing later.
+   */
+  revokedAtVersion?: number;
 }
 
 /**

@@ -64,3 +64,11 @@ export function sequencesOf(pending: readonly KtPendingInput[]): string[] {
 export function statementsOf(pending: readonly KtPendingInput[]): KtPendingStatement[] {
   return pending.filter((p): p is KtPendingStatement => p.kind === "statement");
 }
+
+/**
+ * Why a record is refused that waited in a sequence behind one the sequencer refused: it was accepted
+ * at intake on top of the refused one, so it can never follow the log (the store resets the sequence).
+ */
+export function followerReason(refusedId: string): string {
+  return `queued behind ${refusedId}, which the key log refused`;
+}

@@ -226,7 +226,11 @@ export interface KtAppendBatch {
 
 /** The outcome of an append. */
 export type KtAppendOutcome =
-  | { kind: "appended" }
+  /**
+   * `followers`: records the store refused with the batch's refusals (those still waiting in the
+   * sequence of a refused one), with their reason; absent when none.
+   */
+  | { kind: "appended"; followers?: Array<{ id: string; reason: string }> }
   /** A holder with a larger fencing token appended since: this holder lost its lease. */
   | { kind: "fenced_out" }
   /** The head is not `oldSize` any more (another holder appended): rebuild from the new head. */
@@ -299,7 +303,13 @@ export interface KtLogStore extends TileReader {
   head(): Promise<KtHead>;
   /** The state the log's appended statements left in each of `sequences` (absent: none appended). */
   loggedStates(sequences: readonly string[]): Promise<Map<string, KtSequenceState>>;
-  /** Appends a batch, fenced; see {@link KtAppendBatch}. */
+  /**
+   * Appends a batch, fenced; see {@link KtAppendBatch}. For each refused statement or transfer, in the
+   * same step, its sequence's intake state goes back to the state the log holds after the batch, and
+   * every other record of that sequence still waiting (accepted at intake on top of the refused one,
+   * so it can never follow the log) is refused too: a refusal never leaves a sequence that later
+   * statements cannot follow, nor records that wait for ever.
+   */
   append(fence: KtFence, batch: KtAppendBatch): Promise<KtAppendOutcome>;
 
   /** Stores a checkpoint the log signed, fenced; one per size (a second signing of a size keeps the first). */
@@ -327,7 +337,8 @@ export interface KtLogStore extends TileReader {
   /**
    * Erasure of a card: removes from every leaf record of the card its statement,
    * signature, opening, sequence and keyed card reference (the leaves stay in the tree), and the
-   * card's sequence states. Returns how many leaf records it changed.
+   * card's sequence states, and deletes the card's refused pending records (an erasure's refused
+   * revocation among them: they hold the keyed card reference). Returns how many leaf records it changed.
    */
   eraseCard(cardKey: string, at: Date): Promise<number>;
 

@@ -418,6 +418,43 @@ describe("receipts kt monitor, the command", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("reports a root change it did not sign in one line, once, through the command", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kt-monitor-root-"));
+    try {
+      const log = new Log();
+      const files = { policy: join(dir, "p.json"), records: join(dir, "r.json"), state: join(dir, "s.json") };
+      writeFileSync(files.policy, JSON.stringify(log.world.policyJson));
+      writeFileSync(files.records, JSON.stringify(log.records()));
+      const args = ["--url", "http://log.test", "--issuer-key", "rk_test_x"];
+      const run = async () => {
+        let text = "";
+        const out = new Writable({
+          write: (chunk, _e, done) => {
+            text += String(chunk);
+            done();
+          },
+        });
+        const paths = ["--policy", files.policy, "--records", files.records, "--state", files.state];
+        const code = await ktMonitorCommand([...args, ...paths], out, {}, fetchOf(log), () => NOW);
+        return { code, text };
+      };
+      expect((await run()).code).toBe(0);
+      // The operator (or a store writer) puts a root of its own in the bank's place.
+      const taken = makeIssuer("bank-a");
+      log.world.append(directoryLeaf(snapshotOf([{ issuer: taken, bins: ["411111"] }])));
+      const alarmed = await run();
+      expect(alarmed.code).toBe(3);
+      expect(alarmed.text.split("\n").filter((line) => line.includes("root"))).toEqual([
+        `alert: leaf 1: your root changed from ${log.bank.signingKeyId} to ${taken.signingKeyId}, a change you did not sign`,
+      ]);
+      // The next snapshot keeps it: the key is still not the bank's, but the change is told once.
+      log.world.append(directoryLeaf(snapshotOf([{ issuer: taken, bins: ["411111"] }])));
+      expect((await run()).text).not.toContain("your root changed");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("CompactRange", () => {

@@ -150,6 +150,65 @@ describe("erasure", () => {
     expect(event).not.toHaveProperty("previousKeyId");
   });
 
+  it("takes what is held under the card's PAR too, for a user holding its hashed PAN and PAR", async () => {
+    const pair = generateKeyPairSync("ec", { namedCurve: "P-256" });
+    await registerEscrowKey(f.deps, bankA, {
+      publicKey: pair.publicKey.export({ type: "spki", format: "der" }).toString("base64"),
+    });
+    const pan = "4000000000000280";
+    const par = "Q1ERASUREALIAS000000000000001";
+    const byPar = { recipientHashedPan: "", recipientPar: par };
+    // Held for bank A under its escrow key by PAR, and by hashed PAN, before the card registered.
+    const heldPar = await encryptReceipt(
+      f.deps,
+      shop,
+      receiptMessage(pan, { ...byPar, cardBin: "40000000" }),
+    );
+    const heldPan = await encryptReceipt(f.deps, shop, receiptMessage(pan, { cardBin: "40000000" }));
+    const keys = await generateKeys(f.deps, bankA);
+    const user = await register(f.deps, bankA, { hashedPan: hashPan(pan), par, ...keys });
+    const deliveredPar = await encryptReceipt(f.deps, shop, receiptMessage(pan, byPar));
+    const all = [heldPar, heldPan, deliveredPar];
+    for (const r of all)
+      expect(await f.store.receipts.findByMerchantReceipt(r.merchantId, r.receiptId)).toBeDefined();
+    // The first call fails after the user went: the retry works from the erasure record alone.
+    vi.spyOn(f.store.grants, "deleteByUser").mockRejectedValueOnce(new Error("grants down"));
+    await expect(deleteUser(f.deps, bankA, { userId: user.userId }, CALLER)).rejects.toThrow("grants down");
+    expect(await f.store.erasures.find(user.userId)).toMatchObject({ aliasPanHash: expect.any(String) });
+    const retry = await deleteUser(f.deps, bankA, { userId: user.userId }, CALLER);
+    expect(retry).toEqual({ deletedReceipts: 3, deletedKeys: 0, receiptsLeft: 0 });
+    for (const r of all) {
+      expect(
+        await f.store.receipts.findByMerchantReceipt(r.merchantId, r.receiptId),
+        r.receiptId,
+      ).toBeUndefined();
+    }
+  });
+
+  it("finishes an erasure an older version began (its record names no cards), leaving the key log alone", async () => {
+    const pan = "4000000000000256";
+    const user = await cardholder(bankA, pan);
+    const receipt = await encryptReceipt(f.deps, shop, receiptMessage(pan));
+    const record = await f.store.users.findById(user.userId);
+    if (record === undefined) throw new Error("no user");
+    // The older version wrote its record without ktCards and deleted the user, then failed.
+    await f.store.erasures.begin({
+      userId: user.userId,
+      tenantId: "bank-a",
+      panHash: record.panHash,
+      startedAt: f.clock.now(),
+    });
+    await f.store.users.erase(user.userId);
+    const eraseCard = vi.spyOn(f.store.ktLog, "eraseCard");
+    const retry = await deleteUser(f.deps, bankA, { userId: user.userId }, CALLER);
+    expect(retry).toEqual({ deletedReceipts: 1, deletedKeys: 0, receiptsLeft: 0 });
+    expect(eraseCard).not.toHaveBeenCalled();
+    expect(
+      await f.store.receipts.findByMerchantReceipt(receipt.merchantId, receipt.receiptId),
+    ).toBeUndefined();
+    expect(await f.store.erasures.find(user.userId)).toBeUndefined();
+  });
+
   it("leaves the key log alone for a user superseded by the BIN's owner: the card is another's now", async () => {
     const user = await cardholder(bankA, "4000000000000272");
     const record = await f.store.users.findById(user.userId);

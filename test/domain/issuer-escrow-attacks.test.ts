@@ -436,6 +436,51 @@ describe("issuer escrow: listing and releasing only the caller's own escrow", ()
     });
   });
 
+  it("for a requireBindings issuer, refuses a release that omits the card or names another, with its reason, moving nothing", async () => {
+    const pan = "4000000000000157";
+    const escrowed = await held(pan, "40000000");
+    const user = await registered(bankA, pan);
+    // The issuer turns requireBindings on after the user registered (a bank moving to the key log).
+    const before = await f.store.ktIssuers.get("bank-a");
+    const turnedOn = await f.store.ktIssuers.put({
+      ...(before ?? { tenantId: "bank-a", signingKeys: [], revision: 0 }),
+      requireBindings: true,
+      revision: (before?.revision ?? 0) + 1,
+      updatedAt: f.clock.now(),
+    });
+    expect(turnedOn.kind).toBe("stored");
+    const receipts = [await rewrapped(escrowed, user)];
+    const release = (card: { hashedPan?: string; par?: string }) =>
+      rejection(releaseByIssuer(f.deps, bankA, { userId: user.userId, receipts, ...card }, CALLER));
+
+    // A caller that leaves the card out (no member at all, or both empty) is refused as forbidden.
+    for (const card of [{}, { hashedPan: "" }, { hashedPan: "", par: "" }]) {
+      const none = await release(card);
+      expect([none.code, none.message, none.violations], JSON.stringify(card)).toEqual([
+        "forbidden",
+        "This issuer requires every escrow release to name the card, whose key is checked against the key directory.",
+        [{ field: "hashedPan", description: "is required (or par): the issuer set requireBindings" }],
+      ]);
+    }
+    // A well-formed card that is not the user's is named by the field the caller used.
+    const notHers = [
+      [{ hashedPan: hashPan("4000000000000165") }, "hashedPan"],
+      [{ par: "V0010013018209856843587239384" }, "par"],
+    ] as const;
+    for (const [card, field] of notHers) {
+      const wrong = await release(card);
+      expect([wrong.code, wrong.message, wrong.violations], field).toEqual([
+        "invalid_request",
+        "The request is invalid.",
+        [{ field, description: "must be the user's card" }],
+      ]);
+    }
+    expect(await stillEscrowed(escrowed)).toBe(true);
+    expect((await f.store.audit.list(100)).filter((e) => e.action === "escrow.released_by_issuer")).toEqual(
+      [],
+    );
+  });
+
   it("does not release a card's escrow held for another issuer, nor under the service key, nor to another tenant's user", async () => {
     // Bank A registers a card of bank B's BIN: receipts naming that BIN go to bank B's escrow.
     const pan = "5100000000000119";

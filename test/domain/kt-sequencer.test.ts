@@ -106,6 +106,40 @@ describe("the key log's sequencer", () => {
     });
   });
 
+  it("refuses what waited behind a refused statement, audits each, and lets the card's next statement follow the log", async () => {
+    const rig = ktRig();
+    const bank = makeIssuer("bank-a");
+    rig.keys.add(bank);
+    const card = testCard();
+    const [first, second, third] = [userKey(), userKey(), userKey()];
+    const one = pendingOf(rig.runtime, bank, card, signedBinding(bank, card, first));
+    await rig.store.ktLog.enqueue([one]);
+    await rig.runtime.sequencer.round();
+    const rotation = { version: 2, supersedes: first.keyId };
+    const bad = {
+      ...pendingOf(rig.runtime, bank, card, signedBinding(bank, card, second, rotation)),
+      signature: base64(makeIssuer("bank-a").sign(new Uint8Array([1]))),
+    };
+    const behind = pendingOf(rig.runtime, bank, card, signedBinding(bank, card, second, { version: 3 }));
+    expect(await rig.store.ktLog.enqueue([bad, behind])).toEqual({ kind: "enqueued" });
+    expect(await rig.runtime.sequencer.round()).toBe("appended");
+    expect((await rig.store.ktLog.findPending(bad.id))?.refused).toMatch(/^signature:/);
+    expect((await rig.store.ktLog.findPending(behind.id))?.refused).toBe(
+      `queued behind ${bad.id}, which the key log refused`,
+    );
+    expect(await rig.store.ktLog.pending(10)).toEqual([]);
+    const audited = await rig.store.audit.list(10, { tenantId: bank.tenant });
+    expect(audited.map((e) => [e.action, e.subject?.split(":")[0]])).toEqual([
+      ["kt.statement_refused", behind.id],
+      ["kt.statement_refused", bad.id],
+    ]);
+    // The card's intake is the log's again: a new rotation at version 2 is taken and appended.
+    const again = pendingOf(rig.runtime, bank, card, signedBinding(bank, card, third, rotation));
+    expect(await rig.store.ktLog.enqueue([again])).toEqual({ kind: "enqueued" });
+    await rig.runtime.sequencer.round();
+    expect(await rig.store.ktLog.leafByPending(again.id)).toMatchObject({ version: 2 });
+  });
+
   it("refuses a replayed statement that the log already holds", async () => {
     const rig = ktRig();
     const bank = makeIssuer("bank-a");

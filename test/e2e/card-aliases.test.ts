@@ -331,6 +331,8 @@ describe("one card by hashed PAN and PAR", { timeout: 180_000 }, () => {
       toTenant: "issuer-1",
     });
     const newUser = moved.body.data.userId as string;
+    const transferId = moved.body.data.transferId as string;
+    expect(transferId).toMatch(/^trf_[0-9a-f]{32}$/);
     // Again: the previous user holds no card any more.
     expect((await transfer({ userId: squatUser, toTenant: "issuer-1" })).status).toBe(404);
 
@@ -349,18 +351,21 @@ describe("one card by hashed PAN and PAR", { timeout: 180_000 }, () => {
     expect(await listed(newUser)).toHaveLength(3);
 
     const actions = async (key: string) => {
-      const seen: string[] = [];
+      const seen: Array<{ action: string; subject?: string }> = [];
       for (let token = "", pages = 0; pages < 50; pages++) {
         const page = await get(svc, `/api/v1/audit?pageToken=${token}`, key);
         expect(page.status, JSON.stringify(page.body)).toBe(200);
         if (page.body.data.events.length === 0) return seen;
-        seen.push(...(page.body.data.events as { action: string }[]).map((e) => e.action));
+        seen.push(...(page.body.data.events as Array<{ action: string; subject?: string }>));
         token = page.body.data.nextPageToken;
       }
       throw new Error("the audit feed never ended");
     };
-    expect(await actions(bankB)).toContain("admin.card.transferred_away");
-    expect(await actions(svc.issuerKey)).toContain("admin.card.transferred");
+    // Each issuer's audit names the transfer by the id the answer and the key log carry.
+    const named = (events: Array<{ action: string; subject?: string }>, action: string) =>
+      events.filter((e) => e.action === action).map((e) => e.subject?.includes(`(${transferId})`));
+    expect(named(await actions(bankB), "admin.card.transferred_away")).toEqual([true]);
+    expect(named(await actions(svc.issuerKey), "admin.card.transferred")).toEqual([true]);
   });
 
   it("never logs a reference and never stores one in the clear", () => {

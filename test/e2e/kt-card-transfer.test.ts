@@ -83,7 +83,10 @@ describe("the card transfer writes a key-log entry", { timeout: 180_000 }, () =>
     });
     return {
       status: res.status,
-      body: (await res.json()) as { data?: { userId: string }; error?: { code: string } },
+      body: (await res.json()) as {
+        data?: { userId: string; transferId?: string };
+        error?: { code: string };
+      },
     };
   }
 
@@ -208,6 +211,8 @@ describe("the card transfer writes a key-log entry", { timeout: 180_000 }, () =>
 
     const moved = await admin("POST", "/admin/v1/cards/transfer", { userId: card.userId, toTenant: TO });
     expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+    const transferId = moved.body.data?.transferId;
+    expect(transferId).toMatch(/^trf_[0-9a-f]{32}$/);
     const sequence = `card:${parKeyOf(PEPPER, card.par)}`;
     await witnessed();
     const leaf = await store.ktLog.lastOfSequence(sequence);
@@ -215,7 +220,11 @@ describe("the card transfer writes a key-log entry", { timeout: 180_000 }, () =>
     const parsed = parseLeaf(leaf?.leaf ?? new Uint8Array());
     expect(parsed?.kind).toBe("directory");
     const entry = parsed?.kind === "directory" ? parseTransferEntry(parsed.json) : undefined;
-    expect(entry).toMatchObject({ ok: true, value: { from: "issuer-1", to: TO, version: 2 } });
+    // The answer's id is the entry's, so the issuer matches the monitor's alert to the answer.
+    expect(entry).toMatchObject({
+      ok: true,
+      value: { from: "issuer-1", to: TO, version: 2, transfer: transferId },
+    });
     // The entry names the card only by a commitment: neither the PAR nor its keyed reference.
     const text = Buffer.from(leaf?.leaf ?? []).toString("utf8");
     expect(text).not.toContain(card.par);
@@ -228,6 +237,7 @@ describe("the card transfer writes a key-log entry", { timeout: 180_000 }, () =>
     expect(lines[0]).toMatch(
       /^alert: leaf \d+: the operator transferred one of your cards to bank-to \(trf_/,
     );
+    expect(lines[0]).toContain(`(${transferId},`);
 
     // The winner's binding: the card's statements count on (a first version is refused, naming the
     // next), the old key is retired, so it supersedes nothing; a merchant routing by PAR verifies it.

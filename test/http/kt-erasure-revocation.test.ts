@@ -314,6 +314,11 @@ describe("an erasure revokes the card's binding", { timeout: 120_000 }, () => {
     const res = await erase(strict, card.userId, [await revocation(strict, card)]);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.data).toMatchObject({ deletedKeys: 1, receiptsLeft: 0 });
+    // The audit says the key change and that it was revoked (the key ids, never the card).
+    const audited = (await svc.store.audit.list(500)).filter(
+      (e) => e.action === "user.erased" && e.userId === card.userId,
+    );
+    expect(audited.map((e) => e.subject)).toEqual(["0 receipts, 1 keys, 1 revoked"]);
     const leaf = await revokedAndErased(card);
     expect(leaf.index).toBeGreaterThan(before[0]?.index as number);
     expect((await svc.store.ktLog.leaf(before[0]?.index as number))?.leaf).toEqual(before[0]?.leaf);
@@ -378,6 +383,57 @@ describe("an erasure revokes the card's binding", { timeout: 120_000 }, () => {
     svc.app.kt.sequencer.start();
     const again = await erase(strict, card.userId, revocations);
     expect(again.status, JSON.stringify(again.body)).toBe(200);
+    await revokedAndErased(card);
+  });
+
+  it("answers conflict, erasing nothing, when the card's key log moved while the erasure was checked", async () => {
+    const card = await boundCard(strict);
+    const revocations = [await revocation(strict, card)];
+    // The erasure is held at its store step, its revocation (version 2) already checked; meanwhile
+    // the bank rotates the card's key with its own version 2, so the revocation no longer follows.
+    double.inject("users.erase", "stall");
+    const held = double.stalled("users.erase");
+    const erasing = erase(strict, card.userId, revocations);
+    await held;
+    const keyId = randomUUID();
+    const { publicKey: k } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+    const publicKey = k.export({ type: "spki", format: "der" }).toString("base64");
+    const rotation = await signStatement(
+      keyBindingStatement({
+        issuer: strict.id,
+        card: { hashedPan: card.hashedPan },
+        bin: strict.bin,
+        keyId,
+        publicKey,
+        version: 2,
+        supersedes: card.keyId,
+      }),
+      strict.root,
+    );
+    const rotated = await post(svc, "/api/v1/onboarding/register", strict.key, {
+      hashedPan: card.hashedPan,
+      publicKey,
+      keyId,
+      binding: rotation,
+    });
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);
+    double.release();
+    const res = await erasing;
+    expect(res.status, JSON.stringify(res.body)).toBe(409);
+    expect(res.body.error?.code).toBe("conflict");
+    expect(res.body.error?.message).toContain("Sign the revocation again");
+    expect(res.body.error?.details).toMatch(/^revocations: \S[^;]*$/);
+    expect(JSON.stringify(res.body)).not.toContain(card.hashedPan);
+    // Nothing was erased: the user holds the rotated key, the card's statements are all there.
+    expect((await svc.store.users.findById(card.userId))?.activeKeyId).toBe(keyId);
+    expect(await svc.store.users.findKey(keyId)).toBeDefined();
+    expect(await svc.store.ktLog.leafByPending(`ktp_erasure_0_${card.userId}`)).toBeUndefined();
+    expect(await svc.store.ktLog.findPending(`ktp_erasure_0_${card.userId}`)).toBeUndefined();
+    // Signed again for the rotated key (version 3), the same erasure finishes.
+    const again = await revocation(strict, card, { keyId, version: 3 });
+    const done = await erase(strict, card.userId, [again]);
+    expect(done.status, JSON.stringify(done.body)).toBe(200);
+    expect(done.body.data).toMatchObject({ deletedKeys: 2, receiptsLeft: 0 });
     await revokedAndErased(card);
   });
 

@@ -80,12 +80,19 @@ afterAll(async () => {
 });
 
 let cards = 0;
-/** A card with two receipts escrowed to the bank's key, then registered with its signed binding. */
-async function cardWithEscrow() {
+/**
+ * A card with two receipts escrowed to the bank's key, then registered with its signed binding; named
+ * by its hashed PAN, or by its PAR alone.
+ */
+async function cardWithEscrow(by: "hashedPan" | "par" = "hashedPan") {
   const hashedPan = hashPan(`${BIN}${String(++cards).padStart(8, "0")}`);
+  const par = `Q1${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 27)}`;
+  const ref = by === "par" ? { par } : { hashedPan };
+  const recipient =
+    by === "par" ? { recipientHashedPan: undefined, recipientPar: par } : { recipientHashedPan: hashedPan };
   const receipts: Array<{ merchantId: string; receiptId: string }> = [];
   for (let i = 0; i < 2; i++) {
-    const body = receiptBody({ recipientHashedPan: hashedPan, cardBin: BIN }) as {
+    const body = receiptBody({ ...recipient, cardBin: BIN }) as {
       merchantId: string;
       receiptId: string;
     };
@@ -100,21 +107,16 @@ async function cardWithEscrow() {
   const publicKey = p256();
   const statement = keyBindingStatement({
     issuer: TENANT,
-    card: { hashedPan },
+    card: ref,
     bin: BIN,
     keyId,
     publicKey,
     version: 1,
   });
   const binding = await signStatement(statement, root);
-  const reg = await post(svc, "/api/v1/onboarding/register", bankKey, {
-    hashedPan,
-    publicKey,
-    keyId,
-    binding,
-  });
+  const reg = await post(svc, "/api/v1/onboarding/register", bankKey, { ...ref, publicKey, keyId, binding });
   expect(reg.status, JSON.stringify(reg.body)).toBe(200);
-  return { hashedPan, keyId, publicKey, userId: reg.body.data.userId as string, receipts };
+  return { hashedPan, par, keyId, publicKey, userId: reg.body.data.userId as string, receipts };
 }
 
 /** The release request's items: each receipt's AES key re-wrapped from the bank's escrow key to `to`. */
@@ -155,6 +157,19 @@ describe("an issuer's escrow release is checked against the key log for requireB
     expect(res.body.data).toMatchObject({ released: 2, failed: [] });
   });
 
+  it("releases a card registered by its PAR alone when the request names that PAR", async () => {
+    const card = await cardWithEscrow("par");
+    await sequenced();
+    const receipts = await items(card.receipts, card);
+    const res = await post(svc, "/api/v1/escrow/release", bankKey, {
+      userId: card.userId,
+      par: card.par,
+      receipts,
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data).toMatchObject({ released: 2, failed: [] });
+  });
+
   it("refuses without the card, with another card, and with a swapped key row, moving nothing", async () => {
     const card = await cardWithEscrow();
     const other = await cardWithEscrow();
@@ -170,6 +185,26 @@ describe("an issuer's escrow release is checked against the key log for requireB
     });
     expect(wrong.status, JSON.stringify(wrong.body)).toBe(400);
     expect(wrong.body.error?.details).toContain("hashedPan: must be the user's card");
+    // A malformed reference is named for its format, never matched against the user's cards.
+    const malformed = [
+      [{ hashedPan: "abc" }, "hashedPan: must be 64 hexadecimal characters"],
+      [{ par: "short" }, "par: must be a PAR: 29 upper-case letters and digits"],
+      [
+        { hashedPan: card.hashedPan, par: "V0010013018209856843587239384" },
+        "par: cannot stand beside hashedPan",
+      ],
+    ] as const;
+    for (const [ref, reason] of malformed) {
+      const bad = await post(svc, "/api/v1/escrow/release", bankKey, {
+        userId: card.userId,
+        ...ref,
+        receipts,
+      });
+      expect([bad.status, bad.body.error?.details], JSON.stringify(bad.body)).toEqual([
+        400,
+        expect.stringContaining(reason),
+      ]);
+    }
     await stillEscrowed(card.receipts);
 
     // A store writer swaps the user's active key row; the issuer, asking the service, re-wraps to it.

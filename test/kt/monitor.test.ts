@@ -119,6 +119,10 @@ describe("monitor", () => {
     ).issuers[0]?.signingKeys[0]?.signingKeyId;
     expect(run.alerts).toEqual([
       { index: 1, message: "the directory gives your prefix 41111122 to bank-b" },
+      {
+        index: 2,
+        message: `your root changed from ${bank.signingKeyId} to ${rogue}, a change you did not sign`,
+      },
       { index: 2, message: "the directory's entry for you is not what your records say" },
       { index: 2, message: `the directory lists a signing key for you that is not yours (${rogue})` },
       { index: 3, message: "a statement about one of your PAR cards signed by another issuer's key" },
@@ -216,5 +220,138 @@ describe("monitor", () => {
       { index: 3, message: 'a card transfer entry that is not valid: lacks the member "transfer"' },
     ]);
     expect(run.state.next).toBe(4);
+  });
+
+  describe("root changes", () => {
+    const rootA = makeIssuer("bank-a");
+    const rootB = makeIssuer("bank-a");
+    const rootC = makeIssuer("bank-a");
+    const hashes = [rootA, rootB].map((k) => toHex(signerHashOf(k.spki)));
+
+    /** A snapshot listing bank-a's roots with these statuses. */
+    function rootsSnapshot(keys: Array<[ReturnType<typeof makeIssuer>, "current" | "revoked" | "pending"]>) {
+      const snapshot = JSON.parse(snapshotOf([{ issuer: rootA, bins: ["411111"] }])) as {
+        issuers: Array<{ signingKeys: Array<Record<string, Json>> }>;
+      };
+      const template = snapshot.issuers[0]?.signingKeys[0] as Record<string, Json>;
+      (snapshot.issuers[0] as { signingKeys: Json[] }).signingKeys = keys.map(([k, status]) => ({
+        ...template,
+        signingKeyId: k.signingKeyId,
+        spki: Buffer.from(k.spki).toString("base64"),
+        status,
+      }));
+      return directoryLeaf(canonicalJson(snapshot as unknown as Json));
+    }
+
+    function signedBy(signer: ReturnType<typeof makeIssuer>, statement: Record<string, Json>) {
+      const text = canonicalJson({ v: 1, issuer: "bank-a", ...statement } as Json);
+      return leafOf(text, signer);
+    }
+    const rotation = (to: ReturnType<typeof makeIssuer>, version: number) => ({
+      type: "receipts.v1/signing-key",
+      signingKeyId: to.signingKeyId,
+      algorithm: "Ed25519",
+      spki: Buffer.from(to.spki).toString("base64"),
+      role: "root",
+      version,
+      issuedAt: "2026-11-25T10:00:00Z",
+    });
+    const revocation = (of: ReturnType<typeof makeIssuer>, version: number) => ({
+      type: "receipts.v1/signing-key-revocation",
+      signingKeyId: of.signingKeyId,
+      version,
+      revokedAt: "2026-11-25T10:00:00Z",
+    });
+
+    function run(leaves: Array<Uint8Array | ReturnType<typeof leafOf>>, previous = EMPTY_MONITOR_STATE) {
+      const opened = new Map<number, { statement: Uint8Array; opening: Uint8Array }>();
+      const signed: string[] = [];
+      const bytes = leaves.map((leaf, i) => {
+        if (leaf instanceof Uint8Array) return leaf;
+        opened.set(previous.next + i, leaf);
+        signed.push(toHex(nodeSha256(leaf.statement)));
+        return leaf.leaf;
+      });
+      return monitor(config({ signerHashes: hashes, signed }), previous, {
+        leaves: bytes,
+        opened,
+        witnessCheckpoints: [],
+      });
+    }
+
+    it("stays quiet on a rotation and on a revocation and recovery it signed", () => {
+      const rotated = run([
+        rootsSnapshot([[rootA, "current"]]),
+        signedBy(rootA, rotation(rootB, 1)),
+        rootsSnapshot([
+          [rootA, "revoked"],
+          [rootB, "current"],
+        ]),
+      ]);
+      expect(rotated.alerts).toEqual([]);
+      expect(rotated.state.root?.id).toBe(rootB.signingKeyId);
+      const recovered = run([
+        rootsSnapshot([[rootA, "current"]]),
+        signedBy(rootA, revocation(rootA, 1)),
+        rootsSnapshot([[rootA, "revoked"]]),
+        rootsSnapshot([
+          [rootA, "revoked"],
+          [rootB, "pending"],
+        ]),
+        rootsSnapshot([
+          [rootA, "revoked"],
+          [rootB, "current"],
+        ]),
+      ]);
+      expect(recovered.alerts).toEqual([]);
+    });
+
+    it("alarms with one line on a root change it did not sign, also across runs", () => {
+      // The operator confirms a recovery root (even one of the bank's keys) while the root is live.
+      const first = run([rootsSnapshot([[rootA, "current"]])]);
+      expect(first.alerts).toEqual([]);
+      const swapped = run(
+        [
+          rootsSnapshot([
+            [rootA, "revoked"],
+            [rootB, "current"],
+          ]),
+          rootsSnapshot([
+            [rootA, "revoked"],
+            [rootB, "current"],
+          ]),
+        ],
+        first.state,
+      );
+      expect(swapped.alerts).toEqual([
+        {
+          index: 1,
+          message: `your root changed from ${rootA.signingKeyId} to ${rootB.signingKeyId}, a change you did not sign`,
+        },
+      ]);
+      // A rotation it signed, then a store writer's root: one line for the change, beside the foreign key's.
+      const taken = run([
+        rootsSnapshot([[rootA, "current"]]),
+        signedBy(rootA, rotation(rootB, 1)),
+        rootsSnapshot([
+          [rootA, "revoked"],
+          [rootB, "current"],
+        ]),
+        rootsSnapshot([
+          [rootA, "revoked"],
+          [rootB, "revoked"],
+          [rootC, "current"],
+        ]),
+      ]);
+      expect(taken.alerts.map((a) => a.message)).toEqual([
+        `your root changed from ${rootB.signingKeyId} to ${rootC.signingKeyId}, a change you did not sign`,
+        `the directory lists a signing key for you that is not yours (${rootC.signingKeyId})`,
+      ]);
+      // A root revoked without its statement: the change to none is the alarm.
+      const revoked = run([rootsSnapshot([[rootA, "current"]]), rootsSnapshot([[rootA, "revoked"]])]);
+      expect(revoked.alerts.map((a) => a.message)).toEqual([
+        `your root changed from ${rootA.signingKeyId} to none, a change you did not sign`,
+      ]);
+    });
   });
 });

@@ -265,6 +265,55 @@ export function ktLogContract(store: () => Store): void {
       expect(await log.findPending(bad.id)).toEqual({ ...bad, refused: "the signature does not verify" });
     });
 
+    it("after a refusal, resets the sequence to the log and refuses what waited behind it, nothing else", async () => {
+      const log = store().ktLog;
+      const card = hex64();
+      const seq = sequenceName.card(card);
+      const one = pendingBinding(card, 1, KEY_A);
+      await log.enqueue([one]);
+      await log.append({ token: 1 }, await batchOf(log, [one]));
+      const bad = pendingBinding(card, 2, KEY_B, { supersedes: KEY_A, createdAt: at(2) });
+      const behind = pendingBinding(card, 3, KEY_B, { createdAt: at(3) });
+      const elsewhere = pendingBinding(hex64(), 1, KEY_A, { createdAt: at(4) });
+      expect(await log.enqueue([bad, behind, elsewhere])).toEqual({ kind: "enqueued" });
+      const batch: KtAppendBatch = { ...(await batchOf(log, [])), refused: [{ id: bad.id, reason: "no" }] };
+      const reason = `queued behind ${bad.id}, which the key log refused`;
+      expect(await log.append({ token: 1 }, batch)).toEqual({
+        kind: "appended",
+        followers: [{ id: behind.id, reason }],
+      });
+      expect(await log.findPending(behind.id)).toEqual({ ...behind, refused: reason });
+      expect(await log.pending(10)).toEqual([elsewhere]);
+      expect(await log.sequenceState(seq)).toEqual((await log.loggedStates([seq])).get(seq));
+      // The card's next statement follows the log, not the refused one.
+      expect(await log.enqueue([pendingBinding(card, 2, KEY_B)])).toEqual({ kind: "enqueued" });
+      // A card whose first statement was refused starts again at version 1.
+      const fresh = hex64();
+      const first = pendingBinding(fresh, 1, KEY_A);
+      await log.enqueue([first]);
+      await log.append(
+        { token: 1 },
+        { ...(await batchOf(log, [])), refused: [{ id: first.id, reason: "no" }] },
+      );
+      expect(await log.sequenceState(sequenceName.card(fresh))).toBeUndefined();
+      expect(await log.enqueue([pendingBinding(fresh, 1, KEY_B)])).toEqual({ kind: "enqueued" });
+    });
+
+    it("deletes a card's refused records when it erases the card, and keeps other cards' records", async () => {
+      const log = store().ktLog;
+      const [card, other] = [hex64(), hex64()];
+      const mine = pendingBinding(card, 1, KEY_A);
+      const theirs = pendingBinding(other, 1, KEY_A);
+      const waiting = pendingBinding(hex64(), 1, KEY_A);
+      await log.enqueue([mine, theirs, waiting]);
+      const refused = [mine, theirs].map((p) => ({ id: p.id, reason: "no" }));
+      await log.append({ token: 1 }, { ...(await batchOf(log, [])), refused });
+      await log.eraseCard(card, at(9));
+      expect(await log.findPending(mine.id)).toBeUndefined();
+      expect(await log.findPending(theirs.id)).toEqual({ ...theirs, refused: "no" });
+      expect(await log.pending(10)).toEqual([waiting]);
+    });
+
     it("reads tiles cut to the width asked for, and fails for a tile it does not hold", async () => {
       const log = store().ktLog;
       const pending = Array.from({ length: 3 }, () => pendingBinding(hex64(), 1, KEY_A));

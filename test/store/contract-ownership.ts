@@ -212,6 +212,30 @@ export function ownershipContract(store: () => Store): void {
       expect(await s.bins.ownerOf("49999999")).toBe("tnt_a");
     });
 
+    it("never refuses a tenant's prefixes for overlapping its own: a BIN over its token BIN, a prefix named twice", async () => {
+      const s = store();
+      const token = [{ tenantId: "tnt_a", kind: "token-bin" as const, bins: ["49999999"] }];
+      expect(await s.bins.setLists(token, at(0))).toEqual({ kind: "set" });
+      // A 6-digit card BIN over the tenant's own 8-digit token BIN, and an 8-digit prefix given before
+      // the tenant's own 6-digit one over it, named twice: all the tenant's, so set.
+      expect(await s.bins.set("tnt_a", ["499999", "41111122", "411111", "41111122"], at(1))).toEqual({
+        kind: "set",
+      });
+      expect(await s.bins.list("tnt_a")).toEqual(["411111", "41111122", "499999"]);
+      expect(await s.bins.list("tnt_a", "token-bin")).toEqual(["49999999"]);
+      // Another tenant still gets none of them, nor a prefix under them.
+      for (const bins of [["41111133"], ["49999999"], ["411111"]]) {
+        expect((await s.bins.set("tnt_b", bins, at(2))).kind, bins.join(",")).toBe("conflict");
+      }
+      expect(await s.bins.ownerOf("41111133")).toBe("tnt_a");
+      // Its own token BIN as a card BIN is refused, naming that prefix (not the first one asked for).
+      expect(await s.bins.set("tnt_a", ["400000", "49999999"], at(3))).toEqual({
+        kind: "conflict",
+        bin: "49999999",
+      });
+      expect(await s.bins.list("tnt_a")).toEqual(["411111", "41111122", "499999"]);
+    });
+
     it("moves a prefix from one tenant to another in one step, with both records, or not at all", async () => {
       const s = store();
       await s.bins.set("tnt_a", ["411111", "422222"], at(0));

@@ -323,6 +323,23 @@ describe("MongoDB adapter", () => {
     expect((failure as AppError).code).toBe("service_unavailable");
   });
 
+  it("reports BINs it could not set as a failure, never as a prefix another tenant holds", async () => {
+    // An operator told "conflict" would look for another owner of a prefix nobody holds.
+    const fake = new FakeMongo();
+    const store = await storeOn(fake);
+    await store.init();
+    expect(await store.bins.set("tnt_i", ["411111"], at(0))).toEqual({ kind: "set" });
+    fake.down();
+    for (const set of [
+      () => store.bins.set("tnt_i", ["422222"], at(1)),
+      () => store.bins.setLists([{ tenantId: "tnt_j", kind: "token-bin", bins: ["43333333"] }], at(1)),
+    ]) {
+      const failure = await set().catch((err: unknown) => err);
+      expect(failure).toBeInstanceOf(AppError);
+      expect((failure as AppError).code).toBe("service_unavailable");
+    }
+  });
+
   it("answers nothing for a pair whose receipt the TTL monitor deleted before its claim", async () => {
     // The TTL monitor deletes expired escrow and expired claims in two collections, in any order.
     const fake = new FakeMongo();

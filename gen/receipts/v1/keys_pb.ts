@@ -676,7 +676,8 @@ export type RegisterIssuerSigningKeyRequest = Message<"receipts.v1.RegisterIssue
   /**
    * Base64 of a receipts.v1/signing-key statement introducing this key: for the root, optional and
    * signed by the key itself (role root); for every later key, required and signed by the
-   * tenant's confirmed root (role signer). Its version is the tenant's last statement's + 1.
+   * tenant's confirmed root (role signer, or role root for a root rotation). Its version is the
+   * tenant's last statement's + 1.
    *
    * @generated from field: string statement = 2;
    */
@@ -723,7 +724,7 @@ export type RegisterIssuerSigningKeyResponse = Message<"receipts.v1.RegisterIssu
   status: string;
 
   /**
-   * "root" (the tenant's first key) or "signer".
+   * "root" (the tenant's first key, a rotation's new root, or a recovery root) or "signer".
    *
    * @generated from field: string role = 4;
    */
@@ -850,7 +851,7 @@ export const IssuerSigningKeySchema: GenMessage<IssuerSigningKey> = /*@__PURE__*
  */
 export type RevokeIssuerSigningKeyRequest = Message<"receipts.v1.RevokeIssuerSigningKeyRequest"> & {
   /**
-   * Required. A signer of the calling tenant.
+   * Required. A signer of the calling tenant, or its confirmed root.
    *
    * @generated from field: string signing_key_id = 1;
    */
@@ -1131,7 +1132,11 @@ export const KeysService: GenService<{
    * key is its root: pending until the operator confirms it (after an out-of-band check with the
    * bank); it may come with its own receipts.v1/signing-key statement (role root), signed by itself.
    * Every later key needs the confirmed root's receipts.v1/signing-key statement (role signer) and
-   * is current at once: unsigned or badly signed is invalid_signature.
+   * is current at once: unsigned or badly signed is invalid_signature. A statement of role root
+   * rotates the root: the new key is the tenant's root, current at once, and the old root signs
+   * nothing more (merchants honour the new root KT_ROOT_DELAY after the first checkpoint showing
+   * it). After the root revoked itself, the next key is a recovery root, pending until the operator
+   * confirms it, as the first one was; while the tenant's root is live no key is added without it.
    *
    * Example request:
    * {"publicKey": "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE="}
@@ -1176,8 +1181,10 @@ export const KeysService: GenService<{
     output: typeof ListIssuerSigningKeysResponseSchema;
   },
   /**
-   * Revokes a signing key (not the root) of the calling issuer tenant, with the confirmed root's
-   * receipts.v1/signing-key-revocation statement: it signs nothing from then on.
+   * Revokes a signing key of the calling issuer tenant, with the confirmed root's
+   * receipts.v1/signing-key-revocation statement: it signs nothing from then on. The root may
+   * revoke itself (when it is compromised): every signer is revoked with it, and the tenant's next
+   * key is a recovery root the operator confirms after an out-of-band check.
    *
    * Example request:
    * {"signingKeyId": "sk_9f86d081884c7d659a2feaa0c55ad015", "statement": "eyJpc3N1ZXIiOiJiYW5rLWEiLCJyZXZva2VkQXQiOiIyMDI2LTExLTI1VDEyOjAwOjAwWiJ9", "signature": "q83vASNFZ4mrze8BI0VniSs8ETw+S7mUV9lQdbRiq3Bh0y4n5zY0rl7xWHi2jb4LqNkVOW0i2gfSrWWzGQXfAw=="}

@@ -3,7 +3,7 @@ import { DEFAULT_MAX_BINDING_DAYS } from "../../kt/statements.js";
 import { advanceSequence, sequenceName } from "../../store/kt-sequence.js";
 import type { KtPendingInput, KtSequenceState } from "../../store/kt-types.js";
 import type { BinKind, Store } from "../../store/types.js";
-import { rootOf } from "./issuer-keys.js";
+import { refuseWhileRecovering, rootOf } from "./issuer-keys.js";
 import { pendingStatementOf } from "./service.js";
 import {
   decodeSigned,
@@ -60,10 +60,12 @@ export async function binChangeStatements(
   carried: readonly CarriedStatement[],
   now: Date,
 ): Promise<KtPendingInput[] | undefined> {
-  const root = rootOf(await store.ktIssuers.get(tenant));
-  if (root?.status !== "current") return undefined;
+  const record = await store.ktIssuers.get(tenant);
+  const root = rootOf(record);
   const added = refsMinus(change.after, change.before);
   const removed = refsMinus(change.before, change.after);
+  if (added.length + removed.length > 0) refuseWhileRecovering(record);
+  if (root?.status !== "current") return undefined;
   if (added.length + removed.length > 0 && carried.length === 0) {
     throw new AppError(
       "invalid_signature",

@@ -8,7 +8,7 @@ import type { KtPendingInput } from "../../store/kt-types.js";
 import type { BinKind, BinList, Store } from "../../store/types.js";
 import type { CarriedStatement, PrefixRef } from "./bin-claims.js";
 import { directoryChange } from "./directory-change.js";
-import { nextIssuerRecord, putIssuer, rootOf } from "./issuer-keys.js";
+import { nextIssuerRecord, putIssuer, rootOf, rootState } from "./issuer-keys.js";
 import { pendingStatementOf } from "./service.js";
 import { decodeSigned, fieldError, storeSigningKeys, verifySigned } from "./signed.js";
 import { orderOf } from "./statement-check.js";
@@ -55,7 +55,9 @@ export async function planMoves(
   for (const { prefix, kind } of added) {
     const from = await store.bins.ownerOf(prefix);
     if (from === undefined || from === to || !(await store.bins.list(from, kind)).includes(prefix)) continue;
-    if (rootOf(await store.ktIssuers.get(from))?.status !== "current") continue;
+    // A prefix moves at once by the operator's word only from a tenant that never had a root: one
+    // whose root is revoked (waiting for its recovery root) gives it up only by announcement.
+    if (rootState(await store.ktIssuers.get(from)) === "none") continue;
     const i = checked.findIndex((c) => c.from === from && c.prefix === prefix && c.kind === kind);
     const release = checked[i];
     if (release === undefined) {

@@ -4,7 +4,14 @@ import type { KtIssuerRecord, KtSigningKeyRecord, PlaintextIntake } from "../../
 import type { KtPendingInput } from "../../store/kt-types.js";
 import { audit, checkId, type OperatorContext } from "../admin.js";
 import { directoryChange } from "./directory-change.js";
-import { nextIssuerRecord, putIssuer, rootOf, verifyRootStatement } from "./issuer-keys.js";
+import {
+  nextIssuerRecord,
+  putIssuer,
+  refuseWhileRecovering,
+  rootOf,
+  rootState,
+  verifyRootStatement,
+} from "./issuer-keys.js";
 import { pendingStatementOf } from "./service.js";
 import { expectMember } from "./signed.js";
 
@@ -53,18 +60,27 @@ export async function confirmRoot(
   checkId(v, "signingKeyId", signingKeyId);
   v.throwIfAny();
   const record = await ctx.store.ktIssuers.get(tenant);
-  const root = rootOf(record);
-  if (root === undefined || root.signingKeyId !== signingKeyId) {
+  const root = record?.signingKeys.find((k) => k.role === "root" && k.signingKeyId === signingKeyId);
+  if (record === undefined || root === undefined) {
     throw new AppError("not_found", "This tenant has no root signing key of this id.");
   }
   if (root.status === "current") return viewOf(tenant, root);
   if (root.status === "revoked") throw new AppError("conflict", "This root is revoked.");
+  const live = record.signingKeys.find((k) => k.role === "root" && k.status === "current");
+  if (live !== undefined) {
+    throw new AppError(
+      "conflict",
+      "This tenant's root is live: a new root is confirmed only after the tenant's root revoked itself.",
+    );
+  }
+  const recovery = rootState(record) === "recovering";
   const updated = nextIssuerRecord(record, tenant, ctx.now);
-  const confirmed = rootOf(updated) as KtSigningKeyRecord;
+  const confirmed = updated.signingKeys.find((k) => k.signingKeyId === signingKeyId) as KtSigningKeyRecord;
   confirmed.status = "current";
   confirmed.confirmedAt = ctx.now;
   await putIssuer(ctx.store, updated, [directoryChange("kt.root.confirmed", ctx.now, tenant)]);
-  await audit(ctx, "admin.kt.root_confirmed", tenant, `root ${signingKeyId} confirmed`, {
+  const what = recovery ? "recovery root" : "root";
+  await audit(ctx, "admin.kt.root_confirmed", tenant, `${what} ${signingKeyId} confirmed`, {
     keyId: signingKeyId,
   });
   return viewOf(tenant, confirmed);
@@ -160,6 +176,7 @@ async function setTenantSetting(
   v.throwIfAny();
   const chosen = value as string | boolean;
   const record = await ctx.store.ktIssuers.get(tenant);
+  refuseWhileRecovering(record);
   const root = rootOf(record);
   let kt: KtPendingInput;
   if (root?.status === "current") {

@@ -1,5 +1,6 @@
 import { AppError } from "../../errors.js";
 import { base64 } from "../../kt/bytes.js";
+import { MAX_SIGNING_KEYS } from "../../kt/directory.js";
 import { signingKeyIdOf } from "../../kt/signatures.js";
 import { DEFAULT_MAX_BINDING_DAYS, type Statement } from "../../kt/statements.js";
 import type { KtIssuerRecord, KtSigningKeyRecord } from "../../store/kt-issuers.js";
@@ -28,6 +29,15 @@ import { orderOf } from "./statement-check.js";
  * its own introduction (a `receipts.v1/signing-key` statement of role `root` it signs itself), which
  * the log records. Every later key, and every revocation, is a statement signed by the confirmed
  * root: unsigned or badly signed is `invalid_signature`. Each change is audited with the key ids.
+ *
+ * Root rotation: the confirmed root signs a `receipts.v1/signing-key` statement of role `root`
+ * introducing its successor, which is current at once; the old root is retired (revoked, with the
+ * version of that statement) and signs nothing from then on. Root revocation: the confirmed root
+ * signs its own `receipts.v1/signing-key-revocation`; the root and every signer are revoked, and
+ * the tenant gets a new root only as it got its first (registration, then the operator's confirm).
+ * While the tenant has a live root (pending or current), no key is registered without its statement,
+ * so a recovery root for a tenant whose root is not revoked is refused; while it waits for its
+ * recovery root, nothing falls back to the operator's word (`rootState`).
  */
 
 /** A signing key as the API renders it. */
@@ -54,9 +64,30 @@ function viewOf(key: KtSigningKeyRecord): SigningKeyView {
   return { ...rest, publicKey: spki };
 }
 
-/** The tenant's root, if it has one. */
+/** The tenant's live root (pending or current), if it has one: a retired or revoked root is not. */
 export function rootOf(record: KtIssuerRecord | undefined): KtSigningKeyRecord | undefined {
-  return record?.signingKeys.find((k) => k.role === "root");
+  return record?.signingKeys.find((k) => k.role === "root" && k.status !== "revoked");
+}
+
+/**
+ * Where a tenant stands: `current` with a confirmed root; `recovering` after its root was revoked and
+ * before a new one is confirmed (its settings and BINs change only once a root signs again, never by
+ * the operator's word); `none` before its first root is confirmed (the operator's word stands).
+ */
+export function rootState(record: KtIssuerRecord | undefined): "none" | "current" | "recovering" {
+  if (rootOf(record)?.status === "current") return "current";
+  const revoked = record?.signingKeys.some((k) => k.role === "root" && k.status === "revoked");
+  return revoked === true ? "recovering" : "none";
+}
+
+/** `forbidden` for a change that needs the tenant's root while the tenant waits for its recovery root. */
+export function refuseWhileRecovering(record: KtIssuerRecord | undefined): void {
+  if (rootState(record) === "recovering") {
+    throw new AppError(
+      "forbidden",
+      "The tenant's root is revoked: this change waits for its recovery root, confirmed by the operator.",
+    );
+  }
 }
 
 /** A tenant's record after a change: the next revision. */
@@ -134,8 +165,10 @@ export async function verifyRootStatement(
 }
 
 /**
- * Adds a signing key of the caller's tenant: its root (pending) when it is the first, else a signer
- * endorsed by the confirmed root's `receipts.v1/signing-key` statement (current at once).
+ * Adds a signing key of the caller's tenant: its root (pending) when it has no live root (its first,
+ * or a recovery root after its root was revoked), else the key the confirmed root's
+ * `receipts.v1/signing-key` statement introduces, current at once: a signer, or (role `root`) the
+ * root's successor, which retires the old root.
  */
 export async function registerIssuerSigningKey(
   deps: DomainDeps,
@@ -149,13 +182,21 @@ export async function registerIssuerSigningKey(
   const holder = await deps.store.ktIssuers.tenantOfSigningKey(signingKeyId);
   if (holder !== undefined) throw new AppError("conflict", "This signing key is already registered.");
   const record = await deps.store.ktIssuers.get(tenantId);
+  // Every key stays listed (a rotation retires its root, it does not delete it), and a snapshot
+  // with more keys for one issuer than verifiers parse would stop every merchant's verification.
+  if ((record?.signingKeys.length ?? 0) >= MAX_SIGNING_KEYS) {
+    throw new AppError(
+      "conflict",
+      `The tenant has ${MAX_SIGNING_KEYS} signing keys, the most the directory lists.`,
+    );
+  }
   const root = rootOf(record);
   const now = deps.clock.now();
   const key: KtSigningKeyRecord = {
     signingKeyId,
     algorithm,
     spki: base64(spki),
-    role: root === undefined ? "root" : "signer",
+    role: "root",
     status: root === undefined ? "pending" : "current",
     createdAt: now,
   };
@@ -163,8 +204,12 @@ export async function registerIssuerSigningKey(
     root === undefined
       ? await rootIntroduction(deps, tenantId, input, key)
       : await verifyRootStatement(deps.store, tenantId, input, root);
+  const introduced = checked?.statement as Record<string, unknown> | undefined;
+  const rotation = root !== undefined && introduced?.role === "root";
+  if (root !== undefined && !rotation) key.role = "signer";
   if (checked !== undefined) expectIntroduces(checked.statement, key);
   const updated = nextIssuerRecord(record, tenantId, now);
+  if (rotation) retire(updated, root.signingKeyId, now, (checked as VerifiedStatement).statement.version);
   updated.signingKeys.push(key);
   const kt =
     checked === undefined
@@ -174,15 +219,23 @@ export async function registerIssuerSigningKey(
   deps.kt.notify();
   await recordChange(deps, {
     at: now,
-    action: "kt.signing_key.added",
+    action: rotation ? "kt.root.rotated" : "kt.signing_key.added",
     tenantId,
     requestId: caller.requestId,
     sourceIp: caller.sourceIp,
     keyId: signingKeyId,
     ...(root === undefined ? {} : { previousKeyId: root.signingKeyId }),
-    subject: `${key.role} ${key.status}`,
+    subject: `${key.role} ${key.status}${root === undefined && rootState(record) === "recovering" ? " (recovery)" : ""}`,
   });
   return viewOf(key);
+}
+
+/** Marks key `signingKeyId` of `record` revoked at `now`; a root keeps the version that retired it. */
+function retire(record: KtIssuerRecord, signingKeyId: string, now: Date, version?: number): void {
+  const key = record.signingKeys.find((k) => k.signingKeyId === signingKeyId) as KtSigningKeyRecord;
+  key.status = "revoked";
+  key.revokedAt = now;
+  if (version !== undefined) key.revokedAtVersion = version;
 }
 
 /** The root's optional self-signed introduction, checked with the candidate root as its signer. */
@@ -242,8 +295,10 @@ export async function listIssuerSigningKeys(
 }
 
 /**
- * Revokes a signer of the caller's tenant with the root's `receipts.v1/signing-key-revocation`
- * statement; it signs nothing from then on. The root itself is not revoked this way.
+ * Revokes a signing key of the caller's tenant with the root's `receipts.v1/signing-key-revocation`
+ * statement: a signer, or the root itself (signed by itself, when it is compromised), which revokes
+ * every signer with it: whatever the revoked root vouched for stops counting, and the tenant waits
+ * for a recovery root (registered, then confirmed by the operator after an out-of-band check).
  */
 export async function revokeIssuerSigningKey(
   deps: DomainDeps,
@@ -257,9 +312,9 @@ export async function revokeIssuerSigningKey(
   if (record === undefined || key === undefined) {
     throw new AppError("not_found", "No signing key of this tenant has this id.");
   }
-  if (key.role === "root")
-    throw fieldError("signingKeyId", "is the tenant's root, which is not revoked this way");
   if (key.status === "revoked") return viewOf(key);
+  if (key.role === "root" && key.status !== "current")
+    throw fieldError("signingKeyId", "is a root the operator has not confirmed: it signs nothing yet");
   const checked = await verifyRootStatement(deps.store, tenantId, input, rootOf(record));
   expectMember(
     "statement.type",
@@ -275,19 +330,22 @@ export async function revokeIssuerSigningKey(
   );
   const now = deps.clock.now();
   const updated = nextIssuerRecord(record, tenantId, now);
-  const revoked = updated.signingKeys.find((k) => k.signingKeyId === key.signingKeyId) as KtSigningKeyRecord;
-  revoked.status = "revoked";
-  revoked.revokedAt = now;
+  const isRoot = key.role === "root";
+  retire(updated, key.signingKeyId, now, isRoot ? checked.statement.version : undefined);
+  const signers = isRoot
+    ? updated.signingKeys.filter((k) => k.role === "signer" && k.status !== "revoked")
+    : [];
+  for (const signer of signers) retire(updated, signer.signingKeyId, now);
   await putIssuer(deps.store, updated, [pendingOf(deps, tenantId, checked)]);
   deps.kt.notify();
   await recordChange(deps, {
     at: now,
-    action: "kt.signing_key.revoked",
+    action: isRoot ? "kt.root.revoked" : "kt.signing_key.revoked",
     tenantId,
     requestId: caller.requestId,
     sourceIp: caller.sourceIp,
     previousKeyId: key.signingKeyId,
-    subject: key.signingKeyId,
+    subject: isRoot ? `root ${key.signingKeyId} and ${signers.length} signer(s)` : key.signingKeyId,
   });
-  return viewOf(revoked);
+  return viewOf(updated.signingKeys.find((k) => k.signingKeyId === key.signingKeyId) as KtSigningKeyRecord);
 }

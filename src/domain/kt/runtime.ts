@@ -111,6 +111,7 @@ export function createKtRuntime(options: KtRuntimeOptions): KtRuntime {
       tiles,
       onCheckpoint: () => log.checkpointed(),
       settle: (now) => settleBinMoves(store, now, logger),
+      audit: store.audit,
     },
     {
       holder: options.holder ?? `${hostname()}:${process.pid}:${randomId("seq", 6)}`,

@@ -6,8 +6,16 @@ import { leafHash } from "../../kt/merkle.js";
 import { nodeSha256 } from "../../kt/node-engine.js";
 import { formatCheckpoint, formatNote, type NoteSigner, signNoteLine } from "../../kt/note.js";
 import { appendToTiles, rootFromTiles, type TileReader } from "../../kt/tiles.js";
-import type { KtAppendBatch, KtCheckpointRecord, KtFence, KtLeafRecord } from "../../store/kt-types.js";
+import type {
+  KtAppendBatch,
+  KtCheckpointRecord,
+  KtFence,
+  KtLeafRecord,
+  KtPendingRecord,
+} from "../../store/kt-types.js";
 import type { Lease, LeaseStore } from "../../store/lease-types.js";
+import type { AuditEvent, AuditStore } from "../../store/types.js";
+import { INTERNAL_CALLER } from "../grants.js";
 import { type BatchDeps, buildSnapshot, planBatch } from "./batch.js";
 import type { DirectorySource } from "./directory-source.js";
 import { TileOverlay } from "./tile-cache.js";
@@ -68,6 +76,8 @@ export interface SequencerDeps extends BatchDeps {
    * instance makes them and the same round snapshots them. Its failures are its own to log.
    */
   settle?: (now: Date) => Promise<unknown>;
+  /** Where each refused statement is audited (the tenant's `kt.statement_refused`). */
+  audit?: Pick<AuditStore, "append">;
 }
 
 /** What a round did. */
@@ -239,9 +249,6 @@ export class Sequencer {
       }
     }
     if (leaves.length === 0 && plan.consumed.length === 0 && plan.refused.length === 0) return "idle";
-    for (const { id, reason } of plan.refused) {
-      this.deps.logger.error({ pendingId: id, reason }, "key log sequencer refused a statement");
-    }
     const appended = await appendToTiles(
       this.deps.tiles,
       head.size,
@@ -263,7 +270,40 @@ export class Sequencer {
       tiles: appended.tiles,
       leaves: records,
     });
+    if (outcome.kind === "appended") {
+      await this.reportRefused(pending, [...plan.refused, ...(outcome.followers ?? [])], now);
+    }
     return outcome.kind;
+  }
+
+  /**
+   * Logs and audits each statement refused in the append just made (those the store refused behind
+   * them included), for the tenant that sent it. An audit failure is logged: the refusal stands.
+   */
+  private async reportRefused(
+    pending: readonly KtPendingRecord[],
+    refused: ReadonlyArray<{ id: string; reason: string }>,
+    at: Date,
+  ): Promise<void> {
+    for (const { id, reason } of refused) {
+      this.deps.logger.error({ pendingId: id, reason }, "key log sequencer refused a statement");
+      const record = pending.find((p) => p.id === id) ?? (await this.deps.log.findPending(id));
+      if (record === undefined || record.kind === "directory" || this.deps.audit === undefined) continue;
+      const event: AuditEvent = {
+        at,
+        action: "kt.statement_refused",
+        tenantId: record.kind === "statement" ? record.tenantId : record.toTenant,
+        requestId: INTERNAL_CALLER.requestId,
+        sourceIp: INTERNAL_CALLER.sourceIp,
+        subject: `${id}: ${reason}`,
+      };
+      if (record.userId !== undefined) event.userId = record.userId;
+      try {
+        await this.deps.audit.append(event);
+      } catch (err) {
+        this.deps.logger.error({ err, pendingId: id }, "key log: a refusal could not be audited");
+      }
+    }
   }
 
   /**

@@ -56,7 +56,14 @@ export function signingKeyInfo(
   if (record === undefined || key === undefined) return undefined;
   const spki = fromBase64Strict(key.spki);
   if (spki === undefined) return undefined;
-  return { tenantId: record.tenantId, signingKeyId, spki, role: key.role, status: key.status };
+  return {
+    tenantId: record.tenantId,
+    signingKeyId,
+    spki,
+    role: key.role,
+    status: key.status,
+    ...(key.revokedAtVersion === undefined ? {} : { revokedAtVersion: key.revokedAtVersion }),
+  };
 }
 
 /**

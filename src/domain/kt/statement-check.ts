@@ -34,6 +34,8 @@ export interface KtSigningKeyInfo {
   role: "root" | "signer";
   /** `pending` until the operator confirms a root (or the root endorses a signer); `revoked` for good. */
   status: "pending" | "current" | "revoked";
+  /** A retired root: the version of the tenant statement that retired it (`KtSigningKeyRecord`). */
+  revokedAtVersion?: number;
 }
 
 /** Where the check finds a tenant's signing keys. */
@@ -107,13 +109,24 @@ export async function checkStatement(
 }
 
 /**
- * Why `signer` may not sign `statement`, if it may not: a revoked key signs nothing; a tenant
+ * Why `signer` may not sign `statement`, if it may not: a revoked key signs nothing, except that a
+ * root retired by a rotation or by its own revocation still counts for the tenant statements up to
+ * the one that retired it (queued while it was the root; the sequence's last + 1 rule stops any
+ * replay, and intake never takes a retired root's signature); a tenant
  * statement needs the tenant's root, current, except the root's own introduction (a `signing-key`
  * statement of role `root` naming the signer itself), which it signs while the operator has not yet
  * confirmed it; every other statement needs a current key.
  */
 function rootChainProblem(statement: Statement, signer: KtSigningKeyInfo): string | undefined {
-  if (signer.status === "revoked") return `signing key ${signer.signingKeyId} is revoked`;
+  if (signer.status === "revoked") {
+    const retiredAt = signer.revokedAtVersion;
+    const before =
+      signer.role === "root" &&
+      retiredAt !== undefined &&
+      TENANT_STATEMENT_TYPES.includes(statement.type) &&
+      statement.version <= retiredAt;
+    return before ? undefined : `signing key ${signer.signingKeyId} is revoked`;
+  }
   if (!TENANT_STATEMENT_TYPES.includes(statement.type)) {
     return signer.status === "current" ? undefined : `signing key ${signer.signingKeyId} is not current yet`;
   }

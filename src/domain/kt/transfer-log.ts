@@ -12,12 +12,16 @@ import type { UserRecord } from "../../store/types.js";
  * sequencer appends each as a `0x03` entry naming the issuers from and to and a commitment to the
  * keyed card reference (`kt/transfer.ts`), never the reference.
  */
+/** A new transfer's id (`trf_` and 32 hex digits): one id for its entries, its answer and its audit. */
+export function newTransferId(): string {
+  return `trf_${secureRandomBytes(16).toString("hex")}`;
+}
+
 export async function transferEntries(
   log: Pick<KtLogStore, "sequenceState">,
   user: UserRecord,
-  move: { toTenant: string; newUserId: string; now: Date },
+  move: { transfer: string; toTenant: string; newUserId: string; now: Date },
 ): Promise<KtPendingTransfer[]> {
-  const transfer = `trf_${secureRandomBytes(16).toString("hex")}`;
   const keys = [user.panHash, ...(user.aliasPanHash === undefined ? [] : [user.aliasPanHash])];
   const entries: KtPendingTransfer[] = [];
   for (const cardKey of keys) {
@@ -27,7 +31,7 @@ export async function transferEntries(
       kind: "transfer",
       id: randomId("ktp", 16),
       order: { sequence, type: "receipts.v1/card-transfer", version: (state?.version ?? 0) + 1 },
-      transfer,
+      transfer: move.transfer,
       fromTenant: user.tenantId,
       toTenant: move.toTenant,
       cardKey,

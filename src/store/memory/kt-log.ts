@@ -1,6 +1,6 @@
 import { emptyRoot, HASH_BYTES } from "../../kt/merkle.js";
 import { type TileRequest, tilePath } from "../../kt/tiles.js";
-import { planIntake } from "../kt-sequence.js";
+import { followerReason, planIntake } from "../kt-sequence.js";
 import type {
   KtAppendBatch,
   KtAppendOutcome,
@@ -123,8 +123,32 @@ export class MemoryKtLog implements KtLogStore {
     for (const { sequence, after } of batch.sequences) {
       this.sequences.set(sequence, { ...this.sequences.get(sequence), logged: copy(after) });
     }
+    const followers = this.resetRefusedSequences(batch.refused);
     this.current = { size: batch.newSize, root: batch.root.slice(), fence: fence.token };
-    return { kind: "appended" };
+    return followers.length > 0 ? { kind: "appended", followers } : { kind: "appended" };
+  }
+
+  /**
+   * After a refusal: the sequence's intake state back to what the log holds, and every record of the
+   * sequence still waiting (queued on top of the refused one) refused too; see {@link KtLogStore.append}.
+   */
+  private resetRefusedSequences(refused: KtAppendBatch["refused"]): Array<{ id: string; reason: string }> {
+    const followers: Array<{ id: string; reason: string }> = [];
+    for (const { id } of refused) {
+      const record = this.pendingById.get(id);
+      if (record === undefined || record.kind === "directory") continue;
+      const sequence = record.order.sequence;
+      const logged = this.sequences.get(sequence)?.logged;
+      if (logged === undefined) this.sequences.delete(sequence);
+      else this.sequences.set(sequence, { intake: copy(logged), logged });
+      for (const other of this.pendingById.values()) {
+        if (other.refused !== undefined || other.kind === "directory") continue;
+        if (other.order.sequence !== sequence) continue;
+        other.refused = followerReason(id);
+        followers.push({ id: other.id, reason: other.refused });
+      }
+    }
+    return followers;
   }
 
   /** What makes a batch unwritable as a whole (checked before anything is written). */
@@ -243,6 +267,10 @@ export class MemoryKtLog implements KtLogStore {
       changed++;
     }
     this.sequences.delete(`card:${cardKey}`);
+    for (const [id, record] of this.pendingById) {
+      if (record.refused !== undefined && record.kind === "statement" && record.card?.key === cardKey)
+        this.pendingById.delete(id);
+    }
     return changed;
   }
 

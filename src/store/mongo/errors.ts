@@ -19,6 +19,13 @@ export function isDuplicateKey(err: unknown): boolean {
   return err instanceof MongoServerError && err.code === DUPLICATE_KEY;
 }
 
+/** The `_id` a duplicate-key error names (MongoDB reports the colliding key in `keyValue`), or "". */
+export function duplicateId(err: unknown): string {
+  const id =
+    err instanceof MongoServerError ? (err.keyValue as { _id?: unknown } | undefined)?._id : undefined;
+  return typeof id === "string" ? id : "";
+}
+
 /**
  * Server error codes that mean "not reachable now, try again later": time limits, shutdowns, elections
  * and network failures reported by a mongos or a replica set member.

@@ -210,7 +210,21 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     { key: { createdAt: 1 }, name: "prune" },
   ],
   // The sequencer's read: waiting records, oldest first.
-  [COLLECTIONS.ktPending]: [{ key: { state: 1, createdAt: 1, _id: 1 }, name: "waiting" }],
+  [COLLECTIONS.ktPending]: [
+    { key: { state: 1, createdAt: 1, _id: 1 }, name: "waiting" },
+    // An append that refuses a statement: the records waiting behind it in its sequence.
+    {
+      key: { "order.sequence": 1, state: 1 },
+      name: "bySequence",
+      partialFilterExpression: { "order.sequence": { $exists: true } },
+    },
+    // Erasure of a card: its refused records.
+    {
+      key: { "card.key": 1, state: 1 },
+      name: "byCard",
+      partialFilterExpression: { "card.key": { $exists: true } },
+    },
+  ],
   [COLLECTIONS.ktLeaves]: [
     // A pending record becomes one leaf; a sequence's version one leaf (a replayed statement is refused).
     {

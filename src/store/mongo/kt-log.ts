@@ -4,6 +4,7 @@
 import type { ClientSession } from "mongodb";
 import { emptyRoot, HASH_BYTES } from "../../kt/merkle.js";
 import { type TileRequest, tilePath } from "../../kt/tiles.js";
+import { followerReason } from "../kt-sequence.js";
 import type {
   KtAppendBatch,
   KtAppendOutcome,
@@ -155,10 +156,11 @@ export class MongoKtLog implements KtLogStore {
         await this.writeLeaves(session, batch);
         await this.settlePending(session, batch);
         await this.writeSequences(session, batch);
+        const followers = await this.resetRefusedSequences(session, batch);
         const write = this.ctx.writeIn(session);
         const next = { size: batch.newSize, root: toBinary(batch.root), fence: fence.token };
         await this.headDocs.updateOne({ _id: "head" }, { $set: next }, { ...write, upsert: true });
-        return { kind: "appended" };
+        return followers.length > 0 ? { kind: "appended", followers } : { kind: "appended" };
       }),
     );
   }
@@ -220,6 +222,41 @@ export class MongoKtLog implements KtLogStore {
       // No match means another logged state: the upsert then collides on `_id` and the append fails.
       await this.sequenceDocs.updateOne(filter, { $set: { logged: after } }, write);
     }
+  }
+
+  /**
+   * After a refusal: the sequence's intake state back to its logged state (as this batch leaves it),
+   * and the sequence's records still waiting refused too (see {@link KtLogStore.append}).
+   */
+  private async resetRefusedSequences(
+    session: ClientSession,
+    batch: KtAppendBatch,
+  ): Promise<Array<{ id: string; reason: string }>> {
+    const followers: Array<{ id: string; reason: string }> = [];
+    const read = this.ctx.readIn(session);
+    const write = this.ctx.writeIn(session);
+    for (const { id } of batch.refused) {
+      const doc = await this.pendingDocs.findOne({ _id: id }, read);
+      const record = doc === null ? undefined : pendingRecord(doc);
+      if (record === undefined || record.kind === "directory") continue;
+      const sequence = record.order.sequence;
+      const state = await this.sequenceDocs.findOne({ _id: sequence }, read);
+      if (state?.logged === undefined) await this.sequenceDocs.deleteOne({ _id: sequence }, write);
+      else await this.sequenceDocs.updateOne({ _id: sequence }, { $set: { intake: state.logged } }, write);
+      const waiting = await this.pendingDocs
+        .find({ "order.sequence": sequence, state: "waiting" }, { ...read, projection: { _id: 1 } })
+        .toArray();
+      if (waiting.length === 0) continue;
+      const reason = followerReason(id);
+      const ids = waiting.map((w) => w._id);
+      await this.pendingDocs.updateMany(
+        { _id: { $in: ids } },
+        { $set: { state: "refused", refused: reason } },
+        write,
+      );
+      for (const other of ids) followers.push({ id: other, reason });
+    }
+    return followers;
   }
 
   readTiles(requests: TileRequest[]): Promise<Uint8Array[]> {
@@ -355,6 +392,7 @@ export class MongoKtLog implements KtLogStore {
         this.ctx.limit,
       );
       await this.sequenceDocs.deleteOne({ _id: `card:${cardKey}` }, this.ctx.limit);
+      await this.pendingDocs.deleteMany({ "card.key": cardKey, state: "refused" }, this.ctx.limit);
       return modifiedCount;
     });
   }

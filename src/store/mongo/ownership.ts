@@ -12,7 +12,7 @@ import type {
   SetBinsOutcome,
 } from "../types.js";
 import type { MongoContext } from "./connection.js";
-import { isDuplicateKey } from "./errors.js";
+import { duplicateId, isDuplicateKey } from "./errors.js";
 import { COLLECTIONS } from "./indexes.js";
 import { ktIntakeIn } from "./kt-docs.js";
 
@@ -137,7 +137,8 @@ export class MongoBins implements BinStore {
    * In one transaction: removes every list's documents, then checks each new prefix (and those
    * overlapping it) against the other tenants' documents left and inserted so far, and inserts it. A
    * prefix taken aborts the whole transaction (nothing changed); so does a concurrent insert of the
-   * same prefix by another tenant, which collides on `_id`.
+   * same prefix by another tenant, or a prefix the tenant holds as the other kind, which collide on
+   * `_id` (the conflict names that prefix).
    */
   setLists(
     lists: readonly BinList[],
@@ -176,7 +177,8 @@ export class MongoBins implements BinStore {
         });
       } catch (err) {
         if (err instanceof BinTaken) return { kind: "conflict", bin: err.bin };
-        if (isDuplicateKey(err)) return { kind: "conflict", bin: lists.flatMap((l) => l.bins)[0] ?? "" };
+        // The prefix the index refused: one the tenant holds as the other kind, or another tenant's.
+        if (isDuplicateKey(err)) return { kind: "conflict", bin: duplicateId(err) };
         throw err;
       }
     });

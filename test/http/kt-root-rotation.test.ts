@@ -1,0 +1,343 @@
+import { generateKeyPairSync, randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  generateIssuerSigner,
+  type IssuerSigner,
+  keyBindingStatement,
+  signRootRotation,
+  signSigningKeyRevocation,
+  signStatement,
+  statementOf,
+} from "../../src/client/key-binding.js";
+import { formatTime } from "../../src/kt/statements.js";
+import { hashPan, post, startService, type TestService } from "../support/harness.js";
+
+/**
+ * Root rotation, root revocation and recovery over REST, from the attacker's side: the confirmed root
+ * introduces its successor and signs nothing after; a rotation signed by a signer, by another tenant's
+ * root or replayed is refused; the root revokes itself (and every signer with it); the tenant gets a
+ * recovery root only by registration and the operator's confirm, never while its root is live; and a
+ * tenant waiting for its recovery root does not fall back to the operator's word.
+ */
+
+const TOKEN = "kt-root-rotation-test-admin-token-012345";
+let svc: TestService;
+let tenant = 0;
+let cards = 0;
+
+beforeAll(async () => {
+  svc = await startService({ env: { ADMIN_TOKEN: TOKEN, KT_SEQUENCER_POLL_MS: "20" } });
+});
+afterAll(async () => {
+  await svc?.close();
+});
+
+type Bank = { id: string; key: string };
+
+async function admin(method: string, path: string, body?: unknown) {
+  const res = await fetch(`${svc.baseUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return {
+    status: res.status,
+    body: (await res.json()) as { data?: Record<string, unknown>; error?: { code: string; message: string } },
+  };
+}
+
+async function issuer(): Promise<Bank> {
+  tenant += 1;
+  const id = `rot-bank-${tenant}`;
+  return { id, key: await svc.newKey({ role: "issuer", tier: "standard", tenantId: id }) };
+}
+
+async function confirm(bank: Bank, signer: IssuerSigner) {
+  return admin("POST", `/admin/v1/issuers/${bank.id}/signing-keys/${signer.signingKeyId}/confirm`);
+}
+
+/** A confirmed root for the bank. */
+async function rootFor(bank: Bank): Promise<IssuerSigner> {
+  const root = await generateIssuerSigner("Ed25519");
+  const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: root.spki });
+  expect(added.status, JSON.stringify(added.body)).toBe(200);
+  expect((await confirm(bank, root)).status).toBe(200);
+  return root;
+}
+
+/** A signer endorsed by `root` at tenant version `version`. */
+async function signerFor(bank: Bank, root: IssuerSigner, version: number): Promise<IssuerSigner> {
+  const signer = await generateIssuerSigner("Ed25519");
+  const signed = await signStatement(signerStatement(bank.id, signer, version), root);
+  const res = await post(svc, "/api/v1/issuers/signing-keys", bank.key, {
+    publicKey: signer.spki,
+    statement: signed.statement,
+    signature: signed.signature,
+  });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return signer;
+}
+
+function signerStatement(issuerId: string, key: IssuerSigner, version: number): Uint8Array {
+  return statementOf({
+    v: 1,
+    type: "receipts.v1/signing-key",
+    issuer: issuerId,
+    signingKeyId: key.signingKeyId,
+    algorithm: key.algorithm,
+    spki: key.spki,
+    role: "signer",
+    version,
+    issuedAt: formatTime(Date.now()),
+  });
+}
+
+async function keysOf(bank: Bank): Promise<Record<string, { role: string; status: string }>> {
+  const res = await fetch(`${svc.baseUrl}/api/v1/issuers/signing-keys`, {
+    headers: { "x-api-key": bank.key },
+  });
+  const body = (await res.json()) as {
+    data: { signingKeys: Array<{ signingKeyId: string; role: string; status: string }> };
+  };
+  return Object.fromEntries(
+    body.data.signingKeys.map((k) => [k.signingKeyId, { role: k.role, status: k.status }]),
+  );
+}
+
+/** Registers a fresh card of the bank with a binding signed by `signer`: the status and error code. */
+async function register(bank: Bank, signer: IssuerSigner) {
+  cards += 1;
+  const hashedPan = hashPan(`4111119${String(cards).padStart(9, "0")}`);
+  const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  const device = {
+    keyId: randomUUID(),
+    publicKey: publicKey.export({ type: "spki", format: "der" }).toString("base64"),
+  };
+  const binding = await signStatement(
+    keyBindingStatement({
+      issuer: bank.id,
+      card: { hashedPan },
+      bin: "411111",
+      keyId: device.keyId,
+      publicKey: device.publicKey,
+      version: 1,
+    }),
+    signer,
+  );
+  const res = await post(svc, "/api/v1/onboarding/register", bank.key, { hashedPan, ...device, binding });
+  return { status: res.status, code: (res.body.error as { code?: string } | undefined)?.code };
+}
+
+async function waitForVersion(bankId: string, version: number) {
+  for (let i = 0; i < 400; i++) {
+    const leaf = await svc.store.ktLog.lastOfSequence(`tenant:${bankId}`);
+    if (leaf !== undefined && (leaf.version ?? 0) >= version) return leaf;
+    svc.app.domain.kt.notify();
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`the log has no tenant statement ${version} of ${bankId}`);
+}
+
+const errorCode = (res: { body: { error?: unknown } }) =>
+  (res.body.error as { code?: string } | undefined)?.code;
+
+describe("root rotation", () => {
+  it("makes the new root current at once, retires the old one, and logs the rotation", async () => {
+    const bank = await issuer();
+    const old = await rootFor(bank);
+    const signer = await signerFor(bank, old, 1);
+    const next = await generateIssuerSigner("ECDSA-P256-SHA256");
+    const body = await signRootRotation({ issuer: bank.id, newRoot: next, version: 2 }, old);
+    const res = await post(svc, "/api/v1/issuers/signing-keys", bank.key, body);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data).toMatchObject({ signingKeyId: next.signingKeyId, role: "root", status: "current" });
+    expect(await keysOf(bank)).toEqual({
+      [old.signingKeyId]: { role: "root", status: "revoked" },
+      [signer.signingKeyId]: { role: "signer", status: "current" },
+      [next.signingKeyId]: { role: "root", status: "current" },
+    });
+    // The sequencer appends the rotation, which the old root signed while it was the root.
+    const leaf = await waitForVersion(bank.id, 2);
+    expect(leaf).toMatchObject({ type: "receipts.v1/signing-key", signingKeyId: old.signingKeyId });
+    const audit = await svc.store.audit.list(1000, { tenantId: bank.id });
+    expect(audit.some((e) => e.action === "kt.root.rotated" && e.previousKeyId === old.signingKeyId)).toBe(
+      true,
+    );
+
+    // The old root signs nothing after the rotation: a signer it endorses, a revocation, a binding.
+    const late = await generateIssuerSigner("Ed25519");
+    const byOld = await signStatement(signerStatement(bank.id, late, 3), old);
+    const refused = await post(svc, "/api/v1/issuers/signing-keys", bank.key, {
+      publicKey: late.spki,
+      statement: byOld.statement,
+      signature: byOld.signature,
+    });
+    expect(errorCode(refused)).toBe("invalid_signature");
+    const revokeByOld = await signSigningKeyRevocation(
+      { issuer: bank.id, signingKeyId: signer.signingKeyId, version: 3 },
+      old,
+    );
+    const path = `/api/v1/issuers/signing-keys/${signer.signingKeyId}/revoke`;
+    expect(errorCode(await post(svc, path, bank.key, revokeByOld))).toBe("invalid_signature");
+    expect(await register(bank, old)).toMatchObject({ code: "invalid_signature" });
+    // The signer the old root endorsed still signs; the new root signs the tenant's statements.
+    expect((await register(bank, signer)).status).toBe(200);
+    const byNew = await signStatement(signerStatement(bank.id, late, 3), next);
+    const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, {
+      publicKey: late.spki,
+      statement: byNew.statement,
+      signature: byNew.signature,
+    });
+    expect(added.status, JSON.stringify(added.body)).toBe(200);
+    await waitForVersion(bank.id, 3);
+  });
+
+  it("refuses a rotation signed by a signer, by another tenant's root, or replayed", async () => {
+    const bank = await issuer();
+    const root = await rootFor(bank);
+    const signer = await signerFor(bank, root, 1);
+    const other = await issuer();
+    const otherRoot = await rootFor(other);
+    const thief = await generateIssuerSigner("Ed25519");
+    const bySigner = await signRootRotation({ issuer: bank.id, newRoot: thief, version: 2 }, signer);
+    expect(errorCode(await post(svc, "/api/v1/issuers/signing-keys", bank.key, bySigner))).toBe(
+      "invalid_signature",
+    );
+    // Another tenant's root, for this tenant or for its own (the key is then the other's, not this one's).
+    const byOther = await signRootRotation({ issuer: bank.id, newRoot: thief, version: 2 }, otherRoot);
+    expect(errorCode(await post(svc, "/api/v1/issuers/signing-keys", bank.key, byOther))).toBe(
+      "invalid_signature",
+    );
+    const othersOwn = await signRootRotation({ issuer: other.id, newRoot: thief, version: 1 }, otherRoot);
+    expect(errorCode(await post(svc, "/api/v1/issuers/signing-keys", bank.key, othersOwn))).toBe(
+      "invalid_request",
+    );
+    // A good rotation, then its replay, and an old-version rotation the retired root signed before.
+    const next = await generateIssuerSigner("Ed25519");
+    const stale = await signRootRotation({ issuer: bank.id, newRoot: thief, version: 2 }, root);
+    const good = await signRootRotation({ issuer: bank.id, newRoot: next, version: 2 }, root);
+    expect((await post(svc, "/api/v1/issuers/signing-keys", bank.key, good)).status).toBe(200);
+    expect(errorCode(await post(svc, "/api/v1/issuers/signing-keys", bank.key, good))).toBe("conflict");
+    expect(errorCode(await post(svc, "/api/v1/issuers/signing-keys", bank.key, stale))).toBe(
+      "invalid_signature",
+    );
+    const wrongVersion = await signRootRotation({ issuer: bank.id, newRoot: thief, version: 2 }, next);
+    expect(errorCode(await post(svc, "/api/v1/issuers/signing-keys", bank.key, wrongVersion))).toBe(
+      "invalid_request",
+    );
+    expect(Object.keys(await keysOf(bank))).not.toContain(thief.signingKeyId);
+  });
+});
+
+describe("the directory's bound on signing keys", () => {
+  it("refuses a tenant's 65th signing key, which would make every snapshot unparseable", async () => {
+    const bank = await issuer();
+    let root = await rootFor(bank);
+    // Rotations keep the retired roots listed: 63 more keys (rotations and signers) reach 64.
+    for (let version = 1; version <= 63; version++) {
+      const key = await generateIssuerSigner("Ed25519");
+      const body =
+        version % 2 === 0
+          ? await signRootRotation({ issuer: bank.id, newRoot: key, version }, root)
+          : await signStatement(signerStatement(bank.id, key, version), root).then((signed) => ({
+              publicKey: key.spki,
+              statement: signed.statement,
+              signature: signed.signature,
+            }));
+      const res = await post(svc, "/api/v1/issuers/signing-keys", bank.key, body);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      if (version % 2 === 0) root = key;
+    }
+    const last = await generateIssuerSigner("Ed25519");
+    const refused = await post(
+      svc,
+      "/api/v1/issuers/signing-keys",
+      bank.key,
+      await signRootRotation({ issuer: bank.id, newRoot: last, version: 64 }, root),
+    );
+    expect(errorCode(refused)).toBe("conflict");
+    expect(Object.keys(await keysOf(bank))).toHaveLength(64);
+  });
+});
+
+describe("root revocation and recovery", () => {
+  it("revokes the root and its signers with the root's own statement; a recovery root counts after the operator's confirm", async () => {
+    const bank = await issuer();
+    const root = await rootFor(bank);
+    const signer = await signerFor(bank, root, 1);
+    const revocation = await signSigningKeyRevocation(
+      { issuer: bank.id, signingKeyId: root.signingKeyId, version: 2 },
+      root,
+    );
+    const res = await post(
+      svc,
+      `/api/v1/issuers/signing-keys/${root.signingKeyId}/revoke`,
+      bank.key,
+      revocation,
+    );
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data).toMatchObject({ signingKey: { status: "revoked", role: "root" } });
+    expect(await keysOf(bank)).toEqual({
+      [root.signingKeyId]: { role: "root", status: "revoked" },
+      [signer.signingKeyId]: { role: "signer", status: "revoked" },
+    });
+    await waitForVersion(bank.id, 2);
+    expect(await register(bank, signer)).toMatchObject({ code: "invalid_signature" });
+    // Waiting for its recovery root, the tenant's settings are not the operator's word again.
+    const setting = await admin("PUT", `/admin/v1/issuers/${bank.id}/require-bindings`, {
+      requireBindings: false,
+    });
+    expect(setting.body.error?.code).toBe("forbidden");
+    const bins = await admin("PUT", `/admin/v1/issuers/${bank.id}/bins`, { bins: ["41111199"] });
+    expect(bins.body.error?.code, JSON.stringify(bins.body)).toBe("forbidden");
+
+    const recovery = await generateIssuerSigner("Ed25519");
+    const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: recovery.spki });
+    expect(added.body.data).toMatchObject({ role: "root", status: "pending" });
+    expect(await register(bank, recovery)).toMatchObject({ code: "invalid_signature" });
+    const confirmed = await confirm(bank, recovery);
+    expect(confirmed.status).toBe(200);
+    const audit = await svc.store.audit.list(1000, { tenantId: bank.id });
+    expect(audit.some((e) => e.subject === `recovery root ${recovery.signingKeyId} confirmed`)).toBe(true);
+    expect((await register(bank, recovery)).status).toBe(200);
+  });
+
+  it("refuses a recovery root while the tenant's root is live, by API or by a key slipped into the store", async () => {
+    const bank = await issuer();
+    const root = await rootFor(bank);
+    const intruder = await generateIssuerSigner("Ed25519");
+    const unsigned = await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: intruder.spki });
+    expect(errorCode(unsigned)).toBe("invalid_signature");
+    expect((await confirm(bank, intruder)).body.error?.code).toBe("not_found");
+    // A store writer adds a pending root beside the live one: the operator's confirm refuses it.
+    const record = await svc.store.ktIssuers.get(bank.id);
+    if (record === undefined) throw new Error("no record");
+    const slipped = {
+      ...record,
+      signingKeys: [
+        ...record.signingKeys,
+        {
+          signingKeyId: intruder.signingKeyId,
+          algorithm: intruder.algorithm,
+          spki: intruder.spki,
+          role: "root" as const,
+          status: "pending" as const,
+          createdAt: new Date(),
+        },
+      ],
+      revision: record.revision + 1,
+    };
+    expect((await svc.store.ktIssuers.put(slipped, [])).kind).toBe("stored");
+    const res = await confirm(bank, intruder);
+    expect(res.body.error?.code).toBe("conflict");
+    expect(res.body.error?.message).toMatch(/root is live/);
+    expect((await keysOf(bank))[root.signingKeyId]).toEqual({ role: "root", status: "current" });
+    // An unconfirmed root revokes nothing, and a signer cannot revoke the root.
+    const byIntruder = await signSigningKeyRevocation(
+      { issuer: bank.id, signingKeyId: root.signingKeyId, version: 1 },
+      intruder,
+    );
+    const path = `/api/v1/issuers/signing-keys/${root.signingKeyId}/revoke`;
+    expect(errorCode(await post(svc, path, bank.key, byIntruder))).toBe("invalid_signature");
+  });
+});
