@@ -2,8 +2,8 @@ import { createHash, createHmac, createPublicKey, randomBytes, randomUUID } from
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 
 /**
- * The bare routes of the zero-knowledge path (merchant-side sealing, SPEC section 16), for
- * `npm run bench:wrk`: `POST /zk/keys/lookup` and `POST /zk/receipts/sealed`, written by hand on the
+ * The bare routes of the zero-knowledge path (merchant-side sealing: the service never sees the
+ * receipt), for `npm run bench:wrk`: `POST /zk/keys/lookup` and `POST /zk/receipts/sealed`, written by hand on the
  * baseline's Fastify app with no framework layer, no protobuf and no store interface, doing the work
  * the real path must do and nothing more:
  *
