@@ -1,6 +1,4 @@
 import { readdirSync } from "node:fs";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -10,15 +8,20 @@ import { measure, quantile, runHttp, type Sample } from "./load.js";
 import { FULL_LOAD_CONNECTIONS } from "./phases.js";
 import { stopAll } from "./processes.js";
 import { summariseProfile } from "./profile.js";
-import { initClockTicks, metered, type Service, startService } from "./targets.js";
+import { cpuSeconds, initClockTicks, metered, type Service, startService } from "./targets.js";
+import { type ReceiverProcess, startReceiverProcess } from "./webhook-receiver.js";
 
 /**
  * What events cost and how fast they arrive (issue 34): REST encrypt against two services started
  * side by side from this build, one with no webhook endpoint and one whose issuer subscribed one
  * endpoint to every event (each encrypt to a registered card writes a `receipt.created` event in the
- * same store step, and the worker delivers it to a receiver in this process). Measured in alternating
+ * same store step, and the worker delivers it to a receiver in a process of its own, bench/webhook-receiver.ts:
+ * a raw HTTP/1.1 receiver that frames each request, counts event ids and answers 204, as cheap as a
+ * receiver gets, because one elsewhere would cost this machine nothing). Measured in alternating
  * slices, so the background load of a shared machine weighs on both: throughput of the subscribed
- * service as a ratio to the other (goal: at least 0.9), the CPU each spent per request, and the
+ * service as a ratio to the other (goal: at least 0.9), the CPU each service process spent per request
+ * and the ratio of those (the service's own share, whatever the load generator and the receiver
+ * cost), the receiver's CPU per event apart, and the
  * delivery latency from the change (the event's timestamp) to the receiver, p50 and p99, at full load
  * and at a fixed moderate rate. Every event the subscribed service accepted must arrive: any missing
  * after the run is reported.
@@ -42,33 +45,7 @@ const { values: args } = parseArgs({
   },
 });
 
-/**
- * A receiver of webhooks: a bare node:http server answering 204, as cheap as a receiver gets in Node
- * (it runs on the machine's two cores beside the service and the load generator). Per event id: the
- * time it arrived, and that less the event's own time.
- */
-async function startReceiver() {
-  const latencies = new Map<string, number>();
-  const arrivedAt = new Map<string, number>();
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      const arrived = Date.now();
-      const event = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id: string; timestamp: string };
-      if (!latencies.has(event.id)) {
-        latencies.set(event.id, arrived - Date.parse(event.timestamp));
-        arrivedAt.set(event.id, arrived);
-      }
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
-  return { url, latencies, arrivedAt, close: () => server.close() };
-}
-
-type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+type Receiver = ReceiverProcess;
 
 /** The encrypt load of one service, to its seeded cardholders in turn. */
 async function encryptLoad(svc: Service, connections: number) {
@@ -87,20 +64,38 @@ async function encryptLoad(svc: Service, connections: number) {
 }
 
 /** Waits until no event has arrived for a second (at most 30 s): what was sent before is in. */
-async function quiet(latencies: Map<string, number>): Promise<void> {
+async function quiet(receiver: Receiver): Promise<void> {
   const deadline = Date.now() + 30_000;
   let size = -1;
-  while (latencies.size !== size && Date.now() < deadline) {
-    size = latencies.size;
+  for (
+    let now = await receiver.count();
+    now !== size && Date.now() < deadline;
+    now = await receiver.count()
+  ) {
+    size = now;
     await new Promise((r) => setTimeout(r, 1_000));
   }
 }
 
 /** Waits until `count` events have arrived, or `ms` pass; the number that arrived. */
-async function arrivals(latencies: Map<string, number>, count: number, ms: number): Promise<number> {
+async function arrivals(receiver: Receiver, count: number, ms: number): Promise<number> {
   const deadline = Date.now() + ms;
-  while (latencies.size < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  return latencies.size;
+  let got = await receiver.count();
+  while (got < count && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    got = await receiver.count();
+  }
+  return got;
+}
+
+/** Latencies of the events that arrived, but those in `before`. */
+async function latenciesSince(receiver: Receiver, before: Set<string>): Promise<number[]> {
+  return (await receiver.dump()).events.filter(([id]) => !before.has(id)).map(([, ms]) => ms);
+}
+
+/** The ids of the events that arrived so far. */
+async function idsOf(receiver: Receiver): Promise<Set<string>> {
+  return new Set((await receiver.dump()).events.map(([id]) => id));
 }
 
 function latencyLine(values: number[]): string {
@@ -149,16 +144,15 @@ async function side(name: string, service: Service, receiver?: Receiver): Promis
  */
 async function slice(s: Side, seconds: number): Promise<void> {
   const started = Date.now();
-  const known = s.receiver?.latencies.size ?? 0;
+  const known = (await s.receiver?.count()) ?? 0;
   const sample = await s.phase.phase(seconds);
   s.samples.push(sample);
   if (s.receiver === undefined) {
     s.sustained.push(sample.seconds);
     return;
   }
-  await arrivals(s.receiver.latencies, known + sample.ok, 30_000);
-  let last = started;
-  for (const at of s.receiver.arrivedAt.values()) if (at > last) last = at;
+  await arrivals(s.receiver, known + sample.ok, 30_000);
+  const last = Math.max(started, await s.receiver.last());
   s.sustained.push(Math.max(sample.seconds, (last - started) / 1000));
 }
 
@@ -173,7 +167,7 @@ async function main(): Promise<void> {
   const logLevel = String(args["log-level"]);
   const load0 = loadavg()[0] as number;
   const src = new URL("../src/", import.meta.url);
-  const [receiver, beforeReceiver] = await Promise.all([startReceiver(), startReceiver()]);
+  const [receiver, beforeReceiver] = await Promise.all([startReceiverProcess(), startReceiverProcess()]);
   const profile = args.profile === undefined ? {} : { cpuProfileDir: args.profile };
   const [none, subscribed, old] = await Promise.all([
     startService("no-endpoint", src, { logLevel }),
@@ -186,33 +180,36 @@ async function main(): Promise<void> {
   if (old !== undefined) sides.push(await side("one endpoint, --before build", old, beforeReceiver));
   for (const s of sides) await s.phase.phase(warmup);
   // The seeding's and the warm-up's events: the figures start after them.
-  for (const r of [receiver, beforeReceiver]) await quiet(r.latencies);
-  const before = new Set(receiver.latencies.keys());
+  for (const r of [receiver, beforeReceiver]) await quiet(r);
+  const before = await idsOf(receiver);
+  const receiverCpu0 = cpuSeconds(receiver.pid);
   for (let round = 0; round < rounds; round++) {
     // Each side leads in turn, so none always follows the same one.
     for (let i = 0; i < sides.length; i++)
       await slice(sides[(round + i) % sides.length] as Side, seconds / rounds);
   }
   const expected = before.size + measure(...(sides[1] as Side).samples).ok;
-  const got = await arrivals(receiver.latencies, expected, 60_000);
-  const loaded = [...receiver.latencies].filter(([id]) => !before.has(id)).map(([, ms]) => ms);
+  const got = await arrivals(receiver, expected, 60_000);
+  const receiverCpu = ((cpuSeconds(receiver.pid) - receiverCpu0) / Math.max(1, got - before.size)) * 1e6;
+  const loaded = await latenciesSince(receiver, before);
   // CPU per request at a fixed rate, rotating too: throughput on a shared machine moves with everyone
   // else's load, the service's own CPU per request much less. Its difference is what an event costs.
   for (let round = 0; round < Math.min(rounds, 4); round++) {
     for (let i = 0; i < sides.length; i++) {
       const s = sides[(round + i) % sides.length] as Side;
-      const known = s.receiver?.latencies.size ?? 0;
+      const known = (await s.receiver?.count()) ?? 0;
       const sample = await s.paced.phase(Math.max(3, seconds / rounds), rate);
       s.pacedOk = (s.pacedOk ?? 0) + sample.ok;
-      if (s.receiver !== undefined) await arrivals(s.receiver.latencies, known + sample.ok, 30_000);
+      if (s.receiver !== undefined) await arrivals(s.receiver, known + sample.ok, 30_000);
     }
   }
   // A fixed moderate rate on the subscribed service alone: latency without a saturated machine.
-  await quiet(receiver.latencies);
-  const seen = new Set(receiver.latencies.keys());
+  await quiet(receiver);
+  const seen = await idsOf(receiver);
   const steady = await (sides[1] as Side).phase.phase(Math.max(5, seconds / rounds), rate);
-  await arrivals(receiver.latencies, seen.size + steady.ok, 30_000);
-  const calm = [...receiver.latencies].filter(([id]) => !seen.has(id)).map(([, ms]) => ms);
+  await arrivals(receiver, seen.size + steady.ok, 30_000);
+  const calm = await latenciesSince(receiver, seen);
+  const { repeats, rejected } = await receiver.dump();
   await stopAll();
   for (const r of [receiver, beforeReceiver]) r.close();
   const lines = [
@@ -222,7 +219,7 @@ async function main(): Promise<void> {
     `delivery latency at ${rate} req/s: ${latencyLine(calm)}`,
     // The load generator counts the answers it saw; a slice's last requests are answered after it
     // stops listening (up to one per connection), so a few more events than counted arrive.
-    `events delivered: ${got - before.size}, encrypts counted: ${expected - before.size}${got < expected ? `, ${expected - got} missing after 60 s` : ", none missing"}`,
+    `events delivered: ${got - before.size}, encrypts counted: ${expected - before.size}${got < expected ? `, ${expected - got} missing after 60 s` : ", none missing"}; the receiver saw ${repeats} repeated deliveries and refused ${rejected} requests, and spent ${receiverCpu.toFixed(0)} us of CPU per event at full load (its own process)`,
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
   if (args.profile !== undefined) {
@@ -254,6 +251,7 @@ function report(sides: Side[]): string[] {
     `at a fixed rate, CPU per request (the service's process, all threads, delivery included): ${sides.map((s) => `${s.name} ${pacedCpu(s).toFixed(0)} us`).join(", ")}`,
   );
   const baseRps = measure(...base.samples).rps;
+  const loadedCpu = (s: Side) => s.phase.cpu.process / Math.max(1, measure(...s.samples).ok);
   for (const s of others) {
     const perRound = s.samples.map(
       (x, i) =>
@@ -262,7 +260,7 @@ function report(sides: Side[]): string[] {
     const ok = s.samples.reduce((n, x) => n + x.ok, 0);
     const sustained = ok / s.sustained.reduce((n, x) => n + x, 0);
     lines.push(
-      `throughput ratio (${s.name} / no endpoint): ${(measure(...s.samples).rps / baseRps).toFixed(3)} (goal >= 0.9); per round ${perRound.map((r) => r.toFixed(2)).join(" ")}; sustained (until each slice's events arrived) ${(sustained / baseRps).toFixed(3)}; CPU at the fixed rate: no endpoint's / this ${(pacedCpu(base) / pacedCpu(s)).toFixed(3)}`,
+      `throughput ratio (${s.name} / no endpoint): ${(measure(...s.samples).rps / baseRps).toFixed(3)} (goal >= 0.9); per round ${perRound.map((r) => r.toFixed(2)).join(" ")}; sustained (until each slice's events arrived) ${(sustained / baseRps).toFixed(3)}; service CPU per request, no endpoint's / this: at full load ${(loadedCpu(base) / loadedCpu(s)).toFixed(3)}, at the fixed rate ${(pacedCpu(base) / pacedCpu(s)).toFixed(3)}`,
     );
   }
   return lines;

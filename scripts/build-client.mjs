@@ -35,10 +35,13 @@ export const SHIPPABLE = [
   "src/proto-scalars.", // protobuf scalar facts the signed form of a receipt needs (int64 as numbers)
   // Our own checks of key bytes before WebCrypto reads them (DER, curve points), shared with the service.
   "src/crypto/key-encoding.",
-  // The key suites' facts (names, sizes, which wraps are bound), shared with the service; no imports.
+  // The key suites' facts (names, key families and curves, sizes, which wraps are bound), shared with
+  // the service; no imports.
   "src/crypto/suites.",
   "src/crypto/asn1.",
   "src/crypto/curves.",
+  // The HPKE cipher suite of each HPKE key suite (@hpke/core's KEM, KDF, AEAD by RFC 9180 ids).
+  "src/crypto/hpke-suites.",
 ];
 
 /** Packages of the server that the client must never import. */

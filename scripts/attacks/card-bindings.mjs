@@ -18,70 +18,21 @@
  * reference in it). Needs the built client library (`npm run build`). Exit 0 when every check held.
  */
 
-const baseUrl = process.argv[2] ?? "http://127.0.0.1:8080";
-const adminToken = process.env.ADMIN_TOKEN ?? "";
-const root = new URL("../../", import.meta.url);
-const client = await import(new URL("dist/src/client/index.js", root).href);
-const run = crypto.randomUUID().slice(0, 8);
-const failures = [];
-let checks = 0;
+import { attackScene } from "./kt-scene.mjs";
 
-async function call(method, path, headers, body) {
-  const res = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  let parsed;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = { raw: text };
-  }
-  return { status: res.status, body: parsed, text };
-}
-const admin = (method, path, body) => call(method, path, { authorization: `Bearer ${adminToken}` }, body);
-function must(res, what) {
-  if (res.status !== 200)
-    throw new Error(`${what}: ${res.status} ${JSON.stringify(res.body.error ?? res.body)}`);
-  return res.body.data;
-}
-function expect(ok, what, detail) {
-  checks += 1;
-  console.log(`${ok ? "held" : "FAILED"}: ${what}${ok ? "" : ` (${detail})`}`);
-  if (!ok) failures.push(what);
-}
+const {
+  client,
+  run,
+  call,
+  admin,
+  expect,
+  finish,
+  digits,
+  issuer,
+  deviceKey,
+  merchant: merchantOf,
+} = await attackScene();
 
-const digits = (n) => String(Math.floor(Math.random() * 10 ** n)).padStart(n, "0");
-async function issuer(name, bin, requireBindings = false) {
-  const tenant = `${name}-${run}`;
-  const apiKey = must(
-    await admin("POST", "/admin/v1/api-keys", { tenant, role: "issuer", tier: "enterprise" }),
-    "key",
-  ).apiKey;
-  must(await admin("PUT", `/admin/v1/issuers/${tenant}/bins`, { bins: [bin] }), "BIN");
-  // The operator's word before the root is confirmed; after, it takes the root's statement.
-  if (requireBindings)
-    must(
-      await admin("PUT", `/admin/v1/issuers/${tenant}/require-bindings`, { requireBindings: true }),
-      "requireBindings",
-    );
-  const signer = await client.generateIssuerSigner("Ed25519");
-  const headers = { "x-api-key": apiKey };
-  must(await call("POST", "/api/v1/issuers/signing-keys", headers, { publicKey: signer.spki }), "root");
-  must(
-    await admin("POST", `/admin/v1/issuers/${tenant}/signing-keys/${signer.signingKeyId}/confirm`),
-    "confirm",
-  );
-  return { tenant, apiKey, bin, headers, root: signer };
-}
-
-async function deviceKey() {
-  const pair = await crypto.subtle.generateKey({ name: "ECDH", namedCurve: "P-256" }, true, ["deriveBits"]);
-  const publicKey = Buffer.from(await crypto.subtle.exportKey("spki", pair.publicKey)).toString("base64");
-  return { keyId: crypto.randomUUID(), publicKey };
-}
 function card() {
   const hashedPan = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex");
   const par = `A${Array.from(crypto.getRandomValues(new Uint8Array(28)), (b) => "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"[b % 34]).join("")}`;
@@ -314,13 +265,9 @@ async function transferEntries(victim, { c, before }) {
   expect(!leaked, "no card reference in the transfer entries", "a card reference is in the leaf");
 }
 
-const victim = await issuer("victim", `4${digits(5)}`, true);
-const attacker = await issuer("attacker", `5${digits(5)}`);
-merchant = must(
-  await admin("POST", "/admin/v1/api-keys", { tenant: `m-${run}`, role: "merchant", tier: "enterprise" }),
-  "merchant",
-).apiKey;
+const victim = await issuer("victim", { bin: `4${digits(5)}`, requireBindings: true });
+const attacker = await issuer("attacker", { bin: `5${digits(5)}` });
+merchant = await merchantOf("m");
 await forgeries(victim, attacker);
 await transferEntries(victim, await honestThenTransfer(victim, attacker));
-console.log(`${checks - failures.length} of ${checks} held`);
-process.exit(failures.length === 0 ? 0 : 1);
+finish();

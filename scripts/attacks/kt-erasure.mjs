@@ -17,71 +17,21 @@
  * Exit 0 when every check held, 1 otherwise.
  */
 
-const baseUrl = process.argv[2] ?? "http://127.0.0.1:8080";
-const adminToken = process.env.ADMIN_TOKEN ?? "";
-const root = new URL("../../", import.meta.url);
-const client = await import(new URL("dist/src/client/index.js", root).href);
-const run = crypto.randomUUID().slice(0, 8);
-const failures = [];
-let checks = 0;
+import { attackScene } from "./kt-scene.mjs";
 
-async function call(method, path, headers, body) {
-  const res = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  let parsed;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = { raw: text };
-  }
-  return { status: res.status, body: parsed, text };
-}
-const admin = (method, path, body) => call(method, path, { authorization: `Bearer ${adminToken}` }, body);
-function must(res, what) {
-  if (res.status !== 200)
-    throw new Error(`${what}: ${res.status} ${JSON.stringify(res.body.error ?? res.body)}`);
-  return res.body.data;
-}
-function expect(ok, what, detail) {
-  checks += 1;
-  console.log(`${ok ? "held" : "FAILED"}: ${what}${ok ? "" : ` (${detail})`}`);
-  if (!ok) failures.push(what);
-}
+const {
+  adminToken,
+  client,
+  call,
+  must,
+  expect,
+  finish,
+  randomBin,
+  issuer: tenant,
+  p256,
+} = await attackScene();
+const issuer = (name, requireBindings) => tenant(name, { bin: randomBin("6"), requireBindings });
 
-const digits = () => String(crypto.getRandomValues(new Uint32Array(1))[0] % 1e7).padStart(7, "0");
-async function issuer(name, requireBindings) {
-  const tenant = `${name}-${run}`;
-  const bin = `6${digits()}`;
-  const apiKey = must(
-    await admin("POST", "/admin/v1/api-keys", { tenant, role: "issuer", tier: "enterprise" }),
-    "key",
-  ).apiKey;
-  must(await admin("PUT", `/admin/v1/issuers/${tenant}/bins`, { bins: [bin] }), "BIN");
-  if (requireBindings)
-    must(
-      await admin("PUT", `/admin/v1/issuers/${tenant}/require-bindings`, { requireBindings: true }),
-      "requireBindings",
-    );
-  const signer = await client.generateIssuerSigner("Ed25519");
-  const headers = { "x-api-key": apiKey };
-  must(await call("POST", "/api/v1/issuers/signing-keys", headers, { publicKey: signer.spki }), "root");
-  must(
-    await admin("POST", `/admin/v1/issuers/${tenant}/signing-keys/${signer.signingKeyId}/confirm`),
-    "confirm",
-  );
-  return { tenant, bin, headers, root: signer };
-}
-
-async function p256() {
-  const pair = await crypto.subtle.generateKey({ name: "ECDH", namedCurve: "P-256" }, true, ["deriveBits"]);
-  return Buffer.from(await crypto.subtle.exportKey("spki", pair.publicKey)).toString("base64");
-}
-
-/** A card of the bank registered with its binding (`version`, default 1); answers its facts. */
 async function boundCard(
   bank,
   hashedPan = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex"),
@@ -317,8 +267,7 @@ async function main() {
     "",
   );
 
-  console.log(`${checks - failures.length} of ${checks} held`);
-  process.exit(failures.length === 0 ? 0 : 1);
+  finish();
 }
 
 main().catch((err) => {

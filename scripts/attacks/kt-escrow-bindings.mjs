@@ -19,70 +19,21 @@
  * Needs the built client library (`npm run build`). Exit 0 when every check held, 1 otherwise.
  */
 
-const baseUrl = process.argv[2] ?? "http://127.0.0.1:8080";
-const adminToken = process.env.ADMIN_TOKEN ?? "";
-const root = new URL("../../", import.meta.url);
-const client = await import(new URL("dist/src/client/index.js", root).href);
-const run = crypto.randomUUID().slice(0, 8);
-const failures = [];
-let checks = 0;
+import { attackScene } from "./kt-scene.mjs";
 
-async function call(method, path, headers, body, raw) {
-  const res = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-    ...(body === undefined ? {} : { body: raw ?? JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  let parsed;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = { raw: text };
-  }
-  return { status: res.status, body: parsed };
-}
-const admin = (method, path, body) => call(method, path, { authorization: `Bearer ${adminToken}` }, body);
-function must(res, what) {
-  if (res.status !== 200)
-    throw new Error(`${what}: ${res.status} ${JSON.stringify(res.body.error ?? res.body)}`);
-  return res.body.data;
-}
-function expect(ok, what, detail) {
-  checks += 1;
-  console.log(`${ok ? "held" : "FAILED"}: ${what}${ok ? "" : ` (${detail})`}`);
-  if (!ok) failures.push(what);
-}
-
-async function issuer(name, bin, requireBindings) {
-  const tenant = `${name}-${run}`;
-  const apiKey = must(
-    await admin("POST", "/admin/v1/api-keys", { tenant, role: "issuer", tier: "enterprise" }),
-    "key",
-  ).apiKey;
-  must(await admin("PUT", `/admin/v1/issuers/${tenant}/bins`, { bins: [bin] }), "BIN");
-  if (requireBindings)
-    must(
-      await admin("PUT", `/admin/v1/issuers/${tenant}/require-bindings`, { requireBindings: true }),
-      "requireBindings",
-    );
-  return { tenant, apiKey, bin, headers: { "x-api-key": apiKey } };
-}
-
-async function confirmRoot(bank) {
-  const signer = await client.generateIssuerSigner("Ed25519");
-  must(await call("POST", "/api/v1/issuers/signing-keys", bank.headers, { publicKey: signer.spki }), "root");
-  must(
-    await admin("POST", `/admin/v1/issuers/${bank.tenant}/signing-keys/${signer.signingKeyId}/confirm`),
-    "confirm",
-  );
-  bank.root = signer;
-}
-
-async function p256() {
-  const pair = await crypto.subtle.generateKey({ name: "ECDH", namedCurve: "P-256" }, true, ["deriveBits"]);
-  return Buffer.from(await crypto.subtle.exportKey("spki", pair.publicKey)).toString("base64");
-}
+const {
+  client,
+  run,
+  call,
+  admin,
+  must,
+  expect,
+  finish,
+  issuer: tenant,
+  confirmRoot,
+  p256,
+} = await attackScene();
+const issuer = (name, bin, requireBindings) => tenant(name, { bin, requireBindings, withRoot: false });
 
 const escrowKeys = async (bank) =>
   must(await call("GET", "/api/v1/issuers/escrow-keys", bank.headers), "list").escrowKeys.length;
@@ -394,5 +345,4 @@ try {
   console.error(`setup error: ${err.message}`);
   process.exit(2);
 }
-console.log(`${checks - failures.length} of ${checks} held`);
-process.exit(failures.length === 0 ? 0 : 1);
+finish();

@@ -1,24 +1,29 @@
+import { ecdhParams } from "../crypto/hpke-suites.js";
 import { KeyEncodingError, readPrivateKey, readPublicKey } from "../crypto/key-encoding.js";
-import { RSA_OAEP_256 } from "../crypto/suites.js";
-import { fromBase64 } from "./base64.js";
 import {
-  ECDH_P256,
-  HPKE_KEY_WRAP_ALGORITHM,
-  isP256Key,
-  p256KeyPairCandidates,
-  type WebCryptoKeyPair,
-} from "./p256.js";
+  HPKE_SUITE,
+  KEY_SUITES,
+  type KeyAlgorithm,
+  type KeySuite,
+  RSA_OAEP_256,
+  RSA_SUITE,
+  type SuiteKeyType,
+  suiteOfKeyType,
+} from "../crypto/suites.js";
+import { fromBase64 } from "./base64.js";
+import { ecKeyPairCandidates, isEcKeyOf, type WebCryptoKeyPair } from "./p256.js";
 
 /**
- * Keys for the client's WebCrypto envelope (see `webcrypto.ts`), both suites: importing key text,
- * telling the suites apart, and the error type of the envelope functions. WebCrypto only, no `node:`.
+ * Keys for the client's WebCrypto envelope (see `webcrypto.ts`), every suite (`suites.ts` says each
+ * suite's key family and curve): importing key text, telling the suites apart, and the error type of
+ * the envelope functions. WebCrypto only, no `node:`.
  */
 
 /** JOSE name of the RSA key wrapping, `keyBundle.algorithm`, and the default when a bundle names none. */
 export const KEY_WRAP_ALGORITHM = RSA_OAEP_256;
 
 /** The key suites, as `keyBundle.algorithm` names them. */
-export type KeyWrapAlgorithm = typeof KEY_WRAP_ALGORITHM | typeof HPKE_KEY_WRAP_ALGORITHM;
+export type KeyWrapAlgorithm = KeyAlgorithm;
 
 /**
  * A private key for {@link openReceipt}: base64 DER PKCS#8 or its PEM (either suite), a `CryptoKey`
@@ -56,48 +61,66 @@ export type WebCryptoKey = Awaited<ReturnType<Subtle["importKey"]>>;
 /** RSA-OAEP with SHA-256 for the hash and MGF1, as WebCrypto names it. */
 export const RSA_OAEP = { name: "RSA-OAEP", hash: "SHA-256" } as const;
 
-/** The RSA-OAEP key of a {@link PrivateKeyInput}, or `invalid_key` saying that it is of the other suite. */
+/** The suite another suite's key text belongs to, by its DER, when it is not `suite`'s. */
+function otherSuiteOf(text: string, suite: KeySuite): KeySuite | undefined {
+  const found = suiteOfKeyType(derKindOf(text));
+  return found === suite ? undefined : found;
+}
+
+/** The RSA-OAEP key of a {@link PrivateKeyInput}, or `invalid_key` saying that it is of another suite. */
 export async function rsaPrivateKeyOf(input: PrivateKeyInput): Promise<WebCryptoKey> {
   if (typeof input === "string") {
-    if (derKindOf(input) === "p256") throw suiteMismatch("an EC P-256", KEY_WRAP_ALGORITHM);
+    const other = otherSuiteOf(input, RSA_SUITE);
+    if (other !== undefined) throw suiteMismatch(other.keyWords, KEY_WRAP_ALGORITHM);
     return importRsaKey(input, "private");
   }
   const key = isKeyPair(input) ? input.privateKey : input;
   if ((key.algorithm as { name?: string }).name !== "RSA-OAEP") {
-    throw suiteMismatch(`a ${(key.algorithm as { name?: string }).name ?? "non-RSA"}`, KEY_WRAP_ALGORITHM);
+    throw suiteMismatch(
+      `a ${(key.algorithm as { name?: string }).name ?? "non-RSA"} key`,
+      KEY_WRAP_ALGORITHM,
+    );
   }
   return key;
 }
 
 /** The candidate P-256 key pairs of a {@link PrivateKeyInput}, or `invalid_key` for another key type. */
-export async function p256PairsOf(input: PrivateKeyInput): Promise<WebCryptoKeyPair[]> {
+export function p256PairsOf(input: PrivateKeyInput): Promise<WebCryptoKeyPair[]> {
+  return ecPairsOf(input, HPKE_SUITE);
+}
+
+/** The candidate key pairs of an HPKE suite's {@link PrivateKeyInput}, or `invalid_key` for another key type. */
+export async function ecPairsOf(input: PrivateKeyInput, suite: KeySuite): Promise<WebCryptoKeyPair[]> {
+  const curve = suite.curve?.name ?? "";
   if (typeof input === "string") {
-    if (derKindOf(input) === "rsa") throw suiteMismatch("an RSA", HPKE_KEY_WRAP_ALGORITHM);
-    return p256KeyPairCandidates(await importP256Key(input, "private"));
+    const other = otherSuiteOf(input, suite);
+    if (other !== undefined) throw suiteMismatch(other.keyWords, suite.algorithm);
+    return ecKeyPairCandidates(await importEcKey(input, "private", suite), suite);
   }
   if (isKeyPair(input)) {
-    if (!isP256Key(input.privateKey) || !isP256Key(input.publicKey)) {
-      throw suiteMismatch("a non-P-256", HPKE_KEY_WRAP_ALGORITHM);
+    if (!isEcKeyOf(input.privateKey, suite) || !isEcKeyOf(input.publicKey, suite)) {
+      throw suiteMismatch(`a non-${curve} key`, suite.algorithm);
     }
     return [input];
   }
-  if (!isP256Key(input)) {
+  if (!isEcKeyOf(input, suite)) {
     throw suiteMismatch(
-      `a ${(input.algorithm as { name?: string }).name ?? "non-P-256"}`,
-      HPKE_KEY_WRAP_ALGORITHM,
+      `a ${(input.algorithm as { name?: string }).name ?? `non-${curve}`} key`,
+      suite.algorithm,
     );
   }
-  return p256KeyPairCandidates(input);
+  return ecKeyPairCandidates(input, suite);
 }
 
 function isKeyPair(input: WebCryptoKey | WebCryptoKeyPair): input is WebCryptoKeyPair {
   return "privateKey" in input && "publicKey" in input;
 }
 
-function suiteMismatch(kind: string, algorithm: KeyWrapAlgorithm): EnvelopeError {
+/** `key`: the key in words, `an RSA key`. */
+function suiteMismatch(key: string, algorithm: KeyWrapAlgorithm): EnvelopeError {
   return new EnvelopeError(
     "invalid_key",
-    `the private key is ${kind} key, but this receipt's key is wrapped with ${algorithm}: use the key of the receipt's keyId`,
+    `the private key is ${key}, but this receipt's key is wrapped with ${algorithm}: use the key of the receipt's keyId`,
   );
 }
 
@@ -110,7 +133,7 @@ function suiteMismatch(kind: string, algorithm: KeyWrapAlgorithm): EnvelopeError
 export async function importRsaKey(text: string, kind: "private" | "public"): Promise<WebCryptoKey> {
   const format = kind === "private" ? "pkcs8" : "spki";
   const der = derOfKeyText(text, kind);
-  checkKeyEncoding(der, kind, "rsa", `the ${kind} key is not an RSA ${format} key`);
+  checkKeyEncoding(der, kind, RSA_SUITE.keyType, `the ${kind} key is not an RSA ${format} key`);
   try {
     return await subtleCrypto().importKey(format, der, RSA_OAEP, false, [
       kind === "private" ? "decrypt" : "encrypt",
@@ -120,27 +143,38 @@ export async function importRsaKey(text: string, kind: "private" | "public"): Pr
   }
 }
 
+/** Imports a P-256 key for HPKE (ECDH), see {@link importEcKey}. */
+export function importP256Key(text: string, kind: "private" | "public"): Promise<WebCryptoKey> {
+  return importEcKey(text, kind, HPKE_SUITE);
+}
+
 /**
- * Imports a P-256 key for HPKE (ECDH): base64 DER (PKCS#8 for `private`, SPKI for `public`) or the
- * matching PEM. SEC1 `EC PRIVATE KEY` PEM is refused: WebCrypto cannot import it. The key is checked
- * as the service checks it (`key-encoding.ts`: the named curve, a valid point that is not the point
- * at infinity, a scalar from 1 to n - 1) before WebCrypto sees it. A private key imported from text
- * is extractable, so that its public half (which HPKE needs) can be read from it.
+ * Imports a key of an HPKE suite for HPKE (ECDH on the suite's curve): base64 DER (PKCS#8 for
+ * `private`, SPKI for `public`) or the matching PEM. SEC1 `EC PRIVATE KEY` PEM is refused: WebCrypto
+ * cannot import it. The key is checked as the service checks it (`key-encoding.ts`: the named curve, a
+ * valid point that is not the point at infinity, a scalar from 1 to n - 1) before WebCrypto sees it. A
+ * private key imported from text is extractable, so that its public half (which HPKE needs) can be
+ * read from it.
  */
-export async function importP256Key(text: string, kind: "private" | "public"): Promise<WebCryptoKey> {
+export async function importEcKey(
+  text: string,
+  kind: "private" | "public",
+  suite: KeySuite,
+): Promise<WebCryptoKey> {
   const format = kind === "private" ? "pkcs8" : "spki";
+  const refused = `the ${kind} key is not an EC ${suite.curve?.name ?? ""} ${format} key`;
   const der = derOfKeyText(text, kind);
-  checkKeyEncoding(der, kind, "p256", `the ${kind} key is not an EC P-256 ${format} key`);
+  checkKeyEncoding(der, kind, suite.keyType, refused);
   try {
     return await subtleCrypto().importKey(
       format,
       der,
-      ECDH_P256,
+      ecdhParams(suite),
       true,
       kind === "private" ? ["deriveBits"] : [],
     );
   } catch (cause) {
-    throw new EnvelopeError("invalid_key", `the ${kind} key is not an EC P-256 ${format} key`, { cause });
+    throw new EnvelopeError("invalid_key", refused, { cause });
   }
 }
 
@@ -152,7 +186,7 @@ export async function importP256Key(text: string, kind: "private" | "public"): P
 function checkKeyEncoding(
   der: Uint8Array,
   kind: "private" | "public",
-  type: "rsa" | "p256",
+  type: SuiteKeyType,
   malformedMessage: string,
 ): void {
   try {
@@ -189,22 +223,26 @@ function derOfKeyText(text: string, kind: "private" | "public"): Uint8Array<Arra
   return der;
 }
 
-/** DER of the algorithm OIDs that tell the suites apart: rsaEncryption, and id-ecPublicKey with prime256v1. */
+/** DER of the OID that tells an RSA suite's keys apart: rsaEncryption. */
 const RSA_OID = [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
-const P256_OID = [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+
+/** The OID that tells a suite's keys apart: rsaEncryption, or its curve's (id-ecPublicKey's parameter). */
+function suiteOid(suite: KeySuite): number[] {
+  const hex = suite.curve?.oid;
+  if (hex === undefined) return RSA_OID;
+  return Array.from({ length: hex.length / 2 }, (_, i) => Number.parseInt(hex.slice(2 * i, 2 * i + 2), 16));
+}
 
 /**
- * Which suite key text looks like, from the algorithm OID near the start of its DER (SPKI or PKCS#8);
- * only used to choose an importer and to word errors, the import itself validates the key.
+ * Which suite's key type key text looks like, from the algorithm OID near the start of its DER (SPKI
+ * or PKCS#8); only used to choose an importer and to word errors, the import itself validates the key.
  */
-export function derKindOf(text: string): "rsa" | "p256" | "unknown" {
+export function derKindOf(text: string): SuiteKeyType | "unknown" {
   const pem = /-----BEGIN [A-Z0-9 ]+-----([\s\S]*?)-----END /.exec(text);
   const der = fromBase64((pem === null ? text : (pem[1] ?? "")).replace(/\s+/g, ""));
   if (der === undefined) return "unknown";
   const head = der.subarray(0, 40);
-  if (contains(head, RSA_OID)) return "rsa";
-  if (contains(head, P256_OID)) return "p256";
-  return "unknown";
+  return KEY_SUITES.find((suite) => contains(head, suiteOid(suite)))?.keyType ?? "unknown";
 }
 
 function contains(haystack: Uint8Array, needle: number[]): boolean {

@@ -2,18 +2,25 @@
  * so a reader checks the format against README, "The sealed receipt", in one file. */
 
 import type { LineItem, Receipt, Tax, TaxBreakdownLine, Tender } from "../../gen/receipts/v1/receipt_pb.js";
-import { HPKE_SUITE, isKeyAlgorithm, KEY_ALGORITHMS, RSA_SUITE, suiteOfKeyType } from "../crypto/suites.js";
+import {
+  HPKE_SUITE,
+  KEY_ALGORITHMS,
+  type KeySuite,
+  RSA_SUITE,
+  suiteNamed,
+  suiteOfKeyType,
+} from "../crypto/suites.js";
 import { INPUT_ONLY_FIELDS, type ReceiptInputJsonOf } from "../receipt-fields.js";
 import { fromBase64, toBase64 } from "./base64.js";
 import {
   derKindOf,
   EnvelopeError,
-  importP256Key,
+  ecPairsOf,
+  importEcKey,
   importRsaKey,
   KEY_WRAP_ALGORITHM,
   type KeyWrapAlgorithm,
   type PrivateKeyInput,
-  p256PairsOf,
   RSA_OAEP,
   rsaPrivateKeyOf,
   subtleCrypto,
@@ -21,12 +28,10 @@ import {
 } from "./client-keys.js";
 import type { CardIdentity, KeyTrust } from "./key-trust.js";
 import {
-  HPKE_ENC_BYTES,
+  ecSuiteOfKey,
   HPKE_KEY_WRAP_ALGORITHM,
-  HPKE_WRAPPED_KEY_BYTES,
   hpkeUnwrapKey,
   hpkeWrapKey,
-  isP256Key,
   type WebCryptoKeyPair,
 } from "./p256.js";
 
@@ -227,53 +232,62 @@ interface WebSuite {
   ): Promise<SealedEnvelope["keyBundle"]>;
 }
 
-const WEB_SUITES: Readonly<Record<KeyWrapAlgorithm, WebSuite>> = {
-  [KEY_WRAP_ALGORITHM]: {
-    importPublicKey: (text) => importRsaKey(text, "public"),
-    async unwrap(bundle, privateKey, aad) {
-      const rsaKey = await rsaPrivateKeyOf(privateKey);
-      const wrapped = bytesOf(bundle.encryptedAesKey, "keyBundle.encryptedAesKey");
-      const params = rsaOaep(bundle.aadBound === true ? aad() : undefined);
-      return new Uint8Array(await integrity(() => subtleCrypto().decrypt(params, rsaKey, wrapped)));
-    },
-    async wrap(rawKey, key, aad, keyId, bind) {
-      const params = rsaOaep(bind ? aad : undefined);
-      const encryptedAesKey = new Uint8Array(await subtleCrypto().encrypt(params, key, rawKey));
-      const bundle: SealedEnvelope["keyBundle"] = {
-        encryptedAesKey: toBase64(encryptedAesKey),
-        keyId,
-        algorithm: KEY_WRAP_ALGORITHM,
-      };
-      if (bind) bundle.aadBound = true;
-      return bundle;
-    },
+/** RSA-OAEP-256 with WebCrypto's RSA-OAEP. */
+const RSA_WEB: WebSuite = {
+  importPublicKey: (text) => importRsaKey(text, "public"),
+  async unwrap(bundle, privateKey, aad) {
+    const rsaKey = await rsaPrivateKeyOf(privateKey);
+    const wrapped = bytesOf(bundle.encryptedAesKey, "keyBundle.encryptedAesKey");
+    const params = rsaOaep(bundle.aadBound === true ? aad() : undefined);
+    return new Uint8Array(await integrity(() => subtleCrypto().decrypt(params, rsaKey, wrapped)));
   },
-  [HPKE_KEY_WRAP_ALGORITHM]: {
-    importPublicKey: (text) => importP256Key(text, "public"),
+  async wrap(rawKey, key, aad, keyId, bind) {
+    const params = rsaOaep(bind ? aad : undefined);
+    const encryptedAesKey = new Uint8Array(await subtleCrypto().encrypt(params, key, rawKey));
+    const bundle: SealedEnvelope["keyBundle"] = {
+      encryptedAesKey: toBase64(encryptedAesKey),
+      keyId,
+      algorithm: KEY_WRAP_ALGORITHM,
+    };
+    if (bind) bundle.aadBound = true;
+    return bundle;
+  },
+};
+
+/** An HPKE suite (its KEM, KDF, AEAD and curve from its registry object) with WebCrypto's ECDH. */
+function hpkeWeb(suite: KeySuite): WebSuite {
+  const sizes = suite.wrappedKeySizes();
+  return {
+    importPublicKey: (text) => importEcKey(text, "public", suite),
     async unwrap(bundle, privateKey, aad) {
-      const p256Pairs = await p256PairsOf(privateKey);
+      const pairs = await ecPairsOf(privateKey, suite);
       const { encapsulatedKey } = bundle;
       if (encapsulatedKey === undefined || encapsulatedKey.length === 0) {
         throw new EnvelopeError(
           "invalid_envelope",
-          `keyBundle.encapsulatedKey is required for ${HPKE_KEY_WRAP_ALGORITHM}`,
+          `keyBundle.encapsulatedKey is required for ${suite.algorithm}`,
         );
       }
-      const enc = bytesOf(encapsulatedKey, "keyBundle.encapsulatedKey", HPKE_ENC_BYTES);
-      const wrapped = bytesOf(bundle.encryptedAesKey, "keyBundle.encryptedAesKey", HPKE_WRAPPED_KEY_BYTES);
-      return unwrapWithAny(p256Pairs, enc, wrapped, aad());
+      const enc = bytesOf(encapsulatedKey, "keyBundle.encapsulatedKey", sizes.encapsulatedKey);
+      const wrapped = bytesOf(bundle.encryptedAesKey, "keyBundle.encryptedAesKey", sizes.encryptedAesKey);
+      return unwrapWithAny(pairs, enc, wrapped, aad(), suite);
     },
     async wrap(rawKey, key, aad, keyId) {
-      const wrapped = await hpkeWrapKey(rawKey, key, aad);
+      const wrapped = await hpkeWrapKey(rawKey, key, aad, suite);
       return {
         encryptedAesKey: toBase64(wrapped.encryptedAesKey),
         encapsulatedKey: toBase64(wrapped.encapsulatedKey),
         keyId,
-        algorithm: HPKE_KEY_WRAP_ALGORITHM,
+        algorithm: suite.algorithm,
         aadBound: true,
       };
     },
-  },
+  };
+}
+
+const WEB_SUITES: Readonly<Record<KeyWrapAlgorithm, WebSuite>> = {
+  [KEY_WRAP_ALGORITHM]: RSA_WEB,
+  [HPKE_KEY_WRAP_ALGORITHM]: hpkeWeb(HPKE_SUITE),
 };
 
 /**
@@ -328,8 +342,8 @@ async function publicKeyOf(publicKey: string | WebCryptoKey): Promise<WebCryptoK
 }
 
 /**
- * Wraps a raw AES key to `key` with the key's suite: HPKE for a P-256 key (always bound to the
- * receipt's AAD), RSA-OAEP-256 otherwise, with the AAD as OAEP label when `bindRsa`.
+ * Wraps a raw AES key to `key` with the key's suite: HPKE for an ECDH key on an HPKE suite's curve
+ * (always bound to the receipt's AAD), RSA-OAEP-256 otherwise, with the AAD as OAEP label when `bindRsa`.
  */
 function wrapAesKey(
   rawKey: Uint8Array<ArrayBuffer>,
@@ -338,7 +352,7 @@ function wrapAesKey(
   keyId: string,
   bindRsa: boolean,
 ): Promise<SealedEnvelope["keyBundle"]> {
-  const suite = isP256Key(key) ? HPKE_SUITE : RSA_SUITE;
+  const suite = ecSuiteOfKey(key) ?? RSA_SUITE;
   return WEB_SUITES[suite.algorithm].wrap(rawKey, key, aad, keyId, bindRsa);
 }
 
@@ -352,22 +366,23 @@ function rsaOaep(label: Uint8Array<ArrayBuffer> | undefined): {
 
 /** The suite a key bundle names; absent or empty is the seed's RSA-OAEP-256. */
 function bundleAlgorithm(algorithm: string | undefined): KeyWrapAlgorithm {
-  if (algorithm === undefined || algorithm === "") return KEY_WRAP_ALGORITHM;
-  if (isKeyAlgorithm(algorithm)) return algorithm;
+  const suite = suiteNamed(algorithm, RSA_SUITE);
+  if (suite !== undefined) return suite.algorithm;
   throw new EnvelopeError("invalid_envelope", `keyBundle.algorithm must be ${KEY_ALGORITHMS.join(" or ")}`);
 }
 
-/** HPKE-unwraps with the first candidate key pair that authenticates (see `p256KeyPairCandidates`). */
+/** HPKE-unwraps with the first candidate key pair that authenticates (see `ecKeyPairCandidates`). */
 async function unwrapWithAny(
   pairs: WebCryptoKeyPair[],
   enc: Uint8Array<ArrayBuffer>,
   wrapped: Uint8Array<ArrayBuffer>,
   aad: Uint8Array<ArrayBuffer>,
+  suite: KeySuite,
 ): Promise<Uint8Array<ArrayBuffer>> {
   let failure: unknown;
   for (const pair of pairs) {
     try {
-      return new Uint8Array(await hpkeUnwrapKey(pair, enc, wrapped, aad));
+      return new Uint8Array(await hpkeUnwrapKey(pair, enc, wrapped, aad, suite));
     } catch (cause) {
       failure = cause;
     }

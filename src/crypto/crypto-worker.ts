@@ -34,7 +34,15 @@ import {
   RSA_PUBLIC_EXPONENT,
   spkiOfPrivateKey,
 } from "./keys.js";
-import { bundleSuite, HPKE_P256, type KeyAlgorithm, RSA_OAEP_256 } from "./suites.js";
+import {
+  bundleSuite,
+  type EcCurve,
+  HPKE_P256,
+  HPKE_SUITE,
+  type KeyAlgorithm,
+  type KeySuite,
+  RSA_OAEP_256,
+} from "./suites.js";
 
 /**
  * The body of a `CryptoPool` worker thread: every private-key operation of the server runs here, off
@@ -65,7 +73,7 @@ if (init.niceness !== undefined && process.platform === "linux") {
 /** Recipients' public keys, parsed once per worker (and validated by `parsePublicKey` on a miss). */
 const publicKeys = new PublicKeyCache();
 
-/** P-256 recipients' keys as WebCrypto keys for HPKE, imported once per worker; bounded like `publicKeys`. */
+/** HPKE recipients' keys as WebCrypto keys, imported once per worker; bounded like `publicKeys`. */
 const hpkeKeys = new Map<string, Promise<CryptoKey>>();
 const MAX_HPKE_KEYS = 10_000;
 
@@ -108,44 +116,56 @@ interface SuiteCrypto {
   generate(): { publicKey: Buffer; privateKey: Buffer };
 }
 
-const SUITE_CRYPTO: Readonly<Record<KeyAlgorithm, SuiteCrypto>> = {
-  [RSA_OAEP_256]: {
+/** RSA-OAEP-256: synchronous, Node's RSA-OAEP. */
+const RSA_CRYPTO: SuiteCrypto = {
+  seal: (plaintext, aad, target) =>
+    packSealedText(
+      sealReceipt(plaintext, aad, publicKeys.get(target.keyId, target.spki), target.aadBound === true),
+    ),
+  open: (sealed, task, privateKey) => openSealedReceipt(sealed, task.aad, privateKey, task.aadBound === true),
+  unwrap: (escrowKey, task) =>
+    unwrapAesKey(task.encryptedAesKey, escrowKey, task.aadBound === true ? task.aad : undefined),
+  wrap: (aesKey, target, aad) => {
+    const key = publicKeys.get(target.keyId, target.spki);
+    return packWrappedKey({
+      encryptedAesKey: wrapAesKey(aesKey, key, target.aadBound === true ? aad : undefined),
+    });
+  },
+  generate: () =>
+    generateKeyPairSync("rsa", {
+      modulusLength: RSA_MODULUS_BITS,
+      publicExponent: RSA_PUBLIC_EXPONENT,
+      publicKeyEncoding: { type: "spki", format: "der" },
+      privateKeyEncoding: { type: "pkcs8", format: "der" },
+    }),
+};
+
+/** An HPKE suite (its KEM, KDF, AEAD and curve from its registry object): asynchronous, WebCrypto. */
+function hpkeCrypto(suite: KeySuite): SuiteCrypto {
+  const namedCurve = (suite.curve as EcCurve).name;
+  return {
     seal: (plaintext, aad, target) =>
-      packSealedText(
-        sealReceipt(plaintext, aad, publicKeys.get(target.keyId, target.spki), target.aadBound === true),
+      hpkeKey(target, suite).then(async (key) =>
+        packSealedText(await sealReceiptHpke(plaintext, aad, key, suite)),
       ),
     open: (sealed, task, privateKey) =>
-      openSealedReceipt(sealed, task.aad, privateKey, task.aadBound === true),
-    unwrap: (escrowKey, task) =>
-      unwrapAesKey(task.encryptedAesKey, escrowKey, task.aadBound === true ? task.aad : undefined),
-    wrap: (aesKey, target, aad) => {
-      const key = publicKeys.get(target.keyId, target.spki);
-      return packWrappedKey({
-        encryptedAesKey: wrapAesKey(aesKey, key, target.aadBound === true ? aad : undefined),
-      });
-    },
-    generate: () =>
-      generateKeyPairSync("rsa", {
-        modulusLength: RSA_MODULUS_BITS,
-        publicExponent: RSA_PUBLIC_EXPONENT,
-        publicKeyEncoding: { type: "spki", format: "der" },
-        privateKeyEncoding: { type: "pkcs8", format: "der" },
-      }),
-  },
-  [HPKE_P256]: {
-    seal: (plaintext, aad, target) =>
-      hpkeKey(target).then(async (key) => packSealedText(await sealReceiptHpke(plaintext, aad, key))),
-    open: (sealed, task, privateKey) =>
-      hpkeKeyPairOf(privateKey).then((pair) => openSealedReceiptHpke(sealed, task.aad, pair)),
-    unwrap: async (escrowKey, task) => hpkeUnwrap(await hpkeKeyPairOf(escrowKey), task, task.aad),
-    wrap: async (aesKey, target, aad) => packWrappedKey(await hpkeWrap(aesKey, await hpkeKey(target), aad)),
+      hpkeKeyPairOf(privateKey, suite).then((pair) => openSealedReceiptHpke(sealed, task.aad, pair, suite)),
+    unwrap: async (escrowKey, task) =>
+      hpkeUnwrap(await hpkeKeyPairOf(escrowKey, suite), task, task.aad, suite),
+    wrap: async (aesKey, target, aad) =>
+      packWrappedKey(await hpkeWrap(aesKey, await hpkeKey(target, suite), aad, suite)),
     generate: () =>
       generateKeyPairSync("ec", {
-        namedCurve: "P-256",
+        namedCurve,
         publicKeyEncoding: { type: "spki", format: "der" },
         privateKeyEncoding: { type: "pkcs8", format: "der" },
       }),
-  },
+  };
+}
+
+const SUITE_CRYPTO: Readonly<Record<KeyAlgorithm, SuiteCrypto>> = {
+  [RSA_OAEP_256]: RSA_CRYPTO,
+  [HPKE_P256]: hpkeCrypto(HPKE_SUITE),
 };
 
 port.on("message", (requests: WorkerRequest[]) => {
@@ -301,12 +321,12 @@ function targetAlgorithm(target: WrapTarget): KeyAlgorithm {
   return algorithm;
 }
 
-/** The WebCrypto key of a P-256 recipient, imported once per worker. */
-function hpkeKey(target: WrapTarget): Promise<CryptoKey> {
+/** The WebCrypto key of an HPKE recipient, imported once per worker. */
+function hpkeKey(target: WrapTarget, suite: KeySuite): Promise<CryptoKey> {
   const cacheKey = `${target.keyId}\n${target.spki}`;
   let key = hpkeKeys.get(cacheKey);
   if (key === undefined) {
-    key = importHpkePublicKey(target.spki);
+    key = importHpkePublicKey(target.spki, suite);
     // A failed import is not kept: the next call tries again.
     key.catch(() => hpkeKeys.delete(cacheKey));
     hpkeKeys.set(cacheKey, key);

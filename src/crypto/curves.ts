@@ -1,10 +1,12 @@
 import { copyOf, fromBigInt, toBigInt } from "./asn1.js";
+import { type EcCurve, P256_CURVE } from "./suites.js";
 
 /**
- * The point checks of the two curves the service takes keys on, in plain TypeScript with BigInt (no
- * `node:` module: the client library runs them in browsers too). They decide whether bytes are a
- * valid point before OpenSSL or WebCrypto sees them; none of them handles a secret (a P-256 private
- * scalar is only compared with the group order), so none needs to run in constant time.
+ * The point checks of the curves the service takes keys on (each key suite's curve, `suites.ts`, and
+ * Ed25519 for signing keys), in plain TypeScript with BigInt (no `node:` module: the client library
+ * runs them in browsers too). They decide whether bytes are a valid point before OpenSSL or WebCrypto
+ * sees them; none of them handles a secret (a private scalar is only compared with the group order),
+ * so none needs to run in constant time.
  */
 
 /** A point check that failed; the message says why in words a caller can be shown. */
@@ -32,64 +34,65 @@ function modPow(base: bigint, exponent: bigint, m: bigint): bigint {
   return result;
 }
 
-// NIST P-256 (FIPS 186-4 D.1.2.3, SEC 2 2.4.2): y^2 = x^3 - 3x + b over GF(p), prime order n,
-// cofactor 1, so every point on the curve other than the point at infinity is in the group.
-const P256_P = 0xffffffff00000001000000000000000000000000ffffffffffffffffffffffffn;
-const P256_B = 0x5ac635d8aa3a93e7b3ebbd55769886bc651d06b0cc53b0f63bce3c3e27d2604bn;
-/** The order of the P-256 group: private scalars are from 1 to n - 1. */
-export const P256_N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
-
-/** Bytes of one P-256 coordinate or scalar. */
-export const P256_BYTES = 32;
-
-/** A P-256 point other than infinity, as its two 32-byte big-endian affine coordinates. */
-export interface P256Point {
+/** A point other than infinity, as its two big-endian affine coordinates of the curve's size. */
+export interface EcPoint {
   x: Uint8Array;
   y: Uint8Array;
 }
 
-function p256Rhs(x: bigint): bigint {
-  return mod(x * x * x - 3n * x + P256_B, P256_P);
+/** A P-256 point (kept for the P-256 callers). */
+export type P256Point = EcPoint;
+
+function rhs(curve: EcCurve, x: bigint): bigint {
+  return mod(x * x * x - 3n * x + curve.b, curve.p);
 }
 
 /**
- * Reads a P-256 point in SEC 1 (2.3.4) form: uncompressed `04 || X || Y` (65 bytes) or compressed
- * `02/03 || X` (33 bytes), which is decompressed here. Refuses the point at infinity (`00`), the
+ * Reads a point of `curve` (a suite's, `suites.ts`) in SEC 1 (2.3.4) form: uncompressed `04 || X || Y`
+ * or compressed `02/03 || X`, which is decompressed here. Refuses the point at infinity (`00`), the
  * hybrid forms (`06/07`, which no current software writes and which carry a redundant bit a careless
  * reader trusts), coordinates out of range and points that are not on the curve.
  */
-export function p256Point(encoded: Uint8Array): P256Point {
+export function ecPoint(curve: EcCurve, encoded: Uint8Array): EcPoint {
+  const { p, bytes, name } = curve;
   const form = encoded[0];
   if (encoded.length === 0 || form === 0x00) throw new PointError("is the point at infinity");
   if (form === 0x06 || form === 0x07) {
     throw new PointError("is in the hybrid form (06, 07): send it uncompressed (04) or compressed (02, 03)");
   }
-  if (form === 0x04 && encoded.length === 1 + 2 * P256_BYTES) {
-    const x = toBigInt(encoded.subarray(1, 33));
-    const y = toBigInt(encoded.subarray(33));
-    if (x >= P256_P || y >= P256_P) throw new PointError("has a coordinate out of range");
-    if (mod(y * y, P256_P) !== p256Rhs(x)) throw new PointError("is not a point on the curve P-256");
-    return { x: copyOf(encoded, 1, 33), y: copyOf(encoded, 33) };
+  if (form === 0x04 && encoded.length === 1 + 2 * bytes) {
+    const x = toBigInt(encoded.subarray(1, 1 + bytes));
+    const y = toBigInt(encoded.subarray(1 + bytes));
+    if (x >= p || y >= p) throw new PointError("has a coordinate out of range");
+    if (mod(y * y, p) !== rhs(curve, x)) throw new PointError(`is not a point on the curve ${name}`);
+    return { x: copyOf(encoded, 1, 1 + bytes), y: copyOf(encoded, 1 + bytes) };
   }
-  if ((form === 0x02 || form === 0x03) && encoded.length === 1 + P256_BYTES) {
+  if ((form === 0x02 || form === 0x03) && encoded.length === 1 + bytes) {
     const x = toBigInt(encoded.subarray(1));
-    if (x >= P256_P) throw new PointError("has a coordinate out of range");
-    const rhs = p256Rhs(x);
+    if (x >= p) throw new PointError("has a coordinate out of range");
+    const square = rhs(curve, x);
     // p = 3 (mod 4): the square root, if there is one, is rhs^((p + 1) / 4).
-    let y = modPow(rhs, (P256_P + 1n) / 4n, P256_P);
-    if (mod(y * y, P256_P) !== rhs) throw new PointError("is not a point on the curve P-256");
-    if ((y & 1n) !== BigInt(form & 1)) y = P256_P - y;
-    return { x: copyOf(encoded, 1), y: fromBigInt(y, P256_BYTES) };
+    let y = modPow(square, (p + 1n) / 4n, p);
+    if (mod(y * y, p) !== square) throw new PointError(`is not a point on the curve ${name}`);
+    if ((y & 1n) !== BigInt(form & 1)) y = p - y;
+    return { x: copyOf(encoded, 1), y: fromBigInt(y, bytes) };
   }
-  throw new PointError("must be uncompressed (65 bytes from 04) or compressed (33 bytes from 02, 03)");
+  throw new PointError(
+    `must be uncompressed (${1 + 2 * bytes} bytes from 04) or compressed (${1 + bytes} bytes from 02, 03)`,
+  );
 }
 
-/** Checks a P-256 private scalar: 32 bytes, from 1 to n - 1. */
-export function checkP256Scalar(d: Uint8Array): void {
-  if (d.length !== P256_BYTES) throw new PointError(`must hold a private scalar of ${P256_BYTES} bytes`);
+/** Checks a private scalar of `curve`: the curve's size in bytes, from 1 to n - 1. */
+export function checkEcScalar(curve: EcCurve, d: Uint8Array): void {
+  if (d.length !== curve.bytes) throw new PointError(`must hold a private scalar of ${curve.bytes} bytes`);
   const value = toBigInt(d);
-  if (value === 0n || value >= P256_N)
-    throw new PointError("must hold a private scalar from 1 to n - 1 of P-256");
+  if (value === 0n || value >= curve.n)
+    throw new PointError(`must hold a private scalar from 1 to n - 1 of ${curve.name}`);
+}
+
+/** Reads a P-256 point (see {@link ecPoint}). */
+export function p256Point(encoded: Uint8Array): EcPoint {
+  return ecPoint(P256_CURVE, encoded);
 }
 
 // Ed25519 (RFC 8032 5.1): -x^2 + y^2 = 1 + d x^2 y^2 over GF(2^255 - 19).

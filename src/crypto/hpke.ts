@@ -1,13 +1,14 @@
 import { createPublicKey, type KeyObject, webcrypto } from "node:crypto";
-import { Aes256Gcm, CipherSuite, DhkemP256HkdfSha256, HkdfSha256 } from "@hpke/core";
 import { AES_KEY_BYTES, decryptBody, encryptBody, integrityError, type SealedReceipt } from "./envelope.js";
+import { ecdhParams, hpkeCipherSuite } from "./hpke-suites.js";
 import { secureRandomBytes } from "./random.js";
-import { HPKE_ENC_BYTES, HPKE_INFO_TEXT, HPKE_WRAPPED_KEY_BYTES } from "./suites.js";
+import { HPKE_INFO_TEXT, HPKE_SUITE, type KeySuite } from "./suites.js";
 
 /**
- * The `HPKE-P256-SHA256-A256GCM` key wrap on the server, with `@hpke/core` (a
- * maintained RFC 9180 implementation over WebCrypto, never one of ours): base mode, DHKEM(P-256,
- * HKDF-SHA256), HKDF-SHA256, AES-256-GCM, `info` = UTF-8 `receipts.v1 key wrap`, `aad` = the receipt's
+ * The HPKE key wrap on the server, for every HPKE key suite (`HPKE-P256-SHA256-A256GCM` unless a
+ * call names another), with `@hpke/core` (a maintained RFC 9180 implementation over WebCrypto, never
+ * one of ours): base mode, the suite's DHKEM, KDF and AEAD (`hpke-suites.ts`; P-256: DHKEM(P-256,
+ * HKDF-SHA256), HKDF-SHA256, AES-256-GCM), `info` = UTF-8 `receipts.v1 key wrap`, `aad` = the receipt's
  * AAD, plaintext = the receipt's 32-byte AES key. The AES-256-GCM layer of the receipt is the one of
  * `envelope.ts`, unchanged. Every call is asynchronous (WebCrypto), unlike the RSA suite's.
  */
@@ -16,33 +17,31 @@ import { HPKE_ENC_BYTES, HPKE_INFO_TEXT, HPKE_WRAPPED_KEY_BYTES } from "./suites
 export type CryptoKey = webcrypto.CryptoKey;
 
 const subtle = webcrypto.subtle;
-const ECDH_P256 = { name: "ECDH", namedCurve: "P-256" } as const;
 const INFO = new TextEncoder().encode(HPKE_INFO_TEXT);
 
-/** The one HPKE suite; stateless, so shared by every call of this thread. */
-const suite = new CipherSuite({
-  kem: new DhkemP256HkdfSha256(),
-  kdf: new HkdfSha256(),
-  aead: new Aes256Gcm(),
-});
-
-/** A recipient's P-256 public key (base64 DER SPKI, as stored) as a WebCrypto key for HPKE. */
-export async function importHpkePublicKey(spki: string | Uint8Array): Promise<CryptoKey> {
+/** A recipient's public key of `suite` (base64 DER SPKI, as stored) as a WebCrypto key for HPKE. */
+export async function importHpkePublicKey(
+  spki: string | Uint8Array,
+  suite: KeySuite = HPKE_SUITE,
+): Promise<CryptoKey> {
   const der = typeof spki === "string" ? Buffer.from(spki, "base64") : spki;
   // Extractable: HPKE puts the recipient's serialized public key into the KEM context.
-  return subtle.importKey("spki", der, ECDH_P256, true, []);
+  return subtle.importKey("spki", der, ecdhParams(suite), true, []);
 }
 
 /**
- * A P-256 private key (a parsed `KeyObject`) as the WebCrypto key pair HPKE opens with. The pair's
+ * A private key of `suite` (a parsed `KeyObject`) as the WebCrypto key pair HPKE opens with. The pair's
  * public half is given, not derived: deriving it makes @hpke/core export the private key as a JWK.
  */
-export async function hpkeKeyPairOf(privateKey: KeyObject): Promise<webcrypto.CryptoKeyPair> {
+export async function hpkeKeyPairOf(
+  privateKey: KeyObject,
+  suite: KeySuite = HPKE_SUITE,
+): Promise<webcrypto.CryptoKeyPair> {
   const pkcs8 = privateKey.export({ type: "pkcs8", format: "der" });
   try {
     const [secret, publicKey] = await Promise.all([
-      subtle.importKey("pkcs8", pkcs8, ECDH_P256, false, ["deriveBits"]),
-      importHpkePublicKey(createPublicKey(privateKey).export({ type: "spki", format: "der" })),
+      subtle.importKey("pkcs8", pkcs8, ecdhParams(suite), false, ["deriveBits"]),
+      importHpkePublicKey(createPublicKey(privateKey).export({ type: "spki", format: "der" }), suite),
     ]);
     return { privateKey: secret, publicKey };
   } finally {
@@ -50,19 +49,24 @@ export async function hpkeKeyPairOf(privateKey: KeyObject): Promise<webcrypto.Cr
   }
 }
 
-/** An AES key wrapped with HPKE: the 65-byte encapsulated key and the 48-byte ciphertext. */
+/** An AES key wrapped with HPKE: the encapsulated key (65 bytes for P-256) and the 48-byte ciphertext. */
 export interface HpkeWrappedKey {
   encapsulatedKey: Buffer;
   encryptedAesKey: Buffer;
 }
 
-/** Wraps a receipt's AES key to a P-256 public key, bound to the receipt's AAD. */
+/** Wraps a receipt's AES key to a public key of `suite`, bound to the receipt's AAD. */
 export async function hpkeWrap(
   aesKey: Uint8Array,
   recipient: CryptoKey,
   aad: Uint8Array,
+  suite: KeySuite = HPKE_SUITE,
 ): Promise<HpkeWrappedKey> {
-  const { ct, enc } = await suite.seal({ recipientPublicKey: recipient, info: INFO }, aesKey, aad);
+  const { ct, enc } = await hpkeCipherSuite(suite).seal(
+    { recipientPublicKey: recipient, info: INFO },
+    aesKey,
+    aad,
+  );
   return { encapsulatedKey: Buffer.from(enc), encryptedAesKey: Buffer.from(ct) };
 }
 
@@ -74,14 +78,20 @@ export async function hpkeUnwrap(
   recipient: webcrypto.CryptoKeyPair,
   wrapped: { encapsulatedKey?: Uint8Array | undefined; encryptedAesKey: Uint8Array },
   aad: Uint8Array,
+  suite: KeySuite = HPKE_SUITE,
 ): Promise<Buffer> {
   const { encapsulatedKey, encryptedAesKey } = wrapped;
-  if (encapsulatedKey?.length !== HPKE_ENC_BYTES || encryptedAesKey.length !== HPKE_WRAPPED_KEY_BYTES) {
+  const sizes = suite.wrappedKeySizes();
+  if (
+    encapsulatedKey === undefined ||
+    encapsulatedKey.length !== sizes.encapsulatedKey ||
+    encryptedAesKey.length !== sizes.encryptedAesKey
+  ) {
     throw integrityError(new Error("the HPKE wrapped key has the wrong size"));
   }
   let opened: ArrayBuffer;
   try {
-    opened = await suite.open(
+    opened = await hpkeCipherSuite(suite).open(
       { recipientKey: recipient, enc: encapsulatedKey, info: INFO },
       encryptedAesKey,
       aad,
@@ -99,28 +109,30 @@ export async function hpkeUnwrap(
   return aesKey;
 }
 
-/** Seals a receipt to a P-256 key: a fresh AES key and IV, AES-256-GCM, the key wrapped with HPKE. */
+/** Seals a receipt to a key of `suite`: a fresh AES key and IV, AES-256-GCM, the key wrapped with HPKE. */
 export async function sealReceiptHpke(
   plaintext: Uint8Array,
   aad: Uint8Array,
   recipient: CryptoKey,
+  suite: KeySuite = HPKE_SUITE,
 ): Promise<SealedReceipt> {
   const aesKey = secureRandomBytes(AES_KEY_BYTES);
   try {
     const body = encryptBody(aesKey, plaintext, aad);
-    return { ...(await hpkeWrap(aesKey, recipient, aad)), ...body };
+    return { ...(await hpkeWrap(aesKey, recipient, aad, suite)), ...body };
   } finally {
     aesKey.fill(0);
   }
 }
 
-/** Opens a receipt sealed to a P-256 key, with its key pair (see {@link hpkeKeyPairOf}). */
+/** Opens a receipt sealed to a key of `suite`, with its key pair (see {@link hpkeKeyPairOf}). */
 export async function openSealedReceiptHpke(
   sealed: SealedReceipt,
   aad: Uint8Array,
   recipient: webcrypto.CryptoKeyPair,
+  suite: KeySuite = HPKE_SUITE,
 ): Promise<Buffer> {
-  const aesKey = await hpkeUnwrap(recipient, sealed, aad);
+  const aesKey = await hpkeUnwrap(recipient, sealed, aad, suite);
   try {
     return decryptBody(aesKey, sealed, aad);
   } finally {

@@ -1,4 +1,5 @@
 import { createECDH, type KeyObject } from "node:crypto";
+import { suiteCurves } from "./suites.js";
 
 /**
  * Whether a private key's secret half belongs to the public half it carries. A PKCS#8 key carries its
@@ -13,14 +14,15 @@ import { createECDH, type KeyObject } from "node:crypto";
  *   OpenSSL's CRT decryption uses, so a key that passes decrypts as the public key encrypts. (d itself
  *   is not used by CRT decryption; a wrong d with right CRT values still decrypts correctly.) A few
  *   BigInt products of 1024-bit numbers: tens of microseconds.
- * - EC P-256: d G equals the carried public point (one scalar multiplication by OpenSSL).
+ * - EC (a suite's curve, `suites.ts`): d G equals the carried public point (one scalar multiplication
+ *   by OpenSSL).
  *
  * Keys of other types are not the business of this check and pass.
  */
 export function privateKeyIsConsistent(key: KeyObject): boolean {
   try {
     if (key.asymmetricKeyType === "rsa") return rsaIsConsistent(key);
-    if (key.asymmetricKeyType === "ec") return p256IsConsistent(key);
+    if (key.asymmetricKeyType === "ec") return ecIsConsistent(key);
     return true;
   } catch {
     return false;
@@ -46,10 +48,11 @@ function rsaIsConsistent(key: KeyObject): boolean {
   return p * q === n && (e * dp) % (p - 1n) === 1n && (e * dq) % (q - 1n) === 1n && (qi * q) % p === 1n;
 }
 
-function p256IsConsistent(key: KeyObject): boolean {
+function ecIsConsistent(key: KeyObject): boolean {
   const jwk = key.export({ format: "jwk" });
-  if (jwk.crv !== "P-256" || jwk.d === undefined || jwk.x === undefined || jwk.y === undefined) return false;
-  const ecdh = createECDH("prime256v1");
+  const curve = suiteCurves().find((c) => c.name === jwk.crv);
+  if (curve === undefined || jwk.d === undefined || jwk.x === undefined || jwk.y === undefined) return false;
+  const ecdh = createECDH(curve.nodeName);
   ecdh.setPrivateKey(Buffer.from(jwk.d, "base64url"));
   const derived = ecdh.getPublicKey();
   const carried = Buffer.concat([

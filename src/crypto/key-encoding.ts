@@ -17,13 +17,22 @@ import {
   wholeElement,
 } from "./asn1.js";
 import {
+  checkEcScalar,
   checkEd25519Point,
-  checkP256Scalar,
+  type EcPoint,
   ED25519_BYTES,
-  type P256Point,
+  ecPoint,
   PointError,
-  p256Point,
 } from "./curves.js";
+import {
+  type EcCurve,
+  type KeySuite,
+  orList,
+  type SuiteKeyType,
+  suiteCurves,
+  suiteOfCurveOid,
+  suiteOfFamily,
+} from "./suites.js";
 
 /**
  * Every key the service or the client library takes is read here first, by our own code, before Node
@@ -34,11 +43,12 @@ import {
  * client library runs the same checks in browsers.
  *
  * What passes: SubjectPublicKeyInfo, PKCS#8 (version 0, no attributes), PKCS#1 and SEC1 in strict
- * DER with nothing after them, of three kinds of key:
+ * DER with nothing after them, of the key suites' keys (`suites.ts`: each suite says its key family
+ * and curve, so a suite on a new curve needs nothing here) and of Ed25519:
  * - RSA with the rsaEncryption algorithm (NULL parameters), a positive odd modulus of
  *   {@link RSA_MIN_BITS}..{@link RSA_MAX_BITS} bits, exponent {@link RSA_EXPONENT}; private keys
  *   two-prime (version 0) with every integer positive;
- * - EC on the named curve P-256 only (never explicit parameters), its point uncompressed or
+ * - EC on the named curve of a suite only (never explicit parameters), its point uncompressed or
  *   compressed, in range, on the curve; private keys a scalar from 1 to n - 1, and their embedded
  *   public point (optional) itself a valid point.
  * Whether a private key's halves belong together is not checked here: a forged key (another key's
@@ -76,22 +86,31 @@ export class KeyEncodingError extends Error {
   }
 }
 
-/** The kinds of key there are checks for. */
-export type KeyType = "rsa" | "p256" | "ed25519";
+/** The kinds of key there are checks for: each suite's key type, and Ed25519 (signing keys). */
+export type KeyType = SuiteKeyType | "ed25519";
 
-/** An RSA public key: modulus and exponent as big-endian magnitudes. */
+/** An RSA public key: modulus and exponent as big-endian magnitudes; `type` is its suite's key type. */
 export interface RsaPublicData {
-  type: "rsa";
+  family: "rsa";
+  type: SuiteKeyType;
   n: Uint8Array;
   e: Uint8Array;
   bits: number;
 }
 
+/** An EC public key of a suite's curve. */
+export interface EcPublicData {
+  family: "ec";
+  type: SuiteKeyType;
+  curve: EcCurve;
+  point: EcPoint;
+}
+
 /** A public key as read and checked. */
 export type PublicKeyData =
   | RsaPublicData
-  | { type: "p256"; point: P256Point }
-  | { type: "ed25519"; raw: Uint8Array };
+  | EcPublicData
+  | { family: "ed25519"; type: "ed25519"; raw: Uint8Array };
 
 /** The integers of a two-prime RSA private key (PKCS#1), as big-endian magnitudes. */
 export interface RsaPrivateData extends RsaPublicData {
@@ -103,14 +122,22 @@ export interface RsaPrivateData extends RsaPublicData {
   qi: Uint8Array;
 }
 
-/** A private key as read and checked; a P-256 key's embedded public point when it has one. */
-export type PrivateKeyData = RsaPrivateData | { type: "p256"; d: Uint8Array; point?: P256Point };
+/** An EC private key of a suite's curve, with its embedded public point when it has one. */
+export interface EcPrivateData {
+  family: "ec";
+  type: SuiteKeyType;
+  curve: EcCurve;
+  d: Uint8Array;
+  point?: EcPoint;
+}
+
+/** A private key as read and checked. */
+export type PrivateKeyData = RsaPrivateData | EcPrivateData;
 
 // OBJECT IDENTIFIER contents, hex.
 const OID_RSA = "2a864886f70d010101";
 const OID_RSA_PSS = "2a864886f70d01010a";
 const OID_EC = "2a8648ce3d0201";
-const OID_P256 = "2a8648ce3d030107";
 const OID_ED25519 = "2b6570";
 
 /**
@@ -125,39 +152,42 @@ export function readPublicKey(
   if (isPrivateKeyShape(der)) throw new KeyEncodingError("private");
   return guarded(() => {
     if (encoding === "pkcs1") {
-      if (!accepted.includes("rsa")) throw new KeyEncodingError("unsupported");
-      return rsaPublicKey(der);
+      const rsa = suiteOfFamily("rsa");
+      if (rsa === undefined || !accepted.includes(rsa.keyType)) throw new KeyEncodingError("unsupported");
+      return rsaPublicKey(der, rsa);
     }
     const [algorithm, key] = childrenCount(der, wholeElement(der, TAG.SEQUENCE), 2);
-    const type = algorithmOf(der, algorithm as DerElement);
+    const kind = algorithmOf(der, algorithm as DerElement);
+    const type = kind === "ed25519" ? kind : kind.keyType;
     if (!accepted.includes(type)) throw new KeyEncodingError("unsupported", unsupportedDetail(type));
     const bits = bitStringBytes(der, key);
-    if (type === "rsa") return rsaPublicKey(bits);
-    if (type === "p256") return { type, point: checkedPoint(bits) };
+    if (kind !== "ed25519") {
+      if (kind.curve === undefined) return rsaPublicKey(bits, kind);
+      return { family: "ec", type: kind.keyType, curve: kind.curve, point: checkedPoint(kind.curve, bits) };
+    }
     try {
       checkEd25519Point(bits);
     } catch (cause) {
       throw pointProblem("Ed25519", cause);
     }
-    return { type, raw: copyOf(bits) };
+    return { family: "ed25519", type: "ed25519", raw: copyOf(bits) };
   });
 }
 
 /**
- * Reads a private key: `pkcs8` (PrivateKeyInfo holding an RSA or P-256 key), `pkcs1`
- * (RSAPrivateKey) or `sec1` (ECPrivateKey, which must name P-256).
+ * Reads a private key of a suite: `pkcs8` (PrivateKeyInfo holding an RSA or EC key), `pkcs1`
+ * (RSAPrivateKey) or `sec1` (ECPrivateKey, which must name a suite's curve).
  */
 export function readPrivateKey(der: Uint8Array, encoding: "pkcs8" | "pkcs1" | "sec1"): PrivateKeyData {
   return guarded(() => {
-    if (encoding === "pkcs1") return rsaPrivateKey(der);
-    if (encoding === "sec1") return ecPrivateKey(der, true);
+    if (encoding === "pkcs1") return rsaPrivateKey(der, rsaSuite());
+    if (encoding === "sec1") return ecPrivateKey(der, undefined);
     const [version, algorithm, key] = childrenCount(der, wholeElement(der, TAG.SEQUENCE), 3);
     if (smallInteger(der, version) !== 0) throw new DerError("PKCS#8 version other than 0");
-    const type = algorithmOf(der, algorithm as DerElement);
+    const kind = algorithmOf(der, algorithm as DerElement);
     const inner = contentOf(der, expectTag(key, TAG.OCTET_STRING));
-    if (type === "rsa") return rsaPrivateKey(inner);
-    if (type === "p256") return ecPrivateKey(inner, false);
-    throw new KeyEncodingError("unsupported", unsupportedDetail(type));
+    if (kind === "ed25519") throw new KeyEncodingError("unsupported", unsupportedDetail(kind));
+    return kind.curve === undefined ? rsaPrivateKey(inner, kind) : ecPrivateKey(inner, kind);
   });
 }
 
@@ -211,25 +241,39 @@ function guarded<T>(read: () => T): T {
   }
 }
 
-/** The key type an AlgorithmIdentifier names, with its parameters checked. */
-function algorithmOf(der: Uint8Array, algorithm: DerElement): KeyType {
+/** The suite of the RSA key family, or `unsupported` when no suite takes RSA keys. */
+function rsaSuite(): KeySuite {
+  const suite = suiteOfFamily("rsa");
+  if (suite === undefined) throw new KeyEncodingError("unsupported");
+  return suite;
+}
+
+/** The suite whose curve the named-curve parameter `curve` names, or `unsupported`. */
+function suiteOfCurve(der: Uint8Array, curve: DerElement | undefined): KeySuite {
+  if (curve?.tag !== TAG.OID) throw new KeyEncodingError("unsupported", explicitCurveDetail());
+  const suite = suiteOfCurveOid(oidHex(der, curve));
+  if (suite === undefined) throw new KeyEncodingError("unsupported", "this EC key is on another curve");
+  return suite;
+}
+
+/** Why an EC key with explicit parameters is refused, naming the suites' curves. */
+function explicitCurveDetail(): string {
+  const names = suiteCurves().map((curve) => curve.name);
+  const accepted =
+    names.length === 1 ? `the named curve ${names[0]} is` : `the named curves ${orList(names)} are`;
+  return `this EC key gives its curve by explicit parameters; only ${accepted} accepted`;
+}
+
+/** The suite (or Ed25519) of the key an AlgorithmIdentifier names, with its parameters checked. */
+function algorithmOf(der: Uint8Array, algorithm: DerElement): KeySuite | "ed25519" {
   const [oid, parameters, ...extra] = childrenOf(der, expectTag(algorithm, TAG.SEQUENCE));
   if (extra.length > 0) throw new DerError("AlgorithmIdentifier with extra elements");
   switch (oidHex(der, oid)) {
     case OID_RSA:
       expectNull(parameters);
-      return "rsa";
+      return rsaSuite();
     case OID_EC:
-      if (parameters?.tag !== TAG.OID) {
-        throw new KeyEncodingError(
-          "unsupported",
-          "this EC key gives its curve by explicit parameters; only the named curve P-256 is accepted",
-        );
-      }
-      if (oidHex(der, parameters) !== OID_P256) {
-        throw new KeyEncodingError("unsupported", "this EC key is on another curve");
-      }
-      return "p256";
+      return suiteOfCurve(der, parameters);
     case OID_ED25519:
       if (parameters !== undefined) throw new DerError("Ed25519 with parameters");
       return "ed25519";
@@ -245,12 +289,12 @@ function unsupportedDetail(type: KeyType): string {
 }
 
 /** An RSAPublicKey (PKCS#1): `SEQUENCE { n, e }`. */
-function rsaPublicKey(der: Uint8Array): RsaPublicData {
+function rsaPublicKey(der: Uint8Array, suite: KeySuite): RsaPublicData {
   const [n, e] = childrenCount(der, wholeElement(der, TAG.SEQUENCE), 2);
-  return checkedRsaPublic(positiveInteger(der, n), positiveInteger(der, e));
+  return checkedRsaPublic(positiveInteger(der, n), positiveInteger(der, e), suite);
 }
 
-function checkedRsaPublic(n: Uint8Array, e: Uint8Array): RsaPublicData {
+function checkedRsaPublic(n: Uint8Array, e: Uint8Array, suite: KeySuite): RsaPublicData {
   const bits = bitLength(n);
   if (bits < RSA_MIN_BITS) throw new KeyEncodingError("invalid", `must be at least ${RSA_MIN_BITS} bits`);
   if (bits > RSA_MAX_BITS) throw new KeyEncodingError("invalid", `must be at most ${RSA_MAX_BITS} bits`);
@@ -259,7 +303,7 @@ function checkedRsaPublic(n: Uint8Array, e: Uint8Array): RsaPublicData {
   }
   if (((n[n.length - 1] as number) & 1) === 0)
     throw new KeyEncodingError("invalid", "must have an odd RSA modulus");
-  return { type: "rsa", n, e, bits };
+  return { family: "rsa", type: suite.keyType, n, e, bits };
 }
 
 /**
@@ -268,7 +312,7 @@ function checkedRsaPublic(n: Uint8Array, e: Uint8Array): RsaPublicData {
  * the CRT values) is not an encoding question: the decrypt path checks it (`key-consistency.ts`) and
  * answers a forged key `forbidden`.
  */
-function rsaPrivateKey(der: Uint8Array): RsaPrivateData {
+function rsaPrivateKey(der: Uint8Array, suite: KeySuite): RsaPrivateData {
   const items = childrenOf(der, wholeElement(der, TAG.SEQUENCE));
   const version = smallInteger(der, items[0]);
   if (version !== 0 || items.length !== 9) {
@@ -284,14 +328,15 @@ function rsaPrivateKey(der: Uint8Array): RsaPrivateData {
     Uint8Array,
     Uint8Array,
   ];
-  return { ...checkedRsaPublic(n, e), d, p, q, dp, dq, qi };
+  return { ...checkedRsaPublic(n, e, suite), d, p, q, dp, dq, qi };
 }
 
 /**
- * An ECPrivateKey (SEC1, RFC 5915): version 1, the scalar, `[0]` the curve (required when `named`,
- * as SEC1 on its own has no other place for it; inside PKCS#8 optional), `[1]` the public point.
+ * An ECPrivateKey (SEC1, RFC 5915): version 1, the scalar, `[0]` the curve (required when there is no
+ * `outer` suite, as SEC1 on its own has no other place for it; inside PKCS#8 optional, and then the
+ * curve of the PKCS#8 algorithm), `[1]` the public point.
  */
-function ecPrivateKey(der: Uint8Array, named: boolean): PrivateKeyData {
+function ecPrivateKey(der: Uint8Array, outer: KeySuite | undefined): EcPrivateData {
   const [version, scalar, ...optional] = childrenCount(der, wholeElement(der, TAG.SEQUENCE), 2, 4);
   if (smallInteger(der, version) !== 1) throw new DerError("ECPrivateKey version other than 1");
   const d = contentOf(der, expectTag(scalar, TAG.OCTET_STRING));
@@ -302,34 +347,33 @@ function ecPrivateKey(der: Uint8Array, named: boolean): PrivateKeyData {
     else if (item.tag === TAG.CONTEXT_1 && publicKey === undefined) publicKey = item;
     else throw new DerError("unexpected element in ECPrivateKey");
   }
+  let suite = outer;
   if (parameters !== undefined) {
     const [curve] = childrenCount(der, parameters, 1);
-    if (curve?.tag !== TAG.OID) {
-      throw new KeyEncodingError(
-        "unsupported",
-        "this EC key gives its curve by explicit parameters; only the named curve P-256 is accepted",
-      );
-    }
-    if (oidHex(der, curve) !== OID_P256)
+    const named = suiteOfCurve(der, curve);
+    if (outer !== undefined && named !== outer) {
       throw new KeyEncodingError("unsupported", "this EC key is on another curve");
-  } else if (named) {
-    throw new DerError("SEC1 key without its curve");
+    }
+    suite = named;
   }
+  if (suite?.curve === undefined) throw new DerError("SEC1 key without its curve");
+  const { curve } = suite;
   try {
-    checkP256Scalar(d);
+    checkEcScalar(curve, d);
   } catch (cause) {
     throw new KeyEncodingError("invalid", (cause as Error).message);
   }
-  if (publicKey === undefined) return { type: "p256", d: copyOf(d) };
+  const key: EcPrivateData = { family: "ec", type: suite.keyType, curve, d: copyOf(d) };
+  if (publicKey === undefined) return key;
   const [bits] = childrenCount(der, publicKey, 1);
-  return { type: "p256", d: copyOf(d), point: checkedPoint(bitStringBytes(der, bits)) };
+  return { ...key, point: checkedPoint(curve, bitStringBytes(der, bits)) };
 }
 
-function checkedPoint(encoded: Uint8Array): P256Point {
+function checkedPoint(curve: EcCurve, encoded: Uint8Array): EcPoint {
   try {
-    return p256Point(encoded);
+    return ecPoint(curve, encoded);
   } catch (cause) {
-    throw pointProblem("P-256", cause);
+    throw pointProblem(curve.name, cause);
   }
 }
 

@@ -13,6 +13,7 @@ import { invalidRequest } from "../errors.js";
 import { isOn } from "../fast-paths.js";
 import * as derJwk from "./der.js";
 import {
+  type EcPrivateData,
   KeyEncodingError,
   type KeyType,
   type PublicKeyData,
@@ -23,7 +24,16 @@ import {
   readPrivateKey,
   readPublicKey,
 } from "./key-encoding.js";
-import { KEY_SUITES, type KeyAlgorithm, type KeySuite, suiteOfKeyType } from "./suites.js";
+import {
+  acceptedKeysWords,
+  type EcCurve,
+  HPKE_SUITE,
+  KEY_SUITES,
+  type KeyAlgorithm,
+  type KeySuite,
+  suiteOfKeyType,
+  suiteOfNodeCurve,
+} from "./suites.js";
 
 /**
  * Modulus size of generated key pairs, in bits; also the smallest size accepted on input (README, "The sealed
@@ -39,9 +49,6 @@ export const RSA_MAX_MODULUS_BITS = RSA_MAX_BITS;
  * accepted on input (see `key-encoding.ts`).
  */
 export const RSA_PUBLIC_EXPONENT = RSA_EXPONENT;
-
-/** Node's (OpenSSL's) name of the only elliptic curve accepted: NIST P-256, a.k.a. prime256v1, secp256r1. */
-const P256_CURVE = "prime256v1";
 
 /**
  * Longest key string accepted, in characters. A PEM PKCS#8 private key of {@link RSA_MAX_MODULUS_BITS}
@@ -81,7 +88,7 @@ export interface GeneratedKeyPair extends RsaKeyPair {
 /** Generates an EC P-256 key pair (suite `HPKE-P256-SHA256-A256GCM`) on the libuv thread pool. */
 export async function generateP256KeyPair(): Promise<RsaKeyPair> {
   const { publicKey, privateKey } = await generateKeyPairAsync("ec", {
-    namedCurve: "P-256",
+    namedCurve: (HPKE_SUITE.curve as EcCurve).name,
     publicKeyEncoding: { type: "spki", format: "der" },
     privateKeyEncoding: { type: "pkcs8", format: "der" },
   });
@@ -101,11 +108,11 @@ export interface ParsedPublicKey {
 }
 
 /** What the service accepts, as the error messages say it (never quoting the input). */
-const ACCEPTED_KEYS = "an RSA (2048 bits or more, exponent 65537) or EC P-256 key";
+const ACCEPTED_KEYS = acceptedKeysWords();
 const PUBLIC_KEY_FORMAT = `must be ${ACCEPTED_KEYS.replace(" key", " public key")}: base64 DER SubjectPublicKeyInfo or PEM`;
 const PRIVATE_KEY_FORMAT = `must be ${ACCEPTED_KEYS.replace(" key", " private key")}: base64 DER PKCS#8 or PEM`;
 
-/** The key types of the two suites. */
+/** The key types of the suites. */
 const SUITE_KEY_TYPES: readonly KeyType[] = KEY_SUITES.map((suite) => suite.keyType);
 
 /** DER encodings of the PEM labels accepted for each kind of key. */
@@ -135,7 +142,7 @@ export function parsePublicKey(input: string, field = "publicKey"): ParsedPublic
   const key = publicKeyObject(decoded.der, type, data);
   const { algorithm } = suiteOfKey(data.type, field);
   // Strict DER has one encoding per RSA key: an SPKI that passed is already the canonical form.
-  const canonical = data.type === "rsa" && type === "spki";
+  const canonical = data.family === "rsa" && type === "spki";
   return { key, spki: canonical ? decoded.der.toString("base64") : exportSpki(key), algorithm };
 }
 
@@ -153,7 +160,7 @@ export function parsePrivateKey(input: string, field = "privateKey"): KeyObject 
   const type = decoded.label === undefined ? "pkcs8" : privateDerType(decoded.label);
   if (type === undefined) throw keyError(field, PRIVATE_KEY_FORMAT);
   const data = checked(field, PRIVATE_KEY_FORMAT, () => readPrivateKey(decoded.der, type));
-  if (data.type === "p256") return p256PrivateKeyObject(data);
+  if (data.family === "ec") return ecPrivateKeyObject(data);
   const jwk =
     type === "pkcs8"
       ? rsaJwkFromDer.privatePkcs8(decoded.der)
@@ -176,11 +183,11 @@ export function parsePrivateKey(input: string, field = "privateKey"): KeyObject 
  * built from unchecked bytes can abort the process.
  */
 export function keyAlgorithmOf(key: KeyObject, field = "key"): KeyAlgorithm {
-  const suite = KEY_SUITES.find((s) => s.nodeKeyType === key.asymmetricKeyType);
-  if (suite === undefined) throw keyError(field, `must be ${ACCEPTED_KEYS}`);
-  if (suite.nodeKeyType === "ec" && key.asymmetricKeyDetails?.namedCurve !== P256_CURVE) {
-    throw keyError(field, `must be ${ACCEPTED_KEYS}; this EC key is on another curve`);
-  }
+  const family = KEY_SUITES.find((s) => s.nodeKeyType === key.asymmetricKeyType);
+  if (family === undefined) throw keyError(field, `must be ${ACCEPTED_KEYS}`);
+  if (family.curve === undefined) return family.algorithm;
+  const suite = suiteOfNodeCurve(key.asymmetricKeyDetails?.namedCurve);
+  if (suite === undefined) throw keyError(field, `must be ${ACCEPTED_KEYS}; this EC key is on another curve`);
   return suite.algorithm;
 }
 
@@ -378,10 +385,10 @@ function checked<T>(
  * `der` fast path reads it.
  */
 function publicKeyObject(der: Buffer, type: "spki" | "pkcs1", data: PublicKeyData): KeyObject {
-  if (data.type === "p256") {
+  if (data.family === "ec") {
     const { x, y } = data.point;
     return createPublicKey({
-      key: { kty: "EC", crv: "P-256", x: base64url(x), y: base64url(y) },
+      key: { kty: "EC", crv: data.curve.name, x: base64url(x), y: base64url(y) },
       format: "jwk",
     });
   }
@@ -392,20 +399,21 @@ function publicKeyObject(der: Buffer, type: "spki" | "pkcs1", data: PublicKeyDat
 }
 
 /**
- * The KeyObject of a checked P-256 private key, built from its scalar: the public point is computed
+ * The KeyObject of a checked EC private key, built from its scalar: the public point is computed
  * (OpenSSL's ECDH, given a scalar known to be from 1 to n - 1), so the key is the scalar's whatever
  * point it carried. A forged key, another key's point beside this scalar, then matches no grant but
  * the scalar's own, and decrypt answers it `forbidden` as it answers any wrong key.
  */
-function p256PrivateKeyObject(data: { d: Uint8Array }): KeyObject {
-  const ecdh = createECDH(P256_CURVE);
+function ecPrivateKeyObject(data: EcPrivateData): KeyObject {
+  const { curve } = data;
+  const ecdh = createECDH(curve.nodeName);
   ecdh.setPrivateKey(data.d);
   const point = ecdh.getPublicKey();
   const jwk = {
     kty: "EC",
-    crv: "P-256",
-    x: base64url(point.subarray(1, 33)),
-    y: base64url(point.subarray(33)),
+    crv: curve.name,
+    x: base64url(point.subarray(1, 1 + curve.bytes)),
+    y: base64url(point.subarray(1 + curve.bytes)),
     d: base64url(data.d),
   };
   return createPrivateKey({ key: jwk, format: "jwk" });

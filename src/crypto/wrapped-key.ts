@@ -1,5 +1,5 @@
 import { invalidRequest } from "../errors.js";
-import { type KeyAlgorithm, wrappedKeySizes } from "./suites.js";
+import { type KeyAlgorithm, suiteOf, wrappedKeySizes } from "./suites.js";
 
 /** The parts of a key bundle whose sizes depend on the suite, as raw bytes or base64 text. */
 export interface WrappedKeyParts {
@@ -10,8 +10,8 @@ export interface WrappedKeyParts {
 /**
  * Checks a caller-supplied key bundle (merchant-side sealing, issuer-side escrow release) against the
  * key it names: strict base64 and the sizes of the suite. RSA: `encryptedAesKey` is exactly the
- * modulus size and there is no `encapsulatedKey`; HPKE: `encapsulatedKey` is 65 bytes starting 0x04
- * (uncompressed point) and `encryptedAesKey` 48 bytes. Throws `invalid_request` naming every offending
+ * modulus size and there is no `encapsulatedKey`; HPKE: `encapsulatedKey` is an uncompressed point of
+ * the suite's curve (65 bytes starting 0x04 for P-256) and `encryptedAesKey` 48 bytes. Throws `invalid_request` naming every offending
  * field under `fieldPrefix` (e.g. `keyBundle.encapsulatedKey: must be 65 bytes`); values are never quoted.
  * Returns the decoded bytes.
  *
@@ -57,7 +57,7 @@ export function checkWrappedKey(
     if (encapsulatedKey !== undefined && encapsulatedKey[0] !== 0x04) {
       violations.push({
         field: field("encapsulatedKey"),
-        description: "must be an uncompressed P-256 point",
+        description: `must be an uncompressed ${suiteOf(algorithm).curve?.name ?? ""} point`,
       });
     }
   }

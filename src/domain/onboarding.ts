@@ -1,5 +1,5 @@
 import { parsePublicKey } from "../crypto/keys.js";
-import { KEY_ALGORITHMS, RSA_OAEP_256 } from "../crypto/suites.js";
+import { KEY_ALGORITHMS, RSA_OAEP_256, suiteNamed } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import { isUuidV4, randomId, uuid } from "../ids.js";
 import type { ApiKeyRecord, KeyAlgorithm, KeyRecord, RegisterOutcome } from "../store/types.js";
@@ -16,9 +16,10 @@ import {
   refuseOneOfTwoReferences,
   registeredAnswers,
 } from "./kt/register-bindings.js";
+import { releaseNeedsCheck, verifiedReleaseTarget } from "./kt/release-check.js";
 import type { SignedInput } from "./kt/signed.js";
 import { cardKeysOf, checkCardBin, checkRegisteredCard, ISSUER_CARD_FIELDS } from "./pan.js";
-import { cardBinOwner, sealingKeyOf } from "./routing.js";
+import { type CardRef, cardBinOwner, sealingKeyOf } from "./routing.js";
 
 /** A generated key pair; the private key is returned to the caller once and never kept. */
 export interface GeneratedKeys {
@@ -38,8 +39,7 @@ export async function generateKeys(
   principal: ApiKeyRecord,
   input: { algorithm: string } = { algorithm: "" },
 ): Promise<GeneratedKeys> {
-  const algorithm =
-    input.algorithm === "" ? KEY_ALGORITHMS[0] : KEY_ALGORITHMS.find((a) => a === input.algorithm);
+  const algorithm = suiteNamed(input.algorithm)?.algorithm;
   if (algorithm === undefined) {
     const violations = new Violations();
     violations.add("algorithm", `must be one of ${KEY_ALGORITHMS.join(", ")}`);
@@ -195,9 +195,9 @@ export async function register(
   await auditRegistration(deps, principal, outcome, { cardBin: cardBin ?? "", now, caller });
 
   const target = { user: outcome.user, key: sealingKeyOf(outcome.key) };
-  const counts = await releaseCardEscrow(deps, refs, target, caller);
-  // Stored, audited and released: now the answer waits for the binding's leaf under a checkpoint.
-  const kt = await registeredAnswers(deps, bindings);
+  const { counts, kt } = (await releaseNeedsCheck(deps, principal.tenantId))
+    ? await answerThenRelease(deps, { input, refs, bindings, userId: outcome.user.userId }, caller)
+    : await releaseThenAnswer(deps, { refs, bindings, target }, caller);
   return {
     userId: outcome.user.userId,
     keyId,
@@ -335,6 +335,98 @@ async function auditRegistration(
     keyId: outcome.key.keyId,
     ...(outcome.kind === "rotated" ? { previousKeyId: outcome.previousKeyId } : {}),
   });
+}
+
+/** The key-directory members of a register answer. */
+type RegisterKt = Awaited<ReturnType<typeof registeredAnswers>>;
+
+/**
+ * A tenant without requireBindings: releases the card's escrow to the registered key, then waits for
+ * the binding's leaf under a checkpoint (if the registration carries one).
+ */
+async function releaseThenAnswer(
+  deps: DomainDeps,
+  context: {
+    refs: { panHash: string; aliasPanHash?: string };
+    bindings: RegisterBindings;
+    target: Omit<ReleaseTarget, "panHash">;
+  },
+  caller: CallerInfo,
+): Promise<{ counts: ReleaseCounts; kt: RegisterKt }> {
+  const counts = await releaseCardEscrow(deps, context.refs, context.target, caller);
+  return { counts, kt: await registeredAnswers(deps, context.bindings) };
+}
+
+/** What a requireBindings registration's release needs: the card in the clear, its keyed references, the user. */
+interface CheckedRelease {
+  input: RegisterInput;
+  refs: { panHash: string; aliasPanHash?: string };
+  bindings: RegisterBindings;
+  userId: string;
+}
+
+/** Background waits for a binding's checkpoint (each `KT_LOG_WAIT_MS`) after the answer gave up. */
+const BACKGROUND_RELEASE_WAITS = 3;
+
+/**
+ * A tenant with requireBindings (docs/key-transparency.md, "Server-side sealing"): waits for the
+ * binding's leaf under a checkpoint first, then releases to the user's key only once it verifies
+ * against that checkpoint ({@link verifiedReleaseTarget}). When the wait gives up
+ * (`service_unavailable`), a background task waits on and releases once the checkpoint holds the
+ * binding; the registration sent again releases too. Each receipt is released once whoever gets
+ * there first (the store's release takes only a receipt still escrowed), and what neither releases
+ * stays escrowed for the card's next registration.
+ */
+async function answerThenRelease(
+  deps: DomainDeps,
+  release: CheckedRelease,
+  caller: CallerInfo,
+): Promise<{ counts: ReleaseCounts; kt: RegisterKt }> {
+  let kt: RegisterKt;
+  try {
+    kt = await registeredAnswers(deps, release.bindings);
+  } catch (err) {
+    if (err instanceof AppError && err.code === "service_unavailable") {
+      deps.background.run("escrow release", () => releaseOnceLogged(deps, release, caller));
+    }
+    throw err;
+  }
+  return { counts: await releaseVerified(deps, release, caller), kt };
+}
+
+async function releaseOnceLogged(
+  deps: DomainDeps,
+  release: CheckedRelease,
+  caller: CallerInfo,
+): Promise<void> {
+  for (let wait = 0; wait < BACKGROUND_RELEASE_WAITS; wait++) {
+    try {
+      await registeredAnswers(deps, release.bindings);
+    } catch (err) {
+      if (err instanceof AppError && err.code === "service_unavailable") continue;
+      throw err;
+    }
+    await releaseVerified(deps, release, caller);
+    return;
+  }
+  deps.logger.warn(
+    { userId: release.userId },
+    "escrow release: the binding is not logged yet; it stays escrowed",
+  );
+}
+
+/** Releases the card's escrow to the user's key as stored, once it verifies against the key log. */
+async function releaseVerified(
+  deps: DomainDeps,
+  release: CheckedRelease,
+  caller: CallerInfo,
+): Promise<ReleaseCounts> {
+  const card: CardRef = { recipientHashedPan: (release.input.hashedPan ?? "").toLowerCase() };
+  if (release.input.par) card.recipientPar = release.input.par;
+  if (release.input.cardBin) card.cardBin = release.input.cardBin;
+  const to = await verifiedReleaseTarget(deps, card, release.userId, caller);
+  if (to === undefined) return { released: 0, held: 0 };
+  return releaseCardEscrow(deps, release.refs, to, caller);
 }
 
 /**

@@ -226,7 +226,7 @@ async function chargeAndStore(
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
   await auditBindingConflict(deps, principal, prepared.conflict, caller);
-  await settleStoredReceipt(deps, record);
+  await settleStoredReceipt(deps, record, prepared.card);
   return charge.clientSecret === undefined
     ? { payment, receipt: record }
     : { payment, receipt: record, clientSecret: charge.clientSecret };

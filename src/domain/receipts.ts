@@ -63,7 +63,7 @@ export async function storeSealedReceipt(
 async function storeReceipt(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  { record, conflict }: PreparedReceipt,
+  { record, conflict, card }: PreparedReceipt,
   caller: CallerInfo,
 ): Promise<ReceiptRecord> {
   const events = receiptEvents(deps, record);
@@ -76,7 +76,7 @@ async function storeReceipt(
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
   await auditBindingConflict(deps, principal, conflict, caller);
-  await settleStoredReceipt(deps, record);
+  await settleStoredReceipt(deps, record, card);
   return record;
 }
 

@@ -159,7 +159,7 @@ export async function refundPayment(
   const after = await settleRefund(deps, payment, { refund, gatewayRefundId, events }, held);
   // Once the refund receipt is stored for good (a refused refund removes it): as create does.
   await auditBindingConflict(deps, principal, prepared.conflict, caller);
-  await settleStoredReceipt(deps, record);
+  await settleStoredReceipt(deps, record, prepared.card);
   await auditRefund(deps, principal, caller, payment);
   return { refund: { ...refund, status: "succeeded", gatewayRefundId }, payment: after, receipt: record };
 }

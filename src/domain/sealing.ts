@@ -5,8 +5,9 @@ import { randomId } from "../ids.js";
 import type { ApiKeyRecord, ReceiptRecord, StoredKeyBundle } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { keepIfKeyLives } from "./erasure.js";
-import { admitToEscrow, releaseReceipt } from "./escrow.js";
+import { admitToEscrow, type ReleaseTarget, releaseReceipt } from "./escrow.js";
 import { INTERNAL_CALLER } from "./grants.js";
+import { releaseNeedsCheck, verifiedReleaseTarget } from "./kt/release-check.js";
 import { checkSealingKey } from "./kt/seal-check.js";
 import {
   type SealedReceiptFields,
@@ -14,7 +15,7 @@ import {
   toReceiptMessage,
   type ValidReceipt,
 } from "./receipt-rules.js";
-import { type BindingConflict, type Recipient, recipientOf, sealingKeyOf } from "./routing.js";
+import { type BindingConflict, type CardRef, type Recipient, recipientOf, sealingKeyOf } from "./routing.js";
 
 /** The sealed plaintext of a receipt: the UTF-8 JSON of its fields (REST names, money as numbers). */
 export function plaintextOf(receipt: ValidReceipt): Buffer {
@@ -97,6 +98,11 @@ export function receiptRecordOf(
 export interface PreparedReceipt {
   record: ReceiptRecord;
   conflict?: BindingConflict | undefined;
+  /**
+   * The card as the merchant named it (sealed by the service): what releasing the receipt from
+   * escrow to a requireBindings card's key checks against the key log ({@link settleEscrowRace}).
+   */
+  card?: CardRef | undefined;
 }
 
 /** The prepared receipt of `record`, sealed to `recipient`. */
@@ -143,7 +149,10 @@ export async function sealForRecipient(
     { keyBundle, ciphertext: sealed.ciphertext, iv: sealed.iv, authTag: sealed.authTag },
     paymentId,
   );
-  return preparedFor(record, recipient);
+  const card: CardRef = { recipientHashedPan: receipt.recipientHashedPan };
+  if (receipt.recipientPar !== undefined) card.recipientPar = receipt.recipientPar;
+  if (receipt.cardBin !== undefined) card.cardBin = receipt.cardBin;
+  return { ...preparedFor(record, recipient), card };
 }
 
 /**
@@ -152,9 +161,13 @@ export async function sealForRecipient(
  * (`keepIfKeyLives`); an escrowed one is released when the card registered meanwhile
  * ({@link settleEscrowRace}). Neither fails the call, whose receipt (and payment) are stored.
  */
-export async function settleStoredReceipt(deps: DomainDeps, record: ReceiptRecord): Promise<void> {
+export async function settleStoredReceipt(
+  deps: DomainDeps,
+  record: ReceiptRecord,
+  card?: CardRef,
+): Promise<void> {
   if (record.isEscrowed) {
-    await settleEscrowRace(deps, record);
+    await settleEscrowRace(deps, record, card);
     return;
   }
   try {
@@ -175,21 +188,29 @@ export async function settleStoredReceipt(deps: DomainDeps, record: ReceiptRecor
  * error: the caller would retry something that already happened. The receipt stays escrowed, and the
  * next registration of the card (every register call releases pending escrow) releases it.
  */
-export async function settleEscrowRace(deps: DomainDeps, record: ReceiptRecord): Promise<void> {
+export async function settleEscrowRace(
+  deps: DomainDeps,
+  record: ReceiptRecord,
+  card?: CardRef,
+): Promise<void> {
   if (!record.isEscrowed) return;
   try {
     const user = await deps.store.users.findByPanHash(record.panHash);
     if (!user) return;
     if (record.escrowOwnerTenantId !== undefined && record.escrowOwnerTenantId !== user.tenantId) return;
-    const key = await deps.store.users.findKey(user.activeKeyId);
-    if (!key) return;
+    let target: Omit<ReleaseTarget, "panHash"> | undefined;
+    if (await releaseNeedsCheck(deps, user.tenantId)) {
+      // Only to a key verified against the key log, which needs the card in the clear: without it
+      // (a merchant-sealed receipt) the registration's own release, which has it, takes the receipt.
+      if (card === undefined) return;
+      target = await verifiedReleaseTarget(deps, card, user.userId, INTERNAL_CALLER);
+    } else {
+      const key = await deps.store.users.findKey(user.activeKeyId);
+      target = key === undefined ? undefined : { user, key: sealingKeyOf(key) };
+    }
+    if (target === undefined) return;
     // This receipt only: the registration releases the card's other escrow, a page at a time.
-    await releaseReceipt(
-      deps,
-      { panHash: record.panHash, user, key: sealingKeyOf(key) },
-      record,
-      INTERNAL_CALLER,
-    );
+    await releaseReceipt(deps, { panHash: record.panHash, ...target }, record, INTERNAL_CALLER);
   } catch (err) {
     deps.logger.warn({ err, receiptId: record.id }, "escrow release after storing a receipt failed");
   }

@@ -14,6 +14,18 @@ import { ChunkReader, HEAD_END, type Head, MAX_HEAD, parseHead } from "./http1-a
  * dropped. A connection is reused only after an answer whose end it knows for certain; anything else
  * (no length, `Connection: close`, HTTP/1.0, a malformed or conflicting header, a body over the limit)
  * closes it. 1xx answers are skipped. Redirects are not followed: the caller sees the 3xx.
+ *
+ * Pipelining. Once a connection has shown that the receiver keeps it alive (a complete HTTP/1.1 answer
+ * without `Connection: close`), up to {@link PIPELINE_DEPTH} requests may be in flight on it, and the
+ * requests started in one turn of the event loop are written together (the socket is corked until the
+ * turn's end). A loopback or LAN write costs far more than building a request (one system call, the
+ * receiver woken, an answer read, per request), so under load this is most of a delivery's cost; the
+ * receiver answers in order (RFC 9112, 9.3.2). POST is not idempotent, which is why a client must be
+ * able to recover from a pipeline that breaks: here every request not answered when its connection
+ * closes fails like any dropped attempt and is sent again (once at once on a fresh connection, then on
+ * the retry schedule); webhooks are delivered at least once and receivers deduplicate by `webhook-id`.
+ * A receiver that closes a connection with two or more requests unanswered is taken to dislike
+ * pipelining: its origin gets one request per connection from then on.
  */
 
 /** Where a connection goes, and how it is opened. */
@@ -49,9 +61,20 @@ interface Exchange {
 /** Idle connections are closed after this long (servers commonly close theirs after 5 s). */
 const IDLE_MS = 4_000;
 
-/** One kept-alive connection: one exchange at a time. */
+/** Requests in flight at once on one connection, at most, once it has shown it persists. */
+export const PIPELINE_DEPTH = 8;
+
+/** What a connection tells its pool. */
+interface PoolSide {
+  /** It has room for more requests (an answer completed, or it has just connected). */
+  onFree(c: Connection): void;
+  /** It closed; `unanswered` requests were still in flight. */
+  onClose(c: Connection, unanswered: number): void;
+}
+
+/** One kept-alive connection: its requests answered in order, the oldest first. */
 class Connection {
-  private exchange: Exchange | undefined;
+  private readonly inFlight: Exchange[] = [];
   private head: Buffer[] = [];
   private headBytes = 0;
   private parsed: Head | undefined;
@@ -61,11 +84,14 @@ class Connection {
   /** Exchanges this connection has carried (a fresh one has carried none). */
   uses = 0;
   closed = false;
+  /** Whether an answer completed and left it open: the receiver keeps connections alive. */
+  persistent = false;
+  /** Whether writes are being gathered for the end of this turn of the event loop. */
+  corked = false;
 
   constructor(
     readonly socket: Socket,
-    private readonly onIdle: (c: Connection) => void,
-    private readonly onClose: (c: Connection) => void,
+    private readonly pool: PoolSide,
   ) {
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", (err) => this.close(err));
@@ -73,31 +99,49 @@ class Connection {
     socket.on("end", () => this.close());
   }
 
-  /** Sends one request on this connection. */
+  /** Requests sent on it and not answered yet. */
+  get pending(): number {
+    return this.inFlight.length;
+  }
+
+  /** Sends one request on this connection, written with the others started in this turn. */
   start(exchange: Exchange): void {
     clearTimeout(this.idleTimer);
-    this.exchange = exchange;
+    exchange.carrier = this;
+    this.inFlight.push(exchange);
     this.uses++;
+    if (!this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        this.socket.uncork();
+      });
+    }
     this.socket.write(exchange.head + exchange.body);
   }
 
-  /** Closes the connection; an exchange in flight fails with `err` (or a reset). */
+  /**
+   * Closes the connection. The request being answered gets its answer if its head was read (an
+   * answer that ends with the connection), `err` (or a reset) otherwise; those behind it a reset.
+   */
   close(err?: NodeJS.ErrnoException): void {
     if (!this.closed) {
       this.closed = true;
       clearTimeout(this.idleTimer);
       this.socket.destroy();
-      this.onClose(this);
+      this.pool.onClose(this, this.inFlight.length);
     }
-    const exchange = this.exchange;
-    this.exchange = undefined;
-    if (exchange === undefined) return;
-    if (this.parsed !== undefined) exchange.settle(undefined, answerOf(this.parsed));
-    else exchange.settle(err ?? resetError());
+    const [current, ...behind] = this.inFlight.splice(0);
+    if (current !== undefined) {
+      if (this.parsed !== undefined) current.settle(undefined, answerOf(this.parsed));
+      else current.settle(err ?? resetError());
+    }
+    for (const exchange of behind) exchange.settle(resetError());
   }
 
   private onData(chunk: Buffer): void {
-    const exchange = this.exchange;
+    const exchange = this.inFlight[0];
     if (exchange === undefined) {
       this.close();
       return;
@@ -136,7 +180,8 @@ class Connection {
   private readBody(buf: Buffer, at: number): void {
     const head = this.parsed as Head;
     const framing = head.framing;
-    let used = buf.length - at;
+    // No body (a 204, or a length of 0 said otherwise): what follows is the next answer.
+    let used = framing.kind === "none" ? 0 : buf.length - at;
     let complete = framing.kind === "none";
     if (framing.kind === "length") {
       used = Math.min(used, framing.left);
@@ -148,24 +193,30 @@ class Connection {
       complete = this.chunks.done || this.chunks.invalid;
     }
     this.bodyBytes += used;
-    const exchange = this.exchange as Exchange;
+    const exchange = this.inFlight[0] as Exchange;
+    // Bytes after a complete answer are the next request's answer; with none in flight, a fault.
     const extra = at + used < buf.length;
-    if (this.bodyBytes > exchange.limit || (complete && (!head.keepAlive || extra))) {
+    if (
+      this.bodyBytes > exchange.limit ||
+      (complete && (!head.keepAlive || (extra && this.inFlight.length < 2)))
+    ) {
       this.close();
       return;
     }
-    if (complete) this.finish(head);
+    if (!complete) return;
+    this.finish(head);
+    if (extra) this.onData(buf.subarray(at + used));
   }
 
   /** The answer is complete and the connection clean: settle, and offer the connection again. */
   private finish(head: Head): void {
-    const exchange = this.exchange as Exchange;
-    this.exchange = undefined;
+    const exchange = this.inFlight.shift() as Exchange;
     this.parsed = undefined;
     this.chunks = undefined;
     this.bodyBytes = 0;
+    this.persistent = true;
     exchange.settle(undefined, answerOf(head));
-    this.onIdle(this);
+    this.pool.onFree(this);
   }
 
   /** Waits idle in the pool; closed after {@link IDLE_MS} unused. */
@@ -202,11 +253,12 @@ export interface Pending {
 }
 
 /** The connections of one origin and the requests waiting for one. */
-class OriginPool {
-  private readonly idle: Connection[] = [];
+class OriginPool implements PoolSide {
   private readonly open = new Set<Connection>();
   private readonly waiting: Exchange[] = [];
   private connecting = 0;
+  /** False once a connection of this origin closed with requests pipelined on it. */
+  private pipelining = true;
 
   constructor(
     private readonly origin: Origin,
@@ -258,18 +310,33 @@ class OriginPool {
   }
 
   private enqueue(exchange: Exchange, fresh: boolean): void {
-    const idle = fresh ? undefined : this.idle.pop();
-    if (idle !== undefined) {
-      this.give(idle, exchange);
+    const c = fresh ? undefined : this.pick();
+    if (c !== undefined) {
+      c.start(exchange);
       return;
     }
     this.waiting.push(exchange);
     if (this.open.size + this.connecting < this.maxSockets || fresh) this.connect();
   }
 
-  private give(c: Connection, exchange: Exchange): void {
-    exchange.carrier = c;
-    c.start(exchange);
+  /** Requests `c` may take now. */
+  private room(c: Connection): number {
+    if (c.closed) return 0;
+    return (c.persistent && this.pipelining ? PIPELINE_DEPTH : 1) - c.pending;
+  }
+
+  /**
+   * A connection with room: one already written to in this turn (its writes go out together), else
+   * the least busy (an idle one first); undefined when all are full.
+   */
+  private pick(): Connection | undefined {
+    let best: Connection | undefined;
+    for (const c of this.open) {
+      if (this.room(c) <= 0) continue;
+      if (c.corked) return c;
+      if (best === undefined || c.pending < best.pending) best = c;
+    }
+    return best;
   }
 
   private connect(): void {
@@ -309,31 +376,25 @@ class OriginPool {
       done = true;
       this.connecting--;
       socket.off("error", fail);
-      const c = new Connection(
-        socket,
-        (idle) => this.release(idle),
-        (gone) => this.forget(gone),
-      );
+      const c = new Connection(socket, this);
       this.open.add(c);
-      this.release(c);
+      this.onFree(c);
     });
   }
 
-  /** A connection is free: it takes the next waiting request, or waits idle. */
-  private release(c: Connection): void {
-    if (c.closed) return;
-    const next = this.waiting.shift();
-    if (next !== undefined) this.give(c, next);
-    else {
-      c.rest();
-      this.idle.push(c);
+  /** A connection has room: it takes the next waiting requests, or waits idle. */
+  onFree(c: Connection): void {
+    while (this.room(c) > 0) {
+      const next = this.waiting.shift();
+      if (next === undefined) break;
+      c.start(next);
     }
+    if (c.pending === 0 && !c.closed) c.rest();
   }
 
-  private forget(c: Connection): void {
+  onClose(c: Connection, unanswered: number): void {
     this.open.delete(c);
-    const at = this.idle.indexOf(c);
-    if (at >= 0) this.idle.splice(at, 1);
+    if (unanswered > 1) this.pipelining = false;
     this.fill();
   }
 

@@ -56,6 +56,13 @@ export class EventWorker {
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly keyCache = new Map<string, { at: number; updatedAt: number; keys: SigningKeys }>();
   private lastPruneMs = Number.NEGATIVE_INFINITY;
+  /**
+   * Whether the last round left due deliveries unstarted for want of a free slot: only then does a
+   * finished attempt wake the worker for another round. Otherwise a round per delivery was spent finding
+   * nothing (a timer, sequencing, fan-out and a scan of the due deliveries), and the next events, new
+   * retries and deliveries of other instances are found by their own wake-up or the poll anyway.
+   */
+  private slotBound = false;
 
   constructor(private readonly deps: EventsDeps) {
     this.sender = new WebhookSender({
@@ -103,7 +110,9 @@ export class EventWorker {
       const fannedOut = await this.fanOut(fence);
       const started = signal.aborted ? 0 : await this.startDue(fence);
       await this.prune();
-      return sequenced === BATCH || fannedOut === BATCH || (started > 0 && this.hasFreeSlot());
+      return (
+        sequenced === BATCH || fannedOut === BATCH || (started > 0 && this.slotBound && this.hasFreeSlot())
+      );
     } catch (err) {
       this.deps.logger.warn({ err }, "event worker: the store failed; trying again");
       return false;
@@ -153,8 +162,12 @@ export class EventWorker {
   /** Claims and starts due deliveries up to the free slots; the number started. */
   private async startDue(fence: Fence): Promise<number> {
     const free = this.deps.config.concurrency - this.inFlight.size;
-    if (free <= 0) return 0;
-    const due = await this.deps.store.deliveries.due(this.deps.clock.now(), free + this.inFlight.size);
+    if (free <= 0) {
+      this.slotBound = true;
+      return 0;
+    }
+    // One more than could start: whether any is left waiting for a slot.
+    const due = await this.deps.store.deliveries.due(this.deps.clock.now(), free + this.inFlight.size + 1);
     let started = 0;
     for (const delivery of due) {
       if (started >= free) break;
@@ -162,11 +175,12 @@ export class EventWorker {
       if (this.inFlight.has(key)) continue;
       const attempt = this.attempt(fence, delivery).finally(() => {
         this.inFlight.delete(key);
-        this.deps.hub.written();
+        if (this.slotBound) this.deps.hub.written();
       });
       this.inFlight.set(key, attempt);
       started++;
     }
+    this.slotBound = due.length > started;
     return started;
   }
 

@@ -116,6 +116,31 @@ describe("checkStatement", () => {
       check: "signer",
     });
   });
+  it("takes a retired root's tenant statements up to the one that retired it, and nothing else of it", async () => {
+    const at = (version: number) =>
+      tenantStatement(bank, { type: "receipts.v1/bin-claim", prefix: "411111", kind: "bin", version });
+    const retired = keysOf(info(bank, { status: "revoked", revokedAtVersion: 3 }));
+    for (const version of [1, 3]) {
+      expect(await checkStatement(signed(bank, at(version)), retired)).toMatchObject({ ok: true });
+    }
+    expect(await checkStatement(signed(bank, at(4)), retired)).toMatchObject({
+      ok: false,
+      check: "signer",
+      reason: expect.stringMatching(/revoked/),
+    });
+    // A binding, a signer with the same mark, and a root revoked without one: refused.
+    expect(await checkStatement(signed(bank, binding), retired)).toMatchObject({
+      ok: false,
+      check: "signer",
+    });
+    const markedSigner = keysOf(info(bank, { role: "signer", status: "revoked", revokedAtVersion: 3 }));
+    expect(await checkStatement(signed(bank, at(1)), markedSigner)).toMatchObject({
+      ok: false,
+      check: "signer",
+    });
+    const unmarked = keysOf(info(bank, { status: "revoked" }));
+    expect(await checkStatement(signed(bank, at(1)), unmarked)).toMatchObject({ ok: false, check: "signer" });
+  });
 });
 
 describe("sequences", () => {

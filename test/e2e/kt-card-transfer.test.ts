@@ -1,29 +1,25 @@
 import { createHash, generateKeyPairSync, randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXIT, runCli } from "../../src/cli/main.js";
 import {
   createKeyTrust,
-  generateIssuerSigner,
   type IssuerSigner,
   type KeyTrust,
   keyBindingStatement,
   signStatement,
 } from "../../src/client/index.js";
-import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { parKeyOf } from "../../src/domain/pan.js";
 import { fromBase64Strict } from "../../src/kt/bytes.js";
 import { parseLeaf } from "../../src/kt/leaves.js";
-import { NOTE_ED25519 } from "../../src/kt/note.js";
 import type { TrustPolicy } from "../../src/kt/policy.js";
 import { parseTransferEntry } from "../../src/kt/transfer.js";
-import { createMemoryStore } from "../../src/store/memory/index.js";
-import { post, startService, type TestService } from "../support/harness.js";
-import { ORIGIN, PEPPER } from "../support/kt.js";
-import { startWitnesses } from "../support/witnesses.js";
+import type { Store } from "../../src/store/types.js";
+import { post, receiptBody, type TestService } from "../support/harness.js";
+import { PEPPER } from "../support/kt.js";
+import { startWitnessedService, type WitnessedService } from "../support/kt-witnessed.js";
 
 /**
  * The operator's card transfer in the key log (issue 33; docs/key-transparency.md, "The card transfer
@@ -35,11 +31,6 @@ import { startWitnesses } from "../support/witnesses.js";
  */
 
 const TOKEN = "kt-card-transfer-admin-token-0123456789";
-const WITNESSES = [
-  { name: "w1.bank-a.example", organisation: "bank-a" },
-  { name: "w2.bank-b.example", organisation: "bank-b" },
-  { name: "w3.ngo.example", organisation: "ngo" },
-];
 const TO = "bank-to";
 const TO_BIN = "411111";
 const DAY = 86_400_000;
@@ -64,96 +55,29 @@ function deviceKey(): { keyId: string; publicKey: string } {
 }
 
 describe("the card transfer writes a key-log entry", { timeout: 180_000 }, () => {
-  const dir = mkdtempSync(join(tmpdir(), "kt-card-transfer-"));
-  const logSigner = generateNoteSigner(ORIGIN, NOTE_ED25519);
-  const store = createMemoryStore();
-  const closers: Array<() => Promise<unknown>> = [];
+  let kt: WitnessedService;
   let svc: TestService;
+  let store: Store;
+  let dir: string;
   let policy: TrustPolicy;
   let trust: KeyTrust;
   let fromRoot: IssuerSigner;
   let toRoot: IssuerSigner;
   let toKey: string;
-
-  async function admin(method: string, path: string, body?: unknown) {
-    const res = await fetch(`${svc.baseUrl}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    return {
-      status: res.status,
-      body: (await res.json()) as {
-        data?: { userId: string; transferId?: string };
-        error?: { code: string };
-      },
-    };
-  }
-
-  async function confirmedRoot(tenant: string, apiKey: string): Promise<IssuerSigner> {
-    const signer = await generateIssuerSigner("Ed25519");
-    const added = await post(svc, "/api/v1/issuers/signing-keys", apiKey, { publicKey: signer.spki });
-    expect(added.status, JSON.stringify(added.body)).toBe(200);
-    const res = await admin(
-      "POST",
-      `/admin/v1/issuers/${tenant}/signing-keys/${signer.signingKeyId}/confirm`,
-    );
-    expect(res.status).toBe(200);
-    return signer;
-  }
-
-  /** Waits until every pending record is appended and the head is cosigned by every witness. */
-  async function witnessed(): Promise<void> {
-    for (let i = 0; i < 1000; i++) {
-      const latest = await store.ktLog.latestCheckpoint();
-      const head = await store.ktLog.head();
-      const pending = await store.ktLog.pending(10);
-      if (
-        pending.length === 0 &&
-        latest?.size === head.size &&
-        Object.keys(latest.cosignatures).length === WITNESSES.length
-      )
-        return;
-      svc.app.domain.kt.notify();
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    throw new Error("the witnesses did not cosign the head");
-  }
+  const admin = (method: string, path: string, body?: unknown) => kt.admin(method, path, body);
+  const witnessed = () => kt.witnessed();
 
   beforeAll(async () => {
-    const witnesses = await startWitnesses(ORIGIN, logSigner.key, dir, closers, WITNESSES);
-    svc = await startService({
-      store,
-      env: {
-        ADMIN_TOKEN: TOKEN,
-        KT_LOG_PRIVATE_KEY: formatNoteSkey(logSigner),
-        HASHED_PAN_PEPPER: PEPPER,
-        WITNESS_URLS: witnesses.map((w) => `${w.url} ${w.vkey}`).join(","),
-        KT_ANSWER_COSIGNATURES: "2",
-        KT_SEQUENCER_POLL_MS: "20",
-        KT_READS_PER_MINUTE: "100000",
-      },
-    });
-    closers.unshift(() => svc.close());
-    policy = {
-      origin: ORIGIN,
-      logKey: svc.app.domain.kt.vkey,
-      operator: "receipts-operator",
-      witnesses: witnesses.map((w) => ({ vkey: w.vkey, organisation: w.organisation })),
-      quorum: 2,
-      maxCheckpointAgeSeconds: 600,
-      rootDelaySeconds: 0,
-    };
+    kt = await startWitnessedService({ token: TOKEN, name: "kt-card-transfer" });
+    ({ svc, store, dir, policy } = kt);
     trust = createKeyTrust({ policy, baseUrl: svc.baseUrl });
     toKey = await svc.newKey({ role: "issuer", tier: "standard", tenantId: TO });
-    const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", TO);
-    expect((await store.bins.set(TO, [TO_BIN], new Date(), [change])).kind).toBe("set");
-    fromRoot = await confirmedRoot("issuer-1", svc.issuerKey);
-    toRoot = await confirmedRoot(TO, toKey);
+    await kt.ownBins(TO, [TO_BIN]);
+    fromRoot = await kt.confirmedRoot("issuer-1", svc.issuerKey);
+    toRoot = await kt.confirmedRoot(TO, toKey);
   });
   afterAll(async () => {
-    for (const close of closers) await close();
-    rmSync(dir, { recursive: true, force: true });
+    await kt?.close();
   });
 
   /** A PAR card registered by issuer-1 with its signed binding (a BIN nobody owns). */
@@ -276,6 +200,16 @@ describe("the card transfer writes a key-log entry", { timeout: 180_000 }, () =>
     const card = await registeredByFrom();
     const first = await admin("POST", "/admin/v1/cards/transfer", { userId: card.userId, toTenant: TO });
     expect(first.status).toBe(200);
+    // Until the new issuer registers the card, a receipt for it (no cardBin) is escrowed for that
+    // issuer, not left unowned under the service key.
+    const receipt = receiptBody({ recipientHashedPan: undefined, recipientPar: card.par });
+    const sealed = await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, receipt);
+    expect(sealed.body.data, JSON.stringify(sealed.body)).toMatchObject({ isEscrowed: true });
+    const held = await store.receipts.findByMerchantReceipt(
+      String(receipt.merchantId),
+      String(receipt.receiptId),
+    );
+    expect(held?.escrowOwnerTenantId).toBe(TO);
     await witnessed();
     const head = await store.ktLog.head();
     const replay = await admin("POST", "/admin/v1/cards/transfer", { userId: card.userId, toTenant: TO });

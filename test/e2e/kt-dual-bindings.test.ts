@@ -1,7 +1,4 @@
 import { generateKeyPairSync, randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -9,7 +6,6 @@ import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
 import {
   createKeyTrust,
   createReceiptsClient,
-  generateIssuerSigner,
   type IssuerSigner,
   type KeyTrust,
   KeyVerificationError,
@@ -19,13 +15,11 @@ import {
   signCardBindings,
   signStatement,
 } from "../../src/client/index.js";
-import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { panHashOf, parKeyOf } from "../../src/domain/pan.js";
-import { NOTE_ED25519 } from "../../src/kt/note.js";
-import { createMemoryStore } from "../../src/store/memory/index.js";
-import { hashPan, post, startService, type TestService } from "../support/harness.js";
-import { ORIGIN, PEPPER } from "../support/kt.js";
-import { startWitnesses } from "../support/witnesses.js";
+import type { Store } from "../../src/store/types.js";
+import { hashPan, post, type TestService } from "../support/harness.js";
+import { PEPPER } from "../support/kt.js";
+import { startWitnessedService, type WitnessedService } from "../support/kt-witnessed.js";
 
 /**
  * A card registered by both its hashed PAN and its PAR has one binding per card reference (issue 32,
@@ -37,11 +31,6 @@ import { startWitnesses } from "../support/witnesses.js";
  */
 
 const TOKEN = "kt-dual-bindings-admin-token-0123456789";
-const WITNESSES = [
-  { name: "w1.bank-a.example", organisation: "bank-a" },
-  { name: "w2.bank-b.example", organisation: "bank-b" },
-  { name: "w3.ngo.example", organisation: "ngo" },
-];
 const BIN = "411111";
 const DAY = 86_400_000;
 
@@ -63,71 +52,27 @@ function deviceKey(): { keyId: string; publicKey: string } {
   };
 }
 
-async function admin(svc: TestService, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  expect(res.status, await res.clone().text()).toBe(200);
-}
-
 describe("a card registered by both references: one binding per reference", { timeout: 120_000 }, () => {
-  const dir = mkdtempSync(join(tmpdir(), "kt-dual-bindings-"));
-  const logSigner = generateNoteSigner(ORIGIN, NOTE_ED25519);
-  const store = createMemoryStore();
-  const closers: Array<() => Promise<unknown>> = [];
+  let kt: WitnessedService;
   let svc: TestService;
+  let store: Store;
   let trust: KeyTrust;
   let root: IssuerSigner;
   let otherRoot: IssuerSigner;
   let otherKey: string;
 
   beforeAll(async () => {
-    const witnesses = await startWitnesses(ORIGIN, logSigner.key, dir, closers, WITNESSES);
-    svc = await startService({
-      store,
-      env: {
-        ADMIN_TOKEN: TOKEN,
-        KT_LOG_PRIVATE_KEY: formatNoteSkey(logSigner),
-        HASHED_PAN_PEPPER: PEPPER,
-        WITNESS_URLS: witnesses.map((w) => `${w.url} ${w.vkey}`).join(","),
-        KT_ANSWER_COSIGNATURES: "2",
-        KT_SEQUENCER_POLL_MS: "20",
-        KT_READS_PER_MINUTE: "100000",
-      },
-    });
-    closers.unshift(() => svc.close());
-    trust = createKeyTrust({
-      policy: {
-        origin: ORIGIN,
-        logKey: svc.app.domain.kt.vkey,
-        operator: "receipts-operator",
-        witnesses: witnesses.map((w) => ({ vkey: w.vkey, organisation: w.organisation })),
-        quorum: 2,
-        maxCheckpointAgeSeconds: 600,
-        rootDelaySeconds: 0,
-      },
-      baseUrl: svc.baseUrl,
-    });
-    const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", "issuer-1");
-    expect((await store.bins.set("issuer-1", [BIN], new Date(), [change])).kind).toBe("set");
-    root = await confirmedRoot("issuer-1", svc.issuerKey);
+    kt = await startWitnessedService({ token: TOKEN, name: "kt-dual-bindings" });
+    ({ svc, store } = kt);
+    trust = createKeyTrust({ policy: kt.policy, baseUrl: svc.baseUrl });
+    await kt.ownBins("issuer-1", [BIN]);
+    root = await kt.confirmedRoot("issuer-1", svc.issuerKey);
     otherKey = await svc.newKey({ role: "issuer", tier: "standard", tenantId: "bank-other" });
-    otherRoot = await confirmedRoot("bank-other", otherKey);
+    otherRoot = await kt.confirmedRoot("bank-other", otherKey);
   });
   afterAll(async () => {
-    for (const close of closers) await close();
-    rmSync(dir, { recursive: true, force: true });
+    await kt?.close();
   });
-
-  async function confirmedRoot(tenant: string, apiKey: string): Promise<IssuerSigner> {
-    const signer = await generateIssuerSigner("Ed25519");
-    const added = await post(svc, "/api/v1/issuers/signing-keys", apiKey, { publicKey: signer.spki });
-    expect(added.status, JSON.stringify(added.body)).toBe(200);
-    await admin(svc, "POST", `/admin/v1/issuers/${tenant}/signing-keys/${signer.signingKeyId}/confirm`);
-    return signer;
-  }
 
   /** Both bindings of `card` for `device`, at the given versions, signed by `signer`. */
   function bindingsFor(
@@ -443,8 +388,11 @@ describe("a card registered by both references: one binding per reference", { ti
   it("requireBindings: a dual registration with one binding missing is forbidden, naming it", async () => {
     const tenant = "bank-strict";
     const key = await svc.newKey({ role: "issuer", tier: "standard", tenantId: tenant });
-    await admin(svc, "PUT", `/admin/v1/issuers/${tenant}/require-bindings`, { requireBindings: true });
-    const strictRoot = await confirmedRoot(tenant, key);
+    const strict = await kt.admin("PUT", `/admin/v1/issuers/${tenant}/require-bindings`, {
+      requireBindings: true,
+    });
+    expect(strict.status, JSON.stringify(strict.body)).toBe(200);
+    const strictRoot = await kt.confirmedRoot(tenant, key);
     for (const missing of ["parBinding", "binding"] as const) {
       const card = dualCard();
       const device = deviceKey();

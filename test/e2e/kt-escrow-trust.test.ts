@@ -1,22 +1,10 @@
 import { generateKeyPairSync } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createKeyTrust, createReceiptsClient, KeyVerificationError } from "../../src/client/index.js";
-import {
-  escrowKeyStatement,
-  generateIssuerSigner,
-  type IssuerSigner,
-  signStatement,
-} from "../../src/client/key-binding.js";
-import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
-import { NOTE_ED25519 } from "../../src/kt/note.js";
+import { escrowKeyStatement, signStatement } from "../../src/client/key-binding.js";
 import type { TrustPolicy } from "../../src/kt/policy.js";
-import { createMemoryStore } from "../../src/store/memory/index.js";
-import { hashPan, post, startService, type TestService } from "../support/harness.js";
-import { ORIGIN, PEPPER } from "../support/kt.js";
-import { startWitnesses } from "../support/witnesses.js";
+import { hashPan, post, type TestService } from "../support/harness.js";
+import { startWitnessedService, type WitnessedService } from "../support/kt-witnessed.js";
 
 /**
  * Escrow answers under the merchant's trust policy, against a running service whose issuers sign
@@ -27,61 +15,19 @@ import { startWitnesses } from "../support/witnesses.js";
  */
 
 const TOKEN = "kt-escrow-trust-test-admin-token-01234";
-const WITNESSES = [
-  { name: "w1.bank-a.example", organisation: "bank-a" },
-  { name: "w2.bank-b.example", organisation: "bank-b" },
-  { name: "w3.ngo.example", organisation: "ngo" },
-];
 
 describe("escrow answers under the merchant's trust policy", { timeout: 120_000 }, () => {
-  const dir = mkdtempSync(join(tmpdir(), "kt-escrow-trust-"));
-  const logSigner = generateNoteSigner(ORIGIN, NOTE_ED25519);
-  const store = createMemoryStore();
-  const closers: Array<() => Promise<unknown>> = [];
+  let kt: WitnessedService;
   let svc: TestService;
   let policy: TrustPolicy;
   const signed = { tenant: "escrow-signed-bank", bin: "52000022", key: "" };
   const unsigned = { tenant: "escrow-unsigned-bank", bin: "52000033", key: "" };
   const unowned = "52000044";
 
-  async function admin(method: string, path: string) {
-    const res = await fetch(`${svc.baseUrl}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${TOKEN}` },
-    });
-    expect(res.status).toBe(200);
-  }
-
-  async function rootOf(bank: { tenant: string; key: string }): Promise<IssuerSigner> {
-    const signer = await generateIssuerSigner("Ed25519");
-    const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: signer.spki });
-    expect(added.status, JSON.stringify(added.body)).toBe(200);
-    await admin("POST", `/admin/v1/issuers/${bank.tenant}/signing-keys/${signer.signingKeyId}/confirm`);
-    return signer;
-  }
-
   function escrowPublicKey(): string {
     return generateKeyPairSync("ec", { namedCurve: "P-256" })
       .publicKey.export({ type: "spki", format: "der" })
       .toString("base64");
-  }
-
-  /** Waits until the log is sequenced, snapshotted and cosigned by every witness at its head. */
-  async function witnessed(): Promise<void> {
-    for (let i = 0; i < 500; i++) {
-      const pending = await store.ktLog.pending(1);
-      const latest = await store.ktLog.latestCheckpoint();
-      const head = await store.ktLog.head();
-      if (
-        pending.length === 0 &&
-        latest?.size === head.size &&
-        Object.keys(latest.cosignatures).length === WITNESSES.length
-      )
-        return;
-      svc.app.domain.kt.notify();
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    throw new Error("the witnesses did not cosign the head");
   }
 
   async function lookup(bin: string) {
@@ -95,36 +41,13 @@ describe("escrow answers under the merchant's trust policy", { timeout: 120_000 
   }
 
   beforeAll(async () => {
-    const witnesses = await startWitnesses(ORIGIN, logSigner.key, dir, closers, WITNESSES);
-    svc = await startService({
-      store,
-      env: {
-        ADMIN_TOKEN: TOKEN,
-        KT_LOG_PRIVATE_KEY: formatNoteSkey(logSigner),
-        HASHED_PAN_PEPPER: PEPPER,
-        WITNESS_URLS: witnesses.map((w) => `${w.url} ${w.vkey}`).join(","),
-        KT_ANSWER_COSIGNATURES: "3",
-        KT_SEQUENCER_POLL_MS: "20",
-        KT_READS_PER_MINUTE: "100000",
-      },
-    });
-    closers.unshift(() => svc.close());
-    policy = {
-      origin: ORIGIN,
-      logKey: svc.app.domain.kt.vkey,
-      operator: "receipts-operator",
-      witnesses: witnesses.map((w) => ({ vkey: w.vkey, organisation: w.organisation })),
-      quorum: 2,
-      maxCheckpointAgeSeconds: 600,
-      // A development service: its roots count at once (KT_ROOT_DELAY 0).
-      rootDelaySeconds: 0,
-    };
+    kt = await startWitnessedService({ token: TOKEN, name: "kt-escrow-trust", answerCosignatures: 3 });
+    ({ svc, policy } = kt);
     for (const bank of [signed, unsigned]) {
       bank.key = await svc.newKey({ role: "issuer", tier: "standard", tenantId: bank.tenant });
-      const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", bank.tenant);
-      expect((await store.bins.set(bank.tenant, [bank.bin], new Date(), [change])).kind).toBe("set");
+      await kt.ownBins(bank.tenant, [bank.bin]);
     }
-    const root = await rootOf(signed);
+    const root = await kt.confirmedRoot(signed.tenant, signed.key);
     const publicKey = escrowPublicKey();
     const binding = await signStatement(
       escrowKeyStatement({ issuer: signed.tenant, keyId: "iek_signed-escrow-1", publicKey, version: 1 }),
@@ -134,16 +57,15 @@ describe("escrow answers under the merchant's trust policy", { timeout: 120_000 
     const client = createReceiptsClient({ baseUrl: svc.baseUrl, apiKey: signed.key });
     const registered = await client.registerEscrowKey(publicKey, { binding });
     expect(registered.escrowKeyId).toBe("iek_signed-escrow-1");
-    await rootOf(unsigned);
+    await kt.confirmedRoot(unsigned.tenant, unsigned.key);
     const plain = await post(svc, "/api/v1/issuers/escrow-keys", unsigned.key, {
       publicKey: escrowPublicKey(),
     });
     expect(plain.status, JSON.stringify(plain.body)).toBe(200);
-    await witnessed();
+    await kt.witnessed();
   });
   afterAll(async () => {
-    for (const close of closers) await close();
-    rmSync(dir, { recursive: true, force: true });
+    await kt?.close();
   });
 
   const refusal = (promise: Promise<unknown>) =>

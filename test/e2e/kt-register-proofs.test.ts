@@ -1,7 +1,4 @@
 import { generateKeyPairSync, randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
@@ -24,13 +21,12 @@ import {
   registerDeviceKey,
   signStatement,
 } from "../../src/client/index.js";
-import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { panHashOf } from "../../src/domain/pan.js";
-import { NOTE_ED25519 } from "../../src/kt/note.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
+import type { Store } from "../../src/store/types.js";
 import { hashPan, post, startService, type TestService } from "../support/harness.js";
 import { ORIGIN, PEPPER } from "../support/kt.js";
-import { startWitnesses } from "../support/witnesses.js";
+import { startWitnessedService, type WitnessedService } from "../support/kt-witnessed.js";
 
 /**
  * `register` with a signed binding answers once the binding's leaf is under a checkpoint the log
@@ -43,11 +39,6 @@ import { startWitnesses } from "../support/witnesses.js";
  */
 
 const TOKEN = "kt-register-proofs-admin-token-0123456789";
-const WITNESSES = [
-  { name: "w1.bank-a.example", organisation: "bank-a" },
-  { name: "w2.bank-b.example", organisation: "bank-b" },
-  { name: "w3.ngo.example", organisation: "ngo" },
-];
 const BIN = "411111";
 const DAY = 86_400_000;
 
@@ -101,50 +92,22 @@ async function signedRegistration(
 }
 
 describe("register answers its binding's proofs", { timeout: 120_000 }, () => {
-  const dir = mkdtempSync(join(tmpdir(), "kt-register-proofs-"));
-  const logSigner = generateNoteSigner(ORIGIN, NOTE_ED25519);
-  const store = createMemoryStore();
-  const closers: Array<() => Promise<unknown>> = [];
+  let kt: WitnessedService;
   let svc: TestService;
+  let store: Store;
   let trust: KeyTrust;
   let root: IssuerSigner;
   const headers = () => ({ "x-api-key": svc.issuerKey });
 
   beforeAll(async () => {
-    const witnesses = await startWitnesses(ORIGIN, logSigner.key, dir, closers, WITNESSES);
-    svc = await startService({
-      store,
-      env: {
-        ADMIN_TOKEN: TOKEN,
-        KT_LOG_PRIVATE_KEY: formatNoteSkey(logSigner),
-        HASHED_PAN_PEPPER: PEPPER,
-        WITNESS_URLS: witnesses.map((w) => `${w.url} ${w.vkey}`).join(","),
-        KT_ANSWER_COSIGNATURES: "2",
-        KT_SEQUENCER_POLL_MS: "20",
-        KT_READS_PER_MINUTE: "100000",
-      },
-    });
-    closers.unshift(() => svc.close());
-    trust = createKeyTrust({
-      policy: {
-        origin: ORIGIN,
-        logKey: svc.app.domain.kt.vkey,
-        operator: "receipts-operator",
-        witnesses: witnesses.map((w) => ({ vkey: w.vkey, organisation: w.organisation })),
-        quorum: 2,
-        maxCheckpointAgeSeconds: 600,
-        // A development service: its roots count at once (KT_ROOT_DELAY 0).
-        rootDelaySeconds: 0,
-      },
-      baseUrl: svc.baseUrl,
-    });
-    const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", "issuer-1");
-    expect((await store.bins.set("issuer-1", [BIN], new Date(), [change])).kind).toBe("set");
+    kt = await startWitnessedService({ token: TOKEN, name: "kt-register-proofs" });
+    ({ svc, store } = kt);
+    trust = createKeyTrust({ policy: kt.policy, baseUrl: svc.baseUrl });
+    await kt.ownBins("issuer-1", [BIN]);
     root = await confirmedRoot(svc);
   });
   afterAll(async () => {
-    for (const close of closers) await close();
-    rmSync(dir, { recursive: true, force: true });
+    await kt?.close();
   });
 
   /** The card's leaf as the store holds it when the answer arrived (it must be there already). */

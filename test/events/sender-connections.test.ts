@@ -67,6 +67,54 @@ async function rawReceiver(answer: (n: number) => string, after?: (socket: Socke
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
 }
 
+/**
+ * A raw TCP receiver that frames pipelined requests by Content-Length: per data event, the complete
+ * requests it holds (their paths) go to `answer`, which writes what it likes to the socket.
+ */
+async function pipelineReceiver(answer: (paths: string[], socket: Socket, connection: number) => void) {
+  const seen = { connections: 0, batches: [] as string[][] };
+  const server = createNetServer((socket) => {
+    const connection = ++seen.connections;
+    let buf = Buffer.alloc(0);
+    socket.on("data", (data: Buffer) => {
+      buf = Buffer.concat([buf, data]);
+      const paths: string[] = [];
+      for (;;) {
+        const end = buf.indexOf("\r\n\r\n");
+        if (end < 0) break;
+        const head = buf.toString("latin1", 0, end);
+        const stop = end + 4 + Number(/content-length: (\d+)/.exec(head)?.[1]);
+        if (buf.length < stop) break;
+        paths.push(head.split(" ")[1] as string);
+        buf = buf.subarray(stop);
+      }
+      if (paths.length > 0) {
+        seen.batches.push(paths);
+        answer(paths, socket, connection);
+      }
+    });
+    socket.on("error", () => undefined);
+  });
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+}
+
+/** An answer whose status and framing follow the request's `?n=`: the caller sees which it got. */
+function numbered(path: string): string {
+  const n = Number(path.split("=")[1]);
+  const status = statusOf(n);
+  if (status === 204) return "HTTP/1.1 204 No Content\r\n\r\n";
+  if (n % 3 === 1) return `HTTP/1.1 ${status} OK\r\nContent-Length: 3\r\n\r\nn=${n % 10}`;
+  return `HTTP/1.1 ${status} OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n`;
+}
+
+/** 204 (no body), or 200-203 (a sized body), or 206-207 (a chunked one), by `n`. */
+function statusOf(n: number): number {
+  if (n % 3 === 0) return 204;
+  return n % 3 === 1 ? 200 + (n % 4) : 206 + (n % 2);
+}
+
 const post = (s: WebhookSender, url: string, body = '{"id":"evt_1"}') =>
   s.send({ url, headers: { "webhook-id": "evt_1", "webhook-signature": "v1,abc" }, body });
 
@@ -201,6 +249,65 @@ describe("webhook connections", () => {
     const s = sender(2_000, 1024);
     expect(await post(s, `${receiver.url}/big`)).toMatchObject({ ok: true, statusCode: 200 });
     expect(await post(s, `${receiver.url}/next`)).toMatchObject({ ok: true, statusCode: 204 });
+    expect(receiver.seen.connections).toBe(2);
+  });
+
+  it("pipelines requests started together on a connection that persists, and matches answers in order", async () => {
+    const receiver = await pipelineReceiver((paths, socket) => socket.write(paths.map(numbered).join("")));
+    const s = sender();
+    // A fresh connection carries one request until an answer shows that it persists.
+    expect(await post(s, `${receiver.url}/hooks?n=0`)).toMatchObject({ ok: true, statusCode: 204 });
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => post(s, `${receiver.url}/hooks?n=${i + 1}`)),
+    );
+    expect(results.map((r) => r.statusCode)).toEqual(Array.from({ length: 8 }, (_, i) => statusOf(i + 1)));
+    expect(results.every((r) => r.ok)).toBe(true);
+    // The eight went out in one write on the one connection, and were answered in one.
+    expect(receiver.seen.connections).toBe(1);
+    expect(receiver.seen.batches.map((b) => b.length)).toEqual([1, 8]);
+    // At most eight at once on a connection: a ninth opens another.
+    const more = await Promise.all(
+      Array.from({ length: 9 }, (_, i) => post(s, `${receiver.url}/hooks?n=${i}`)),
+    );
+    expect(more.map((r) => r.statusCode)).toEqual(Array.from({ length: 9 }, (_, i) => statusOf(i)));
+    expect(Math.max(...receiver.seen.batches.map((b) => b.length))).toBe(8);
+    expect(receiver.seen.connections).toBe(2);
+  });
+
+  it("sends pipelined requests left unanswered again on fresh connections, and stops pipelining there", async () => {
+    // The first connection answers its first request, then only the first of the pipelined eight, and closes.
+    const receiver = await pipelineReceiver((paths, socket, connection) => {
+      if (connection === 1 && paths.length > 1) {
+        socket.end(numbered(paths[0] as string));
+        return;
+      }
+      socket.write(paths.map(numbered).join(""));
+    });
+    const s = sender();
+    expect((await post(s, `${receiver.url}/hooks?n=0`)).ok).toBe(true);
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => post(s, `${receiver.url}/hooks?n=${i + 1}`)),
+    );
+    expect(results.map((r) => r.statusCode)).toEqual(Array.from({ length: 8 }, (_, i) => statusOf(i + 1)));
+    expect(receiver.seen.batches[1]).toHaveLength(8);
+    // Each of the seven unanswered went once more, on a connection of its own.
+    expect(receiver.seen.connections).toBe(8);
+    const batches = receiver.seen.batches.length;
+    const later = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => post(s, `${receiver.url}/hooks?n=${i}`)),
+    );
+    expect(later.every((r) => r.ok)).toBe(true);
+    expect(receiver.seen.batches.slice(batches).every((b) => b.length === 1)).toBe(true);
+  });
+
+  it("fails the answer of a request that was never sent", async () => {
+    // Bytes after a complete answer while nothing else is in flight: the connection is not trusted again.
+    const receiver = await rawReceiver(
+      () => "HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+    );
+    const s = sender();
+    expect(await post(s, `${receiver.url}/hooks`)).toMatchObject({ ok: true, statusCode: 204 });
+    expect(await post(s, `${receiver.url}/hooks`)).toMatchObject({ ok: true, statusCode: 204 });
     expect(receiver.seen.connections).toBe(2);
   });
 

@@ -1,14 +1,14 @@
-import { generateKeyPairSync, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   escrowKeyStatement,
-  generateIssuerSigner,
   type IssuerSigner,
   keyBindingStatement,
   signStatement,
 } from "../../src/client/key-binding.js";
 import type { KeyRecord } from "../../src/store/types.js";
-import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+import { hashPan, post, receiptBody, type TestService } from "../support/harness.js";
+import { p256, startBoundIssuer } from "../support/kt-bound.js";
 
 /**
  * The window between a requireBindings card's store step and the checkpoint over its binding's leaf
@@ -19,53 +19,20 @@ import { hashPan, post, receiptBody, startService, type TestService } from "../s
  * sequencer runs, the same request seals.
  */
 
-const TOKEN = "kt-seal-window-test-admin-token-0123456";
 const BIN = "53000033";
 let svc: TestService;
 let bankKey: string;
 let root: IssuerSigner;
-
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  expect(res.status, await res.clone().text()).toBe(200);
-}
-
-function p256(): string {
-  const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  return publicKey.export({ type: "spki", format: "der" }).toString("base64");
-}
-
-/** Waits until the newest checkpoint covers the whole log. */
-async function sequenced(): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const pending = await svc.store.ktLog.pending(1);
-    const head = await svc.store.ktLog.head();
-    const latest = await svc.store.ktLog.latestCheckpoint();
-    if (pending.length === 0 && head.size > 0 && latest?.size === head.size) return;
-    svc.app.domain.kt.notify();
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error("the log did not catch up");
-}
+let sequenced: () => Promise<void>;
 
 beforeAll(async () => {
-  svc = await startService({
-    env: { ADMIN_TOKEN: TOKEN, KT_SEQUENCER_POLL_MS: "20", KT_LOG_WAIT_MS: "300" },
+  const bound = await startBoundIssuer({
+    token: "kt-seal-window-test-admin-token-0123456",
+    tenant: "seal-window-bank",
+    bin: BIN,
+    env: { KT_LOG_WAIT_MS: "300" },
   });
-  const id = "seal-window-bank";
-  bankKey = await svc.newKey({ role: "issuer", tier: "standard", tenantId: id });
-  const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", id);
-  expect((await svc.store.bins.set(id, [BIN], new Date(), [change])).kind).toBe("set");
-  await admin("PUT", `/admin/v1/issuers/${id}/require-bindings`, { requireBindings: true });
-  root = await generateIssuerSigner("Ed25519");
-  const added = await post(svc, "/api/v1/issuers/signing-keys", bankKey, { publicKey: root.spki });
-  expect(added.status, JSON.stringify(added.body)).toBe(200);
-  await admin("POST", `/admin/v1/issuers/${id}/signing-keys/${root.signingKeyId}/confirm`);
-  await sequenced();
+  ({ svc, bankKey, root, sequenced } = bound);
 });
 afterAll(async () => {
   await svc?.close();
