@@ -34,6 +34,8 @@ import {
 } from "../src/crypto/hpke.js";
 import { parsePrivateKey } from "../src/crypto/keys.js";
 import { registerFloor, setUpFloor } from "./floor.js";
+import { registerKtFloor, setUpKtFloor } from "./kt-floor.js";
+import { registerZkFloor, setUpZkFloor } from "./zk-floor.js";
 
 /**
  * The benchmark's baseline: the service's cryptography with no framework around it, so the service's
@@ -68,7 +70,7 @@ interface Setup {
   publicKeys: string[];
   receipt: Record<string, unknown>;
   listCount: number;
-  floor?: { apiKey: string; hashedPans: string[] };
+  floor?: { apiKey: string; hashedPans: string[]; keyIds?: string[] };
 }
 
 interface Sealed {
@@ -281,13 +283,17 @@ app.post("/setup", async (request) => {
   );
   if (setup.floor !== undefined) {
     const hashedPans = setup.floor.hashedPans;
-    setUpFloor(
+    const cardholders = recipients.map((r, i) => ({
+      hashedPan: hashedPans[i] ?? "",
+      keyId: r.keyId,
+      spki: setup.publicKeys[i] ?? "",
+    }));
+    setUpFloor(setup.floor.apiKey, cardholders);
+    // The zero-knowledge routes answer the service's key ids, so one sealed body fits both sides.
+    const keyIds = setup.floor.keyIds;
+    setUpZkFloor(
       setup.floor.apiKey,
-      recipients.map((r, i) => ({
-        hashedPan: hashedPans[i] ?? "",
-        keyId: r.keyId,
-        spki: setup.publicKeys[i] ?? "",
-      })),
+      cardholders.map((c, i) => ({ ...c, keyId: keyIds?.[i] ?? c.keyId })),
     );
   }
   return { success: true, data: { recipients: recipients.length } };
@@ -303,6 +309,14 @@ const floorPool = new CryptoPool({
   ],
 });
 registerFloor(app, { seal: (request) => floorPool.seal(request) });
+registerZkFloor(app);
+registerKtFloor(app);
+
+app.post("/kt-setup", async (request) => {
+  const { note, directories } = request.body as { note: string; directories: Record<string, string> };
+  setUpKtFloor(note, directories);
+  return { success: true, data: {} };
+});
 
 app.post("/receipts/encrypt", async (request) => ({
   success: true,

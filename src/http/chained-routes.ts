@@ -47,6 +47,15 @@ interface PendingCall {
   settled: boolean;
 }
 
+/** The request member holding its call under way. */
+const PENDING = "chainedCall";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    chainedCall: PendingCall | null;
+  }
+}
+
 /** Registers `routes` on `scope`, each request one call through the chain. */
 export function registerChainedRoutes(
   scope: FastifyInstance,
@@ -54,23 +63,25 @@ export function registerChainedRoutes(
   options: ChainedRoutesOptions,
 ): void {
   const invoke = createRouteInvoker(options.interceptors);
-  // Not a hot path: the operator's calls and the key log's reads.
-  const calls = new WeakMap<FastifyRequest, PendingCall>();
+  // The call under way rides on its request (a decorated member), not in a map keyed by requests: the
+  // key log's public reads are a hot path, and a long-lived WeakMap of per-call values keeps every
+  // call's objects alive past the young generation's collections.
+  if (!scope.hasRequestDecorator(PENDING)) scope.decorateRequest(PENDING, null);
   for (const route of routes) {
     scope.route({
       method: route.method,
       url: route.url,
       onRequest: (request, reply, done) => {
-        calls.set(request, startCall(invoke, route, options, { request, reply, done }));
+        request[PENDING] = startCall(invoke, route, options, { request, reply, done });
       },
       handler: (request, reply) => {
-        const call = calls.get(request) as PendingCall;
+        const call = request[PENDING] as PendingCall;
         call.settle(route.run(request));
         return call.answered.then(() => reply);
       },
       errorHandler: (error: FastifyError, request, reply) => {
-        const call = calls.get(request);
-        if (call === undefined || call.settled) return answerFastifyError(request, reply, error, undefined);
+        const call = request[PENDING];
+        if (call === null || call.settled) return answerFastifyError(request, reply, error, undefined);
         call.settle(
           fastifyErrorOf(request, error, request.routeOptions.bodyLimit).then((e) => Promise.reject(e)),
         );

@@ -17,7 +17,7 @@ import { parseLeaf } from "../../src/kt/leaves.js";
 import type { TrustPolicy } from "../../src/kt/policy.js";
 import { parseTransferEntry } from "../../src/kt/transfer.js";
 import type { Store } from "../../src/store/types.js";
-import { post, type TestService } from "../support/harness.js";
+import { post, receiptBody, type TestService } from "../support/harness.js";
 import { PEPPER } from "../support/kt.js";
 import { startWitnessedService, type WitnessedService } from "../support/kt-witnessed.js";
 
@@ -200,6 +200,16 @@ describe("the card transfer writes a key-log entry", { timeout: 180_000 }, () =>
     const card = await registeredByFrom();
     const first = await admin("POST", "/admin/v1/cards/transfer", { userId: card.userId, toTenant: TO });
     expect(first.status).toBe(200);
+    // Until the new issuer registers the card, a receipt for it (no cardBin) is escrowed for that
+    // issuer, not left unowned under the service key.
+    const receipt = receiptBody({ recipientHashedPan: undefined, recipientPar: card.par });
+    const sealed = await post(svc, "/api/v1/receipts/encrypt", svc.merchantKey, receipt);
+    expect(sealed.body.data, JSON.stringify(sealed.body)).toMatchObject({ isEscrowed: true });
+    const held = await store.receipts.findByMerchantReceipt(
+      String(receipt.merchantId),
+      String(receipt.receiptId),
+    );
+    expect(held?.escrowOwnerTenantId).toBe(TO);
     await witnessed();
     const head = await store.ktLog.head();
     const replay = await admin("POST", "/admin/v1/cards/transfer", { userId: card.userId, toTenant: TO });
