@@ -347,8 +347,9 @@ describe("look-up answers with the key directory's proofs", { timeout: 120_000 }
       expect(answer.checkpoint).toContain(ORIGIN);
       expect(answer.directory.sha256).toMatch(/^[0-9a-f]{64}$/);
       const snapshot = await fetch(`${svc.baseUrl}/kt/v1/directory/${answer.directory.sha256}`);
-      const owner = ((await snapshot.json()) as { issuers: Array<{ issuer: string; escrowKey: unknown }> })
-        .issuers.find((entry) => entry.issuer === tenantId);
+      const owner = (
+        (await snapshot.json()) as { issuers: Array<{ issuer: string; escrowKey: unknown }> }
+      ).issuers.find((entry) => entry.issuer === tenantId);
       if (owner?.escrowKey !== undefined && owner.escrowKey !== null) {
         expect(owner.escrowKey).toMatchObject({ keyId: escrowKeyId });
         await witnessed();
