@@ -10,8 +10,8 @@
  * an unsigned key with an issuer API key it minted for the bank, a key that introduces itself as
  * root, a rotation or a revocation signed by its own key or by the bank's signer, the confirm of its
  * own key (a pending root written into the store beside the live one is not reachable from outside:
- * test/http/kt-root-rotation.test.ts covers it). The bank rotates its root: the rotation replayed, and a later
- * rotation signed by the retired root (a thief of the old key), are refused. The bank's new root
+ * test/domain/kt/root-rotation.test.ts covers it). The bank rotates its root: the rotation replayed,
+ * and a later rotation signed by the retired root (a thief of the old key), are refused. The bank's new root
  * revokes itself: while the bank waits for its recovery root the operator's word does not stand for
  * `requireBindings`, a BIN added to the bank, or the bank's BIN moved to the operator's tenant at
  * once; once the bank registered its recovery root, the operator's own recovery root is refused and

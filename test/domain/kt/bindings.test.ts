@@ -2,19 +2,19 @@ import { generateKeyPairSync, randomUUID } from "node:crypto";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
-import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
+import { KeysService } from "../../../gen/receipts/v1/keys_pb.js";
+import { OnboardingService } from "../../../gen/receipts/v1/onboarding_pb.js";
 import {
   generateIssuerSigner,
   type IssuerSigner,
   keyBindingStatement,
   signStatement,
   statementOf,
-} from "../../src/client/key-binding.js";
-import { panHashOf, parKeyOf } from "../../src/domain/pan.js";
-import { base64, fromBase64Strict, utf8 } from "../../src/kt/bytes.js";
-import { formatTime } from "../../src/kt/statements.js";
-import { hashPan, post, startService, type TestService } from "../support/harness.js";
+} from "../../../src/client/key-binding.js";
+import { panHashOf, parKeyOf } from "../../../src/domain/pan.js";
+import { base64, fromBase64Strict, utf8 } from "../../../src/kt/bytes.js";
+import { formatTime } from "../../../src/kt/statements.js";
+import { hashPan, post, startService, type TestService } from "../../support/harness.js";
 
 /**
  * The write side of the key directory from the attacker's side, over REST, Connect and gRPC: issuer

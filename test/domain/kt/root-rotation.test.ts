@@ -8,9 +8,9 @@ import {
   signSigningKeyRevocation,
   signStatement,
   statementOf,
-} from "../../src/client/key-binding.js";
-import { formatTime } from "../../src/kt/statements.js";
-import { hashPan, post, startService, type TestService } from "../support/harness.js";
+} from "../../../src/client/key-binding.js";
+import { formatTime } from "../../../src/kt/statements.js";
+import { hashPan, post, startService, type TestService } from "../../support/harness.js";
 
 /**
  * Root rotation, root revocation and recovery over REST, from the attacker's side: the confirmed root
