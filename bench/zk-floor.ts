@@ -1,7 +1,7 @@
-import { createHash, createHmac, createPublicKey, randomBytes, randomUUID } from "node:crypto";
+import { createPublicKey } from "node:crypto";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { timestampNow } from "@bufbuild/protobuf/wkt";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
 import { LookupKeyRequestSchema, LookupKeyResponseSchema } from "../gen/receipts/v1/keys_pb.js";
 import { EncryptedReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
 import {
@@ -9,6 +9,7 @@ import {
   StoreSealedReceiptRequestSchema,
   StoreSealedReceiptResponseSchema,
 } from "../gen/receipts/v1/receipts_pb.js";
+import { ApiKeyGate, HASHED_PAN, invalid, panHash, refuse } from "./floor-parts.js";
 
 /**
  * The bare routes of the zero-knowledge path (merchant-side sealing: the service never sees the
@@ -42,10 +43,7 @@ interface Recipient {
   wrappedBytes: number;
 }
 
-const PEPPER = randomBytes(32);
 const LIMIT = 100_000_000;
-const WINDOW_MS = 60_000;
-const HASHED_PAN = /^[0-9a-fA-F]{64}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const MAX_CIPHERTEXT = 1_048_576;
 const ALGORITHM = "RSA-OAEP-256";
@@ -61,64 +59,23 @@ const SEALED_MEMBERS = new Set([
   "authTag",
 ]);
 
-const apiKeys = new Map<string, { id: string; tenantId: string }>();
-const counters = new Map<string, number>();
+const gate = new ApiKeyGate(LIMIT);
 const recipients = new Map<string, Recipient>();
 const merchantOwners = new Map<string, string>();
 const stored = new Map<string, object>();
 const audit: object[] = [];
-
-function panHash(hashedPan: string): string {
-  return createHmac("sha256", PEPPER).update(hashedPan.toLowerCase()).digest("hex");
-}
 
 /** Registers the merchant API key and the cardholders (hashed PAN -> RSA key) the routes serve. */
 export function setUpZkFloor(
   apiKey: string,
   cardholders: { hashedPan: string; keyId: string; spki: string }[],
 ) {
-  apiKeys.set(createHash("sha256").update(apiKey).digest("hex"), { id: "key_zk", tenantId: "zk" });
+  gate.add(apiKey, { id: "key_zk", tenantId: "zk" });
   for (const c of cardholders) {
     const key = createPublicKey({ key: Buffer.from(c.spki, "base64"), format: "der", type: "spki" });
     const bits = key.asymmetricKeyDetails?.modulusLength ?? 2048;
     recipients.set(panHash(c.hashedPan), { keyId: c.keyId, spki: c.spki, wrappedBytes: Math.ceil(bits / 8) });
   }
-}
-
-/** The principal of an API key (by its SHA-256), or undefined. */
-function principalOf(key: unknown) {
-  return typeof key === "string" ? apiKeys.get(createHash("sha256").update(key).digest("hex")) : undefined;
-}
-
-/** Counts a call of `principalId` in the current window; the rate-limit headers to answer with. */
-function countCall(principalId: string): Record<string, string> {
-  const windowStart = Math.floor(Date.now() / WINDOW_MS) * WINDOW_MS;
-  const counter = `${principalId}:all:${windowStart}`;
-  const count = (counters.get(counter) ?? 0) + 1;
-  counters.set(counter, count);
-  return {
-    "x-ratelimit-limit": String(LIMIT),
-    "x-ratelimit-remaining": String(Math.max(0, LIMIT - count)),
-    "x-ratelimit-reset": String((windowStart + WINDOW_MS) / 1000),
-  };
-}
-
-/** The caller's principal after the API key and the rate count, or undefined once refused. */
-function admit(request: FastifyRequest, reply: FastifyReply) {
-  reply.header("x-request-id", randomUUID());
-  const principal = principalOf(request.headers["x-api-key"]);
-  if (principal === undefined) {
-    void reply.code(401).send({ success: false, error: { code: "unauthorized" } });
-    return undefined;
-  }
-  reply.headers(countCall(principal.id));
-  return principal;
-}
-
-function invalid(reply: FastifyReply, problems: string[]) {
-  return reply
-    .code(400)
-    .send({ success: false, error: { code: "invalid_request", details: problems.join("; ") } });
 }
 
 /** Decodes a base64 member, adding a problem when it is not base64; undefined then. */
@@ -164,7 +121,7 @@ function sealedProblems(body: Record<string, unknown>) {
 /** Mounts `POST /zk/keys/lookup` and `POST /zk/receipts/sealed` on the baseline's app. */
 export function registerZkFloor(app: FastifyInstance): void {
   app.post("/zk/keys/lookup", async (request, reply) => {
-    const principal = admit(request, reply);
+    const principal = gate.admit(request, reply);
     if (principal === undefined) return reply;
     const body = request.body as Record<string, unknown>;
     const pan = body.recipientHashedPan;
@@ -174,8 +131,7 @@ export function registerZkFloor(app: FastifyInstance): void {
       if (key !== "recipientHashedPan") problems.push(`${key}: unknown field`);
     if (problems.length > 0) return invalid(reply, problems);
     const recipient = recipients.get(panHash(pan as string));
-    if (recipient === undefined)
-      return reply.code(404).send({ success: false, error: { code: "not_found" } });
+    if (recipient === undefined) return refuse(reply, 404, "not_found");
     audit.push({
       at: new Date(),
       action: "key.lookup",
@@ -197,24 +153,21 @@ export function registerZkFloor(app: FastifyInstance): void {
   });
 
   app.post("/zk/receipts/sealed", async (request, reply) => {
-    const principal = admit(request, reply);
+    const principal = gate.admit(request, reply);
     if (principal === undefined) return reply;
     const body = request.body as Record<string, unknown>;
     const { problems, ids, wrapped, bundle } = sealedProblems(body);
     if (problems.length > 0) return invalid(reply, problems);
     const owner = merchantOwners.get(ids.merchantId);
-    if (owner !== undefined && owner !== principal.tenantId)
-      return reply.code(403).send({ success: false, error: { code: "forbidden" } });
+    if (owner !== undefined && owner !== principal.tenantId) return refuse(reply, 403, "forbidden");
     const hash = panHash(body.recipientHashedPan as string);
     const recipient = recipients.get(hash);
-    if (recipient === undefined)
-      return reply.code(404).send({ success: false, error: { code: "not_found" } });
-    if (bundle.keyId !== recipient.keyId)
-      return reply.code(409).send({ success: false, error: { code: "conflict" } });
+    if (recipient === undefined) return refuse(reply, 404, "not_found");
+    if (bundle.keyId !== recipient.keyId) return refuse(reply, 409, "conflict");
     if (wrapped?.length !== recipient.wrappedBytes)
       return invalid(reply, [`keyBundle.encryptedAesKey: must be ${recipient.wrappedBytes} bytes`]);
     const unique = `${ids.merchantId}\u0000${ids.receiptId}`;
-    if (stored.has(unique)) return reply.code(409).send({ success: false, error: { code: "conflict" } });
+    if (stored.has(unique)) return refuse(reply, 409, "conflict");
     merchantOwners.set(ids.merchantId, principal.tenantId);
     const receipt = {
       ...ids,
@@ -245,7 +198,7 @@ export const ZK_GRPC_PATHS = {
   sealed: "/receipts.v1.ReceiptsService/StoreSealedReceipt",
 } as const;
 
-const refuse = (headers: Record<string, string>, status: number, message: string): ZkGrpcAnswer => ({
+const refuseCall = (headers: Record<string, string>, status: number, message: string): ZkGrpcAnswer => ({
   headers,
   status,
   message,
@@ -263,10 +216,8 @@ export function serveZkGrpc(
   message: Uint8Array,
 ): ZkGrpcAnswer | undefined {
   if (path !== ZK_GRPC_PATHS.lookup && path !== ZK_GRPC_PATHS.sealed) return undefined;
-  const headers: Record<string, string> = { "x-request-id": randomUUID() };
-  const principal = principalOf(apiKey);
-  if (principal === undefined) return refuse(headers, 16, "unauthorized");
-  Object.assign(headers, countCall(principal.id));
+  const { headers, principal } = gate.admitCall(apiKey);
+  if (principal === undefined) return refuseCall(headers, 16, "unauthorized");
   return path === ZK_GRPC_PATHS.lookup
     ? grpcLookup(headers, principal, sourceIp, message)
     : grpcSealed(headers, principal, message);
@@ -280,9 +231,9 @@ function grpcLookup(
 ): ZkGrpcAnswer {
   const req = fromBinary(LookupKeyRequestSchema, message);
   if (!HASHED_PAN.test(req.recipientHashedPan) || req.$unknown !== undefined)
-    return refuse(headers, 3, "recipientHashedPan: must be 64 hex");
+    return refuseCall(headers, 3, "recipientHashedPan: must be 64 hex");
   const recipient = recipients.get(panHash(req.recipientHashedPan));
-  if (recipient === undefined) return refuse(headers, 5, "not_found");
+  if (recipient === undefined) return refuseCall(headers, 5, "not_found");
   audit.push({
     at: new Date(),
     action: "key.lookup",
@@ -331,18 +282,18 @@ function grpcSealed(
 ): ZkGrpcAnswer {
   const req = fromBinary(StoreSealedReceiptRequestSchema, message);
   const problems = grpcSealedProblems(req);
-  if (problems.length > 0) return refuse(headers, 3, problems.join("; "));
+  if (problems.length > 0) return refuseCall(headers, 3, problems.join("; "));
   const owner = merchantOwners.get(req.merchantId);
-  if (owner !== undefined && owner !== principal.tenantId) return refuse(headers, 7, "forbidden");
+  if (owner !== undefined && owner !== principal.tenantId) return refuseCall(headers, 7, "forbidden");
   const hash = panHash(req.recipientHashedPan);
   const recipient = recipients.get(hash);
-  if (recipient === undefined) return refuse(headers, 5, "not_found");
+  if (recipient === undefined) return refuseCall(headers, 5, "not_found");
   const bundle = req.keyBundle as NonNullable<typeof req.keyBundle>;
-  if (bundle.keyId !== recipient.keyId) return refuse(headers, 6, "conflict");
+  if (bundle.keyId !== recipient.keyId) return refuseCall(headers, 6, "conflict");
   if (bundle.encryptedAesKey.length !== recipient.wrappedBytes)
-    return refuse(headers, 3, `keyBundle.encryptedAesKey: must be ${recipient.wrappedBytes} bytes`);
+    return refuseCall(headers, 3, `keyBundle.encryptedAesKey: must be ${recipient.wrappedBytes} bytes`);
   const unique = `${req.merchantId}\u0000${req.receiptId}`;
-  if (stored.has(unique)) return refuse(headers, 6, "conflict");
+  if (stored.has(unique)) return refuseCall(headers, 6, "conflict");
   merchantOwners.set(req.merchantId, principal.tenantId);
   const receipt = create(EncryptedReceiptSchema, {
     version: req.version || "1.0",

@@ -1,7 +1,4 @@
-import { createHash, generateKeyPairSync, randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createKeyTrust, KeyVerificationError } from "../../src/client/index.js";
 import {
@@ -10,17 +7,12 @@ import {
   keyBindingStatement,
   signRootRotation,
   signStatement,
-  statementOf,
 } from "../../src/client/key-binding.js";
-import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { base64url } from "../../src/kt/bytes.js";
-import { NOTE_ED25519 } from "../../src/kt/note.js";
 import type { TrustPolicy } from "../../src/kt/policy.js";
-import { formatTime } from "../../src/kt/statements.js";
-import { createMemoryStore } from "../../src/store/memory/index.js";
-import { hashPan, post, startService, type TestService } from "../support/harness.js";
-import { ORIGIN, PEPPER } from "../support/kt.js";
-import { startWitnesses } from "../support/witnesses.js";
+import { hashPan, post, type TestService } from "../support/harness.js";
+import { deviceKey, endorsedSigner } from "../support/kt-issuers.js";
+import { startWitnessedService, type WitnessedService } from "../support/kt-witnessed.js";
 
 /**
  * A merchant's verification across an issuer's root rotation, against a running service and three
@@ -30,19 +22,10 @@ import { startWitnesses } from "../support/witnesses.js";
  * binding (signed by a signer the old root endorsed) verifies again.
  */
 
-const TOKEN = "kt-root-rotation-e2e-admin-token-0123456";
-const WITNESSES = [
-  { name: "w1.bank-a.example", organisation: "bank-a" },
-  { name: "w2.bank-b.example", organisation: "bank-b" },
-  { name: "w3.ngo.example", organisation: "ngo" },
-];
 const DELAY = 3600;
 
 describe("a merchant's verification across a root rotation", { timeout: 120_000 }, () => {
-  const dir = mkdtempSync(join(tmpdir(), "kt-root-rotation-"));
-  const logSigner = generateNoteSigner(ORIGIN, NOTE_ED25519);
-  const store = createMemoryStore();
-  const closers: Array<() => Promise<unknown>> = [];
+  let w: WitnessedService;
   let svc: TestService;
   let policy: TrustPolicy;
   const bank = { tenant: "rotating-bank", bin: "52000055", key: "" };
@@ -50,24 +33,6 @@ describe("a merchant's verification across a root rotation", { timeout: 120_000 
   const card = { hashedPan, bin: bank.bin };
   let oldRoot: IssuerSigner;
   let signer: IssuerSigner;
-
-  /** Waits until the log is sequenced, snapshotted and cosigned by every witness at its head. */
-  async function witnessed(): Promise<void> {
-    for (let i = 0; i < 500; i++) {
-      const pending = await store.ktLog.pending(1);
-      const latest = await store.ktLog.latestCheckpoint();
-      const head = await store.ktLog.head();
-      if (
-        pending.length === 0 &&
-        latest?.size === head.size &&
-        Object.keys(latest.cosignatures).length === WITNESSES.length
-      )
-        return;
-      svc.app.domain.kt.notify();
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    throw new Error("the witnesses did not cosign the head");
-  }
 
   async function lookup() {
     const res = await post(svc, "/api/v1/keys/lookup", svc.merchantKey, {
@@ -90,67 +55,18 @@ describe("a merchant's verification across a root rotation", { timeout: 120_000 
     );
 
   beforeAll(async () => {
-    const witnesses = await startWitnesses(ORIGIN, logSigner.key, dir, closers, WITNESSES);
-    svc = await startService({
-      store,
-      env: {
-        ADMIN_TOKEN: TOKEN,
-        KT_LOG_PRIVATE_KEY: formatNoteSkey(logSigner),
-        HASHED_PAN_PEPPER: PEPPER,
-        WITNESS_URLS: witnesses.map((w) => `${w.url} ${w.vkey}`).join(","),
-        KT_ANSWER_COSIGNATURES: "3",
-        KT_SEQUENCER_POLL_MS: "20",
-        KT_READS_PER_MINUTE: "100000",
-      },
+    w = await startWitnessedService({
+      token: "kt-root-rotation-e2e-admin-token-0123456",
+      name: "kt-root-rotation",
+      answerCosignatures: 3,
     });
-    closers.unshift(() => svc.close());
-    policy = {
-      origin: ORIGIN,
-      logKey: svc.app.domain.kt.vkey,
-      operator: "receipts-operator",
-      witnesses: witnesses.map((w) => ({ vkey: w.vkey, organisation: w.organisation })),
-      quorum: 2,
-      maxCheckpointAgeSeconds: 600,
-      rootDelaySeconds: DELAY,
-    };
+    svc = w.svc;
+    policy = { ...w.policy, rootDelaySeconds: DELAY };
     bank.key = await svc.newKey({ role: "issuer", tier: "standard", tenantId: bank.tenant });
-    const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", bank.tenant);
-    expect((await store.bins.set(bank.tenant, [bank.bin], new Date(), [change])).kind).toBe("set");
-    oldRoot = await generateIssuerSigner("Ed25519");
-    expect(
-      (await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: oldRoot.spki })).status,
-    ).toBe(200);
-    const confirmed = await fetch(
-      `${svc.baseUrl}/admin/v1/issuers/${bank.tenant}/signing-keys/${oldRoot.signingKeyId}/confirm`,
-      { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } },
-    );
-    expect(confirmed.status).toBe(200);
-    signer = await generateIssuerSigner("Ed25519");
-    const endorsement = await signStatement(
-      statementOf({
-        v: 1,
-        type: "receipts.v1/signing-key",
-        issuer: bank.tenant,
-        signingKeyId: signer.signingKeyId,
-        algorithm: signer.algorithm,
-        spki: signer.spki,
-        role: "signer",
-        version: 1,
-        issuedAt: formatTime(Date.now()),
-      }),
-      oldRoot,
-    );
-    const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, {
-      publicKey: signer.spki,
-      statement: endorsement.statement,
-      signature: endorsement.signature,
-    });
-    expect(added.status, JSON.stringify(added.body)).toBe(200);
-    const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-    const device = {
-      keyId: randomUUID(),
-      publicKey: publicKey.export({ type: "spki", format: "der" }).toString("base64"),
-    };
+    await w.ownBins(bank.tenant, [bank.bin]);
+    oldRoot = await w.confirmedRoot(bank.tenant, bank.key);
+    signer = await endorsedSigner(svc, { id: bank.tenant, key: bank.key }, oldRoot, 1);
+    const device = deviceKey();
     const binding = await signStatement(
       keyBindingStatement({
         issuer: bank.tenant,
@@ -169,11 +85,10 @@ describe("a merchant's verification across a root rotation", { timeout: 120_000 
       binding,
     });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    await witnessed();
+    await w.witnessed();
   });
   afterAll(async () => {
-    for (const close of closers) await close();
-    rmSync(dir, { recursive: true, force: true });
+    await w?.close();
   });
 
   it("honours the new root only the root delay after the witnessed checkpoint that first showed it", async () => {
@@ -189,7 +104,7 @@ describe("a merchant's verification across a root rotation", { timeout: 120_000 
     const rotation = await signRootRotation({ issuer: bank.tenant, newRoot, version: 2 }, oldRoot);
     const rotated = await post(svc, "/api/v1/issuers/signing-keys", bank.key, rotation);
     expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);
-    await witnessed();
+    await w.witnessed();
 
     // Just after: the new root is younger than the delay for this merchant.
     const answer = await lookup();
