@@ -79,7 +79,9 @@ export class ApiKeyGate {
   admitCall(apiKey: unknown): { headers: Record<string, string>; principal?: Principal } {
     const headers: Record<string, string> = { "x-request-id": randomUUID() };
     const principal =
-      typeof apiKey === "string" ? this.keys.get(createHash("sha256").update(apiKey).digest("hex")) : undefined;
+      typeof apiKey === "string"
+        ? this.keys.get(createHash("sha256").update(apiKey).digest("hex"))
+        : undefined;
     if (principal === undefined) return { headers };
     Object.assign(headers, this.window.headersOf(`${principal.id}:all`, this.limit));
     return { headers, principal };

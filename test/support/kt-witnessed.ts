@@ -9,8 +9,8 @@ import type { TrustPolicy } from "../../src/kt/policy.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Store } from "../../src/store/types.js";
 import { startService, type TestService } from "./harness.js";
-import { type OperatorCall, operatorCalls, registeredRoot } from "./kt-issuers.js";
 import { ORIGIN, PEPPER } from "./kt.js";
+import { type OperatorCall, operatorCalls, registeredRoot } from "./kt-issuers.js";
 import { type StartedWitness, startWitnesses } from "./witnesses.js";
 
 /**
