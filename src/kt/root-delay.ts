@@ -54,7 +54,7 @@ export function rootDelayProblem(
     pinned: boolean;
     sightings?: RootSightings;
     /** The answer's `rootRotation`: the statement by which the previous root introduced this one. */
-    rotation?: KtBinding;
+    rotation?: KtBinding | undefined;
     engine?: SignatureEngine;
   },
 ): string | undefined {

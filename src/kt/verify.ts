@@ -277,7 +277,7 @@ function checkSigned(
     delaySeconds: policy.policy.rootDelaySeconds ?? DEFAULT_ROOT_DELAY_SECONDS,
     pinned: policy.policy.pinnedRoots?.[owner.issuer] !== undefined,
     ...(input.rootSightings === undefined ? {} : { sightings: input.rootSightings }),
-    ...(input.answer.rootRotation === undefined ? {} : { rotation: input.answer.rootRotation }),
+    rotation: input.answer.rootRotation,
     engine: deps.engine,
   });
   if (delayed !== undefined) return { ok: false, check: "root", reason: delayed };
