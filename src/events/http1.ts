@@ -1,3 +1,6 @@
+/* Over 400 lines on purpose: a connection's socket, its queue of requests in flight and the reading of
+ * its answers are one state machine (pipelining ties them together); the answer's parsing itself is
+ * in http1-answer.ts. */
 import { type LookupFunction, connect as netConnect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import { ChunkReader, HEAD_END, type Head, MAX_HEAD, parseHead } from "./http1-answer.js";

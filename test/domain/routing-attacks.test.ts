@@ -185,12 +185,23 @@ describe("routing a receipt to its recipient", () => {
     await f.store.bins.set("bank-a", ["400000"], f.clock.now());
     const pan = "4000000000000215";
     await cardholder(bankA, pan);
+    // The issuer that registered the card has an escrow key of its own: a card outside its BINs whose
+    // erasure it began (the MongoDB store deletes an unlogged card's keys before the user) is not its
+    // to escrow, so its receipts go to the service's key, never to that issuer's.
+    const pair = generateKeyPairSync("ec", { namedCurve: "P-256" });
+    const publicKey = pair.publicKey.export({ type: "spki", format: "der" }).toString("base64");
+    const iek = await registerEscrowKey(f.deps, bankA, { publicKey });
     vi.spyOn(f.store.users, "findKey").mockResolvedValue(undefined);
     const unowned = await recipientOf(f.deps, { recipientHashedPan: hashPan(pan) });
     expect(unowned).toMatchObject({ kind: "escrow", key: { keyId: serviceEscrowKey(f.deps).keyId } });
+    expect(unowned).not.toHaveProperty("ownerTenantId");
+    expect(await lookup({ recipientHashedPan: hashPan(pan) })).toMatchObject({
+      keyId: serviceEscrowKey(f.deps).keyId,
+      isEscrowed: true,
+    });
     // In the owner's BIN: the owner's escrow, and no binding conflict (the card has no user now).
     const owned = await recipientOf(f.deps, { recipientHashedPan: hashPan(pan), cardBin: "40000000" });
-    expect(owned).toMatchObject({ kind: "escrow", ownerTenantId: "bank-a" });
+    expect(owned).toMatchObject({ kind: "escrow", ownerTenantId: "bank-a", key: { keyId: iek.escrowKeyId } });
     expect(owned).not.toHaveProperty("conflict");
   });
 });

@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -310,5 +311,64 @@ describe("look-up answers with the key directory's proofs", { timeout: 120_000 }
     const bad = await post(svc, "/api/v1/kt/self-check", svc.issuerKey, { recipientHashedPan: "xyz" });
     expect(bad.status).toBe(400);
     expect(bad.body.error?.code).toBe("invalid_request");
+  });
+
+  it("answers an issuer escrow key the log holds no statement for with the snapshot and checkpoint, which the merchant refuses on the statement", async () => {
+    // Another issuer owns a BIN and sent its escrow key unsigned (it does not require bindings): the
+    // snapshot lists the key as the BIN owner's current escrow key, and no escrow-key statement exists.
+    const tenantId = "issuer-3";
+    const issuerKey = await svc.newKey({ role: "issuer", tier: "standard", tenantId });
+    const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", tenantId);
+    expect((await store.bins.set(tenantId, ["422222"], new Date(), [change])).kind).toBe("set");
+    const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+    const spki = publicKey.export({ type: "spki", format: "der" }).toString("base64");
+    const added = await post(svc, "/api/v1/issuers/escrow-keys", issuerKey, { publicKey: spki });
+    expect(added.status, JSON.stringify(added.body)).toBe(200);
+    const escrowKeyId = added.body.data.escrowKeyId as string;
+    expect(await store.ktLog.lastOfSequence(`escrow:${tenantId}`)).toBeUndefined();
+    const escrowCard = { hashedPan: testCard().hashedPan, bin: "42222222" };
+    const lookUp = async () => {
+      const res = await post(svc, "/api/v1/keys/lookup", svc.merchantKey, {
+        recipientHashedPan: escrowCard.hashedPan,
+        cardBin: escrowCard.bin,
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body.data;
+    };
+    // Until the snapshot naming the key is logged and witnessed, every answer still carries a snapshot
+    // and the checkpoint it is proven under: a merchant checks both before anything about the key.
+    let answer = await lookUp();
+    let listed = false;
+    for (let i = 0; i < 500 && !listed; i++) {
+      expect(answer).toMatchObject({ isEscrowed: true, keyId: escrowKeyId, publicKey: spki });
+      expect(answer.binding).toBeUndefined();
+      expect(answer.opening).toBeUndefined();
+      expect(answer.proof).toBeUndefined();
+      expect(answer.checkpoint).toContain(ORIGIN);
+      expect(answer.directory.sha256).toMatch(/^[0-9a-f]{64}$/);
+      const snapshot = await fetch(`${svc.baseUrl}/kt/v1/directory/${answer.directory.sha256}`);
+      const owner = (
+        (await snapshot.json()) as { issuers: Array<{ issuer: string; escrowKey: unknown }> }
+      ).issuers.find((entry) => entry.issuer === tenantId);
+      if (owner?.escrowKey !== undefined && owner.escrowKey !== null) {
+        expect(owner.escrowKey).toMatchObject({ keyId: escrowKeyId });
+        await witnessed();
+        listed = true;
+        break;
+      }
+      svc.app.domain.kt.notify();
+      await new Promise((r) => setTimeout(r, 20));
+      answer = await lookUp();
+    }
+    expect(listed, "the snapshot never listed the issuer's escrow key").toBe(true);
+    answer = await lookUp();
+    // The merchant's verification gets past the checkpoint, the snapshot and the key, and refuses on
+    // the escrow rule's missing signed statement: the key is the owner's, but nobody vouched for it.
+    const refused = await trust.verify(answer, escrowCard).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(refused).toBeInstanceOf(KeyVerificationError);
+    expect(refused).toMatchObject({ check: "statement", reason: "the answer carries no signed statement" });
   });
 });

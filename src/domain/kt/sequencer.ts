@@ -1,3 +1,6 @@
+/* Over 400 lines on purpose: one round of the sequencer (plan, append, report refusals, checkpoint,
+ * cosign) shares the lease, the fence and the tile overlay of one class; split, each part would reach
+ * into the others' private state. */
 import type { Logger } from "pino";
 import { LeaseRunner, sleep } from "../../background/lease-runner.js";
 import type { Clock } from "../../clock.js";
