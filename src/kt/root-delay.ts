@@ -70,7 +70,8 @@ export function rootDelayProblem(
 /**
  * Whether `rotation` proves that `root` is the successor its issuer's previous root chose: a
  * `receipts.v1/signing-key` statement of role `root` naming exactly this root (issuer, id,
- * algorithm, SPKI), signed by another root of the issuer that the snapshot still lists (retired) and
+ * algorithm, SPKI), signed by another root of the issuer that the snapshot still lists, retired by
+ * this root's introduction (listed revoked from the same snapshot as this root is listed current), and
  * that counts for this verifier: it saw that root current at least the delay before this answer's
  * checkpoint. Such a root is the issuer's word, not the operator's, and needs no delay of its own.
  * A recovery root (confirmed by the operator after a self-revocation) or a first root has no such
@@ -82,8 +83,16 @@ export function rotationVouches(
   rotation: KtBinding,
   input: { witnessedAt: number; delaySeconds: number; sightings?: RootSightings; engine?: SignatureEngine },
 ): boolean {
+  // A rotation retires the old root and makes the new one current in one store step, so the first
+  // snapshot listing either change lists both: the same `effectiveFrom`. A root that revoked itself
+  // is listed revoked in an earlier snapshot than its recovery root is listed current (the operator
+  // confirms a recovery root only after that), so a self-revoked root never vouches for a successor.
   const previous = issuer.signingKeys.find(
-    (k) => k.signingKeyId === rotation.signingKeyId && k.role === "root" && k.status === "revoked",
+    (k) =>
+      k.signingKeyId === rotation.signingKeyId &&
+      k.role === "root" &&
+      k.status === "revoked" &&
+      k.effectiveFrom === root.effectiveFrom,
   );
   if (previous === undefined || input.sightings === undefined) return false;
   const spki = fromBase64Strict(previous.spki);

@@ -4,7 +4,7 @@ import type { DirectorySnapshot } from "../../src/kt/directory.js";
 import { canonicalJson, type Json } from "../../src/kt/json.js";
 import { nodeEngine } from "../../src/kt/node-engine.js";
 import type { RootSightings } from "../../src/kt/root-delay.js";
-import { formatTime } from "../../src/kt/statements.js";
+import { formatTime, parseTime } from "../../src/kt/statements.js";
 import { type VerifyLookupInput, verifyLookup } from "../../src/kt/verify.js";
 import type { KtBinding } from "../../src/kt/wire.js";
 import {
@@ -49,19 +49,31 @@ function signed(statement: string, by: Issuer, signingKeyId = by.signingKeyId): 
   return { statement: base64(enc(statement)), signature: base64(by.sign(enc(statement))), signingKeyId };
 }
 
-function setting(oldStatus: "revoked" | "current" = "revoked") {
+/**
+ * A snapshot of bank-a with its current root and an older root `old`: by default retired by this
+ * root's rotation (listed revoked from the same snapshot as the new root is listed current); with
+ * `retired` "earlier", revoked in an earlier snapshot, as a root that revoked itself before its
+ * recovery root was confirmed.
+ */
+function setting(
+  oldStatus: "revoked" | "current" = "revoked",
+  retired: "with-rotation" | "earlier" = "with-rotation",
+) {
   const world = new World();
   const old = makeIssuer("bank-a");
   const root = makeIssuer("bank-a");
   const key = makeUserKey();
   const parsed = JSON.parse(snapshotOf([{ issuer: root, bins: ["411111"] }])) as DirectorySnapshot;
-  (parsed.issuers[0] as DirectorySnapshot["issuers"][0]).signingKeys.push({
+  const entry = parsed.issuers[0] as DirectorySnapshot["issuers"][0];
+  const rootFrom = (entry.signingKeys[0] as DirectorySnapshot["issuers"][0]["signingKeys"][0]).effectiveFrom;
+  entry.signingKeys.push({
     signingKeyId: old.signingKeyId,
     algorithm: "Ed25519",
     spki: base64(old.spki),
     role: "root",
     status: oldStatus,
-    effectiveFrom: formatTime(NOW - 5 * 86_400_000),
+    effectiveFrom:
+      retired === "with-rotation" ? rootFrom : formatTime((parseTime(rootFrom) as number) - 1000),
   });
   const snapshot = canonicalJson(parsed as unknown as Json);
   const answer = answerFor(world, {
@@ -178,6 +190,19 @@ describe("the root delay after an issuer's rotation", () => {
       revokedAt: formatTime(NOW - 3_600_000),
     });
     expect(check(s, signed(revocation, s.old), m())).toBe("root");
+  });
+
+  it("keeps the delay for a successor vouched for by a root that revoked itself (listed revoked before it)", () => {
+    // The thief of a root the bank revoked signs a rotation for the recovery root the operator
+    // confirmed: the old root was listed revoked a snapshot (here one second) before the new one was
+    // listed current, which a rotation never shows.
+    const s = setting("revoked", "earlier");
+    const m = memory({ [s.old.signingKeyId]: s.witnessedAt - DELAY });
+    expect(check(s, signed(rotationStatement(s.root), s.old), m.sightings)).toBe("root");
+    // The same statement with the old root retired by the rotation itself counts at once.
+    const r = setting();
+    const n = memory({ [r.old.signingKeyId]: r.witnessedAt - DELAY });
+    expect(check(r, signed(rotationStatement(r.root), r.old), n.sightings)).toBe("accepted");
   });
 
   it("keeps the delay when the signer is not a retired root of the issuer in the snapshot", () => {
