@@ -5,11 +5,17 @@ import { configDefaults, defineConfig } from "vitest/config";
  * The tiers of the suite, as vitest projects: `npm test` runs them all (every test file once, as CI
  * runs it); `npx vitest run --project unit` runs one.
  *
- * - `unit`: domain, crypto, client, key transparency, documents: in process, no socket.
- * - `rpc`: the services called in memory through Connect's router transport (test/rpc), with the
- *   service's own interceptors but no HTTP.
- * - `store`: the store contract, run against every store (test/store).
- * - `e2e`: over a real socket or a child process: HTTP, gRPC, hardening, events, the CLI, install.
+ * test/ mirrors src/ (test/rpc holds the tests of src/rpc, test/config.test.ts of src/config.ts), beside
+ * the cross-cutting directories (e2e, hardening, docs, install, browser, openapi, structure, support,
+ * mutation): test/structure/test-layout.test.ts holds it. The tiers follow the directories:
+ *
+ * - `unit`: domain, crypto, client, key transparency, documents, the tree's structure: in process, no
+ *   socket.
+ * - `rpc`: src/rpc's tests (test/rpc): the policy, the chain's pieces, the codecs, and the services called
+ *   in memory through Connect's router transport, with the service's own interceptors but no HTTP.
+ * - `store`: the store contract, run against every store, and the store's own pieces (test/store).
+ * - `e2e`: over a real socket or a child process: HTTP, gRPC, hardening, events, the CLI, install, and
+ *   the key directory (test/domain/kt), whose tests drive it through a running service.
  * - `browser`: the pages in Chromium (test/browser); skipped, loudly, where there is no Chromium.
  */
 const TIERS = {
@@ -18,6 +24,7 @@ const TIERS = {
   e2e: [
     "test/e2e/**/*.test.ts",
     "test/http/**/*.test.ts",
+    "test/domain/kt/**/*.test.ts",
     "test/hardening/**/*.test.ts",
     "test/events/**/*.test.ts",
     "test/cli/**/*.test.ts",

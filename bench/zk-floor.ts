@@ -1,5 +1,6 @@
-import { createHash, createHmac, createPublicKey, randomBytes, randomUUID } from "node:crypto";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { createPublicKey } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import { ApiKeyGate, HASHED_PAN, invalid, panHash, refuse } from "./floor-parts.js";
 
 /**
  * The bare routes of the zero-knowledge path (merchant-side sealing: the service never sees the
@@ -30,10 +31,7 @@ interface Recipient {
   wrappedBytes: number;
 }
 
-const PEPPER = randomBytes(32);
 const LIMIT = 100_000_000;
-const WINDOW_MS = 60_000;
-const HASHED_PAN = /^[0-9a-fA-F]{64}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const MAX_CIPHERTEXT = 1_048_576;
 const ALGORITHM = "RSA-OAEP-256";
@@ -49,54 +47,23 @@ const SEALED_MEMBERS = new Set([
   "authTag",
 ]);
 
-const apiKeys = new Map<string, { id: string; tenantId: string }>();
-const counters = new Map<string, number>();
+const gate = new ApiKeyGate(LIMIT);
 const recipients = new Map<string, Recipient>();
 const merchantOwners = new Map<string, string>();
 const stored = new Map<string, object>();
 const audit: object[] = [];
-
-function panHash(hashedPan: string): string {
-  return createHmac("sha256", PEPPER).update(hashedPan.toLowerCase()).digest("hex");
-}
 
 /** Registers the merchant API key and the cardholders (hashed PAN -> RSA key) the routes serve. */
 export function setUpZkFloor(
   apiKey: string,
   cardholders: { hashedPan: string; keyId: string; spki: string }[],
 ) {
-  apiKeys.set(createHash("sha256").update(apiKey).digest("hex"), { id: "key_zk", tenantId: "zk" });
+  gate.add(apiKey, { id: "key_zk", tenantId: "zk" });
   for (const c of cardholders) {
     const key = createPublicKey({ key: Buffer.from(c.spki, "base64"), format: "der", type: "spki" });
     const bits = key.asymmetricKeyDetails?.modulusLength ?? 2048;
     recipients.set(panHash(c.hashedPan), { keyId: c.keyId, spki: c.spki, wrappedBytes: Math.ceil(bits / 8) });
   }
-}
-
-/** The caller's principal after the API key and the rate count, or undefined once refused. */
-function admit(request: FastifyRequest, reply: FastifyReply) {
-  reply.header("x-request-id", randomUUID());
-  const key = request.headers["x-api-key"];
-  const principal =
-    typeof key === "string" ? apiKeys.get(createHash("sha256").update(key).digest("hex")) : undefined;
-  if (principal === undefined) {
-    void reply.code(401).send({ success: false, error: { code: "unauthorized" } });
-    return undefined;
-  }
-  const windowStart = Math.floor(Date.now() / WINDOW_MS) * WINDOW_MS;
-  const counter = `${principal.id}:all:${windowStart}`;
-  const count = (counters.get(counter) ?? 0) + 1;
-  counters.set(counter, count);
-  reply.header("x-ratelimit-limit", String(LIMIT));
-  reply.header("x-ratelimit-remaining", String(Math.max(0, LIMIT - count)));
-  reply.header("x-ratelimit-reset", String((windowStart + WINDOW_MS) / 1000));
-  return principal;
-}
-
-function invalid(reply: FastifyReply, problems: string[]) {
-  return reply
-    .code(400)
-    .send({ success: false, error: { code: "invalid_request", details: problems.join("; ") } });
 }
 
 /** Decodes a base64 member, adding a problem when it is not base64; undefined then. */
@@ -142,7 +109,7 @@ function sealedProblems(body: Record<string, unknown>) {
 /** Mounts `POST /zk/keys/lookup` and `POST /zk/receipts/sealed` on the baseline's app. */
 export function registerZkFloor(app: FastifyInstance): void {
   app.post("/zk/keys/lookup", async (request, reply) => {
-    const principal = admit(request, reply);
+    const principal = gate.admit(request, reply);
     if (principal === undefined) return reply;
     const body = request.body as Record<string, unknown>;
     const pan = body.recipientHashedPan;
@@ -152,8 +119,7 @@ export function registerZkFloor(app: FastifyInstance): void {
       if (key !== "recipientHashedPan") problems.push(`${key}: unknown field`);
     if (problems.length > 0) return invalid(reply, problems);
     const recipient = recipients.get(panHash(pan as string));
-    if (recipient === undefined)
-      return reply.code(404).send({ success: false, error: { code: "not_found" } });
+    if (recipient === undefined) return refuse(reply, 404, "not_found");
     audit.push({
       at: new Date(),
       action: "key.lookup",
@@ -175,24 +141,21 @@ export function registerZkFloor(app: FastifyInstance): void {
   });
 
   app.post("/zk/receipts/sealed", async (request, reply) => {
-    const principal = admit(request, reply);
+    const principal = gate.admit(request, reply);
     if (principal === undefined) return reply;
     const body = request.body as Record<string, unknown>;
     const { problems, ids, wrapped, bundle } = sealedProblems(body);
     if (problems.length > 0) return invalid(reply, problems);
     const owner = merchantOwners.get(ids.merchantId);
-    if (owner !== undefined && owner !== principal.tenantId)
-      return reply.code(403).send({ success: false, error: { code: "forbidden" } });
+    if (owner !== undefined && owner !== principal.tenantId) return refuse(reply, 403, "forbidden");
     const hash = panHash(body.recipientHashedPan as string);
     const recipient = recipients.get(hash);
-    if (recipient === undefined)
-      return reply.code(404).send({ success: false, error: { code: "not_found" } });
-    if (bundle.keyId !== recipient.keyId)
-      return reply.code(409).send({ success: false, error: { code: "conflict" } });
+    if (recipient === undefined) return refuse(reply, 404, "not_found");
+    if (bundle.keyId !== recipient.keyId) return refuse(reply, 409, "conflict");
     if (wrapped?.length !== recipient.wrappedBytes)
       return invalid(reply, [`keyBundle.encryptedAesKey: must be ${recipient.wrappedBytes} bytes`]);
     const unique = `${ids.merchantId}\u0000${ids.receiptId}`;
-    if (stored.has(unique)) return reply.code(409).send({ success: false, error: { code: "conflict" } });
+    if (stored.has(unique)) return refuse(reply, 409, "conflict");
     merchantOwners.set(ids.merchantId, principal.tenantId);
     const receipt = {
       ...ids,

@@ -5,9 +5,9 @@
 
 /** @type {Record<string, { mutate: string[]; tests: string[]; timeoutMS?: number }>} */
 export const GROUPS = {
-  roles: { mutate: ["src/rpc/policy.ts"], tests: ["test/unit/roles.test.ts", "test/unit/policy.test.ts"] },
-  redaction: { mutate: ["src/logging.ts"], tests: ["test/unit/logging.test.ts"] },
-  operator: { mutate: ["src/rpc/operator-access.ts"], tests: ["test/unit/operator-token.test.ts"] },
+  roles: { mutate: ["src/rpc/policy.ts"], tests: ["test/rpc/roles.test.ts", "test/rpc/policy.test.ts"] },
+  redaction: { mutate: ["src/logging.ts"], tests: ["test/logging.test.ts"] },
+  operator: { mutate: ["src/rpc/operator-access.ts"], tests: ["test/rpc/operator-token.test.ts"] },
   // The domain files one group each, with the domain tests that exercise that file: all six against
   // every domain test took 43 minutes; a changed file in CI now runs only its own group.
   "issuer-escrow": {
@@ -16,7 +16,7 @@ export const GROUPS = {
       "test/domain/issuer-escrow-attacks.test.ts",
       "test/domain/escrow-release-refusals.test.ts",
       "test/domain/escrow-release-key.test.ts",
-      "test/http/kt-escrow-release-check.test.ts",
+      "test/domain/kt/escrow-release-check.test.ts",
     ],
   },
   merchants: {
@@ -32,7 +32,7 @@ export const GROUPS = {
       "test/domain/routing-attacks.test.ts",
       "test/domain/security-core-attacks.test.ts",
       "test/e2e/kt-lookup-proofs.test.ts",
-      "test/http/kt-escrow-keys.test.ts",
+      "test/domain/kt/escrow-keys.test.ts",
       "test/e2e/kt-card-transfer.test.ts",
     ],
   },
@@ -54,7 +54,7 @@ export const GROUPS = {
       "test/domain/erasure-attacks.test.ts",
       "test/domain/erasure-keep.test.ts",
       "test/domain/erasure-pages.test.ts",
-      "test/http/kt-erasure-revocation.test.ts",
+      "test/domain/kt/erasure-revocation.test.ts",
     ],
   },
   // The stores one group per file, as the domain: a changed store file in CI runs only its own group.

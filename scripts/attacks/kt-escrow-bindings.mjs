@@ -15,7 +15,7 @@
  * outside: encrypt for the victim's card seals to its bound key; escrow for its BIN is refused while
  * its current escrow key is one registered unsigned before requireBindings (`integrity_failure`, no
  * receipt stored) and sealed once it registers a signed one. A store writer swapping a key row is not
- * reachable from outside (the store is the server's); test/http/kt-seal-check.test.ts does it in process.
+ * reachable from outside (the store is the server's); test/domain/kt/seal-check.test.ts does it in process.
  * Needs the built client library (`npm run build`). Exit 0 when every check held, 1 otherwise.
  */
 

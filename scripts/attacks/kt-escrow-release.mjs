@@ -16,8 +16,8 @@
  * release at registration for a requireBindings tenant without an escrow key of its own (escrow to
  * the service key): released to the bound key within the registration, and the registration sent
  * again releases nothing twice. A key row swapped in the store is not reachable from outside (the
- * store is the server's): test/http/kt-registration-release.test.ts and
- * kt-escrow-release-check.test.ts do it in process. Needs the built client library (`npm run build`).
+ * store is the server's): test/domain/kt/registration-release.test.ts and
+ * test/domain/kt/escrow-release-check.test.ts do it in process. Needs the built client library (`npm run build`).
  * Exit 0 when every check held, 1 otherwise.
  */
 import { generateKeyPairSync } from "node:crypto";

@@ -14,7 +14,7 @@ import { KeyLogReads, OperatorApi } from "./route-services.js";
  * reads `X-Receipt-Signature`, and its rate-limit counter. Declared once, in the protos, as the
  * `(receipts.v1.policy)` method option (proto/receipts/v1/options.proto), and read from the generated
  * descriptors into one table here, which every protocol's calls (through the interceptors) and the
- * OpenAPI document ask. `test/unit/roles.test.ts` holds every method's roles written out by hand and
+ * OpenAPI document ask. `test/rpc/roles.test.ts` holds every method's roles written out by hand and
  * checks them through the real access interceptor.
  */
 

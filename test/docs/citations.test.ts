@@ -3,8 +3,8 @@ import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 
 /**
- * A test that the code or the documents cite as proof exists: a comment saying "see
- * test/unit/x.test.ts" about a file that was renamed or never written sends the reader nowhere.
+ * A test that the code, the documents, the scripts or other tests cite as proof exists: a comment
+ * citing a test file that was moved, renamed or never written sends the reader nowhere.
  */
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -25,13 +25,28 @@ describe("cited tests", () => {
       ...filesUnder(join(ROOT, "src"), /\.ts$/),
       ...filesUnder(join(ROOT, "docs"), /\.md$/),
       ...filesUnder(join(ROOT, "proto"), /\.proto$/),
+      ...filesUnder(join(ROOT, "scripts"), /\.m?[jt]s$/),
+      ...filesUnder(join(ROOT, "bench"), /\.[jt]s$/),
+      join(ROOT, ".ci/run"),
+      join(ROOT, "vitest.config.ts"),
       join(ROOT, "README.md"),
       join(ROOT, "SECURITY.md"),
     ];
+    // In the tests themselves, only their comments cite (their strings may name paths as data).
+    const testComments = filesUnder(join(ROOT, "test"), /\.ts$/).map((file) => ({
+      file,
+      text: readFileSync(file, "utf8")
+        .split("\n")
+        .filter((line) => /^\s*(\/\/|\/\*|\*)/.test(line))
+        .join("\n"),
+    }));
     const cited: string[] = [];
     const missing: string[] = [];
-    for (const file of citing) {
-      for (const [path] of readFileSync(file, "utf8").matchAll(/\btest\/[\w./-]+\.test\.ts\b/g)) {
+    for (const { file, text } of [
+      ...citing.map((file) => ({ file, text: readFileSync(file, "utf8") })),
+      ...testComments,
+    ]) {
+      for (const [path] of text.matchAll(/\btest\/[\w./-]+\.test\.ts\b/g)) {
         cited.push(path);
         if (!existsSync(join(ROOT, path))) missing.push(`${relative(ROOT, file)}: ${path}`);
       }

@@ -61,7 +61,7 @@ const STORY = [
 
 /**
  * Documented RPCs the story cannot run as shown: revoking a signer needs a statement signed by the
- * tenant's confirmed root about a signer that root added (test/http/kt-bindings.test.ts runs it).
+ * tenant's confirmed root about a signer that root added (test/domain/kt/bindings.test.ts runs it).
  */
 const OUTSIDE_STORY = ["receipts.v1.KeysService/RevokeIssuerSigningKey"];
 

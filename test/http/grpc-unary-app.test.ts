@@ -87,7 +87,7 @@ describe("the whole service answers gRPC calls alike with and without the fast p
   it("answers unauthenticated, forbidden-by-limit, invalid and unknown calls identically", async () => {
     const grant = framed(GrantAccessRequestSchema, { userId: "usr_nobody", keyId: "key_nobody" });
     const register = framed(RegisterRequestSchema, { hashedPan: "nope", publicKey: "" });
-    // A leading U+FEFF is part of the string on both paths (test/unit/proto-text.test.ts): here it makes the
+    // A leading U+FEFF is part of the string on both paths (test/rpc/proto-text.test.ts): here it makes the
     // hashed PAN invalid, where dropping it would leave 64 hex digits.
     const withBom = framed(RegisterRequestSchema, { hashedPan: `\ufeff${"a".repeat(64)}`, publicKey: "" });
     const cases: Array<[string, string, Buffer, (s: Service) => Record<string, string>]> = [

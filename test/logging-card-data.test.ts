@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createLogger } from "../../src/logging.js";
+import { createLogger } from "../src/logging.js";
 
 /**
  * Card references are card data: a hashed PAN, a PAR and the keyed `panHash` the

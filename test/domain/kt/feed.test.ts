@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fromUtf8 } from "../../src/kt/bytes.js";
-import { commitmentOf, parseLeaf } from "../../src/kt/leaves.js";
-import { withCardRef } from "../../src/kt/statements.js";
-import { makeIssuer } from "../kt/world.js";
-import { type Envelope, get, startService, type TestService } from "../support/harness.js";
-import { PEPPER, pendingOf, signedBinding, TestSigningKeys, testCard, userKey } from "../support/kt.js";
+import { fromUtf8 } from "../../../src/kt/bytes.js";
+import { commitmentOf, parseLeaf } from "../../../src/kt/leaves.js";
+import { withCardRef } from "../../../src/kt/statements.js";
+import { makeIssuer } from "../../kt/world.js";
+import { type Envelope, get, startService, type TestService } from "../../support/harness.js";
+import { PEPPER, pendingOf, signedBinding, TestSigningKeys, testCard, userKey } from "../../support/kt.js";
 
 /**
  * The issuer's feed (docs/key-transparency.md, `GET /api/v1/kt/entries`): the caller's own leaves, opened, in

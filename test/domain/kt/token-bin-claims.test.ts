@@ -4,10 +4,10 @@ import {
   type IssuerSigner,
   signStatement,
   statementOf,
-} from "../../src/client/key-binding.js";
-import { FakeClock } from "../../src/clock.js";
-import { formatTime } from "../../src/kt/statements.js";
-import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+} from "../../../src/client/key-binding.js";
+import { FakeClock } from "../../../src/clock.js";
+import { formatTime } from "../../../src/kt/statements.js";
+import { hashPan, post, receiptBody, startService, type TestService } from "../../support/harness.js";
 
 /**
  * Token-BIN claims (a wallet token's first 8 digits, how a tap is routed) follow the rule of BIN

@@ -2,7 +2,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
+import { KeysService } from "../../../gen/receipts/v1/keys_pb.js";
 import {
   type EscrowKeyInput,
   escrowKeyStatement,
@@ -11,10 +11,10 @@ import {
   keyBindingStatement,
   signStatement,
   statementOf,
-} from "../../src/client/key-binding.js";
-import { base64, fromBase64Strict, utf8 } from "../../src/kt/bytes.js";
-import { formatTime } from "../../src/kt/statements.js";
-import { hashPan, post, startService, type TestService } from "../support/harness.js";
+} from "../../../src/client/key-binding.js";
+import { base64, fromBase64Strict, utf8 } from "../../../src/kt/bytes.js";
+import { formatTime } from "../../../src/kt/statements.js";
+import { hashPan, post, startService, type TestService } from "../../support/harness.js";
 
 /**
  * Issuer escrow keys signed by the issuer (`POST /api/v1/issuers/escrow-keys` with `binding`, a

@@ -1,16 +1,16 @@
 import { generateKeyPairSync, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rewrapKeyBundle } from "../../src/client/index.js";
+import { rewrapKeyBundle } from "../../../src/client/index.js";
 import {
   escrowKeyStatement,
   generateIssuerSigner,
   type IssuerSigner,
   keyBindingStatement,
   signStatement,
-} from "../../src/client/key-binding.js";
-import { encryptedReceiptOf } from "../../src/rpc/convert.js";
-import type { KeyRecord } from "../../src/store/types.js";
-import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+} from "../../../src/client/key-binding.js";
+import { encryptedReceiptOf } from "../../../src/rpc/convert.js";
+import type { KeyRecord } from "../../../src/store/types.js";
+import { hashPan, post, receiptBody, startService, type TestService } from "../../support/harness.js";
 
 /**
  * Server-side sealing's check on an issuer's escrow release (issue 32): for a tenant

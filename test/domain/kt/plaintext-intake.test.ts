@@ -3,11 +3,11 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
-import { generateIssuerSigner, signStatement, statementOf } from "../../src/client/key-binding.js";
-import { sealReceipt } from "../../src/client/webcrypto.js";
-import { formatTime } from "../../src/kt/statements.js";
-import { hashPan, post, startService, type TestService } from "../support/harness.js";
+import { ReceiptsService } from "../../../gen/receipts/v1/receipts_pb.js";
+import { generateIssuerSigner, signStatement, statementOf } from "../../../src/client/key-binding.js";
+import { sealReceipt } from "../../../src/client/webcrypto.js";
+import { formatTime } from "../../../src/kt/statements.js";
+import { hashPan, post, startService, type TestService } from "../../support/harness.js";
 
 /**
  * An issuer's `plaintextIntake: "refuse"` from the merchant's side, over REST, Connect and gRPC: once

@@ -4,10 +4,10 @@ import {
   type IssuerSigner,
   signStatement,
   statementOf,
-} from "../../src/client/key-binding.js";
-import { FakeClock } from "../../src/clock.js";
-import { formatTime } from "../../src/kt/statements.js";
-import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+} from "../../../src/client/key-binding.js";
+import { FakeClock } from "../../../src/clock.js";
+import { formatTime } from "../../../src/kt/statements.js";
+import { hashPan, post, receiptBody, startService, type TestService } from "../../support/harness.js";
 
 /**
  * BIN claims from the attacker's side (the operator acting alone): before a tenant has a confirmed

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fromBase64Strict } from "../../src/kt/bytes.js";
-import { leafHash, verifyInclusion } from "../../src/kt/merkle.js";
-import { makeIssuer } from "../kt/world.js";
-import { startService, type TestService } from "../support/harness.js";
-import { pendingOf, signedBinding, TestSigningKeys, testCard, userKey } from "../support/kt.js";
+import { fromBase64Strict } from "../../../src/kt/bytes.js";
+import { leafHash, verifyInclusion } from "../../../src/kt/merkle.js";
+import { makeIssuer } from "../../kt/world.js";
+import { startService, type TestService } from "../../support/harness.js";
+import { pendingOf, signedBinding, TestSigningKeys, testCard, userKey } from "../../support/kt.js";
 
 /**
  * The answers' proofs are kept between answers (a leaf's inclusion proof per tree size, the checkpoint

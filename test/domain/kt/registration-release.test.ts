@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type IssuerSigner, keyBindingStatement, signStatement } from "../../src/client/key-binding.js";
-import type { KeyRecord } from "../../src/store/types.js";
-import { hashPan, post, receiptBody, type TestService } from "../support/harness.js";
-import { p256, startBoundIssuer } from "../support/kt-bound.js";
+import { type IssuerSigner, keyBindingStatement, signStatement } from "../../../src/client/key-binding.js";
+import type { KeyRecord } from "../../../src/store/types.js";
+import { hashPan, post, receiptBody, type TestService } from "../../support/harness.js";
+import { p256, startBoundIssuer } from "../../support/kt-bound.js";
 
 /**
  * The service's own escrow release at registration, for a tenant with requireBindings (issue 32;

@@ -14,7 +14,7 @@ import type { Store } from "../../src/store/types.js";
  * near miss an attacker would try (a prefix, an extension, another case, another scheme, the token
  * with a space) is 401 and audited as a failed login without the token; the token itself is 200; the
  * limit counts guesses before the token is read, so the right token after the limit is 429 too.
- * Constant time itself is enforced by scripts/secret-compare.mjs (test/unit/secret-compare.test.ts).
+ * Constant time itself is enforced by scripts/secret-compare.mjs (test/structure/secret-compare.test.ts).
  */
 const TOKEN = "operator-token-0123456789-abcdefghij";
 

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fromBase64Strict } from "../../src/kt/bytes.js";
-import { leafHash, verifyInclusion } from "../../src/kt/merkle.js";
-import { checkNoteSignature, parseCheckpoint, parseNote, parseVkey } from "../../src/kt/note.js";
-import { onboard } from "../hardening/support.js";
-import { makeIssuer } from "../kt/world.js";
-import { type Envelope, hashPan, post, startService, type TestService } from "../support/harness.js";
-import { PEPPER, pendingOf, signedBinding, TestSigningKeys, userKey } from "../support/kt.js";
+import { fromBase64Strict } from "../../../src/kt/bytes.js";
+import { leafHash, verifyInclusion } from "../../../src/kt/merkle.js";
+import { checkNoteSignature, parseCheckpoint, parseNote, parseVkey } from "../../../src/kt/note.js";
+import { onboard } from "../../hardening/support.js";
+import { makeIssuer } from "../../kt/world.js";
+import { type Envelope, hashPan, post, startService, type TestService } from "../../support/harness.js";
+import { PEPPER, pendingOf, signedBinding, TestSigningKeys, userKey } from "../../support/kt.js";
 
 /**
  * Erasure and the key log (docs/key-transparency.md): deleting a user removes its card's statements,

@@ -2,21 +2,21 @@ import { generateKeyPairSync, randomUUID } from "node:crypto";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
+import { OnboardingService } from "../../../gen/receipts/v1/onboarding_pb.js";
 import {
   generateIssuerSigner,
   type IssuerSigner,
   keyBindingStatement,
   keyRevocationStatement,
   signStatement,
-} from "../../src/client/key-binding.js";
-import { panHashOf } from "../../src/domain/pan.js";
-import { fromBase64Strict } from "../../src/kt/bytes.js";
-import { leafHash, verifyInclusion } from "../../src/kt/merkle.js";
-import type { KtBinding } from "../../src/kt/wire.js";
-import type { KtLeafRecord } from "../../src/store/kt-types.js";
-import { storeDouble } from "../hardening/store-double.js";
-import { hashPan, post, startService, type TestService } from "../support/harness.js";
+} from "../../../src/client/key-binding.js";
+import { panHashOf } from "../../../src/domain/pan.js";
+import { fromBase64Strict } from "../../../src/kt/bytes.js";
+import { leafHash, verifyInclusion } from "../../../src/kt/merkle.js";
+import type { KtBinding } from "../../../src/kt/wire.js";
+import type { KtLeafRecord } from "../../../src/store/kt-types.js";
+import { storeDouble } from "../../hardening/store-double.js";
+import { hashPan, post, startService, type TestService } from "../../support/harness.js";
 
 /**
  * An erasure writes a revocation (issue 32): DeleteUser takes the issuer's signed

@@ -4,14 +4,14 @@ import {
   type KtSigningKeyInfo,
   type KtSigningKeys,
   orderOf,
-} from "../../src/domain/kt/statement-check.js";
-import { utf8 } from "../../src/kt/bytes.js";
-import { canonicalJson } from "../../src/kt/json.js";
-import { nobleEngine } from "../../src/kt/signatures.js";
-import { formatTime } from "../../src/kt/statements.js";
-import { advanceSequence, planIntake, sequenceName } from "../../src/store/kt-sequence.js";
-import type { KtPendingStatement } from "../../src/store/kt-types.js";
-import { bindingOf, type Issuer, makeIssuer, makeUserKey, NOW } from "../kt/world.js";
+} from "../../../src/domain/kt/statement-check.js";
+import { utf8 } from "../../../src/kt/bytes.js";
+import { canonicalJson } from "../../../src/kt/json.js";
+import { nobleEngine } from "../../../src/kt/signatures.js";
+import { formatTime } from "../../../src/kt/statements.js";
+import { advanceSequence, planIntake, sequenceName } from "../../../src/store/kt-sequence.js";
+import type { KtPendingStatement } from "../../../src/store/kt-types.js";
+import { bindingOf, type Issuer, makeIssuer, makeUserKey, NOW } from "../../kt/world.js";
 
 /** A signing-key view over a list, as the signing-key store will answer. */
 function keysOf(...keys: KtSigningKeyInfo[]): KtSigningKeys {

@@ -3,18 +3,18 @@ import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
-import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
+import { ReceiptsService } from "../../../gen/receipts/v1/receipts_pb.js";
 import {
   escrowKeyStatement,
   generateIssuerSigner,
   type IssuerSigner,
   keyBindingStatement,
   signStatement,
-} from "../../src/client/key-binding.js";
-import { panHashOf } from "../../src/domain/pan.js";
-import type { KeyRecord } from "../../src/store/types.js";
-import { hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
+} from "../../../src/client/key-binding.js";
+import { panHashOf } from "../../../src/domain/pan.js";
+import type { KeyRecord } from "../../../src/store/types.js";
+import { hashPan, post, receiptBody, startService, type TestService } from "../../support/harness.js";
 
 /**
  * Server-side sealing for a tenant with `requireBindings` (issue 32): encrypt and create seal only to

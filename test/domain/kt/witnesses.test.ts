@@ -2,11 +2,11 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { startWitnessServer } from "../../src/cli/witness-server.js";
-import { FakeClock } from "../../src/clock.js";
-import { generateNoteSigner } from "../../src/domain/kt/note-keys.js";
-import { base64 } from "../../src/kt/bytes.js";
-import { leafHash, MemoryTree } from "../../src/kt/merkle.js";
+import { startWitnessServer } from "../../../src/cli/witness-server.js";
+import { FakeClock } from "../../../src/clock.js";
+import { generateNoteSigner } from "../../../src/domain/kt/note-keys.js";
+import { base64 } from "../../../src/kt/bytes.js";
+import { leafHash, MemoryTree } from "../../../src/kt/merkle.js";
 import {
   COSIGNATURE_ED25519,
   checkNoteSignature,
@@ -17,12 +17,12 @@ import {
   type NoteSigner,
   parseNote,
   signNoteLine,
-} from "../../src/kt/note.js";
-import { formatAddCheckpoint } from "../../src/kt/witness.js";
-import { MemoryKtLog } from "../../src/store/memory/kt-log.js";
-import { MemoryLeases } from "../../src/store/memory/leases.js";
-import type { Store } from "../../src/store/types.js";
-import { makeIssuer } from "../kt/world.js";
+} from "../../../src/kt/note.js";
+import { formatAddCheckpoint } from "../../../src/kt/witness.js";
+import { MemoryKtLog } from "../../../src/store/memory/kt-log.js";
+import { MemoryLeases } from "../../../src/store/memory/leases.js";
+import type { Store } from "../../../src/store/types.js";
+import { makeIssuer } from "../../kt/world.js";
 import {
   ktConfig,
   ktRig,
@@ -32,7 +32,7 @@ import {
   signedBinding,
   testCard,
   userKey,
-} from "../support/kt.js";
+} from "../../support/kt.js";
 
 const dirs: string[] = [];
 const closers: Array<() => Promise<unknown>> = [];

@@ -1,14 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { FakeClock } from "../../src/clock.js";
-import { base64, fromBase64Strict } from "../../src/kt/bytes.js";
-import { parseDirectory } from "../../src/kt/directory.js";
-import { directoryLeaf, statementLeaf } from "../../src/kt/leaves.js";
-import { leafHash, verifyInclusion } from "../../src/kt/merkle.js";
-import { checkNoteSignature, parseCheckpoint, parseNote } from "../../src/kt/note.js";
-import { withCardRef } from "../../src/kt/statements.js";
-import type { KtPendingStatement } from "../../src/store/kt-types.js";
-import { makeIssuer } from "../kt/world.js";
-import { ktRig, pendingOf, signedBinding, testCard, userKey } from "../support/kt.js";
+import { FakeClock } from "../../../src/clock.js";
+import { base64, fromBase64Strict } from "../../../src/kt/bytes.js";
+import { parseDirectory } from "../../../src/kt/directory.js";
+import { directoryLeaf, statementLeaf } from "../../../src/kt/leaves.js";
+import { leafHash, verifyInclusion } from "../../../src/kt/merkle.js";
+import { checkNoteSignature, parseCheckpoint, parseNote } from "../../../src/kt/note.js";
+import { withCardRef } from "../../../src/kt/statements.js";
+import type { KtPendingStatement } from "../../../src/store/kt-types.js";
+import { makeIssuer } from "../../kt/world.js";
+import { ktRig, pendingOf, signedBinding, testCard, userKey } from "../../support/kt.js";
 
 const fromB64 = (text: string) => fromBase64Strict(text) as Uint8Array;
 

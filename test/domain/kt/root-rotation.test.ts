@@ -1,4 +1,3 @@
-import { generateKeyPairSync, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   generateIssuerSigner,
@@ -7,12 +6,20 @@ import {
   signRootRotation,
   signSigningKeyRevocation,
   signStatement,
-  statementOf,
-} from "../../src/client/key-binding.js";
-import { FakeClock } from "../../src/clock.js";
-import { parseDirectory } from "../../src/kt/directory.js";
-import { formatTime } from "../../src/kt/statements.js";
-import { hashPan, post, startService, type TestService } from "../support/harness.js";
+} from "../../../src/client/key-binding.js";
+import { FakeClock } from "../../../src/clock.js";
+import { parseDirectory } from "../../../src/kt/directory.js";
+import { hashPan, post, startService, type TestService } from "../../support/harness.js";
+import {
+  type Bank,
+  deviceKey,
+  endorsedSigner,
+  newIssuer,
+  type OperatorCall,
+  operatorCalls,
+  registeredRoot,
+  signerStatement,
+} from "../../support/kt-issuers.js";
 
 /**
  * Root rotation, root revocation and recovery over REST, from the attacker's side: the confirmed root
@@ -24,35 +31,22 @@ import { hashPan, post, startService, type TestService } from "../support/harnes
 
 const TOKEN = "kt-root-rotation-test-admin-token-012345";
 let svc: TestService;
-let tenant = 0;
 let cards = 0;
+
+let admin: OperatorCall;
 
 beforeAll(async () => {
   svc = await startService({ env: { ADMIN_TOKEN: TOKEN, KT_SEQUENCER_POLL_MS: "20" } });
+  admin = operatorCalls(svc.baseUrl, TOKEN);
 });
 afterAll(async () => {
   await svc?.close();
 });
 
-type Bank = { id: string; key: string };
-
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return {
-    status: res.status,
-    body: (await res.json()) as { data?: Record<string, unknown>; error?: { code: string; message: string } },
-  };
-}
-
-async function issuer(): Promise<Bank> {
-  tenant += 1;
-  const id = `rot-bank-${tenant}`;
-  return { id, key: await svc.newKey({ role: "issuer", tier: "standard", tenantId: id }) };
-}
+const issuer = () => newIssuer(svc, "rot-bank");
+const rootFor = (bank: Bank) => registeredRoot(svc, admin, bank);
+const signerFor = (bank: Bank, root: IssuerSigner, version: number) =>
+  endorsedSigner(svc, bank, root, version);
 
 async function confirm(bank: Bank, signer: IssuerSigner) {
   return admin("POST", `/admin/v1/issuers/${bank.id}/signing-keys/${signer.signingKeyId}/confirm`);
@@ -72,42 +66,6 @@ async function confirmOnceLogged(bank: Bank, signer: IssuerSigner) {
   return res;
 }
 
-/** A confirmed root for the bank. */
-async function rootFor(bank: Bank): Promise<IssuerSigner> {
-  const root = await generateIssuerSigner("Ed25519");
-  const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: root.spki });
-  expect(added.status, JSON.stringify(added.body)).toBe(200);
-  expect((await confirm(bank, root)).status).toBe(200);
-  return root;
-}
-
-/** A signer endorsed by `root` at tenant version `version`. */
-async function signerFor(bank: Bank, root: IssuerSigner, version: number): Promise<IssuerSigner> {
-  const signer = await generateIssuerSigner("Ed25519");
-  const signed = await signStatement(signerStatement(bank.id, signer, version), root);
-  const res = await post(svc, "/api/v1/issuers/signing-keys", bank.key, {
-    publicKey: signer.spki,
-    statement: signed.statement,
-    signature: signed.signature,
-  });
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return signer;
-}
-
-function signerStatement(issuerId: string, key: IssuerSigner, version: number): Uint8Array {
-  return statementOf({
-    v: 1,
-    type: "receipts.v1/signing-key",
-    issuer: issuerId,
-    signingKeyId: key.signingKeyId,
-    algorithm: key.algorithm,
-    spki: key.spki,
-    role: "signer",
-    version,
-    issuedAt: formatTime(Date.now()),
-  });
-}
-
 async function keysOf(bank: Bank): Promise<Record<string, { role: string; status: string }>> {
   const res = await fetch(`${svc.baseUrl}/api/v1/issuers/signing-keys`, {
     headers: { "x-api-key": bank.key },
@@ -124,11 +82,7 @@ async function keysOf(bank: Bank): Promise<Record<string, { role: string; status
 async function register(bank: Bank, signer: IssuerSigner) {
   cards += 1;
   const hashedPan = hashPan(`4111119${String(cards).padStart(9, "0")}`);
-  const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  const device = {
-    keyId: randomUUID(),
-    publicKey: publicKey.export({ type: "spki", format: "der" }).toString("base64"),
-  };
+  const device = deviceKey();
   const binding = await signStatement(
     keyBindingStatement({
       issuer: bank.id,

@@ -2,7 +2,7 @@ import { create, toJson } from "@bufbuild/protobuf";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { timestampJson } from "../../src/proto-scalars.js";
+import { timestampJson } from "../src/proto-scalars.js";
 
 const MIN_SECONDS = Date.parse("0001-01-01T00:00:00Z") / 1000;
 const MAX_SECONDS = Date.parse("9999-12-31T23:59:59Z") / 1000;

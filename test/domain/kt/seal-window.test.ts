@@ -5,10 +5,10 @@ import {
   type IssuerSigner,
   keyBindingStatement,
   signStatement,
-} from "../../src/client/key-binding.js";
-import type { KeyRecord } from "../../src/store/types.js";
-import { hashPan, post, receiptBody, type TestService } from "../support/harness.js";
-import { p256, startBoundIssuer } from "../support/kt-bound.js";
+} from "../../../src/client/key-binding.js";
+import type { KeyRecord } from "../../../src/store/types.js";
+import { hashPan, post, receiptBody, type TestService } from "../../support/harness.js";
+import { p256, startBoundIssuer } from "../../support/kt-bound.js";
 
 /**
  * The window between a requireBindings card's store step and the checkpoint over its binding's leaf

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { lazyChildLogger } from "../../src/http/lazy-logger.js";
-import { createLogger, redactSecrets } from "../../src/logging.js";
+import { lazyChildLogger } from "../src/http/lazy-logger.js";
+import { createLogger, redactSecrets } from "../src/logging.js";
 
 /**
  * Issue 38's live defect: redaction reached one level deep, so `log.info({ req: { body: { privateKey } } })`

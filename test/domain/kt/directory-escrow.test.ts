@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Envelope, post, startService, type TestService } from "../support/harness.js";
+import { type Envelope, post, startService, type TestService } from "../../support/harness.js";
 
 /**
  * The directory snapshots of the key log follow a tenant's escrow key (docs/key-transparency.md: each
