@@ -1,7 +1,7 @@
-import { createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import type { SealRequest } from "../src/crypto/crypto-pool.js";
 import type { SealedReceiptText } from "../src/crypto/envelope.js";
+import { ApiKeyGate, HASHED_PAN, invalid, panHash, refuse } from "./floor-parts.js";
 
 /**
  * The "floor" of REST encrypt: the baseline's bare route plus the bookkeeping every real encrypt has
@@ -33,10 +33,7 @@ interface Recipient {
   spki: string;
 }
 
-const PEPPER = randomBytes(32);
 const LIMIT = 100_000_000;
-const WINDOW_MS = 60_000;
-const HASHED_PAN = /^[0-9a-fA-F]{64}$/;
 const CURRENCY = /^[A-Za-z]{3}$/;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
 const REQUIRED = ["receiptId", "merchantId", "merchantName", "transactionId", "currency"] as const;
@@ -57,21 +54,16 @@ const OPTIONAL = [
 const MONEY = ["subtotal", "taxAmount", "totalAmount"] as const;
 const ITEM_MONEY = ["quantity", "unitPrice", "totalPrice"] as const;
 
-const apiKeys = new Map<string, { id: string; tenantId: string }>();
-const counters = new Map<string, number>();
+const gate = new ApiKeyGate(LIMIT);
 const recipients = new Map<string, Recipient>();
 const stored = new Map<string, object>();
-
-function panHash(hashedPan: string): string {
-  return createHmac("sha256", PEPPER).update(hashedPan.toLowerCase()).digest("hex");
-}
 
 /** Registers the API key and the cardholders (hashed PAN -> key) the floor serves. */
 export function setUpFloor(
   apiKey: string,
   cardholders: { hashedPan: string; keyId: string; spki: string }[],
 ) {
-  apiKeys.set(createHash("sha256").update(apiKey).digest("hex"), { id: "key_floor", tenantId: "floor" });
+  gate.add(apiKey, { id: "key_floor", tenantId: "floor" });
   for (const c of cardholders) recipients.set(panHash(c.hashedPan), { keyId: c.keyId, spki: c.spki });
 }
 
@@ -134,34 +126,17 @@ const KNOWN = new Set<string>([
 /** Mounts `POST /floor/receipts/encrypt` on the baseline's Fastify app. */
 export function registerFloor(app: FastifyInstance, deps: FloorDeps): void {
   app.post("/floor/receipts/encrypt", async (request, reply) => {
-    const requestId = randomUUID();
-    reply.header("x-request-id", requestId);
-    const key = request.headers["x-api-key"];
-    const principal =
-      typeof key === "string" ? apiKeys.get(createHash("sha256").update(key).digest("hex")) : undefined;
-    if (principal === undefined)
-      return reply.code(401).send({ success: false, error: { code: "unauthorized" } });
+    const principal = gate.admit(request, reply);
+    if (principal === undefined) return reply;
     const nowMs = Date.now();
-    const windowStart = Math.floor(nowMs / WINDOW_MS) * WINDOW_MS;
-    const counter = `${principal.id}:all:${windowStart}`;
-    const count = (counters.get(counter) ?? 0) + 1;
-    counters.set(counter, count);
-    reply.header("x-ratelimit-limit", String(LIMIT));
-    reply.header("x-ratelimit-remaining", String(Math.max(0, LIMIT - count)));
-    reply.header("x-ratelimit-reset", String((windowStart + WINDOW_MS) / 1000));
 
     const body = request.body as Record<string, unknown>;
     const problems = problemsOf(body);
-    if (problems.length > 0) {
-      return reply
-        .code(400)
-        .send({ success: false, error: { code: "invalid_request", details: problems.join("; ") } });
-    }
+    if (problems.length > 0) return invalid(reply, problems);
     const { recipientHashedPan, mockItems: _mock, ...fields } = body;
     const hash = panHash(recipientHashedPan as string);
     const recipient = recipients.get(hash);
-    if (recipient === undefined)
-      return reply.code(404).send({ success: false, error: { code: "not_found" } });
+    if (recipient === undefined) return refuse(reply, 404, "not_found");
     const version = String(fields.version ?? "1.0");
     const sealed = await deps.seal({
       plaintext: JSON.stringify(fields),
@@ -170,7 +145,7 @@ export function registerFloor(app: FastifyInstance, deps: FloorDeps): void {
       spki: recipient.spki,
     });
     const unique = `${fields.merchantId}\u0000${fields.receiptId}`;
-    if (stored.has(unique)) return reply.code(409).send({ success: false, error: { code: "conflict" } });
+    if (stored.has(unique)) return refuse(reply, 409, "conflict");
     const receipt = {
       version,
       receiptId: String(fields.receiptId),

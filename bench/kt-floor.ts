@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { RateWindow, refuse } from "./floor-parts.js";
 
 /**
  * Bare routes of the key log's public reads, for `npm run bench:wrk`: `GET /kt/checkpoint` and
@@ -11,12 +12,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
  */
 
 const LIMIT = 1_000_000;
-const WINDOW_MS = 60_000;
 const SHA256 = /^[0-9a-f]{64}$/;
 
 let note = "";
 const directories = new Map<string, string>();
-const counters = new Map<string, number>();
+const reads = new RateWindow();
 
 /** The checkpoint note and directory snapshots (by SHA-256) the routes answer. */
 export function setUpKtFloor(checkpointNote: string, snapshots: Record<string, string>): void {
@@ -26,13 +26,7 @@ export function setUpKtFloor(checkpointNote: string, snapshots: Record<string, s
 
 function count(request: FastifyRequest, reply: FastifyReply): void {
   reply.header("x-request-id", randomUUID());
-  const windowStart = Math.floor(Date.now() / WINDOW_MS) * WINDOW_MS;
-  const key = `${request.ip}:kt:${windowStart}`;
-  const n = (counters.get(key) ?? 0) + 1;
-  counters.set(key, n);
-  reply.header("x-ratelimit-limit", String(LIMIT));
-  reply.header("x-ratelimit-remaining", String(Math.max(0, LIMIT - n)));
-  reply.header("x-ratelimit-reset", String((windowStart + WINDOW_MS) / 1000));
+  reads.count(reply, `${request.ip}:kt`, LIMIT);
 }
 
 /** Mounts the two reads. */
@@ -44,10 +38,9 @@ export function registerKtFloor(app: FastifyInstance): void {
   app.get("/kt/directory/:sha256", async (request, reply) => {
     count(request, reply);
     const { sha256 } = request.params as { sha256: string };
-    if (!SHA256.test(sha256))
-      return reply.code(400).send({ success: false, error: { code: "invalid_request" } });
+    if (!SHA256.test(sha256)) return refuse(reply, 400, "invalid_request");
     const json = directories.get(sha256);
-    if (json === undefined) return reply.code(404).send({ success: false, error: { code: "not_found" } });
+    if (json === undefined) return refuse(reply, 404, "not_found");
     return reply
       .type("application/json; charset=utf-8")
       .header("cache-control", "public, max-age=31536000, immutable")

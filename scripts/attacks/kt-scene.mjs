@@ -1,9 +1,9 @@
 /**
  * What the key-directory attack scripts share (card-bindings, kt-erasure, kt-escrow-bindings,
- * kt-escrow-release): the service to reach (`<baseUrl>`, the first argument, and the operator token in
- * ADMIN_TOKEN), HTTP calls, the held/FAILED tally and the scene the operator token sets (issuer tenants
- * with a BIN, requireBindings and a confirmed root; a merchant; device keys; cards). Needs the built
- * client library (`npm run build`).
+ * kt-escrow-release, kt-root-takeover): the service to reach (`<baseUrl>`, the first argument, and
+ * the operator token in ADMIN_TOKEN), HTTP calls, the held/FAILED tally and the scene the operator
+ * token sets (issuer tenants with a BIN, requireBindings and a confirmed root; a merchant; device
+ * keys; cards). Needs the built client library (`npm run build`).
  *
  *   const s = await attackScene("kt-escrow-release");
  *   const bank = await s.issuer("victim", { bin: s.randomBin("6"), requireBindings: true });

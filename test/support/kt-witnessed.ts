@@ -2,14 +2,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "vitest";
-import { generateIssuerSigner, type IssuerSigner } from "../../src/client/key-binding.js";
+import type { IssuerSigner } from "../../src/client/key-binding.js";
 import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { NOTE_ED25519 } from "../../src/kt/note.js";
 import type { TrustPolicy } from "../../src/kt/policy.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Store } from "../../src/store/types.js";
-import { post, startService, type TestService } from "./harness.js";
+import { startService, type TestService } from "./harness.js";
 import { ORIGIN, PEPPER } from "./kt.js";
+import { type OperatorCall, operatorCalls, registeredRoot } from "./kt-issuers.js";
 import { type StartedWitness, startWitnesses } from "./witnesses.js";
 
 /**
@@ -25,12 +26,6 @@ export const KT_WITNESSES = [
   { name: "w3.ngo.example", organisation: "ngo" },
 ] as const;
 
-/** An operator answer's body. */
-export interface AdminBody {
-  data?: Record<string, unknown>;
-  error?: { code: string; message?: string };
-}
-
 export interface WitnessedService {
   svc: TestService;
   /** A temporary folder (the witnesses' state), removed by `close`. */
@@ -40,7 +35,7 @@ export interface WitnessedService {
   /** The merchant's policy for this service: its log key, the three witnesses, quorum 2, no root delay. */
   policy: TrustPolicy;
   /** An operator call with the service's ADMIN_TOKEN: its status and parsed body. */
-  admin(method: string, path: string, body?: unknown): Promise<{ status: number; body: AdminBody }>;
+  admin: OperatorCall;
   /** Adds a new Ed25519 root for `tenant` (its issuer key `apiKey`) and confirms it as the operator. */
   confirmedRoot(tenant: string, apiKey: string): Promise<IssuerSigner>;
   /** Makes `bins` the tenant's BINs, with the directory change the log snapshots. */
@@ -87,15 +82,7 @@ export async function startWitnessedService(options: {
     // A development service: its roots count at once (KT_ROOT_DELAY 0).
     rootDelaySeconds: 0,
   };
-  const admin = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${svc.baseUrl}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${options.token}`, "content-type": "application/json" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, body: (text === "" ? {} : JSON.parse(text)) as AdminBody };
-  };
+  const admin = operatorCalls(svc.baseUrl, options.token);
   return {
     svc,
     dir,
@@ -103,15 +90,7 @@ export async function startWitnessedService(options: {
     witnesses,
     policy,
     admin,
-    async confirmedRoot(tenant, apiKey) {
-      const signer = await generateIssuerSigner("Ed25519");
-      const added = await post(svc, "/api/v1/issuers/signing-keys", apiKey, { publicKey: signer.spki });
-      expect(added.status, JSON.stringify(added.body)).toBe(200);
-      const path = `/admin/v1/issuers/${tenant}/signing-keys/${signer.signingKeyId}/confirm`;
-      const confirmed = await admin("POST", path);
-      expect(confirmed.status, JSON.stringify(confirmed.body)).toBe(200);
-      return signer;
-    },
+    confirmedRoot: (tenant, apiKey) => registeredRoot(svc, admin, { id: tenant, key: apiKey }),
     async ownBins(tenant, bins) {
       const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", tenant);
       expect((await store.bins.set(tenant, bins, new Date(), [change])).kind).toBe("set");

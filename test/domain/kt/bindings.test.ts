@@ -1,4 +1,4 @@
-import { generateKeyPairSync, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +15,15 @@ import { panHashOf, parKeyOf } from "../../../src/domain/pan.js";
 import { base64, fromBase64Strict, utf8 } from "../../../src/kt/bytes.js";
 import { formatTime } from "../../../src/kt/statements.js";
 import { hashPan, post, startService, type TestService } from "../../support/harness.js";
+import {
+  type Bank,
+  deviceKey,
+  newIssuer,
+  type OperatorCall,
+  operatorCalls,
+  registeredRoot,
+  signerStatement,
+} from "../../support/kt-issuers.js";
 
 /**
  * The write side of the key directory from the attacker's side, over REST, Connect and gRPC: issuer
@@ -25,59 +34,22 @@ import { hashPan, post, startService, type TestService } from "../../support/har
 
 const TOKEN = "kt-bindings-test-admin-token-0123456789";
 let svc: TestService;
-let tenant = 0;
+
+let admin: OperatorCall;
 
 beforeAll(async () => {
   svc = await startService({ env: { ADMIN_TOKEN: TOKEN, KT_SEQUENCER_POLL_MS: "20" } });
+  admin = operatorCalls(svc.baseUrl, TOKEN);
 });
 afterAll(async () => {
   await svc?.close();
 });
 
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: (await res.json()) as { data?: never; error?: { code: string } } };
-}
-
 /** A fresh issuer tenant and its API key. */
-async function issuer(): Promise<{ id: string; key: string }> {
-  tenant += 1;
-  const id = `bank-${tenant}`;
-  return { id, key: await svc.newKey({ role: "issuer", tier: "standard", tenantId: id }) };
-}
+const issuer = () => newIssuer(svc, "bank");
 
 /** Registers a root for the tenant, confirmed by the operator unless `confirm` is false. */
-async function rootOf(bank: { id: string; key: string }, confirm = true): Promise<IssuerSigner> {
-  const signer = await generateIssuerSigner("Ed25519");
-  const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: signer.spki });
-  expect(added.status, JSON.stringify(added.body)).toBe(200);
-  expect(added.body.data).toMatchObject({
-    signingKeyId: signer.signingKeyId,
-    status: "pending",
-    role: "root",
-  });
-  if (confirm) {
-    const res = await admin(
-      "POST",
-      `/admin/v1/issuers/${bank.id}/signing-keys/${signer.signingKeyId}/confirm`,
-    );
-    expect(res.status).toBe(200);
-  }
-  return signer;
-}
-
-/** A device key: P-256 SPKI (base64) and a fresh keyId. */
-function deviceKey(): { keyId: string; publicKey: string } {
-  const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  return {
-    keyId: randomUUID(),
-    publicKey: publicKey.export({ type: "spki", format: "der" }).toString("base64"),
-  };
-}
+const rootOf = (bank: Bank, confirm = true) => registeredRoot(svc, admin, bank, confirm);
 
 let cardCounter = 0;
 function card(): string {
@@ -274,20 +246,6 @@ describe("issuer signing keys", () => {
     await nothingWritten(panHashOf(svc.config.hashedPanPepper, hashedPan), bank.id);
   });
 });
-
-function signerStatement(issuerId: string, key: IssuerSigner, version: number): Uint8Array {
-  return statementOf({
-    v: 1,
-    type: "receipts.v1/signing-key",
-    issuer: issuerId,
-    signingKeyId: key.signingKeyId,
-    algorithm: key.algorithm,
-    spki: key.spki,
-    role: "signer",
-    version,
-    issuedAt: formatTime(Date.now()),
-  });
-}
 
 function statementFor(
   bank: { id: string },

@@ -1,4 +1,3 @@
-import { generateKeyPairSync, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   generateIssuerSigner,
@@ -7,10 +6,20 @@ import {
   signRootRotation,
   signSigningKeyRevocation,
   signStatement,
-  statementOf,
 } from "../../../src/client/key-binding.js";
-import { formatTime } from "../../../src/kt/statements.js";
+import { FakeClock } from "../../../src/clock.js";
+import { parseDirectory } from "../../../src/kt/directory.js";
 import { hashPan, post, startService, type TestService } from "../../support/harness.js";
+import {
+  type Bank,
+  deviceKey,
+  endorsedSigner,
+  newIssuer,
+  type OperatorCall,
+  operatorCalls,
+  registeredRoot,
+  signerStatement,
+} from "../../support/kt-issuers.js";
 
 /**
  * Root rotation, root revocation and recovery over REST, from the attacker's side: the confirmed root
@@ -22,74 +31,39 @@ import { hashPan, post, startService, type TestService } from "../../support/har
 
 const TOKEN = "kt-root-rotation-test-admin-token-012345";
 let svc: TestService;
-let tenant = 0;
 let cards = 0;
+
+let admin: OperatorCall;
 
 beforeAll(async () => {
   svc = await startService({ env: { ADMIN_TOKEN: TOKEN, KT_SEQUENCER_POLL_MS: "20" } });
+  admin = operatorCalls(svc.baseUrl, TOKEN);
 });
 afterAll(async () => {
   await svc?.close();
 });
 
-type Bank = { id: string; key: string };
-
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return {
-    status: res.status,
-    body: (await res.json()) as { data?: Record<string, unknown>; error?: { code: string; message: string } },
-  };
-}
-
-async function issuer(): Promise<Bank> {
-  tenant += 1;
-  const id = `rot-bank-${tenant}`;
-  return { id, key: await svc.newKey({ role: "issuer", tier: "standard", tenantId: id }) };
-}
+const issuer = () => newIssuer(svc, "rot-bank");
+const rootFor = (bank: Bank) => registeredRoot(svc, admin, bank);
+const signerFor = (bank: Bank, root: IssuerSigner, version: number) =>
+  endorsedSigner(svc, bank, root, version);
 
 async function confirm(bank: Bank, signer: IssuerSigner) {
   return admin("POST", `/admin/v1/issuers/${bank.id}/signing-keys/${signer.signingKeyId}/confirm`);
 }
 
-/** A confirmed root for the bank. */
-async function rootFor(bank: Bank): Promise<IssuerSigner> {
-  const root = await generateIssuerSigner("Ed25519");
-  const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: root.spki });
-  expect(added.status, JSON.stringify(added.body)).toBe(200);
-  expect((await confirm(bank, root)).status).toBe(200);
-  return root;
-}
-
-/** A signer endorsed by `root` at tenant version `version`. */
-async function signerFor(bank: Bank, root: IssuerSigner, version: number): Promise<IssuerSigner> {
-  const signer = await generateIssuerSigner("Ed25519");
-  const signed = await signStatement(signerStatement(bank.id, signer, version), root);
-  const res = await post(svc, "/api/v1/issuers/signing-keys", bank.key, {
-    publicKey: signer.spki,
-    statement: signed.statement,
-    signature: signed.signature,
-  });
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return signer;
-}
-
-function signerStatement(issuerId: string, key: IssuerSigner, version: number): Uint8Array {
-  return statementOf({
-    v: 1,
-    type: "receipts.v1/signing-key",
-    issuer: issuerId,
-    signingKeyId: key.signingKeyId,
-    algorithm: key.algorithm,
-    spki: key.spki,
-    role: "signer",
-    version,
-    issuedAt: formatTime(Date.now()),
-  });
+/**
+ * The operator's confirm of a recovery root, sent again while it is `conflict` because the key log
+ * has not yet published the old root's revocation (a second or so).
+ */
+async function confirmOnceLogged(bank: Bank, signer: IssuerSigner) {
+  let res = await confirm(bank, signer);
+  for (let i = 0; i < 100 && res.status === 409; i++) {
+    svc.app.domain.kt.notify();
+    await new Promise((r) => setTimeout(r, 50));
+    res = await confirm(bank, signer);
+  }
+  return res;
 }
 
 async function keysOf(bank: Bank): Promise<Record<string, { role: string; status: string }>> {
@@ -108,11 +82,7 @@ async function keysOf(bank: Bank): Promise<Record<string, { role: string; status
 async function register(bank: Bank, signer: IssuerSigner) {
   cards += 1;
   const hashedPan = hashPan(`4111119${String(cards).padStart(9, "0")}`);
-  const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  const device = {
-    keyId: randomUUID(),
-    publicKey: publicKey.export({ type: "spki", format: "der" }).toString("base64"),
-  };
+  const device = deviceKey();
   const binding = await signStatement(
     keyBindingStatement({
       issuer: bank.id,
@@ -156,6 +126,20 @@ describe("root rotation", () => {
       [signer.signingKeyId]: { role: "signer", status: "current" },
       [next.signingKeyId]: { role: "root", status: "current" },
     });
+    // The new root keeps the statement that introduced it (answers carry it as rootRotation); the
+    // listing does not show it, and it names no card.
+    const record = await svc.store.ktIssuers.get(bank.id);
+    const introduced = record?.signingKeys.find((k) => k.signingKeyId === next.signingKeyId);
+    expect(introduced?.introduction).toEqual({
+      statement: body.statement,
+      signature: body.signature,
+      signingKeyId: old.signingKeyId,
+    });
+    expect(record?.signingKeys.filter((k) => k.introduction !== undefined)).toHaveLength(1);
+    const listed = await fetch(`${svc.baseUrl}/api/v1/issuers/signing-keys`, {
+      headers: { "x-api-key": bank.key },
+    });
+    expect(await listed.text()).not.toContain("introduction");
     // The sequencer appends the rotation, which the old root signed while it was the root.
     const leaf = await waitForVersion(bank.id, 2);
     expect(leaf).toMatchObject({ type: "receipts.v1/signing-key", signingKeyId: old.signingKeyId });
@@ -295,8 +279,10 @@ describe("root revocation and recovery", () => {
     const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: recovery.spki });
     expect(added.body.data).toMatchObject({ role: "root", status: "pending" });
     expect(await register(bank, recovery)).toMatchObject({ code: "invalid_signature" });
-    const confirmed = await confirm(bank, recovery);
+    const confirmed = await confirmOnceLogged(bank, recovery);
     expect(confirmed.status).toBe(200);
+    const recovered = await svc.store.ktIssuers.get(bank.id);
+    expect(recovered?.signingKeys.some((k) => k.introduction !== undefined)).toBe(false);
     const audit = await svc.store.audit.list(1000, { tenantId: bank.id });
     expect(audit.some((e) => e.subject === `recovery root ${recovery.signingKeyId} confirmed`)).toBe(true);
     expect((await register(bank, recovery)).status).toBe(200);
@@ -339,5 +325,81 @@ describe("root revocation and recovery", () => {
     );
     const path = `/api/v1/issuers/signing-keys/${root.signingKeyId}/revoke`;
     expect(errorCode(await post(svc, path, bank.key, byIntruder))).toBe("invalid_signature");
+  });
+});
+
+describe("a recovery root's confirm waits for the log to publish the revocation", () => {
+  // The service's clock stands still unless moved, so that "the same second" is not left to chance.
+  const clock = new FakeClock(new Date(Math.floor(Date.now() / 1000) * 1000 + 200));
+  let frozen: TestService;
+  beforeAll(async () => {
+    frozen = await startService({ clock, env: { ADMIN_TOKEN: TOKEN, KT_SEQUENCER_POLL_MS: "20" } });
+  });
+  afterAll(async () => {
+    await frozen?.close();
+  });
+
+  const at = (path: string) =>
+    fetch(`${frozen.baseUrl}${path}`, { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } });
+
+  /** The bank's signing keys in the log's latest snapshot, once it lists `id` with `status`. */
+  async function snapshotListing(bank: string, id: string, status: string) {
+    for (let i = 0; i < 400; i++) {
+      const head = await frozen.store.ktLog.head();
+      const latest = await frozen.store.ktLog.directoryBefore(head.size);
+      const parsed = latest === undefined ? undefined : parseDirectory(latest.json);
+      const keys = parsed?.ok ? parsed.value.issuers.find((x) => x.issuer === bank)?.signingKeys : undefined;
+      if (keys?.some((k) => k.signingKeyId === id && k.status === status)) return keys;
+      frozen.app.domain.kt.notify();
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error(`no snapshot lists ${id} ${status}`);
+  }
+
+  it("is conflict until a snapshot of an earlier second lists the old root revoked; then the recovery root is listed current later", async () => {
+    const bank = "frozen-bank";
+    const key = await frozen.newKey({ role: "issuer", tier: "standard", tenantId: bank });
+    const root = await generateIssuerSigner("Ed25519");
+    expect((await post(frozen, "/api/v1/issuers/signing-keys", key, { publicKey: root.spki })).status).toBe(
+      200,
+    );
+    expect((await at(`/admin/v1/issuers/${bank}/signing-keys/${root.signingKeyId}/confirm`)).status).toBe(
+      200,
+    );
+    const revocation = await signSigningKeyRevocation(
+      { issuer: bank, signingKeyId: root.signingKeyId, version: 1, revokedAt: clock.now() },
+      root,
+    );
+    const revoked = await post(
+      frozen,
+      `/api/v1/issuers/signing-keys/${root.signingKeyId}/revoke`,
+      key,
+      revocation,
+    );
+    expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
+    const recovery = await generateIssuerSigner("Ed25519");
+    expect(
+      (await post(frozen, "/api/v1/issuers/signing-keys", key, { publicKey: recovery.spki })).status,
+    ).toBe(200);
+    const confirmPath = `/admin/v1/issuers/${bank}/signing-keys/${recovery.signingKeyId}/confirm`;
+    // Logged or not yet, the snapshot listing the revocation is of this very second: conflict.
+    const early = await at(confirmPath);
+    expect(early.status).toBe(409);
+    expect(((await early.json()) as { error: { message: string } }).error.message).toMatch(/revocation/);
+    const before = await snapshotListing(bank, root.signingKeyId, "revoked");
+    expect((await at(confirmPath)).status).toBe(409);
+    expect(
+      (await frozen.store.ktIssuers.get(bank))?.signingKeys.find(
+        (k) => k.signingKeyId === recovery.signingKeyId,
+      )?.status,
+    ).toBe("pending");
+    clock.advance(1000);
+    expect((await at(confirmPath)).status).toBe(200);
+    const after = await snapshotListing(bank, recovery.signingKeyId, "current");
+    const revokedFrom = before.find((k) => k.signingKeyId === root.signingKeyId)?.effectiveFrom as string;
+    expect(after.find((k) => k.signingKeyId === root.signingKeyId)?.effectiveFrom).toBe(revokedFrom);
+    expect(
+      (after.find((k) => k.signingKeyId === recovery.signingKeyId)?.effectiveFrom as string) > revokedFrom,
+    ).toBe(true);
   });
 });
