@@ -382,6 +382,12 @@ describe("issuer escrow: listing and releasing only the caller's own escrow", ()
     const r = await held(pan, "51000000");
     expect(r).toMatchObject({ isEscrowed: true, escrowOwnerTenantId: "bank-b" });
     expect((await pending(bankB, { hashedPan: hashPan(pan) })).receipts).toEqual([]);
+    // A page token it never got is refused as for a tenant with keys, not answered with an empty page.
+    const forged = await rejection(pending(bankB, { hashedPan: hashPan(pan), pageToken: "x".repeat(512) }));
+    expect([forged.code, forged.violations]).toEqual([
+      "invalid_request",
+      [{ field: "pageToken", description: "is not a page token returned by this service" }],
+    ]);
     // Once it has a key, still only what was sealed to it.
     await registerEscrowKey(f.deps, bankB, { publicKey: p256().publicKey });
     const later = await held(pan, "51000000");
