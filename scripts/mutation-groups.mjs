@@ -17,6 +17,7 @@ export const GROUPS = {
       "test/domain/escrow-release-refusals.test.ts",
       "test/domain/escrow-release-key.test.ts",
       "test/domain/kt/escrow-release-check.test.ts",
+      "test/domain/escrow-copy-recovery.test.ts",
     ],
   },
   merchants: {
