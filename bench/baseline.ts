@@ -35,7 +35,7 @@ import {
 import { parsePrivateKey } from "../src/crypto/keys.js";
 import { registerFloor, setUpFloor } from "./floor.js";
 import { registerKtFloor, setUpKtFloor } from "./kt-floor.js";
-import { registerZkFloor, setUpZkFloor } from "./zk-floor.js";
+import { registerZkFloor, serveZkGrpc, setUpZkFloor, type ZkGrpcAnswer } from "./zk-floor.js";
 
 /**
  * The benchmark's baseline: the service's cryptography with no framework around it, so the service's
@@ -46,7 +46,8 @@ import { registerZkFloor, setUpZkFloor } from "./zk-floor.js";
  *   (with the service's own parser), RSA-OAEP-256 unwrap, AES-256-GCM open, synchronously on the event
  *   loop; list = the same number of sealed receipts as the service returns; raw-keygen =
  *   `crypto.generateKeyPair` (async) in a loop.
- * - gRPC (a bare `node:http2` stream handler, framing by hand): the same encrypt and decrypt.
+ * - gRPC (a bare `node:http2` stream handler, framing by hand): the same encrypt and decrypt, and the
+ *   zero-knowledge path's look-up and sealed receipts (bench/zk-floor.ts).
  * - P-256, once `/setup` names `HPKE-P256-SHA256-A256GCM`: `/p256/receipts/encrypt`
  *   seals with the service's own `sealReceiptHpke` (AES-256-GCM, the key wrapped with HPKE to a public
  *   key imported once), `/p256/payments/decrypt` parses the PKCS#8 key with the service's parser and
@@ -467,12 +468,15 @@ async function serveGrpcP256(stream: ServerHttp2Stream, path: string, body: Buff
   sendGrpc(stream, reply);
 }
 
-/** One length-prefixed reply and `grpc-status: 0` in the trailers. */
-function sendGrpc(stream: ServerHttp2Stream, reply: Uint8Array): void {
+/** One length-prefixed reply and `grpc-status: 0` in the trailers, after `headers` if given. */
+function sendGrpc(stream: ServerHttp2Stream, reply: Uint8Array, headers: Record<string, string> = {}): void {
   const frame = Buffer.alloc(5 + reply.length);
   frame.writeUInt32BE(reply.length, 1);
   frame.set(reply, 5);
-  stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
+  stream.respond(
+    { ":status": 200, "content-type": "application/grpc+proto", ...headers },
+    { waitForTrailers: true },
+  );
   stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
   stream.end(frame);
 }
@@ -483,6 +487,21 @@ grpc.on("stream", (stream, headers) => {
   stream.on("data", (chunk: Buffer) => chunks.push(chunk));
   stream.on("end", () => {
     const path = String(headers[":path"]);
+    try {
+      const zk = serveZkGrpc(
+        path,
+        headers["x-api-key"],
+        stream.session?.socket?.remoteAddress ?? "",
+        Buffer.concat(chunks).subarray(5),
+      );
+      if (zk !== undefined) {
+        answerZk(stream, zk);
+        return;
+      }
+    } catch (err) {
+      failGrpc(stream, err);
+      return;
+    }
     if (suite === "p256") {
       serveGrpcP256(stream, path, Buffer.concat(chunks)).catch((err: unknown) => failGrpc(stream, err));
       return;
@@ -494,6 +513,24 @@ grpc.on("stream", (stream, headers) => {
     }
   });
 });
+
+/** A zero-knowledge floor call's answer: its reply, or its refusal in a trailers-only answer. */
+function answerZk(stream: ServerHttp2Stream, zk: ZkGrpcAnswer): void {
+  if (zk.reply !== undefined) {
+    sendGrpc(stream, zk.reply, zk.headers);
+    return;
+  }
+  stream.respond(
+    {
+      ":status": 200,
+      "content-type": "application/grpc",
+      ...zk.headers,
+      "grpc-status": String(zk.status ?? 2),
+      "grpc-message": encodeURIComponent(zk.message ?? ""),
+    },
+    { endStream: true },
+  );
+}
 
 /** A failed call: `grpc-status: 13` with the error's message. */
 function failGrpc(stream: ServerHttp2Stream, err: unknown): void {

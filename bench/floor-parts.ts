@@ -25,13 +25,20 @@ export class RateWindow {
 
   /** Counts one call of `subject` now and sets the three rate-limit headers for `limit`. */
   count(reply: FastifyReply, subject: string, limit: number): void {
+    reply.headers(this.headersOf(subject, limit));
+  }
+
+  /** Counts one call of `subject` now; the three rate-limit headers for `limit` (gRPC sends them as metadata). */
+  headersOf(subject: string, limit: number): Record<string, string> {
     const windowStart = Math.floor(Date.now() / WINDOW_MS) * WINDOW_MS;
     const counter = `${subject}:${windowStart}`;
     const n = (this.counters.get(counter) ?? 0) + 1;
     this.counters.set(counter, n);
-    reply.header("x-ratelimit-limit", String(limit));
-    reply.header("x-ratelimit-remaining", String(Math.max(0, limit - n)));
-    reply.header("x-ratelimit-reset", String((windowStart + WINDOW_MS) / 1000));
+    return {
+      "x-ratelimit-limit": String(limit),
+      "x-ratelimit-remaining": String(Math.max(0, limit - n)),
+      "x-ratelimit-reset": String((windowStart + WINDOW_MS) / 1000),
+    };
   }
 }
 
@@ -56,16 +63,28 @@ export class ApiKeyGate {
    * answer is sent: 401 without a known API key.
    */
   admit(request: FastifyRequest, reply: FastifyReply): Principal | undefined {
-    reply.header("x-request-id", randomUUID());
-    const key = request.headers["x-api-key"];
-    const principal =
-      typeof key === "string" ? this.keys.get(createHash("sha256").update(key).digest("hex")) : undefined;
+    const { headers, principal } = this.admitCall(request.headers["x-api-key"]);
+    reply.headers(headers);
     if (principal === undefined) {
       void refuse(reply, 401, "unauthorized");
       return undefined;
     }
-    this.window.count(reply, `${principal.id}:all`, this.limit);
     return principal;
+  }
+
+  /**
+   * The same for a call of another protocol (the bare gRPC routes): the response headers (a request
+   * id, and the rate-limit headers once the call is counted) and the principal, if the key is known.
+   */
+  admitCall(apiKey: unknown): { headers: Record<string, string>; principal?: Principal } {
+    const headers: Record<string, string> = { "x-request-id": randomUUID() };
+    const principal =
+      typeof apiKey === "string"
+        ? this.keys.get(createHash("sha256").update(apiKey).digest("hex"))
+        : undefined;
+    if (principal === undefined) return { headers };
+    Object.assign(headers, this.window.headersOf(`${principal.id}:all`, this.limit));
+    return { headers, principal };
   }
 }
 

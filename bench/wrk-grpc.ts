@@ -1,4 +1,5 @@
 import { spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -10,10 +11,15 @@ import {
   type MessageInitShape,
   toBinary,
 } from "@bufbuild/protobuf";
+import { LookupKeyRequestSchema } from "../gen/receipts/v1/keys_pb.js";
 import { CreatePaymentRequestSchema } from "../gen/receipts/v1/payments_pb.js";
 import { ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
-import { EncryptReceiptRequestSchema } from "../gen/receipts/v1/receipts_pb.js";
+import {
+  EncryptReceiptRequestSchema,
+  StoreSealedReceiptRequestSchema,
+} from "../gen/receipts/v1/receipts_pb.js";
 import { sizedReceiptText } from "./fixtures.js";
+import { ZK_GRPC_PATHS } from "./zk-floor.js";
 
 /**
  * The gRPC side of `npm run bench:wrk`: wrk speaks HTTP/1.1 only, so gRPC calls are driven by
@@ -203,6 +209,55 @@ export function grpcLoadsOf(dir: string, at: GrpcAddresses, hashedPans: string[]
       load: "gRPC create payment",
       service: { ...svc, path: createPath, templates: create },
       baseline: { ...base, path: createPath, templates: create },
+    },
+  ];
+}
+
+/**
+ * The zero-knowledge path over gRPC, `KeysService/LookupKey` and `ReceiptsService/StoreSealedReceipt`,
+ * for the service and the bare routes of bench/zk-floor.ts on the baseline's handler: one template per
+ * cardholder (in turn); the sealed bodies carry the card's current key id, a fresh id in each call and
+ * random bytes of the sizes a real envelope of a receipt of `items` line items has.
+ */
+export function zkGrpcLoadsOf(
+  dir: string,
+  at: GrpcAddresses,
+  cardholders: { hashedPan: string; keyId: string }[],
+  items: number,
+) {
+  const svc = {
+    kind: "grpc" as const,
+    ...hostPort(at.service.url),
+    headers: { "x-api-key": at.service.apiKey },
+  };
+  const base = { ...svc, ...hostPort(at.baseline.url) };
+  const plaintextBytes = Buffer.byteLength(sizedReceiptText(cardholders[0]?.hashedPan ?? "", items));
+  const lookup = cardholders.map((c, i) =>
+    grpcTemplate(dir, `grpc-lookup-${i}`, LookupKeyRequestSchema, { recipientHashedPan: c.hashedPan }, false),
+  );
+  const sealed = cardholders.map((c, i) =>
+    grpcTemplate(dir, `grpc-sealed-${items}-${i}`, StoreSealedReceiptRequestSchema, {
+      recipientHashedPan: c.hashedPan,
+      version: "1.0",
+      receiptId: `r-${GRPC_ID_MARKER}`,
+      merchantId: "m-bench",
+      transactionId: `t-${GRPC_ID_MARKER}`,
+      keyBundle: { keyId: c.keyId, algorithm: "RSA-OAEP-256", encryptedAesKey: randomBytes(256) },
+      ciphertext: randomBytes(plaintextBytes),
+      iv: randomBytes(12),
+      authTag: randomBytes(16),
+    }),
+  );
+  return [
+    {
+      load: "gRPC keys/lookup",
+      service: { ...svc, path: ZK_GRPC_PATHS.lookup, templates: lookup },
+      baseline: { ...base, path: ZK_GRPC_PATHS.lookup, templates: lookup },
+    },
+    {
+      load: "gRPC receipts/sealed",
+      service: { ...svc, path: ZK_GRPC_PATHS.sealed, templates: sealed },
+      baseline: { ...base, path: ZK_GRPC_PATHS.sealed, templates: sealed },
     },
   ];
 }

@@ -1,5 +1,14 @@
 import { createPublicKey } from "node:crypto";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { timestampNow } from "@bufbuild/protobuf/wkt";
 import type { FastifyInstance } from "fastify";
+import { LookupKeyRequestSchema, LookupKeyResponseSchema } from "../gen/receipts/v1/keys_pb.js";
+import { EncryptedReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
+import {
+  type StoreSealedReceiptRequest,
+  StoreSealedReceiptRequestSchema,
+  StoreSealedReceiptResponseSchema,
+} from "../gen/receipts/v1/receipts_pb.js";
 import { ApiKeyGate, HASHED_PAN, invalid, panHash, refuse } from "./floor-parts.js";
 
 /**
@@ -19,6 +28,9 @@ import { ApiKeyGate, HASHED_PAN, invalid, panHash, refuse } from "./floor-parts.
  *   merchantId claimed for the caller's tenant on first use and refused to another, the bundle's keyId
  *   compared with the card's current key (`conflict` otherwise), `(merchantId, receiptId)` unique, the
  *   record stored in a map, the encrypted receipt answered as encrypt answers it.
+ *
+ * The same two calls over gRPC (`serveZkGrpc`, on the baseline's bare `node:http2` handler): the same
+ * work on the decoded message, the binary answer, a refusal as a non-zero `grpc-status`.
  *
  * What it leaves out, and the service does: the key directory's members of a look-up answer (none
  * without a key log), escrow routing by card BIN (not sent here), idempotency keys (not sent).
@@ -170,4 +182,133 @@ export function registerZkFloor(app: FastifyInstance): void {
     stored.set(unique, { ...receipt, tenantId: principal.tenantId, panHash: hash });
     return { success: true, data: receipt };
   });
+}
+
+/** What a bare gRPC call answers: the reply message's bytes, or a non-zero `grpc-status`. */
+export interface ZkGrpcAnswer {
+  headers: Record<string, string>;
+  reply?: Uint8Array;
+  status?: number;
+  message?: string;
+}
+
+/** The gRPC methods {@link serveZkGrpc} answers. */
+export const ZK_GRPC_PATHS = {
+  lookup: "/receipts.v1.KeysService/LookupKey",
+  sealed: "/receipts.v1.ReceiptsService/StoreSealedReceipt",
+} as const;
+
+const refuseCall = (headers: Record<string, string>, status: number, message: string): ZkGrpcAnswer => ({
+  headers,
+  status,
+  message,
+});
+
+/**
+ * The bare gRPC routes of the zero-knowledge path (binary protobuf in and out, on the baseline's
+ * `node:http2` handler): the same work as the REST routes above, the fields checked on the decoded
+ * message (sizes of the bytes instead of their base64). Undefined for another method.
+ */
+export function serveZkGrpc(
+  path: string,
+  apiKey: unknown,
+  sourceIp: string,
+  message: Uint8Array,
+): ZkGrpcAnswer | undefined {
+  if (path !== ZK_GRPC_PATHS.lookup && path !== ZK_GRPC_PATHS.sealed) return undefined;
+  const { headers, principal } = gate.admitCall(apiKey);
+  if (principal === undefined) return refuseCall(headers, 16, "unauthorized");
+  return path === ZK_GRPC_PATHS.lookup
+    ? grpcLookup(headers, principal, sourceIp, message)
+    : grpcSealed(headers, principal, message);
+}
+
+function grpcLookup(
+  headers: Record<string, string>,
+  principal: { tenantId: string },
+  sourceIp: string,
+  message: Uint8Array,
+): ZkGrpcAnswer {
+  const req = fromBinary(LookupKeyRequestSchema, message);
+  if (!HASHED_PAN.test(req.recipientHashedPan) || req.$unknown !== undefined)
+    return refuseCall(headers, 3, "recipientHashedPan: must be 64 hex");
+  const recipient = recipients.get(panHash(req.recipientHashedPan));
+  if (recipient === undefined) return refuseCall(headers, 5, "not_found");
+  audit.push({
+    at: new Date(),
+    action: "key.lookup",
+    tenantId: principal.tenantId,
+    requestId: headers["x-request-id"],
+    sourceIp,
+    keyId: recipient.keyId,
+  });
+  const answer = create(LookupKeyResponseSchema, {
+    keyId: recipient.keyId,
+    algorithm: ALGORITHM,
+    publicKey: recipient.spki,
+    isEscrowed: false,
+    aadBound: true,
+  });
+  return { headers, reply: toBinary(LookupKeyResponseSchema, answer) };
+}
+
+/** Every problem of a sealed receipt's decoded message that needs no recipient. */
+function grpcSealedProblems(req: StoreSealedReceiptRequest): string[] {
+  const problems: string[] = [];
+  for (const [name, value] of [
+    ["receiptId", req.receiptId],
+    ["merchantId", req.merchantId],
+    ["transactionId", req.transactionId],
+  ] as const) {
+    if (value === "" || value.length > 256) problems.push(`${name}: is required`);
+  }
+  if (req.version.length > 256) problems.push("version: is too long");
+  if (!HASHED_PAN.test(req.recipientHashedPan)) problems.push("recipientHashedPan: must be 64 hex");
+  if (req.iv.length !== 12) problems.push("iv: must be 12 bytes");
+  if (req.authTag.length !== 16) problems.push("authTag: must be 16 bytes");
+  if (req.ciphertext.length === 0 || req.ciphertext.length > MAX_CIPHERTEXT)
+    problems.push("ciphertext: must be 1 to 1048576 bytes");
+  if (req.keyBundle === undefined || req.keyBundle.keyId === "")
+    problems.push("keyBundle.keyId: is required");
+  if (req.keyBundle?.algorithm !== ALGORITHM) problems.push(`keyBundle.algorithm: must be ${ALGORITHM}`);
+  if (req.$unknown !== undefined) problems.push("unknown field");
+  return problems;
+}
+
+function grpcSealed(
+  headers: Record<string, string>,
+  principal: { tenantId: string },
+  message: Uint8Array,
+): ZkGrpcAnswer {
+  const req = fromBinary(StoreSealedReceiptRequestSchema, message);
+  const problems = grpcSealedProblems(req);
+  if (problems.length > 0) return refuseCall(headers, 3, problems.join("; "));
+  const owner = merchantOwners.get(req.merchantId);
+  if (owner !== undefined && owner !== principal.tenantId) return refuseCall(headers, 7, "forbidden");
+  const hash = panHash(req.recipientHashedPan);
+  const recipient = recipients.get(hash);
+  if (recipient === undefined) return refuseCall(headers, 5, "not_found");
+  const bundle = req.keyBundle as NonNullable<typeof req.keyBundle>;
+  if (bundle.keyId !== recipient.keyId) return refuseCall(headers, 6, "conflict");
+  if (bundle.encryptedAesKey.length !== recipient.wrappedBytes)
+    return refuseCall(headers, 3, `keyBundle.encryptedAesKey: must be ${recipient.wrappedBytes} bytes`);
+  const unique = `${req.merchantId}\u0000${req.receiptId}`;
+  if (stored.has(unique)) return refuseCall(headers, 6, "conflict");
+  merchantOwners.set(req.merchantId, principal.tenantId);
+  const receipt = create(EncryptedReceiptSchema, {
+    version: req.version || "1.0",
+    receiptId: req.receiptId,
+    keyId: recipient.keyId,
+    keyBundle: { encryptedAesKey: bundle.encryptedAesKey, keyId: recipient.keyId, algorithm: ALGORITHM },
+    ciphertext: req.ciphertext,
+    iv: req.iv,
+    authTag: req.authTag,
+    merchantId: req.merchantId,
+    transactionId: req.transactionId,
+    createdAt: timestampNow(),
+    isEscrowed: false,
+  });
+  stored.set(unique, { receipt, tenantId: principal.tenantId, panHash: hash });
+  const answer = create(StoreSealedReceiptResponseSchema, { receipt });
+  return { headers, reply: toBinary(StoreSealedReceiptResponseSchema, answer) };
 }

@@ -17,6 +17,7 @@ export const GROUPS = {
       "test/domain/escrow-release-refusals.test.ts",
       "test/domain/escrow-release-key.test.ts",
       "test/domain/kt/escrow-release-check.test.ts",
+      "test/domain/escrow-copy-recovery.test.ts",
     ],
   },
   merchants: {
@@ -88,7 +89,12 @@ export const GROUPS = {
   // without root-delay.test.ts its step in verify.ts had 12 mutants no test of the group reached.
   kt: {
     mutate: ["src/kt/verify.ts"],
-    tests: ["test/kt/verify-lies.test.ts", "test/kt/verify.test.ts", "test/client/root-delay.test.ts"],
+    tests: [
+      "test/kt/verify-lies.test.ts",
+      "test/kt/verify.test.ts",
+      "test/client/root-delay.test.ts",
+      "test/kt/root-rotation.test.ts",
+    ],
   },
   // The key directory's verification below verify.ts, one group per file. Pure functions with fast
   // tests: a mutant that loops forever is given up after 10 s more than its tests took.

@@ -11,7 +11,8 @@
  * tenant) can try on `POST /api/v1/escrow/release` and on Connect: no card named, another card of
  * the victim, the other tenant's card, malformed card references, the other tenant's API key, bundles
  * naming another key, forged or cut bundles, receipts of another card, an unknown user, too many
- * receipts, and the proper release replayed. After each, the card's receipts must still be escrowed
+ * receipts, and the proper release replayed (it releases the same bundles again from the receipts'
+ * escrow copies: kt-escrow-copy.mjs attacks that path). After each, the card's receipts must still be escrowed
  * (the pending list is read again) and no error may echo a card reference. Then the service's own
  * release at registration for a requireBindings tenant without an escrow key of its own (escrow to
  * the service key): released to the bound key within the registration, and the registration sent
@@ -301,7 +302,24 @@ async function main() {
     "the proper release moves the 2 receipts re-wrapped to the bound key",
     `${ok.status} ${ok.text.slice(0, 200)}`,
   );
-  await refused("the proper release replayed", victim, a, proper, failedAll("not_escrowed"));
+  // Replayed, it releases the two again from their escrow copies, with the same bundles: nothing else moves.
+  const replay = await call("POST", "/api/v1/escrow/release", victim.headers, proper);
+  const stored = must(
+    await call("GET", `/api/v1/receipts/${userA.userId}`, victim.headers),
+    "listing",
+  ).receipts;
+  expect(
+    replay.status === 200 &&
+      replay.body.data.released === 2 &&
+      (await pending(victim, a)).length === 1 &&
+      toA.every((r) =>
+        stored.some(
+          (s) => s.receiptId === r.receiptId && s.keyBundle?.encryptedAesKey === r.keyBundle.encryptedAesKey,
+        ),
+      ),
+    "the proper release replayed releases the same bundles again, nothing else moved",
+    `${replay.status} ${replay.text.slice(0, 200)}`,
+  );
   // The service cannot tell a bundle wrapped to another public key under the user's keyId from the
   // right one (it never holds the AES key); whoever can re-wrap holds the escrow key already.
   const third = await rewrapped(receiptsA.slice(2), escrowPrivate, {

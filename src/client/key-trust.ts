@@ -229,14 +229,10 @@ export function lookupAnswerOf(raw: unknown): NormalizedAnswer {
     aadBound: a.aadBound === true,
     directory: directoryOf(a.directory),
   };
-  const binding = present(a.binding) ? objectOf(a.binding, "binding") : undefined;
-  if (binding !== undefined && present(binding.statement)) {
-    answer.binding = {
-      statement: bytes(binding.statement, "binding.statement"),
-      signature: bytes(binding.signature, "binding.signature"),
-      signingKeyId: text(binding.signingKeyId, "binding.signingKeyId"),
-    };
-  }
+  const binding = signedOf(a.binding, "binding");
+  if (binding !== undefined) answer.binding = binding;
+  const rotation = signedOf(a.rootRotation, "rootRotation");
+  if (rotation !== undefined) answer.rootRotation = rotation;
   if (present(a.opening)) answer.opening = bytes(a.opening, "opening");
   const proof = present(a.proof) ? objectOf(a.proof, "proof") : undefined;
   if (proof !== undefined && present(proof.checkpoint)) {
@@ -249,6 +245,17 @@ export function lookupAnswerOf(raw: unknown): NormalizedAnswer {
   }
   if (present(a.checkpoint)) answer.checkpoint = text(a.checkpoint, "checkpoint");
   return answer;
+}
+
+/** A signed statement member (`binding`, `rootRotation`), or undefined when absent or empty. */
+function signedOf(raw: unknown, what: string): KtLookupAnswer["binding"] {
+  const b = present(raw) ? objectOf(raw, what) : undefined;
+  if (b === undefined || !present(b.statement)) return undefined;
+  return {
+    statement: bytes(b.statement, `${what}.statement`),
+    signature: bytes(b.signature, `${what}.signature`),
+    signingKeyId: text(b.signingKeyId, `${what}.signingKeyId`),
+  };
 }
 
 function directoryOf(raw: unknown): KtLookupAnswer["directory"] {

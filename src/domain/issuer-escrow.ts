@@ -4,9 +4,11 @@ import { AppError, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
 import {
   type ApiKeyRecord,
+  type EscrowCopy,
   holdsCard,
   type IssuerEscrowKeyRecord,
   type ReceiptPage,
+  type ReceiptRecord,
   type UserRecord,
 } from "../store/types.js";
 import { recordChange } from "./audit.js";
@@ -144,7 +146,10 @@ export async function revokeEscrowKey(
 /**
  * The receipts escrowed for the caller's tenant under its own escrow keys, for one card, oldest first.
  * The card is named by its hashed PAN or PAR, or by the `escrowRef` of an `escrow.pending` event sent
- * to the caller (an issuer that owns a BIN may not know which of its cards a receipt was for).
+ * to the caller (an issuer that owns a BIN may not know which of its cards a receipt was for). With
+ * `released`, instead: the card's receipts this tenant released that still keep their escrow copy,
+ * each with that copy as its key bundle (`isEscrowed` false, `escrowKeyId` and `expiresAt` the
+ * copy's, `userId` the user it was released to), for a release again.
  */
 export async function listPendingEscrow(
   deps: DomainDeps,
@@ -155,6 +160,7 @@ export async function listPendingEscrow(
     escrowRef?: string;
     pageSize: number;
     pageToken: string;
+    released?: boolean;
   },
 ): Promise<ReceiptPage> {
   const v = new Violations();
@@ -173,17 +179,34 @@ export async function listPendingEscrow(
     v.add("pageSize", `must be from 1 to ${PAGE_SIZE.max}`);
   if (input.pageToken.length > 512) v.add("pageToken", "is not a valid page token");
   v.throwIfAny();
+  const card = panHash ?? cardKeyOf(deps.pepper, input);
+  const pageSize = input.pageSize || PAGE_SIZE.default;
+  if (input.released === true) {
+    const page = await deps.store.receipts.findEscrowCopies(
+      { panHash: card, ownerTenantId: principal.tenantId },
+      deps.clock.now(),
+      pageSize,
+      input.pageToken || undefined,
+    );
+    const receipts = page.released.map(({ receipt, copy }) => ({
+      ...receipt,
+      keyBundle: copy.keyBundle,
+      escrowKeyId: copy.escrowKeyId,
+      expiresAt: copy.expiresAt,
+    }));
+    return page.nextCursor === undefined ? { receipts } : { receipts, nextCursor: page.nextCursor };
+  }
   const keys = await deps.store.issuerEscrowKeys.list(principal.tenantId);
   if (keys.length === 0) return { receipts: [] };
   return deps.store.receipts.findEscrowed(
     {
-      panHash: panHash ?? cardKeyOf(deps.pepper, input),
+      panHash: card,
       ownerTenantId: principal.tenantId,
       includeUnowned: false,
       escrowKeyIds: keys.map((k) => k.escrowKeyId),
     },
     deps.clock.now(),
-    input.pageSize || PAGE_SIZE.default,
+    pageSize,
     input.pageToken || undefined,
   );
 }
@@ -210,6 +233,13 @@ export interface ReleaseFailure {
  * bundles it re-wrapped to the user's active key: each must be a receipt of the user's
  * card, escrowed for this tenant, and its bundle must name the user's active key with that key's
  * suite and sizes. Each receipt succeeds or fails on its own; the answer says which failed and why.
+ *
+ * The service cannot check what a bundle holds (it is wrapped to the user's key), so a release with
+ * bundles of random bytes (a stolen API key) would leave receipts nobody opens. So each release keeps
+ * the receipt's escrow-wrapped key as its escrow copy until the escrow would have expired, and while it
+ * is kept the tenant may release that receipt again, under the same checks, to the user it was
+ * released to (`ListPendingEscrow` with `released` lists them): the bank recovers after revoking the
+ * stolen key. Each release again is audited with the key the replaced bundle named and the new one.
  */
 export async function releaseByIssuer(
   deps: DomainDeps,
@@ -237,46 +267,14 @@ export async function releaseByIssuer(
   const issuerKeyIds = new Set(
     (await deps.store.issuerEscrowKeys.list(principal.tenantId)).map((k) => k.escrowKeyId),
   );
+  const release: Release = { deps, tenantId: principal.tenantId, user, key, issuerKeyIds, caller };
 
   let released = 0;
   const failed: ReleaseFailure[] = [];
   for (const item of input.receipts) {
-    const fail = (reason: ReleaseFailure["reason"]) =>
-      failed.push({ merchantId: item.merchantId, receiptId: item.receiptId, reason });
-    const receipt = await deps.store.receipts.findByMerchantReceipt(item.merchantId, item.receiptId);
-    if (
-      !receipt ||
-      !holdsCard(user, receipt.panHash) ||
-      (receipt.isEscrowed && receipt.escrowOwnerTenantId !== principal.tenantId)
-    ) {
-      fail("not_found");
-      continue;
-    }
-    if (!receipt.isEscrowed || !issuerKeyIds.has(receipt.escrowKeyId ?? "")) {
-      fail("not_escrowed");
-      continue;
-    }
-    // The user's active key, still (a rotation while this call runs makes it another's).
-    if (item.keyBundle?.keyId !== key.keyId || !(await keyStillActive(deps, key.keyId, user.userId))) {
-      fail("key_mismatch");
-      continue;
-    }
-    const bundle = checkKeyBundle(new Violations(), "keyBundle", item.keyBundle, key);
-    if (bundle === undefined) {
-      fail("invalid_key_bundle");
-      continue;
-    }
-    const ok = await deps.store.receipts.release(
-      receipt,
-      { userId: user.userId, issuerTenantId: user.tenantId, keyBundle: bundle },
-      receipt.escrowKeyId,
-      [releasedEvent(receipt, user, deps.clock.now())],
-    );
-    if (!ok) fail("not_escrowed");
-    // An erasure of the user that took its key meanwhile takes the receipt too.
-    else if (await keepIfKeyLives(deps, { ...receipt, userId: user.userId, keyBundle: bundle }))
-      released += 1;
-    else fail("not_found");
+    const reason = await releaseOne(release, item);
+    if (reason === undefined) released += 1;
+    else failed.push({ merchantId: item.merchantId, receiptId: item.receiptId, reason });
   }
   await deps.store.audit.append({
     at: deps.clock.now(),
@@ -289,6 +287,78 @@ export async function releaseByIssuer(
     subject: `${released} released, ${failed.length} failed`,
   });
   return { released, failed };
+}
+
+/** One release call's settled facts: the caller's tenant, the user, its active key, the tenant's escrow keys. */
+interface Release {
+  deps: DomainDeps;
+  tenantId: string;
+  user: UserRecord;
+  key: SealingKey;
+  issuerKeyIds: Set<string>;
+  caller: CallerInfo;
+}
+
+/** Releases (or releases again) one receipt of a release call; the reason it failed, if it did. */
+async function releaseOne(
+  r: Release,
+  item: EscrowReleaseInput,
+): Promise<ReleaseFailure["reason"] | undefined> {
+  const { deps, user, key } = r;
+  const receipt = await deps.store.receipts.findByMerchantReceipt(item.merchantId, item.receiptId);
+  if (
+    !receipt ||
+    !holdsCard(user, receipt.panHash) ||
+    (receipt.isEscrowed && receipt.escrowOwnerTenantId !== r.tenantId)
+  ) {
+    return "not_found";
+  }
+  // Released already: again only while its escrow copy of this tenant is kept, to the same user.
+  const copy = receipt.isEscrowed ? undefined : await releasedCopy(r, receipt);
+  if (receipt.isEscrowed ? !r.issuerKeyIds.has(receipt.escrowKeyId ?? "") : copy === undefined) {
+    return "not_escrowed";
+  }
+  // The user's active key, still (a rotation while this call runs makes it another's).
+  if (item.keyBundle?.keyId !== key.keyId || !(await keyStillActive(deps, key.keyId, user.userId))) {
+    return "key_mismatch";
+  }
+  const bundle = checkKeyBundle(new Violations(), "keyBundle", item.keyBundle, key);
+  if (bundle === undefined) return "invalid_key_bundle";
+  const now = deps.clock.now();
+  const events = [releasedEvent(receipt, user, now)];
+  const to = { userId: user.userId, issuerTenantId: user.tenantId, keyBundle: bundle };
+  const ok =
+    copy === undefined
+      ? await deps.store.receipts.release(receipt, to, receipt.escrowKeyId, events, true)
+      : await deps.store.receipts.releaseAgain(receipt, to, r.tenantId, now, events);
+  if (!ok) return "not_escrowed";
+  // An erasure of the user that took its key meanwhile takes the receipt too.
+  if (!(await keepIfKeyLives(deps, { ...receipt, userId: user.userId, keyBundle: bundle })))
+    return "not_found";
+  if (copy !== undefined) {
+    await deps.store.audit.append({
+      at: now,
+      action: "escrow.released_by_issuer",
+      tenantId: r.tenantId,
+      requestId: r.caller.requestId,
+      sourceIp: r.caller.sourceIp,
+      userId: user.userId,
+      keyId: bundle.keyId,
+      previousKeyId: receipt.keyBundle.keyId,
+      subject: `${receipt.receiptId} released again`,
+    });
+  }
+  return undefined;
+}
+
+/**
+ * The escrow copy a released receipt keeps for this tenant's release again: only a receipt released to
+ * this user, whose copy is this tenant's and unexpired; else undefined.
+ */
+async function releasedCopy(r: Release, receipt: ReceiptRecord): Promise<EscrowCopy | undefined> {
+  if (receipt.userId !== r.user.userId) return undefined;
+  const copy = await r.deps.store.receipts.escrowCopyOf(receipt, r.deps.clock.now());
+  return copy?.ownerTenantId === r.tenantId ? copy : undefined;
 }
 
 /**

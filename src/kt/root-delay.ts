@@ -1,5 +1,8 @@
-import type { IssuerEntry } from "./directory.js";
-import { parseTime } from "./statements.js";
+import { fromBase64Strict } from "./bytes.js";
+import type { IssuerEntry, SigningKeyEntry } from "./directory.js";
+import { nobleEngine, parseSigningKey, type SignatureEngine, verifySignature } from "./signatures.js";
+import { parseStatement, parseTime } from "./statements.js";
+import type { KtBinding } from "./wire.js";
 
 /**
  * KT_ROOT_DELAY in the merchant's verification (docs/key-transparency.md): an issuer's root counts
@@ -50,6 +53,9 @@ export function rootDelayProblem(
     delaySeconds: number;
     pinned: boolean;
     sightings?: RootSightings;
+    /** The answer's `rootRotation`: the statement by which the previous root introduced this one. */
+    rotation?: KtBinding | undefined;
+    engine?: SignatureEngine;
   },
 ): string | undefined {
   const root = currentRoot(issuer, input.now);
@@ -57,5 +63,55 @@ export function rootDelayProblem(
   if (input.pinned || input.delaySeconds === 0) return undefined;
   const first = input.sightings?.(issuer.issuer, root.signingKeyId, input.witnessedAt) ?? input.witnessedAt;
   if (input.witnessedAt - first >= input.delaySeconds) return undefined;
+  if (input.rotation !== undefined && rotationVouches(issuer, root, input.rotation, input)) return undefined;
   return `the issuer's root is newer than the root delay (${input.delaySeconds} s) for this verifier`;
+}
+
+/**
+ * Whether `rotation` proves that `root` is the successor its issuer's previous root chose: a
+ * `receipts.v1/signing-key` statement of role `root` naming exactly this root (issuer, id,
+ * algorithm, SPKI), signed by another root of the issuer that the snapshot still lists, retired by
+ * this root's introduction (listed revoked from the same snapshot as this root is listed current), and
+ * that counts for this verifier: it saw that root current at least the delay before this answer's
+ * checkpoint. Such a root is the issuer's word, not the operator's, and needs no delay of its own.
+ * A recovery root (confirmed by the operator after a self-revocation) or a first root has no such
+ * statement, and anything short of this proof keeps the delay.
+ */
+export function rotationVouches(
+  issuer: IssuerEntry,
+  root: SigningKeyEntry,
+  rotation: KtBinding,
+  input: { witnessedAt: number; delaySeconds: number; sightings?: RootSightings; engine?: SignatureEngine },
+): boolean {
+  // A rotation retires the old root and makes the new one current in one store step, so the first
+  // snapshot listing either change lists both: the same `effectiveFrom`. A root that revoked itself
+  // is listed revoked in an earlier snapshot than its recovery root is listed current (the operator
+  // confirms a recovery root only after that), so a self-revoked root never vouches for a successor.
+  const previous = issuer.signingKeys.find(
+    (k) =>
+      k.signingKeyId === rotation.signingKeyId &&
+      k.role === "root" &&
+      k.status === "revoked" &&
+      k.effectiveFrom === root.effectiveFrom,
+  );
+  if (previous === undefined || input.sightings === undefined) return false;
+  const spki = fromBase64Strict(previous.spki);
+  const key = spki === undefined ? undefined : parseSigningKey(spki);
+  const bytes = fromBase64Strict(rotation.statement);
+  const signature = fromBase64Strict(rotation.signature, 64);
+  if (key === undefined || !key.ok || bytes === undefined || signature === undefined) return false;
+  if (!verifySignature(key.key, bytes, signature, input.engine ?? nobleEngine)) return false;
+  const parsed = parseStatement(bytes);
+  if (!parsed.ok) return false;
+  const s = parsed.value as unknown as Record<string, unknown>;
+  const names =
+    s.type === "receipts.v1/signing-key" &&
+    s.role === "root" &&
+    s.issuer === issuer.issuer &&
+    s.signingKeyId === root.signingKeyId &&
+    s.algorithm === root.algorithm &&
+    s.spki === root.spki;
+  if (!names) return false;
+  const first = input.sightings(issuer.issuer, previous.signingKeyId, input.witnessedAt);
+  return input.witnessedAt - first >= input.delaySeconds;
 }

@@ -277,6 +277,8 @@ function checkSigned(
     delaySeconds: policy.policy.rootDelaySeconds ?? DEFAULT_ROOT_DELAY_SECONDS,
     pinned: policy.policy.pinnedRoots?.[owner.issuer] !== undefined,
     ...(input.rootSightings === undefined ? {} : { sightings: input.rootSightings }),
+    rotation: input.answer.rootRotation,
+    engine: deps.engine,
   });
   if (delayed !== undefined) return { ok: false, check: "root", reason: delayed };
   const signature = fromBase64Strict(binding.signature, 64);

@@ -53,6 +53,12 @@ export interface KtLookupAnswer {
   directory: KtDirectoryProof;
   /** The checkpoint note, when there is no `proof` (service escrow); otherwise `proof.checkpoint`. */
   checkpoint?: string;
+  /**
+   * The `receipts.v1/signing-key` statement (role `root`) by which the issuer's previous root
+   * introduced its current one, signed by that previous root: a verifier that already counts the
+   * previous root counts the new one at once (`kt/root-delay.ts`). Absent for a first or recovery root.
+   */
+  rootRotation?: KtBinding;
 }
 
 /** One leaf as `GET /kt/v1/entries` serves it to issuers and auditors: base64 of its bytes. */

@@ -7,11 +7,11 @@ import {
   type MessageShape,
   ScalarType,
 } from "@bufbuild/protobuf";
-import { base64Decode, FLOAT32_MAX, FLOAT32_MIN } from "@bufbuild/protobuf/wire";
+import { FLOAT32_MAX, FLOAT32_MIN } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger } from "../proto-scalars.js";
 import { messageFromJsonReflective } from "./json-reflective.js";
-import { FORBIDDEN_KEYS, isBase64Text, isWellFormed, MAX_JSON_DEPTH } from "./json-rules.js";
+import { base64Bytes, FORBIDDEN_KEYS, isBase64Text, isWellFormed, MAX_JSON_DEPTH } from "./json-rules.js";
 import { perMessageType } from "./per-message-type.js";
 
 /**
@@ -295,7 +295,9 @@ function scalarReader(type: ScalarType): Reader {
     case ScalarType.BYTES:
       return (v) => {
         if (typeof v !== "string" || !isBase64Text(v)) throw GIVE_UP;
-        return v === "" ? new Uint8Array(0) : base64Decode(v);
+        const bytes = base64Bytes(v);
+        if (bytes === undefined) throw GIVE_UP;
+        return bytes;
       };
     case ScalarType.UINT32:
     case ScalarType.FIXED32:

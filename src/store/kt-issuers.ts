@@ -28,6 +28,14 @@ export interface KtSigningKeyRecord {
    * (they were signed while it was the root); nothing later.
    */
   revokedAtVersion?: number;
+  /**
+   * A root introduced by a rotation: the `receipts.v1/signing-key` statement (role `root`) by which
+   * the root then current introduced it, base64 of its exact bytes and signature, and that root's id.
+   * Written in the rotation's store step; lookup and register answers carry it as `rootRotation`, so
+   * that a merchant counting the previous root counts this one at once (`kt/root-delay.ts`). Absent
+   * for a first or recovery root. A tenant statement: it names no card.
+   */
+  introduction?: { statement: string; signature: string; signingKeyId: string };
 }
 
 /**

@@ -318,6 +318,37 @@ export interface EscrowQuery {
   excludeHeld?: boolean;
 }
 
+/**
+ * What an issuer's release replaced ({@link ReceiptStore.release} with `keepEscrowCopy`): the receipt's
+ * escrow-wrapped key, kept beside the key it was released with until its escrow would have expired
+ * (the escrow's `expiresAt`), so that the issuer can release it again
+ * ({@link ReceiptStore.releaseAgain}). It opens nothing without the issuer's escrow private key, which
+ * the service never holds. Erasing the receipt erases it; MongoDB keeps it in `escrowCopies`, whose TTL
+ * index deletes it (not the receipt).
+ */
+export interface EscrowCopy {
+  /** The issuer tenant the receipt was escrowed for, which released it. */
+  ownerTenantId: string;
+  /** The issuer escrow key the copy is wrapped to. */
+  escrowKeyId: string;
+  keyBundle: StoredKeyBundle;
+  /** The escrow's own expiry (createdAt + `ESCROW_RETENTION_DAYS`): the copy goes then. */
+  expiresAt: Date;
+}
+
+/** A released receipt (as stored, with the key it was released with) and its escrow copy. */
+export interface ReleasedWithCopy {
+  receipt: ReceiptRecord;
+  copy: EscrowCopy;
+}
+
+/** A page of {@link ReceiptStore.findEscrowCopies}. */
+export interface EscrowCopyPage {
+  released: ReleasedWithCopy[];
+  /** Opaque; undefined on the last page. */
+  nextCursor?: string;
+}
+
 /** Escrowed receipts counted by owner and key, for operators. */
 export interface EscrowCount {
   /** Unset for receipts escrowed without an owner. */
@@ -411,12 +442,41 @@ export interface ReceiptStore {
    * Releases one escrowed receipt to a user: sets the new key bundle, userId and issuerTenantId,
    * clears isEscrowed/escrowKeyId/escrowOwnerTenantId/escrowCardBin/expiresAt. Only if it is still
    * escrowed (and, when `expectedEscrowKeyId` is given, still sealed to that key); returns whether it
-   * was. `events` are written in the same atomic step, only when it was released.
+   * was. `events` are written in the same atomic step, only when it was released. With
+   * `keepEscrowCopy` (an issuer's release), a receipt escrowed for an owner tenant keeps its escrowed key
+   * bundle, escrow key and expiry as its {@link EscrowCopy}, in the same step; it reads as any released
+   * receipt.
    */
   release(
     receipt: Pick<ReceiptRecord, "panHash" | "id">,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
+    events?: readonly EventRecord[],
+    keepEscrowCopy?: boolean,
+  ): Promise<boolean>;
+  /** The receipt's escrow copy, while `now` is before its `expiresAt`. */
+  escrowCopyOf(receipt: Pick<ReceiptRecord, "panHash" | "id">, now: Date): Promise<EscrowCopy | undefined>;
+  /**
+   * The card's receipts released with an escrow copy of `ownerTenantId` that `now` is before the expiry
+   * of, oldest first (createdAt, then id), at most `limit` (capped at {@link ESCROW_PAGE_MAX}) per page.
+   */
+  findEscrowCopies(
+    query: { panHash: string; ownerTenantId: string },
+    now: Date,
+    limit: number,
+    cursor?: string,
+  ): Promise<EscrowCopyPage>;
+  /**
+   * Releases a released receipt again: sets its key bundle to `to.keyBundle`, only if it is released to
+   * `to.userId` and still has an escrow copy of `ownerTenantId` that `now` is before the expiry of (the
+   * copy stays, for another release until then). Returns whether it did; `events` are written in the
+   * same atomic step, only then.
+   */
+  releaseAgain(
+    receipt: Pick<ReceiptRecord, "panHash" | "id">,
+    to: { userId: string; keyBundle: StoredKeyBundle },
+    ownerTenantId: string,
+    now: Date,
     events?: readonly EventRecord[],
   ): Promise<boolean>;
   /**

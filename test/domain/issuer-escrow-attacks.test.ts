@@ -3,6 +3,12 @@ import { create } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { KeyBundleSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { rewrapKeyBundle } from "../../src/client/index.js";
+import {
+  escrowKeyStatement,
+  generateIssuerSigner,
+  type IssuerSigner,
+  signStatement,
+} from "../../src/client/key-binding.js";
 import { receiptEvents } from "../../src/domain/events.js";
 import {
   type EscrowReleaseInput,
@@ -13,10 +19,12 @@ import {
   releaseByIssuer,
   revokeEscrowKey,
 } from "../../src/domain/issuer-escrow.js";
+import { confirmRoot } from "../../src/domain/kt/issuer-admin.js";
+import { registerIssuerSigningKey } from "../../src/domain/kt/issuer-keys.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { encryptReceipt, PAGE_SIZE } from "../../src/domain/receipts.js";
 import { encryptedReceiptOf } from "../../src/rpc/convert.js";
-import type { ReceiptRecord } from "../../src/store/types.js";
+import type { ApiKeyRecord, ReceiptRecord } from "../../src/store/types.js";
 import {
   type DomainFixture,
   domainFixture,
@@ -122,6 +130,60 @@ describe("issuer escrow keys: register, list, revoke", () => {
     expect(err.code).toBe("conflict");
     expect(err.message).toBe("refused by the test");
     expect(await audit("escrow_key.registered")).toEqual([]);
+  });
+
+  /** `tenant` with a root the operator confirmed, and requireBindings on: what signs its escrow keys. */
+  async function boundIssuer(tenant: ApiKeyRecord): Promise<IssuerSigner> {
+    const root = await generateIssuerSigner("Ed25519");
+    await registerIssuerSigningKey(f.deps, tenant, { publicKey: root.spki, statement: "", signature: "" });
+    const ctx = { store: f.store, env: "dev" as const, now: f.clock.now(), requestId: "op", sourceIp: "" };
+    await confirmRoot(ctx, tenant.tenantId, root.signingKeyId);
+    const record = await f.store.ktIssuers.get(tenant.tenantId);
+    if (record === undefined) throw new Error("no issuer record");
+    const on = { ...record, requireBindings: true, revision: record.revision + 1, updatedAt: f.clock.now() };
+    expect((await f.store.ktIssuers.put(on)).kind).toBe("stored");
+    return root;
+  }
+
+  it("refuses a requireBindings issuer's escrow key sent without its signed statement, saying what it requires", async () => {
+    await boundIssuer(bankA);
+    const pending = (await f.store.ktLog.pending(100)).length;
+    const err = await rejection(registerEscrowKey(f.deps, bankA, { publicKey: p256().publicKey }, CALLER));
+    expect([err.code, err.message, err.violations]).toEqual([
+      "forbidden",
+      "This issuer requires a signed binding with every escrow key.",
+      [{ field: "binding", description: "is required: the issuer set requireBindings" }],
+    ]);
+    expect(await listEscrowKeys(f.deps, bankA)).toEqual({ keys: [], currentEscrowKeyId: "" });
+    expect(await audit("escrow_key.registered")).toEqual([]);
+    expect(await f.store.ktLog.pending(100)).toHaveLength(pending);
+  });
+
+  it("refuses an issuer's signed escrow key that names another issuer's escrowKeyId: conflict, nothing taken", async () => {
+    // Bank A's key id is public: every look-up of a card of its BINs answers it.
+    const victim = await registerEscrowKey(f.deps, bankA, { publicKey: p256().publicKey }, CALLER);
+    const root = await boundIssuer(bankB);
+    const publicKey = p256().publicKey;
+    const binding = await signStatement(
+      escrowKeyStatement({
+        issuer: "bank-b",
+        keyId: victim.escrowKeyId,
+        publicKey,
+        version: 1,
+        notBefore: f.clock.now(),
+      }),
+      root,
+    );
+    const pending = (await f.store.ktLog.pending(100)).length;
+    const err = await rejection(registerEscrowKey(f.deps, bankB, { publicKey, binding }, CALLER));
+    expect([err.code, err.message]).toEqual(["conflict", "This escrowKeyId is already in use."]);
+    expect(await listEscrowKeys(f.deps, bankB)).toEqual({ keys: [], currentEscrowKeyId: "" });
+    expect(await listEscrowKeys(f.deps, bankA)).toEqual({
+      keys: [victim],
+      currentEscrowKeyId: victim.escrowKeyId,
+    });
+    expect((await audit("escrow_key.registered")).map((e) => e.tenantId)).toEqual(["bank-a"]);
+    expect(await f.store.ktLog.pending(100)).toHaveLength(pending);
   });
 
   it("revokes: another tenant's key is not_found, a second revocation changes and audits nothing", async () => {

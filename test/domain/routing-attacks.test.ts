@@ -1,10 +1,20 @@
 import { generateKeyPairSync } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { createApiKey } from "../../src/domain/api-keys.js";
+import { transferCard } from "../../src/domain/card-transfer.js";
+import { receiptEvents } from "../../src/domain/events.js";
 import { registerEscrowKey } from "../../src/domain/issuer-escrow.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
+import { encryptReceipt } from "../../src/domain/receipts.js";
 import { cardBinOwner, lookupKey, recipientOf, serviceEscrowKey } from "../../src/domain/routing.js";
 import type { ApiKeyRecord } from "../../src/store/types.js";
-import { type DomainFixture, domainFixture, principal, rejection } from "../support/domain.js";
+import {
+  type DomainFixture,
+  domainFixture,
+  principal,
+  receiptMessage,
+  rejection,
+} from "../support/domain.js";
 import { hashPan } from "../support/harness.js";
 
 const bankA = principal("issuer", "bank-a");
@@ -203,5 +213,31 @@ describe("routing a receipt to its recipient", () => {
     const owned = await recipientOf(f.deps, { recipientHashedPan: hashPan(pan), cardBin: "40000000" });
     expect(owned).toMatchObject({ kind: "escrow", ownerTenantId: "bank-a", key: { keyId: iek.escrowKeyId } });
     expect(owned).not.toHaveProperty("conflict");
+  });
+
+  it("escrows for its new issuer a card the operator moved, and the issuer's event names no BIN the merchant did not send", async () => {
+    const pan = "4000000000000223";
+    const moved = await cardholder(bankA, pan);
+    const now = f.clock.now();
+    await createApiKey(f.store, "dev", { role: "issuer", tier: "standard", tenantId: "bank-b" }, now);
+    const ctx = { store: f.store, env: "dev" as const, now, requestId: "op", sourceIp: "" };
+    await transferCard(ctx, { userId: moved.userId, toTenant: "bank-b" });
+    const pair = generateKeyPairSync("ec", { namedCurve: "P-256" });
+    const publicKey = pair.publicKey.export({ type: "spki", format: "der" }).toString("base64");
+    const iek = await registerEscrowKey(f.deps, bankB, { publicKey });
+
+    // The merchant names the card and no BIN: the receipt waits for bank B, under bank B's key.
+    const record = await encryptReceipt(f.deps, shop, receiptMessage(pan));
+    expect(record).toMatchObject({
+      isEscrowed: true,
+      escrowOwnerTenantId: "bank-b",
+      escrowKeyId: iek.escrowKeyId,
+    });
+    const stored = await f.store.receipts.findByMerchantReceipt(record.merchantId, record.receiptId);
+    expect(stored?.escrowCardBin ?? "").toBe("");
+    const [event, ...more] = receiptEvents(f.deps, record);
+    expect(more).toEqual([]);
+    expect(event).toMatchObject({ type: "escrow.pending", tenantId: "bank-b" });
+    expect(event?.data.cardBin ?? "").toBe("");
   });
 });

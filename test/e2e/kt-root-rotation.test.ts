@@ -1,137 +1,319 @@
-import { createHash } from "node:crypto";
+import { createHash, generateKeyPairSync, randomUUID } from "node:crypto";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createKeyTrust, KeyVerificationError } from "../../src/client/index.js";
+import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
+import {
+  createKeyTrust,
+  createReceiptsClient,
+  KeyVerificationError,
+  type MerchantReceipt,
+  sealAndStoreReceipt,
+} from "../../src/client/index.js";
 import {
   generateIssuerSigner,
   type IssuerSigner,
   keyBindingStatement,
   signRootRotation,
+  signSigningKeyRevocation,
   signStatement,
+  statementOf,
 } from "../../src/client/key-binding.js";
 import { base64url } from "../../src/kt/bytes.js";
 import type { TrustPolicy } from "../../src/kt/policy.js";
-import { hashPan, post, type TestService } from "../support/harness.js";
-import { deviceKey, endorsedSigner } from "../support/kt-issuers.js";
+import { formatTime } from "../../src/kt/statements.js";
+import { hashPan, post, receiptBody } from "../support/harness.js";
 import { startWitnessedService, type WitnessedService } from "../support/kt-witnessed.js";
 
 /**
- * A merchant's verification across an issuer's root rotation, against a running service and three
- * witnesses: before the rotation the card's binding verifies; after it, the merchant's trust policy
- * refuses the issuer's statements (check `root`) until the new root has been in the witnessed log
- * for the root delay, as for a first root, or until the merchant pins the new root; then the same
- * binding (signed by a signer the old root endorsed) verifies again.
+ * A merchant's verification across an issuer's root rotation and recovery, against a running service
+ * and three witnesses, with the default trust policy (root delay 72 h, nothing pinned):
+ * - after the bank's own rotation (the old root signs the new one's introduction), the lookup and
+ *   register answers carry that statement as `rootRotation` (REST, Connect and gRPC), and a merchant
+ *   that counted the old root verifies and seals at once to a binding the new root signed;
+ * - a forged `rootRotation` (signed by a signer, by another issuer's root, or naming another key)
+ *   does not shorten the delay;
+ * - after the root revokes itself, the recovery root the operator confirms still waits the delay, also
+ *   when the answer carries a rotation the thief of the revoked root (or of the root before it) signed.
+ * A merchant that never counted the old root still waits the delay after a rotation, or pins.
  */
 
-const DELAY = 3600;
+const TOKEN = "kt-root-rotation-e2e-admin-token-0123456";
+const DELAY = 72 * 3600;
+type Answer = Record<string, unknown>;
+type Signed = { statement: string; signature: string; signingKeyId: string };
 
-describe("a merchant's verification across a root rotation", { timeout: 120_000 }, () => {
+describe("a merchant's verification across a root rotation and a recovery", { timeout: 180_000 }, () => {
   let w: WitnessedService;
-  let svc: TestService;
+  /** The default trust policy: the service's log and witnesses, nothing pinned, the default delay. */
   let policy: TrustPolicy;
   const bank = { tenant: "rotating-bank", bin: "52000055", key: "" };
-  const hashedPan = hashPan(`${bank.bin}00000001`);
-  const card = { hashedPan, bin: bank.bin };
+  const other = { tenant: "other-bank", bin: "52000066", key: "" };
   let oldRoot: IssuerSigner;
+  let newRoot: IssuerSigner;
   let signer: IssuerSigner;
+  let otherRoot: IssuerSigner;
+  /** A merchant's memory of roots: it has counted the bank's old root (and the other bank's) for long. */
+  const longKnown = () =>
+    new Map([
+      [`${bank.tenant} ${oldRoot.signingKeyId}`, 0],
+      [`${other.tenant} ${otherRoot.signingKeyId}`, 0],
+    ]);
+  let cards = 0;
 
-  async function lookup() {
-    const res = await post(svc, "/api/v1/keys/lookup", svc.merchantKey, {
-      recipientHashedPan: hashedPan,
+  const cardOf = () => {
+    cards += 1;
+    const hashedPan = hashPan(`${bank.bin}${String(cards).padStart(8, "0")}`);
+    return { hashedPan, bin: bank.bin };
+  };
+
+  /** Registers a new card of the bank bound by `by` (its first binding); answers the register answer. */
+  async function registered(card: { hashedPan: string; bin: string }, by: IssuerSigner): Promise<Answer> {
+    const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+    const device = {
+      keyId: randomUUID(),
+      publicKey: publicKey.export({ type: "spki", format: "der" }).toString("base64"),
+    };
+    const binding = await signStatement(
+      keyBindingStatement({
+        issuer: bank.tenant,
+        card: { hashedPan: card.hashedPan },
+        bin: bank.bin,
+        keyId: device.keyId,
+        publicKey: device.publicKey,
+        version: 1,
+      }),
+      by,
+    );
+    const res = await post(w.svc, "/api/v1/onboarding/register", bank.key, {
+      hashedPan: card.hashedPan,
       cardBin: bank.bin,
+      ...device,
+      binding,
     });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body.data as Record<string, unknown>;
+    return res.body.data as Answer;
+  }
+
+  async function lookup(card: { hashedPan: string; bin: string }): Promise<Answer> {
+    const res = await post(w.svc, "/api/v1/keys/lookup", w.svc.merchantKey, {
+      recipientHashedPan: card.hashedPan,
+      cardBin: card.bin,
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body.data as Answer;
   }
 
   const refusal = (promise: Promise<unknown>) =>
     promise.then(
-      () => {
-        throw new Error("the answer verified");
-      },
+      () => "verified",
       (err: unknown) => {
         expect(err).toBeInstanceOf(KeyVerificationError);
         return (err as KeyVerificationError).check;
       },
     );
 
-  beforeAll(async () => {
-    w = await startWitnessedService({
-      token: "kt-root-rotation-e2e-admin-token-0123456",
-      name: "kt-root-rotation",
-      answerCosignatures: 3,
-    });
-    svc = w.svc;
-    policy = { ...w.policy, rootDelaySeconds: DELAY };
-    bank.key = await svc.newKey({ role: "issuer", tier: "standard", tenantId: bank.tenant });
-    await w.ownBins(bank.tenant, [bank.bin]);
-    oldRoot = await w.confirmedRoot(bank.tenant, bank.key);
-    signer = await endorsedSigner(svc, { id: bank.tenant, key: bank.key }, oldRoot, 1);
-    const device = deviceKey();
-    const binding = await signStatement(
-      keyBindingStatement({
-        issuer: bank.tenant,
-        card: { hashedPan },
-        bin: bank.bin,
-        keyId: device.keyId,
-        publicKey: device.publicKey,
-        version: 1,
-      }),
-      signer,
+  /** What a merchant with `seen` makes of `answer` for `card` (the answer copied, so a check cannot change it). */
+  const verdict = (answer: Answer, card: { hashedPan: string; bin: string }, seen = longKnown()) =>
+    refusal(
+      createKeyTrust({ policy, baseUrl: w.svc.baseUrl, rootsSeen: seen }).verify(
+        structuredClone(answer),
+        card,
+      ),
     );
-    const res = await post(svc, "/api/v1/onboarding/register", bank.key, {
-      hashedPan,
-      cardBin: bank.bin,
-      ...device,
-      binding,
+
+  /** A `receipts.v1/signing-key` statement of role root for `introduced`, signed by `by` as `signingKeyId`. */
+  async function forged(
+    introduced: IssuerSigner,
+    by: IssuerSigner,
+    options: { signingKeyId?: string; issuer?: string; version?: number } = {},
+  ): Promise<Signed> {
+    const signed = await signRootRotation(
+      { issuer: options.issuer ?? bank.tenant, newRoot: introduced, version: options.version ?? 2 },
+      by,
+    );
+    return {
+      statement: signed.statement,
+      signature: signed.signature,
+      signingKeyId: options.signingKeyId ?? by.signingKeyId,
+    };
+  }
+
+  beforeAll(async () => {
+    w = await startWitnessedService({ token: TOKEN, name: "kt-root-rotation", answerCosignatures: 3 });
+    const { rootDelaySeconds: _, ...defaults } = w.policy;
+    policy = defaults;
+    bank.key = await w.svc.newKey({ role: "issuer", tier: "standard", tenantId: bank.tenant });
+    other.key = await w.svc.newKey({ role: "issuer", tier: "standard", tenantId: other.tenant });
+    await w.ownBins(bank.tenant, [bank.bin]);
+    await w.ownBins(other.tenant, [other.bin]);
+    oldRoot = await w.confirmedRoot(bank.tenant, bank.key);
+    otherRoot = await w.confirmedRoot(other.tenant, other.key);
+    signer = await generateIssuerSigner("Ed25519");
+    const endorsement = await signStatement(
+      statementOf({
+        v: 1,
+        type: "receipts.v1/signing-key",
+        issuer: bank.tenant,
+        signingKeyId: signer.signingKeyId,
+        algorithm: signer.algorithm,
+        spki: signer.spki,
+        role: "signer",
+        version: 1,
+        issuedAt: formatTime(Date.now()),
+      }),
+      oldRoot,
+    );
+    const added = await post(w.svc, "/api/v1/issuers/signing-keys", bank.key, {
+      publicKey: signer.spki,
+      statement: endorsement.statement,
+      signature: endorsement.signature,
     });
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    await w.witnessed();
+    expect(added.status, JSON.stringify(added.body)).toBe(200);
   });
   afterAll(async () => {
     await w?.close();
   });
 
-  it("honours the new root only the root delay after the witnessed checkpoint that first showed it", async () => {
-    // A merchant that has known the old root for long: the binding verifies.
-    const seen = new Map([[`${bank.tenant} ${oldRoot.signingKeyId}`, 0]]);
-    const trust = createKeyTrust({ policy, baseUrl: svc.baseUrl, rootsSeen: seen });
-    await expect(trust.verify(await lookup(), card)).resolves.toMatchObject({
-      issuer: bank.tenant,
-      version: 1,
-    });
-
-    const newRoot = await generateIssuerSigner("Ed25519");
-    const rotation = await signRootRotation({ issuer: bank.tenant, newRoot, version: 2 }, oldRoot);
-    const rotated = await post(svc, "/api/v1/issuers/signing-keys", bank.key, rotation);
-    expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);
+  it("after the bank's rotation, counts the new root at once for a merchant that counted the old one", async () => {
+    const before = cardOf();
+    await registered(before, signer);
     await w.witnessed();
+    expect(await verdict(await lookup(before), before)).toBe("verified");
 
-    // Just after: the new root is younger than the delay for this merchant.
-    const answer = await lookup();
-    expect(await refusal(trust.verify(answer, card))).toBe("root");
-    const newKey = `${bank.tenant} ${newRoot.signingKeyId}`;
-    const firstSeen = seen.get(newKey);
-    expect(firstSeen).toBeGreaterThan(0);
-    // A second short of the delay after that sighting: still refused; at the delay: it verifies.
-    const short = new Map([[newKey, (firstSeen as number) - DELAY + 120]]);
-    expect(
-      await refusal(createKeyTrust({ policy, baseUrl: svc.baseUrl, rootsSeen: short }).verify(answer, card)),
-    ).toBe("root");
-    const waited = new Map([[newKey, (firstSeen as number) - DELAY]]);
+    newRoot = await generateIssuerSigner("Ed25519");
+    const rotation = await signRootRotation({ issuer: bank.tenant, newRoot, version: 2 }, oldRoot);
+    const rotated = await post(w.svc, "/api/v1/issuers/signing-keys", bank.key, rotation);
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);
+    const expected = {
+      statement: rotation.statement,
+      signature: rotation.signature,
+      signingKeyId: oldRoot.signingKeyId,
+    };
+
+    // A card bound by the new root: the register answer carries the rotation, and so does lookup.
+    const card = cardOf();
+    const answer = await registered(card, newRoot);
+    expect(answer.rootRotation).toEqual(expected);
+    await w.witnessed();
+    const looked = await lookup(card);
+    expect(looked.rootRotation).toEqual(expected);
+    expect(await verdict(looked, card)).toBe("verified");
+    expect(await verdict(answer, card)).toBe("verified");
+    // The card bound by the signer the old root endorsed verifies at once too.
+    expect(await verdict(await lookup(before), before)).toBe("verified");
+
+    // Sealed and stored at once through the client library (Connect, binary protobuf).
+    const client = createReceiptsClient({
+      baseUrl: w.svc.baseUrl,
+      apiKey: w.svc.merchantKey,
+      retry: { maxAttempts: 1 },
+    });
+    const trust = createKeyTrust({ policy, baseUrl: w.svc.baseUrl, rootsSeen: longKnown() });
+    const receipt = {
+      ...(receiptBody({
+        receiptId: "r-root-rotation-1",
+        merchantName: "Rotation Cafe",
+      }) as unknown as MerchantReceipt),
+      recipientHashedPan: card.hashedPan,
+      cardBin: card.bin,
+    };
+    const stored = await sealAndStoreReceipt(client, receipt, { trust });
+    expect(stored.kind).toBe("receipt");
+    // gRPC carries it too.
+    const grpc = createClient(KeysService, createGrpcTransport({ baseUrl: w.svc.baseUrl }));
+    const overGrpc = await grpc.lookupKey(
+      { recipientHashedPan: card.hashedPan, cardBin: card.bin },
+      { headers: { "x-api-key": w.svc.merchantKey } },
+    );
+    expect(overGrpc.rootRotation).toMatchObject(expected);
     await expect(
-      createKeyTrust({ policy, baseUrl: svc.baseUrl, rootsSeen: waited }).verify(answer, card),
-    ).resolves.toMatchObject({ issuer: bank.tenant, version: 1 });
+      createKeyTrust({ policy, baseUrl: w.svc.baseUrl, rootsSeen: longKnown() }).verify(overGrpc, card),
+    ).resolves.toMatchObject({ issuer: bank.tenant });
 
-    // A merchant pinned to the old root refuses; pinned to the new one (after its out-of-band check), at once.
+    // A merchant that never counted the old root waits the delay, as for a first root, or pins.
+    expect(await verdict(looked, card, new Map())).toBe("root");
+    const newKey = `${bank.tenant} ${newRoot.signingKeyId}`;
+    const fresh = new Map<string, number>();
+    await verdict(looked, card, fresh);
+    const firstSeen = fresh.get(newKey) as number;
+    expect(await verdict(looked, card, new Map([[newKey, firstSeen - DELAY + 120]]))).toBe("root");
+    expect(await verdict(looked, card, new Map([[newKey, firstSeen - DELAY]]))).toBe("verified");
     const pin = (s: IssuerSigner) =>
       base64url(new Uint8Array(createHash("sha256").update(Buffer.from(s.spki, "base64")).digest()));
-    const pinnedOld = { ...policy, pinnedRoots: { [bank.tenant]: pin(oldRoot) } };
+    const pinned = (s: IssuerSigner) => ({ ...policy, pinnedRoots: { [bank.tenant]: pin(s) } });
     expect(
-      await refusal(createKeyTrust({ policy: pinnedOld, baseUrl: svc.baseUrl }).verify(answer, card)),
+      await refusal(createKeyTrust({ policy: pinned(oldRoot), baseUrl: w.svc.baseUrl }).verify(looked, card)),
     ).toBe("signature");
-    const pinnedNew = { ...policy, pinnedRoots: { [bank.tenant]: pin(newRoot) } };
-    await expect(
-      createKeyTrust({ policy: pinnedNew, baseUrl: svc.baseUrl }).verify(answer, card),
-    ).resolves.toMatchObject({ issuer: bank.tenant });
+    expect(
+      await refusal(createKeyTrust({ policy: pinned(newRoot), baseUrl: w.svc.baseUrl }).verify(looked, card)),
+    ).toBe("verified");
+  });
+
+  it("does not shorten the delay for a forged rootRotation", async () => {
+    const card = cardOf();
+    await registered(card, newRoot);
+    await w.witnessed();
+    const answer = await lookup(card);
+    expect(await verdict(answer, card)).toBe("verified");
+    const stranger = await generateIssuerSigner("Ed25519");
+    const cases: Array<[string, Signed]> = [
+      // The bank's signer (current, endorsed by the old root) introducing the new root.
+      ["signed by a signer", await forged(newRoot, signer)],
+      [
+        "a signer's signature claimed as the old root's",
+        await forged(newRoot, signer, { signingKeyId: oldRoot.signingKeyId }),
+      ],
+      // Another bank's root (counted for long by this merchant) introducing the bank's new root.
+      ["signed by another issuer's root", await forged(newRoot, otherRoot)],
+      ["another issuer's rotation", await forged(newRoot, oldRoot, { issuer: other.tenant })],
+      // The old root's signature on a statement naming another key.
+      ["naming another key", await forged(stranger, oldRoot)],
+    ];
+    for (const [what, rootRotation] of cases) {
+      expect(await verdict({ ...answer, rootRotation }, card), what).toBe("root");
+    }
+  });
+
+  it("keeps the delay for the recovery root after a self-revocation, whatever rotation the answer carries", async () => {
+    const revocation = await signSigningKeyRevocation(
+      { issuer: bank.tenant, signingKeyId: newRoot.signingKeyId, version: 3 },
+      newRoot,
+    );
+    const revoked = await post(
+      w.svc,
+      `/api/v1/issuers/signing-keys/${newRoot.signingKeyId}/revoke`,
+      bank.key,
+      revocation,
+    );
+    expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
+    const recovery = await generateIssuerSigner("Ed25519");
+    const added = await post(w.svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: recovery.spki });
+    expect(added.status, JSON.stringify(added.body)).toBe(200);
+    // The operator confirms it once the log has published the revocation (a conflict before).
+    const path = `/admin/v1/issuers/${bank.tenant}/signing-keys/${recovery.signingKeyId}/confirm`;
+    let confirmed = await w.admin("POST", path);
+    for (let i = 0; i < 100 && confirmed.status === 409; i++) {
+      await w.witnessed();
+      await new Promise((r) => setTimeout(r, 100));
+      confirmed = await w.admin("POST", path);
+    }
+    expect(confirmed.status, JSON.stringify(confirmed.body)).toBe(200);
+    const card = cardOf();
+    const answer = await registered(card, recovery);
+    expect(answer.rootRotation).toBeUndefined();
+    await w.witnessed();
+    const looked = await lookup(card);
+    expect(looked.rootRotation).toBeUndefined();
+    // A merchant that counted both earlier roots for long.
+    const seen = () => new Map([...longKnown(), [`${bank.tenant} ${newRoot.signingKeyId}`, 0]]);
+    expect(await verdict(looked, card, seen())).toBe("root");
+    // The thief of the revoked root, or of the root before it, signs the recovery root's "rotation".
+    for (const [what, rootRotation] of [
+      ["by the self-revoked root", await forged(recovery, newRoot, { version: 3 })],
+      ["by the root the rotation retired", await forged(recovery, oldRoot, { version: 3 })],
+    ] as Array<[string, Signed]>) {
+      expect(await verdict({ ...looked, rootRotation }, card, seen()), what).toBe("root");
+    }
   });
 });

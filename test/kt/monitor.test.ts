@@ -263,13 +263,18 @@ describe("monitor", () => {
       revokedAt: "2026-11-25T10:00:00Z",
     });
 
-    function run(leaves: Array<Uint8Array | ReturnType<typeof leafOf>>, previous = EMPTY_MONITOR_STATE) {
+    /** One run over `leaves`; the issuer's records hold every statement leaf but those in `notSigned`. */
+    function run(
+      leaves: Array<Uint8Array | ReturnType<typeof leafOf>>,
+      previous = EMPTY_MONITOR_STATE,
+      notSigned: ReadonlyArray<ReturnType<typeof leafOf>> = [],
+    ) {
       const opened = new Map<number, { statement: Uint8Array; opening: Uint8Array }>();
       const signed: string[] = [];
       const bytes = leaves.map((leaf, i) => {
         if (leaf instanceof Uint8Array) return leaf;
         opened.set(previous.next + i, leaf);
-        signed.push(toHex(nodeSha256(leaf.statement)));
+        if (!notSigned.includes(leaf)) signed.push(toHex(nodeSha256(leaf.statement)));
         return leaf.leaf;
       });
       return monitor(config({ signerHashes: hashes, signed }), previous, {
@@ -304,6 +309,31 @@ describe("monitor", () => {
         ]),
       ]);
       expect(recovered.alerts).toEqual([]);
+    });
+
+    it("alarms on a rotation its stolen root signed for a thief's key, which merchants would count at once", () => {
+      // The thief holds rootA (and an issuer API key): its rotation to rootC is signed by the bank's
+      // root, so the answers carry it as rootRotation and merchants honour rootC without the delay.
+      // The bank's monitor is what sees it: a statement it did not sign, and a root change to a key
+      // that is not its own.
+      const theft = signedBy(rootA, rotation(rootC, 1));
+      const taken = run(
+        [
+          rootsSnapshot([[rootA, "current"]]),
+          theft,
+          rootsSnapshot([
+            [rootA, "revoked"],
+            [rootC, "current"],
+          ]),
+        ],
+        EMPTY_MONITOR_STATE,
+        [theft],
+      );
+      expect(taken.alerts.map((a) => a.message)).toEqual([
+        "a statement under your signing key that you did not sign",
+        `your root changed from ${rootA.signingKeyId} to ${rootC.signingKeyId}, a change you did not sign`,
+        `the directory lists a signing key for you that is not yours (${rootC.signingKeyId})`,
+      ]);
     });
 
     it("alarms with one line on a root change it did not sign, also across runs", () => {

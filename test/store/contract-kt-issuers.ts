@@ -109,5 +109,30 @@ export function ktIssuersContract(store: () => Store): void {
       expect((await store().ktIssuers.get(tenant))?.revision).toBe(1);
       expect(await store().ktLog.findPending(replay.id)).toBeUndefined();
     });
+
+    it("keeps a rotated-in root's introduction with it, in the rotation's step, on get and list", async () => {
+      const tenant = uid("tnt");
+      const old = key({ status: "current", confirmedAt: at(1) });
+      expect(await store().ktIssuers.put(record(tenant, 1, [old]))).toEqual({ kind: "stored" });
+      const rotation = tenantStatement(tenant, 1);
+      const introduction = {
+        statement: Buffer.from(rotation.statement).toString("base64"),
+        signature: rotation.signature,
+        signingKeyId: old.signingKeyId,
+      };
+      const rotated = record(tenant, 2, [
+        { ...old, status: "revoked", revokedAt: at(2), revokedAtVersion: 1 },
+        key({ status: "current", introduction }),
+      ]);
+      expect(await store().ktIssuers.put(rotated, [rotation])).toEqual({ kind: "stored" });
+      expect(await store().ktIssuers.get(tenant)).toEqual(rotated);
+      const listed = (await store().ktIssuers.list()).find((r) => r.tenantId === tenant);
+      expect(listed?.signingKeys[1]?.introduction).toEqual(introduction);
+      expect(listed?.signingKeys[0]?.introduction).toBeUndefined();
+      // A change refused by the log keeps nothing of it.
+      const refused = record(tenant, 3, [key({ status: "current", introduction })]);
+      expect((await store().ktIssuers.put(refused, [tenantStatement(tenant, 1)])).kind).toBe("log_refused");
+      expect(await store().ktIssuers.get(tenant)).toEqual(rotated);
+    });
   });
 }

@@ -4,6 +4,7 @@ import { cardAliasesContract } from "./contract-card-aliases.js";
 import { eraseRevocationsContract, type StoreFaults } from "./contract-erase-revocations.js";
 import { erasureContract } from "./contract-erasure.js";
 import { escrowContract } from "./contract-escrow.js";
+import { escrowCopiesContract } from "./contract-escrow-copies.js";
 import { eventsContract } from "./contract-events.js";
 import { ktIssuersContract } from "./contract-kt-issuers.js";
 import { ktLogContract } from "./contract-kt-log.js";
@@ -58,6 +59,7 @@ export function runStoreContract(
     merchantKeysContract(store);
     ownershipContract(store);
     escrowContract(store);
+    escrowCopiesContract(store);
     erasureContract(store);
     eraseRevocationsContract(store, faultsOf === undefined ? undefined : () => faultsOf(store()));
     eventsContract(store);

@@ -152,3 +152,30 @@ describe("memory store: expired grants", () => {
     }
   });
 });
+
+describe("memory store: expired escrow copies", () => {
+  // As MongoDB's TTL index on escrowCopies: an issuer release's escrow copy is deleted (not merely
+  // filtered) once its escrow would have expired, and its released receipt stays.
+  it("are deleted at the first store step a minute after expiry, the receipt kept", async () => {
+    const store = createMemoryStore();
+    try {
+      const panHash = hex64();
+      const held = escrowedReceipt(panHash, at(100), { escrowKeyId: "iek_a", escrowOwnerTenantId: "tnt_a" });
+      await store.receipts.insert(held);
+      const to = { userId: "usr_1", issuerTenantId: "tnt_a", keyBundle: { ...held.keyBundle, keyId: "k-1" } };
+      expect(await store.receipts.release(held, to, "iek_a", [], true)).toBe(true);
+      expect(await store.receipts.escrowCopyOf(held, at(0))).toBeDefined();
+      await store.receipts.insert(receipt("usr_2", { createdAt: at(200) }));
+      // Asked as of time 0 (before its expiry): gone.
+      expect(await store.receipts.escrowCopyOf(held, at(0))).toBeUndefined();
+      const page = await store.receipts.findEscrowCopies({ panHash, ownerTenantId: "tnt_a" }, at(0), 10);
+      expect(page.released).toEqual([]);
+      expect(await store.receipts.findByMerchantReceipt(held.merchantId, held.receiptId)).toMatchObject({
+        userId: "usr_1",
+        keyBundle: to.keyBundle,
+      });
+    } finally {
+      await store.close();
+    }
+  });
+});

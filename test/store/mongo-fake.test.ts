@@ -1,10 +1,11 @@
 import { randomInt } from "node:crypto";
-import { describe } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createMongoStore } from "../../src/store/mongo/index.js";
 import type { Store } from "../../src/store/types.js";
 import { runStoreContract } from "./contract.js";
 import { fakeFaults } from "./fake-faults.js";
 import { FakeMongo } from "./fake-mongo/index.js";
+import { at, escrowedReceipt, hex64 } from "./fixtures.js";
 
 /**
  * The store contract against the MongoDB adapter on a driver-level fake (`fake-mongo/`), on every
@@ -37,4 +38,49 @@ describe("MongoDB adapter on the fake driver", () => {
       return fakeFaults(fake, "receipts_fake");
     },
   );
+});
+
+/**
+ * Where an issuer release's escrow copy lives on MongoDB: in `escrowCopies`, whose TTL index on
+ * `expiresAt` deletes the copy when the escrow would have expired (the fake records TTL indexes and
+ * deletes nothing, so the documents and indexes are read here). The released receipt keeps no
+ * `expiresAt` and is not escrowed, so neither receipts' TTL index (escrow's, partial on isEscrowed)
+ * can take it.
+ */
+describe("MongoDB adapter: escrow copies under their own TTL", () => {
+  it("writes the copy beside the receipt, with the escrow's expiry, under a TTL index of its own", async () => {
+    const fake = new FakeMongo({ seed });
+    const store = await createMongoStore({
+      uri: "mongodb://fake.invalid/",
+      dbName: "receipts_copies",
+      createClient: fake.createClient,
+    });
+    try {
+      await store.init();
+      const held = escrowedReceipt(hex64(), at(1000), { escrowKeyId: "iek_a", escrowOwnerTenantId: "tnt_a" });
+      await store.receipts.insert(held);
+      const to = { userId: "usr_1", issuerTenantId: "tnt_a", keyBundle: { ...held.keyBundle, keyId: "k-1" } };
+      expect(await store.receipts.release(held, to, "iek_a", [], true)).toBe(true);
+      const db = fake.database("receipts_copies");
+      const [receipt] = [...db.collection("receipts").docs.values()];
+      expect(receipt?.isEscrowed).toBe(false);
+      expect(receipt?.expiresAt).toBeUndefined();
+      const [copy] = [...db.collection("escrowCopies").docs.values()];
+      expect(copy).toMatchObject({
+        panHash: held.panHash,
+        id: held.id,
+        ownerTenantId: "tnt_a",
+        expiresAt: at(1000),
+      });
+      const ttl = db
+        .collection("escrowCopies")
+        .indexes.find((i) => i.description?.expireAfterSeconds !== undefined);
+      expect(ttl?.description).toMatchObject({ key: { expiresAt: 1 }, expireAfterSeconds: 0 });
+      expect(ttl?.partial).toBeUndefined();
+      const escrowTtl = db.collection("receipts").indexes.find((i) => i.name === "ttl_escrow");
+      expect(escrowTtl?.description?.partialFilterExpression).toEqual({ isEscrowed: true });
+    } finally {
+      await store.close();
+    }
+  });
 });

@@ -22,6 +22,12 @@ export interface KtAnswerFields {
   proof?: { leafIndex: bigint; treeSize: bigint; inclusion: string[]; checkpoint: string };
   directory?: { index: bigint; inclusion: string[]; sha256: string };
   checkpoint?: string;
+  /**
+   * With `binding`, when the signing issuer's current root was introduced by a rotation: the
+   * statement by which its previous root introduced it (`KtSigningKeyRecord.introduction`), so that a
+   * merchant counting the previous root counts the new one at once (`kt/root-delay.ts`).
+   */
+  rootRotation?: { statement: string; signature: string; signingKeyId: string };
 }
 
 /** The key an answer names, and where its logged statement would be. */
@@ -52,7 +58,22 @@ export async function ktAnswerFields(
   }
   const proofs = await proofsOrNone(deps, leaf.index);
   if (proofs?.proof === undefined) return {};
-  return { ...statement, ...proofFields(proofs) };
+  const tenantId = subject.kind === "card" ? leaf.tenantId : subject.tenantId;
+  return { ...statement, ...proofFields(proofs), ...(await rootRotationOf(deps.store, tenantId)) };
+}
+
+/**
+ * `rootRotation` for an answer about a statement of `tenantId`: the introduction its current root
+ * keeps when a rotation introduced it; nothing for a first or recovery root (or no tenant).
+ */
+export async function rootRotationOf(
+  store: Pick<DomainDeps["store"], "ktIssuers">,
+  tenantId: string | undefined,
+): Promise<Pick<KtAnswerFields, "rootRotation">> {
+  if (tenantId === undefined) return {};
+  const record = await store.ktIssuers.get(tenantId);
+  const root = record?.signingKeys.find((k) => k.role === "root" && k.status === "current");
+  return root?.introduction === undefined ? {} : { rootRotation: { ...root.introduction } };
 }
 
 /** The members of an answer from the proofs `KtLog.waitForLeaf` gave (register), about `binding`. */

@@ -11,7 +11,7 @@ import {
 } from "../../kt/statements.js";
 import type { CardRefKind, KtPendingStatement, KtSequenceState } from "../../store/kt-types.js";
 import type { DomainDeps } from "../deps.js";
-import { type KtAnswerFields, registeredFields } from "./answers.js";
+import { type KtAnswerFields, registeredFields, rootRotationOf } from "./answers.js";
 import {
   checkOrder,
   decodeSigned,
@@ -297,7 +297,10 @@ export async function registeredAnswer(deps: DomainDeps, checked: CheckedBinding
     const proofs = await deps.kt.waitForLeaf(logged.pendingId, {
       witnessGraceMs: KT_TIMES.answerWitnessGraceMs,
     });
-    return registeredFields(answeredBinding(checked), logged.opening, proofs);
+    return {
+      ...registeredFields(answeredBinding(checked), logged.opening, proofs),
+      ...(await rootRotationOf(deps.store, checked.statement.issuer)),
+    };
   } catch (err) {
     if (err instanceof AppError && err.code === "service_unavailable") throw notLoggedYet(err);
     throw err;

@@ -1,5 +1,6 @@
 import { AppError, Violations } from "../../errors.js";
-import type { StatementType } from "../../kt/statements.js";
+import { parseDirectory } from "../../kt/directory.js";
+import { formatTime, type StatementType } from "../../kt/statements.js";
 import type { KtIssuerRecord, KtSigningKeyRecord, PlaintextIntake } from "../../store/kt-issuers.js";
 import type { KtPendingInput } from "../../store/kt-types.js";
 import { audit, checkId, type OperatorContext } from "../admin.js";
@@ -74,6 +75,7 @@ export async function confirmRoot(
     );
   }
   const recovery = rootState(record) === "recovering";
+  if (recovery) await expectRevocationLogged(ctx, record);
   const updated = nextIssuerRecord(record, tenant, ctx.now);
   const confirmed = updated.signingKeys.find((k) => k.signingKeyId === signingKeyId) as KtSigningKeyRecord;
   confirmed.status = "current";
@@ -84,6 +86,36 @@ export async function confirmRoot(
     keyId: signingKeyId,
   });
   return viewOf(tenant, confirmed);
+}
+
+/**
+ * A recovery root is confirmed only once the key log's latest directory snapshot lists every retired
+ * root of the tenant as revoked, and was issued in an earlier second than now: the snapshot that first
+ * lists the recovery root as current is then later, so its `effectiveFrom` differs from the revoked
+ * roots' (a rotation shows both changes in one snapshot). That difference is how a merchant's
+ * verifier tells a recovery root from a rotation's successor: a root that revoked itself (lost or
+ * stolen) never vouches for the root after it (`kt/root-delay.ts`). Before, `conflict`: try again
+ * once the log has caught up (seconds).
+ */
+async function expectRevocationLogged(ctx: OperatorContext, record: KtIssuerRecord): Promise<void> {
+  const head = await ctx.store.ktLog.head();
+  const latest = await ctx.store.ktLog.directoryBefore(head.size);
+  const parsed = latest === undefined ? undefined : parseDirectory(latest.json);
+  const listed =
+    parsed?.ok === true ? parsed.value.issuers.find((i) => i.issuer === record.tenantId) : undefined;
+  const shown = record.signingKeys
+    .filter((k) => k.role === "root" && k.status === "revoked")
+    .every((k) =>
+      listed?.signingKeys.some((l) => l.signingKeyId === k.signingKeyId && l.status === "revoked"),
+    );
+  const earlier =
+    latest !== undefined && formatTime(latest.issuedAt.getTime()) < formatTime(ctx.now.getTime());
+  if (!shown || !earlier) {
+    throw new AppError(
+      "conflict",
+      "The key log has not yet published the revocation of this tenant's root: confirm the recovery root again in a few seconds.",
+    );
+  }
 }
 
 /**

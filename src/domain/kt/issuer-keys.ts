@@ -60,7 +60,7 @@ export interface SigningKeyInput {
 }
 
 function viewOf(key: KtSigningKeyRecord): SigningKeyView {
-  const { spki, ...rest } = key;
+  const { spki, introduction: _, ...rest } = key;
   return { ...rest, publicKey: spki };
 }
 
@@ -209,7 +209,7 @@ export async function registerIssuerSigningKey(
   if (root !== undefined && !rotation) key.role = "signer";
   if (checked !== undefined) expectIntroduces(checked.statement, key);
   const updated = nextIssuerRecord(record, tenantId, now);
-  if (rotation) retire(updated, root.signingKeyId, now, (checked as VerifiedStatement).statement.version);
+  if (rotation) rotate(updated, { root, key, now }, checked as VerifiedStatement);
   updated.signingKeys.push(key);
   const kt =
     checked === undefined
@@ -228,6 +228,23 @@ export async function registerIssuerSigningKey(
     subject: `${key.role} ${key.status}${root === undefined && rootState(record) === "recovering" ? " (recovery)" : ""}`,
   });
   return viewOf(key);
+}
+
+/**
+ * A rotation's change to the tenant's record: the old root retired at the rotation's version, and the
+ * new root keeps the statement that introduced it (answers carry it as `rootRotation`).
+ */
+function rotate(
+  record: KtIssuerRecord,
+  change: { root: KtSigningKeyRecord; key: KtSigningKeyRecord; now: Date },
+  rotation: VerifiedStatement,
+): void {
+  retire(record, change.root.signingKeyId, change.now, rotation.statement.version);
+  change.key.introduction = {
+    statement: base64(rotation.bytes),
+    signature: base64(rotation.signature),
+    signingKeyId: rotation.signingKeyId,
+  };
 }
 
 /** Marks key `signingKeyId` of `record` revoked at `now`; a root keeps the version that retired it. */

@@ -4,6 +4,8 @@ import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { EventRecord } from "../event-types.js";
 import {
   deleteLimitOf,
+  type EscrowCopy,
+  type EscrowCopyPage,
   type EscrowCount,
   type EscrowQuery,
   type KeyAlgorithm,
@@ -88,6 +90,37 @@ function keep(r: ReceiptRecord): KeptReceipt {
   };
 }
 
+/** An issuer release's escrow copy (`EscrowCopy`), beside its receipt. */
+interface KeptCopy {
+  readonly receipt: KeptReceipt;
+  readonly ownerTenantId: string;
+  readonly escrowKeyId: string;
+  readonly keyBundle: StoredKeyBundle;
+  readonly expiresAtMs: number;
+}
+
+/** The escrowed key bundle of a kept receipt (a new object). */
+function bundleOf(k: KeptReceipt): StoredKeyBundle {
+  const bundle: StoredKeyBundle = {
+    keyId: k.keyId,
+    algorithm: k.algorithm,
+    encryptedAesKey: k.encryptedAesKey,
+  };
+  if (k.encapsulatedKey !== undefined) bundle.encapsulatedKey = k.encapsulatedKey;
+  if (k.aadBound !== undefined) bundle.aadBound = k.aadBound;
+  return bundle;
+}
+
+/** A new `EscrowCopy` of a kept copy. */
+function copyOf(c: KeptCopy): EscrowCopy {
+  return {
+    ownerTenantId: c.ownerTenantId,
+    escrowKeyId: c.escrowKeyId,
+    keyBundle: { ...c.keyBundle },
+    expiresAt: new Date(c.expiresAtMs),
+  };
+}
+
 /** A new `ReceiptRecord` of a kept receipt (the contract's "records are returned as copies"). */
 function recordOf(k: KeptReceipt): ReceiptRecord {
   const record: ReceiptRecord = {
@@ -98,7 +131,7 @@ function recordOf(k: KeptReceipt): ReceiptRecord {
     version: k.version,
     merchantTenantId: k.merchantTenantId,
     panHash: k.panHash,
-    keyBundle: { keyId: k.keyId, algorithm: k.algorithm, encryptedAesKey: k.encryptedAesKey },
+    keyBundle: bundleOf(k),
     ciphertext: k.ciphertext,
     iv: k.iv,
     authTag: k.authTag,
@@ -107,8 +140,6 @@ function recordOf(k: KeptReceipt): ReceiptRecord {
   };
   if (k.userId !== undefined) record.userId = k.userId;
   if (k.issuerTenantId !== undefined) record.issuerTenantId = k.issuerTenantId;
-  if (k.encapsulatedKey !== undefined) record.keyBundle.encapsulatedKey = k.encapsulatedKey;
-  if (k.aadBound !== undefined) record.keyBundle.aadBound = k.aadBound;
   if (k.escrowKeyId !== undefined) record.escrowKeyId = k.escrowKeyId;
   if (k.escrowOwnerTenantId !== undefined) record.escrowOwnerTenantId = k.escrowOwnerTenantId;
   if (k.escrowCardBin !== undefined) record.escrowCardBin = k.escrowCardBin;
@@ -137,6 +168,10 @@ export class MemoryReceipts implements ReceiptStore {
   /** The escrowed receipts by id, for {@link release} and {@link dropExpiredEscrow}. */
   private readonly escrowed = new Map<string, KeptReceipt>();
   private lastSweepMs = Number.NEGATIVE_INFINITY;
+  /** Issuer releases' escrow copies by receipt id, and by card; dropped at their expiry as escrow is. */
+  private readonly copies = new Map<string, KeptCopy>();
+  private readonly copiesByPan = new MultiIndex<KeptCopy>();
+  private lastCopySweepMs = Number.NEGATIVE_INFINITY;
 
   /** `events`: the outbox, written in the same synchronous step as the change that causes an event. */
   constructor(private readonly events: MemoryEvents) {}
@@ -147,6 +182,7 @@ export class MemoryReceipts implements ReceiptStore {
    */
   canInsert(receipt: ReceiptRecord): boolean {
     this.dropExpiredEscrow(receipt.createdAt.getTime());
+    this.dropExpiredCopies(receipt.createdAt.getTime());
     return !this.byMerchantReceipt.has(receipt.merchantId, receipt.receiptId);
   }
 
@@ -244,12 +280,29 @@ export class MemoryReceipts implements ReceiptStore {
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
     events?: readonly EventRecord[],
+    keepEscrowCopy?: boolean,
   ): Promise<boolean> {
     const id = receipt.id;
     const kept = this.escrowed.get(id);
     if (kept === undefined || kept.panHash !== receipt.panHash) return false;
     if (expectedEscrowKeyId !== undefined && kept.escrowKeyId !== expectedEscrowKeyId) return false;
     this.events.write(events);
+    if (
+      keepEscrowCopy === true &&
+      kept.escrowOwnerTenantId !== undefined &&
+      kept.escrowKeyId !== undefined &&
+      kept.expiresAtMs !== undefined
+    ) {
+      const copy: KeptCopy = {
+        receipt: kept,
+        ownerTenantId: kept.escrowOwnerTenantId,
+        escrowKeyId: kept.escrowKeyId,
+        keyBundle: bundleOf(kept),
+        expiresAtMs: kept.expiresAtMs,
+      };
+      this.copies.set(id, copy);
+      this.copiesByPan.add(kept.panHash, copy);
+    }
     this.escrowedByPan.delete(kept.panHash, kept);
     this.escrowed.delete(id);
     kept.isEscrowed = false;
@@ -267,6 +320,72 @@ export class MemoryReceipts implements ReceiptStore {
     kept.aadBound = to.keyBundle.aadBound;
     this.byUser.add(to.userId, kept);
     return true;
+  }
+
+  async escrowCopyOf(
+    receipt: Pick<ReceiptRecord, "panHash" | "id">,
+    now: Date,
+  ): Promise<EscrowCopy | undefined> {
+    const copy = this.liveCopy(receipt, now.getTime());
+    return copy === undefined ? undefined : copyOf(copy);
+  }
+
+  async findEscrowCopies(
+    query: { panHash: string; ownerTenantId: string },
+    now: Date,
+    limit: number,
+    cursor?: string,
+  ): Promise<EscrowCopyPage> {
+    const capped = pageLimitOf(limit);
+    const after = cursor === undefined ? undefined : decodeCursor(cursor);
+    const nowMs = now.getTime();
+    this.dropExpiredCopies(nowMs);
+    const matching = this.copiesByPan
+      .get(query.panHash)
+      .filter(
+        (c) =>
+          c.ownerTenantId === query.ownerTenantId &&
+          c.expiresAtMs > nowMs &&
+          (after === undefined ||
+            c.receipt.createdAtMs > after.createdAt.getTime() ||
+            (c.receipt.createdAtMs === after.createdAt.getTime() && c.receipt.id > after.id)),
+      )
+      .sort((a, b) => a.receipt.createdAtMs - b.receipt.createdAtMs || compare(a.receipt.id, b.receipt.id));
+    const released = matching
+      .slice(0, capped)
+      .map((c) => ({ receipt: recordOf(c.receipt), copy: copyOf(c) }));
+    const last = released.at(-1);
+    if (matching.length <= capped || last === undefined) return { released };
+    return { released, nextCursor: encodeCursor(last.receipt) };
+  }
+
+  async releaseAgain(
+    receipt: Pick<ReceiptRecord, "panHash" | "id">,
+    to: { userId: string; keyBundle: StoredKeyBundle },
+    ownerTenantId: string,
+    now: Date,
+    events?: readonly EventRecord[],
+  ): Promise<boolean> {
+    const copy = this.liveCopy(receipt, now.getTime());
+    if (copy === undefined || copy.ownerTenantId !== ownerTenantId) return false;
+    const kept = copy.receipt;
+    if (kept.isEscrowed || kept.userId !== to.userId) return false;
+    this.events.write(events);
+    kept.keyId = to.keyBundle.keyId;
+    kept.algorithm = to.keyBundle.algorithm;
+    kept.encryptedAesKey = to.keyBundle.encryptedAesKey;
+    kept.encapsulatedKey = to.keyBundle.encapsulatedKey;
+    kept.aadBound = to.keyBundle.aadBound;
+    return true;
+  }
+
+  /** The receipt's copy, unless it expired at `nowMs` (expired copies are swept first). */
+  private liveCopy(receipt: Pick<ReceiptRecord, "panHash" | "id">, nowMs: number): KeptCopy | undefined {
+    this.dropExpiredCopies(nowMs);
+    const copy = this.copies.get(receipt.id);
+    if (copy === undefined || copy.receipt.panHash !== receipt.panHash || copy.expiresAtMs <= nowMs)
+      return undefined;
+    return copy;
   }
 
   /** The oldest first, at most `limit`. */
@@ -382,6 +501,29 @@ export class MemoryReceipts implements ReceiptStore {
       this.escrowed.delete(kept.id);
     }
     if (kept.paymentId !== undefined) this.byPayment.delete(kept.paymentId);
+    this.dropCopy(kept.id);
+  }
+
+  /** Drops the escrow copy of the receipt `id`, if any. */
+  private dropCopy(id: string): void {
+    const copy = this.copies.get(id);
+    if (copy === undefined) return;
+    this.copies.delete(id);
+    this.copiesByPan.delete(copy.receipt.panHash, copy);
+  }
+
+  /**
+   * Drops the escrow copies that expired at `nowMs`, at most once a minute, as MongoDB's TTL index on
+   * `escrowCopies` deletes them (the receipts stay). Readers check the expiry themselves.
+   */
+  private dropExpiredCopies(nowMs: number): void {
+    this.lastCopySweepMs = sweepExpired(
+      this.copies,
+      nowMs,
+      this.lastCopySweepMs,
+      (copy) => copy.expiresAtMs,
+      (copy) => this.copiesByPan.delete(copy.receipt.panHash, copy),
+    );
   }
 
   /**

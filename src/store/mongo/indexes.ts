@@ -39,6 +39,11 @@ export const COLLECTIONS = {
    * transaction as the receipt; it also says where the receipt lives (`panHash`, `id`).
    */
   receiptClaims: "receiptClaims",
+  /**
+   * One document per receipt an issuer released from its own escrow: the escrow-wrapped key the release
+   * replaced, kept until the escrow would have expired (TTL), for the issuer to release it again.
+   */
+  escrowCopies: "escrowCopies",
   /** Erasures begun and not finished, one document per user: what a retry finishes. */
   erasures: "erasures",
   /**
@@ -143,6 +148,14 @@ export const INDEXES: Record<string, IndexDescription[]> = {
       expireAfterSeconds: 0,
       partialFilterExpression: { expiresAt: { $exists: true } },
     },
+  ],
+  [COLLECTIONS.escrowCopies]: [
+    // A receipt has one copy at most: by its card and id, the receipts' own unique key.
+    { key: { panHash: 1, id: 1 }, name: "uniq_panHash_id", unique: true },
+    // An issuer's copies of one card, oldest first (ListPendingEscrow with released).
+    { key: { panHash: 1, ownerTenantId: 1, createdAt: 1, id: 1 }, name: "byCardOwner" },
+    // The copy goes when the escrow would have expired; the receipt stays (it is in another collection).
+    ttl,
   ],
   [COLLECTIONS.payments]: [
     // paymentId is random (96 bits): the index finds, the shard key's unique index is what refuses.
@@ -309,6 +322,14 @@ export const SHARD_KEYS: Record<CollectionName, ShardKeyDeclaration> = {
   [COLLECTIONS.receiptClaims]: {
     key: { _id: 1 },
     why: "`_id` is `{merchantId, receiptId}`: the shard key is the unique rule itself.",
+  },
+  [COLLECTIONS.escrowCopies]: {
+    key: { panHash: 1, id: 1 },
+    unique: true,
+    why:
+      "Placed as its receipt is (the card, then the receipt's id): an issuer lists one card's copies and " +
+      "releases one receipt again by card and id, and erasure deletes them by card. As many documents as " +
+      "issuer releases in the escrow retention.",
   },
   [COLLECTIONS.payments]: {
     key: { merchantId: 1, transactionId: 1 },

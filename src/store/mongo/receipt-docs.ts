@@ -1,6 +1,6 @@
 import { Binary } from "mongodb";
 import { RSA_OAEP_256 } from "../../crypto/suites.js";
-import type { ReceiptRecord, StoredKeyBundle } from "../types.js";
+import type { EscrowCopy, ReceiptRecord, StoredKeyBundle } from "../types.js";
 
 /**
  * Receipts as MongoDB documents. The records carry their bytes (ciphertext, IV, tag, wrapped key) as
@@ -68,9 +68,8 @@ export function receiptDoc(record: ReceiptRecord): ReceiptDoc {
   };
 }
 
-/** The record of a stored receipt, whichever form its bytes were stored in. */
-export function receiptRecord(doc: ReceiptDoc): ReceiptRecord {
-  const { keyBundle, ciphertext, iv, authTag, ...rest } = doc;
+/** The key bundle of its document, whichever form its bytes were stored in. */
+function keyBundleRecord(keyBundle: KeyBundleDoc): StoredKeyBundle {
   const bundle: StoredKeyBundle = {
     keyId: keyBundle.keyId,
     algorithm: keyBundle.algorithm ?? RSA_OAEP_256,
@@ -78,11 +77,41 @@ export function receiptRecord(doc: ReceiptDoc): ReceiptRecord {
   };
   if (keyBundle.encapsulatedKey !== undefined) bundle.encapsulatedKey = toText(keyBundle.encapsulatedKey);
   if (keyBundle.aadBound === true) bundle.aadBound = true;
+  return bundle;
+}
+
+/** The record of a stored receipt, whichever form its bytes were stored in. */
+export function receiptRecord(doc: ReceiptDoc): ReceiptRecord {
+  const { keyBundle, ciphertext, iv, authTag, ...rest } = doc;
   return {
     ...rest,
-    keyBundle: bundle,
+    keyBundle: keyBundleRecord(keyBundle),
     ciphertext: toText(ciphertext),
     iv: toText(iv),
     authTag: toText(authTag),
+  };
+}
+
+/**
+ * An issuer release's escrow copy in `escrowCopies`, placed by its receipt's card and id; `createdAt`
+ * is the receipt's (the listing's order), `expiresAt` the escrow's (its TTL).
+ */
+export interface EscrowCopyDoc {
+  panHash: string;
+  id: string;
+  createdAt: Date;
+  ownerTenantId: string;
+  escrowKeyId: string;
+  keyBundle: KeyBundleDoc;
+  expiresAt: Date;
+}
+
+/** The record of a stored escrow copy. */
+export function escrowCopyRecord(doc: EscrowCopyDoc): EscrowCopy {
+  return {
+    ownerTenantId: doc.ownerTenantId,
+    escrowKeyId: doc.escrowKeyId,
+    keyBundle: keyBundleRecord(doc.keyBundle),
+    expiresAt: doc.expiresAt,
   };
 }

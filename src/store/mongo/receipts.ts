@@ -5,6 +5,8 @@ import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { EventRecord } from "../event-types.js";
 import {
   deleteLimitOf,
+  type EscrowCopy,
+  type EscrowCopyPage,
   type EscrowCount,
   type EscrowQuery,
   ownerCards,
@@ -19,7 +21,14 @@ import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { announceEvents, insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
-import { keyBundleDoc, type ReceiptDoc, receiptDoc, receiptRecord } from "./receipt-docs.js";
+import {
+  type EscrowCopyDoc,
+  escrowCopyRecord,
+  keyBundleDoc,
+  type ReceiptDoc,
+  receiptDoc,
+  receiptRecord,
+} from "./receipt-docs.js";
 import { scatterGather } from "./sharding.js";
 
 /**
@@ -137,6 +146,10 @@ export class MongoReceipts implements ReceiptStore {
 
   private get claims() {
     return this.ctx.collection<ClaimDoc>(COLLECTIONS.receiptClaims);
+  }
+
+  private get copies() {
+    return this.ctx.collection<EscrowCopyDoc>(COLLECTIONS.escrowCopies);
   }
 
   /** The receipt, its claim and its events (the outbox) in one transaction. */
@@ -272,14 +285,16 @@ export class MongoReceipts implements ReceiptStore {
 
   /**
    * In one transaction (`receipts.release`): the receipt, if still escrowed (to `expectedEscrowKeyId`
-   * when given), gets its new key bundle, its claim loses the escrow's expiry, and its events are
-   * written. Two releases of one receipt conflict; the retried one finds it released.
+   * when given), gets its new key bundle, its claim loses the escrow's expiry, its escrow copy is
+   * written (`keepEscrowCopy`) and its events are written. Two releases of one receipt conflict; the
+   * retried one finds it released.
    */
   release(
     receipt: Pick<ReceiptRecord, "panHash" | "id">,
     to: { userId: string; issuerTenantId: string; keyBundle: StoredKeyBundle },
     expectedEscrowKeyId?: string,
     events?: readonly EventRecord[],
+    keepEscrowCopy?: boolean,
   ): Promise<boolean> {
     const { panHash, id } = receipt;
     return this.ctx.run(async () => {
@@ -314,6 +329,100 @@ export class MongoReceipts implements ReceiptStore {
           { $unset: { expiresAt: "" } },
           this.ctx.writeIn(session),
         );
+        const copy = keepEscrowCopy === true ? copyDocOf(found) : undefined;
+        if (copy !== undefined) {
+          await this.copies.replaceOne({ panHash, id }, copy, { ...this.ctx.writeIn(session), upsert: true });
+        }
+        await insertEventsIn(this.ctx, session, events);
+        return true;
+      });
+      if (released) announceEvents(this.ctx, events);
+      return released;
+    });
+  }
+
+  escrowCopyOf(receipt: Pick<ReceiptRecord, "panHash" | "id">, now: Date): Promise<EscrowCopy | undefined> {
+    return this.ctx.run(async () => {
+      const found = await this.copies.findOne<EscrowCopyDoc>(
+        { panHash: receipt.panHash, id: receipt.id, expiresAt: { $gt: now } },
+        this.ctx.read,
+      );
+      return found === null ? undefined : escrowCopyRecord(found);
+    });
+  }
+
+  /**
+   * The card's copies on the `byCardOwner` index, oldest first, one more than `limit` to know if more
+   * follow; then their receipts by card and id. A copy whose receipt is gone (it cannot outlive it: the
+   * receipts' retention is at least the escrow's) would be left out of its page.
+   */
+  async findEscrowCopies(
+    query: { panHash: string; ownerTenantId: string },
+    now: Date,
+    requested: number,
+    cursor?: string,
+  ): Promise<EscrowCopyPage> {
+    const limit = pageLimitOf(requested);
+    const after = cursor === undefined ? undefined : decodeCursor(cursor);
+    const filter: Filter<EscrowCopyDoc> = {
+      panHash: query.panHash,
+      ownerTenantId: query.ownerTenantId,
+      expiresAt: { $gt: now },
+      ...(after === undefined
+        ? {}
+        : {
+            $or: [
+              { createdAt: { $gt: after.createdAt } },
+              { createdAt: after.createdAt, id: { $gt: after.id } },
+            ],
+          }),
+    };
+    return this.ctx.run(async () => {
+      const found = await this.copies
+        .find<EscrowCopyDoc>(filter, this.ctx.read)
+        .sort({ createdAt: 1, id: 1 })
+        .limit(limit + 1)
+        .toArray();
+      const page = found.slice(0, limit);
+      const receipts = await this.collection
+        .find<ReceiptDoc>({ panHash: query.panHash, id: { $in: page.map((c) => c.id) } }, this.ctx.read)
+        .toArray();
+      const byId = new Map(receipts.map((r) => [r.id, receiptRecord(r)]));
+      const released = page.flatMap((c) => {
+        const receipt = byId.get(c.id);
+        return receipt === undefined ? [] : [{ receipt, copy: escrowCopyRecord(c) }];
+      });
+      const last = page.at(-1);
+      if (found.length <= limit || last === undefined) return { released };
+      return { released, nextCursor: encodeCursor(last) };
+    });
+  }
+
+  /**
+   * In one transaction (`receipts.releaseAgain`): the receipt's live copy of `ownerTenantId` is read, and
+   * the receipt, if released to `to.userId`, gets the new key bundle; then its events.
+   */
+  releaseAgain(
+    receipt: Pick<ReceiptRecord, "panHash" | "id">,
+    to: { userId: string; keyBundle: StoredKeyBundle },
+    ownerTenantId: string,
+    now: Date,
+    events?: readonly EventRecord[],
+  ): Promise<boolean> {
+    const { panHash, id } = receipt;
+    return this.ctx.run(async () => {
+      const released = await this.ctx.transaction("receipts.releaseAgain", async (session) => {
+        const copy = await this.copies.findOne<EscrowCopyDoc>(
+          { panHash, id, ownerTenantId, expiresAt: { $gt: now } },
+          this.ctx.readIn(session),
+        );
+        if (copy === null) return false;
+        const updated = await this.collection.updateOne(
+          { panHash, id, isEscrowed: false, userId: to.userId },
+          { $set: { keyBundle: keyBundleDoc(to.keyBundle) } },
+          this.ctx.writeIn(session),
+        );
+        if (updated.matchedCount !== 1) return false;
         await insertEventsIn(this.ctx, session, events);
         return true;
       });
@@ -400,6 +509,8 @@ export class MongoReceipts implements ReceiptStore {
       const claims = found.map((r) => claimId(r.merchantId, r.receiptId));
       await this.claims.deleteMany({ _id: { $in: claims } }, this.ctx.limit);
       const ids = found.map((r) => r.id);
+      // The escrow copies before their receipts too: a retry finds the receipts, never a lone copy.
+      await this.copies.deleteMany({ panHash: filter.panHash, id: { $in: ids } }, this.ctx.limit);
       return (await this.collection.deleteMany({ panHash: filter.panHash, id: { $in: ids } }, this.ctx.limit))
         .deletedCount;
     });
@@ -436,6 +547,22 @@ export class MongoReceipts implements ReceiptStore {
       ).map(receiptRecord),
     );
   }
+}
+
+/** The escrow copy document of an escrowed receipt as stored, when it was escrowed for an owner. */
+function copyDocOf(found: ReceiptDoc): EscrowCopyDoc | undefined {
+  const { escrowOwnerTenantId, escrowKeyId, expiresAt } = found;
+  if (escrowOwnerTenantId === undefined || escrowKeyId === undefined || expiresAt === undefined)
+    return undefined;
+  return {
+    panHash: found.panHash,
+    id: found.id,
+    createdAt: found.createdAt,
+    ownerTenantId: escrowOwnerTenantId,
+    escrowKeyId,
+    keyBundle: found.keyBundle,
+    expiresAt,
+  };
 }
 
 /**

@@ -81,7 +81,7 @@ export const TRANSACTIONS = {
     maxShards: 4,
     touches:
       "the payment (by merchantId and transactionId), its receipt (by card), the receipt's claim, and " +
-      "the events of both (unsharded: the primary shard); the one write allowed four",
+      "the events of both (unsharded: the primary shard)",
   },
   "payments.recordDecline": {
     maxShards: 2,
@@ -102,9 +102,15 @@ export const TRANSACTIONS = {
     touches: "the payment, the refund receipt (by card) and its claim: what holdRefund wrote",
   },
   "receipts.release": {
+    maxShards: 4,
+    touches:
+      "the escrowed receipt (by card), its claim, whose escrow expiry it clears, its escrow copy (by card, " +
+      "an issuer's release only) and its event (the primary shard)",
+  },
+  "receipts.releaseAgain": {
     maxShards: 3,
     touches:
-      "the escrowed receipt (by card), its claim, whose escrow expiry it clears, and its event (the primary shard)",
+      "the released receipt's escrow copy (by card), the receipt (by card) and its event (the primary shard)",
   },
   "receipts.deleteByPreviousOwner": {
     maxShards: 2,

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type IssuerSigner, keyBindingStatement, signStatement } from "../../../src/client/key-binding.js";
-import type { KeyRecord } from "../../../src/store/types.js";
+import { settleEscrowRace } from "../../../src/domain/sealing.js";
+import type { KeyRecord, ReceiptRecord } from "../../../src/store/types.js";
 import { hashPan, post, receiptBody, type TestService } from "../../support/harness.js";
 import { p256, startBoundIssuer } from "../../support/kt-bound.js";
 
@@ -139,5 +140,47 @@ describe("the service's escrow release at registration, for a tenant with requir
     // The registration sent again does not take the swapped row (another public key): nothing moves.
     expect((await register(card.body)).status).toBe(409);
     expect(await sealedTo(ids)).toEqual(["escrow", "escrow"]);
+  });
+
+  /**
+   * A receipt escrowed while its card registers: the registration's scan of the card's escrow ran
+   * before the receipt was stored (its scan is made to miss it here), so the receipt's own call
+   * releases it after storing it (`settleEscrowRace`), and for this tenant only to a key row that
+   * verifies against the key log, with the card the merchant named.
+   */
+  async function escrowedDuringRegistration(n: number) {
+    const card = await registration(n);
+    const [id] = await escrowed(card.hashedPan, 1);
+    if (id === undefined) throw new Error("nothing escrowed");
+    const scan = vi.spyOn(svc.store.receipts, "findEscrowed").mockResolvedValue({ receipts: [] });
+    const res = await register(card.body);
+    scan.mockRestore();
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.releasedReceipts).toBe(0);
+    const record = (await svc.store.receipts.findByMerchantReceipt(
+      id.merchantId,
+      id.receiptId,
+    )) as ReceiptRecord;
+    expect(record.isEscrowed).toBe(true);
+    return { card, id, record, userId: res.body.data.userId as string };
+  }
+
+  it("releases a receipt escrowed during the registration to the verified key, with the card named", async () => {
+    const { card, id, record } = await escrowedDuringRegistration(4);
+    // Without the card in the clear (a merchant-sealed receipt) it is not checked, so not released.
+    await settleEscrowRace(svc.app.domain, record);
+    expect(await sealedTo([id])).toEqual(["escrow"]);
+    await settleEscrowRace(svc.app.domain, record, { recipientHashedPan: card.hashedPan });
+    expect(await sealedTo([id])).toEqual([card.keyId]);
+  });
+
+  it("releases nothing escrowed during the registration to a key row swapped in the store", async () => {
+    const { card, id, record, userId } = await escrowedDuringRegistration(5);
+    const keys = (svc.store.users as unknown as { keys: Map<string, KeyRecord> }).keys;
+    (keys.get(card.keyId) as KeyRecord).publicKey = p256();
+    await settleEscrowRace(svc.app.domain, record, { recipientHashedPan: card.hashedPan });
+    expect(await sealedTo([id])).toEqual(["escrow"]);
+    const refused = await refusedReleases(userId);
+    expect(refused.map((e) => e.keyId)).toEqual([card.keyId]);
   });
 });

@@ -7,6 +7,8 @@ import {
   signSigningKeyRevocation,
   signStatement,
 } from "../../../src/client/key-binding.js";
+import { FakeClock } from "../../../src/clock.js";
+import { parseDirectory } from "../../../src/kt/directory.js";
 import { hashPan, post, startService, type TestService } from "../../support/harness.js";
 import {
   type Bank,
@@ -48,6 +50,20 @@ const signerFor = (bank: Bank, root: IssuerSigner, version: number) =>
 
 async function confirm(bank: Bank, signer: IssuerSigner) {
   return admin("POST", `/admin/v1/issuers/${bank.id}/signing-keys/${signer.signingKeyId}/confirm`);
+}
+
+/**
+ * The operator's confirm of a recovery root, sent again while it is `conflict` because the key log
+ * has not yet published the old root's revocation (a second or so).
+ */
+async function confirmOnceLogged(bank: Bank, signer: IssuerSigner) {
+  let res = await confirm(bank, signer);
+  for (let i = 0; i < 100 && res.status === 409; i++) {
+    svc.app.domain.kt.notify();
+    await new Promise((r) => setTimeout(r, 50));
+    res = await confirm(bank, signer);
+  }
+  return res;
 }
 
 async function keysOf(bank: Bank): Promise<Record<string, { role: string; status: string }>> {
@@ -110,6 +126,20 @@ describe("root rotation", () => {
       [signer.signingKeyId]: { role: "signer", status: "current" },
       [next.signingKeyId]: { role: "root", status: "current" },
     });
+    // The new root keeps the statement that introduced it (answers carry it as rootRotation); the
+    // listing does not show it, and it names no card.
+    const record = await svc.store.ktIssuers.get(bank.id);
+    const introduced = record?.signingKeys.find((k) => k.signingKeyId === next.signingKeyId);
+    expect(introduced?.introduction).toEqual({
+      statement: body.statement,
+      signature: body.signature,
+      signingKeyId: old.signingKeyId,
+    });
+    expect(record?.signingKeys.filter((k) => k.introduction !== undefined)).toHaveLength(1);
+    const listed = await fetch(`${svc.baseUrl}/api/v1/issuers/signing-keys`, {
+      headers: { "x-api-key": bank.key },
+    });
+    expect(await listed.text()).not.toContain("introduction");
     // The sequencer appends the rotation, which the old root signed while it was the root.
     const leaf = await waitForVersion(bank.id, 2);
     expect(leaf).toMatchObject({ type: "receipts.v1/signing-key", signingKeyId: old.signingKeyId });
@@ -249,8 +279,10 @@ describe("root revocation and recovery", () => {
     const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: recovery.spki });
     expect(added.body.data).toMatchObject({ role: "root", status: "pending" });
     expect(await register(bank, recovery)).toMatchObject({ code: "invalid_signature" });
-    const confirmed = await confirm(bank, recovery);
+    const confirmed = await confirmOnceLogged(bank, recovery);
     expect(confirmed.status).toBe(200);
+    const recovered = await svc.store.ktIssuers.get(bank.id);
+    expect(recovered?.signingKeys.some((k) => k.introduction !== undefined)).toBe(false);
     const audit = await svc.store.audit.list(1000, { tenantId: bank.id });
     expect(audit.some((e) => e.subject === `recovery root ${recovery.signingKeyId} confirmed`)).toBe(true);
     expect((await register(bank, recovery)).status).toBe(200);
@@ -293,5 +325,81 @@ describe("root revocation and recovery", () => {
     );
     const path = `/api/v1/issuers/signing-keys/${root.signingKeyId}/revoke`;
     expect(errorCode(await post(svc, path, bank.key, byIntruder))).toBe("invalid_signature");
+  });
+});
+
+describe("a recovery root's confirm waits for the log to publish the revocation", () => {
+  // The service's clock stands still unless moved, so that "the same second" is not left to chance.
+  const clock = new FakeClock(new Date(Math.floor(Date.now() / 1000) * 1000 + 200));
+  let frozen: TestService;
+  beforeAll(async () => {
+    frozen = await startService({ clock, env: { ADMIN_TOKEN: TOKEN, KT_SEQUENCER_POLL_MS: "20" } });
+  });
+  afterAll(async () => {
+    await frozen?.close();
+  });
+
+  const at = (path: string) =>
+    fetch(`${frozen.baseUrl}${path}`, { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } });
+
+  /** The bank's signing keys in the log's latest snapshot, once it lists `id` with `status`. */
+  async function snapshotListing(bank: string, id: string, status: string) {
+    for (let i = 0; i < 400; i++) {
+      const head = await frozen.store.ktLog.head();
+      const latest = await frozen.store.ktLog.directoryBefore(head.size);
+      const parsed = latest === undefined ? undefined : parseDirectory(latest.json);
+      const keys = parsed?.ok ? parsed.value.issuers.find((x) => x.issuer === bank)?.signingKeys : undefined;
+      if (keys?.some((k) => k.signingKeyId === id && k.status === status)) return keys;
+      frozen.app.domain.kt.notify();
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error(`no snapshot lists ${id} ${status}`);
+  }
+
+  it("is conflict until a snapshot of an earlier second lists the old root revoked; then the recovery root is listed current later", async () => {
+    const bank = "frozen-bank";
+    const key = await frozen.newKey({ role: "issuer", tier: "standard", tenantId: bank });
+    const root = await generateIssuerSigner("Ed25519");
+    expect((await post(frozen, "/api/v1/issuers/signing-keys", key, { publicKey: root.spki })).status).toBe(
+      200,
+    );
+    expect((await at(`/admin/v1/issuers/${bank}/signing-keys/${root.signingKeyId}/confirm`)).status).toBe(
+      200,
+    );
+    const revocation = await signSigningKeyRevocation(
+      { issuer: bank, signingKeyId: root.signingKeyId, version: 1, revokedAt: clock.now() },
+      root,
+    );
+    const revoked = await post(
+      frozen,
+      `/api/v1/issuers/signing-keys/${root.signingKeyId}/revoke`,
+      key,
+      revocation,
+    );
+    expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
+    const recovery = await generateIssuerSigner("Ed25519");
+    expect(
+      (await post(frozen, "/api/v1/issuers/signing-keys", key, { publicKey: recovery.spki })).status,
+    ).toBe(200);
+    const confirmPath = `/admin/v1/issuers/${bank}/signing-keys/${recovery.signingKeyId}/confirm`;
+    // Logged or not yet, the snapshot listing the revocation is of this very second: conflict.
+    const early = await at(confirmPath);
+    expect(early.status).toBe(409);
+    expect(((await early.json()) as { error: { message: string } }).error.message).toMatch(/revocation/);
+    const before = await snapshotListing(bank, root.signingKeyId, "revoked");
+    expect((await at(confirmPath)).status).toBe(409);
+    expect(
+      (await frozen.store.ktIssuers.get(bank))?.signingKeys.find(
+        (k) => k.signingKeyId === recovery.signingKeyId,
+      )?.status,
+    ).toBe("pending");
+    clock.advance(1000);
+    expect((await at(confirmPath)).status).toBe(200);
+    const after = await snapshotListing(bank, recovery.signingKeyId, "current");
+    const revokedFrom = before.find((k) => k.signingKeyId === root.signingKeyId)?.effectiveFrom as string;
+    expect(after.find((k) => k.signingKeyId === root.signingKeyId)?.effectiveFrom).toBe(revokedFrom);
+    expect(
+      (after.find((k) => k.signingKeyId === recovery.signingKeyId)?.effectiveFrom as string) > revokedFrom,
+    ).toBe(true);
   });
 });
