@@ -15,32 +15,11 @@
  * code 0 when every attack failed, 1 when one succeeded, 2 on a setup error. fetch and WebCrypto only.
  */
 
-const baseUrl = process.argv[2] ?? process.env.RECEIPTS_URL ?? "http://127.0.0.1:8080";
-const adminToken = process.env.ADMIN_TOKEN ?? "";
-const run = crypto.randomUUID().slice(0, 8);
-const admin = { authorization: `Bearer ${adminToken}` };
+import { attackScene } from "./kt-scene.mjs";
 
-async function call(method, path, headers, body) {
-  const res = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  let parsed;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = { raw: text };
-  }
-  return { status: res.status, body: parsed };
-}
-
-async function apiKey(tenant, role) {
-  const res = await call("POST", "/admin/v1/api-keys", admin, { tenant, role });
-  if (res.status !== 200) throw new Error(`setup: api key for ${tenant}: ${res.status}`);
-  return { "x-api-key": res.body.data.apiKey };
-}
+const s = await attackScene({ client: false });
+const { run, call, apiKeyHeaders: apiKey } = s;
+const admin = { authorization: `Bearer ${s.adminToken}` };
 
 /** RFC 8785 for these flat statements: members sorted, no spaces. */
 function canonical(object) {
@@ -134,18 +113,10 @@ async function main() {
   const still = owner.body.data?.bins?.includes(bin) === true;
   console.log(`${still ? "held " : "BROKE"} the bank still owns its BIN after the announced move`);
   if (!still) failures += 1;
-  const receipt = {
-    receiptId: `r-${run}`,
-    merchantId: `shop-${run}`,
-    merchantName: "Attack Cafe",
-    transactionId: `t-${run}`,
-    transactionDate: "2026-11-21T09:30:00Z",
-    currency: "EUR",
-    recipientHashedPan: Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex"),
-    cardBin: bin,
-    items: [{ lineItemId: "1", name: "Coffee", quantity: 1, unitPrice: 300, totalPrice: 300 }],
-    totalAmount: 300,
-  };
+  const receipt = s.receipt(
+    { recipientHashedPan: s.hashedPan(), cardBin: bin },
+    { receiptId: `r-${run}`, transactionId: `t-${run}` },
+  );
   const stored = await call("POST", "/api/v1/receipts/encrypt", shop, receipt);
   // Escrow counts by owner tenant (the bank has no escrow key of its own: the operator's view).
   const counts = await call("GET", "/admin/v1/escrow", admin);

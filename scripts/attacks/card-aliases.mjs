@@ -14,40 +14,11 @@
  * failed, 1 when one succeeded, 2 on a setup error. fetch only.
  */
 
-const baseUrl = process.argv[2] ?? process.env.RECEIPTS_URL ?? "http://127.0.0.1:8080";
-const adminToken = process.env.ADMIN_TOKEN ?? "";
-const run = crypto.randomUUID().slice(0, 8);
-const hex64 = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex");
-const newPar = () =>
-  Array.from(
-    crypto.getRandomValues(new Uint8Array(29)),
-    (b) => "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[b % 36],
-  ).join("");
+import { attackScene } from "./kt-scene.mjs";
 
-async function call(method, path, headers, body) {
-  const res = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  let parsed;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = { raw: text };
-  }
-  return { status: res.status, body: parsed };
-}
-
-const admin = { authorization: `Bearer ${adminToken}` };
-
-async function apiKey(tenant, role) {
-  const res = await call("POST", "/admin/v1/api-keys", admin, { tenant, role });
-  if (res.status !== 200)
-    throw new Error(`setup: api key for ${tenant}: ${res.status} ${JSON.stringify(res.body)}`);
-  return { "x-api-key": res.body.data.apiKey };
-}
+const s = await attackScene({ client: false });
+const { run, call, hashedPan: hex64, par: newPar, apiKeyHeaders: apiKey } = s;
+const admin = { authorization: `Bearer ${s.adminToken}` };
 
 async function register(issuer, card) {
   const keys = await call("POST", "/api/v1/onboarding/generate-keys", issuer, {});
@@ -57,20 +28,7 @@ async function register(issuer, card) {
   return { ...reg, keyId };
 }
 
-function tap(card, extra = {}) {
-  return {
-    receiptId: `r-${crypto.randomUUID().slice(0, 12)}`,
-    merchantId: `shop-${run}`,
-    merchantName: "Attack Cafe",
-    transactionId: `t-${crypto.randomUUID().slice(0, 12)}`,
-    transactionDate: "2026-11-21T09:30:00Z",
-    currency: "EUR",
-    items: [{ lineItemId: "1", name: "Coffee", quantity: 1, unitPrice: 300, totalPrice: 300 }],
-    totalAmount: 300,
-    ...card,
-    ...extra,
-  };
-}
+const tap = s.receipt;
 
 async function main() {
   const victim = await apiKey(`victim-bank-${run}`, "issuer");

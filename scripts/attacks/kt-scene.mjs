@@ -1,9 +1,10 @@
 /**
  * What the key-directory attack scripts share (card-bindings, kt-erasure, kt-escrow-bindings,
- * kt-escrow-release, kt-root-takeover): the service to reach (`<baseUrl>`, the first argument, and
- * the operator token in ADMIN_TOKEN), HTTP calls, the held/FAILED tally and the scene the operator
- * token sets (issuer tenants with a BIN, requireBindings and a confirmed root; a merchant; device
- * keys; cards). Needs the built client library (`npm run build`).
+ * kt-escrow-release, kt-root-takeover; and, without the client library, bin-claims, card-aliases and
+ * plaintext-intake): the service to reach (`<baseUrl>`, the first argument, and the operator token in
+ * ADMIN_TOKEN), HTTP calls, the held/FAILED tally and the scene the operator token sets (issuer
+ * tenants with a BIN, requireBindings and a confirmed root; a merchant; API keys; device keys; cards;
+ * a receipt). Needs the built client library (`npm run build`) unless called with `client: false`.
  *
  *   const s = await attackScene("kt-escrow-release");
  *   const bank = await s.issuer("victim", { bin: s.randomBin("6"), requireBindings: true });
@@ -13,11 +14,14 @@
 
 const root = new URL("../../", import.meta.url);
 
-/** The scene of one attack script, against the service at `process.argv[2]`. */
-export async function attackScene() {
-  const baseUrl = process.argv[2] ?? "http://127.0.0.1:8080";
+/**
+ * The scene of one attack script, against the service at `process.argv[2]` (or RECEIPTS_URL). With
+ * `client: false` it loads no client library (`client` is undefined; a script that needs only fetch).
+ */
+export async function attackScene({ client: withClient = true } = {}) {
+  const baseUrl = process.argv[2] ?? process.env.RECEIPTS_URL ?? "http://127.0.0.1:8080";
   const adminToken = process.env.ADMIN_TOKEN ?? "";
-  const client = await import(new URL("dist/src/client/index.js", root).href);
+  const client = withClient ? await import(new URL("dist/src/client/index.js", root).href) : undefined;
   const run = crypto.randomUUID().slice(0, 8);
   const failures = [];
   let checks = 0;
@@ -96,6 +100,12 @@ export async function attackScene() {
     return withRoot ? confirmRoot(bank) : bank;
   }
 
+  /** A new API key of `tenant` with `role` (default tier), as the `x-api-key` header. */
+  async function apiKeyHeaders(tenant, role) {
+    const data = must(await admin("POST", "/admin/v1/api-keys", { tenant, role }), `api key for ${tenant}`);
+    return { "x-api-key": data.apiKey };
+  }
+
   /** A merchant tenant's API key. */
   async function merchant(name) {
     return must(
@@ -116,6 +126,25 @@ export async function attackScene() {
   }
   const p256 = async () => (await deviceKey()).publicKey;
   const hashedPan = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex");
+  /** A random 29-character PAR. */
+  const par = () =>
+    Array.from(
+      crypto.getRandomValues(new Uint8Array(29)),
+      (b) => "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[b % 36],
+    ).join("");
+  /** A one-coffee receipt of the shop `shop-<run>` for `card` (its reference members), with `extra`. */
+  const receipt = (card, extra = {}) => ({
+    receiptId: `r-${crypto.randomUUID().slice(0, 12)}`,
+    merchantId: `shop-${run}`,
+    merchantName: "Attack Cafe",
+    transactionId: `t-${crypto.randomUUID().slice(0, 12)}`,
+    transactionDate: "2026-11-21T09:30:00Z",
+    currency: "EUR",
+    items: [{ lineItemId: "1", name: "Coffee", quantity: 1, unitPrice: 300, totalPrice: 300 }],
+    totalAmount: 300,
+    ...card,
+    ...extra,
+  });
 
   return {
     baseUrl,
@@ -132,8 +161,11 @@ export async function attackScene() {
     issuer,
     confirmRoot,
     merchant,
+    apiKeyHeaders,
     deviceKey,
     p256,
     hashedPan,
+    par,
+    receipt,
   };
 }

@@ -28,8 +28,15 @@ export type OperatorCall = (
   body?: unknown,
 ) => Promise<{ status: number; body: AdminBody }>;
 
+/** An operator answer's body, for assertions that index freely into its data. */
+// biome-ignore lint/suspicious/noExplicitAny: test assertions index freely into response data
+export type LooseAdminBody = { data?: any; error?: any };
+
 /** Operator calls to the service at `baseUrl` with its ADMIN_TOKEN `token`. */
-export function operatorCalls(baseUrl: string, token: string): OperatorCall {
+export function operatorCalls<Body = AdminBody>(
+  baseUrl: string,
+  token: string,
+): (method: string, path: string, body?: unknown) => Promise<{ status: number; body: Body }> {
   return async (method, path, body) => {
     const res = await fetch(`${baseUrl}${path}`, {
       method,
@@ -37,8 +44,39 @@ export function operatorCalls(baseUrl: string, token: string): OperatorCall {
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     const text = await res.text();
-    return { status: res.status, body: (text === "" ? {} : JSON.parse(text)) as AdminBody };
+    return { status: res.status, body: (text === "" ? {} : JSON.parse(text)) as Body };
   };
+}
+
+/** Operator calls that must each answer 200 (set-up steps). */
+export function operatorSteps(
+  baseUrl: string,
+  token: string,
+): (method: string, path: string, body?: unknown) => Promise<void> {
+  const call = operatorCalls(baseUrl, token);
+  return async (method, path, body) => {
+    const res = await call(method, path, body);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+  };
+}
+
+/** Makes `bins` the tenant's BINs in the store, with the directory change the log snapshots. */
+export async function ownBins(svc: TestService, tenant: string, bins: string[]): Promise<void> {
+  const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", tenant);
+  expect((await svc.store.bins.set(tenant, bins, new Date(), [change])).kind).toBe("set");
+}
+
+/** Waits until nothing is pending and the newest checkpoint covers the whole (non-empty) log. */
+export async function untilSequenced(svc: TestService): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    const pending = await svc.store.ktLog.pending(1);
+    const head = await svc.store.ktLog.head();
+    const latest = await svc.store.ktLog.latestCheckpoint();
+    if (pending.length === 0 && head.size > 0 && latest?.size === head.size) return;
+    svc.app.domain.kt.notify();
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error("the log did not catch up");
 }
 
 /** An issuer tenant and its API key. */
@@ -62,7 +100,7 @@ export async function newIssuer(svc: TestService, prefix: string): Promise<Bank>
  */
 export async function registeredRoot(
   svc: TestService,
-  admin: OperatorCall,
+  admin: OperatorCall | ((method: string, path: string) => Promise<void>),
   bank: Bank,
   confirm = true,
 ): Promise<IssuerSigner> {
@@ -73,7 +111,7 @@ export async function registeredRoot(
   if (confirm) {
     const path = `/admin/v1/issuers/${bank.id}/signing-keys/${root.signingKeyId}/confirm`;
     const confirmed = await admin("POST", path);
-    expect(confirmed.status, JSON.stringify(confirmed.body)).toBe(200);
+    if (confirmed !== undefined) expect(confirmed.status, JSON.stringify(confirmed.body)).toBe(200);
   }
   return root;
 }

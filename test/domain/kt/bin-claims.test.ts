@@ -8,6 +8,7 @@ import {
 import { FakeClock } from "../../../src/clock.js";
 import { formatTime } from "../../../src/kt/statements.js";
 import { hashPan, post, receiptBody, startService, type TestService } from "../../support/harness.js";
+import { type LooseAdminBody, operatorCalls } from "../../support/kt-issuers.js";
 
 /**
  * BIN claims from the attacker's side (the operator acting alone): before a tenant has a confirmed
@@ -27,15 +28,8 @@ afterAll(async () => {
   await svc?.close();
 });
 
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  // biome-ignore lint/suspicious/noExplicitAny: test assertions index freely into response data
-  return { status: res.status, body: (await res.json()) as { data?: any; error?: any } };
-}
+const admin = (method: string, path: string, body?: unknown) =>
+  operatorCalls<LooseAdminBody>(svc.baseUrl, TOKEN)(method, path, body);
 
 /** A fresh issuer tenant with an API key, and (unless `confirm` is false) a confirmed root. */
 async function bankWithRoot(confirm = true): Promise<{ id: string; key: string; root: IssuerSigner }> {

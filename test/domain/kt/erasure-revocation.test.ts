@@ -4,7 +4,6 @@ import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OnboardingService } from "../../../gen/receipts/v1/onboarding_pb.js";
 import {
-  generateIssuerSigner,
   type IssuerSigner,
   keyBindingStatement,
   keyRevocationStatement,
@@ -17,6 +16,7 @@ import type { KtBinding } from "../../../src/kt/wire.js";
 import type { KtLeafRecord } from "../../../src/store/kt-types.js";
 import { storeDouble } from "../../hardening/store-double.js";
 import { hashPan, post, startService, type TestService } from "../../support/harness.js";
+import { operatorSteps, ownBins, registeredRoot, untilSequenced } from "../../support/kt-issuers.js";
 
 /**
  * An erasure writes a revocation (issue 32): DeleteUser takes the issuer's signed
@@ -34,14 +34,8 @@ const PEPPER = "kt-erasure-revocation-pepper-0123456789abcdef";
 const double = storeDouble();
 let svc: TestService;
 
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  expect(res.status, await res.clone().text()).toBe(200);
-}
+const admin = (method: string, path: string, body?: unknown) =>
+  operatorSteps(svc.baseUrl, TOKEN)(method, path, body);
 
 interface Bank {
   id: string;
@@ -52,13 +46,9 @@ interface Bank {
 
 async function bank(id: string, bin: string, strict: boolean): Promise<Bank> {
   const key = await svc.newKey({ role: "issuer", tier: "standard", tenantId: id });
-  const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", id);
-  expect((await svc.store.bins.set(id, [bin], new Date(), [change])).kind).toBe("set");
+  await ownBins(svc, id, [bin]);
   if (strict) await admin("PUT", `/admin/v1/issuers/${id}/require-bindings`, { requireBindings: true });
-  const root = await generateIssuerSigner("Ed25519");
-  const added = await post(svc, "/api/v1/issuers/signing-keys", key, { publicKey: root.spki });
-  expect(added.status, JSON.stringify(added.body)).toBe(200);
-  await admin("POST", `/admin/v1/issuers/${id}/signing-keys/${root.signingKeyId}/confirm`);
+  const root = await registeredRoot(svc, admin, { id, key });
   return { id, key, bin, root };
 }
 
@@ -164,18 +154,7 @@ async function revokedAndErased(card: Card): Promise<KtLeafRecord> {
   return leaf as KtLeafRecord;
 }
 
-/** Waits until the newest checkpoint covers the whole log. */
-async function sequenced(): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const pending = await svc.store.ktLog.pending(1);
-    const head = await svc.store.ktLog.head();
-    const latest = await svc.store.ktLog.latestCheckpoint();
-    if (pending.length === 0 && head.size > 0 && latest?.size === head.size) return;
-    svc.app.domain.kt.notify();
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error("the log did not catch up");
-}
+const sequenced = () => untilSequenced(svc);
 
 let strict: Bank;
 let lax: Bank;

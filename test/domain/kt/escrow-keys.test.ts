@@ -15,6 +15,7 @@ import {
 import { base64, fromBase64Strict, utf8 } from "../../../src/kt/bytes.js";
 import { formatTime } from "../../../src/kt/statements.js";
 import { hashPan, post, startService, type TestService } from "../../support/harness.js";
+import { operatorCalls } from "../../support/kt-issuers.js";
 
 /**
  * Issuer escrow keys signed by the issuer (`POST /api/v1/issuers/escrow-keys` with `binding`, a
@@ -39,14 +40,8 @@ afterAll(async () => {
   await svc?.close();
 });
 
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: (await res.json()) as { data?: never; error?: { code: string } } };
-}
+const admin = (method: string, path: string, body?: unknown) =>
+  operatorCalls(svc.baseUrl, TOKEN)(method, path, body);
 
 interface Bank {
   id: string;

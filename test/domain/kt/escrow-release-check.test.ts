@@ -3,7 +3,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rewrapKeyBundle } from "../../../src/client/index.js";
 import {
   escrowKeyStatement,
-  generateIssuerSigner,
   type IssuerSigner,
   keyBindingStatement,
   signStatement,
@@ -11,6 +10,7 @@ import {
 import { encryptedReceiptOf } from "../../../src/rpc/convert.js";
 import type { KeyRecord } from "../../../src/store/types.js";
 import { hashPan, post, receiptBody, startService, type TestService } from "../../support/harness.js";
+import { operatorSteps, ownBins, registeredRoot, untilSequenced } from "../../support/kt-issuers.js";
 
 /**
  * Server-side sealing's check on an issuer's escrow release (issue 32): for a tenant
@@ -30,42 +30,22 @@ let root: IssuerSigner;
 const escrowPair = generateKeyPairSync("ec", { namedCurve: "P-256" });
 const escrowPrivate = escrowPair.privateKey.export({ type: "pkcs8", format: "der" }).toString("base64");
 
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  expect(res.status, await res.clone().text()).toBe(200);
-}
+const admin = (method: string, path: string, body?: unknown) =>
+  operatorSteps(svc.baseUrl, TOKEN)(method, path, body);
 
 function p256(): string {
   const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
   return publicKey.export({ type: "spki", format: "der" }).toString("base64");
 }
 
-async function sequenced(): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const pending = await svc.store.ktLog.pending(1);
-    const head = await svc.store.ktLog.head();
-    const latest = await svc.store.ktLog.latestCheckpoint();
-    if (pending.length === 0 && head.size > 0 && latest?.size === head.size) return;
-    svc.app.domain.kt.notify();
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error("the log did not catch up");
-}
+const sequenced = () => untilSequenced(svc);
 
 beforeAll(async () => {
   svc = await startService({ env: { ADMIN_TOKEN: TOKEN, KT_SEQUENCER_POLL_MS: "20" } });
   bankKey = await svc.newKey({ role: "issuer", tier: "standard", tenantId: TENANT });
-  const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", TENANT);
-  expect((await svc.store.bins.set(TENANT, [BIN], new Date(), [change])).kind).toBe("set");
+  await ownBins(svc, TENANT, [BIN]);
   await admin("PUT", `/admin/v1/issuers/${TENANT}/require-bindings`, { requireBindings: true });
-  root = await generateIssuerSigner("Ed25519");
-  const added = await post(svc, "/api/v1/issuers/signing-keys", bankKey, { publicKey: root.spki });
-  expect(added.status, JSON.stringify(added.body)).toBe(200);
-  await admin("POST", `/admin/v1/issuers/${TENANT}/signing-keys/${root.signingKeyId}/confirm`);
+  root = await registeredRoot(svc, admin, { id: TENANT, key: bankKey });
   const publicKey = escrowPair.publicKey.export({ type: "spki", format: "der" }).toString("base64");
   const binding = await signStatement(
     escrowKeyStatement({ issuer: TENANT, keyId: "iek_release-check-1", publicKey, version: 1 }),

@@ -8,6 +8,7 @@ import { generateIssuerSigner, signStatement, statementOf } from "../../../src/c
 import { sealReceipt } from "../../../src/client/webcrypto.js";
 import { formatTime } from "../../../src/kt/statements.js";
 import { hashPan, post, startService, type TestService } from "../../support/harness.js";
+import { type LooseAdminBody, operatorCalls } from "../../support/kt-issuers.js";
 
 /**
  * An issuer's `plaintextIntake: "refuse"` from the merchant's side, over REST, Connect and gRPC: once
@@ -29,15 +30,8 @@ afterAll(async () => {
   await svc?.close();
 });
 
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  // biome-ignore lint/suspicious/noExplicitAny: test assertions index freely into response data
-  return { status: res.status, body: (await res.json()) as { data?: any; error?: any } };
-}
+const admin = (method: string, path: string, body?: unknown) =>
+  operatorCalls<LooseAdminBody>(svc.baseUrl, TOKEN)(method, path, body);
 
 /** A fresh issuer tenant owning `bin`, its API key, and a fresh merchant tenant with its merchantId. */
 async function world(bin: string) {

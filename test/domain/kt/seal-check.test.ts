@@ -7,7 +7,6 @@ import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
 import { ReceiptsService } from "../../../gen/receipts/v1/receipts_pb.js";
 import {
   escrowKeyStatement,
-  generateIssuerSigner,
   type IssuerSigner,
   keyBindingStatement,
   signStatement,
@@ -15,6 +14,7 @@ import {
 import { panHashOf } from "../../../src/domain/pan.js";
 import type { KeyRecord } from "../../../src/store/types.js";
 import { hashPan, post, receiptBody, startService, type TestService } from "../../support/harness.js";
+import { operatorSteps, ownBins, registeredRoot, untilSequenced } from "../../support/kt-issuers.js";
 
 /**
  * Server-side sealing for a tenant with `requireBindings` (issue 32): encrypt and create seal only to
@@ -34,14 +34,8 @@ afterAll(async () => {
   await svc?.close();
 });
 
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  expect(res.status, await res.clone().text()).toBe(200);
-}
+const admin = (method: string, path: string, body?: unknown) =>
+  operatorSteps(svc.baseUrl, TOKEN)(method, path, body);
 
 function p256(): { spki: string } {
   const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
@@ -56,18 +50,7 @@ function keyRow(keyId: string): KeyRecord {
   return row;
 }
 
-/** Waits until the newest checkpoint covers the whole log (so the leaf and its snapshot are under it). */
-async function sequenced(): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const pending = await svc.store.ktLog.pending(1);
-    const head = await svc.store.ktLog.head();
-    const latest = await svc.store.ktLog.latestCheckpoint();
-    if (pending.length === 0 && head.size > 0 && latest?.size === head.size) return;
-    svc.app.domain.kt.notify();
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error("the log did not catch up");
-}
+const sequenced = () => untilSequenced(svc);
 
 interface Issuer {
   id: string;
@@ -79,14 +62,10 @@ interface Issuer {
 /** An issuer tenant owning `bin`; with `strict`, requireBindings and a confirmed root. */
 async function issuer(id: string, bin: string, strict: boolean): Promise<Issuer> {
   const bank: Issuer = { id, bin, key: await svc.newKey({ role: "issuer", tier: "standard", tenantId: id }) };
-  const change = svc.app.domain.kt.pendingDirectoryChange("bins.set", id);
-  expect((await svc.store.bins.set(id, [bin], new Date(), [change])).kind).toBe("set");
+  await ownBins(svc, id, [bin]);
   if (!strict) return bank;
   await admin("PUT", `/admin/v1/issuers/${id}/require-bindings`, { requireBindings: true });
-  const root = await generateIssuerSigner("Ed25519");
-  const added = await post(svc, "/api/v1/issuers/signing-keys", bank.key, { publicKey: root.spki });
-  expect(added.status, JSON.stringify(added.body)).toBe(200);
-  await admin("POST", `/admin/v1/issuers/${id}/signing-keys/${root.signingKeyId}/confirm`);
+  const root = await registeredRoot(svc, admin, { id, key: bank.key });
   bank.root = root;
   return bank;
 }

@@ -8,6 +8,7 @@ import {
 import { FakeClock } from "../../../src/clock.js";
 import { formatTime } from "../../../src/kt/statements.js";
 import { hashPan, post, receiptBody, startService, type TestService } from "../../support/harness.js";
+import { type LooseAdminBody, operatorCalls } from "../../support/kt-issuers.js";
 
 /**
  * Token-BIN claims (a wallet token's first 8 digits, how a tap is routed) follow the rule of BIN
@@ -30,15 +31,8 @@ afterAll(async () => {
   await svc?.close();
 });
 
-async function admin(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  // biome-ignore lint/suspicious/noExplicitAny: test assertions index freely into response data
-  return { status: res.status, body: (await res.json()) as { data?: any; error?: any } };
-}
+const admin = (method: string, path: string, body?: unknown) =>
+  operatorCalls<LooseAdminBody>(svc.baseUrl, TOKEN)(method, path, body);
 
 interface Bank {
   id: string;
