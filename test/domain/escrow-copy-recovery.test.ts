@@ -154,6 +154,21 @@ describe("escrow copies: a release with random bytes is recovered by the bank", 
     );
   });
 
+  it("pages the released list: a page token gives the rest, the last page has none", async () => {
+    expect(await release(held.map(randomBundle))).toEqual({ released: 2, failed: [] });
+    const page = (pageToken: string) =>
+      listPendingEscrow(f.deps, bankA, { hashedPan: hashPan(PAN), pageSize: 1, pageToken, released: true });
+    const first = await page("");
+    expect(first.receipts).toHaveLength(1);
+    expect(first.nextCursor).toEqual(expect.any(String));
+    const last = await page(first.nextCursor ?? "");
+    expect(last.receipts).toHaveLength(1);
+    expect(last).not.toHaveProperty("nextCursor");
+    expect([...first.receipts, ...last.receipts].map((r) => r.receiptId).sort()).toEqual(
+      held.map((r) => r.receiptId).sort(),
+    );
+  });
+
   it("keeps every refusal of a first release for a release again, and changes nothing refused", async () => {
     await release(held.map(randomBundle));
     const [first] = held as [ReceiptRecord];
