@@ -487,7 +487,9 @@ async function allLoads(
     ...loadsOf(svc, base, seed, items, side),
     ...zkLoadsOf(svc, base, seed, items, side),
     ...grpc,
-    ...(first && wanted("kt/v1") ? await ktLoadsOf(svc, base, side, setUpFloor) : []),
+    ...(first && (wanted("REST kt/v1/checkpoint") || wanted("REST kt/v1/directory"))
+      ? await ktLoadsOf(svc, base, side, setUpFloor)
+      : []),
   ];
   return loads.filter((l) => (first || !l.load.includes("keys/lookup")) && wanted(l.load));
 }

@@ -49,6 +49,8 @@ const SECRETS: Record<string, string> = {
   pars: "pars-secret-36",
   statements: "statements-secret-37",
   openings: "openings-secret-38",
+  recipientPar: "Q1RECIPIENTPARSECRET000000039",
+  panHash: "keyed-card-reference-secret-40",
 };
 
 /** Spellings of the same names a caller might use. */

@@ -32,6 +32,7 @@ import {
   receiptMessage,
   rejection,
 } from "../support/domain.js";
+import { ESCROW_FIXTURE } from "../support/fixture-keys.js";
 import { hashPan } from "../support/harness.js";
 
 const bankA = principal("issuer", "bank-a");
@@ -382,6 +383,12 @@ describe("issuer escrow: listing and releasing only the caller's own escrow", ()
     const r = await held(pan, "51000000");
     expect(r).toMatchObject({ isEscrowed: true, escrowOwnerTenantId: "bank-b" });
     expect((await pending(bankB, { hashedPan: hashPan(pan) })).receipts).toEqual([]);
+    // A page token it never got is refused as for a tenant with keys, not answered with an empty page.
+    const forged = await rejection(pending(bankB, { hashedPan: hashPan(pan), pageToken: "x".repeat(512) }));
+    expect([forged.code, forged.violations]).toEqual([
+      "invalid_request",
+      [{ field: "pageToken", description: "is not a page token returned by this service" }],
+    ]);
     // Once it has a key, still only what was sealed to it.
     await registerEscrowKey(f.deps, bankB, { publicKey: p256().publicKey });
     const later = await held(pan, "51000000");
@@ -564,6 +571,42 @@ describe("issuer escrow: listing and releasing only the caller's own escrow", ()
     );
     expect(foreign.code).toBe("not_found");
     expect(foreign.message).toBe("User not found.");
+  });
+
+  it("never lets an issuer swap the bundle of its escrow sealed to the service key, left over by a failed registration release", async () => {
+    // Bank B owns 510000 and has no escrow key yet: the receipt waits for it under the service key.
+    const pan = "5100000000000135";
+    const record = await held(pan, "51000000");
+    expect(record).toMatchObject({ isEscrowed: true, escrowOwnerTenantId: "bank-b" });
+    expect(record.escrowKeyId).toBe(f.deps.escrowKeys[0]?.keyId);
+    // The registration's own release meets a store failure: the user exists, the receipt stays escrowed.
+    vi.spyOn(f.store.receipts, "findEscrowed").mockRejectedValueOnce(new Error("store unavailable"));
+    const user = await registered(bankB, pan);
+    expect(await stillEscrowed(record)).toBe(true);
+    await registerEscrowKey(f.deps, bankB, { publicKey: p256().publicKey });
+    // Bank B (or a thief with its API key) sends a bundle of the right shape for the user's key.
+    const m = encryptedReceiptOf(record);
+    const bundle = await rewrapKeyBundle({ ...m, keyBundle: m.keyBundle }, ESCROW_FIXTURE.privateKey, user);
+    const item: EscrowReleaseInput = {
+      merchantId: record.merchantId,
+      receiptId: record.receiptId,
+      keyBundle: create(KeyBundleSchema, {
+        keyId: bundle.keyId,
+        algorithm: bundle.algorithm,
+        encryptedAesKey: Buffer.from(bundle.encryptedAesKey, "base64"),
+      }),
+    };
+    const result = await releaseByIssuer(f.deps, bankB, { userId: user.userId, receipts: [item] }, CALLER);
+    expect(result).toEqual({
+      released: 0,
+      failed: [{ merchantId: record.merchantId, receiptId: record.receiptId, reason: "not_escrowed" }],
+    });
+    const after = await f.store.receipts.findByMerchantReceipt(record.merchantId, record.receiptId);
+    expect(after).toMatchObject({
+      isEscrowed: true,
+      escrowKeyId: record.escrowKeyId,
+      keyBundle: record.keyBundle,
+    });
   });
 
   it("answers not_escrowed for escrow held for it under a key that is not one of its own", async () => {
