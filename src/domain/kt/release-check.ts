@@ -42,7 +42,11 @@ export async function verifiedReleaseTarget(
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
     if (err.code === "integrity_failure") {
-      deps.logger.error({ userId, keyId: key.keyId, err }, "escrow release refused: the key does not verify");
+      // A refusal the service made on purpose (audited below), not a fault of its own: warn, without a stack.
+      deps.logger.warn(
+        { userId, keyId: key.keyId, check: err.metadata?.check, reason: err.message },
+        "escrow release refused: the key does not verify",
+      );
       await deps.store.audit.append({
         at: deps.clock.now(),
         action: "escrow.release_refused",

@@ -178,9 +178,19 @@ describe("the service's escrow release at registration, for a tenant with requir
     const { card, id, record, userId } = await escrowedDuringRegistration(5);
     const keys = (svc.store.users as unknown as { keys: Map<string, KeyRecord> }).keys;
     (keys.get(card.keyId) as KeyRecord).publicKey = p256();
+    const warn = vi.spyOn(svc.app.domain.logger, "warn");
+    const error = vi.spyOn(svc.app.domain.logger, "error");
     await settleEscrowRace(svc.app.domain, record, { recipientHashedPan: card.hashedPan });
     expect(await sealedTo([id])).toEqual(["escrow"]);
     const refused = await refusedReleases(userId);
     expect(refused.map((e) => e.keyId)).toEqual([card.keyId]);
+    // A refusal made on purpose is a warning naming the failed check, not an error line with a stack.
+    expect(warn).toHaveBeenCalledWith(
+      expect.objectContaining({ keyId: card.keyId, check: expect.any(String) }),
+      "escrow release refused: the key does not verify",
+    );
+    expect(error).not.toHaveBeenCalled();
+    warn.mockRestore();
+    error.mockRestore();
   });
 });
