@@ -3,6 +3,8 @@ import { create } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { KeyBundleSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { openReceipt, rewrapKeyBundle } from "../../src/client/index.js";
+import { createApiKey } from "../../src/domain/api-keys.js";
+import { transferCard } from "../../src/domain/card-transfer.js";
 import {
   type EscrowReleaseInput,
   listPendingEscrow,
@@ -192,6 +194,34 @@ describe("escrow copies: a release with random bytes is recovered by the bank", 
     expect(await release([await rewrapped(first, other)], bankA, otherUser.userId)).toMatchObject({
       failed: [{ reason: "not_found" }],
     });
+    expect(
+      (await f.store.receipts.findByMerchantReceipt(first.merchantId, first.receiptId))?.keyBundle,
+    ).toEqual(before);
+  });
+
+  it("releases again only to the user it was released to, not to the card's next user of the same bank", async () => {
+    expect(await release(held.map(randomBundle))).toEqual({ released: 2, failed: [] });
+    // The operator moves the card to bank B and back: bank A's card now has a new user, with a new key.
+    const now = f.clock.now();
+    for (const tenantId of ["bank-a", "bank-b"])
+      await createApiKey(f.store, "dev", { role: "issuer", tier: "standard", tenantId }, now);
+    const ctx = { store: f.store, env: "dev" as const, now, requestId: "op", sourceIp: "" };
+    const away = await transferCard(ctx, { userId, toTenant: "bank-b" });
+    await transferCard(ctx, { userId: away.userId, toTenant: "bank-a" });
+    const keys = await generateKeys(f.deps, bankA, { algorithm: P256 });
+    const next = await register(f.deps, bankA, { hashedPan: hashPan(PAN), ...keys });
+    expect(next.userId).not.toBe(userId);
+    // The receipts were released to the first user: for the next one they are not escrowed, whatever
+    // key the bundles name.
+    const [first] = held;
+    if (first === undefined) throw new Error("no receipt");
+    const before = (await f.store.receipts.findByMerchantReceipt(first.merchantId, first.receiptId))
+      ?.keyBundle;
+    for (const to of [device, keys])
+      expect(await release([await rewrapped(first, to)], bankA, next.userId)).toMatchObject({
+        released: 0,
+        failed: [{ reason: "not_escrowed" }],
+      });
     expect(
       (await f.store.receipts.findByMerchantReceipt(first.merchantId, first.receiptId))?.keyBundle,
     ).toEqual(before);
