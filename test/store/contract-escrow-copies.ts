@@ -106,6 +106,135 @@ export function escrowCopiesContract(store: () => Store): void {
       expect(stillEscrowed.isEscrowed).toBe(true);
     });
 
+    it("pages the copies with a token, none skipped or repeated, the last page without one", async () => {
+      const panHash = hex64();
+      // Two share a createdAt, so the token must order them by id as well.
+      const records = [];
+      for (const s of [1, 2, 2, 3, 4]) records.push(await escrowed(panHash, at(s)));
+      // Another card's copy and another owner's copy of this card, released as these are.
+      const otherCard = await escrowed(hex64(), at(2));
+      const otherOwner = escrowedReceipt(panHash, at(1000), {
+        createdAt: at(2),
+        escrowKeyId: "iek_b1",
+        escrowOwnerTenantId: "tnt_b",
+      });
+      expect(await store().receipts.insert(otherOwner)).toBe(true);
+      for (const r of [...records, otherCard, otherOwner]) {
+        expect(await store().receipts.release(r, to("usr_1"), undefined, [], true)).toBe(true);
+      }
+      const expected = [...records]
+        .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : 1))
+        .map((r) => r.id);
+      const list = (limit: number, cursor?: string) =>
+        store().receipts.findEscrowCopies({ panHash, ownerTenantId: "tnt_a" }, at(10), limit, cursor);
+      for (const limit of [1, 2, 3]) {
+        const seen: string[] = [];
+        const tokens: (string | undefined)[] = [];
+        let cursor: string | undefined;
+        for (let pages = 0; pages < 10; pages++) {
+          const page = await list(limit, cursor);
+          expect(page.released.length).toBeLessThanOrEqual(limit);
+          seen.push(...page.released.map((x) => x.receipt.id));
+          tokens.push(page.nextCursor);
+          cursor = page.nextCursor;
+          if (cursor === undefined) break;
+        }
+        expect(seen).toEqual(expected);
+        // Full pages carry a token, the last (short) page none.
+        expect(tokens).toHaveLength(Math.ceil(expected.length / limit));
+        expect(tokens.at(-1)).toBeUndefined();
+        expect(tokens.slice(0, -1).every((t) => typeof t === "string")).toBe(true);
+      }
+      // A page that ends exactly at the last copy carries no token.
+      const all = await list(5);
+      expect(all.released.map((x) => x.receipt.id)).toEqual(expected);
+      expect(all.nextCursor).toBeUndefined();
+      const rest = await list(3, (await list(2)).nextCursor);
+      expect(rest.released.map((x) => x.receipt.id)).toEqual(expected.slice(2));
+      expect(rest.nextCursor).toBeUndefined();
+      // Each listed copy is the one its release kept, beside the receipt as released.
+      for (const x of all.released) {
+        const r = records.find((y) => y.id === x.receipt.id);
+        expect(x.copy).toEqual({
+          ownerTenantId: "tnt_a",
+          escrowKeyId: "iek_a1",
+          keyBundle: r?.keyBundle,
+          expiresAt: at(1000),
+        });
+        expect(x.receipt).toMatchObject({ isEscrowed: false, userId: "usr_1", panHash });
+      }
+      // The other owner sees only its own copy; the other card only its own.
+      const theirs = await store().receipts.findEscrowCopies({ panHash, ownerTenantId: "tnt_b" }, at(10), 10);
+      expect(theirs.released.map((x) => x.receipt.id)).toEqual([otherOwner.id]);
+      expect(theirs.nextCursor).toBeUndefined();
+      const card = await store().receipts.findEscrowCopies(
+        { panHash: otherCard.panHash, ownerTenantId: "tnt_a" },
+        at(10),
+        10,
+      );
+      expect(card.released.map((x) => x.receipt.id)).toEqual([otherCard.id]);
+    });
+
+    it("keeps a copy only when asked, and only of escrow held for an owner", async () => {
+      const panHash = hex64();
+      const asked = await escrowed(panHash, at(1));
+      const notAsked = await escrowed(panHash, at(2));
+      const falseAsked = await escrowed(panHash, at(3));
+      const unowned = escrowedReceipt(panHash, at(1000), { createdAt: at(4), escrowKeyId: "esc_1" });
+      expect(await store().receipts.insert(unowned)).toBe(true);
+      expect(await store().receipts.release(asked, to("usr_1"), "iek_a1", [], true)).toBe(true);
+      expect(await store().receipts.release(notAsked, to("usr_1"), "iek_a1", [])).toBe(true);
+      expect(await store().receipts.release(falseAsked, to("usr_1"), "iek_a1", [], false)).toBe(true);
+      expect(await store().receipts.release(unowned, to("usr_1"), "esc_1", [], true)).toBe(true);
+      const listed = await store().receipts.findEscrowCopies({ panHash, ownerTenantId: "tnt_a" }, at(10), 10);
+      expect(listed.released.map((x) => x.receipt.id)).toEqual([asked.id]);
+      for (const r of [notAsked, falseAsked, unowned]) {
+        expect(await store().receipts.escrowCopyOf(r, at(10))).toBeUndefined();
+        const again = { userId: "usr_1", keyBundle: bundle("k-2") };
+        expect(await store().receipts.releaseAgain(r, again, "tnt_a", at(10))).toBe(false);
+      }
+      // Escrow for an owner but without an escrow key or without an expiry has nothing to keep a copy of.
+      const noKey = escrowedReceipt(panHash, at(1000), {
+        escrowKeyId: undefined,
+        escrowOwnerTenantId: "tnt_a",
+      });
+      const noExpiry = escrowedReceipt(panHash, at(1000), {
+        escrowKeyId: "iek_a1",
+        escrowOwnerTenantId: "tnt_a",
+      });
+      noExpiry.expiresAt = undefined;
+      for (const r of [noKey, noExpiry]) {
+        expect(await store().receipts.insert(r)).toBe(true);
+        expect(await store().receipts.release(r, to("usr_1"), undefined, [], true)).toBe(true);
+        expect(await store().receipts.escrowCopyOf(r, at(10))).toBeUndefined();
+      }
+      const after = await store().receipts.findEscrowCopies({ panHash, ownerTenantId: "tnt_a" }, at(10), 10);
+      expect(after.released.map((x) => x.receipt.id)).toEqual([asked.id]);
+      // A release refused (wrong escrow key) keeps no copy either.
+      const refused = await escrowed(panHash, at(5));
+      expect(await store().receipts.release(refused, to("usr_1"), "iek_other", [], true)).toBe(false);
+      expect(await store().receipts.escrowCopyOf(refused, at(10))).toBeUndefined();
+    });
+
+    it("releases again neither an expired copy nor a receipt without one", async () => {
+      const r = await escrowed();
+      const first = to("usr_1");
+      expect(await store().receipts.release(r, first, "iek_a1", [], true)).toBe(true);
+      const again = { userId: "usr_1", keyBundle: bundle("k-2") };
+      // At and after the copy's expiry: refused, the receipt keeps the key it was released with.
+      expect(await store().receipts.releaseAgain(r, again, "tnt_a", at(1000))).toBe(false);
+      expect(await store().receipts.releaseAgain(r, again, "tnt_a", at(5000))).toBe(false);
+      expect((await read(r))?.keyBundle).toEqual(first.keyBundle);
+      // Never released with a copy, or not stored at all.
+      const plain = await escrowed();
+      expect(await store().receipts.release(plain, first, "iek_a1", [])).toBe(true);
+      expect(await store().receipts.releaseAgain(plain, again, "tnt_a", at(10))).toBe(false);
+      expect(
+        await store().receipts.releaseAgain({ panHash: hex64(), id: "rcp_missing" }, again, "tnt_a", at(10)),
+      ).toBe(false);
+      expect((await read(plain))?.keyBundle).toEqual(first.keyBundle);
+    });
+
     it("drops the copy (not the receipt) when the escrow would have expired", async () => {
       const panHash = hex64();
       const r = await escrowed(panHash);
@@ -124,6 +253,26 @@ export function escrowCopiesContract(store: () => Store): void {
       expect(stored).toMatchObject({ isEscrowed: false, keyBundle: first.keyBundle });
       expect(stored?.expiresAt).toBeUndefined();
       expect(await store().receipts.countByUser(owner("usr_1", panHash))).toBe(1);
+    });
+
+    it("erases a user's copies with its receipts, never another card's or user's", async () => {
+      const [mine, theirs] = [hex64(), hex64()];
+      const a = await escrowed(mine, at(1));
+      const b = await escrowed(theirs, at(2));
+      const c = await escrowed(mine, at(3));
+      expect(await store().receipts.release(a, to("usr_1"), undefined, [], true)).toBe(true);
+      expect(await store().receipts.release(b, to("usr_2"), undefined, [], true)).toBe(true);
+      expect(await store().receipts.release(c, to("usr_3"), undefined, [], true)).toBe(true);
+      expect(await store().receipts.deleteByUser(owner("usr_1", mine), 10)).toBe(1);
+      expect(await store().receipts.escrowCopyOf(a, at(10))).toBeUndefined();
+      expect((await store().receipts.escrowCopyOf(b, at(10)))?.keyBundle).toEqual(b.keyBundle);
+      expect((await store().receipts.escrowCopyOf(c, at(10)))?.keyBundle).toEqual(c.keyBundle);
+      const listed = await store().receipts.findEscrowCopies(
+        { panHash: mine, ownerTenantId: "tnt_a" },
+        at(10),
+        10,
+      );
+      expect(listed.released.map((x) => x.receipt.id)).toEqual([c.id]);
     });
 
     it("erases the copy with its receipt", async () => {

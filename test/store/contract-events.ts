@@ -541,6 +541,21 @@ function outboxContract(store: () => Store): void {
       expect(released?.escrowCardBin).toBeUndefined();
     });
 
+    it("writes a second release's events only when it released again", async () => {
+      const r = escrowedReceipt(hex64(), at(86_400), { escrowKeyId: "iek_1", escrowOwnerTenantId: "t1" });
+      await store().receipts.insert(r);
+      const to = { userId: "usr_1", issuerTenantId: "t1", keyBundle: { ...r.keyBundle, keyId: "k-2" } };
+      expect(await store().receipts.release(r, to, "iek_1", [], true)).toBe(true);
+      const again = { userId: "usr_1", keyBundle: { ...r.keyBundle, keyId: "k-3" } };
+      const [e1, e2, e3] = [event("t1"), event("t1"), event("t1")];
+      expect(await store().receipts.releaseAgain(r, { ...again, userId: "usr_2" }, "t1", at(10), [e1])).toBe(
+        false,
+      );
+      expect(await store().receipts.releaseAgain(r, again, "t2", at(10), [e2])).toBe(false);
+      expect(await store().receipts.releaseAgain(r, again, "t1", at(10), [e3])).toBe(true);
+      expect(await written()).toEqual([e3.id]);
+    });
+
     it("keeps an escrowed receipt's card BIN while it is escrowed", async () => {
       const r = escrowedReceipt(hex64(), at(86_400), {
         escrowOwnerTenantId: "t1",

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
 import { createMemoryStore } from "../../src/store/memory/index.js";
-import { ESCROW_PAGE_MAX, type ReceiptRecord } from "../../src/store/types.js";
+import { ESCROW_PAGE_MAX, type ReceiptRecord, type Store } from "../../src/store/types.js";
 import { runStoreContract } from "./contract.js";
 import { allEscrowed, at, escrowedReceipt, escrowQuery, grant, hex64, owner, receipt } from "./fixtures.js";
 
@@ -178,4 +178,58 @@ describe("memory store: expired escrow copies", () => {
       await store.close();
     }
   });
+});
+
+describe("memory store: expired escrow copies swept by their readers", () => {
+  // Each reader of copies sweeps the expired ones first, as the TTL index would have deleted them by
+  // then: asked afterwards as of a time before the expiry, the copy is gone, the receipt kept.
+  const readers = {
+    escrowCopyOf: (store: Store, r: ReceiptRecord, now: Date) => store.receipts.escrowCopyOf(r, now),
+    findEscrowCopies: (store: Store, r: ReceiptRecord, now: Date) =>
+      store.receipts.findEscrowCopies({ panHash: r.panHash, ownerTenantId: "tnt_a" }, now, 10),
+    releaseAgain: (store: Store, r: ReceiptRecord, now: Date) =>
+      store.receipts.releaseAgain(r, { userId: "usr_x", keyBundle: r.keyBundle }, "tnt_a", now),
+  };
+  for (const [name, readAt] of Object.entries(readers)) {
+    it(`${name} a minute after expiry deletes the copy, the receipt kept`, async () => {
+      const store = createMemoryStore();
+      try {
+        const panHash = hex64();
+        const held = escrowedReceipt(panHash, at(100), {
+          createdAt: at(0),
+          escrowKeyId: "iek_a",
+          escrowOwnerTenantId: "tnt_a",
+        });
+        const lasting = escrowedReceipt(panHash, at(1_000), {
+          createdAt: at(1),
+          escrowKeyId: "iek_a",
+          escrowOwnerTenantId: "tnt_a",
+        });
+        for (const r of [held, lasting]) expect(await store.receipts.insert(r)).toBe(true);
+        const to = {
+          userId: "usr_1",
+          issuerTenantId: "tnt_a",
+          keyBundle: { ...held.keyBundle, keyId: "k-1" },
+        };
+        for (const r of [held, lasting])
+          expect(await store.receipts.release(r, to, "iek_a", [], true)).toBe(true);
+        // Within the minute after the last sweep: nothing is deleted, the copy is there as of time 0.
+        await readAt(store, held, at(50));
+        expect(await store.receipts.escrowCopyOf(held, at(0))).toBeDefined();
+        await readAt(store, held, at(200));
+        // Asked as of time 0 (before its expiry): gone from every reader; the unexpired one stays.
+        expect(await store.receipts.escrowCopyOf(held, at(0))).toBeUndefined();
+        const page = await store.receipts.findEscrowCopies({ panHash, ownerTenantId: "tnt_a" }, at(0), 10);
+        expect(page.released.map((x) => x.receipt.id)).toEqual([lasting.id]);
+        const again = { userId: "usr_1", keyBundle: { ...held.keyBundle, keyId: "k-2" } };
+        expect(await store.receipts.releaseAgain(held, again, "tnt_a", at(0))).toBe(false);
+        expect(await store.receipts.findByMerchantReceipt(held.merchantId, held.receiptId)).toMatchObject({
+          userId: "usr_1",
+          keyBundle: to.keyBundle,
+        });
+      } finally {
+        await store.close();
+      }
+    });
+  }
 });

@@ -54,6 +54,22 @@ describe("MongoDB adapter on a sharded cluster: declared transactions and scatte
     ).toBe(true);
   });
 
+  it("runs an issuer release's escrow copy: kept, listed, released again, erased", async () => {
+    const store = await clusterStore();
+    const panHash = hex64();
+    const held = escrowedReceipt(panHash, at(100), { escrowKeyId: "iek_a", escrowOwnerTenantId: "tnt_a" });
+    expect(await store.receipts.insert(held)).toBe(true);
+    const to = { userId: "usr_1", issuerTenantId: "tnt_a", keyBundle: { ...held.keyBundle, keyId: "k-1" } };
+    expect(await store.receipts.release(held, to, "iek_a", [], true)).toBe(true);
+    expect((await store.receipts.escrowCopyOf(held, at(10)))?.keyBundle).toEqual(held.keyBundle);
+    const page = await store.receipts.findEscrowCopies({ panHash, ownerTenantId: "tnt_a" }, at(10), 10);
+    expect(page.released.map((x) => x.receipt.id)).toEqual([held.id]);
+    const again = { userId: "usr_1", keyBundle: { ...held.keyBundle, keyId: "k-2" } };
+    expect(await store.receipts.releaseAgain(held, again, "tnt_a", at(10))).toBe(true);
+    expect(await store.receipts.deleteByUser({ userId: "usr_1", panHash }, 10)).toBe(1);
+    expect(await store.receipts.escrowCopyOf(held, at(10))).toBeUndefined();
+  });
+
   it("runs the BIN and escrow-key writes with their key-log records", async () => {
     const store = await clusterStore();
     expect(await store.bins.set("tnt_a", ["411111"], at(0), [change()])).toEqual({ kind: "set" });

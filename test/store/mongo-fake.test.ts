@@ -83,4 +83,53 @@ describe("MongoDB adapter: escrow copies under their own TTL", () => {
       await store.close();
     }
   });
+  it("stores no copy of escrow without an expiry: no TTL would ever delete it", async () => {
+    const fake = new FakeMongo({ seed });
+    const store = await createMongoStore({
+      uri: "mongodb://fake.invalid/",
+      dbName: "receipts_no_expiry",
+      createClient: fake.createClient,
+    });
+    try {
+      await store.init();
+      const held = escrowedReceipt(hex64(), at(1000), { escrowKeyId: "iek_a", escrowOwnerTenantId: "tnt_a" });
+      held.expiresAt = undefined;
+      await store.receipts.insert(held);
+      const to = { userId: "usr_1", issuerTenantId: "tnt_a", keyBundle: { ...held.keyBundle, keyId: "k-1" } };
+      expect(await store.receipts.release(held, to, "iek_a", [], true)).toBe(true);
+      expect(fake.database("receipts_no_expiry").collection("escrowCopies").docs.size).toBe(0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("lists no copy whose receipt went between its two reads (an erasure meanwhile)", async () => {
+    const fake = new FakeMongo({ seed });
+    const store = await createMongoStore({
+      uri: "mongodb://fake.invalid/",
+      dbName: "receipts_lone_copy",
+      createClient: fake.createClient,
+    });
+    try {
+      await store.init();
+      const panHash = hex64();
+      const copied = (createdAt: Date) =>
+        escrowedReceipt(panHash, at(1000), { createdAt, escrowKeyId: "iek_a", escrowOwnerTenantId: "tnt_a" });
+      const [gone, kept] = [copied(at(1)), copied(at(2))];
+      const to = { userId: "usr_1", issuerTenantId: "tnt_a", keyBundle: { ...kept.keyBundle, keyId: "k-1" } };
+      for (const r of [gone, kept]) {
+        await store.receipts.insert(r);
+        expect(await store.receipts.release(r, to, "iek_a", [], true)).toBe(true);
+      }
+      // The copy is read, then its receipt is erased before the receipts are read: as if only the
+      // receipt had gone.
+      const receipts = fake.database("receipts_lone_copy").collection("receipts").docs;
+      for (const [key, doc] of receipts) if (doc.id === gone.id) receipts.delete(key);
+      const page = await store.receipts.findEscrowCopies({ panHash, ownerTenantId: "tnt_a" }, at(10), 10);
+      expect(page.released.map((x) => x.receipt.id)).toEqual([kept.id]);
+      expect(page.nextCursor).toBeUndefined();
+    } finally {
+      await store.close();
+    }
+  });
 });
