@@ -25,18 +25,21 @@
 import { generateKeyPairSync } from "node:crypto";
 import { attackScene } from "./kt-scene.mjs";
 
-const { client, run, call, admin, must, expect, finish, randomBin, issuer, merchant, hashedPan } =
-  await attackScene();
-
-/** Retries `probe` while the service answers 503 (a statement not under a checkpoint yet). */
-async function settled(probe) {
-  for (let i = 0; i < 100; i++) {
-    const res = await probe();
-    if (res.status !== 503) return res;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return probe();
-}
+const {
+  client,
+  call,
+  admin,
+  must,
+  expect,
+  finish,
+  randomBin,
+  issuer,
+  merchant,
+  receipt,
+  settled,
+  rewrapped,
+  hashedPan,
+} = await attackScene();
 
 /** Every answer seen: none may be a 5xx, none may carry a card reference. */
 const seen = [];
@@ -49,19 +52,8 @@ async function watched(method, path, headers, body) {
 
 let merchantKey;
 async function escrowReceipt(card, bin) {
-  const receiptId = `r-${crypto.randomUUID()}`;
-  const body = {
-    receiptId,
-    merchantId: `m-${run}`,
-    merchantName: "Attack Cafe",
-    transactionId: `t-${receiptId}`,
-    transactionDate: "2026-01-01T09:30:00Z",
-    currency: "eur",
-    recipientHashedPan: card,
-    cardBin: bin,
-    items: [{ lineItemId: "li-1", name: "Flat white", quantity: 1, unitPrice: 350, totalPrice: 350 }],
-    totalAmount: 350,
-  };
+  const body = receipt({ recipientHashedPan: card, cardBin: bin });
+  const { receiptId } = body;
   must(
     await settled(() => watched("POST", "/api/v1/receipts/encrypt", { "x-api-key": merchantKey }, body)),
     "escrow",
@@ -121,19 +113,6 @@ const list = (headers, card, released) =>
     hashedPan: card,
     ...(released ? { released: true } : {}),
   });
-
-/** Each receipt's AES key re-wrapped from the bank's escrow key to `to`. */
-async function rewrapped(receipts, escrowPrivate, to) {
-  const out = [];
-  for (const r of receipts) {
-    const keyBundle = await client.rewrapKeyBundle(r, escrowPrivate, {
-      keyId: to.keyId,
-      publicKey: to.publicKey,
-    });
-    out.push({ merchantId: r.merchantId, receiptId: r.receiptId, keyBundle });
-  }
-  return out;
-}
 
 /** Bundles for `to`'s key id of the right shape, the wrapped key random bytes (the thief needs no key). */
 function randomBundles(receipts, to) {

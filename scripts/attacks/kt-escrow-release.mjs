@@ -24,34 +24,27 @@
 import { generateKeyPairSync } from "node:crypto";
 import { attackScene } from "./kt-scene.mjs";
 
-const { client, run, call, must, expect, finish, randomBin, issuer, merchant, deviceKey, hashedPan } =
-  await attackScene();
-
-/** Retries `probe` while the service answers 503 (a statement not under a checkpoint yet). */
-async function settled(probe) {
-  for (let i = 0; i < 100; i++) {
-    const res = await probe();
-    if (res.status !== 503) return res;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return probe();
-}
+const {
+  client,
+  run,
+  call,
+  must,
+  expect,
+  finish,
+  randomBin,
+  issuer,
+  merchant,
+  receipt,
+  settled,
+  rewrapped,
+  deviceKey,
+  hashedPan,
+} = await attackScene();
 
 let merchantKey;
 async function escrowReceipt(card, bin) {
-  const receiptId = `r-${crypto.randomUUID()}`;
-  const body = {
-    receiptId,
-    merchantId: `m-${run}`,
-    merchantName: "Attack Cafe",
-    transactionId: `t-${receiptId}`,
-    transactionDate: "2026-01-01T09:30:00Z",
-    currency: "eur",
-    recipientHashedPan: card,
-    cardBin: bin,
-    items: [{ lineItemId: "li-1", name: "Flat white", quantity: 1, unitPrice: 350, totalPrice: 350 }],
-    totalAmount: 350,
-  };
+  const body = receipt({ recipientHashedPan: card, cardBin: bin });
+  const { receiptId } = body;
   const res = await settled(() =>
     call("POST", "/api/v1/receipts/encrypt", { "x-api-key": merchantKey }, body),
   );
@@ -78,19 +71,6 @@ async function register(bank, card) {
 async function pending(bank, card) {
   const res = await call("POST", "/api/v1/escrow/pending", bank.headers, { hashedPan: card });
   return must(res, "pending").receipts;
-}
-
-/** Each receipt's AES key re-wrapped on the bank's side from its escrow key to `to`. */
-async function rewrapped(receipts, escrowPrivate, to) {
-  const out = [];
-  for (const r of receipts) {
-    const keyBundle = await client.rewrapKeyBundle(r, escrowPrivate, {
-      keyId: to.keyId,
-      publicKey: to.publicKey,
-    });
-    out.push({ merchantId: r.merchantId, receiptId: r.receiptId, keyBundle });
-  }
-  return out;
 }
 
 /** One release that must move nothing: its status and code, no card reference echoed, the pending list unchanged. */

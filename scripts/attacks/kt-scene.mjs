@@ -146,6 +146,29 @@ export async function attackScene({ client: withClient = true } = {}) {
     ...extra,
   });
 
+  /** Retries `probe` while the service answers 503 (a statement not under a checkpoint yet). */
+  async function settled(probe) {
+    for (let i = 0; i < 100; i++) {
+      const res = await probe();
+      if (res.status !== 503) return res;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return probe();
+  }
+
+  /** Each receipt's AES key re-wrapped on the bank's side from its escrow key to `to` (needs the client). */
+  async function rewrapped(receipts, escrowPrivate, to) {
+    const out = [];
+    for (const r of receipts) {
+      const keyBundle = await client.rewrapKeyBundle(r, escrowPrivate, {
+        keyId: to.keyId,
+        publicKey: to.publicKey,
+      });
+      out.push({ merchantId: r.merchantId, receiptId: r.receiptId, keyBundle });
+    }
+    return out;
+  }
+
   return {
     baseUrl,
     adminToken,
@@ -167,5 +190,7 @@ export async function attackScene({ client: withClient = true } = {}) {
     hashedPan,
     par,
     receipt,
+    settled,
+    rewrapped,
   };
 }
