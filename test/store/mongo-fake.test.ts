@@ -93,7 +93,7 @@ describe("MongoDB adapter: escrow copies under their own TTL", () => {
     try {
       await store.init();
       const held = escrowedReceipt(hex64(), at(1000), { escrowKeyId: "iek_a", escrowOwnerTenantId: "tnt_a" });
-      held.expiresAt = undefined;
+      delete held.expiresAt;
       await store.receipts.insert(held);
       const to = { userId: "usr_1", issuerTenantId: "tnt_a", keyBundle: { ...held.keyBundle, keyId: "k-1" } };
       expect(await store.receipts.release(held, to, "iek_a", [], true)).toBe(true);
