@@ -1,3 +1,6 @@
+/* Over 400 lines on purpose: the issuer escrow API of section 17 in one read (escrow keys, the pending
+ * list, release and release again), because the owner and card checks of listing and releasing must
+ * stay one rule; the key check of a release lives in kt/ and the store steps in the stores. */
 import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
 import { parsePublicKey } from "../crypto/keys.js";
 import { AppError, Violations } from "../errors.js";
