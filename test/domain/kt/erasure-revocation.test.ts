@@ -7,6 +7,7 @@ import {
   type IssuerSigner,
   keyBindingStatement,
   keyRevocationStatement,
+  signCardBindings,
   signStatement,
 } from "../../../src/client/key-binding.js";
 import { panHashOf } from "../../../src/domain/pan.js";
@@ -396,6 +397,42 @@ describe("an erasure revokes the card's binding", { timeout: 120_000 }, () => {
       expect(again.status, JSON.stringify(again.body)).toBe(200);
       expect(JSON.parse(Buffer.from(again.body.data.binding.statement, "base64").toString()).version).toBe(1);
     }
+  });
+
+  it("refuses a PAR binding signed before the erasure of a card held by hashed PAN and PAR", async () => {
+    const card = {
+      hashedPan: hashPan(`${lax.bin}${String(++cards).padStart(8, "0")}`),
+      par: `Q9${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 27)}`,
+    };
+    const device = () => {
+      const { publicKey: k } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+      return { keyId: randomUUID(), publicKey: k.export({ type: "spki", format: "der" }).toString("base64") };
+    };
+    const sign = (key: { keyId: string; publicKey: string }, notBefore = Date.now()) =>
+      signCardBindings(
+        { issuer: lax.id, card, bin: lax.bin, ...key, versions: { hashedPan: 1, par: 1 }, notBefore },
+        lax.root,
+      );
+    const old = device();
+    const before = await sign(old);
+    const first = await post(svc, "/api/v1/onboarding/register", lax.key, { ...card, ...old, ...before });
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect((await erase(lax, first.body.data.userId)).status).toBe(200);
+    // The old PAR binding beside a new hashed-PAN binding of the old key: the PAR's is refused.
+    const mixed = { ...(await sign(old, Date.now() - 60_000)), parBinding: before.parBinding };
+    const replay = await post(svc, "/api/v1/onboarding/register", lax.key, { ...card, ...old, ...mixed });
+    expect(replay.status, JSON.stringify(replay.body)).toBe(400);
+    expect(replay.body.error?.details).toContain(
+      "parBinding.statement: is a statement about a card that was erased",
+    );
+    expect(JSON.stringify(replay.body)).not.toContain(card.par);
+    const fresh = device();
+    const again = await post(svc, "/api/v1/onboarding/register", lax.key, {
+      ...card,
+      ...fresh,
+      ...(await sign(fresh)),
+    });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
   });
 
   it("answers 503 while the revocation waits for the log, and the same request finishes it, logging it once", async () => {
