@@ -120,6 +120,31 @@ describe("connections and shutdown", () => {
     expect(closed).toBe(true);
   });
 
+  it("tells an HTTP/1.1 call in flight when the drain began to close its connection", async () => {
+    t = await startTestServer();
+    let release = () => {};
+    gate.wait = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const agent = new Agent({ keepAlive: true });
+    const answer = new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+      const req = httpRequest(`${t?.baseUrl}/api/v1/onboarding/generate-keys`, { method: "POST", agent });
+      req.on("error", reject);
+      req.on("response", (res) => {
+        res.resume();
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection }));
+      });
+      req.end();
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const closing = t.close();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    release();
+    expect(await answer).toEqual({ status: 200, connection: "close" });
+    await closing;
+    agent.destroy();
+  });
+
   it("stops waiting for a call that outlives the shutdown grace period", async () => {
     t = await startTestServer({ shutdownGraceMs: 200 });
     gate.wait = new Promise<void>(() => {});
