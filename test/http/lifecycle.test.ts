@@ -126,6 +126,9 @@ describe("connections and shutdown", () => {
     gate.wait = new Promise<void>((resolve) => {
       release = resolve;
     });
+    const entered = new Promise<void>((resolve) => {
+      gate.entered = resolve;
+    });
     const agent = new Agent({ keepAlive: true });
     const answer = new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
       const req = httpRequest(`${t?.baseUrl}/api/v1/onboarding/generate-keys`, { method: "POST", agent });
@@ -136,9 +139,22 @@ describe("connections and shutdown", () => {
       });
       req.end();
     });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await entered;
+    gate.entered = undefined;
     const closing = t.close();
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The drain has begun once a new connection is refused.
+    const healthz = `${t.baseUrl}/healthz`;
+    for (
+      let i = 0;
+      i < 100 &&
+      (await fetch(healthz).then(
+        () => true,
+        () => false,
+      ));
+      i++
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     release();
     expect(await answer).toEqual({ status: 200, connection: "close" });
     await closing;
