@@ -103,8 +103,12 @@ describe("connections and shutdown", () => {
     gate.wait = new Promise<void>((resolve) => {
       release = resolve;
     });
+    const entered = new Promise<void>((resolve) => {
+      gate.entered = resolve;
+    });
     const inFlight = fetch(`${t.baseUrl}/api/v1/onboarding/generate-keys`, { method: "POST" });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await entered;
+    gate.entered = undefined;
     let closed = false;
     const closing = t.close().then(() => {
       closed = true;
