@@ -13,7 +13,11 @@
  * tenant's API key, the same on Connect; after each the card's binding must still be there (the
  * victim's self-check answers it). Then the proper revocation erases the card: the feed shows the
  * card's leaves erased, a second call is `not_found`; the card enrolled again and the old revocation
- * replayed against the new binding is refused. Needs the built client library (`npm run build`).
+ * replayed against the new binding is refused. Then the card's old bindings, signed before the
+ * erasure, sent again by a stolen API key (the sequence restarted at 1) over REST and Connect, for the
+ * victim and for a tenant without requireBindings that erased unrevoked: refused, the card stays
+ * unregistered; the bank's new binding enrols it again at version 1. Needs the built client library
+ * (`npm run build`).
  * Exit 0 when every check held, 1 otherwise.
  */
 
@@ -267,7 +271,57 @@ async function main() {
     "",
   );
 
+  // An erasure restarts the card's sequence; a binding signed before it must not fit again.
+  await replays(victim, [a, again]);
+  const lax = await issuer("erase-lax", false);
+  const c = { ...(await boundCard(lax)), owner: lax };
+  const unrevoked = await erase(lax, c);
+  expect(unrevoked.status === 200, "a tenant without requireBindings erases a bound card unrevoked", "");
+  await replays(lax, [c]);
+  const enrolled = await boundCard(lax, c.hashedPan);
+  const version = JSON.parse(Buffer.from(enrolled.binding.statement, "base64").toString()).version;
+  expect(
+    (await selfCheck(lax, enrolled)).endsWith(":bound") && version === 1,
+    "the bank's new binding enrols the erased card again, at version 1",
+    `${await selfCheck(lax, enrolled)} version ${version}`,
+  );
+
   finish();
+}
+
+/**
+ * A stolen issuer API key re-registering an erased card with a binding the bank signed before the
+ * erasure (still in its window; the erased device's key): refused over REST and Connect, the card
+ * still unregistered, and merchants are answered no binding for it.
+ */
+async function replays(bank, cards) {
+  for (const card of cards) {
+    const request = {
+      hashedPan: card.hashedPan,
+      publicKey: card.publicKey,
+      keyId: card.keyId,
+      cardBin: bank.bin,
+      binding: card.binding,
+    };
+    const rest = await call("POST", "/api/v1/onboarding/register", bank.headers, request);
+    const connect = await call("POST", "/receipts.v1.OnboardingService/Register", bank.headers, request);
+    expect(
+      rest.status === 400 &&
+        rest.body.error?.code === "invalid_request" &&
+        String(rest.body.error?.details).includes("binding.statement") &&
+        connect.status === 400 &&
+        connect.body.code === "invalid_argument" &&
+        !rest.text.includes(card.hashedPan) &&
+        !connect.text.includes(card.hashedPan),
+      `${bank.tenant.split("-").slice(0, 2).join("-")}: an erased card's old binding replayed -> invalid_request (REST), invalid_argument (Connect)`,
+      `${rest.status} ${rest.text.slice(0, 200)} / ${connect.status} ${connect.text.slice(0, 200)}`,
+    );
+    expect(
+      (await selfCheck(bank, card)) === "404",
+      "the erased card stays unregistered after the replay",
+      await selfCheck(bank, card),
+    );
+  }
 }
 
 main().catch((err) => {

@@ -8,7 +8,8 @@
  *
  * The merchant verifies with the policy's log and witnesses and the default root delay (72 h, the
  * policy's `rootDelaySeconds` dropped), having counted the bank's first root (and another bank's) for
- * long. A bank rotates its root: a binding its new root signs must verify and seal at once. Then every
+ * long. A bank rotates its root: a binding its new root signs must verify and seal at once, and the
+ * bank's self-check and a dual registration's PAR answer carry the rotation (REST, Connect). Then every
  * forged `rootRotation` put into that answer must keep the delay: signed by the bank's signer, a
  * signer's signature claimed as the old root's, another bank's root, another bank's name, the old
  * root naming another key, a statement of another type, bytes that are not a statement. The bank's
@@ -102,6 +103,45 @@ async function main() {
     );
     return { card: { hashedPan, bin: bank.bin }, answer };
   }
+  /**
+   * The bank's self-check of `card` and a dual registration's PAR answer carry the rotation too, over
+   * REST and Connect, and the self-check answer verifies at once for a merchant that counted the old root.
+   */
+  async function selfCheckAndPar(card, rotation) {
+    const ask = { recipientHashedPan: card.hashedPan, cardBin: card.bin };
+    const rest = s.must(await s.call("POST", "/api/v1/kt/self-check", bank.headers, ask), "self-check");
+    const connect = await s.call("POST", "/receipts.v1.KeysService/KtSelfCheck", bank.headers, ask);
+    const mark = (a) => a?.rootRotation?.statement === rotation.statement;
+    const v = await verdict(rest, card);
+    s.expect(
+      mark(rest) && mark(connect.body) && v === "verified",
+      "the self-check carries the rotation (REST, Connect) and verifies at once",
+      `${JSON.stringify(rest.rootRotation)?.slice(0, 80)} / ${connect.status} / ${v}`,
+    );
+    for (const [surface, path] of [
+      ["REST", "/api/v1/onboarding/register"],
+      ["Connect", "/receipts.v1.OnboardingService/Register"],
+    ]) {
+      const dual = { hashedPan: s.hashedPan(), par: s.par() };
+      const fresh = await s.deviceKey();
+      const signed = await c.signCardBindings(
+        { issuer: bank.tenant, card: dual, bin: bank.bin, ...fresh, versions: { hashedPan: 1, par: 1 } },
+        newRoot,
+      );
+      const res = await s.call("POST", path, bank.headers, {
+        ...dual,
+        cardBin: bank.bin,
+        ...fresh,
+        ...signed,
+      });
+      const answer = surface === "REST" ? res.body.data : res.body;
+      s.expect(
+        res.status === 200 && mark(answer) && mark(answer?.parAnswer) && !res.text.includes(dual.par),
+        `a dual registration's PAR answer carries the rotation (${surface})`,
+        `${res.status} ${res.text.slice(0, 160)}`,
+      );
+    }
+  }
   /** The lookup answer for `card`, once the merchant's checks other than the root delay pass (the log caught up). */
   async function lookup(card, seen) {
     let answer;
@@ -176,6 +216,7 @@ async function main() {
   } catch (err) {
     s.expect(false, "the merchant seals and stores to it at once (Connect)", err.message);
   }
+  await selfCheckAndPar(first.card, rotation);
   const never = await verdict(looked, first.card, new Map());
   s.expect(never === "root", "a merchant that never counted the old root still waits the delay", never);
 

@@ -122,13 +122,18 @@ function startCall(
     settled: false,
     answered: Promise.resolve(),
   };
-  const signal = new AbortController().signal;
+  let signal: AbortSignal | undefined;
   call.answered = invoke(
     {
       method: route.rpc,
       header: CallHeaders.fromNode(request.headers, isProtocolHeader),
       contextValues: contextOf(request, options),
-      signal: () => signal,
+      // Made only if something asks (no route's work does): an AbortController made for every
+      // request was about a twentieth of a key log read's CPU time. None is ever aborted.
+      signal: () => {
+        signal ??= new AbortController().signal;
+        return signal;
+      },
       url: request.url,
       requestMethod: request.method,
     },

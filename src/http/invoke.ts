@@ -99,25 +99,56 @@ export type RouteInvoker = <T>(
   run: () => Promise<T>,
 ) => Promise<RouteAnswer<T>>;
 
-/** A {@link RouteInvoker} through `interceptors` (the first is the outermost, as in Connect). */
+/** The route's own work of a call and, once it has run, its result: carried to the innermost step. */
+interface RouteWork {
+  run: () => Promise<unknown>;
+  result: unknown;
+}
+
+/** Where a call of a route beside the API carries its {@link RouteWork} through the interceptors. */
+const kRouteWork = createContextKey<RouteWork | undefined>(undefined, { description: "route work" });
+
+/**
+ * A {@link RouteInvoker} through `interceptors` (the first is the outermost, as in Connect). The chain
+ * is wrapped once, like {@link createUnaryInvoker}'s, and each call's work rides in its context values:
+ * wrapping it for every call made each interceptor's closures, and a fresh chain of them, per request.
+ */
 export function createRouteInvoker(interceptors: readonly Interceptor[]): RouteInvoker {
-  return async <T>(call: Omit<UnaryCall, "message">, run: () => Promise<T>) => {
-    let result: T | undefined;
-    let next = async (req: UnaryRequest): Promise<UnaryResponse> => {
-      result = await run();
-      return {
-        stream: false,
-        service: req.service,
-        method: req.method,
-        header: new CallHeaders(),
-        trailer: new CallHeaders(),
-        message: create(req.method.output),
-      };
+  let next = async (req: UnaryRequest): Promise<UnaryResponse> => {
+    const work = req.contextValues.get(kRouteWork);
+    if (work === undefined) throw new Error(`${req.method.name}: a route call without its work`);
+    work.result = await work.run();
+    return {
+      stream: false,
+      service: req.service,
+      method: req.method,
+      header: new CallHeaders(),
+      trailer: new CallHeaders(),
+      message: emptyOf(req.method.output),
     };
-    for (const interceptor of [...interceptors].reverse()) next = interceptor(next as never) as typeof next;
-    const res = await next(new InProcessRequest({ ...call, message: create(call.method.input) }));
-    return { result: result as T, header: res.header };
   };
+  for (const interceptor of [...interceptors].reverse()) next = interceptor(next as never) as typeof next;
+  return async <T>(call: Omit<UnaryCall, "message">, run: () => Promise<T>) => {
+    const work: RouteWork = { run, result: undefined };
+    call.contextValues.set(kRouteWork, work);
+    const res = await next(new InProcessRequest({ ...call, message: emptyOf(call.method.input) }));
+    return { result: work.result as T, header: res.header };
+  };
+}
+
+/**
+ * The one message of each route method's request and response type (`google.protobuf.Empty`, which
+ * has no field to change), made once rather than per call.
+ */
+const empties = new Map<DescMethodUnary["input"], MessageShape<DescMethodUnary["input"]>>();
+
+function emptyOf(schema: DescMethodUnary["input"]): MessageShape<DescMethodUnary["input"]> {
+  let message = empties.get(schema);
+  if (message === undefined) {
+    message = create(schema);
+    empties.set(schema, message);
+  }
+  return message;
 }
 
 /*

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { nextCardState, nextInSequence } from "../kt/card-rules.js";
 import type { Checked } from "../kt/json.js";
 import type { KtOrder, KtPendingInput, KtPendingStatement, KtSequenceState } from "./kt-types.js";
@@ -71,4 +72,14 @@ export function statementsOf(pending: readonly KtPendingInput[]): KtPendingState
  */
 export function followerReason(refusedId: string): string {
   return `queued behind ${refusedId}, which the key log refused`;
+}
+
+/**
+ * What erasure keeps of a statement it removes (`KtLeafRecord.erasedStatementSha256`): the lower-case
+ * hex SHA-256 of the statement as stored, without `cardRef` (UTF-8). It names no card (the statement
+ * without its card reference is gone with it), and lets intake refuse that statement sent again: an
+ * erased card's sequence starts over at version 1, where an old signed binding would otherwise fit.
+ */
+export function erasedStatementSha256(storedStatement: string): string {
+  return createHash("sha256").update(storedStatement, "utf8").digest("hex");
 }

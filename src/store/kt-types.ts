@@ -190,6 +190,11 @@ export interface KtLeafRecord {
   userId?: string;
   /** When erasure removed what identified the card (the leaf stays). */
   erasedAt?: Date;
+  /**
+   * Set by erasure: {@link erasedStatementSha256} of the statement it removed, so that the statement,
+   * signed before the erasure, is never taken again once the card's sequence has restarted.
+   */
+  erasedStatementSha256?: string;
 }
 
 /** A directory snapshot's body, stored by its SHA-256 (served at `GET /kt/v1/directory/{sha256}`). */
@@ -338,9 +343,12 @@ export interface KtLogStore extends TileReader {
    * Erasure of a card: removes from every leaf record of the card its statement,
    * signature, opening, sequence and keyed card reference (the leaves stay in the tree), and the
    * card's sequence states, and deletes the card's refused pending records (an erasure's refused
-   * revocation among them: they hold the keyed card reference). Returns how many leaf records it changed.
+   * revocation among them: they hold the keyed card reference). Each changed record keeps the
+   * {@link erasedStatementSha256} of the statement it held. Returns how many leaf records it changed.
    */
   eraseCard(cardKey: string, at: Date): Promise<number>;
+  /** Whether erasure removed a statement of this {@link erasedStatementSha256} from a leaf record. */
+  statementErased(sha256: string): Promise<boolean>;
 
   /** A directory snapshot's body by SHA-256. */
   directory(sha256: string): Promise<KtDirectoryRecord | undefined>;

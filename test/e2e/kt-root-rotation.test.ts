@@ -3,6 +3,7 @@ import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
+import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
 import {
   createKeyTrust,
   createReceiptsClient,
@@ -14,6 +15,7 @@ import {
   generateIssuerSigner,
   type IssuerSigner,
   keyBindingStatement,
+  signCardBindings,
   signRootRotation,
   signSigningKeyRevocation,
   signStatement,
@@ -53,6 +55,8 @@ describe("a merchant's verification across a root rotation and a recovery", { ti
   let newRoot: IssuerSigner;
   let signer: IssuerSigner;
   let otherRoot: IssuerSigner;
+  /** The bank's rotation as answers carry it (`rootRotation`), once the first test made it. */
+  let rotationSigned: Signed;
   /** A merchant's memory of roots: it has counted the bank's old root (and the other bank's) for long. */
   const longKnown = () =>
     new Map([
@@ -190,6 +194,7 @@ describe("a merchant's verification across a root rotation and a recovery", { ti
       signature: rotation.signature,
       signingKeyId: oldRoot.signingKeyId,
     };
+    rotationSigned = expected;
 
     // A card bound by the new root: the register answer carries the rotation, and so does lookup.
     const card = cardOf();
@@ -248,6 +253,61 @@ describe("a merchant's verification across a root rotation and a recovery", { ti
     expect(
       await refusal(createKeyTrust({ policy: pinned(newRoot), baseUrl: w.svc.baseUrl }).verify(looked, card)),
     ).toBe("verified");
+  });
+
+  it("carries the rotation on the self-check and on a register's PAR answer, over REST and gRPC", async () => {
+    expect(rotationSigned).toBeDefined();
+    // The self-check answers the bank what look-up answers a merchant, the rotation included.
+    const card = cardOf();
+    await registered(card, newRoot);
+    await w.witnessed();
+    const self = await post(w.svc, "/api/v1/kt/self-check", bank.key, {
+      recipientHashedPan: card.hashedPan,
+      cardBin: card.bin,
+    });
+    expect(self.status, JSON.stringify(self.body)).toBe(200);
+    expect(self.body.data.rootRotation).toEqual(rotationSigned);
+    expect(await verdict(self.body.data as Answer, card)).toBe("verified");
+    const keys = createClient(KeysService, createGrpcTransport({ baseUrl: w.svc.baseUrl }));
+    const selfOverGrpc = await keys.ktSelfCheck(
+      { recipientHashedPan: card.hashedPan, cardBin: card.bin },
+      { headers: { "x-api-key": bank.key } },
+    );
+    expect(selfOverGrpc.rootRotation).toMatchObject(rotationSigned);
+
+    // A card registered by hashed PAN and PAR: the PAR's answer (parAnswer) carries it as well.
+    const onboarding = createClient(OnboardingService, createGrpcTransport({ baseUrl: w.svc.baseUrl }));
+    for (const surface of ["REST", "gRPC"] as const) {
+      const dual = { ...cardOf(), par: `Q9${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 27)}` };
+      const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+      const device = {
+        keyId: randomUUID(),
+        publicKey: publicKey.export({ type: "spki", format: "der" }).toString("base64"),
+      };
+      const signed = await signCardBindings(
+        {
+          issuer: bank.tenant,
+          card: { hashedPan: dual.hashedPan, par: dual.par },
+          bin: bank.bin,
+          ...device,
+          versions: { hashedPan: 1, par: 1 },
+        },
+        newRoot,
+      );
+      const request = { hashedPan: dual.hashedPan, par: dual.par, cardBin: bank.bin, ...device, ...signed };
+      let parAnswer: { rootRotation?: unknown } | undefined;
+      if (surface === "REST") {
+        const res = await post(w.svc, "/api/v1/onboarding/register", bank.key, request);
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        expect(res.body.data.rootRotation, surface).toEqual(rotationSigned);
+        parAnswer = res.body.data.parAnswer;
+      } else {
+        const res = await onboarding.register(request, { headers: { "x-api-key": bank.key } });
+        expect(res.rootRotation, surface).toMatchObject(rotationSigned);
+        parAnswer = res.parAnswer;
+      }
+      expect(parAnswer?.rootRotation, surface).toMatchObject(rotationSigned);
+    }
   });
 
   it("does not shorten the delay for a forged rootRotation", async () => {

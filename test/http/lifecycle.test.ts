@@ -103,8 +103,12 @@ describe("connections and shutdown", () => {
     gate.wait = new Promise<void>((resolve) => {
       release = resolve;
     });
+    const entered = new Promise<void>((resolve) => {
+      gate.entered = resolve;
+    });
     const inFlight = fetch(`${t.baseUrl}/api/v1/onboarding/generate-keys`, { method: "POST" });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await entered;
+    gate.entered = undefined;
     let closed = false;
     const closing = t.close().then(() => {
       closed = true;
@@ -118,6 +122,47 @@ describe("connections and shutdown", () => {
     expect(((await res.json()) as { data: { keyId: string } }).data.keyId).toBe("key-1");
     await closing;
     expect(closed).toBe(true);
+  });
+
+  it("tells an HTTP/1.1 call in flight when the drain began to close its connection", async () => {
+    t = await startTestServer();
+    let release = () => {};
+    gate.wait = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const entered = new Promise<void>((resolve) => {
+      gate.entered = resolve;
+    });
+    const agent = new Agent({ keepAlive: true });
+    const answer = new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+      const req = httpRequest(`${t?.baseUrl}/api/v1/onboarding/generate-keys`, { method: "POST", agent });
+      req.on("error", reject);
+      req.on("response", (res) => {
+        res.resume();
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection }));
+      });
+      req.end();
+    });
+    await entered;
+    gate.entered = undefined;
+    const closing = t.close();
+    // The drain has begun once a new connection is refused.
+    const healthz = `${t.baseUrl}/healthz`;
+    for (
+      let i = 0;
+      i < 100 &&
+      (await fetch(healthz).then(
+        () => true,
+        () => false,
+      ));
+      i++
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    release();
+    expect(await answer).toEqual({ status: 200, connection: "close" });
+    await closing;
+    agent.destroy();
   });
 
   it("stops waiting for a call that outlives the shutdown grace period", async () => {

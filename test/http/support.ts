@@ -100,8 +100,13 @@ const receipts: Partial<ServiceImpl<typeof ReceiptsService>> = {
   },
 };
 
-/** Waits, while set, before GenerateKeys answers: lets a test hold a call in flight. */
-export const gate: { wait: Promise<void> | undefined } = { wait: undefined };
+/**
+ * Waits, while set, before GenerateKeys answers: lets a test hold a call in flight. `entered`, when
+ * set, is called as a call reaches the wait (the call is then surely in flight).
+ */
+export const gate: { wait: Promise<void> | undefined; entered?: (() => void) | undefined } = {
+  wait: undefined,
+};
 
 const payments: Partial<ServiceImpl<typeof PaymentsService>> = {
   createPayment(req) {
@@ -132,6 +137,7 @@ export function testRoutes(ready: () => Promise<boolean>) {
     router.service(OnboardingService, {
       ...onboarding,
       async generateKeys(req, ctx) {
+        gate.entered?.();
         await gate.wait;
         return onboarding.generateKeys(req, ctx);
       },

@@ -100,6 +100,42 @@ describe("monitor", () => {
     ]);
   });
 
+  it("tells a card enrolled again after its erasure, unrevoked, from a sequence rolled back to version 1", () => {
+    // Run 1: the card bound at version 1 and rotated at version 2, both read.
+    const [k1, k2, k3] = [makeUserKey(), makeUserKey(), makeUserKey()];
+    const v1 = leafOf(bindingOf(bank, k1, CARD));
+    const v2 = leafOf(bindingOf(bank, k2, CARD, { version: 2, supersedes: k1.keyId }));
+    const again = leafOf(bindingOf(bank, k3, CARD));
+    const signed = [v1, v2, again].map((x) => toHex(nodeSha256(x.statement)));
+    const first = monitor(config({ signed }), EMPTY_MONITOR_STATE, {
+      leaves: [v1.leaf, v2.leaf],
+      opened: new Map([
+        [0, v1],
+        [1, v2],
+      ]),
+      witnessCheckpoints: [],
+    });
+    expect(first.alerts).toEqual([]);
+    // Run 2: the card's version 1 again, a new key; the two earlier leaves now read as erased.
+    const input = {
+      leaves: [again.leaf],
+      opened: new Map([[2, again]]),
+      erased: new Set([0, 1]),
+      witnessCheckpoints: [],
+    };
+    // The bank erased the card without a revocation (its last statement version 2) and enrolled it again.
+    const enrolledAgain = monitor(
+      config({ signed, erased: [{ cardRef: CARD, version: 2 }] }),
+      first.state,
+      input,
+    );
+    expect(enrolledAgain.alerts).toEqual([]);
+    expect(enrolledAgain.state.cards[CARD]).toMatchObject({ version: 1, active: { keyId: k3.keyId } });
+    // No erasure in its records: the same version 1 is a rolled-back sequence.
+    const rolledBack = monitor(config({ signed }), first.state, { ...input, erased: new Set<number>() });
+    expect(rolledBack.alerts.map((x) => x.message)).toEqual([expect.stringContaining("out of order")]);
+  });
+
   it("alarms on a directory change it did not make (the operator), and on its PAR under another signer", () => {
     const mine = snapshotOf([{ issuer: bank, bins: ["411111"] }]);
     const expectedEntry = canonicalJson((JSON.parse(mine) as { issuers: Json[] }).issuers[0] as Json);

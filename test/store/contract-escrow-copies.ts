@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { ReceiptRecord, Store, StoredKeyBundle } from "../../src/store/types.js";
-import { at, escrowedReceipt, hex64, owner } from "./fixtures.js";
+import { at, escrowedReceipt, hex64, owner, payment, uid } from "./fixtures.js";
 
 /**
  * The escrow copy of an issuer's release (`EscrowCopy`): the release keeps the escrow-wrapped key
@@ -271,6 +271,33 @@ export function escrowCopiesContract(store: () => Store): void {
         10,
       );
       expect(listed.released.map((x) => x.receipt.id)).toEqual([c.id]);
+    });
+
+    it("drops the copy with a previous owner's receipt, or payment, that the merchantId's owner replaces", async () => {
+      const r = await escrowed();
+      await store().receipts.release(r, to("usr_1"), "iek_a1", [], true);
+      expect(await store().receipts.deleteByPreviousOwner(r.merchantId, r.receiptId, "tnt_new")).toBe(true);
+      expect(await read(r)).toBeUndefined();
+      expect(await store().receipts.escrowCopyOf(r, at(10))).toBeUndefined();
+
+      const paid = payment({ merchantId: r.merchantId, transactionId: uid("txn") });
+      const held = escrowedReceipt(hex64(), at(1000), {
+        escrowKeyId: "iek_a1",
+        escrowOwnerTenantId: "tnt_a",
+        keyBundle: bundle("iek_a1"),
+        merchantId: paid.merchantId,
+        paymentId: paid.paymentId,
+        receiptId: paid.receiptId,
+        transactionId: paid.transactionId,
+      });
+      expect(await store().payments.createWithReceipt(paid, held)).toEqual({ kind: "created" });
+      await store().receipts.release(held, to("usr_1"), "iek_a1", [], true);
+      expect(await store().receipts.escrowCopyOf(held, at(10))).toBeDefined();
+      expect(
+        await store().payments.deleteByPreviousOwner(paid.merchantId, paid.transactionId, "tnt_new"),
+      ).toBe(true);
+      expect(await read(held)).toBeUndefined();
+      expect(await store().receipts.escrowCopyOf(held, at(10))).toBeUndefined();
     });
 
     it("erases the copy with its receipt", async () => {

@@ -7,7 +7,7 @@ import {
   inclusionProofFromTiles,
   rootFromTiles,
 } from "../../src/kt/tiles.js";
-import { sequenceName } from "../../src/store/kt-sequence.js";
+import { erasedStatementSha256, sequenceName } from "../../src/store/kt-sequence.js";
 import type {
   KtAppendBatch,
   KtLeafRecord,
@@ -450,6 +450,15 @@ export function ktLogContract(store: () => Store): void {
       expect(await log.lastOfSequence(sequenceName.card(card))).toBeUndefined();
       expect(await log.sequenceState(sequenceName.card(card))).toBeUndefined();
       expect(await log.leaf(2)).toMatchObject({ cardKey: other.card?.key, statement: other.statement });
+      // Each erased record keeps its statement's SHA-256 (nothing of the card), so intake can refuse
+      // that statement sent again once the card's sequence has restarted; a second erasure changes nothing.
+      for (const [index, pending] of mine.entries()) {
+        expect((await log.leaf(index))?.erasedStatementSha256).toBe(erasedStatementSha256(pending.statement));
+      }
+      expect(await log.leaf(2)).not.toHaveProperty("erasedStatementSha256");
+      expect(await log.eraseCard(card, at(60))).toBe(0);
+      expect(await log.statementErased(erasedStatementSha256(mine[1]?.statement as string))).toBe(true);
+      expect(await log.statementErased(erasedStatementSha256('{"version":3}'))).toBe(false);
     });
 
     it("registers auditors by token hash, lists and revokes them", async () => {

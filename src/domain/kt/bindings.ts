@@ -9,6 +9,7 @@ import {
   parseTime,
   withoutCardRef,
 } from "../../kt/statements.js";
+import { erasedStatementSha256 } from "../../store/kt-sequence.js";
 import type { CardRefKind, KtPendingStatement, KtSequenceState } from "../../store/kt-types.js";
 import type { DomainDeps } from "../deps.js";
 import { type KtAnswerFields, registeredFields, rootRotationOf } from "./answers.js";
@@ -115,6 +116,7 @@ export async function checkKeyBinding(
   const signed = { statement, bytes, signature, signingKeyId };
   const before = await takenBefore(deps, state, order.sequence, { ...signed, expected });
   if (before !== undefined) return { ...signed, before };
+  await refuseErased(deps, bytes, name);
   checkOrder(state, order, `${name}.statement.version`);
   const pending = deps.kt.pendingStatement({
     tenantId: expected.tenantId,
@@ -276,6 +278,22 @@ function expectBinding(checked: VerifiedStatement, expected: BindingExpectation,
   }
   checkWindow(statement, now, field);
   return statement;
+}
+
+/**
+ * Refuses a binding that an erasure removed from the log (`invalid_request` naming
+ * `<field>.statement`). An erasure deletes the card's statements with its sequence, so the card's
+ * next binding is version 1 again (nothing may keep a keyed reference of an erased card); without
+ * this, whoever holds the issuer's API key could register a binding the issuer signed before the
+ * erasure, still in its window, and merchants would seal to that old key.
+ */
+async function refuseErased(deps: DomainDeps, bytes: Uint8Array, field: string): Promise<void> {
+  if (await deps.store.ktLog.statementErased(erasedStatementSha256(withoutCardRef(bytes)))) {
+    throw fieldError(
+      `${field}.statement`,
+      "is a statement about a card that was erased since: the issuer signs a new binding to register the card again",
+    );
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import { emptyRoot, HASH_BYTES } from "../../kt/merkle.js";
 import { type TileRequest, tilePath } from "../../kt/tiles.js";
-import { followerReason, planIntake } from "../kt-sequence.js";
+import { erasedStatementSha256, followerReason, planIntake } from "../kt-sequence.js";
 import type {
   KtAppendBatch,
   KtAppendOutcome,
@@ -48,6 +48,8 @@ export class MemoryKtLog implements KtLogStore {
   /** Directory snapshots' SHA-256 in leaf order. */
   private readonly directoryOrder: string[] = [];
   private readonly auditors = new Map<string, KtAuditorRecord>();
+  /** The `erasedStatementSha256` of every erased leaf record. */
+  private readonly erasedStatements = new Set<string>();
 
   /**
    * Checks a change's pending records against their sequences, without writing: a refusal, or the
@@ -262,6 +264,10 @@ export class MemoryKtLog implements KtLogStore {
     for (const leaf of this.leafRecords) {
       if (leaf?.cardKey !== cardKey) continue;
       if (leaf.sequence !== undefined) this.lastBySequence.delete(leaf.sequence);
+      if (leaf.statement !== undefined) {
+        leaf.erasedStatementSha256 = erasedStatementSha256(leaf.statement);
+        this.erasedStatements.add(leaf.erasedStatementSha256);
+      }
       for (const member of ERASED_MEMBERS) delete leaf[member];
       leaf.erasedAt = at;
       changed++;
@@ -272,6 +278,10 @@ export class MemoryKtLog implements KtLogStore {
         this.pendingById.delete(id);
     }
     return changed;
+  }
+
+  async statementErased(sha256: string): Promise<boolean> {
+    return this.erasedStatements.has(sha256);
   }
 
   async directory(sha256: string): Promise<KtDirectoryRecord | undefined> {

@@ -255,6 +255,12 @@ export const INDEXES: Record<string, IndexDescription[]> = {
     // An issuer's feed, and erasure's update of a card's leaves.
     { key: { tenantId: 1, _id: 1 }, name: "byTenant", partialFilterExpression: { kind: "statement" } },
     { key: { cardKey: 1 }, name: "byCard", partialFilterExpression: { cardKey: { $exists: true } } },
+    // Intake's refusal of a statement an erasure removed (sent again after the card's sequence restarted).
+    {
+      key: { erasedStatementSha256: 1 },
+      name: "byErasedStatement",
+      partialFilterExpression: { erasedStatementSha256: { $exists: true } },
+    },
   ],
   [COLLECTIONS.ktDirectories]: [{ key: { index: -1 }, name: "byIndex" }],
   [COLLECTIONS.ktAuditors]: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }],

@@ -4,7 +4,7 @@
 import type { ClientSession } from "mongodb";
 import { emptyRoot, HASH_BYTES } from "../../kt/merkle.js";
 import { type TileRequest, tilePath } from "../../kt/tiles.js";
-import { followerReason } from "../kt-sequence.js";
+import { erasedStatementSha256, followerReason } from "../kt-sequence.js";
 import type {
   KtAppendBatch,
   KtAppendOutcome,
@@ -386,15 +386,31 @@ export class MongoKtLog implements KtLogStore {
 
   eraseCard(cardKey: string, at: Date): Promise<number> {
     return this.ctx.run(async () => {
-      const { modifiedCount } = await this.leafDocs.updateMany(
-        { cardKey },
-        { $unset: ERASED, $set: { erasedAt: at } },
-        this.ctx.limit,
-      );
+      // One leaf at a time, each keeping the SHA-256 of its own statement (a card has a few leaves).
+      const found = await this.leafDocs
+        .find<Pick<LeafDoc, "_id" | "statement">>(
+          { cardKey },
+          { ...this.ctx.limit, projection: { _id: 1, statement: 1 } },
+        )
+        .toArray();
+      let modifiedCount = 0;
+      for (const { _id, statement } of found) {
+        const erased =
+          statement === undefined ? {} : { erasedStatementSha256: erasedStatementSha256(statement) };
+        const update = { $unset: ERASED, $set: { erasedAt: at, ...erased } };
+        modifiedCount += (await this.leafDocs.updateOne({ _id, cardKey }, update, this.ctx.limit))
+          .modifiedCount;
+      }
       await this.sequenceDocs.deleteOne({ _id: `card:${cardKey}` }, this.ctx.limit);
       await this.pendingDocs.deleteMany({ "card.key": cardKey, state: "refused" }, this.ctx.limit);
       return modifiedCount;
     });
+  }
+
+  statementErased(sha256: string): Promise<boolean> {
+    return this.ctx.run(
+      async () => (await this.leafDocs.findOne({ erasedStatementSha256: sha256 }, this.read)) !== null,
+    );
   }
 
   directory(sha256: string): Promise<KtDirectoryRecord | undefined> {

@@ -16,7 +16,7 @@ import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { announceEvents, insertEventsIn } from "./events.js";
 import { COLLECTIONS } from "./indexes.js";
-import { deleteReceiptIn, dropReceiptIn, insertReceiptIn } from "./receipts.js";
+import { deleteReceiptIn, dropEscrowCopyOf, dropReceiptIn, insertReceiptIn } from "./receipts.js";
 import { scatterGather } from "./sharding.js";
 
 /** Thrown inside a transaction to abort it with an outcome for the caller. */
@@ -101,16 +101,18 @@ export class MongoPayments implements PaymentStore {
 
   /** The payment, its receipt and the receipt's claim go together, in one transaction. */
   deleteByPreviousOwner(merchantId: string, transactionId: string, ownerTenantId: string): Promise<boolean> {
-    return this.ctx.run(() =>
-      this.ctx.transaction("payments.deleteByPreviousOwner", async (session) => {
+    return this.ctx.run(async () => {
+      const deleted = await this.ctx.transaction("payments.deleteByPreviousOwner", async (session) => {
         const filter = { merchantId, transactionId, merchantTenantId: { $ne: ownerTenantId } };
         const payment = await this.payments.findOne<PaymentRecord>(filter, this.ctx.readIn(session));
-        if (payment === null) return false;
+        if (payment === null) return undefined;
         await this.payments.deleteOne({ merchantId, transactionId }, this.ctx.writeIn(session));
-        await deleteReceiptIn(this.ctx, session, { merchantId, receiptId: payment.receiptId }, ownerTenantId);
-        return true;
-      }),
-    );
+        const receipt = { merchantId, receiptId: payment.receiptId };
+        return { receipt: await deleteReceiptIn(this.ctx, session, receipt, ownerTenantId) };
+      });
+      await dropEscrowCopyOf(this.ctx, deleted?.receipt);
+      return deleted !== undefined;
+    });
   }
 
   findById(paymentId: string): Promise<PaymentRecord | undefined> {

@@ -75,24 +75,40 @@ export async function insertReceiptIn(
   await ctx.collection<ReceiptDoc>(COLLECTIONS.receipts).insertOne(receiptDoc(receipt), ctx.writeIn(session));
 }
 
+/** Where a receipt is: its card and its id (the shard key of receipts and of escrow copies). */
+export type ReceiptPlace = Pick<ReceiptDoc, "panHash" | "id">;
+
 /**
  * Deletes, in the transaction of `session`, the receipt the claim `id` points to and the claim, if a
- * tenant other than `ownerTenantId` made the receipt; returns whether it did.
+ * tenant other than `ownerTenantId` made the receipt; returns where the deleted receipt was, if it
+ * deleted one (its escrow copy goes after the commit: {@link dropEscrowCopyOf}).
  */
 export async function deleteReceiptIn(
   ctx: MongoContext,
   session: ClientSession,
   id: ClaimDoc["_id"],
   ownerTenantId: string,
-): Promise<boolean> {
+): Promise<ReceiptPlace | undefined> {
   const claims = ctx.collection<ClaimDoc>(COLLECTIONS.receiptClaims);
   const receipts = ctx.collection<ReceiptDoc>(COLLECTIONS.receipts);
   const claim = await claims.findOne({ _id: id }, ctx.readIn(session));
-  if (claim === null) return false;
+  if (claim === null) return undefined;
   const filter = { panHash: claim.panHash, id: claim.id, merchantTenantId: { $ne: ownerTenantId } };
-  if ((await receipts.deleteOne(filter, ctx.writeIn(session))).deletedCount !== 1) return false;
+  if ((await receipts.deleteOne(filter, ctx.writeIn(session))).deletedCount !== 1) return undefined;
   await claims.deleteOne({ _id: id }, ctx.writeIn(session));
-  return true;
+  return { panHash: claim.panHash, id: claim.id };
+}
+
+/**
+ * Deletes the escrow copy of a receipt just deleted (an issuer release's copy, if it kept one), after
+ * the transaction that deleted the receipt: in it, the copy would be one more shard. A failure between
+ * the two leaves a copy without its receipt, which opens nothing, lists nowhere and goes at its expiry.
+ */
+export async function dropEscrowCopyOf(ctx: MongoContext, place: ReceiptPlace | undefined): Promise<void> {
+  if (place === undefined) return;
+  await ctx
+    .collection<EscrowCopyDoc>(COLLECTIONS.escrowCopies)
+    .deleteOne({ panHash: place.panHash, id: place.id }, ctx.limit);
 }
 
 /**
@@ -449,11 +465,13 @@ export class MongoReceipts implements ReceiptStore {
 
   /** In one transaction: the receipt the pair's claim points to, if another tenant made it, and the claim. */
   deleteByPreviousOwner(merchantId: string, receiptId: string, ownerTenantId: string): Promise<boolean> {
-    return this.ctx.run(() =>
-      this.ctx.transaction("receipts.deleteByPreviousOwner", (session) =>
+    return this.ctx.run(async () => {
+      const deleted = await this.ctx.transaction("receipts.deleteByPreviousOwner", (session) =>
         deleteReceiptIn(this.ctx, session, claimId(merchantId, receiptId), ownerTenantId),
-      ),
-    );
+      );
+      await dropEscrowCopyOf(this.ctx, deleted);
+      return deleted !== undefined;
+    });
   }
 
   markHeld(panHash: string, id: string): Promise<void> {

@@ -114,11 +114,15 @@ export const TRANSACTIONS = {
   },
   "receipts.deleteByPreviousOwner": {
     maxShards: 2,
-    touches: "a previous owner's receipt (by card) and its claim, when the merchantId's owner reuses the id",
+    touches:
+      "a previous owner's receipt (by card) and its claim, when the merchantId's owner reuses the id (its " +
+      "escrow copy is deleted after the commit)",
   },
   "payments.deleteByPreviousOwner": {
     maxShards: 3,
-    touches: "a previous owner's payment, its receipt (by card) and the receipt's claim",
+    touches:
+      "a previous owner's payment, its receipt (by card) and the receipt's claim (the receipt's escrow copy " +
+      "is deleted after the commit)",
   },
   "users.register": {
     maxShards: 1,

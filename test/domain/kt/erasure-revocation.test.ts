@@ -7,6 +7,7 @@ import {
   type IssuerSigner,
   keyBindingStatement,
   keyRevocationStatement,
+  signCardBindings,
   signStatement,
 } from "../../../src/client/key-binding.js";
 import { panHashOf } from "../../../src/domain/pan.js";
@@ -58,6 +59,8 @@ interface Card {
   keyId: string;
   userId: string;
   cardKey: string;
+  /** The register request that bound it (its signed binding included). */
+  request: { hashedPan: string; publicKey: string; keyId: string; binding: KtBinding };
 }
 
 /** A card of the bank's BIN registered with its signed binding (version 1), its leaf logged. */
@@ -75,9 +78,10 @@ async function boundCard(b: Bank): Promise<Card> {
     version: 1,
   });
   const binding = await signStatement(statement, b.root);
-  const res = await post(svc, "/api/v1/onboarding/register", b.key, { hashedPan, publicKey, keyId, binding });
+  const request = { hashedPan, publicKey, keyId, binding };
+  const res = await post(svc, "/api/v1/onboarding/register", b.key, request);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return { hashedPan, keyId, userId: res.body.data.userId, cardKey: panHashOf(PEPPER, hashedPan) };
+  return { hashedPan, keyId, userId: res.body.data.userId, cardKey: panHashOf(PEPPER, hashedPan), request };
 }
 
 /** The card's revocation for an erasure, signed by `signer` (the bank's root unless said otherwise). */
@@ -349,6 +353,86 @@ describe("an erasure revokes the card's binding", { timeout: 120_000 }, () => {
     const revoked = await boundCard(lax);
     expect((await erase(lax, revoked.userId, [await revocation(lax, revoked)])).status).toBe(200);
     await revokedAndErased(revoked);
+  });
+
+  it("refuses the card's binding signed before the erasure, revoked or not, and takes a new one at version 1", async () => {
+    // The erasure restarts the card's sequence (nothing keeps a keyed reference of an erased card), so
+    // a binding the bank signed before it, still in its window, would fit as version 1 again: whoever
+    // holds the bank's API key could put the erased device's key back, and merchants would seal to it.
+    const unrevoked = await boundCard(lax);
+    expect((await erase(lax, unrevoked.userId)).status).toBe(200);
+    const revoked = await boundCard(strict);
+    expect((await erase(strict, revoked.userId, [await revocation(strict, revoked)])).status).toBe(200);
+    for (const [b, card] of [
+      [lax, unrevoked],
+      [strict, revoked],
+    ] as const) {
+      const replay = await post(svc, "/api/v1/onboarding/register", b.key, card.request);
+      expect(replay.status, JSON.stringify(replay.body)).toBe(400);
+      expect(replay.body.error?.code).toBe("invalid_request");
+      expect(replay.body.error?.details).toContain(
+        "binding.statement: is a statement about a card that was erased",
+      );
+      expect(JSON.stringify(replay.body)).not.toContain(card.hashedPan);
+      expect(await svc.store.ktLog.sequenceState(`card:${card.cardKey}`)).toBeUndefined();
+      expect(await svc.store.users.findByPanHash(card.cardKey)).toBeUndefined();
+      // The bank's new binding of the card (a new key, version 1) registers it again.
+      const keyId = randomUUID();
+      const { publicKey: k } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+      const publicKey = k.export({ type: "spki", format: "der" }).toString("base64");
+      const fresh = keyBindingStatement({
+        issuer: b.id,
+        card: { hashedPan: card.hashedPan },
+        bin: b.bin,
+        keyId,
+        publicKey,
+        version: 1,
+      });
+      const again = await post(svc, "/api/v1/onboarding/register", b.key, {
+        hashedPan: card.hashedPan,
+        publicKey,
+        keyId,
+        binding: await signStatement(fresh, b.root),
+      });
+      expect(again.status, JSON.stringify(again.body)).toBe(200);
+      expect(JSON.parse(Buffer.from(again.body.data.binding.statement, "base64").toString()).version).toBe(1);
+    }
+  });
+
+  it("refuses a PAR binding signed before the erasure of a card held by hashed PAN and PAR", async () => {
+    const card = {
+      hashedPan: hashPan(`${lax.bin}${String(++cards).padStart(8, "0")}`),
+      par: `Q9${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 27)}`,
+    };
+    const device = () => {
+      const { publicKey: k } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+      return { keyId: randomUUID(), publicKey: k.export({ type: "spki", format: "der" }).toString("base64") };
+    };
+    const sign = (key: { keyId: string; publicKey: string }, notBefore = Date.now()) =>
+      signCardBindings(
+        { issuer: lax.id, card, bin: lax.bin, ...key, versions: { hashedPan: 1, par: 1 }, notBefore },
+        lax.root,
+      );
+    const old = device();
+    const before = await sign(old);
+    const first = await post(svc, "/api/v1/onboarding/register", lax.key, { ...card, ...old, ...before });
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect((await erase(lax, first.body.data.userId)).status).toBe(200);
+    // The old PAR binding beside a new hashed-PAN binding of the old key: the PAR's is refused.
+    const mixed = { ...(await sign(old, Date.now() - 60_000)), parBinding: before.parBinding };
+    const replay = await post(svc, "/api/v1/onboarding/register", lax.key, { ...card, ...old, ...mixed });
+    expect(replay.status, JSON.stringify(replay.body)).toBe(400);
+    expect(replay.body.error?.details).toContain(
+      "parBinding.statement: is a statement about a card that was erased",
+    );
+    expect(JSON.stringify(replay.body)).not.toContain(card.par);
+    const fresh = device();
+    const again = await post(svc, "/api/v1/onboarding/register", lax.key, {
+      ...card,
+      ...fresh,
+      ...(await sign(fresh)),
+    });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
   });
 
   it("answers 503 while the revocation waits for the log, and the same request finishes it, logging it once", async () => {
