@@ -23,6 +23,7 @@ import { createMemoryStore } from "../../src/store/memory/index.js";
 import { makeIssuer, makeUserKey } from "../kt/world.js";
 import { post, receiptBody, startService, type TestService } from "../support/harness.js";
 import { ORIGIN, PEPPER, pendingOf, signedBinding, TestSigningKeys, testCard } from "../support/kt.js";
+import { untilSequenced } from "../support/kt-issuers.js";
 import { startWitnesses } from "../support/witnesses.js";
 
 /**
@@ -77,16 +78,7 @@ describe("look-up answers with the key directory's proofs", { timeout: 120_000 }
           },
   };
 
-  async function witnessed(): Promise<void> {
-    for (let i = 0; i < 500; i++) {
-      const latest = await store.ktLog.latestCheckpoint();
-      const head = await store.ktLog.head();
-      if (latest?.size === head.size && Object.keys(latest.cosignatures).length === WITNESSES.length) return;
-      svc.app.domain.kt.notify();
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    throw new Error("the witnesses did not cosign the head");
-  }
+  const witnessed = () => untilSequenced(svc, WITNESSES.length);
 
   beforeAll(async () => {
     const witnesses = await startWitnesses(ORIGIN, logSigner.key, dir, closers, WITNESSES);

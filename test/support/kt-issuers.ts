@@ -66,13 +66,17 @@ export async function ownBins(svc: TestService, tenant: string, bins: string[]):
   expect((await svc.store.bins.set(tenant, bins, new Date(), [change])).kind).toBe("set");
 }
 
-/** Waits until nothing is pending and the newest checkpoint covers the whole (non-empty) log. */
-export async function untilSequenced(svc: TestService): Promise<void> {
+/**
+ * Waits until nothing is pending and the newest checkpoint covers the whole (non-empty) log, with
+ * `cosignatures` witnesses' cosignatures on it (a change queued while a round ran goes into the next).
+ */
+export async function untilSequenced(svc: TestService, cosignatures = 0): Promise<void> {
   for (let i = 0; i < 400; i++) {
     const pending = await svc.store.ktLog.pending(1);
     const head = await svc.store.ktLog.head();
     const latest = await svc.store.ktLog.latestCheckpoint();
-    if (pending.length === 0 && head.size > 0 && latest?.size === head.size) return;
+    const cosigned = latest !== undefined && Object.keys(latest.cosignatures).length >= cosignatures;
+    if (pending.length === 0 && head.size > 0 && latest?.size === head.size && cosigned) return;
     svc.app.domain.kt.notify();
     await new Promise((r) => setTimeout(r, 25));
   }
