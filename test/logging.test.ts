@@ -59,6 +59,8 @@ const SPELLINGS: Record<string, string> = {
   PrivateKey: "pascal-case-secret-20",
   "X-API-KEY": "upper-header-secret-21",
   hashed_pan: "snake-pan-secret-22",
+  // U+212A KELVIN SIGN, whose lower case is the letter k: "apiKey" to a case-insensitive reader.
+  "api\u212Aey": "kelvin-sign-secret-41",
 };
 
 function capture(): { lines: string[]; logger: ReturnType<typeof createLogger> } {

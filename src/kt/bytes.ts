@@ -7,7 +7,9 @@ import { fromBase64, toBase64 } from "../client/base64.js";
  */
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder("utf-8", { fatal: true });
+// `ignoreBOM` keeps a leading byte-order mark in the text (the default drops it): bytes
+// EF BB BF + X would otherwise read as X, a second spelling of X whose signature covers other bytes.
+const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** UTF-8 bytes of `text`. */
 export function utf8(text: string): Uint8Array {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fromUtf8 } from "../../src/kt/bytes.js";
+import { fromUtf8, utf8 } from "../../src/kt/bytes.js";
 import { cardStateOf, nextCardState, nextInSequence } from "../../src/kt/card-rules.js";
 import { canonicalJson, type JsonObject } from "../../src/kt/json.js";
 import { commitmentOf, parseLeaf, parTagOf, statementLeaf } from "../../src/kt/leaves.js";
@@ -63,6 +63,9 @@ describe("statements", () => {
       expect(parsed.ok, statement).toBe(false);
       if (!parsed.ok) expect(parsed.reason, statement).toContain(reason);
     }
+    // The same text after a UTF-8 byte-order mark, as bytes: a second spelling, refused.
+    const marked = new Uint8Array([0xef, 0xbb, 0xbf, ...utf8(text(binding))]);
+    expect(parseStatement(marked)).toMatchObject({ ok: false, reason: "statement is not JSON" });
     const { issuer: _i, ...missing } = binding;
     expect(parseStatement(text(missing))).toMatchObject({
       ok: false,

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { ReceiptRecord, Store, StoredKeyBundle } from "../../src/store/types.js";
+import { event } from "./contract-events.js";
 import { at, escrowedReceipt, hex64, owner, payment, uid } from "./fixtures.js";
 
 /**
@@ -78,6 +79,22 @@ export function escrowCopiesContract(store: () => Store): void {
       const third = { userId: "usr_1", keyBundle: bundle("k-user") };
       expect(await store().receipts.releaseAgain(r, third, "tnt_a", at(12))).toBe(true);
       expect((await read(r))?.keyBundle).toEqual(third.keyBundle);
+    });
+
+    it("tells this process's event worker of a release again's events, and of none when it is refused", async () => {
+      const r = await escrowed();
+      await store().receipts.release(r, to("usr_1"), "iek_a1", [], true);
+      let told = 0;
+      store().events.onWritten(() => {
+        told++;
+      });
+      const again = { userId: "usr_1", keyBundle: bundle("k-user") };
+      // Refused (another owner): its event is not stored, so the worker is not woken for it.
+      expect(await store().receipts.releaseAgain(r, again, "tnt_b", at(10), [event("tnt_b")])).toBe(false);
+      expect(told).toBe(0);
+      // Released again: the worker hears of its event at once rather than at its next poll.
+      expect(await store().receipts.releaseAgain(r, again, "tnt_a", at(10), [event("tnt_a")])).toBe(true);
+      expect(told).toBe(1);
     });
 
     it("lists the owner's copies of one card oldest first, in pages, never another owner's or card's", async () => {

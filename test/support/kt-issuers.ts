@@ -6,6 +6,7 @@ import {
   signStatement,
   statementOf,
 } from "../../src/client/key-binding.js";
+import { base64, utf8 } from "../../src/kt/bytes.js";
 import { formatTime } from "../../src/kt/statements.js";
 import { post, type TestService } from "./harness.js";
 
@@ -160,4 +161,14 @@ export function deviceKey(): { keyId: string; publicKey: string } {
     keyId: randomUUID(),
     publicKey: publicKey.export({ type: "spki", format: "der" }).toString("base64"),
   };
+}
+
+/**
+ * A binding's members for any statement bytes (text as UTF-8), signed raw with Ed25519: the client
+ * library refuses to sign what breaks the statement rules, and these tests send exactly that.
+ */
+export async function rawBinding(signer: IssuerSigner, statement: Uint8Array | string) {
+  const bytes = typeof statement === "string" ? utf8(statement) : statement;
+  const signature = new Uint8Array(await crypto.subtle.sign("Ed25519", signer.privateKey, bytes));
+  return { statement: base64(bytes), signature: base64(signature), signingKeyId: signer.signingKeyId };
 }

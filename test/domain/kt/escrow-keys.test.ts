@@ -15,7 +15,7 @@ import {
 import { base64, fromBase64Strict, utf8 } from "../../../src/kt/bytes.js";
 import { formatTime } from "../../../src/kt/statements.js";
 import { hashPan, post, startService, type TestService } from "../../support/harness.js";
-import { operatorCalls } from "../../support/kt-issuers.js";
+import { operatorCalls, rawBinding } from "../../support/kt-issuers.js";
 
 /**
  * Issuer escrow keys signed by the issuer (`POST /api/v1/issuers/escrow-keys` with `binding`, a
@@ -214,6 +214,12 @@ describe("signed issuer escrow keys over REST", () => {
     });
 
     it("a statement about another key, suite or id, or not an escrow key", async () => {
+      // After a UTF-8 byte-order mark, signed with it: once made the key current with nothing logged.
+      await attempt(
+        (k) => rawBinding(root, new Uint8Array([0xef, 0xbb, 0xbf, ...statementFor(bank, k)])),
+        "invalid_request",
+        "binding.statement",
+      );
       await attempt(
         () => signStatement(statementFor(bank, escrowPublicKey()), root),
         "invalid_request",
