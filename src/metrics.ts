@@ -1,6 +1,6 @@
 import { createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
-import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Registry } from "prom-client";
 import { kProtocol } from "./http/protocol.js";
 import { errorCodeOf } from "./rpc/error-mapping.js";
 
@@ -41,29 +41,31 @@ const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
  * Creates the metrics: default process metrics (CPU, memory, event loop, GC),
  * `http_requests_total{protocol,method,code}` and `http_request_duration_seconds{protocol,method}`.
  * `defaultMetrics: false` leaves the process metrics out (tests that build many servers).
+ *
+ * The two request metrics are counted in place, in one record per series, and handed to the
+ * registry in prom-client's own shapes when /metrics is read (`requestMetric`): prom-client's
+ * labelled series validate and hash their labels on every `inc` and `observe`, about 1.2 us per call,
+ * on every call of every protocol.
  */
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
   if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
-  const requests = new Counter({
-    name: "http_requests_total",
-    help: "Requests served, by wire protocol, RPC method (or route) and result code.",
-    labelNames: ["protocol", "method", "code"] as const,
-    registers: [registry],
-  });
-  const latency = new Histogram({
-    name: "http_request_duration_seconds",
-    help: "Time from receiving a request to its response, in seconds.",
-    labelNames: ["protocol", "method"] as const,
-    buckets: LATENCY_BUCKETS,
-    registers: [registry],
-  });
-  // The labelled series, looked up once each: prom-client validates and hashes a label object on
-  // every `inc`/`observe`, which showed up in the profile of every call.
-  const series = new Map<string, { count: () => void; time: (seconds: number) => void }>();
+  const counts = new Map<string, CountSeries>();
+  const latencies = new Map<string, LatencySeries>();
+  registry.registerMetric(
+    requestMetric("http_requests_total", "counter", REQUESTS_HELP, () =>
+      [...counts.values()].map(({ labels, count }) => ({ labels, value: count })),
+    ),
+  );
+  registry.registerMetric(
+    requestMetric("http_request_duration_seconds", "histogram", LATENCY_HELP, () =>
+      [...latencies.values()].flatMap(histogramValues),
+    ),
+  );
+  const series = new Map<string, { count: CountSeries; latency: LatencySeries }>();
   const methods = new Set<string>([UNMATCHED_METHOD]);
-  const seriesOf = ({ protocol, code, ...labels }: RequestLabels) => {
-    let method = labels.method;
+  const seriesOf = ({ protocol, code, method: given }: RequestLabels) => {
+    let method = given;
     if (!methods.has(method)) {
       if (methods.size >= MAX_METHOD_LABELS) method = UNMATCHED_METHOD;
       else methods.add(method);
@@ -71,9 +73,15 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     const key = `${protocol} ${method} ${code}`;
     let found = series.get(key);
     if (found === undefined) {
-      const counter = requests.labels({ protocol, method, code });
-      const histogram = latency.labels({ protocol, method });
-      found = { count: () => counter.inc(), time: (seconds) => histogram.observe(seconds) };
+      const count = { labels: { protocol, method, code }, count: 0 };
+      counts.set(key, count);
+      const timed = `${protocol} ${method}`;
+      let latency = latencies.get(timed);
+      if (latency === undefined) {
+        latency = { labels: { protocol, method }, buckets: LATENCY_BUCKETS.map(() => 0), sum: 0, count: 0 };
+        latencies.set(timed, latency);
+      }
+      found = { count, latency };
       series.set(key, found);
     }
     return found;
@@ -81,11 +89,84 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   return {
     registry,
     observe(labels, seconds) {
-      const { count, time } = seriesOf(labels);
-      count();
-      time(seconds);
+      const { count, latency } = seriesOf(labels);
+      count.count += 1;
+      const bucket = LATENCY_BUCKETS.findIndex((bound) => seconds <= bound);
+      if (bucket >= 0) latency.buckets[bucket] = (latency.buckets[bucket] ?? 0) + 1;
+      latency.sum += seconds;
+      latency.count += 1;
     },
   };
+}
+
+const REQUESTS_HELP = "Requests served, by wire protocol, RPC method (or route) and result code.";
+const LATENCY_HELP = "Time from receiving a request to its response, in seconds.";
+
+/** One series of `http_requests_total`. */
+interface CountSeries {
+  labels: { protocol: string; method: string; code: string };
+  count: number;
+}
+
+/** One series of `http_request_duration_seconds`: the observations of each bucket (not cumulative). */
+interface LatencySeries {
+  labels: { protocol: string; method: string };
+  buckets: number[];
+  sum: number;
+  count: number;
+}
+
+/** One value of a metric as prom-client's registry reads it (`sharedLabels` follow `labels`). */
+interface MetricValue {
+  labels: Record<string, string | number>;
+  sharedLabels?: Record<string, string>;
+  value: number;
+  metricName?: string;
+}
+
+/** A histogram series as prom-client's own `Histogram` gives it: cumulative buckets, `+Inf`, sum, count. */
+function histogramValues(series: LatencySeries): MetricValue[] {
+  const name = "http_request_duration_seconds";
+  const sharedLabels = series.labels;
+  let below = 0;
+  const values: MetricValue[] = LATENCY_BUCKETS.map((bound, i) => {
+    below += series.buckets[i] ?? 0;
+    return { labels: { le: bound }, sharedLabels, value: below, metricName: `${name}_bucket` };
+  });
+  values.push(
+    { labels: { le: "+Inf" }, sharedLabels, value: series.count, metricName: `${name}_bucket` },
+    { labels: {}, sharedLabels, value: series.sum, metricName: `${name}_sum` },
+    { labels: {}, sharedLabels, value: series.count, metricName: `${name}_count` },
+  );
+  return values;
+}
+
+/**
+ * A metric the registry reads as it reads prom-client's own: `getForPromString` for the text of
+ * /metrics, `get` (labels merged) for JSON.
+ */
+function requestMetric(
+  name: string,
+  type: "counter" | "histogram",
+  help: string,
+  values: () => MetricValue[],
+): Parameters<Registry["registerMetric"]>[0] {
+  const shape = (list: MetricValue[]) => ({ name, help, type, aggregator: "sum", values: list });
+  const metric = {
+    name,
+    help,
+    type,
+    aggregator: "sum",
+    getForPromString: async () => shape(values()),
+    get: async () =>
+      shape(
+        values().map(({ labels, sharedLabels, ...rest }) => ({
+          ...rest,
+          labels: { ...labels, ...sharedLabels },
+        })),
+      ),
+  };
+  return metric as unknown as Parameters<Registry["registerMetric"]>[0];
 }
 
 /**
