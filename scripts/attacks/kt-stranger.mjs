@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+/* Over 400 lines on purpose: one stranger's session, its checks run in order against one server, each
+ * on the tenants, BINs and cards the earlier ones set up; split, every part would rebuild that scene. */
 /**
  * A stranger's attack on the key directory (issue 32), from outside, against a running server with its
  * key log and witnesses (`scripts/start-kt.mjs` prints the merchant's policy file), trying what the
