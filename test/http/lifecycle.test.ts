@@ -24,6 +24,21 @@ function timeUntilClosed(port: number, bytes?: string): Promise<{ ms: number; re
   });
 }
 
+/**
+ * Holds the next generate-keys call in the service until `release()`; `entered` settles once the call
+ * has reached it.
+ */
+function holdNextCall(): { release: () => void; entered: Promise<void> } {
+  let release = () => {};
+  gate.wait = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const entered = new Promise<void>((resolve) => {
+    gate.entered = resolve;
+  });
+  return { release, entered };
+}
+
 describe("connections and shutdown", () => {
   let t: TestServer | undefined;
   afterEach(async () => {
@@ -99,13 +114,7 @@ describe("connections and shutdown", () => {
 
   it("lets a call in flight finish before closing, and refuses new connections meanwhile", async () => {
     t = await startTestServer();
-    let release = () => {};
-    gate.wait = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    const entered = new Promise<void>((resolve) => {
-      gate.entered = resolve;
-    });
+    const { release, entered } = holdNextCall();
     const inFlight = fetch(`${t.baseUrl}/api/v1/onboarding/generate-keys`, { method: "POST" });
     await entered;
     gate.entered = undefined;
@@ -126,13 +135,7 @@ describe("connections and shutdown", () => {
 
   it("tells an HTTP/1.1 call in flight when the drain began to close its connection", async () => {
     t = await startTestServer();
-    let release = () => {};
-    gate.wait = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    const entered = new Promise<void>((resolve) => {
-      gate.entered = resolve;
-    });
+    const { release, entered } = holdNextCall();
     const agent = new Agent({ keepAlive: true });
     const answer = new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
       const req = httpRequest(`${t?.baseUrl}/api/v1/onboarding/generate-keys`, { method: "POST", agent });
