@@ -1,8 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { type Event, EventSchema } from "../../gen/receipts/v1/events_pb.js";
 import { type WebhookDelivery, WebhookDeliverySchema } from "../../gen/receipts/v1/webhooks_pb.js";
-import { timestampJson } from "../proto-scalars.js";
-import { timestampOf } from "../rpc/convert.js";
+import { timestampJson, timestampOf } from "../proto-scalars.js";
 import type { DeliveryRecord, EventData, SequencedEvent } from "../store/event-types.js";
 import type { EventRecord } from "./types.js";
 
