@@ -2,7 +2,6 @@ import { createHmac, generateKeyPairSync, randomBytes, randomUUID, sign } from "
 import { setTimeout as sleep } from "node:timers/promises";
 import { systemClock } from "../src/clock.js";
 import type { KtConfig } from "../src/config-kt.js";
-import { generateNoteSigner } from "../src/domain/kt/note-keys.js";
 import { createKtRuntime, type KtRuntime } from "../src/domain/kt/runtime.js";
 import { noteWithCosignatures } from "../src/domain/kt/service.js";
 import type { KtSigningKeyInfo } from "../src/domain/kt/statement-check.js";
@@ -12,6 +11,7 @@ import { canonicalJson } from "../src/kt/json.js";
 import { leafHash } from "../src/kt/merkle.js";
 import { nodeSha256 } from "../src/kt/node-engine.js";
 import { NOTE_ED25519 } from "../src/kt/note.js";
+import { generateNoteSigner } from "../src/kt/note-keys.js";
 import { signingKeyIdOf } from "../src/kt/signatures.js";
 import { formatTime, parseStatement, type Statement } from "../src/kt/statements.js";
 import { appendToTiles, inclusionProofFromTiles } from "../src/kt/tiles.js";

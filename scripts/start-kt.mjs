@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const load = (path) => import(new URL(`../dist/src/${path}`, import.meta.url).href);
-const { formatNoteSkey, generateNoteSigner } = await load("domain/kt/note-keys.js");
+const { formatNoteSkey, generateNoteSigner } = await load("kt/note-keys.js");
 const { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } = await load("kt/note.js");
 const { startWitnessServer } = await load("cli/witness-server.js");
 

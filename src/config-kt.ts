@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
-import { parseNoteSkey } from "./domain/kt/note-keys.js";
 import { COSIGNATURE_ED25519, NOTE_ED25519, ORIGIN_SUFFIX, parseVkey } from "./kt/note.js";
+import { parseNoteSkey } from "./kt/note-keys.js";
 import { DEFAULT_MAX_BINDING_DAYS } from "./kt/statements.js";
 import type { Environment } from "./store/types.js";
 

@@ -3,13 +3,13 @@
  * events' settings already live in their own files. */
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { type EventsConfig, readEventsConfig } from "./config-events.js";
 import { type KtConfig, readKtConfig } from "./config-kt.js";
-import { type EventsConfig, readEventsConfig } from "./events/config.js";
 import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast-paths.js";
-import { parseTrustedProxies, type TrustedProxies } from "./http/client-address.js";
-import { DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS } from "./http/connection-cap.js";
+import type { StoreSettings } from "./store/index.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
 import type { Environment, Tier } from "./store/types.js";
+import { parseTrustedProxies, type TrustedProxies } from "./trusted-proxies.js";
 
 /** Requests allowed per key per minute, for all calls and for generate-keys separately. */
 export interface TierLimits {
@@ -17,8 +17,12 @@ export interface TierLimits {
   generateKeysPerMinute: number;
 }
 
-/** The service's configuration, read once from the environment at start-up. */
-export interface Config {
+/**
+ * The service's configuration, read once from the environment at start-up. The store's part
+ * (`STORE`, `MONGODB_URI`, `MONGODB_DB`, `STORE_TIMEOUT_MS`, `RECEIPT_RETENTION_DAYS`) is the store's
+ * own settings type.
+ */
+export interface Config extends StoreSettings {
   port: number;
   /**
    * The address to listen on (`HOST`): `127.0.0.1` by default, so a development server is reachable
@@ -26,9 +30,6 @@ export interface Config {
    */
   host: string;
   env: Environment;
-  store: "memory" | "mongodb";
-  mongodbUri: string | undefined;
-  mongodbDb: string;
   /** Server secret for the HMAC of hashed PANs at rest. */
   hashedPanPepper: string;
   /** True when the pepper was generated for this process (development only). */
@@ -47,20 +48,9 @@ export interface Config {
   grantTtlSeconds: number;
   /** How long an unreleased escrowed receipt is kept, in days. */
   escrowRetentionDays: number;
-  /**
-   * How long a delivered receipt is kept, in days after it was made (`RECEIPT_RETENTION_DAYS`); unset
-   * keeps receipts until their user is erased. At least `escrowRetentionDays`. MongoDB deletes them
-   * (and their claims) with a TTL index, about a minute late; nothing hides them before.
-   */
-  receiptRetentionDays: number | undefined;
   /** How fast escrow may grow for one card, and how much of it a registration releases itself. */
   escrow: EscrowLimits;
   bodyLimitBytes: number;
-  /**
-   * Time limit of one store call in milliseconds (`STORE_TIMEOUT_MS`, default 5000): a slower call
-   * answers `service_unavailable` rather than hold its request open (see `withTimeLimit`).
-   */
-  storeTimeoutMs: number;
   /**
    * Worker threads for the RSA work (sealing, decrypting, escrow release), and as many again, at a
    * lower priority, for key generation (`CRYPTO_THREADS`, default one per core; a cluster gives each
@@ -137,6 +127,12 @@ export interface EscrowLimits {
    */
   releasePerCall: number;
 }
+
+/**
+ * HTTP/2 connections one address may hold open (`HTTP2_MAX_CONNECTIONS_PER_ADDRESS`) by default: far above
+ * what one gRPC client opens (one per channel), far below a flood.
+ */
+export const DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS = 100;
 
 /** The tier table, before `RATE_LIMIT_TIERS` overrides. */
 export const DEFAULT_TIERS: Record<Tier, TierLimits> = {

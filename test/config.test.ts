@@ -1,8 +1,8 @@
 import { availableParallelism } from "node:os";
 import { describe, expect, it } from "vitest";
 import { ConfigError, DEFAULT_TIERS, loadConfig } from "../src/config.js";
-import { formatNoteSkey, generateNoteSigner } from "../src/domain/kt/note-keys.js";
 import { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } from "../src/kt/note.js";
+import { formatNoteSkey, generateNoteSigner } from "../src/kt/note-keys.js";
 
 const PEPPER = "p".repeat(40);
 /** A webhook sealing key as production needs it: base64 of 32 bytes. */

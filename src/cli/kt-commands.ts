@@ -1,5 +1,4 @@
 import { readFileSync, writeFileSync } from "node:fs";
-import { formatNoteSkey, generateNoteSigner, parseNoteSkey } from "../domain/kt/note-keys.js";
 import {
   COSIGNATURE_ED25519,
   formatVkey,
@@ -9,6 +8,7 @@ import {
   ORIGIN_SUFFIX,
   parseVkey,
 } from "../kt/note.js";
+import { formatNoteSkey, generateNoteSigner, parseNoteSkey } from "../kt/note-keys.js";
 import { CommandConfigError, parse, UsageError } from "./admin-commands.js";
 import { startWitnessServer } from "./witness-server.js";
 

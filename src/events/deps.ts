@@ -1,8 +1,8 @@
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
+import type { EventsConfig } from "../config-events.js";
 import type { RandomBytes } from "../domain/gateways/gateway.js";
 import type { Environment, Store } from "../store/types.js";
-import type { EventsConfig } from "./config.js";
 import type { EventHub } from "./hub.js";
 import type { SecretBox } from "./secret-box.js";
 import type { ResolveAll } from "./ssrf.js";

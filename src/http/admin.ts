@@ -24,8 +24,9 @@ import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import { createMetrics } from "../rpc/metrics.js";
 import { OPERATOR } from "../rpc/route-services.js";
 import type { Environment, Store } from "../store/types.js";
+import { NO_TRUSTED_PROXIES, type TrustedProxies } from "../trusted-proxies.js";
 import { type ChainedRoute, registerChainedRoutes } from "./chained-routes.js";
-import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
+import { clientAddressOf } from "./client-address.js";
 import { answerFastifyError, sendSuccess } from "./envelope.js";
 
 /**

@@ -4,7 +4,8 @@ import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import { ERRORS, type ErrorCode } from "../errors.js";
 import { kProtocol, kRemoteAddress, type Protocol } from "../rpc/context.js";
 import type { Metrics } from "../rpc/metrics.js";
-import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
+import { NO_TRUSTED_PROXIES, type TrustedProxies } from "../trusted-proxies.js";
+import { clientAddressOf } from "./client-address.js";
 
 /**
  * What every way into the service sets a call up with: the raw gRPC server (grpc-unary.ts), the Connect

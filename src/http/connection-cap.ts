@@ -1,5 +1,6 @@
 import type { Socket } from "node:net";
-import { withoutIpv4Prefix } from "./client-address.js";
+import { DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS } from "../config.js";
+import { withoutIpv4Prefix } from "../trusted-proxies.js";
 
 /**
  * A cap on the HTTP/2 connections one client address may hold open at once
@@ -22,9 +23,6 @@ export interface ConnectionCap {
   /** Connections open now from `address`. */
   openFrom(address: string): number;
 }
-
-/** The default cap: far above what one gRPC client opens (one per channel), far below a flood. */
-export const DEFAULT_HTTP2_CONNECTIONS_PER_ADDRESS = 100;
 
 /** A cap of `max` HTTP/2 connections per address, not applied to addresses `exempt` says are proxies. */
 export function createConnectionCap(

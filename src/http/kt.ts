@@ -13,8 +13,9 @@ import { AppError, invalidRequest } from "../errors.js";
 import { tilePath } from "../kt/tiles.js";
 import { KEY_LOG } from "../rpc/route-services.js";
 import type { Environment, Store } from "../store/types.js";
+import { NO_TRUSTED_PROXIES, type TrustedProxies } from "../trusted-proxies.js";
 import { type Answer, type ChainedRoute, registerChainedRoutes } from "./chained-routes.js";
-import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
+import { clientAddressOf } from "./client-address.js";
 import { sendSuccess } from "./envelope.js";
 
 /**

@@ -6,9 +6,9 @@ import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXIT, runCli } from "../../src/cli/main.js";
 import { FakeClock } from "../../src/clock.js";
-import { parseNoteSkey } from "../../src/domain/kt/note-keys.js";
 import { base64 } from "../../src/kt/bytes.js";
 import { COSIGNATURE_ED25519, NOTE_ED25519, parseVkey } from "../../src/kt/note.js";
+import { parseNoteSkey } from "../../src/kt/note-keys.js";
 import { makeIssuer } from "../kt/world.js";
 import { ktConfig, ktRig, pendingOf, signedBinding, testCard, userKey } from "../support/kt.js";
 

@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { DEFAULT_RETRY_SCHEDULE } from "../../src/config-events.js";
 import { ALL_EVENT_TYPES, EVENT_TYPES } from "../../src/domain/event-types.js";
-import { DEFAULT_RETRY_SCHEDULE } from "../../src/events/config.js";
 
 /**
  * docs/events.md against the code it describes: the table of event types (who receives each and the
@@ -43,7 +43,7 @@ describe("docs/events.md", () => {
   });
 
   it("documents every variable the events configuration reads, and the default retry schedule", () => {
-    const source = readFileSync(join(ROOT, "src", "events", "config.ts"), "utf8");
+    const source = readFileSync(join(ROOT, "src", "config-events.ts"), "utf8");
     const names = new Set([...source.matchAll(/"((?:WEBHOOK|EVENTS|WATCH)_[A-Z_]+)"/g)].map((m) => m[1]));
     names.add("WEBHOOK_SECRET_KEY");
     names.add("WEBHOOK_RETRY_SCHEDULE");

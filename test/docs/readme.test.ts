@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startWitnessServer } from "../../src/cli/witness-server.js";
-import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } from "../../src/kt/note.js";
+import { formatNoteSkey, generateNoteSigner } from "../../src/kt/note-keys.js";
 import { ESCROW_FIXTURE } from "../support/fixture-keys.js";
 import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 

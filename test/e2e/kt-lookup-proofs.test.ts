@@ -15,9 +15,9 @@ import {
   sealAndStoreReceipt,
 } from "../../src/client/index.js";
 import { type IssuerDetails, storeDirectorySource } from "../../src/domain/kt/directory-source.js";
-import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { base64 } from "../../src/kt/bytes.js";
 import { NOTE_ED25519 } from "../../src/kt/note.js";
+import { formatNoteSkey, generateNoteSigner } from "../../src/kt/note-keys.js";
 import type { TrustPolicy } from "../../src/kt/policy.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { makeIssuer, makeUserKey } from "../kt/world.js";

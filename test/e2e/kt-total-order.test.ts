@@ -1,9 +1,9 @@
 import { randomInt } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { formatNoteSkey, generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { fromBase64Strict } from "../../src/kt/bytes.js";
 import { leafHash, MemoryTree, verifyConsistency, verifyInclusion } from "../../src/kt/merkle.js";
 import { checkNoteSignature, NOTE_ED25519, parseCheckpoint, parseNote } from "../../src/kt/note.js";
+import { formatNoteSkey, generateNoteSigner } from "../../src/kt/note-keys.js";
 import { consistencyProofFromTiles } from "../../src/kt/tiles.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { createMongoStore } from "../../src/store/mongo/index.js";

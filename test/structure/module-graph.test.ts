@@ -22,12 +22,6 @@ const TRANSPORT_PACKAGES = [
   "node:http2",
 ];
 
-/**
- * src/http modules allowed in the graph: the two that src/config.ts reads for its defaults and its
- * proxy list, which import only `node:net`.
- */
-const HTTP_LEAVES = ["src/http/client-address.ts", "src/http/connection-cap.ts"];
-
 /** The project files and the packages the module graph of `entry` loads. */
 async function graphOf(entry: string): Promise<{ files: string[]; packages: string[] }> {
   const result = await build({
@@ -51,10 +45,7 @@ async function graphOf(entry: string): Promise<{ files: string[]; packages: stri
 /** What of the graph is transport: forbidden packages and src/http, src/app, src/rpc/services modules. */
 function transportIn(graph: { files: string[]; packages: string[] }): string[] {
   const files = graph.files.filter(
-    (file) =>
-      (file.startsWith("src/http/") && !HTTP_LEAVES.includes(file)) ||
-      file.startsWith("src/rpc/services/") ||
-      file === "src/app.ts",
+    (file) => file.startsWith("src/http/") || file.startsWith("src/rpc/services/") || file === "src/app.ts",
   );
   const packages = graph.packages.filter((name) => TRANSPORT_PACKAGES.includes(name));
   return [...files, ...packages].sort();

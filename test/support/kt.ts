@@ -1,13 +1,13 @@
 import { createHmac, randomBytes } from "node:crypto";
 import { FakeClock } from "../../src/clock.js";
 import type { KtConfig } from "../../src/config-kt.js";
-import { generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { createKtRuntime, type KtRuntime, type KtRuntimeOptions } from "../../src/domain/kt/runtime.js";
 import type { SequencerLeases } from "../../src/domain/kt/sequencer.js";
 import type { KtSigningKeyInfo, KtSigningKeys } from "../../src/domain/kt/statement-check.js";
 import { utf8 } from "../../src/kt/bytes.js";
 import { canonicalJson, type Json } from "../../src/kt/json.js";
 import { NOTE_ED25519, type NoteSigner } from "../../src/kt/note.js";
+import { generateNoteSigner } from "../../src/kt/note-keys.js";
 import { formatTime, parseStatement, type Statement } from "../../src/kt/statements.js";
 import { createLogger } from "../../src/logging.js";
 import type { KtPendingStatement } from "../../src/store/kt-types.js";

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { startWitnessServer } from "../../src/cli/witness-server.js";
-import { generateNoteSigner } from "../../src/domain/kt/note-keys.js";
 import { COSIGNATURE_ED25519, formatVkey, type NoteKey } from "../../src/kt/note.js";
+import { generateNoteSigner } from "../../src/kt/note-keys.js";
 
 /** A witness as a trust policy lists it, and as `WITNESS_URLS` names it. */
 export interface StartedWitness {

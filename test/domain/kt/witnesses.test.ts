@@ -4,7 +4,6 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startWitnessServer } from "../../../src/cli/witness-server.js";
 import { FakeClock } from "../../../src/clock.js";
-import { generateNoteSigner } from "../../../src/domain/kt/note-keys.js";
 import { base64 } from "../../../src/kt/bytes.js";
 import { leafHash, MemoryTree } from "../../../src/kt/merkle.js";
 import {
@@ -18,6 +17,7 @@ import {
   parseNote,
   signNoteLine,
 } from "../../../src/kt/note.js";
+import { generateNoteSigner } from "../../../src/kt/note-keys.js";
 import { formatAddCheckpoint } from "../../../src/kt/witness.js";
 import { MemoryKtLog } from "../../../src/store/memory/kt-log.js";
 import { MemoryLeases } from "../../../src/store/memory/leases.js";
