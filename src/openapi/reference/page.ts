@@ -1,6 +1,6 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { ERROR_DOCS_PATH, ERRORS, type ErrorCode } from "../../errors.js";
-import type { OpenApiDocument } from "../../openapi/openapi.js";
+import type { OpenApiDocument } from "../openapi.js";
 import { escapeHtml as esc, inline, markdown } from "./markdown.js";
 import { REFERENCE_CSS } from "./styles.js";
 

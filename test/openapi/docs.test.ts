@@ -1,6 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { escapeHtml, inline, markdown } from "../../src/http/reference/markdown.js";
+import { escapeHtml, inline, markdown } from "../../src/openapi/reference/markdown.js";
 import { startService, type TestService } from "../support/harness.js";
 
 /**

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import type { OpenApiDocument } from "../openapi/openapi.js";
+import type { OpenApiDocument } from "./openapi.js";
 import { referencePage } from "./reference/page.js";
 
 /** Where the API reference page is served. */
