@@ -3,8 +3,9 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it, vi } from "vitest";
 import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { timestampOf } from "../../src/proto-scalars.js";
 import { base64Of, bytesFromBase64 } from "../../src/rpc/base64-bytes.js";
-import { encryptedReceiptOf, timestampOf } from "../../src/rpc/convert.js";
+import { encryptedReceiptOf } from "../../src/rpc/convert.js";
 import { messageToJson } from "../../src/rpc/json.js";
 import type { ReceiptRecord } from "../../src/store/types.js";
 
