@@ -40,7 +40,7 @@ async function main(): Promise<void> {
   const { createEvents } = await load<typeof import("../src/events/index.js")>("events/index.js");
   const { loadConfig } = await load<typeof import("../src/config.js")>("config.js");
   const { createEndpoint } = await load<typeof import("../src/events/endpoints.js")>("events/endpoints.js");
-  const { newEvent } = await load<typeof import("../src/events/types.js")>("events/types.js");
+  const { newEvent } = await load<typeof import("../src/domain/event-types.js")>("domain/event-types.js");
   await initClockTicks();
   const config = loadConfig({ RECEIPTS_ENV: "dev", STORE: "memory", LOG_LEVEL: "warn" });
   const store = createMemoryStore();

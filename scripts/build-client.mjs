@@ -33,6 +33,7 @@ export const SHIPPABLE = [
   "src/kt/", // the key-transparency verifier (its Node engine is refused below by its imports)
   "src/receipt-fields.", // which receipt fields are sealed and signed, shared with the service
   "src/proto-scalars.", // protobuf scalar facts the signed form of a receipt needs (int64 as numbers)
+  "src/error-codes.", // the service's error codes, which the server's error registry is typed against
   // Our own checks of key bytes before WebCrypto reads them (DER, curve points), shared with the service.
   "src/crypto/key-encoding.",
   // The key suites' facts (names, key families and curves, sizes, which wraps are bound), shared with

@@ -1,5 +1,5 @@
 import { Code } from "@connectrpc/connect";
-import type { ServiceErrorCode } from "./client/error-codes.js";
+import type { ServiceErrorCode } from "./error-codes.js";
 
 /**
  * The error registry: every error the service can return, with its HTTP status and gRPC code.

@@ -104,3 +104,14 @@ export function isRfc3339(value: unknown): boolean {
     offsetOk
   );
 }
+
+/** A `Date` as a `google.protobuf.Timestamp` message: what `timestampFromDate` gives, without `create()`. */
+export function timestampOf(date: Date): Timestamp {
+  const ms = date.getTime();
+  const seconds = Math.floor(ms / 1000);
+  return {
+    $typeName: "google.protobuf.Timestamp",
+    seconds: BigInt(seconds),
+    nanos: (ms - seconds * 1000) * 1_000_000,
+  };
+}

@@ -10,7 +10,7 @@ import {
   type SuiteKeyType,
   suiteOfKeyType,
 } from "../crypto/suites.js";
-import { fromBase64 } from "./base64.js";
+import { fromBase64 } from "../kt/base64.js";
 import { ecKeyPairCandidates, isEcKeyOf, type WebCryptoKeyPair } from "./p256.js";
 
 /**

@@ -1,6 +1,6 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import type { ServiceErrorCode } from "./error-codes.js";
+import type { ServiceErrorCode } from "../error-codes.js";
 import { HTTP_STATUS_METADATA } from "./transport.js";
 
 /** The `google.rpc.ErrorInfo` domain of the service's errors; a reason from another domain is not ours. */

@@ -9,6 +9,7 @@
  * app that does not draw receipts does not load the renderer.
  */
 
+export { isServiceErrorCode, SERVICE_ERROR_CODES, type ServiceErrorCode } from "../error-codes.js";
 export type { TrustPolicy } from "../kt/policy.js";
 export type { KtBinding, KtLookupAnswer } from "../kt/wire.js";
 export {
@@ -35,7 +36,6 @@ export {
   type RegistrationCheckContext,
   registerDeviceKey,
 } from "./device-checks.js";
-export { isServiceErrorCode, SERVICE_ERROR_CODES, type ServiceErrorCode } from "./error-codes.js";
 export {
   type ApiFieldViolation,
   codeFromConnectCode,

@@ -1,6 +1,6 @@
 import type { CreatePaymentResponse } from "../../gen/receipts/v1/payments_pb.js";
 import type { EncryptedReceipt, KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
-import { fromBase64 } from "./base64.js";
+import { fromBase64 } from "../kt/base64.js";
 import type { CreateOptions, Gateway, MerchantCard, ReceiptsClient } from "./client.js";
 import { ReceiptsApiError } from "./errors.js";
 import type { CardIdentity, KeyTrust } from "./key-trust.js";

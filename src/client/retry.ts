@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { isServiceErrorCode, type ServiceErrorCode } from "./error-codes.js";
+import { isServiceErrorCode, type ServiceErrorCode } from "../error-codes.js";
 import {
   httpStatusOf,
   type ReceiptsApiError,

@@ -1,5 +1,5 @@
+import { fromBase64 } from "../kt/base64.js";
 import { type Json, signingTextOf } from "../receipt-fields.js";
-import { fromBase64 } from "./base64.js";
 
 /**
  * The cardholder's side of merchant signatures (README, "Merchant signatures"): the service cannot check a

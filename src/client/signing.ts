@@ -1,7 +1,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { toBase64 } from "../kt/base64.js";
 import { type Json, receiptJsonOf, signingTextOf } from "../receipt-fields.js";
-import { toBase64 } from "./base64.js";
 import type { WebCryptoKey } from "./client-keys.js";
 
 /**

@@ -10,8 +10,8 @@ import {
   suiteNamed,
   suiteOfKeyType,
 } from "../crypto/suites.js";
+import { fromBase64, toBase64 } from "../kt/base64.js";
 import { INPUT_ONLY_FIELDS, type ReceiptInputJsonOf } from "../receipt-fields.js";
-import { fromBase64, toBase64 } from "./base64.js";
 import {
   derKindOf,
   EnvelopeError,

@@ -1,4 +1,4 @@
-import { fromBase64 } from "./base64.js";
+import { fromBase64 } from "../kt/base64.js";
 
 /**
  * Verifying the service's webhooks on the receiving side, with WebCrypto only (a browser, a worker,

@@ -1,7 +1,7 @@
-import { EscrowRefs } from "../events/escrow-ref.js";
-import { type EventRecord, newEvent } from "../events/types.js";
 import type { PaymentRecord, ReceiptRecord, RegisterOutcome, UserRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import { EscrowRefs } from "./escrow-ref.js";
+import { type EventRecord, newEvent } from "./event-types.js";
 
 /**
  * Which events each change of the domain causes (docs/events.md), decided in one place. The store

@@ -1,6 +1,5 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { AppError, Violations } from "../errors.js";
-import type { EventRecord } from "../events/types.js";
 import { randomId } from "../ids.js";
 import type {
   ApiKeyRecord,
@@ -11,6 +10,7 @@ import type {
   RefundRecord,
 } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
+import type { EventRecord } from "./event-types.js";
 import { receiptEvents, refundedEvent } from "./events.js";
 import { gatewayIdempotencyKey, refundTooLarge } from "./gateways/gateway.js";
 import { gatewayByName } from "./gateways/index.js";

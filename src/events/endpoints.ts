@@ -1,3 +1,4 @@
+import { EVENT_TYPES, eventTypesFor, isEventType } from "../domain/event-types.js";
 import { checkText } from "../domain/field-rules.js";
 import type { CallerInfo } from "../domain/grants.js";
 import { AppError, Violations } from "../errors.js";
@@ -13,7 +14,6 @@ import type { ApiKeyRecord } from "../store/types.js";
 import { allowsPrivateReceivers, type EventsDeps } from "./deps.js";
 import { newSecret, newSigningKey } from "./signing.js";
 import { checkWebhookUrl, hostOf, isPublicAddress } from "./ssrf.js";
-import { EVENT_TYPES, eventTypesFor, isEventType } from "./types.js";
 
 /**
  * Webhook endpoints of a tenant (docs/events.md): create (the secret shown once), list, delete, rotate the

@@ -1,8 +1,8 @@
+import { ALL_EVENT_TYPES, isEventType } from "../domain/event-types.js";
 import { AppError, Violations } from "../errors.js";
 import type { SequencedEvent } from "../store/event-types.js";
 import type { ApiKeyRecord } from "../store/types.js";
 import type { EventsDeps } from "./deps.js";
-import { ALL_EVENT_TYPES, isEventType } from "./types.js";
 
 /**
  * The pull feed and the stream of a tenant's events (docs/events.md). Both read the feed in position

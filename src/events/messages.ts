@@ -1,10 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import { type Event, EventSchema } from "../../gen/receipts/v1/events_pb.js";
 import { type WebhookDelivery, WebhookDeliverySchema } from "../../gen/receipts/v1/webhooks_pb.js";
-import { timestampJson } from "../proto-scalars.js";
-import { timestampOf } from "../rpc/convert.js";
+import type { EventRecord } from "../domain/event-types.js";
+import { timestampJson, timestampOf } from "../proto-scalars.js";
 import type { DeliveryRecord, EventData, SequencedEvent } from "../store/event-types.js";
-import type { EventRecord } from "./types.js";
 
 /**
  * Events and deliveries as the API shows them. A webhook's body is the JSON of the same `Event`

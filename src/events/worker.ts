@@ -1,5 +1,6 @@
 import { createSecretKey } from "node:crypto";
 import { LeaseRunner } from "../background/lease-runner.js";
+import { EVENT_TYPES } from "../domain/event-types.js";
 import { randomId } from "../ids.js";
 import {
   type DeliveryRecord,
@@ -14,7 +15,6 @@ import { webhookBodyOf } from "./messages.js";
 import { nextAttemptAt } from "./retry.js";
 import { type SendResult, WebhookSender } from "./sender.js";
 import { ed25519KeyOf, hmacKeyOf, type SigningKeys, signWebhook } from "./signing.js";
-import { EVENT_TYPES } from "./types.js";
 
 /**
  * The event worker: on the one instance holding the `events` lease (LeaseRunner), it

@@ -2,10 +2,9 @@ import type { IncomingHttpHeaders } from "node:http";
 import { Code, type ContextValues, createContextValues } from "@connectrpc/connect";
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import { ERRORS, type ErrorCode } from "../errors.js";
-import type { Metrics } from "../metrics.js";
-import { kRemoteAddress } from "../rpc/context.js";
+import { kProtocol, kRemoteAddress, type Protocol } from "../rpc/context.js";
+import type { Metrics } from "../rpc/metrics.js";
 import { clientAddressOf, NO_TRUSTED_PROXIES, type TrustedProxies } from "./client-address.js";
-import { kProtocol, type Protocol } from "./protocol.js";
 
 /**
  * What every way into the service sets a call up with: the raw gRPC server (grpc-unary.ts), the Connect

@@ -1,12 +1,11 @@
 import type { DescMethodUnary } from "@bufbuild/protobuf";
 import { type ContextValues, createContextValues, type Interceptor } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { kRemoteAddress } from "../rpc/context.js";
+import { kProtocol, kRemoteAddress } from "../rpc/context.js";
 import { isProtocolHeader } from "../rpc/error-mapping.js";
 import { CallHeaders } from "./call-headers.js";
 import { answerFastifyError, fastifyErrorOf, sendError } from "./envelope.js";
 import { createRouteInvoker, type RouteInvoker } from "./invoke.js";
-import { kProtocol } from "./protocol.js";
 
 /**
  * The adapter of the routes beside the API (the operator API, the key log's reads) to the chain

@@ -18,9 +18,9 @@ import Fastify, {
 import type { Logger } from "pino";
 import { AppError } from "../errors.js";
 import { isOn } from "../fast-paths.js";
-import { kObserved, type Metrics, registerMetricsRoute, UNMATCHED_METHOD } from "../metrics.js";
-import { kRequestId } from "../rpc/context.js";
+import { kProtocol, kRequestId } from "../rpc/context.js";
 import { toRestError } from "../rpc/error-mapping.js";
+import { kObserved, type Metrics, registerMetricsRoute, UNMATCHED_METHOD } from "../rpc/metrics.js";
 import { requestIdFrom } from "../rpc/request-id.js";
 import type { HttpBinding } from "./bindings.js";
 import { type CallSetup, callSetup, codeForGrpcStatus } from "./call-setup.js";
@@ -35,7 +35,7 @@ import {
   type DualProtocolListener,
   type ListenerOptions,
 } from "./listener.js";
-import { kProtocol, protocolOf } from "./protocol.js";
+import { protocolOf } from "./protocol.js";
 import { registerTranscoder } from "./transcoder.js";
 import { answerUndecodableAsInvalid, STRICT_JSON_OPTIONS } from "./undecodable.js";
 import { answerUnknownProcedure, isRpcPath } from "./unknown-procedure.js";

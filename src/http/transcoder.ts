@@ -5,9 +5,15 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { invalidRequest } from "../errors.js";
 import { isProtocolHeader } from "../rpc/error-mapping.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
-import { decodeHttpRequest, encodeHttpResponse, type HttpBinding, httpBindings } from "./bindings.js";
+import {
+  decodeHttpRequest,
+  encodeHttpResponse,
+  encodeHttpResponseText,
+  type HttpBinding,
+  httpBindings,
+} from "./bindings.js";
 import { CallHeaders } from "./call-headers.js";
-import { sendError, sendSuccess } from "./envelope.js";
+import { sendError, sendSuccess, sendSuccessText } from "./envelope.js";
 import { createUnaryInvoker, type UnaryInvoker } from "./invoke.js";
 
 /**
@@ -149,7 +155,10 @@ async function handle(
     });
     copyHeaders(res.header, reply);
     copyHeaders(res.trailer, reply);
-    return sendSuccess(reply, encodeHttpResponse(binding, res.message));
+    const text = encodeHttpResponseText(binding, res.message);
+    return text === undefined
+      ? sendSuccess(reply, encodeHttpResponse(binding, res.message))
+      : sendSuccessText(reply, text);
   } catch (err) {
     return sendError(request, reply, err);
   } finally {

@@ -1,4 +1,4 @@
-import { fromBase64, toBase64 } from "../client/base64.js";
+import { fromBase64, toBase64 } from "./base64.js";
 
 /**
  * Byte helpers for the key-transparency code, which runs in Node, browsers and React Native: no

@@ -3,9 +3,9 @@ import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import type { DomainDeps } from "../domain/deps.js";
-import { type Metrics, metricsInterceptor } from "../metrics.js";
 import { errorInterceptor } from "./error-mapping.js";
 import { accessInterceptor, requestContextInterceptor } from "./interceptors.js";
+import { type Metrics, metricsInterceptor } from "./metrics.js";
 import type { OperatorAccess } from "./operator-access.js";
 
 /**

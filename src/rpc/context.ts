@@ -27,3 +27,12 @@ const SILENT = pino({ level: "silent" });
 export const kPrincipal = createContextKey<ApiKeyRecord | undefined>(undefined, {
   description: "authenticated API key",
 });
+
+/** The wire protocol a call arrived on; a label of metrics and logs. */
+export type Protocol = "rest" | "grpc" | "grpc-web" | "connect";
+
+/**
+ * The protocol of the current call, set by the HTTP server for every call (the transcoder sets
+ * `rest`). Undefined when a service is called in memory without the HTTP server (unit tests).
+ */
+export const kProtocol = createContextKey<Protocol | undefined>(undefined, { description: "wire protocol" });

@@ -1,9 +1,9 @@
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
 import type { EncryptedReceipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { isAadBound } from "../crypto/suites.js";
 import type { CallerInfo } from "../domain/grants.js";
 import { AppError } from "../errors.js";
+import { timestampOf } from "../proto-scalars.js";
 import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import { bytesFromBase64 } from "./base64-bytes.js";
 import { kPrincipal, kRemoteAddress, kRequestId } from "./context.js";
@@ -40,17 +40,6 @@ export function encryptedReceiptOf(record: ReceiptRecord): EncryptedReceipt {
   if (record.escrowKeyId !== undefined) receipt.escrowKeyId = record.escrowKeyId;
   if (record.expiresAt !== undefined) receipt.expiresAt = timestampOf(record.expiresAt);
   return receipt;
-}
-
-/** A `Date` as a `google.protobuf.Timestamp` message: what `timestampFromDate` gives, without `create()`. */
-export function timestampOf(date: Date): Timestamp {
-  const ms = date.getTime();
-  const seconds = Math.floor(ms / 1000);
-  return {
-    $typeName: "google.protobuf.Timestamp",
-    seconds: BigInt(seconds),
-    nanos: (ms - seconds * 1000) * 1_000_000,
-  };
 }
 
 /** The authenticated caller of a handler; the access interceptor guarantees it for keyed methods. */

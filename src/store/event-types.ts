@@ -14,7 +14,7 @@ import type { Role } from "./types.js";
  * the same lease and the same rule on its own documents.
  */
 
-/** An event type; `EVENT_TYPES` (src/events/types.ts) describes each. */
+/** An event type; `EVENT_TYPES` (src/domain/event-types.ts) describes each. */
 export type EventType =
   | "receipt.created"
   | "escrow.pending"

@@ -2,7 +2,7 @@ import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXIT, runCli } from "../../src/cli/main.js";
 import { verifyWebhook } from "../../src/client/webhooks.js";
-import { newEvent } from "../../src/events/types.js";
+import { newEvent } from "../../src/domain/event-types.js";
 import { FAST_EVENTS, type Receiver, startReceiver, until } from "../events/support.js";
 import { startService, type TestService } from "../support/harness.js";
 

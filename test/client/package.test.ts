@@ -106,7 +106,7 @@ describe("the package guard (scripts/build-client.mjs)", () => {
       "src/client/c.d.ts: imports fastify, a package of the server",
       "src/client/d.js: imports mongodb, a package of the server",
       "src/client/d.js: imports @fastify/cors, a package of the server",
-      "src/domain/payments.js: not client code (the package may ship src/client/, gen/, src/kt/, src/receipt-fields., src/proto-scalars., src/crypto/key-encoding., src/crypto/suites., src/crypto/asn1., src/crypto/curves., src/crypto/hpke-suites.)",
+      "src/domain/payments.js: not client code (the package may ship src/client/, gen/, src/kt/, src/receipt-fields., src/proto-scalars., src/error-codes., src/crypto/key-encoding., src/crypto/suites., src/crypto/asn1., src/crypto/curves., src/crypto/hpke-suites.)",
       "src/kt/node-engine.js: imports node:crypto, a Node built-in (the package runs in browsers too)",
     ]);
     expect(packageOf("@noble/curves/ed25519.js")).toBe("@noble/curves");

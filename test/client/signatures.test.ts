@@ -1,5 +1,4 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { toBase64 } from "../../src/client/base64.js";
 import { openListing } from "../../src/client/key-ring.js";
 import { checkReceiptSignature, type SigningKeyInfo } from "../../src/client/signatures.js";
 import {
@@ -9,6 +8,7 @@ import {
   type WebCryptoKey,
   type WebCryptoKeyPair,
 } from "../../src/client/webcrypto.js";
+import { toBase64 } from "../../src/kt/base64.js";
 import { signingTextOf } from "../../src/receipt-fields.js";
 
 /**

@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { ALL_EVENT_TYPES, EVENT_TYPES } from "../../src/domain/event-types.js";
 import { DEFAULT_RETRY_SCHEDULE } from "../../src/events/config.js";
-import { ALL_EVENT_TYPES, EVENT_TYPES } from "../../src/events/types.js";
 
 /**
  * docs/events.md against the code it describes: the table of event types (who receives each and the

@@ -7,7 +7,7 @@ import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CreateWebhookEndpointRequestSchema, WebhooksService } from "../../gen/receipts/v1/webhooks_pb.js";
 import { verifyWebhook } from "../../src/client/webhooks.js";
-import { newEvent } from "../../src/events/types.js";
+import { newEvent } from "../../src/domain/event-types.js";
 import { createMongoStore } from "../../src/store/mongo/index.js";
 import { FakeMongo } from "../store/fake-mongo/index.js";
 import { grpcClient, grpcUnary } from "../support/grpc.js";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { EventSchema } from "../../gen/receipts/v1/events_pb.js";
+import { ALL_EVENT_TYPES, type EventRecord } from "../../src/domain/event-types.js";
 import { eventMessageOf, webhookBodyOf } from "../../src/events/messages.js";
-import { ALL_EVENT_TYPES, type EventRecord } from "../../src/events/types.js";
 import { messageToJson } from "../../src/rpc/json-codec.js";
 
 /**

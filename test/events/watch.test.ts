@@ -3,7 +3,7 @@ import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/conn
 import { type ClientReadableStream, Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventsService, type WatchEventsResponse } from "../../gen/receipts/v1/events_pb.js";
-import { newEvent } from "../../src/events/types.js";
+import { newEvent } from "../../src/domain/event-types.js";
 import type { EventRecord } from "../../src/store/event-types.js";
 import { rawGrpcClient } from "../hardening/support.js";
 import { grpcClient } from "../support/grpc.js";

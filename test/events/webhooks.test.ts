@@ -1,6 +1,6 @@
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ALL_EVENT_TYPES } from "../../src/events/types.js";
+import { ALL_EVENT_TYPES } from "../../src/domain/event-types.js";
 import { get, hashPan, post, receiptBody, startService, type TestService } from "../support/harness.js";
 import { FAST_EVENTS, type Receiver, startReceiver, until } from "./support.js";
 import {

@@ -1,9 +1,9 @@
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
+import { newEvent } from "../../src/domain/event-types.js";
 import { createEndpoint } from "../../src/events/endpoints.js";
 import { createEvents, type Events } from "../../src/events/index.js";
-import { newEvent } from "../../src/events/types.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { ApiKeyRecord } from "../../src/store/types.js";
 import { type Receiver, startReceiver, until } from "./support.js";

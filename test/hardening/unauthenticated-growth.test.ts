@@ -3,7 +3,7 @@ import { type ClientHttp2Session, connect as connectHttp2 } from "node:http2";
 import type { Client } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeClock } from "../../src/clock.js";
-import { createMetrics, MAX_METHOD_LABELS, UNMATCHED_METHOD } from "../../src/metrics.js";
+import { createMetrics, MAX_METHOD_LABELS, UNMATCHED_METHOD } from "../../src/rpc/metrics.js";
 import { startService, type TestService } from "../support/harness.js";
 import { H2_ERROR, RawH2Connection } from "./h2-raw.js";
 import { grpcRaw, rawGrpcClient, send } from "./support.js";

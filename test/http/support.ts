@@ -12,12 +12,11 @@ import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import { loadConfig } from "../../src/config.js";
 import { AppError, invalidRequest } from "../../src/errors.js";
 import { useFastPaths } from "../../src/fast-paths.js";
-import { kProtocol } from "../../src/http/protocol.js";
 import { createHttpServer, type HttpServer, type HttpServerOptions } from "../../src/http/server.js";
-import { createMetrics, type Metrics, metricsInterceptor } from "../../src/metrics.js";
-import { kLogger, kRemoteAddress, kRequestId } from "../../src/rpc/context.js";
+import { kLogger, kProtocol, kRemoteAddress, kRequestId } from "../../src/rpc/context.js";
 import { errorInterceptor } from "../../src/rpc/error-mapping.js";
 import { healthService } from "../../src/rpc/health.js";
+import { createMetrics, type Metrics, metricsInterceptor } from "../../src/rpc/metrics.js";
 
 // CI runs the HTTP suites a second time with FAST_PATHS=off. Services built through buildApp read it
 // from their config; the servers built here from createHttpServer take it from the switch, set here.

@@ -27,13 +27,10 @@ describe("src/kt is portable", () => {
       .replace(/^\s*\/\/.*$/gm, "");
     expect(source).not.toMatch(/from\s+["']node:|require\(|\bBuffer\b|\batob\b|\bbtoa\b|structuredClone/);
     for (const [, spec] of source.matchAll(/from\s+["']([^"']+)["']/g)) {
-      // Two shared files of the service that import nothing (test/client/webcrypto.test.ts checks):
-      // the client's base64 and the key suites' registry.
+      // A shared file of the service that imports nothing (test/client/webcrypto.test.ts checks):
+      // the key suites' registry.
       const ok =
-        spec?.startsWith("./") ||
-        spec === "../client/base64.js" ||
-        spec === "../crypto/suites.js" ||
-        PACKAGES.includes(spec as string);
+        spec?.startsWith("./") || spec === "../crypto/suites.js" || PACKAGES.includes(spec as string);
       expect(ok, `${file} imports ${spec}`).toBe(true);
     }
   });

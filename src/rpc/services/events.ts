@@ -3,7 +3,8 @@ import type { EventsService } from "../../../gen/receipts/v1/events_pb.js";
 import type { EventsDeps } from "../../events/deps.js";
 import { listEvents, watchEvents } from "../../events/feed.js";
 import { eventMessageOf } from "../../events/messages.js";
-import { principalOf, timestampOf } from "../convert.js";
+import { timestampOf } from "../../proto-scalars.js";
+import { principalOf } from "../convert.js";
 
 /** EventsService: the pull feed and the server stream of a tenant's events, adapted to src/events. */
 export function eventsService(deps: EventsDeps): ServiceImpl<typeof EventsService> {

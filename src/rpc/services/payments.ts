@@ -13,8 +13,9 @@ import type { DomainDeps } from "../../domain/deps.js";
 import { type CreatedPayment, createPayment, decryptPayment } from "../../domain/payments.js";
 import { getPayment, listPayments, type RefundedPayment, refundPayment } from "../../domain/refunds.js";
 import { SIGNATURE_HEADER } from "../../domain/signatures.js";
+import { timestampOf } from "../../proto-scalars.js";
 import type { PaymentRecord, ReceiptRecord, RefundRecord } from "../../store/types.js";
-import { callerOf, principalOf, timestampOf } from "../convert.js";
+import { callerOf, principalOf } from "../convert.js";
 import { IDEMPOTENCY_HEADER } from "../idempotent.js";
 
 /** PaymentsService: create and refund (idempotent), read, list and decrypt, adapted to the domain. */

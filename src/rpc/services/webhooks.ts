@@ -15,8 +15,9 @@ import {
   rotateSecret,
 } from "../../events/endpoints.js";
 import { deliveryMessageOf } from "../../events/messages.js";
+import { timestampOf } from "../../proto-scalars.js";
 import type { WebhookEndpointRecord } from "../../store/event-types.js";
-import { callerOf, principalOf, timestampOf } from "../convert.js";
+import { callerOf, principalOf } from "../convert.js";
 
 /** WebhooksService: a tenant's webhook endpoints, its delivery log and replay, adapted to src/events. */
 export function webhooksService(deps: EventsDeps): ServiceImpl<typeof WebhooksService> {

@@ -1,8 +1,8 @@
 import { createContextKey, type Interceptor } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import { collectDefaultMetrics, Registry } from "prom-client";
-import { kProtocol } from "./http/protocol.js";
-import { errorCodeOf } from "./rpc/error-mapping.js";
+import { kProtocol } from "./context.js";
+import { errorCodeOf } from "./error-mapping.js";
 
 /** Labels of one observed request: wire protocol, RPC or route, and `ok` or the string error code. */
 export interface RequestLabels {

@@ -1,7 +1,12 @@
 import fc from "fast-check";
 import { Counter, Histogram, Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import { createMetrics, MAX_METHOD_LABELS, type RequestLabels, UNMATCHED_METHOD } from "../src/metrics.js";
+import {
+  createMetrics,
+  MAX_METHOD_LABELS,
+  type RequestLabels,
+  UNMATCHED_METHOD,
+} from "../../src/rpc/metrics.js";
 
 /*
  * The request metrics are counted in place and read by the registry only when /metrics is asked for:
