@@ -8,6 +8,7 @@ import { base64Of, bytesFromBase64 } from "../../src/rpc/base64-bytes.js";
 import { encryptedReceiptOf, encryptedReceiptWith } from "../../src/rpc/convert.js";
 import { messageToJson } from "../../src/rpc/json.js";
 import type { ReceiptRecord } from "../../src/store/types.js";
+import { fuzzSettings } from "../hardening/support.js";
 
 /**
  * The message literals of `encryptedReceiptOf` must be the messages `create()` makes from the same
@@ -170,5 +171,21 @@ describe("bytesFromBase64", () => {
       expect(base64Of(decoded)).toBe(canonical);
     }
     expect(base64Of(new Uint8Array(bytes))).toBe(canonical);
+  });
+
+  it("remembers no text a JSON writer would have to escape, however Node's decoder reads it", () => {
+    // Node skips a quote or a backslash, and reads U+D841 by its low byte as "A": each of these has
+    // the length of its bytes' encoding, and the JSON text writers put a remembered text in unscanned.
+    for (const text of ['QU"D', "QU\\D", "QU\nD", "Q\ud841JD", "QUJDRA=\u0001"]) {
+      const decoded = bytesFromBase64(text);
+      expect(base64Of(decoded), JSON.stringify(text)).toBe(Buffer.from(decoded).toString("base64"));
+    }
+    fc.assert(
+      fc.property(fc.string({ unit: "binary", maxLength: 16 }), (text) => {
+        const written = base64Of(bytesFromBase64(text));
+        expect(JSON.stringify(written)).toBe(`"${written}"`);
+      }),
+      fuzzSettings(500),
+    );
   });
 });
