@@ -5,7 +5,7 @@ import { describe, expect, it, vi } from "vitest";
 import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { timestampOf } from "../../src/proto-scalars.js";
 import { base64Of, bytesFromBase64 } from "../../src/rpc/base64-bytes.js";
-import { encryptedReceiptOf } from "../../src/rpc/convert.js";
+import { encryptedReceiptOf, encryptedReceiptWith } from "../../src/rpc/convert.js";
 import { messageToJson } from "../../src/rpc/json.js";
 import type { ReceiptRecord } from "../../src/store/types.js";
 import { fuzzSettings } from "../hardening/support.js";
@@ -106,6 +106,24 @@ describe("encryptedReceiptOf", () => {
         expect(Object.hasOwn(literal, "expiresAt")).toBe(r.expiresAt !== undefined);
       }),
       { numRuns: 500 },
+    );
+  });
+
+  it("with the bytes the record's parts were made from, makes the same message and uses those bytes", () => {
+    fc.assert(
+      fc.property(record, (r) => {
+        const parts = {
+          ciphertext: new Uint8Array(Buffer.from(r.ciphertext, "base64")),
+          iv: new Uint8Array(Buffer.from(r.iv, "base64")),
+          authTag: new Uint8Array(Buffer.from(r.authTag, "base64")),
+        };
+        const answer = encryptedReceiptWith(r, parts);
+        expect(equals(EncryptedReceiptSchema, answer, withCreate(r))).toBe(true);
+        expect(answer.ciphertext).toBe(parts.ciphertext);
+        expect(answer.iv).toBe(parts.iv);
+        expect(answer.authTag).toBe(parts.authTag);
+      }),
+      { numRuns: 300 },
     );
   });
 
