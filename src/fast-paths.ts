@@ -9,7 +9,8 @@
  *   instead of connect-node through connect-fastify; switched in src/http/server.ts.
  * - `json-reader`: compiled REST JSON readers (src/rpc/json-input.ts) instead of protobuf-es's
  *   `fromJson`; switched in src/rpc/json-codec.ts, like the two below.
- * - `json-writer`: compiled REST JSON writers (src/rpc/json-output.ts) instead of `toJson`.
+ * - `json-writer`: compiled REST JSON writers (src/rpc/json-output.ts) instead of `toJson`, and the
+ *   REST answer written by them as JSON text (src/rpc/json-text.ts) instead of `JSON.stringify`.
  * - `one-pass`: a REST body read by the compiled reader alone, its field-by-field check run only
  *   when the reader gives up (it gives up on everything the check would name), instead of checked and
  *   then read. Needs `json-reader`.

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { secureRandomBytes } from "./crypto/random.js";
+import { secureRandomText } from "./crypto/random.js";
 
 /**
  * Random identifiers and secrets. Every id with a prefix is `<prefix>_<base64url>` of `bytes` random
  * bytes; 16 bytes = 128 bits, the minimum for anything that acts as a secret (tokens, API keys).
  */
 export function randomId(prefix: string, bytes = 12): string {
-  return `${prefix}_${secureRandomBytes(bytes).toString("base64url")}`;
+  return `${prefix}_${secureRandomText(bytes, "base64url")}`;
 }
 
 /** A UUID v4 (key ids). */

@@ -19,13 +19,33 @@ let offset = POOL_BYTES;
 /** `size` fresh random bytes, as `crypto.randomBytes(size)` (a new Buffer the caller owns). */
 export function secureRandomBytes(size: number): Buffer {
   if (size > MAX_POOLED) return randomBytes(size);
+  const start = take(size);
+  const bytes = Buffer.allocUnsafeSlow(size);
+  pool.copy(bytes, 0, start, start + size);
+  pool.fill(0, start, start + size);
+  return bytes;
+}
+
+/**
+ * `size` fresh random bytes from the same pool as text in `encoding`, for ids (`randomId`): written
+ * out straight from the pool, then zeroed there, with no Buffer of their own. A sealed receipt makes
+ * two ids (the record's, its event's), and the unpooled Buffer each took was about 1% of its CPU time.
+ */
+export function secureRandomText(size: number, encoding: "base64url" | "hex"): string {
+  if (size > MAX_POOLED) return randomBytes(size).toString(encoding);
+  const start = take(size);
+  const text = pool.toString(encoding, start, start + size);
+  pool.fill(0, start, start + size);
+  return text;
+}
+
+/** Where the next `size` unused bytes of the pool start (refilled first when too few are left). */
+function take(size: number): number {
   if (offset + size > POOL_BYTES) {
     randomFillSync(pool);
     offset = 0;
   }
-  const bytes = Buffer.allocUnsafeSlow(size);
-  pool.copy(bytes, 0, offset, offset + size);
-  pool.fill(0, offset, offset + size);
+  const start = offset;
   offset += size;
-  return bytes;
+  return start;
 }

@@ -66,11 +66,11 @@ export function checkKeyBundle(
     const stored: StoredKeyBundle = {
       keyId: key.keyId,
       algorithm: key.algorithm,
-      encryptedAesKey: Buffer.from(parts.encryptedAesKey).toString("base64"),
+      encryptedAesKey: base64OfBytes(parts.encryptedAesKey),
       ...storedAadBound(key.algorithm, bundle.aadBound),
     };
     if (parts.encapsulatedKey !== undefined) {
-      stored.encapsulatedKey = Buffer.from(parts.encapsulatedKey).toString("base64");
+      stored.encapsulatedKey = base64OfBytes(parts.encapsulatedKey);
     }
     return stored;
   } catch (err) {
@@ -78,6 +78,11 @@ export function checkKeyBundle(
     for (const violation of err.violations) v.add(violation.field, violation.description);
     return undefined;
   }
+}
+
+/** Standard base64 of `bytes`, read where they are (`Buffer.from(bytes)` would copy them first). */
+export function base64OfBytes(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
 }
 
 /** The AES-GCM parts of a receipt sealed outside the service. */

@@ -4,7 +4,7 @@ import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { admitToEscrow } from "./escrow.js";
-import { checkKeyBundle, checkSealedBytes } from "./key-bundles.js";
+import { base64OfBytes, checkKeyBundle, checkSealedBytes } from "./key-bundles.js";
 import { assertMerchantIdUsable } from "./merchants.js";
 import { checkReceiptIdentity, type ReceiptIdentityInput } from "./receipt-rules.js";
 import { type CardRef, checkCardRef, recipientOf } from "./routing.js";
@@ -69,13 +69,17 @@ export async function prepareSealed(
   if (keyBundle === undefined)
     throw new AppError("internal_server_error", "A checked key bundle is missing.");
 
-  const base64 = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64");
   const record = receiptRecordOf(
     deps,
     principal,
     recipient,
     identity,
-    { keyBundle, ciphertext: base64(input.ciphertext), iv: base64(input.iv), authTag: base64(input.authTag) },
+    {
+      keyBundle,
+      ciphertext: base64OfBytes(input.ciphertext),
+      iv: base64OfBytes(input.iv),
+      authTag: base64OfBytes(input.authTag),
+    },
     paymentId,
   );
   return preparedFor(record, recipient);

@@ -14,7 +14,7 @@ import { http } from "../../gen/google/api/annotations_pb.js";
 import type { HttpRule } from "../../gen/google/api/http_pb.js";
 import { type FieldViolation, invalidRequest } from "../errors.js";
 import { decodeJson, messageToJson, validateJson } from "../rpc/json.js";
-import { readUnchecked } from "../rpc/json-codec.js";
+import { messageToJsonText, readUnchecked } from "../rpc/json-codec.js";
 import { coerce } from "./url-values.js";
 
 /**
@@ -356,6 +356,18 @@ export function encodeHttpResponse(binding: HttpBinding, message: MessageShape<D
   const json = messageToJson(binding.method.output, message);
   if (binding.responseField === undefined) return json;
   return (isObject(json) ? json[binding.responseField.jsonName] : undefined) ?? null;
+}
+
+/**
+ * The `data` of the REST envelope for the response of `binding`, as JSON text written directly (the
+ * same characters as `JSON.stringify(encodeHttpResponse(...))`); undefined when the compiled writers
+ * are off, and the caller then sends {@link encodeHttpResponse}.
+ */
+export function encodeHttpResponseText(
+  binding: HttpBinding,
+  message: MessageShape<DescMessage>,
+): string | undefined {
+  return messageToJsonText(binding.method.output, message, binding.responseField);
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -28,6 +28,14 @@ export function sendSuccess(reply: FastifyReply, data: JsonValue): FastifyReply 
 }
 
 /**
+ * Sends a 200 success envelope around `data`, which is JSON text already (a compiled writer's): sent
+ * as it is with the JSON content type, not serialised a second time.
+ */
+export function sendSuccessText(reply: FastifyReply, data: string): FastifyReply {
+  return reply.code(200).type("application/json; charset=utf-8").send(`{"success":true,"data":${data}}`);
+}
+
+/**
  * Sends the error envelope for anything thrown on the REST surface, through the one error mapping
  * (`toRestError`). A 5xx that did not come out of an RPC (whose interceptor already logged it) is
  * logged here with its cause; the client only ever sees the generic message.

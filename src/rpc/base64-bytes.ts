@@ -5,18 +5,38 @@
  * loop's time listing a page of receipts.
  */
 
+import { isWellFormed } from "./json-rules.js";
+
 const TEXT = Symbol("base64 text");
 type WithText = Uint8Array & { [TEXT]?: string };
 
 /**
- * `text` decoded, remembering `text` when its length is that of the bytes' encoding: a text with
- * whitespace or without padding is encoded afresh when written. The store's texts are all written by
- * `Buffer#toString("base64")`, so they are the encoding.
+ * `text` decoded, remembering `text` when each of its characters was read as data (all but the exact
+ * padding) and it needs no escaping in JSON: a text with whitespace, without padding or with anything
+ * else in it is encoded afresh when written. The store's texts are all written by
+ * `Buffer#toString("base64")`, so they are remembered. The JSON text writers put a remembered text
+ * between quotes as it is: Node's decoder skips a character outside its alphabets (a quote, a
+ * backslash, a control character), which leaves fewer bytes than the length promises, and reads a
+ * character past U+00FF by its low byte, which lets a lone surrogate (the one such character JSON
+ * escapes) through the count; both are refused here, in constant time for a one-byte string. What is
+ * not checked, because it would take a scan: base64url letters and non-zero bits after the last byte,
+ * which the store's texts never have and which need no escaping either.
  */
 export function bytesFromBase64(text: string): Uint8Array {
   const bytes: WithText = Buffer.from(text, "base64");
-  if (text.length === 4 * Math.ceil(bytes.length / 3)) bytes[TEXT] = text;
+  if (isEncodingOf(text, bytes.length) && isWellFormed(text)) bytes[TEXT] = text;
   return bytes;
+}
+
+/**
+ * Whether padded base64 of `length` characters gives exactly `decoded` bytes: every character but the
+ * padding then counted as data (a skipped one costs at least one byte), and the padding is exact.
+ */
+function isEncodingOf(text: string, decoded: number): boolean {
+  const length = text.length;
+  if (length % 4 !== 0) return false;
+  const padding = text.endsWith("==") ? 2 : text.endsWith("=") ? 1 : 0;
+  return decoded === (length / 4) * 3 - padding;
 }
 
 /** Standard base64 of `bytes`: the text they were decoded from, when they remember it. */

@@ -8,12 +8,31 @@ import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import { bytesFromBase64 } from "./base64-bytes.js";
 import { kPrincipal, kRemoteAddress, kRequestId } from "./context.js";
 
+/** The AES-GCM parts of a receipt as bytes. */
+export interface SealedPartBytes {
+  ciphertext: Uint8Array;
+  iv: Uint8Array;
+  authTag: Uint8Array;
+}
+
 /**
  * The stored form of a sealed receipt rendered as the API's `EncryptedReceipt`. Written as message
  * literals rather than with `create()`, which fills in every field by reflection first: a page of
  * receipts renders twenty of these. The types still require every field `create()` would set.
  */
 export function encryptedReceiptOf(record: ReceiptRecord): EncryptedReceipt {
+  return encryptedReceiptWith(record, undefined);
+}
+
+/**
+ * {@link encryptedReceiptOf}, with `parts` (when the caller holds them) the very bytes the record's
+ * base64 parts were made from (a receipt the merchant sealed, answered as it is stored): used as they
+ * are, not decoded back from the record.
+ */
+export function encryptedReceiptWith(
+  record: ReceiptRecord,
+  parts: SealedPartBytes | undefined,
+): EncryptedReceipt {
   const receipt: EncryptedReceipt = {
     $typeName: "receipts.v1.EncryptedReceipt",
     version: record.version,
@@ -26,9 +45,9 @@ export function encryptedReceiptOf(record: ReceiptRecord): EncryptedReceipt {
       algorithm: record.keyBundle.algorithm,
       aadBound: isAadBound(record.keyBundle.algorithm, record.keyBundle.aadBound),
     },
-    ciphertext: bytesFromBase64(record.ciphertext),
-    iv: bytesFromBase64(record.iv),
-    authTag: bytesFromBase64(record.authTag),
+    ciphertext: parts?.ciphertext ?? bytesFromBase64(record.ciphertext),
+    iv: parts?.iv ?? bytesFromBase64(record.iv),
+    authTag: parts?.authTag ?? bytesFromBase64(record.authTag),
     merchantId: record.merchantId,
     transactionId: record.transactionId,
     createdAt: timestampOf(record.createdAt),

@@ -1,8 +1,9 @@
-import type { DescMessage, JsonValue, MessageShape } from "@bufbuild/protobuf";
+import type { DescField, DescMessage, JsonValue, MessageShape } from "@bufbuild/protobuf";
 import { isOn } from "../fast-paths.js";
 import { compiledJsonReader, compiledMessageFromJson } from "./json-input.js";
 import { compiledMessageToJson } from "./json-output.js";
 import { messageFromJsonReflective, messageToJsonReflective } from "./json-reflective.js";
+import { compiledFieldToJsonText, compiledMessageToJsonText } from "./json-text.js";
 
 /**
  * REST JSON in and out of messages: the compiled readers and writers when their fast paths are on
@@ -47,4 +48,20 @@ export function messageToJson<Desc extends DescMessage>(
   return isOn("json-writer")
     ? compiledMessageToJson(schema, message)
     : messageToJsonReflective(schema, message);
+}
+
+/**
+ * A message, or its one top-level field `field` (`null` when unset), as REST JSON text written
+ * directly by the compiled text writers; undefined when `json-writer` is off, and the caller then
+ * renders {@link messageToJson} and has it serialised. Either way the same characters.
+ */
+export function messageToJsonText<Desc extends DescMessage>(
+  schema: Desc,
+  message: MessageShape<Desc>,
+  field?: DescField,
+): string | undefined {
+  if (!isOn("json-writer")) return undefined;
+  return field === undefined
+    ? compiledMessageToJsonText(schema, message)
+    : compiledFieldToJsonText(schema, field, message);
 }

@@ -40,13 +40,21 @@ type Writer = (message: Fields) => JsonValue;
 
 const writerFor = perMessageType(compile);
 
-function compile(desc: DescMessage): Writer {
-  if (desc.typeName === "google.protobuf.Timestamp") return (m) => timestampJson(m as unknown as Timestamp);
-  const compilable =
+/**
+ * Whether a writer is compiled for `desc`: not for well-known types (Timestamp has its own), oneofs or
+ * proto2 required fields, which the reflective path renders.
+ */
+export function isCompilable(desc: DescMessage): boolean {
+  return (
     !desc.typeName.startsWith("google.protobuf.") &&
     desc.oneofs.length === 0 &&
-    desc.fields.every((f) => f.presence !== FeatureSet_FieldPresence.LEGACY_REQUIRED);
-  if (!compilable) return (m) => messageToJsonReflective(desc, m as MessageShape<DescMessage>);
+    desc.fields.every((f) => f.presence !== FeatureSet_FieldPresence.LEGACY_REQUIRED)
+  );
+}
+
+function compile(desc: DescMessage): Writer {
+  if (desc.typeName === "google.protobuf.Timestamp") return (m) => timestampJson(m as unknown as Timestamp);
+  if (!isCompilable(desc)) return (m) => messageToJsonReflective(desc, m as MessageShape<DescMessage>);
   const fields = [...desc.fields].sort((a, b) => a.number - b.number).map(fieldWriter);
   return (message) => {
     const json: JsonObject = {};
@@ -110,7 +118,8 @@ function valueWriter(field: DescField): (value: unknown) => JsonValue {
 const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
-function scalarWriter(type: ScalarType): (value: unknown) => JsonValue {
+/** The JSON of one value of a scalar field of `type` (the JSON text writers use it too). */
+export function scalarWriter(type: ScalarType): (value: unknown) => JsonValue {
   if (is64BitInteger(type)) return (v) => int64Json(v as bigint | string);
   switch (type) {
     case ScalarType.DOUBLE:
@@ -134,7 +143,8 @@ function int64Json(value: bigint | string): JsonValue {
   return toNumber(value);
 }
 
-function enumWriter(desc: DescEnum): (value: unknown) => JsonValue {
+/** The JSON of one value of an enum field: its name, or its number when it has none. */
+export function enumWriter(desc: DescEnum): (value: unknown) => JsonValue {
   if (desc.typeName === "google.protobuf.NullValue") return () => null;
   return (v) => desc.value[v as number]?.name ?? (v as number);
 }

@@ -236,6 +236,17 @@ describe("PublicKeyCache", () => {
     expect(cache.size).toBe(2);
   });
 
+  it("never returns an entry for other key material under the same keyId", async () => {
+    const other = await generateRsaKeyPair();
+    const cache = new PublicKeyCache();
+    const first = cache.get("key-1", pair.publicKey);
+    const changed = cache.get("key-1", other.publicKey);
+    expect(spkiBase64(changed)).toBe(other.publicKey);
+    expect(spkiBase64(cache.get("key-1", pair.publicKey))).toBe(pair.publicKey);
+    expect(cache.get("key-1", pair.publicKey)).not.toBe(first);
+    expect(cache.size).toBe(1);
+  });
+
   it("refuses a stored key that does not parse instead of caching it", () => {
     const cache = new PublicKeyCache();
     expect(appErrorOf(() => cache.get("k", "junk")).code).toBe("invalid_request");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { secureRandomBytes } from "../../src/crypto/random.js";
+import { secureRandomBytes, secureRandomText } from "../../src/crypto/random.js";
 
 describe("secureRandomBytes", () => {
   it("hands out fresh buffers of the size asked, across pool refills and past the pooled size", () => {
@@ -20,5 +20,21 @@ describe("secureRandomBytes", () => {
     key.fill(0);
     expect(iv.equals(ivCopy)).toBe(true);
     expect(key.buffer).not.toBe(iv.buffer);
+  });
+});
+
+describe("secureRandomText", () => {
+  it("hands out each pooled byte once, beside secureRandomBytes, across refills and past the pooled size", () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 3_000; i++) {
+      const size = [12, 16, 300][i % 3] as number;
+      const text = secureRandomText(size, i % 2 === 0 ? "base64url" : "hex");
+      const bytes = Buffer.from(text, i % 2 === 0 ? "base64url" : "hex");
+      expect(bytes).toHaveLength(size);
+      seen.add(bytes.toString("hex"));
+      // The bytes handed out next are other bytes, never the zeros left where the text was taken.
+      seen.add(secureRandomBytes(size).toString("hex"));
+    }
+    expect(seen.size).toBe(6_000);
   });
 });

@@ -59,6 +59,12 @@ vi.mock("../../src/rpc/json-output.js", async (original) =>
     "compiledMessageToJson",
   ]),
 );
+vi.mock("../../src/rpc/json-text.js", async (original) =>
+  counting(await original<typeof import("../../src/rpc/json-text.js")>(), "json-writer", [
+    "compiledMessageToJsonText",
+    "compiledFieldToJsonText",
+  ]),
+);
 vi.mock("../../src/crypto/der.js", async (original) =>
   counting(await original<typeof import("../../src/crypto/der.js")>(), "der", [
     "rsaPublicJwkFromSpki",

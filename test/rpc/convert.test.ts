@@ -5,9 +5,10 @@ import { describe, expect, it, vi } from "vitest";
 import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { timestampOf } from "../../src/proto-scalars.js";
 import { base64Of, bytesFromBase64 } from "../../src/rpc/base64-bytes.js";
-import { encryptedReceiptOf } from "../../src/rpc/convert.js";
+import { encryptedReceiptOf, encryptedReceiptWith } from "../../src/rpc/convert.js";
 import { messageToJson } from "../../src/rpc/json.js";
 import type { ReceiptRecord } from "../../src/store/types.js";
+import { fuzzSettings } from "../hardening/support.js";
 
 /**
  * The message literals of `encryptedReceiptOf` must be the messages `create()` makes from the same
@@ -108,6 +109,24 @@ describe("encryptedReceiptOf", () => {
     );
   });
 
+  it("with the bytes the record's parts were made from, makes the same message and uses those bytes", () => {
+    fc.assert(
+      fc.property(record, (r) => {
+        const parts = {
+          ciphertext: new Uint8Array(Buffer.from(r.ciphertext, "base64")),
+          iv: new Uint8Array(Buffer.from(r.iv, "base64")),
+          authTag: new Uint8Array(Buffer.from(r.authTag, "base64")),
+        };
+        const answer = encryptedReceiptWith(r, parts);
+        expect(equals(EncryptedReceiptSchema, answer, withCreate(r))).toBe(true);
+        expect(answer.ciphertext).toBe(parts.ciphertext);
+        expect(answer.iv).toBe(parts.iv);
+        expect(answer.authTag).toBe(parts.authTag);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it("renders as REST JSON with the stored base64 texts, without encoding the bytes again", () => {
     const encode = vi.spyOn(Buffer.prototype, "toString");
     try {
@@ -152,5 +171,21 @@ describe("bytesFromBase64", () => {
       expect(base64Of(decoded)).toBe(canonical);
     }
     expect(base64Of(new Uint8Array(bytes))).toBe(canonical);
+  });
+
+  it("remembers no text a JSON writer would have to escape, however Node's decoder reads it", () => {
+    // Node skips a quote or a backslash, and reads U+D841 by its low byte as "A": each of these has
+    // the length of its bytes' encoding, and the JSON text writers put a remembered text in unscanned.
+    for (const text of ['QU"D', "QU\\D", "QU\nD", "Q\ud841JD", "QUJDRA=\u0001"]) {
+      const decoded = bytesFromBase64(text);
+      expect(base64Of(decoded), JSON.stringify(text)).toBe(Buffer.from(decoded).toString("base64"));
+    }
+    fc.assert(
+      fc.property(fc.string({ unit: "binary", maxLength: 16 }), (text) => {
+        const written = base64Of(bytesFromBase64(text));
+        expect(JSON.stringify(written)).toBe(`"${written}"`);
+      }),
+      fuzzSettings(500),
+    );
   });
 });

@@ -13,14 +13,20 @@ const int64 = fc.oneof(
   fc.bigInt({ min: -(2n ** 53n), max: 2n ** 53n }),
 );
 
-function scalar(type: ScalarType, strings: fc.Arbitrary<string>): fc.Arbitrary<unknown> {
+/** What a message's string and bytes fields take their values from. */
+interface Values {
+  strings: fc.Arbitrary<string>;
+  bytes: fc.Arbitrary<Uint8Array>;
+}
+
+function scalar(type: ScalarType, values: Values): fc.Arbitrary<unknown> {
   switch (type) {
     case ScalarType.STRING:
-      return strings;
+      return values.strings;
     case ScalarType.BOOL:
       return fc.boolean();
     case ScalarType.BYTES:
-      return fc.uint8Array({ maxLength: 40 });
+      return values.bytes;
     case ScalarType.DOUBLE:
     case ScalarType.FLOAT:
       return fc.oneof(
@@ -55,12 +61,22 @@ export const richStrings: fc.Arbitrary<string> = fc.oneof(
 
 /**
  * A message of `desc` with a random subset of its fields set to random values; string fields take
- * their values from `strings` (default: short ASCII strings).
+ * their values from `strings` (default: short ASCII strings), bytes fields from `bytes` (default:
+ * random arrays of up to 40 bytes).
  */
 export function message(
   desc: DescMessage,
   depth = 0,
   strings: fc.Arbitrary<string> = fc.string(),
+  bytes: fc.Arbitrary<Uint8Array> = fc.uint8Array({ maxLength: 40 }),
+): fc.Arbitrary<MessageShape<DescMessage>> {
+  return messageOf(desc, depth, { strings, bytes });
+}
+
+function messageOf(
+  desc: DescMessage,
+  depth: number,
+  values: Values,
 ): fc.Arbitrary<MessageShape<DescMessage>> {
   if (desc.typeName === "google.protobuf.Timestamp") {
     return fc
@@ -74,27 +90,27 @@ export function message(
       })
       .map((init) => create(desc, init));
   }
-  const entries = desc.fields.map((field) => [field.localName, value(field, depth, strings)] as const);
+  const entries = desc.fields.map((field) => [field.localName, value(field, depth, values)] as const);
   return fc
     .record(Object.fromEntries(entries), { requiredKeys: [] })
     .map((init) => create(desc, init as never));
 }
 
-function value(field: DescField, depth: number, strings: fc.Arbitrary<string>): fc.Arbitrary<unknown> {
+function value(field: DescField, depth: number, values: Values): fc.Arbitrary<unknown> {
   switch (field.fieldKind) {
     case "scalar":
-      return scalar(field.scalar, strings);
+      return scalar(field.scalar, values);
     case "enum":
       return fc.constantFrom(...field.enum.values.map((v) => v.number));
     case "message":
-      return depth > 3 ? fc.constant(undefined) : message(field.message, depth + 1, strings);
+      return depth > 3 ? fc.constant(undefined) : messageOf(field.message, depth + 1, values);
     case "list": {
       const item =
         field.listKind === "scalar"
-          ? scalar(field.scalar, strings)
+          ? scalar(field.scalar, values)
           : field.listKind === "enum"
             ? fc.constantFrom(...field.enum.values.map((v) => v.number))
-            : message(field.message, depth + 1, strings);
+            : messageOf(field.message, depth + 1, values);
       return depth > 3 ? fc.constant([]) : fc.array(item, { maxLength: 3 });
     }
     case "map":

@@ -2,11 +2,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ReceiptSchema } from "../../../gen/receipts/v1/receipt_pb.js";
-import {
-  type MerchantSigningKeySchema,
-  type ReceiptsService,
-  StoreSealedReceiptResponseSchema,
-} from "../../../gen/receipts/v1/receipts_pb.js";
+import type { MerchantSigningKeySchema, ReceiptsService } from "../../../gen/receipts/v1/receipts_pb.js";
 import type { DomainDeps } from "../../domain/deps.js";
 import { listPendingEscrow, releaseByIssuer } from "../../domain/issuer-escrow.js";
 import {
@@ -23,7 +19,7 @@ import {
   revokeSigningKey,
   type SigningKeyView,
 } from "../../domain/signing-keys.js";
-import { callerOf, encryptedReceiptOf, principalOf } from "../convert.js";
+import { callerOf, encryptedReceiptOf, encryptedReceiptWith, principalOf } from "../convert.js";
 
 /** ReceiptsService: encrypt, decrypt, list, signing keys, adapted to the domain. */
 export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsService> {
@@ -66,7 +62,12 @@ export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsSe
     async storeSealedReceipt(req, ctx) {
       const input = { ...req, recipientHashedPan: req.recipientHashedPan.toLowerCase() };
       const record = await storeSealedReceipt(deps, principalOf(ctx), input, callerOf(ctx));
-      return create(StoreSealedReceiptResponseSchema, { receipt: encryptedReceiptOf(record) });
+      // A message literal, as encrypt answers; the sealed parts are the request's own bytes, which
+      // the record holds in base64: not decoded back from it.
+      return {
+        $typeName: "receipts.v1.StoreSealedReceiptResponse" as const,
+        receipt: encryptedReceiptWith(record, req),
+      };
     },
     async listPendingEscrow(req, ctx) {
       const page = await listPendingEscrow(deps, principalOf(ctx), req);
