@@ -12,7 +12,7 @@ import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger } from "../proto-scalars.js";
 import { messageFromJsonReflective } from "./json-reflective.js";
 import { base64Bytes, FORBIDDEN_KEYS, isBase64Text, isWellFormed, MAX_JSON_DEPTH } from "./json-rules.js";
-import { perMessageType } from "./per-message-type.js";
+import { perDescriptor } from "./per-descriptor.js";
 
 /**
  * The compiled JSON readers (fast path `json-reader`): REST JSON request bodies to messages, exactly what
@@ -86,7 +86,7 @@ interface Entry {
   compiled: boolean;
 }
 
-const readerFor = perMessageType(compile);
+const readerFor = perDescriptor(compile);
 
 function compile(desc: DescMessage): Entry {
   if (desc.typeName === "google.protobuf.Timestamp") return { read: timestampFromJson, compiled: true };

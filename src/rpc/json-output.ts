@@ -11,7 +11,7 @@ import { FeatureSet_FieldPresence, type Timestamp } from "@bufbuild/protobuf/wkt
 import { is64BitInteger, timestampJson } from "../proto-scalars.js";
 import { base64Of } from "./base64-bytes.js";
 import { messageToJsonReflective } from "./json-reflective.js";
-import { perMessageType } from "./per-message-type.js";
+import { perDescriptor } from "./per-descriptor.js";
 
 /**
  * The compiled JSON writers (fast path `json-writer`): REST JSON of a message, exactly what
@@ -38,7 +38,7 @@ export function compiledMessageToJson<Desc extends DescMessage>(
 type Fields = Record<string, unknown>;
 type Writer = (message: Fields) => JsonValue;
 
-const writerFor = perMessageType(compile);
+const writerFor = perDescriptor(compile);
 
 /**
  * Whether a writer is compiled for `desc`: not for well-known types (Timestamp has its own), oneofs or

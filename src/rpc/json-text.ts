@@ -12,7 +12,7 @@ import { timestampJson } from "../proto-scalars.js";
 import { base64Of } from "./base64-bytes.js";
 import { enumWriter, isCompilable, scalarWriter } from "./json-output.js";
 import { messageToJsonReflective } from "./json-reflective.js";
-import { perMessageType } from "./per-message-type.js";
+import { perDescriptor } from "./per-descriptor.js";
 
 /**
  * The compiled JSON text writers (fast path `json-writer`): a REST answer written straight as JSON
@@ -65,7 +65,7 @@ function isJsonObject(json: JsonValue): json is JsonObject {
   return typeof json === "object" && json !== null && !Array.isArray(json);
 }
 
-const textWriterFor = perMessageType(compile);
+const textWriterFor = perDescriptor(compile);
 
 function compile(desc: DescMessage): TextWriter {
   if (desc.typeName === "google.protobuf.Timestamp") {
@@ -96,17 +96,7 @@ function memberText(field: DescField): MemberText {
 }
 
 /** The value of `field` in a message as JSON text, undefined when the message's JSON has no member for it. */
-const fieldValueFor = (() => {
-  const compiled = new WeakMap<DescField, MemberText>();
-  return (field: DescField): MemberText => {
-    let entry = compiled.get(field);
-    if (entry === undefined) {
-      entry = fieldValue(field);
-      compiled.set(field, entry);
-    }
-    return entry;
-  };
-})();
+const fieldValueFor = perDescriptor(fieldValue);
 
 function fieldValue(field: DescField): MemberText {
   const { localName } = field;

@@ -18,7 +18,7 @@ const FAST_PATHS: { files: string[]; switchedIn: string }[] = [
     switchedIn: "http/server.ts",
   },
   {
-    files: ["rpc/json-input.ts", "rpc/json-output.ts", "rpc/json-text.ts", "rpc/per-message-type.ts"],
+    files: ["rpc/json-input.ts", "rpc/json-output.ts", "rpc/json-text.ts", "rpc/per-descriptor.ts"],
     switchedIn: "rpc/json-codec.ts",
   },
   { files: ["crypto/der.ts"], switchedIn: "crypto/keys.ts" },
