@@ -10,11 +10,11 @@ import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
 import { OnboardingService } from "../../gen/receipts/v1/onboarding_pb.js";
 import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
-import { systemClock } from "../../src/clock.js";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import { registerAdminRoutes } from "../../src/http/admin.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { SIGNING_KEY } from "../hardening/support.js";
+import { minuteStartClock } from "../support/clock.js";
 import { grpcClient, grpcUnary } from "../support/grpc.js";
 import {
   type Envelope,
@@ -852,7 +852,7 @@ describe("the operator API without ADMIN_TOKEN, with a short one, and its rate l
       token: TOKEN,
       store,
       env: "dev",
-      clock: systemClock,
+      clock: minuteStartClock(),
       requestsPerMinute: 3,
     });
     await app.ready();

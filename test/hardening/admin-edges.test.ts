@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import Fastify from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/clock.js";
 import { ConfigError, loadConfig, MIN_ADMIN_TOKEN_DISTINCT } from "../../src/config.js";
 import { registerAdminRoutes } from "../../src/http/admin.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
+import { minuteStartClock } from "../support/clock.js";
 import { type Envelope, startService, type TestService } from "../support/harness.js";
 import { expectRestRefusal, send } from "./support.js";
 
@@ -124,7 +124,7 @@ describe("token guesses from one address", () => {
       token: TOKEN,
       store,
       env: "dev",
-      clock: systemClock,
+      clock: minuteStartClock(),
       requestsPerMinute: 5,
     });
     await app.ready();

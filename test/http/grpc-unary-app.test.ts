@@ -2,10 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GrantAccessRequestSchema } from "../../gen/receipts/v1/keys_pb.js";
 import { RegisterRequestSchema } from "../../gen/receipts/v1/onboarding_pb.js";
 import { type App, buildApp } from "../../src/app.js";
+import type { Clock } from "../../src/clock.js";
 import { loadConfig } from "../../src/config.js";
 import { createApiKey } from "../../src/domain/api-keys.js";
 import { createLogger } from "../../src/logging.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
+import { minuteStartClock } from "../support/clock.js";
 import { framed, type RawAnswer, rawGrpc } from "./grpc-raw.js";
 
 /**
@@ -29,7 +31,7 @@ interface Service {
   newKey(tier: "sandbox" | "standard"): Promise<string>;
 }
 
-async function start(grpcFastPath: boolean): Promise<Service> {
+async function start(grpcFastPath: boolean, clock: Clock): Promise<Service> {
   // Off: only the gRPC server (and its codecs); the switch is process-wide, and read when it is built.
   const fastPaths = grpcFastPath ? "on" : "json-reader,json-writer,one-pass,der";
   const config = loadConfig({
@@ -40,11 +42,11 @@ async function start(grpcFastPath: boolean): Promise<Service> {
   });
   const store = createMemoryStore();
   await store.init();
-  const app = await buildApp({ config, store, logger: createLogger("silent"), workers: 1 });
+  const app = await buildApp({ config, store, logger: createLogger("silent"), workers: 1, clock });
   const { port } = await app.server.listen(0, "127.0.0.1");
   let tenants = 0;
   const key = async (tier: "sandbox" | "standard") =>
-    (await createApiKey(store, "dev", { role: "issuer", tier, tenantId: `t-${tenants++}` }, new Date())).key;
+    (await createApiKey(store, "dev", { role: "issuer", tier, tenantId: `t-${tenants++}` }, clock.now())).key;
   return {
     app,
     baseUrl: `http://127.0.0.1:${port}`,
@@ -76,9 +78,11 @@ describe("the whole service answers gRPC calls alike with and without the fast p
   let on: Service;
   let off: Service;
   beforeAll(async () => {
-    // One after the other, the fast one last: each build sets the process-wide switch.
-    off = await start(false);
-    on = await start(true);
+    // One after the other, the fast one last: each build sets the process-wide switch. One clock,
+    // so that the two services count their calls in the same window.
+    const clock = minuteStartClock();
+    off = await start(false, clock);
+    on = await start(true, clock);
   });
   afterAll(async () => {
     await Promise.all([on.app.close(), off.app.close()]);

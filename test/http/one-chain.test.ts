@@ -5,6 +5,7 @@ import { Metadata } from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { CHAIN_STEPS } from "../../src/rpc/chain.js";
+import { minuteStartClock } from "../support/clock.js";
 import { grpcClient, grpcUnary } from "../support/grpc.js";
 import { startService, type TestService } from "../support/harness.js";
 
@@ -21,6 +22,8 @@ describe("one chain for every kind of call", () => {
   const seen: string[] = [];
   beforeAll(async () => {
     svc = await startService({
+      // The limit headers of two calls are compared below: they must fall in one window.
+      clock: minuteStartClock(),
       env: { ADMIN_TOKEN: TOKEN, KT_READS_PER_MINUTE: "50" },
       onChainStep: (step, method) => seen.push(`${method} ${step}`),
     });

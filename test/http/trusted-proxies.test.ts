@@ -5,6 +5,7 @@ import { ConfigError, loadConfig } from "../../src/config.js";
 import { clientAddressOf } from "../../src/http/client-address.js";
 import { parseTrustedProxies } from "../../src/trusted-proxies.js";
 import { onboard } from "../hardening/support.js";
+import { minuteStartClock } from "../support/clock.js";
 import { grpcClient, grpcUnary } from "../support/grpc.js";
 import { startService, type TestService } from "../support/harness.js";
 
@@ -64,7 +65,10 @@ async function remainingFor(svc: TestService, forwardedFor: string): Promise<str
 describe("X-Forwarded-For from a trusted proxy", () => {
   let svc: TestService;
   beforeAll(async () => {
-    svc = await startService({ env: { TRUSTED_PROXIES: "127.0.0.0/8", RATE_LIMIT_TIERS: TIERS } });
+    svc = await startService({
+      clock: minuteStartClock(),
+      env: { TRUSTED_PROXIES: "127.0.0.0/8", RATE_LIMIT_TIERS: TIERS },
+    });
   });
   afterAll(async () => {
     await svc.close();
@@ -114,7 +118,10 @@ describe("X-Forwarded-For from a trusted proxy", () => {
 describe("X-Forwarded-For from a peer that is not a trusted proxy", () => {
   let svc: TestService;
   beforeAll(async () => {
-    svc = await startService({ env: { TRUSTED_PROXIES: "10.0.0.0/8", RATE_LIMIT_TIERS: TIERS } });
+    svc = await startService({
+      clock: minuteStartClock(),
+      env: { TRUSTED_PROXIES: "10.0.0.0/8", RATE_LIMIT_TIERS: TIERS },
+    });
   });
   afterAll(async () => {
     await svc.close();
