@@ -31,6 +31,7 @@ export const GROUPS = {
     mutate: ["src/domain/routing.ts"],
     tests: [
       "test/domain/routing-attacks.test.ts",
+      "test/domain/lookup-hmac.test.ts",
       "test/domain/security-core-attacks.test.ts",
       "test/e2e/kt-lookup-proofs.test.ts",
       "test/domain/kt/escrow-keys.test.ts",

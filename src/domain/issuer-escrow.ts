@@ -395,12 +395,13 @@ async function checkReleaseKey(
   }
   checkCardReference(card, ISSUER_CARD_FIELDS, v);
   v.throwIfAny();
-  if (!holdsCard(user, cardKeyOf(deps.pepper, card))) {
+  const panHash = cardKeyOf(deps.pepper, card);
+  if (!holdsCard(user, panHash)) {
     throw new AppError("invalid_request", "The request is invalid.", {
       violations: [{ field: card.par ? "par" : "hashedPan", description: "must be the user's card" }],
     });
   }
   const ref: CardRef = { recipientHashedPan: card.hashedPan ?? "" };
   if (card.par) ref.recipientPar = card.par;
-  await checkSealingKey(deps, ref, { kind: "user", user, key });
+  await checkSealingKey(deps, ref, { kind: "user", user, key, panHash });
 }

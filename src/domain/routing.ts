@@ -34,7 +34,16 @@ export interface SealingKey {
 }
 
 export type Recipient =
-  | { kind: "user"; user: UserRecord; key: SealingKey }
+  | {
+      kind: "user";
+      user: UserRecord;
+      key: SealingKey;
+      /**
+       * The keyed card reference the card was named by (its hashed PAN's or its PAR's HMAC), the key
+       * of its statements in the key log: computed once per call and carried, not computed again.
+       */
+      panHash: string;
+    }
   | {
       kind: "escrow";
       key: SealingKey;
@@ -126,7 +135,7 @@ export async function recipientOf(deps: DomainDeps, card: CardRef): Promise<Reci
     // A card the operator moved to a tenant that has not registered it yet: escrowed for that tenant.
     if (user.activeKeyId === RESERVED_KEY_ID) owner = user.tenantId;
     const key = await deps.store.users.findKey(user.activeKeyId);
-    if (key !== undefined) return { kind: "user", user, key: sealingKeyOf(key) };
+    if (key !== undefined) return { kind: "user", user, key: sealingKeyOf(key), panHash };
     // Only an erasure deletes keys, and the user goes right after them: the card is unregistered.
     user = undefined;
   }
@@ -236,12 +245,15 @@ export async function answerOf(deps: DomainDeps, card: CardRef, recipient: Recip
   };
 }
 
-/** Where the logged statement of the answer's key is: the card's, the BIN owner's escrow key's, or none. */
+/**
+ * Where the logged statement of the answer's key is: the card's (under the keyed reference routing
+ * computed, so a look-up takes the card's HMAC once), the BIN owner's escrow key's, or none.
+ */
 function subjectOf(deps: DomainDeps, card: CardRef, recipient: Recipient): AnswerSubject {
   if (recipient.kind === "user") {
     const par = card.recipientPar ?? "";
     const cardRef = par === "" ? card.recipientHashedPan.toLowerCase() : par;
-    return { kind: "card", cardKey: cardKeyOfRef(deps, card), cardRef, keyId: recipient.key.keyId };
+    return { kind: "card", cardKey: recipient.panHash, cardRef, keyId: recipient.key.keyId };
   }
   const service = deps.escrowKeys.some((k) => k.keyId === recipient.key.keyId);
   if (recipient.ownerTenantId === undefined || service) return { kind: "service-escrow" };

@@ -2,7 +2,7 @@ import { AppError } from "../../errors.js";
 import type { DomainDeps } from "../deps.js";
 import type { ReleaseTarget } from "../escrow.js";
 import type { CallerInfo } from "../grants.js";
-import { type CardRef, sealingKeyOf } from "../routing.js";
+import { type CardRef, cardKeyOfRef, sealingKeyOf } from "../routing.js";
 import { checkSealingKey } from "./seal-check.js";
 
 /**
@@ -38,7 +38,7 @@ export async function verifiedReleaseTarget(
   if (row === undefined || row.userId !== userId || row.status !== "active") return undefined;
   const key = sealingKeyOf(row);
   try {
-    await checkSealingKey(deps, card, { kind: "user", user, key });
+    await checkSealingKey(deps, card, { kind: "user", user, key, panHash: cardKeyOfRef(deps, card) });
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
     if (err.code === "integrity_failure") {
