@@ -1,4 +1,11 @@
-import { Code, ConnectError, type Interceptor, type StreamResponse } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  type Interceptor,
+  type StreamRequest,
+  type StreamResponse,
+  type UnaryRequest,
+} from "@connectrpc/connect";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import {
   AppError,
@@ -204,29 +211,31 @@ export function toRestError(
  * that sets `kRequestId` and `kLogger`, so the error carries the request's id.
  */
 export const errorInterceptor: Interceptor = (next) => async (req) => {
-  const map = (thrown: unknown): ConnectError => {
-    const requestId = req.contextValues.get(kRequestId) || requestIdFrom(undefined);
-    const err = relabelUndecodable(thrown);
-    const mapped = toConnectError(err, requestId);
-    const code = errorCodeOf(mapped);
-    if (ERRORS[code].http >= 500) {
-      const cause = err instanceof ConnectError && err === mapped ? err.cause : err;
-      req.contextValues
-        .get(kLogger)()
-        .error(
-          { err: cause, code, procedure: `${req.service.typeName}/${req.method.name}` },
-          "request failed",
-        );
-    }
-    return mapped;
-  };
   try {
     const res = await next(req);
-    return res.stream ? mapStreamErrors(res, map) : res;
+    return res.stream ? mapStreamErrors(res, (thrown) => mappedError(req, thrown)) : res;
   } catch (err) {
-    throw map(err);
+    throw mappedError(req, err);
   }
 };
+
+/**
+ * What {@link errorInterceptor} throws for `thrown` in the call `req`: the service's error, the cause
+ * of a 5xx logged. A function of its own, not a closure made for every call (most calls never fail).
+ */
+function mappedError(req: UnaryRequest | StreamRequest, thrown: unknown): ConnectError {
+  const requestId = req.contextValues.get(kRequestId) || requestIdFrom(undefined);
+  const err = relabelUndecodable(thrown);
+  const mapped = toConnectError(err, requestId);
+  const code = errorCodeOf(mapped);
+  if (ERRORS[code].http >= 500) {
+    const cause = err instanceof ConnectError && err === mapped ? err.cause : err;
+    req.contextValues
+      .get(kLogger)()
+      .error({ err: cause, code, procedure: `${req.service.typeName}/${req.method.name}` }, "request failed");
+  }
+  return mapped;
+}
 
 /** Wraps a streaming response so an error raised while streaming is mapped too. */
 function mapStreamErrors(res: StreamResponse, map: (err: unknown) => ConnectError): StreamResponse {

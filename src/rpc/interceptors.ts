@@ -118,34 +118,37 @@ async function apiKeyAccess(options: AccessOptions, next: Next, req: UnaryReques
     principal,
     req.contextValues.get(kRemoteAddress),
   );
-  return withLimitHeaders(headers, next, req, () => {
-    if (authError) throw authError;
-    if (principal && !policy.roles.includes(principal.role)) {
-      const article = principal.role === "issuer" ? "An" : "A";
-      throw new AppError(
-        "forbidden",
-        `${article} ${principal.role} API key may not call ${req.method.name}.`,
-      );
-    }
-    req.contextValues.set(kPrincipal, principal);
-  });
+  const refusal = authError ?? roleRefusal(policy.roles, principal, req.method.name);
+  if (refusal === undefined) req.contextValues.set(kPrincipal, principal);
+  return withLimitHeaders(headers, next, req, refusal);
+}
+
+/** `forbidden` when `principal`'s role is not one of `roles`; nothing without a principal or when it is. */
+function roleRefusal(
+  roles: readonly string[],
+  principal: ApiKeyRecord | undefined,
+  methodName: string,
+): AppError | undefined {
+  if (principal === undefined || roles.includes(principal.role)) return undefined;
+  const article = principal.role === "issuer" ? "An" : "A";
+  return new AppError("forbidden", `${article} ${principal.role} API key may not call ${methodName}.`);
 }
 
 /** The rest of a call below an interceptor, unary or streaming. */
 type Next = (req: UnaryRequest | StreamRequest) => Promise<UnaryResponse | StreamResponse>;
 
 /**
- * Runs `check`, then the rest of the call, and puts the rate-limit `headers` on its answer, error or
- * not (an `AppError` or a `ConnectError`).
+ * Throws `refusal` if there is one, else runs the rest of the call, and puts the rate-limit `headers`
+ * on its answer, error or not (an `AppError` or a `ConnectError`).
  */
 async function withLimitHeaders(
   headers: Record<string, string>,
   next: Next,
   req: UnaryRequest | StreamRequest,
-  check?: () => void,
+  refusal?: AppError,
 ): Promise<UnaryResponse | StreamResponse> {
   try {
-    check?.();
+    if (refusal !== undefined) throw refusal;
     const res = await next(req);
     for (const name in headers) res.header.set(name, headers[name] as string);
     return res;

@@ -19,6 +19,16 @@ export interface Metrics {
   readonly registry: Registry;
   /** Counts one request and records its latency in seconds. */
   observe(labels: RequestLabels, seconds: number): void;
+  /**
+   * The series of `labels`, to count requests into with no look-up per request: what `observe` does
+   * with the same labels (the method label bounded alike), for callers that keep it per method.
+   */
+  seriesOf(labels: RequestLabels): RequestSeries;
+}
+
+/** One series of the request metrics: counts a request of its labels and records its latency. */
+export interface RequestSeries {
+  observe(seconds: number): void;
 }
 
 /**
@@ -90,13 +100,26 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     registry,
     observe(labels, seconds) {
       const { count, latency } = seriesOf(labels);
-      count.count += 1;
-      const bucket = LATENCY_BUCKETS.findIndex((bound) => seconds <= bound);
-      if (bucket >= 0) latency.buckets[bucket] = (latency.buckets[bucket] ?? 0) + 1;
-      latency.sum += seconds;
-      latency.count += 1;
+      record(count, latency, seconds);
+    },
+    seriesOf(labels) {
+      const { count, latency } = seriesOf(labels);
+      return { observe: (seconds) => record(count, latency, seconds) };
     },
   };
+}
+
+/** Counts one request of a series and records its latency in its bucket. */
+function record(count: CountSeries, latency: LatencySeries, seconds: number): void {
+  count.count += 1;
+  for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
+    if (seconds <= (LATENCY_BUCKETS[i] as number)) {
+      latency.buckets[i] = (latency.buckets[i] ?? 0) + 1;
+      break;
+    }
+  }
+  latency.sum += seconds;
+  latency.count += 1;
 }
 
 const REQUESTS_HELP = "Requests served, by wire protocol, RPC method (or route) and result code.";
@@ -183,15 +206,20 @@ export const kObserved = createContextKey(false, {
  * error interceptor. Streaming calls are observed when their response starts.
  */
 export function metricsInterceptor(metrics: Metrics): Interceptor {
-  // The method label of each RPC, built once rather than on every call.
-  const names = new WeakMap<object, string>();
-  const nameOf = (req: { service: { typeName: string }; method: { name: string } }): string => {
-    let name = names.get(req.method);
-    if (name === undefined) {
-      name = `${req.service.typeName}/${req.method.name}`;
-      names.set(req.method, name);
+  // The successful calls' series of each RPC, per protocol: found once rather than on every call.
+  const okSeries = new WeakMap<object, Map<string, RequestSeries>>();
+  const okOf = (req: Labelled, protocol: string): RequestSeries => {
+    let byProtocol = okSeries.get(req.method);
+    if (byProtocol === undefined) {
+      byProtocol = new Map();
+      okSeries.set(req.method, byProtocol);
     }
-    return name;
+    let series = byProtocol.get(protocol);
+    if (series === undefined) {
+      series = metrics.seriesOf({ protocol, method: methodLabel(req), code: "ok" });
+      byProtocol.set(protocol, series);
+    }
+    return series;
   };
   return (next) => async (req) => {
     const started = performance.now();
@@ -199,14 +227,32 @@ export function metricsInterceptor(metrics: Metrics): Interceptor {
     req.contextValues.set(kObserved, true);
     try {
       const res = await next(req);
-      metrics.observe({ protocol, method: nameOf(req), code: "ok" }, (performance.now() - started) / 1000);
+      okOf(req, protocol).observe((performance.now() - started) / 1000);
       return res;
     } catch (err) {
       const code = errorCodeOf(err);
-      metrics.observe({ protocol, method: nameOf(req), code }, (performance.now() - started) / 1000);
+      metrics.observe({ protocol, method: methodLabel(req), code }, (performance.now() - started) / 1000);
       throw err;
     }
   };
+}
+
+/** What the method label of a call is read from. */
+interface Labelled {
+  service: { typeName: string };
+  method: { name: string };
+}
+
+/** The method label of each RPC, built once rather than on every call. */
+const methodLabels = new WeakMap<object, string>();
+
+function methodLabel(req: Labelled): string {
+  let name = methodLabels.get(req.method);
+  if (name === undefined) {
+    name = `${req.service.typeName}/${req.method.name}`;
+    methodLabels.set(req.method, name);
+  }
+  return name;
 }
 
 /** Registers `GET path` (default `/metrics`) serving the registry in the Prometheus text format. */
