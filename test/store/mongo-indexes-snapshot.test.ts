@@ -46,7 +46,7 @@ function shardKeys(): Record<string, unknown> {
  * What the MongoDB adapter asks of a database, held to a snapshot taken before its collections were
  * declared beside their code: the indexes `init` makes (with and without a receipt retention), every
  * collection's shard key, and the declared scatter-gathers and transactions. A change here changes
- * what runs on every deployment: update the snapshot (`npx vitest run -u <this file>`) only on purpose.
+ * what runs on every deployment: update the snapshot (`npx vitest run <this file> -u`) only on purpose.
  */
 describe("MongoDB collections as declared", () => {
   it("make the same indexes and shard keys as the snapshot", async () => {

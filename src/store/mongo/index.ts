@@ -26,6 +26,12 @@ export {
   operationTimeoutWithin,
 } from "./connection.js";
 
+/** A repository of the MongoDB store: built on the connection, and declaring the collections it uses. */
+interface MongoRepository {
+  new (ctx: MongoContext): object;
+  readonly collections: readonly CollectionDeclaration[];
+}
+
 /**
  * The store's repositories, by their name in `Store`. Each is built on the one connection and lists the
  * collections it declares (its static `collections`): a collection is declared once, beside the code
@@ -52,7 +58,7 @@ const REPOSITORIES = {
   events: MongoEvents,
   webhookEndpoints: MongoWebhookEndpoints,
   deliveries: MongoDeliveries,
-} as const;
+} as const satisfies Record<string, MongoRepository>;
 
 type Repositories = {
   -readonly [Name in keyof typeof REPOSITORIES]: InstanceType<(typeof REPOSITORIES)[Name]>;
