@@ -76,6 +76,8 @@ export const GROUPS = {
       "test/store/mongo-declared.test.ts",
       "test/store/mongo-migration.test.ts",
       "test/store/mongo-unavailable.test.ts",
+      "test/store/mongo-indexes-snapshot.test.ts",
+      "test/docs/scaling.test.ts",
     ],
   },
   "store-mongo-ownership": {
@@ -84,6 +86,8 @@ export const GROUPS = {
       "test/store/mongo-fake.test.ts",
       "test/store/mongo-adapter.test.ts",
       "test/store/mongo-declared.test.ts",
+      "test/store/mongo-indexes-snapshot.test.ts",
+      "test/docs/scaling.test.ts",
     ],
   },
   // The root delay is held through the client (an in-process fixture server on a local port, 20 s):

@@ -20,7 +20,7 @@ import { MAX_CARD_NONCE_LENGTH, MAX_MONEY } from "./limits.js";
 import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "./merchants.js";
 import { assertPlaintextAccepted } from "./plaintext-intake.js";
 import { prepareReceipt } from "./prepare.js";
-import { checkCurrency } from "./receipt-rules.js";
+import { checkCurrency, type ValidReceipt } from "./receipt-rules.js";
 import { auditBindingConflict } from "./routing.js";
 import { prepareSealed } from "./sealed.js";
 import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
@@ -52,20 +52,17 @@ export interface CreatePaymentInput {
  * Without an idempotency key, a second payment for `(merchantId, transactionId)` is
  * `conflict`. Idempotent replays are handled by {@link withIdempotency} around this call.
  */
-export async function createPayment(
+export function createPayment(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: CreatePaymentInput,
   caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<CreatedPayment> {
-  const gateway = gatewayByName(input.gateway, deps.gateways);
-  const paymentId = randomId("pay", 12);
-  const charge =
-    input.receipt.sealedReceipt === undefined
-      ? await sealPlaintext(deps, principal, gateway, input, paymentId)
-      : await takeSealed(deps, principal, input.receipt, paymentId);
-  const idempotencyKey = gatewayIdempotencyKey("charge", principal.id, input.idempotencyKey);
-  return chargeAndStore(deps, principal, gateway, { ...charge, idempotencyKey }, caller);
+  // Steps, not one async function, so that neither the request nor the receipt is kept alive while
+  // the worker seals (see sealForRecipient).
+  return checkedPayment(deps, principal, input)
+    .then((checked) => (checked.kind === "sealed" ? checked : sealToCharge(deps, principal, checked)))
+    .then(({ gateway, charge }) => chargeAndStore(deps, principal, gateway, charge, caller));
 }
 
 /** What {@link chargeAndStore} needs: the receipt record (and its binding conflict) and what to charge. */
@@ -78,14 +75,42 @@ interface PaymentToCharge {
   idempotencyKey?: string | undefined;
 }
 
-/** A receipt in the clear: validated with the gateway's rules, signed if required, sealed here. */
-async function sealPlaintext(
+/** A payment whose receipt is ready to charge and store (`sealed`), or still to seal (`plaintext`). */
+type CheckedPayment =
+  | { kind: "sealed"; gateway: PaymentGateway; charge: PaymentToCharge }
+  | {
+      kind: "plaintext";
+      gateway: PaymentGateway;
+      receipt: ValidReceipt;
+      amount: number;
+      paymentId: string;
+      idempotencyKey: string | undefined;
+    };
+
+/** The payment request checked: the merchant's sealed receipt taken, or a receipt in the clear validated. */
+async function checkedPayment(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: CreatePaymentInput,
+): Promise<CheckedPayment> {
+  const gateway = gatewayByName(input.gateway, deps.gateways);
+  const paymentId = randomId("pay", 12);
+  const idempotencyKey = gatewayIdempotencyKey("charge", principal.id, input.idempotencyKey);
+  if (input.receipt.sealedReceipt !== undefined) {
+    const charge = await takeSealed(deps, principal, input.receipt, paymentId);
+    return { kind: "sealed", gateway, charge: { ...charge, idempotencyKey } };
+  }
+  const { receipt, amount } = await checkedPlaintext(deps, principal, gateway, input);
+  return { kind: "plaintext", gateway, receipt, amount, paymentId, idempotencyKey };
+}
+
+/** A receipt in the clear: validated with the gateway's rules, its amount resolved, signed if required. */
+async function checkedPlaintext(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   gateway: PaymentGateway,
   input: CreatePaymentInput,
-  paymentId: string,
-): Promise<PaymentToCharge> {
+): Promise<{ receipt: ValidReceipt; amount: number }> {
   const receipt = await prepareReceipt(deps, principal, input.receipt, gateway);
   const amount = gateway.resolveAmount(receipt);
   receipt.amount = amount;
@@ -93,8 +118,20 @@ async function sealPlaintext(
   await assertPlaintextAccepted(deps, receipt);
   // After the amount is resolved: the receipt is sealed (and must be signed) with the amount charged.
   await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
-  const prepared = await sealForRecipient(deps, principal, receipt, paymentId);
-  return { prepared, amount, currency: receipt.currency, cardNonce: receipt.cardNonce };
+  return { receipt, amount };
+}
+
+/** Seals a checked receipt in the clear; what waits for the worker holds the charge's fields only. */
+function sealToCharge(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  { gateway, receipt, amount, paymentId, idempotencyKey }: Extract<CheckedPayment, { kind: "plaintext" }>,
+): Promise<{ gateway: PaymentGateway; charge: PaymentToCharge }> {
+  const { currency, cardNonce } = receipt;
+  return sealForRecipient(deps, principal, receipt, paymentId).then((prepared) => ({
+    gateway,
+    charge: { prepared, amount, currency, cardNonce, idempotencyKey },
+  }));
 }
 
 /**

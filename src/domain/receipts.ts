@@ -8,6 +8,7 @@ import { type CallerInfo, INTERNAL_CALLER } from "./grants.js";
 import { assertMerchantIdUsable, claimMerchantId, replacePreviousOwners } from "./merchants.js";
 import { assertPlaintextAccepted } from "./plaintext-intake.js";
 import { prepareReceipt } from "./prepare.js";
+import type { ValidReceipt } from "./receipt-rules.js";
 import { auditBindingConflict } from "./routing.js";
 import { prepareSealed, type SealedInput } from "./sealed.js";
 import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
@@ -22,21 +23,36 @@ export const PAGE_SIZE = { default: 50, max: 200 } as const;
  * `signature` is the `X-Receipt-Signature` header, required once the merchantId has a signing key
  * (README, "Merchant signatures").
  */
-export async function encryptReceipt(
+export function encryptReceipt(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: Receipt,
   signature: string | null = null,
   caller: CallerInfo = INTERNAL_CALLER,
 ): Promise<ReceiptRecord> {
+  // Steps, not one async function, so that neither the request nor the receipt is kept alive while
+  // the worker seals (see sealForRecipient).
+  return checkedReceipt(deps, principal, input, signature)
+    .then((receipt) => sealForRecipient(deps, principal, receipt))
+    .then(async (prepared) => {
+      // Sealed (and its card's BIN checked) before the merchantId is claimed: a refusal writes nothing.
+      await claimMerchantId(deps, principal, prepared.record.merchantId);
+      return storeReceipt(deps, principal, prepared, caller);
+    });
+}
+
+/** A receipt in the clear, validated and signed, once its merchantId and plaintext intake allow it. */
+async function checkedReceipt(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  input: Receipt,
+  signature: string | null,
+): Promise<ValidReceipt> {
   const receipt = await prepareReceipt(deps, principal, input);
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
   await assertPlaintextAccepted(deps, receipt);
   await applyMerchantSignature(deps, input, receipt, signature);
-  // Sealed (and its card's BIN checked) before the merchantId is claimed: a refusal writes nothing.
-  const prepared = await sealForRecipient(deps, principal, receipt);
-  await claimMerchantId(deps, principal, receipt.merchantId);
-  return storeReceipt(deps, principal, prepared, caller);
+  return receipt;
 }
 
 /**

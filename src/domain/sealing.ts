@@ -1,4 +1,5 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
+import type { SealRequest } from "../crypto/crypto-pool.js";
 import { receiptAadText } from "../crypto/envelope.js";
 import { storedAadBound } from "../crypto/suites.js";
 import { randomId } from "../ids.js";
@@ -114,45 +115,86 @@ export function preparedFor(record: ReceiptRecord, recipient: Recipient): Prepar
  * Seals a validated receipt to its recipient (the routing) and returns the record to store
  * (not yet stored); writes nothing. For a tenant with `requireBindings`, only to a key that verifies
  * against the key log (`integrity_failure` otherwise). The sealing runs on the worker pool, off the event loop.
+ *
+ * Not an async function, and neither is any step that waits for the worker: a suspended async
+ * function keeps every parameter and local alive, used later or not, and a receipt (a 50-item one is
+ * some 200 objects) and its plaintext kept through the seal by each of 64 calls in flight made the
+ * garbage collector the largest single cost of sealing. What waits for the worker holds only the
+ * receipt's ids and card references ({@link SealingPlan}).
  */
-export async function sealForRecipient(
+export function sealForRecipient(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   receipt: ValidReceipt,
   paymentId?: string,
 ): Promise<PreparedReceipt> {
+  return planSealing(deps, principal, receipt).then((plan) => sealPlanned(deps, principal, plan, paymentId));
+}
+
+/** A receipt ready to seal: what to send to the worker and what its record needs, without the receipt. */
+interface SealingPlan {
+  request: SealRequest;
+  recipient: Recipient;
+  identity: ReceiptIdentityFields;
+  card: CardRef;
+}
+
+/** The routing and key checks of {@link sealForRecipient}, and the plaintext to seal. */
+async function planSealing(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  receipt: ValidReceipt,
+): Promise<SealingPlan> {
   const recipient = await recipientOf(deps, receipt);
   // A tenant with requireBindings: only a key the key log vouches for (kt/seal-check.ts).
   await checkSealingKey(deps, receipt, recipient);
   await admitToEscrow(deps, principal, recipient);
   const { keyId, algorithm, spki, aadBound } = recipient.key;
-  const sealed = await deps.pool.seal({
-    plaintext: plaintextTextOf(receipt),
-    aad: receiptAadText(receipt),
-    keyId,
-    spki,
-    algorithm,
-    aadBound,
-  });
-  const keyBundle: StoredKeyBundle = {
-    keyId,
-    algorithm,
-    encryptedAesKey: sealed.encryptedAesKey,
-    ...storedAadBound(algorithm, aadBound),
-  };
-  if (sealed.encapsulatedKey !== undefined) keyBundle.encapsulatedKey = sealed.encapsulatedKey;
-  const record = receiptRecordOf(
-    deps,
-    principal,
-    recipient,
-    receipt,
-    { keyBundle, ciphertext: sealed.ciphertext, iv: sealed.iv, authTag: sealed.authTag },
-    paymentId,
-  );
+  const { receiptId, merchantId, transactionId, version } = receipt;
   const card: CardRef = { recipientHashedPan: receipt.recipientHashedPan };
   if (receipt.recipientPar !== undefined) card.recipientPar = receipt.recipientPar;
   if (receipt.cardBin !== undefined) card.cardBin = receipt.cardBin;
-  return { ...preparedFor(record, recipient), card };
+  return {
+    request: {
+      plaintext: plaintextTextOf(receipt),
+      aad: receiptAadText(receipt),
+      keyId,
+      spki,
+      algorithm,
+      aadBound,
+    },
+    recipient,
+    identity: { receiptId, merchantId, transactionId, version },
+    card,
+  };
+}
+
+/** Seals a planned receipt on the pool and makes its record; the plaintext is the message's alone. */
+function sealPlanned(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  { request, recipient, identity, card }: SealingPlan,
+  paymentId: string | undefined,
+): Promise<PreparedReceipt> {
+  return deps.pool.seal(request).then((sealed) => {
+    const { keyId, algorithm, aadBound } = recipient.key;
+    const keyBundle: StoredKeyBundle = {
+      keyId,
+      algorithm,
+      encryptedAesKey: sealed.encryptedAesKey,
+      ...storedAadBound(algorithm, aadBound),
+    };
+    if (sealed.encapsulatedKey !== undefined) keyBundle.encapsulatedKey = sealed.encapsulatedKey;
+    const record = receiptRecordOf(
+      deps,
+      principal,
+      recipient,
+      identity,
+      { keyBundle, ciphertext: sealed.ciphertext, iv: sealed.iv, authTag: sealed.authTag },
+      paymentId,
+    );
+    return { ...preparedFor(record, recipient), card };
+  });
 }
 
 /**

@@ -1,14 +1,17 @@
 import { type KeyObject, privateDecrypt } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import type { Worker } from "node:worker_threads";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CryptoPool, KEYGEN_NICENESS } from "../../src/crypto/crypto-pool.js";
+import { CryptoPool, KEYGEN_NICENESS, TURN_BATCH } from "../../src/crypto/crypto-pool.js";
 import { packSealedText, unpackSealedText, type WorkerResponse } from "../../src/crypto/crypto-protocol.js";
 import {
   openSealedReceipt,
   type ReceiptIdentity,
   receiptAad,
   receiptAadText,
+  type SealedReceiptText,
   sealedFromText,
   sealReceipt,
 } from "../../src/crypto/envelope.js";
@@ -45,7 +48,8 @@ beforeAll(async () => {
   ]);
   userKey = parsePublicKey(user.publicKey).key;
   pool = new CryptoPool({ size: 2, escrowPrivateKeys: [escrow.privateKey] });
-  await Promise.all([0, 1].map(() => openForUser(Buffer.from("warm-up"))));
+  // One at a time: a turn's tasks go to one worker, and the next turn to the other, idle one.
+  for (const _ of [0, 1]) await openForUser(Buffer.from("warm-up"));
 });
 
 afterAll(async () => {
@@ -403,7 +407,7 @@ describe("CryptoPool messages", () => {
     const two = new CryptoPool({ size: 2, escrowPrivateKeys: [escrow.privateKey] });
     try {
       // Starts both workers, then counts what the next turn sends them.
-      await Promise.all([0, 1].map(() => openForUser(Buffer.from("warm-up"), two)));
+      for (const _ of [0, 1]) await openForUser(Buffer.from("warm-up"), two);
       const counts = countMessages(two);
       const plaintexts = Array.from({ length: 8 }, (_, i) => `receipt ${i}`);
       const seals = plaintexts.map((plaintext) =>
@@ -422,6 +426,52 @@ describe("CryptoPool messages", () => {
       expect(counts.reduce((a, b) => a + b)).toBe(3);
     } finally {
       await two.close();
+    }
+  });
+  it("fills one worker's message with a turn's tasks, up to TURN_BATCH, before waking another", async () => {
+    const two = new CryptoPool({ size: 2, escrowPrivateKeys: [escrow.privateKey] });
+    try {
+      for (const _ of [0, 1]) await openForUser(Buffer.from("warm-up"), two);
+      const counts = countMessages(two);
+      expect(workersOf(two).every((worker) => worker !== undefined)).toBe(true);
+      const seal = (plaintext: string) =>
+        two.seal({ plaintext, aad: aadText, keyId: "key_user", spki: user.publicKey });
+      const privateKey = parsePrivateKey(user.privateKey);
+      const opened = (sealed: SealedReceiptText[]) =>
+        sealed.map((s) => openSealedReceipt(sealedFromText(s), aad, privateKey).toString());
+      // A turn of a few seals wakes one worker, not both.
+      const few = Array.from({ length: TURN_BATCH }, (_, i) => `few ${i}`);
+      expect(opened(await Promise.all(few.map(seal)))).toEqual(few);
+      expect([...counts].sort()).toEqual([0, 1]);
+      // One more than a message takes: the other worker is woken for the rest.
+      const more = Array.from({ length: TURN_BATCH + 1 }, (_, i) => `more ${i}`);
+      expect(opened(await Promise.all(more.map(seal)))).toEqual(more);
+      expect([...counts].sort()).toEqual([1, 2]);
+    } finally {
+      await two.close();
+    }
+  });
+
+  it("keeps no seal request, and so no plaintext, while the worker seals it", async () => {
+    const one = new CryptoPool({ size: 1, escrowPrivateKeys: [escrow.privateKey] });
+    try {
+      await openForUser(Buffer.from("warm-up"), one);
+      setFlagsFromString("--expose-gc");
+      const gc = runInNewContext("gc") as () => void;
+      // Made in a plain function: this test's own frame holds no reference to the request.
+      const start = () => {
+        const request = { plaintext: "kept?", aad: aadText, keyId: "key_user", spki: user.publicKey };
+        return { held: new WeakRef(request), sealed: one.seal(request) };
+      };
+      const { held, sealed } = start();
+      // The pool posts at the end of this turn; its answer can only be read on a later one.
+      await new Promise((resolve) => setImmediate(resolve));
+      gc();
+      expect(held.deref()).toBeUndefined();
+      const privateKey = parsePrivateKey(user.privateKey);
+      expect(openSealedReceipt(sealedFromText(await sealed), aad, privateKey).toString()).toBe("kept?");
+    } finally {
+      await one.close();
     }
   });
 });

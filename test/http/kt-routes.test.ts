@@ -3,6 +3,7 @@ import { fromBase64Strict } from "../../src/kt/bytes.js";
 import { leafHash, verifyConsistency, verifyInclusion } from "../../src/kt/merkle.js";
 import { checkNoteSignature, parseCheckpoint, parseNote, parseVkey } from "../../src/kt/note.js";
 import { makeIssuer } from "../kt/world.js";
+import { minuteStartClock } from "../support/clock.js";
 import { type Envelope, startService, type TestService } from "../support/harness.js";
 import { pendingOf, signedBinding, TestSigningKeys, testCard, userKey } from "../support/kt.js";
 
@@ -175,7 +176,10 @@ describe("the key log's public reads (/kt/v1)", () => {
 
 describe("the key log's reads, rate limited per address", () => {
   it("answers 429 with Retry-After past KT_READS_PER_MINUTE", async () => {
-    const svc = await startService({ env: { KT_READS_PER_MINUTE: "3", KT_SEQUENCER_POLL_MS: "20" } });
+    const svc = await startService({
+      clock: minuteStartClock(),
+      env: { KT_READS_PER_MINUTE: "3", KT_SEQUENCER_POLL_MS: "20" },
+    });
     try {
       const statuses = [];
       for (let i = 0; i < 4; i++)

@@ -1,14 +1,28 @@
 import type { ApiKeyRecord, ApiKeyStore } from "../types.js";
+import { declareCollection } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
-import { COLLECTIONS } from "./indexes.js";
+
+/** API keys, unique by `id` and by `keyHash`. */
+export const API_KEYS = declareCollection({
+  name: "apiKeys",
+  indexes: [
+    { key: { id: 1 }, name: "uniq_id", unique: true },
+    { key: { keyHash: 1 }, name: "uniq_keyHash", unique: true },
+    { key: { createdAt: 1, id: 1 }, name: "list" },
+  ],
+  shardKey: { key: "unsharded", why: "One document per API key: thousands, read through a cache." },
+});
 
 /** API keys in the `apiKeys` collection, unique by `id` and by `keyHash`. */
 export class MongoApiKeys implements ApiKeyStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [API_KEYS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<ApiKeyRecord>(COLLECTIONS.apiKeys);
+    return this.ctx.collection<ApiKeyRecord>(API_KEYS.name);
   }
 
   insert(record: ApiKeyRecord): Promise<boolean> {

@@ -8,10 +8,41 @@ import {
   auditCursorOf,
   auditSeqOf,
 } from "../types.js";
+import { declareCollection } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
-import { COLLECTIONS } from "./indexes.js";
 import { scatterGather } from "./sharding.js";
+
+/** The audit log, `_id` each event's number. */
+export const AUDIT = declareCollection({
+  name: "audit",
+  indexes: [
+    // The key of `list` ({at: -1}) did not match its sort {at: -1, _id: -1}; a new name (the key of an
+    // existing name cannot change).
+    { key: { at: -1, _id: -1 }, name: "list_at_id" },
+    // A tenant's events in the order they were numbered (`_id`), for its audit pages.
+    { key: { tenantId: 1, _id: 1 }, name: "page_tenant" },
+  ],
+  shardKey: {
+    key: { _id: "hashed" },
+    why:
+      "Appended on every grant, decrypt and key change, each event numbered by the `counters` document " +
+      "(its `_id`, growing): a hashed `_id` spreads the inserts over every shard, and `_id` is unique " +
+      "whatever the key. Reads (operators, an issuer's own audit) are rare and declared scatter-gather.",
+  },
+});
+
+/** Counters: `audit` numbers audit events, `auditStable` is how far readers may read (see `MongoAudit`). */
+export const COUNTERS = declareCollection({
+  name: "counters",
+  indexes: [],
+  shardKey: {
+    key: "unsharded",
+    why:
+      "Two small documents: the number of the last audit event (one `$inc` per event) and the number " +
+      "below which readers have seen every event.",
+  },
+});
 
 /**
  * The audit log in `audit`, numbered so that a reader that pages through it never skips an event.
@@ -28,14 +59,17 @@ import { scatterGather } from "./sharding.js";
  * No clock is involved, so neither clock skew nor a slow writer can make a reader skip an event.
  */
 export class MongoAudit implements AuditStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [AUDIT, COUNTERS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<AuditDoc>(COLLECTIONS.audit);
+    return this.ctx.collection<AuditDoc>(AUDIT.name);
   }
 
   private get counters() {
-    return this.ctx.collection<{ _id: string; seq: number }>(COLLECTIONS.counters);
+    return this.ctx.collection<{ _id: string; seq: number }>(COUNTERS.name);
   }
 
   append(event: AuditEvent): Promise<void> {

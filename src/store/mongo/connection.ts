@@ -14,6 +14,7 @@ import {
 import type { Logger } from "pino";
 import { AppError } from "../../errors.js";
 import { isUnavailable, storeUnavailable } from "./errors.js";
+import type { CollectionName } from "./index.js";
 import { inTransaction, type TransactionId } from "./sharding.js";
 
 /** Options of the MongoDB store. */
@@ -159,8 +160,11 @@ export class MongoContext {
     for (const listener of this.eventListeners) listener();
   }
 
-  /** A typed collection of the store's database. */
-  collection<T extends Document>(name: string): Collection<T> {
+  /**
+   * A typed collection of the store's database, by the name a repository declares (`declareCollection`):
+   * a collection no repository declares has no indexes and no place on a cluster, so it does not compile.
+   */
+  collection<T extends Document>(name: CollectionName): Collection<T> {
     return this.db.collection<T>(name);
   }
 

@@ -1,14 +1,27 @@
 import type { ErasureRecord, ErasureStore } from "../types.js";
+import { declareCollection } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
-import { COLLECTIONS } from "./indexes.js";
+
+/** Erasures begun and not finished, one document per user: what a retry finishes. */
+export const ERASURES = declareCollection({
+  name: "erasures",
+  indexes: [{ key: { userId: 1 }, name: "uniq_userId", unique: true }],
+  shardKey: {
+    key: "unsharded",
+    why: "One document per erasure in progress, removed when it finishes: a handful at any time.",
+  },
+});
 
 /** Erasures in progress in the `erasures` collection, one document per user (unique `userId`). */
 export class MongoErasures implements ErasureStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [ERASURES] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<ErasureRecord>(COLLECTIONS.erasures);
+    return this.ctx.collection<ErasureRecord>(ERASURES.name);
   }
 
   /** An upsert that only inserts; two at once collide on the unique index, and the loser reads the winner's. */

@@ -1,7 +1,7 @@
 import type { GrantOutcome, GrantRecord, GrantStore } from "../types.js";
+import { declareCollection, TTL_INDEX } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
-import { COLLECTIONS } from "./indexes.js";
 
 /** One live grant of a user, as held in its slots document. */
 interface Slot {
@@ -22,6 +22,29 @@ interface SlotsDoc {
 /** How often `create` re-tries when its view of the slots changed under it (pruned or deleted). */
 const CREATE_ATTEMPTS = 5;
 
+/** Decrypt grants, each found by the hash of its token. */
+export const GRANTS = declareCollection({
+  name: "grants",
+  indexes: [
+    { key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true },
+    // Erasure's deleteMany({userId}): live grants are the decrypts of the last three minutes, which at a
+    // peak of hundreds a second is too many to read through for each erasure.
+    { key: { userId: 1 }, name: "byUser" },
+    TTL_INDEX,
+  ],
+  shardKey: {
+    key: "unsharded",
+    why: "Grants live three minutes (TTL): a few thousand at any time, whatever the number of receipts.",
+  },
+});
+
+/** One document per user holding the hashes and expiries of its live grants (the cap's slots). */
+export const GRANT_SLOTS = declareCollection({
+  name: "grantSlots",
+  indexes: [TTL_INDEX],
+  shardKey: { key: "unsharded", why: "One small document per user with live grants, as grants." },
+});
+
 /**
  * Decrypt grants in the `grants` collection (TTL on `expiresAt`), with the per-user cap enforced on a
  * slots document in `grantSlots`.
@@ -32,14 +55,17 @@ const CREATE_ATTEMPTS = 5;
  * `cap` elements), after a `$pull` of the slots expired at `now`.
  */
 export class MongoGrants implements GrantStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [GRANTS, GRANT_SLOTS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get grants() {
-    return this.ctx.collection<GrantRecord>(COLLECTIONS.grants);
+    return this.ctx.collection<GrantRecord>(GRANTS.name);
   }
 
   private get slots() {
-    return this.ctx.collection<SlotsDoc>(COLLECTIONS.grantSlots);
+    return this.ctx.collection<SlotsDoc>(GRANT_SLOTS.name);
   }
 
   async create(grant: GrantRecord, cap: number, now: Date): Promise<GrantOutcome> {

@@ -1,7 +1,7 @@
 import type { IdempotencyBegin, IdempotencyStore } from "../types.js";
+import { declareCollection, TTL_INDEX } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
-import { COLLECTIONS } from "./indexes.js";
 
 /** One idempotency key: `_id` is the key itself, so the primary index makes claiming it atomic. */
 interface IdempotencyDoc {
@@ -17,12 +17,28 @@ interface IdempotencyDoc {
 /** How often `begin` re-tries when the record it collided with vanished or expired meanwhile. */
 const BEGIN_ATTEMPTS = 5;
 
+/** Idempotency records, `_id` the key. */
+export const IDEMPOTENCY = declareCollection({
+  name: "idempotency",
+  indexes: [TTL_INDEX],
+  shardKey: {
+    key: { _id: 1 },
+    why:
+      "The claim of a key is its `_id` (`<apiKeyId>:<Idempotency-Key>`), unique only with `_id` as a " +
+      "ranged key; the API key id in front spreads tenants over chunks. Kept 24 h: its size follows " +
+      "the rate of creates.",
+  },
+});
+
 /** Idempotency records in the `idempotency` collection; TTL on `expiresAt`. */
 export class MongoIdempotency implements IdempotencyStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [IDEMPOTENCY] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<IdempotencyDoc>(COLLECTIONS.idempotency);
+    return this.ctx.collection<IdempotencyDoc>(IDEMPOTENCY.name);
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { Store } from "../types.js";
 import { MongoApiKeys } from "./api-keys.js";
 import { MongoAudit } from "./audit.js";
+import type { CollectionDeclaration } from "./collection.js";
 import { MongoContext, type MongoStoreOptions } from "./connection.js";
 import { MongoErasures } from "./erasures.js";
 import { MongoEvents } from "./events.js";
@@ -25,6 +26,66 @@ export {
   operationTimeoutWithin,
 } from "./connection.js";
 
+/** A repository of the MongoDB store: built on the connection, and declaring the collections it uses. */
+interface MongoRepository {
+  new (ctx: MongoContext): object;
+  readonly collections: readonly CollectionDeclaration[];
+}
+
+/**
+ * The store's repositories, by their name in `Store`. Each is built on the one connection and lists the
+ * collections it declares (its static `collections`): a collection is declared once, beside the code
+ * that reads and writes it, and this table is how the store knows them all. Their order is the order
+ * of docs/scaling.md's list: the receipts and what grows with them first.
+ */
+const REPOSITORIES = {
+  receipts: MongoReceipts,
+  payments: MongoPayments,
+  idempotency: MongoIdempotency,
+  rateLimits: MongoRateLimits,
+  audit: MongoAudit,
+  users: MongoUsers,
+  grants: MongoGrants,
+  apiKeys: MongoApiKeys,
+  merchantKeys: MongoMerchantKeys,
+  issuerEscrowKeys: MongoIssuerEscrowKeys,
+  bins: MongoBins,
+  merchants: MongoMerchantOwners,
+  erasures: MongoErasures,
+  ktLog: MongoKtLog,
+  ktIssuers: MongoKtIssuers,
+  leases: MongoLeases,
+  events: MongoEvents,
+  webhookEndpoints: MongoWebhookEndpoints,
+  deliveries: MongoDeliveries,
+} as const satisfies Record<string, MongoRepository>;
+
+type Repositories = {
+  -readonly [Name in keyof typeof REPOSITORIES]: InstanceType<(typeof REPOSITORIES)[Name]>;
+};
+
+/** A collection's name, as its repository declares it. */
+export type CollectionName = {
+  [Name in keyof typeof REPOSITORIES]: (typeof REPOSITORIES)[Name]["collections"][number]["name"];
+}[keyof typeof REPOSITORIES];
+
+/**
+ * Every collection of the MongoDB store, as its repository declares it: what `init` creates, what the
+ * cluster mode of the tests checks, and what docs/scaling.md lists.
+ */
+export const MONGO_COLLECTIONS: readonly CollectionDeclaration<CollectionName>[] = Object.values(
+  REPOSITORIES,
+).flatMap((repository): readonly CollectionDeclaration<CollectionName>[] => repository.collections);
+
+/** Every repository of {@link REPOSITORIES}, built on `ctx`. */
+function repositoriesOn(ctx: MongoContext): Repositories {
+  const built: Partial<Record<keyof Repositories, unknown>> = {};
+  for (const [name, Repository] of Object.entries(REPOSITORIES)) {
+    built[name as keyof Repositories] = new Repository(ctx);
+  }
+  return built as Repositories;
+}
+
 /**
  * Creates the MongoDB store. It connects on first use rather than here, so a service can start while
  * the database is down: `main` runs `init` in the background (`startStore`, retrying with backoff),
@@ -39,25 +100,7 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
   const ctx = new MongoContext(options);
   return {
     kind: "mongodb",
-    apiKeys: new MongoApiKeys(ctx),
-    rateLimits: new MongoRateLimits(ctx),
-    users: new MongoUsers(ctx),
-    receipts: new MongoReceipts(ctx),
-    payments: new MongoPayments(ctx),
-    grants: new MongoGrants(ctx),
-    idempotency: new MongoIdempotency(ctx),
-    audit: new MongoAudit(ctx),
-    merchantKeys: new MongoMerchantKeys(ctx),
-    issuerEscrowKeys: new MongoIssuerEscrowKeys(ctx),
-    bins: new MongoBins(ctx),
-    merchants: new MongoMerchantOwners(ctx),
-    ktLog: new MongoKtLog(ctx),
-    ktIssuers: new MongoKtIssuers(ctx),
-    leases: new MongoLeases(ctx),
-    erasures: new MongoErasures(ctx),
-    events: new MongoEvents(ctx),
-    webhookEndpoints: new MongoWebhookEndpoints(ctx),
-    deliveries: new MongoDeliveries(ctx),
+    ...repositoriesOn(ctx),
     /**
      * Creates every collection's indexes (`createDeclaredIndexes`: an index already serving, such as
      * one a `sh.shardCollection` made first, stands in). Bounded by `indexTimeoutMs`, not the per-call
@@ -69,6 +112,7 @@ export async function createMongoStore(options: MongoStoreOptions): Promise<Stor
           ctx.withIndexClient(async (db) => {
             const { legacyReceipts } = await createDeclaredIndexes(
               db,
+              MONGO_COLLECTIONS,
               ctx.indexTimeoutMs,
               options.receiptRetentionDays,
             );

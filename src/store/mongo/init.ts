@@ -1,5 +1,6 @@
 import { type Collection, type Db, type IndexDescription, MongoServerError } from "mongodb";
-import { COLLECTIONS, INDEXES, RETENTION_INDEX, retentionIndexes } from "./indexes.js";
+import { type CollectionDeclaration, RETENTION_INDEX, retentionIndex } from "./collection.js";
+import { RECEIPTS } from "./receipts.js";
 
 /**
  * The unique index on `(merchantId, receiptId)` of versions before receiptClaims. While it exists the
@@ -32,20 +33,27 @@ interface ExistingIndex {
  */
 export async function createDeclaredIndexes(
   db: Db,
+  collections: readonly CollectionDeclaration[],
   maxTimeMS: number,
   retentionDays?: number,
 ): Promise<{ legacyReceipts: boolean }> {
   let legacyReceipts = false;
-  const retention = retentionDays === undefined ? {} : retentionIndexes(retentionDays);
-  for (const [name, declared] of Object.entries(INDEXES)) {
+  for (const declared of collections) {
+    // A collection with no index of its own is made by its first write.
+    if (declared.indexes.length === 0 && declared.retention === undefined) continue;
+    const { name } = declared;
     const collection = db.collection(name);
     const existing = await existingIndexes(collection, maxTimeMS);
-    if (name === COLLECTIONS.receipts) {
+    if (name === RECEIPTS.name) {
       legacyReceipts = existing.some((i) => i.name === LEGACY_RECEIPT_PAIR_INDEX);
     }
-    const wanted = retention[name] ?? [];
-    await followRetention(db, name, wanted[0], existing, maxTimeMS);
-    const missing = indexesToCreate(name, [...declared, ...wanted], existing);
+    const retention = retentionDays === undefined ? undefined : retentionIndex(declared, retentionDays);
+    await followRetention(db, name, retention, existing, maxTimeMS);
+    const missing = indexesToCreate(
+      name,
+      [...declared.indexes, ...(retention === undefined ? [] : [retention])],
+      existing,
+    );
     if (missing.length > 0) await collection.createIndexes(missing, { maxTimeMS });
   }
   return { legacyReceipts };

@@ -1,21 +1,17 @@
-import { Binary, type ClientSession } from "mongodb";
-import { planIntake, sequencesOf } from "../kt-sequence.js";
+import { Binary } from "mongodb";
 import type {
   KtCheckpointRecord,
   KtCosignature,
-  KtIntakeRefusal,
   KtLeafRecord,
   KtPendingInput,
   KtPendingRecord,
   KtSequenceState,
   KtWitnessState,
 } from "../kt-types.js";
-import type { MongoContext } from "./connection.js";
-import { COLLECTIONS } from "./indexes.js";
 
 /**
- * The key log's documents (one collection per concern, all unsharded: `indexes.ts` says why) and the
- * intake step other repositories run inside their own transactions. Bytes are BSON binary.
+ * The key log's documents (one collection per concern, all unsharded: their declarations in `kt-log.ts`
+ * say why). Bytes are BSON binary.
  */
 
 /** A pending record: `_id` its id; `state` "waiting" until the sequencer refuses it ("refused"). */
@@ -104,45 +100,4 @@ export function checkpointRecord(doc: CheckpointDoc): KtCheckpointRecord {
   const cosignatures: Record<string, KtCosignature> = {};
   for (const { witness, line, timestamp } of doc.cosignatures) cosignatures[witness] = { line, timestamp };
   return { size: doc._id, root: fromBinary(doc.root), note: doc.note, signedAt: doc.signedAt, cosignatures };
-}
-
-/** A change's statements, checked against their sequences inside the change's transaction. */
-export interface MongoIntake {
-  /** Writes the pending records and advances their sequences, in the same transaction. */
-  write(): Promise<void>;
-}
-
-/**
- * The intake step of a change's transaction (`users.register`, `bins.set`, ...): reads the
- * statements' sequences in `session`, checks the statements against them (`planIntake`), and answers
- * the refusal or the step that writes them. Call it before the change writes anything, so that a
- * refusal leaves the transaction without writes; then write the change and `write()` the intake. Two
- * transactions advancing one sequence conflict on its document, and the loser re-reads on retry.
- */
-export async function ktIntakeIn(
-  ctx: MongoContext,
-  session: ClientSession,
-  pending: readonly KtPendingInput[] | undefined,
-): Promise<KtIntakeRefusal | MongoIntake> {
-  const records = pending ?? [];
-  const sequences = ctx.collection<SequenceDoc>(COLLECTIONS.ktSequences);
-  const names = sequencesOf(records);
-  const found =
-    names.length === 0
-      ? []
-      : await sequences.find({ _id: { $in: names } }, { ...ctx.readIn(session), projection: {} }).toArray();
-  const byName = new Map(found.map((doc) => [doc._id, doc.intake]));
-  const plan = planIntake(records, (sequence) => byName.get(sequence));
-  if (!plan.ok) return { kind: "log_refused", pendingId: plan.pendingId, reason: plan.reason };
-  return {
-    write: async () => {
-      const write = ctx.writeIn(session);
-      for (const [sequence, state] of plan.states) {
-        await sequences.updateOne({ _id: sequence }, { $set: { intake: state } }, { ...write, upsert: true });
-      }
-      if (records.length > 0) {
-        await ctx.collection<PendingDoc>(COLLECTIONS.ktPending).insertMany(records.map(pendingDoc), write);
-      }
-    },
-  };
 }

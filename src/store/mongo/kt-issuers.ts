@@ -1,20 +1,34 @@
 import type { KtIssuerPutOutcome, KtIssuerRecord, KtIssuerStore } from "../kt-issuers.js";
 import type { KtPendingInput } from "../kt-types.js";
+import { declareCollection } from "./collection.js";
 import type { MongoContext } from "./connection.js";
-import { COLLECTIONS } from "./indexes.js";
-import { ktIntakeIn } from "./kt-docs.js";
+import { ktIntakeIn } from "./kt-log.js";
 
 type IssuerDoc = KtIssuerRecord & { _id: string };
+
+/** Issuer tenants' signing keys and settings, `_id` the tenant. */
+export const KT_ISSUERS = declareCollection({
+  name: "ktIssuers",
+  indexes: [
+    { key: { "signingKeys.signingKeyId": 1 }, name: "bySigningKeyId" },
+    // The sequencer's settle step, each round: the tenants with a BIN move old enough to be due.
+    { key: { "binMoves.requestedAt": 1 }, name: "byBinMoveRequestedAt" },
+  ],
+  shardKey: { key: "unsharded", why: "One small document per issuer tenant with a signing key." },
+});
 
 /**
  * Issuer tenants' signing keys and settings in `ktIssuers`, one document per tenant (`_id` the tenant).
  * `put` replaces it by compare-and-set on `revision` in one transaction with the key log's intake.
  */
 export class MongoKtIssuers implements KtIssuerStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [KT_ISSUERS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<IssuerDoc>(COLLECTIONS.ktIssuers);
+    return this.ctx.collection<IssuerDoc>(KT_ISSUERS.name);
   }
 
   get(tenantId: string): Promise<KtIssuerRecord | undefined> {

@@ -1,10 +1,11 @@
 /* Over 400 lines on purpose: the MongoDB side of one interface (KtLogStore), one short method per
  * operation of the key log (queue, append, tiles, checkpoints, witnesses, leaves, auditors) over the
- * collections declared at the top, mirroring the memory store's class. */
+ * collections declared at the top (with their indexes and shard keys), mirroring the memory store's
+ * class; and the intake step other repositories run in their own transactions. */
 import type { ClientSession } from "mongodb";
 import { emptyRoot, HASH_BYTES } from "../../kt/merkle.js";
 import { type TileRequest, tilePath } from "../../kt/tiles.js";
-import { erasedStatementSha256, followerReason } from "../kt-sequence.js";
+import { erasedStatementSha256, followerReason, planIntake, sequencesOf } from "../kt-sequence.js";
 import type {
   KtAppendBatch,
   KtAppendOutcome,
@@ -15,6 +16,7 @@ import type {
   KtEnqueueOutcome,
   KtFence,
   KtHead,
+  KtIntakeRefusal,
   KtLeafRecord,
   KtLogStore,
   KtPendingInput,
@@ -22,25 +24,186 @@ import type {
   KtSequenceState,
   KtWitnessState,
 } from "../kt-types.js";
+import { declareCollection } from "./collection.js";
 import type { MongoContext } from "./connection.js";
-import { COLLECTIONS } from "./indexes.js";
 import {
   type CheckpointDoc,
   checkpointDoc,
   checkpointRecord,
   fromBinary,
   type HeadDoc,
-  ktIntakeIn,
   type LeafDoc,
   leafDoc,
   leafRecord,
   type PendingDoc,
+  pendingDoc,
   pendingRecord,
   type SequenceDoc,
   type TileDoc,
   toBinary,
   type WitnessDoc,
 } from "./kt-docs.js";
+
+/** The key log's statements waiting for the sequencer, by id (docs/key-transparency.md). */
+export const KT_PENDING = declareCollection({
+  name: "ktPending",
+  indexes: [
+    // The sequencer's read: waiting records, oldest first.
+    { key: { state: 1, createdAt: 1, _id: 1 }, name: "waiting" },
+    // An append that refuses a statement: the records waiting behind it in its sequence.
+    {
+      key: { "order.sequence": 1, state: 1 },
+      name: "bySequence",
+      partialFilterExpression: { "order.sequence": { $exists: true } },
+    },
+    // Erasure of a card: its refused records.
+    {
+      key: { "card.key": 1, state: 1 },
+      name: "byCard",
+      partialFilterExpression: { "card.key": { $exists: true } },
+    },
+  ],
+  shardKey: {
+    key: "unsharded",
+    why:
+      "Statements waiting for the sequencer (seconds each), written in the transaction of the change they " +
+      "record, beside users and keys on the primary shard: registration stays a one-shard transaction.",
+  },
+});
+
+/** The key log's sequences (a card's, an issuer's): intake and logged states, `_id` the name. */
+export const KT_SEQUENCES = declareCollection({
+  name: "ktSequences",
+  indexes: [],
+  shardKey: {
+    key: "unsharded",
+    why: "One small document per card with a statement and per issuer, written with pending statements.",
+  },
+});
+
+/** The key log's tree as C2SP tiles, `_id` `<level>/<index>`. */
+export const KT_TILES = declareCollection({
+  name: "ktTiles",
+  indexes: [],
+  shardKey: {
+    key: "unsharded",
+    why:
+      "The tree: about 32 bytes a leaf in one document per 256 leaves (3.2 GB at 10^8 leaves); read by " +
+      "proofs, written by the one sequencer in its append transaction.",
+  },
+});
+
+/** The key log's head: one document. */
+export const KT_HEAD = declareCollection({
+  name: "ktHead",
+  indexes: [],
+  shardKey: { key: "unsharded", why: "One document, written by every append." },
+});
+
+/** The key log's leaves, `_id` the leaf index. */
+export const KT_LEAVES = declareCollection({
+  name: "ktLeaves",
+  indexes: [
+    // A pending record becomes one leaf; a sequence's version one leaf (a replayed statement is refused).
+    {
+      key: { pendingId: 1 },
+      name: "uniq_pendingId",
+      unique: true,
+      partialFilterExpression: { pendingId: { $exists: true } },
+    },
+    {
+      key: { sequence: 1, version: -1 },
+      name: "uniq_sequence_version",
+      unique: true,
+      partialFilterExpression: { sequence: { $exists: true } },
+    },
+    // An issuer's feed, and erasure's update of a card's leaves.
+    { key: { tenantId: 1, _id: 1 }, name: "byTenant", partialFilterExpression: { kind: "statement" } },
+    { key: { cardKey: 1 }, name: "byCard", partialFilterExpression: { cardKey: { $exists: true } } },
+    // Intake's refusal of a statement an erasure removed (sent again after the card's sequence restarted).
+    {
+      key: { erasedStatementSha256: 1 },
+      name: "byErasedStatement",
+      partialFilterExpression: { erasedStatementSha256: { $exists: true } },
+    },
+  ],
+  shardKey: {
+    key: "unsharded",
+    why:
+      "One document per leaf (about 600 B with its statement), appended in order by the one sequencer in " +
+      "the same transaction as the tiles and the head; read by card, by tenant and by index. A log read in " +
+      "order by one sequencer stays whole while its size allows (tens of GB at 10^8 leaves).",
+  },
+});
+
+/** Checkpoints the log signed, `_id` the tree size, with their cosignatures. */
+export const KT_CHECKPOINTS = declareCollection({
+  name: "ktCheckpoints",
+  indexes: [],
+  shardKey: { key: "unsharded", why: "One small document per checkpoint (at most one every round)." },
+});
+
+/** What each witness last cosigned, `_id` its key name. */
+export const KT_WITNESSES = declareCollection({
+  name: "ktWitnesses",
+  indexes: [],
+  shardKey: { key: "unsharded", why: "One document per witness." },
+});
+
+/** Directory snapshots' bodies, `_id` their SHA-256. */
+export const KT_DIRECTORIES = declareCollection({
+  name: "ktDirectories",
+  indexes: [{ key: { index: -1 }, name: "byIndex" }],
+  shardKey: { key: "unsharded", why: "One document per directory snapshot (about one a day)." },
+});
+
+/** Auditors allowed to read leaf data, `_id` their id. */
+export const KT_AUDITORS = declareCollection({
+  name: "ktAuditors",
+  indexes: [{ key: { tokenHash: 1 }, name: "uniq_tokenHash", unique: true }],
+  shardKey: { key: "unsharded", why: "The auditors an operator registered: a handful." },
+});
+
+/** A change's statements, checked against their sequences inside the change's transaction. */
+export interface MongoIntake {
+  /** Writes the pending records and advances their sequences, in the same transaction. */
+  write(): Promise<void>;
+}
+
+/**
+ * The intake step of a change's transaction (`users.register`, `bins.set`, ...): reads the
+ * statements' sequences in `session`, checks the statements against them (`planIntake`), and answers
+ * the refusal or the step that writes them. Call it before the change writes anything, so that a
+ * refusal leaves the transaction without writes; then write the change and `write()` the intake. Two
+ * transactions advancing one sequence conflict on its document, and the loser re-reads on retry.
+ */
+export async function ktIntakeIn(
+  ctx: MongoContext,
+  session: ClientSession,
+  pending: readonly KtPendingInput[] | undefined,
+): Promise<KtIntakeRefusal | MongoIntake> {
+  const records = pending ?? [];
+  const sequences = ctx.collection<SequenceDoc>(KT_SEQUENCES.name);
+  const names = sequencesOf(records);
+  const found =
+    names.length === 0
+      ? []
+      : await sequences.find({ _id: { $in: names } }, { ...ctx.readIn(session), projection: {} }).toArray();
+  const byName = new Map(found.map((doc) => [doc._id, doc.intake]));
+  const plan = planIntake(records, (sequence) => byName.get(sequence));
+  if (!plan.ok) return { kind: "log_refused", pendingId: plan.pendingId, reason: plan.reason };
+  return {
+    write: async () => {
+      const write = ctx.writeIn(session);
+      for (const [sequence, state] of plan.states) {
+        await sequences.updateOne({ _id: sequence }, { $set: { intake: state } }, { ...write, upsert: true });
+      }
+      if (records.length > 0) {
+        await ctx.collection<PendingDoc>(KT_PENDING.name).insertMany(records.map(pendingDoc), write);
+      }
+    },
+  };
+}
 
 /** What erasure unsets in a card's leaf records. */
 const ERASED = {
@@ -59,34 +222,47 @@ const ERASED = {
  * the sequences' logged states and the head, all or nothing.
  */
 export class MongoKtLog implements KtLogStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [
+    KT_PENDING,
+    KT_SEQUENCES,
+    KT_TILES,
+    KT_HEAD,
+    KT_LEAVES,
+    KT_CHECKPOINTS,
+    KT_WITNESSES,
+    KT_DIRECTORIES,
+    KT_AUDITORS,
+  ] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get pendingDocs() {
-    return this.ctx.collection<PendingDoc>(COLLECTIONS.ktPending);
+    return this.ctx.collection<PendingDoc>(KT_PENDING.name);
   }
   private get sequenceDocs() {
-    return this.ctx.collection<SequenceDoc>(COLLECTIONS.ktSequences);
+    return this.ctx.collection<SequenceDoc>(KT_SEQUENCES.name);
   }
   private get tileDocs() {
-    return this.ctx.collection<TileDoc>(COLLECTIONS.ktTiles);
+    return this.ctx.collection<TileDoc>(KT_TILES.name);
   }
   private get headDocs() {
-    return this.ctx.collection<HeadDoc>(COLLECTIONS.ktHead);
+    return this.ctx.collection<HeadDoc>(KT_HEAD.name);
   }
   private get leafDocs() {
-    return this.ctx.collection<LeafDoc>(COLLECTIONS.ktLeaves);
+    return this.ctx.collection<LeafDoc>(KT_LEAVES.name);
   }
   private get checkpointDocs() {
-    return this.ctx.collection<CheckpointDoc>(COLLECTIONS.ktCheckpoints);
+    return this.ctx.collection<CheckpointDoc>(KT_CHECKPOINTS.name);
   }
   private get witnessDocs() {
-    return this.ctx.collection<WitnessDoc>(COLLECTIONS.ktWitnesses);
+    return this.ctx.collection<WitnessDoc>(KT_WITNESSES.name);
   }
   private get directoryDocs() {
-    return this.ctx.collection<KtDirectoryRecord & { _id: string }>(COLLECTIONS.ktDirectories);
+    return this.ctx.collection<KtDirectoryRecord & { _id: string }>(KT_DIRECTORIES.name);
   }
   private get auditorDocs() {
-    return this.ctx.collection<KtAuditorRecord & { _id: string }>(COLLECTIONS.ktAuditors);
+    return this.ctx.collection<KtAuditorRecord & { _id: string }>(KT_AUDITORS.name);
   }
 
   /** Reads with `_id` kept (the documents' ids are the records' keys). */

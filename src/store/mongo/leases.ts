@@ -1,7 +1,7 @@
 import type { Lease, LeaseStore } from "../lease-types.js";
+import { declareCollection } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
-import { COLLECTIONS } from "./indexes.js";
 
 /** A lease as stored: `_id` its name. */
 interface LeaseDoc {
@@ -11,12 +11,22 @@ interface LeaseDoc {
   expiresAt: Date;
 }
 
+/** Leases of background jobs (`_id` the job's name), with their fencing tokens. */
+export const LEASES = declareCollection({
+  name: "leases",
+  indexes: [],
+  shardKey: { key: "unsharded", why: "One document per background job." },
+});
+
 /** Leases in `leases` (unsharded). Each step is one atomic single-document write. */
 export class MongoLeases implements LeaseStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [LEASES] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get leases() {
-    return this.ctx.collection<LeaseDoc>(COLLECTIONS.leases);
+    return this.ctx.collection<LeaseDoc>(LEASES.name);
   }
 
   acquire(name: string, holder: string, now: Date, ttlMs: number): Promise<Lease | undefined> {

@@ -4,12 +4,19 @@ import {
   type MerchantKeyRecord,
   type MerchantKeyStore,
 } from "../types.js";
+import { declareCollection } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
-import { COLLECTIONS } from "./indexes.js";
 
 /** How often `put` starts over after losing a race for a new merchantId to a concurrent put. */
 const PUT_ATTEMPTS = 5;
+
+/** Merchant signing keys (README, "Merchant signatures"), one document per merchantId. */
+export const MERCHANT_KEYS = declareCollection({
+  name: "merchantKeys",
+  indexes: [{ key: { merchantId: 1 }, name: "uniq_merchantId", unique: true }],
+  shardKey: { key: "unsharded", why: "One document per merchantId with a signing key." },
+});
 
 /**
  * Merchant signing keys in `merchantKeys`, one document per merchantId (unique index). A rotation is
@@ -17,10 +24,13 @@ const PUT_ATTEMPTS = 5;
  * registration is an insert, and losing that insert to another put means re-reading who won.
  */
 export class MongoMerchantKeys implements MerchantKeyStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [MERCHANT_KEYS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<MerchantKeyRecord>(COLLECTIONS.merchantKeys);
+    return this.ctx.collection<MerchantKeyRecord>(MERCHANT_KEYS.name);
   }
 
   put(key: Omit<MerchantKeyRecord, "previousKeys">): Promise<MerchantKeyPutOutcome> {

@@ -11,17 +11,54 @@ import type {
   MerchantOwnerStore,
   SetBinsOutcome,
 } from "../types.js";
+import { declareCollection } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { duplicateId, isDuplicateKey } from "./errors.js";
-import { COLLECTIONS } from "./indexes.js";
-import { ktIntakeIn } from "./kt-docs.js";
+import { ktIntakeIn } from "./kt-log.js";
+
+/** Issuer tenants' escrow public keys. */
+export const ISSUER_ESCROW_KEYS = declareCollection({
+  name: "issuerEscrowKeys",
+  indexes: [
+    { key: { escrowKeyId: 1 }, name: "uniq_escrowKeyId", unique: true },
+    { key: { tenantId: 1, createdAt: -1 }, name: "byTenant" },
+  ],
+  shardKey: { key: "unsharded", why: "A few keys per issuer tenant." },
+});
+
+/** BIN prefixes, `_id` the prefix, one owner each. */
+export const BINS = declareCollection({
+  name: "bins",
+  indexes: [{ key: { tenantId: 1 }, name: "byTenant" }],
+  shardKey: {
+    key: "unsharded",
+    why: "BIN prefixes, thousands; set in one transaction with binLocks, on one shard while both stay whole.",
+  },
+});
+
+/** One document per 6-digit BIN prefix in use, written by every change of a BIN under it (see `MongoBins`). */
+export const BIN_LOCKS = declareCollection({
+  name: "binLocks",
+  indexes: [],
+  shardKey: { key: "unsharded", why: "One document per 6-digit prefix in use, as bins." },
+});
+
+/** MerchantIds, `_id` the merchantId, and the merchant tenant each belongs to. */
+export const MERCHANTS = declareCollection({
+  name: "merchants",
+  indexes: [],
+  shardKey: { key: "unsharded", why: "One document per merchantId." },
+});
 
 /** Issuer escrow keys in `issuerEscrowKeys`. */
 export class MongoIssuerEscrowKeys implements IssuerEscrowKeyStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [ISSUER_ESCROW_KEYS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<IssuerEscrowKeyRecord>(COLLECTIONS.issuerEscrowKeys);
+    return this.ctx.collection<IssuerEscrowKeyRecord>(ISSUER_ESCROW_KEYS.name);
   }
 
   /**
@@ -114,14 +151,17 @@ class BinTaken extends Error {
 
 /** BIN and token-BIN prefixes in `bins`. */
 export class MongoBins implements BinStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [BINS, BIN_LOCKS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<BinDoc>(COLLECTIONS.bins);
+    return this.ctx.collection<BinDoc>(BINS.name);
   }
 
   private get locks() {
-    return this.ctx.collection<{ _id: string; writes: number }>(COLLECTIONS.binLocks);
+    return this.ctx.collection<{ _id: string; writes: number }>(BIN_LOCKS.name);
   }
 
   set(
@@ -251,10 +291,13 @@ function recordOf(doc: MerchantDoc): MerchantOwnerRecord {
 
 /** MerchantId owners in `merchants`. */
 export class MongoMerchantOwners implements MerchantOwnerStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [MERCHANTS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<MerchantDoc>(COLLECTIONS.merchants);
+    return this.ctx.collection<MerchantDoc>(MERCHANTS.name);
   }
 
   /** An upsert that only inserts: the first claimant's document stays, and every claim returns it. */

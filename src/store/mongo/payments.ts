@@ -12,12 +12,30 @@ import {
   type ReceiptRecord,
   type RefundRecord,
 } from "../types.js";
+import { declareCollection } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { announceEvents, insertEventsIn } from "./events.js";
-import { COLLECTIONS } from "./indexes.js";
 import { deleteReceiptIn, dropEscrowCopyOf, dropReceiptIn, insertReceiptIn } from "./receipts.js";
 import { scatterGather } from "./sharding.js";
+
+/** Payments, each with its refunds, unique by `(merchantId, transactionId)`. */
+export const PAYMENTS = declareCollection({
+  name: "payments",
+  indexes: [
+    // paymentId is random (96 bits): the index finds, the shard key's unique index is what refuses.
+    { key: { paymentId: 1 }, name: "byPaymentId" },
+    { key: { merchantId: 1, transactionId: 1 }, name: "uniq_merchantId_transactionId", unique: true },
+    { key: { merchantTenantId: 1, createdAt: -1, paymentId: -1 }, name: "listByTenant" },
+  ],
+  shardKey: {
+    key: { merchantId: 1, transactionId: 1 },
+    unique: true,
+    why:
+      "Carries the rule `(merchantId, transactionId)` is unique; a merchant's payments spread over " +
+      "chunks by transaction. A payment with its receipt and claim touches three shards at most.",
+  },
+});
 
 /** Thrown inside a transaction to abort it with an outcome for the caller. */
 class Refused {
@@ -30,10 +48,13 @@ class Refused {
  * conditional update of one document.
  */
 export class MongoPayments implements PaymentStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [PAYMENTS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get payments() {
-    return this.ctx.collection<PaymentRecord>(COLLECTIONS.payments);
+    return this.ctx.collection<PaymentRecord>(PAYMENTS.name);
   }
 
   /**

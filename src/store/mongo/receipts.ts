@@ -17,10 +17,10 @@ import {
   type ReceiptStore,
   type StoredKeyBundle,
 } from "../types.js";
+import { declareCollection, TTL_INDEX } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import { announceEvents, insertEventsIn } from "./events.js";
-import { COLLECTIONS } from "./indexes.js";
 import {
   type EscrowCopyDoc,
   escrowCopyRecord,
@@ -44,6 +44,103 @@ export interface ClaimDoc {
   createdAt: Date;
   expiresAt?: Date;
 }
+
+/** Sealed receipts, unique by card and `id`. */
+export const RECEIPTS = declareCollection({
+  name: "receipts",
+  indexes: [
+    // `id` is unique per card, which a cluster can check (the shard key); `(merchantId, receiptId)` is
+    // unique through receiptClaims. (An earlier version's uniq_id and uniq_merchantId_receiptId are
+    // left in place by init: docs/scaling.md says when to drop them.)
+    { key: { panHash: 1, id: 1 }, name: "uniq_panHash_id", unique: true },
+    // A user's receipts on its card, newest first: the listing's pages, erasure's pages and counts, and
+    // decrypt by receiptId (among a user's few receipts). Led by the card, as every such query is.
+    // (It replaces an earlier version's listByUser and findByReceiptId: docs/scaling.md.)
+    { key: { panHash: 1, userId: 1, createdAt: -1, id: -1 }, name: "byCardUser_newest" },
+    { key: { merchantTenantId: 1, transactionId: 1 }, name: "findByTransaction" },
+    {
+      key: { paymentId: 1 },
+      name: "findByPaymentId",
+      partialFilterExpression: { paymentId: { $exists: true } },
+    },
+    // The card, then the sort: a page of a card's escrow reads only that page. Partial: delivered
+    // receipts, nearly all of them, have no entry. (The key of an existing name cannot change, and
+    // `createIndexes` refuses the old name with another key, hence a new name each time.)
+    {
+      key: { panHash: 1, createdAt: 1, id: 1 },
+      name: "escrow_byCardTime",
+      partialFilterExpression: { isEscrowed: true },
+    },
+    // Unreleased escrow is deleted after its retention; only escrowed receipts have `expiresAt`.
+    {
+      key: { expiresAt: 1 },
+      name: "ttl_escrow",
+      expireAfterSeconds: 0,
+      partialFilterExpression: { isEscrowed: true },
+    },
+  ],
+  // Delivered receipts are deleted `RECEIPT_RETENTION_DAYS` after they were made; escrowed ones keep their
+  // own expiry (the retention is at least the escrow's, so a claim never goes before its escrowed receipt).
+  retention: { key: { createdAt: 1 }, partialFilterExpression: { isEscrowed: false } },
+  shardKey: {
+    key: { panHash: 1, id: 1 },
+    unique: true,
+    why:
+      "Every read of a cardholder's receipts names the card: listing, decrypt, escrow release, erasure. " +
+      "`id` after it lets one card's receipts split over chunks, and the unique key keeps `id` unique per " +
+      "card (cursors and release). `(merchantId, receiptId)` moves to receiptClaims.",
+  },
+});
+
+/**
+ * One document per receipt, `_id` its `{merchantId, receiptId}`: the rule that pair is unique, which
+ * the receipts' shard key (the card) cannot carry on a cluster (docs/scaling.md). Written in the same
+ * transaction as the receipt; it also says where the receipt lives (`panHash`, `id`).
+ */
+export const RECEIPT_CLAIMS = declareCollection({
+  name: "receiptClaims",
+  indexes: [
+    // A claim lives as long as its receipt: while the receipt is escrowed it carries its `expiresAt`.
+    {
+      key: { expiresAt: 1 },
+      name: "ttl_escrow",
+      expireAfterSeconds: 0,
+      partialFilterExpression: { expiresAt: { $exists: true } },
+    },
+  ],
+  // Every claim goes `RECEIPT_RETENTION_DAYS` after it was made.
+  retention: { key: { createdAt: 1 } },
+  shardKey: {
+    key: { _id: 1 },
+    why:
+      "`_id` is `{merchantId, receiptId}`: the shard key is the unique rule itself. Written in the " +
+      "receipt's transaction.",
+  },
+});
+
+/**
+ * One document per receipt an issuer released from its own escrow: the escrow-wrapped key the release
+ * replaced, kept until the escrow would have expired (TTL), for the issuer to release it again.
+ */
+export const ESCROW_COPIES = declareCollection({
+  name: "escrowCopies",
+  indexes: [
+    // A receipt has one copy at most: by its card and id, the receipts' own unique key.
+    { key: { panHash: 1, id: 1 }, name: "uniq_panHash_id", unique: true },
+    // An issuer's copies of one card, oldest first (ListPendingEscrow with released).
+    { key: { panHash: 1, ownerTenantId: 1, createdAt: 1, id: 1 }, name: "byCardOwner" },
+    // The copy goes when the escrow would have expired; the receipt stays (it is in another collection).
+    TTL_INDEX,
+  ],
+  shardKey: {
+    key: { panHash: 1, id: 1 },
+    unique: true,
+    why:
+      "Placed as its receipt is (the card, then the receipt's id): an issuer lists one card's copies and " +
+      "releases one receipt again by card and id, and erasure deletes them by card; a TTL index deletes " +
+      "each when its escrow would have expired. As many documents as issuer releases in the escrow retention.",
+  },
+});
 
 /** The `_id` of the claim of `(merchantId, receiptId)`; always built here, so its fields keep their order. */
 function claimId(merchantId: string, receiptId: string): ClaimDoc["_id"] {
@@ -71,8 +168,8 @@ export async function insertReceiptIn(
   session: ClientSession,
   receipt: ReceiptRecord,
 ): Promise<void> {
-  await ctx.collection<ClaimDoc>(COLLECTIONS.receiptClaims).insertOne(claimOf(receipt), ctx.writeIn(session));
-  await ctx.collection<ReceiptDoc>(COLLECTIONS.receipts).insertOne(receiptDoc(receipt), ctx.writeIn(session));
+  await ctx.collection<ClaimDoc>(RECEIPT_CLAIMS.name).insertOne(claimOf(receipt), ctx.writeIn(session));
+  await ctx.collection<ReceiptDoc>(RECEIPTS.name).insertOne(receiptDoc(receipt), ctx.writeIn(session));
 }
 
 /** Where a receipt is: its card and its id (the shard key of receipts and of escrow copies). */
@@ -89,8 +186,8 @@ export async function deleteReceiptIn(
   id: ClaimDoc["_id"],
   ownerTenantId: string,
 ): Promise<ReceiptPlace | undefined> {
-  const claims = ctx.collection<ClaimDoc>(COLLECTIONS.receiptClaims);
-  const receipts = ctx.collection<ReceiptDoc>(COLLECTIONS.receipts);
+  const claims = ctx.collection<ClaimDoc>(RECEIPT_CLAIMS.name);
+  const receipts = ctx.collection<ReceiptDoc>(RECEIPTS.name);
   const claim = await claims.findOne({ _id: id }, ctx.readIn(session));
   if (claim === null) return undefined;
   const filter = { panHash: claim.panHash, id: claim.id, merchantTenantId: { $ne: ownerTenantId } };
@@ -107,7 +204,7 @@ export async function deleteReceiptIn(
 export async function dropEscrowCopyOf(ctx: MongoContext, place: ReceiptPlace | undefined): Promise<void> {
   if (place === undefined) return;
   await ctx
-    .collection<EscrowCopyDoc>(COLLECTIONS.escrowCopies)
+    .collection<EscrowCopyDoc>(ESCROW_COPIES.name)
     .deleteOne({ panHash: place.panHash, id: place.id }, ctx.limit);
 }
 
@@ -121,9 +218,9 @@ export async function dropReceiptIn(
   receipt: ReceiptRecord,
 ): Promise<void> {
   const claim = claimId(receipt.merchantId, receipt.receiptId);
-  await ctx.collection<ClaimDoc>(COLLECTIONS.receiptClaims).deleteOne({ _id: claim }, ctx.writeIn(session));
+  await ctx.collection<ClaimDoc>(RECEIPT_CLAIMS.name).deleteOne({ _id: claim }, ctx.writeIn(session));
   await ctx
-    .collection<ReceiptDoc>(COLLECTIONS.receipts)
+    .collection<ReceiptDoc>(RECEIPTS.name)
     .deleteOne({ panHash: receipt.panHash, id: receipt.id }, ctx.writeIn(session));
 }
 
@@ -144,7 +241,7 @@ export const CLAIMS_BACKFILL = [
   },
   {
     $merge: {
-      into: COLLECTIONS.receiptClaims,
+      into: RECEIPT_CLAIMS.name,
       on: "_id",
       whenMatched: "keepExisting",
       whenNotMatched: "insert",
@@ -154,18 +251,21 @@ export const CLAIMS_BACKFILL = [
 
 /** Sealed receipts in `receipts` (unique by card and `id`) and their claims in `receiptClaims`. */
 export class MongoReceipts implements ReceiptStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [RECEIPTS, RECEIPT_CLAIMS, ESCROW_COPIES] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get collection() {
-    return this.ctx.collection<ReceiptDoc>(COLLECTIONS.receipts);
+    return this.ctx.collection<ReceiptDoc>(RECEIPTS.name);
   }
 
   private get claims() {
-    return this.ctx.collection<ClaimDoc>(COLLECTIONS.receiptClaims);
+    return this.ctx.collection<ClaimDoc>(RECEIPT_CLAIMS.name);
   }
 
   private get copies() {
-    return this.ctx.collection<EscrowCopyDoc>(COLLECTIONS.escrowCopies);
+    return this.ctx.collection<EscrowCopyDoc>(ESCROW_COPIES.name);
   }
 
   /** The receipt, its claim and its events (the outbox) in one transaction. */

@@ -1,8 +1,8 @@
-import { COLLECTIONS, type CollectionName } from "./indexes.js";
+import type { CollectionName } from "./index.js";
 
 /**
  * How the store's queries and transactions use a sharded cluster (docs/scaling.md), declared in one
- * place beside the shard keys (`SHARD_KEYS` in `indexes.ts`).
+ * place; each collection's shard key is declared beside its repository (`collection.ts`).
  *
  * An operation names its declaration in the driver's `comment` option, which the server also writes
  * to its slow-query log, its profiler and `currentOp`, so an operator sees why a query went to every
@@ -21,41 +21,41 @@ export interface ScatterGatherDeclaration {
 /** Queries on sharded collections that name no shard key, by id. */
 export const SCATTER_GATHER = {
   "receipts.findByTransaction": {
-    collection: COLLECTIONS.receipts,
+    collection: "receipts",
     reason:
       "A merchant reads its own receipt by transactionId, without naming the card the receipt is placed " +
       "by; rare (a merchant re-reading one receipt), one probe of the findByTransaction index per shard.",
   },
   "receipts.countEscrowed": {
-    collection: COLLECTIONS.receipts,
+    collection: "receipts",
     reason:
       "An operator counts the escrow of every card (GET /admin/v1/escrow), on the partial escrow index.",
   },
   "payments.findById": {
-    collection: COLLECTIONS.payments,
+    collection: "payments",
     reason:
       "A merchant reads or refunds one payment by its paymentId (GET /payments/{paymentId}, refund), " +
       "which does not name the transaction the payment is placed by: one probe of the paymentId index " +
       "per shard, for a read a merchant makes now and then, not on every sale.",
   },
   "payments.listByTenant": {
-    collection: COLLECTIONS.payments,
+    collection: "payments",
     reason:
       "A merchant tenant lists its payments (GET /payments), across all of its merchantIds and so " +
       "across shards; each shard reads one page of the listByTenant index and mongos merges the pages.",
   },
   "deliveries.due": {
-    collection: COLLECTIONS.deliveries,
+    collection: "deliveries",
     reason:
       "The delivery worker looks for due deliveries of every endpoint, on the partial index of pending " +
       "ones: one query per tick of one instance (the lease holder), small answers.",
   },
   "deliveries.prune": {
-    collection: COLLECTIONS.deliveries,
+    collection: "deliveries",
     reason: "Retention: the worker deletes old, finished deliveries of every endpoint, about once an hour.",
   },
   "audit.list": {
-    collection: COLLECTIONS.audit,
+    collection: "audit",
     reason:
       "Audit reads (an operator, an issuer's own events, their pages and the check for holes in the " +
       "numbering) are rare, and audit is spread by a hashed _id so that its writes, on every grant, " +

@@ -12,25 +12,80 @@ import {
   type TransferOutcome,
 } from "../register.js";
 import type { KeyRecord, RegisterOutcome, UserRecord, UserStore } from "../types.js";
+import { declareCollection, TTL_INDEX } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey, storeUnavailable } from "./errors.js";
 import { announceEvents, insertEventsIn } from "./events.js";
-import { COLLECTIONS } from "./indexes.js";
-import { ktIntakeIn } from "./kt-docs.js";
+import { ktIntakeIn } from "./kt-log.js";
+
+/** Cardholders, unique by `userId` and by card reference. */
+export const USERS = declareCollection({
+  name: "users",
+  indexes: [
+    { key: { userId: 1 }, name: "uniq_userId", unique: true },
+    { key: { panHash: 1 }, name: "uniq_panHash", unique: true },
+    // A card's second reference (hashed PAN beside PAR): unique, and found like a panHash.
+    {
+      key: { aliasPanHash: 1 },
+      name: "uniq_aliasPanHash",
+      unique: true,
+      partialFilterExpression: { aliasPanHash: { $exists: true } },
+    },
+  ],
+  shardKey: {
+    key: "unsharded",
+    why:
+      "One document per cardholder (about 250 B: 50 million fit in tens of GB with indexes); registration " +
+      "reads and writes users and keys in one transaction, on one shard while both stay whole.",
+  },
+});
+
+/** Cardholders' public keys, unique by `keyId`. */
+export const KEYS = declareCollection({
+  name: "keys",
+  indexes: [
+    { key: { keyId: 1 }, name: "uniq_keyId", unique: true },
+    // A user's keys: listKeys, and erasure's deleteMany({userId}).
+    { key: { userId: 1 }, name: "byUser" },
+  ],
+  shardKey: {
+    key: "unsharded",
+    why: "One document per key (under 700 B), written with users in registration's one-shard transaction.",
+  },
+});
+
+/**
+ * One short-lived document per card reference being registered (`_id` the keyed reference): the
+ * write conflict that keeps a reference from going to two users, one as a panHash and one as an
+ * alias (see `MongoUsers.register`). Expires a minute after.
+ */
+export const CARD_REF_LOCKS = declareCollection({
+  name: "cardRefLocks",
+  indexes: [TTL_INDEX],
+  shardKey: {
+    key: "unsharded",
+    why:
+      "Written in registration's transaction beside users (the primary shard), and gone a minute later: " +
+      "as many documents as registrations in the last minute.",
+  },
+});
 
 /** How often `register` starts over after losing a race on a unique index to a concurrent call. */
 const REGISTER_ATTEMPTS = 5;
 
 /** Users in `users` (unique userId and panHash) and their keys in `keys` (unique keyId). */
 export class MongoUsers implements UserStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [USERS, KEYS, CARD_REF_LOCKS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get users() {
-    return this.ctx.collection<UserRecord>(COLLECTIONS.users);
+    return this.ctx.collection<UserRecord>(USERS.name);
   }
 
   private get keys() {
-    return this.ctx.collection<KeyRecord>(COLLECTIONS.keys);
+    return this.ctx.collection<KeyRecord>(KEYS.name);
   }
 
   findById(userId: string): Promise<UserRecord | undefined> {
@@ -219,7 +274,7 @@ export class MongoUsers implements UserStore {
     input: Pick<RegisterInput, "panHash" | "aliasPanHash" | "now">,
     write: UpdateOptions,
   ): Promise<void> {
-    const locks = this.ctx.collection<{ _id: string; expiresAt: Date }>(COLLECTIONS.cardRefLocks);
+    const locks = this.ctx.collection<{ _id: string; expiresAt: Date }>(CARD_REF_LOCKS.name);
     const expiresAt = new Date(input.now.getTime() + CARD_REF_LOCK_MS);
     for (const ref of inputRefsOf(input)) await locks.updateOne({ _id: ref }, { $set: { expiresAt } }, write);
   }

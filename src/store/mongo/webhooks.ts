@@ -12,17 +12,53 @@ import {
   type WebhookEndpointRecord,
   type WebhookEndpointStore,
 } from "../event-types.js";
+import { declareCollection } from "./collection.js";
 import type { MongoContext } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
-import { COLLECTIONS } from "./indexes.js";
 import { scatterGather } from "./sharding.js";
+
+/** Webhook endpoints, unique by `endpointId`. */
+export const WEBHOOK_ENDPOINTS = declareCollection({
+  name: "webhookEndpoints",
+  indexes: [
+    { key: { endpointId: 1 }, name: "uniq_endpointId", unique: true },
+    { key: { tenantId: 1, createdAt: 1 }, name: "listForTenant" },
+  ],
+  shardKey: { key: "unsharded", why: "A few endpoints per tenant." },
+});
+
+/** One document per event and endpoint: its status, next attempt and the log of its attempts. */
+export const DELIVERIES = declareCollection({
+  name: "deliveries",
+  indexes: [
+    // The shard key's index, and the rule that an event is delivered to an endpoint once.
+    { key: { endpointId: 1, eventSeq: 1 }, name: "uniq_endpointId_eventSeq", unique: true },
+    {
+      key: { status: 1, nextAttemptAt: 1, eventSeq: 1 },
+      name: "due",
+      partialFilterExpression: { status: "pending" },
+    },
+    { key: { createdAt: 1 }, name: "prune" },
+  ],
+  shardKey: {
+    key: { endpointId: 1, eventSeq: 1 },
+    unique: true,
+    why:
+      "One document per event and endpoint: it grows with events times endpoints. Every write names the " +
+      "endpoint and the event's position, and carries the rule that an event reaches an endpoint once; " +
+      "an endpoint's log reads its own chunks.",
+  },
+});
 
 /** Webhook endpoints in `webhookEndpoints` (unsharded; unique `endpointId`). */
 export class MongoWebhookEndpoints implements WebhookEndpointStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [WEBHOOK_ENDPOINTS] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get endpoints() {
-    return this.ctx.collection<WebhookEndpointRecord>(COLLECTIONS.webhookEndpoints);
+    return this.ctx.collection<WebhookEndpointRecord>(WEBHOOK_ENDPOINTS.name);
   }
 
   /**
@@ -113,10 +149,13 @@ export class MongoWebhookEndpoints implements WebhookEndpointStore {
  * to every shard (declared).
  */
 export class MongoDeliveries implements DeliveryStore {
+  /** The collections it reads and writes, for `init` and docs/scaling.md. */
+  static readonly collections = [DELIVERIES] as const;
+
   constructor(private readonly ctx: MongoContext) {}
 
   private get deliveries() {
-    return this.ctx.collection<DeliveryRecord>(COLLECTIONS.deliveries);
+    return this.ctx.collection<DeliveryRecord>(DELIVERIES.name);
   }
 
   createMissing(deliveries: readonly DeliveryRecord[]): Promise<void> {
