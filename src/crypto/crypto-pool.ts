@@ -300,9 +300,10 @@ export class CryptoPool {
   private run(task: WorkerTask, slots = this.slots): Promise<Buffer | string> {
     if (this.closed) return Promise.reject(shuttingDown());
     const slot = this.slotForTurn(slots);
-    if (slot.worker === undefined) this.spawn(slot);
     const request: WorkerRequest = { ...task, id: this.nextTaskId++ };
     return new Promise<Buffer | string>((resolve, reject) => {
+      // In the executor: a worker that cannot start rejects the task (seal is not async).
+      if (slot.worker === undefined) this.spawn(slot);
       slot.pending.set(request.id, { resolve, reject });
       if (this.outbox.length === 0) setImmediate(this.post);
       this.outbox.push({ slot, request });

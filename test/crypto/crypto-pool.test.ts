@@ -482,6 +482,19 @@ describe("CryptoPool lifecycle", () => {
     expect(() => new CryptoPool({ size: 0, escrowPrivateKeys: [escrow.privateKey] })).toThrow(RangeError);
   });
 
+  it("rejects a seal, never throws, when its worker cannot start", async () => {
+    const broken = new CryptoPool({ size: 1, escrowPrivateKeys: [escrow.privateKey] });
+    (broken as unknown as { spawn: () => never }).spawn = () => {
+      throw new Error("no thread for you");
+    };
+    try {
+      const sealing = broken.seal({ plaintext: "x", aad: aadText, keyId: "key_user", spki: user.publicKey });
+      await expect(sealing).rejects.toThrow("no thread for you");
+    } finally {
+      await broken.close();
+    }
+  });
+
   it("rejects pending and later calls with service_unavailable when closed", async () => {
     const closing = new CryptoPool({ size: 1, escrowPrivateKeys: [escrow.privateKey] });
     const pending = Array.from({ length: 5 }, () => rejection(openForUser(Buffer.from("late"), closing)));
