@@ -109,10 +109,13 @@ export async function startBaseline(distBench: URL, cpuProfileDir?: string): Pro
   return { child, url, grpcUrl: `http://127.0.0.1:${grpcPort}` };
 }
 
-/** CPU time used so far by process `pid` (all its threads), in seconds; NaN where /proc is missing. */
-export function cpuSeconds(pid: number): number {
+/**
+ * CPU time used so far by process `pid`, in seconds: all its threads, or with `mainThread` only the
+ * thread that runs its event loop (its task of the same id); NaN where /proc is missing.
+ */
+export function cpuSeconds(pid: number, mainThread = false): number {
   if (process.platform !== "linux") return Number.NaN;
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const stat = readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / clockTicks;
 }

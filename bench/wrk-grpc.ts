@@ -41,6 +41,8 @@ export interface Slice {
   p99ms: number;
   /** CPU seconds the serving process used during the slice (all threads), when known. */
   cpuSeconds?: number;
+  /** The same, of the serving process's main thread only (its event loop). */
+  mainThreadCpuSeconds?: number;
   /** The first refusal's status and the start of its body, when there was one. */
   refusal?: string;
 }

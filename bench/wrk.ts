@@ -236,6 +236,12 @@ interface Side {
   p99ms: number;
   /** CPU time of the serving process (all its threads) per answer, microseconds. */
   cpuUsPerRequest: number;
+  /**
+   * The same, of its main thread only: what bounds a Node server's rate once its event loop is busy.
+   * The rest (garbage collection's helper threads, the crypto workers) runs beside it, so two servers'
+   * rates follow this ratio, not the whole process's.
+   */
+  mainThreadUsPerRequest: number;
   refusal?: string;
 }
 
@@ -255,6 +261,10 @@ function sumUp(slices: Slice[]): Side {
       (slices.reduce((s, x) => s + (x.cpuSeconds ?? Number.NaN), 0) /
         slices.reduce((s, x) => s + x.requests + x.non2xx, 0)) *
       1e6,
+    mainThreadUsPerRequest:
+      (slices.reduce((s, x) => s + (x.mainThreadCpuSeconds ?? Number.NaN), 0) /
+        slices.reduce((s, x) => s + x.requests + x.non2xx, 0)) *
+      1e6,
     ...(refusal === undefined ? {} : { refusal }),
   };
 }
@@ -264,6 +274,7 @@ let h2grpc: string | undefined;
 /** Runs one slice of `load` with its generator, with the CPU time its server used meanwhile. */
 async function runSlice(load: Load, seconds: number): Promise<Slice> {
   const cpu0 = load.pid === undefined ? Number.NaN : cpuSeconds(load.pid);
+  const main0 = load.pid === undefined ? Number.NaN : cpuSeconds(load.pid, true);
   let slice: Slice;
   if (load.kind !== "grpc") slice = await runWrk(load, seconds);
   else {
@@ -271,7 +282,8 @@ async function runSlice(load: Load, seconds: number): Promise<Slice> {
     slice = await runH2grpc(h2grpc, load, seconds, settings.grpcConnections, settings.grpcStreams);
   }
   const cpu1 = load.pid === undefined ? Number.NaN : cpuSeconds(load.pid);
-  return { ...slice, cpuSeconds: cpu1 - cpu0 };
+  const main1 = load.pid === undefined ? Number.NaN : cpuSeconds(load.pid, true);
+  return { ...slice, cpuSeconds: cpu1 - cpu0, mainThreadCpuSeconds: main1 - main0 };
 }
 
 /** Runs the loads in alternating slices after a warm-up of each; returns each one's sum. */
@@ -584,6 +596,7 @@ async function measureLoad(
 const pct = (x: number) => `${Math.round(x * 100)}%`;
 const rps = (side: Side) => `${Math.round(side.rps)}`;
 const us = (side: Side) => `${Math.round(side.cpuUsPerRequest)}`;
+const mainUs = (side: Side) => `${Math.round(side.mainThreadUsPerRequest)}`;
 
 /** Every side's answers that were not successes. */
 const nonSuccesses = (r: Row) =>
@@ -594,11 +607,12 @@ function describeRow(r: Row): string {
   return (
     `fast paths ${r.fastPaths}, ${r.items} items, ${r.load}: service ${rps(r.service)} req/s ` +
     `(p50 ${r.service.p50ms.toFixed(2)} ms, p99 ${r.service.p99ms.toFixed(2)} ms), bare ${rps(r.baseline)} -> ${pct(r.ratio)}` +
-    `; CPU per answer ${us(r.service)} vs ${us(r.baseline)} us; load average ${r.loadAverage.toFixed(1)}` +
+    `; CPU per answer ${us(r.service)} vs ${us(r.baseline)} us (main thread ${mainUs(r.service)} vs ${mainUs(r.baseline)})` +
+    `; load average ${r.loadAverage.toFixed(1)}` +
     (r.floor === undefined ? "" : `, floor ${rps(r.floor)} -> ${pct(r.floorRatio ?? Number.NaN)}`) +
     (r.before === undefined
       ? ""
-      : `; before: ${rps(r.before)} req/s -> ${pct(r.beforeRatio ?? Number.NaN)}, CPU per answer ${us(r.before)} us`) +
+      : `; before: ${rps(r.before)} req/s -> ${pct(r.beforeRatio ?? Number.NaN)}, CPU per answer ${us(r.before)} us (main thread ${mainUs(r.before)})`) +
     (refused > 0 ? `; ${refused} non-2xx answers (the rate is not comparable)` : "") +
     [r.service, r.baseline, r.floor, r.before]
       .map((side, i) =>

@@ -28,9 +28,9 @@ export function headersObject(headers: Headers): Record<string, string> {
 
 /** Throws for a header name that is not a token or a value with a character HTTP forbids (CR, LF, NUL, ...). */
 export function assertValidHeaders(headers: Record<string, string>): void {
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
     validateHeaderName(name);
-    validateHeaderValue(name, value);
+    validateHeaderValue(name, headers[name] as string);
   }
 }
 

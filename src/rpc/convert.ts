@@ -8,11 +8,12 @@ import type { ApiKeyRecord, ReceiptRecord } from "../store/types.js";
 import { bytesFromBase64 } from "./base64-bytes.js";
 import { kPrincipal, kRemoteAddress, kRequestId } from "./context.js";
 
-/** The AES-GCM parts of a receipt as bytes. */
+/** The AES-GCM parts of a receipt as bytes, and the key bundle's wrapped key when the caller has it. */
 export interface SealedPartBytes {
   ciphertext: Uint8Array;
   iv: Uint8Array;
   authTag: Uint8Array;
+  keyBundle?: { encryptedAesKey: Uint8Array; encapsulatedKey?: Uint8Array | undefined } | undefined;
 }
 
 /**
@@ -40,7 +41,7 @@ export function encryptedReceiptWith(
     keyId: record.keyBundle.keyId,
     keyBundle: {
       $typeName: "receipts.v1.KeyBundle",
-      encryptedAesKey: bytesFromBase64(record.keyBundle.encryptedAesKey),
+      encryptedAesKey: parts?.keyBundle?.encryptedAesKey ?? bytesFromBase64(record.keyBundle.encryptedAesKey),
       keyId: record.keyBundle.keyId,
       algorithm: record.keyBundle.algorithm,
       aadBound: isAadBound(record.keyBundle.algorithm, record.keyBundle.aadBound),
@@ -53,8 +54,12 @@ export function encryptedReceiptWith(
     createdAt: timestampOf(record.createdAt),
     isEscrowed: record.isEscrowed,
   };
-  if (record.keyBundle.encapsulatedKey !== undefined && receipt.keyBundle !== undefined) {
-    receipt.keyBundle.encapsulatedKey = bytesFromBase64(record.keyBundle.encapsulatedKey);
+  const { encapsulatedKey } = record.keyBundle;
+  if (encapsulatedKey !== undefined && receipt.keyBundle !== undefined) {
+    // The record holds one only when the request's was given and checked (never empty then).
+    const given = parts?.keyBundle?.encapsulatedKey;
+    receipt.keyBundle.encapsulatedKey =
+      given !== undefined && given.length > 0 ? given : bytesFromBase64(encapsulatedKey);
   }
   if (record.escrowKeyId !== undefined) receipt.escrowKeyId = record.escrowKeyId;
   if (record.expiresAt !== undefined) receipt.expiresAt = timestampOf(record.expiresAt);

@@ -109,19 +109,28 @@ describe("encryptedReceiptOf", () => {
     );
   });
 
-  it("with the bytes the record's parts were made from, makes the same message and uses those bytes", () => {
+  it("with the bytes the record's parts and wrapped key were made from, makes the same message and uses those bytes", () => {
     fc.assert(
       fc.property(record, (r) => {
         const parts = {
           ciphertext: new Uint8Array(Buffer.from(r.ciphertext, "base64")),
           iv: new Uint8Array(Buffer.from(r.iv, "base64")),
           authTag: new Uint8Array(Buffer.from(r.authTag, "base64")),
+          keyBundle: {
+            encryptedAesKey: new Uint8Array(Buffer.from(r.keyBundle.encryptedAesKey, "base64")),
+            // As a request carries it: empty when the suite has none.
+            encapsulatedKey: new Uint8Array(Buffer.from(r.keyBundle.encapsulatedKey ?? "", "base64")),
+          },
         };
         const answer = encryptedReceiptWith(r, parts);
         expect(equals(EncryptedReceiptSchema, answer, withCreate(r))).toBe(true);
         expect(answer.ciphertext).toBe(parts.ciphertext);
         expect(answer.iv).toBe(parts.iv);
         expect(answer.authTag).toBe(parts.authTag);
+        expect(answer.keyBundle?.encryptedAesKey).toBe(parts.keyBundle.encryptedAesKey);
+        if (r.keyBundle.encapsulatedKey !== undefined && r.keyBundle.encapsulatedKey !== "") {
+          expect(answer.keyBundle?.encapsulatedKey).toBe(parts.keyBundle.encapsulatedKey);
+        }
       }),
       { numRuns: 300 },
     );
