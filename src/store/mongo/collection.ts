@@ -26,10 +26,11 @@ export interface ShardKeyDeclaration {
  * written in the same transaction; a hashed key backs no unique rule. Every query on a sharded
  * collection names the key or is a declared scatter-gather (`sharding.ts`).
  *
- * A repository lists the collections it declares in its static `collections`; `mongo/index.ts` builds
- * the store from the repositories and so knows every collection: `init` creates their indexes, the
- * cluster-mode contract run (test/store/) fails any unique index a key cannot carry and any query or
- * transaction not declared, and docs/scaling.md's shard keys are printed from them.
+ * A repository lists the collections it declares in its static `collections`; the store is built from
+ * the repositories of `REPOSITORIES` (src/store/repositories.ts) and so knows every collection:
+ * `init` creates their indexes, the cluster-mode contract run (test/store/) fails any unique index a
+ * key cannot carry and any query or transaction not declared, and docs/scaling.md's shard keys are
+ * printed from them.
  */
 export interface CollectionDeclaration<Name extends string = string> {
   readonly name: Name;
