@@ -89,10 +89,20 @@ function isKeyed(method: DescMethod): boolean {
  * that is not in the table.
  */
 export function policyOf(method: DescMethod): MethodPolicy | "public" {
-  const found = POLICIES.get(methodKey(method));
-  if (found !== undefined) return found;
-  return isKeyed(method) ? NOBODY : "public";
+  let known = policyByMethod.get(method);
+  if (known === undefined) {
+    known = POLICIES.get(methodKey(method)) ?? (isKeyed(method) ? NOBODY : "public");
+    policyByMethod.set(method, known);
+  }
+  return known;
 }
+
+/**
+ * {@link policyOf}'s answer for each method descriptor it was asked about. The chain asks twice per
+ * call (access, then the policy), and building the `package.Service/Method` key and hashing it took
+ * 1% of a REST look-up's main thread. The answer depends on the descriptor alone, which never changes.
+ */
+const policyByMethod = new WeakMap<DescMethod, MethodPolicy | "public">();
 
 /** The roles allowed to call `method`, `"public"` for key-exempt methods, or `[]` for unknown ones. */
 export function rolesFor(method: DescMethod): readonly Role[] | "public" {

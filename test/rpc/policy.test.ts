@@ -1,5 +1,6 @@
 import { create, type DescMethod, setExtension } from "@bufbuild/protobuf";
 import { MethodOptionsSchema } from "@bufbuild/protobuf/wkt";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { MethodPolicySchema, Role as ProtoRole, policy } from "../../gen/receipts/v1/options_pb.js";
@@ -28,6 +29,12 @@ const SIGNED = [
 const KEY_GENERATION = ["OnboardingService/GenerateKeys"];
 
 const methods = API_SERVICES.flatMap((service) => service.methods);
+const NOBODY: ReturnType<typeof policyOf> = {
+  roles: [],
+  idempotent: false,
+  signed: false,
+  rateBucket: "all",
+};
 const nameOf = (method: DescMethod) => `${method.parent.name}/${method.name}`;
 
 function withPolicy(test: (policy: Exclude<ReturnType<typeof policyOf>, "public">) => boolean): string[] {
@@ -76,6 +83,24 @@ describe("the policy declared in the protos", () => {
       const lookAlike = { ...ReceiptsService.method.encryptReceipt, name } as DescMethod;
       expect(accessOf(lookAlike)).toBe("api-key");
     }
+  });
+
+  it("answers each descriptor by its own service and name, asked in any order and again", () => {
+    // policyOf remembers its answer per descriptor. Look-alikes (an API method's name under the health
+    // service, an unknown name under the API's) must get their own answers, before and after the real one.
+    const cases: [DescMethod, ReturnType<typeof policyOf>][] = [];
+    for (const method of methods) {
+      cases.push([method, declaredPolicy(method)]);
+      cases.push([{ ...method, parent: Health } as DescMethod, "public"]);
+      cases.push([{ ...method, name: `${method.name}Everything` } as DescMethod, NOBODY]);
+    }
+    cases.push([Health.method.check, "public"]);
+    fc.assert(
+      fc.property(fc.shuffledSubarray(cases, { minLength: 1 }), fc.nat(3), (asked, repeats) => {
+        for (let round = 0; round <= repeats; round++)
+          for (const [method, expected] of asked) expect(policyOf(method)).toEqual(expected);
+      }),
+    );
   });
 
   it("lets nobody in through a declared role that has no name (ROLE_UNSPECIFIED, or unknown here)", () => {
