@@ -31,7 +31,7 @@ type Fields = Record<string, unknown>;
 type TextWriter = (message: Fields) => string;
 /** JSON text of a value, or undefined where `JSON.stringify` leaves the member out (an undefined value). */
 type ValueText = (value: unknown) => string | undefined;
-/** A member `"name":value` of a message, or undefined when the message's JSON has no such member. */
+/** The value of one field of a message as JSON text, or undefined when the message's JSON has no member for it. */
 type MemberText = (message: Fields) => string | undefined;
 
 /** A message as REST JSON text: `JSON.stringify(compiledMessageToJson(schema, message))`, written directly. */
@@ -75,23 +75,18 @@ function compile(desc: DescMessage): TextWriter {
   if (!isCompilable(desc)) {
     return (m) => JSON.stringify(messageToJsonReflective(desc, m as MessageShape<DescMessage>));
   }
-  const members = [...desc.fields].sort((a, b) => a.number - b.number).map(memberText);
+  const fields = [...desc.fields].sort((a, b) => a.number - b.number);
+  // Each member's name with the comma before it, but the first member written: one string added per member.
+  const first = fields.map((f) => `{${JSON.stringify(f.jsonName)}:`);
+  const next = fields.map((f) => `,${JSON.stringify(f.jsonName)}:`);
+  const values = fields.map(fieldValueFor);
   return (message) => {
     let text = "";
-    for (const member of members) {
-      const written = member(message);
-      if (written !== undefined) text = text === "" ? written : `${text},${written}`;
+    for (let i = 0; i < values.length; i++) {
+      const written = (values[i] as MemberText)(message);
+      if (written !== undefined) text = text === "" ? first[i] + written : text + next[i] + written;
     }
-    return `{${text}}`;
-  };
-}
-
-function memberText(field: DescField): MemberText {
-  const name = `${JSON.stringify(field.jsonName)}:`;
-  const value = fieldValueFor(field);
-  return (m) => {
-    const text = value(m);
-    return text === undefined ? undefined : name + text;
+    return text === "" ? "{}" : `${text}}`;
   };
 }
 
@@ -138,7 +133,12 @@ function valueText(field: DescField): ValueText {
 }
 
 function messageText(desc: DescMessage): ValueText {
-  return (v) => textWriterFor(desc)(v as Fields);
+  // Looked up on first use, not here: a message type may contain itself.
+  let writer: TextWriter | undefined;
+  return (v) => {
+    if (writer === undefined) writer = textWriterFor(desc);
+    return writer(v as Fields);
+  };
 }
 
 function enumText(desc: DescEnum): ValueText {
@@ -185,7 +185,7 @@ function scalarText(type: ScalarType): ValueText {
 function primitiveText(json: JsonValue): string | undefined {
   switch (typeof json) {
     case "string":
-      return JSON.stringify(json);
+      return stringText(json);
     case "number":
       return Number.isFinite(json) ? `${json}` : "null";
     case "boolean":
@@ -193,4 +193,21 @@ function primitiveText(json: JsonValue): string | undefined {
     default:
       return JSON.stringify(json);
   }
+}
+
+/** Strings this long or shorter are checked here; a longer one is left to `JSON.stringify`'s own scan. */
+const SHORT = 64;
+
+/**
+ * `JSON.stringify(value)` of a string: a short one that needs no escape (no quote, backslash, control
+ * character or surrogate) between quotes as it is, which for the ids and names of an answer is a third
+ * of the builtin's call; anything else through the builtin. A surrogate, paired or not, is left to it.
+ */
+function stringText(value: string): string {
+  if (value.length > SHORT) return JSON.stringify(value);
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(value);
+  }
+  return `"${value}"`;
 }

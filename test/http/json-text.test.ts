@@ -1,6 +1,7 @@
 import { create, ScalarType } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
+import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { type FastPath, fastPathsOn, useFastPaths } from "../../src/fast-paths.js";
 import { encodeHttpResponse, httpBindings } from "../../src/http/bindings.js";
 import { bytesFromBase64 } from "../../src/rpc/base64-bytes.js";
@@ -109,6 +110,39 @@ describe("compiled REST JSON text writers", () => {
         fuzzSettings(50),
       );
     }
+  });
+
+  it("write every string as JSON.stringify does, short ones checked by hand and long ones by it", () => {
+    // The text writer quotes a short string that needs no escape itself: each character class at the
+    // edges of what JSON.stringify escapes, at any place in strings on both sides of the length the
+    // writer checks by hand (64).
+    const edge = fc.constantFrom(
+      ...'\u0000\u001f "\\/\u007f\u00ff\u0100\u2028\ud7ff\ud800\udbff\udc00\udfff\ue000\uffff',
+      "\ud83d\ude00",
+    );
+    const texts = fc
+      .tuple(fc.string({ maxLength: 130 }), fc.array(fc.tuple(fc.nat(), edge), { maxLength: 3 }))
+      .map(([body, inserts]) => {
+        let text = body;
+        for (const [at, char] of inserts) {
+          const i = at % (text.length + 1);
+          text = text.slice(0, i) + char + text.slice(i);
+        }
+        return text;
+      });
+    const schema = EncryptedReceiptSchema;
+    let short = 0;
+    fc.assert(
+      fc.property(texts, (text) => {
+        if (text.length <= 64) short++;
+        const msg = create(schema, { receiptId: text, merchantId: text });
+        expect(compiledMessageToJsonText(schema, msg)).toBe(
+          JSON.stringify(compiledMessageToJson(schema, msg)),
+        );
+      }),
+      fuzzSettings(1000),
+    );
+    expect(short).toBeGreaterThan(100);
   });
 
   it("write the edge values as JSON.stringify does, in every field that can hold them", () => {
