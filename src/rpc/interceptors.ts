@@ -11,7 +11,7 @@ import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import type { Clock } from "../clock.js";
 import type { Config, TierLimits } from "../config.js";
 import { authenticate } from "../domain/api-keys.js";
-import { countInWindow } from "../domain/rate-limit.js";
+import { counterNames, countInWindow } from "../domain/rate-limit.js";
 import { AppError } from "../errors.js";
 import type { ApiKeyRecord, Store } from "../store/types.js";
 import { kLogger, kPrincipal, kRemoteAddress, kRequestId } from "./context.js";
@@ -98,7 +98,7 @@ export function accessInterceptor(options: AccessOptions): Interceptor {
       case "operator":
         return withLimitHeaders(await operator(req), next, req);
       case "key-log": {
-        const counter = `ip:${req.contextValues.get(kRemoteAddress)}:kt`;
+        const counter = keyLogCounter(req.contextValues.get(kRemoteAddress));
         return withLimitHeaders(await countInWindow(options, { counter, limit: keyLogReads }), next, req);
       }
       default:
@@ -199,6 +199,19 @@ async function countCall(
 ): Promise<Record<string, string>> {
   const tier: TierLimits = config.tiers[principal?.tier ?? "sandbox"];
   const limit = bucket === "keygen" ? tier.generateKeysPerMinute : tier.requestsPerMinute;
-  const subject = principal ? principal.id : `ip:${remoteAddress || "unknown"}`;
-  return countInWindow({ store, clock }, { counter: `${subject}:${bucket}`, limit });
+  const names = CALL_COUNTERS[bucket];
+  const counter = principal ? names.key(principal.id) : names.address(remoteAddress || "unknown");
+  return countInWindow({ store, clock }, { counter, limit });
 }
+
+/** The counters of the key log's reads, by client address. */
+const keyLogCounter = counterNames((address) => `ip:${address}:kt`);
+
+/** The counters of API calls, by bucket: `<key id>:<bucket>`, or `ip:<address>:<bucket>` without a key. */
+const CALL_COUNTERS: Record<
+  RateBucketName,
+  { key: (id: string) => string; address: (ip: string) => string }
+> = {
+  all: { key: counterNames((id) => `${id}:all`), address: counterNames((ip) => `ip:${ip}:all`) },
+  keygen: { key: counterNames((id) => `${id}:keygen`), address: counterNames((ip) => `ip:${ip}:keygen`) },
+};
