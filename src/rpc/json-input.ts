@@ -11,7 +11,7 @@ import { FLOAT32_MAX, FLOAT32_MIN } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger } from "../proto-scalars.js";
 import { messageFromJsonReflective } from "./json-reflective.js";
-import { base64Bytes, FORBIDDEN_KEYS, isBase64Text, isWellFormed, MAX_JSON_DEPTH } from "./json-rules.js";
+import { bytesOfBase64Text, FORBIDDEN_KEYS, isWellFormed, MAX_JSON_DEPTH } from "./json-rules.js";
 import { perDescriptor } from "./per-descriptor.js";
 
 /**
@@ -294,8 +294,7 @@ function scalarReader(type: ScalarType): Reader {
       };
     case ScalarType.BYTES:
       return (v) => {
-        if (typeof v !== "string" || !isBase64Text(v)) throw GIVE_UP;
-        const bytes = base64Bytes(v);
+        const bytes = typeof v === "string" ? bytesOfBase64Text(v) : undefined;
         if (bytes === undefined) throw GIVE_UP;
         return bytes;
       };

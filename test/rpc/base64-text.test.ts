@@ -4,15 +4,100 @@ import { describe, expect, it } from "vitest";
 import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
 import { compiledJsonReader, compiledMessageFromJson } from "../../src/rpc/json-input.js";
 import { messageFromJsonReflective } from "../../src/rpc/json-reflective.js";
-import { base64Bytes, isBase64Text } from "../../src/rpc/json-rules.js";
+import { bytesOfBase64Text, isBase64Text } from "../../src/rpc/json-rules.js";
 import { fuzzSettings } from "../hardening/support.js";
 
 /**
- * The compiled JSON reader decodes a `bytes` field with Node's decoder (`base64Bytes`) instead of
- * protobuf-es's `base64Decode`: for every text the reader accepts (base64, padded or not, and
- * base64url), the bytes must be the library's, in a Uint8Array of their own, and a text the library
- * refuses (a lone last character) must be refused too, never read as fewer bytes.
+ * The compiled JSON reader decodes a `bytes` field with Node's decoder (`bytesOfBase64Text`) instead of
+ * protobuf-es's `base64Decode`, and without the patterns of `isBase64Text`: for every string it must
+ * give undefined where the patterns refuse the text, and otherwise the library's bytes, in a
+ * Uint8Array of their own; a text the library refuses (a lone last character) must be refused too,
+ * never read as fewer bytes.
  */
+
+/** What the reader must give: the patterns' verdict, then protobuf-es's bytes or its refusal. */
+function reference(text: string): Uint8Array | undefined {
+  if (!isBase64Text(text)) return undefined;
+  try {
+    return base64Decode(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Strings near base64: characters of both alphabets, padding anywhere, whitespace and other ASCII the
+ * decoder skips, characters past U+00FF whose low byte is a base64 character (U+0141 is read as "A"),
+ * Latin-1 and lone surrogates, at every length.
+ */
+const nearTexts = fc
+  .array(
+    fc.oneof(
+      {
+        weight: 6,
+        arbitrary: fc.constantFrom(..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"),
+      },
+      { weight: 3, arbitrary: fc.constantFrom("+", "/", "-", "_", "=") },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(
+          " ",
+          "\n",
+          ".",
+          "\u0000",
+          "\u00c1",
+          "\u0141",
+          "\u012b",
+          "\u012f",
+          "\u013d",
+          "\u012d",
+          "\u015f",
+          "\ud800",
+        ),
+      },
+    ),
+    { maxLength: 24 },
+  )
+  .map((chars) => chars.join(""));
+
+/** Real texts of both alphabets, padded or not, with one character replaced or inserted. */
+const editedTexts = fc
+  .tuple(
+    fc.uint8Array({ maxLength: 40 }),
+    fc.constantFrom("base64", "base64url", "unpadded"),
+    fc.nat(),
+    fc.constantFrom("", "=", "==", "-", "+", " ", "\u0141", "A"),
+    fc.boolean(),
+  )
+  .map(([bytes, kind, at, char, insert]) => {
+    const base = Buffer.from(bytes);
+    const text =
+      kind === "base64url"
+        ? base.toString("base64url")
+        : kind === "unpadded"
+          ? base.toString("base64").replace(/=+$/, "")
+          : base.toString("base64");
+    const i = at % (text.length + 1);
+    return text.slice(0, i) + char + text.slice(insert ? i : i + 1);
+  });
+
+describe("bytesOfBase64Text", () => {
+  it("gives the patterns' verdict and protobuf-es's bytes for every string near base64", () => {
+    let accepted = 0;
+    fc.assert(
+      fc.property(
+        fc.oneof(nearTexts, editedTexts, texts, fc.string({ unit: "binary", maxLength: 12 })),
+        (text) => {
+          const bytes = bytesOfBase64Text(text);
+          expect(bytes).toStrictEqual(reference(text));
+          if (bytes !== undefined) accepted++;
+        },
+      ),
+      fuzzSettings(5000),
+    );
+    expect(accepted).toBeGreaterThan(500);
+  });
+});
 
 const STANDARD = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 const URL_SAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -26,19 +111,19 @@ const texts = fc
   )
   .map(([alphabet, digits, padding]) => digits.map((d) => alphabet[d]).join("") + padding);
 
-describe("base64Bytes", () => {
+describe("bytesOfBase64Text on the texts the readers accept", () => {
   it("gives protobuf-es's bytes for every text the JSON readers accept", () => {
     let accepted = 0;
     fc.assert(
       fc.property(texts, (text) => {
         if (!isBase64Text(text)) return;
         accepted++;
-        const bytes = base64Bytes(text);
+        const bytes = bytesOfBase64Text(text);
         let library: Uint8Array | undefined;
         try {
           library = base64Decode(text);
         } catch {
-          // protobuf-es refuses it: so must base64Bytes, and the reader then leaves it to fromJson.
+          // protobuf-es refuses it: so must bytesOfBase64Text, and the reader then leaves it to fromJson.
         }
         expect(bytes).toStrictEqual(library);
         if (bytes === undefined) return;
@@ -64,12 +149,12 @@ describe("base64Bytes", () => {
       "",
     ]) {
       expect(isBase64Text(text), text).toBe(true);
-      expect(base64Bytes(text), text).toStrictEqual(base64Decode(text));
+      expect(bytesOfBase64Text(text), text).toStrictEqual(base64Decode(text));
     }
-    expect(base64Bytes(raw.toString("base64"))).toStrictEqual(new Uint8Array(raw));
+    expect(bytesOfBase64Text(raw.toString("base64"))).toStrictEqual(new Uint8Array(raw));
     expect(isBase64Text("QUJDR")).toBe(true);
     expect(() => base64Decode("QUJDR")).toThrow();
-    expect(base64Bytes("QUJDR")).toBeUndefined();
+    expect(bytesOfBase64Text("QUJDR")).toBeUndefined();
   });
 
   it("leaves a text with a lone last character to fromJson, which refuses it", () => {
