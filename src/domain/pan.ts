@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto";
+import { createHmac, createSecretKey, type KeyObject } from "node:crypto";
 import type { Violations } from "../errors.js";
 
 const HASHED_PAN = /^[0-9a-fA-F]{64}$/;
@@ -34,7 +34,21 @@ export function checkCardBin(
  * A copy of the database alone cannot be brute-forced back to card numbers.
  */
 export function panHashOf(pepper: string, hashedPan: string): string {
-  return createHmac("sha256", pepper).update(hashedPan.toLowerCase(), "utf8").digest("hex");
+  return createHmac("sha256", pepperKeyOf(pepper)).update(hashedPan.toLowerCase(), "utf8").digest("hex");
+}
+
+/** The pepper whose key object {@link pepperKeyOf} holds, and that key. */
+let pepperKey: { pepper: string; key: KeyObject } | undefined;
+
+/**
+ * The pepper as a secret key object, the same key bytes (its UTF-8) that `createHmac` takes from the
+ * string, imported once per pepper rather than on every HMAC: with the string, each of an encrypt's
+ * card HMACs imported the key again (about 0.4 of 4.6 us per HMAC on Node 24).
+ */
+function pepperKeyOf(pepper: string): KeyObject {
+  // secret-compare: the configured pepper against the one remembered from it; no caller sends either.
+  if (pepperKey?.pepper !== pepper) pepperKey = { pepper, key: createSecretKey(pepper, "utf8") };
+  return pepperKey.key;
 }
 
 const PAR = /^[0-9A-Z]{29}$/;
@@ -56,7 +70,7 @@ export function isPar(value: string): boolean {
  * card registered by hashed PAN is by its own.
  */
 export function parKeyOf(pepper: string, par: string): string {
-  return createHmac("sha256", pepper).update(`par:${par}`, "utf8").digest("hex");
+  return createHmac("sha256", pepperKeyOf(pepper)).update(`par:${par}`, "utf8").digest("hex");
 }
 
 /**
