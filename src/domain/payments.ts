@@ -82,6 +82,8 @@ type CheckedPayment =
       kind: "plaintext";
       gateway: PaymentGateway;
       receipt: ValidReceipt;
+      /** The card's keyed reference, from the plaintext intake check, for routing. */
+      cardKey: string;
       amount: number;
       paymentId: string;
       idempotencyKey: string | undefined;
@@ -100,8 +102,8 @@ async function checkedPayment(
     const charge = await takeSealed(deps, principal, input.receipt, paymentId);
     return { kind: "sealed", gateway, charge: { ...charge, idempotencyKey } };
   }
-  const { receipt, amount } = await checkedPlaintext(deps, principal, gateway, input);
-  return { kind: "plaintext", gateway, receipt, amount, paymentId, idempotencyKey };
+  const { receipt, cardKey, amount } = await checkedPlaintext(deps, principal, gateway, input);
+  return { kind: "plaintext", gateway, receipt, cardKey, amount, paymentId, idempotencyKey };
 }
 
 /** A receipt in the clear: validated with the gateway's rules, its amount resolved, signed if required. */
@@ -110,25 +112,32 @@ async function checkedPlaintext(
   principal: ApiKeyRecord,
   gateway: PaymentGateway,
   input: CreatePaymentInput,
-): Promise<{ receipt: ValidReceipt; amount: number }> {
+): Promise<{ receipt: ValidReceipt; cardKey: string; amount: number }> {
   const receipt = await prepareReceipt(deps, principal, input.receipt, gateway);
   const amount = gateway.resolveAmount(receipt);
   receipt.amount = amount;
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
-  await assertPlaintextAccepted(deps, receipt);
+  const cardKey = await assertPlaintextAccepted(deps, receipt);
   // After the amount is resolved: the receipt is sealed (and must be signed) with the amount charged.
   await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
-  return { receipt, amount };
+  return { receipt, cardKey, amount };
 }
 
 /** Seals a checked receipt in the clear; what waits for the worker holds the charge's fields only. */
 function sealToCharge(
   deps: DomainDeps,
   principal: ApiKeyRecord,
-  { gateway, receipt, amount, paymentId, idempotencyKey }: Extract<CheckedPayment, { kind: "plaintext" }>,
+  {
+    gateway,
+    receipt,
+    cardKey,
+    amount,
+    paymentId,
+    idempotencyKey,
+  }: Extract<CheckedPayment, { kind: "plaintext" }>,
 ): Promise<{ gateway: PaymentGateway; charge: PaymentToCharge }> {
   const { currency, cardNonce } = receipt;
-  return sealForRecipient(deps, principal, receipt, paymentId).then((prepared) => ({
+  return sealForRecipient(deps, principal, receipt, { paymentId, cardKey }).then((prepared) => ({
     gateway,
     charge: { prepared, amount, currency, cardNonce, idempotencyKey },
   }));

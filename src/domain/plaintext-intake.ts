@@ -16,18 +16,21 @@ import { type CardRef, cardBinOwner, cardKeyOfRef } from "./routing.js";
 /**
  * Refuses (`forbidden`, naming `sealedReceipt`) a receipt in the clear for a card whose issuer set
  * `plaintextIntake: "refuse"`. `card` is checked already (`checkCardRef`). The error names neither
- * the card nor the issuer.
+ * the card nor the issuer. Returns the card's keyed reference (`cardKeyOfRef`), for the call's
+ * routing to take rather than compute again (`sealForRecipient`'s `cardKey`).
  */
-export async function assertPlaintextAccepted(deps: DomainDeps, card: CardRef): Promise<void> {
+export async function assertPlaintextAccepted(deps: DomainDeps, card: CardRef): Promise<string> {
+  const cardKey = cardKeyOfRef(deps, card);
   const [binOwner, user] = await Promise.all([
     cardBinOwner(deps, card.cardBin),
-    deps.store.users.findByPanHash(cardKeyOfRef(deps, card)),
+    deps.store.users.findByPanHash(cardKey),
   ]);
   const tenants = new Set([binOwner, user?.tenantId]);
   for (const tenant of tenants) {
     if (tenant === undefined) continue;
     if ((await deps.store.ktIssuers.get(tenant))?.plaintextIntake === "refuse") throw refused();
   }
+  return cardKey;
 }
 
 function refused(): AppError {

@@ -33,7 +33,7 @@ export function encryptReceipt(
   // Steps, not one async function, so that neither the request nor the receipt is kept alive while
   // the worker seals (see sealForRecipient).
   return checkedReceipt(deps, principal, input, signature)
-    .then((receipt) => sealForRecipient(deps, principal, receipt))
+    .then(({ receipt, cardKey }) => sealForRecipient(deps, principal, receipt, { cardKey }))
     .then(async (prepared) => {
       // Sealed (and its card's BIN checked) before the merchantId is claimed: a refusal writes nothing.
       await claimMerchantId(deps, principal, prepared.record.merchantId);
@@ -41,18 +41,21 @@ export function encryptReceipt(
     });
 }
 
-/** A receipt in the clear, validated and signed, once its merchantId and plaintext intake allow it. */
+/**
+ * A receipt in the clear, validated and signed, once its merchantId and plaintext intake allow it;
+ * with its card's keyed reference, for routing.
+ */
 async function checkedReceipt(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   input: Receipt,
   signature: string | null,
-): Promise<ValidReceipt> {
+): Promise<{ receipt: ValidReceipt; cardKey: string }> {
   const receipt = await prepareReceipt(deps, principal, input);
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
-  await assertPlaintextAccepted(deps, receipt);
+  const cardKey = await assertPlaintextAccepted(deps, receipt);
   await applyMerchantSignature(deps, input, receipt, signature);
-  return receipt;
+  return { receipt, cardKey };
 }
 
 /**

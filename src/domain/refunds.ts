@@ -222,10 +222,10 @@ async function sealRefundReceipt(
     validateReceipt(input.receipt, { mode: "payment", now: deps.clock.now(), refundOf }),
   );
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
-  await assertPlaintextAccepted(deps, receipt);
+  const cardKey = await assertPlaintextAccepted(deps, receipt);
   await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
   await claimMerchantId(deps, principal, receipt.merchantId);
-  const prepared = await sealForRecipient(deps, principal, receipt);
+  const prepared = await sealForRecipient(deps, principal, receipt, { cardKey });
   return { prepared, amount: receipt.amount ?? 0 };
 }
 

@@ -121,10 +121,14 @@ export async function cardBinOwner(
 
 /**
  * Decides the recipient of a receipt for `card` (validated by {@link checkCardRef}); writes nothing.
- * A binding conflict is returned for the caller to audit once the receipt is stored.
+ * A binding conflict is returned for the caller to audit once the receipt is stored. `panHash` is
+ * the card's keyed reference when the caller has it already (`cardKeyOfRef(deps, card)`).
  */
-export async function recipientOf(deps: DomainDeps, card: CardRef): Promise<Recipient> {
-  const panHash = cardKeyOfRef(deps, card);
+export async function recipientOf(
+  deps: DomainDeps,
+  card: CardRef,
+  panHash: string = cardKeyOfRef(deps, card),
+): Promise<Recipient> {
   const [binOwner, found] = await Promise.all([
     cardBinOwner(deps, card.cardBin),
     deps.store.users.findByPanHash(panHash),

@@ -126,9 +126,22 @@ export function sealForRecipient(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   receipt: ValidReceipt,
-  paymentId?: string,
+  { paymentId, cardKey }: SealOptions = {},
 ): Promise<PreparedReceipt> {
-  return planSealing(deps, principal, receipt).then((plan) => sealPlanned(deps, principal, plan, paymentId));
+  return planSealing(deps, principal, receipt, cardKey).then((plan) =>
+    sealPlanned(deps, principal, plan, paymentId),
+  );
+}
+
+/** Options of {@link sealForRecipient}. */
+export interface SealOptions {
+  /** The payment the receipt belongs to. */
+  paymentId?: string | undefined;
+  /**
+   * The receipt's card's keyed reference, `cardKeyOfRef(deps, receipt)`, when the call has it already
+   * (`assertPlaintextAccepted` returns it): an HMAC not taken twice.
+   */
+  cardKey?: string | undefined;
 }
 
 /** A receipt ready to seal: what to send to the worker and what its record needs, without the receipt. */
@@ -144,8 +157,9 @@ async function planSealing(
   deps: DomainDeps,
   principal: ApiKeyRecord,
   receipt: ValidReceipt,
+  cardKey: string | undefined,
 ): Promise<SealingPlan> {
-  const recipient = await recipientOf(deps, receipt);
+  const recipient = await recipientOf(deps, receipt, cardKey);
   // A tenant with requireBindings: only a key the key log vouches for (kt/seal-check.ts).
   await checkSealingKey(deps, receipt, recipient);
   await admitToEscrow(deps, principal, recipient);
