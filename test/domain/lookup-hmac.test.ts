@@ -1,20 +1,14 @@
-import type * as crypto from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { lookupKey, recipientOf } from "../../src/domain/routing.js";
 import { type DomainFixture, domainFixture, principal } from "../support/domain.js";
 import { hashPan } from "../support/harness.js";
+import { hmacs } from "../support/hmac-count.js";
 
 // Every HMAC the domain takes, counted (and computed by node:crypto as before).
-const hmacs = vi.hoisted(() => ({ count: 0 }));
-vi.mock("node:crypto", async (importOriginal) => {
-  const real = await importOriginal<typeof crypto>();
-  const createHmac = ((...args: Parameters<typeof real.createHmac>) => {
-    hmacs.count += 1;
-    return real.createHmac(...args);
-  }) as typeof real.createHmac;
-  return { ...real, default: { ...real, createHmac }, createHmac };
-});
+vi.mock("node:crypto", async (original) =>
+  (await import("../support/hmac-count.js")).cryptoCountingHmacs(original),
+);
 
 const bank = principal("issuer", "bank-a");
 const shop = principal("merchant", "shop-1");

@@ -1,4 +1,3 @@
-import type * as crypto from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
@@ -9,17 +8,12 @@ import { refundPayment } from "../../src/domain/refunds.js";
 import type { ReceiptRecord } from "../../src/store/types.js";
 import { type DomainFixture, domainFixture, principal, receiptMessage } from "../support/domain.js";
 import { hashPan } from "../support/harness.js";
+import { hmacs } from "../support/hmac-count.js";
 
 // Every HMAC the domain takes, counted (and computed by node:crypto as before).
-const hmacs = vi.hoisted(() => ({ count: 0 }));
-vi.mock("node:crypto", async (importOriginal) => {
-  const real = await importOriginal<typeof crypto>();
-  const createHmac = ((...args: Parameters<typeof real.createHmac>) => {
-    hmacs.count += 1;
-    return real.createHmac(...args);
-  }) as typeof real.createHmac;
-  return { ...real, default: { ...real, createHmac }, createHmac };
-});
+vi.mock("node:crypto", async (original) =>
+  (await import("../support/hmac-count.js")).cryptoCountingHmacs(original),
+);
 
 const bank = principal("issuer", "bank-a");
 const shop = principal("merchant", "shop-1");
