@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes, randomUUID } from "node:crypto";
+import { createHash, createHmac, createSecretKey, randomBytes, randomUUID } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 
 /**
@@ -11,7 +11,12 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 
 export const HASHED_PAN = /^[0-9a-fA-F]{64}$/;
 
-const PEPPER = randomBytes(32);
+/**
+ * A key object, as the service keeps its pepper: on Node 24 `createHmac` with a Buffer or string key
+ * first tries it as a KeyObject and a CryptoKey, slow brand checks that took a quarter of the bare
+ * look-up's busy main thread; with a KeyObject they pass at once.
+ */
+const PEPPER = createSecretKey(randomBytes(32));
 const WINDOW_MS = 60_000;
 
 /** The keyed reference a card is stored by: the HMAC of its hashed PAN (lower case) under a pepper. */
