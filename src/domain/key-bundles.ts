@@ -53,9 +53,7 @@ export function checkKeyBundle(
     );
     return undefined;
   }
-  const modulusBits = suite.sizedByKey
-    ? sealingKeys.get(key.keyId, key.spki).asymmetricKeyDetails?.modulusLength
-    : undefined;
+  const modulusBits = suite.sizedByKey ? sealingKeys.modulusBits(key.keyId, key.spki) : undefined;
   try {
     const parts = checkWrappedKey(
       key.algorithm,

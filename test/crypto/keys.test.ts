@@ -247,6 +247,34 @@ describe("PublicKeyCache", () => {
     expect(cache.size).toBe(1);
   });
 
+  it("gives the modulus size of the very SPKI asked for, read once per parsed key", () => {
+    const der = (bits: number) =>
+      generateKeyPairSync("rsa", { modulusLength: bits })
+        .publicKey.export({ format: "der", type: "spki" })
+        .toString("base64");
+    const [small, large] = [der(2048), der(3072)];
+    const ec = generateKeyPairSync("ec", { namedCurve: "P-256" })
+      .publicKey.export({ format: "der", type: "spki" })
+      .toString("base64");
+    const cache = new PublicKeyCache();
+    // The same keyId with other material each time: a size remembered by keyId alone would be wrong.
+    for (const [spki, bits] of [
+      [small, 2048],
+      [small, 2048],
+      [large, 3072],
+      [large, 3072],
+      [small, 2048],
+      [ec, undefined],
+      [large, 3072],
+    ] as const) {
+      expect(cache.modulusBits("key-1", spki)).toBe(bits);
+      expect(cache.modulusBits("key-1", spki)).toBe(
+        cache.get("key-1", spki).asymmetricKeyDetails?.modulusLength,
+      );
+    }
+    expect(cache.size).toBe(1);
+  });
+
   it("refuses a stored key that does not parse instead of caching it", () => {
     const cache = new PublicKeyCache();
     expect(appErrorOf(() => cache.get("k", "junk")).code).toBe("invalid_request");
