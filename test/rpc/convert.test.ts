@@ -2,10 +2,13 @@ import { create, equals, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it, vi } from "vitest";
+import { LookupKeyResponseSchema } from "../../gen/receipts/v1/keys_pb.js";
 import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { KEY_ALGORITHMS } from "../../src/crypto/suites.js";
+import type { LookedUpKey } from "../../src/domain/routing.js";
 import { timestampOf } from "../../src/proto-scalars.js";
 import { base64Of, bytesFromBase64 } from "../../src/rpc/base64-bytes.js";
-import { encryptedReceiptOf, encryptedReceiptWith } from "../../src/rpc/convert.js";
+import { encryptedReceiptOf, encryptedReceiptWith, lookupKeyResponseOf } from "../../src/rpc/convert.js";
 import { messageToJson } from "../../src/rpc/json.js";
 import type { ReceiptRecord } from "../../src/store/types.js";
 import { fuzzSettings } from "../hardening/support.js";
@@ -167,6 +170,68 @@ describe("encryptedReceiptOf", () => {
       }),
       { numRuns: 2000 },
     );
+  });
+});
+
+/** A look-up's answer, with none, some or all of the key directory's members. */
+const binding = fc.record({ statement: base64, signature: base64, signingKeyId: fc.string() });
+const inclusion = fc.array(base64, { maxLength: 4 });
+const lookedUp: fc.Arbitrary<LookedUpKey> = fc.record(
+  {
+    keyId: fc.string(),
+    algorithm: fc.constantFrom(...KEY_ALGORITHMS),
+    publicKey: base64,
+    isEscrowed: fc.boolean(),
+    aadBound: fc.boolean(),
+    binding,
+    opening: base64,
+    proof: fc.record({
+      leafIndex: fc.bigInt({ min: 0n, max: 2n ** 40n }),
+      treeSize: fc.bigInt({ min: 0n, max: 2n ** 40n }),
+      inclusion,
+      checkpoint: fc.string(),
+    }),
+    directory: fc.record({ index: fc.bigInt({ min: 0n, max: 2n ** 40n }), inclusion, sha256: fc.string() }),
+    checkpoint: fc.string(),
+    rootRotation: binding,
+  },
+  { requiredKeys: ["keyId", "algorithm", "publicKey", "isEscrowed", "aadBound"] },
+);
+
+describe("lookupKeyResponseOf", () => {
+  it("makes the message create() makes from the answer, with the key directory's members or without", () => {
+    let plain = 0;
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          lookedUp,
+          lookedUp.map(({ keyId, algorithm, publicKey, isEscrowed, aadBound }) => ({
+            keyId,
+            algorithm,
+            publicKey,
+            isEscrowed,
+            aadBound,
+          })),
+        ),
+        (key) => {
+          if (Object.keys(key).length === 5) plain += 1;
+          const answer = lookupKeyResponseOf(key);
+          const reference = create(LookupKeyResponseSchema, key);
+          expect(answer).toStrictEqual(reference);
+          expect(equals(LookupKeyResponseSchema, answer, reference)).toBe(true);
+          expect(Buffer.from(toBinary(LookupKeyResponseSchema, answer))).toEqual(
+            Buffer.from(toBinary(LookupKeyResponseSchema, reference)),
+          );
+          expect(messageToJson(LookupKeyResponseSchema, answer)).toEqual(
+            messageToJson(LookupKeyResponseSchema, reference),
+          );
+        },
+      ),
+      { numRuns: 500 },
+    );
+    // Both ways were taken: answers without members (the literal) and with them.
+    expect(plain).toBeGreaterThan(50);
+    expect(plain).toBeLessThan(450);
   });
 });
 

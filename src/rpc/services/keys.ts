@@ -20,7 +20,7 @@ import {
 import { ktSelfCheck } from "../../domain/kt/self-check.js";
 import { lookupKey } from "../../domain/routing.js";
 import type { IssuerEscrowKeyRecord } from "../../store/types.js";
-import { callerOf, principalOf } from "../convert.js";
+import { callerOf, lookupKeyResponseOf, principalOf } from "../convert.js";
 
 /** KeysService: decrypt grants, recipient key look-up and issuer escrow keys, adapted to the domain. */
 export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
@@ -33,8 +33,8 @@ export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
         expiresAt: timestampFromDate(grant.expiresAt),
       };
     },
-    lookupKey: (req, ctx) =>
-      lookupKey(
+    async lookupKey(req, ctx) {
+      const key = await lookupKey(
         deps,
         principalOf(ctx),
         {
@@ -43,7 +43,9 @@ export function keysService(deps: DomainDeps): ServiceImpl<typeof KeysService> {
           cardBin: req.cardBin,
         },
         callerOf(ctx),
-      ),
+      );
+      return lookupKeyResponseOf(key);
+    },
     async registerEscrowKey(req, ctx) {
       const key = await registerEscrowKey(deps, principalOf(ctx), req, callerOf(ctx));
       return {
