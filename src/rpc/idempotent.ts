@@ -54,11 +54,19 @@ export function idempotentMethods<S extends DescService>(
       method.localName
     ];
     if (run === undefined) continue;
-    wrapped[method.localName] = (req: MessageShape<DescMessage>, ctx: HandlerContext) =>
-      idempotently(deps, ctx, { schema: method.input, message: req }, method.output, async () => {
-        const out = await run(req, ctx);
-        return isMessage(out, method.output) ? out : create(method.output, out as never);
-      });
+    const runAsMessage = async (req: MessageShape<DescMessage>, ctx: HandlerContext) => {
+      const out = await run(req, ctx);
+      return isMessage(out, method.output) ? out : create(method.output, out as never);
+    };
+    wrapped[method.localName] = (req: MessageShape<DescMessage>, ctx: HandlerContext) => {
+      // Without a key (nearly every call) withIdempotency runs the call as it is: it is not entered,
+      // with the closures and the call description it would be given.
+      const key = ctx.requestHeader.get(IDEMPOTENCY_HEADER);
+      if (key === null || key === "") return runAsMessage(req, ctx);
+      return idempotently(deps, ctx, key, { schema: method.input, message: req }, method.output, () =>
+        runAsMessage(req, ctx),
+      );
+    };
   }
   return wrapped as ServiceImpl<S>;
 }
@@ -67,6 +75,7 @@ export function idempotentMethods<S extends DescService>(
 function idempotently<I extends DescMessage, O extends DescMessage>(
   deps: IdempotencyDeps,
   ctx: HandlerContext,
+  key: string,
   request: { schema: I; message: MessageShape<I> },
   response: O,
   run: () => Promise<MessageShape<O>>,
@@ -74,7 +83,7 @@ function idempotently<I extends DescMessage, O extends DescMessage>(
   return withIdempotency<MessageShape<O>>(
     deps,
     {
-      key: ctx.requestHeader.get(IDEMPOTENCY_HEADER),
+      key,
       scope: principalOf(ctx).id,
       hashRequest: () => sha256Hex(toBinary(request.schema, request.message)),
       encode: (res) => Buffer.from(toBinary(response, res)),
