@@ -129,10 +129,11 @@ export async function recipientOf(
   card: CardRef,
   panHash: string = cardKeyOfRef(deps, card),
 ): Promise<Recipient> {
-  const [binOwner, found] = await Promise.all([
-    cardBinOwner(deps, card.cardBin),
-    deps.store.users.findByPanHash(panHash),
-  ]);
+  // Without a card BIN there is no owner to read beside the card: one read, not a pair of promises.
+  const [binOwner, found] =
+    card.cardBin === undefined
+      ? [undefined, await deps.store.users.findByPanHash(panHash)]
+      : await Promise.all([cardBinOwner(deps, card.cardBin), deps.store.users.findByPanHash(panHash)]);
   let owner = binOwner;
   let user = found;
   if (user !== undefined && (owner === undefined || owner === user.tenantId)) {
