@@ -10,7 +10,9 @@
  * - `json-reader`: compiled REST JSON readers (src/rpc/json-input.ts) instead of protobuf-es's
  *   `fromJson`; switched in src/rpc/json-codec.ts, like the two below.
  * - `json-writer`: compiled REST JSON writers (src/rpc/json-output.ts) instead of `toJson`, and the
- *   REST answer written by them as JSON text (src/rpc/json-text.ts) instead of `JSON.stringify`.
+ *   REST answer written by them as JSON text (src/rpc/json-text.ts) instead of `JSON.stringify`; a
+ *   page of receipts written from the store's records (src/rpc/receipt-page.ts), switched in the list
+ *   handler (src/rpc/services/receipts.ts).
  * - `one-pass`: a REST body read by the compiled reader alone, its field-by-field check run only
  *   when the reader gives up (it gives up on everything the check would name), instead of checked and
  *   then read. Needs `json-reader`.

@@ -46,3 +46,19 @@ export function base64Of(bytes: Uint8Array): string {
     Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64")
   );
 }
+
+/** Where {@link base64TextOf} decodes, to count the bytes: grown to the largest text seen, never shrunk. */
+let scratch = Buffer.allocUnsafe(0);
+
+/**
+ * `base64Of(bytesFromBase64(text))` without keeping the bytes: `text` itself when `bytesFromBase64`
+ * would remember it (the same decode, into a scratch buffer, gives the same count of bytes), else the
+ * bytes decoded and encoded afresh. For a REST answer written straight from stored texts: the decode
+ * still proves the text needs no escaping, but no `Buffer` is made for each part.
+ */
+export function base64TextOf(text: string): string {
+  const expected = Buffer.byteLength(text, "base64");
+  if (scratch.length < expected) scratch = Buffer.allocUnsafe(Math.max(expected, 2 * scratch.length));
+  const decoded = scratch.write(text, 0, expected, "base64");
+  return isEncodingOf(text, decoded) && isWellFormed(text) ? text : base64Of(bytesFromBase64(text));
+}

@@ -34,12 +34,20 @@ type ValueText = (value: unknown) => string | undefined;
 /** The value of one field of a message as JSON text, or undefined when the message's JSON has no member for it. */
 type MemberText = (message: Fields) => string | undefined;
 
+/**
+ * Where a message may carry its own JSON text: a function giving exactly what the compiled writer
+ * would write for the message as it is now, or undefined when it cannot tell (the message is then
+ * written as any other). Non-enumerable, so no copy of the message carries it (src/rpc/receipt-page.ts).
+ */
+export const OWN_JSON_TEXT = Symbol("own JSON text");
+
 /** A message as REST JSON text: `JSON.stringify(compiledMessageToJson(schema, message))`, written directly. */
 export function compiledMessageToJsonText<Desc extends DescMessage>(
   schema: Desc,
   message: MessageShape<Desc>,
 ): string {
-  return textWriterFor(schema)(message as unknown as Fields);
+  const own = (message as { [OWN_JSON_TEXT]?: () => string | undefined })[OWN_JSON_TEXT];
+  return own?.() ?? textWriterFor(schema)(message as unknown as Fields);
 }
 
 /**
@@ -203,7 +211,7 @@ const SHORT = 64;
  * character or surrogate) between quotes as it is, which for the ids and names of an answer is a third
  * of the builtin's call; anything else through the builtin. A surrogate, paired or not, is left to it.
  */
-function stringText(value: string): string {
+export function stringText(value: string): string {
   if (value.length > SHORT) return JSON.stringify(value);
   for (let i = 0; i < value.length; i++) {
     const c = value.charCodeAt(i);

@@ -19,7 +19,9 @@ import {
   revokeSigningKey,
   type SigningKeyView,
 } from "../../domain/signing-keys.js";
+import { isOn } from "../../fast-paths.js";
 import { callerOf, encryptedReceiptOf, encryptedReceiptWith, principalOf } from "../convert.js";
+import { receiptPageResponse } from "../receipt-page.js";
 
 /** ReceiptsService: encrypt, decrypt, list, signing keys, adapted to the domain. */
 export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsService> {
@@ -43,6 +45,8 @@ export function receiptsService(deps: DomainDeps): ServiceImpl<typeof ReceiptsSe
     },
     async listReceipts(req, ctx) {
       const page = await listReceipts(deps, principalOf(ctx), req);
+      // With the JSON writer's fast path, a REST answer is written from the page's records (receipt-page.ts).
+      if (isOn("json-writer")) return receiptPageResponse(page);
       return { receipts: page.receipts.map(encryptedReceiptOf), nextPageToken: page.nextCursor ?? "" };
     },
     async getTransactionReceipt(req, ctx) {
