@@ -56,9 +56,17 @@ export class EnvelopeReader {
   next(): Envelope | undefined {
     if (this.length < 0) {
       if (this.buffered < HEADER_BYTES) return undefined;
-      const header = this.take(HEADER_BYTES);
-      this.flags = header.readUInt8(0);
-      this.length = header.readUInt32BE(1);
+      const first = this.chunks[0] as Buffer;
+      if (first.length >= HEADER_BYTES) {
+        // The common case: the header is read where it is, with no view made of it.
+        this.flags = first[0] as number;
+        this.length = first.readUInt32BE(1);
+        this.drop(HEADER_BYTES);
+      } else {
+        const header = this.take(HEADER_BYTES);
+        this.flags = header.readUInt8(0);
+        this.length = header.readUInt32BE(1);
+      }
       if (this.length > this.readMaxBytes) {
         throw new ConnectError(
           `message size ${this.length} is larger than configured readMaxBytes ${this.readMaxBytes}`,
@@ -72,13 +80,25 @@ export class EnvelopeReader {
     return { flags: this.flags, data };
   }
 
+  /** Removes the first `n` bytes of the first chunk (the caller checked it has that many). */
+  private drop(n: number): void {
+    this.buffered -= n;
+    const first = this.chunks[0] as Buffer;
+    if (first.length === n) this.chunks.shift();
+    else this.chunks[0] = first.subarray(n);
+  }
+
   /** Removes the first `n` buffered bytes (the caller checked there are that many) and returns them. */
   private take(n: number): Buffer {
     this.buffered -= n;
     const first = this.chunks[0];
     if (first !== undefined && first.length >= n) {
-      if (first.length === n) this.chunks.shift();
-      else this.chunks[0] = first.subarray(n);
+      if (first.length === n) {
+        // A chunk that is exactly the bytes asked for is returned itself, not a view of it.
+        this.chunks.shift();
+        return first;
+      }
+      this.chunks[0] = first.subarray(n);
       return first.subarray(0, n);
     }
     const out = Buffer.allocUnsafe(n);
