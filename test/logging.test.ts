@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { lazyChildLogger, withLazyRequestLoggers } from "../src/http/lazy-logger.js";
+import { lazyChildLogger } from "../src/http/lazy-logger.js";
 import { createLogger, redactSecrets } from "../src/logging.js";
 
 /**
@@ -130,19 +130,6 @@ describe("log redaction at any depth", () => {
     expect(text).toContain("decrypt failed");
     expect(text).toContain("req_1");
     expect(lines).toHaveLength(4);
-  });
-
-  it("redacts through Fastify's request loggers made by withLazyRequestLoggers", () => {
-    const { lines, logger } = capture();
-    // What Fastify does with its `loggerInstance`: the app logger once, then a child per request.
-    const app = withLazyRequestLoggers(logger).child({}, {});
-    const request = app.child({ requestId: "req_2", auth: { authorization: SECRETS.authorization } }, {});
-    request.trace({ body: { items: [{ par: SECRETS.par }] } }, "lazy");
-    request.child({ apiKey: SECRETS.apiKey }).info("nested");
-    app.child({ token: SECRETS.tokenId }, { level: "trace" }).trace("with options");
-    expectClean(lines);
-    expect(lines).toHaveLength(3);
-    expect(lines.join("\n")).toContain("req_2");
   });
 
   it("keeps objects without secrets as they are, and survives cycles", () => {

@@ -28,7 +28,7 @@ import { type CallSetup, callSetup, codeForGrpcStatus } from "./call-setup.js";
 import { registerCors } from "./cors.js";
 import { answerFastifyError, assignRequestId, sendError, sendSuccess } from "./envelope.js";
 import { createGrpcUnaryHandler } from "./grpc-unary.js";
-import { lazyChildLogger, withLazyRequestLoggers } from "./lazy-logger.js";
+import { lazyChildLogger } from "./lazy-logger.js";
 import {
   type ClientErrorAnswer,
   createDualProtocolListener,
@@ -123,13 +123,15 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Http
     // the grace period, or a connection held open until the end of it would make close() fail, and
     // the store would never be closed.
     pluginTimeout: graceMs + 5_000,
-    // Fastify makes a child logger for every request; this one makes it only when something is logged
-    // (lazy-logger.ts). Typed as Fastify's base logger so the app keeps the instance type plugins expect.
-    loggerInstance: withLazyRequestLoggers(options.logger) as FastifyBaseLogger,
+    // Typed as Fastify's base logger so the app keeps the default instance type plugins expect.
+    loggerInstance: options.logger as FastifyBaseLogger,
     // Request lines come from the RPC interceptors and from the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: "requestId" }),
     bodyLimit: options.bodyLimitBytes,
     genReqId: assignRequestId,
+    // Fastify makes a child logger for every request; ours makes it only when something is logged.
+    // (The parent is the pino logger passed as `loggerInstance`.)
+    childLoggerFactory: (parent, bindings) => lazyChildLogger(parent as Logger, bindings),
     // Requests arriving on open connections during a drain are served; the drain closes those connections.
     return503OnClosing: false,
     serverFactory: (handler) => {

@@ -1,9 +1,8 @@
 import { Writable } from "node:stream";
-import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { CallHeaders } from "../../src/http/call-headers.js";
-import { lazyChildLogger, withLazyRequestLoggers } from "../../src/http/lazy-logger.js";
+import { lazyChildLogger } from "../../src/http/lazy-logger.js";
 
 /** What `forEach` visits, in order, as [name, value] pairs. */
 function visited(headers: Headers): [string, string][] {
@@ -78,55 +77,5 @@ describe("lazyChildLogger", () => {
       ["second", "req-1"],
     ]);
     expect(log.level).toBe("warn");
-  });
-});
-
-describe("withLazyRequestLoggers", () => {
-  it("gives Fastify's default factory lazy request loggers that write as pino's children do", async () => {
-    const lines: Record<string, unknown>[] = [];
-    let children = 0;
-    const sink = new Writable({
-      write(chunk, _encoding, done) {
-        lines.push(JSON.parse(String(chunk)) as Record<string, unknown>);
-        done();
-      },
-    });
-    const root = pino({ level: "info", onChild: () => children++ }, sink);
-    let n = 0;
-    const app = Fastify({
-      loggerInstance: withLazyRequestLoggers(root) as FastifyBaseLogger,
-      logController: new LogController({ disableRequestLogging: true }),
-      genReqId: () => `req-${++n}`,
-    });
-    app.get("/quiet", async (request) => {
-      request.log.debug("below the level");
-      return "ok";
-    });
-    app.get("/loud", async (request) => {
-      request.log.child({ step: "inner" }).warn({ req: request }, "inner line");
-      request.log.info({ a: 1 }, "outer line");
-      return "ok";
-    });
-    // A route's own level reaches pino's child at once, as with Fastify's own loggers.
-    app.get("/verbose", { logLevel: "debug" }, async (request) => {
-      request.log.debug("debug line");
-      return "ok";
-    });
-    await app.ready();
-    const atStart = children;
-    for (let i = 0; i < 3; i++) expect((await app.inject("/quiet")).body).toBe("ok");
-    expect(children).toBe(atStart);
-    await app.inject("/loud");
-    await app.inject("/verbose");
-    await app.close();
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(lines.map(({ reqId, step, msg, a }) => ({ reqId, step, msg, a }))).toEqual([
-      { reqId: "req-4", step: "inner", msg: "inner line", a: undefined },
-      { reqId: "req-4", step: undefined, msg: "outer line", a: 1 },
-      { reqId: "req-5", step: undefined, msg: "debug line", a: undefined },
-    ]);
-    // Fastify's serializers (the app logger's) apply to the request loggers.
-    expect(lines[0]?.req).toMatchObject({ method: "GET", url: "/loud" });
-    expect(lines.every((line) => line.level !== undefined && line.pid === process.pid)).toBe(true);
   });
 });
