@@ -2,6 +2,9 @@ import {
   constants,
   createCipheriv,
   createDecipheriv,
+  createPrivateKey,
+  createPublicKey,
+  createSecretKey,
   type KeyObject,
   privateDecrypt,
   publicEncrypt,
@@ -134,7 +137,9 @@ export function encryptBody(
   aad: Uint8Array,
 ): { iv: Buffer; ciphertext: Buffer; authTag: Buffer } {
   const iv = secureRandomBytes(IV_BYTES);
-  const cipher = createCipheriv("aes-256-gcm", aesKey, iv, { authTagLength: AUTH_TAG_BYTES });
+  const cipher = createCipheriv("aes-256-gcm", createSecretKey(aesKey), iv, {
+    authTagLength: AUTH_TAG_BYTES,
+  });
   cipher.setAAD(aad);
   const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
   return { iv, ciphertext, authTag: cipher.getAuthTag() };
@@ -152,7 +157,9 @@ export function decryptBody(
   if (sealed.iv.length !== IV_BYTES || sealed.authTag.length !== AUTH_TAG_BYTES) {
     throw integrityError(new Error("iv or authTag has the wrong length"));
   }
-  const decipher = createDecipheriv("aes-256-gcm", aesKey, sealed.iv, { authTagLength: AUTH_TAG_BYTES });
+  const decipher = createDecipheriv("aes-256-gcm", createSecretKey(aesKey), sealed.iv, {
+    authTagLength: AUTH_TAG_BYTES,
+  });
   decipher.setAAD(aad);
   decipher.setAuthTag(sealed.authTag);
   try {
@@ -201,12 +208,58 @@ export function openSealedReceipt(
 /** RSA-OAEP with SHA-256; Node (OpenSSL) uses `oaepHash` for MGF1 too, which the WebCrypto test proves. */
 const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" } as const;
 
+/** An RSA key that carries the OAEP options itself; `oaepLabel` is set for one call at a time. */
+type OaepKey = KeyObject & { padding: number; oaepHash: string; oaepLabel: Uint8Array | undefined };
+
+/**
+ * Why the AES keys go to node:crypto as `createSecretKey` objects and the RSA keys as {@link OaepKey}s:
+ * Node 24 tells a key argument's kind by trying it, and a Buffer key or an options object
+ * `{ key, padding, oaepHash }` fails its KeyObject and its CryptoKey check, each by an error thrown
+ * and caught inside node:crypto. Those four throws were about half of a seal (a 10.6 KB receipt:
+ * 176-200 against 89-109 us per seal in a loop of 3,000, Node 24.21). A KeyObject passes the first
+ * check, and `publicEncrypt`/`privateDecrypt` read `padding`, `oaepHash` and `oaepLabel` from
+ * whatever object they are given as the key. The secret key object's copy of the AES key is cleared
+ * by OpenSSL when the object is collected; the caller's bytes are zeroed as before.
+ */
+const oaepKeys = new WeakMap<KeyObject, OaepKey>();
+
+/** `key`'s own copy with the OAEP options, made once per key (not `key` itself: `verify` reads `padding`). */
+function oaepKeyOf(key: KeyObject): OaepKey {
+  let oaep = oaepKeys.get(key);
+  if (oaep === undefined) {
+    const copy =
+      key.type === "public"
+        ? createPublicKey({ key: key.export({ format: "der", type: "spki" }), format: "der", type: "spki" })
+        : privateCopy(key);
+    oaep = Object.assign(copy, OAEP, { oaepLabel: undefined });
+    oaepKeys.set(key, oaep);
+  }
+  return oaep;
+}
+
+function privateCopy(key: KeyObject): KeyObject {
+  const der = key.export({ format: "der", type: "pkcs8" });
+  try {
+    return createPrivateKey({ key: der, format: "der", type: "pkcs8" });
+  } finally {
+    der.fill(0);
+  }
+}
+
+/** `crypt` with `key`'s OAEP copy, its label `label` for this call only. */
+function withOaep(key: KeyObject, label: Uint8Array | undefined, crypt: (key: OaepKey) => Buffer): Buffer {
+  const oaep = oaepKeyOf(key);
+  oaep.oaepLabel = label;
+  try {
+    return crypt(oaep);
+  } finally {
+    oaep.oaepLabel = undefined;
+  }
+}
+
 /** Wraps an AES key with RSA-OAEP-256 to `publicKey`; with `label`, bound to it (the receipt's AAD). */
 export function wrapAesKey(aesKey: Uint8Array, publicKey: KeyObject, label?: Uint8Array): Buffer {
-  return publicEncrypt(
-    label === undefined ? { key: publicKey, ...OAEP } : { key: publicKey, ...OAEP, oaepLabel: label },
-    aesKey,
-  );
+  return withOaep(publicKey, label, (key) => publicEncrypt(key, aesKey));
 }
 
 /**
@@ -216,10 +269,7 @@ export function wrapAesKey(aesKey: Uint8Array, publicKey: KeyObject, label?: Uin
 export function unwrapAesKey(encryptedAesKey: Uint8Array, privateKey: KeyObject, label?: Uint8Array): Buffer {
   let aesKey: Buffer;
   try {
-    aesKey = privateDecrypt(
-      label === undefined ? { key: privateKey, ...OAEP } : { key: privateKey, ...OAEP, oaepLabel: label },
-      encryptedAesKey,
-    );
+    aesKey = withOaep(privateKey, label, (key) => privateDecrypt(key, encryptedAesKey));
   } catch (cause) {
     throw integrityError(cause);
   }

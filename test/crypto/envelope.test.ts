@@ -166,6 +166,30 @@ describe("the AAD-bound RSA wrap (keyBundle.aadBound)", () => {
     const unbound = sealReceipt(plaintext, aad, alice.publicKey);
     expectIntegrityFailure(() => openSealedReceipt(unbound, aad, alice.privateKey, true));
   });
+
+  it("binds a label to its own wrap only, and leaves the caller's key objects as they were", () => {
+    // The wraps use a copy of each key carrying the OAEP options, its label set for one call: a label
+    // left behind would bind the next unbound wrap (and unwrap) to the same key.
+    const bound = sealReceipt(plaintext, aad, bob.publicKey, true);
+    const unbound = sealReceipt(plaintext, aad, bob.publicKey);
+    const byHand = (sealed: SealedReceipt, label?: Buffer) =>
+      privateDecrypt(
+        {
+          key: bob.privateKey,
+          padding: constants.RSA_PKCS1_OAEP_PADDING,
+          oaepHash: "sha256",
+          oaepLabel: label,
+        },
+        sealed.encryptedAesKey,
+      );
+    expect(byHand(bound, aad)).toHaveLength(AES_KEY_BYTES);
+    expect(byHand(unbound)).toHaveLength(AES_KEY_BYTES);
+    expect(unwrapAesKey(bound.encryptedAesKey, bob.privateKey, aad)).toHaveLength(AES_KEY_BYTES);
+    expect(openSealedReceipt(unbound, aad, bob.privateKey, false).equals(plaintext)).toBe(true);
+    for (const key of [bob.publicKey, bob.privateKey]) {
+      expect(Object.keys(key)).toEqual([]);
+    }
+  });
 });
 
 describe("proveAesKey", () => {
