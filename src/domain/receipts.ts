@@ -94,7 +94,8 @@ async function storeReceipt(
   if (!stored) {
     throw new AppError("conflict", "A receipt with this receiptId already exists for this merchantId.");
   }
-  await auditBindingConflict(deps, principal, conflict, caller);
+  // Most receipts have no conflict to audit: no turn spent on a call that would return at once.
+  if (conflict !== undefined) await auditBindingConflict(deps, principal, conflict, caller);
   await settleStoredReceipt(deps, record, card);
   return record;
 }

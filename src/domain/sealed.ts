@@ -65,7 +65,8 @@ export async function prepareSealed(
   }
   const keyBundle = checkKeyBundle(v, bundleField, bundle, recipient.key);
   v.throwIfAny();
-  await admitToEscrow(deps, principal, recipient);
+  // Only escrow is counted: a cardholder's receipt does not wait a turn for a call that returns at once.
+  if (recipient.kind === "escrow") await admitToEscrow(deps, principal, recipient);
   if (keyBundle === undefined)
     throw new AppError("internal_server_error", "A checked key bundle is missing.");
 

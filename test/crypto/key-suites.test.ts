@@ -1,4 +1,5 @@
 import { createECDH, createPublicKey, generateKeyPairSync, type KeyObject } from "node:crypto";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   generateP256KeyPair,
@@ -56,6 +57,34 @@ describe("suite names", () => {
     for (const name of ["rsa-oaep-256", "HPKE", "", undefined, 1, "RSA-OAEP"]) {
       expect(isKeyAlgorithm(name)).toBe(false);
     }
+  });
+
+  it("are recognised as a property look-up of the suites recognised them, in strings fresh from bytes", () => {
+    // The definition before the names were compared: an own property of a table of the suites.
+    const table: Record<string, unknown> = Object.fromEntries(KEY_ALGORITHMS.map((name) => [name, true]));
+    const byLookUp = (value: string) => Object.hasOwn(table, value);
+    // As a request's decoder gives them: strings made from bytes, never internalized.
+    const fresh = (value: string) => Buffer.from(value, "utf8").toString("utf8");
+    const near = fc.constantFrom(...KEY_ALGORITHMS, "toString", "__proto__", "constructor", "hasOwnProperty");
+    // Any string, and the names themselves with one character replaced, inserted or deleted.
+    const names = fc.oneof(
+      fc.string(),
+      near,
+      fc
+        .tuple(near, fc.nat(30), fc.string({ minLength: 1, maxLength: 1 }), fc.constantFrom(0, 1))
+        .map(([name, at, char, drop]) => {
+          const cut = at % (name.length + 1);
+          return name.slice(0, cut) + char + name.slice(cut + drop);
+        }),
+      near.map((name) => name.slice(0, -1)),
+    );
+    fc.assert(
+      fc.property(names, (name) => {
+        expect(isKeyAlgorithm(fresh(name))).toBe(byLookUp(name));
+      }),
+      { numRuns: 2000 },
+    );
+    for (const name of KEY_ALGORITHMS) expect(isKeyAlgorithm(fresh(name))).toBe(true);
   });
 });
 

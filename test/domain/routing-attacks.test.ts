@@ -165,6 +165,25 @@ describe("routing a receipt to its recipient", () => {
     await lookup({ recipientHashedPan: hashPan(pan) });
     await lookup({ recipientHashedPan: hashPan("4111111100000044"), cardBin: "41111111" });
     expect(await audit("card_binding_conflict")).toHaveLength(1);
+    // A receipt stored for the card audits it once it is stored; one without a conflict does not.
+    await encryptReceipt(f.deps, shop, receiptMessage(pan, { cardBin: "41111111" }), null, CALLER);
+    await encryptReceipt(f.deps, shop, receiptMessage(pan), null, CALLER);
+    await encryptReceipt(
+      f.deps,
+      shop,
+      receiptMessage("4111111100000044", { cardBin: "41111111" }),
+      null,
+      CALLER,
+    );
+    const [, stored, ...others] = await audit("card_binding_conflict");
+    expect(others).toEqual([]);
+    expect(stored).toMatchObject({
+      tenantId: "bank-a",
+      requestId: "req-r",
+      sourceIp: "203.0.113.9",
+      actorTenantId: "shop-1",
+      subject: "a receipt for a card of this tenant's BIN registered by issuer tenant bank-b",
+    });
   });
 
   it("refuses 6 digits that cover an owned 8-digit prefix as ambiguous, never as unowned", async () => {

@@ -278,6 +278,33 @@ export function ownershipContract(store: () => Store): void {
       expect(await store().merchants.find("m-2")).toBeUndefined();
     });
 
+    it("hands out copies: changing what it returned, or the date it was given, changes nothing stored", async () => {
+      const owner = (tenantId: string, source: string, seconds: number) => ({
+        merchantId: "m-1",
+        tenantId,
+        source,
+        at: at(seconds),
+      });
+      const given = at(0);
+      const claimed = await store().merchants.claim("m-1", "tnt_a", given);
+      given.setTime(0);
+      claimed.tenantId = "tnt_x";
+      claimed.at.setTime(1);
+      const found = await store().merchants.find("m-1");
+      expect(found).toEqual(owner("tnt_a", "first_use", 0));
+      if (found === undefined) return;
+      found.tenantId = "tnt_y";
+      found.at.setTime(2);
+      const again = await store().merchants.claim("m-1", "tnt_b", at(5));
+      expect(again).toEqual(owner("tnt_a", "first_use", 0));
+      again.at.setTime(3);
+      expect(await store().merchants.find("m-1")).toEqual(owner("tnt_a", "first_use", 0));
+      const { record } = await store().merchants.assign("m-1", "tnt_b", at(10));
+      record.tenantId = "tnt_z";
+      record.at.setTime(4);
+      expect(await store().merchants.find("m-1")).toEqual(owner("tnt_b", "operator", 10));
+    });
+
     it("leaves one owner when 10 tenants claim one merchantId at once", async () => {
       const claims = await Promise.all(
         Array.from({ length: 10 }, (_, i) => store().merchants.claim("m-1", `tnt_${i}`, at(0))),
