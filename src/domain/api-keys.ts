@@ -61,21 +61,40 @@ export async function authenticate(
   serverEnv: Environment,
   key: string | null,
 ): Promise<ApiKeyRecord> {
+  const hash = apiKeyHashOf(serverEnv, key);
+  if (hash instanceof AppError) throw hash;
+  const record = await store.apiKeys.findByHash(hash);
+  const refusal = keyRecordRefusal(record);
+  if (refusal !== undefined) throw refusal;
+  return record as ApiKeyRecord;
+}
+
+/**
+ * The first half of {@link authenticate}, before the store is asked: the SHA-256 a well-formed key of
+ * this server's environment is stored by, or the `unauthorized` error for a missing, malformed or
+ * other-environment key (returned, not thrown, so that a caller that counts refused calls too need
+ * not catch it).
+ */
+export function apiKeyHashOf(serverEnv: Environment, key: string | null): string | AppError {
   if (key === null || key === "") {
-    throw new AppError("unauthorized", "Missing API key: send it in the X-API-Key header.");
+    return new AppError("unauthorized", "Missing API key: send it in the X-API-Key header.");
   }
   const match = KEY_FORMAT.exec(key);
-  if (match === null) throw new AppError("unauthorized", "Invalid API key.");
+  if (match === null) return new AppError("unauthorized", "Invalid API key.");
   if (match[1] !== serverEnv) {
-    throw new AppError(
+    return new AppError(
       "unauthorized",
       `This API key is for the "${match[1]}" environment; this server runs "${serverEnv}".`,
     );
   }
-  const record = await store.apiKeys.findByHash(hashApiKey(key));
-  if (record === undefined) throw new AppError("unauthorized", "Invalid API key.");
-  if (record.revokedAt !== undefined) throw new AppError("unauthorized", "This API key has been revoked.");
-  return record;
+  return hashApiKey(key);
+}
+
+/** The second half of {@link authenticate}: `unauthorized` for no record or a revoked one, else nothing. */
+export function keyRecordRefusal(record: ApiKeyRecord | undefined): AppError | undefined {
+  if (record === undefined) return new AppError("unauthorized", "Invalid API key.");
+  if (record.revokedAt !== undefined) return new AppError("unauthorized", "This API key has been revoked.");
+  return undefined;
 }
 
 /** Throws `forbidden` unless a merchant key may act for `merchantId` (an empty allow-list allows any). */
