@@ -2,7 +2,6 @@ import {
   constants,
   createCipheriv,
   createDecipheriv,
-  createPrivateKey,
   createPublicKey,
   createSecretKey,
   type KeyObject,
@@ -208,18 +207,20 @@ export function openSealedReceipt(
 /** RSA-OAEP with SHA-256; Node (OpenSSL) uses `oaepHash` for MGF1 too, which the WebCrypto test proves. */
 const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" } as const;
 
-/** An RSA key that carries the OAEP options itself; `oaepLabel` is set for one call at a time. */
+/** A public RSA key that carries the OAEP options itself; `oaepLabel` is set for one call at a time. */
 type OaepKey = KeyObject & { padding: number; oaepHash: string; oaepLabel: Uint8Array | undefined };
 
 /**
- * Why the AES keys go to node:crypto as `createSecretKey` objects and the RSA keys as {@link OaepKey}s:
- * Node 24 tells a key argument's kind by trying it, and a Buffer key or an options object
- * `{ key, padding, oaepHash }` fails its KeyObject and its CryptoKey check, each by an error thrown
- * and caught inside node:crypto. Those four throws were about half of a seal (a 10.6 KB receipt:
+ * Why the AES keys go to node:crypto as `createSecretKey` objects and the public RSA keys as
+ * {@link OaepKey}s: Node 24 tells a key argument's kind by trying it, and a Buffer key or an options
+ * object `{ key, padding, oaepHash }` fails its KeyObject and its CryptoKey check, each by an error
+ * thrown and caught inside node:crypto. Those four throws were about half of a seal (a 10.6 KB receipt:
  * 176-200 against 89-109 us per seal in a loop of 3,000, Node 24.21). A KeyObject passes the first
- * check, and `publicEncrypt`/`privateDecrypt` read `padding`, `oaepHash` and `oaepLabel` from
- * whatever object they are given as the key. The secret key object's copy of the AES key is cleared
- * by OpenSSL when the object is collected; the caller's bytes are zeroed as before.
+ * check, and `publicEncrypt` reads `padding`, `oaepHash` and `oaepLabel` from whatever object it is
+ * given as the key. The secret key object's copy of the AES key is cleared by OpenSSL when the object
+ * is collected; the caller's bytes are zeroed as before. An unwrap keeps the options object: its
+ * private key is most often parsed for that one call (a copy would be a second, slow, DER import: 0.2-0.3
+ * ms more per decrypt), and the RSA private operation dwarfs the two throws.
  */
 const oaepKeys = new WeakMap<KeyObject, OaepKey>();
 
@@ -227,39 +228,24 @@ const oaepKeys = new WeakMap<KeyObject, OaepKey>();
 function oaepKeyOf(key: KeyObject): OaepKey {
   let oaep = oaepKeys.get(key);
   if (oaep === undefined) {
-    const copy =
-      key.type === "public"
-        ? createPublicKey({ key: key.export({ format: "der", type: "spki" }), format: "der", type: "spki" })
-        : privateCopy(key);
-    oaep = Object.assign(copy, OAEP, { oaepLabel: undefined });
+    const der = key.export({ format: "der", type: "spki" });
+    oaep = Object.assign(createPublicKey({ key: der, format: "der", type: "spki" }), OAEP, {
+      oaepLabel: undefined,
+    });
     oaepKeys.set(key, oaep);
   }
   return oaep;
 }
 
-function privateCopy(key: KeyObject): KeyObject {
-  const der = key.export({ format: "der", type: "pkcs8" });
-  try {
-    return createPrivateKey({ key: der, format: "der", type: "pkcs8" });
-  } finally {
-    der.fill(0);
-  }
-}
-
-/** `crypt` with `key`'s OAEP copy, its label `label` for this call only. */
-function withOaep(key: KeyObject, label: Uint8Array | undefined, crypt: (key: OaepKey) => Buffer): Buffer {
-  const oaep = oaepKeyOf(key);
+/** Wraps an AES key with RSA-OAEP-256 to `publicKey`; with `label`, bound to it (the receipt's AAD). */
+export function wrapAesKey(aesKey: Uint8Array, publicKey: KeyObject, label?: Uint8Array): Buffer {
+  const oaep = oaepKeyOf(publicKey);
   oaep.oaepLabel = label;
   try {
-    return crypt(oaep);
+    return publicEncrypt(oaep, aesKey);
   } finally {
     oaep.oaepLabel = undefined;
   }
-}
-
-/** Wraps an AES key with RSA-OAEP-256 to `publicKey`; with `label`, bound to it (the receipt's AAD). */
-export function wrapAesKey(aesKey: Uint8Array, publicKey: KeyObject, label?: Uint8Array): Buffer {
-  return withOaep(publicKey, label, (key) => publicEncrypt(key, aesKey));
 }
 
 /**
@@ -269,7 +255,10 @@ export function wrapAesKey(aesKey: Uint8Array, publicKey: KeyObject, label?: Uin
 export function unwrapAesKey(encryptedAesKey: Uint8Array, privateKey: KeyObject, label?: Uint8Array): Buffer {
   let aesKey: Buffer;
   try {
-    aesKey = withOaep(privateKey, label, (key) => privateDecrypt(key, encryptedAesKey));
+    aesKey = privateDecrypt(
+      label === undefined ? { key: privateKey, ...OAEP } : { key: privateKey, ...OAEP, oaepLabel: label },
+      encryptedAesKey,
+    );
   } catch (cause) {
     throw integrityError(cause);
   }
