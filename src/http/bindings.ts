@@ -1,3 +1,6 @@
+/* Over 400 lines on purpose: a binding's rule, the request it reads from path, query and body (with
+ * the one-pass read and the duplicate-member count it settles) and the answer it writes are one
+ * mapping, read and changed together. */
 import {
   type DescField,
   type DescMessage,
@@ -14,7 +17,13 @@ import { http } from "../../gen/google/api/annotations_pb.js";
 import type { HttpRule } from "../../gen/google/api/http_pb.js";
 import { type FieldViolation, invalidRequest } from "../errors.js";
 import { decodeJson, messageToJson, validateJson } from "../rpc/json.js";
-import { messageToJsonText, readUnchecked } from "../rpc/json-codec.js";
+import { membersAndColonsRead, messageToJsonText, readUnchecked } from "../rpc/json-codec.js";
+import {
+  assertNoDuplicateMembers,
+  colonsIn,
+  hasNoDuplicateByCounted,
+  membersAndColonsOf,
+} from "../rpc/json-duplicates.js";
 import { coerce } from "./url-values.js";
 
 /**
@@ -180,6 +189,12 @@ export interface HttpRequestParts {
   query: Record<string, string | string[] | undefined>;
   /** The parsed JSON body, `undefined` when there is none. */
   body: unknown;
+  /**
+   * The body's text when its duplicate-member check (src/rpc/json-duplicates.ts) is left to the
+   * decode: settled by the compiled reader's count when the one-pass read reads the request, else by
+   * the check itself, before any other problem of the request is named.
+   */
+  bodyText?: string | undefined;
 }
 
 /**
@@ -192,11 +207,42 @@ export interface HttpRequestParts {
 export function decodeHttpRequest(binding: HttpBinding, parts: HttpRequestParts): MessageShape<DescMessage> {
   const violations: FieldViolation[] = [];
   const { leaves, bound } = urlLeaves(binding, parts, violations);
+  const text = parts.bodyText;
+  let read: MessageShape<DescMessage> | undefined;
   if (violations.length === 0) {
-    const read = readUnchecked(binding.method.input, () => uncheckedJson(binding, parts.body, leaves, bound));
-    if (read !== undefined) return read;
+    let added = Number.NaN;
+    read = readUnchecked(binding.method.input, () => {
+      const json = uncheckedJson(binding, parts.body, leaves, bound);
+      if (json !== undefined) added = addedToBody(binding, json, leaves);
+      return json;
+    });
+    if (
+      read !== undefined &&
+      (text === undefined || hasNoDuplicateByCounted(text, membersAndColonsRead() - added))
+    ) {
+      return read;
+    }
   }
-  return checkThenRead(binding, parts.body, leaves, bound, violations);
+  if (text !== undefined) assertNoDuplicateMembers(text, parts.body);
+  return read ?? checkThenRead(binding, parts.body, leaves, bound, violations);
+}
+
+/**
+ * The members and string colons the request JSON `json` (from {@link uncheckedJson}) holds beyond the
+ * body's own: none for a whole body without URL values; for a body under a field, the top-level
+ * members and what the URL's values put beside the body; NaN, which no count matches, where URL values
+ * may have gone into the body's own objects.
+ */
+function addedToBody(binding: HttpBinding, json: JsonObject, leaves: UrlLeaf[]): number {
+  if (binding.body.kind === "all") return leaves.length === 0 ? 0 : Number.NaN;
+  if (binding.body.kind !== "field") return Number.NaN;
+  const bodyKey = binding.body.field.jsonName;
+  let added = 0;
+  for (const key of Object.keys(json)) {
+    added += 1 + colonsIn(key);
+    if (key !== bodyKey) added += membersAndColonsOf(json[key]);
+  }
+  return added;
 }
 
 /**

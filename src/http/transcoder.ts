@@ -4,7 +4,6 @@ import type { ConnectRouter, ContextValues, Interceptor } from "@connectrpc/conn
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { invalidRequest } from "../errors.js";
 import { isProtocolHeader } from "../rpc/error-mapping.js";
-import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import {
   decodeHttpRequest,
   encodeHttpResponse,
@@ -80,9 +79,19 @@ export async function registerTranscoder(
   return bindings;
 }
 
+/** A REST request body as parsed, with its text for the duplicate-member check. */
+class JsonBody {
+  constructor(
+    readonly json: unknown,
+    readonly text: string,
+  ) {}
+}
+
 /**
- * The REST body parser: UTF-8 JSON (RFC 8259), invalid bytes refused rather than turned into U+FFFD,
- * and an object with two members of one name refused (I-JSON) before any reader sees it.
+ * The REST body parser: UTF-8 JSON (RFC 8259), invalid bytes refused rather than turned into U+FFFD.
+ * An object with two members of one name (I-JSON) is refused by the decode (`decodeHttpRequest`)
+ * before any other problem is named: `JSON.parse` keeps the last of them, and the one-pass read
+ * counts what it reads so that the check need not walk the parsed body again.
  */
 function parseStrictJson(
   _request: FastifyRequest,
@@ -104,14 +113,7 @@ function parseStrictJson(
     );
     return;
   }
-  // JSON.parse keeps the last of two members with one name: refused before any reader sees it.
-  try {
-    assertNoDuplicateMembers(text, body);
-  } catch (err) {
-    done(err as Error);
-    return;
-  }
-  done(null, body);
+  done(null, new JsonBody(body, text));
 }
 
 /** One REST call: the request read into the RPC's message, the RPC invoked, its answer in the envelope. */
@@ -136,10 +138,12 @@ async function handle(
     return controller.signal;
   };
   try {
+    const body = request.body as JsonBody | undefined;
     const message = decodeHttpRequest(binding, {
       params: request.params as Record<string, string>,
       query: request.query as Record<string, string | string[]>,
-      body: request.body,
+      body: body?.json,
+      bodyText: body?.text,
     });
     // Nothing reads the parsed body again: let it go before the call waits for its answer (a seal on
     // the worker pool), so that collections meanwhile do not copy or promote it: a 50-item receipt

@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: the compiled JSON readers are one compiler, from what it compiles to the
+ * readers of every field kind, Timestamp's arithmetic and the member count the duplicate check uses. */
 import {
   type DescEnum,
   type DescField,
@@ -10,6 +12,7 @@ import {
 import { FLOAT32_MAX, FLOAT32_MIN } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { is64BitInteger } from "../proto-scalars.js";
+import { colonsIn } from "./json-duplicates.js";
 import { messageFromJsonReflective } from "./json-reflective.js";
 import { bytesOfBase64Text, FORBIDDEN_KEYS, isWellFormed, MAX_JSON_DEPTH } from "./json-rules.js";
 import { perDescriptor } from "./per-descriptor.js";
@@ -53,6 +56,14 @@ const UINT32_MAX = 4294967295;
 /** Thrown by compiled readers to hand the body to `fromJson`; made once, so throwing it is cheap. */
 const GIVE_UP = new Error("the compiled JSON reader does not handle this value");
 
+/**
+ * The members of every object a compiled reader read, plus the colons in every string it read (member
+ * names included), since the last {@link compiledJsonReader} call began; what the duplicate-member
+ * count (src/rpc/json-duplicates.ts) would find walking the JSON again. Field names and enum value
+ * names are proto identifiers, without colons, so only string values and map keys are searched.
+ */
+let membersAndColons = 0;
+
 /** Parses a REST JSON request as a message of `schema`; throws what `fromJson` throws. */
 export function compiledMessageFromJson<Desc extends DescMessage>(
   schema: Desc,
@@ -60,6 +71,7 @@ export function compiledMessageFromJson<Desc extends DescMessage>(
 ): MessageShape<Desc> {
   const entry = readerFor(schema);
   if (entry.compiled) {
+    membersAndColons = 0;
     try {
       return entry.read(json, 1) as MessageShape<Desc>;
     } catch {
@@ -78,7 +90,18 @@ export function compiledJsonReader<Desc extends DescMessage>(
 ): ((json: JsonValue) => MessageShape<Desc>) | undefined {
   const entry = readerFor(schema);
   if (!entry.compiled) return undefined;
-  return (json) => entry.read(json, 1) as MessageShape<Desc>;
+  return (json) => {
+    membersAndColons = 0;
+    return entry.read(json, 1) as MessageShape<Desc>;
+  };
+}
+
+/**
+ * The members and string colons of the JSON the last reader from {@link compiledJsonReader} read, when
+ * it returned: every member of every object in it, for it gives up on a member it does not know.
+ */
+export function membersAndColonsRead(): number {
+  return membersAndColons;
 }
 
 interface Entry {
@@ -107,7 +130,8 @@ function compile(desc: DescMessage): Entry {
       template[field.localName] = typeof zero === "function" ? undefined : zero;
     }
     const read = fieldReader(field);
-    byKey.set(field.jsonName, read);
+    // A proto name is an identifier; a `json_name` option could hold a colon, which the count needs.
+    byKey.set(field.jsonName, withNameColons(read, colonsIn(field.jsonName)));
     if (field.name !== field.jsonName) byKey.set(field.name, duplicateChecked(read, field.jsonName));
   }
   // The members of the last object read, in order, with their readers: the line items of one body
@@ -134,6 +158,7 @@ function compile(desc: DescMessage): Entry {
       readField(message, json[key] as JsonValue, json, depth);
       at++;
     }
+    membersAndColons += at;
     return message;
   };
   return { read, compiled: true };
@@ -194,6 +219,15 @@ function zeroValue(field: DescField): unknown {
   }
 }
 
+/** `read`, counting `colons` for the colons of the member name it is looked up by. */
+function withNameColons(read: FieldReader, colons: number): FieldReader {
+  if (colons === 0) return read;
+  return (message, value, json, depth) => {
+    membersAndColons += colons;
+    read(message, value, json, depth);
+  };
+}
+
 /**
  * A field named both ways in one object is an error in `fromJson`: give up so it says so. Checking
  * from the proto name's side is enough, and leaves the usual lowerCamelCase keys unchecked.
@@ -237,11 +271,14 @@ function valueReader(field: DescField): Reader {
       return (value, depth) => {
         if (!isJsonObject(value)) throw GIVE_UP;
         const map: Fields = {};
-        for (const key of Object.keys(value)) {
+        const keys = Object.keys(value);
+        for (const key of keys) {
           const v = value[key] as JsonValue;
           if (v === null || FORBIDDEN_KEYS.has(key) || !isWellFormed(key)) throw GIVE_UP;
+          membersAndColons += colonsIn(key);
           map[key] = item(v, depth);
         }
+        membersAndColons += keys.length;
         return map;
       };
     }
@@ -275,6 +312,7 @@ function scalarReader(type: ScalarType): Reader {
     case ScalarType.STRING:
       return (v) => {
         if (typeof v !== "string" || !isWellFormed(v)) throw GIVE_UP;
+        membersAndColons += colonsIn(v);
         return v;
       };
     case ScalarType.BOOL:
@@ -296,6 +334,7 @@ function scalarReader(type: ScalarType): Reader {
       return (v) => {
         const bytes = typeof v === "string" ? bytesOfBase64Text(v) : undefined;
         if (bytes === undefined) throw GIVE_UP;
+        membersAndColons += colonsIn(v as string);
         return bytes;
       };
     case ScalarType.UINT32:
@@ -366,6 +405,7 @@ function timestampFromJson(json: JsonValue, depth: number): Fields {
     daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offsetMinutes * 60;
   if (seconds < MIN_TIMESTAMP_SECONDS || seconds > MAX_TIMESTAMP_SECONDS) throw GIVE_UP;
   const nanos = end > 19 ? Number(json.slice(20, end).padEnd(9, "0")) : 0;
+  membersAndColons += colonsIn(json);
   return { $typeName: "google.protobuf.Timestamp", seconds: BigInt(seconds), nanos };
 }
 
