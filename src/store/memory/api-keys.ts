@@ -16,7 +16,8 @@ export class MemoryApiKeys implements ApiKeyStore {
 
   async findByHash(keyHash: string): Promise<ApiKeyRecord | undefined> {
     const id = this.idByHash.get(keyHash);
-    return id === undefined ? undefined : copy(this.byId.get(id));
+    const record = id === undefined ? undefined : this.byId.get(id);
+    return record === undefined ? undefined : apiKeyCopy(record);
   }
 
   /** Every key, oldest first (then by id), as the Mongo store lists them. */
@@ -34,4 +35,19 @@ export class MemoryApiKeys implements ApiKeyStore {
     record.revokedAt ??= new Date(at);
     return true;
   }
+}
+
+/**
+ * A copy of an API key record sharing nothing with it, member by member: what the generic deep copy
+ * (`copy.ts`) gives, which walks every member to find the one array and the dates. Every API call
+ * reads its key (`findByHash`). test/store/memory-record-copies.test.ts holds it to the generic copy.
+ */
+export function apiKeyCopy(record: ApiKeyRecord): ApiKeyRecord {
+  const copied = {
+    ...record,
+    merchantIds: [...record.merchantIds],
+    createdAt: new Date(record.createdAt.getTime()),
+  };
+  if (record.revokedAt !== undefined) copied.revokedAt = new Date(record.revokedAt.getTime());
+  return copied;
 }
