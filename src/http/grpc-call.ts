@@ -8,6 +8,7 @@ import {
   type UnaryResponse,
 } from "@connectrpc/connect";
 import { AppError } from "../errors.js";
+import { kRequestId } from "../rpc/context.js";
 import { toConnectError } from "../rpc/error-mapping.js";
 import { CallHeaders } from "./call-headers.js";
 import { assignRequestId } from "./envelope.js";
@@ -97,6 +98,8 @@ export function serveCall(
   const address = clientAddress(stream, headers, options);
   const values = options.contextValues(address);
   values.set(kGrpcFastPath, true);
+  // The chain's first step takes the id from here rather than testing the header's copy again.
+  values.set(kRequestId, requestId);
   const call: Call = {
     stream,
     headers,

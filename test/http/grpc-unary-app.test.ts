@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GrantAccessRequestSchema } from "../../gen/receipts/v1/keys_pb.js";
+import { GrantAccessRequestSchema, LookupKeyRequestSchema } from "../../gen/receipts/v1/keys_pb.js";
 import { RegisterRequestSchema } from "../../gen/receipts/v1/onboarding_pb.js";
 import { type App, buildApp } from "../../src/app.js";
 import type { Clock } from "../../src/clock.js";
@@ -138,5 +138,37 @@ describe("the whole service answers gRPC calls alike with and without the fast p
     const limited = await rawGrpc(on.baseUrl, GRANT, grant, { "x-api-key": key });
     expect(limited.trailers["grpc-status"]).toBe("8");
     expect(limited.trailers["retry-after"]).toMatch(/^\d+$/);
+  });
+
+  it("gives a call one request id, the same in its answer and in what the call wrote", async () => {
+    // The fast path hands the chain the id it gave the call (in the context values); the Connect path
+    // has the chain read it back from the headers. Either way the answer, the trailers and the audit
+    // record of a look-up carry one id: the caller's when sane, else a new one.
+    const lookUp = framed(LookupKeyRequestSchema, { recipientHashedPan: "ab".repeat(32) });
+    for (const [label, s] of [
+      ["fast path", on],
+      ["Connect path", off],
+    ] as const) {
+      const store = s.app.domain.store;
+      const tenantId = `t-lookup-${label.replace(" ", "-")}`;
+      const made = await createApiKey(
+        store,
+        "dev",
+        { role: "merchant", tier: "standard", tenantId },
+        new Date(),
+      );
+      for (const sent of [{}, { "x-request-id": "not sane!" }, { "x-request-id": "caller-id-1" }]) {
+        const answer = await rawGrpc(s.baseUrl, "/receipts.v1.KeysService/LookupKey", lookUp, {
+          "x-api-key": made.key,
+          ...sent,
+        });
+        const id = answer.headers["x-request-id"] ?? "";
+        expect([label, sent, answer.trailers["grpc-status"]]).toEqual([label, sent, "0"]);
+        if ("x-request-id" in sent && sent["x-request-id"] === "caller-id-1") expect(id).toBe("caller-id-1");
+        else expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+        const [event] = await store.audit.list(1, { tenantId });
+        expect([label, sent, event?.action, event?.requestId]).toEqual([label, sent, "key.lookup", id]);
+      }
+    }
   });
 });
