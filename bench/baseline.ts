@@ -1,13 +1,8 @@
 import {
-  constants,
-  createCipheriv,
-  createDecipheriv,
   createPublicKey,
   generateKeyPair,
   generateKeyPairSync,
   type KeyObject,
-  privateDecrypt,
-  publicEncrypt,
   randomBytes,
 } from "node:crypto";
 import { createServer as createHttp2Server, type ServerHttp2Stream } from "node:http2";
@@ -24,7 +19,7 @@ import {
 import { ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
 import { EncryptReceiptRequestSchema, EncryptReceiptResponseSchema } from "../gen/receipts/v1/receipts_pb.js";
 import { CryptoPool } from "../src/crypto/crypto-pool.js";
-import type { SealedReceipt } from "../src/crypto/envelope.js";
+import { openSealedReceipt, type SealedReceipt, sealReceipt } from "../src/crypto/envelope.js";
 import {
   type CryptoKey,
   hpkeKeyPairOf,
@@ -42,10 +37,11 @@ import { registerZkFloor, serveZkGrpc, setUpZkFloor, type ZkGrpcAnswer } from ".
  * throughput can be read as a fraction of what the crypto allows on this machine, in the same run.
  *
  * - HTTP/1.1 (Fastify, bare routes): encrypt and create = AES-256-GCM with a fresh key and IV, the key
- *   wrapped with RSA-OAEP-256 to a public key parsed once; decrypt = parse the PKCS#8 private key sent
- *   (with the service's own parser), RSA-OAEP-256 unwrap, AES-256-GCM open, synchronously on the event
- *   loop; list = the same number of sealed receipts as the service returns; raw-keygen =
- *   `crypto.generateKeyPair` (async) in a loop.
+ *   wrapped with RSA-OAEP-256 to a public key parsed once (the service's own `sealReceipt`); decrypt =
+ *   parse the PKCS#8 private key sent (with the service's own parser), RSA-OAEP-256 unwrap, AES-256-GCM
+ *   open (the service's own `openSealedReceipt`), synchronously on the event loop; list = the same
+ *   number of sealed receipts as the service returns; raw-keygen = `crypto.generateKeyPair` (async) in a
+ *   loop.
  * - gRPC (a bare `node:http2` stream handler, framing by hand): the same encrypt and decrypt, and the
  *   zero-knowledge path's look-up and sealed receipts (bench/zk-floor.ts).
  * - P-256, once `/setup` names `HPKE-P256-SHA256-A256GCM`: `/p256/receipts/encrypt`
@@ -58,7 +54,6 @@ import { registerZkFloor, serveZkGrpc, setUpZkFloor, type ZkGrpcAnswer } from ".
  * Started by `run.ts` as a child process with `BASELINE_PORT` and `BASELINE_GRPC_PORT`, on 127.0.0.1.
  */
 
-const OAEP = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" } as const;
 const generateKeyPairAsync = promisify(generateKeyPair);
 
 /**
@@ -74,15 +69,8 @@ interface Setup {
   floor?: { apiKey: string; hashedPans: string[]; keyIds?: string[] };
 }
 
-interface Sealed {
-  encryptedAesKey: Buffer;
-  iv: Buffer;
-  ciphertext: Buffer;
-  authTag: Buffer;
-}
-
 let recipients: { keyId: string; key: KeyObject }[] = [];
-let fixtures: { sealed: Sealed; aad: Buffer; keyId: string }[] = [];
+let fixtures: { sealed: SealedReceipt; aad: Buffer; keyId: string }[] = [];
 let listing: unknown[] = [];
 let next = 0;
 
@@ -96,27 +84,21 @@ function aadOf(r: { version?: unknown; receiptId?: unknown; merchantId?: unknown
   return Buffer.from(`${r.version ?? "1.0"}\n${r.receiptId}\n${r.merchantId}\n${r.transactionId}`, "utf8");
 }
 
-function seal(plaintext: Buffer, aad: Buffer, key: KeyObject): Sealed {
-  const aesKey = randomBytes(32);
-  const iv = randomBytes(12);
-  const cipher = createCipheriv("aes-256-gcm", aesKey, iv, { authTagLength: 16 });
-  cipher.setAAD(aad);
-  const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-  const encryptedAesKey = publicEncrypt({ key, ...OAEP }, aesKey);
-  return { encryptedAesKey, iv, ciphertext, authTag: cipher.getAuthTag() };
+/**
+ * Seals with the service's own `sealReceipt` (AES-256-GCM, the AES key wrapped with RSA-OAEP-256, not
+ * bound to the AAD, as the service seals by default), so both sides hand node:crypto their keys alike.
+ */
+function seal(plaintext: Buffer, aad: Buffer, key: KeyObject): SealedReceipt {
+  return sealReceipt(plaintext, aad, key);
 }
 
 /**
  * Opens a sealed receipt with a base64 PKCS#8 key, parsed as the service parses it (`parsePrivateKey`:
- * the DER read into a JWK, which Node imports far faster than DER), so both sides pay the same.
+ * the DER read into a JWK, which Node imports far faster than DER), and opened with the service's own
+ * `openSealedReceipt`, so both sides pay the same.
  */
-function open(sealed: Sealed, aad: Buffer, privateKeyBase64: string): Buffer {
-  const key = parsePrivateKey(privateKeyBase64);
-  const aesKey = privateDecrypt({ key, ...OAEP }, sealed.encryptedAesKey);
-  const decipher = createDecipheriv("aes-256-gcm", aesKey, sealed.iv, { authTagLength: 16 });
-  decipher.setAAD(aad);
-  decipher.setAuthTag(sealed.authTag);
-  return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]);
+function open(sealed: SealedReceipt, aad: Buffer, privateKeyBase64: string): Buffer {
+  return openSealedReceipt(sealed, aad, parsePrivateKey(privateKeyBase64));
 }
 
 /** Seals a receipt (REST JSON field names, `recipientHashedPan` left out) to the next recipient. */
