@@ -1,7 +1,6 @@
 import type { DescField, JsonValue } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { AppError } from "../../src/errors.js";
 import { decodeHttpRequest, type HttpBinding, httpBindings } from "../../src/http/bindings.js";
 import { messageToJson } from "../../src/rpc/json.js";
 import * as duplicates from "../../src/rpc/json-duplicates.js";
@@ -9,6 +8,7 @@ import { API_SERVICES } from "../../src/rpc/policy.js";
 import { fuzzSettings } from "../hardening/support.js";
 import { receiptBody } from "../support/harness.js";
 import { message } from "../support/messages.js";
+import { bindingNamed, outcome } from "./decode-outcome.js";
 
 // The duplicate-member check as the decode calls it, counted: a body the one-pass read settles by
 // its own count should not reach it.
@@ -19,20 +19,7 @@ vi.mock("../../src/rpc/json-duplicates.js", async (importOriginal) => {
 const checks = vi.mocked(duplicates.assertNoDuplicateMembers);
 
 const bindings = httpBindings(API_SERVICES).filter((b) => b.body.kind !== "none");
-const binding = (name: string): HttpBinding => {
-  const found = bindings.find((b) => b.method.name === name);
-  if (found === undefined) throw new Error(`no binding ${name}`);
-  return found;
-};
-
-function outcome(read: () => unknown): unknown {
-  try {
-    return { message: read() };
-  } catch (err) {
-    if (!(err instanceof AppError)) throw err;
-    return { code: err.code, message: err.message, violations: err.violations };
-  }
-}
+const binding = (name: string): HttpBinding => bindingNamed(bindings, name);
 
 type Url = { params: Record<string, string>; query: Record<string, string> };
 

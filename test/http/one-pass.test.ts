@@ -1,7 +1,6 @@
 import type { DescField, JsonValue } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { AppError } from "../../src/errors.js";
 import {
   decodeHttpRequest,
   decodeHttpRequestChecked,
@@ -15,6 +14,7 @@ import { API_SERVICES } from "../../src/rpc/policy.js";
 import { fuzzSettings } from "../hardening/support.js";
 import { receiptBody } from "../support/harness.js";
 import { message } from "../support/messages.js";
+import { bindingNamed, outcome } from "./decode-outcome.js";
 
 // The field-by-field check, counted: REST should run it only for a request with a problem to name.
 vi.mock("../../src/rpc/json.js", async (importOriginal) => {
@@ -24,20 +24,7 @@ vi.mock("../../src/rpc/json.js", async (importOriginal) => {
 const checks = vi.mocked(json.validateJson);
 
 const bindings = httpBindings(API_SERVICES);
-const binding = (name: string): HttpBinding => {
-  const found = bindings.find((b) => b.method.name === name);
-  if (found === undefined) throw new Error(`no binding ${name}`);
-  return found;
-};
-
-function outcome(read: () => unknown): unknown {
-  try {
-    return { message: read() };
-  } catch (err) {
-    if (!(err instanceof AppError)) throw err;
-    return { code: err.code, message: err.message, violations: err.violations };
-  }
-}
+const binding = (name: string): HttpBinding => bindingNamed(bindings, name);
 
 /** `decodeHttpRequest` gives what checking every part first gives: the same message or the same error. */
 function expectSameAsChecked(b: HttpBinding, parts: HttpRequestParts): void {

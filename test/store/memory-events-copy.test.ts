@@ -4,6 +4,7 @@ import { ALL_EVENT_TYPES } from "../../src/domain/event-types.js";
 import type { EventData, SequencedEvent } from "../../src/store/event-types.js";
 import { copy } from "../../src/store/memory/copy.js";
 import { eventCopy } from "../../src/store/memory/events.js";
+import { objectsOf, shapeOf } from "./copy-shapes.js";
 
 /**
  * The memory event store copies events by hand (`eventCopy`) instead of with the generic deep copy:
@@ -48,21 +49,6 @@ const events = fc.tuple(fc.record(eventMembers), fc.boolean()).chain(([event, se
     .map((order) => Object.fromEntries(order.map((key) => [key, event[key as keyof SequencedEvent]])))
     .map((reordered) => reordered as unknown as SequencedEvent);
 });
-
-/** Every object reachable from `value`. */
-function objectsOf(value: unknown, into = new Set<object>()): Set<object> {
-  if (typeof value !== "object" || value === null) return into;
-  into.add(value);
-  for (const member of Object.values(value)) objectsOf(member, into);
-  return into;
-}
-
-/** The value with its members in order and dates as their times, to compare order too. */
-function shapeOf(value: unknown): unknown {
-  if (value instanceof Date) return { date: value.getTime() };
-  if (typeof value !== "object" || value === null) return value;
-  return Object.entries(value).map(([k, v]) => [k, shapeOf(v)]);
-}
 
 describe("memory event store copy", () => {
   it("gives what the generic copy gives, members in the same order, sharing nothing", () => {

@@ -5,6 +5,7 @@ import { auditCopy } from "../../src/store/memory/audit.js";
 import { copy } from "../../src/store/memory/copy.js";
 import { keyCopy, userCopy } from "../../src/store/memory/users.js";
 import type { ApiKeyRecord, AuditEvent, KeyRecord, UserRecord } from "../../src/store/types.js";
+import { objectsOf, shapeOf } from "./copy-shapes.js";
 
 /**
  * The memory store copies the records of a call's hot reads and writes by hand (the API key of every
@@ -107,22 +108,6 @@ function records<T>(members: Members<T>, required: readonly (keyof T)[]): fc.Arb
           ),
         );
     }) as unknown as fc.Arbitrary<T>;
-}
-
-/** Every object reachable from `value`. */
-function objectsOf(value: unknown, into = new Set<object>()): Set<object> {
-  if (typeof value !== "object" || value === null) return into;
-  into.add(value);
-  for (const member of Object.values(value)) objectsOf(member, into);
-  return into;
-}
-
-/** The value with its members in order and dates as their times, to compare order too. */
-function shapeOf(value: unknown): unknown {
-  if (value instanceof Date) return { date: value.getTime() };
-  if (typeof value !== "object" || value === null) return value;
-  if (Array.isArray(value)) return value.map(shapeOf);
-  return Object.entries(value).map(([k, v]) => [k, shapeOf(v)]);
 }
 
 /** Holds `handCopy` to the generic copy for every record `arbitrary` gives. */
