@@ -8,6 +8,17 @@ export const GROUPS = {
   roles: { mutate: ["src/rpc/policy.ts"], tests: ["test/rpc/roles.test.ts", "test/rpc/policy.test.ts"] },
   redaction: { mutate: ["src/logging.ts"], tests: ["test/logging.test.ts"] },
   operator: { mutate: ["src/rpc/operator-access.ts"], tests: ["test/rpc/operator-token.test.ts"] },
+  // An API call's key, roles and rate count: the access step and the key checks it runs, against the
+  // step's reference comparison, every method's roles and the request line's tenant.
+  access: {
+    mutate: ["src/domain/api-keys.ts", "src/rpc/interceptors.ts"],
+    tests: [
+      "test/rpc/access-step.test.ts",
+      "test/rpc/access-paths.test.ts",
+      "test/rpc/roles.test.ts",
+      "test/rpc/request-line.test.ts",
+    ],
+  },
   // The domain files one group each, with the domain tests that exercise that file: all six against
   // every domain test took 43 minutes; a changed file in CI now runs only its own group.
   "issuer-escrow": {
