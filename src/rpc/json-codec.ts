@@ -1,12 +1,11 @@
 import type { DescField, DescMessage, JsonValue, MessageShape } from "@bufbuild/protobuf";
 import { isOn } from "../fast-paths.js";
 import { compiledJsonReader, compiledMessageFromJson } from "./json-input.js";
-
-export { membersAndColonsRead } from "./json-input.js";
-
 import { compiledMessageToJson } from "./json-output.js";
 import { messageFromJsonReflective, messageToJsonReflective } from "./json-reflective.js";
 import { compiledFieldToJsonText, compiledMessageToJsonText } from "./json-text.js";
+
+export { membersAndColonsRead } from "./json-input.js";
 
 /**
  * REST JSON in and out of messages: the compiled readers and writers when their fast paths are on

@@ -9,7 +9,6 @@ import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
 import { FakeClock } from "../../src/clock.js";
-import type { Config } from "../../src/config.js";
 import { createApiKey } from "../../src/domain/api-keys.js";
 import { AppError } from "../../src/errors.js";
 import { CallHeaders } from "../../src/http/call-headers.js";
@@ -17,6 +16,7 @@ import { kRemoteAddress } from "../../src/rpc/context.js";
 import { accessInterceptor, requestContextInterceptor } from "../../src/rpc/interceptors.js";
 import { KEY_LOG, OPERATOR } from "../../src/rpc/route-services.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
+import { ACCESS_CONFIG } from "./access-config.js";
 
 /**
  * The access step's other ways through, beside the API call's comparison in access-step.test.ts: a
@@ -24,14 +24,7 @@ import { createMemoryStore } from "../../src/store/memory/index.js";
  * operator's and the key log's counters; and the request line's latency.
  */
 
-const CONFIG: Pick<Config, "env" | "tiers"> = {
-  env: "dev",
-  tiers: {
-    sandbox: { requestsPerMinute: 3, generateKeysPerMinute: 1 },
-    standard: { requestsPerMinute: 4, generateKeysPerMinute: 2 },
-    enterprise: { requestsPerMinute: 100, generateKeysPerMinute: 10 },
-  },
-};
+const CONFIG = ACCESS_CONFIG;
 const TOKEN = "t".repeat(40);
 const MERCHANT_KEY = `rk_dev_${"m".repeat(32)}`;
 

@@ -3,7 +3,6 @@ import { describe, expect, it } from "vitest";
 import { KeysService } from "../../gen/receipts/v1/keys_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import { FakeClock } from "../../src/clock.js";
-import type { Config } from "../../src/config.js";
 import { authenticate, createApiKey } from "../../src/domain/api-keys.js";
 import { countInWindow } from "../../src/domain/rate-limit.js";
 import { AppError } from "../../src/errors.js";
@@ -13,6 +12,7 @@ import { accessInterceptor } from "../../src/rpc/interceptors.js";
 import { policyOf } from "../../src/rpc/policy.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { ApiKeyRecord, Store } from "../../src/store/types.js";
+import { ACCESS_CONFIG } from "./access-config.js";
 
 /**
  * The access step of an API call runs in one async function, with one `await` per store call
@@ -25,14 +25,7 @@ import type { ApiKeyRecord, Store } from "../../src/store/types.js";
  * the principal handed to the handler, and whether the handler ran.
  */
 
-const CONFIG: Pick<Config, "env" | "tiers"> = {
-  env: "dev",
-  tiers: {
-    sandbox: { requestsPerMinute: 3, generateKeysPerMinute: 1 },
-    standard: { requestsPerMinute: 4, generateKeysPerMinute: 2 },
-    enterprise: { requestsPerMinute: 100, generateKeysPerMinute: 10 },
-  },
-};
+const CONFIG = ACCESS_CONFIG;
 
 /** What a caller and the handler see of one call. */
 interface Seen {
