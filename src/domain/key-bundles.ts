@@ -1,4 +1,5 @@
 import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
+import { base64OfBytes } from "../base64-text.js";
 import { AUTH_TAG_BYTES, IV_BYTES } from "../crypto/envelope.js";
 import { PublicKeyCache } from "../crypto/keys.js";
 import { storedAadBound, suiteOf } from "../crypto/suites.js";
@@ -76,11 +77,6 @@ export function checkKeyBundle(
     for (const violation of err.violations) v.add(violation.field, violation.description);
     return undefined;
   }
-}
-
-/** Standard base64 of `bytes`, read where they are (`Buffer.from(bytes)` would copy them first). */
-export function base64OfBytes(bytes: Uint8Array): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
 }
 
 /** The AES-GCM parts of a receipt sealed outside the service. */

@@ -1,10 +1,11 @@
 import type { KeyBundle } from "../../gen/receipts/v1/receipt_pb.js";
+import { base64OfBytes } from "../base64-text.js";
 import { isKeyAlgorithm, KEY_ALGORITHMS } from "../crypto/suites.js";
 import { AppError, Violations } from "../errors.js";
 import type { ApiKeyRecord } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import { admitToEscrow } from "./escrow.js";
-import { base64OfBytes, checkKeyBundle, checkSealedBytes } from "./key-bundles.js";
+import { checkKeyBundle, checkSealedBytes } from "./key-bundles.js";
 import { assertMerchantIdUsable } from "./merchants.js";
 import { checkReceiptIdentity, type ReceiptIdentityInput } from "./receipt-rules.js";
 import { type CardRef, checkCardRef, recipientOf } from "./routing.js";

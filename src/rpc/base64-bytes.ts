@@ -5,6 +5,7 @@
  * loop's time listing a page of receipts.
  */
 
+import { base64OfBytes } from "../base64-text.js";
 import { isWellFormed } from "./json-rules.js";
 
 const TEXT = Symbol("base64 text");
@@ -41,10 +42,7 @@ function isEncodingOf(text: string, decoded: number): boolean {
 
 /** Standard base64 of `bytes`: the text they were decoded from, when they remember it. */
 export function base64Of(bytes: Uint8Array): string {
-  return (
-    (bytes as WithText)[TEXT] ??
-    Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64")
-  );
+  return (bytes as WithText)[TEXT] ?? base64OfBytes(bytes);
 }
 
 /** Where {@link base64TextOf} decodes, to count the bytes: grown to the largest text seen, never shrunk. */

@@ -5,6 +5,8 @@
  * problem to name, and is not checked a second time.
  */
 
+import { keepCanonicalBase64 } from "../base64-text.js";
+
 /** How deeply messages (and Struct values) may nest in a request body. */
 export const MAX_JSON_DEPTH = 32;
 
@@ -51,7 +53,10 @@ export function bytesOfBase64Text(text: string): Uint8Array | undefined {
   if (Buffer.byteLength(text, "utf8") !== length) return undefined;
   const bytes = new Uint8Array(((length - padding) >> 2) * 3 + (tail === 0 ? 0 : tail - 1));
   const written = Buffer.from(bytes.buffer).write(text, "base64");
-  return written === bytes.length ? bytes : undefined;
+  if (written !== bytes.length) return undefined;
+  // A sealed part is stored and answered as this very text when it is canonical: not encoded twice.
+  keepCanonicalBase64(bytes, text);
+  return bytes;
 }
 
 interface WellFormed {

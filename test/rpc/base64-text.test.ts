@@ -2,6 +2,8 @@ import { base64Decode } from "@bufbuild/protobuf/wire";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { EncryptedReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
+import { base64OfBytes, keptBase64 } from "../../src/base64-text.js";
+import { base64Of } from "../../src/rpc/base64-bytes.js";
 import { compiledJsonReader, compiledMessageFromJson } from "../../src/rpc/json-input.js";
 import { messageFromJsonReflective } from "../../src/rpc/json-reflective.js";
 import { bytesOfBase64Text, isBase64Text } from "../../src/rpc/json-rules.js";
@@ -165,5 +167,61 @@ describe("bytesOfBase64Text on the texts the readers accept", () => {
     expect(compiledMessageFromJson(EncryptedReceiptSchema, { ciphertext: "QUJD" }).ciphertext).toStrictEqual(
       new Uint8Array([65, 66, 67]),
     );
+  });
+});
+
+/**
+ * A REST request's bytes keep their text when it is exactly the standard base64 of the bytes, so that
+ * the stored record (`base64OfBytes`) and the answer (`base64Of`) use it instead of encoding the bytes
+ * again. For every text the reader accepts, both must give `Buffer#toString("base64")` of the bytes,
+ * and the text must be kept exactly when it is that (else the short cut is never taken).
+ */
+describe("the canonical base64 text kept by the reader", () => {
+  it("is kept exactly when it is the bytes' standard base64, and both encoders give that", () => {
+    let kept = 0;
+    let encoded = 0;
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          nearTexts,
+          editedTexts,
+          texts,
+          fc.uint8Array({ maxLength: 80 }).map((b) => Buffer.from(b).toString("base64")),
+        ),
+        (text) => {
+          const bytes = bytesOfBase64Text(text);
+          if (bytes === undefined) return;
+          const standard = Buffer.from(bytes).toString("base64");
+          expect(keptBase64(bytes)).toBe(text === standard ? text : undefined);
+          expect(base64OfBytes(bytes)).toBe(standard);
+          expect(base64Of(bytes)).toBe(standard);
+          if (text === standard) kept++;
+          else encoded++;
+        },
+      ),
+      fuzzSettings(5000),
+    );
+    expect(kept).toBeGreaterThan(500);
+    expect(encoded).toBeGreaterThan(500);
+  });
+
+  it("is not kept for texts that decode to the same bytes in another form", () => {
+    // Bits set past the last byte, base64url letters, no padding: Node decodes each, to these bytes.
+    for (const [text, standard] of [
+      ["QR==", "QQ=="],
+      ["QUJ=", "QUI="],
+      ["-_-_", "+/+/"],
+      ["QQ", "QQ=="],
+    ] as const) {
+      const bytes = bytesOfBase64Text(text);
+      expect(bytes, text).toBeDefined();
+      if (bytes === undefined) continue;
+      expect(keptBase64(bytes), text).toBeUndefined();
+      expect(base64OfBytes(bytes), text).toBe(standard);
+    }
+    // Padding inside a text: Node's decoder stops at the first "=", so the reader refuses it.
+    expect(bytesOfBase64Text("QQ==QUJD")).toBeUndefined();
+    const bytes = bytesOfBase64Text("QUI=");
+    expect(bytes && keptBase64(bytes)).toBe("QUI=");
   });
 });
