@@ -2,7 +2,7 @@ import { create, toJson } from "@bufbuild/protobuf";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { timestampJson } from "../src/proto-scalars.js";
+import { dateJson, timestampJson, timestampOf } from "../src/proto-scalars.js";
 
 const MIN_SECONDS = Date.parse("0001-01-01T00:00:00Z") / 1000;
 const MAX_SECONDS = Date.parse("9999-12-31T23:59:59Z") / 1000;
@@ -61,5 +61,35 @@ describe("timestampJson", () => {
       expect(() => toJson(TimestampSchema, ts)).toThrow();
       expect(() => timestampJson(ts)).toThrow();
     }
+  });
+});
+
+describe("dateJson", () => {
+  it("writes every date as timestampJson writes its Timestamp, in range and out", () => {
+    const outcome = (make: () => string) => {
+      try {
+        return make();
+      } catch (err) {
+        return `threw ${(err as Error).constructor.name}`;
+      }
+    };
+    const dates = fc.oneof(
+      fc.integer({ min: MIN_SECONDS * 1000, max: MAX_SECONDS * 1000 + 999 }).map((ms) => new Date(ms)),
+      fc.integer({ min: MIN_SECONDS, max: MAX_SECONDS }).map((s) => new Date(s * 1000)),
+      fc.constantFrom(
+        new Date(Number.NaN),
+        new Date(MIN_SECONDS * 1000 - 1),
+        new Date(MAX_SECONDS * 1000 + 1000),
+        new Date(MAX_SECONDS * 1000 + 999),
+        new Date(-1),
+        new Date(0),
+      ),
+    );
+    fc.assert(
+      fc.property(dates, (date) => {
+        expect(outcome(() => dateJson(date))).toBe(outcome(() => timestampJson(timestampOf(date))));
+      }),
+      { numRuns: 5_000 },
+    );
   });
 });
