@@ -1,7 +1,8 @@
 import type { EncryptedReceipt } from "../../gen/receipts/v1/receipt_pb.js";
 import type { ListReceiptsResponse } from "../../gen/receipts/v1/receipts_pb.js";
 import { isAadBound, isKeyAlgorithm } from "../crypto/suites.js";
-import { timestampJson, timestampOf } from "../proto-scalars.js";
+import { dateJson } from "../proto-scalars.js";
+import { type PageProofs, type SealedTexts, sealedTextsOf } from "../store/sealed-texts.js";
 import type { ReceiptPage, ReceiptRecord } from "../store/types.js";
 import { base64TextOf } from "./base64-bytes.js";
 import { encryptedReceiptOf } from "./convert.js";
@@ -19,6 +20,7 @@ import { OWN_JSON_TEXT, stringText } from "./json-text.js";
  */
 export function receiptPageResponse(page: ReceiptPage): ListReceiptsResponse {
   const records = page.receipts;
+  const proofs = sealedTextsOf(page);
   let receipts: EncryptedReceipt[] | undefined;
   const message = { $typeName: "receipts.v1.ListReceiptsResponse" } as ListReceiptsResponse;
   Object.defineProperty(message, "receipts", {
@@ -34,48 +36,59 @@ export function receiptPageResponse(page: ReceiptPage): ListReceiptsResponse {
   });
   message.nextPageToken = page.nextCursor ?? "";
   Object.defineProperty(message, OWN_JSON_TEXT, {
-    value: () => (receipts === undefined ? pageText(records, message.nextPageToken) : undefined),
+    value: () => (receipts === undefined ? pageText(records, proofs, message.nextPageToken) : undefined),
   });
   return message;
 }
 
 /** The message's JSON text from its records, or undefined when one of them is not of the store's shape. */
-function pageText(records: readonly ReceiptRecord[], nextPageToken: unknown): string | undefined {
+function pageText(
+  records: readonly ReceiptRecord[],
+  proofs: PageProofs | undefined,
+  nextPageToken: unknown,
+): string | undefined {
   if (typeof nextPageToken !== "string") return undefined;
   let text = "";
   for (let i = 0; i < records.length; i++) {
     const record = records[i] as ReceiptRecord;
     if (!isPlainRecord(record)) return undefined;
-    text = i === 0 ? receiptText(record) : `${text},${receiptText(record)}`;
+    const proven = proofs?.[i];
+    text = i === 0 ? receiptText(record, proven) : `${text},${receiptText(record, proven)}`;
   }
   return `{"receipts":[${text}],"nextPageToken":${stringText(nextPageToken)}}`;
 }
 
-/** `EncryptedReceipt` JSON of a record, members in field-number order, as the compiled writer has them. */
-function receiptText(r: ReceiptRecord): string {
+/**
+ * `EncryptedReceipt` JSON of a record, members in field-number order, as the compiled writer has them;
+ * a sealed part's text is put in as it is when it is the text its store proved canonical, else after
+ * {@link base64TextOf}'s decode.
+ */
+function receiptText(r: ReceiptRecord, proven: SealedTexts | undefined): string {
   const bundle = r.keyBundle;
   let text = `{"version":${stringText(r.version)},"receiptId":${stringText(r.receiptId)},"keyId":${stringText(
     bundle.keyId,
-  )},"keyBundle":{"encryptedAesKey":"${base64TextOf(bundle.encryptedAesKey)}","keyId":${stringText(
+  )},"keyBundle":{"encryptedAesKey":"${partText(bundle.encryptedAesKey, proven?.encryptedAesKey)}","keyId":${stringText(
     bundle.keyId,
   )},"algorithm":${stringText(bundle.algorithm)}`;
   if (bundle.encapsulatedKey !== undefined) {
-    text += `,"encapsulatedKey":"${base64TextOf(bundle.encapsulatedKey)}"`;
+    text += `,"encapsulatedKey":"${partText(bundle.encapsulatedKey, proven?.encapsulatedKey)}"`;
   }
-  text += `,"aadBound":${isAadBound(bundle.algorithm, bundle.aadBound)}},"ciphertext":"${base64TextOf(
+  text += `,"aadBound":${isAadBound(bundle.algorithm, bundle.aadBound)}},"ciphertext":"${partText(
     r.ciphertext,
-  )}","iv":"${base64TextOf(r.iv)}","authTag":"${base64TextOf(r.authTag)}","merchantId":${stringText(
+    proven?.ciphertext,
+  )}","iv":"${partText(r.iv, proven?.iv)}","authTag":"${partText(r.authTag, proven?.authTag)}","merchantId":${stringText(
     r.merchantId,
-  )},"transactionId":${stringText(r.transactionId)},"createdAt":"${dateText(r.createdAt)}","isEscrowed":${
+  )},"transactionId":${stringText(r.transactionId)},"createdAt":"${dateJson(r.createdAt)}","isEscrowed":${
     r.isEscrowed
   }`;
   if (r.escrowKeyId !== undefined) text += `,"escrowKeyId":${stringText(r.escrowKeyId)}`;
-  if (r.expiresAt !== undefined) text += `,"expiresAt":"${dateText(r.expiresAt)}"`;
+  if (r.expiresAt !== undefined) text += `,"expiresAt":"${dateJson(r.expiresAt)}"`;
   return `${text}}`;
 }
 
-function dateText(date: Date): string {
-  return timestampJson(timestampOf(date));
+/** A sealed part's text in the answer: `text` itself when it is the one proven, else checked by a decode. */
+function partText(text: string, proven: string | undefined): string {
+  return text === proven ? text : base64TextOf(text);
 }
 
 const MIN_MS = Date.parse("0001-01-01T00:00:00Z");

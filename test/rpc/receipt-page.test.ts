@@ -15,9 +15,12 @@ import { encryptedReceiptOf } from "../../src/rpc/convert.js";
 import { compiledMessageToJsonText, OWN_JSON_TEXT } from "../../src/rpc/json-text.js";
 import { receiptPageResponse } from "../../src/rpc/receipt-page.js";
 import { receiptsService } from "../../src/rpc/services/receipts.js";
-import { receiptDoc, receiptRecord } from "../../src/store/mongo/receipt-docs.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
+import { receiptDoc, receiptRecord, sealedTextsOfDoc } from "../../src/store/mongo/receipt-docs.js";
+import { sealedTextsOf, withSealedTexts } from "../../src/store/sealed-texts.js";
 import type { ApiKeyRecord, ReceiptPage, ReceiptRecord } from "../../src/store/types.js";
 import { fuzzSettings } from "../hardening/support.js";
+import { at, escrowedReceipt, owner, receipt } from "../store/fixtures.js";
 import { richStrings } from "../support/messages.js";
 
 /**
@@ -207,6 +210,134 @@ describe("a page of receipts written from its records", () => {
     expect(compiledMessageToJsonText(schema, message)).toBe('{"receipts":[],"nextPageToken":"next\\"one"}');
     message.receipts = plainOf({ receipts: [] }).receipts;
     expect(compiledMessageToJsonText(schema, message)).toBe('{"receipts":[],"nextPageToken":"next\\"one"}');
+  });
+});
+
+/** The text a page's message writes by itself, or undefined when it leaves it to the compiled writer. */
+function ownText(message: ListReceiptsResponse): string | undefined {
+  return (message as unknown as { [OWN_JSON_TEXT]: () => string | undefined })[OWN_JSON_TEXT]();
+}
+
+/** The test's own account of canonical base64: what Node writes of the text's bytes is the text. */
+function isCanonical(text: string): boolean {
+  return Buffer.from(text, "base64").toString("base64") === text;
+}
+
+/** The sealed parts of a receipt: texts as a store might hold them, canonical or corrupt. */
+const sealedParts = fc.record({
+  ciphertext: storedTexts,
+  iv: storedTexts,
+  authTag: storedTexts,
+  encryptedAesKey: storedTexts,
+  encapsulatedKey: fc.option(storedTexts, { nil: undefined }),
+});
+
+type SealedParts = typeof sealedParts extends fc.Arbitrary<infer T> ? T : never;
+
+function bundleOf(parts: SealedParts, keyId: string) {
+  return {
+    keyId,
+    algorithm: parts.encapsulatedKey === undefined ? "RSA-OAEP-256" : "HPKE-P256-SHA256-A256GCM",
+    encryptedAesKey: parts.encryptedAesKey,
+    ...(parts.encapsulatedKey === undefined ? {} : { encapsulatedKey: parts.encapsulatedKey }),
+  } as const;
+}
+
+describe("a page's sealed texts proven by its store", () => {
+  it("memory store: its pages are written as the plain message's, before and after a key bundle changes", async () => {
+    let proven = 0;
+    let unproven = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(sealedParts, { minLength: 1, maxLength: 4 }),
+        sealedParts,
+        async (parts, rewrapped) => {
+          const receipts = createMemoryStore().receipts;
+          for (const [i, p] of parts.entries()) {
+            const { encapsulatedKey: _e, encryptedAesKey: _k, ...texts } = p;
+            await receipts.insert(
+              receipt("u-1", { ...texts, keyBundle: bundleOf(p, `k-${i}`), createdAt: at(i) }),
+            );
+          }
+          // An escrowed receipt released to the user, then released again with another key bundle.
+          const escrowed = escrowedReceipt(owner("u-1").panHash, at(10_000), {
+            createdAt: at(100),
+            escrowOwnerTenantId: "tnt_issuer",
+          });
+          await receipts.insert(escrowed);
+          const to = { userId: "u-1", keyBundle: bundleOf(parts[0] as SealedParts, "k-r") };
+          expect(await receipts.release(escrowed, { ...to, issuerTenantId: "t" }, undefined, [], true)).toBe(
+            true,
+          );
+          const texts = async () => {
+            const page = await receipts.listByUser(owner("u-1"), 10);
+            for (const [i, t] of (sealedTextsOf(page) ?? []).entries()) {
+              const r = page.receipts[i] as ReceiptRecord;
+              if (t === undefined) unproven++;
+              else proven++;
+              const canonical =
+                [r.ciphertext, r.iv, r.authTag, r.keyBundle.encryptedAesKey].every(isCanonical) &&
+                (r.keyBundle.encapsulatedKey === undefined || isCanonical(r.keyBundle.encapsulatedKey));
+              expect(t !== undefined).toBe(canonical);
+            }
+            const own = ownText(receiptPageResponse(page));
+            expect(own).toBeDefined();
+            expect(own).toBe(compiledMessageToJsonText(schema, plainOf(page)));
+          };
+          await texts();
+          await texts(); // the proofs remembered
+          const again = { userId: "u-1", keyBundle: bundleOf(rewrapped, "k-again") };
+          expect(await receipts.releaseAgain(escrowed, again, "tnt_issuer", at(200))).toBe(true);
+          await texts();
+        },
+      ),
+      fuzzSettings(300),
+    );
+    expect(proven).toBeGreaterThan(50);
+    expect(unproven).toBeGreaterThan(50);
+  });
+
+  it("MongoDB store: texts read from BSON binary are proven, the others are not", () => {
+    fc.assert(
+      fc.property(record, (r) => {
+        let doc: ReturnType<typeof receiptDoc>;
+        try {
+          doc = receiptDoc(r);
+        } catch {
+          return; // a record the document mapping refuses
+        }
+        const read = receiptRecord(doc);
+        const texts = sealedTextsOfDoc(doc, read);
+        const b = read.keyBundle;
+        const parts = [read.ciphertext, read.iv, read.authTag, b.encryptedAesKey];
+        if (b.encapsulatedKey !== undefined) parts.push(b.encapsulatedKey);
+        if (texts !== undefined) expect(parts.every(isCanonical)).toBe(true);
+        else expect(parts.every(isCanonical)).toBe(false);
+        const page = withSealedTexts({ receipts: [read] }, [texts]);
+        const written = outcome(() => compiledMessageToJsonText(schema, receiptPageResponse(page)));
+        expect(written).toBe(outcome(() => compiledMessageToJsonText(schema, plainOf(page))));
+      }),
+      fuzzSettings(1500),
+    );
+  });
+
+  it("takes a record's text as proven only while it is the very text proven", () => {
+    const canonical = Buffer.from("sealed bytes").toString("base64");
+    const r = receipt("u-1", { ciphertext: canonical });
+    const page = withSealedTexts({ receipts: [r] }, [
+      {
+        ciphertext: canonical,
+        iv: r.iv,
+        authTag: r.authTag,
+        encryptedAesKey: r.keyBundle.encryptedAesKey,
+        encapsulatedKey: undefined,
+      },
+    ]);
+    // Changed after the store proved it: a text Node's decoder reads past, which must not go in as it is.
+    r.ciphertext = `${canonical.slice(0, 4)}"${canonical.slice(5)}`;
+    const own = ownText(receiptPageResponse(page));
+    expect(own).toBe(compiledMessageToJsonText(schema, plainOf(page)));
+    expect(own).not.toContain(r.ciphertext);
   });
 });
 

@@ -3,6 +3,13 @@
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { EventRecord } from "../event-types.js";
 import {
+  type CheckedTexts,
+  checkSealedTexts,
+  isSameTexts,
+  type SealedTexts,
+  withSealedTexts,
+} from "../sealed-texts.js";
+import {
   deleteLimitOf,
   type EscrowCopy,
   type EscrowCopyPage,
@@ -121,6 +128,22 @@ function copyOf(c: KeptCopy): EscrowCopy {
   };
 }
 
+/** The kept receipts' sealed texts as last checked (the texts they held then). */
+const checkedTexts = new WeakMap<KeptReceipt, CheckedTexts>();
+
+/**
+ * `k`'s sealed texts when they are canonical: checked on a receipt's first listing (and again after its
+ * key bundle is replaced), so that a page's REST text need not decode them on every read.
+ */
+function sealedTextsOfKept(k: KeptReceipt): SealedTexts | undefined {
+  let checked = checkedTexts.get(k);
+  if (checked === undefined || !isSameTexts(checked, k)) {
+    checked = checkSealedTexts(k);
+    checkedTexts.set(k, checked);
+  }
+  return checked.canonical ? checked : undefined;
+}
+
 /** A new `ReceiptRecord` of a kept receipt (the contract's "records are returned as copies"). */
 function recordOf(k: KeptReceipt): ReceiptRecord {
   const record: ReceiptRecord = {
@@ -237,10 +260,14 @@ export class MemoryReceipts implements ReceiptStore {
       limit + 1,
       after && { createdAtMs: after.createdAt.getTime(), id: after.id },
     );
-    const receipts = newestFirst.slice(0, limit).map(recordOf);
+    const kept = newestFirst.slice(0, limit);
+    const receipts = kept.map(recordOf);
     const last = receipts.at(-1);
-    if (newestFirst.length <= limit || last === undefined) return { receipts };
-    return { receipts, nextCursor: encodeCursor(last) };
+    const page: ReceiptPage =
+      newestFirst.length <= limit || last === undefined
+        ? { receipts }
+        : { receipts, nextCursor: encodeCursor(last) };
+    return withSealedTexts(page, kept.map(sealedTextsOfKept));
   }
 
   async findEscrowed(query: EscrowQuery, now: Date, limit: number, cursor?: string): Promise<ReceiptPage> {

@@ -1,5 +1,6 @@
 import { Binary } from "mongodb";
 import { RSA_OAEP_256 } from "../../crypto/suites.js";
+import type { SealedTexts } from "../sealed-texts.js";
 import type { EscrowCopy, ReceiptRecord, StoredKeyBundle } from "../types.js";
 
 /**
@@ -89,6 +90,30 @@ export function receiptRecord(doc: ReceiptDoc): ReceiptRecord {
     ciphertext: toText(ciphertext),
     iv: toText(iv),
     authTag: toText(authTag),
+  };
+}
+
+/**
+ * The sealed texts of `record`, read from `doc` by {@link receiptRecord}, when every one of them was
+ * stored as binary: then each is `Buffer#toString("base64")` of its bytes, canonical with no check.
+ */
+export function sealedTextsOfDoc(doc: ReceiptDoc, record: ReceiptRecord): SealedTexts | undefined {
+  const bundle = doc.keyBundle;
+  if (
+    !(doc.ciphertext instanceof Binary) ||
+    !(doc.iv instanceof Binary) ||
+    !(doc.authTag instanceof Binary) ||
+    !(bundle.encryptedAesKey instanceof Binary) ||
+    !(bundle.encapsulatedKey === undefined || bundle.encapsulatedKey instanceof Binary)
+  ) {
+    return undefined;
+  }
+  return {
+    encryptedAesKey: record.keyBundle.encryptedAesKey,
+    encapsulatedKey: record.keyBundle.encapsulatedKey,
+    ciphertext: record.ciphertext,
+    iv: record.iv,
+    authTag: record.authTag,
   };
 }
 

@@ -3,6 +3,7 @@
 import type { ClientSession, Filter } from "mongodb";
 import { decodeCursor, encodeCursor } from "../cursor.js";
 import type { EventRecord } from "../event-types.js";
+import { withSealedTexts } from "../sealed-texts.js";
 import {
   deleteLimitOf,
   type EscrowCopy,
@@ -28,6 +29,7 @@ import {
   type ReceiptDoc,
   receiptDoc,
   receiptRecord,
+  sealedTextsOfDoc,
 } from "./receipt-docs.js";
 import { scatterGather } from "./sharding.js";
 
@@ -325,10 +327,17 @@ export class MongoReceipts implements ReceiptStore {
         .sort({ createdAt: -1, id: -1 })
         .limit(limit + 1)
         .toArray();
-      const receipts = found.slice(0, limit).map(receiptRecord);
+      const docs = found.slice(0, limit);
+      const receipts = docs.map(receiptRecord);
       const last = receipts.at(-1);
-      if (found.length <= limit || last === undefined) return { receipts };
-      return { receipts, nextCursor: encodeCursor(last) };
+      const page: ReceiptPage =
+        found.length <= limit || last === undefined
+          ? { receipts }
+          : { receipts, nextCursor: encodeCursor(last) };
+      return withSealedTexts(
+        page,
+        docs.map((doc, i) => sealedTextsOfDoc(doc, receipts[i] as ReceiptRecord)),
+      );
     });
   }
 
