@@ -1,8 +1,10 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import type { KtCheckpointRecord, KtCosignature, KtDirectoryRecord } from "../../src/store/kt-types.js";
 import { apiKeyCopy } from "../../src/store/memory/api-keys.js";
 import { auditCopy } from "../../src/store/memory/audit.js";
 import { copy } from "../../src/store/memory/copy.js";
+import { checkpointCopy, directoryCopy } from "../../src/store/memory/kt-log.js";
 import { keyCopy, userCopy } from "../../src/store/memory/users.js";
 import type { ApiKeyRecord, AuditEvent, KeyRecord, UserRecord } from "../../src/store/types.js";
 import { objectsOf, shapeOf } from "./copy-shapes.js";
@@ -74,6 +76,30 @@ const auditMembers: Members<AuditEvent> = {
   subject: text,
   actorTenantId: text,
   byOperator: fc.boolean(),
+};
+
+const cosignatureMembers: Members<KtCosignature> = { line: text, timestamp: fc.nat() };
+
+/** Bytes as a plain `Uint8Array` or as a `Buffer` that views a larger pool (what a store may hold). */
+const bytes = fc.oneof(
+  fc.uint8Array({ maxLength: 40 }),
+  fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.concat([Buffer.alloc(3), b]).subarray(3)),
+);
+
+const checkpointMembers: Members<KtCheckpointRecord> = {
+  size: fc.nat(),
+  root: bytes,
+  note: text,
+  signedAt: date,
+  cosignatures: fc.dictionary(text, fc.record(cosignatureMembers), { maxKeys: 4 }),
+};
+
+const directoryMembers: Members<KtDirectoryRecord> = {
+  sha256: text,
+  index: fc.nat(),
+  json: text,
+  issuedAt: date,
+  notAfter: date,
 };
 
 /**
@@ -160,5 +186,21 @@ describe("memory store record copies", () => {
 
   it("copies an audit event as the generic copy does, sharing nothing", () => {
     holdsToGeneric(records(auditMembers, ["at", "action", "tenantId", "requestId", "sourceIp"]), auditCopy);
+  });
+
+  it("copies a key log checkpoint as the generic copy does, sharing nothing", () => {
+    holdsToGeneric(records(checkpointMembers, Object.keys(checkpointMembers) as never), checkpointCopy);
+    fc.assert(
+      fc.property(records(checkpointMembers, Object.keys(checkpointMembers) as never), (record) => {
+        // Its root as the generic copy gives bytes: a plain Uint8Array holding only them.
+        const root = checkpointCopy(record).root;
+        expect(Object.getPrototypeOf(root)).toBe(Uint8Array.prototype);
+        expect([root.byteOffset, root.buffer.byteLength]).toEqual([0, record.root.length]);
+      }),
+    );
+  });
+
+  it("copies a key log directory snapshot as the generic copy does, sharing nothing", () => {
+    holdsToGeneric(records(directoryMembers, Object.keys(directoryMembers) as never), directoryCopy);
   });
 });
