@@ -1,10 +1,16 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { KtCheckpointRecord, KtCosignature, KtDirectoryRecord } from "../../src/store/kt-types.js";
+import { STATEMENT_TYPES, type StatementType } from "../../src/kt/statements.js";
+import type {
+  KtCheckpointRecord,
+  KtCosignature,
+  KtDirectoryRecord,
+  KtLeafRecord,
+} from "../../src/store/kt-types.js";
 import { apiKeyCopy } from "../../src/store/memory/api-keys.js";
 import { auditCopy } from "../../src/store/memory/audit.js";
 import { copy } from "../../src/store/memory/copy.js";
-import { checkpointCopy, directoryCopy } from "../../src/store/memory/kt-log.js";
+import { checkpointCopy, directoryCopy, leafCopy } from "../../src/store/memory/kt-log.js";
 import { keyCopy, userCopy } from "../../src/store/memory/users.js";
 import type { ApiKeyRecord, AuditEvent, KeyRecord, UserRecord } from "../../src/store/types.js";
 import { objectsOf, shapeOf } from "./copy-shapes.js";
@@ -92,6 +98,28 @@ const checkpointMembers: Members<KtCheckpointRecord> = {
   note: text,
   signedAt: date,
   cosignatures: fc.dictionary(text, fc.record(cosignatureMembers), { maxKeys: 4 }),
+};
+
+const leafMembers: Members<KtLeafRecord> = {
+  index: fc.nat(),
+  kind: fc.constantFrom("statement", "directory", "transfer"),
+  leaf: bytes,
+  directorySha256: text,
+  appendedAt: date,
+  pendingId: text,
+  tenantId: text,
+  type: fc.constantFrom(...(Object.keys(STATEMENT_TYPES) as StatementType[])),
+  sequence: text,
+  version: fc.nat(),
+  statement: text,
+  signature: text,
+  signingKeyId: text,
+  opening: text,
+  cardKind: fc.constantFrom("hashed-pan", "par"),
+  cardKey: text,
+  userId: text,
+  erasedAt: date,
+  erasedStatementSha256: text,
 };
 
 const directoryMembers: Members<KtDirectoryRecord> = {
@@ -202,5 +230,19 @@ describe("memory store record copies", () => {
 
   it("copies a key log directory snapshot as the generic copy does, sharing nothing", () => {
     holdsToGeneric(records(directoryMembers, Object.keys(directoryMembers) as never), directoryCopy);
+  });
+
+  it("copies a key log leaf as the generic copy does, sharing nothing", () => {
+    holdsToGeneric(records(leafMembers, ["index", "kind", "appendedAt"]), leafCopy);
+    fc.assert(
+      fc.property(records(leafMembers, ["index", "kind", "appendedAt"]), (record) => {
+        const leaf = leafCopy(record).leaf;
+        if (record.leaf === undefined) expect(leaf).toBeUndefined();
+        else {
+          expect(Object.getPrototypeOf(leaf)).toBe(Uint8Array.prototype);
+          expect([leaf?.byteOffset, leaf?.buffer.byteLength]).toEqual([0, record.leaf.length]);
+        }
+      }),
+    );
   });
 });
