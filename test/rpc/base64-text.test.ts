@@ -138,6 +138,33 @@ describe("bytesOfBase64Text on the texts the readers accept", () => {
     expect(accepted).toBeGreaterThan(0);
   });
 
+  it("decodes texts on both sides of the reader's scratch size alike, each into bytes of its own", () => {
+    // Decodings up to 4,096 bytes go through a scratch buffer, larger ones straight into their own.
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 4_000, max: 4_200 }),
+        fc.nat(),
+        fc.constantFrom("", " ", "-", "\u0141", "A"),
+        (size, at, char) => {
+          const raw = Buffer.from(Array.from({ length: size }, (_, i) => (i * 31 + size) % 256));
+          const standard = raw.toString("base64");
+          const i = at % standard.length;
+          const edited = char === "" ? standard : standard.slice(0, i) + char + standard.slice(i + 1);
+          const bytes = bytesOfBase64Text(edited);
+          expect(bytes).toStrictEqual(reference(edited));
+          if (edited === standard) expect(bytes).toStrictEqual(new Uint8Array(raw));
+          if (bytes === undefined) return;
+          expect(Buffer.isBuffer(bytes)).toBe(false);
+          expect(bytes.buffer.byteLength).toBe(bytes.length);
+        },
+      ),
+      fuzzSettings(200),
+    );
+    const first = bytesOfBase64Text("QUJD");
+    bytesOfBase64Text("WFla");
+    expect(first).toStrictEqual(new Uint8Array([65, 66, 67]));
+  });
+
   it("decodes both alphabets, padded and unpadded, and a real envelope's parts", () => {
     const raw = Buffer.from(Array.from({ length: 257 }, (_, i) => (i * 37) % 256));
     for (const text of [
