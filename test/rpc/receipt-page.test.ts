@@ -16,10 +16,12 @@ import { compiledMessageToJsonText, OWN_JSON_TEXT } from "../../src/rpc/json-tex
 import { receiptPageResponse } from "../../src/rpc/receipt-page.js";
 import { receiptsService } from "../../src/rpc/services/receipts.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
+import { createMongoStore } from "../../src/store/mongo/index.js";
 import { receiptDoc, receiptRecord, sealedTextsOfDoc } from "../../src/store/mongo/receipt-docs.js";
 import { sealedTextsOf, withSealedTexts } from "../../src/store/sealed-texts.js";
 import type { ApiKeyRecord, ReceiptPage, ReceiptRecord } from "../../src/store/types.js";
 import { fuzzSettings } from "../hardening/support.js";
+import { FakeMongo } from "../store/fake-mongo/index.js";
 import { at, escrowedReceipt, owner, receipt } from "../store/fixtures.js";
 import { richStrings } from "../support/messages.js";
 
@@ -319,6 +321,24 @@ describe("a page's sealed texts proven by its store", () => {
       }),
       fuzzSettings(1500),
     );
+  });
+
+  it("MongoDB store (on the fake driver): a page read back is proven where its texts were stored as binary", async () => {
+    const store = await createMongoStore({
+      uri: "mongodb://fake.invalid/",
+      dbName: "receipts_page",
+      createClient: new FakeMongo({ seed: 1 }).createClient,
+    });
+    await store.init();
+    const corrupt = `${Buffer.from("sealed part").toString("base64").slice(0, -1)}"`;
+    await store.receipts.insert(receipt("u-1", { createdAt: at(1) }));
+    await store.receipts.insert(receipt("u-1", { createdAt: at(2), iv: corrupt }));
+    const page = await store.receipts.listByUser(owner("u-1"), 10);
+    expect(page.receipts.map((r) => r.iv === corrupt)).toEqual([true, false]);
+    expect(sealedTextsOf(page)?.map((t) => t !== undefined)).toEqual([false, true]);
+    const own = ownText(receiptPageResponse(page));
+    expect(own).toBe(compiledMessageToJsonText(schema, plainOf(page)));
+    expect(own).not.toContain(corrupt);
   });
 
   it("takes a record's text as proven only while it is the very text proven", () => {
