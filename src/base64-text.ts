@@ -37,6 +37,14 @@ export function keepCanonicalBase64(bytes: Uint8Array, text: string): void {
   (bytes as WithCanonical)[CANONICAL] = text;
 }
 
+/**
+ * Whether `text` is the standard padded base64 of its own bytes, exactly as Node writes it: a text
+ * nobody decoded yet (a stored one), checked by decoding and encoding it again.
+ */
+export function isCanonicalBase64(text: unknown): boolean {
+  return typeof text === "string" && Buffer.from(text, "base64").toString("base64") === text;
+}
+
 /** The standard base64 text `bytes` keep from their decoding, if any. */
 export function keptBase64(bytes: Uint8Array): string | undefined {
   return (bytes as WithCanonical)[CANONICAL];

@@ -3,6 +3,10 @@
  * as base64; a response message holds them as bytes (gRPC sends bytes), and REST JSON writes them as
  * base64 again: encoding them a second time, with the Buffers it makes, was about 6% of the event
  * loop's time listing a page of receipts.
+ *
+ * What is remembered here is a text the JSON writers may put between quotes as it is (it needs no
+ * escaping and decodes to the bytes); src/base64-text.ts keeps the stronger kind, a text that is exactly
+ * the bytes' standard encoding, which the domain may also store. `base64Of` takes either.
  */
 
 import { base64OfBytes } from "../base64-text.js";

@@ -9,6 +9,7 @@
  * a record changed or moved after its page was read is merely checked again.
  */
 
+import { isCanonicalBase64 } from "../base64-text.js";
 import type { ReceiptPage } from "./types.js";
 
 /** The sealed parts' texts of one record, each canonical standard base64. */
@@ -34,11 +35,6 @@ export function withSealedTexts(page: ReceiptPage, texts: PageProofs): ReceiptPa
 /** The proven texts of `page`'s records, when its store gave any. */
 export function sealedTextsOf(page: ReceiptPage): PageProofs | undefined {
   return proofs.get(page);
-}
-
-/** Whether `text` is the standard padded base64 of its own bytes, exactly as Node writes it. */
-export function isCanonicalBase64(text: unknown): boolean {
-  return typeof text === "string" && Buffer.from(text, "base64").toString("base64") === text;
 }
 
 /** A record's sealed texts as they were checked, and whether every one of them is canonical. */
