@@ -286,14 +286,25 @@ async function runSlice(load: Load, seconds: number): Promise<Slice> {
   return { ...slice, cpuSeconds: cpu1 - cpu0, mainThreadCpuSeconds: main1 - main0 };
 }
 
-/** Runs the loads in alternating slices after a warm-up of each; returns each one's sum. */
-async function alternate(loads: Load[]): Promise<Side[]> {
+/** Runs the loads in alternating slices after a warm-up of each; returns each one's slices, round by round. */
+async function alternate(loads: Load[]): Promise<Slice[][]> {
   for (const load of loads) await runSlice(load, settings.warmup);
   const slices: Slice[][] = loads.map(() => []);
   for (let round = 0; round < settings.rounds; round++) {
     for (const [i, load] of loads.entries()) slices[i]?.push(await runSlice(load, settings.seconds));
   }
-  return slices.map(sumUp);
+  return slices;
+}
+
+/**
+ * One side's rate as a share of another's, round by round: the slices of a round ran back to back, so
+ * how far these spread says how much one run of the bench decides.
+ */
+function roundRatios(side: Slice[], other: Slice[]): number[] {
+  return side.map((s, round) => {
+    const o = other[round];
+    return o === undefined ? Number.NaN : s.requests / s.seconds / (o.requests / o.seconds);
+  });
 }
 
 /** Body templates for `items` line items, one per cardholder, with {@link ID} where the ids go. */
@@ -313,6 +324,8 @@ interface Row {
   service: Side;
   baseline: Side;
   ratio: number;
+  /** `ratio` of each round alone (service and bare route slices that ran back to back). */
+  roundRatios: number[];
   floor?: Side;
   floorRatio?: number;
   /** The previous build's service (`--before`), and its rate as a share of the bare route's. */
@@ -595,7 +608,9 @@ async function measureLoad(
     { ...l.baseline, pid: bp },
     ...(l.floor === undefined ? [] : [{ ...l.floor, pid: bp }]),
   ];
-  const sums = await alternate(sides);
+  const slices = await alternate(sides);
+  const sums = slices.map(sumUp);
+  const baselineIndex = withPrior ? 2 : 1;
   let i = 0;
   const service = sums[i++] as Side;
   const before = withPrior ? sums[i++] : undefined;
@@ -608,6 +623,7 @@ async function measureLoad(
     service,
     baseline,
     ratio: service.rps / baseline.rps,
+    roundRatios: roundRatios(slices[0] ?? [], slices[baselineIndex] ?? []),
     loadAverage: loadavg()[0] ?? Number.NaN,
   };
   if (before !== undefined) Object.assign(row, { before, beforeRatio: before.rps / baseline.rps });
@@ -620,6 +636,9 @@ const pct = (x: number) => `${Math.round(x * 100)}%`;
 const rps = (side: Side) => `${Math.round(side.rps)}`;
 const us = (side: Side) => `${Math.round(side.cpuUsPerRequest)}`;
 const mainUs = (side: Side) => `${Math.round(side.mainThreadUsPerRequest)}`;
+/** The lowest and highest of a row's per-round ratios, e.g. `58-70%`. */
+const range = (r: Row) =>
+  `${Math.round(Math.min(...r.roundRatios) * 100)}-${Math.round(Math.max(...r.roundRatios) * 100)}%`;
 
 /** Every side's answers that were not successes. */
 const nonSuccesses = (r: Row) =>
@@ -629,7 +648,7 @@ function describeRow(r: Row): string {
   const refused = nonSuccesses(r);
   return (
     `fast paths ${r.fastPaths}, ${r.items} items, ${r.load}: service ${rps(r.service)} req/s ` +
-    `(p50 ${r.service.p50ms.toFixed(2)} ms, p99 ${r.service.p99ms.toFixed(2)} ms), bare ${rps(r.baseline)} -> ${pct(r.ratio)}` +
+    `(p50 ${r.service.p50ms.toFixed(2)} ms, p99 ${r.service.p99ms.toFixed(2)} ms), bare ${rps(r.baseline)} -> ${pct(r.ratio)} (rounds ${range(r)})` +
     `; CPU per answer ${us(r.service)} vs ${us(r.baseline)} us (main thread ${mainUs(r.service)} vs ${mainUs(r.baseline)})` +
     `; load average ${r.loadAverage.toFixed(1)}` +
     (r.floor === undefined ? "" : `, floor ${rps(r.floor)} -> ${pct(r.floorRatio ?? Number.NaN)}`) +
@@ -653,11 +672,11 @@ function markdown(rows: Row[], meta: Record<string, unknown>): string {
     "",
     `${JSON.stringify(meta)}`,
     "",
-    "| fast paths | items | load | load average | service req/s | bare req/s | service / bare | floor req/s | service / floor | service p99 ms | CPU us/answer service | bare | before req/s | before / bare | CPU us/answer before | non-2xx |",
-    "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    "| fast paths | items | load | load average | service req/s | bare req/s | service / bare | rounds | floor req/s | service / floor | service p99 ms | CPU us/answer service | bare | before req/s | before / bare | CPU us/answer before | non-2xx |",
+    "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...rows.map(
       (r) =>
-        `| ${r.fastPaths} | ${r.items} | ${r.load} | ${r.loadAverage.toFixed(1)} | ${rps(r.service)} | ${rps(r.baseline)} | ${pct(r.ratio)} | ` +
+        `| ${r.fastPaths} | ${r.items} | ${r.load} | ${r.loadAverage.toFixed(1)} | ${rps(r.service)} | ${rps(r.baseline)} | ${pct(r.ratio)} | ${range(r)} | ` +
         `${r.floor === undefined ? "" : rps(r.floor)} | ${r.floorRatio === undefined ? "" : pct(r.floorRatio)} | ` +
         `${r.service.p99ms.toFixed(2)} | ${us(r.service)} | ${us(r.baseline)} | ` +
         `${r.before === undefined ? "" : rps(r.before)} | ${r.beforeRatio === undefined ? "" : pct(r.beforeRatio)} | ` +
