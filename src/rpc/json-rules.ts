@@ -14,17 +14,21 @@ export const MAX_JSON_DEPTH = 32;
 export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
-const BASE64URL = /^[A-Za-z0-9_-]*$/;
+const BASE64URL = /^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$/;
 
-/** Whether `value` is base64 (padded or not) or base64url, as a JSON `bytes` field must be. */
+/**
+ * Whether `value` is base64 (padded or not) or base64url, as a JSON `bytes` field must be. Neither
+ * alphabet may end on a lone character (a length 1 more than a multiple of 4): it holds no whole byte,
+ * protobuf-es refuses it, and the field's problem is then named here like any other text's.
+ */
 export function isBase64Text(value: string): boolean {
   return BASE64.test(value) || BASE64URL.test(value);
 }
 
 /**
  * The bytes of a JSON `bytes` value, as the compiled readers read it: undefined for a text
- * {@link isBase64Text} refuses and for one with a lone last character (its length 1 more than a
- * multiple of 4, which protobuf-es refuses and Node would silently drop), else the bytes protobuf-es's
+ * {@link isBase64Text} refuses (a lone last character among them, which Node would silently drop),
+ * else the bytes protobuf-es's
  * `base64Decode` gives, decoded by Node's native decoder (protobuf-es's runs a JavaScript loop on Node
  * 20 and 22, a few per cent of a sealed receipt's CPU), in a Uint8Array of their own (a small Buffer
  * is a view into a shared pool, and compares unequal to the library's Uint8Array).

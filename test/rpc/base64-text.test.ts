@@ -121,12 +121,9 @@ describe("bytesOfBase64Text on the texts the readers accept", () => {
         if (!isBase64Text(text)) return;
         accepted++;
         const bytes = bytesOfBase64Text(text);
-        let library: Uint8Array | undefined;
-        try {
-          library = base64Decode(text);
-        } catch {
-          // protobuf-es refuses it: so must bytesOfBase64Text, and the reader then leaves it to fromJson.
-        }
+        // protobuf-es decodes every text the patterns accept (none ends on a lone character), so a
+        // REST body's bad bytes field is named by the field check, never by the library's message.
+        const library = base64Decode(text);
         expect(bytes).toStrictEqual(library);
         if (bytes === undefined) return;
         expect(Buffer.isBuffer(bytes)).toBe(false);
@@ -181,7 +178,8 @@ describe("bytesOfBase64Text on the texts the readers accept", () => {
       expect(bytesOfBase64Text(text), text).toStrictEqual(base64Decode(text));
     }
     expect(bytesOfBase64Text(raw.toString("base64"))).toStrictEqual(new Uint8Array(raw));
-    expect(isBase64Text("QUJDR")).toBe(true);
+    // A lone last character: no whole byte in it, refused by the patterns as by protobuf-es.
+    expect(isBase64Text("QUJDR")).toBe(false);
     expect(() => base64Decode("QUJDR")).toThrow();
     expect(bytesOfBase64Text("QUJDR")).toBeUndefined();
   });
