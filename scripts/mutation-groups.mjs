@@ -74,7 +74,11 @@ export const GROUPS = {
   // The memory store's files against the contract suite on the memory store; the MongoDB adapter's
   // against the same suite on the driver-level fake, plus the adapter's own tests on that fake and its
   // declared transactions on the fake as a cluster.
-  "store-memory-receipts": { mutate: ["src/store/memory/receipts.ts"], tests: ["test/store/memory.test.ts"] },
+  // The receipt page's tests hold each store's proofs of its sealed texts (src/store/sealed-texts.ts).
+  "store-memory-receipts": {
+    mutate: ["src/store/memory/receipts.ts"],
+    tests: ["test/store/memory.test.ts", "test/rpc/receipt-page.test.ts"],
+  },
   "store-memory-ownership": {
     mutate: ["src/store/memory/ownership.ts"],
     tests: ["test/store/memory.test.ts"],
@@ -89,6 +93,7 @@ export const GROUPS = {
       "test/store/mongo-unavailable.test.ts",
       "test/store/mongo-indexes-snapshot.test.ts",
       "test/docs/scaling.test.ts",
+      "test/rpc/receipt-page.test.ts",
     ],
   },
   "store-mongo-ownership": {
