@@ -222,7 +222,7 @@ export function checkMembers(
   where = "",
 ): string | undefined {
   for (const name of Object.keys(object))
-    if (!(name in rules)) return `${where}has an unknown member "${name}"`;
+    if (!Object.hasOwn(rules, name)) return `${where}has an unknown member "${name}"`;
   for (const [name, rule] of Object.entries(rules)) {
     const value = object[name];
     if (value === undefined) return `${where}lacks the member "${name}"`;
@@ -254,7 +254,7 @@ export function parseStatement(
   const object = parsed.value;
   if (object.v !== 1) return { ok: false, reason: "statement v must be 1" };
   const type = object.type;
-  if (typeof type !== "string" || !(type in STATEMENT_TYPES)) {
+  if (typeof type !== "string" || !Object.hasOwn(STATEMENT_TYPES, type)) {
     return { ok: false, reason: "statement type is not one this version knows" };
   }
   const rules = { v: oneOf(1), type: oneOf(type), ...STATEMENT_TYPES[type as StatementType] };

@@ -57,6 +57,13 @@ describe("statements", () => {
       [text({ ...binding, v: 2 }), "v must be 1"],
       [text({ ...binding, type: "receipts.v1/other" }), "type"],
       [text({ ...binding, spkiSha256: `${"A".repeat(42)}B` }), "spkiSha256"],
+      // Names every plain object inherits are members like any other: unknown, and no type.
+      [text({ ...binding, constructor: 1 }), "unknown member"],
+      [text({ ...binding, toString: "x" }), "unknown member"],
+      [text(binding).replace('{"algorithm"', '{"__proto__":{},"algorithm"'), "unknown member"],
+      ['{"type":"constructor","v":1}', "type"],
+      ['{"type":"__proto__","v":1}', "type"],
+      ['{"type":"hasOwnProperty","v":1}', "type"],
     ];
     for (const [statement, reason] of cases) {
       const parsed = parseStatement(statement);
