@@ -275,7 +275,7 @@ function checkSigned(
     now: input.now,
     witnessedAt: trusted.witnessedAt,
     delaySeconds: policy.policy.rootDelaySeconds ?? DEFAULT_ROOT_DELAY_SECONDS,
-    pinned: policy.policy.pinnedRoots?.[owner.issuer] !== undefined,
+    pinned: pinOf(policy, owner.issuer) !== undefined,
     ...(input.rootSightings === undefined ? {} : { sightings: input.rootSightings }),
     rotation: input.answer.rootRotation,
     engine: deps.engine,
@@ -305,6 +305,12 @@ function checkSigned(
     : { ok: false, check: "inclusion", reason: "the statement's leaf is not under the checkpoint" };
 }
 
+/** The root the policy pins for `issuer`: its own member only (an issuer may be named "constructor"). */
+function pinOf(policy: ParsedPolicy, issuer: string): string | undefined {
+  const pins = policy.policy.pinnedRoots;
+  return pins !== undefined && Object.hasOwn(pins, issuer) ? pins[issuer] : undefined;
+}
+
 function signerOf(policy: ParsedPolicy, owner: IssuerEntry, binding: KtBinding, now: number, sha256: Sha256) {
   const entry = currentSigningKey(owner, binding.signingKeyId, now);
   if (entry === undefined)
@@ -313,7 +319,7 @@ function signerOf(policy: ParsedPolicy, owner: IssuerEntry, binding: KtBinding, 
       check: "signature" as const,
       reason: "the signing key is not current for the issuer",
     };
-  const pin = policy.policy.pinnedRoots?.[owner.issuer];
+  const pin = pinOf(policy, owner.issuer);
   if (pin !== undefined) {
     const root = owner.signingKeys.find(
       (k) => k.role === "root" && k.status === "current" && (parseTime(k.effectiveFrom) as number) <= now,

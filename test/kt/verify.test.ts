@@ -335,6 +335,38 @@ describe("verifyLookup", () => {
     });
   });
 
+  it("reads a pin only for the issuer it names: an issuer named like an Object property is not pinned", () => {
+    const world = new World();
+    const bank = makeIssuer("constructor");
+    const key = makeUserKey();
+    const snapshot = snapshotOf([{ issuer: bank, bins: ["411111"] }]);
+    const answer = answerFor(world, {
+      statement: bindingOf(bank, key, HASHED_PAN),
+      signer: bank,
+      key,
+      snapshot,
+    });
+    const input: VerifyLookupInput = {
+      answer,
+      card: { cardRef: { hashedPan: HASHED_PAN }, bin: BIN },
+      sealTo: { keyId: key.keyId, algorithm: "HPKE-P256-SHA256-A256GCM", spki: key.spki },
+      directoryJson: snapshot,
+      now: NOW,
+    };
+    expect(verifyLookup(world.policy(), input)).toMatchObject({ ok: true, issuer: "constructor" });
+    // A pin of another issuer leaves this one unpinned: accepted as without pins, and under a root
+    // delay this verifier has not waited out, refused for the delay (a pin would skip it).
+    expect(verifyLookup(world.policy({ pinnedRoots: { "bank-b": "A".repeat(43) } }), input)).toMatchObject({
+      ok: true,
+    });
+    expect(
+      verifyLookup(
+        world.policy({ pinnedRoots: { "bank-b": "A".repeat(43) }, rootDelaySeconds: 3600 }),
+        input,
+      ),
+    ).toMatchObject({ ok: false, check: "root" });
+  });
+
   it("answers the same with a cache, and still applies the clock to a cached checkpoint", () => {
     const s = setting();
     const cache = new VerifierCache(2);
