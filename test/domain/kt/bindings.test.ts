@@ -493,6 +493,51 @@ describe("key bindings on register", () => {
         "invalid_request",
         "binding.statement",
       );
+      // Other spellings of the same content, signed: a number as 1.0, a member name escaped.
+      const respelled: Array<(text: string) => string> = [
+        (text) => text.replace('"version":1}', '"version":1.0}'),
+        (text) => text.replace('"bin":', '"\\u0062in":'),
+      ];
+      for (const respell of respelled) {
+        await attempt(
+          async (pan, d) => rawBinding(root, respell(canonical(bindingObject(bank, pan, d)))),
+          "invalid_request",
+          "canonical form",
+        );
+      }
+    });
+
+    it("a member beyond the binding's, even one named like an Object property, signed", async () => {
+      // "constructor", "toString" and "__proto__" were once taken as known members (and registered).
+      for (const name of ["extra", "constructor", "toString", "__proto__"]) {
+        await attempt(
+          async (pan, d) => rawBinding(root, canonical({ ...bindingObject(bank, pan, d), [name]: 1 })),
+          "invalid_request",
+          `unknown member \\"${name}\\"`,
+        );
+      }
+    });
+
+    it("a signature that is not raw r || s or R || S of 64 bytes (a DER ECDSA signature)", async () => {
+      await attempt(
+        async (pan, d) => {
+          const signed = await signStatement(statementFor(bank, pan, d), root);
+          const raw = fromBase64Strict(signed.signature) as Uint8Array;
+          const der = new Uint8Array([
+            0x30,
+            0x44,
+            0x02,
+            0x20,
+            ...raw.slice(0, 32),
+            0x02,
+            0x20,
+            ...raw.slice(32),
+          ]);
+          return { ...signed, signature: base64(der) };
+        },
+        "invalid_request",
+        "binding.signature",
+      );
     });
   });
 });
