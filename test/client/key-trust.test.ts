@@ -229,4 +229,48 @@ describe("KeyTrust and sealReceipt with a lookup answer", () => {
     };
     expect(() => createKeyTrust({ policy, baseUrl: server.url })).toThrow(/at least 3 witnesses/);
   });
+
+  it("refuses a hostile value in any member of an honest answer with a KeyVerificationError, never another error", async () => {
+    const answer = serve(directory.honest());
+    await trust.verify(answer, CARD);
+    const hostile: unknown[] = [null, "", -1, 0, 1.5, 2 ** 53, "1", "x".repeat(10_000), [], {}, true];
+    hostile.push("AAAA", [""], ["A".repeat(44)], 99);
+    const outcomes: string[] = [];
+    for (const path of memberPaths(answer)) {
+      const original = path.reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], answer);
+      for (const value of hostile) {
+        if (JSON.stringify(value) === JSON.stringify(original)) continue;
+        const outcome = await trust.verify(withMember(answer, path, value) as typeof answer, CARD).then(
+          (v) => `accepted${v.isEscrowed ? " as escrow" : ""}`,
+          (e: unknown) => (e instanceof KeyVerificationError ? "refused" : `threw ${String(e)}`),
+        );
+        if (outcome !== "refused")
+          outcomes.push(`${path.join(".")}=${JSON.stringify(value)?.slice(0, 40)}: ${outcome}`);
+      }
+    }
+    // The two flags are read as `=== true` (anything else is false: a key answer, checked as one; true
+    // for isEscrowed asks for an escrow key, refused), and an int64 may come as its decimal string;
+    // every other change is refused by the checks.
+    const flags = (name: string) =>
+      hostile.filter((v) => v !== true).map((v) => `${name}=${JSON.stringify(v)?.slice(0, 40)}: accepted`);
+    expect(outcomes.sort()).toEqual(
+      [...flags("isEscrowed"), ...flags("aadBound"), 'proof.leafIndex="1": accepted'].sort(),
+    );
+    expect(server.sent()).toEqual([]);
+  });
 });
+
+/** The path of every member (objects and arrays included) of a JSON value. */
+function memberPaths(value: unknown, prefix: string[] = []): string[][] {
+  if (value === null || typeof value !== "object") return [prefix];
+  return [prefix, ...Object.entries(value).flatMap(([k, v]) => memberPaths(v, [...prefix, k]))];
+}
+
+/** A copy of `value` with the member at `path` replaced. */
+function withMember(value: unknown, path: string[], member: unknown): unknown {
+  const [head, ...rest] = path;
+  if (head === undefined) return member;
+  const copy = (Array.isArray(value) ? [...value] : { ...(value as object) }) as Record<string, unknown>;
+  copy[head] = withMember(copy[head], rest, member);
+  return copy;
+}
