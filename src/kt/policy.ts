@@ -101,7 +101,7 @@ export interface TrustedCheckpoint {
   checkpoint: Checkpoint;
   /** The note text that was signed. */
   text: string;
-  /** The quorum's freshness: the quorum-th newest cosignature time (seconds). */
+  /** The quorum's freshness: when the freshest quorum of two organisations had all cosigned (seconds). */
   witnessedAt: number;
 }
 
@@ -146,8 +146,8 @@ export function checkCheckpointSignatures(
 
 /**
  * The clock's part at `now` (seconds): cosignatures more than a minute in the future do not count; a
- * quorum of distinct witnesses from at least 2 organisations is needed; and the quorum-th newest
- * cosignature is at most `maxCheckpointAgeSeconds` old.
+ * quorum of distinct witnesses from at least 2 organisations is needed; and the freshest such quorum
+ * ({@link freshestQuorumTime}) is at most `maxCheckpointAgeSeconds` old.
  */
 export function checkFreshness(
   parsed: ParsedPolicy,
@@ -159,10 +159,26 @@ export function checkFreshness(
   if (counted.length < quorum || new Set(counted.map((c) => c.organisation)).size < 2) {
     return { ok: false, reason: `checkpoint lacks a witness quorum (${counted.length} of ${quorum})` };
   }
-  const witnessedAt = counted.map((c) => c.time).sort((a, b) => b - a)[quorum - 1] as number;
+  const witnessedAt = freshestQuorumTime(counted, quorum);
   const maxAge = parsed.policy.maxCheckpointAgeSeconds ?? DEFAULT_MAX_CHECKPOINT_AGE_SECONDS;
   if (now - witnessedAt > maxAge) return { ok: false, reason: "checkpoint is older than maxCheckpointAge" };
   return { ok: true, value: { checkpoint: signed.checkpoint, text: signed.text, witnessedAt } };
+}
+
+/**
+ * The latest time by which a quorum of cosignatures from at least two organisations had all been
+ * made: the newest `k >= quorum` cosignatures that span two organisations, dated by the oldest of
+ * them. (The quorum-th newest alone would let one organisation's witnesses make a checkpoint fresh
+ * that the others cosigned long ago.) `counted` holds a quorum from two organisations.
+ */
+function freshestQuorumTime(counted: Array<{ time: number; organisation: string }>, quorum: number): number {
+  const newest = [...counted].sort((a, b) => b.time - a.time);
+  const organisations = new Set<string>();
+  for (const [i, c] of newest.entries()) {
+    organisations.add(c.organisation);
+    if (i + 1 >= quorum && organisations.size >= 2) return c.time;
+  }
+  throw new Error("unreachable: counted holds a quorum from two organisations");
 }
 
 /** Verifies a checkpoint note at `now` (seconds): {@link checkCheckpointSignatures}, then {@link checkFreshness}. */

@@ -311,6 +311,36 @@ describe("trust policy: the clock", () => {
     });
   });
 
+  it("dates a checkpoint by the freshest quorum from two organisations: one bank's witnesses alone do not make it fresh", () => {
+    const max = DEFAULT_MAX_CHECKPOINT_AGE_SECONDS;
+    // Both of bank-a's witnesses cosigned just now, the ngo's long ago: only bank-a vouches that
+    // the checkpoint is current, so it is as old as the ngo's cosignature.
+    const oneBankFresh: Array<[typeof w1, number]> = [
+      [w1, NOW_S],
+      [w2, NOW_S],
+      [w3, NOW_S - 5 * max],
+    ];
+    expect(at(oneBankFresh, NOW_S)).toEqual({
+      ok: false,
+      reason: "checkpoint is older than maxCheckpointAge",
+    });
+    expect(at(oneBankFresh, NOW_S, world.policy({ maxCheckpointAgeSeconds: 6 * max }))).toMatchObject({
+      ok: true,
+      value: { witnessedAt: NOW_S - 5 * max },
+    });
+    // With the ngo fresh too, the newest pair of two organisations dates it.
+    expect(
+      at(
+        [
+          [w1, NOW_S - 10],
+          [w2, NOW_S],
+          [w3, NOW_S - 20],
+        ],
+        NOW_S,
+      ),
+    ).toMatchObject({ ok: true, value: { witnessedAt: NOW_S - 20 } });
+  });
+
   it("applies the policy's own maximum age", () => {
     const policy = world.policy({ maxCheckpointAgeSeconds: 60 });
     expect(
