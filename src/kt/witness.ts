@@ -116,12 +116,13 @@ export function addCheckpoint(
   const note = parseNote(request.checkpoint);
   const checkpoint = note === undefined ? undefined : parseCheckpoint(note.text);
   if (note === undefined || checkpoint === undefined) return answer(400, "malformed checkpoint\n");
-  const keys = config.logs[checkpoint.origin];
+  // Own members only: anyone may post, and an origin such as "constructor" names no log.
+  const keys = Object.hasOwn(config.logs, checkpoint.origin) ? config.logs[checkpoint.origin] : undefined;
   if (keys === undefined) return answer(404, "unknown log origin\n");
   if (logSigned(request.checkpoint, keys, engine) !== "good")
     return answer(403, "checkpoint is not signed by the log\n");
   if (request.oldSize > checkpoint.size) return answer(400, "old size is above the checkpoint's size\n");
-  const held = state[checkpoint.origin];
+  const held = Object.hasOwn(state, checkpoint.origin) ? state[checkpoint.origin] : undefined;
   const heldSize = held?.size ?? 0;
   if (request.oldSize !== heldSize) return answer(409, `${heldSize}\n`, "text/x.tlog.size");
   const problem = consistencyProblem(held, request, checkpoint, sha256);

@@ -116,6 +116,14 @@ describe("the witness's add-checkpoint", () => {
       extensions: [],
     });
     expect(send(0, [], formatNote(text, [signNoteLine(otherLog, text)])).status).toBe(404);
+    // Anyone may post to a witness: an origin named like an Object property is an unknown log too
+    // (it once threw, and the server answered 500).
+    for (const origin of ["constructor", "__proto__", "toString"]) {
+      const signer = noteSigner(origin, NOTE_ED25519, randomBytes(32));
+      const named = formatCheckpoint({ origin, size: 1, root: tree.root(1), extensions: [] });
+      const posted = send(0, [], formatNote(named, [signNoteLine(signer, named)]));
+      expect([posted.status, posted.body], origin).toEqual([404, "unknown log origin\n"]);
+    }
     expect(addCheckpoint(config, state, `old 12\nnot base64\n\n${note(15)}`, 0).status).toBe(400);
     expect(send(0, [tree.root(1)], note(15)).status).toBe(409);
     const empty = addCheckpoint(
