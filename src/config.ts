@@ -5,6 +5,8 @@ import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { type EventsConfig, readEventsConfig } from "./config-events.js";
 import { type KtConfig, readKtConfig } from "./config-kt.js";
+import { escrowKeyOf } from "./crypto/escrow-keys.js";
+import { AppError } from "./errors.js";
 import { FAST_PATH_NEEDS, FAST_PATHS, type FastPath } from "./fast-paths.js";
 import type { StoreSettings } from "./store/index.js";
 import { DEFAULT_STORE_TIMEOUT_MS } from "./store/time-limit.js";
@@ -307,7 +309,33 @@ function readEscrowKeys({ env, problems }: Settings): string[] {
       problems.push(`ESCROW_PRIVATE_KEY_FILE cannot be read (${escrowFile})`);
     }
   }
-  return escrowKeysText === undefined ? [] : splitKeys(escrowKeysText);
+  const keys = escrowKeysText === undefined ? [] : splitKeys(escrowKeysText);
+  checkEscrowKeys(
+    keys,
+    escrowFile === undefined ? "ESCROW_PRIVATE_KEY" : "ESCROW_PRIVATE_KEY_FILE",
+    problems,
+  );
+  return keys;
+}
+
+/**
+ * Each configured escrow key parses and none is given twice, checked here so that a bad key is named
+ * at start-up (by its place in the list, never quoting it) rather than failing the crypto pool later.
+ */
+function checkEscrowKeys(keys: readonly string[], variable: string, problems: string[]): void {
+  const seen = new Set<string>();
+  keys.forEach((key, i) => {
+    let keyId: string;
+    try {
+      keyId = escrowKeyOf(key).keyId;
+    } catch (err) {
+      const description = err instanceof AppError ? err.violations[0]?.description : undefined;
+      problems.push(`${variable}: key ${i + 1} ${description ?? "is not a usable private key"}`);
+      return;
+    }
+    if (seen.has(keyId)) problems.push(`${variable}: key ${i + 1} is the same key as an earlier one`);
+    seen.add(keyId);
+  });
 }
 
 /**

@@ -1,8 +1,11 @@
-import { availableParallelism } from "node:os";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, DEFAULT_TIERS, loadConfig } from "../src/config.js";
 import { COSIGNATURE_ED25519, formatVkey, NOTE_ED25519 } from "../src/kt/note.js";
 import { formatNoteSkey, generateNoteSigner } from "../src/kt/note-keys.js";
+import { ESCROW_FIXTURE } from "./support/fixture-keys.js";
 
 const PEPPER = "p".repeat(40);
 /** A webhook sealing key as production needs it: base64 of 32 bytes. */
@@ -128,7 +131,7 @@ describe("loadConfig", () => {
       STORE: "mongodb",
       MONGODB_URI: "mongodb://db:27017",
       HASHED_PAN_PEPPER: PEPPER,
-      ESCROW_PRIVATE_KEY: "MIIE...",
+      ESCROW_PRIVATE_KEY: ESCROW_FIXTURE.privateKey,
       WEBHOOK_SECRET_KEY: WEBHOOK_KEY,
       KT_LOG_PRIVATE_KEY: LOG_KEY,
     });
@@ -186,6 +189,25 @@ describe("loadConfig", () => {
       "HASHED_PAN_PEPPER must be at least 32 characters",
       "ESCROW_PRIVATE_KEY_FILE cannot be read (/nonexistent/key)",
     ]);
+  });
+
+  it("names an escrow private key that is not a key, or is given twice, without quoting it", () => {
+    // Before, such a key passed the configuration check and the service died later with only
+    // "The request is invalid." (exit 1), naming no variable.
+    expect(problemsOf({ ESCROW_PRIVATE_KEY: "not-a-key" })).toEqual([
+      "ESCROW_PRIVATE_KEY: key 1 must be an RSA (2048 bits or more, exponent 65537) or EC P-256 private key: base64 DER PKCS#8 or PEM",
+    ]);
+    const twice = `${ESCROW_FIXTURE.privateKey},${ESCROW_FIXTURE.privateKey}`;
+    expect(problemsOf({ ESCROW_PRIVATE_KEY: twice })).toEqual([
+      "ESCROW_PRIVATE_KEY: key 2 is the same key as an earlier one",
+    ]);
+    expect(problemsOf({ ESCROW_PRIVATE_KEY: ESCROW_FIXTURE.privateKey })).toEqual([]);
+    const file = join(mkdtempSync(join(tmpdir(), "escrow-")), "escrow.pem");
+    writeFileSync(file, "not a key either");
+    expect(problemsOf({ ESCROW_PRIVATE_KEY_FILE: file })[0]).toMatch(
+      /^ESCROW_PRIVATE_KEY_FILE: key 1 must be /,
+    );
+    expect(problemsOf({ ESCROW_PRIVATE_KEY: "not-a-key" }).join("\n")).not.toContain("not-a-key");
   });
 
   it("overrides tiers from RATE_LIMIT_TIERS and names bad entries", () => {
