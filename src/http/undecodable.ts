@@ -9,7 +9,12 @@ import {
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { kRemoteAddress, kRequestId } from "../rpc/context.js";
-import { toConnectError, UNDECODABLE_PREFIX, undecodableRequest } from "../rpc/error-mapping.js";
+import {
+  isUndecodableJson,
+  toConnectError,
+  UNDECODABLE_PREFIX,
+  undecodableRequest,
+} from "../rpc/error-mapping.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import { requestIdFrom } from "../rpc/request-id.js";
 import { reencodeGrpcMessage, setGrpcStatus } from "./grpc-status.js";
@@ -116,7 +121,7 @@ function wrapHandler(handler: UniversalHandler, meter: Meter | undefined): Unive
     const type = response.header?.get("content-type") ?? "";
     if (type.startsWith("application/grpc-web")) return grpcWeb(response, invalid);
     if (type.startsWith("application/grpc")) return grpc(response, invalid);
-    if (response.status === 500) return connectUnary(response, invalid);
+    if (response.status === 500 || response.status === 400) return connectUnary(response, invalid);
     return response;
   };
   return Object.assign(wrapped, {
@@ -175,16 +180,18 @@ async function connectUnary(
   const chunks: Uint8Array[] = [];
   for await (const chunk of response.body) chunks.push(chunk);
   const bytes = Buffer.concat(chunks);
-  let parsed: { code?: unknown; message?: unknown } = {};
+  let parsed: { code?: unknown; message?: unknown; details?: unknown } = {};
   try {
     parsed = JSON.parse(bytes.toString("utf8")) as typeof parsed;
   } catch {
     // Not a Connect error body: pass it on as it is.
   }
-  const message = parsed.code === "internal" ? parsed.message : undefined;
-  if (typeof message !== "string" || !message.startsWith(UNDECODABLE)) {
-    return { ...response, body: createAsyncIterable([bytes]) };
-  }
+  const message = typeof parsed.message === "string" ? parsed.message : "";
+  const undecodable =
+    parsed.code === "internal"
+      ? message.startsWith(UNDECODABLE)
+      : parsed.code === "invalid_argument" && parsed.details === undefined && isUndecodableJson(message);
+  if (!undecodable) return { ...response, body: createAsyncIterable([bytes]) };
   const error = invalid(message);
   const body = errorToJsonBytes(error, {});
   const header = new Headers(response.header);
@@ -195,16 +202,22 @@ async function connectUnary(
   return { ...response, status: codeToHttpStatus(error.code), header, body: createAsyncIterable([body]) };
 }
 
-/** The decoder's message, when `trailer` carries connect-es's INTERNAL for an undecodable request. */
+/**
+ * The decoder's message, when `trailer` carries connect-es's INTERNAL for a request undecodable from
+ * binary, or its INVALID_ARGUMENT (without our details) for one undecodable from JSON.
+ */
 function undecodableMessage(trailer: Headers | undefined): string | undefined {
-  if (trailer?.get("grpc-status") !== "13") return undefined;
+  const status = trailer?.get("grpc-status");
+  if (status !== "13" && status !== "3") return undefined;
+  if (status === "3" && trailer?.has("grpc-status-details-bin")) return undefined;
   let message: string;
   try {
-    message = decodeURIComponent(trailer.get("grpc-message") ?? "");
+    message = decodeURIComponent(trailer?.get("grpc-message") ?? "");
   } catch {
     return undefined;
   }
-  return message.startsWith(UNDECODABLE) ? message : undefined;
+  const undecodable = status === "13" ? message.startsWith(UNDECODABLE) : isUndecodableJson(message);
+  return undecodable ? message : undefined;
 }
 
 /** `first`, then the rest of `it`. */

@@ -34,10 +34,24 @@ const INTERNAL_MESSAGE = "Internal server error.";
 /** The message prefix connect-es gives a request it cannot decode from protobuf binary. */
 export const UNDECODABLE_PREFIX = "parse binary: ";
 
-/** The caller's error for a request message connect-es could not decode (`message` is connect-es's). */
+/**
+ * Whether `message` is connect-es's INVALID_ARGUMENT for a request it cannot decode from JSON (Connect,
+ * gRPC-JSON, gRPC-Web-JSON): text that is not JSON, or a value of the wrong type for its field.
+ */
+export function isUndecodableJson(message: string): boolean {
+  return message.startsWith("cannot decode message ") || message.startsWith("cannot decode field ");
+}
+
+/**
+ * The caller's error for a request message connect-es could not decode (`message` is connect-es's:
+ * binary, after {@link UNDECODABLE_PREFIX}, or JSON, whole).
+ */
 export function undecodableRequest(message: string): AppError {
+  const description = message.startsWith(UNDECODABLE_PREFIX)
+    ? message.slice(UNDECODABLE_PREFIX.length)
+    : message;
   return new AppError("invalid_request", "The request message cannot be decoded.", {
-    violations: [{ field: "body", description: message.slice(UNDECODABLE_PREFIX.length) }],
+    violations: [{ field: "body", description }],
   });
 }
 
