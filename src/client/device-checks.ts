@@ -163,9 +163,11 @@ export function parAnswerOf(raw: unknown): Record<string, unknown> {
       "the register answer carries no binding of the card's PAR",
     );
   }
-  const { binding, opening, proof, directory } = par as Record<string, unknown>;
+  const { binding, opening, proof, directory, rootRotation } = par as Record<string, unknown>;
   const { keyId, algorithm, publicKey } = answer;
-  return { keyId, algorithm, publicKey, isEscrowed: false, binding, opening, proof, directory };
+  // The issuer's rootRotation too: without it a verifier that counts the previous root refuses the
+  // PAR's half for the root delay after a rotation, while the hashed PAN's half passes.
+  return { keyId, algorithm, publicKey, isEscrowed: false, binding, opening, proof, directory, rootRotation };
 }
 
 /**

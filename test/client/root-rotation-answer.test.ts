@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { parAnswerOf } from "../../src/client/device-checks.js";
 import { KeyVerificationError, lookupAnswerOf } from "../../src/client/key-trust.js";
 
 /**
@@ -35,6 +36,15 @@ describe("lookupAnswerOf and rootRotation", () => {
     // A generated message's absent member: undefined, or present with empty bytes.
     const empty = { statement: new Uint8Array(), signature: new Uint8Array(), signingKeyId: "" };
     expect("rootRotation" in lookupAnswerOf({ ...BASE, rootRotation: empty })).toBe(false);
+  });
+
+  it("keeps the PAR half's rootRotation when a register answer is read as the PAR's look-up answer", () => {
+    const rootRotation = { statement: "AQID", signature: "BAUG", signingKeyId: SK };
+    const par = { binding: { statement: "BwgJ", signature: "CgsM", signingKeyId: SK }, rootRotation };
+    const { directory, ...top } = BASE;
+    const answer = parAnswerOf({ ...top, parAnswer: { ...par, opening: "AA==", directory } });
+    expect(lookupAnswerOf(answer).rootRotation).toEqual(rootRotation);
+    expect("rootRotation" in lookupAnswerOf(parAnswerOf({ ...top, parAnswer: { directory } }))).toBe(false);
   });
 
   it("refuses a rootRotation that is not an object or whose members have the wrong types", () => {
