@@ -1,3 +1,4 @@
+import { toHex } from "./bytes.js";
 import {
   type Checkpoint,
   checkNoteSignature,
@@ -79,7 +80,11 @@ export function parsePolicy(policy: TrustPolicy): ParsedPolicy {
       throw new TypeError("trust policy: the operator's witnesses do not count");
     return { key, organisation: w.organisation };
   });
-  if (new Set(witnesses.map((w) => `${w.key.name}+${w.key.keyId}`)).size !== witnesses.length) {
+  // By name and by key: a cosignature does not sign the witness's name, so one key listed under
+  // two names would have its line copied under the other and count twice.
+  const names = new Set(witnesses.map((w) => `${w.key.name}+${w.key.keyId}`));
+  const keys = new Set(witnesses.map((w) => toHex(w.key.publicKey)));
+  if (names.size !== witnesses.length || keys.size !== witnesses.length) {
     throw new TypeError("trust policy: a witness is listed twice");
   }
   if (witnesses.length < 3) throw new TypeError("trust policy: at least 3 witnesses are needed");

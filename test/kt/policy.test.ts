@@ -6,6 +6,7 @@ import {
   formatCheckpoint,
   formatNote,
   formatVkey,
+  keyIdOf,
   NOTE_ED25519,
   noteSigner,
   signNoteLine,
@@ -95,6 +96,13 @@ describe("trust policy: its own rules", () => {
       message,
     );
     expect(refusal({ ...base, witnesses: [...base.witnesses, first] })).toBe(message);
+    // One key under a second name: a cosignature does not sign the name, so its line can be copied
+    // under the other name, and one witness would count as two (of two organisations).
+    const key = (world.witnesses[0] as (typeof world.witnesses)[0]).signer.key;
+    const name = "w9.other-ngo.example";
+    const renamed = { ...key, name, keyId: keyIdOf(name, COSIGNATURE_ED25519, key.publicKey) };
+    const again = { vkey: formatVkey(renamed), organisation: "other-ngo" };
+    expect(refusal({ ...base, witnesses: [...base.witnesses, again] })).toBe(message);
   });
 
   it("refuses fewer than 3 witnesses, or witnesses of one organisation", () => {
