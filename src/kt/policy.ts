@@ -65,8 +65,8 @@ export interface ParsedPolicy {
 /**
  * Checks a policy's own rules: a log key (0x01), at least 3 witnesses (0x04) from at least 2
  * organisations other than the operator, none of the operator's, no witness twice, and a quorum of
- * at least 2 that the witnesses can reach. Throws with the reason: a bad policy is a configuration
- * error, found before any lookup.
+ * at least 2 that the witnesses can reach and that is more than half of them. Throws with the
+ * reason: a bad policy is a configuration error, found before any lookup.
  */
 export function parsePolicy(policy: TrustPolicy): ParsedPolicy {
   const logKey = parseVkey(policy.logKey);
@@ -97,6 +97,12 @@ export function parsePolicy(policy: TrustPolicy): ParsedPolicy {
   }
   if (!Number.isInteger(policy.quorum) || policy.quorum < 2 || policy.quorum > witnesses.length) {
     throw new TypeError("trust policy: quorum must be at least 2 and at most the number of witnesses");
+  }
+  // Witnesses do not talk to each other, so two disjoint quorums could each cosign their own fork.
+  if (2 * policy.quorum <= witnesses.length) {
+    throw new TypeError(
+      "trust policy: quorum must be more than half of the witnesses, so that any two quorums share one",
+    );
   }
   return { policy, logKey, witnesses };
 }

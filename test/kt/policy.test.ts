@@ -135,6 +135,23 @@ describe("trust policy: its own rules", () => {
       expect(refusal({ ...base, quorum }), String(quorum)).toBe(message);
     }
   });
+
+  it("refuses a quorum of half the witnesses or fewer: two quorums must share a witness", () => {
+    // Witnesses do not talk to each other: with 4 and a quorum of 2, w1 and w3 cosign one tree of a
+    // size and w2 and w4 another tree of that size, each pair of two organisations and no witness
+    // signing twice, so the operator shows merchants a fork its issuers' monitors never see.
+    const more = ["w4.ngo-2.example", "w5.ngo-3.example"].map((name) => ({
+      vkey: formatVkey(noteSigner(name, COSIGNATURE_ED25519, randomBytes(32)).key),
+      organisation: name.split(".")[1] as string,
+    }));
+    const four = [...base.witnesses, more[0] as TrustPolicy["witnesses"][0]];
+    const message =
+      "trust policy: quorum must be more than half of the witnesses, so that any two quorums share one";
+    expect(refusal({ ...base, witnesses: four, quorum: 2 })).toBe(message);
+    expect(refusal({ ...base, witnesses: four, quorum: 3 })).toBe("accepted");
+    expect(refusal({ ...base, witnesses: [...four, ...more.slice(1)], quorum: 3 })).toBe("accepted");
+    expect(refusal({ ...base, quorum: 2 })).toBe("accepted");
+  });
 });
 
 describe("trust policy: a checkpoint's signatures", () => {
