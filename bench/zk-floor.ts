@@ -7,6 +7,7 @@ import { EncryptedReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
 import {
   type StoreSealedReceiptRequest,
   StoreSealedReceiptRequestSchema,
+  type StoreSealedReceiptResponse,
   StoreSealedReceiptResponseSchema,
 } from "../gen/receipts/v1/receipts_pb.js";
 import { ApiKeyGate, HASHED_PAN, invalid, panHash, refuse } from "./floor-parts.js";
@@ -280,20 +281,34 @@ function grpcSealed(
   principal: { tenantId: string },
   message: Uint8Array,
 ): ZkGrpcAnswer {
-  const req = fromBinary(StoreSealedReceiptRequestSchema, message);
+  const answer = sealedAnswer(principal, fromBinary(StoreSealedReceiptRequestSchema, message));
+  if ("status" in answer) return refuseCall(headers, answer.status, answer.message);
+  return { headers, reply: toBinary(StoreSealedReceiptResponseSchema, answer) };
+}
+
+/**
+ * The bare gRPC route's work on a decoded sealed receipt (everything between the decode and the
+ * encode): its answer, or the refusal's `grpc-status` and message. Exported for bench/sealed-steps.ts,
+ * which runs it in process beside the service's domain call.
+ */
+export function sealedAnswer(
+  principal: { tenantId: string },
+  req: StoreSealedReceiptRequest,
+): StoreSealedReceiptResponse | { status: number; message: string } {
+  const refuse = (status: number, message: string) => ({ status, message });
   const problems = grpcSealedProblems(req);
-  if (problems.length > 0) return refuseCall(headers, 3, problems.join("; "));
+  if (problems.length > 0) return refuse(3, problems.join("; "));
   const owner = merchantOwners.get(req.merchantId);
-  if (owner !== undefined && owner !== principal.tenantId) return refuseCall(headers, 7, "forbidden");
+  if (owner !== undefined && owner !== principal.tenantId) return refuse(7, "forbidden");
   const hash = panHash(req.recipientHashedPan);
   const recipient = recipients.get(hash);
-  if (recipient === undefined) return refuseCall(headers, 5, "not_found");
+  if (recipient === undefined) return refuse(5, "not_found");
   const bundle = req.keyBundle as NonNullable<typeof req.keyBundle>;
-  if (bundle.keyId !== recipient.keyId) return refuseCall(headers, 6, "conflict");
+  if (bundle.keyId !== recipient.keyId) return refuse(6, "conflict");
   if (bundle.encryptedAesKey.length !== recipient.wrappedBytes)
-    return refuseCall(headers, 3, `keyBundle.encryptedAesKey: must be ${recipient.wrappedBytes} bytes`);
+    return refuse(3, `keyBundle.encryptedAesKey: must be ${recipient.wrappedBytes} bytes`);
   const unique = `${req.merchantId}\u0000${req.receiptId}`;
-  if (stored.has(unique)) return refuseCall(headers, 6, "conflict");
+  if (stored.has(unique)) return refuse(6, "conflict");
   merchantOwners.set(req.merchantId, principal.tenantId);
   const receipt = create(EncryptedReceiptSchema, {
     version: req.version || "1.0",
@@ -309,6 +324,5 @@ function grpcSealed(
     isEscrowed: false,
   });
   stored.set(unique, { receipt, tenantId: principal.tenantId, panHash: hash });
-  const answer = create(StoreSealedReceiptResponseSchema, { receipt });
-  return { headers, reply: toBinary(StoreSealedReceiptResponseSchema, answer) };
+  return create(StoreSealedReceiptResponseSchema, { receipt });
 }
