@@ -183,7 +183,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     env: receiptsEnv,
     store,
     mongodbUri,
-    mongodbDb: env.MONGODB_DB || "receipts",
+    mongodbDb: readMongoDb(settings),
     hashedPanPepper: pepper,
     pepperGenerated,
     escrowPrivateKeys,
@@ -275,6 +275,21 @@ function readRetention({ env, problems, int }: Settings, escrowDays: number): nu
     );
   }
   return days;
+}
+
+/**
+ * `MONGODB_DB` ("receipts" by default), checked whenever set against MongoDB's rules for database
+ * names (under 64 bytes, none of / \ . " $, a space or NUL), which the driver checks only in part
+ * (a dot) and the server only once connected, so a bad name would keep the service unready.
+ */
+function readMongoDb({ env, problems }: Settings): string {
+  const name = env.MONGODB_DB || "receipts";
+  if (Buffer.byteLength(name) >= 64 || /[/\\. "$\0]/.test(name)) {
+    problems.push(
+      `MONGODB_DB must be a MongoDB database name: under 64 bytes, without / \\ . " $, spaces or NUL (got ${JSON.stringify(name)})`,
+    );
+  }
+  return name;
 }
 
 /** `STORE` and, for MongoDB, `MONGODB_URI` (required with `STORE=mongodb`, checked whenever set). */

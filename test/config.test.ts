@@ -210,6 +210,19 @@ describe("loadConfig", () => {
     expect(problemsOf({ ESCROW_PRIVATE_KEY: "not-a-key" }).join("\n")).not.toContain("not-a-key");
   });
 
+  it("checks MONGODB_DB against MongoDB's database name rules", () => {
+    // Before, a name the server refuses passed: the service started and stayed unready, or died
+    // with the driver's message (exit 1) for a dot, naming no variable.
+    expect(loadConfig({}).mongodbDb).toBe("receipts");
+    expect(loadConfig({ MONGODB_DB: "receipts_prod-2" }).mongodbDb).toBe("receipts_prod-2");
+    expect(problemsOf({ MONGODB_DB: "x".repeat(63) })).toEqual([]);
+    for (const bad of ["a/b", "a.b", "a b", 'a"b', "a$b", "a\\b", "a\0b", "x".repeat(64), "é".repeat(32)]) {
+      expect(problemsOf({ MONGODB_DB: bad }), bad).toEqual([
+        `MONGODB_DB must be a MongoDB database name: under 64 bytes, without / \\ . " $, spaces or NUL (got ${JSON.stringify(bad)})`,
+      ]);
+    }
+  });
+
   it("overrides tiers from RATE_LIMIT_TIERS and names bad entries", () => {
     const config = loadConfig({ RATE_LIMIT_TIERS: '{"standard":{"requestsPerMinute":1000000}}' });
     expect(config.tiers.standard).toEqual({ requestsPerMinute: 1_000_000, generateKeysPerMinute: 60 });
