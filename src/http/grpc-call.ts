@@ -9,7 +9,7 @@ import {
 } from "@connectrpc/connect";
 import { AppError } from "../errors.js";
 import { kRequestId } from "../rpc/context.js";
-import { toConnectError } from "../rpc/error-mapping.js";
+import { isOversizeMessage, refusedRequest, toConnectError } from "../rpc/error-mapping.js";
 import { CallHeaders } from "./call-headers.js";
 import { assignRequestId } from "./envelope.js";
 import { COMPRESSED_FLAG, EnvelopeReader, encodeEnvelope } from "./grpc-envelope.js";
@@ -161,8 +161,23 @@ function readChunk(call: Call, chunk: Buffer): void {
       call.message = decoded;
     }
   } catch (err) {
-    refuse(call, asConnectError(err));
+    refuse(call, refusal(err, call.requestId));
   }
+}
+
+/**
+ * What a refused request body is answered with: a message over the body limit is the service's
+ * `payload_too_large` (as `undecodable.ts` makes of connect-es's), the rest as connect-es answers it.
+ */
+function refusal(err: unknown, requestId: string): ConnectError {
+  if (
+    err instanceof ConnectError &&
+    err.code === Code.ResourceExhausted &&
+    isOversizeMessage(err.rawMessage)
+  ) {
+    return toConnectError(refusedRequest(err.rawMessage), requestId);
+  }
+  return asConnectError(err);
 }
 
 /**

@@ -10,10 +10,11 @@ import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { kRemoteAddress, kRequestId } from "../rpc/context.js";
 import {
+  isOversizeMessage,
   isUndecodableJson,
+  refusedRequest,
   toConnectError,
   UNDECODABLE_PREFIX,
-  undecodableRequest,
 } from "../rpc/error-mapping.js";
 import { assertNoDuplicateMembers } from "../rpc/json-duplicates.js";
 import { requestIdFrom } from "../rpc/request-id.js";
@@ -117,11 +118,13 @@ function wrapHandler(handler: UniversalHandler, meter: Meter | undefined): Unive
   const relabel = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
     const response = await handler(request);
     const invalid = (message: string) =>
-      toConnectError(undecodableRequest(message), requestIdFrom(request.header.get("x-request-id")));
+      toConnectError(refusedRequest(message), requestIdFrom(request.header.get("x-request-id")));
     const type = response.header?.get("content-type") ?? "";
     if (type.startsWith("application/grpc-web")) return grpcWeb(response, invalid);
     if (type.startsWith("application/grpc")) return grpc(response, invalid);
-    if (response.status === 500 || response.status === 400) return connectUnary(response, invalid);
+    if (response.status === 500 || response.status === 400 || response.status === 429) {
+      return connectUnary(response, invalid);
+    }
     return response;
   };
   return Object.assign(wrapped, {
@@ -187,10 +190,13 @@ async function connectUnary(
     // Not a Connect error body: pass it on as it is.
   }
   const message = typeof parsed.message === "string" ? parsed.message : "";
+  const ours = parsed.details !== undefined;
   const undecodable =
     parsed.code === "internal"
       ? message.startsWith(UNDECODABLE)
-      : parsed.code === "invalid_argument" && parsed.details === undefined && isUndecodableJson(message);
+      : parsed.code === "invalid_argument"
+        ? !ours && isUndecodableJson(message)
+        : parsed.code === "resource_exhausted" && !ours && isOversizeMessage(message);
   if (!undecodable) return { ...response, body: createAsyncIterable([bytes]) };
   const error = invalid(message);
   const body = errorToJsonBytes(error, {});
@@ -203,21 +209,27 @@ async function connectUnary(
 }
 
 /**
- * The decoder's message, when `trailer` carries connect-es's INTERNAL for a request undecodable from
- * binary, or its INVALID_ARGUMENT (without our details) for one undecodable from JSON.
+ * connect-es's message, when `trailer` carries its INTERNAL for a request undecodable from binary, or
+ * (without our details) its INVALID_ARGUMENT for one undecodable from JSON or its RESOURCE_EXHAUSTED
+ * for one over the body limit.
  */
 function undecodableMessage(trailer: Headers | undefined): string | undefined {
   const status = trailer?.get("grpc-status");
-  if (status !== "13" && status !== "3") return undefined;
-  if (status === "3" && trailer?.has("grpc-status-details-bin")) return undefined;
+  if (status !== "13" && status !== "3" && status !== "8") return undefined;
+  if (status !== "13" && trailer?.has("grpc-status-details-bin")) return undefined;
   let message: string;
   try {
     message = decodeURIComponent(trailer?.get("grpc-message") ?? "");
   } catch {
     return undefined;
   }
-  const undecodable = status === "13" ? message.startsWith(UNDECODABLE) : isUndecodableJson(message);
-  return undecodable ? message : undefined;
+  const refused =
+    status === "13"
+      ? message.startsWith(UNDECODABLE)
+      : status === "3"
+        ? isUndecodableJson(message)
+        : isOversizeMessage(message);
+  return refused ? message : undefined;
 }
 
 /** `first`, then the rest of `it`. */

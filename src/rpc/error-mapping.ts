@@ -42,6 +42,26 @@ export function isUndecodableJson(message: string): boolean {
   return message.startsWith("cannot decode message ") || message.startsWith("cannot decode field ");
 }
 
+/** connect-es's RESOURCE_EXHAUSTED message for a request message over `readMaxBytes` (the body limit). */
+const OVERSIZE = /^message size \d+ is larger than configured readMaxBytes (\d+)$/;
+
+/** Whether `message` is connect-es's RESOURCE_EXHAUSTED for a request message over the body limit. */
+export function isOversizeMessage(message: string): boolean {
+  return OVERSIZE.test(message);
+}
+
+/**
+ * The caller's error for a request connect-es refused before the RPC (`message` is connect-es's): a
+ * message over the body limit is `payload_too_large`, as on REST; one it could not decode,
+ * {@link undecodableRequest}.
+ */
+export function refusedRequest(message: string): AppError {
+  const limit = OVERSIZE.exec(message)?.[1];
+  if (limit !== undefined)
+    return new AppError("payload_too_large", `The body is larger than ${limit} bytes.`);
+  return undecodableRequest(message);
+}
+
 /**
  * The caller's error for a request message connect-es could not decode (`message` is connect-es's:
  * binary, after {@link UNDECODABLE_PREFIX}, or JSON, whole).

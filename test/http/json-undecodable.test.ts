@@ -1,6 +1,9 @@
 import { fromBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
 import { startService, type TestService } from "../support/harness.js";
 
 /**
@@ -8,6 +11,8 @@ import { startService, type TestService } from "../support/harness.js";
  * a value of the wrong type) is the caller's `invalid_request`, with the service's ErrorInfo (reason,
  * domain `receipts.v1`) and BadRequest as every other error of these surfaces (spec section 4).
  * Before, connect-es's own INVALID_ARGUMENT went out without them: a client reading the reason found none.
+ * The same holds for a body over the limit (`payload_too_large`, RESOURCE_EXHAUSTED): without the
+ * reason, Connect's HTTP 429 for it read as a rate limit, and the client library retried it.
  */
 
 const PATH = "/receipts.v1.ReceiptsService/EncryptReceipt";
@@ -80,5 +85,52 @@ describe("JSON that the protobuf decoder refuses, over Connect and gRPC-Web", ()
     expect(text).toMatch(/grpc-status: ?3\r\n/);
     const details = /grpc-status-details-bin: ?([A-Za-z0-9+/=]+)/.exec(text)?.[1] ?? "";
     expect(Buffer.from(details, "base64").toString("latin1")).toContain("invalid_request");
+  });
+
+  it("answers a body over the limit with payload_too_large on Connect, gRPC-Web and gRPC", async () => {
+    const body = JSON.stringify({ receipt: { merchantName: "x".repeat(1_100_000) } });
+    const res = await fetch(`${svc.baseUrl}${PATH}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": svc.merchantKey },
+      body,
+    });
+    const error = (await res.json()) as { code: string; message: string; details?: ConnectDetail[] };
+    expect(error.code).toBe("resource_exhausted");
+    expect(error.message).toBe("The body is larger than 1048576 bytes.");
+    expect(detailsOf(error.details).info?.reason).toBe("payload_too_large");
+
+    const payload = Buffer.from(body);
+    const header = Buffer.from([0, 0, 0, 0, 0]);
+    header.writeUInt32BE(payload.length, 1);
+    const web = await fetch(`${svc.baseUrl}${PATH}`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+json", "x-api-key": svc.merchantKey },
+      body: Buffer.concat([header, payload]),
+    });
+    const text = Buffer.from(await web.arrayBuffer()).toString("latin1");
+    expect(text).toMatch(/grpc-status: ?8\r\n/);
+    const details = /grpc-status-details-bin: ?([A-Za-z0-9+/=]+)/.exec(text)?.[1] ?? "";
+    expect(Buffer.from(details, "base64").toString("latin1")).toContain("payload_too_large");
+
+    // gRPC, both codecs (protobuf binary takes the service's own unary path).
+    for (const useBinaryFormat of [true, false]) {
+      const grpc = createClient(
+        ReceiptsService,
+        createGrpcTransport({ baseUrl: svc.baseUrl, useBinaryFormat }),
+      );
+      const err = await grpc
+        .encryptReceipt(
+          { receipt: { merchantName: "x".repeat(1_100_000) } },
+          { headers: { "x-api-key": svc.merchantKey } },
+        )
+        .then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
+      expect(err?.code, `binary ${useBinaryFormat}`).toBe(Code.ResourceExhausted);
+      expect(err?.findDetails(ErrorInfoSchema)[0]?.reason, `binary ${useBinaryFormat}`).toBe(
+        "payload_too_large",
+      );
+    }
   });
 });
