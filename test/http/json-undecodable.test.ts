@@ -9,7 +9,7 @@ import { startService, type TestService } from "../support/harness.js";
 /**
  * A Connect, gRPC-JSON or gRPC-Web-JSON request whose JSON the protobuf decoder refuses (not JSON, or
  * a value of the wrong type) is the caller's `invalid_request`, with the service's ErrorInfo (reason,
- * domain `receipts.v1`) and BadRequest as every other error of these surfaces (spec section 4).
+ * domain `receipts.v1`) and BadRequest as every other error of these surfaces.
  * Before, connect-es's own INVALID_ARGUMENT went out without them: a client reading the reason found none.
  * The same holds for a body over the limit (`payload_too_large`, RESOURCE_EXHAUSTED): without the
  * reason, Connect's HTTP 429 for it read as a rate limit, and the client library retried it.
