@@ -79,6 +79,7 @@ export {
   type KeyTrustOptions,
   type KeyVerificationCheck,
   KeyVerificationError,
+  type NewestBinding,
   type VerifiedKey,
 } from "./key-trust.js";
 export {

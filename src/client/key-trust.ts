@@ -1,3 +1,6 @@
+/* Over 400 lines on purpose: what a merchant trusts before it seals is one unit, read by a bank's review
+ * in one place: the answer taken apart into the wire shape the verifier was written for, the snapshot
+ * fetched and cached by its hash, the verification, and each card's newest binding kept against replays. */
 import { RSA_SUITE, suiteOfKeyType } from "../crypto/suites.js";
 import { base64, fromBase64Strict, fromUtf8, toHex } from "../kt/bytes.js";
 import { defaultSha256 } from "../kt/hash.js";
@@ -26,8 +29,11 @@ import { derKindOf } from "./client-keys.js";
 export type CardIdentity = ({ hashedPan: string } | { par: string }) &
   ({ bin: string } | { tokenBin: string });
 
-/** Why a key was refused: the check of `verifyLookup` that failed, or a step around it. */
-export type KeyVerificationCheck = KtCheck | "answer" | "fetch";
+/**
+ * Why a key was refused: the check of `verifyLookup` that failed, or a step around it (`stale`: a
+ * binding older than one this verifier has already verified for the card).
+ */
+export type KeyVerificationCheck = KtCheck | "answer" | "fetch" | "stale";
 
 /**
  * A lookup or register answer that did not verify under the trust policy. Nothing was sealed or sent
@@ -89,6 +95,21 @@ export interface KeyTrustOptions {
    * kept across restarts so that a root already waited for is not waited for again; default empty.
    */
   rootsSeen?: Map<string, number>;
+  /**
+   * The newest key binding this verifier has verified for each card, by card reference (the hashed
+   * PAN in lower case, or the PAR): an answer with an older binding of the card (one that starts
+   * earlier, or at the same time with a lower `version`) is refused as `stale`, so the service cannot
+   * go back to a key the card's issuer has since rotated away from or revoked once this merchant has
+   * verified the newer binding. Pass a map kept across restarts to keep that memory; default empty.
+   */
+  newestBindings?: Map<string, NewestBinding>;
+}
+
+/** What {@link KeyTrustOptions.newestBindings} keeps of a card's newest verified binding. */
+export interface NewestBinding {
+  version: number;
+  /** The binding's `notBefore` (`YYYY-MM-DDTHH:MM:SSZ`). */
+  notBefore: string;
 }
 
 /** Verifies lookup answers under one trust policy; made by {@link createKeyTrust}, shared by every seal. */
@@ -121,6 +142,7 @@ export function createKeyTrust(options: KeyTrustOptions): KeyTrust {
   const engine = options.engine ?? nobleEngine;
   const verifierCache = new VerifierCache();
   const seen = options.rootsSeen ?? new Map<string, number>();
+  const newest = options.newestBindings ?? new Map<string, NewestBinding>();
   const rootSightings = (issuer: string, rootId: string, witnessedAt: number): number => {
     const key = `${issuer} ${rootId}`;
     const first = Math.min(seen.get(key) ?? witnessedAt, witnessedAt);
@@ -162,6 +184,9 @@ export function createKeyTrust(options: KeyTrustOptions): KeyTrust {
         { engine, cache: verifierCache },
       );
       if (!verdict.ok) throw new KeyVerificationError(verdict.check, verdict.reason);
+      if (verdict.version !== null && verdict.notBefore !== null) {
+        keepNewest(newest, known, { version: verdict.version, notBefore: verdict.notBefore });
+      }
       return {
         keyId: answer.keyId,
         algorithm: answer.algorithm,
@@ -176,6 +201,30 @@ export function createKeyTrust(options: KeyTrustOptions): KeyTrust {
       };
     },
   };
+}
+
+/**
+ * Refuses `binding` when `newest` holds a newer one for the card, else keeps it as the card's newest.
+ * Newer is a later `notBefore`, and at the same `notBefore` a higher version. Not the version alone:
+ * an erased card registered again starts again at version 1, under a binding that starts later than
+ * the old ones. An issuer dates each statement when it signs it; one that dated a newer binding
+ * before an older one would have it refused here (closed, never a key accepted). An older binding
+ * stays provable under every later checkpoint, so the service can answer it again: this refuses it.
+ */
+function keepNewest(newest: Map<string, NewestBinding>, card: KnownCard, binding: NewestBinding): void {
+  const ref = "hashedPan" in card.cardRef ? card.cardRef.hashedPan : card.cardRef.par;
+  const known = newest.get(ref);
+  if (
+    known !== undefined &&
+    (binding.notBefore < known.notBefore ||
+      (binding.notBefore === known.notBefore && binding.version < known.version))
+  ) {
+    throw new KeyVerificationError(
+      "stale",
+      `the card's binding (version ${binding.version}) is older than one already verified (version ${known.version})`,
+    );
+  }
+  newest.set(ref, binding);
 }
 
 /** The card as `verifyLookup` takes it, after checking the merchant gave both halves well-formed. */

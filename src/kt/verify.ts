@@ -50,7 +50,15 @@ export type KtCheck =
   | "root";
 
 export type KtVerdict =
-  | { ok: true; issuer: string | null; version: number | null; treeSize: number; witnessedAt: number }
+  | {
+      ok: true;
+      issuer: string | null;
+      version: number | null;
+      /** The card binding's `notBefore`; null for an escrow key. */
+      notBefore: string | null;
+      treeSize: number;
+      witnessedAt: number;
+    }
   | { ok: false; check: KtCheck; reason: string };
 
 /** The card as the merchant knows it. */
@@ -186,7 +194,7 @@ export function verifyUnderCheckpoint(
   };
   if (answer.isEscrowed) {
     const escrow = checkEscrow(policy, input, snapshot.value, spkiSha256, checkpoint, { engine, sha256 });
-    return escrow.ok ? { ...done, issuer: escrow.issuer, version: escrow.version } : escrow;
+    return escrow.ok ? { ...done, issuer: escrow.issuer, version: escrow.version, notBefore: null } : escrow;
   }
   const card = input.card.bin;
   if (card === undefined) return no("issuer", "the card's own BIN is needed to check who owns it");
@@ -208,7 +216,7 @@ export function verifyUnderCheckpoint(
   if (s.keyId !== sealTo.keyId || s.algorithm !== sealTo.algorithm || s.spkiSha256 !== spkiSha256) {
     return no("key", "the binding does not describe the key to seal to");
   }
-  return { ...done, issuer: s.issuer, version: s.version };
+  return { ...done, issuer: s.issuer, version: s.version, notBefore: s.notBefore };
 }
 
 /** The snapshot of the answer, proven under the checkpoint and current. */

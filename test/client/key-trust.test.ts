@@ -4,9 +4,12 @@ import {
   createKeyTrust,
   type KeyTrust,
   KeyVerificationError,
+  type NewestBinding,
 } from "../../src/client/key-trust.js";
 import { openReceipt, type ReceiptJson, sealReceipt } from "../../src/client/webcrypto.js";
 import { fromBase64Strict } from "../../src/kt/bytes.js";
+import { formatTime } from "../../src/kt/statements.js";
+import { answerFor, bindingOf } from "../kt/world.js";
 import {
   CARD_BIN,
   Directory,
@@ -14,6 +17,7 @@ import {
   HASHED_PAN,
   LIES,
   type Lie,
+  makeDeviceKey,
   NOW,
   type Scenario,
   snapshotSha256,
@@ -257,6 +261,89 @@ describe("KeyTrust and sealReceipt with a lookup answer", () => {
       [...flags("isEscrowed"), ...flags("aadBound"), 'proof.leafIndex="1": accepted'].sort(),
     );
     expect(server.sent()).toEqual([]);
+  });
+});
+
+/**
+ * The operator's one move left with a card that rotated away from a key (a lost device): answer the
+ * card's earlier binding again. Its leaf stays in the log, so it proves under every later checkpoint,
+ * and the issuer's monitor sees no new leaf. A KeyTrust that has verified the newer binding refuses it.
+ */
+describe("KeyTrust and a card's earlier binding answered again", () => {
+  const server = new FixtureServer();
+  let directory: Directory;
+  beforeAll(() => server.start());
+  afterAll(() => server.close());
+  beforeEach(() => {
+    directory = new Directory();
+  });
+
+  const DAY = 86_400_000;
+  /** The card's binding of a new key at `version`, starting `daysAgo` days before NOW, logged; its answer. */
+  const bound = (version: number, daysAgo: number, supersedes: string | null = null) => {
+    const key = makeDeviceKey();
+    const statement = bindingOf(directory.bank, key, HASHED_PAN, {
+      version,
+      supersedes,
+      notBefore: formatTime(NOW - daysAgo * DAY),
+      notAfter: formatTime(NOW - daysAgo * DAY + 30 * DAY),
+    });
+    const answer = answerFor(directory.world, {
+      statement,
+      signer: directory.bank,
+      key,
+      snapshot: directory.snapshot,
+    });
+    server.use({ answer, snapshot: directory.snapshot, key });
+    return { answer, key };
+  };
+  const trustWith = (newestBindings?: Map<string, NewestBinding>) =>
+    createKeyTrust({
+      policy: directory.world.policyJson,
+      baseUrl: server.url,
+      now: () => NOW,
+      ...(newestBindings === undefined ? {} : { newestBindings }),
+    });
+  const outcome = (trust: KeyTrust, answer: unknown) =>
+    trust.verify(answer, CARD).then(
+      (v) => `accepted v${v.version}`,
+      (e: unknown) => (e instanceof KeyVerificationError ? `refused ${e.check}` : `threw ${String(e)}`),
+    );
+
+  it("refuses the binding of a key the card rotated away from once it has verified the newer one", async () => {
+    const first = bound(1, 3);
+    const second = bound(2, 1, first.key.keyId);
+    const trust = trustWith();
+    expect(await outcome(trust, first.answer)).toBe("accepted v1");
+    expect(await outcome(trust, second.answer)).toBe("accepted v2");
+    expect(await outcome(trust, first.answer)).toBe("refused stale");
+    expect(await outcome(trust, second.answer)).toBe("accepted v2");
+    // A verifier that never saw version 2 cannot tell (docs/key-transparency.md says so) ...
+    expect(await outcome(trustWith(), first.answer)).toBe("accepted v1");
+    // ... and one given the kept map of another remembers it across a restart.
+    const kept = new Map<string, NewestBinding>();
+    await trustWith(kept).verify(second.answer, CARD);
+    expect(kept.get(HASHED_PAN)).toEqual({ version: 2, notBefore: formatTime(NOW - DAY) });
+    expect(await outcome(trustWith(kept), first.answer)).toBe("refused stale");
+  });
+
+  it("refuses a lower version starting at the same time, and takes a refresh", async () => {
+    const first = bound(1, 2);
+    const second = bound(2, 2, first.key.keyId);
+    const trust = trustWith();
+    expect(await outcome(trust, second.answer)).toBe("accepted v2");
+    expect(await outcome(trust, first.answer)).toBe("refused stale");
+    const refresh = bound(3, 1, second.key.keyId);
+    expect(await outcome(trust, refresh.answer)).toBe("accepted v3");
+  });
+
+  it("takes the card registered again after its erasure (version 1, later), then refuses the erased binding", async () => {
+    const before = bound(3, 5);
+    const again = bound(1, 1);
+    const trust = trustWith();
+    expect(await outcome(trust, before.answer)).toBe("accepted v3");
+    expect(await outcome(trust, again.answer)).toBe("accepted v1");
+    expect(await outcome(trust, before.answer)).toBe("refused stale");
   });
 });
 

@@ -317,4 +317,57 @@ describe("the client library and the monitor on the service's key log", { timeou
       `alert: leaf ${proof.leafIndex}: a statement under your signing key that you did not sign\n`,
     );
   });
+
+  // Last: its leaves, under the bank's key for a user the store does not hold, are no feed's to open.
+  it("refuses a card's earlier binding, proven again under the newest checkpoint, once it has verified the newer one", async () => {
+    const card = testCard();
+    const DAY = 86_400_000;
+    /** A binding of `key` for the card, signed at `at` (it starts a day before), logged and sequenced. */
+    const logged = async (
+      key: ReturnType<typeof makeUserKey>,
+      changes: Record<string, number | string>,
+      at: number,
+    ) => {
+      const signed = signedBinding(bank, card, key, changes, at);
+      const pending = pendingOf({ log: svc.app.domain.kt } as never, bank, card, signed);
+      pending.userId = "usr_rotated_card";
+      expect(await store.ktLog.enqueue([pending])).toEqual({ kind: "enqueued" });
+      svc.app.domain.kt.notify();
+      const { proof } = await svc.app.domain.kt.waitForLeaf(pending.id);
+      return { key, signed, opening: pending.opening, leafIndex: proof.leafIndex };
+    };
+    /** What the service can answer for a logged binding: its leaf proven under the newest checkpoint. */
+    const answerOf = async (b: Awaited<ReturnType<typeof logged>>): Promise<KtLookupAnswer> => {
+      await witnessed();
+      const proofs = await svc.app.domain.kt.proofs({ leafIndex: b.leafIndex });
+      return {
+        keyId: b.key.keyId,
+        algorithm: "HPKE-P256-SHA256-A256GCM",
+        publicKey: base64(b.key.spki),
+        isEscrowed: false,
+        binding: {
+          statement: base64(b.signed.bytes),
+          signature: base64(b.signed.signature),
+          signingKeyId: bank.signingKeyId,
+        },
+        opening: b.opening,
+        proof: proofs.proof as NonNullable<typeof proofs.proof>,
+        directory: proofs.directory,
+      };
+    };
+    const lost = makeUserKey();
+    const first = await logged(lost, {}, Date.now() - 2 * DAY);
+    const second = await logged(makeUserKey(), { version: 2, supersedes: lost.keyId }, Date.now());
+    const cardId = { hashedPan: card.hashedPan, bin: "41111111" };
+    const trust = createKeyTrust({ policy, baseUrl: svc.baseUrl });
+    expect((await trust.verify(await answerOf(second), cardId)).version).toBe(2);
+    // The lost device's key, answered again: its leaf still proves, and no new leaf is written.
+    const replay = await answerOf(first);
+    const refused = await trust.verify(replay, cardId).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(KeyVerificationError);
+    expect((refused as KeyVerificationError).check).toBe("stale");
+    // A merchant that never verified version 2 cannot tell: what the binding's window bounds.
+    const stranger = createKeyTrust({ policy, baseUrl: svc.baseUrl });
+    expect((await stranger.verify(replay, cardId)).version).toBe(1);
+  });
 });

@@ -173,6 +173,8 @@ describe("verifyLookup against a key named three ways", () => {
       ok: true,
       issuer: "bank-a",
       version: 1,
+      // The binding's own, as bindingOf dates it: what KeyTrust orders a card's bindings by.
+      notBefore: formatTime(NOW - 86_400_000),
       treeSize: (s.input.answer.proof as Proof).treeSize,
       witnessedAt: Math.floor((NOW - 60_000) / 1000),
     });
@@ -455,6 +457,7 @@ describe("verifyLookup against escrow keys the snapshot does not name", () => {
       ok: true,
       issuer: null,
       version: null,
+      notBefore: null,
       treeSize: (answer.proof as Proof).treeSize,
       witnessedAt: Math.floor((NOW - 60_000) / 1000),
     });
