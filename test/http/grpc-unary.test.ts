@@ -262,7 +262,7 @@ describe("unary gRPC calls on the fast path", () => {
       expect(at.response?.userId).toHaveLength(65_532);
       const over = await grpcUnary(client, "grantAccess", { userId: "u".repeat(65_533) }, new Metadata());
       expect(over.error?.code).toBe(status.RESOURCE_EXHAUSTED);
-      // The service's payload_too_large, as on REST and Connect (spec section 4).
+      // The service's payload_too_large, as on REST and Connect.
       expect(over.error?.details).toBe("The body is larger than 65536 bytes.");
     } finally {
       client.close();
