@@ -273,12 +273,18 @@ function throwIfRefused(outcome: RegisterOutcome): asserts outcome is Registered
   if (outcome.kind === "key_mismatch") {
     throw new AppError("conflict", "This keyId is registered with another public key.");
   }
+  if (outcome.kind === "key_rotated") {
+    throw new AppError(
+      "conflict",
+      "This keyId was rotated out of the card and is never active again: register a new key.",
+    );
+  }
 }
 
 /** A registration the store made (or found unchanged). */
 type Registered = Exclude<
   RegisterOutcome,
-  { kind: "pan_taken" | "key_taken" | "key_mismatch" | "log_refused" | "card_split" }
+  { kind: "pan_taken" | "key_taken" | "key_mismatch" | "key_rotated" | "log_refused" | "card_split" }
 >;
 
 /**

@@ -110,6 +110,8 @@ export function planRegister(input: RegisterInput, state: RegisterState): Regist
     // Checked here, before anything is written: a refused call must change nothing (it once made the
     // old key active again and then answered 409).
     if (existing.publicKey !== input.key.publicKey) return refused("key_mismatch");
+    // A key the card rotated away from stays retired: it may be the lost device's.
+    if (existing.status === "rotated") return refused("key_rotated");
   }
   if (user === undefined) return planCreate(input, existing, other);
   return planExisting(input, user, { existing, activeKey });
@@ -200,7 +202,9 @@ function planExisting(
 }
 
 /** A refusal: nothing is written. */
-function refused(kind: "pan_taken" | "key_taken" | "key_mismatch" | "card_split"): RegisterPlan {
+function refused(
+  kind: "pan_taken" | "key_taken" | "key_mismatch" | "key_rotated" | "card_split",
+): RegisterPlan {
   return { outcome: { kind }, users: [], keys: [] };
 }
 

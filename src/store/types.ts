@@ -157,6 +157,8 @@ export type RegisterOutcome =
   | { kind: "key_taken" }
   /** The keyId exists (pending, active or rotated) with another public key: nothing changed. */
   | { kind: "key_mismatch" }
+  /** The keyId is one the card rotated away from: a rotated key is never active again; nothing changed. */
+  | { kind: "key_rotated" }
   /** A statement of `kt` does not follow its sequence (docs/key-transparency.md): nothing was written. */
   | KtIntakeRefusal;
 
@@ -176,6 +178,7 @@ export interface UserStore {
    *   created, in the same atomic step;
    * - the keyId used by someone else: `key_taken`;
    * - the keyId stored with another public key: `key_mismatch`;
+   * - the keyId of a key the card rotated away from: `key_rotated` (never active again);
    * - with `aliasPanHash`: the user holding either reference is the card's user, and gains the one it
    *   lacks; two users holding them, or a user with a third reference, is `card_split`.
    * A refusal writes nothing. A pending key with the same keyId and tenant is promoted. Concurrent calls for one panHash make

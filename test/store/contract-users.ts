@@ -118,21 +118,22 @@ export function usersContract(store: () => Store): void {
       expect(await store().users.findById(unusedUserId)).toBeUndefined();
     });
 
-    it("rotates back to a previously rotated key of the same user", async () => {
+    it("never makes a rotated key active again (it may be a lost device's), changing nothing", async () => {
       const panHash = hex64();
       const [first, second] = [pendingKey(), pendingKey()];
       await register(panHash, first, at(0));
       await register(panHash, second, at(10));
-      const back = await register(panHash, first, at(20));
-      expect(back).toMatchObject({
+      const before = await readBack(panHash, [first.keyId, second.keyId]);
+      expect(await register(panHash, first, at(20))).toEqual({ kind: "key_rotated" });
+      expect(await readBack(panHash, [first.keyId, second.keyId])).toEqual(before);
+      expect(before.user?.activeKeyId).toBe(second.keyId);
+      expect((await store().users.findKey(first.keyId))?.status).toBe("rotated");
+      // A new key rotates as before.
+      const third = pendingKey();
+      expect(await register(panHash, third, at(30))).toMatchObject({
         kind: "rotated",
         previousKeyId: second.keyId,
-        key: { keyId: first.keyId },
       });
-      const reactivated = await store().users.findKey(first.keyId);
-      expect(reactivated).toMatchObject({ status: "active", registeredAt: at(20) });
-      expect(reactivated?.rotatedAt).toBeUndefined();
-      expect((await store().users.findKey(second.keyId))?.status).toBe("rotated");
     });
 
     it("refuses a panHash registered by another tenant, storing nothing", async () => {
