@@ -45,7 +45,7 @@ export async function withIdempotency<T>(
   call: IdempotentCall<T>,
   run: () => Promise<T>,
 ): Promise<T> {
-  if (call.key === null || call.key === "") return run();
+  if (call.key === null) return run();
   if (!KEY_FORMAT.test(call.key)) {
     throw new AppError("invalid_request", "The Idempotency-Key is not valid.", {
       violations: [{ field: "Idempotency-Key", description: "must be 1-255 printable ASCII characters" }],

@@ -60,9 +60,10 @@ export function idempotentMethods<S extends DescService>(
     };
     wrapped[method.localName] = (req: MessageShape<DescMessage>, ctx: HandlerContext) => {
       // Without a key (nearly every call) withIdempotency runs the call as it is: it is not entered,
-      // with the closures and the call description it would be given.
+      // with the closures and the call description it would be given. A key sent empty is a key (its
+      // format check refuses it), not its absence.
       const key = ctx.requestHeader.get(IDEMPOTENCY_HEADER);
-      if (key === null || key === "") return runAsMessage(req, ctx);
+      if (key === null) return runAsMessage(req, ctx);
       return idempotently(deps, ctx, key, { schema: method.input, message: req }, method.output, () =>
         runAsMessage(req, ctx),
       );

@@ -363,7 +363,9 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
       await refusePost(encrypt, body, `api key ${key.slice(0, 20)}`, { "x-api-key": key });
     }
     const create = routes().CreatePayment as PostRoute;
-    for (const key of ["k".repeat(256), "has space", "\u00e9t\u00e9", "tab\tinside"]) {
+    // An empty one too: sent, it means the caller wanted the call idempotent (a variable left unset),
+    // and running it without a key would let the retry charge twice.
+    for (const key of ["", "k".repeat(256), "has space", "\u00e9t\u00e9", "tab\tinside"]) {
       const error = await refusePost(
         create,
         JSON.stringify(create.body()),
