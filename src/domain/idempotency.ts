@@ -15,7 +15,12 @@ export const IDEMPOTENCY_LEASE_MS = 60_000;
 const WAIT_FOR_FIRST_MS = 15_000;
 const POLL_MS = 20;
 
-const KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
+/**
+ * An Idempotency-Key: 1-255 printable ASCII characters, no space (the OpenAPI document's pattern is
+ * this one).
+ */
+export const IDEMPOTENCY_KEY_PATTERN = "^[\\x21-\\x7E]{1,255}$";
+const KEY_FORMAT = new RegExp(IDEMPOTENCY_KEY_PATTERN);
 
 /** How a call's response is kept for replay. */
 export interface IdempotentCall<T> {
@@ -48,7 +53,9 @@ export async function withIdempotency<T>(
   if (call.key === null) return run();
   if (!KEY_FORMAT.test(call.key)) {
     throw new AppError("invalid_request", "The Idempotency-Key is not valid.", {
-      violations: [{ field: "Idempotency-Key", description: "must be 1-255 printable ASCII characters" }],
+      violations: [
+        { field: "Idempotency-Key", description: "must be 1-255 printable ASCII characters, no space" },
+      ],
     });
   }
   const storeKey = `${call.scope}:${call.key}`;

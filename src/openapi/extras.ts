@@ -1,6 +1,7 @@
 import type { DescMethod, JsonObject } from "@bufbuild/protobuf";
 import { PaymentsService } from "../../gen/receipts/v1/payments_pb.js";
 import { ReceiptsService } from "../../gen/receipts/v1/receipts_pb.js";
+import { IDEMPOTENCY_KEY_PATTERN } from "../domain/idempotency.js";
 import type { ErrorCode } from "../errors.js";
 import { API_SERVICES, policyOf } from "../rpc/policy.js";
 
@@ -43,7 +44,7 @@ export const IDEMPOTENCY_KEY: HeaderParameter = {
     "marked `Idempotent-Replayed: true`, and creates nothing; the same key with a different body is " +
     "`conflict`. Kept 24 hours, per API key. Without it, sending the same receiptId (or, for a payment, " +
     "the same merchantId and transactionId) again is `conflict`, naming what exists.",
-  schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x20-\\x7E]+$" },
+  schema: { type: "string", minLength: 1, maxLength: 255, pattern: IDEMPOTENCY_KEY_PATTERN },
 };
 
 /**
