@@ -30,12 +30,25 @@ describe("withIdempotency", () => {
   it("runs a call without a key every time and never hashes its request", async () => {
     const hashed = { count: 0 };
     let runs = 0;
-    for (const key of [null, ""]) {
-      expect(await withIdempotency(f.deps, call(key, "h", hashed), async () => `run ${++runs}`)).toBe(
+    for (let i = 0; i < 2; i++) {
+      expect(await withIdempotency(f.deps, call(null, "h", hashed), async () => `run ${++runs}`)).toBe(
         `run ${runs}`,
       );
     }
     expect(runs).toBe(2);
+    expect(hashed.count).toBe(0);
+  });
+
+  it("refuses an empty key as it does any other bad one, running nothing (it is not the absence of one)", async () => {
+    const hashed = { count: 0 };
+    let runs = 0;
+    for (const key of ["", " ", "k".repeat(256)]) {
+      const err = await rejection(
+        withIdempotency(f.deps, call(key, "h", hashed), async () => `run ${++runs}`),
+      );
+      expect(err.code).toBe("invalid_request");
+    }
+    expect(runs).toBe(0);
     expect(hashed.count).toBe(0);
   });
 
