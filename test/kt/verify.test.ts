@@ -16,9 +16,10 @@ import { answerFor, bindingOf, makeIssuer, makeUserKey, NOW, snapshotOf, World }
 const HASHED_PAN = "a".repeat(64);
 const BIN = { digits: "41111111", kind: "bin" as const };
 
-function setting() {
+/** A log with bank-a's card (or the bank named `bankName`'s) bound under bank-a's BIN and bank-b's BIN beside it. */
+function setting(bankName = "bank-a") {
   const world = new World();
-  const bank = makeIssuer("bank-a");
+  const bank = makeIssuer(bankName);
   const other = makeIssuer("bank-b");
   const key = makeUserKey();
   const snapshot = snapshotOf([
@@ -336,23 +337,7 @@ describe("verifyLookup", () => {
   });
 
   it("reads a pin only for the issuer it names: an issuer named like an Object property is not pinned", () => {
-    const world = new World();
-    const bank = makeIssuer("constructor");
-    const key = makeUserKey();
-    const snapshot = snapshotOf([{ issuer: bank, bins: ["411111"] }]);
-    const answer = answerFor(world, {
-      statement: bindingOf(bank, key, HASHED_PAN),
-      signer: bank,
-      key,
-      snapshot,
-    });
-    const input: VerifyLookupInput = {
-      answer,
-      card: { cardRef: { hashedPan: HASHED_PAN }, bin: BIN },
-      sealTo: { keyId: key.keyId, algorithm: "HPKE-P256-SHA256-A256GCM", spki: key.spki },
-      directoryJson: snapshot,
-      now: NOW,
-    };
+    const { world, input } = setting("constructor");
     expect(verifyLookup(world.policy(), input)).toMatchObject({ ok: true, issuer: "constructor" });
     // A pin of another issuer leaves this one unpinned: accepted as without pins, and under a root
     // delay this verifier has not waited out, refused for the delay (a pin would skip it).
