@@ -157,10 +157,7 @@ export async function register(
   const cardBin = checked.cardBin ?? bindings.main?.statement.bin ?? bindings.par?.statement.bin;
   const binOwner = await cardBinOwner(deps, cardBin);
   refuseOthersBin(binOwner, principal.tenantId, "cardBin");
-  const parBin = bindings.par?.statement.bin;
-  if (parBin !== undefined && parBin !== cardBin) {
-    refuseOthersBin(await cardBinOwner(deps, parBin), principal.tenantId, "parBinding.statement.bin");
-  }
+  await refuseUnownedParBin(deps, principal.tenantId, input, bindings, binOwner, cardBin);
   const existing = await deps.store.users.findKey(keyId);
   if (existing && existing.tenantId !== principal.tenantId) {
     throw new AppError("conflict", "This keyId is already in use.");
@@ -248,6 +245,35 @@ function refuseOthersBin(owner: string | undefined, tenantId: string, field: str
   if (owner !== undefined && owner !== tenantId) {
     throw new AppError("forbidden", "This card's BIN belongs to another issuer.", {
       violations: [{ field, description: "belongs to another issuer tenant" }],
+    });
+  }
+}
+
+/**
+ * A PAR's binding (`parBinding`, or `binding` when the PAR is the card's only reference) names a token
+ * BIN the caller must own: a PAR gives a merchant no card number to read a BIN from, so a BIN of
+ * nobody is refused as another issuer's is (`forbidden`).
+ */
+async function refuseUnownedParBin(
+  deps: DomainDeps,
+  tenantId: string,
+  input: RegisterInput,
+  bindings: Awaited<ReturnType<typeof bindingsOf>>,
+  cardBinOwnerFound: string | undefined,
+  cardBin: string | undefined,
+): Promise<void> {
+  const parOnly = (input.hashedPan ?? "") === "" && (input.par ?? "") !== "";
+  const [binding, field] =
+    bindings.par !== undefined
+      ? [bindings.par, "parBinding.statement.bin"]
+      : [parOnly ? bindings.main : undefined, "binding.statement.bin"];
+  if (binding === undefined) return;
+  const bin = binding.statement.bin;
+  const owner = bin === cardBin ? cardBinOwnerFound : await cardBinOwner(deps, bin);
+  refuseOthersBin(owner, tenantId, field);
+  if (owner === undefined) {
+    throw new AppError("forbidden", "The PAR binding's BIN is not claimed by this issuer.", {
+      violations: [{ field, description: "is not a BIN this issuer tenant owns" }],
     });
   }
 }

@@ -33,6 +33,8 @@ import { startWitnessedService, type WitnessedService } from "../support/kt-witn
 const TOKEN = "kt-card-transfer-admin-token-0123456789";
 const TO = "bank-to";
 const TO_BIN = "411111";
+/** issuer-1's token BIN, where its PAR card is registered before the operator moves the card. */
+const FROM_BIN = "49999901";
 const DAY = 86_400_000;
 
 function capture(): Writable & { text: () => string } {
@@ -73,6 +75,7 @@ describe("the card transfer writes a key-log entry", { timeout: 180_000 }, () =>
     trust = createKeyTrust({ policy, baseUrl: svc.baseUrl });
     toKey = await svc.newKey({ role: "issuer", tier: "standard", tenantId: TO });
     await kt.ownBins(TO, [TO_BIN]);
+    await kt.ownBins("issuer-1", [FROM_BIN]);
     fromRoot = await kt.confirmedRoot("issuer-1", svc.issuerKey);
     toRoot = await kt.confirmedRoot(TO, toKey);
   });
@@ -80,14 +83,14 @@ describe("the card transfer writes a key-log entry", { timeout: 180_000 }, () =>
     await kt?.close();
   });
 
-  /** A PAR card registered by issuer-1 with its signed binding (a BIN nobody owns). */
+  /** A PAR card registered by issuer-1 with its signed binding (in issuer-1's token BIN, as a PAR binding must be). */
   async function registeredByFrom() {
     const par = `T7${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 27)}`;
     const device = deviceKey();
     const statement = keyBindingStatement({
       issuer: "issuer-1",
       card: { par },
-      bin: "49999901",
+      bin: FROM_BIN,
       ...device,
       version: 1,
       notBefore: Date.now() - DAY,

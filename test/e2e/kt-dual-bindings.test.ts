@@ -325,6 +325,30 @@ describe("a card registered by both references: one binding per reference", { ti
       );
     });
 
+    it("a PAR binding whose token BIN the caller does not own (no cardBin sent)", async () => {
+      const card = dualCard();
+      const device = deviceKey();
+      const { binding } = await bindingsFor(card, device);
+      const statement = keyBindingStatement({
+        issuer: "issuer-1",
+        card: { par: card.par },
+        bin: "46666688",
+        ...device,
+        version: 1,
+        notBefore: Date.now() - DAY,
+      });
+      const parBinding = await signStatement(statement, root);
+      const res = await post(svc, "/api/v1/onboarding/register", svc.issuerKey, {
+        ...card,
+        ...device,
+        binding,
+        parBinding,
+      });
+      expect(res.body.error?.code, JSON.stringify(res.body)).toBe("forbidden");
+      expect(res.body.error?.details).toBe("parBinding.statement.bin: is not a BIN this issuer tenant owns");
+      await nothingWritten(card);
+    });
+
     it("a PAR binding signed by another tenant's root", async () => {
       await refused(
         async (card, device) => {

@@ -21,6 +21,7 @@ import {
   newIssuer,
   type OperatorCall,
   operatorCalls,
+  ownBins,
   rawBinding,
   registeredRoot,
   signerStatement,
@@ -290,12 +291,14 @@ describe("key bindings on register", () => {
   it("registers a PAR card with its binding: the leaf is 0x02 with the PAR's tag", async () => {
     const bank = await issuer();
     const root = await rootOf(bank);
+    // A PAR's binding names the token BIN the issuer claims.
+    await ownBins(svc, bank.id, ["45555566"]);
     const par = `Q1${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 27)}`;
     const device = deviceKey();
     const statement = keyBindingStatement({
       issuer: bank.id,
       card: { par },
-      bin: "41111122",
+      bin: "45555566",
       keyId: device.keyId,
       publicKey: device.publicKey,
       version: 1,
@@ -310,7 +313,7 @@ describe("key bindings on register", () => {
     const hashedPan = card();
     const other = deviceKey();
     const forPar = await signStatement(
-      keyBindingStatement({ issuer: bank.id, card: { par }, bin: "41111122", ...other, version: 1 }),
+      keyBindingStatement({ issuer: bank.id, card: { par }, bin: "45555566", ...other, version: 1 }),
       root,
     );
     const res2 = await post(svc, "/api/v1/onboarding/register", bank.key, {
@@ -320,6 +323,36 @@ describe("key bindings on register", () => {
     });
     expect(JSON.stringify(res2.body)).toContain("binding.statement.cardRef");
     await nothingWritten(panHashOf(svc.config.hashedPanPepper, hashedPan), bank.id);
+  });
+
+  it("forbids a PAR binding whose token BIN the caller does not own, nobody's or another issuer's, writing nothing", async () => {
+    const bank = await issuer();
+    const root = await rootOf(bank);
+    const other = await issuer();
+    await ownBins(svc, other.id, ["47777788"]);
+    for (const bin of ["46666677", "47777788"]) {
+      const par = `Q3${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 27)}`;
+      const device = deviceKey();
+      const statement = keyBindingStatement({
+        issuer: bank.id,
+        card: { par },
+        bin,
+        keyId: device.keyId,
+        publicKey: device.publicKey,
+        version: 1,
+      });
+      const binding = await signStatement(statement, root);
+      const res = await post(svc, "/api/v1/onboarding/register", bank.key, { par, ...device, binding });
+      expect(res.status, JSON.stringify(res.body)).toBe(403);
+      expect(res.body.error?.code).toBe("forbidden");
+      // Nobody's: the binding's BIN is named; another issuer's is refused as a cardBin of theirs is.
+      expect(res.body.error?.details).toBe(
+        bin === "46666677"
+          ? "binding.statement.bin: is not a BIN this issuer tenant owns"
+          : "cardBin: belongs to another issuer tenant",
+      );
+      await nothingWritten(parKeyOf(svc.config.hashedPanPepper, par), bank.id);
+    }
   });
 
   it("refuses one binding alone for a card named by both hashed PAN and PAR: one binding per reference", async () => {
