@@ -77,6 +77,18 @@ function bindingObject(
   return JSON.parse(new TextDecoder().decode(bytes)) as Record<string, unknown>;
 }
 
+/** A PAR card's first binding of `device` under `bin`, signed by `root`. */
+function parBinding(
+  bank: { id: string },
+  root: IssuerSigner,
+  par: string,
+  bin: string,
+  device: { keyId: string; publicKey: string },
+) {
+  const statement = keyBindingStatement({ issuer: bank.id, card: { par }, bin, ...device, version: 1 });
+  return signStatement(statement, root);
+}
+
 /** Nothing of a refused registration is stored: no user, no sequence, no pending statement of the tenant. */
 async function nothingWritten(cardKey: string, tenantId: string) {
   expect(await svc.store.users.findByPanHash(cardKey)).toBeUndefined();
@@ -295,15 +307,7 @@ describe("key bindings on register", () => {
     await ownBins(svc, bank.id, ["45555566"]);
     const par = `Q1${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 27)}`;
     const device = deviceKey();
-    const statement = keyBindingStatement({
-      issuer: bank.id,
-      card: { par },
-      bin: "45555566",
-      keyId: device.keyId,
-      publicKey: device.publicKey,
-      version: 1,
-    });
-    const binding = await signStatement(statement, root);
+    const binding = await parBinding(bank, root, par, "45555566", device);
     const res = await post(svc, "/api/v1/onboarding/register", bank.key, { par, ...device, binding });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     const leaf = await waitForLeaf(`card:${parKeyOf(svc.config.hashedPanPepper, par)}`);
@@ -312,10 +316,7 @@ describe("key bindings on register", () => {
     // A binding naming the PAR does not bind the card by hashed PAN, nor the other way round.
     const hashedPan = card();
     const other = deviceKey();
-    const forPar = await signStatement(
-      keyBindingStatement({ issuer: bank.id, card: { par }, bin: "45555566", ...other, version: 1 }),
-      root,
-    );
+    const forPar = await parBinding(bank, root, par, "45555566", other);
     const res2 = await post(svc, "/api/v1/onboarding/register", bank.key, {
       hashedPan,
       ...other,
@@ -333,15 +334,7 @@ describe("key bindings on register", () => {
     for (const bin of ["46666677", "47777788"]) {
       const par = `Q3${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 27)}`;
       const device = deviceKey();
-      const statement = keyBindingStatement({
-        issuer: bank.id,
-        card: { par },
-        bin,
-        keyId: device.keyId,
-        publicKey: device.publicKey,
-        version: 1,
-      });
-      const binding = await signStatement(statement, root);
+      const binding = await parBinding(bank, root, par, bin, device);
       const res = await post(svc, "/api/v1/onboarding/register", bank.key, { par, ...device, binding });
       expect(res.status, JSON.stringify(res.body)).toBe(403);
       expect(res.body.error?.code).toBe("forbidden");
