@@ -92,11 +92,12 @@ const FACILITATOR_PREFIX = /^(SQ|SP|TST|PP|PAYPAL|IZ|IZETTLE|SUMUP|ZTL|SMP|CKO|S
  * Says whether `receipt` (as `openReceipt` gives it) is the receipt of `transaction`, a line of the
  * card's statement, and how sure that is:
  *
- * 1. Network identifiers, when both sides have them: the acquirer reference number, then the
+ * 1. A refund or void receipt matches only a credit (a refund or a reversal), a sale only a purchase;
+ *    differing card digits rule the line out. This comes first: a refund receipt often repeats the
+ *    network identifiers of the sale it undoes.
+ * 2. Network identifiers, when both sides have them: the acquirer reference number, then the
  *    retrieval reference number, then the authorization code with the terminal id. One that agrees
  *    decides for the line; one that differs decides against it.
- * 2. A refund or void receipt matches only a credit (a refund or a reversal), a sale only a purchase;
- *    differing card digits rule the line out.
  * 3. Otherwise the amount (exactly; the amount before the tip for an authorization taken before the
  *    tip; a tip of up to 30% added after the receipt at places where diners tip; the original
  *    amount for a line billed in another currency), the date (same day, then nearby days: a
@@ -104,10 +105,11 @@ const FACILITATOR_PREFIX = /^(SQ|SP|TST|PP|PAYPAL|IZ|IZETTLE|SUMUP|ZTL|SMP|CKO|S
  *    `cardAcceptorName`, else its merchant name) make a score of at most {@link DETAILS_CEILING}.
  */
 export function matchTransaction(receipt: ReceiptJson, transaction: CardTransaction): TransactionMatch {
-  const ids = compareIds(receipt, transaction);
-  if (ids !== undefined) return ids;
+  // Before the ids: a refund or void receipt often repeats its sale's ids, and must never match the sale.
   const ruledOut = ruleOut(receipt, transaction);
   if (ruledOut !== undefined) return ruledOut;
+  const ids = compareIds(receipt, transaction);
+  if (ids !== undefined) return ids;
   const reasons: string[] = [];
   const amount = amountScore(receipt, transaction, reasons);
   const date = dateScore(receipt, transaction, reasons);

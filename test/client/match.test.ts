@@ -178,6 +178,40 @@ const TABLE: Row[] = [
     false,
     /refund receipt, and the line is a purchase/,
   ],
+  // A refund and its sale share the sale's network ids on many receipts: the direction decides first.
+  [
+    "the refund receipt that repeats the sale's authorization code is not the purchase",
+    { ...croissantRefund, authorizationCode: "A1B2C3", terminalId: "TID00042" },
+    line({ authorizationCode: "A1B2C3", terminalId: "TID00042" }),
+    false,
+    /refund receipt, and the line is a purchase/,
+  ],
+  [
+    "the void receipt that repeats the sale's ARN is not the purchase",
+    {
+      ...plainCoffee,
+      receiptType: "void",
+      originalReceiptId: "r-1001",
+      acquirerReferenceNumber: "74001236123000000001236",
+    },
+    line({ acquirerReferenceNumber: "74001236123000000001236" }),
+    false,
+    /void receipt, and the line is a purchase/,
+  ],
+  [
+    "the sale receipt is not the refund line that repeats its RRN",
+    coffee,
+    line({ amount: -950, kind: "refund", retrievalReferenceNumber: "633112345678" }),
+    false,
+    /sale receipt, and the line is a refund/,
+  ],
+  [
+    "an authorization code that agrees on another card of the account",
+    coffee,
+    line({ authorizationCode: "A1B2C3", cardLast4: "1111" }),
+    false,
+    /card 4242, the line is card 1111/,
+  ],
   // Tips.
   [
     "dinner's authorization, taken before the tip",
