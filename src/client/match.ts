@@ -1,3 +1,4 @@
+import { matchInputProblems } from "./match-input.js";
 import type { ReceiptJson } from "./webcrypto.js";
 
 /**
@@ -105,6 +106,9 @@ const FACILITATOR_PREFIX = /^(SQ|SP|TST|PP|PAYPAL|IZ|IZETTLE|SUMUP|ZTL|SMP|CKO|S
  *    `cardAcceptorName`, else its merchant name) make a score of at most {@link DETAILS_CEILING}.
  */
 export function matchTransaction(receipt: ReceiptJson, transaction: CardTransaction): TransactionMatch {
+  // JSON from a device and from a card feed: what cannot be compared is named, never thrown.
+  const problems = matchInputProblems(receipt, transaction);
+  if (problems.length > 0) return { matches: false, confidence: 0, reasons: problems };
   // Before the ids: a refund or void receipt often repeats its sale's ids, and must never match the sale.
   const ruledOut = ruleOut(receipt, transaction);
   if (ruledOut !== undefined) return ruledOut;
@@ -141,6 +145,9 @@ export function matchStatement(
   receipt: ReceiptJson,
   transactions: readonly CardTransaction[],
 ): StatementMatch {
+  if (!Array.isArray(transactions)) {
+    throw new TypeError("matchStatement: transactions: must be a list of card statement lines");
+  }
   const scored = transactions.map((t, index) => ({ index, match: matchTransaction(receipt, t) }));
   const ranked = scored
     .filter((s) => s.match.matches)

@@ -275,6 +275,96 @@ describe("matchTransaction on statement lines", () => {
   });
 });
 
+describe("matchTransaction on what a feed or a receipt should not hold", () => {
+  // Issuer feeds and receipts from older devices arrive as JSON: a field missing, of another type,
+  // or a date that is not one is named in the answer, never a TypeError from deep inside.
+  const odd: [string, unknown, unknown, RegExp][] = [
+    ["a receipt that is not an object", null, line({}), /receipt: must be an object/],
+    ["a line that is not an object", coffee, "950 EUR", /transaction: must be an object/],
+    ["a receipt without a currency", { ...plainCoffee, currency: undefined }, line({}), /receipt\.currency/],
+    [
+      "a line without a currency",
+      plainCoffee,
+      line({ currency: undefined as never }),
+      /transaction\.currency/,
+    ],
+    [
+      "a receipt without a merchant name",
+      { ...plainCoffee, merchantName: undefined },
+      line({}),
+      /receipt\.merchantName/,
+    ],
+    [
+      "a line without a date",
+      plainCoffee,
+      line({ transactionDate: undefined as never }),
+      /transaction\.transactionDate/,
+    ],
+    [
+      "a line dated yesterday, in words",
+      plainCoffee,
+      line({ transactionDate: "yesterday" }),
+      /transaction\.transactionDate/,
+    ],
+    [
+      "a receipt dated in words",
+      { ...plainCoffee, transactionDate: "this morning" },
+      line({}),
+      /receipt\.transactionDate/,
+    ],
+    ["an amount as a string", plainCoffee, line({ amount: "9.50" as never }), /transaction\.amount: must be/],
+    [
+      "a total as a string",
+      { ...plainCoffee, totalAmount: "950" },
+      line({}),
+      /receipt\.totalAmount: must be/,
+    ],
+    [
+      "an amount that is not a number",
+      plainCoffee,
+      line({ amount: Number.NaN }),
+      /transaction\.amount: must be/,
+    ],
+    [
+      "a descriptor that is a number",
+      plainCoffee,
+      line({ descriptor: 12345 as never }),
+      /transaction\.descriptor/,
+    ],
+    [
+      "authorization codes as numbers",
+      { ...coffee, authorizationCode: 123456 },
+      line({ authorizationCode: 123456 as never }),
+      /authorizationCode/,
+    ],
+    [
+      "an item that is null",
+      { ...plainCoffee, totalAmount: undefined, items: [null] },
+      line({}),
+      /receipt\.items/,
+    ],
+    ["tenders that are not a list", { ...plainCoffee, tenders: "cash" }, line({}), /receipt\.tenders/],
+  ];
+
+  it.each(odd)("%s: no match, the field named", (_name, receipt, transaction, reason) => {
+    const found = matchTransaction(receipt as ReceiptJson, transaction as CardTransaction);
+    expect(found).toMatchObject({ matches: false, confidence: 0 });
+    expect(found.reasons.join("; ")).toMatch(reason);
+  });
+
+  it("matches a descriptor in any script, and a statement with one broken line", () => {
+    const { cardAcceptorName: _name, ...unnamed } = plainCoffee;
+    const cafe = { ...unnamed, merchantName: "Café Zoë 東京" };
+    expect(matchTransaction(cafe, line({ descriptor: "CAFE ZOE 東京" })).matches).toBe(true);
+    const found = matchStatement(plainCoffee, [line({ currency: undefined as never }), line({})]);
+    expect(found).toMatchObject({ index: 1, match: { matches: true } });
+  });
+
+  it("says what is wrong with a statement that is not a list", () => {
+    expect(() => matchStatement(plainCoffee, null as never)).toThrow(/transactions: must be a list/);
+  });
+});
+
 describe("matchStatement", () => {
   const morning = line({ transactionDate: "2026-11-21T09:30:41Z" });
   const afternoon = line({ transactionDate: "2026-11-21T15:10:02Z" });

@@ -1,0 +1,150 @@
+/**
+ * What `matchTransaction` checks of its two inputs before it compares them. Both arrive as JSON from
+ * elsewhere (a receipt opened on the device, a line of the issuer's card feed), and a field missing, of
+ * another type, or a date that is not one must give an answer that names it, never a TypeError from
+ * deep inside the comparison (which would also stop `matchStatement` at the first odd line).
+ */
+
+/** A receipt's fields that are strings when set. */
+const RECEIPT_TEXT = [
+  "transactionTimezone",
+  "receiptType",
+  "cardLast4",
+  "cardAcceptorName",
+  "merchantCategoryCode",
+  "authorizationCode",
+  "retrievalReferenceNumber",
+  "acquirerReferenceNumber",
+  "terminalId",
+] as const;
+
+/** A receipt's amounts, numbers when set. */
+const RECEIPT_AMOUNTS = ["totalAmount", "amount", "tipAmount"] as const;
+
+/** A statement line's fields that are strings when set. */
+const LINE_TEXT = [
+  "originalCurrency",
+  "postedDate",
+  "descriptor",
+  "authorizationCode",
+  "retrievalReferenceNumber",
+  "acquirerReferenceNumber",
+  "terminalId",
+  "merchantCategoryCode",
+  "cardLast4",
+] as const;
+
+const KINDS: readonly unknown[] = ["purchase", "refund", "reversal"];
+
+type Fields = Record<string, unknown>;
+
+/**
+ * The problems of a receipt and a statement line that `matchTransaction` cannot compare, each as
+ * `<receipt|transaction>.<field>: <rule>`; empty when both are fit to compare.
+ */
+export function matchInputProblems(receipt: unknown, transaction: unknown): string[] {
+  const problems: string[] = [];
+  if (isObject(receipt)) receiptProblems(receipt, problems);
+  else problems.push("receipt: must be an object (an opened receipt)");
+  if (isObject(transaction)) lineProblems(transaction, problems);
+  else problems.push("transaction: must be an object (a line of the card statement)");
+  return problems;
+}
+
+function receiptProblems(receipt: Fields, problems: string[]): void {
+  const at = (field: string) => `receipt.${field}`;
+  requiredText(receipt, "currency", at, problems);
+  requiredText(receipt, "merchantName", at, problems);
+  date(receipt, "transactionDate", at, problems);
+  for (const field of RECEIPT_TEXT) optionalText(receipt, field, at, problems);
+  for (const field of RECEIPT_AMOUNTS) optionalAmount(receipt, field, at, problems);
+  list(receipt, "items", at, problems, (item, i) => {
+    if (!isObject(item) || !isAmount(item.totalPrice)) {
+      problems.push(`${at("items")}[${i}].totalPrice: must be a number`);
+    }
+  });
+  list(receipt, "tenders", at, problems, (tender, i) => {
+    const here = (field: string) => `${at("tenders")}[${i}].${field}`;
+    if (!isObject(tender)) {
+      problems.push(`${at("tenders")}[${i}]: must be an object`);
+      return;
+    }
+    requiredText(tender, "method", here, problems);
+    if (!isAmount(tender.amount)) problems.push(`${here("amount")}: must be a number`);
+    optionalText(tender, "cardLast4", here, problems);
+  });
+}
+
+function lineProblems(line: Fields, problems: string[]): void {
+  const at = (field: string) => `transaction.${field}`;
+  if (!isAmount(line.amount)) problems.push(`${at("amount")}: must be a number (the smallest currency unit)`);
+  requiredText(line, "currency", at, problems);
+  date(line, "transactionDate", at, problems);
+  optionalAmount(line, "originalAmount", at, problems);
+  for (const field of LINE_TEXT) optionalText(line, field, at, problems);
+  if (line.kind !== undefined && !KINDS.includes(line.kind)) {
+    problems.push(`${at("kind")}: must be purchase, refund or reversal`);
+  }
+}
+
+function requiredText(
+  fields: Fields,
+  field: string,
+  at: (field: string) => string,
+  problems: string[],
+): void {
+  if (typeof fields[field] !== "string" || fields[field] === "")
+    problems.push(`${at(field)}: must be a string`);
+}
+
+function optionalText(
+  fields: Fields,
+  field: string,
+  at: (field: string) => string,
+  problems: string[],
+): void {
+  if (fields[field] !== undefined && typeof fields[field] !== "string") {
+    problems.push(`${at(field)}: must be a string when set`);
+  }
+}
+
+function optionalAmount(
+  fields: Fields,
+  field: string,
+  at: (field: string) => string,
+  problems: string[],
+): void {
+  if (fields[field] !== undefined && !isAmount(fields[field])) {
+    problems.push(`${at(field)}: must be a number (the smallest currency unit) when set`);
+  }
+}
+
+/** An RFC 3339 date-time, or a date `YYYY-MM-DD`. */
+function date(fields: Fields, field: string, at: (field: string) => string, problems: string[]): void {
+  const value = fields[field];
+  const day = typeof value === "string" && /^\d{4}-\d{2}-\d{2}$/.test(value) ? `${value}T12:00:00Z` : value;
+  if (typeof day !== "string" || Number.isNaN(Date.parse(day))) {
+    problems.push(`${at(field)}: must be an RFC 3339 date-time or a date YYYY-MM-DD`);
+  }
+}
+
+function list(
+  fields: Fields,
+  field: string,
+  at: (field: string) => string,
+  problems: string[],
+  each: (element: unknown, index: number) => void,
+): void {
+  const value = fields[field];
+  if (value === undefined) return;
+  if (!Array.isArray(value)) problems.push(`${at(field)}: must be a list when set`);
+  else value.forEach(each);
+}
+
+function isObject(value: unknown): value is Fields {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isAmount(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value);
+}
