@@ -141,9 +141,11 @@ export function checkTransactionFields(
   }
   if (input.tipAmount !== undefined) {
     const tip = money(v, "tipAmount", input.tipAmount);
-    if (totals.totalAmount !== undefined && tip > totals.totalAmount) {
-      v.add("tipAmount", "must not be more than totalAmount, which includes it");
-    }
+    // Within the total, or on a payment without one the amount charged (as tenders add up to it).
+    const [name, total] =
+      totals.totalAmount !== undefined ? ["totalAmount", totals.totalAmount] : ["amount", totals.amount];
+    if (total !== undefined && tip > total)
+      v.add("tipAmount", `must not be more than ${name}, which includes it`);
     out.tipAmount = tip;
   }
   if (input.tenders.length > 0) out.tenders = tenders(v, input.tenders, totals);

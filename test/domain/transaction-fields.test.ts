@@ -256,6 +256,10 @@ describe("card-transaction receipt fields", () => {
       { field: "tipAmount", description: "must not be more than totalAmount, which includes it" },
     ]);
     expect(violations(receipt({ tipAmount: -1n }))[0]?.field).toBe("tipAmount");
+    // On a payment without a totalAmount, the tip is within the amount charged, as tenders are.
+    expect(violations(receipt({ amount: 950n, tipAmount: 951n }), { mode: "payment" })).toEqual([
+      { field: "tipAmount", description: "must not be more than amount, which includes it" },
+    ]);
     const valid = withMockItems(
       validateReceipt(receipt({ totalAmount: 1200n, tipAmount: 200n }), { mode: "encrypt", now: NOW }),
     );
