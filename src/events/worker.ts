@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: sequencing, fan-out, the fair start of due deliveries, the attempt and
+ * what it changes (retries, disabling) are the one lease holder's loop, each step fenced by its token. */
 import { createSecretKey } from "node:crypto";
 import { LeaseRunner } from "../background/lease-runner.js";
 import { EVENT_TYPES } from "../domain/event-types.js";
@@ -38,6 +40,13 @@ const BATCH = 200;
  * the attempt. A claim of a holder that died runs out after both, and the delivery is due again.
  */
 const CLAIM_MARGIN_MS = 5_000;
+/**
+ * A tenant with a share of the slots (the concurrency divided by this) or more in flight waits behind
+ * the other tenants' due deliveries.
+ */
+const TENANT_SHARE_DIVISOR = 4;
+/** Store calls a round spends, at most, holding back tenants over their share. */
+const FAIR_PASSES = 4;
 /** How often retention runs. */
 const PRUNE_EVERY_MS = 3_600_000;
 /** Signing keys opened per endpoint are kept this long (a rotation elsewhere shows within it). */
@@ -54,6 +63,8 @@ export class EventWorker {
   private readonly runner: LeaseRunner;
   private readonly sender: WebhookSender;
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** Attempts in flight per tenant. */
+  private readonly tenantSlots = new Map<string, number>();
   private readonly keyCache = new Map<string, { at: number; updatedAt: number; keys: SigningKeys }>();
   private lastPruneMs = Number.NEGATIVE_INFINITY;
   /**
@@ -159,29 +170,76 @@ export class EventWorker {
     return this.inFlight.size < this.deps.config.concurrency;
   }
 
-  /** Claims and starts due deliveries up to the free slots; the number started. */
+  /**
+   * Claims and starts due deliveries up to the free slots; the number started. Fair between tenants:
+   * a tenant gets at most its share of the slots while another tenant's deliveries are due, so a tenant
+   * whose receivers never answer (each attempt holding a slot for the whole time limit) cannot make
+   * the others' deliveries wait behind its backlog; slots nobody else needs are still its.
+   */
   private async startDue(fence: Fence): Promise<number> {
     const free = this.deps.config.concurrency - this.inFlight.size;
     if (free <= 0) {
       this.slotBound = true;
       return 0;
     }
-    // One more than could start: whether any is left waiting for a slot.
-    const due = await this.deps.store.deliveries.due(this.deps.clock.now(), free + this.inFlight.size + 1);
+    const share = Math.max(1, Math.floor(this.deps.config.concurrency / TENANT_SHARE_DIVISOR));
+    const held = [...this.tenantSlots].filter(([, n]) => n >= share).map(([tenant]) => tenant);
     let started = 0;
+    let waiting = false;
+    // Each pass leaves out the tenants that reached their share, until none is held back.
+    for (let pass = 0; pass < FAIR_PASSES && started < free; pass++) {
+      const pick = await this.startSome(fence, free - started, held, share);
+      started += pick.started;
+      waiting ||= pick.waiting;
+      if (pick.capped.length === 0) break;
+      held.push(...pick.capped);
+    }
+    // Slots nobody else needs: the deliveries of the tenants held back, earliest due first.
+    if (started < free && held.length > 0) {
+      const pick = await this.startSome(fence, free - started, [], Number.POSITIVE_INFINITY);
+      started += pick.started;
+      waiting = pick.waiting;
+    }
+    this.slotBound = waiting;
+    return started;
+  }
+
+  /**
+   * Starts up to `free` due deliveries of tenants not in `except`, at most `share` in flight per tenant:
+   * the number started, the tenants that reached their share with more due (`capped`), and whether
+   * any due delivery was left unstarted.
+   */
+  private async startSome(fence: Fence, free: number, except: string[], share: number) {
+    // One more than could start: whether any is left waiting for a slot.
+    const due = await this.deps.store.deliveries.due(
+      this.deps.clock.now(),
+      free + this.inFlight.size + 1,
+      except,
+    );
+    const capped = new Set<string>();
+    let started = 0;
+    let waiting = false;
     for (const delivery of due) {
-      if (started >= free) break;
       const key = `${delivery.endpointId}\u0000${delivery.eventSeq}`;
       if (this.inFlight.has(key)) continue;
+      const tenant = delivery.tenantId;
+      if (started >= free || (this.tenantSlots.get(tenant) ?? 0) >= share) {
+        if (started < free) capped.add(tenant);
+        waiting = true;
+        continue;
+      }
+      this.tenantSlots.set(tenant, (this.tenantSlots.get(tenant) ?? 0) + 1);
       const attempt = this.attempt(fence, delivery).finally(() => {
         this.inFlight.delete(key);
+        const left = (this.tenantSlots.get(tenant) ?? 1) - 1;
+        if (left > 0) this.tenantSlots.set(tenant, left);
+        else this.tenantSlots.delete(tenant);
         if (this.slotBound) this.deps.hub.written();
       });
       this.inFlight.set(key, attempt);
       started++;
     }
-    this.slotBound = due.length > started;
-    return started;
+    return { started, capped: [...capped], waiting };
   }
 
   /** One attempt of one delivery: claim, sign, send, record. Never throws. */

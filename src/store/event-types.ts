@@ -238,8 +238,11 @@ export interface DeliveryStore {
    * alone, so a fan-out repeated after a crash creates nothing twice.
    */
   createMissing(deliveries: readonly DeliveryRecord[]): Promise<void>;
-  /** Pending deliveries due at `now`, earliest due first, at most `limit`. */
-  due(now: Date, limit: number): Promise<DeliveryRecord[]>;
+  /**
+   * Pending deliveries due at `now`, earliest due first, at most `limit`; none of the tenants in
+   * `exceptTenants` (the worker's fair share: tenants that hold slots already wait behind the others).
+   */
+  due(now: Date, limit: number, exceptTenants?: readonly string[]): Promise<DeliveryRecord[]>;
   /**
    * Claims a pending delivery for the holder of `fence` before an attempt: refused (false) when it is
    * no longer pending or a larger token claimed it. The claim moves `nextAttemptAt` to `until`, so a

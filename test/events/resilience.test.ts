@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it } from "vitest";
+import { newEvent } from "../../src/domain/event-types.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { get, post, startService, type TestService } from "../support/harness.js";
 import { FAST_EVENTS, freezableStore, type Receiver, startReceiver, until } from "./support.js";
@@ -184,6 +185,29 @@ describe("an endpoint failing for too long", () => {
     });
     expect(r.received).toHaveLength(1);
   });
+});
+
+describe("a receiver that never answers", () => {
+  it("does not hold up another tenant's deliveries behind its backlog", async () => {
+    // Four slots and attempts of 3 s: served first come, first served, a rival's 60 events to a
+    // receiver that never answers keep every slot busy for 45 s, and the issuer's event waits behind them.
+    const store = createMemoryStore();
+    const svc = await service({ WEBHOOK_CONCURRENCY: "4", WEBHOOK_TIMEOUT_MS: "3000" }, store);
+    const silent = await receiver();
+    silent.answer = () => new Promise<number>(() => {});
+    const honest = await receiver();
+    await createEndpoint(svc, svc.merchantKey, silent.url);
+    await createEndpoint(svc, svc.issuerKey, honest.url);
+    const data = { paymentId: "pay_1", merchantId: "m-1", transactionId: "t-1", receiptId: "r-1" };
+    await store.events.append(
+      Array.from({ length: 60 }, () => newEvent("payment.created", "merchant-1", new Date(), data)),
+    );
+    await until(() => silent.received.length >= 4, 10_000, "the rival's deliveries in every slot");
+    await registerCard(svc, svc.issuerKey, CARD);
+    // A slot frees within one attempt's time limit, and goes to the tenant waiting with none in flight
+    // (room for a loaded machine: still far below the 45 s of the rival's backlog).
+    await until(() => honest.received.length === 1, 10_000, "the issuer's delivery");
+  }, 40_000);
 });
 
 describe("an instance killed mid-delivery", () => {

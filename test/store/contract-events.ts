@@ -314,6 +314,21 @@ export function eventsContract(store: () => Store): void {
       ]);
     });
 
+    it("lists the due deliveries of every tenant but those it is told to leave out", async () => {
+      await store().events.append([event("t1", 0), event("t2", 1), event("t3", 2)]);
+      const [e1, e2, e3] = await sequenceAll(store());
+      if (e1 === undefined || e2 === undefined || e3 === undefined) throw new Error("not sequenced");
+      await store().deliveries.createMissing([
+        delivery("we_1", e1),
+        delivery("we_2", e2),
+        delivery("we_3", e3),
+      ]);
+      const due = async (except: string[]) =>
+        (await store().deliveries.due(at(10), 10, except)).map((d) => d.tenantId);
+      expect(await due([])).toEqual(["t1", "t2", "t3"]);
+      expect(await due(["t1", "t3"])).toEqual(["t2"]);
+    });
+
     it("lists due deliveries earliest first, claims with a fence, records and reschedules", async () => {
       const [e1, e2] = await twoEvents();
       await store().deliveries.createMissing([

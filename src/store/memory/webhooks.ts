@@ -98,12 +98,12 @@ export class MemoryDeliveries implements DeliveryStore {
    * far: under load the worker asks after every attempt while thousands wait, and sorting them all
    * each time made the worker's cost grow with its backlog.
    */
-  async due(now: Date, limit: number): Promise<DeliveryRecord[]> {
+  async due(now: Date, limit: number, exceptTenants: readonly string[] = []): Promise<DeliveryRecord[]> {
     const nowMs = now.getTime();
     const best: DeliveryRecord[] = [];
     if (limit <= 0) return best;
     for (const d of this.pending) {
-      if ((d.nextAttemptAt?.getTime() ?? 0) > nowMs) continue;
+      if ((d.nextAttemptAt?.getTime() ?? 0) > nowMs || exceptTenants.includes(d.tenantId)) continue;
       if (best.length === limit && !earlier(d, best[limit - 1] as DeliveryRecord)) continue;
       let at = best.length;
       while (at > 0 && earlier(d, best[at - 1] as DeliveryRecord)) at--;

@@ -175,11 +175,12 @@ export class MongoDeliveries implements DeliveryStore {
     });
   }
 
-  due(now: Date, limit: number): Promise<DeliveryRecord[]> {
+  due(now: Date, limit: number, exceptTenants: readonly string[] = []): Promise<DeliveryRecord[]> {
+    const others = exceptTenants.length === 0 ? {} : { tenantId: { $nin: [...exceptTenants] } };
     return this.ctx.run(() =>
       this.deliveries
         .find<DeliveryRecord>(
-          { status: "pending", nextAttemptAt: { $lte: now } },
+          { status: "pending", nextAttemptAt: { $lte: now }, ...others },
           { ...this.ctx.read, ...scatterGather("deliveries.due") },
         )
         .sort({ nextAttemptAt: 1, eventSeq: 1 })
