@@ -42,8 +42,11 @@ export function isUndecodableJson(message: string): boolean {
   return message.startsWith("cannot decode message ") || message.startsWith("cannot decode field ");
 }
 
-/** connect-es's RESOURCE_EXHAUSTED message for a request message over `readMaxBytes` (the body limit). */
-const OVERSIZE = /^message size \d+ is larger than configured readMaxBytes (\d+)$/;
+/**
+ * connect-es's RESOURCE_EXHAUSTED message for a request message over `readMaxBytes` (the body limit);
+ * the size is named only when it was known before reading (a Content-Length or a gRPC length prefix).
+ */
+const OVERSIZE = /^message size (?:\d+ )?is larger than configured readMaxBytes (\d+)$/;
 
 /** Whether `message` is connect-es's RESOURCE_EXHAUSTED for a request message over the body limit. */
 export function isOversizeMessage(message: string): boolean {

@@ -2,6 +2,7 @@ import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERRORS, type ErrorCode } from "../../src/errors.js";
 import { type Envelope, startService, type TestService } from "../support/harness.js";
+import { frame, rawGrpc } from "./grpc-raw.js";
 
 /**
  * Answers given before any handler runs (a header block over the limit, a body that trickles in, a
@@ -146,6 +147,38 @@ describe("answers before any handler", () => {
       expect(res.status, label).toBeLessThan(500);
       expect(res.headers.get("x-request-id"), label).toMatch(/\S/);
       expectRateLimitHeaders(res.headers, label);
+    }
+  });
+
+  it("answers a body over the limit over HTTP/2 with payload_too_large on every surface", async () => {
+    // With or without a Content-Length: without one, the body is only known to be too large once the
+    // limit has been read.
+    const over = 2 * 1_048_576;
+    const json = Buffer.from(`{"receiptId":"${"x".repeat(over)}"}`);
+    const grpc = frame(new Uint8Array(over));
+    const rpc = "/receipts.v1.ReceiptsService/EncryptReceipt";
+    const cases: Array<[string, string, Record<string, string>, Buffer]> = [
+      ["Connect JSON", rpc, { "content-type": "application/json" }, json],
+      ["Connect proto", rpc, { "content-type": "application/proto" }, grpc.subarray(5)],
+      ["gRPC", rpc, { "content-type": "application/grpc" }, grpc],
+      ["gRPC JSON", rpc, { "content-type": "application/grpc+json" }, grpc],
+      ["gRPC-Web", rpc, { "content-type": "application/grpc-web+proto" }, grpc],
+      ["REST", "/api/v1/receipts/encrypt", { "content-type": "application/json" }, json],
+    ];
+    for (const [surface, path, headers, body] of cases) {
+      for (const length of [true, false]) {
+        const label = `${surface}, ${length ? "with" : "without"} Content-Length`;
+        const sent = length ? { ...headers, "content-length": String(body.length) } : headers;
+        const answer = await rawGrpc(svc.baseUrl, path, body, sent);
+        // The answer names the reason: in the body (REST, Connect) or in the status details of the
+        // trailers (gRPC), which gRPC-Web sends in the body.
+        const text = answer.body.toString("latin1");
+        const details =
+          answer.trailers["grpc-status-details-bin"] ?? /grpc-status-details-bin: (\S+)/.exec(text)?.[1];
+        const said = text + Buffer.from(details ?? "", "base64").toString("latin1");
+        expect(said, label).toContain("payload_too_large");
+        expect(answer.headers["x-request-id"], label).toMatch(/\S/);
+      }
     }
   });
 
