@@ -9,6 +9,11 @@ import { constants, type Http2Session, type ServerHttp2Stream } from "node:http2
  *   trickles in; a stream whose request has arrived is left to its handler;
  * - a session idle for the idle timeout, or one the client sent GOAWAY on, gets GOAWAY; streams still
  *   open after the grace period are reset with the session;
+ * - a complete answer to a request still arriving (one refused before its body was read whole: over
+ *   the body limit, say) is followed by RST_STREAM NO_ERROR (RFC 9113, section 8.1), so a client that
+ *   sends its whole body before reading stops rather than waiting in flow control for good (Node does
+ *   this itself only for an answer without trailers to a request it never read from, and the
+ *   compatibility layer always asks for trailers);
  * - a client that resets streams before the server answered them faster than a token bucket allows
  *   (CVE-2023-44487, "rapid reset": each such stream costs the server a request and a handler, the
  *   client nothing) gets GOAWAY ENHANCE_YOUR_CALM and the session is destroyed.
@@ -36,6 +41,23 @@ export interface Http2Guard {
   /** Stops the sweep (on shutdown). */
   stop(): void;
 }
+
+/**
+ * Resets a stream whose answer is complete while its request is not (see the list above), once the
+ * answer's end is on its way: a reset queued before it would overtake it (an answer without trailers
+ * ends with an empty DATA frame, which waits behind a reset). Looked at again on each turn until then,
+ * up to {@link STOP_TRIES} turns; an answer still not out after that is left to the request timeout.
+ */
+function stopUnfinishedRequest(stream: ServerHttp2Stream, tries = 0): void {
+  if (stream.destroyed || stream.closed) return;
+  const { remoteClose, localClose } = stream.state;
+  if (remoteClose) return;
+  if (localClose) stream.close(constants.NGHTTP2_NO_ERROR);
+  else if (tries < STOP_TRIES) setImmediate(stopUnfinishedRequest, stream, tries + 1);
+}
+
+/** Turns {@link stopUnfinishedRequest} waits for an answer's end to go out. */
+const STOP_TRIES = 20;
 
 /** Per-session state of the rapid-reset bucket. */
 interface ResetBucket {
@@ -96,6 +118,8 @@ export function createHttp2Guard(options: Http2GuardOptions): Http2Guard {
     onStream(stream) {
       open.set(stream, performance.now());
       sweeper ??= setInterval(sweep, options.checkIntervalMs).unref();
+      // Emitted once the answer's last DATA frame is queued; whoever answers sends the trailers then.
+      stream.once("wantTrailers", () => setImmediate(stopUnfinishedRequest, stream));
       // Taken now: a closed stream no longer knows its session.
       const session = stream.session;
       if (session === undefined) return;

@@ -150,9 +150,10 @@ describe("answers before any handler", () => {
     }
   });
 
-  it("answers a body over the limit over HTTP/2 with payload_too_large on every surface", async () => {
+  it("answers a body over the limit over HTTP/2 with payload_too_large on every surface, then stops the upload", async () => {
     // With or without a Content-Length: without one, the body is only known to be too large once the
-    // limit has been read.
+    // limit has been read. The client sends the whole body and waits: once the answer is out, the
+    // rest of the upload is cut with RST_STREAM NO_ERROR, not left stuck in flow control for good.
     const over = 2 * 1_048_576;
     const json = Buffer.from(`{"receiptId":"${"x".repeat(over)}"}`);
     const grpc = frame(new Uint8Array(over));
@@ -178,6 +179,10 @@ describe("answers before any handler", () => {
         const said = text + Buffer.from(details ?? "", "base64").toString("latin1");
         expect(said, label).toContain("payload_too_large");
         expect(answer.headers["x-request-id"], label).toMatch(/\S/);
+        expect({ closed: answer.closed, rstCode: answer.rstCode }, label).toEqual({
+          closed: true,
+          rstCode: 0,
+        });
       }
     }
   });
