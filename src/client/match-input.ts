@@ -1,12 +1,21 @@
 /**
- * What `matchTransaction` checks of its two inputs before it compares them. Both arrive as JSON from
- * elsewhere (a receipt opened on the device, a line of the issuer's card feed), and a field missing, of
- * another type, or a date that is not one must give an answer that names it, never a TypeError from
- * deep inside the comparison (which would also stop `matchStatement` at the first odd line).
+ * What `matchTransaction` and `renderReceiptSvg` check of their inputs before they use them. Both
+ * arrive as JSON from elsewhere (a receipt opened on the device, which the merchant may have sealed on
+ * its side where the service never checked it; a line of the issuer's card feed), and a field missing,
+ * of another type, or a date that is not one must be named, never a TypeError from deep inside (which
+ * would also stop `matchStatement` at the first odd line), and never a value drawn unescaped.
  */
 
 /** A receipt's fields that are strings when set. */
 const RECEIPT_TEXT = [
+  "merchantStreet",
+  "merchantCity",
+  "merchantPostalCode",
+  "merchantCountry",
+  "merchantTaxId",
+  "paymentMethod",
+  "cardBrand",
+  "originalReceiptId",
   "transactionTimezone",
   "receiptType",
   "cardLast4",
@@ -19,7 +28,7 @@ const RECEIPT_TEXT = [
 ] as const;
 
 /** A receipt's amounts, numbers when set. */
-const RECEIPT_AMOUNTS = ["totalAmount", "amount", "tipAmount"] as const;
+const RECEIPT_AMOUNTS = ["subtotal", "taxAmount", "totalAmount", "amount", "tipAmount"] as const;
 
 /** A statement line's fields that are strings when set. */
 const LINE_TEXT = [
@@ -43,35 +52,43 @@ type Fields = Record<string, unknown>;
  * `<receipt|transaction>.<field>: <rule>`; empty when both are fit to compare.
  */
 export function matchInputProblems(receipt: unknown, transaction: unknown): string[] {
-  const problems: string[] = [];
-  if (isObject(receipt)) receiptProblems(receipt, problems);
-  else problems.push("receipt: must be an object (an opened receipt)");
+  const problems = receiptProblems(receipt);
   if (isObject(transaction)) lineProblems(transaction, problems);
   else problems.push("transaction: must be an object (a line of the card statement)");
   return problems;
 }
 
-function receiptProblems(receipt: Fields, problems: string[]): void {
+/**
+ * The problems of an opened receipt, each as `receipt.<field>: <rule>`: the fields a receipt is
+ * compared and drawn by, of the types the service seals them with. Empty when it is fit to use.
+ */
+export function receiptProblems(receipt: unknown): string[] {
+  const problems: string[] = [];
+  if (isObject(receipt)) receiptFieldProblems(receipt, problems);
+  else problems.push("receipt: must be an object (an opened receipt)");
+  return problems;
+}
+
+function receiptFieldProblems(receipt: Fields, problems: string[]): void {
   const at = (field: string) => `receipt.${field}`;
   requiredText(receipt, "currency", at, problems);
   requiredText(receipt, "merchantName", at, problems);
+  requiredText(receipt, "receiptId", at, problems);
   date(receipt, "transactionDate", at, problems);
   for (const field of RECEIPT_TEXT) optionalText(receipt, field, at, problems);
   for (const field of RECEIPT_AMOUNTS) optionalAmount(receipt, field, at, problems);
-  list(receipt, "items", at, problems, (item, i) => {
-    if (!isObject(item) || !isAmount(item.totalPrice)) {
-      problems.push(`${at("items")}[${i}].totalPrice: must be a number`);
-    }
+  elements(receipt, "items", problems, (item, here) => {
+    requiredText(item, "name", here, problems);
+    for (const field of ["quantity", "unitPrice", "totalPrice"]) number(item, field, here, problems);
   });
-  list(receipt, "tenders", at, problems, (tender, i) => {
-    const here = (field: string) => `${at("tenders")}[${i}].${field}`;
-    if (!isObject(tender)) {
-      problems.push(`${at("tenders")}[${i}]: must be an object`);
-      return;
-    }
+  elements(receipt, "tenders", problems, (tender, here) => {
     requiredText(tender, "method", here, problems);
-    if (!isAmount(tender.amount)) problems.push(`${here("amount")}: must be a number`);
+    number(tender, "amount", here, problems);
+    optionalText(tender, "cardBrand", here, problems);
     optionalText(tender, "cardLast4", here, problems);
+  });
+  elements(receipt, "taxBreakdown", problems, (line, here) => {
+    for (const field of ["rate", "taxableAmount", "taxAmount"]) number(line, field, here, problems);
   });
 }
 
@@ -128,17 +145,27 @@ function date(fields: Fields, field: string, at: (field: string) => string, prob
   }
 }
 
-function list(
-  fields: Fields,
+function number(fields: Fields, field: string, at: (field: string) => string, problems: string[]): void {
+  if (!isAmount(fields[field])) problems.push(`${at(field)}: must be a number`);
+}
+
+/** Each object of the receipt's list `field`, checked by `each` with its own field namer. */
+function elements(
+  receipt: Fields,
   field: string,
-  at: (field: string) => string,
   problems: string[],
-  each: (element: unknown, index: number) => void,
+  each: (element: Fields, at: (field: string) => string) => void,
 ): void {
-  const value = fields[field];
+  const value = receipt[field];
   if (value === undefined) return;
-  if (!Array.isArray(value)) problems.push(`${at(field)}: must be a list when set`);
-  else value.forEach(each);
+  if (!Array.isArray(value)) {
+    problems.push(`receipt.${field}: must be a list when set`);
+    return;
+  }
+  value.forEach((element: unknown, i) => {
+    if (isObject(element)) each(element, (name) => `receipt.${field}[${i}].${name}`);
+    else problems.push(`receipt.${field}[${i}]: must be an object`);
+  });
 }
 
 function isObject(value: unknown): value is Fields {

@@ -1,4 +1,5 @@
 import { transform } from "receiptline";
+import { receiptProblems } from "./match-input.js";
 import type { ReceiptJson } from "./webcrypto.js";
 
 /**
@@ -32,9 +33,15 @@ const SPECIAL = /[\\|{}\-=~_"`^]/g;
  * identifiers the card statement knows it by (statement descriptor, authorization code, terminal,
  * RRN, ARN), and a QR code of the receipt id. Money is in the smallest currency unit in the receipt
  * and shown with the currency's decimals (EUR 9.50). Text from the receipt is escaped for
- * receiptline, which in turn escapes it for XML, so a receipt cannot inject markup into the image.
+ * receiptline, which in turn escapes it for XML, so a receipt cannot inject markup into the image;
+ * a receipt whose fields are not of their types (a quantity that is text) is a TypeError naming them.
  */
 export function renderReceiptSvg(receipt: ReceiptJson, options: ReceiptImageOptions = {}): string {
+  // A receipt the merchant sealed was never checked by the service: its numbers are drawn raw.
+  const problems = receiptProblems(receipt);
+  if (problems.length > 0) {
+    throw new TypeError(`renderReceiptSvg: cannot draw this receipt: ${problems.join("; ")}`);
+  }
   const cpl = options.charactersPerLine ?? 42;
   const money = moneyFormatter(receipt.currency);
   const lines = [

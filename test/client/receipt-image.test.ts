@@ -145,4 +145,43 @@ describe("renderReceiptSvg", () => {
     for (const piece of ["<script>alert(1)</scr", "| {code:x}", '"A" ^']) expect(text).toContain(piece);
     expect(text).toContain("<image href=x>&amp;");
   });
+
+  // A receipt the merchant sealed on its side reaches the device unchecked by the service: a number
+  // that is not one (a quantity drawn raw once let receiptline lines, a QR code of any URL among them,
+  // into the image), a list that is not one, a missing currency are named, not drawn or thrown deep.
+  const odd: [string, Record<string, unknown>, RegExp][] = [
+    [
+      "a quantity carrying receiptline lines and a QR code",
+      {
+        items: [
+          {
+            lineItemId: "1",
+            name: "Tea",
+            quantity: "2 |\n{code:https://pay.example; option:qrcode,6,m}\n^^^SCAN TO CLAIM|",
+            unitPrice: 475,
+            totalPrice: 950,
+          },
+        ],
+      },
+      /receipt\.items\[0\]\.quantity: must be a number/,
+    ],
+    ["an item that is null", { items: [null] }, /receipt\.items\[0\]: must be an object/],
+    ["tenders that are not a list", { tenders: "cash" }, /receipt\.tenders: must be a list/],
+    [
+      "a tax rate as text",
+      { taxBreakdown: [{ rate: "20% | {code:x}", taxableAmount: 1, taxAmount: 1 }] },
+      /receipt\.taxBreakdown\[0\]\.rate: must be a number/,
+    ],
+    ["no currency", { currency: undefined }, /receipt\.currency: must be a string/],
+  ];
+
+  it.each(odd)("refuses to draw %s, naming the field", (_name, overrides, reason) => {
+    const draw = () => renderReceiptSvg({ ...receipt, ...overrides } as unknown as ReceiptJson);
+    expect(draw).toThrow(TypeError);
+    expect(draw).toThrow(reason);
+  });
+
+  it("names what is not a receipt at all", () => {
+    expect(() => renderReceiptSvg(null as unknown as ReceiptJson)).toThrow(/receipt: must be an object/);
+  });
 });
