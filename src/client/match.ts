@@ -225,19 +225,18 @@ function cardOf(receipt: ReceiptJson): string | undefined {
   return receipt.cardLast4 ?? receipt.tenders?.find((tender) => tender.cardLast4)?.cardLast4;
 }
 
-/** The amount on the card: the card tender's of a split payment, else the total. */
+/**
+ * The amount on the card: the card tender's of a split payment, else the total. A card tender is one
+ * with the card's digits, else one paid by "card" (a gift card is not on the card statement).
+ */
 function receiptAmount(receipt: ReceiptJson): number {
-  const card = receipt.tenders?.filter(
-    (tender) => tender.cardLast4 !== undefined || /card/i.test(tender.method),
-  );
-  if (
-    card !== undefined &&
-    card.length === 1 &&
-    card[0] !== undefined &&
-    (receipt.tenders?.length ?? 0) > 1
-  ) {
-    return card[0].amount;
-  }
+  const tenders = receipt.tenders ?? [];
+  const withDigits = tenders.filter((tender) => tender.cardLast4 !== undefined);
+  const card =
+    withDigits.length > 0
+      ? withDigits
+      : tenders.filter((tender) => /\bcard\b/i.test(tender.method) && !/gift/i.test(tender.method));
+  if (card.length === 1 && card[0] !== undefined && tenders.length > 1) return card[0].amount;
   const items = (receipt.items ?? []).reduce((sum, item) => sum + item.totalPrice, 0);
   return receipt.totalAmount ?? receipt.amount ?? items;
 }

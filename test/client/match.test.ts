@@ -241,6 +241,35 @@ const TABLE: Row[] = [
     false,
     /amount differs/,
   ],
+  // Split tenders: the card statement holds the card's part only, never a gift card's.
+  [
+    "a gift card and a card: the line is the card's part",
+    {
+      ...plainCoffee,
+      totalAmount: 1295,
+      tenders: [
+        { method: "gift_card", amount: 295 },
+        { method: "card", cardBrand: "VISA", cardLast4: "4242", amount: 1000 },
+      ],
+    },
+    line({ amount: 1000 }),
+    true,
+    /amount agrees/,
+  ],
+  [
+    "a gift card and a card without its digits: the line is the card's part",
+    {
+      ...plainCoffee,
+      totalAmount: 1295,
+      tenders: [
+        { method: "gift_card", amount: 295 },
+        { method: "card", amount: 1000 },
+      ],
+    },
+    line({ amount: 1000 }),
+    true,
+    /amount agrees/,
+  ],
   // Currencies.
   [
     "billed in dollars, with the euro amount the merchant charged",
