@@ -3,9 +3,12 @@ import type { RandomBytes } from "../domain/gateways/gateway.js";
 /**
  * When a failed delivery is tried again (docs/events.md, "Retries"): the wait the schedule gives the
  * attempt that failed, plus up to a tenth more at random so that the retries of many deliveries that
- * failed together spread out, or the receiver's `Retry-After` when it asks for longer. The randomness
+ * failed together spread out, or the receiver's `Retry-After` when it asks for longer (up to a day,
+ * or the schedule's longest wait if longer). The randomness
  * is the service's injected source, so a test pins it.
  */
+
+const DAY_MS = 86_400_000;
 
 /** What an attempt's failure tells the schedule. */
 export interface FailedAttempt {
@@ -27,7 +30,8 @@ export function nextAttemptAt(
   const wait = scheduleMs[failed.attemptsBefore];
   if (wait === undefined || failed.gone) return undefined;
   const jittered = wait + Math.floor(unitInterval(random) * wait * 0.1);
-  const asked = (failed.retryAfterSeconds ?? 0) * 1000;
+  // At most a day, or the schedule's longest wait: a receiver cannot park its deliveries for good.
+  const asked = Math.min((failed.retryAfterSeconds ?? 0) * 1000, Math.max(DAY_MS, ...scheduleMs));
   return new Date(at.getTime() + Math.max(jittered, asked));
 }
 

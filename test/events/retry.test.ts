@@ -48,6 +48,22 @@ describe("nextAttemptAt", () => {
     expect(nextAttemptAt(schedule, { attemptsBefore: 0, gone: true }, AT, constant(0))).toBeUndefined();
   });
 
+  it("caps a receiver's Retry-After at a day, or the schedule's longest wait", () => {
+    // A receiver asking for centuries kept its deliveries pending (and stored) for good; one asking
+    // past the largest date retried at once, as often as the schedule has steps.
+    for (const [schedule, cap] of [
+      [[10_000, 300_000], 86_400_000],
+      [[10_000, 172_800_000], 172_800_000],
+    ] as const) {
+      for (const retryAfterSeconds of [99_999_999_999, 1e20, Number.MAX_VALUE, 86_400 * 365]) {
+        const asked = { attemptsBefore: 0, gone: false, retryAfterSeconds };
+        expect(nextAttemptAt(schedule, asked, AT, constant(0)), String(retryAfterSeconds)).toEqual(
+          new Date(AT.getTime() + cap),
+        );
+      }
+    }
+  });
+
   it("reads 32 bits of the source as a number in [0, 1)", () => {
     expect(unitInterval(constant(0))).toBe(0);
     expect(unitInterval(constant(0xff))).toBe((2 ** 32 - 1) / 2 ** 32);
