@@ -1,5 +1,14 @@
-import { type DescMessage, type JsonObject, type JsonValue, type Message, toJson } from "@bufbuild/protobuf";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import {
+  type DescField,
+  type DescMessage,
+  fromJson,
+  type JsonObject,
+  type JsonValue,
+  type Message,
+  ScalarType,
+  toJson,
+} from "@bufbuild/protobuf";
+import { type Timestamp, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import canonicalizeModule from "canonicalize";
 import { type Receipt, ReceiptSchema } from "../gen/receipts/v1/receipt_pb.js";
 import { is64BitInteger } from "./proto-scalars.js";
@@ -155,4 +164,108 @@ function int64AsNumbers(desc: DescMessage, json: JsonObject): JsonObject {
 /** Well-known types have their own JSON forms (a Timestamp is a string). */
 function isWellKnown(desc: DescMessage): boolean {
   return desc.typeName.startsWith("google.protobuf.");
+}
+
+/** At most this many problems are named by {@link receiptJsonProblems}: enough to fix, bounded. */
+const MAX_PROBLEMS = 10;
+
+/**
+ * What is wrong with `value` as a receipt in its JSON form (`ReceiptJson`), member by member: a member
+ * of the wrong JSON type or `null`, an integer that is not one (or not a safe one), a date that is not
+ * an RFC 3339 time; at most ten, each `path: what it must be`. Empty when the value has the shape the
+ * client's types promise. A merchant seals on its side whatever it likes and the service cannot look
+ * inside, so the client checks a receipt before sealing it and after opening it, and an app never reads
+ * `items` that are a string. Members `Receipt` does not have are left alone: a newer receipt may have
+ * them, and a signature covers them.
+ */
+export function receiptJsonProblems(value: unknown): string[] {
+  const problems: string[] = [];
+  if (!isJsonObject(value)) return ["must be a JSON object"];
+  messageProblems(ReceiptSchema, value, "", problems);
+  return problems.slice(0, MAX_PROBLEMS);
+}
+
+function messageProblems(desc: DescMessage, json: JsonObject, prefix: string, problems: string[]): void {
+  for (const field of desc.fields) {
+    if (problems.length >= MAX_PROBLEMS) return;
+    // An own member only: JSON.parse makes no other, and an inherited one is not the receipt's.
+    const member = Object.hasOwn(json, field.jsonName) ? json[field.jsonName] : undefined;
+    if (member === undefined) continue;
+    const path = `${prefix}${field.jsonName}`;
+    if (field.fieldKind !== "list") {
+      const problem = valueProblem(field, member, path, problems);
+      if (problem !== undefined) problems.push(`${path}: ${problem}`);
+    } else if (!Array.isArray(member)) {
+      problems.push(`${path}: must be an array`);
+    } else {
+      member.forEach((element, i) => {
+        const problem = valueProblem(field, element, `${path}[${i}]`, problems);
+        if (problem !== undefined) problems.push(`${path}[${i}]: ${problem}`);
+      });
+    }
+  }
+}
+
+/** What is wrong with one value of `field` (a list's element for a list), or undefined. */
+function valueProblem(
+  field: DescField,
+  value: JsonValue,
+  path: string,
+  problems: string[],
+): string | undefined {
+  switch (field.fieldKind) {
+    case "map":
+      return isJsonObject(value) ? undefined : "must be a JSON object";
+    case "enum":
+      return typeof value === "string" ? undefined : "must be a string";
+    case "scalar":
+      return scalarProblem(field.scalar, value);
+    case "message":
+      return messageValueProblem(field.message, value, path, problems);
+    case "list":
+      if (field.listKind === "enum") return typeof value === "string" ? undefined : "must be a string";
+      if (field.listKind === "scalar") return scalarProblem(field.scalar, value);
+      return messageValueProblem(field.message, value, path, problems);
+  }
+}
+
+function messageValueProblem(
+  message: DescMessage,
+  value: JsonValue,
+  path: string,
+  problems: string[],
+): string | undefined {
+  if (message.typeName === TimestampSchema.typeName) return timestampProblem(value);
+  if (!isJsonObject(value)) return "must be a JSON object";
+  messageProblems(message, value, `${path}.`, problems);
+  return undefined;
+}
+
+function scalarProblem(scalar: ScalarType, value: JsonValue): string | undefined {
+  switch (scalar) {
+    case ScalarType.STRING:
+    case ScalarType.BYTES:
+      return typeof value === "string" ? undefined : "must be a string";
+    case ScalarType.BOOL:
+      return typeof value === "boolean" ? undefined : "must be true or false";
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT:
+      return typeof value === "number" && Number.isFinite(value) ? undefined : "must be a number";
+    default:
+      return Number.isSafeInteger(value) ? undefined : "must be an integer (a JSON number)";
+  }
+}
+
+function timestampProblem(value: JsonValue): string | undefined {
+  if (typeof value !== "string") return "must be an RFC 3339 date-time string";
+  try {
+    fromJson(TimestampSchema, value);
+    return undefined;
+  } catch {
+    return "must be an RFC 3339 date-time string";
+  }
+}
+
+function isJsonObject(value: unknown): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

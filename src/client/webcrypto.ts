@@ -11,7 +11,7 @@ import {
   suiteOfKeyType,
 } from "../crypto/suites.js";
 import { fromBase64, toBase64 } from "../kt/base64.js";
-import { INPUT_ONLY_FIELDS, type ReceiptInputJsonOf } from "../receipt-fields.js";
+import { INPUT_ONLY_FIELDS, type ReceiptInputJsonOf, receiptJsonProblems } from "../receipt-fields.js";
 import {
   derKindOf,
   EnvelopeError,
@@ -487,6 +487,8 @@ async function sealToKey(
   const subtle = subtleCrypto();
   const key = await publicKeyOf(publicKey);
   const plain = sealedFieldsOf(receipt, identity);
+  const problems = receiptJsonProblems(plain);
+  if (problems.length > 0) throw new EnvelopeError("invalid_receipt", problems.join("; "));
   const id = {
     version: String(plain.version),
     receiptId: String(plain.receiptId),
@@ -575,6 +577,14 @@ function receiptOf(plaintext: ArrayBuffer, envelope: ReceiptEnvelope): ReceiptJs
     if (field in fields && fields[field] !== envelope[field]) {
       throw integrityError(`the plaintext's ${field} differs from the envelope's`);
     }
+  }
+  // The AAD proves who sealed it, not what: a merchant may seal anything to the card's key.
+  const problems = receiptJsonProblems(parsed);
+  if (problems.length > 0) {
+    throw new EnvelopeError(
+      "integrity_failure",
+      `the sealed plaintext is not a receipt: ${problems.join("; ")}`,
+    );
   }
   return parsed as ReceiptJson;
 }
