@@ -22,6 +22,16 @@ export interface ReceiptImageOptions {
 /** The style element by which receiptline's SVG loads a web font from another host. */
 const REMOTE_FONT = /<style type="text\/css"><!\[CDATA\[@import url\("https:\/\/[^"]*"\);\]\]><\/style>/;
 
+/**
+ * The most characters of one text, and the most entries of one list, the image draws (the service's
+ * own limits on a receipt it is given in the clear). A merchant may seal anything to the card's key,
+ * and receiptline's time grows faster than a line's length: a 64,000-character name took 2 s, a
+ * 700,000-character one (within the service's body limit) minutes.
+ */
+const MAX_TEXT = 200;
+const MAX_ITEMS = 500;
+const MAX_LINES = 20;
+
 /** receiptline's special characters, escaped in every value taken from a receipt. */
 const SPECIAL = /[\\|{}\-=~_"`^]/g;
 
@@ -93,11 +103,13 @@ function headerLines(receipt: ReceiptJson, locale: string): string[] {
 
 function itemLines(receipt: ReceiptJson, money: Money): string[] {
   const lines: string[] = [];
-  for (const item of receipt.items ?? []) {
+  const items = receipt.items ?? [];
+  for (const item of items.slice(0, MAX_ITEMS)) {
     const quantity = item.quantity === 1 ? "" : ` x${item.quantity}`;
     lines.push(`|${esc(item.name)}${quantity} | ${money(item.totalPrice)}|`);
     if (item.quantity !== 1) lines.push(`|~~${item.quantity} @ ${money(item.unitPrice)} |`);
   }
+  if (items.length > MAX_ITEMS) lines.push(`|~~and ${items.length - MAX_ITEMS} more items not shown |`);
   lines.push("---");
   return lines;
 }
@@ -122,7 +134,7 @@ function paymentLines(receipt: ReceiptJson, money: Money): string[] {
   const tenders = receipt.tenders ?? [];
   if (tenders.length > 0) {
     const lines = ["", "|Paid with |"];
-    for (const tender of tenders) {
+    for (const tender of tenders.slice(0, MAX_LINES)) {
       const card = [tender.cardBrand, tender.cardLast4 ? `**** ${tender.cardLast4}` : ""].filter(Boolean);
       const label = card.length > 0 ? card.join(" ") : tender.method.replace(/_/g, " ");
       lines.push(`|~~${esc(label)} | ${money(tender.amount)}|`);
@@ -139,7 +151,7 @@ function taxBreakdownLines(receipt: ReceiptJson, money: Money): string[] {
   const breakdown = receipt.taxBreakdown ?? [];
   if (breakdown.length === 0) return [];
   const lines = ["", "|Tax rate | Net | Tax|"];
-  for (const line of breakdown) {
+  for (const line of breakdown.slice(0, MAX_LINES)) {
     lines.push(`|${percent(line.rate)} | ${money(line.taxableAmount)} | ${money(line.taxAmount)}|`);
   }
   return lines;
@@ -195,9 +207,17 @@ function dateOf(receipt: ReceiptJson, locale: string): string {
   }
 }
 
-/** Escapes receiptline's special characters in text. */
+/** Escapes receiptline's special characters in text, cut to {@link MAX_TEXT} characters. */
 function esc(text: string): string {
-  return text.replace(SPECIAL, (c) => `\\${c}`);
+  return clip(text).replace(SPECIAL, (c) => `\\${c}`);
+}
+
+/** `text`, or its first {@link MAX_TEXT} characters and an ellipsis (never half a surrogate pair). */
+function clip(text: string): string {
+  if (text.length <= MAX_TEXT) return text;
+  return `${Array.from(text.slice(0, MAX_TEXT * 2))
+    .slice(0, MAX_TEXT)
+    .join("")}…`;
 }
 
 /** Escapes a property value (`{code: ...}`): its delimiters are `;`, `{`, `}` and `\`. */

@@ -184,4 +184,30 @@ describe("renderReceiptSvg", () => {
   it("names what is not a receipt at all", () => {
     expect(() => renderReceiptSvg(null as unknown as ReceiptJson)).toThrow(/receipt: must be an object/);
   });
+
+  it("draws at most 200 characters of a text and 500 items, 20 tenders and 20 tax lines of a hostile receipt", () => {
+    const count = (text: string, c: string) => text.split(c).length - 1;
+    const item = (i: number) => ({
+      lineItemId: String(i),
+      name: "Ж",
+      quantity: 1,
+      unitPrice: 1,
+      totalPrice: 1,
+    });
+    const svg = renderReceiptSvg({
+      ...receipt,
+      merchantName: "Щ".repeat(5_000),
+      merchantStreet: "😀".repeat(300),
+      items: Array.from({ length: 600 }, (_, i) => item(i)),
+      tenders: Array.from({ length: 30 }, () => ({ method: "voucher", amount: 1 })),
+      taxBreakdown: Array.from({ length: 30 }, () => ({ rate: 0.5, taxableAmount: 1, taxAmount: 1 })),
+    });
+    const text = textOf(svg);
+    expect({ name: count(text, "Щ"), street: count(text, "😀") }).toEqual({ name: 200, street: 200 });
+    expect(text).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/);
+    expect(count(text, "Ж")).toBe(500);
+    expect(text.replace(/\s+/g, " ")).toContain("and 100 more items not shown");
+    expect(count(text, "voucher")).toBe(20);
+    expect(count(text, "50%")).toBe(20);
+  });
 });
