@@ -1,3 +1,5 @@
+/* Over 400 lines on purpose: a call's reading, running and answering share one state and one
+ * stream, and each step mirrors a step of connect-es that the fast path must answer exactly like. */
 import { constants, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { type DescMethodUnary, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import {
@@ -12,7 +14,7 @@ import { kRequestId } from "../rpc/context.js";
 import { isOversizeMessage, refusedRequest, toConnectError } from "../rpc/error-mapping.js";
 import { CallHeaders } from "./call-headers.js";
 import { assignRequestId } from "./envelope.js";
-import { COMPRESSED_FLAG, EnvelopeReader, encodeEnvelope } from "./grpc-envelope.js";
+import { COMPRESSED_FLAG, type Envelope, EnvelopeReader, encodeEnvelope } from "./grpc-envelope.js";
 import {
   assertValidHeaders,
   baseHeaders,
@@ -149,20 +151,33 @@ function readChunk(call: Call, chunk: Buffer): void {
   if (call.phase !== "reading") return;
   call.reader.push(chunk);
   try {
+    // connect-es splits a chunk into its envelopes, checking each header's length against the limit,
+    // before it decodes any of them: a later header over the limit wins over an undecodable message.
+    const first = call.reader.next();
+    if (first === undefined) return;
+    let rest: Envelope[] | undefined;
     for (let envelope = call.reader.next(); envelope !== undefined; envelope = call.reader.next()) {
-      // connect-es decodes a second message before it refuses it as one too many.
-      const decoded = decode(call.method, envelope.flags, envelope.data, call.requestId);
-      if (call.message !== undefined) {
-        throw new ConnectError(
-          "protocol error: received extra input message for unary method",
-          Code.Unimplemented,
-        );
-      }
-      call.message = decoded;
+      if (rest === undefined) rest = [envelope];
+      else rest.push(envelope);
     }
+    readEnvelope(call, first);
+    if (rest !== undefined) for (const envelope of rest) readEnvelope(call, envelope);
   } catch (err) {
     refuse(call, refusal(err, call.requestId));
   }
+}
+
+/** Decodes one envelope of the body into the call's message; throws on one it cannot or a second. */
+function readEnvelope(call: Call, envelope: Envelope): void {
+  // connect-es decodes a second message before it refuses it as one too many.
+  const decoded = decode(call.method, envelope.flags, envelope.data, call.requestId);
+  if (call.message !== undefined) {
+    throw new ConnectError(
+      "protocol error: received extra input message for unary method",
+      Code.Unimplemented,
+    );
+  }
+  call.message = decoded;
 }
 
 /**

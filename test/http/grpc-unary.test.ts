@@ -212,6 +212,12 @@ describe("unary gRPC calls on the fast path", () => {
       ["compressed flag, no grpc-encoding", GRANT, frame(grant.subarray(5), 1)],
       ["over the limit", GRANT, frame(new Uint8Array(64 * 1024 + 1))],
       ["over the limit, second", GRANT, Buffer.concat([grant, frame(new Uint8Array(64 * 1024 + 1))])],
+      // One chunk: connect-es reads every envelope header in it before it decodes a message.
+      [
+        "undecodable, then over the limit",
+        GRANT,
+        Buffer.concat([frame(Uint8Array.from([0xff, 0xff, 0xff])), frame(new Uint8Array(64 * 1024 + 1))]),
+      ],
     ];
     const before = await Promise.all([counters(on), counters(off)]);
     for (const [label, path, body] of cases) {
@@ -241,7 +247,7 @@ describe("unary gRPC calls on the fast path", () => {
       [series("KeysService/GrantAccess", "ok")]: 1,
       [series("KeysService/GrantAccess", "invalid_request")]: 6,
       [series("KeysService/GrantAccess", "internal_server_error")]: 1,
-      [series("KeysService/GrantAccess", "payload_too_large")]: 2,
+      [series("KeysService/GrantAccess", "payload_too_large")]: 3,
       [series("OnboardingService/Register", "invalid_request")]: 1,
       [series("ReceiptsService/GetTransactionReceipt", "rate_limit_exceeded")]: 1,
       [series("ReceiptsService/GetTransactionReceipt", "not_found")]: 1,
