@@ -16,11 +16,15 @@ import { type CardRef, cardBinOwner, cardKeyOfRef } from "./routing.js";
 /**
  * Refuses (`forbidden`, naming `sealedReceipt`) a receipt in the clear for a card whose issuer set
  * `plaintextIntake: "refuse"`. `card` is checked already (`checkCardRef`). The error names neither
- * the card nor the issuer. Returns the card's keyed reference (`cardKeyOfRef`), for the call's
- * routing to take rather than compute again (`sealForRecipient`'s `cardKey`).
+ * the card nor the issuer. Returns the card's keyed reference (`cardKeyOfRef`, or `cardKey` when the
+ * caller computed it), for the call's routing to take rather than compute again (`sealForRecipient`'s
+ * `cardKey`).
  */
-export async function assertPlaintextAccepted(deps: DomainDeps, card: CardRef): Promise<string> {
-  const cardKey = cardKeyOfRef(deps, card);
+export async function assertPlaintextAccepted(
+  deps: DomainDeps,
+  card: CardRef,
+  cardKey: string = cardKeyOfRef(deps, card),
+): Promise<string> {
   const [binOwner, user] = await Promise.all([
     cardBinOwner(deps, card.cardBin),
     deps.store.users.findByPanHash(cardKey),

@@ -1,13 +1,14 @@
 import type { Receipt } from "../../gen/receipts/v1/receipt_pb.js";
-import { AppError, Violations } from "../errors.js";
+import { AppError, invalidRequest, Violations } from "../errors.js";
 import { randomId } from "../ids.js";
-import type {
-  ApiKeyRecord,
-  HoldRefundOutcome,
-  PaymentPage,
-  PaymentRecord,
-  ReceiptRecord,
-  RefundRecord,
+import {
+  type ApiKeyRecord,
+  type HoldRefundOutcome,
+  holdsCard,
+  type PaymentPage,
+  type PaymentRecord,
+  type ReceiptRecord,
+  type RefundRecord,
 } from "../store/types.js";
 import type { DomainDeps } from "./deps.js";
 import type { EventRecord } from "./event-types.js";
@@ -20,7 +21,7 @@ import { assertMerchantIdUsable, claimMerchantId } from "./merchants.js";
 import { withMockItems } from "./mock-items.js";
 import { assertPlaintextAccepted } from "./plaintext-intake.js";
 import { validateReceipt } from "./receipt-rules.js";
-import { auditBindingConflict } from "./routing.js";
+import { auditBindingConflict, type CardRef, cardKeyOfRef } from "./routing.js";
 import { prepareSealed } from "./sealed.js";
 import { type PreparedReceipt, sealForRecipient, settleStoredReceipt } from "./sealing.js";
 import { applyMerchantSignature } from "./signatures.js";
@@ -221,8 +222,11 @@ async function sealRefundReceipt(
   const receipt = withMockItems(
     validateReceipt(input.receipt, { mode: "payment", now: deps.clock.now(), refundOf }),
   );
+  // The card's HMAC, taken once for the two checks and routing.
+  const cardKey = cardKeyOfRef(deps, receipt);
+  await assertPaymentsCard(deps, principal, refundOf, { card: receipt, cardKey });
   await assertMerchantIdUsable(deps, principal, receipt.merchantId);
-  const cardKey = await assertPlaintextAccepted(deps, receipt);
+  await assertPlaintextAccepted(deps, receipt, cardKey);
   await applyMerchantSignature(deps, input.receipt, receipt, input.signature ?? null);
   await claimMerchantId(deps, principal, receipt.merchantId);
   const prepared = await sealForRecipient(deps, principal, receipt, { cardKey });
@@ -280,7 +284,33 @@ async function takeSealedRefundReceipt(
     },
     "sealedReceipt.",
   );
+  await assertPaymentsCard(deps, principal, refundOf, {
+    card: { recipientHashedPan: receipt.recipientHashedPan ?? "", recipientPar: receipt.recipientPar },
+    cardKey: prepared.record.panHash,
+  });
   return { prepared, amount: amount ?? 0 };
+}
+
+/**
+ * Refuses (`invalid_request`) a refund receipt for another card than the payment's: the refund goes
+ * back to the card that paid, and its receipt with it; a receipt in the clear for another card would
+ * also take the refund of a card whose issuer refuses plaintext receipts in the clear. The payment's
+ * card is its receipt's (gone once the cardholder erased it: then there is nothing to compare); a card
+ * registered by both references is named by either. The error names the field, never the card.
+ */
+async function assertPaymentsCard(
+  deps: DomainDeps,
+  principal: ApiKeyRecord,
+  refundOf: RefundOf,
+  { card, cardKey }: { card: CardRef; cardKey: string },
+): Promise<void> {
+  const original = await deps.store.receipts.findByMerchantReceipt(refundOf.merchantId, refundOf.receiptId);
+  if (original === undefined || original.merchantTenantId !== principal.tenantId) return;
+  if (cardKey === original.panHash) return;
+  const user = await deps.store.users.findByPanHash(cardKey);
+  if (user !== undefined && holdsCard(user, original.panHash)) return;
+  const field = (card.recipientPar ?? "") === "" ? "recipientHashedPan" : "recipientPar";
+  throw invalidRequest([{ field, description: "must name the card the payment was made with" }]);
 }
 
 /** The payment with the refund held, or the error of a hold the store refused. */

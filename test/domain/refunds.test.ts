@@ -161,6 +161,94 @@ describe("payments a merchant reads and refunds", () => {
     }
   });
 
+  it("refuses a refund receipt for another card than the payment's, and takes the card's other reference", async () => {
+    const pay = await sale(f);
+    const OTHER = "4000000000000085";
+    const PAR = "5001A1B2C3D4E5F6G7H8J9K0L1M2N";
+    // In the clear, by another hashed PAN or a PAR of another card: a refund of another card's payment
+    // (and, for an issuer refusing plaintext receipts, the payment's receipt taken in the clear past it).
+    for (const card of [
+      { recipientHashedPan: hashPan(OTHER) },
+      { recipientHashedPan: "", recipientPar: PAR },
+    ]) {
+      const other = refundReceipt(pay.receiptId, 100n, card);
+      const err = await rejection(
+        refundPayment(f.deps, merchant, { paymentId: pay.paymentId, receipt: other }, CALLER),
+      );
+      expect(err.code).toBe("invalid_request");
+      expect(err.violations).toEqual([
+        {
+          field: card.recipientHashedPan === "" ? "recipientPar" : "recipientHashedPan",
+          description: "must name the card the payment was made with",
+        },
+      ]);
+      expect(JSON.stringify(err)).not.toContain(hashPan(OTHER));
+      expect(await f.store.receipts.findByMerchantReceipt("m-1", other.receiptId)).toBeUndefined();
+    }
+    // Sealed by the merchant to the other card's key: refused the same way.
+    const key = await lookupKey(f.deps, merchant, { recipientHashedPan: hashPan(OTHER) }, CALLER);
+    const envelope = await sealReceipt(
+      {
+        receiptId: "sealed-refund-other",
+        merchantId: "m-1",
+        merchantName: "Corner Coffee",
+        transactionId: "t-sealed-refund-other",
+        transactionDate: "2026-03-01T11:30:00Z",
+        currency: "EUR",
+        receiptType: "refund",
+        originalReceiptId: pay.receiptId,
+        totalAmount: 100,
+      },
+      key,
+      { trust: "unverified" },
+    );
+    const bytes = (text: string) => Buffer.from(text, "base64");
+    const sealed = create(ReceiptSchema, {
+      merchantId: "m-1",
+      transactionId: envelope.transactionId,
+      currency: "EUR",
+      recipientHashedPan: hashPan(OTHER),
+      amount: 100n,
+      sealedReceipt: {
+        version: envelope.version,
+        receiptId: envelope.receiptId,
+        keyBundle: create(KeyBundleSchema, {
+          keyId: envelope.keyBundle.keyId,
+          algorithm: envelope.keyBundle.algorithm,
+          encryptedAesKey: bytes(envelope.keyBundle.encryptedAesKey),
+          encapsulatedKey: bytes(envelope.keyBundle.encapsulatedKey ?? ""),
+          aadBound: envelope.keyBundle.aadBound ?? false,
+        }),
+        ciphertext: bytes(envelope.ciphertext),
+        iv: bytes(envelope.iv),
+        authTag: bytes(envelope.authTag),
+      },
+    });
+    const err = await rejection(
+      refundPayment(f.deps, merchant, { paymentId: pay.paymentId, receipt: sealed }, CALLER),
+    );
+    expect(err.violations).toEqual([
+      { field: "recipientHashedPan", description: "must name the card the payment was made with" },
+    ]);
+    expect((await getPayment(f.deps, merchant, pay.paymentId)).refunds).toBeUndefined();
+    // The card registered by both references: its PAR names the payment's card too.
+    const keys = await generateKeys(f.deps, issuer, { algorithm: "HPKE-P256-SHA256-A256GCM" });
+    await register(f.deps, issuer, {
+      hashedPan: hashPan(PAN),
+      par: PAR,
+      publicKey: keys.publicKey,
+      keyId: keys.keyId,
+    });
+    const byPar = refundReceipt(pay.receiptId, 100n, { recipientHashedPan: "", recipientPar: PAR });
+    const refunded = await refundPayment(
+      f.deps,
+      merchant,
+      { paymentId: pay.paymentId, receipt: byPar },
+      CALLER,
+    );
+    expect(refunded.payment.refundedAmount).toBe(100);
+  });
+
   it("keeps a declined payment, refuses to refund it, and lets the next card take its paymentId", async () => {
     const receipt = receiptMessage(PAN, { cardNonce: "cnon:card-nonce-insufficient-funds" });
     const declined = await rejection(
