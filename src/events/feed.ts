@@ -1,4 +1,4 @@
-import { ALL_EVENT_TYPES, isEventType } from "../domain/event-types.js";
+import { EVENT_TYPES, eventTypesFor, isEventType } from "../domain/event-types.js";
 import { AppError, Violations } from "../errors.js";
 import type { SequencedEvent } from "../store/event-types.js";
 import type { ApiKeyRecord } from "../store/types.js";
@@ -73,9 +73,15 @@ export async function* watchEvents(
   signal: AbortSignal,
 ): AsyncGenerator<StreamItem> {
   const v = new Violations();
+  // As when subscribing an endpoint: types of the caller's role only (a merchant gets no issuer events).
+  const allowed = eventTypesFor(principal.role).join(", ");
   input.types.forEach((type, i) => {
-    if (!isEventType(type)) v.add(`types[${i}]`, `is not an event type (${ALL_EVENT_TYPES.join(", ")})`);
+    if (!isEventType(type)) v.add(`types[${i}]`, `is not an event type (${allowed})`);
+    else if (EVENT_TYPES[type].role !== principal.role) {
+      v.add(`types[${i}]`, `is not sent to ${principal.role} tenants (${allowed})`);
+    }
   });
+  if (new Set(input.types).size !== input.types.length) v.add("types", "must not repeat a type");
   if (input.after.length > 128) v.add("after", "is not an event id");
   v.throwIfAny();
   const wanted = new Set(input.types);

@@ -192,7 +192,7 @@ describe("WatchEvents over gRPC with grpc-js", () => {
     }
   });
 
-  it("filters by type, and refuses an unknown type", async () => {
+  it("filters by type, and refuses an unknown type, a type of the other role, or one repeated", async () => {
     const filtered = grpcWatch({ types: ["user.erased"] }, svc.issuerKey);
     await until(() => filtered.messages.length > 0);
     await write(3);
@@ -201,13 +201,23 @@ describe("WatchEvents over gRPC with grpc-js", () => {
     await until(() => filtered.events().length === 1);
     filtered.call.cancel();
     filtered.client.close();
-    const bad = grpcWatch({ types: ["receipt.deleted"] }, svc.issuerKey);
-    const error = await bad.ended;
-    expect(error?.code).toBe(status.INVALID_ARGUMENT);
-    const details = error?.metadata.get("grpc-status-details-bin")[0] as Buffer | undefined;
-    expect(details?.toString("latin1")).toContain("types[0]");
-    expect(details?.toString("latin1")).toContain("is not an event type");
-    bad.client.close();
+    // As when subscribing an endpoint: a merchant never gets issuer events, nor an issuer payments.
+    for (const [types, key, field, says] of [
+      [["receipt.deleted"], svc.issuerKey, "types[0]", "is not an event type"],
+      [["receipt.created"], svc.merchantKey, "types[0]", "is not sent to merchant tenants"],
+      [["user.erased", "payment.created"], svc.issuerKey, "types[1]", "is not sent to issuer tenants"],
+      [["user.erased", "user.erased"], svc.issuerKey, "types", "must not repeat a type"],
+    ] as const) {
+      const bad = grpcWatch({ types: [...types] }, key);
+      const open = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 3_000));
+      const error = await Promise.race([bad.ended, open]);
+      bad.call.cancel();
+      expect(error?.code, `${types.join()}: refused, not a stream kept open`).toBe(status.INVALID_ARGUMENT);
+      const details = error?.metadata.get("grpc-status-details-bin")[0] as Buffer | undefined;
+      expect(details?.toString("latin1")).toContain(field);
+      expect(details?.toString("latin1")).toContain(says);
+      bad.client.close();
+    }
   });
 
   it("never reads ahead without bound for a reader that stops reading, and loses nothing when it reads again", async () => {
