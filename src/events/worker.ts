@@ -261,7 +261,8 @@ export class EventWorker {
             : await this.send(endpoint, event);
       const at = clock.now();
       await store.deliveries.record(key, fence, this.outcome(delivery, result, at));
-      if (endpoint !== undefined && endpoint.status === "active")
+      // An event past the retention fails its delivery alone: the receiver was never asked.
+      if (endpoint !== undefined && endpoint.status === "active" && event !== undefined)
         await this.afterAttempt(endpoint, result, at);
     } catch (err) {
       logger.warn({ err, endpointId: delivery.endpointId }, "event worker: a delivery attempt failed");

@@ -173,6 +173,29 @@ describe("an endpoint failing for too long", () => {
     expect(replay.status).toBe(400);
   });
 
+  it("is not disabled when an event it still owed is past the retention: that delivery alone fails", async () => {
+    const store = createMemoryStore();
+    const svc = await service({}, store);
+    const r = await receiver();
+    // Down at the first attempt; meanwhile the event passes the retention (a replay of an old event
+    // retried past its seventh day, or EVENTS_RETENTION_DAYS shorter than the retry schedule).
+    r.answer = async (n) => {
+      if (n === 0) await store.events.prune(new Date(Date.now() + 86_400_000));
+      return 503;
+    };
+    const endpoint = await createEndpoint(svc, svc.issuerKey, r.url);
+    await registerCard(svc, svc.issuerKey, CARD);
+    await until(
+      async () => (await deliveries(svc, svc.issuerKey, endpoint.endpointId))[0]?.status === "failed",
+    );
+    const [d] = await deliveries(svc, svc.issuerKey, endpoint.endpointId);
+    expect(d?.attemptLog.at(-1)?.error).toBe("event no longer kept");
+    const [e] = (await get(svc, "/api/v1/webhooks/endpoints", svc.issuerKey)).body.data.endpoints;
+    expect(e.status).toBe("active");
+    const audit = await store.audit.list(50, { tenantId: "issuer-1" });
+    expect(audit.filter((a) => a.action === "webhook.endpoint_disabled")).toEqual([]);
+  });
+
   it("is disabled at once when the receiver answers 410 Gone", async () => {
     const svc = await service();
     const r = await receiver();
