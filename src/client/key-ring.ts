@@ -23,9 +23,11 @@ export type KeyRing =
   | Readonly<Record<string, PrivateKeyInput>>
   | ((keyId: string) => PrivateKeyInput | undefined | Promise<PrivateKeyInput | undefined>);
 
-/** The keyId an envelope is sealed to: `keyBundle.keyId`, else the receipt's own `keyId`. */
+/** The keyId an envelope is sealed to: `keyBundle.keyId`, else the receipt's own `keyId`; "" if neither is a string. */
 export function keyIdOf(envelope: ReceiptEnvelope): string {
-  return envelope.keyBundle?.keyId || envelope.keyId || "";
+  if (typeof envelope !== "object" || envelope === null) return "";
+  const keyId: unknown = envelope.keyBundle?.keyId || envelope.keyId;
+  return typeof keyId === "string" ? keyId : "";
 }
 
 /**
@@ -80,7 +82,7 @@ export async function openListing(
   const keysOf = options.signingKeys === undefined ? undefined : signingKeysOnce(options.signingKeys);
   return Promise.all(
     receipts.map(async (envelope): Promise<OpenedReceipt> => {
-      const ids = { receiptId: envelope.receiptId, keyId: keyIdOf(envelope) };
+      const ids = idsOf(envelope);
       let receipt: ReceiptJson;
       try {
         receipt = await openReceiptWithKeyRing(envelope, keyRing);
@@ -97,6 +99,13 @@ export async function openListing(
       return { ...ids, ok: true, receipt, signature };
     }),
   );
+}
+
+/** A listing entry's ids as far as they are strings: an entry may be anything the service answered. */
+function idsOf(envelope: ReceiptEnvelope): { receiptId: string; keyId: string } {
+  if (typeof envelope !== "object" || envelope === null) return { receiptId: "", keyId: "" };
+  const receiptId: unknown = envelope.receiptId;
+  return { receiptId: typeof receiptId === "string" ? receiptId : "", keyId: keyIdOf(envelope) };
 }
 
 async function lookUp(keyRing: KeyRing, keyId: string): Promise<PrivateKeyInput | undefined> {

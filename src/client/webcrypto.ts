@@ -178,6 +178,7 @@ export async function openReceipt(
   envelope: ReceiptEnvelope,
   privateKey: PrivateKeyInput,
 ): Promise<ReceiptJson> {
+  checkEnvelope(envelope);
   const rawKey = await unwrapAesKey(envelope, privateKey);
   let plaintext: ArrayBuffer;
   try {
@@ -186,6 +187,21 @@ export async function openReceipt(
     rawKey.fill(0);
   }
   return receiptOf(plaintext, envelope);
+}
+
+/**
+ * Refuses what is not an envelope before any key is used: a listing's entries come from the service,
+ * whose operator may answer anything, and each must fail as `invalid_envelope`, never a TypeError.
+ */
+function checkEnvelope(envelope: ReceiptEnvelope): void {
+  if (typeof envelope !== "object" || envelope === null || Array.isArray(envelope)) {
+    throw new EnvelopeError("invalid_envelope", "the envelope is not an object");
+  }
+  const bundle: unknown = envelope.keyBundle;
+  if (bundle !== undefined && (typeof bundle !== "object" || bundle === null || Array.isArray(bundle))) {
+    throw new EnvelopeError("invalid_envelope", "keyBundle must be an object");
+  }
+  aadOf(envelope);
 }
 
 /** The receipt's AES-256-GCM layer decrypted with its raw AES key, under the envelope's AAD. */
@@ -536,6 +552,9 @@ function aadOf(id: Pick<ReceiptEnvelope, "version" | "receiptId" | "merchantId" 
 
 /** The bytes of an envelope field, copied (so WebCrypto gets a plain ArrayBuffer), length-checked. */
 function bytesOf(value: EnvelopeBytes, field: string, length?: number): Uint8Array<ArrayBuffer> {
+  if (typeof value !== "string" && !ArrayBuffer.isView(value)) {
+    throw new EnvelopeError("invalid_envelope", `${field} must be base64 text or bytes`);
+  }
   const bytes = typeof value === "string" ? fromBase64(value) : new Uint8Array(value);
   if (bytes === undefined) throw new EnvelopeError("invalid_envelope", `${field} is not base64`);
   if (length !== undefined && bytes.length !== length) {

@@ -1,5 +1,12 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { EnvelopeError, openReceipt, type ReceiptJson, sealReceipt } from "../../src/client/webcrypto.js";
+import { openListing } from "../../src/client/key-ring.js";
+import {
+  EnvelopeError,
+  openReceipt,
+  type ReceiptEnvelope,
+  type ReceiptJson,
+  sealReceipt,
+} from "../../src/client/webcrypto.js";
 import { receiptAad, sealReceipt as sealBytes } from "../../src/crypto/envelope.js";
 import { generateRsaKeyPair, parsePublicKey, type RsaKeyPair } from "../../src/crypto/keys.js";
 import { rejectionOf } from "./support.js";
@@ -8,7 +15,9 @@ import { rejectionOf } from "./support.js";
  * A merchant seals on its side whatever it likes to a card's public key, and the service cannot look
  * inside: the AAD proves which receipt an envelope is, not that it holds one. The device's opener
  * checks the plaintext's shape before an app reads it, and the merchant's sealer checks it before
- * sealing, so a receipt whose `items` is a string never reaches `items.reduce` on the phone.
+ * sealing, so a receipt whose `items` is a string never reaches `items.reduce` on the phone. And a
+ * listing comes from the service, whose operator may answer anything: each entry opens or fails as
+ * that entry's `EnvelopeError`, never a TypeError that loses the whole listing.
  */
 
 const identity = { version: "1.0", receiptId: "r-1", merchantId: "m-1", transactionId: "t-1" };
@@ -113,5 +122,42 @@ describe("sealReceipt refuses a receipt the device would refuse to open", () => 
   it("seals and opens a well-formed receipt, members this client does not know included", async () => {
     const newer = { ...receipt, loyaltyPoints: 12 } as unknown as ReceiptJson;
     expect(await openReceipt(await sealReceipt(newer, pair.publicKey), pair.privateKey)).toEqual(newer);
+  });
+});
+
+describe("openListing takes each hostile entry of a listing as that entry's failure", () => {
+  type Good = ReturnType<typeof envelopeOf> & { keyId: string; storedAt: string };
+  const good = (): Good => ({ ...envelopeOf(receipt), keyId: "k-1", storedAt: "2026-11-27T10:00:00Z" });
+  const ENTRIES: [string, (good: Good) => unknown, string][] = [
+    ["null", () => null, "names no keyId"],
+    ["a number", () => 5, "names no keyId"],
+    ["a key bundle of null", (good) => ({ ...good, keyBundle: null }), "keyBundle must be an object"],
+    ["a key bundle that is text", (good) => ({ ...good, keyBundle: "k-1" }), "keyBundle must be an object"],
+    [
+      "a key id that is a number",
+      (good) => ({ ...good, keyBundle: { ...good.keyBundle, keyId: 7 } }),
+      "names no keyId",
+    ],
+    [
+      "a ciphertext that is a number",
+      (good) => ({ ...good, ciphertext: 5 }),
+      "ciphertext must be base64 text or bytes",
+    ],
+    ["an IV that is a number of bytes", (good) => ({ ...good, iv: 12 }), "iv must be base64 text or bytes"],
+    ["an IV that is an object", (good) => ({ ...good, iv: {} }), "iv must be base64 text or bytes"],
+    [
+      "a receipt id that is a number",
+      (good) => ({ ...good, receiptId: 5 }),
+      "must be strings without line breaks",
+    ],
+  ];
+
+  it.each(ENTRIES)("%s", async (_name, entryOf, reason) => {
+    const listing = [entryOf(good()), good()] as ReceiptEnvelope[];
+    const opened = await openListing(listing, new Map([["k-1", pair.privateKey]]));
+    expect(opened[0]).toMatchObject({ ok: false, error: { code: "invalid_envelope" } });
+    expect(opened[0]?.ok === false && opened[0].error.message).toContain(reason);
+    expect(opened[0]).toMatchObject({ receiptId: expect.any(String), keyId: expect.any(String) });
+    expect(opened[1]).toMatchObject({ ok: true, receipt: receipt });
   });
 });
