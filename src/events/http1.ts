@@ -83,6 +83,8 @@ class Connection {
   private parsed: Head | undefined;
   private chunks: ChunkReader | undefined;
   private bodyBytes = 0;
+  /** Bytes of interim (1xx) answers before the current one's final answer: they count against its limit. */
+  private interimBytes = 0;
   private idleTimer: NodeJS.Timeout | undefined;
   /** Exchanges this connection has carried (a fresh one has carried none). */
   uses = 0;
@@ -170,9 +172,12 @@ class Connection {
       this.close(invalidError());
       return;
     }
-    // 1xx: an interim answer; the real one follows.
+    // 1xx: an interim answer; the real one follows (within the answer's byte limit, so that a receiver
+    // cannot keep the attempt busy with an endless run of them).
     if (head.statusCode < 200) {
-      if (all.length > end + 4) this.readHead(all.subarray(end + 4));
+      this.interimBytes += end + 4;
+      if (this.interimBytes > (this.inFlight[0] as Exchange).limit) this.close(invalidError());
+      else if (all.length > end + 4) this.readHead(all.subarray(end + 4));
       return;
     }
     this.parsed = head;
@@ -217,6 +222,7 @@ class Connection {
     this.parsed = undefined;
     this.chunks = undefined;
     this.bodyBytes = 0;
+    this.interimBytes = 0;
     this.persistent = true;
     exchange.settle(undefined, answerOf(head));
     this.pool.onFree(this);

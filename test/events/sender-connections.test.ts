@@ -241,6 +241,22 @@ describe("webhook connections", () => {
     expect(receiver.seen.connections).toBe(2);
   });
 
+  it("counts interim 1xx answers against the response limit: an endless run of them ends the attempt", async () => {
+    // Without a limit, a receiver sending 100 Continue without end kept the attempt (and the event loop,
+    // parsing them) busy until the time limit.
+    const flood = "HTTP/1.1 100 Continue\r\n\r\n".repeat(200);
+    const receiver = await rawReceiver(
+      () => flood,
+      (socket) => {
+        const more = setInterval(() => (socket.destroyed ? clearInterval(more) : socket.write(flood)), 5);
+      },
+    );
+    const s = sender(5_000, 1024);
+    const result = await post(s, `${receiver.url}/a`);
+    expect(result).toMatchObject({ ok: false, statusCode: 0, error: "invalid response" });
+    expect(result.durationMs).toBeLessThan(2_000);
+  });
+
   it("stops reading an answer over the response limit and does not reuse its connection", async () => {
     const receiver = await httpReceiver((req, res) => {
       if (req.url === "/big") res.writeHead(200, { "content-length": "4096" }).end(Buffer.alloc(4096, 97));
