@@ -1,3 +1,5 @@
+import { receiptJsonProblems } from "../receipt-fields.js";
+
 /**
  * What `matchTransaction` and `renderReceiptSvg` check of their inputs before they use them. Both
  * arrive as JSON from elsewhere (a receipt opened on the device, which the merchant may have sealed on
@@ -6,29 +8,17 @@
  * would also stop `matchStatement` at the first odd line), and never a value drawn unescaped.
  */
 
-/** A receipt's fields that are strings when set. */
-const RECEIPT_TEXT = [
-  "merchantStreet",
-  "merchantCity",
-  "merchantPostalCode",
-  "merchantCountry",
-  "merchantTaxId",
-  "paymentMethod",
-  "cardBrand",
-  "originalReceiptId",
-  "transactionTimezone",
-  "receiptType",
-  "cardLast4",
-  "cardAcceptorName",
-  "merchantCategoryCode",
-  "authorizationCode",
-  "retrievalReferenceNumber",
-  "acquirerReferenceNumber",
-  "terminalId",
-] as const;
-
-/** A receipt's amounts, numbers when set. */
-const RECEIPT_AMOUNTS = ["subtotal", "taxAmount", "totalAmount", "amount", "tipAmount"] as const;
+/**
+ * What a receipt must have to be compared and drawn, beyond the types every member must have
+ * (`receiptJsonProblems`, from the receipt's proto): the receipt's own members, then each element's
+ * of its lists.
+ */
+const REQUIRED: Readonly<Record<"receipt" | "items" | "tenders" | "taxBreakdown", readonly string[]>> = {
+  receipt: ["receiptId", "merchantName", "currency", "transactionDate"],
+  items: ["name", "quantity", "unitPrice", "totalPrice"],
+  tenders: ["method", "amount"],
+  taxBreakdown: ["rate", "taxableAmount", "taxAmount"],
+};
 
 /** A statement line's fields that are strings when set. */
 const LINE_TEXT = [
@@ -59,37 +49,26 @@ export function matchInputProblems(receipt: unknown, transaction: unknown): stri
 }
 
 /**
- * The problems of an opened receipt, each as `receipt.<field>: <rule>`: the fields a receipt is
- * compared and drawn by, of the types the service seals them with. Empty when it is fit to use.
+ * The problems of an opened receipt, each as `receipt.<field>: <rule>`: a member of another type than
+ * the receipt's proto gives it, or one it is compared and drawn by missing. Empty when it is fit to use.
  */
 export function receiptProblems(receipt: unknown): string[] {
-  const problems: string[] = [];
-  if (isObject(receipt)) receiptFieldProblems(receipt, problems);
-  else problems.push("receipt: must be an object (an opened receipt)");
+  if (!isObject(receipt)) return ["receipt: must be an object (an opened receipt)"];
+  const problems = receiptJsonProblems(receipt).map((problem) => `receipt.${problem}`);
+  if (problems.length > 0) return problems;
+  for (const field of REQUIRED.receipt) required(receipt, field, "receipt", problems);
+  for (const list of ["items", "tenders", "taxBreakdown"] as const) {
+    const elements = (receipt[list] ?? []) as Fields[];
+    elements.forEach((element, i) => {
+      for (const field of REQUIRED[list]) required(element, field, `receipt.${list}[${i}]`, problems);
+    });
+  }
   return problems;
 }
 
-function receiptFieldProblems(receipt: Fields, problems: string[]): void {
-  const at = (field: string) => `receipt.${field}`;
-  requiredText(receipt, "currency", at, problems);
-  requiredText(receipt, "merchantName", at, problems);
-  requiredText(receipt, "receiptId", at, problems);
-  date(receipt, "transactionDate", at, problems);
-  for (const field of RECEIPT_TEXT) optionalText(receipt, field, at, problems);
-  for (const field of RECEIPT_AMOUNTS) optionalAmount(receipt, field, at, problems);
-  elements(receipt, "items", problems, (item, here) => {
-    requiredText(item, "name", here, problems);
-    for (const field of ["quantity", "unitPrice", "totalPrice"]) number(item, field, here, problems);
-  });
-  elements(receipt, "tenders", problems, (tender, here) => {
-    requiredText(tender, "method", here, problems);
-    number(tender, "amount", here, problems);
-    optionalText(tender, "cardBrand", here, problems);
-    optionalText(tender, "cardLast4", here, problems);
-  });
-  elements(receipt, "taxBreakdown", problems, (line, here) => {
-    for (const field of ["rate", "taxableAmount", "taxAmount"]) number(line, field, here, problems);
-  });
+/** Adds `<at>.<field>: is required` unless the member is there (and, for text, not empty). */
+function required(fields: Fields, field: string, at: string, problems: string[]): void {
+  if (fields[field] === undefined || fields[field] === "") problems.push(`${at}.${field}: is required`);
 }
 
 function lineProblems(line: Fields, problems: string[]): void {
@@ -143,29 +122,6 @@ function date(fields: Fields, field: string, at: (field: string) => string, prob
   if (typeof day !== "string" || Number.isNaN(Date.parse(day))) {
     problems.push(`${at(field)}: must be an RFC 3339 date-time or a date YYYY-MM-DD`);
   }
-}
-
-function number(fields: Fields, field: string, at: (field: string) => string, problems: string[]): void {
-  if (!isAmount(fields[field])) problems.push(`${at(field)}: must be a number`);
-}
-
-/** Each object of the receipt's list `field`, checked by `each` with its own field namer. */
-function elements(
-  receipt: Fields,
-  field: string,
-  problems: string[],
-  each: (element: Fields, at: (field: string) => string) => void,
-): void {
-  const value = receipt[field];
-  if (value === undefined) return;
-  if (!Array.isArray(value)) {
-    problems.push(`receipt.${field}: must be a list when set`);
-    return;
-  }
-  value.forEach((element: unknown, i) => {
-    if (isObject(element)) each(element, (name) => `receipt.${field}[${i}].${name}`);
-    else problems.push(`receipt.${field}[${i}]: must be an object`);
-  });
 }
 
 function isObject(value: unknown): value is Fields {

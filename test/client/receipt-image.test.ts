@@ -163,16 +163,16 @@ describe("renderReceiptSvg", () => {
           },
         ],
       },
-      /receipt\.items\[0\]\.quantity: must be a number/,
+      /receipt\.items\[0\]\.quantity: must be an integer/,
     ],
-    ["an item that is null", { items: [null] }, /receipt\.items\[0\]: must be an object/],
-    ["tenders that are not a list", { tenders: "cash" }, /receipt\.tenders: must be a list/],
+    ["an item that is null", { items: [null] }, /receipt\.items\[0\]: must be a JSON object/],
+    ["tenders that are not a list", { tenders: "cash" }, /receipt\.tenders: must be an array/],
     [
       "a tax rate as text",
       { taxBreakdown: [{ rate: "20% | {code:x}", taxableAmount: 1, taxAmount: 1 }] },
       /receipt\.taxBreakdown\[0\]\.rate: must be a number/,
     ],
-    ["no currency", { currency: undefined }, /receipt\.currency: must be a string/],
+    ["no currency", { currency: undefined }, /receipt\.currency: is required/],
   ];
 
   it.each(odd)("refuses to draw %s, naming the field", (_name, overrides, reason) => {
