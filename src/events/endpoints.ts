@@ -188,12 +188,19 @@ export async function rotateSecret(
     const previous = signingKeys[0];
     signingKeys = [fresh, ...(previous === undefined ? [] : [{ ...previous, expiresAt: until }])];
   }
+  // Only over the secret read above: of two rotations at once, the later write must not drop the
+  // secret the earlier one answered (its caller would hold a secret that never signs).
   const updated = await deps.store.webhookEndpoints.replaceKeys(
     endpoint.endpointId,
     { secrets, signingKeys },
     now,
+    current?.sealed,
   );
-  if (updated === undefined) throw new AppError("not_found", "Webhook endpoint not found.");
+  if (updated === undefined) {
+    if ((await deps.store.webhookEndpoints.find(endpoint.endpointId)) === undefined)
+      throw new AppError("not_found", "Webhook endpoint not found.");
+    throw new AppError("conflict", "The endpoint's secret was rotated meanwhile: rotate again if needed.");
+  }
   await audit(
     deps,
     principal,

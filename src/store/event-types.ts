@@ -160,11 +160,16 @@ export interface WebhookEndpointStore {
   find(endpointId: string): Promise<WebhookEndpointRecord | undefined>;
   /** A tenant's endpoints, oldest first (then by id). */
   listForTenant(tenantId: string): Promise<WebhookEndpointRecord[]>;
-  /** Replaces the endpoint's secrets and keys if it exists; returns the endpoint after, or undefined. */
+  /**
+   * Replaces the endpoint's secrets and keys if it exists and, when `readSecret` is given, its current
+   * sealed secret is still that one (a rotation made meanwhile is not overwritten); returns the
+   * endpoint after, or undefined.
+   */
   replaceKeys(
     endpointId: string,
     keys: { secrets: SealedSecret[]; signingKeys: SealedSigningKey[] },
     now: Date,
+    readSecret?: string,
   ): Promise<WebhookEndpointRecord | undefined>;
   /**
    * Records an attempt's outcome on the endpoint: a success clears `failingSince`; a failure sets it

@@ -146,6 +146,26 @@ describe("creating an endpoint", () => {
 });
 
 describe("rotating the secret", () => {
+  it("never answers a rotated secret that does not sign: of rotations at once, the late ones are conflict", async () => {
+    for (const e of (await get(svc, "/api/v1/webhooks/endpoints", svc.issuerKey)).body.data.endpoints) {
+      await fetch(`${svc.baseUrl}/api/v1/webhooks/endpoints/${e.endpointId}`, {
+        method: "DELETE",
+        headers: { "x-api-key": svc.issuerKey },
+      });
+    }
+    const endpoint = await createEndpoint(svc, svc.issuerKey, receiver.url);
+    const path = `/api/v1/webhooks/endpoints/${endpoint.endpointId}/rotate-secret`;
+    const answers = await Promise.all([1, 2].map(() => post(svc, path, svc.issuerKey, {})));
+    const rotated = answers.filter((a) => a.status === 200).map((a) => a.body.data.secret as string);
+    expect(rotated.length).toBeGreaterThan(0);
+    for (const a of answers.filter((a) => a.status !== 200)) expect(a.body.error?.code).toBe("conflict");
+    // Each secret answered signs the next delivery (two that both landed are the new and the previous).
+    const next = await deliverOne();
+    for (const secret of rotated) {
+      expect(() => new Webhook(secret).verify(next.body, next.headers), "an answered secret").not.toThrow();
+    }
+  });
+
   it("signs with the old and the new secret (and key) for 24 hours, then with the new ones only", async () => {
     for (const e of (await get(svc, "/api/v1/webhooks/endpoints", svc.issuerKey)).body.data.endpoints) {
       await fetch(`${svc.baseUrl}/api/v1/webhooks/endpoints/${e.endpointId}`, {

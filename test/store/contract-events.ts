@@ -269,6 +269,14 @@ export function eventsContract(store: () => Store): void {
       const replaced = await store().webhookEndpoints.replaceKeys(e.endpointId, keys, at(10));
       expect(replaced).toEqual({ ...e, ...keys, updatedAt: at(10) });
       expect(await store().webhookEndpoints.replaceKeys(uid("we"), keys, at(10))).toBeUndefined();
+      // Over the secret read only: a rotation made meanwhile is not overwritten.
+      const stale = e.secrets[0]?.sealed;
+      expect(await store().webhookEndpoints.replaceKeys(e.endpointId, e, at(11), stale)).toBeUndefined();
+      expect((await store().webhookEndpoints.find(e.endpointId))?.secrets).toEqual(keys.secrets);
+      const read = keys.secrets[0]?.sealed;
+      expect((await store().webhookEndpoints.replaceKeys(e.endpointId, keys, at(10), read))?.secrets).toEqual(
+        keys.secrets,
+      );
 
       expect(
         (await store().webhookEndpoints.recordOutcome(e.endpointId, false, at(20)))?.failingSince,

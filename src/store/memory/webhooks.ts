@@ -38,9 +38,11 @@ export class MemoryWebhookEndpoints implements WebhookEndpointStore {
     endpointId: string,
     keys: { secrets: SealedSecret[]; signingKeys: SealedSigningKey[] },
     now: Date,
+    readSecret?: string,
   ): Promise<WebhookEndpointRecord | undefined> {
     const endpoint = this.byId.get(endpointId);
     if (endpoint === undefined) return undefined;
+    if (readSecret !== undefined && endpoint.secrets[0]?.sealed !== readSecret) return undefined;
     endpoint.secrets = copy(keys.secrets);
     endpoint.signingKeys = copy(keys.signingKeys);
     endpoint.updatedAt = new Date(now);

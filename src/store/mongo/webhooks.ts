@@ -99,10 +99,14 @@ export class MongoWebhookEndpoints implements WebhookEndpointStore {
     endpointId: string,
     keys: { secrets: SealedSecret[]; signingKeys: SealedSigningKey[] },
     now: Date,
+    readSecret?: string,
   ): Promise<WebhookEndpointRecord | undefined> {
-    return this.update(endpointId, {
-      $set: { secrets: keys.secrets, signingKeys: keys.signingKeys, updatedAt: now },
-    });
+    const unchanged = readSecret === undefined ? {} : { "secrets.0.sealed": readSecret };
+    return this.update(
+      endpointId,
+      { $set: { secrets: keys.secrets, signingKeys: keys.signingKeys, updatedAt: now } },
+      unchanged,
+    );
   }
 
   recordOutcome(endpointId: string, ok: boolean, at: Date): Promise<WebhookEndpointRecord | undefined> {
@@ -131,10 +135,11 @@ export class MongoWebhookEndpoints implements WebhookEndpointStore {
   private update(
     endpointId: string,
     update: Record<string, unknown> | Record<string, unknown>[],
+    also: Record<string, unknown> = {},
   ): Promise<WebhookEndpointRecord | undefined> {
     return this.ctx.run(
       async () =>
-        (await this.endpoints.findOneAndUpdate({ endpointId }, update, {
+        (await this.endpoints.findOneAndUpdate({ endpointId, ...also }, update, {
           ...this.ctx.limit,
           projection: { _id: 0 },
           returnDocument: "after",
