@@ -42,6 +42,7 @@ export class MemoryWebhookEndpoints implements WebhookEndpointStore {
   ): Promise<WebhookEndpointRecord | undefined> {
     const endpoint = this.byId.get(endpointId);
     if (endpoint === undefined) return undefined;
+    // secret-compare: sealed (encrypted) secrets the service read from this store, never sent by a caller.
     if (readSecret !== undefined && endpoint.secrets[0]?.sealed !== readSecret) return undefined;
     endpoint.secrets = copy(keys.secrets);
     endpoint.signingKeys = copy(keys.signingKeys);
