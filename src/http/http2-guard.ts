@@ -9,6 +9,10 @@ import { constants, type Http2Session, type ServerHttp2Stream } from "node:http2
  *   trickles in; a stream whose request has arrived is left to its handler;
  * - a session idle for the idle timeout, or one the client sent GOAWAY on, gets GOAWAY; streams still
  *   open after the grace period are reset with the session;
+ * - a stream whose request has arrived but whose answer has had bytes waiting to go out, none of them
+ *   sent, for the request timeout (a client that grants no flow-control window, or stops reading, while
+ *   it keeps the connection alive with pings) is reset (RST_STREAM CANCEL): each such answer is held in
+ *   memory, and nothing else would ever let it go;
  * - a complete answer to a request still arriving (one refused before its body was read whole: over
  *   the body limit, say) is followed by RST_STREAM NO_ERROR (RFC 9113, section 8.1), so a client that
  *   sends its whole body before reading stops rather than waiting in flow control for good (Node does
@@ -59,6 +63,54 @@ function stopUnfinishedRequest(stream: ServerHttp2Stream, tries = 0): void {
 /** Turns {@link stopUnfinishedRequest} waits for an answer's end to go out. */
 const STOP_TRIES = 20;
 
+/** An answer being written, as the sweep last saw it: bytes waiting to go out, and since when. */
+interface Answering {
+  pending: number;
+  since: number;
+}
+
+/**
+ * Resets each stream of `open` older than `timeoutMs` whose request has not fully arrived, and moves
+ * those whose request has to `answering`.
+ */
+function sweepRequests(
+  open: Map<ServerHttp2Stream, number>,
+  answering: Map<ServerHttp2Stream, Answering>,
+  now: number,
+  timeoutMs: number,
+): void {
+  const deadline = now - timeoutMs;
+  for (const [stream, started] of open) {
+    if (started > deadline) break;
+    open.delete(stream);
+    if (stream.destroyed) continue;
+    // The client has sent END_STREAM: the request is complete, its handler is at work; from now on
+    // its answer is watched.
+    if (stream.state?.remoteClose) answering.set(stream, { pending: stream.bufferSize, since: now });
+    else stream.close(constants.NGHTTP2_CANCEL);
+  }
+}
+
+/**
+ * Resets each stream of `answering` whose answer has had bytes waiting, and none sent (the count never
+ * fell), for `timeoutMs`; forgets the streams closed meanwhile.
+ */
+function sweepAnswers(answering: Map<ServerHttp2Stream, Answering>, now: number, timeoutMs: number): void {
+  for (const [stream, seen] of answering) {
+    if (stream.destroyed || stream.closed) {
+      answering.delete(stream);
+      continue;
+    }
+    const pending = stream.bufferSize;
+    if (pending === 0 || pending < seen.pending) seen.since = now;
+    seen.pending = pending;
+    if (now - seen.since >= timeoutMs) {
+      answering.delete(stream);
+      stream.close(constants.NGHTTP2_CANCEL);
+    }
+  }
+}
+
 /** Per-session state of the rapid-reset bucket. */
 interface ResetBucket {
   tokens: number;
@@ -69,19 +121,16 @@ interface ResetBucket {
 export function createHttp2Guard(options: Http2GuardOptions): Http2Guard {
   /** Open streams and when each started; a Map keeps insertion (so arrival) order. */
   const open = new Map<ServerHttp2Stream, number>();
+  /** Streams whose request arrived, still open after the request timeout: their answers are watched. */
+  const answering = new Map<ServerHttp2Stream, Answering>();
   const buckets = new WeakMap<Http2Session, ResetBucket>();
   let sweeper: NodeJS.Timeout | undefined;
 
   const sweep = (): void => {
-    const deadline = performance.now() - options.requestTimeoutMs;
-    for (const [stream, started] of open) {
-      if (started > deadline) break;
-      open.delete(stream);
-      // The client has sent END_STREAM: the request is complete, its handler is at work.
-      if (stream.destroyed || stream.state?.remoteClose) continue;
-      stream.close(constants.NGHTTP2_CANCEL);
-    }
-    if (open.size === 0) stopSweeping();
+    const now = performance.now();
+    sweepRequests(open, answering, now, options.requestTimeoutMs);
+    sweepAnswers(answering, now, options.requestTimeoutMs);
+    if (open.size === 0 && answering.size === 0) stopSweeping();
   };
   const stopSweeping = (): void => {
     clearInterval(sweeper);
@@ -125,6 +174,7 @@ export function createHttp2Guard(options: Http2GuardOptions): Http2Guard {
       if (session === undefined) return;
       stream.once("close", () => {
         open.delete(stream);
+        answering.delete(stream);
         // A stream reset before any answer: by the client (rapid reset), or by the sweep above.
         if (stream.headersSent || stream.rstCode === constants.NGHTTP2_NO_ERROR) return;
         if (overResetLimit(session) && !session.closed && !session.destroyed) {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type TestService } from "../support/harness.js";
-import { H2_ERROR, RawH2Connection } from "./h2-raw.js";
+import { H2_ERROR, RawH2Connection, SETTINGS_INITIAL_WINDOW_SIZE } from "./h2-raw.js";
 
 /**
  * HTTP/2 from the attacker's side: one connection opening thousands of streams it never finishes,
@@ -211,5 +211,36 @@ describe("HTTP/2 streams left open on an idle connection, or after the client's 
     // Sooner than the idle timeout would, though that is short here too: within the grace period.
     expect(await eventually(() => openStreams(svc) === 0, 3_000)).toBe(true);
     client.destroy();
+  });
+});
+
+describe("HTTP/2 answers a client never lets through", () => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await startService({
+      listener: { requestTimeoutMs: 500, timeoutCheckIntervalMs: 100 },
+      shutdownGraceMs: 500,
+    });
+  });
+  afterAll(async () => {
+    await svc.close();
+  });
+
+  it("resets streams whose answer a zero flow-control window holds, though the client keeps pinging", async () => {
+    // Each held answer is a copy in memory (the OpenAPI document is over 200 KB); without a bound, a
+    // few hundred such streams per connection, kept alive by pings, hold gigabytes for good.
+    const client = new RawH2Connection(svc.port, [[SETTINGS_INITIAL_WINDOW_SIZE, 0]]);
+    await client.connected;
+    const ids = Array.from({ length: 10 }, () => client.open("/openapi.json", {}, true));
+    const pinging = setInterval(() => client.ping(), 100);
+    try {
+      expect(await eventually(() => ids.every((id) => client.answered.has(id)), 2_000)).toBe(true);
+      expect(await eventually(() => ids.every((id) => client.resets.has(id)), 5_000)).toBe(true);
+      expect(ids.map((id) => client.resets.get(id))).toEqual(ids.map(() => H2_ERROR.CANCEL));
+      expect(client.isClosed).toBe(false);
+    } finally {
+      clearInterval(pinging);
+      client.destroy();
+    }
   });
 });

@@ -13,6 +13,8 @@ const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 const TYPE = { DATA: 0, HEADERS: 1, RST_STREAM: 3, SETTINGS: 4, PING: 6, GOAWAY: 7 } as const;
 const FLAG = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4 } as const;
 const SETTINGS_MAX_CONCURRENT_STREAMS = 0x3;
+/** SETTINGS_INITIAL_WINDOW_SIZE: 0 lets the server send no DATA on any stream. */
+export const SETTINGS_INITIAL_WINDOW_SIZE = 0x4;
 
 function frameOf(type: number, flags: number, streamId: number, payload: Buffer = Buffer.alloc(0)): Buffer {
   const header = Buffer.alloc(9);
@@ -57,7 +59,8 @@ export class RawH2Connection {
   isClosed = false;
   readonly connected: Promise<void>;
 
-  constructor(port: number) {
+  /** `settings`: the client's SETTINGS, as (identifier, value) pairs; none by default. */
+  constructor(port: number, settings: ReadonlyArray<readonly [number, number]> = []) {
     this.socket = connect(port, "127.0.0.1");
     this.socket.on("error", () => undefined);
     this.connected = new Promise((resolve) => this.socket.once("connect", () => resolve()));
@@ -68,7 +71,17 @@ export class RawH2Connection {
       }),
     );
     this.socket.on("data", (chunk: Buffer) => this.read(chunk));
-    this.socket.write(Buffer.concat([PREFACE, frameOf(TYPE.SETTINGS, 0, 0)]));
+    const payload = Buffer.alloc(6 * settings.length);
+    settings.forEach(([id, value], i) => {
+      payload.writeUInt16BE(id, 6 * i);
+      payload.writeUInt32BE(value, 6 * i + 2);
+    });
+    this.socket.write(Buffer.concat([PREFACE, frameOf(TYPE.SETTINGS, 0, 0, payload)]));
+  }
+
+  /** Sends a PING, as a client keeping its connection alive does. */
+  ping(): void {
+    this.socket.write(frameOf(TYPE.PING, 0, 0, Buffer.alloc(8)));
   }
 
   /** Opens a stream with a request whose body never comes (no END_STREAM) unless `end`; returns its id. */
