@@ -326,16 +326,22 @@ function urlLeaves(binding: HttpBinding, parts: HttpRequestParts, violations: Fi
     const value = coerce(variable.fields, raw, violations);
     if (value !== undefined) leaves.push({ fields: variable.fields, value });
   }
+  // The first query name given for each field (a field may be named by its JSON or its proto name).
+  const named = new Map<string, string>();
   for (const [key, raw] of Object.entries(parts.query)) {
     if (raw === undefined) continue;
     const fields =
       binding.body.kind === "all" ? undefined : resolveFieldPath(binding.method.input, key.split("."), true);
     const top = fields?.[0];
+    const path = fields?.map((f) => f.name).join(".") ?? "";
     if (fields === undefined || top === undefined || !isQueryLeaf(fields)) {
       violations.push({ field: key, description: "unknown query parameter" });
     } else if (bound.has(top) || (binding.body.kind === "field" && binding.body.field === top)) {
       violations.push({ field: key, description: "is set by the URL path or body, not the query" });
+    } else if (named.has(path)) {
+      violations.push({ field: key, description: `is the same field as ${named.get(path)}; set it once` });
     } else {
+      named.set(path, key);
       const value = coerce(fields, raw, violations, key);
       if (value !== undefined) leaves.push({ fields, value });
     }

@@ -292,6 +292,9 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
       "pageSize=99999999999999999999",
       "pageSize=2147483648",
       "pageSize=1&pageSize=2",
+      // One field under both its names: which value would win is the server's guess.
+      "page_size=1&pageSize=2",
+      "pageSize=2&page_size=1",
       "pageToken=!!!",
       `pageToken=${Buffer.from("garbage").toString("base64url")}`,
       `pageToken=${cursor(9e15)}`,
@@ -322,7 +325,13 @@ describe("hostile input over REST: every route refuses it with a 4xx in the enve
     ]) {
       await refuseGet(`/api/v1/audit?${query}`, svc.issuerKey, `audit?${query}`);
     }
-    for (const query of ["merchantId=a&merchantId=b", "merchantId[$ne]=", "foo=1", "transactionId=x"]) {
+    for (const query of [
+      "merchantId=a&merchantId=b",
+      "merchant_id=a&merchantId=b",
+      "merchantId[$ne]=",
+      "foo=1",
+      "transactionId=x",
+    ]) {
       await refuseGet(
         `/api/v1/transactions/${receipt.transactionId}/receipt?${query}`,
         svc.merchantKey,
