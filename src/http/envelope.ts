@@ -86,6 +86,9 @@ const DRAIN_MS = 2_000;
  * before a byte of it is read, and the connection is then closed: a client still writing would get a
  * reset (EPIPE) instead of the 413. So up to one more body limit of it is read and discarded first
  * (at most {@link DRAIN_MS}), the lingering close web servers do; a larger body still gets the reset.
+ * Fastify asks for that close with a `Connection: close` header, which HTTP/2 has no place for: Node
+ * drops it there and writes a warning to the process's stderr, outside the JSON log, so it is taken
+ * off an HTTP/2 answer first (the HTTP/2 guard ends the stream instead).
  */
 export async function answerFastifyError(
   request: FastifyRequest,
@@ -93,6 +96,7 @@ export async function answerFastifyError(
   error: FastifyError,
   bodyLimitBytes: number | undefined,
 ): Promise<FastifyReply> {
+  if (request.raw.httpVersionMajor === 2) reply.removeHeader("connection");
   return sendError(request, reply, await fastifyErrorOf(request, error, bodyLimitBytes));
 }
 
