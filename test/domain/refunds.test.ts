@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { KeyBundleSchema, type Receipt, ReceiptSchema } from "../../gen/receipts/v1/receipt_pb.js";
-import { openReceipt, sealReceipt } from "../../src/client/index.js";
+import { openReceipt, type SealedEnvelope, sealReceipt } from "../../src/client/index.js";
 import { gatewayByName } from "../../src/domain/gateways/index.js";
 import { generateKeys, register } from "../../src/domain/onboarding.js";
 import { createPayment } from "../../src/domain/payments.js";
@@ -63,6 +63,33 @@ function refundReceipt(paymentReceiptId: string, amount: bigint, extra: Partial<
     items: [],
     mockItems: false,
     ...extra,
+  });
+}
+
+/** A refund of `amount` whose receipt the merchant sealed on its side (`envelope`), for the card `hashedPan`. */
+function sealedRefund(envelope: SealedEnvelope, hashedPan: string, amount: bigint): Receipt {
+  const bytes = (text: string) => Buffer.from(text, "base64");
+  // Only the payment's fields stand beside a sealed receipt.
+  return create(ReceiptSchema, {
+    merchantId: "m-1",
+    transactionId: envelope.transactionId,
+    currency: "EUR",
+    recipientHashedPan: hashedPan,
+    amount,
+    sealedReceipt: {
+      version: envelope.version,
+      receiptId: envelope.receiptId,
+      keyBundle: create(KeyBundleSchema, {
+        keyId: envelope.keyBundle.keyId,
+        algorithm: envelope.keyBundle.algorithm,
+        encryptedAesKey: bytes(envelope.keyBundle.encryptedAesKey),
+        encapsulatedKey: bytes(envelope.keyBundle.encapsulatedKey ?? ""),
+        aadBound: envelope.keyBundle.aadBound ?? false,
+      }),
+      ciphertext: bytes(envelope.ciphertext),
+      iv: bytes(envelope.iv),
+      authTag: bytes(envelope.authTag),
+    },
   });
 }
 
@@ -202,28 +229,7 @@ describe("payments a merchant reads and refunds", () => {
       key,
       { trust: "unverified" },
     );
-    const bytes = (text: string) => Buffer.from(text, "base64");
-    const sealed = create(ReceiptSchema, {
-      merchantId: "m-1",
-      transactionId: envelope.transactionId,
-      currency: "EUR",
-      recipientHashedPan: hashPan(OTHER),
-      amount: 100n,
-      sealedReceipt: {
-        version: envelope.version,
-        receiptId: envelope.receiptId,
-        keyBundle: create(KeyBundleSchema, {
-          keyId: envelope.keyBundle.keyId,
-          algorithm: envelope.keyBundle.algorithm,
-          encryptedAesKey: bytes(envelope.keyBundle.encryptedAesKey),
-          encapsulatedKey: bytes(envelope.keyBundle.encapsulatedKey ?? ""),
-          aadBound: envelope.keyBundle.aadBound ?? false,
-        }),
-        ciphertext: bytes(envelope.ciphertext),
-        iv: bytes(envelope.iv),
-        authTag: bytes(envelope.authTag),
-      },
-    });
+    const sealed = sealedRefund(envelope, hashPan(OTHER), 100n);
     const err = await rejection(
       refundPayment(f.deps, merchant, { paymentId: pay.paymentId, receipt: sealed }, CALLER),
     );
@@ -331,28 +337,7 @@ describe("payments a merchant reads and refunds", () => {
       key.publicKey,
       { keyId: key.keyId },
     );
-    const bytes = (text: string) => Buffer.from(text, "base64");
-    // Only the payment's fields stand beside a sealed receipt.
-    const receipt = create(ReceiptSchema, {
-      merchantId: "m-1",
-      transactionId: envelope.transactionId,
-      currency: "EUR",
-      recipientHashedPan: hashPan(PAN),
-      amount: 250n,
-      sealedReceipt: {
-        version: envelope.version,
-        receiptId: envelope.receiptId,
-        keyBundle: create(KeyBundleSchema, {
-          keyId: envelope.keyBundle.keyId,
-          algorithm: envelope.keyBundle.algorithm,
-          encryptedAesKey: bytes(envelope.keyBundle.encryptedAesKey),
-          encapsulatedKey: bytes(envelope.keyBundle.encapsulatedKey ?? ""),
-        }),
-        ciphertext: bytes(envelope.ciphertext),
-        iv: bytes(envelope.iv),
-        authTag: bytes(envelope.authTag),
-      },
-    });
+    const receipt = sealedRefund(envelope, hashPan(PAN), 250n);
     const refunded = await refundPayment(f.deps, merchant, { paymentId: pay.paymentId, receipt }, CALLER);
     expect(refunded.payment.refundedAmount).toBe(250);
     const stored = await f.store.receipts.findByMerchantReceipt("m-1", "sealed-refund-1");
